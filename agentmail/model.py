@@ -1,0 +1,123 @@
+"""The values agentmail passes around: letters, their types, and the rules for names and ids.
+
+Pure: no I/O, no third-party imports. Everything a user may type that ends up in a header is
+checked here, because Python 3.11's email package will fold a CR/LF straight into a header.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import BadInput
+
+TYPES = ("report", "question", "fix-notice", "verify-result", "ack", "close", "note")
+HUMAN = "human"  # a letter with no front-matter block, written in a mail client
+TERMINAL_TYPES = ("ack", "close")
+SEVERITIES = ("low", "medium", "high", "critical")
+STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
+
+NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+THREAD_RE = re.compile(r"^thr-[0-9a-z]{6,26}$")
+# Message-IDs we generate: <ULID.platform@domain>; foreign ones are only stored, never trusted.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u0085\u2028\u2029]")
+
+MAX_SUBJECT = 200
+MAX_REF = 100
+
+
+def check_name(kind: str, value: str) -> str:
+    """A platform or agent name: lowercase, digits and dashes, 1-32 characters."""
+    if not NAME_RE.fullmatch(value or ""):
+        raise BadInput(f"{kind} name {value!r} must match ^[a-z0-9][a-z0-9-]{{0,31}}$")
+    return value
+
+
+def check_header_text(kind: str, value: str, limit: int) -> str:
+    """Text that becomes part of a header: no control characters, bounded length.
+
+    Tabs are allowed (they are whitespace in a header); CR, LF, NUL and the rest are refused
+    rather than folded, so a subject can never smuggle in a Bcc.
+    """
+    if _CONTROL_RE.search(value):
+        raise BadInput(f"{kind} contains a control character (CR, LF, NUL...); refused")
+    if len(value) > limit:
+        raise BadInput(f"{kind} is {len(value)} characters; the limit is {limit}")
+    if not value.strip():
+        raise BadInput(f"{kind} is empty")
+    return value
+
+
+def check_type(value: str) -> str:
+    if value not in TYPES:
+        raise BadInput(f"unknown type {value!r}; one of: {', '.join(TYPES)}")
+    return value
+
+
+def check_severity(value: str | None) -> str | None:
+    if value is not None and value not in SEVERITIES:
+        raise BadInput(f"unknown severity {value!r}; one of: {', '.join(SEVERITIES)}")
+    return value
+
+
+def check_thread(value: str) -> str:
+    if not THREAD_RE.fullmatch(value or ""):
+        raise BadInput(f"thread id {value!r} must match thr-<6-26 lowercase letters/digits>")
+    return value
+
+
+def new_thread_id() -> str:
+    """``thr-`` + 10 lowercase base32 characters (50 bits of randomness)."""
+    alphabet = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+    return "thr-" + "".join(secrets.choice(alphabet) for _ in range(10))
+
+
+def strip_re(subject: str) -> str:
+    """The subject with any number of leading ``Re:`` (any case) removed."""
+    return re.sub(r"^(?:\s*re\s*:\s*)+", "", subject, flags=re.IGNORECASE)
+
+
+def reply_subject(subject: str) -> str:
+    """Exactly one ``Re:``, however many the original carried."""
+    return "Re: " + strip_re(subject)
+
+
+@dataclass(frozen=True)
+class Letter:
+    """One letter as agentmail understands it, parsed from or rendered to RFC-822."""
+
+    message_id: str
+    sender: str  # platform name of the From address ("" when unregistered)
+    sender_address: str
+    to: str  # platform name of the recipient
+    to_address: str
+    type: str
+    thread: str
+    subject: str
+    body: str  # front matter stripped
+    date: str  # RFC 2822 date as on the wire
+    severity: str | None = None
+    ref: str | None = None
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
+    to_agent: str | None = None
+    sender_name: str | None = None  # display name: shown, never trusted
+    id: str = ""  # local spool id, assigned when stored
+    state: str = ""
+    reason: str | None = None  # quarantine reason code
+    detail: str | None = None  # quarantine sentence
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented ``--json`` shape (DESIGN §8)."""
+        data = asdict(self)
+        data["from"] = data.pop("sender")
+        data["references"] = list(self.references)
+        extra = data.pop("extra")
+        if self.state != "quarantine":
+            data.pop("reason")
+            data.pop("detail")
+        data.update(extra)
+        return data

@@ -1,0 +1,92 @@
+"""The transport interface: how letters leave and arrive, nothing else.
+
+A transport moves exact RFC-822 bytes. It knows nothing of letters, guards or the spool:
+the client hands it signed bytes to submit, and pulls raw messages past a checkpoint that
+the spool stores only after it has committed what was fetched.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """SMTP envelope: who pays for bounces, who receives."""
+
+    mail_from: str
+    rcpt_to: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One message to submit; ``key`` is the outbox id, echoed back in the result."""
+
+    key: str
+    raw: bytes
+    envelope: Envelope
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What happened to one message.
+
+    ``status``: "sent" (the server took responsibility: SMTP 250), "queued" (transient
+    failure, try again later), or "failed" (permanent refusal; ``detail`` has the reason).
+    ``refused`` lists recipients the server refused while accepting others.
+    """
+
+    key: str
+    status: str
+    detail: str = ""
+    refused: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One message pulled from the mailbox.
+
+    ``raw`` is None when the message is larger than the limit: the transport did not
+    download it and ``size`` tells how big it claimed to be.
+    """
+
+    key: str
+    raw: bytes | None
+    size: int
+
+
+class Transport(ABC):
+    """``submit`` out, ``fetch``/``advance`` in, ``wait`` for news."""
+
+    name: str
+
+    @abstractmethod
+    def submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
+        """Submit every message, over one connection where the transport has one."""
+
+    @abstractmethod
+    def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+        """Yield batches of messages that arrived after ``checkpoint``, oldest first."""
+
+    @abstractmethod
+    def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
+        """The checkpoint to store once ``committed`` is safely in the spool."""
+
+    @abstractmethod
+    def wait(self, checkpoint: str | None, timeout: float) -> str | None:
+        """Block until something may have arrived after ``checkpoint``.
+
+        Returns the mechanism that noticed it (e.g. "inotify", "poll", "idle"), or None
+        when ``timeout`` seconds passed with nothing new.
+        """
+
+    def close(self) -> None:
+        """Release connections; the default transport holds none."""
+
+    def __enter__(self) -> Transport:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
