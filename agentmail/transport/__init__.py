@@ -1,0 +1,28 @@
+"""Transports: the ``local`` post office (default) and ``smtp+imap``, behind one interface."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..registry import Registry
+from .base import Envelope, Incoming, Outgoing, SubmitResult, Transport
+
+__all__ = ["Envelope", "Incoming", "Outgoing", "SubmitResult", "Transport", "open_transport"]
+
+
+def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
+    """The bus's transport for ``platform``; the SMTP/IMAP code is imported only when used."""
+    if registry.bus.transport == "local":
+        from .local import LocalTransport
+
+        def resolve(address: str) -> str | None:
+            from ..wire import base_address
+
+            found = registry.by_address(base_address(address.lower()))
+            return found.name if found else None
+
+        return LocalTransport(home / "postoffice", platform, resolve)
+    from .smtpimap import SmtpImapTransport  # type: ignore[import-not-found,unused-ignore]
+
+    transport: Transport = SmtpImapTransport.from_registry(registry, platform, home)
+    return transport

@@ -1,0 +1,157 @@
+"""Inbound authenticity (DESIGN §5): decide what an arrived message is before any agent sees it.
+
+``judge`` returns a Verdict: accept, quarantine (with a reason code and a sentence), or bounce
+(a delivery-status notification, to be attached to the sent letter it reports on). The checks
+that need local state — duplicates and ancestry — are the spool's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from email.message import EmailMessage, Message
+
+from . import signing, verdicts, wire
+from .model import Letter
+from .registry import Platform, Registry
+
+MAX_HOPS = 50
+_AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    route: str  # accept | quarantine | bounce
+    letter: Letter | None = None
+    reason: str | None = None
+    detail: str | None = None
+    bounced_message_id: str | None = None  # for route == "bounce"
+    summary: dict[str, str] | None = None  # from/subject/message_id for a quarantine listing
+
+    @property
+    def accepted(self) -> bool:
+        return self.route == "accept"
+
+
+def _quarantine(reason: str, detail: str, msg: Message | None = None, letter: Letter | None = None) -> Verdict:
+    summary: dict[str, str] = {}
+    if msg is not None:
+        for key, header in (("from", "From"), ("subject", "Subject"), ("message_id", "Message-ID"), ("date", "Date")):
+            try:
+                value = str(msg.get(header, ""))
+            except Exception:
+                value = ""
+            summary[key] = re.sub(r"[\x00-\x1f\x7f]", " ", value)[:200]
+    return Verdict("quarantine", letter=letter, reason=reason, detail=detail, summary=summary)
+
+
+def _bounced_message_id(msg: EmailMessage) -> str | None:
+    """The Message-ID of our letter that a delivery-status notification reports on."""
+    for part in msg.walk():
+        ctype = part.get_content_type()
+        if ctype in ("message/rfc822", "text/rfc822-headers", "message/rfc822-headers"):
+            payload = part.get_payload()
+            text = ""
+            if isinstance(payload, list) and payload:
+                text = str(payload[0].get("Message-ID", ""))
+            elif isinstance(payload, str):
+                found = re.search(r"^Message-ID:\s*(<[^>\s]+>)", payload, re.IGNORECASE | re.MULTILINE)
+                text = found.group(1) if found else ""
+            elif isinstance(payload, bytes):
+                found = re.search(rb"^Message-ID:\s*(<[^>\s]+>)", payload, re.IGNORECASE | re.MULTILINE)
+                text = found.group(1).decode(errors="replace") if found else ""
+            text = text.strip()
+            if wire.MESSAGE_ID_RE.fullmatch(text):
+                return text
+    return None
+
+
+def _automated(msg: EmailMessage) -> Verdict | None:
+    ctype = msg.get_content_type()
+    sender = str(msg.get("From", ""))
+    if ctype == "multipart/report" or (_AUTOMATED_SENDERS.search(_plain(sender)) and msg.is_multipart()):
+        report = str(msg.get_param("report-type", "") or "").lower()
+        if report in ("delivery-status", "") or ctype != "multipart/report":
+            original = _bounced_message_id(msg)
+            if original:
+                return Verdict("bounce", bounced_message_id=original, detail=_dsn_reason(msg))
+        return _quarantine("automated", f"a {ctype} report ({report or 'no type'}), not a letter", msg)
+    if _AUTOMATED_SENDERS.search(_plain(sender)):
+        return _quarantine("automated", "sent by a mail system, not an agent", msg)
+    auto = str(msg.get("Auto-Submitted", "no")).strip().lower().split(";")[0].strip()
+    if auto not in ("no", "auto-generated"):
+        return _quarantine("automated", f"an automatic response (Auto-Submitted: {auto})", msg)
+    precedence = str(msg.get("Precedence", "")).strip().lower()
+    if precedence in ("auto_reply", "bulk", "junk", "list"):
+        return _quarantine("automated", f"an automatic or bulk message (Precedence: {precedence})", msg)
+    return None
+
+
+def _plain(header_value: str) -> str:
+    found = re.search(r"<([^<>]+)>", header_value)
+    return (found.group(1) if found else header_value).strip()
+
+
+def _dsn_reason(msg: EmailMessage) -> str:
+    for part in msg.walk():
+        if part.get_content_type() == "message/delivery-status":
+            text = str(part.get_payload()) if not part.is_multipart() else ""
+            if part.is_multipart():
+                text = "\n".join(str(p) for p in part.get_payload())
+            found = re.search(r"^Diagnostic-Code:\s*(.+)$", text, re.IGNORECASE | re.MULTILINE)
+            status = re.search(r"^Status:\s*(\S+)", text, re.IGNORECASE | re.MULTILINE)
+            bits = [b.group(1).strip() for b in (status, found) if b]
+            if bits:
+                return re.sub(r"[\x00-\x1f\x7f]", " ", " ".join(bits))[:300]
+    return "the mail system reported the letter undeliverable"
+
+
+def pinned_key(platform: Platform) -> signing.PinnedKey:
+    return signing.PinnedKey(
+        domain=platform.dkim_domain or platform.domain,
+        selector=platform.selector,
+        algorithm=platform.algorithm,
+        public_key=platform.public_key if platform.key_lookup == "pinned" else "",
+    )
+
+
+def judge(raw: bytes, registry: Registry) -> Verdict:
+    """Everything DESIGN §5 asks that needs no local history, in order."""
+    bus = registry.bus
+    try:
+        msg = wire.parse_message(raw, bus.max_size)
+    except wire.Malformed as exc:
+        return _quarantine(exc.reason, exc.detail)
+
+    automated = _automated(msg)
+    if automated:
+        return automated
+    hops = len(msg.get_all("Received") or [])
+    if hops > MAX_HOPS:
+        return _quarantine("loop", f"the letter passed {hops} relays (more than {MAX_HOPS})", msg)
+
+    try:
+        sender_address = wire.single_address(msg, "From")
+    except wire.Malformed as exc:
+        return _quarantine(exc.reason, exc.detail, msg)
+    platform = registry.by_address(sender_address)
+    if platform is None:
+        return _quarantine("unregistered-sender", f"{sender_address} is not a registered platform of this bus", msg)
+
+    trusted = verdicts.read([str(v) for v in msg.get_all("Authentication-Results") or []], bus.trusted_authserv_ids)
+    if trusted.fails:
+        return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
+
+    dkim = signing.verify(raw, pinned_key(platform))
+    if not dkim.ok:
+        aligned = bus.policy == "aligned" and sender_address.rpartition("@")[2] in trusted.dkim_pass_domains
+        if not aligned:
+            return _quarantine("unauthenticated", f"no valid signature by {platform.name}'s pinned key: {dkim.detail}", msg)
+
+    try:
+        letter = wire.to_letter(msg)
+    except wire.Malformed as exc:
+        return _quarantine(exc.reason, exc.detail, msg)
+    to_platform = registry.by_address(letter.to_address)
+    letter = replace(letter, sender=platform.name, to=to_platform.name if to_platform else "")
+    return Verdict("accept", letter=letter)

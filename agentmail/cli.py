@@ -1,0 +1,529 @@
+"""The ``agentmail`` command: parse arguments, call the client, print text or JSON (DESIGN §8).
+
+No logic lives here. Every failure is one line on stderr and a documented exit code:
+0 ok · 1 not found · 2 bad input · 3 timeout · 4 refused by a guard · 5 transport · 6 config.
+Letters are untrusted: control characters are stripped from everything printed as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from .errors import AgentmailError, BadInput
+
+if TYPE_CHECKING:
+    from .client import AgentMail
+    from .model import Letter
+
+F = TypeVar("F", bound=Callable[..., Any])
+_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: object) -> str:
+    """Untrusted text made safe for a terminal: no escape sequences, no bidi tricks."""
+    return _UNSAFE.sub("", str(text if text is not None else ""))
+
+
+class Ctx:
+    def __init__(self, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
+        self.platform, self.agent, self.registry, self.json = platform, agent, registry, as_json
+        self._client: AgentMail | None = None
+
+    @property
+    def home(self) -> Path:
+        from .home import agentmail_home
+
+        return agentmail_home()
+
+    def registry_root(self) -> Path:
+        from .registry import registry_dir
+
+        return registry_dir(self.registry, self.home)
+
+    def client(self) -> AgentMail:
+        if self._client is None:
+            from .client import AgentMail
+
+            self._client = AgentMail.from_env(self.platform, agent=self.agent, registry=self.registry_root())
+        return self._client
+
+
+def json_option(func: F) -> F:
+    """``--json`` is accepted before or after the command name."""
+
+    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+        if value:
+            ctx.find_object(Ctx).json = True  # type: ignore[union-attr]
+        return value
+
+    return click.option("--json", "as_json", is_flag=True, expose_value=False, callback=remember,
+                        help="Machine-readable output.")(func)  # fmt: skip
+
+
+def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
+    if ctx.json:
+        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    else:
+        text()
+
+
+def read_body(value: str) -> str:
+    """``-b TEXT``, ``-b @FILE`` or ``-b -`` (standard input)."""
+    if value == "-":
+        return sys.stdin.read()
+    if value.startswith("@") and len(value) > 1:
+        path = Path(value[1:]).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BadInput(f"cannot read body file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return value
+
+
+def line(letter: Letter) -> str:
+    sender = letter.sender or letter.sender_address or "?"
+    flag = f" [{letter.severity}]" if letter.severity else ""
+    return clean(f"{letter.id}  {letter.type or '-':<13} {sender:<14} {letter.thread or '-':<16} {letter.subject}{flag}")
+
+
+def full(letter: Letter) -> str:
+    head = [
+        f"id:       {letter.id} ({letter.state})",
+        f"from:     {letter.sender or '?'} <{letter.sender_address}>",
+        f"to:       {letter.to or '?'} <{letter.to_address}>",
+        f"subject:  {letter.subject}",
+        f"type:     {letter.type}" + (f"   severity: {letter.severity}" if letter.severity else "")
+        + (f"   ref: {letter.ref}" if letter.ref else ""),
+        f"thread:   {letter.thread}",
+        f"date:     {letter.date}",
+    ]  # fmt: skip
+    if letter.to_agent:
+        head.append(f"to-agent: {letter.to_agent}")
+    if letter.reason:
+        head.append(f"reason:   {letter.reason}: {letter.detail}")
+    for key in ("undeliverable_reason", "failed_reason", "queued_reason", "refused"):
+        if letter.extra.get(key):
+            head.append(f"{key.split('_')[0]}: {letter.extra[key]}")
+    return clean("\n".join(head)) + "\n\n" + clean(letter.body).replace("\r", "")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--as", "platform", metavar="PLATFORM", help="Act as this platform (else AGENTMAIL_PLATFORM, marker, git remote, path).")
+@click.option("--agent", metavar="NAME", help="One of several agents sharing this checkout (else AGENTMAIL_AGENT).")
+@click.option("--registry", metavar="DIR", help="The registry in force (else AGENTMAIL_REGISTRY, else $AGENTMAIL_HOME/registry).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.version_option(package_name="agentmail")
+@click.pass_context
+def main_group(ctx: click.Context, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
+    """agentmail: defect reports between coding agents, over real email."""
+    ctx.obj = Ctx(platform, agent, registry, as_json)
+
+
+pass_ctx = click.make_pass_decorator(Ctx)
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def whoami(ctx: Ctx) -> None:
+    """This checkout's platform[@agent]; exit 1 if none."""
+    me = ctx.client().me
+    emit(ctx, {"platform": me.platform, "agent": me.agent, "address": ctx.client().platform.address},
+         lambda: click.echo(me.mailbox))  # fmt: skip
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def platforms(ctx: Ctx) -> None:
+    """The registry: every platform, its address and pinned key."""
+    from .registry import load
+
+    reg = load(ctx.registry_root())
+    rows = [{"name": p.name, "address": p.address, "display_name": p.display_name, "selector": p.selector,
+             "key": p.key_lookup, "remotes": list(p.remotes), "paths": list(p.paths)} for p in reg.platforms.values()]  # fmt: skip
+
+    def text() -> None:
+        click.echo(f"bus {reg.bus.name} ({reg.bus.transport}, policy {reg.bus.policy}) at {reg.root}")
+        for r in rows:
+            click.echo(f"  {r['name']:<16} {r['address']:<32} s={r['selector']}")
+
+    emit(ctx, {"bus": reg.bus.name, "domain": reg.bus.domain, "transport": reg.bus.transport,
+               "platforms": rows, "problems": reg.problems}, text)  # fmt: skip
+    for problem in reg.problems:
+        click.echo(f"agentmail: warning: {problem}", err=True)
+
+
+@main_group.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option("--domain", default="bus.localhost", show_default=True, help="Mail domain of the bus.")
+@click.option("--transport", type=click.Choice(["local", "smtp+imap"]), default="local", show_default=True)
+@click.option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
+@click.option("--imap", metavar="HOST:PORT", help="IMAP server (smtp+imap).")
+@click.option("--tls", "tls", multiple=True, metavar="MODE", help="implicit|starttls|none; once for both, or twice: SMTP then IMAP.")
+@click.option("--ca-file", metavar="PEM", help="CA certificate(s) to trust for a self-signed server.")
+@click.option("--trust-authserv", multiple=True, metavar="ID", help="authserv-id whose Authentication-Results count.")
+@click.option("--force", is_flag=True, help="Replace an existing bus at this registry.")
+@json_option
+@pass_ctx
+def init(ctx: Ctx, names: tuple[str, ...], domain: str, transport: str, smtp: str | None, imap: str | None,
+         tls: tuple[str, ...], ca_file: str | None, trust_authserv: tuple[str, ...], force: bool) -> None:  # fmt: skip
+    """Create a bus: its registry and each platform's DKIM key pair."""
+    from . import bus
+
+    endpoints: dict[str, Any] = {}
+    if transport == "smtp+imap":
+        endpoints = bus.endpoints(smtp, imap, tls, ca_file, trust_authserv)
+    reg = bus.init(ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport,
+                   endpoints=endpoints, force=force)  # fmt: skip
+    emit(ctx, {"registry": str(reg.root), "platforms": sorted(reg.platforms)},
+         lambda: click.echo(f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
+                            f"keys in {ctx.home / 'secrets'}"))  # fmt: skip
+
+
+def _entry_text(ctx: Ctx, platform: Any) -> None:
+    from . import bus
+
+    import tomli_w
+
+    click.echo(f"# {ctx.registry_root() / 'platforms' / (platform.name + '.toml')}")
+    click.echo(tomli_w.dumps(bus.platform_entry(platform)))
+    click.echo(f"# DNS TXT record, for partners who look keys up:\n{platform.selector}._domainkey.{platform.dkim_domain}. IN TXT \"{platform.txt_record()}\"")
+
+
+def _entry_json(platform: Any) -> dict[str, Any]:
+    from . import bus
+
+    return {**bus.platform_entry(platform), "dns_name": f"{platform.selector}._domainkey.{platform.dkim_domain}",
+            "txt_record": platform.txt_record()}  # fmt: skip
+
+
+@main_group.command()
+@click.argument("name")
+@click.option("--repo", metavar="PATH|REMOTE", help="The platform's checkout path or git remote (for whoami).")
+@click.option("--domain", help="Its mail domain, if not the bus's (a partner organisation).")
+@json_option
+@pass_ctx
+def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
+    """Add a platform to the bus; prints its registry entry and DNS TXT record."""
+    from . import bus
+    from .registry import load
+
+    platform = bus.add(ctx.home, load(ctx.registry_root()), name, repo=repo, domain=domain)
+    emit(ctx, _entry_json(platform), lambda: _entry_text(ctx, platform))
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def keygen(ctx: Ctx) -> None:
+    """Rotate this platform's key; prints the new registry entry and DNS TXT record."""
+    from . import bus
+
+    client = ctx.client()
+    platform = bus.keygen(ctx.home, client.registry, client.me.platform)
+    emit(ctx, _entry_json(platform), lambda: _entry_text(ctx, platform))
+
+
+def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
+    def text() -> None:
+        if not letters:
+            click.echo(empty)
+        for letter in letters:
+            click.echo(line(letter))
+
+    emit(ctx, [letter.to_json() for letter in letters], text)
+
+
+@main_group.command()
+@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@click.option("--consume", is_flag=True, help="Mark what is shown as read (at-most-once).")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most N letters.")
+@json_option
+@pass_ctx
+def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None) -> None:
+    """Sync, then the unread authenticated letters (they stay until 'done' or a reply)."""
+    letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit)
+    _letters(ctx, letters, "no unread letters")
+
+
+@main_group.command()
+@click.argument("letter_id", metavar="ID")
+@click.option("--raw", is_flag=True, help="The RFC-822 bytes as stored.")
+@json_option
+@pass_ctx
+def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
+    """One letter, in full."""
+    if raw:
+        sys.stdout.write(clean(ctx.client().raw(letter_id).decode("utf-8", "replace")).replace("\r", "") if sys.stdout.isatty()
+                         else ctx.client().raw(letter_id).decode("utf-8", "replace"))  # fmt: skip
+        return
+    letter = ctx.client().show(letter_id)
+    emit(ctx, letter.to_json(), lambda: click.echo(full(letter)))
+
+
+@main_group.command()
+@click.argument("letter_ids", metavar="ID...", nargs=-1, required=True)
+@json_option
+@pass_ctx
+def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
+    """Mark letters consumed."""
+    moved = ctx.client().done(*letter_ids)
+    emit(ctx, {"done": moved}, lambda: click.echo(f"marked {len(moved)} read"))
+
+
+def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
+    from .errors import TransportError
+
+    for warning in warnings:
+        click.echo(f"agentmail: {warning}", err=True)
+    emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
+    if letter.state == "outbox":
+        raise TransportError(f"queued: {letter.extra.get('queued_reason') or 'the server is unreachable'}; "
+                             "'agentmail flush' retries")  # fmt: skip
+    if letter.state == "failed":
+        raise TransportError(f"refused by the server: {letter.extra.get('failed_reason')}")
+
+
+@main_group.command()
+@click.argument("to")
+@click.option("-s", "--subject", required=True)
+@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
+@click.option("-t", "--type", "kind", default="report", show_default=True, metavar="TYPE")
+@click.option("-S", "--severity", metavar="SEVERITY")
+@click.option("-r", "--ref", metavar="REF")
+@click.option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
+@click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
+@json_option
+@pass_ctx
+def send(ctx: Ctx, to: str, subject: str, body: str, kind: str, severity: str | None, ref: str | None,
+         thread: str | None, force: bool) -> None:  # fmt: skip
+    """Open a thread; prints its id. Opener advice goes to stderr."""
+    client = ctx.client()
+    text = read_body(body)
+    if thread:
+        letter = client.follow_up(thread, text, type=kind, force=force)
+        if letter.to != to:
+            click.echo(f"agentmail: note: thread {thread} is with {letter.to}; sent there", err=True)
+        _report_sent(ctx, letter, [])
+        return
+    letter = client.send(to, subject, text, type=kind, severity=severity, ref=ref, force=force)
+    _report_sent(ctx, letter, client.last_warnings)
+
+
+@main_group.command()
+@click.argument("letter_id", metavar="ID")
+@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
+@click.option("-t", "--type", "kind", metavar="TYPE", help="Default: ack to a report, verify-result to a fix-notice, else question.")
+@click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
+@json_option
+@pass_ctx
+def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool) -> None:
+    """Answer a letter; exit 4 with the reason when a guard refuses."""
+    from .errors import Refused
+
+    client = ctx.client()
+    letter = client.reply(letter_id, read_body(body), type=kind, force=force)
+    if letter is None:
+        raise Refused(client.why_refused(letter_id) or "refused")
+    _report_sent(ctx, letter, [])
+
+
+@main_group.command()
+@click.argument("thread_id", metavar="THREAD")
+@json_option
+@pass_ctx
+def thread(ctx: Ctx, thread_id: str) -> None:
+    """The whole thread, both ways, as a person would read it."""
+    letters = ctx.client().thread(thread_id)
+
+    def text() -> None:
+        for letter in letters:
+            arrow = "→" if letter.state in ("sent", "outbox", "failed") else "←"
+            undeliverable = "  UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
+            click.echo(clean(f"── {arrow} {letter.type} from {letter.sender} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"))
+            click.echo(clean(f"   {letter.subject}"))
+            click.echo("")
+            for body_line in clean(letter.body).splitlines():
+                click.echo(f"   {body_line}")
+            click.echo("")
+
+    emit(ctx, [letter.to_json() for letter in letters], text)
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def sent(ctx: Ctx) -> None:
+    """What I sent (queued, failed and delivered)."""
+    letters = ctx.client().sent()
+
+    def text() -> None:
+        if not letters:
+            click.echo("nothing sent")
+        for letter in letters:
+            mark = " UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
+            click.echo(line(letter) + f"  ({letter.state}{mark})")
+
+    emit(ctx, [letter.to_json() for letter in letters], text)
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def quarantine(ctx: Ctx) -> None:
+    """What was rejected, and why."""
+    letters = ctx.client().quarantined()
+
+    def text() -> None:
+        if not letters:
+            click.echo("quarantine is empty")
+        for letter in letters:
+            click.echo(clean(f"{letter.id}  {letter.reason:<20} {letter.sender_address or '?':<28} {letter.subject}"))
+            click.echo(clean(f"    {letter.detail}"))
+
+    emit(ctx, [letter.to_json() for letter in letters], text)
+
+
+@main_group.command()
+@click.option("--to", "to_agent", metavar="AGENT", help="The sibling agent it is for (else whoever reads next).")
+@click.option("-s", "--subject", required=True)
+@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
+@click.option("--force", is_flag=True)
+@json_option
+@pass_ctx
+def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool) -> None:
+    """A handover to a sibling agent sharing this platform."""
+    letter = ctx.client().note(subject, read_body(body), to_agent=to_agent, force=force)
+    _report_sent(ctx, letter, [])
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def notes(ctx: Ctx) -> None:
+    """Notes for me (not consumed)."""
+    _letters(ctx, ctx.client().notes(), "no notes")
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def status(ctx: Ctx) -> None:
+    """Open threads, where each stands, and whose move it is."""
+    rows = ctx.client().status()
+
+    def text() -> None:
+        if not rows:
+            click.echo("no threads")
+        for r in rows:
+            flag = "  UNDELIVERABLE" if r["undeliverable"] else ""
+            click.echo(clean(f"{r['thread']:<16} {r['state']:<14} move: {r['whose_move']:<12} with {r['with']:<12} {r['subject']}{flag}"))
+
+    emit(ctx, rows, text)
+
+
+@main_group.command()
+@click.option("--timeout", type=float, default=300.0, show_default=True, metavar="S")
+@click.option("--type", "kind", metavar="TYPE")
+@click.option("--thread", "thread_id", metavar="THREAD")
+@json_option
+@pass_ctx
+def wait(ctx: Ctx, timeout: float, kind: str | None, thread_id: str | None) -> None:
+    """Block until a matching unread letter is here; exit 3 on timeout."""
+    letter, mechanism = ctx.client().wait(timeout, type=kind, thread=thread_id)
+    emit(ctx, {**letter.to_json(), "woke_by": mechanism}, lambda: click.echo(line(letter) + f"  (woke by {mechanism})"))
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def sync(ctx: Ctx) -> None:
+    """Pull now."""
+    report = ctx.client().sync()
+    data = report.to_json()
+    emit(ctx, data, lambda: click.echo(", ".join(f"{v} {k}" for k, v in data.items())))
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def flush(ctx: Ctx) -> None:
+    """Retry the outbox."""
+    from .errors import TransportError
+
+    results = ctx.client().flush()
+    data = [{"id": r.key, "status": r.status, "detail": r.detail} for r in results]
+    emit(ctx, data, lambda: click.echo("\n".join(f"{r['id']} {r['status']} {clean(r['detail'])}" for r in data) or "outbox is empty"))
+    if any(r.status != "sent" for r in results):
+        raise TransportError(f"{sum(r.status != 'sent' for r in results)} letter(s) not sent")
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def doctor(ctx: Ctx) -> None:
+    """Check configuration, credentials, permissions, keys, connectivity."""
+    from .doctor import run_checks
+
+    checks = run_checks(ctx.home, ctx.registry_root(), ctx.platform, ctx.agent)
+
+    def text() -> None:
+        for check in checks:
+            click.echo(clean(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}"))
+
+    emit(ctx, [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks], text)
+    if not all(c.ok for c in checks):
+        from .errors import ConfigError
+
+        raise ConfigError(f"{sum(not c.ok for c in checks)} check(s) failed")
+
+
+@main_group.command()
+@click.option("--home", "demo_home", metavar="DIR", help="Where to build the demo bus (default: a new temp dir).")
+@pass_ctx
+def demo(ctx: Ctx, demo_home: str | None) -> None:
+    """The whole lifecycle between two platforms on the embedded default."""
+    from .demo import run_demo
+
+    run_demo(Path(demo_home) if demo_home else None, click.echo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: no traceback ever reaches a user."""
+    try:
+        main_group.main(args=argv, prog_name="agentmail", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("agentmail: interrupted", err=True)
+        return 130
+    except click.ClickException as exc:
+        click.echo(f"agentmail: {exc.format_message()}", err=True)
+        return 2 if exc.exit_code in (1, 2) else exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except AgentmailError as exc:
+        click.echo(f"agentmail: {clean(exc)}", err=True)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("agentmail: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as exc:
+        click.echo(f"agentmail: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", err=True)
+        return 1
+    except Exception as exc:  # the promise: one line, never a traceback
+        click.echo(f"agentmail: internal error: {exc.__class__.__name__}: {clean(exc)}", err=True)
+        return 1
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())

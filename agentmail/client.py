@@ -1,0 +1,451 @@
+"""The client: what an agent does with its mail, on any transport (DESIGN §1, §6, §7).
+
+    am = AgentMail.from_env("tokengate")
+    for letter in am.inbox():
+        if letter.type == "report":
+            am.reply(letter, "Reproduced. Fixing.", type="ack")
+
+It composes, guards, signs and queues outgoing letters, and pulls, judges and files incoming
+ones. The CLI and the MCP server are thin shells over this class.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from . import guards, identity, registry as registry_mod, wire
+from .credentials import read_private_key
+from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
+from .home import agentmail_home
+from .identity import Identity
+from .model import HUMAN, Letter, check_severity, check_type, new_thread_id, reply_subject
+from .registry import Registry
+from .spool import Spool, new_id
+from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
+
+MAX_REFERENCES = 20
+_LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
+
+
+def letter_from_meta(data: dict[str, Any]) -> Letter:
+    """A Letter from a spool meta record (the ``--json`` shape)."""
+    known = {k: v for k, v in data.items() if k in _LETTER_FIELDS}
+    known["references"] = tuple(known.get("references") or ())
+    extra = {k: v for k, v in data.items() if k not in _LETTER_FIELDS and k != "from"}
+    for name, default in (("message_id", ""), ("sender_address", ""), ("to", ""), ("to_address", ""),
+                          ("type", ""), ("thread", ""), ("subject", ""), ("body", ""), ("date", "")):  # fmt: skip
+        known.setdefault(name, default)
+    return Letter(sender=data.get("from") or "", extra=extra, **known)
+
+
+@dataclass
+class SyncReport:
+    accepted: list[Letter] = field(default_factory=list)
+    quarantined: list[Letter] = field(default_factory=list)
+    duplicates: int = 0
+    bounces: int = 0
+    skipped: int = 0  # notes for a sibling agent
+
+    def to_json(self) -> dict[str, Any]:
+        return {"accepted": len(self.accepted), "quarantined": len(self.quarantined),
+                "duplicates": self.duplicates, "bounces": self.bounces, "skipped": self.skipped}  # fmt: skip
+
+
+def _default_reply_type(parent_type: str) -> str:
+    return {"report": "ack", "fix-notice": "verify-result", "note": "note"}.get(parent_type, "question")
+
+
+class AgentMail:
+    """One platform[@agent]'s mailbox on one bus."""
+
+    def __init__(self, registry: Registry, me: Identity, home: Path, transport: Transport | None = None) -> None:
+        self.registry = registry
+        self.me = me
+        self.home = home
+        self.platform = registry.get(me.platform)
+        self.spool = Spool(home / "spool" / me.mailbox)
+        self._transport = transport
+        self._refusals: dict[str, str] = {}
+        self.last_warnings: list[str] = []
+
+    @classmethod
+    def from_env(cls, platform: str | None = None, *, agent: str | None = None, home: str | Path | None = None,
+                 registry: str | Path | None = None, cwd: str | Path | None = None) -> AgentMail:  # fmt: skip
+        """Resolve home, registry and identity the way the CLI does (DESIGN §4, §8)."""
+        home_path = Path(home).expanduser() if home else agentmail_home()
+        reg = registry_mod.load(registry_mod.registry_dir(str(registry) if registry else None, home_path))
+        me = identity.resolve(reg, platform, agent, Path(cwd) if cwd else Path.cwd())
+        return cls(reg, me, home_path)
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            self._transport = open_transport(self.registry, self.me.platform, self.home)
+        return self._transport
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def __enter__(self) -> AgentMail:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- receiving -------------------------------------------------------------------------
+
+    def sync(self) -> SyncReport:
+        """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
+        from . import authenticity
+
+        report = SyncReport()
+        transport = self.transport
+        with self.spool.locked():
+            checkpoint = self.spool.checkpoint(transport.name)
+            for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
+                for item in batch:
+                    self._file(item, authenticity, report)
+                self.spool.flush_dirs()
+                checkpoint = transport.advance(checkpoint, batch)
+                self.spool.set_checkpoint(transport.name, checkpoint)
+        return report
+
+    def _file(self, item: Incoming, authenticity: Any, report: SyncReport) -> None:
+        if item.raw is None:
+            limit = self.registry.bus.max_size
+            verdict = authenticity.Verdict("quarantine", reason="too-large",
+                                           detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
+            placeholder = f"X-Agentmail-Not-Downloaded: {item.size} bytes\r\n\r\n".encode()
+            self._quarantine(verdict, placeholder, f"{self.transport.name}:{item.key}:{item.size}".encode(), report)
+            return
+        verdict = authenticity.judge(item.raw, self.registry)
+        if verdict.route == "bounce":
+            sent_id = self.spool.known(self.me.platform, verdict.bounced_message_id)
+            if sent_id:
+                self.spool.annotate(sent_id, undeliverable="true", undeliverable_reason=verdict.detail or "")
+                report.bounces += 1
+                return
+            verdict = authenticity.Verdict("quarantine", reason="automated",
+                                           detail="a delivery report about a letter this mailbox did not send")  # fmt: skip
+        if verdict.route == "quarantine":
+            self._quarantine(verdict, item.raw, item.raw, report)
+            return
+        letter: Letter = verdict.letter
+        if letter.type == "note" and letter.to_agent and letter.to_agent != self.me.agent:
+            report.skipped += 1  # a sibling's note: not ours to read or to mark
+            return
+        if self.spool.known(letter.sender, letter.message_id):
+            report.duplicates += 1
+            return
+        depth = 0
+        if letter.in_reply_to:
+            parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(letter.sender, letter.in_reply_to)
+            if parent_id:
+                parent = self.spool.meta(parent_id)
+                if parent.get("thread") != letter.thread:
+                    bad = authenticity.Verdict("quarantine", letter=letter, reason="thread-mismatch",
+                                               detail=f"it answers a letter of {parent.get('thread')} but is tagged {letter.thread}")  # fmt: skip
+                    self._quarantine(bad, item.raw, item.raw, report)
+                    return
+                depth = int(parent.get("depth", 0)) + 1
+        report.accepted.append(self.spool.store("unread", letter, item.raw, extra={"depth": depth}, durable=False))
+
+    def _quarantine(self, verdict: Any, raw: bytes, identity_bytes: bytes, report: SyncReport) -> None:
+        letter_id = self.spool.reserve_raw(identity_bytes)
+        if letter_id is None:
+            report.duplicates += 1
+            return
+        summary = verdict.summary or {}
+        base: Letter = verdict.letter or Letter(
+            message_id=summary.get("message_id", ""), sender="", sender_address=summary.get("from", ""),
+            to=self.me.platform, to_address=self.platform.address, type="", thread="",
+            subject=summary.get("subject", ""), body="", date=summary.get("date", ""),
+        )  # fmt: skip
+        letter = replace(base, id=letter_id, reason=verdict.reason, detail=verdict.detail)
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, durable=False))
+
+    def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None) -> list[Letter]:
+        """Unread authenticated letters, oldest first. They stay unread until ``done`` or a reply,
+        unless ``consume`` (at-most-once: only the letters this call claimed are returned)."""
+        if sync:
+            self.sync()
+        ids = self.spool.ids("unread")
+        letters = []
+        for letter_id in ids:
+            if limit is not None and len(letters) >= limit:
+                break
+            try:
+                meta = self.spool.meta(letter_id, "unread")
+            except NotFound:
+                continue
+            if consume:
+                if not self.spool.move(letter_id, "unread", "read"):
+                    continue  # another consumer claimed it first
+                meta["state"] = "read"
+            letters.append(letter_from_meta(meta))
+        return letters
+
+    def show(self, letter_id: str) -> Letter:
+        return letter_from_meta(self.spool.meta(self._id(letter_id)))
+
+    def raw(self, letter_id: str) -> bytes:
+        return self.spool.raw(self._id(letter_id))
+
+    def done(self, *letter_ids: str) -> list[str]:
+        """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound."""
+        moved = []
+        for letter_id in letter_ids:
+            state = self.spool.locate(self._id(letter_id))
+            if state is None:
+                raise NotFound(f"no letter {letter_id}")
+            if state == "unread" and self.spool.move(letter_id, "unread", "read"):
+                moved.append(letter_id)
+        return moved
+
+    def _id(self, ref: str | Letter) -> str:
+        letter_id = ref.id if isinstance(ref, Letter) else str(ref).strip().lower()
+        if not letter_id.isalnum():
+            raise BadInput(f"{letter_id!r} is not a letter id")
+        return letter_id
+
+    # --- sending ---------------------------------------------------------------------------
+
+    def send(self, to: str, subject: str, body: str, *, type: str = "report", severity: str | None = None,
+             ref: str | None = None, force: bool = False) -> Letter:  # fmt: skip
+        """Open a thread. Returns the letter: state ``sent``, ``outbox`` (queued: the transport
+        could not take it now; ``flush`` retries) or ``failed``. Opener advice lands in
+        ``last_warnings``."""
+        check_type(type)
+        check_severity(severity)
+        recipient = self.registry.get(to)
+        if type == "note":
+            raise BadInput("use note() for a note to a sibling agent")
+        self._check_body(body, force)
+        self.last_warnings = guards.opener_warnings(type, body)
+        composed = self._compose(recipient.address, recipient.name, type, new_thread_id(), subject, body,
+                               severity=severity, ref=ref)  # fmt: skip
+        return self._dispatch(composed)
+
+    def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False) -> Letter:
+        """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
+        self._check_body(body, force)
+        composed = self._compose(self.platform.address, self.platform.name, "note", new_thread_id(), subject, body,
+                               to_agent=to_agent)  # fmt: skip
+        return self._dispatch(composed)
+
+    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False) -> Letter | None:
+        """Answer a letter. Returns None when a guard refuses; ``why_refused`` says why."""
+        parent_id = self._id(to)
+        parent = self.spool.meta(parent_id)
+        kind = check_type(type or _default_reply_type(parent.get("type", "")))
+        reason = guards.reply_refusal(parent, self.spool.replied_by(parent.get("message_id", "")),
+                                      int(parent.get("depth", 0)) + 1)  # fmt: skip
+        if reason is None:
+            reason = guards.body_refusal(body) if not force else None
+        if reason is None and kind == "note":
+            reason = "a note is not a reply; use note()"
+        recipient = self.registry.platforms.get(parent.get("from") or "")
+        if reason is None and recipient is None:
+            reason = f"the sender of {parent_id} is no longer in the registry"
+        if reason is not None:
+            self._refusals[parent_id] = reason
+            return None
+        assert recipient is not None
+        references = tuple([*parent.get("references", []), parent["message_id"]][-MAX_REFERENCES:])
+        composed = self._compose(recipient.address, recipient.name, kind, parent["thread"],
+                               reply_subject(parent.get("subject") or "(no subject)"), body,
+                               in_reply_to=parent["message_id"], references=references,
+                               depth=int(parent.get("depth", 0)) + 1)  # fmt: skip
+        if not self.spool.claim_reply(parent["message_id"], composed[0].id):
+            self._refusals[parent_id] = f"letter {parent_id} was already answered; one reply per letter"
+            return None
+        self._refusals.pop(parent_id, None)
+        self.spool.move(parent_id, "unread", "read")
+        return self._dispatch(composed)
+
+    def follow_up(self, thread: str, body: str, *, type: str, force: bool = False) -> Letter:
+        """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
+        after its ack). It answers the thread's latest letter, so the depth cap still holds."""
+        check_type(type)
+        if type == "note":
+            raise BadInput("use note() for a note to a sibling agent")
+        letters = self.thread(thread)
+        last = letters[-1]
+        if last.type == "close":
+            raise Refused(f"thread {thread} is closed")
+        depth = int(last.extra.get("depth", 0)) + 1
+        if depth >= guards.MAX_DEPTH:
+            raise Refused(f"thread {thread} is {depth} letters deep (cap {guards.MAX_DEPTH}); it needs a human")
+        counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
+        recipient = self.registry.get(counterpart)
+        self._check_body(body, force)
+        references = tuple([*last.references, last.message_id][-MAX_REFERENCES:])
+        composed = self._compose(recipient.address, recipient.name, type, thread, reply_subject(letters[0].subject),
+                                 body, in_reply_to=last.message_id, references=references, depth=depth)  # fmt: skip
+        return self._dispatch(composed)
+
+    def why_refused(self, letter: str | Letter) -> str | None:
+        """Why the last ``reply`` to this letter was refused (None if it was not)."""
+        letter_id = self._id(letter)
+        if letter_id in self._refusals:
+            return self._refusals[letter_id]
+        parent = self.spool.meta(letter_id)
+        return guards.reply_refusal(parent, self.spool.replied_by(parent.get("message_id", "")),
+                                    int(parent.get("depth", 0)) + 1)  # fmt: skip
+
+    def _check_body(self, body: str, force: bool) -> None:
+        if not force:
+            reason = guards.body_refusal(body)
+            if reason:
+                raise Refused(reason)
+
+    def _compose(self, to_address: str, to_name: str, kind: str, thread: str, subject: str, body: str, *,
+                 severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
+                 references: tuple[str, ...] = (), to_agent: str | None = None, depth: int = 0) -> tuple[Letter, bytes]:  # fmt: skip
+        from . import signing
+
+        outline = wire.Outline(
+            sender_address=self.platform.address, sender_name=self.platform.display_name,
+            to_address=to_address, type=kind, thread=thread, subject=subject, body=body,
+            severity=severity, ref=ref, in_reply_to=in_reply_to, references=references,
+            to_agent=to_agent, message_id=wire.new_message_id(self.platform.name, self.platform.domain),
+        )  # fmt: skip
+        try:
+            unsigned = wire.render(outline)
+        except ValueError as exc:
+            raise BadInput(str(exc)) from exc
+        key = read_private_key(self.home, self.platform.name)
+        try:
+            raw = signing.sign(unsigned, self.platform.dkim_domain or self.platform.domain, self.platform.selector, key)
+        except Exception as exc:  # dkimpy raises its own types for a bad key
+            raise ConfigError(f"cannot sign with the key of {self.platform.name}: {exc.__class__.__name__}") from None
+        letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
+        return replace(letter, id=new_id(), sender=self.platform.name, to=to_name, extra={"depth": depth}), raw
+
+    def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
+        """Outbox first (durable), then the transport; the letter moves to sent/ only on success."""
+        letter, raw = composed
+        stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
+        rcpt = wire.tagged_address(letter.to_address, letter.thread)
+        self._submit([Outgoing(stored.id, raw, Envelope(self.platform.address, (rcpt,)))])
+        return self.show(stored.id)
+
+    def _submit(self, items: list[Outgoing]) -> list[SubmitResult]:
+        from .errors import TransportError
+
+        try:
+            results = self.transport.submit(items)
+        except TransportError as exc:
+            return [SubmitResult(i.key, "queued", str(exc)) for i in items]
+        for result in results:
+            if result.status == "sent":
+                self.spool.move(result.key, "outbox", "sent")
+                if result.refused:
+                    self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
+            elif result.status == "failed":
+                self.spool.annotate(result.key, failed_reason=result.detail)
+                self.spool.move(result.key, "outbox", "failed")
+            else:
+                self.spool.annotate(result.key, queued_reason=result.detail)
+        return results
+
+    def flush(self) -> list[SubmitResult]:
+        """Retry every queued letter, same bytes, same Message-ID."""
+        items = []
+        for letter_id in self.spool.ids("outbox"):
+            meta = self.spool.meta(letter_id, "outbox")
+            raw = self.spool.path("outbox", letter_id).read_bytes()
+            rcpt = wire.tagged_address(meta["to_address"], meta["thread"])
+            items.append(Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt,))))
+        return self._submit(items) if items else []
+
+    # --- views -----------------------------------------------------------------------------
+
+    def thread(self, thread: str) -> list[Letter]:
+        """Both directions of one thread, in the order they were filed here."""
+        letters = []
+        for letter_id in self.spool.thread_ids(thread):
+            state = self.spool.locate(letter_id)
+            if state and state != "quarantine":
+                letters.append(letter_from_meta(self.spool.meta(letter_id, state)))
+        if not letters:
+            raise NotFound(f"no thread {thread}")
+        return letters
+
+    def sent(self) -> list[Letter]:
+        return [letter_from_meta(m) for state in ("outbox", "failed", "sent") for m in self.spool.letters(state)]
+
+    def quarantined(self) -> list[Letter]:
+        return [letter_from_meta(m) for m in self.spool.letters("quarantine")]
+
+    def notes(self) -> list[Letter]:
+        """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
+        found = []
+        for state in ("unread", "read"):
+            for meta in self.spool.letters(state):
+                if meta.get("type") == "note" and meta.get("to_agent") in (None, self.me.agent):
+                    found.append(letter_from_meta(meta))
+        return sorted(found, key=lambda letter: letter.id)
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per open thread: where it stands in report → ack → fix-notice → verify-result → close."""
+        rows = []
+        for thread in self.spool.threads():
+            ids = [i for i in self.spool.thread_ids(thread) if self.spool.locate(i) not in (None, "quarantine")]
+            if not ids:
+                continue
+            first, last = self.spool.meta(ids[0]), self.spool.meta(ids[-1])
+            if last.get("type") == "note" or first.get("type") == "note":
+                continue
+            mine = last.get("from") == self.me.platform
+            other = last.get("to") if mine else last.get("from")
+            if last.get("type") == "close":
+                move = "nobody"
+            elif last.get("type") == "ack":
+                move = "me" if mine else other  # whoever acknowledged owes the fix
+            else:
+                move = other if mine else "me"
+            rows.append({
+                "thread": thread, "subject": wire_subject(first), "state": _lifecycle(last.get("type", "")),
+                "last_type": last.get("type"), "whose_move": move, "letters": len(ids),
+                "with": other, "last_id": last["id"], "undeliverable": any(
+                    self.spool.annotations(i).get("undeliverable") for i in ids),
+            })  # fmt: skip
+        return rows
+
+    def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
+        """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
+
+        Raises Timeout. A matching letter already unread returns at once ("spool")."""
+        deadline = time.monotonic() + timeout
+        mechanism = "spool"
+        while True:
+            self.sync()
+            for letter in self.inbox(sync=False):
+                if (type is None or letter.type == type) and (thread is None or letter.thread == thread):
+                    return letter, mechanism
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"no matching letter within {timeout:g}s")
+            woke = self.transport.wait(self.spool.checkpoint(self.transport.name), left)
+            if woke is None:
+                raise Timeout(f"no matching letter within {timeout:g}s")
+            mechanism = woke
+
+    def letters_json(self, letters: Iterable[Letter]) -> list[dict[str, Any]]:
+        return [letter.to_json() for letter in letters]
+
+
+def wire_subject(meta: dict[str, Any]) -> str:
+    return str(meta.get("subject") or "")
+
+
+def _lifecycle(kind: str) -> str:
+    return {"report": "reported", "question": "asked", "ack": "acknowledged", "fix-notice": "fix announced",
+            "verify-result": "verified", "close": "closed", HUMAN: "human letter"}.get(kind, kind)  # fmt: skip

@@ -1,0 +1,125 @@
+"""Secrets: DKIM private keys and mailbox logins, owner-only files under ``$AGENTMAIL_HOME/secrets``.
+
+Checked the way the stdlib's netrc checks: the opened file itself (fstat), no symlink, owned by
+us, no group or other permission bits. Nothing here ever prints or logs a secret's value.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError, SecretError
+from .home import write_atomic
+
+
+@dataclass(frozen=True)
+class Login:
+    username: str
+    password: str
+
+    def __repr__(self) -> str:  # never let a password reach a log through repr()
+        return f"Login(username={self.username!r}, password='***')"
+
+
+def secrets_dir(home: Path, create: bool = False) -> Path:
+    folder = home / "secrets"
+    if create:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(folder, 0o700)
+    return folder
+
+
+def read_owner_only(path: Path) -> str:
+    """The text of a secret file, refused (naming the file) unless it is 0600-like and ours."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise ConfigError(f"secret file {path} does not exist") from None
+    except OSError as exc:
+        raise SecretError(f"cannot open secret file {path} ({exc.strerror}; symlinks are refused)") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SecretError(f"secret file {path} is not a regular file")
+        if info.st_uid != os.getuid():
+            raise SecretError(f"secret file {path} is not owned by you; refusing it")
+        if info.st_mode & 0o077:
+            raise SecretError(f"secret file {path} is readable by others (mode {info.st_mode & 0o777:o}); run: chmod 600 {path}")
+        with os.fdopen(fd, "r", encoding="utf-8") as fh:
+            fd = -1
+            return fh.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def key_path(home: Path, platform: str) -> Path:
+    return secrets_dir(home) / f"{platform}.key"
+
+
+def write_private_key(home: Path, platform: str, private_b64: str) -> Path:
+    secrets_dir(home, create=True)
+    path = key_path(home, platform)
+    write_atomic(path, (private_b64 + "\n").encode(), mode=0o600)
+    os.chmod(path, 0o600)
+    return path
+
+
+def read_private_key(home: Path, platform: str) -> str:
+    """AGENTMAIL_DKIM_KEY when set (one platform per process), else the key file."""
+    from_env = os.environ.get("AGENTMAIL_DKIM_KEY")
+    if from_env:
+        return from_env.strip()
+    path = key_path(home, platform)
+    if not path.exists():
+        raise ConfigError(f"no DKIM key for {platform}: {path} is missing (run 'agentmail keygen --as {platform}')")
+    return read_owner_only(path).strip()
+
+
+def env_file(home: Path, platform: str) -> Path:
+    return secrets_dir(home) / f"{platform}.env"
+
+
+def _parse_env(text: str) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        key = key.strip().removeprefix("export ").strip()
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+def mailbox_login(home: Path, platform: str, default_username: str) -> Login:
+    """AGENTMAIL_USERNAME/AGENTMAIL_PASSWORD, else ``secrets/<platform>.env``; login defaults to the address."""
+    password = os.environ.get("AGENTMAIL_PASSWORD")
+    username = os.environ.get("AGENTMAIL_USERNAME")
+    if password is None:
+        path = env_file(home, platform)
+        if not path.exists():
+            raise ConfigError(
+                f"no mailbox password for {platform}: set AGENTMAIL_PASSWORD or write {path} (mode 600) with AGENTMAIL_PASSWORD=..."
+            )
+        values = _parse_env(read_owner_only(path))
+        password = values.get("AGENTMAIL_PASSWORD")
+        username = username or values.get("AGENTMAIL_USERNAME")
+        if not password:
+            raise ConfigError(f"{path} has no AGENTMAIL_PASSWORD line")
+    return Login(username or default_username, password)
+
+
+def write_login(home: Path, platform: str, login: Login) -> Path:
+    secrets_dir(home, create=True)
+    path = env_file(home, platform)
+    text = f"AGENTMAIL_USERNAME={login.username}\nAGENTMAIL_PASSWORD={login.password}\n"
+    write_atomic(path, text.encode(), mode=0o600)
+    os.chmod(path, 0o600)
+    return path

@@ -1,0 +1,34 @@
+"""Where agentmail keeps its files: ``$AGENTMAIL_HOME`` (default ``~/.agentmail``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def agentmail_home() -> Path:
+    return Path(os.environ.get("AGENTMAIL_HOME") or "~/.agentmail").expanduser()
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or create inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` so a crash leaves the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)

@@ -1,0 +1,117 @@
+"""Who am I: which platform this checkout is, and which of its agents is asking (DESIGN §4).
+
+Order: ``--as`` / AGENTMAIL_PLATFORM, then a committed ``.agentmail`` marker file, then the git
+remote matched against the registry, then path hints. Among markers, remotes and paths the
+deepest match wins, and a tie fails rather than guessing.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ConfigError, NotFound
+from .model import check_name
+from .registry import Registry
+
+MARKER = ".agentmail"
+
+
+@dataclass(frozen=True)
+class Identity:
+    platform: str
+    agent: str | None = None
+
+    @property
+    def mailbox(self) -> str:
+        """``platform`` or ``platform@agent``: the key of this identity's own spool."""
+        return f"{self.platform}@{self.agent}" if self.agent else self.platform
+
+
+def normalise_remote(url: str) -> str:
+    """``git@host:org/repo.git`` and ``https://host/org/repo`` compare equal."""
+    url = url.strip().lower()
+    url = re.sub(r"^[a-z+]+://", "", url)
+    url = re.sub(r"^[^@/]+@", "", url)
+    url = url.replace(":", "/", 1) if re.match(r"^[^/]+:(?!\d)", url) else url
+    return url.removesuffix("/").removesuffix(".git")
+
+
+def _git_remotes(checkout: Path) -> list[str]:
+    git = checkout / ".git"
+    if git.is_file():  # a worktree or submodule: "gitdir: <path>"
+        text = git.read_text(errors="replace").strip()
+        if text.startswith("gitdir:"):
+            git = (checkout / text.split(":", 1)[1].strip()).resolve()
+            common = git / "commondir"
+            if common.is_file():
+                git = (git / common.read_text().strip()).resolve()
+    config = git / "config"
+    if not config.is_file():
+        return []
+    parser = configparser.RawConfigParser(strict=False)
+    try:
+        parser.read(config)
+    except configparser.Error:
+        return []
+    return [parser.get(s, "url") for s in parser.sections() if s.startswith("remote ") and parser.has_option(s, "url")]
+
+
+def _marker(directory: Path) -> str | None:
+    path = directory / MARKER
+    if not path.is_file():
+        return None
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+    name = data.get("platform")
+    if not isinstance(name, str):
+        raise ConfigError(f"{path} needs a line: platform = \"<name>\"")
+    return name
+
+
+def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Path) -> Identity:
+    agent = agent or os.environ.get("AGENTMAIL_AGENT") or None
+    if agent is not None:
+        check_name("agent", agent)
+    chosen = explicit or os.environ.get("AGENTMAIL_PLATFORM")
+    if chosen:
+        check_name("platform", chosen)
+        registry.get(chosen)
+        return Identity(chosen, agent)
+
+    cwd = cwd.resolve()
+    chain = [cwd, *cwd.parents]
+    # Walk up from the working directory: the first directory with any evidence is the deepest.
+    for directory in chain:
+        found = _marker(directory)
+        if found:
+            registry.get(found)
+            return Identity(found, agent)
+        remotes = {normalise_remote(u) for u in _git_remotes(directory)}
+        if remotes:
+            hits = sorted(p.name for p in registry.platforms.values() if remotes & {normalise_remote(r) for r in p.remotes})
+            if len(hits) == 1:
+                return Identity(hits[0], agent)
+            if len(hits) > 1:
+                raise ConfigError(f"the git remote of {directory} matches several platforms ({', '.join(hits)}); use --as")
+
+    best: list[tuple[int, str]] = []
+    for platform in registry.platforms.values():
+        for hint in platform.paths:
+            root = Path(hint).expanduser().resolve()
+            if cwd == root or root in cwd.parents:
+                best.append((len(root.parts), platform.name))
+    if best:
+        best.sort(reverse=True)
+        depth = best[0][0]
+        names = sorted({name for d, name in best if d == depth})
+        if len(names) > 1:
+            raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(names)}); use --as")
+        return Identity(names[0], agent)
+    raise NotFound(f"cannot tell which platform {cwd} is: no --as, AGENTMAIL_PLATFORM, {MARKER} marker, registered git remote or path hint")

@@ -1,0 +1,216 @@
+"""The registry: which platforms exist on this bus, their addresses and pinned keys.
+
+Data, not code: ``bus.toml`` plus ``platforms/<name>.toml``. Each platform file is validated
+on its own; a bad one is reported in ``Registry.problems`` and skipped, never fatal to the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .model import NAME_RE
+
+ADDRESS_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+DOMAIN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+SELECTOR_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+POLICIES = ("pinned", "aligned")
+TLS_MODES = ("implicit", "starttls", "none")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    host: str
+    port: int
+    tls: str  # implicit | starttls | none
+
+
+@dataclass(frozen=True)
+class Bus:
+    name: str
+    domain: str
+    transport: str = "local"
+    policy: str = "pinned"
+    trusted_authserv_ids: tuple[str, ...] = ()
+    smtp: Endpoint | None = None
+    imap: Endpoint | None = None
+    ca_file: str | None = None
+    sent_folder: str | None = None
+    max_size: int = 1_048_576
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    address: str
+    display_name: str = ""
+    remotes: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    dkim_domain: str = ""
+    selector: str = ""
+    algorithm: str = "ed25519"
+    public_key: str = ""  # base64, as in the DNS TXT record's p=
+    key_lookup: str = "pinned"  # or "dns" for partners who publish their key
+
+    @property
+    def domain(self) -> str:
+        return self.address.rpartition("@")[2]
+
+    def txt_record(self) -> str:
+        return f"v=DKIM1; k={self.algorithm}; p={self.public_key}"
+
+
+@dataclass
+class Registry:
+    root: Path
+    bus: Bus
+    platforms: dict[str, Platform] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+    def by_address(self, address: str) -> Platform | None:
+        """Exact, case-insensitive match on the whole address: never a suffix, never a name."""
+        wanted = address.lower()
+        for platform in self.platforms.values():
+            if platform.address == wanted:
+                return platform
+        return None
+
+    def get(self, name: str) -> Platform:
+        try:
+            return self.platforms[name]
+        except KeyError:
+            known = ", ".join(sorted(self.platforms)) or "none"
+            raise ConfigError(f"no platform {name!r} in the registry at {self.root} (known: {known})") from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def _endpoint(data: Any, what: str) -> Endpoint | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ConfigError(f"bus.toml: [{what}] must be a table")
+    host, port, tls = data.get("host"), data.get("port"), data.get("tls", "implicit")
+    if not isinstance(host, str) or not host or not isinstance(port, int) or not 0 < port < 65536:
+        raise ConfigError(f"bus.toml: [{what}] needs host (text) and port (1-65535)")
+    if tls not in TLS_MODES:
+        raise ConfigError(f"bus.toml: [{what}] tls must be one of {', '.join(TLS_MODES)}")
+    return Endpoint(host, port, tls)
+
+
+def parse_bus(data: dict[str, Any]) -> Bus:
+    domain = data.get("domain")
+    if not isinstance(domain, str) or not DOMAIN_RE.fullmatch(domain):
+        raise ConfigError(f"bus.toml: domain {domain!r} is not a valid domain")
+    transport = data.get("transport", "local")
+    if transport not in ("local", "smtp+imap"):
+        raise ConfigError(f"bus.toml: transport must be 'local' or 'smtp+imap', not {transport!r}")
+    policy = data.get("policy", "pinned")
+    if policy not in POLICIES:
+        raise ConfigError(f"bus.toml: policy must be one of {', '.join(POLICIES)}")
+    ids = data.get("trusted_authserv_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+        raise ConfigError("bus.toml: trusted_authserv_ids must be a list of names")
+    max_size = data.get("max_size", 1_048_576)
+    if not isinstance(max_size, int) or max_size < 4096:
+        raise ConfigError("bus.toml: max_size must be a number of bytes >= 4096")
+    smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
+    if transport == "smtp+imap" and (smtp is None or imap is None):
+        raise ConfigError("bus.toml: the smtp+imap transport needs [smtp] and [imap] endpoints")
+    return Bus(
+        name=str(data.get("name", domain)),
+        domain=domain,
+        transport=transport,
+        policy=policy,
+        trusted_authserv_ids=tuple(ids),
+        smtp=smtp,
+        imap=imap,
+        ca_file=data.get("ca_file") or None,
+        sent_folder=data.get("sent_folder") or None,
+        max_size=max_size,
+    )
+
+
+def parse_platform(data: dict[str, Any], stem: str) -> Platform:
+    """One platform entry; raises ConfigError naming what is wrong."""
+    name = data.get("name", stem)
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ConfigError(f"name {name!r} must match {NAME_RE.pattern}")
+    if name != stem:
+        raise ConfigError(f"name {name!r} does not match its file name {stem}.toml")
+    address = data.get("address")
+    if not isinstance(address, str) or not ADDRESS_RE.fullmatch(address):
+        raise ConfigError(f"address {address!r} is not a plain lowercase ASCII address")
+    dkim = data.get("dkim", {})
+    if not isinstance(dkim, dict):
+        raise ConfigError("[dkim] must be a table")
+    lookup = dkim.get("lookup", "pinned")
+    if lookup not in ("pinned", "dns"):
+        raise ConfigError("dkim.lookup must be 'pinned' or 'dns'")
+    selector = dkim.get("selector", "")
+    if not isinstance(selector, str) or not SELECTOR_RE.fullmatch(selector):
+        raise ConfigError(f"dkim.selector {selector!r} is missing or invalid")
+    algorithm = dkim.get("algorithm", "ed25519")
+    if algorithm not in ("ed25519", "rsa"):
+        raise ConfigError("dkim.algorithm must be 'ed25519' or 'rsa'")
+    public_key = dkim.get("public_key", "")
+    if lookup == "pinned" and not (isinstance(public_key, str) and re.fullmatch(r"[A-Za-z0-9+/=]{40,}", public_key)):
+        raise ConfigError("dkim.public_key (base64) is required when the key is pinned")
+    dkim_domain = dkim.get("domain", address.rpartition("@")[2])
+    if not isinstance(dkim_domain, str) or not DOMAIN_RE.fullmatch(dkim_domain):
+        raise ConfigError(f"dkim.domain {dkim_domain!r} is not a valid domain")
+    remotes, paths = data.get("remotes", []), data.get("paths", [])
+    for label, items in (("remotes", remotes), ("paths", paths)):
+        if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+            raise ConfigError(f"{label} must be a list of strings")
+    return Platform(
+        name=name,
+        address=address,
+        display_name=str(data.get("display_name", "")),
+        remotes=tuple(remotes),
+        paths=tuple(paths),
+        dkim_domain=dkim_domain,
+        selector=selector,
+        algorithm=algorithm,
+        public_key=public_key if isinstance(public_key, str) else "",
+        key_lookup=lookup,
+    )
+
+
+def load(root: Path) -> Registry:
+    """Read a registry directory. A missing or broken ``bus.toml`` is fatal; a bad platform is not."""
+    bus_file = root / "bus.toml"
+    if not bus_file.is_file():
+        raise ConfigError(f"no registry at {root} (bus.toml missing); run 'agentmail init' or set AGENTMAIL_REGISTRY")
+    try:
+        bus = parse_bus(_read_toml(bus_file))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{bus_file}: {exc}") from exc
+    registry = Registry(root=root, bus=bus)
+    folder = root / "platforms"
+    entries = sorted(folder.glob("*.toml")) if folder.is_dir() else []
+    for path in entries:
+        try:
+            platform = parse_platform(_read_toml(path), path.stem)
+        except (ConfigError, tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+            registry.problems.append(f"{path}: {exc}; skipped")
+            continue
+        if registry.by_address(platform.address):
+            registry.problems.append(f"{path}: address {platform.address} is already taken; skipped")
+            continue
+        registry.platforms[platform.name] = platform
+    return registry
+
+
+def registry_dir(explicit: str | None, home: Path) -> Path:
+    """``--registry``, else AGENTMAIL_REGISTRY, else ``$AGENTMAIL_HOME/registry``."""
+    chosen = explicit or os.environ.get("AGENTMAIL_REGISTRY")
+    return Path(chosen).expanduser() if chosen else home / "registry"

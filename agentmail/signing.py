@@ -1,0 +1,129 @@
+"""DKIM for agent letters (wraps dkimpy and PyNaCl): every platform signs with its own
+ed25519 key; receivers check the signature against the key pinned in the registry.
+
+No DNS is involved for pinned keys: dkimpy asks our ``dnsfunc``, which answers from the
+registry. Beyond what dkimpy checks, a signature counts only if it is by the pinned d=/s=,
+has no ``l=``, uses an allowed algorithm and over-signs every header that matters, so an
+extra copy of a signed header added above the original cannot slip through.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import dkim
+from nacl.signing import SigningKey
+
+from .wire import SIGNED_HEADERS, header_section
+
+ALGORITHMS = (b"ed25519-sha256", b"rsa-sha256")
+_INCLUDE = [h.lower().encode() for h in SIGNED_HEADERS for _ in (0, 1)]  # each twice: over-signed
+_REQUIRED = tuple(h.lower().encode() for h in SIGNED_HEADERS)
+
+
+@dataclass(frozen=True)
+class PinnedKey:
+    domain: str
+    selector: str
+    algorithm: str  # ed25519 | rsa
+    public_key: str  # base64 p= value; "" means "look it up in DNS"
+
+    def txt_record(self) -> bytes:
+        return f"v=DKIM1; k={self.algorithm}; p={self.public_key}".encode()
+
+
+@dataclass(frozen=True)
+class DkimResult:
+    ok: bool
+    detail: str
+
+
+def generate_keypair() -> tuple[str, str]:
+    """(private seed, public key), both base64 — the formats dkimpy and DNS TXT use."""
+    key = SigningKey.generate()
+    return base64.b64encode(bytes(key)).decode(), base64.b64encode(bytes(key.verify_key)).decode()
+
+
+def public_key_of(private_b64: str) -> str:
+    key = SigningKey(base64.b64decode(private_b64))
+    return base64.b64encode(bytes(key.verify_key)).decode()
+
+
+def sign(raw: bytes, domain: str, selector: str, private_b64: str) -> bytes:
+    """``raw`` with a DKIM-Signature header on top (relaxed/relaxed, ed25519-sha256, no l=)."""
+    header = dkim.sign(
+        raw,
+        selector.encode(),
+        domain.encode(),
+        private_b64.encode(),
+        signature_algorithm=b"ed25519-sha256",
+        canonicalize=(b"relaxed", b"relaxed"),
+        include_headers=_INCLUDE,
+        linesep=b"\r\n",
+    )
+    return header + raw
+
+
+def _header_counts(raw: bytes) -> dict[bytes, int]:
+    counts: dict[bytes, int] = {}
+    for match in re.finditer(rb"^([!-9;-~]+)[ \t]*:", header_section(raw), re.MULTILINE):
+        name = match.group(1).lower()
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:
+    wanted = f"{key.selector}._domainkey.{key.domain}.".encode()
+
+    def lookup(name: bytes, timeout: int = 5) -> bytes:
+        return key.txt_record() if name.lower() == wanted else b""
+
+    return lookup
+
+
+def verify(raw: bytes, key: PinnedKey) -> DkimResult:
+    """Does ``raw`` carry a valid signature by exactly this pinned key?"""
+    checker = dkim.DKIM(raw, minkey=2048)
+    count = sum(1 for name, _ in checker.headers if name.lower() == b"dkim-signature")
+    if count == 0:
+        return DkimResult(False, "the letter carries no DKIM signature")
+    counts = _header_counts(raw)
+    problems: list[str] = []
+    for idx in range(count):
+        try:
+            prep = checker.verify_headerprep(idx)
+        except dkim.DKIMException as exc:
+            problems.append(f"unreadable signature ({exc})")
+            continue
+        if not prep:
+            continue
+        sig, include, sig_header = prep[0], prep[1], prep[2][idx]
+        if sig.get(b"d", b"").lower() != key.domain.encode() or sig.get(b"s", b"") != key.selector.encode():
+            problems.append(f"signature by d={sig.get(b'd', b'').decode(errors='replace')} "
+                            f"s={sig.get(b's', b'').decode(errors='replace')}, not the pinned "
+                            f"d={key.domain} s={key.selector}")  # fmt: skip
+            continue
+        if b"l" in sig:
+            problems.append("the signature limits the body length (l=), which is refused")
+            continue
+        if sig.get(b"a") not in ALGORITHMS:
+            problems.append(f"the signature algorithm {sig.get(b'a', b'').decode(errors='replace')} is not allowed")
+            continue
+        signed = [h.lower() for h in include]
+        weak = [h.decode() for h in _REQUIRED if signed.count(h) <= counts.get(h, 0)]
+        if weak:
+            problems.append(f"the signature does not over-sign {', '.join(weak)}")
+            continue
+        try:
+            ok = checker.verify_sig(sig, include, sig_header, _dnsfunc(key) if key.public_key else dkim.dnsplug.get_txt)
+        except dkim.DKIMException as exc:
+            why = "the body changed after signing" if "body hash" in str(exc) else str(exc)[:120]
+            problems.append(f"the signature does not verify ({why})")
+            continue
+        if ok:
+            return DkimResult(True, f"dkim=pass d={key.domain} s={key.selector}")
+        problems.append("the signature does not verify against the pinned key")
+    return DkimResult(False, "; ".join(problems) or "no usable DKIM signature")

@@ -1,0 +1,286 @@
+"""The spool: one mailbox's letters on disk, crash-safe (DESIGN §7).
+
+    spool/<platform>[@agent]/
+      unread/ read/ sent/ outbox/ failed/ quarantine/   <id>.eml — the raw RFC-822 letter
+      tmp/                                              where every file is born
+      meta/<id>.json       what was parsed from the letter (a cache: rebuilt from the .eml)
+      index/msgid/<h>      (platform, Message-ID) → id, for authenticated and sent letters
+      index/replied/<h>    this letter was answered by → id      (one reply per letter)
+      index/raw/<h>        quarantined bytes already seen → id   (a refetch is no second entry)
+      index/notes/<id>.json  undeliverable / failed notes on a sent letter
+      threads/<thread>     the ids of one thread, one per line (a cache)
+      checkpoint.json      where each transport's fetch stopped
+
+A letter is in exactly one state: the state is the folder that holds its .eml, and a state
+change is one rename. Files are written in tmp/, fsynced, renamed, and the folder fsynced.
+An index entry is written before the letter it names, and an entry whose letter does not
+exist is treated as absent, so a crash between the two loses nothing and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .errors import NotFound
+from .home import fsync_dir, write_atomic
+from .model import Letter
+
+STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
+
+
+def new_id() -> str:
+    from ulid import ULID
+
+    return str(ULID()).lower()
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+class Spool:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    # --- layout ----------------------------------------------------------------------------
+
+    def ensure(self) -> Spool:
+        for name in (*STATES, "tmp", "meta", "threads", "index/msgid", "index/replied", "index/raw", "index/notes"):
+            (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        return self
+
+    def path(self, state: str, letter_id: str) -> Path:
+        return self.root / state / f"{letter_id}.eml"
+
+    def locate(self, letter_id: str) -> str | None:
+        """The state a letter is in, or None. Ids are ours: never a path from a letter."""
+        if not letter_id.isalnum():
+            return None
+        for state in STATES:
+            if self.path(state, letter_id).exists():
+                return state
+        return None
+
+    @contextmanager
+    def locked(self, name: str = "sync") -> Iterator[None]:
+        """One syncer per mailbox at a time (others wait): no double commit of one fetch."""
+        self.ensure()
+        fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def _write_eml(self, state: str, letter_id: str, raw: bytes) -> None:
+        tmp = self.root / "tmp" / f"{letter_id}.eml"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, raw)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, self.path(state, letter_id))
+
+    def _write_meta(self, letter: Letter, extra: dict[str, Any]) -> None:
+        data = letter.to_json()
+        data.pop("state", None)
+        data.update(extra)
+        write_atomic(self.root / "meta" / f"{letter.id}.json", json.dumps(data).encode(), durable=False)
+
+    def _index_put(self, kind: str, key: str, value: str) -> None:
+        write_atomic(self.root / "index" / kind / key, value.encode(), durable=False)
+
+    def _index_get(self, kind: str, key: str) -> str | None:
+        try:
+            return (self.root / "index" / kind / key).read_text().strip() or None
+        except FileNotFoundError:
+            return None
+
+    def _thread_add(self, thread: str, letter_id: str) -> None:
+        fd = os.open(self.root / "threads" / thread, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.write(fd, f"{letter_id}\n".encode())
+        finally:
+            os.close(fd)
+
+    def store(self, state: str, letter: Letter, raw: bytes, *, extra: dict[str, Any] | None = None,
+              index: bool = True, durable: bool = True) -> Letter:  # fmt: skip
+        """Commit a new letter in ``state``; returns it with its id and state set.
+
+        ``index``: record its (sender, Message-ID) so a second copy is recognised.
+        ``durable=False`` defers the folder fsync to ``flush_dirs`` (batched sync).
+        """
+        self.ensure()
+        letter_id = letter.id or new_id()
+        letter = replace(letter, id=letter_id, state=state)
+        if index:
+            self._index_put("msgid", _key(letter.sender, letter.message_id), letter_id)
+        self._write_meta(letter, extra or {})
+        self._write_eml(state, letter_id, raw)
+        if durable:
+            fsync_dir(self.root / state)
+        if state != "quarantine":
+            self._thread_add(letter.thread, letter_id)
+        return letter
+
+    def flush_dirs(self) -> None:
+        for state in STATES:
+            fsync_dir(self.root / state)
+
+    def move(self, letter_id: str, source: str, target: str) -> bool:
+        """One atomic rename; False when the letter is no longer in ``source`` (someone else won)."""
+        try:
+            os.rename(self.path(source, letter_id), self.path(target, letter_id))
+        except FileNotFoundError:
+            return False
+        fsync_dir(self.root / target)
+        return True
+
+    # --- dedup and indexes -----------------------------------------------------------------
+
+    def known(self, sender: str, message_id: str) -> str | None:
+        """The id of the stored letter with this (sender, Message-ID), if it really exists."""
+        found = self._index_get("msgid", _key(sender, message_id))
+        return found if found and self.locate(found) else None
+
+    def reserve_raw(self, raw: bytes) -> str | None:
+        """For quarantine: None if these exact bytes are already quarantined, else a fresh id."""
+        key = hashlib.sha256(raw).hexdigest()[:40]
+        existing = self._index_get("raw", key)
+        if existing and self.locate(existing):
+            return None
+        letter_id = new_id()
+        self._index_put("raw", key, letter_id)
+        return letter_id
+
+    def replied_by(self, message_id: str) -> str | None:
+        found = self._index_get("replied", _key(message_id))
+        return found if found and self.locate(found) else None
+
+    def claim_reply(self, message_id: str, reply_id: str) -> bool:
+        """Reserve the one reply to ``message_id``; False if another reply already exists."""
+        self.ensure()
+        path = self.root / "index" / "replied" / _key(message_id)
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                if self.replied_by(message_id):
+                    return False
+                path.unlink(missing_ok=True)  # a reservation whose reply never got written
+                continue
+            try:
+                os.write(fd, reply_id.encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            fsync_dir(path.parent)
+            return True
+        return False
+
+    def release_reply(self, message_id: str) -> None:
+        (self.root / "index" / "replied" / _key(message_id)).unlink(missing_ok=True)
+
+    def annotate(self, letter_id: str, **fields: str) -> None:
+        """Attach facts learnt later (undeliverable, failed) to a sent letter."""
+        path = self.root / "index" / "notes" / f"{letter_id}.json"
+        data = self.annotations(letter_id)
+        data.update(fields)
+        write_atomic(path, json.dumps(data).encode())
+
+    def annotations(self, letter_id: str) -> dict[str, str]:
+        try:
+            loaded = json.loads((self.root / "index" / "notes" / f"{letter_id}.json").read_text())
+            return loaded if isinstance(loaded, dict) else {}
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def ids(self, state: str) -> list[str]:
+        """Ids in one state, oldest first (ids are ULIDs: they sort by creation)."""
+        try:
+            names = os.listdir(self.root / state)
+        except FileNotFoundError:
+            return []
+        return sorted(n[:-4] for n in names if n.endswith(".eml"))
+
+    def raw(self, letter_id: str) -> bytes:
+        state = self.locate(letter_id)
+        if state is None:
+            raise NotFound(f"no letter {letter_id}")
+        return self.path(state, letter_id).read_bytes()
+
+    def meta(self, letter_id: str, state: str | None = None) -> dict[str, Any]:
+        state = state or self.locate(letter_id)
+        if state is None:
+            raise NotFound(f"no letter {letter_id}")
+        try:
+            data: dict[str, Any] = json.loads((self.root / "meta" / f"{letter_id}.json").read_bytes())
+        except (FileNotFoundError, ValueError):
+            data = self._rebuild_meta(letter_id, state)
+        data["id"] = letter_id
+        data["state"] = state
+        notes = self.annotations(letter_id) if state in ("sent", "failed", "outbox") else {}
+        data.update(notes)
+        return data
+
+    def _rebuild_meta(self, letter_id: str, state: str) -> dict[str, Any]:
+        """The cache is gone or torn: parse the letter again (no verdicts: it is already filed)."""
+        from . import wire
+
+        raw = self.path(state, letter_id).read_bytes()
+        try:
+            letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
+            data = letter.to_json()
+            data["from"] = data["sender_address"].partition("@")[0].split("+")[0]
+        except wire.Malformed as exc:
+            data = {"id": letter_id, "reason": exc.reason, "detail": exc.detail}
+        write_atomic(self.root / "meta" / f"{letter_id}.json", json.dumps(data).encode(), durable=False)
+        return data
+
+    def letters(self, state: str) -> list[dict[str, Any]]:
+        return [self.meta(i, state) for i in self.ids(state)]
+
+    def thread_ids(self, thread: str) -> list[str]:
+        try:
+            lines = (self.root / "threads" / thread).read_text().split()
+        except FileNotFoundError:
+            return []
+        return list(dict.fromkeys(lines))
+
+    def threads(self) -> list[str]:
+        try:
+            return sorted(os.listdir(self.root / "threads"))
+        except FileNotFoundError:
+            return []
+
+    # --- checkpoint ------------------------------------------------------------------------
+
+    def checkpoint(self, transport: str) -> str | None:
+        try:
+            data = json.loads((self.root / "checkpoint.json").read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        value = data.get(transport) if isinstance(data, dict) else None
+        return value if isinstance(value, str) else None
+
+    def set_checkpoint(self, transport: str, value: str | None) -> None:
+        path = self.root / "checkpoint.json"
+        try:
+            data = json.loads(path.read_text())
+        except (FileNotFoundError, ValueError):
+            data = {}
+        data[transport] = value
+        write_atomic(path, json.dumps(data).encode())

@@ -1,0 +1,217 @@
+"""The embedded default transport: a post office of Maildirs on this machine (DESIGN §2).
+
+``postoffice/<platform>/`` is a Maildir. Delivery is what an MTA does: write into ``tmp/``,
+fsync, rename into ``new/``, fsync ``new/``. Anything that does that has delivered a letter.
+
+Reading works like an IMAP server: the first reader to look moves each letter from ``new/``
+to ``cur/<uid>:2,`` with the next UID, under a lock, so every mailbox (platform or
+platform@agent) keeps its own "last UID" checkpoint and several agents can share a platform
+without stealing each other's mail. A fetch costs what is new, never the history.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from ..home import fsync_dir
+from . import inotify
+from .base import Incoming, Outgoing, SubmitResult, Transport
+
+BATCH = 200
+POLL = 0.05
+
+
+def deliver(maildir: Path, raw: bytes) -> str:
+    """Deliver ``raw`` into a Maildir the durable way; returns the file name in ``new/``."""
+    for sub in ("tmp", "new", "cur"):
+        (maildir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+    name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{socket.gethostname().replace('/', '_')}"
+    tmp = maildir / "tmp" / name
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, raw)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, maildir / "new" / name)
+    fsync_dir(maildir / "new")
+    return name
+
+
+class Mailbox:
+    """One platform's Maildir with UIDs, as an IMAP server would keep it."""
+
+    def __init__(self, maildir: Path) -> None:
+        self.dir = maildir
+
+    def ensure(self) -> None:
+        for sub in ("tmp", "new", "cur"):
+            (self.dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+        validity = self.dir / ".uidvalidity"
+        if not validity.exists():
+            try:
+                fd = os.open(validity, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            except FileExistsError:
+                return
+            os.write(fd, str(int(time.time())).encode())
+            os.close(fd)
+
+    @property
+    def uidvalidity(self) -> str:
+        return (self.dir / ".uidvalidity").read_text().strip()
+
+    @contextmanager
+    def _lock(self) -> Iterator[None]:
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _uidnext(self) -> int:
+        try:
+            value = int((self.dir / ".uidnext").read_text())
+        except (FileNotFoundError, ValueError):
+            value = 1
+        # The counter is a cache: a crash after a rename but before its update must not reuse a UID.
+        while self._find(value) is not None:
+            value += 1
+        return value
+
+    def _find(self, uid: int) -> Path | None:
+        exact = self.dir / "cur" / f"{uid:012d}:2,"
+        if exact.exists():
+            return exact
+        flagged = list((self.dir / "cur").glob(f"{uid:012d}:2,*"))  # a mail client marked it
+        return flagged[0] if flagged else None
+
+    def assign(self) -> int:
+        """Give every letter waiting in ``new/`` a UID; returns the next free UID."""
+        self.ensure()
+        waiting = sorted(os.listdir(self.dir / "new"))
+        if not waiting:
+            return self._uidnext()
+        with self._lock():
+            uid = self._uidnext()
+            moved = False
+            for name in sorted(os.listdir(self.dir / "new")):
+                try:
+                    os.rename(self.dir / "new" / name, self.dir / "cur" / f"{uid:012d}:2,")
+                except FileNotFoundError:
+                    continue
+                uid += 1
+                moved = True
+            if moved:
+                fsync_dir(self.dir / "cur")
+                fsync_dir(self.dir / "new")
+                tmp = self.dir / f".uidnext.{os.getpid()}"
+                tmp.write_text(str(uid))
+                os.replace(tmp, self.dir / ".uidnext")
+            return uid
+
+    def read(self, uid: int, max_size: int) -> Incoming | None:
+        path = self._find(uid)
+        if path is None:
+            return None
+        size = path.stat().st_size
+        raw = path.read_bytes() if size <= max_size else None
+        return Incoming(key=str(uid), raw=raw, size=size)
+
+
+def _parse_checkpoint(value: str | None) -> tuple[str, int]:
+    if not value or ":" not in value:
+        return "", 0
+    validity, _, last = value.partition(":")
+    return validity, int(last) if last.isdigit() else 0
+
+
+class LocalTransport(Transport):
+    """``resolve`` maps a recipient address to a platform name (None: no such mailbox)."""
+
+    name = "local"
+
+    def __init__(self, postoffice: Path, platform: str, resolve: Callable[[str], str | None]) -> None:
+        self.postoffice = postoffice
+        self.mailbox = Mailbox(postoffice / platform)
+        self.resolve = resolve
+
+    def submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
+        results = []
+        for item in messages:
+            refused: list[tuple[str, str]] = []
+            delivered = 0
+            for rcpt in item.envelope.rcpt_to:
+                target = self.resolve(rcpt)
+                if target is None:
+                    refused.append((rcpt, "550 no such mailbox on this bus"))
+                    continue
+                deliver(self.postoffice / target, item.raw)
+                delivered += 1
+            if delivered == 0:
+                detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"
+                results.append(SubmitResult(item.key, "failed", detail, tuple(refused)))
+            else:
+                results.append(SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused)))
+        return results
+
+    def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+        uidnext = self.mailbox.assign()
+        validity, last = _parse_checkpoint(checkpoint)
+        if validity != self.mailbox.uidvalidity:
+            last = 0  # a rebuilt post office: read it all again; the spool drops duplicates
+        batch: list[Incoming] = []
+        for uid in range(last + 1, uidnext):
+            item = self.mailbox.read(uid, max_size)
+            if item is None:
+                continue
+            batch.append(item)
+            if len(batch) >= BATCH:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
+
+    def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
+        validity, last = _parse_checkpoint(checkpoint)
+        if validity != self.mailbox.uidvalidity:
+            validity, last = self.mailbox.uidvalidity, 0
+        top = max([last, *(int(i.key) for i in committed)])
+        return f"{validity}:{top}"
+
+    def pending(self, checkpoint: str | None) -> bool:
+        validity, last = _parse_checkpoint(checkpoint)
+        if validity != self.mailbox.uidvalidity:
+            return True
+        if any(os.scandir(self.mailbox.dir / "new")):
+            return True
+        return self.mailbox._uidnext() > last + 1
+
+    def wait(self, checkpoint: str | None, timeout: float) -> str | None:
+        self.mailbox.ensure()
+        deadline = time.monotonic() + timeout
+        watcher = inotify.watch(self.mailbox.dir / "new")
+        try:
+            if self.pending(checkpoint):
+                return "inotify" if watcher else "poll"
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return None
+                if watcher is not None:
+                    if watcher.wait(min(left, 1.0)) or self.pending(checkpoint):
+                        return "inotify"
+                else:
+                    time.sleep(min(POLL, left))
+                    if self.pending(checkpoint):
+                        return "poll"
+        finally:
+            if watcher is not None:
+                watcher.close()

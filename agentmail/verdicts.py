@@ -1,0 +1,53 @@
+"""Authentication-Results from trusted MTAs (wraps authres).
+
+RFC 8601 §5: only headers whose authserv-id is our own MTA's mean anything; anyone can add
+one with another id (or ours, which our MTA strips on the way in). Results are validated
+here because authres accepts any word as a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import authres
+import authres.dmarc
+
+_FAIL = {"fail", "permerror"}
+_KNOWN = {"pass", "fail", "none", "neutral", "softfail", "temperror", "permerror", "policy"}
+_CONTEXT = authres.FeatureContext(authres.dmarc)
+
+
+@dataclass(frozen=True)
+class TrustedVerdicts:
+    fails: tuple[str, ...]  # e.g. ("dmarc=fail",)
+    dkim_pass_domains: tuple[str, ...]  # header.d of trusted dkim=pass results
+
+
+def read(header_values: list[str], trusted_ids: tuple[str, ...]) -> TrustedVerdicts:
+    """Only the trusted authserv-ids' spf/dkim/dmarc results; an unreadable trusted header fails."""
+    fails: list[str] = []
+    passes: list[str] = []
+    trusted = {t.lower() for t in trusted_ids}
+    for value in header_values:
+        try:
+            parsed = _CONTEXT.parse_value(value)
+        except Exception:
+            claimed = value.split(";", 1)[0].strip().lower()
+            if claimed in trusted:
+                fails.append(f"unreadable Authentication-Results from {claimed}")
+            continue
+        if str(parsed.authserv_id).lower() not in trusted:
+            continue
+        for result in parsed.results:
+            method, outcome = str(result.method).lower(), str(result.result).lower()
+            if method not in ("spf", "dkim", "dmarc"):
+                continue
+            if outcome not in _KNOWN:
+                fails.append(f"{method}={outcome} (not a valid result)")
+            elif outcome in _FAIL:
+                fails.append(f"{method}={outcome}")
+            elif method == "dkim" and outcome == "pass":
+                for prop in result.properties:
+                    if prop.type == "header" and prop.name == "d" and prop.value:
+                        passes.append(str(prop.value).lower())
+    return TrustedVerdicts(tuple(fails), tuple(passes))

@@ -1,0 +1,314 @@
+"""Wire format v1: a Letter to RFC-822 bytes and back. Pure functions, no I/O.
+
+Rendering builds every header from validated values. Parsing is strict and bounded: one
+From with one plain address, one Message-ID of a sane shape, a known charset, a header
+section and a message of limited size. Anything else raises ``Malformed`` with a reason
+code from DESIGN §8, so the caller can quarantine it with a sentence.
+"""
+
+from __future__ import annotations
+
+import base64
+import codecs
+import hashlib
+import re
+from dataclasses import dataclass
+from email import policy
+from email.headerregistry import Address
+from email.message import EmailMessage, Message
+from email.parser import BytesParser
+from email.utils import format_datetime, make_msgid  # noqa: F401  (make_msgid: see new_message_id)
+from datetime import datetime, timezone
+
+from . import matter
+from .model import (
+    HUMAN,
+    MAX_REF,
+    MAX_SUBJECT,
+    THREAD_RE,
+    Letter,
+    check_header_text,
+    check_name,
+    check_severity,
+    check_thread,
+    check_type,
+)
+
+MAX_HEADER_BYTES = 65_536
+MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
+_ADDR_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$")
+_TAG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@")
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+SIGNED_HEADERS = (
+    "From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References",
+    "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread",
+)  # fmt: skip
+
+
+class Malformed(ValueError):
+    """A message agentmail will not hand to an agent: ``reason`` is a DESIGN §8 code."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+def new_message_id(platform: str, domain: str) -> str:
+    """``<ULID.platform@domain>``: sortable, unique, generated here and never from input."""
+    from ulid import ULID
+
+    return f"<{str(ULID()).lower()}.{platform}@{domain}>"
+
+
+def tagged_address(address: str, thread: str) -> str:
+    """``name+thr-…@domain``; an existing tag is replaced, never stacked."""
+    check_thread(thread)
+    local, _, domain = address.partition("@")
+    return f"{local.split('+', 1)[0]}+{thread}@{domain}"
+
+
+def base_address(address: str) -> str:
+    local, _, domain = address.partition("@")
+    return f"{local.split('+', 1)[0]}@{domain}"
+
+
+def thread_of_address(address: str) -> str | None:
+    match = _TAG_RE.match(address.lower())
+    return match.group(1) if match else None
+
+
+@dataclass(frozen=True)
+class Outline:
+    """What a sender chooses; render() turns it into bytes with generated headers."""
+
+    sender_address: str
+    sender_name: str
+    to_address: str  # the recipient platform's plain address
+    type: str
+    thread: str
+    subject: str
+    body: str
+    severity: str | None = None
+    ref: str | None = None
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
+    to_agent: str | None = None
+    message_id: str = ""
+    date: datetime | None = None
+
+
+def render(outline: Outline) -> bytes:
+    """The unsigned RFC-822 bytes (CRLF) for ``outline``; refuses unsafe header text."""
+    check_type(outline.type)
+    check_thread(outline.thread)
+    check_severity(outline.severity)
+    check_header_text("subject", outline.subject, MAX_SUBJECT)
+    if outline.ref is not None:
+        check_header_text("ref", outline.ref, MAX_REF)
+    if outline.sender_name:
+        check_header_text("display name", outline.sender_name, 100)
+    if outline.to_agent is not None:
+        check_name("agent", outline.to_agent)
+    for mid in (outline.message_id, outline.in_reply_to, *outline.references):
+        if mid is not None and not MESSAGE_ID_RE.fullmatch(mid):
+            raise ValueError(f"not a Message-ID: {mid!r}")
+
+    fields = {
+        "type": outline.type,
+        "thread": outline.thread,
+        "severity": outline.severity,
+        "ref": outline.ref,
+        "to-agent": outline.to_agent,
+    }
+    text = matter.join({k: v for k, v in fields.items() if v is not None}, outline.body.strip())
+
+    msg = EmailMessage(policy=policy.SMTP)
+    msg["From"] = Address(outline.sender_name, addr_spec=outline.sender_address)
+    msg["To"] = tagged_address(outline.to_address, outline.thread)
+    msg["Subject"] = outline.subject
+    msg["Date"] = format_datetime(outline.date or datetime.now(timezone.utc))
+    msg["Message-ID"] = outline.message_id
+    if outline.in_reply_to:
+        msg["In-Reply-To"] = outline.in_reply_to
+    if outline.references:
+        msg["References"] = " ".join(outline.references)
+    msg["Auto-Submitted"] = "auto-generated"
+    msg["X-Agentmail-Type"] = outline.type
+    msg["X-Agentmail-Thread"] = outline.thread
+    cte = "7bit" if text.isascii() and max(map(len, text.splitlines() or [""])) <= 900 else "quoted-printable"
+    msg.set_content(text, charset="utf-8", cte=cte)
+    return msg.as_bytes()
+
+
+# --- parsing ---------------------------------------------------------------------------------
+
+_PARSER = BytesParser(policy=policy.default)
+
+
+def header_section(raw: bytes) -> bytes:
+    end = raw.find(b"\r\n\r\n")
+    if end < 0:
+        end = raw.find(b"\n\n")
+    return raw if end < 0 else raw[:end]
+
+
+def parse_message(raw: bytes, max_size: int) -> EmailMessage:
+    """Parse the envelope-level structure, enforcing the limits of DESIGN §5.1."""
+    if len(raw) > max_size:
+        raise Malformed("too-large", f"the letter is {len(raw)} bytes; this bus takes at most {max_size}")
+    if len(header_section(raw)) > MAX_HEADER_BYTES:
+        raise Malformed("malformed", f"the header section is larger than {MAX_HEADER_BYTES} bytes")
+    if b"\x00" in raw:
+        raise Malformed("malformed", "the letter contains NUL bytes")
+    try:
+        msg = _PARSER.parsebytes(raw)
+    except Exception as exc:  # the email package raises many types on hostile input
+        raise Malformed("malformed", f"the letter does not parse as RFC-822 ({exc.__class__.__name__})") from exc
+    assert isinstance(msg, EmailMessage)
+    return msg
+
+
+def single_address(msg: Message, name: str) -> str:
+    """The one plain address in header ``name``, lowercased; Malformed otherwise."""
+    values = msg.get_all(name) or []
+    if len(values) != 1:
+        raise Malformed("malformed", f"the letter has {len(values)} {name} headers; exactly one is allowed")
+    try:
+        addresses = values[0].addresses
+    except Exception as exc:
+        raise Malformed("malformed", f"the {name} header does not parse") from exc
+    if len(addresses) != 1:
+        raise Malformed("malformed", f"the {name} header holds {len(addresses)} addresses; exactly one is allowed")
+    addr = addresses[0].addr_spec
+    if not addr.isascii() or not _ADDR_RE.fullmatch(addr.lower()):
+        raise Malformed("unregistered-sender" if name == "From" else "malformed",
+                        f"the {name} address {addr!r} is not a plain ASCII address")  # fmt: skip
+    return addr.lower()
+
+
+def display_name(msg: Message) -> str:
+    try:
+        name = msg["From"].addresses[0].display_name
+    except Exception:
+        return ""
+    return _CONTROL_RE.sub(" ", name or "")[:100]
+
+
+def message_id_of(msg: Message) -> str:
+    values = msg.get_all("Message-ID") or []
+    if len(values) != 1:
+        raise Malformed("malformed", f"the letter has {len(values)} Message-ID headers; exactly one is required")
+    mid = str(values[0]).strip()
+    if not MESSAGE_ID_RE.fullmatch(mid):
+        raise Malformed("malformed", "the Message-ID is not of the form <local@domain>")
+    return mid
+
+
+def _ids(value: object) -> tuple[str, ...]:
+    found = re.findall(r"<[^<>\s]+>", str(value or ""))
+    return tuple(m for m in found if MESSAGE_ID_RE.fullmatch(m))
+
+
+def _text_part(msg: EmailMessage) -> Message:
+    if not msg.is_multipart():
+        if msg.get_content_maintype() != "text":
+            raise Malformed("malformed", f"the letter is {msg.get_content_type()}, not text")
+        return msg
+    part = msg.get_body(preferencelist=("plain",))
+    if part is None:
+        raise Malformed("malformed", "the letter has no text/plain part")
+    return part
+
+
+def body_text(msg: EmailMessage) -> str:
+    part = _text_part(msg)
+    charset = part.get_content_charset("us-ascii")
+    try:
+        codecs.lookup(charset)
+    except LookupError:
+        raise Malformed("malformed", f"the letter uses an unknown charset {charset[:40]!r}") from None
+    payload = part.get_payload(decode=True)
+    if not isinstance(payload, bytes):
+        raise Malformed("malformed", "the letter body cannot be decoded")
+    try:
+        return payload.decode(charset).replace("\r\n", "\n")
+    except (UnicodeDecodeError, LookupError):
+        raise Malformed("malformed", f"the letter body is not valid {charset[:40]}") from None
+
+
+def recipient_thread(msg: Message) -> str | None:
+    """The thread id from the plus tag of any recipient header (Delivered-To keeps it through an MTA)."""
+    for name in ("Delivered-To", "X-Original-To", "To"):
+        for value in msg.get_all(name) or []:
+            for addr in re.findall(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9.-]+", str(value)):
+                tag = thread_of_address(addr)
+                if tag:
+                    return tag
+    return None
+
+
+def derived_thread(message_id: str) -> str:
+    """A stable thread id for a letter that carries none (a human's first letter)."""
+    digest = hashlib.sha256(message_id.encode()).digest()
+    return "thr-" + base64.b32encode(digest).decode().lower()[:12]
+
+
+def to_letter(msg: EmailMessage, raw_size: int = 0) -> Letter:
+    """The Letter a parsed message carries. Raises Malformed on a bad block or header."""
+    message_id = message_id_of(msg)
+    sender_address = single_address(msg, "From")
+    subjects = msg.get_all("Subject") or []
+    if len(subjects) > 1:
+        raise Malformed("malformed", "the letter has more than one Subject")
+    subject = str(subjects[0]) if subjects else ""
+    if _CONTROL_RE.search(subject.replace("\t", " ")):
+        raise Malformed("malformed", "the Subject decodes to text with control characters")
+    to_values = msg.get_all("To") or []
+    to_address = ""
+    for value in to_values:
+        addresses = getattr(value, "addresses", ())
+        if addresses:
+            to_address = base_address(addresses[0].addr_spec.lower())
+            break
+    text = body_text(msg)
+    tag = recipient_thread(msg)
+    fields: dict[str, str] = {}
+    if matter.has_block(text.lstrip("\r\n")):
+        try:
+            fields, text = matter.split(text.lstrip("\r\n"))
+        except matter.MatterError as exc:
+            raise Malformed("malformed", str(exc)) from exc
+    try:
+        kind = check_type(fields["type"]) if "type" in fields else HUMAN
+        severity = check_severity(fields.get("severity"))
+        ref = fields.get("ref")
+        if ref is not None:
+            check_header_text("ref", ref, MAX_REF)
+        to_agent = check_name("agent", fields["to-agent"]) if "to-agent" in fields else None
+        block_thread = check_thread(fields["thread"]) if "thread" in fields else None
+    except ValueError as exc:
+        raise Malformed("malformed", f"the agentmail block: {exc}") from exc
+    if tag and block_thread and tag != block_thread:
+        raise Malformed("thread-mismatch", f"the address tag says {tag} but the block says {block_thread}")
+    thread = tag or block_thread or derived_thread(message_id)
+    assert THREAD_RE.fullmatch(thread)
+    in_reply_to = _ids(msg.get("In-Reply-To"))
+    return Letter(
+        message_id=message_id,
+        sender="",
+        sender_address=sender_address,
+        sender_name=display_name(msg) or None,
+        to="",
+        to_address=to_address,
+        type=kind,
+        thread=thread,
+        subject=subject,
+        body=text.strip("\n"),
+        date=str(msg.get("Date", "")),
+        severity=severity,
+        ref=ref,
+        in_reply_to=in_reply_to[0] if in_reply_to else None,
+        references=_ids(msg.get("References")),
+        to_agent=to_agent,
+    )

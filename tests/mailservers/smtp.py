@@ -1,0 +1,162 @@
+"""A real SMTP submission server (aiosmtpd) that delivers into a :class:`MailStore`.
+
+It behaves like a submission port: AUTH PLAIN/LOGIN required before MAIL, delivery by
+the envelope recipient (plus tags honoured), 550 at RCPT for unknown recipients, and
+the store's injected faults answered at DATA.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+import weakref
+from typing import Any, Literal
+
+from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+
+from .store import AcceptedMessage, MailStore
+
+TlsMode = Literal["implicit", "starttls", "none"]
+
+# aiosmtpd logs every connection at INFO and every client hang-up as a warning.
+logging.getLogger("mail.log").setLevel(logging.ERROR)
+
+
+class _Handler:
+    """aiosmtpd hooks; each returns the SMTP reply line."""
+
+    def __init__(self, store: MailStore) -> None:
+        self.store = store
+
+    async def handle_MAIL(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        address: str,
+        mail_options: list[str],
+    ) -> str:
+        # Checked here, not with aiosmtpd's auth_required: that flag insists on TLS
+        # (or warns on every connection), and implicit TLS is invisible to it.
+        if not session.authenticated:
+            return "530 5.7.0 Authentication required"
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 2.1.0 OK"
+
+    async def handle_RCPT(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        address: str,
+        rcpt_options: list[str],
+    ) -> str:
+        if self.store.account_for(address) is None:
+            self.store.bump("smtp.refused")
+            return f"550 5.1.1 <{address}>: Recipient address rejected: User unknown"
+        envelope.rcpt_tos.append(address)
+        envelope.rcpt_options.extend(rcpt_options)
+        return "250 2.1.5 OK"
+
+    async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        fault = self.store.take_data_fault()
+        if fault is not None:
+            return f"{fault[0]} {fault[1]}"
+        data = envelope.original_content or b""
+        login = session.auth_data if isinstance(session.auth_data, str) else None
+        self.store.record_accepted(
+            AcceptedMessage(envelope.mail_from or "", tuple(envelope.rcpt_tos), data, login)
+        )
+        for rcpt in envelope.rcpt_tos:
+            self.store.deliver(rcpt, data)
+        self.store.bump("smtp.accepted")
+        return "250 2.0.0 OK queued"
+
+
+class SmtpServer:
+    """Listens on ``host:port`` on the running loop; can go down and come back."""
+
+    def __init__(
+        self,
+        store: MailStore,
+        *,
+        tls: TlsMode,
+        ssl_context: ssl.SSLContext,
+        host: str = "127.0.0.1",
+        hostname: str = "mail.test",
+    ) -> None:
+        self.store = store
+        self.tls = tls
+        self.host = host
+        self.port = 0
+        self._ssl_context = ssl_context
+        self._hostname = hostname
+        self._handler = _Handler(store)
+        self._server: asyncio.Server | None = None
+        self._live: weakref.WeakSet[SMTP] = weakref.WeakSet()
+
+    def _authenticate(
+        self,
+        server: SMTP,
+        session: Session,
+        envelope: Envelope,
+        mechanism: str,
+        auth_data: Any,
+    ) -> AuthResult:
+        if isinstance(auth_data, LoginPassword):
+            login = auth_data.login.decode("utf-8", "replace")
+            password = auth_data.password.decode("utf-8", "replace")
+            account = self.store.authenticate(login, password)
+            if account is not None:
+                self.store.bump("smtp.auth")
+                return AuthResult(success=True, auth_data=account)
+        self.store.bump("smtp.auth_failed")
+        # handled=False makes aiosmtpd send 535; handled=True would send nothing.
+        return AuthResult(success=False, handled=False)
+
+    def _protocol(self) -> SMTP:
+        self.store.bump("smtp.connect")
+        smtp = SMTP(
+            self._handler,
+            hostname=self._hostname,
+            ident="agentmail-test-smtpd",
+            decode_data=False,
+            enable_SMTPUTF8=True,
+            authenticator=self._authenticate,
+            tls_context=self._ssl_context if self.tls == "starttls" else None,
+            require_starttls=self.tls == "starttls",
+            # Implicit TLS is invisible to aiosmtpd, so it would refuse AUTH there.
+            auth_require_tls=self.tls == "starttls",
+            loop=asyncio.get_running_loop(),
+        )
+        self._live.add(smtp)
+        return smtp
+
+    async def start(self) -> int:
+        """Listen (on the previous port after a stop); returns the port."""
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            self._protocol,
+            host=self.host,
+            port=self.port,
+            ssl=self._ssl_context if self.tls == "implicit" else None,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        """Stop listening and drop every open connection, as a crashed MTA would."""
+        if self._server is None:
+            return
+        self._server.close()
+        for smtp in list(self._live):
+            if smtp.transport is not None:
+                smtp.transport.abort()
+        await self._server.wait_closed()
+        self._server = None
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
