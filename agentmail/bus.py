@@ -46,6 +46,10 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
     return entry
 
 
+def entry_toml(platform: Platform) -> str:
+    return tomli_w.dumps(platform_entry(platform))
+
+
 def _new_platform(home: Path, name: str, domain: str, repo: str | None) -> Platform:
     check_name("platform", name)
     private, public = signing.generate_keypair()

@@ -56,14 +56,21 @@ class Ctx:
 
 
 def json_option(func: F) -> F:
-    """``--json`` is accepted before or after the command name."""
+    """``--json``, ``--as`` and ``--agent`` are accepted before or after the command name."""
 
-    def remember(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-        if value:
-            ctx.find_object(Ctx).json = True  # type: ignore[union-attr]
-        return value
+    def remember(attr: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+        def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+            if value:
+                setattr(ctx.find_object(Ctx), attr, value)
+            return value
 
-    return click.option("--json", "as_json", is_flag=True, expose_value=False, callback=remember,
+        return callback
+
+    func = click.option("--agent", "agent_after", metavar="NAME", expose_value=False, hidden=True,
+                        callback=remember("agent"))(func)  # fmt: skip
+    func = click.option("--as", "as_after", metavar="PLATFORM", expose_value=False, hidden=True,
+                        callback=remember("platform"))(func)  # fmt: skip
+    return click.option("--json", "as_json", is_flag=True, expose_value=False, callback=remember("json"),
                         help="Machine-readable output.")(func)  # fmt: skip
 
 
@@ -191,10 +198,8 @@ def init(ctx: Ctx, names: tuple[str, ...], domain: str, transport: str, smtp: st
 def _entry_text(ctx: Ctx, platform: Any) -> None:
     from . import bus
 
-    import tomli_w
-
     click.echo(f"# {ctx.registry_root() / 'platforms' / (platform.name + '.toml')}")
-    click.echo(tomli_w.dumps(bus.platform_entry(platform)))
+    click.echo(bus.entry_toml(platform))
     click.echo(f"# DNS TXT record, for partners who look keys up:\n{platform.selector}._domainkey.{platform.dkim_domain}. IN TXT \"{platform.txt_record()}\"")
 
 

@@ -367,8 +367,10 @@ class AgentMail:
 
     # --- views -----------------------------------------------------------------------------
 
-    def thread(self, thread: str) -> list[Letter]:
+    def thread(self, thread: str, *, sync: bool = True) -> list[Letter]:
         """Both directions of one thread, in the order they were filed here."""
+        if sync:
+            self.sync()
         letters = []
         for letter_id in self.spool.thread_ids(thread):
             state = self.spool.locate(letter_id)
@@ -381,11 +383,15 @@ class AgentMail:
     def sent(self) -> list[Letter]:
         return [letter_from_meta(m) for state in ("outbox", "failed", "sent") for m in self.spool.letters(state)]
 
-    def quarantined(self) -> list[Letter]:
+    def quarantined(self, *, sync: bool = True) -> list[Letter]:
+        if sync:
+            self.sync()
         return [letter_from_meta(m) for m in self.spool.letters("quarantine")]
 
-    def notes(self) -> list[Letter]:
+    def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
+        if sync:
+            self.sync()
         found = []
         for state in ("unread", "read"):
             for meta in self.spool.letters(state):
@@ -393,8 +399,10 @@ class AgentMail:
                     found.append(letter_from_meta(meta))
         return sorted(found, key=lambda letter: letter.id)
 
-    def status(self) -> list[dict[str, Any]]:
+    def status(self, *, sync: bool = True) -> list[dict[str, Any]]:
         """Per open thread: where it stands in report → ack → fix-notice → verify-result → close."""
+        if sync:
+            self.sync()
         rows = []
         for thread in self.spool.threads():
             ids = [i for i in self.spool.thread_ids(thread) if self.spool.locate(i) not in (None, "quarantine")]

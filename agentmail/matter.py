@@ -74,8 +74,8 @@ def _load_strict(fm: str) -> dict[str, str]:
     for event in events:
         if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
             raise MatterError("anchors and aliases are not allowed in the agentmail block")
-        tag = getattr(event, "tag", None)
-        if tag is not None and not getattr(event, "implicit", (True,))[0]:
+        tag = getattr(event, "tag", None)  # set only when the text spells a tag out
+        if tag is not None:
             raise MatterError(f"YAML tags are not allowed in the agentmail block ({tag})")
     if not isinstance(root, yaml.MappingNode):
         raise MatterError("the agentmail block must be 'key: value' lines")

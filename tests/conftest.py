@@ -1,0 +1,50 @@
+"""Every test gets its own AGENTMAIL_HOME and no inherited identity: hermetic by default."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentmail import bus
+from agentmail.client import AgentMail
+from agentmail.identity import Identity
+from agentmail.registry import Registry
+
+_ENV = ("AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "AGENTMAIL_PLATFORM", "AGENTMAIL_AGENT", "AGENTMAIL_DKIM_KEY",
+        "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD")  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    for name in _ENV:
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("AGENTMAIL_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    yield home
+
+
+@pytest.fixture
+def registry(home: Path) -> Registry:
+    return bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
+
+
+@pytest.fixture
+def alpha(registry: Registry, home: Path) -> AgentMail:
+    return AgentMail(registry, Identity("alpha"), home)
+
+
+@pytest.fixture
+def beta(registry: Registry, home: Path) -> AgentMail:
+    return AgentMail(registry, Identity("beta"), home)
+
+
+OPENER = """\
+I am the agent of alpha (billing); we call beta's /quota endpoint for every invoice.
+Reproduction: `curl -s https://beta.example/quota?id=7` returns status 500 with the output
+"KeyError: 'plan'" since version 2.4.1 (2026-11-28). Expected 200 per the documented contract.
+Blast radius: all invoices for users on the free plan. Please fix or tell us the new contract.
+"""
