@@ -1,0 +1,98 @@
+"""The CLI contract (DESIGN §8): names, --json fields, exit codes, one-line errors, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentmail.cli import main
+
+from .conftest import OPENER
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def bus_home(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+
+
+def test_send_inbox_reply_thread_round_trip(capsys: pytest.CaptureFixture[str], bus_home: None) -> None:
+    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER, "-S", "high", "-r", "alpha#3")
+    assert code == 0 and err == ""
+    thread = out.split()[0]
+    code, out, _ = run(capsys, "--as", "beta", "--json", "inbox")
+    (letter,) = json.loads(out)
+    for key in ("id", "message_id", "from", "to", "type", "thread", "severity", "ref", "subject", "body", "date",
+                "in_reply_to", "state"):  # fmt: skip
+        assert key in letter
+    assert (letter["from"], letter["to"], letter["thread"], letter["state"]) == ("alpha", "beta", thread, "unread")
+    assert "agentmail v1" not in letter["body"]
+    assert run(capsys, "--as", "beta", "reply", letter["id"], "-b", "Reproduced.", "-t", "ack")[0] == 0
+    code, out, err = run(capsys, "--as", "beta", "reply", letter["id"], "-b", "Again.")
+    assert code == 4 and "already answered" in err and err.count("\n") == 1
+    code, out, _ = run(capsys, "thread", thread, "--as", "alpha", "--json")  # options after the command
+    assert [x["type"] for x in json.loads(out)] == ["report", "ack"]
+
+
+def test_exit_codes(capsys: pytest.CaptureFixture[str], bus_home: None) -> None:
+    assert run(capsys, "--as", "alpha", "show", "01nosuchletter")[0] == 1
+    assert run(capsys, "--as", "alpha", "send", "beta", "-s", "a\r\nBcc: x@y", "-b", "text")[0] == 2
+    assert run(capsys, "--as", "alpha", "send", "beta", "-s", "x", "-b", "text", "-t", "rant")[0] == 2
+    assert run(capsys, "--as", "alpha", "send", "beta", "-s", "x", "-b", "@/nonexistent/file.md")[0] == 2
+    assert run(capsys, "--as", "alpha", "wait", "--timeout", "0.1")[0] == 3
+    assert run(capsys, "--as", "alpha", "send", "beta", "-s", "x", "-b", "PASSWORD=hunter22")[0] == 4
+    assert run(capsys, "--as", "nobody", "inbox")[0] == 6
+    assert run(capsys, "no-such-command")[0] == 2
+    assert run(capsys, "inbox", "--limit", "0", "--as", "alpha")[0] == 2
+
+
+def test_whoami_exits_1_without_an_identity(capsys: pytest.CaptureFixture[str], bus_home: None) -> None:
+    code, _, err = run(capsys, "whoami")
+    assert code == 1 and "cannot tell which platform" in err
+    assert run(capsys, "--as", "alpha", "whoami") == (0, "alpha\n", "")
+
+
+def test_untrusted_text_is_printed_without_terminal_escapes(capsys: pytest.CaptureFixture[str], bus_home: None) -> None:
+    evil = "Hello \x1b]8;;http://evil\x07click\x1b[2J and \u202ereversed"
+    run(capsys, "--as", "alpha", "send", "beta", "-s", "Esc", "-b", evil + "\n" + OPENER)
+    code, out, _ = run(capsys, "--as", "beta", "inbox")
+    letter_id = out.split()[0]
+    code, out, _ = run(capsys, "--as", "beta", "show", letter_id)
+    assert code == 0 and "\x1b" not in out and "\u202e" not in out and "click" in out
+
+
+def test_platforms_and_quarantine_json(capsys: pytest.CaptureFixture[str], bus_home: None, home: Path) -> None:
+    from agentmail.transport.local import deliver
+
+    code, out, _ = run(capsys, "platforms", "--json")
+    assert [p["name"] for p in json.loads(out)["platforms"]] == ["alpha", "beta"]
+    deliver(home / "postoffice" / "beta", b"From: mallory@evil.test\r\nMessage-ID: <1@evil.test>\r\nSubject: hi\r\n\r\nhi")
+    code, out, _ = run(capsys, "--as", "beta", "quarantine", "--json")
+    (entry,) = json.loads(out)
+    assert entry["reason"] == "unregistered-sender" and entry["detail"].endswith("of this bus")
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str], bus_home: None, home: Path) -> None:
+    (home / "registry" / "bus.toml").write_text("domain = [")
+    code, out, err = run(capsys, "--as", "alpha", "inbox")
+    assert code == 6 and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_the_installed_command_runs_the_demo(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENTMAIL_HOME": str(tmp_path / "h")}
+    done = subprocess.run([sys.executable, "-m", "agentmail", "demo", "--home", str(tmp_path / "demo")],
+                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "quarantined as unauthenticated" in done.stdout
+    assert "close" in done.stdout and "refused" in done.stdout
+    assert done.stderr == ""
