@@ -15,9 +15,9 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from . import guards, identity, registry as registry_mod, wire
+from . import identity, registry as registry_mod
 from .credentials import read_private_key
 from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
 from .home import agentmail_home
@@ -26,6 +26,9 @@ from .model import HUMAN, Letter, check_severity, check_type, new_thread_id, rep
 from .registry import Registry
 from .spool import Spool, new_id
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
+
+if TYPE_CHECKING:
+    from .authenticity import Verdict
 
 MAX_REFERENCES = 20
 _LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
@@ -221,6 +224,8 @@ class AgentMail:
         """Open a thread. Returns the letter: state ``sent``, ``outbox`` (queued: the transport
         could not take it now; ``flush`` retries) or ``failed``. Opener advice lands in
         ``last_warnings``."""
+        from . import guards
+
         check_type(type)
         check_severity(severity)
         recipient = self.registry.get(to)
@@ -241,6 +246,8 @@ class AgentMail:
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False) -> Letter | None:
         """Answer a letter. Returns None when a guard refuses; ``why_refused`` says why."""
+        from . import guards
+
         parent_id = self._id(to)
         parent = self.spool.meta(parent_id)
         kind = check_type(type or _default_reply_type(parent.get("type", "")))
@@ -272,6 +279,8 @@ class AgentMail:
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False) -> Letter:
         """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
         after its ack). It answers the thread's latest letter, so the depth cap still holds."""
+        from . import guards
+
         check_type(type)
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
@@ -292,6 +301,8 @@ class AgentMail:
 
     def why_refused(self, letter: str | Letter) -> str | None:
         """Why the last ``reply`` to this letter was refused (None if it was not)."""
+        from . import guards
+
         letter_id = self._id(letter)
         if letter_id in self._refusals:
             return self._refusals[letter_id]
@@ -300,6 +311,8 @@ class AgentMail:
                                     int(parent.get("depth", 0)) + 1)  # fmt: skip
 
     def _check_body(self, body: str, force: bool) -> None:
+        from . import guards
+
         if not force:
             reason = guards.body_refusal(body)
             if reason:
@@ -308,7 +321,7 @@ class AgentMail:
     def _compose(self, to_address: str, to_name: str, kind: str, thread: str, subject: str, body: str, *,
                  severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
                  references: tuple[str, ...] = (), to_agent: str | None = None, depth: int = 0) -> tuple[Letter, bytes]:  # fmt: skip
-        from . import signing
+        from . import signing, wire
 
         outline = wire.Outline(
             sender_address=self.platform.address, sender_name=self.platform.display_name,
@@ -330,6 +343,8 @@ class AgentMail:
 
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success."""
+        from . import wire
+
         letter, raw = composed
         stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
         rcpt = wire.tagged_address(letter.to_address, letter.thread)
@@ -357,6 +372,8 @@ class AgentMail:
 
     def flush(self) -> list[SubmitResult]:
         """Retry every queued letter, same bytes, same Message-ID."""
+        from . import wire
+
         items = []
         for letter_id in self.spool.ids("outbox"):
             meta = self.spool.meta(letter_id, "outbox")

@@ -17,6 +17,7 @@ import email.policy
 import imaplib
 import json
 import os
+import re
 import secrets
 import shlex
 import smtplib
@@ -41,7 +42,7 @@ def load_stack() -> dict:
         key, _, value = line.partition("=")
         env[key] = " ".join(shlex.split(value))
     env["users"] = [
-        {"address": a, "password": env["MAILSTACK_PASSWORD_" + a.replace("@", "_").replace(".", "_")]}
+        {"address": a, "password": env["MAILSTACK_PASSWORD_" + re.sub("[^A-Za-z0-9]", "_", a)]}
         for a in env["MAILSTACK_USERS"].split()
     ]
     return env
@@ -216,7 +217,7 @@ def wrong_password() -> str:
 def unknown_at_mx() -> str:
     with smtplib.SMTP(HOST, MX, timeout=10) as smtp:
         try:
-            smtp.sendmail("someone@partner.test", ["nosuchuser@bus.test"], b"Subject: x\r\n\r\nx\r\n")
+            smtp.sendmail("x@partner.test", ["nosuchuser@bus.test"], b"Subject: x\r\n\r\nx\r\n")
         except smtplib.SMTPRecipientsRefused as exc:
             code, _ = exc.recipients["nosuchuser@bus.test"]
             assert code == 550, exc
@@ -280,10 +281,9 @@ def idle() -> str:
     return f"EXISTS {IDLE_SECONDS[-1] * 1000:.0f} ms after the letter went to 25"
 
 
-LATENCIES: list[float] = []
-
-
-def latency(n: int = 5) -> str:
+def latency(n: int = 10) -> str:
+    """Sequential letters on one SMTP and one IMAP connection, IMAP polled every 5 ms."""
+    accepted, seen = [], []
     imap = mailbox("beta@bus.test")
     with submit("alpha@bus.test") as smtp:
         for _ in range(n):
@@ -291,11 +291,17 @@ def latency(n: int = 5) -> str:
             msg = letter("alpha@bus.test", "beta+thr-abc123@bus.test", token)
             start = time.monotonic()
             smtp.send_message(msg)
+            accepted.append(time.monotonic() - start)
             wait_for(imap, token)
-            LATENCIES.append(time.monotonic() - start)
+            seen.append(time.monotonic() - start)
     imap.logout()
-    ms = [f"{x * 1000:.0f}" for x in LATENCIES]
-    return f"587 -> INBOX (IMAP poll) ms: {' '.join(ms)}; median {statistics.median(LATENCIES) * 1000:.0f}"
+    ms = " ".join(f"{x * 1000:.0f}" for x in seen)
+    median_250 = statistics.median(accepted) * 1000
+    median_seen = statistics.median(seen) * 1000
+    return (
+        f"{n} letters 587 -> beta INBOX: SMTP 250 median {median_250:.1f} ms,"
+        f" seen over IMAP median {median_seen:.1f} ms [{ms}]"
+    )
 
 
 def main() -> int:

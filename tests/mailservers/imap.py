@@ -501,11 +501,9 @@ class _Session:
         return f"[APPENDUID {validity} {new_uid}] APPEND completed"
 
     async def cmd_idle(self, args: list[Token], uid: bool) -> str:
-        # imapclient raises if anything but the continuation comes first, so pending
-        # changes are pushed only after "+ idling".
+        # imapclient raises if anything but the continuation comes first. Changes since
+        # the last sync left _changed set, so the loop pushes them right after it.
         await self._send(b"+ idling")
-        if self.selected is not None:
-            await self._sync()
         line_task = asyncio.ensure_future(self.reader.readline())
         try:
             while not line_task.done():
