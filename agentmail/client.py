@@ -108,6 +108,7 @@ class AgentMail:
         from . import authenticity
 
         report = SyncReport()
+        self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
         with self.spool.locked():
             checkpoint = self.spool.checkpoint(transport.name)
@@ -342,45 +343,53 @@ class AgentMail:
         return replace(letter, id=new_id(), sender=self.platform.name, to=to_name, extra={"depth": depth}), raw
 
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
-        """Outbox first (durable), then the transport; the letter moves to sent/ only on success."""
-        from . import wire
-
+        """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
+        Letters still queued from earlier ride along on the same connection."""
         letter, raw = composed
         stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
-        rcpt = wire.tagged_address(letter.to_address, letter.thread)
-        self._submit([Outgoing(stored.id, raw, Envelope(self.platform.address, (rcpt,)))])
+        self.flush()
         return self.show(stored.id)
 
-    def _submit(self, items: list[Outgoing]) -> list[SubmitResult]:
-        from .errors import TransportError
-
-        try:
-            results = self.transport.submit(items)
-        except TransportError as exc:
-            return [SubmitResult(i.key, "queued", str(exc)) for i in items]
-        for result in results:
-            if result.status == "sent":
-                self.spool.move(result.key, "outbox", "sent")
-                if result.refused:
-                    self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
-            elif result.status == "failed":
-                self.spool.annotate(result.key, failed_reason=result.detail)
-                self.spool.move(result.key, "outbox", "failed")
-            else:
-                self.spool.annotate(result.key, queued_reason=result.detail)
-        return results
-
-    def flush(self) -> list[SubmitResult]:
-        """Retry every queued letter, same bytes, same Message-ID."""
+    def _outgoing(self, letter_id: str) -> Outgoing | None:
         from . import wire
 
-        items = []
-        for letter_id in self.spool.ids("outbox"):
+        try:
             meta = self.spool.meta(letter_id, "outbox")
             raw = self.spool.path("outbox", letter_id).read_bytes()
-            rcpt = wire.tagged_address(meta["to_address"], meta["thread"])
-            items.append(Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt,))))
-        return self._submit(items) if items else []
+        except (FileNotFoundError, NotFound):
+            return None  # another process sent it meanwhile
+        rcpt = wire.tagged_address(meta["to_address"], meta["thread"])
+        return Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt,)))
+
+    def flush(self) -> list[SubmitResult]:
+        """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
+        time, so two processes never submit one letter twice."""
+        from .errors import TransportError
+
+        if not self.spool.ids("outbox"):
+            return []
+        with self.spool.locked("outbox"):
+            items = [o for o in map(self._outgoing, self.spool.ids("outbox")) if o is not None]
+            if not items:
+                return []
+            try:
+                results = self.transport.submit(items)
+            except TransportError as exc:
+                results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
+            for result in results:
+                self._record(result)
+        return results
+
+    def _record(self, result: SubmitResult) -> None:
+        if result.status == "sent":
+            if result.refused:
+                self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
+            self.spool.move(result.key, "outbox", "sent")
+        elif result.status == "failed":
+            self.spool.annotate(result.key, failed_reason=result.detail)
+            self.spool.move(result.key, "outbox", "failed")
+        else:
+            self.spool.annotate(result.key, queued_reason=result.detail)
 
     # --- views -----------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ class Bus:
     ca_file: str | None = None
     sent_folder: str | None = None
     max_size: int = 1_048_576
+    poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,9 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     if not isinstance(max_size, int) or max_size < 4096:
         raise ConfigError("bus.toml: max_size must be a number of bytes >= 4096")
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
+    poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
+    if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
+        raise ConfigError("bus.toml: [imap] poll_interval must be seconds between 0 and 3600")
     if transport == "smtp+imap" and (smtp is None or imap is None):
         raise ConfigError("bus.toml: the smtp+imap transport needs [smtp] and [imap] endpoints")
     return Bus(
@@ -136,6 +140,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         ca_file=data.get("ca_file") or None,
         sent_folder=data.get("sent_folder") or None,
         max_size=max_size,
+        poll_interval=float(poll) if poll is not None else None,
     )
 
 

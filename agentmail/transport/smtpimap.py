@@ -1,0 +1,356 @@
+"""The ``smtp+imap`` transport: submit with aiosmtplib, pull with imapclient (DESIGN §2).
+
+Submission: TLS as configured (certificates verified; ``ca_file`` adds a private CA), AUTH,
+all queued letters over one connection. A 250 moves a letter to sent; a 4xx, a timeout or an
+unreachable server leaves it queued; a 5xx fails it with the server's words.
+
+Pull: ``BODY.PEEK[]`` (never sets \\Seen, so a human's mail client is undisturbed), sizes
+checked with RFC822.SIZE before download, batched FETCH, and a checkpoint of UIDVALIDITY and
+the last committed UID. A changed UIDVALIDITY re-reads the mailbox; the spool drops what it
+already holds. Nothing from a letter is ever put into an IMAP command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import aiosmtplib
+import imapclient
+from imapclient.exceptions import IMAPClientError, LoginError
+
+from ..credentials import Login, mailbox_login
+from ..errors import ConfigError, TransportError
+from ..registry import Endpoint, Registry
+from .base import Incoming, Outgoing, SubmitResult, Transport
+
+BATCH = 200
+TIMEOUT = 30.0
+IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
+
+
+def tls_context(ca_file: str | None) -> ssl.SSLContext:
+    """Verification on, always; ``ca_file`` trusts a private CA on top of the system's."""
+    context = ssl.create_default_context()
+    if ca_file:
+        try:
+            context.load_verify_locations(cafile=ca_file)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from None
+    return context
+
+
+def _is_loopback(host: str) -> bool:
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _where(endpoint: Endpoint) -> str:
+    return f"{endpoint.host}:{endpoint.port}"
+
+
+def _cert_error(endpoint: Endpoint, exc: BaseException) -> ConfigError:
+    reason = getattr(exc, "verify_message", None) or str(exc)
+    return ConfigError(f"the TLS certificate of {_where(endpoint)} is not trusted ({reason}); "
+                       "name its CA with --ca-file / ca_file in bus.toml")  # fmt: skip
+
+
+def _find_cert_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+class SmtpImapTransport(Transport):
+    name = "imap"
+
+    def __init__(self, smtp: Endpoint, imap: Endpoint, login: Login, *, ca_file: str | None = None,
+                 sent_folder: str | None = None, poll_interval: float | None = None) -> None:  # fmt: skip
+        for endpoint in (smtp, imap):
+            if endpoint.tls == "none" and not _is_loopback(endpoint.host):
+                raise ConfigError(f"plaintext to {_where(endpoint)} is refused: tls = none is only for loopback")
+        self.smtp, self.imap, self.login = smtp, imap, login
+        self.context = tls_context(ca_file)
+        self.sent_folder = sent_folder
+        self.poll_interval = poll_interval
+        self._client: imapclient.IMAPClient | None = None
+        self._uidvalidity: str = ""
+
+    @classmethod
+    def from_registry(cls, registry: Registry, platform: str, home: Path) -> SmtpImapTransport:
+        bus = registry.bus
+        assert bus.smtp is not None and bus.imap is not None
+        entry = registry.get(platform)
+        return cls(bus.smtp, bus.imap, mailbox_login(home, platform, entry.address), ca_file=bus.ca_file,
+                   sent_folder=bus.sent_folder, poll_interval=bus.poll_interval)  # fmt: skip
+
+    # --- submission ------------------------------------------------------------------------
+
+    def submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
+        if not messages:
+            return []
+        results = asyncio.run(self._submit(messages))
+        if self.sent_folder:
+            self._copy_to_sent([m.raw for m, r in zip(messages, results, strict=True) if r.status == "sent"])
+        return results
+
+    def _smtp_client(self) -> aiosmtplib.SMTP:
+        return aiosmtplib.SMTP(
+            hostname=self.smtp.host, port=self.smtp.port, use_tls=self.smtp.tls == "implicit",
+            start_tls=True if self.smtp.tls == "starttls" else False, tls_context=self.context,
+            timeout=TIMEOUT, local_hostname="agentmail.localhost",
+        )  # fmt: skip
+
+    async def _submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
+        client = self._smtp_client()
+        try:
+            await client.connect()
+            await client.login(self.login.username, self.login.password)
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            raise ConfigError(f"{_where(self.smtp)} refused the login of {self.login.username} ({exc.code})") from None
+        except Exception as exc:
+            cert = _find_cert_error(exc)
+            if cert is not None:
+                raise _cert_error(self.smtp, cert) from None
+            why = f"cannot reach {_where(self.smtp)}: {exc.__class__.__name__}: {exc}"
+            return [SubmitResult(m.key, "queued", why) for m in messages]
+        results: list[SubmitResult] = []
+        try:
+            for index, item in enumerate(messages):
+                try:
+                    refused, _response = await client.sendmail(item.envelope.mail_from, list(item.envelope.rcpt_to), item.raw)
+                except aiosmtplib.SMTPRecipientsRefused as exc:
+                    results.append(self._refused_all(item, [(r.recipient, r.code, r.message) for r in exc.recipients]))
+                    await self._reset(client)
+                except aiosmtplib.SMTPResponseException as exc:
+                    status = "failed" if 500 <= exc.code < 600 else "queued"
+                    results.append(SubmitResult(item.key, status, f"{exc.code} {exc.message}"))
+                    await self._reset(client)
+                except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
+                    why = f"the connection to {_where(self.smtp)} broke: {exc.__class__.__name__}"
+                    results.extend(SubmitResult(m.key, "queued", why) for m in messages[index:])
+                    return results
+                else:
+                    partial = tuple((addr, f"{code} {msg}") for addr, (code, msg) in refused.items())
+                    results.append(SubmitResult(item.key, "sent", "250 accepted", partial))
+        finally:
+            try:
+                await client.quit()
+            except Exception:
+                client.close()
+        return results
+
+    @staticmethod
+    def _refused_all(item: Outgoing, refusals: list[tuple[str, int, str]]) -> SubmitResult:
+        detail = "; ".join(f"{addr}: {code} {msg}" for addr, code, msg in refusals)
+        permanent = all(500 <= code < 600 for _, code, _ in refusals)
+        return SubmitResult(item.key, "failed" if permanent else "queued", detail,
+                            tuple((a, f"{c} {m}") for a, c, m in refusals))  # fmt: skip
+
+    @staticmethod
+    async def _reset(client: aiosmtplib.SMTP) -> None:
+        try:
+            await client.rset()
+        except aiosmtplib.SMTPException:
+            pass
+
+    def _copy_to_sent(self, raws: list[bytes]) -> None:
+        """So a human sees both directions in a mail client; a failure here never unsends."""
+        if not raws or not self.sent_folder:
+            return
+        try:
+            client = self._connect()
+            if not client.folder_exists(self.sent_folder):
+                client.create_folder(self.sent_folder)
+            for raw in raws:
+                client.append(self.sent_folder, raw, flags=(imapclient.SEEN,))
+        except (IMAPClientError, OSError, TransportError):
+            pass
+
+    # --- pulling ---------------------------------------------------------------------------
+
+    def _connect(self) -> imapclient.IMAPClient:
+        if self._client is not None:
+            return self._client
+        try:
+            client = imapclient.IMAPClient(self.imap.host, port=self.imap.port, ssl=self.imap.tls == "implicit",
+                                           ssl_context=self.context, timeout=TIMEOUT)  # fmt: skip
+            if self.imap.tls == "starttls":
+                client.starttls(self.context)
+            client.login(self.login.username, self.login.password)
+        except LoginError:
+            raise ConfigError(f"{_where(self.imap)} refused the login of {self.login.username}") from None
+        except ssl.SSLCertVerificationError as exc:
+            raise _cert_error(self.imap, exc) from None
+        except (IMAPClientError, OSError, socket.timeout) as exc:
+            cert = _find_cert_error(exc)
+            if cert is not None:
+                raise _cert_error(self.imap, cert) from None
+            raise TransportError(f"cannot reach {_where(self.imap)}: {exc.__class__.__name__}: {exc}") from None
+        self._client = client
+        return client
+
+    def _select(self) -> tuple[str, int]:
+        """(UIDVALIDITY, UIDNEXT) of INBOX, read-only so no flag ever changes."""
+        info = self._connect().select_folder("INBOX", readonly=True)
+        validity = str(info.get(b"UIDVALIDITY", b""))
+        self._uidvalidity = validity
+        uidnext = int(info.get(b"UIDNEXT", 0) or 0)
+        return validity, uidnext
+
+    @staticmethod
+    def _parse(checkpoint: str | None) -> tuple[str, int]:
+        if not checkpoint or ":" not in checkpoint:
+            return "", 0
+        validity, _, last = checkpoint.partition(":")
+        return validity, int(last) if last.isdigit() else 0
+
+    def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+        try:
+            yield from self._fetch(checkpoint, max_size)
+        except (IMAPClientError, OSError, socket.timeout) as exc:
+            self._drop()
+            raise TransportError(f"IMAP {_where(self.imap)} failed: {exc.__class__.__name__}: {exc}") from None
+
+    def _fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+        validity, uidnext = self._select()
+        seen_validity, last = self._parse(checkpoint)
+        if seen_validity != validity:
+            last = 0  # the server renumbered the mailbox: read it all, the spool drops duplicates
+        if uidnext and uidnext <= last + 1:
+            return
+        client = self._connect()
+        # "UID n:*" always returns at least the last message (RFC 3501 §6.4.8): filter, and sort
+        # ourselves rather than trusting the server's order.
+        uids = sorted(u for u in client.search(["UID", f"{last + 1}:*"]) if u > last)
+        for start in range(0, len(uids), BATCH):
+            chunk = uids[start : start + BATCH]
+            sizes = client.fetch(chunk, ["RFC822.SIZE"])
+            small = [u for u in chunk if int(sizes.get(u, {}).get(b"RFC822.SIZE", 0)) <= max_size]
+            bodies = client.fetch(small, ["BODY.PEEK[]"]) if small else {}
+            batch = []
+            for uid in chunk:
+                size = int(sizes.get(uid, {}).get(b"RFC822.SIZE", 0))
+                if uid in bodies:
+                    raw = bodies[uid].get(b"BODY[]")
+                    if raw is None:
+                        continue  # expunged between the two FETCHes
+                    batch.append(Incoming(str(uid), bytes(raw), size))
+                elif uid in sizes:
+                    batch.append(Incoming(str(uid), None, size))
+            if batch:
+                yield batch
+
+    def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
+        seen_validity, last = self._parse(checkpoint)
+        if seen_validity != self._uidvalidity:
+            last = 0
+        top = max([last, *(int(item.key) for item in committed)])
+        return f"{self._uidvalidity}:{top}"
+
+    def wait(self, checkpoint: str | None, timeout: float) -> str | None:
+        try:
+            return self._wait(checkpoint, timeout)
+        except (IMAPClientError, OSError, socket.timeout) as exc:
+            self._drop()
+            raise TransportError(f"IMAP {_where(self.imap)} failed while waiting: {exc.__class__.__name__}") from None
+
+    def _pending(self, checkpoint: str | None) -> bool:
+        validity, uidnext = self._select()
+        seen_validity, last = self._parse(checkpoint)
+        return validity != seen_validity or uidnext > last + 1
+
+    def _wait(self, checkpoint: str | None, timeout: float) -> str | None:
+        deadline = time.monotonic() + timeout
+        if self._pending(checkpoint):
+            return "pending"
+        client = self._connect()
+        if self.poll_interval or b"IDLE" not in client.capabilities():
+            interval = self.poll_interval or 1.0
+            while time.monotonic() < deadline:
+                time.sleep(min(interval, max(deadline - time.monotonic(), 0)))
+                client.noop()
+                if self._pending(checkpoint):
+                    return "poll"
+            return None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            client.idle()
+            try:
+                responses = client.idle_check(timeout=min(left, IDLE_RENEW))
+            finally:
+                client.idle_done()
+            if any(isinstance(r, tuple) and len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
+                return "idle"
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    def _drop(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.shutdown()
+            except Exception:
+                pass
+
+    def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                client.logout()
+            except Exception:
+                try:
+                    client.shutdown()
+                except Exception:
+                    pass
+
+    def doctor(self) -> list[tuple[str, bool, str]]:
+        """Connectivity checks for ``agentmail doctor``; never includes a secret."""
+        checks: list[tuple[str, bool, str]] = [("mailbox login", True, f"{self.login.username} (password present)")]
+        try:
+            client = self._smtp_client()
+
+            async def probe() -> None:
+                await client.connect()
+                await client.login(self.login.username, self.login.password)
+                await client.quit()
+
+            asyncio.run(probe())
+            checks.append(("smtp", True, f"{_where(self.smtp)} {self.smtp.tls} TLS, AUTH accepted"))
+        except aiosmtplib.SMTPAuthenticationError as exc:
+            checks.append(("smtp", False, f"{_where(self.smtp)} refused the login of {self.login.username} ({exc.code}): check the password"))
+        except Exception as exc:
+            cert = _find_cert_error(exc)
+            checks.append(("smtp", False, str(_cert_error(self.smtp, cert)) if cert else
+                           f"cannot reach {_where(self.smtp)} ({exc.__class__.__name__}); check host, port and tls mode"))  # fmt: skip
+        try:
+            client = self._connect()
+            checks.append(("imap", True, f"{_where(self.imap)} {self.imap.tls} TLS, login accepted"))
+            idle = b"IDLE" in client.capabilities()
+            checks.append(("imap idle", idle, "IDLE supported" if idle else "no IDLE: set poll_interval in bus.toml [imap]"))
+            if self.sent_folder:
+                exists = client.folder_exists(self.sent_folder)
+                checks.append(("sent folder", True, f"{self.sent_folder} {'exists' if exists else 'will be created on first send'}"))
+        except (ConfigError, TransportError) as exc:
+            checks.append(("imap", False, str(exc)))
+        return checks
+
+    def __repr__(self) -> str:
+        return f"SmtpImapTransport(smtp={_where(self.smtp)}, imap={_where(self.imap)}, login={self.login!r})"
+
+
