@@ -118,6 +118,9 @@ class AgentMail:
                 self.spool.flush_dirs()
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
+            settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
+            if settled != checkpoint:
+                self.spool.set_checkpoint(transport.name, settled)
         return report
 
     def _file(self, item: Incoming, authenticity: Any, report: SyncReport) -> None:

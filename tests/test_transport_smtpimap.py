@@ -1,0 +1,234 @@
+"""The smtp+imap transport against real SMTP and IMAP servers on 127.0.0.1 (tests/mailservers)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentmail import bus, registry as registry_mod
+from agentmail.client import AgentMail
+from agentmail.credentials import Login, write_login
+from agentmail.errors import ConfigError
+from agentmail.identity import Identity
+from agentmail.transport.base import Envelope, Outgoing
+from agentmail.transport.smtpimap import SmtpImapTransport
+
+from .conftest import OPENER
+from .mailservers import MailServers
+
+CANARY = "canary-Pa55w0rd-7f3e"
+USERS = {"alpha@bus.test": CANARY + "-alpha", "beta@bus.test": CANARY + "-beta"}
+
+
+def make_bus(home: Path, ms: MailServers, *, smtp_tls: str = "starttls", imap_tls: str = "implicit",
+             ca_file: str | None = None, **extra: object) -> registry_mod.Registry:  # fmt: skip
+    endpoints = bus.endpoints(f"127.0.0.1:{ms.smtp_port}", f"127.0.0.1:{ms.imap_port}", (smtp_tls, imap_tls),
+                              ca_file or str(ms.ca_file), ("mail.bus.test",))  # fmt: skip
+    endpoints.update(extra)
+    reg = bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test", transport="smtp+imap",
+                   endpoints=endpoints, force=True)  # fmt: skip
+    for name in ("alpha", "beta"):
+        write_login(home, name, Login(f"{name}@bus.test", USERS[f"{name}@bus.test"]))
+    return reg
+
+
+@pytest.fixture
+def servers() -> Iterator[MailServers]:
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as ms:
+        yield ms
+
+
+@pytest.fixture
+def pair(home: Path, servers: MailServers) -> Iterator[tuple[AgentMail, AgentMail]]:
+    reg = make_bus(home, servers)
+    with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
+        yield alpha, beta
+
+
+def test_send_sync_reply_thread_across_two_platforms(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+    alpha, beta = pair
+    sent = alpha.send("beta", "Quota 500s", OPENER, severity="high")
+    assert sent.state == "sent"
+    (accepted,) = servers.store.accepted
+    assert list(accepted.rcpt_tos) == [f"beta+{sent.thread}@bus.test"]
+    (got,) = beta.inbox()
+    assert (got.sender, got.type, got.thread, got.severity) == ("alpha", "report", sent.thread, "high")
+    assert beta.reply(got, "Reproduced. Fixing.", type="ack") is not None
+    (back,) = alpha.inbox()
+    assert back.in_reply_to == sent.message_id and back.subject == "Re: Quota 500s"
+    assert [x.type for x in alpha.thread(sent.thread)] == ["report", "ack"]
+    # BODY.PEEK[]: the server copy stays unseen for the humans reading the same mailbox
+    assert all("\\Seen" not in m.flags for m in servers.store.messages("beta@bus.test"))
+
+
+def test_an_untrusted_certificate_fails_in_one_line_and_keeps_the_letter(home: Path) -> None:
+    with MailServers("bus.test", USERS, untrusted_cert=True) as ms:
+        reg = make_bus(home, ms)
+        with AgentMail(reg, Identity("alpha"), home) as alpha:
+            with pytest.raises(ConfigError, match="certificate of 127.0.0.1:.* is not trusted") as caught:
+                alpha.send("beta", "Quota", OPENER)
+            assert "\n" not in str(caught.value)
+            assert len(alpha.spool.ids("outbox")) == 1  # nothing lost
+            assert ms.store.accepted == []
+
+
+def test_server_down_then_up_drains_the_outbox_once(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+    alpha, beta = pair
+    servers.stop_smtp()
+    first = alpha.send("beta", "One", OPENER)
+    second = alpha.send("beta", "Two", OPENER)
+    assert (first.state, second.state) == ("outbox", "outbox")
+    assert "cannot reach" in first.extra["queued_reason"]
+    servers.start_smtp()
+    results = alpha.flush()
+    assert sorted(r.status for r in results) == ["sent", "sent"]
+    assert alpha.flush() == []
+    assert sorted(x.subject for x in beta.inbox()) == ["One", "Two"]
+    assert len(servers.store.accepted) == 2
+
+
+def test_a_4xx_queues_and_a_5xx_fails_with_the_servers_reason(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+    alpha, beta = pair
+    servers.store.fail_next_data(1, 451, "4.3.0 try later")
+    queued = alpha.send("beta", "Later", OPENER)
+    assert queued.state == "outbox" and "451" in queued.extra["queued_reason"]
+    assert [r.status for r in alpha.flush()] == ["sent"]
+    servers.store.fail_next_data(1, 554, "5.7.1 policy says no")
+    failed = alpha.send("beta", "Never", OPENER)
+    assert failed.state == "failed" and "554 5.7.1 policy says no" in failed.extra["failed_reason"]
+    assert alpha.flush() == []  # a failed letter is not retried
+    assert [x.subject for x in beta.inbox()] == ["Later"]
+    assert alpha.show(queued.id).state == "sent"
+
+
+def test_partial_recipient_refusals_are_reported(home: Path, servers: MailServers) -> None:
+    reg = make_bus(home, servers)
+    transport = SmtpImapTransport.from_registry(reg, "alpha", home)
+    raw = b"From: alpha@bus.test\r\nTo: beta@bus.test\r\nSubject: x\r\nMessage-ID: <p@bus.test>\r\n\r\nhi\r\n"
+    (result,) = transport.submit([Outgoing("k1", raw, Envelope("alpha@bus.test", ("beta@bus.test", "nosuch@bus.test")))])
+    assert result.status == "sent"
+    assert [addr for addr, _ in result.refused] == ["nosuch@bus.test"] and result.refused[0][1].startswith("550")
+    (all_refused,) = transport.submit([Outgoing("k2", raw, Envelope("alpha@bus.test", ("nosuch@bus.test",)))])
+    assert all_refused.status == "failed" and "550" in all_refused.detail
+    transport.close()
+
+
+def test_a_uidvalidity_change_resyncs_without_duplicates(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+    alpha, beta = pair
+    alpha.send("beta", "One", OPENER)
+    alpha.send("beta", "Two", OPENER)
+    assert len(beta.inbox()) == 2
+    beta.done(*(x.id for x in beta.inbox(sync=False)))
+    servers.store.set_uidvalidity("beta@bus.test")
+    beta.close()  # the server dropped the session; the next sync reconnects
+    report = beta.sync()
+    assert report.accepted == [] and report.duplicates == 2
+    alpha.send("beta", "Three", OPENER)
+    assert [x.subject for x in beta.inbox()] == ["Three"]
+
+
+def test_an_oversized_letter_is_quarantined_without_downloading_it(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+    _, beta = pair
+    servers.store.inject("beta@bus.test", b"From: alpha@bus.test\r\nSubject: big\r\n\r\n" + b"x" * 1_200_000)
+    servers.store.reset_counts()
+    beta.sync()
+    (big,) = beta.quarantined(sync=False)
+    assert big.reason == "too-large" and "not downloaded" in (big.detail or "")
+    assert beta.spool.raw(big.id).startswith(b"X-Agentmail-Not-Downloaded:")
+
+
+def test_lf_only_messages_from_the_server_are_accepted(pair: tuple[AgentMail, AgentMail], servers: MailServers, home: Path) -> None:
+    alpha, beta = pair
+    alpha.send("beta", "Crlf", OPENER)
+    (accepted,) = servers.store.accepted
+    servers.store.inject("beta@bus.test", accepted.data.replace(b"\r\n", b"\n").replace(b"Crlf", b"Crlf"))
+    report = beta.sync()
+    assert len(report.accepted) == 1 and report.duplicates == 1
+
+
+def test_idle_wakes_the_waiter_on_delivery(pair: tuple[AgentMail, AgentMail]) -> None:
+    alpha, beta = pair
+    beta.sync()
+    timer = threading.Timer(0.3, lambda: alpha.send("beta", "Wake", OPENER, type="question"))
+    timer.start()
+    started = time.monotonic()
+    letter, mechanism = beta.wait(10, type="question")
+    timer.join()
+    assert letter.subject == "Wake" and mechanism == "idle"
+    assert time.monotonic() - started < 5
+
+
+def test_a_poll_interval_is_offered_for_low_latency_buses(home: Path, servers: MailServers) -> None:
+    reg = make_bus(home, servers)
+    text = (home / "registry" / "bus.toml").read_text().replace("[imap]\n", "[imap]\npoll_interval = 0.05\n")
+    (home / "registry" / "bus.toml").write_text(text)
+    reg = registry_mod.load(home / "registry")
+    with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
+        beta.sync()
+        timer = threading.Timer(0.2, lambda: alpha.send("beta", "Poll", OPENER))
+        timer.start()
+        letter, mechanism = beta.wait(10)
+        timer.join()
+        assert (letter.subject, mechanism) == ("Poll", "poll")
+
+
+def test_sent_letters_are_copied_to_the_sent_folder(home: Path, servers: MailServers) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent")
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        sent = alpha.send("beta", "Copy", OPENER)
+    (copy,) = servers.store.messages("alpha@bus.test", "Sent")
+    assert sent.message_id.encode() in copy.data and "\\Seen" in copy.flags
+
+
+def test_a_bounce_marks_the_sent_letter_undeliverable(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+    alpha, _ = pair
+    sent = alpha.send("beta", "Quota", OPENER)
+    dsn = (Path(__file__).parent / "data" / "bounce-template.eml").read_bytes()
+    servers.store.inject("alpha@bus.test", dsn.replace(b"{MESSAGE_ID}", sent.message_id.encode()))
+    assert alpha.sync().bounces == 1
+    assert alpha.sent()[0].extra["undeliverable"] == "true"
+
+
+def test_the_password_appears_in_no_output_or_log(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str],
+                                                  caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    from agentmail.cli import main
+
+    caplog.set_level(logging.DEBUG)
+    make_bus(home, servers)
+    for args in (["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER], ["--as", "beta", "inbox", "--json"],
+                 ["--as", "alpha", "doctor"], ["--as", "beta", "--json", "doctor"], ["--as", "beta", "wait", "--timeout", "0.2"]):  # fmt: skip
+        main(args)
+    servers.stop_smtp()
+    main(["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER])
+    write_login(home, "beta", Login("beta@bus.test", CANARY + "-wrong"))
+    main(["--as", "beta", "doctor"])
+    out, err = capsys.readouterr()
+    everything = out + err + caplog.text
+    assert CANARY not in everything
+    assert "queued" in err and "refused the login of beta@bus.test" in out
+    transport = SmtpImapTransport.from_registry(registry_mod.load(home / "registry"), "alpha", home)
+    assert CANARY not in repr(transport)
+
+
+def test_doctor_reports_each_check(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentmail.cli import main
+
+    make_bus(home, servers)
+    assert main(["--as", "alpha", "doctor"]) == 0
+    out = capsys.readouterr().out
+    for name in ("registry", "identity", "dkim key", "smtp", "imap", "imap idle"):
+        assert f"ok   {name}:" in out
+
+
+def test_credentials_files_must_be_owner_only(home: Path, servers: MailServers) -> None:
+    import os
+
+    reg = make_bus(home, servers)
+    os.chmod(home / "secrets" / "alpha.env", 0o640)
+    with pytest.raises(ConfigError, match="alpha.env is readable by others"):
+        AgentMail(reg, Identity("alpha"), home).sync()
