@@ -177,17 +177,25 @@ def platforms(ctx: Ctx) -> None:
 @click.option("--tls", "tls", multiple=True, metavar="MODE", help="implicit|starttls|none; once for both, or twice: SMTP then IMAP.")
 @click.option("--ca-file", metavar="PEM", help="CA certificate(s) to trust for a self-signed server.")
 @click.option("--trust-authserv", multiple=True, metavar="ID", help="authserv-id whose Authentication-Results count.")
+@click.option("--policy", type=click.Choice(["pinned", "aligned"]), default="pinned", show_default=True,
+              help="aligned: also accept a trusted MTA's aligned dkim=pass (a human's letter).")
+@click.option("--sent-folder", metavar="FOLDER", help="Copy sent letters to this IMAP folder (e.g. Sent).")
 @click.option("--force", is_flag=True, help="Replace an existing bus at this registry.")
 @json_option
 @pass_ctx
 def init(ctx: Ctx, names: tuple[str, ...], domain: str, transport: str, smtp: str | None, imap: str | None,
-         tls: tuple[str, ...], ca_file: str | None, trust_authserv: tuple[str, ...], force: bool) -> None:  # fmt: skip
+         tls: tuple[str, ...], ca_file: str | None, trust_authserv: tuple[str, ...], policy: str,
+         sent_folder: str | None, force: bool) -> None:  # fmt: skip
     """Create a bus: its registry and each platform's DKIM key pair."""
     from . import bus
 
-    endpoints: dict[str, Any] = {}
+    endpoints: dict[str, Any] = {"policy": policy}
     if transport == "smtp+imap":
-        endpoints = bus.endpoints(smtp, imap, tls, ca_file, trust_authserv)
+        endpoints.update(bus.endpoints(smtp, imap, tls, ca_file, trust_authserv))
+        if sent_folder:
+            endpoints["sent_folder"] = sent_folder
+    elif smtp or imap or sent_folder:
+        raise BadInput("--smtp, --imap and --sent-folder are for --transport smtp+imap")
     reg = bus.init(ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport,
                    endpoints=endpoints, force=force)  # fmt: skip
     emit(ctx, {"registry": str(reg.root), "platforms": sorted(reg.platforms)},
@@ -343,11 +351,12 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool) ->
 
 @main_group.command()
 @click.argument("thread_id", metavar="THREAD")
+@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
-def thread(ctx: Ctx, thread_id: str) -> None:
+def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
     """The whole thread, both ways, as a person would read it."""
-    letters = ctx.client().thread(thread_id)
+    letters = ctx.client().thread(thread_id, sync=not no_sync)
 
     def text() -> None:
         for letter in letters:
@@ -381,11 +390,12 @@ def sent(ctx: Ctx) -> None:
 
 
 @main_group.command()
+@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
-def quarantine(ctx: Ctx) -> None:
+def quarantine(ctx: Ctx, no_sync: bool) -> None:
     """What was rejected, and why."""
-    letters = ctx.client().quarantined()
+    letters = ctx.client().quarantined(sync=not no_sync)
 
     def text() -> None:
         if not letters:
@@ -411,19 +421,21 @@ def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool) -
 
 
 @main_group.command()
+@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
-def notes(ctx: Ctx) -> None:
+def notes(ctx: Ctx, no_sync: bool) -> None:
     """Notes for me (not consumed)."""
-    _letters(ctx, ctx.client().notes(), "no notes")
+    _letters(ctx, ctx.client().notes(sync=not no_sync), "no notes")
 
 
 @main_group.command()
+@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
-def status(ctx: Ctx) -> None:
+def status(ctx: Ctx, no_sync: bool) -> None:
     """Open threads, where each stands, and whose move it is."""
-    rows = ctx.client().status()
+    rows = ctx.client().status(sync=not no_sync)
 
     def text() -> None:
         if not rows:

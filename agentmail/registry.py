@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +137,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         trusted_authserv_ids=tuple(ids),
         smtp=smtp,
         imap=imap,
-        ca_file=data.get("ca_file") or None,
+        ca_file=str(data["ca_file"]) if data.get("ca_file") else None,
         sent_folder=data.get("sent_folder") or None,
         max_size=max_size,
         poll_interval=float(poll) if poll is not None else None,
@@ -199,6 +199,8 @@ def load(root: Path) -> Registry:
         bus = parse_bus(_read_toml(bus_file))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{bus_file}: {exc}") from exc
+    if bus.ca_file and not Path(bus.ca_file).expanduser().is_absolute():
+        bus = replace(bus, ca_file=str((root / bus.ca_file).resolve()))  # relative to the registry
     registry = Registry(root=root, bus=bus)
     folder = root / "platforms"
     entries = sorted(folder.glob("*.toml")) if folder.is_dir() else []
