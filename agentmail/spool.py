@@ -49,12 +49,15 @@ def _key(*parts: str) -> str:
 class Spool:
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._ensured = False
 
     # --- layout ----------------------------------------------------------------------------
 
     def ensure(self) -> Spool:
-        for name in (*STATES, "tmp", "meta", "threads", "index/msgid", "index/replied", "index/raw", "index/notes"):
-            (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self._ensured:
+            for name in (*STATES, "tmp", "meta", "threads", "index/msgid", "index/replied", "index/raw", "index/notes"):
+                (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._ensured = True
         return self
 
     def path(self, state: str, letter_id: str) -> Path:
