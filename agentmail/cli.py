@@ -513,10 +513,87 @@ def demo(ctx: Ctx, demo_home: str | None) -> None:
     run_demo(Path(demo_home) if demo_home else None, click.echo)
 
 
+# --- integrations: MCP, host hooks, watch (each module imported only when its command runs) ---
+
+
+@main_group.command()
+@json_option
+@pass_ctx
+def mcp(ctx: Ctx) -> None:
+    """The same operations as MCP tools over stdio (needs the extra agentmail[mcp])."""
+    from .mcp_server import serve
+
+    serve(ctx.client)
+
+
+@main_group.group()
+def hook() -> None:
+    """Session hooks for coding-agent hosts: HOST EVENT, or install HOST."""
+
+
+def _hook_command(host: str) -> None:
+    @hook.command(host, help=f"Speak {host}'s hook protocol for EVENT (session-start or stop); silent when there is nothing to say.")
+    @click.argument("event")
+    @json_option
+    @pass_ctx
+    def command(ctx: Ctx, event: str) -> int:
+        from . import hooks
+        from .client import AgentMail
+
+        # A generic host may never close stdin; the others send one JSON object and close it.
+        payload = "" if host == "generic" or sys.stdin.isatty() else sys.stdin.read()
+        outcome = hooks.run(host, event, payload, lambda cwd: AgentMail.from_env(
+            ctx.platform, agent=ctx.agent, registry=ctx.registry_root(), cwd=cwd))  # fmt: skip
+        if outcome.stdout:
+            click.echo(outcome.stdout)
+        if outcome.stderr:
+            click.echo(outcome.stderr, err=True)
+        return outcome.exit_code
+
+
+for _host in ("claude", "gemini", "generic"):
+    _hook_command(_host)
+
+
+@hook.command("install")
+@click.argument("host")
+@click.option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
+@json_option
+@pass_ctx
+def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
+    """Merge agentmail's hooks into HOST's settings in this checkout (idempotent)."""
+    from . import hooks
+
+    prefix = "agentmail" + (f" --as {ctx.platform}" if ctx.platform else "") + (f" --agent {ctx.agent}" if ctx.agent else "")
+    path, added = hooks.install(host, Path(root) if root else hooks.checkout_root(Path.cwd()), prefix)
+    emit(ctx, {"settings": str(path), "added": added},
+         lambda: click.echo(f"{path}: added {', '.join(added)}" if added else f"{path}: already installed"))  # fmt: skip
+
+
+@main_group.command()
+@click.option("--exec", "command", required=True, metavar="CMD", help="Shell command run once per new letter.")
+@click.option("--jobs", type=click.IntRange(min=1), default=4, show_default=True, help="Commands running at once.")
+@click.option("--budget", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per thread per hour, at most.")
+@click.option("--once", is_flag=True, help="Handle the letters unread now, then exit.")
+@click.option("--timeout", type=float, metavar="S", help="Stop after S seconds.")
+@json_option
+@pass_ctx
+def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: float | None) -> None:
+    """Run CMD once per new authenticated letter, with AGENTMAIL_LETTER_ID, _THREAD, _TYPE... set."""
+    import signal
+
+    from .watch import Watcher
+
+    watcher = Watcher(ctx.client(), command, jobs=jobs, budget=budget)
+    signal.signal(signal.SIGTERM, lambda *_: watcher.stop())  # finish running commands, start no new ones
+    runs = watcher.run(timeout=timeout, once=once)
+    emit(ctx, {"runs": runs}, lambda: click.echo(f"agentmail watch: {runs} run(s)", err=True))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches a user."""
     try:
-        main_group.main(args=argv, prog_name="agentmail", standalone_mode=False)
+        code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("agentmail: interrupted", err=True)
         return 130
@@ -539,7 +616,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the promise: one line, never a traceback
         click.echo(f"agentmail: internal error: {exc.__class__.__name__}: {clean(exc)}", err=True)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0  # a command may end quietly with a code (hooks)
 
 
 def run() -> None:

@@ -1,0 +1,120 @@
+"""`agentmail watch --exec`: once per letter, never again after a restart, bounded, budgeted."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from agentmail.cli import main
+from agentmail.client import AgentMail
+from agentmail.errors import ConfigError
+from agentmail.watch import Watcher
+
+from .conftest import OPENER
+
+RECORD = 'echo "$AGENTMAIL_LETTER_ID $AGENTMAIL_TYPE $AGENTMAIL_THREAD $AGENTMAIL_FROM $AGENTMAIL_PLATFORM" >> {out}'
+
+
+def lines(path: Path) -> list[list[str]]:
+    return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_each_letter_runs_once_with_its_facts_in_the_environment(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    out = tmp_path / "runs.txt"
+    first = alpha.send("beta", "Quota 500s", OPENER)
+    second = alpha.send("beta", "Another one", OPENER)
+    assert main(["--as", "beta", "watch", "--once", "--exec", RECORD.format(out=out)]) == 0
+    ids = [x.id for x in beta.inbox()]
+    assert sorted(lines(out)) == sorted([[ids[0], "report", first.thread, "alpha", "beta"],
+                                         [ids[1], "report", second.thread, "alpha", "beta"]])  # fmt: skip
+    assert main(["--as", "beta", "watch", "--once", "--exec", RECORD.format(out=out)]) == 0  # a restart
+    assert len(lines(out)) == 2
+    alpha.send("beta", "A third", OPENER)
+    assert main(["--as", "beta", "watch", "--once", "--exec", RECORD.format(out=out)]) == 0
+    assert len(lines(out)) == 3
+
+
+def test_the_command_can_answer_as_this_mailbox(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    import sys
+
+    alpha.send("beta", "Quota 500s", OPENER)
+    answer = f'{sys.executable} -m agentmail reply "$AGENTMAIL_LETTER_ID" -b "Reproduced." -t ack'
+    assert Watcher(beta, answer, log=lambda _: None).run(once=True) == 1
+    assert [x.type for x in alpha.inbox()] == ["ack"] and beta.inbox() == []
+
+
+def test_a_thread_gets_at_most_its_budget_of_runs_per_hour(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    out, said = tmp_path / "runs.txt", []
+    report = alpha.send("beta", "Quota 500s", OPENER)
+    for _ in range(3):
+        alpha.follow_up(report.thread, "And one more detail.", type="question")
+    other = alpha.send("beta", "Unrelated", OPENER)
+    assert Watcher(beta, RECORD.format(out=out), budget=2, log=said.append).run(once=True) == 3
+    threads = [x[2] for x in lines(out)]
+    assert threads.count(report.thread) == 2 and threads.count(other.thread) == 1
+    assert len(said) == 2 and all("not run" in s for s in said)
+    assert Watcher(beta, RECORD.format(out=out), budget=2, log=said.append).run(once=True) == 0  # still over budget
+    assert len(beta.inbox()) == 5  # nothing was consumed behind the agent's back
+
+
+def test_concurrency_is_bounded(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    out = tmp_path / "spans.txt"
+    for n in range(5):
+        alpha.send("beta", f"Letter {n}", OPENER)
+    command = f'echo "+ $(date +%s.%N)" >> {out}; sleep 0.3; echo "- $(date +%s.%N)" >> {out}'
+    started = time.monotonic()
+    assert Watcher(beta, command, jobs=2).run(once=True) == 5
+    assert time.monotonic() - started >= 0.8  # 5 runs of 0.3 s, two at a time: three rounds
+    events = sorted((float(t), 1 if sign == "+" else -1) for sign, t in lines(out))
+    running = peak = 0
+    for _, delta in events:
+        running += delta
+        peak = max(peak, running)
+    assert peak == 2
+
+
+def test_a_run_cut_short_is_reported_not_repeated(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    (received,) = beta.inbox()
+    state = beta.spool.root / "watch" / "state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps({"handled": {received.message_id: {"id": received.id, "status": "running", "at": time.time()}}}))
+    said: list[str] = []
+    assert Watcher(beta, "false", log=said.append).run(once=True) == 0
+    assert "was running when the last watcher stopped" in said[0] and letter.thread
+    assert json.loads(state.read_text())["handled"][received.message_id]["status"] == "interrupted"
+
+
+def test_one_watcher_per_mailbox(beta: AgentMail, registry: object, home: Path) -> None:
+    first = Watcher(beta, "true")
+    thread = threading.Thread(target=first.run, kwargs={"timeout": 5})
+    thread.start()
+    try:
+        time.sleep(0.3)
+        with pytest.raises(ConfigError, match="another watcher"):
+            Watcher(AgentMail(beta.registry, beta.me, home), "true").run(once=True)
+    finally:
+        first.stop()
+        thread.join()
+
+
+def test_a_new_letter_starts_the_command_promptly(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    out = tmp_path / "runs.txt"
+    watcher = Watcher(beta, RECORD.format(out=out))
+    thread = threading.Thread(target=watcher.run, kwargs={"timeout": 10})
+    thread.start()
+    try:
+        time.sleep(0.3)
+        sent = time.monotonic()
+        alpha.send("beta", "Quota 500s", OPENER)
+        while not out.exists() and time.monotonic() - sent < 5:
+            time.sleep(0.01)
+        assert out.exists() and time.monotonic() - sent < 2  # woken by the transport, not a slow poll
+    finally:
+        watcher.stop()
+        thread.join()
+    assert len(lines(out)) == 1
