@@ -531,8 +531,8 @@ def hook() -> None:
     """Session hooks for coding-agent hosts: HOST EVENT, or install HOST."""
 
 
-def _hook_command(host: str) -> None:
-    @hook.command(host, help=f"Speak {host}'s hook protocol for EVENT (session-start or stop); silent when there is nothing to say.")
+def _hook_command(host: str, label: str) -> None:
+    @hook.command(host, help=f"{label}: EVENT is session-start or stop; silent when there is nothing to say.")
     @click.argument("event")
     @json_option
     @pass_ctx
@@ -551,8 +551,8 @@ def _hook_command(host: str) -> None:
         return outcome.exit_code
 
 
-for _host in ("claude", "gemini", "generic"):
-    _hook_command(_host)
+for _host, _label in (("claude", "Claude Code"), ("gemini", "Gemini CLI"), ("generic", "Any host that runs a shell command")):
+    _hook_command(_host, _label)
 
 
 @hook.command("install")
@@ -584,8 +584,11 @@ def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: f
 
     from .watch import Watcher
 
+    def terminate(*_: object) -> None:
+        raise KeyboardInterrupt  # like Ctrl-C: interrupt the wait, finish running commands, start no new ones
+
     watcher = Watcher(ctx.client(), command, jobs=jobs, budget=budget)
-    signal.signal(signal.SIGTERM, lambda *_: watcher.stop())  # finish running commands, start no new ones
+    signal.signal(signal.SIGTERM, terminate)
     runs = watcher.run(timeout=timeout, once=once)
     emit(ctx, {"runs": runs}, lambda: click.echo(f"agentmail watch: {runs} run(s)", err=True))
 

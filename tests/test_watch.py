@@ -118,3 +118,17 @@ def test_a_new_letter_starts_the_command_promptly(alpha: AgentMail, beta: AgentM
         watcher.stop()
         thread.join()
     assert len(lines(out)) == 1
+
+
+def test_sigterm_stops_the_watcher_cleanly(registry: object, home: Path, tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "agentmail", "--as", "beta", "watch", "--exec", "true"],
+                            env={**os.environ, "AGENTMAIL_HOME": str(home)}, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(10) == 0
+    assert "agentmail watch: 0 run(s)" in proc.stderr.read()  # type: ignore[union-attr]
