@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from email.message import EmailMessage, Message
+from email.message import Message
 
 from . import signing, verdicts, wire
 from .model import Letter
@@ -45,7 +45,7 @@ def _quarantine(reason: str, detail: str, msg: Message | None = None, letter: Le
     return Verdict("quarantine", letter=letter, reason=reason, detail=detail, summary=summary)
 
 
-def _bounced_message_id(msg: EmailMessage) -> str | None:
+def _bounced_message_id(msg: Message) -> str | None:
     """The Message-ID of our letter that a delivery-status notification reports on."""
     for part in msg.walk():
         ctype = part.get_content_type()
@@ -66,7 +66,7 @@ def _bounced_message_id(msg: EmailMessage) -> str | None:
     return None
 
 
-def _automated(msg: EmailMessage) -> Verdict | None:
+def _automated(msg: Message) -> Verdict | None:
     ctype = msg.get_content_type()
     sender = str(msg.get("From", ""))
     if ctype == "multipart/report" or (_AUTOMATED_SENDERS.search(_plain(sender)) and msg.is_multipart()):
@@ -92,7 +92,7 @@ def _plain(header_value: str) -> str:
     return (found.group(1) if found else header_value).strip()
 
 
-def _dsn_reason(msg: EmailMessage) -> str:
+def _dsn_reason(msg: Message) -> str:
     for part in msg.walk():
         if part.get_content_type() == "message/delivery-status":
             text = str(part.get_payload()) if not part.is_multipart() else ""
@@ -131,14 +131,14 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         return _quarantine("loop", f"the letter passed {hops} relays (more than {MAX_HOPS})", msg)
 
     try:
-        sender_address = wire.single_address(msg, "From")
+        sender_address, _name = wire.sender_of(msg)
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
     platform = registry.by_address(sender_address)
     if platform is None:
         return _quarantine("unregistered-sender", f"{sender_address} is not a registered platform of this bus", msg)
 
-    trusted = verdicts.read([str(v) for v in msg.get_all("Authentication-Results") or []], bus.trusted_authserv_ids)
+    trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
     if trusted.fails:
         return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
 

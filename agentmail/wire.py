@@ -14,7 +14,9 @@ import hashlib
 import re
 from dataclasses import dataclass
 from email import policy
-from email.headerregistry import Address
+from email.errors import HeaderParseError
+from email.header import decode_header, make_header
+from email.headerregistry import Address, HeaderRegistry
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.utils import format_datetime, make_msgid  # noqa: F401  (make_msgid: see new_message_id)
@@ -143,7 +145,10 @@ def render(outline: Outline) -> bytes:
 
 # --- parsing ---------------------------------------------------------------------------------
 
-_PARSER = BytesParser(policy=policy.default)
+# compat32 keeps headers as the raw strings they are; the default policy would re-parse a header
+# on every access. Only the few headers we interpret are parsed, once, below.
+_PARSER = BytesParser(policy=policy.compat32)
+_REGISTRY = HeaderRegistry()
 
 
 def header_section(raw: bytes) -> bytes:
@@ -153,7 +158,7 @@ def header_section(raw: bytes) -> bytes:
     return raw if end < 0 else raw[:end]
 
 
-def parse_message(raw: bytes, max_size: int) -> EmailMessage:
+def parse_message(raw: bytes, max_size: int) -> Message:
     """Parse the envelope-level structure, enforcing the limits of DESIGN §5.1."""
     if len(raw) > max_size:
         raise Malformed("too-large", f"the letter is {len(raw)} bytes; this bus takes at most {max_size}")
@@ -162,44 +167,50 @@ def parse_message(raw: bytes, max_size: int) -> EmailMessage:
     if b"\x00" in raw:
         raise Malformed("malformed", "the letter contains NUL bytes")
     try:
-        msg = _PARSER.parsebytes(raw)
+        return _PARSER.parsebytes(raw)
     except Exception as exc:  # the email package raises many types on hostile input
         raise Malformed("malformed", f"the letter does not parse as RFC-822 ({exc.__class__.__name__})") from exc
-    assert isinstance(msg, EmailMessage)
-    return msg
 
 
-def single_address(msg: Message, name: str) -> str:
-    """The one plain address in header ``name``, lowercased; Malformed otherwise."""
-    values = msg.get_all(name) or []
-    if len(values) != 1:
-        raise Malformed("malformed", f"the letter has {len(values)} {name} headers; exactly one is allowed")
+def header_values(msg: Message, name: str) -> list[str]:
+    """Every value of header ``name`` as text (8-bit junk is kept escaped, never decoded)."""
+    return [str(v) for v in msg.get_all(name) or []]
+
+
+def decoded(value: str, name: str) -> str:
+    """An RFC 2047 header value decoded to text; Malformed for an unknown charset or bad encoding."""
     try:
-        addresses = values[0].addresses
+        return str(make_header(decode_header(value)))
+    except (LookupError, UnicodeError, ValueError, HeaderParseError) as exc:
+        raise Malformed("malformed", f"the {name} header cannot be decoded ({exc.__class__.__name__})") from None
+
+
+def _addresses(value: str, name: str) -> tuple[Address, ...]:
+    try:
+        return tuple(_REGISTRY(name, value).addresses)
     except Exception as exc:
         raise Malformed("malformed", f"the {name} header does not parse") from exc
+
+
+def sender_of(msg: Message) -> tuple[str, str]:
+    """(the one plain From address lowercased, its display name); Malformed otherwise."""
+    values = header_values(msg, "From")
+    if len(values) != 1:
+        raise Malformed("malformed", f"the letter has {len(values)} From headers; exactly one is allowed")
+    addresses = _addresses(values[0], "From")
     if len(addresses) != 1:
-        raise Malformed("malformed", f"the {name} header holds {len(addresses)} addresses; exactly one is allowed")
+        raise Malformed("malformed", f"the From header holds {len(addresses)} addresses; exactly one is allowed")
     addr = addresses[0].addr_spec
     if not addr.isascii() or not _ADDR_RE.fullmatch(addr.lower()):
-        raise Malformed("unregistered-sender" if name == "From" else "malformed",
-                        f"the {name} address {addr!r} is not a plain ASCII address")  # fmt: skip
-    return addr.lower()
-
-
-def display_name(msg: Message) -> str:
-    try:
-        name = msg["From"].addresses[0].display_name
-    except Exception:
-        return ""
-    return _CONTROL_RE.sub(" ", name or "")[:100]
+        raise Malformed("unregistered-sender", f"the From address {addr!r} is not a plain ASCII address")
+    return addr.lower(), _CONTROL_RE.sub(" ", addresses[0].display_name or "")[:100]
 
 
 def message_id_of(msg: Message) -> str:
-    values = msg.get_all("Message-ID") or []
+    values = header_values(msg, "Message-ID")
     if len(values) != 1:
         raise Malformed("malformed", f"the letter has {len(values)} Message-ID headers; exactly one is required")
-    mid = str(values[0]).strip()
+    mid = values[0].strip()
     if not MESSAGE_ID_RE.fullmatch(mid):
         raise Malformed("malformed", "the Message-ID is not of the form <local@domain>")
     return mid
@@ -210,20 +221,21 @@ def _ids(value: object) -> tuple[str, ...]:
     return tuple(m for m in found if MESSAGE_ID_RE.fullmatch(m))
 
 
-def _text_part(msg: EmailMessage) -> Message:
+def _text_part(msg: Message) -> Message:
     if not msg.is_multipart():
         if msg.get_content_maintype() != "text":
             raise Malformed("malformed", f"the letter is {msg.get_content_type()}, not text")
         return msg
-    part = msg.get_body(preferencelist=("plain",))
-    if part is None:
-        raise Malformed("malformed", "the letter has no text/plain part")
-    return part
+    for part in msg.walk():
+        disposition = str(part.get("Content-Disposition", "")).lower()
+        if part.get_content_type() == "text/plain" and not disposition.startswith("attachment"):
+            return part
+    raise Malformed("malformed", "the letter has no text/plain part")
 
 
-def body_text(msg: EmailMessage) -> str:
+def body_text(msg: Message) -> str:
     part = _text_part(msg)
-    charset = part.get_content_charset("us-ascii")
+    charset = str(part.get_content_charset("us-ascii"))
     try:
         codecs.lookup(charset)
     except LookupError:
@@ -240,8 +252,8 @@ def body_text(msg: EmailMessage) -> str:
 def recipient_thread(msg: Message) -> str | None:
     """The thread id from the plus tag of any recipient header (Delivered-To keeps it through an MTA)."""
     for name in ("Delivered-To", "X-Original-To", "To"):
-        for value in msg.get_all(name) or []:
-            for addr in re.findall(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9.-]+", str(value)):
+        for value in header_values(msg, name):
+            for addr in re.findall(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9.-]+", value):
                 tag = thread_of_address(addr)
                 if tag:
                     return tag
@@ -254,21 +266,20 @@ def derived_thread(message_id: str) -> str:
     return "thr-" + base64.b32encode(digest).decode().lower()[:12]
 
 
-def to_letter(msg: EmailMessage, raw_size: int = 0) -> Letter:
+def to_letter(msg: Message) -> Letter:
     """The Letter a parsed message carries. Raises Malformed on a bad block or header."""
     message_id = message_id_of(msg)
-    sender_address = single_address(msg, "From")
-    subjects = msg.get_all("Subject") or []
+    sender_address, sender_name = sender_of(msg)
+    subjects = header_values(msg, "Subject")
     if len(subjects) > 1:
         raise Malformed("malformed", "the letter has more than one Subject")
-    subject = str(subjects[0]) if subjects else ""
+    subject = decoded(subjects[0], "Subject").strip() if subjects else ""
     if _CONTROL_RE.search(subject.replace("\t", " ")):
         raise Malformed("malformed", "the Subject decodes to text with control characters")
-    to_values = msg.get_all("To") or []
     to_address = ""
-    for value in to_values:
-        addresses = getattr(value, "addresses", ())
-        if addresses:
+    for value in header_values(msg, "To"):
+        addresses = _addresses(value, "To")
+        if addresses and addresses[0].addr_spec.isascii():
             to_address = base_address(addresses[0].addr_spec.lower())
             break
     text = body_text(msg)
@@ -298,14 +309,14 @@ def to_letter(msg: EmailMessage, raw_size: int = 0) -> Letter:
         message_id=message_id,
         sender="",
         sender_address=sender_address,
-        sender_name=display_name(msg) or None,
+        sender_name=sender_name or None,
         to="",
         to_address=to_address,
         type=kind,
         thread=thread,
         subject=subject,
         body=text.strip("\n"),
-        date=str(msg.get("Date", "")),
+        date=" ".join(str(msg.get("Date", "")).split()),
         severity=severity,
         ref=ref,
         in_reply_to=in_reply_to[0] if in_reply_to else None,
