@@ -111,11 +111,16 @@ class AgentMail:
         self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
         with self.spool.locked():
+            self.spool.sweep_tmp()
             checkpoint = self.spool.checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
-                for item in batch:
-                    self._file(item, authenticity, report)
-                self.spool.flush_dirs()
+                try:
+                    for item in batch:
+                        self._file(item, authenticity, report)
+                except BaseException:
+                    self.spool.discard()
+                    raise
+                self.spool.commit()
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
@@ -161,7 +166,7 @@ class AgentMail:
                     self._quarantine(bad, item.raw, item.raw, report)
                     return
                 depth = int(parent.get("depth", 0)) + 1
-        report.accepted.append(self.spool.store("unread", letter, item.raw, extra={"depth": depth}, durable=False))
+        report.accepted.append(self.spool.store("unread", letter, item.raw, extra={"depth": depth}, defer=True))
 
     def _quarantine(self, verdict: Any, raw: bytes, identity_bytes: bytes, report: SyncReport) -> None:
         letter_id = self.spool.reserve_raw(identity_bytes)
@@ -175,7 +180,7 @@ class AgentMail:
             subject=summary.get("subject", ""), body="", date=summary.get("date", ""),
         )  # fmt: skip
         letter = replace(base, id=letter_id, reason=verdict.reason, detail=verdict.detail)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, durable=False))
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True))
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None) -> list[Letter]:
         """Unread authenticated letters, oldest first. They stay unread until ``done`` or a reply,
@@ -387,7 +392,7 @@ class AgentMail:
         if result.status == "sent":
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
-            self.spool.move(result.key, "outbox", "sent")
+            self.spool.move(result.key, "outbox", "sent", durable=False)
         elif result.status == "failed":
             self.spool.annotate(result.key, failed_reason=result.detail)
             self.spool.move(result.key, "outbox", "failed")

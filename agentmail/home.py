@@ -19,6 +19,22 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def sync_filesystem(path: Path) -> None:
+    """Flush every dirty file of the filesystem holding ``path`` (Linux syncfs; else sync)."""
+    import ctypes
+    import ctypes.util
+
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        if getattr(libc, "syncfs", None) is None or libc.syncfs(fd) != 0:
+            os.sync()
+    except OSError:
+        os.sync()
+    finally:
+        os.close(fd)
+
+
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so a crash leaves the old file or the new one, never half."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

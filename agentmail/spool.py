@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NotFound
-from .home import fsync_dir, write_atomic
+from .home import fsync_dir, sync_filesystem, write_atomic
 from .model import Letter
 
 STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
@@ -50,6 +50,7 @@ class Spool:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._ensured = False
+        self._pending: dict[str, tuple[str, str]] = {}  # deferred id -> (state, thread)
 
     # --- layout ----------------------------------------------------------------------------
 
@@ -67,6 +68,8 @@ class Spool:
         """The state a letter is in, or None. Ids are ours: never a path from a letter."""
         if not letter_id.isalnum():
             return None
+        if letter_id in self._pending:
+            return self._pending[letter_id][0]
         for state in STATES:
             if self.path(state, letter_id).exists():
                 return state
@@ -85,15 +88,16 @@ class Spool:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def _write_eml(self, state: str, letter_id: str, raw: bytes) -> None:
+    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool) -> Path:
         tmp = self.root / "tmp" / f"{letter_id}.eml"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, raw)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, self.path(state, letter_id))
+        return tmp
 
     def _write_meta(self, letter: Letter, extra: dict[str, Any]) -> None:
         data = letter.to_json()
@@ -118,11 +122,12 @@ class Spool:
             os.close(fd)
 
     def store(self, state: str, letter: Letter, raw: bytes, *, extra: dict[str, Any] | None = None,
-              index: bool = True, durable: bool = True) -> Letter:  # fmt: skip
-        """Commit a new letter in ``state``; returns it with its id and state set.
+              index: bool = True, defer: bool = False) -> Letter:  # fmt: skip
+        """File a new letter in ``state``; returns it with its id and state set.
 
         ``index``: record its (sender, Message-ID) so a second copy is recognised.
-        ``durable=False`` defers the folder fsync to ``flush_dirs`` (batched sync).
+        ``defer``: part of a batch that ``commit`` makes durable and visible together (a sync
+        batch pays one filesystem flush instead of an fsync per letter).
         """
         self.ensure()
         letter_id = letter.id or new_id()
@@ -130,24 +135,72 @@ class Spool:
         if index:
             self._index_put("msgid", _key(letter.sender, letter.message_id), letter_id)
         self._write_meta(letter, extra or {})
-        self._write_eml(state, letter_id, raw)
-        if durable:
-            fsync_dir(self.root / state)
+        tmp = self._write_tmp(letter_id, raw, durable=not defer)
+        if defer:
+            self._pending[letter_id] = (state, letter.thread)
+            return letter
+        os.rename(tmp, self.path(state, letter_id))
+        fsync_dir(self.root / state)
         if state != "quarantine":
             self._thread_add(letter.thread, letter_id)
         return letter
 
-    def flush_dirs(self) -> None:
-        for state in STATES:
+    def commit(self) -> None:
+        """Make the deferred letters durable, then visible: each is complete or absent."""
+        if not self._pending:
+            return
+        tmp_dir = self.root / "tmp"
+        if len(self._pending) > 4:
+            sync_filesystem(tmp_dir)
+        else:
+            for letter_id in self._pending:
+                fd = os.open(tmp_dir / f"{letter_id}.eml", os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+        for letter_id, (state, _thread) in self._pending.items():
+            os.rename(tmp_dir / f"{letter_id}.eml", self.path(state, letter_id))
+        for state in {state for state, _ in self._pending.values()}:
             fsync_dir(self.root / state)
+        for letter_id, (state, thread) in self._pending.items():
+            if state != "quarantine":
+                self._thread_add(thread, letter_id)
+        self._pending.clear()
 
-    def move(self, letter_id: str, source: str, target: str) -> bool:
-        """One atomic rename; False when the letter is no longer in ``source`` (someone else won)."""
+    def discard(self) -> None:
+        """Forget a batch that failed half-way; its letters will be fetched again."""
+        for letter_id in self._pending:
+            (self.root / "tmp" / f"{letter_id}.eml").unlink(missing_ok=True)
+        self._pending.clear()
+
+    def sweep_tmp(self, older_than: float = 3600.0) -> None:
+        """Remove files a crash left in tmp/ (as Maildir readers do); they are never letters."""
+        import time
+
+        cutoff = time.time() - older_than
+        try:
+            entries = list(os.scandir(self.root / "tmp"))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            try:
+                if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+
+    def move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
+        """One atomic rename; False when the letter is no longer in ``source`` (someone else won).
+
+        ``durable=False`` where losing the rename in a crash is harmless (outbox → sent: the
+        letter is submitted again and the receiver drops the duplicate)."""
         try:
             os.rename(self.path(source, letter_id), self.path(target, letter_id))
         except FileNotFoundError:
             return False
-        fsync_dir(self.root / target)
+        if durable:
+            fsync_dir(self.root / target)
         return True
 
     # --- dedup and indexes -----------------------------------------------------------------
@@ -286,4 +339,6 @@ class Spool:
         except (FileNotFoundError, ValueError):
             data = {}
         data[transport] = value
-        write_atomic(path, json.dumps(data).encode())
+        # Not fsynced: a checkpoint lost in a crash only means a refetch, and the spool drops
+        # what it already holds. It is written after the letters are durable, never before.
+        write_atomic(path, json.dumps(data).encode(), durable=False)

@@ -110,8 +110,8 @@ class Mailbox:
                 uid += 1
                 moved = True
             if moved:
-                fsync_dir(self.dir / "cur")
-                fsync_dir(self.dir / "new")
+                # No fsync: a rename lost in a crash puts the letter back in new/, it gets a
+                # later UID, and the reader's spool drops the second copy.
                 tmp = self.dir / f".uidnext.{os.getpid()}"
                 tmp.write_text(str(uid))
                 os.replace(tmp, self.dir / ".uidnext")
