@@ -74,6 +74,26 @@ def _find_cert_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
     return None
 
 
+def _already_received(client: imapclient.IMAPClient) -> bool:
+    """Has the server sent something that is already off the socket (in imaplib's buffered
+    reader or the TLS layer)? Never blocks."""
+    sock = client.socket()
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return True
+    reader = getattr(getattr(client, "_imap", None), "file", None)
+    peek = getattr(reader, "peek", None)
+    if peek is None:
+        return False
+    previous = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        return bool(peek(1))
+    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        return False
+    finally:
+        sock.settimeout(previous)
+
+
 class SmtpImapTransport(Transport):
     name = "imap"
 
@@ -291,11 +311,15 @@ class SmtpImapTransport(Transport):
             if left <= 0:
                 return None
             client.idle()
+            responses: list[object] = []
             try:
-                responses = client.idle_check(timeout=min(left, IDLE_RENEW))
+                # A change the server announced with IDLE's continuation may already sit in the
+                # reader's buffer, where idle_check (it polls the socket) would never see it.
+                if not _already_received(client):
+                    responses = client.idle_check(timeout=min(left, IDLE_RENEW))
             finally:
-                client.idle_done()
-            if any(isinstance(r, tuple) and len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
+                _done, tail = client.idle_done()  # reads up to the tagged OK: buffered lines too
+            if any(isinstance(r, tuple) and len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in [*responses, *tail]):
                 return "idle"
 
     # --- lifecycle -------------------------------------------------------------------------
