@@ -397,7 +397,7 @@ class AgentMail:
             self.spool.annotate(result.key, failed_reason=result.detail)
             self.spool.move(result.key, "outbox", "failed")
         else:
-            self.spool.annotate(result.key, queued_reason=result.detail)
+            self.spool.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
 
     # --- views -----------------------------------------------------------------------------
 

@@ -248,12 +248,14 @@ class Spool:
     def release_reply(self, message_id: str) -> None:
         (self.root / "index" / "replied" / _key(message_id)).unlink(missing_ok=True)
 
-    def annotate(self, letter_id: str, **fields: str) -> None:
-        """Attach facts learnt later (undeliverable, failed) to a sent letter."""
+    def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
+        """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""
         path = self.root / "index" / "notes" / f"{letter_id}.json"
         data = self.annotations(letter_id)
+        if all(data.get(k) == v for k, v in fields.items()):
+            return
         data.update(fields)
-        write_atomic(path, json.dumps(data).encode())
+        write_atomic(path, json.dumps(data).encode(), durable=durable)
 
     def annotations(self, letter_id: str) -> dict[str, str]:
         try:

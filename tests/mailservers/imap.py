@@ -50,6 +50,13 @@ _EXTENSIONS = "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS MOVE 
 _NO_EXPUNGE_AFTER = {"FETCH", "STORE", "SEARCH"}
 
 
+def _astring(token: Token) -> str:
+    """An atom, quoted string or literal as text."""
+    if isinstance(token, list):
+        raise _Bad("expected a string, got a list")
+    return token.decode("utf-8", "replace") if isinstance(token, bytes) else token
+
+
 class _No(Exception):
     """Answer the command with NO and this text."""
 
@@ -288,9 +295,7 @@ class _Session:
         return [(i, u) for i, u in enumerate(self.view, 1) if in_ranges(i, ranges)]
 
     def _mailbox(self, token: Token) -> str:
-        if isinstance(token, list):
-            raise _Bad("expected a mailbox name")
-        name = token.decode() if isinstance(token, bytes) else token
+        name = _astring(token)
         return name.rstrip("/") if name != "/" else name
 
     def _existing(self, token: Token) -> str:
@@ -336,9 +341,9 @@ class _Session:
         return "Begin TLS negotiation now"
 
     async def cmd_login(self, args: list[Token], uid: bool) -> str:
-        if len(args) != 2 or isinstance(args[0], list) or isinstance(args[1], list):
+        if len(args) != 2:
             raise _Bad("LOGIN user password")
-        user, password = (a.decode() if isinstance(a, bytes) else a for a in args)
+        user, password = (_astring(a) for a in args)
         return self._login(user, password)
 
     async def cmd_authenticate(self, args: list[Token], uid: bool) -> str:
@@ -433,9 +438,9 @@ class _Session:
 
     async def _list(self, args: list[Token], kind: bytes) -> str:
         assert self.account is not None
-        if len(args) != 2 or any(isinstance(a, list) for a in args):
+        if len(args) != 2:
             raise _Bad("LIST reference pattern")
-        reference, pattern = (a.decode() if isinstance(a, bytes) else str(a) for a in args)
+        reference, pattern = (_astring(a) for a in args)
         if pattern == "":
             await self._send(b'* %s (\\Noselect) "/" ""' % kind)
             return f"{kind.decode()} completed"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import operator
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -224,22 +226,22 @@ class _SearchParser:
             return lambda seq, m: len(m.data) < size
         if word in ("BEFORE", "ON", "SINCE"):
             day = parse_date(self._text())
-            compare = {
-                "BEFORE": lambda d: d < day,
-                "ON": lambda d: d == day,
-                "SINCE": lambda d: d >= day,
+            compare: Callable[[dt.date, dt.date], bool] = {
+                "BEFORE": operator.lt,
+                "ON": operator.eq,
+                "SINCE": operator.ge,
             }[word]
-            return lambda seq, m: compare(m.internaldate.date())
+            return lambda seq, m: compare(m.internaldate.date(), day)
         if word in _HEADER_KEYS or word == "HEADER":
             field = self._text() if word == "HEADER" else word
             needle = self._text().lower()
             return lambda seq, m: _header_contains(m.data, field, needle)
         if word == "BODY":
-            needle = self._text().encode().lower()
-            return lambda seq, m: needle in split_message(m.data)[1].lower()
+            body_needle = self._text().encode().lower()
+            return lambda seq, m: body_needle in split_message(m.data)[1].lower()
         if word == "TEXT":
-            needle = self._text().encode().lower()
-            return lambda seq, m: needle in m.data.lower()
+            text_needle = self._text().encode().lower()
+            return lambda seq, m: text_needle in m.data.lower()
         raise ParseError(f"SEARCH key {token!r} not supported by the test server")
 
 

@@ -53,9 +53,11 @@ class _LoopThread:
 class MailServers:
     """A real SMTP submission server and IMAP server on 127.0.0.1 sharing one store.
 
-    >>> with MailServers("bus.test", {"alpha@bus.test": "pw1"}) as ms:
-    ...     ctx = ssl.create_default_context(cafile=ms.ca_file)
-    ...     # aiosmtplib.send(..., port=ms.smtp_port, start_tls=True, tls_context=ctx)
+    Example::
+
+        with MailServers("bus.test", {"alpha@bus.test": "pw1"}) as ms:
+            ctx = ssl.create_default_context(cafile=ms.ca_file)
+            await aiosmtplib.send(msg, port=ms.smtp_port, start_tls=True, tls_context=ctx, ...)
 
     ``smtp_tls``/``imap_tls``: ``"implicit"`` (TLS from the first byte), ``"starttls"``
     (clear text until STARTTLS, which is then mandatory before AUTH) or ``"none"``.
@@ -129,6 +131,14 @@ class MailServers:
         self.close()
 
     # -- ports and TLS ------------------------------------------------------------------
+
+    @property
+    def smtp_tls(self) -> TlsMode:
+        return self._smtp.tls
+
+    @property
+    def imap_tls(self) -> TlsMode:
+        return self._imap.tls
 
     @property
     def smtp_port(self) -> int:

@@ -152,7 +152,7 @@ class SmtpServer:
             return
         self._server.close()
         for smtp in list(self._live):
-            if smtp.transport is not None:
+            if isinstance(smtp.transport, asyncio.Transport):
                 smtp.transport.abort()
         await self._server.wait_closed()
         self._server = None
