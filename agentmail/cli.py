@@ -297,6 +297,8 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
 
     for warning in warnings:
         click.echo(f"agentmail: {warning}", err=True)
+    if letter.extra.get("refused"):
+        click.echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
     emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
     if letter.state == "outbox":
         raise TransportError(f"queued: {letter.extra.get('queued_reason') or 'the server is unreachable'}; "
