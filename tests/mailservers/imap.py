@@ -44,7 +44,9 @@ log = logging.getLogger(__name__)
 _MAX_LITERAL = 64 * 1024 * 1024
 _SYSTEM_FLAGS = "\\Answered \\Flagged \\Deleted \\Seen \\Draft"
 _SPECIAL_USE = {"Sent": "\\Sent", "Drafts": "\\Drafts", "Trash": "\\Trash", "Junk": "\\Junk"}
-_EXTENSIONS = "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS MOVE UNSELECT SPECIAL-USE"
+_EXTENSIONS = (
+    "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS MOVE UNSELECT SPECIAL-USE"
+)
 # Commands whose untagged results carry sequence numbers: RFC 3501 forbids sending
 # EXPUNGE responses after them, since numbers would shift under the client.
 _NO_EXPUNGE_AFTER = {"FETCH", "STORE", "SEARCH"}
