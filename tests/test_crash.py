@@ -1,0 +1,460 @@
+"""Crash safety with real SIGKILLs (DESIGN §7): "a crash at any instant leaves each letter
+complete or absent, never both, never torn", and the checkpoint moves only after the commit.
+
+Each scenario runs the real code in a separate process and kills it with SIGKILL at seeded
+random instants, many times, then checks every letter on disk: each Message-ID exactly once,
+in exactly one state, byte for byte what was sent, nothing quarantined.
+
+The victims are forked from tests/helpers/crash_zygote.py, which has already imported
+agentmail: a fresh interpreter needs ~250 ms before it touches a letter, which would put every
+"5-80 ms" kill inside ``import``. No mocks: the children use ``AgentMail.from_env`` on the
+test's AGENTMAIL_HOME, the same files the assertions read.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from email.parser import BytesHeaderParser
+from pathlib import Path
+
+import pytest
+
+from agentmail import bus
+from agentmail.client import AgentMail
+from agentmail.identity import Identity
+from agentmail.model import new_thread_id
+from agentmail.registry import Registry, load
+from agentmail.spool import STATES
+from agentmail.transport.local import Mailbox, deliver
+
+OPENER = """\
+I am the agent of alpha (billing); we call beta's /quota endpoint for every invoice.
+Reproduction: `curl -s https://beta.example/quota?id=7` returns status 500 with the output
+"KeyError: 'plan'" since version 2.4.1 (2026-11-28). Expected 200 per the documented contract.
+Blast radius: all invoices for users on the free plan. Please fix or tell us the new contract.
+"""
+ZYGOTE = Path(__file__).parent / "helpers" / "crash_zygote.py"
+SEED = 20261129
+KILL_DELAY = (0.005, 0.080)  # seconds after the child was forked
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+class Zygote:
+    """Drives tests/helpers/crash_zygote.py: fork a worker, SIGKILL it, reap it."""
+
+    def __init__(self, home: Path, mode: str, platform: str, agent: str | None = None, *args: str,
+                 log: Path | None = None) -> None:  # fmt: skip
+        env = dict(os.environ, AGENTMAIL_HOME=str(home))
+        env.pop("AGENTMAIL_PLATFORM", None)
+        if log is not None:
+            env["CRASH_LOG"] = str(log)
+        self.stderr_path = home.parent / f"zygote-{mode}-{platform}-{os.getpid()}-{id(self)}.err"
+        self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ZYGOTE), mode, platform, agent or "-", *args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, bufsize=0,
+        )  # fmt: skip
+        self._buf = b""
+        assert self._line(60) == "ready", self.errors()
+
+    def errors(self) -> str:
+        self._stderr.flush()
+        return self.stderr_path.read_text(errors="replace")[-4000:]
+
+    def _line(self, timeout: float = 30.0) -> str:
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.proc.stdout], [], [], left)[0]:
+                raise AssertionError(f"crash_zygote did not answer within {timeout}s: {self.errors()}")
+            chunk = os.read(self.proc.stdout.fileno(), 4096)
+            if not chunk:
+                raise AssertionError(f"crash_zygote died: {self.errors()}")
+            self._buf += chunk
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line.decode().strip()
+
+    def _cmd(self, text: str) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{text}\n".encode())
+        return self._line()
+
+    def run_and_kill(self, delay: float, after: Callable[[], bool] | None = None,
+                     what: Callable[[], str] = str) -> str:  # fmt: skip
+        """Fork a worker, let it run ``delay`` s (counted from when ``after()`` is true, if
+        given), SIGKILL it; "signal 9", or "exit N" if it finished first (the pid is ours
+        until reaped, so the kill can never hit a stranger)."""
+        pid = int(self._cmd("fork"))
+        deadline = time.monotonic() + 20
+        while after is not None and not after():
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                self._cmd(f"reap {pid}")
+                raise AssertionError(f"the worker never {what()} within 20 s: {self.errors()}")
+            time.sleep(0.002)
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+        return self._cmd(f"reap {pid}")
+
+    def close(self) -> None:
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.write(b"quit\n")
+                self.proc.stdin.close()
+            self.proc.wait(10)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            self._stderr.close()
+
+    def __enter__(self) -> Zygote:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def signed_letters(sender: AgentMail, to: str, n: int) -> list[tuple[str, bytes]]:
+    """``n`` rendered, DKIM-signed letters (Message-ID, raw), each opening its own thread."""
+    recipient = sender.registry.get(to)
+    letters = []
+    for i in range(n):
+        letter, raw = sender._compose(recipient.address, recipient.name, "question", new_thread_id(),
+                                      f"crash letter {i}", f"letter {i} of {n}\n")  # fmt: skip
+        letters.append((letter.message_id, raw))
+    return letters
+
+
+def message_id(path: Path) -> str:
+    with open(path, "rb") as f:
+        value = BytesHeaderParser().parse(f)["Message-ID"]
+    assert value, f"{path} has no Message-ID (torn?)"
+    return str(value).strip()
+
+
+def states(spool_root: Path) -> dict[str, dict[str, str]]:
+    """state -> {local id: Message-ID}, read straight from the .eml files."""
+    found: dict[str, dict[str, str]] = {}
+    for state in STATES:
+        folder = spool_root / state
+        names = sorted(os.listdir(folder)) if folder.is_dir() else []
+        found[state] = {n[:-4]: message_id(folder / n) for n in names if n.endswith(".eml")}
+    return found
+
+
+def assert_one_state_each(tree: dict[str, dict[str, str]]) -> None:
+    where = Counter(i for ids in tree.values() for i in ids)
+    twice = sorted(i for i, c in where.items() if c > 1)
+    assert not twice, f"letters in two states at once: {twice[:5]}"
+
+
+# --- 1. killed while syncing --------------------------------------------------------------
+
+
+N_SYNC = 300
+BACKLOG = 12  # letters the post office may be ahead of the victims
+
+
+def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    letters = signed_letters(alpha, "beta", N_SYNC)
+    expected = dict(letters)
+    assert len(expected) == N_SYNC
+    maildir = home / "postoffice" / "beta"
+    unread = beta.spool.root / "unread"
+    rng = random.Random(SEED)
+    pace = random.Random(SEED + 1)
+    delivered = threading.Event()
+    stop = threading.Event()
+    sent = [0]
+
+    def postman() -> None:
+        """The MTA keeps delivering while the syncer dies and restarts, staying at most
+        BACKLOG letters ahead of what is filed, so the kills land all along the 300 letters."""
+        for n, (_, raw) in enumerate(letters):
+            while not stop.is_set() and n - (len(os.listdir(unread)) if unread.is_dir() else 0) >= BACKLOG:
+                time.sleep(0.002)
+            deliver(maildir, raw)
+            sent[0] = n + 1
+            time.sleep(pace.uniform(0, 0.004))
+        delivered.set()
+
+    def checkpointed() -> int:
+        return int((beta.spool.checkpoint("local") or ":0").rpartition(":")[2])
+
+    outcomes: list[str] = []
+    deadline = time.monotonic() + 30
+    with Zygote(home, "sync", "beta") as zygote:
+        thread = threading.Thread(target=postman, daemon=True)
+        thread.start()
+        try:
+            while not delivered.is_set() and time.monotonic() < deadline:
+                if rng.random() < 0.25:
+                    # Now and then a life long enough to commit all it was given and move the
+                    # checkpoint (then killed a random instant later): a syncer killed every
+                    # time before its batch commits re-judges the same letters for ever.
+                    target = sent[0]
+                    outcomes.append(zygote.run_and_kill(
+                        rng.uniform(*KILL_DELAY), lambda: checkpointed() >= target,
+                        lambda: f"moved the checkpoint to the {target} letters delivered (it is at "
+                                f"{checkpointed()}; {len(os.listdir(unread))} filed)",
+                    ))  # fmt: skip
+                else:
+                    outcomes.append(zygote.run_and_kill(rng.uniform(*KILL_DELAY)))
+        finally:
+            stop.set()
+            thread.join()
+        for _ in range(5):  # and while it works through what is left
+            outcomes.append(zygote.run_and_kill(rng.uniform(*KILL_DELAY)))
+        errors = zygote.errors()
+    assert set(outcomes) == {"signal 9"}, (Counter(outcomes), errors)
+    assert len(outcomes) >= 8
+
+    spool = beta.spool.root
+    filed_by_victims = len(os.listdir(unread))
+
+    report = beta.sync()  # a clean run after the last crash
+    assert report.quarantined == [] and report.bounces == 0
+    assert len(report.accepted) == N_SYNC - filed_by_victims
+
+    tree = states(spool)
+    assert_one_state_each(tree)
+    assert {s for s, ids in tree.items() if ids} == {"unread"}, {s: len(ids) for s, ids in tree.items()}
+    counts = Counter(tree["unread"].values())
+    assert [m for m, c in counts.items() if c > 1] == [], "a letter was filed twice"
+    assert set(counts) == set(expected), (len(set(expected) - set(counts)), len(set(counts) - set(expected)))
+    assert len(tree["unread"]) == N_SYNC
+    for letter_id, mid in tree["unread"].items():
+        assert (spool / "unread" / f"{letter_id}.eml").read_bytes() == expected[mid], f"{letter_id} is torn"
+        meta = beta.spool.meta(letter_id)
+        assert (meta["message_id"], meta["from"], meta["state"]) == (mid, "alpha", "unread")
+
+    # What a kill left in tmp/ is no letter: never in a state, never shown.
+    leftovers = {n[:-4] for n in os.listdir(spool / "tmp") if n.endswith(".eml")}
+    assert not leftovers & set(tree["unread"])
+    shown = beta.inbox(sync=False)
+    assert sorted(x.message_id for x in shown) == sorted(expected)
+    assert all(x.sender == "alpha" and x.state == "unread" for x in shown)
+
+    # The post office gave out every UID exactly once, and the checkpoint covers them all.
+    mailbox = Mailbox(maildir)
+    assert os.listdir(maildir / "new") == []
+    assert sorted(int(n.split(":")[0]) for n in os.listdir(maildir / "cur")) == list(range(1, N_SYNC + 1))
+    assert beta.spool.checkpoint("local") == f"{mailbox.uidvalidity}:{N_SYNC}"
+
+    again = beta.sync()
+    assert (again.accepted, again.duplicates, again.quarantined) == ([], 0, [])
+    # The victims did the bulk of the work: the kills landed in real syncing, all along.
+    assert filed_by_victims >= N_SYNC - 2 * BACKLOG, f"the syncers made no progress between kills: {filed_by_victims}"
+    print(f"\nsync crash: {len(outcomes)} kills, {filed_by_victims}/{N_SYNC} filed by the victims, "
+          f"{len(leftovers)} torn files left in tmp/")  # fmt: skip
+
+
+# --- 2. killed while consuming ------------------------------------------------------------
+
+
+N_CONSUME = 200
+
+
+def test_sigkill_during_consume_leaves_each_letter_in_one_state(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    letters = signed_letters(alpha, "beta", N_CONSUME)
+    for _, raw in letters:
+        deliver(home / "postoffice" / "beta", raw)
+    assert len(beta.sync().accepted) == N_CONSUME
+    spool = beta.spool.root
+    before = states(spool)["unread"]
+    assert sorted(before.values()) == sorted(mid for mid, _ in letters)
+
+    log = home.parent / "claims.log"
+    rng = random.Random(SEED + 2)
+    kills = 0
+    finished = False
+    deadline = time.monotonic() + 30
+    with Zygote(home, "consume", "beta", log=log) as consume, Zygote(home, "done", "beta", log=log) as done:
+        while time.monotonic() < deadline:
+            zygote = consume if rng.random() < 0.5 else done
+            delay = rng.uniform(0.0005, 0.010) if rng.random() < 0.8 else rng.uniform(0.02, 0.1)
+            outcome = zygote.run_and_kill(delay)
+            if outcome == "signal 9":
+                kills += 1
+                continue
+            assert outcome == "exit 0", (outcome, zygote.errors())
+            finished = True
+            break
+    assert finished, "the consumers never emptied the inbox"
+    assert kills >= 3, f"only {kills} consumers were killed mid-way"
+
+    tree = states(spool)
+    assert_one_state_each(tree)
+    assert tree["unread"] == {}, "an unread letter survived a consumer that reported the inbox empty"
+    assert tree["read"] == before, "a letter was lost, duplicated or changed on its way unread -> read"
+    assert {s for s, ids in tree.items() if ids} == {"read"}
+
+    claims = log.read_text().split() if log.exists() else []
+    twice = [i for i, c in Counter(claims).items() if c > 1]
+    assert twice == [], f"handed out twice (at-most-once broken): {twice}"
+    assert set(claims) <= set(before)
+    # Claimed by a process that died before it could say so: at most one call's worth per kill.
+    unreported = set(before) - set(claims)
+    assert len(unreported) <= 5 * kills, (len(unreported), kills)
+    print(f"\nconsume crash: {kills} kills, {len(unreported)} letters claimed by a victim before it logged them")
+
+
+# --- 3. killed while sending --------------------------------------------------------------
+
+
+N_SEND = 60
+
+
+def test_sigkill_during_send_outbox_then_flush_delivers_each_once(alpha: AgentMail, beta: AgentMail,
+                                                                 home: Path) -> None:  # fmt: skip
+    rng = random.Random(SEED + 3)
+    spool = alpha.spool.root
+    outcomes = []
+    deadline = time.monotonic() + 30
+
+    def count(*folders: str) -> int:
+        return sum(len(os.listdir(spool / s)) for s in folders if (spool / s).is_dir())
+
+    with Zygote(home, "send", "alpha", None, "beta") as zygote:
+        while (len(outcomes) < 30 or count("outbox", "sent") < N_SEND) and time.monotonic() < deadline:
+            if rng.random() < 0.25:
+                # Now and then a life long enough to flush everything queued so far (then killed
+                # a random instant later): see test_flush_interrupted_midway_keeps_what_it_delivered.
+                target = count("outbox", "sent")
+                outcomes.append(zygote.run_and_kill(
+                    rng.uniform(*KILL_DELAY), lambda: count("sent") >= target,
+                    lambda: f"flushed the {target} letters queued ({count('sent')} sent)",
+                ))  # fmt: skip
+            else:
+                outcomes.append(zygote.run_and_kill(rng.uniform(*KILL_DELAY)))
+        errors = zygote.errors()
+    assert set(outcomes) == {"signal 9"}, (Counter(outcomes), errors)
+
+    tree = states(spool)
+    assert_one_state_each(tree)
+    mine = {**tree["outbox"], **tree["sent"]}
+    assert tree["failed"] == {} and tree["unread"] == {} and tree["quarantine"] == {}
+    assert len(mine) >= N_SEND, f"the victims sent only {len(mine)} letters in 30 s"
+    assert sorted(Counter(mine.values()).values()) == [1] * len(mine), "one Message-ID under two ids"
+    queued = set(tree["outbox"])
+
+    results = alpha.flush()
+    assert sorted(r.key for r in results) == sorted(queued)
+    assert {r.status for r in results} <= {"sent"}
+    after = states(spool)
+    assert after["outbox"] == {}
+    assert after["sent"] == mine, "flush lost, duplicated or renamed a letter"
+    for letter in alpha.sent():
+        assert letter.state == "sent" and letter.to == "beta"
+
+    report = beta.sync()
+    assert report.quarantined == []
+    received = states(beta.spool.root)["unread"]
+    assert sorted(received.values()) == sorted(mine.values()), "beta's letters differ from what alpha sent"
+    by_mid = {mid: letter_id for letter_id, mid in mine.items()}
+    for letter_id, mid in received.items():
+        sent_raw = (spool / "sent" / f"{by_mid[mid]}.eml").read_bytes()
+        assert (beta.spool.root / "unread" / f"{letter_id}.eml").read_bytes() == sent_raw
+
+    # A kill between delivery and outbox -> sent makes flush deliver again; an MTA may also
+    # deliver twice. Either way the receiver files each Message-ID once.
+    deliveries = len(os.listdir(home / "postoffice" / "beta" / "cur"))
+    assert deliveries == len(mine) + report.duplicates
+    for letter_id in mine:
+        deliver(home / "postoffice" / "beta", (spool / "sent" / f"{letter_id}.eml").read_bytes())
+    again = beta.sync()
+    assert (again.accepted, again.duplicates) == ([], len(mine))
+    assert states(beta.spool.root)["unread"] == received
+    print(f"\nsend crash: {len(outcomes)} kills, {len(mine)} letters, {len(queued)} left in the outbox, "
+          f"{report.duplicates} delivered twice")  # fmt: skip
+
+
+# --- 4. the one window a kill rarely hits: between the commit and the thread cache --------
+
+
+@pytest.mark.xfail(strict=True, reason="Spool writes threads/<thread> only after renaming the letter into its state "
+                   "folder (store, and commit for a sync batch): a crash in between leaves a filed letter that "
+                   "thread()/status() never show, and the next sync treats it as a duplicate and never repairs the "
+                   "entry (spool.py)")  # fmt: skip
+def test_letter_filed_before_its_thread_entry_stays_visible(registry: Registry, alpha: AgentMail,
+                                                            beta: AgentMail, home: Path) -> None:  # fmt: skip
+    """A SIGKILL right after the rename and before the thread append is a window of microseconds;
+    this is the same state made deterministic: the append fails (a directory where the thread
+    file goes), the sync dies with it, and a fresh process (a restart) syncs again."""
+    recipient = registry.get("beta")
+    thread = new_thread_id()
+    letter, raw = alpha._compose(recipient.address, recipient.name, "question", thread,
+                                 "quota endpoint returns 500", OPENER)  # fmt: skip
+    blocker = beta.spool.ensure().root / "threads" / thread
+    blocker.mkdir()
+    deliver(home / "postoffice" / "beta", raw)
+    with pytest.raises(OSError):
+        beta.sync()
+    blocker.rmdir()
+    restarted = AgentMail(registry, Identity("beta"), home)
+    restarted.sync()
+    assert [x.message_id for x in restarted.inbox(sync=False)] == [letter.message_id]
+    assert [x.message_id for x in restarted.thread(thread)] == [letter.message_id]
+    assert [row["thread"] for row in restarted.status()] == [thread]
+
+
+# --- 5. a flush interrupted half-way ------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="AgentMail.flush hands the whole outbox to one transport.submit() and moves "
+                   "letters outbox -> sent (_record) only after it returns: a flush interrupted after delivering "
+                   "(SIGKILL, or any error) leaves every delivered letter queued, the next flush delivers them all "
+                   "again, and a sender killed more often than a whole flush takes never sends anything "
+                   "(client.py flush)")  # fmt: skip
+def test_flush_interrupted_midway_keeps_what_it_delivered(registry: Registry, home: Path) -> None:
+    """A SIGKILL lands at a random instant; this is the same state made deterministic: the
+    post office of the last letter's recipient is broken (a file where its Maildir should be),
+    so the flush stops with an OSError right after delivering all the letters before it."""
+    bus.add(home, registry, "gamma")
+    alpha = AgentMail(load(registry.root), Identity("alpha"), home)
+    letters = []
+    for i, to in enumerate(["beta"] * 9 + ["gamma"]):
+        recipient = alpha.registry.get(to)
+        letter, raw = alpha._compose(recipient.address, recipient.name, "question", new_thread_id(),
+                                     f"queued {i}", f"queued letter {i}\n")  # fmt: skip
+        letters.append(alpha.spool.store("outbox", letter, raw, extra=letter.extra))  # as _dispatch does
+    (home / "postoffice").mkdir(exist_ok=True)
+    (home / "postoffice" / "gamma").write_bytes(b"not a maildir")
+    with pytest.raises(OSError):
+        alpha.flush()
+    arrived = home / "postoffice" / "beta" / "new"
+    assert len(os.listdir(arrived)) == 9  # the post office took these nine
+    tree = states(alpha.spool.root)
+    assert_one_state_each(tree)
+    # Each letter the post office took should be on record as sent, so no retry repeats it.
+    assert sorted(tree["sent"]) == sorted(x.id for x in letters[:9]), f"{len(tree['outbox'])} still queued"
+    (home / "postoffice" / "gamma").unlink()
+    alpha.flush()
+    assert len(os.listdir(arrived)) == 9, "the retry delivered them again"
+
+
+# --- 6. a retry after a crash delivers a letter twice --------------------------------------
+
+
+def test_letter_delivered_twice_in_one_fetch_is_filed_once(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    """A sender killed between its delivery and outbox -> sent delivers the letter again on its
+    next flush; both copies can arrive in one fetch batch, before either is committed."""
+    letters = signed_letters(alpha, "beta", 6)
+    for _, raw in letters + letters[:3] + letters[:1]:
+        deliver(home / "postoffice" / "beta", raw)
+    report = beta.sync()
+    assert (len(report.accepted), report.duplicates) == (6, 4)
+    assert sorted(states(beta.spool.root)["unread"].values()) == sorted(mid for mid, _ in letters)
