@@ -381,11 +381,11 @@ class AgentMail:
             if not items:
                 return []
             try:
-                results = self.transport.submit(items)
+                results = self.transport.submit(items, on_result=self._record)
             except TransportError as exc:
                 results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
-            for result in results:
-                self._record(result)
+                for result in results:
+                    self._record(result)
         return results
 
     def _record(self, result: SubmitResult) -> None:

@@ -139,34 +139,34 @@ class Spool:
         if defer:
             self._pending[letter_id] = (state, letter.thread)
             return letter
+        if state != "quarantine":
+            self._thread_add(letter.thread, letter_id)  # before the letter: views skip missing ids
         os.rename(tmp, self.path(state, letter_id))
         fsync_dir(self.root / state)
-        if state != "quarantine":
-            self._thread_add(letter.thread, letter_id)
         return letter
 
     def commit(self) -> None:
         """Make the deferred letters durable, then visible: each is complete or absent."""
         if not self._pending:
             return
+        pending, self._pending = self._pending, {}  # a failure below must not poison later syncs
         tmp_dir = self.root / "tmp"
-        if len(self._pending) > 4:
+        if len(pending) > 4:
             sync_filesystem(tmp_dir)
         else:
-            for letter_id in self._pending:
+            for letter_id in pending:
                 fd = os.open(tmp_dir / f"{letter_id}.eml", os.O_RDONLY)
                 try:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-        for letter_id, (state, _thread) in self._pending.items():
-            os.rename(tmp_dir / f"{letter_id}.eml", self.path(state, letter_id))
-        for state in {state for state, _ in self._pending.values()}:
-            fsync_dir(self.root / state)
-        for letter_id, (state, thread) in self._pending.items():
+        for letter_id, (state, thread) in pending.items():
             if state != "quarantine":
-                self._thread_add(thread, letter_id)
-        self._pending.clear()
+                self._thread_add(thread, letter_id)  # before the letter: views skip missing ids
+        for letter_id, (state, _thread) in pending.items():
+            os.rename(tmp_dir / f"{letter_id}.eml", self.path(state, letter_id))
+        for state in {state for state, _ in pending.values()}:
+            fsync_dir(self.root / state)
 
     def discard(self) -> None:
         """Forget a batch that failed half-way; its letters will be fetched again."""

@@ -382,13 +382,9 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(alpha: AgentMa
           f"{report.duplicates} delivered twice")  # fmt: skip
 
 
-# --- 4. the one window a kill rarely hits: between the commit and the thread cache --------
+# --- 4. the one window a kill rarely hits: between the thread cache and the commit --------
 
 
-@pytest.mark.xfail(strict=True, reason="Spool writes threads/<thread> only after renaming the letter into its state "
-                   "folder (store, and commit for a sync batch): a crash in between leaves a filed letter that "
-                   "thread()/status() never show, and the next sync treats it as a duplicate and never repairs the "
-                   "entry (spool.py)")  # fmt: skip
 def test_letter_filed_before_its_thread_entry_stays_visible(registry: Registry, alpha: AgentMail,
                                                             beta: AgentMail, home: Path) -> None:  # fmt: skip
     """A SIGKILL right after the rename and before the thread append is a window of microseconds;
@@ -414,11 +410,6 @@ def test_letter_filed_before_its_thread_entry_stays_visible(registry: Registry, 
 # --- 5. a flush interrupted half-way ------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="AgentMail.flush hands the whole outbox to one transport.submit() and moves "
-                   "letters outbox -> sent (_record) only after it returns: a flush interrupted after delivering "
-                   "(SIGKILL, or any error) leaves every delivered letter queued, the next flush delivers them all "
-                   "again, and a sender killed more often than a whole flush takes never sends anything "
-                   "(client.py flush)")  # fmt: skip
 def test_flush_interrupted_midway_keeps_what_it_delivered(registry: Registry, home: Path) -> None:
     """A SIGKILL lands at a random instant; this is the same state made deterministic: the
     post office of the last letter's recipient is broken (a file where its Maildir should be),

@@ -8,7 +8,7 @@ the spool stores only after it has committed what was fetched.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 
@@ -57,14 +57,20 @@ class Incoming:
     size: int
 
 
+OnResult = Callable[[SubmitResult], None]
+
+
 class Transport(ABC):
     """``submit`` out, ``fetch``/``advance`` in, ``wait`` for news."""
 
     name: str
 
     @abstractmethod
-    def submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
-        """Submit every message, over one connection where the transport has one."""
+    def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
+        """Submit every message, over one connection where the transport has one.
+
+        ``on_result`` hears each outcome the moment it is known, so a crash half-way through
+        a long submission loses the record of nothing that was already delivered."""
 
     @abstractmethod
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:

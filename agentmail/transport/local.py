@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..home import fsync_dir
 from . import inotify
-from .base import Incoming, Outgoing, SubmitResult, Transport
+from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 BATCH = 200
 POLL = 0.05
@@ -143,8 +143,8 @@ class LocalTransport(Transport):
         self.mailbox = Mailbox(postoffice / platform)
         self.resolve = resolve
 
-    def submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
-        results = []
+    def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
+        results: list[SubmitResult] = []
         for item in messages:
             refused: list[tuple[str, str]] = []
             delivered = 0
@@ -157,9 +157,12 @@ class LocalTransport(Transport):
                 delivered += 1
             if delivered == 0:
                 detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"
-                results.append(SubmitResult(item.key, "failed", detail, tuple(refused)))
+                result = SubmitResult(item.key, "failed", detail, tuple(refused))
             else:
-                results.append(SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused)))
+                result = SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused))
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
         return results
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:

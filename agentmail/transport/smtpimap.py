@@ -13,6 +13,7 @@ already holds. Nothing from a letter is ever put into an IMAP command.
 from __future__ import annotations
 
 import asyncio
+import selectors
 import socket
 import ssl
 import time
@@ -26,7 +27,7 @@ from imapclient.exceptions import IMAPClientError, LoginError
 from ..credentials import Login, mailbox_login
 from ..errors import ConfigError, TransportError
 from ..registry import Endpoint, Registry
-from .base import Incoming, Outgoing, SubmitResult, Transport
+from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 BATCH = 200
 TIMEOUT = 30.0
@@ -94,6 +95,21 @@ def _already_received(client: imapclient.IMAPClient) -> bool:
         sock.settimeout(previous)
 
 
+def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
+    """Block until the server has said something during IDLE, or ``timeout``; read nothing.
+
+    Not imapclient's idle_check: it reads lines with the socket non-blocking, and a line that
+    arrives in two pieces loses its first piece (the buffered reader drops it when the second
+    read would block), so the next read fails with "unexpected response". Here idle_done()
+    reads every line whole, in blocking mode. And a change the server announced together
+    with IDLE's continuation is already off the socket, where polling would never see it."""
+    if _already_received(client):
+        return
+    with selectors.DefaultSelector() as selector:
+        selector.register(client.socket(), selectors.EVENT_READ)
+        selector.select(timeout)
+
+
 class SmtpImapTransport(Transport):
     name = "imap"
 
@@ -119,10 +135,10 @@ class SmtpImapTransport(Transport):
 
     # --- submission ------------------------------------------------------------------------
 
-    def submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
+    def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         if not messages:
             return []
-        results = asyncio.run(self._submit(messages))
+        results = asyncio.run(self._submit(messages, on_result or (lambda _result: None)))
         if self.sent_folder:
             self._copy_to_sent([m.raw for m, r in zip(messages, results, strict=True) if r.status == "sent"])
         return results
@@ -134,7 +150,13 @@ class SmtpImapTransport(Transport):
             timeout=TIMEOUT, local_hostname="agentmail.localhost",
         )  # fmt: skip
 
-    async def _submit(self, messages: Sequence[Outgoing]) -> list[SubmitResult]:
+    async def _submit(self, messages: Sequence[Outgoing], on_result: OnResult) -> list[SubmitResult]:
+        results: list[SubmitResult] = []
+
+        def record(result: SubmitResult) -> None:
+            results.append(result)
+            on_result(result)
+
         client = self._smtp_client()
         try:
             await client.connect()
@@ -146,26 +168,28 @@ class SmtpImapTransport(Transport):
             if cert is not None:
                 raise _cert_error(self.smtp, cert) from None
             why = f"cannot reach {_where(self.smtp)}: {exc.__class__.__name__}: {exc}"
-            return [SubmitResult(m.key, "queued", why) for m in messages]
-        results: list[SubmitResult] = []
+            for m in messages:
+                record(SubmitResult(m.key, "queued", why))
+            return results
         try:
             for index, item in enumerate(messages):
                 try:
                     refused, _response = await client.sendmail(item.envelope.mail_from, list(item.envelope.rcpt_to), item.raw)
                 except aiosmtplib.SMTPRecipientsRefused as exc:
-                    results.append(self._refused_all(item, [(r.recipient, r.code, r.message) for r in exc.recipients]))
+                    record(self._refused_all(item, [(r.recipient, r.code, r.message) for r in exc.recipients]))
                     await self._reset(client)
                 except aiosmtplib.SMTPResponseException as exc:
                     status = "failed" if 500 <= exc.code < 600 else "queued"
-                    results.append(SubmitResult(item.key, status, f"{exc.code} {exc.message}"))
+                    record(SubmitResult(item.key, status, f"{exc.code} {exc.message}"))
                     await self._reset(client)
                 except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
                     why = f"the connection to {_where(self.smtp)} broke: {exc.__class__.__name__}"
-                    results.extend(SubmitResult(m.key, "queued", why) for m in messages[index:])
+                    for m in messages[index:]:
+                        record(SubmitResult(m.key, "queued", why))
                     return results
                 else:
                     partial = tuple((addr, f"{code} {msg}") for addr, (code, msg) in refused.items())
-                    results.append(SubmitResult(item.key, "sent", "250 accepted", partial))
+                    record(SubmitResult(item.key, "sent", "250 accepted", partial))
         finally:
             try:
                 await client.quit()
@@ -314,15 +338,11 @@ class SmtpImapTransport(Transport):
             if left <= 0:
                 return None
             client.idle()
-            responses: list[object] = []
             try:
-                # A change the server announced with IDLE's continuation may already sit in the
-                # reader's buffer, where idle_check (it polls the socket) would never see it.
-                if not _already_received(client):
-                    responses = client.idle_check(timeout=min(left, IDLE_RENEW))
+                _until_readable(client, min(left, IDLE_RENEW))
             finally:
-                _done, tail = client.idle_done()  # reads up to the tagged OK: buffered lines too
-            if any(isinstance(r, tuple) and len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in [*responses, *tail]):
+                _done, responses = client.idle_done()  # whole lines, read in blocking mode
+            if any(isinstance(r, tuple) and len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):
                 return "idle"
 
     # --- lifecycle -------------------------------------------------------------------------
