@@ -1,9 +1,13 @@
-"""IDLE must not miss a change the server reports in the same packet as its continuation.
+"""IDLE as Dovecot really speaks it: two things the live stack showed the wait getting wrong.
 
-Found on the live stack (Dovecot): a letter delivered between the wait's last EXAMINE and its
-IDLE is announced right after "+ idling", in the same TLS record. imaplib's buffered reader
-takes both lines off the socket; imapclient's idle_check() then polls the socket alone, sees
-nothing, and the wait slept until its timeout although the letter was there.
+1. A letter delivered between the wait's last EXAMINE and its IDLE is announced right after
+   "+ idling", in the same TLS record. imaplib's buffered reader takes both lines off the
+   socket; imapclient's idle_check() then polls the socket alone, sees nothing, and the wait
+   slept until its timeout although the letter was there.
+2. A notification that reaches the client in two pieces ("* 720 EXISTS\r\n* " then
+   "19 RECENT\r\n"): idle_check() reads with the socket non-blocking and the buffered reader
+   drops the first piece when the second read would block, so the next read failed with
+   "unexpected response: b'19 RECENT'" and the wait broke off with a transport error.
 
 A scripted IMAP server on 127.0.0.1 (plaintext: loopback only) replays exactly that.
 """
@@ -28,7 +32,8 @@ class ScriptedImap:
     The mailbox holds one message (UID 1) until the client enters IDLE; by then a second one
     has "arrived", and the server says so in the same write as the continuation."""
 
-    def __init__(self) -> None:
+    def __init__(self, pieces: tuple[bytes, ...] | None = None) -> None:
+        self.pieces = pieces  # what IDLE sends after its continuation, one write each, apart
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.exists = 1
@@ -57,6 +62,15 @@ class ScriptedImap:
                     conn.sendall(b"* FLAGS ()\r\n* %d EXISTS\r\n* 0 RECENT\r\n* OK [UIDVALIDITY 7] ok\r\n"
                                  b"* OK [UIDNEXT %d] ok\r\n" % (self.exists, self.exists + 1)
                                  + tag + b" OK [READ-ONLY] done\r\n")  # fmt: skip
+                elif command == b"IDLE" and self.pieces is not None:
+                    self.idles += 1
+                    conn.sendall(b"+ idling\r\n")
+                    for piece in self.pieces:
+                        time.sleep(0.3)
+                        conn.sendall(piece)
+                    if reader.readline().strip().upper() != b"DONE":
+                        return
+                    conn.sendall(tag + b" OK IDLE terminated\r\n")
                 elif command == b"IDLE":
                     self.idles += 1
                     self.exists += 1  # delivered between the EXAMINE and the IDLE
@@ -92,3 +106,16 @@ def test_a_change_announced_with_the_idle_continuation_wakes_the_waiter(scripted
         transport.close()
     assert woke == "idle" and scripted.idles == 1
     assert took < 2.0, f"the wait slept {took:.1f}s on a change it had already received"
+
+
+def test_a_notification_split_across_two_reads_is_read_whole() -> None:
+    server = ScriptedImap(pieces=(b"* 2 EXISTS\r\n* ", b"1 RECENT\r\n"))
+    transport = SmtpImapTransport(Endpoint("127.0.0.1", 9, "none"), Endpoint("127.0.0.1", server.port, "none"),
+                                  Login("beta@bus.test", "secret"))  # fmt: skip
+    try:
+        woke = transport.wait("7:1", 5.0)
+        assert transport._client is not None  # still connected: no "unexpected response" broke it
+    finally:
+        transport.close()
+        server.close()
+    assert woke == "idle"
