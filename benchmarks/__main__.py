@@ -1,0 +1,72 @@
+"""``python -m benchmarks [--quick] [--json-out FILE] [--only KEY...]``: run, print, write.
+
+Prints one table (agentmail, baseline, ratio, target) and writes the same figures as JSON
+(default ``benchmarks/results.json``). Everything happens in one temp folder, removed at the
+end whatever happens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from . import cli, local, scale, smtpimap
+from .common import REPO, Settings, hermetic_environ, machine
+from .report import Figure, table, write_json
+
+Step = Callable[[Path, Settings], Figure | list[Figure]]
+STEPS: dict[str, Step] = {
+    "latency": local.warm_latency,
+    "roundtrip": cli.round_trip,
+    "startup": cli.start_up,
+    "send": local.send_throughput,
+    "sync": local.sync_throughput,
+    "scale": scale.scale,
+    "smtpimap": smtpimap.figures,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, under a minute (what the test runs)")
+    parser.add_argument("--json-out", type=Path, default=REPO / "benchmarks" / "results.json", metavar="FILE")
+    parser.add_argument("--only", nargs="+", choices=sorted(STEPS), metavar="STEP",
+                        help=f"run only these: {', '.join(STEPS)}")  # fmt: skip
+    args = parser.parse_args(argv)
+    settings = Settings.fast() if args.quick else Settings.full()
+    about = machine()
+    about["load_before"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"agentmail benchmarks ({'quick' if args.quick else 'full'}): {about['cores']} cores, "
+          f"Python {about['python']}, load {about['load_before']}", flush=True)  # fmt: skip
+    figures: list[Figure] = []
+    started = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="agentmail-bench-"))
+    try:
+        with hermetic_environ(root):
+            for name, step in STEPS.items():
+                if args.only and name not in args.only:
+                    continue
+                step_start = time.perf_counter()
+                print(f"  {name} ...", end="", flush=True)
+                made = step(root, settings)
+                figures.extend(made if isinstance(made, list) else [made])
+                print(f" {time.perf_counter() - step_start:.1f} s", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    seconds = time.perf_counter() - started
+    about["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    print()
+    print(table(figures))
+    print(f"\n{len(figures)} figures in {seconds:.0f} s; JSON: {args.json_out}")
+    write_json(args.json_out, about, "quick" if args.quick else "full", seconds, figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

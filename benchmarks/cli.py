@@ -1,0 +1,86 @@
+"""Figures 2 and 3: the CLI, timed as whole processes (start to exit), which is what a user pays.
+
+2. round trip: ``agentmail send`` then ``agentmail inbox`` shows the letter;
+3. start-up: ``agentmail inbox --no-sync`` on a small spool and ``agentmail --help``, beside
+   ``python -c "import email, ssl, asyncio"`` run by the same (real) interpreter.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from . import bare, letters
+from .common import PYTHON, Settings, TempBus, timed
+from .report import Figure, Target, median
+
+STDLIB_FLOOR = [PYTHON, "-c", "import email, ssl, asyncio"]
+
+
+def round_trip(root: Path, settings: Settings) -> Figure:
+    """Baseline: two bare interpreter processes, one delivering the same signed letter durably,
+    one listing and reading the mailbox. Samples alternate with agentmail's."""
+    tb = TempBus(root)
+    beta = tb.client("beta")
+    body = letters.OPENER.format(sender="alpha", to="beta")
+    maildir = root / "roundtrip-maildir"
+    for sub in ("tmp", "new", "cur"):
+        (maildir / sub).mkdir(parents=True)
+    ours: list[float] = []
+    base: list[float] = []
+    for index in range(1 + settings.roundtrips):  # the first pair only warms caches
+        start = time.perf_counter()
+        thread = tb.run("alpha", "send", "beta", "-s", f"Round trip {index}", "-b", body).stdout.split()[0]
+        shown = tb.run("beta", "inbox").stdout
+        elapsed = time.perf_counter() - start
+        assert thread in shown, "inbox did not show the letter just sent"
+        for letter in beta.inbox(sync=False):  # the next inbox lists as much as this one did
+            beta.done(letter.id)
+        letter_file = sorted((tb.home / "spool" / "alpha" / "sent").iterdir())[-1]
+        floor = timed([PYTHON, bare.__file__, "write", str(maildir), str(letter_file)])
+        floor += timed([PYTHON, bare.__file__, "list", str(maildir)])
+        for path in (maildir / "new").iterdir():
+            path.unlink()
+        if index:
+            ours.append(elapsed * 1e3)
+            base.append(floor * 1e3)
+    beta.close()
+    tb.remove()
+    return Figure(
+        "cli_round_trip", "2. CLI round trip (send, then inbox)", "ms", median(ours), median(base),
+        "bare writer + reader processes", Target("value", "<=", 150.0, "median <= 150 ms"),
+        len(ours), {"runs": [round(x, 1) for x in ours], "peers_ms": "231-294"},
+    )  # fmt: skip
+
+
+def start_up(root: Path, settings: Settings) -> list[Figure]:
+    """The three commands take turns, so load on the machine hits them alike."""
+    tb = TempBus(root)
+    alpha = tb.client("alpha")
+    body = letters.OPENER.format(sender="alpha", to="beta")
+    for index in range(5):
+        alpha.send("beta", f"Small spool {index}", body)
+    beta = tb.client("beta")
+    for letter in beta.inbox()[:2]:
+        beta.done(letter.id)  # a small spool: 5 letters, 3 unread
+    commands = {"inbox": tb.command("beta", "inbox", "--no-sync"), "help": tb.command(None, "--help"),
+                "floor": STDLIB_FLOOR}  # fmt: skip
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for index in range(1 + settings.startups):
+        for name, argv in commands.items():
+            elapsed = timed(argv, tb.env, tb.home) * 1e3
+            if index:
+                times[name].append(elapsed)
+    alpha.close()
+    beta.close()
+    tb.remove()
+    floor = median(times["floor"])
+    target = Target("ratio", "<=", 1.5, "<= 1.5x baseline")
+    label = "python -c 'import email, ssl, asyncio'"
+    return [
+        Figure("startup_inbox", "3a. start-up: inbox --no-sync", "ms", median(times["inbox"]), floor, label, target,
+               len(times["inbox"]), {"runs": [round(x, 1) for x in times["inbox"]]}),
+        Figure("startup_help", "3b. start-up: --help", "ms", median(times["help"]), floor, label, target,
+               len(times["help"]), {"runs": [round(x, 1) for x in times["help"]],
+                                    "baseline_runs": [round(x, 1) for x in times["floor"]]}),
+    ]  # fmt: skip

@@ -1,0 +1,164 @@
+"""What every figure shares: sizes, a throw-away bus, processes, clocks and the machine.
+
+Each figure builds its own bus in a fresh ``AGENTMAIL_HOME`` under one temp root per run,
+which ``__main__`` removes at the end; ``~/.agentmail`` is never read or written.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from agentmail import bus
+from agentmail.client import AgentMail
+from agentmail.identity import Identity
+from agentmail.registry import Registry
+
+DOMAIN = "bus.test"
+REPO = Path(__file__).resolve().parent.parent
+# The real interpreter binary: a pyenv shim is a shell script that would add its own start-up.
+PYTHON = os.path.realpath(sys.executable)
+
+
+@dataclass(frozen=True)
+class Settings:
+    quick: bool
+    latency_samples: int  # figure 1
+    roundtrips: int  # figure 2
+    startups: int  # figure 3, per command
+    send_letters: int  # figure 4
+    sync_letters: int  # figure 5
+    scale_sizes: tuple[int, int, int]  # figure 6: small, middle, large
+    scale_runs: int  # figure 6, per command and size
+    repeats: int  # throughput figures: at most this many runs...
+    budget: float  # ...and no new run once a figure has spent this many seconds
+    smtp_samples: int  # figure 7
+
+    @classmethod
+    def full(cls) -> Settings:
+        return cls(False, 100, 15, 20, 1000, 10_000, (1_000, 10_000, 100_000), 3, 3, 45.0, 20)
+
+    @classmethod
+    def fast(cls) -> Settings:
+        return cls(True, 8, 2, 5, 50, 300, (100, 500, 2_000), 1, 2, 5.0, 4)
+
+
+@dataclass
+class Runs:
+    """Repeat a measurement up to ``most`` times while the figure's time budget lasts."""
+
+    most: int
+    budget: float
+
+    def __iter__(self) -> Iterator[int]:
+        start = time.perf_counter()
+        for index in range(self.most):
+            if index and time.perf_counter() - start > self.budget:
+                return
+            yield index
+
+
+def agentmail_command() -> list[str]:
+    """How a user runs the CLI: the console script next to this interpreter."""
+    script = Path(sys.executable).parent / "agentmail"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "agentmail"]
+
+
+@contextmanager
+def hermetic_environ(root: Path) -> Iterator[None]:
+    """No AGENTMAIL_* from the caller (a DKIM key there would sign with the wrong key), and a
+    default home inside the temp root, so even a slip never touches ~/.agentmail."""
+    saved = dict(os.environ)
+    for name in [n for n in os.environ if n.startswith("AGENTMAIL_")]:
+        del os.environ[name]
+    os.environ["AGENTMAIL_HOME"] = str(root / "default-home")
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+class TempBus:
+    """A bus of ``platforms`` in its own AGENTMAIL_HOME under ``root``."""
+
+    def __init__(self, root: Path, platforms: Sequence[str] = ("alpha", "beta"), *, transport: str = "local",
+                 endpoints: dict[str, Any] | None = None) -> None:  # fmt: skip
+        self.home = Path(tempfile.mkdtemp(prefix="home-", dir=root))
+        self.registry: Registry = bus.init(self.home, self.home / "registry", list(platforms), domain=DOMAIN,
+                                           transport=transport, endpoints=endpoints)  # fmt: skip
+        self.cli = agentmail_command()
+
+    def client(self, platform: str) -> AgentMail:
+        return AgentMail(self.registry, Identity(platform), self.home)
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMAIL_")}
+        env["AGENTMAIL_HOME"] = str(self.home)
+        return env
+
+    def command(self, platform: str | None, *args: str) -> list[str]:
+        return [*self.cli, *(("--as", platform) if platform else ()), *args]
+
+    def run(self, platform: str | None, *args: str) -> subprocess.CompletedProcess[bytes]:
+        return run(self.command(platform, *args), self.env, self.home)
+
+    def timed(self, platform: str | None, *args: str) -> float:
+        """Seconds for one whole CLI process, start to exit: what a user pays."""
+        return timed(self.command(platform, *args), self.env, self.home)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def run(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    done = subprocess.run(list(argv), env=env, cwd=cwd, capture_output=True, timeout=300)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:6])} exited {done.returncode}: {done.stderr.decode(errors='replace')[-500:]}")
+    return done
+
+
+def timed(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> float:
+    start = time.perf_counter()
+    run(argv, env, cwd)
+    return time.perf_counter() - start
+
+
+def machine() -> dict[str, Any]:
+    model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 0
+    return {
+        "cores": os.cpu_count(), "usable_cores": usable, "cpu": model,
+        "python": platform.python_version(), "implementation": platform.python_implementation(),
+        "interpreter": PYTHON, "os": f"{platform.system()} {platform.release()}",
+        "agentmail_commit": _git_commit(), "cli": " ".join(agentmail_command()),
+    }  # fmt: skip
+
+
+def _git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, timeout=10)
+    except OSError:
+        return ""
+    return out.stdout.decode().strip()

@@ -1,0 +1,139 @@
+"""Figures 1, 4 and 5: the API on the embedded local post office.
+
+1. warm delivery latency: ``send()`` here → an already-running ``agentmail wait`` returns;
+4. send throughput: render + sign + deliver through the API;
+5. sync throughput: parse + verify + commit into the spool.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from functools import partial
+from pathlib import Path
+
+from . import bare, letters
+from .common import PYTHON, Runs, Settings, TempBus
+from .report import Figure, Target, median, p95
+from .waiting import time_answer
+
+WARMUP = 2  # first processes pay for cold caches and .pyc writes
+
+
+def _maildir(path: Path) -> Path:
+    for sub in ("tmp", "new", "cur"):
+        (path / sub).mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _opener(sender: str, to: str) -> str:
+    return letters.OPENER.format(sender=sender, to=to)
+
+
+def warm_latency(root: Path, settings: Settings) -> Figure:
+    """Agentmail and bare samples alternate, so both see the same machine at the same time."""
+    tb = TempBus(root)
+    alpha, beta = tb.client("alpha"), tb.client("beta")
+    body = _opener("alpha", "beta")
+    waiter = tb.command("beta", "wait", "--timeout", "60")
+    maildir = _maildir(root / "latency-maildir")
+    reader = [PYTHON, bare.__file__, "wait", str(maildir)]
+    raw = b""
+    ours: list[float] = []
+    ours_exit: list[float] = []
+    base: list[float] = []
+    base_exit: list[float] = []
+    for index in range(WARMUP + settings.latency_samples):
+        answer = time_answer(waiter, tb.env, tb.home, partial(alpha.send, "beta", "Latency probe", body))
+        beta.done(answer.output.split()[0].decode())  # so the next waiter waits for a new letter
+        raw = raw or alpha.spool.raw(alpha.spool.ids("sent")[-1])
+        bare_answer = time_answer(reader, tb.env, tb.home, partial(bare.deliver, maildir, raw))
+        (maildir / "new" / bare_answer.output.decode().strip()).unlink()
+        if index >= WARMUP:
+            ours.append(answer.to_output * 1e3)
+            ours_exit.append(answer.to_exit * 1e3)
+            base.append(bare_answer.to_output * 1e3)
+            base_exit.append(bare_answer.to_exit * 1e3)
+    alpha.close()
+    beta.close()
+    tb.remove()
+    return Figure(
+        "warm_latency", "1. warm delivery latency (send -> wait returns)", "ms", median(ours), median(base),
+        "bare fsync+rename / inotify reader", Target("value", "<=", 3.0, "median <= 3 ms"), len(ours),
+        {"p95": p95(ours), "baseline_p95": p95(base), "median_to_exit": median(ours_exit),
+         "baseline_median_to_exit": median(base_exit), "letter_bytes": len(raw),
+         "measured_to": "the waiter's printed line (to_exit: its process exit)"},
+    )  # fmt: skip
+
+
+def send_throughput(root: Path, settings: Settings) -> Figure:
+    tb = TempBus(root)
+    alpha = tb.client("alpha")
+    body = _opener("alpha", "beta")
+    for _ in range(5):  # imports and first-use caches are not throughput
+        alpha.send("beta", "Warm-up", body)
+    ours: list[float] = []
+    base: list[float] = []
+    count = settings.send_letters
+    for run in Runs(settings.repeats, settings.budget):
+        before = set(alpha.spool.ids("sent"))
+        start = time.perf_counter()
+        for index in range(count):
+            alpha.send("beta", f"Throughput probe {index}", body)
+        ours.append(count / (time.perf_counter() - start))
+        raws = [alpha.spool.raw(i) for i in alpha.spool.ids("sent") if i not in before]
+        assert len(raws) == count, f"{len(raws)} of {count} letters were sent"
+        maildir = _maildir(root / f"send-baseline-{run}")
+        start = time.perf_counter()
+        for raw in raws:
+            bare.deliver(maildir, raw)
+        base.append(count / (time.perf_counter() - start))
+        shutil.rmtree(maildir)
+    alpha.close()
+    tb.remove()
+    return Figure(
+        "send_throughput", "4. send throughput (API, signed)", "letters/s", median(ours), median(base),
+        "same bytes, fsync+rename+dir fsync", Target("ratio", ">=", 0.5, ">= 0.5x baseline"), len(ours),
+        {"letters_per_run": count, "runs": [round(r) for r in ours], "baseline_runs": [round(r) for r in base]},
+    )  # fmt: skip
+
+
+def sync_throughput(root: Path, settings: Settings) -> Figure:
+    """A fresh post office and spool for every run, filled with the same signed letters."""
+    tb = TempBus(root, ("alpha", "gamma", "beta"))
+    count = settings.sync_letters
+    raws = letters.make(tb.home, tb.registry.root, letters.conversation(("alpha", "gamma"), "beta", count))
+    source = root / "sync-source"
+    source.mkdir()
+    files = []
+    for index, raw in enumerate(raws):
+        files.append(source / f"{index:08d}.eml")
+        files[-1].write_bytes(raw)
+    ours: list[float] = []
+    base: list[float] = []
+    for run in Runs(settings.repeats, settings.budget):
+        shutil.rmtree(tb.home / "postoffice" / "beta", ignore_errors=True)
+        shutil.rmtree(tb.home / "spool" / "beta", ignore_errors=True)
+        new = _maildir(tb.home / "postoffice" / "beta") / "new"
+        for path in files:  # delivered while nobody looked; sorted names keep arrival order
+            os.link(path, new / f"{path.stem}.bench")
+        os.sync()  # the fixture's dirty pages must not be flushed on the clock
+        with tb.client("beta") as beta:
+            start = time.perf_counter()
+            accepted = len(beta.sync().accepted)
+            ours.append(count / (time.perf_counter() - start))
+        assert accepted == count, f"sync accepted {accepted} of {count}"
+        target = root / f"sync-baseline-{run}"
+        os.sync()
+        start = time.perf_counter()
+        bare.copy_durably(files, target)
+        base.append(count / (time.perf_counter() - start))
+        shutil.rmtree(target)
+    shutil.rmtree(source)
+    tb.remove()
+    return Figure(
+        "sync_throughput", "5. sync throughput (parse+verify+commit)", "letters/s", median(ours), median(base),
+        "copy with fsync", Target("value", ">=", 1000, ">= 1,000/s"), len(ours),
+        {"letters_per_run": count, "runs": [round(r) for r in ours], "baseline_runs": [round(r) for r in base]},
+    )  # fmt: skip

@@ -1,0 +1,39 @@
+"""The benchmark suite runs end to end (``--quick``) and writes every figure; speed is not judged here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+FIGURES = {"warm_latency", "cli_round_trip", "startup_inbox", "startup_help", "send_throughput", "sync_throughput",
+           "scale_inbox", "scale_thread", "scale_status", "scale_quarantine", "smtpimap_latency", "smtpimap_send"}  # fmt: skip
+
+
+def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None:
+    out, tmp, user_home = tmp_path / "figures.json", tmp_path / "tmp", tmp_path / "user"
+    tmp.mkdir()
+    user_home.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "HOME": str(user_home)}
+    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json-out", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["mode"] == "quick"
+    assert {"cores", "python", "interpreter"} <= set(data["machine"])
+    figures = {f["key"]: f for f in data["figures"]}
+    assert set(figures) == FIGURES
+    for key, figure in figures.items():
+        if figure["skipped"]:
+            assert key.startswith("smtpimap_"), f"{key} was skipped: {figure['skipped']}"
+            continue
+        assert figure["value"] > 0 and figure["baseline"] > 0, key
+        assert figure["ratio"] == figure["value"] / figure["baseline"], key
+        assert figure["runs"] >= 1, key
+    for figure in data["figures"]:
+        assert figure["title"] in done.stdout  # the table names every figure
+    assert os.listdir(tmp) == [], "the suite left files in its temp folder"
+    assert not (user_home / ".agentmail").exists(), "the suite touched ~/.agentmail"
