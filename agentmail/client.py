@@ -133,8 +133,15 @@ class AgentMail:
             limit = self.registry.bus.max_size
             verdict = authenticity.Verdict("quarantine", reason="too-large",
                                            detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
-            placeholder = f"X-Agentmail-Not-Downloaded: {item.size} bytes\r\n\r\n".encode()
-            self._quarantine(verdict, placeholder, f"{self.transport.name}:{item.key}:{item.size}".encode(), report)
+            # Stands in for the letter: its bytes name the mailbox slot, so a refetch is a duplicate.
+            placeholder = f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
+            if self.spool.has_bytes(placeholder):
+                report.duplicates += 1
+            else:
+                self._quarantine(verdict, placeholder, report)
+            return
+        if self.spool.has_bytes(item.raw):
+            report.duplicates += 1  # the same bytes are filed already: no need to judge them again
             return
         verdict = authenticity.judge(item.raw, self.registry)
         if verdict.route == "bounce":
@@ -146,7 +153,7 @@ class AgentMail:
             verdict = authenticity.Verdict("quarantine", reason="automated",
                                            detail="a delivery report about a letter this mailbox did not send")  # fmt: skip
         if verdict.route == "quarantine":
-            self._quarantine(verdict, item.raw, item.raw, report)
+            self._quarantine(verdict, item.raw, report)
             return
         letter: Letter = verdict.letter
         if letter.type == "note" and letter.to_agent and letter.to_agent != self.me.agent:
@@ -163,23 +170,19 @@ class AgentMail:
                 if parent.get("thread") != letter.thread:
                     bad = authenticity.Verdict("quarantine", letter=letter, reason="thread-mismatch",
                                                detail=f"it answers a letter of {parent.get('thread')} but is tagged {letter.thread}")  # fmt: skip
-                    self._quarantine(bad, item.raw, item.raw, report)
+                    self._quarantine(bad, item.raw, report)
                     return
                 depth = int(parent.get("depth", 0)) + 1
         report.accepted.append(self.spool.store("unread", letter, item.raw, extra={"depth": depth}, defer=True))
 
-    def _quarantine(self, verdict: Any, raw: bytes, identity_bytes: bytes, report: SyncReport) -> None:
-        letter_id = self.spool.reserve_raw(identity_bytes)
-        if letter_id is None:
-            report.duplicates += 1
-            return
+    def _quarantine(self, verdict: Any, raw: bytes, report: SyncReport) -> None:
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
             message_id=summary.get("message_id", ""), sender="", sender_address=summary.get("from", ""),
             to=self.me.platform, to_address=self.platform.address, type="", thread="",
             subject=summary.get("subject", ""), body="", date=summary.get("date", ""),
         )  # fmt: skip
-        letter = replace(base, id=letter_id, reason=verdict.reason, detail=verdict.detail)
+        letter = replace(base, id="", reason=verdict.reason, detail=verdict.detail)
         report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True))
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None) -> list[Letter]:

@@ -6,7 +6,7 @@
       meta/<id>.json       what was parsed from the letter (a cache: rebuilt from the .eml)
       index/msgid/<h>      (platform, Message-ID) → id, for authenticated and sent letters
       index/replied/<h>    this letter was answered by → id      (one reply per letter)
-      index/raw/<h>        quarantined bytes already seen → id   (a refetch is no second entry)
+      index/raw/<h>        these exact bytes are filed as → id   (a refetch is no second entry)
       index/notes/<id>.json  undeliverable / failed notes on a sent letter
       threads/<thread>     the ids of one thread, one per line (a cache)
       checkpoint.json      where each transport's fetch stopped
@@ -44,6 +44,10 @@ def new_id() -> str:
 
 def _key(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+def _raw_key(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()[:40]
 
 
 class Spool:
@@ -134,6 +138,7 @@ class Spool:
         letter = replace(letter, id=letter_id, state=state)
         if index:
             self._index_put("msgid", _key(letter.sender, letter.message_id), letter_id)
+        self._index_put("raw", _raw_key(raw), letter_id)
         self._write_meta(letter, extra or {})
         tmp = self._write_tmp(letter_id, raw, durable=not defer)
         if defer:
@@ -210,15 +215,10 @@ class Spool:
         found = self._index_get("msgid", _key(sender, message_id))
         return found if found and self.locate(found) else None
 
-    def reserve_raw(self, raw: bytes) -> str | None:
-        """For quarantine: None if these exact bytes are already quarantined, else a fresh id."""
-        key = hashlib.sha256(raw).hexdigest()[:40]
-        existing = self._index_get("raw", key)
-        if existing and self.locate(existing):
-            return None
-        letter_id = new_id()
-        self._index_put("raw", key, letter_id)
-        return letter_id
+    def has_bytes(self, raw: bytes) -> bool:
+        """Are these exact bytes already filed (a refetch after a crash, a second delivery)?"""
+        existing = self._index_get("raw", _raw_key(raw))
+        return bool(existing and self.locate(existing))
 
     def replied_by(self, message_id: str) -> str | None:
         found = self._index_get("replied", _key(message_id))

@@ -24,7 +24,7 @@ from ..home import fsync_dir
 from . import inotify
 from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
 
-BATCH = 200
+BATCH = 50  # letters committed per checkpoint step: a killed sync redoes at most this many
 POLL = 0.05
 
 
