@@ -52,14 +52,12 @@ def _bounced_message_id(msg: Message) -> str | None:
         if ctype in ("message/rfc822", "text/rfc822-headers", "message/rfc822-headers"):
             payload = part.get_payload()
             text = ""
-            if isinstance(payload, list) and payload:
+            if isinstance(payload, list) and payload and isinstance(payload[0], Message):
                 text = str(payload[0].get("Message-ID", ""))
-            elif isinstance(payload, str):
-                found = re.search(r"^Message-ID:\s*(<[^>\s]+>)", payload, re.IGNORECASE | re.MULTILINE)
+            elif isinstance(payload, str | bytes):
+                headers = payload if isinstance(payload, str) else payload.decode("ascii", "replace")
+                found = re.search(r"^Message-ID:\s*(<[^>\s]+>)", headers, re.IGNORECASE | re.MULTILINE)
                 text = found.group(1) if found else ""
-            elif isinstance(payload, bytes):
-                found = re.search(rb"^Message-ID:\s*(<[^>\s]+>)", payload, re.IGNORECASE | re.MULTILINE)
-                text = found.group(1).decode(errors="replace") if found else ""
             text = text.strip()
             if wire.MESSAGE_ID_RE.fullmatch(text):
                 return text

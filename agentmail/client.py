@@ -191,7 +191,7 @@ class AgentMail:
         if sync:
             self.sync()
         ids = self.spool.ids("unread")
-        letters = []
+        letters: list[Letter] = []
         for letter_id in ids:
             if limit is not None and len(letters) >= limit:
                 break
@@ -449,7 +449,7 @@ class AgentMail:
             if last.get("type") == "note" or first.get("type") == "note":
                 continue
             mine = last.get("from") == self.me.platform
-            other = last.get("to") if mine else last.get("from")
+            other = str(last.get("to") if mine else last.get("from"))
             if last.get("type") == "close":
                 move = "nobody"
             elif last.get("type") == "ack":

@@ -154,6 +154,7 @@ def run(host: str, event: str, payload: str, make_client: Callable[[Path], Agent
         return Outcome()
     if spec.settings is None:  # generic: plain text; a held stop exits 1
         return Outcome(stdout=text, exit_code=1 if event == "stop" else 0)
+    out: dict[str, object]
     if event == "session-start":
         out = {"hookSpecificOutput": {"hookEventName": spec.events[event], "additionalContext": text}}
     else:

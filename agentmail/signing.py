@@ -54,7 +54,7 @@ def public_key_of(private_b64: str) -> str:
 
 def sign(raw: bytes, domain: str, selector: str, private_b64: str) -> bytes:
     """``raw`` with a DKIM-Signature header on top (relaxed/relaxed, ed25519-sha256, no l=)."""
-    header = dkim.sign(
+    header: bytes = dkim.sign(
         raw,
         selector.encode(),
         domain.encode(),

@@ -187,7 +187,7 @@ def decoded(value: str, name: str) -> str:
 
 def _addresses(value: str, name: str) -> tuple[Address, ...]:
     try:
-        return tuple(_REGISTRY(name, value).addresses)
+        return tuple(getattr(_REGISTRY(name, value), "addresses", ()))
     except Exception as exc:
         raise Malformed("malformed", f"the {name} header does not parse") from exc
 
