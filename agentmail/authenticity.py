@@ -136,11 +136,13 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
     if platform is None:
         return _quarantine("unregistered-sender", f"{sender_address} is not a registered platform of this bus", msg)
 
-    trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
+    key = pinned_key(platform)
+    trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids,
+                            (key.domain, key.selector.lower()))  # fmt: skip
     if trusted.fails:
         return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
 
-    dkim = signing.verify(raw, pinned_key(platform))
+    dkim = signing.verify(raw, key)
     if not dkim.ok:
         aligned = bus.policy == "aligned" and sender_address.rpartition("@")[2] in trusted.dkim_pass_domains
         if not aligned:

@@ -23,8 +23,21 @@ class TrustedVerdicts:
     dkim_pass_domains: tuple[str, ...]  # header.d of trusted dkim=pass results
 
 
-def read(header_values: list[str], trusted_ids: tuple[str, ...]) -> TrustedVerdicts:
-    """Only the trusted authserv-ids' spf/dkim/dmarc results; an unreadable trusted header fails."""
+def _header_prop(result: object, name: str) -> str:
+    for prop in getattr(result, "properties", ()):
+        if prop.type == "header" and prop.name == name and prop.value:
+            return str(prop.value).lower()
+    return ""
+
+
+def read(header_values: list[str], trusted_ids: tuple[str, ...],
+         pinned_signature: tuple[str, str] | None = None) -> TrustedVerdicts:  # fmt: skip
+    """Only the trusted authserv-ids' spf/dkim/dmarc results; an unreadable trusted header fails.
+
+    ``pinned_signature`` (d=, s=) names the agent signature agentmail checks itself against
+    the registry: an MTA that cannot find that key (it is pinned, not published) may call it
+    fail or permerror, which says nothing about the letter, so that one result is not a fail.
+    """
     fails: list[str] = []
     passes: list[str] = []
     trusted = {t.lower() for t in trusted_ids}
@@ -42,12 +55,11 @@ def read(header_values: list[str], trusted_ids: tuple[str, ...]) -> TrustedVerdi
             method, outcome = str(result.method).lower(), str(result.result).lower()
             if method not in ("spf", "dkim", "dmarc"):
                 continue
+            signature = (_header_prop(result, "d"), _header_prop(result, "s"))
             if outcome not in _KNOWN:
                 fails.append(f"{method}={outcome} (not a valid result)")
-            elif outcome in _FAIL:
+            elif outcome in _FAIL and not (method == "dkim" and signature == pinned_signature):
                 fails.append(f"{method}={outcome}")
-            elif method == "dkim" and outcome == "pass":
-                for prop in result.properties:
-                    if prop.type == "header" and prop.name == "d" and prop.value:
-                        passes.append(str(prop.value).lower())
+            elif method == "dkim" and outcome == "pass" and signature[0]:
+                passes.append(signature[0])
     return TrustedVerdicts(tuple(fails), tuple(passes))

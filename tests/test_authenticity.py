@@ -136,3 +136,16 @@ def test_too_many_relays_is_a_loop(registry: Registry, home: Path) -> None:
     raw = b"".join(b"Received: from hop%d by hop%d; Sun, 29 Nov 2026 10:00:00 +0000\r\n" % (i, i) for i in range(51))
     verdict = authenticity.judge(raw + sign_as(registry, home, "alpha", letter_bytes()), registry)
     assert verdict.reason == "loop"
+
+
+def test_a_trusted_mta_failing_only_our_pinned_signature_is_not_a_fail(registry: Registry, home: Path) -> None:
+    """The MTA cannot see a pinned key; its permerror for that one signature says nothing."""
+    entry = registry.platforms["alpha"]
+    signed = sign_as(registry, home, "alpha", letter_bytes())
+    header = (f"Authentication-Results: mail.bus.test; dkim=permerror (no key for signature) "
+              f"header.d={entry.dkim_domain} header.s={entry.selector}\r\n").encode()  # fmt: skip
+    assert authenticity.judge(header + signed, trusting(registry)).accepted
+    other = header.replace(f"header.s={entry.selector}".encode(), b"header.s=mail")
+    assert authenticity.judge(other + signed, trusting(registry)).reason == "verdict-fail"
+    dmarc = b"Authentication-Results: mail.bus.test; dmarc=fail header.from=bus.test\r\n"
+    assert authenticity.judge(dmarc + header + signed, trusting(registry)).reason == "verdict-fail"

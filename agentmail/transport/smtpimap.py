@@ -313,7 +313,7 @@ class SmtpImapTransport(Transport):
             return self._wait(checkpoint, timeout)
         except (IMAPClientError, OSError, socket.timeout) as exc:
             self._drop()
-            raise TransportError(f"IMAP {_where(self.imap)} failed while waiting: {exc.__class__.__name__}") from None
+            raise TransportError(f"IMAP {_where(self.imap)} failed while waiting: {exc.__class__.__name__}: {exc}") from None
 
     def _pending(self, checkpoint: str | None) -> bool:
         validity, uidnext = self._select()
