@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -17,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from . import cli, local, scale, smtpimap
-from .common import REPO, Settings, hermetic_environ, machine
+from .common import REPO, Settings, hermetic_environ, machine, remove_tree
 from .report import Figure, table, write_json
 
 Step = Callable[[Path, Settings], Figure | list[Figure]]
@@ -58,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
                 figures.extend(made if isinstance(made, list) else [made])
                 print(f" {time.perf_counter() - step_start:.1f} s", flush=True)
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        remove_tree(root)
     seconds = time.perf_counter() - started
     about["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print()

@@ -9,7 +9,8 @@ Everything is written by ``agentmail.spool.Spool.store``, in the spool's own for
 files are real signed letters of the right sender and type with the Message-ID, thread and
 In-Reply-To of the letter put in (so they read true; their signatures no longer verify, which
 nothing checks again once a letter is filed). fsync is switched off while building: a crash
-here only means building again, and the figure measures reading, not writing.
+here only means building again, and the figure measures reading, not writing. (Threads do
+not help: creating files in one folder is serialised by the filesystem.)
 """
 
 from __future__ import annotations
