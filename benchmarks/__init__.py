@@ -11,4 +11,6 @@ file or network work a letter needs), so the ratio says what agentmail itself co
 
 Helpers: common.py (settings, throw-away buses, process timing), bare.py (the baselines),
 waiting.py (an already-running waiter), letters.py (realistic signed letters in bulk).
+README.md has the reference run and why each missed target misses. integrations.py (MCP,
+watch) is a separate script: ``python benchmarks/integrations.py``.
 """
