@@ -1,4 +1,4 @@
-"""``python -m benchmarks [--quick] [--json-out FILE] [--only KEY...]``: run, print, write.
+"""``python -m benchmarks [--quick] [--json-out FILE] [--only STEP...]``: run, print, write.
 
 Prints one table (agentmail, baseline, ratio, target) and writes the same figures as JSON
 (default ``benchmarks/results.json``). Everything happens in one temp folder, removed at the
@@ -32,7 +32,8 @@ STEPS: dict[str, Step] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description="agentmail figures beside their baselines: one table, and JSON.")
     parser.add_argument("--quick", action="store_true", help="small sizes, under a minute (what the test runs)")
     parser.add_argument("--json-out", type=Path, default=REPO / "benchmarks" / "results.json", metavar="FILE")
     parser.add_argument("--only", nargs="+", choices=sorted(STEPS), metavar="STEP",
