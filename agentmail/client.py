@@ -105,11 +105,13 @@ class AgentMail:
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
-        from . import authenticity
-
         report = SyncReport()
         self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
+        if not transport.pending(self.spool.checkpoint(transport.name)):
+            return report  # nothing new: no lock, and none of the parsing and checking code loaded
+        from . import authenticity
+
         with self.spool.locked():
             self.spool.sweep_tmp()
             checkpoint = self.spool.checkpoint(transport.name)

@@ -10,12 +10,34 @@ extra copy of a signed header added above the original cannot slip through.
 from __future__ import annotations
 
 import base64
+import importlib
 import re
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-import dkim
-from nacl.signing import SigningKey
+
+def _dns_lookup(name: bytes, timeout: int = 5) -> Any:
+    """dkimpy's DNS lookup, loaded on first use: only a key marked ``lookup = "dns"`` needs it."""
+    global _real_get_txt
+    if _real_get_txt is None:
+        sys.modules.pop("dkim.dnsplug", None)
+        _real_get_txt = importlib.import_module("dkim.dnsplug").get_txt
+    return _real_get_txt(name, timeout=timeout)
+
+
+_real_get_txt: Callable[..., Any] | None = None
+# dkimpy imports dnspython eagerly (~60-90 ms of every signing or verifying process), though a
+# pinned key never touches DNS. A stand-in module defers that import until a lookup happens.
+if "dkim" not in sys.modules and "dkim.dnsplug" not in sys.modules:
+    _stub = types.ModuleType("dkim.dnsplug")
+    _stub.get_txt = _dns_lookup  # type: ignore[attr-defined]
+    sys.modules["dkim.dnsplug"] = _stub
+
+import dkim  # noqa: E402  (after the stand-in above)
+from nacl.signing import SigningKey  # noqa: E402
 
 from .wire import SIGNED_HEADERS, header_section
 
@@ -118,7 +140,7 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
             problems.append(f"the signature does not over-sign {', '.join(weak)}")
             continue
         try:
-            ok = checker.verify_sig(sig, include, sig_header, _dnsfunc(key) if key.public_key else dkim.dnsplug.get_txt)
+            ok = checker.verify_sig(sig, include, sig_header, _dnsfunc(key) if key.public_key else _dns_lookup)
         except dkim.DKIMException as exc:
             why = "the body changed after signing" if "body hash" in str(exc) else str(exc)[:120]
             problems.append(f"the signature does not verify ({why})")

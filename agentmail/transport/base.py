@@ -80,6 +80,10 @@ class Transport(ABC):
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
         """The checkpoint to store once ``committed`` is safely in the spool."""
 
+    def pending(self, checkpoint: str | None) -> bool:
+        """Is there anything after ``checkpoint``? A cheap look, so a no-op sync costs little."""
+        return True
+
     @abstractmethod
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
         """Block until something may have arrived after ``checkpoint``.

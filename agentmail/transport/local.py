@@ -50,8 +50,12 @@ class Mailbox:
 
     def __init__(self, maildir: Path) -> None:
         self.dir = maildir
+        self._ensured = False
 
     def ensure(self) -> None:
+        if self._ensured:
+            return
+        self._ensured = True
         for sub in ("tmp", "new", "cur"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         validity = self.dir / ".uidvalidity"
@@ -81,8 +85,9 @@ class Mailbox:
             value = int((self.dir / ".uidnext").read_text())
         except (FileNotFoundError, ValueError):
             value = 1
-        # The counter is a cache: a crash after a rename but before its update must not reuse a UID.
-        while self._find(value) is not None:
+        # The counter is a cache: a crash after a rename but before its update must not reuse a
+        # UID. Only the exact name is checked (a stat, not a listing of the whole history).
+        while (self.dir / "cur" / f"{value:012d}:2,").exists():
             value += 1
         return value
 
@@ -90,7 +95,7 @@ class Mailbox:
         exact = self.dir / "cur" / f"{uid:012d}:2,"
         if exact.exists():
             return exact
-        flagged = list((self.dir / "cur").glob(f"{uid:012d}:2,*"))  # a mail client marked it
+        flagged = list((self.dir / "cur").glob(f"{uid:012d}:2,*"))  # rare: a mail client flagged it
         return flagged[0] if flagged else None
 
     def assign(self) -> int:
@@ -190,6 +195,7 @@ class LocalTransport(Transport):
         return f"{validity}:{top}"
 
     def pending(self, checkpoint: str | None) -> bool:
+        self.mailbox.ensure()
         validity, last = _parse_checkpoint(checkpoint)
         if validity != self.mailbox.uidvalidity:
             return True

@@ -315,6 +315,13 @@ class SmtpImapTransport(Transport):
             self._drop()
             raise TransportError(f"IMAP {_where(self.imap)} failed while waiting: {exc.__class__.__name__}: {exc}") from None
 
+    def pending(self, checkpoint: str | None) -> bool:
+        try:
+            return self._pending(checkpoint)
+        except (IMAPClientError, OSError, socket.timeout) as exc:
+            self._drop()
+            raise TransportError(f"IMAP {_where(self.imap)} failed: {exc.__class__.__name__}: {exc}") from None
+
     def _pending(self, checkpoint: str | None) -> bool:
         validity, uidnext = self._select()
         seen_validity, last = self._parse(checkpoint)
