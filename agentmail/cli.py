@@ -433,11 +433,12 @@ def notes(ctx: Ctx, no_sync: bool) -> None:
 
 @main_group.command()
 @click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@click.option("--closed", is_flag=True, help="Include closed threads (reads the whole history).")
 @json_option
 @pass_ctx
-def status(ctx: Ctx, no_sync: bool) -> None:
+def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
     """Open threads, where each stands, and whose move it is."""
-    rows = ctx.client().status(sync=not no_sync)
+    rows = ctx.client().status(sync=not no_sync, closed=closed)
 
     def text() -> None:
         if not rows:

@@ -438,12 +438,13 @@ class AgentMail:
                     found.append(letter_from_meta(meta))
         return sorted(found, key=lambda letter: letter.id)
 
-    def status(self, *, sync: bool = True) -> list[dict[str, Any]]:
-        """Per open thread: where it stands in report → ack → fix-notice → verify-result → close."""
+    def status(self, *, sync: bool = True, closed: bool = False) -> list[dict[str, Any]]:
+        """Per open thread: where it stands in report → ack → fix-notice → verify-result → close.
+        ``closed`` adds the closed threads too (that walks the whole history)."""
         if sync:
             self.sync()
         rows = []
-        for thread in self.spool.threads():
+        for thread in self.spool.threads() if closed else self.spool.open_threads():
             ids = [i for i in self.spool.thread_ids(thread) if self.spool.locate(i) not in (None, "quarantine")]
             if not ids:
                 continue

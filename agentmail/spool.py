@@ -9,6 +9,7 @@
       index/raw/<h>        these exact bytes are filed as → id   (a refetch is no second entry)
       index/notes/<id>.json  undeliverable / failed notes on a sent letter
       threads/<thread>     the ids of one thread, one per line (a cache)
+      index/open/<thread>  threads not closed yet (a cache, rebuilt from threads/ when missing)
       checkpoint.json      where each transport's fetch stopped
 
 A letter is in exactly one state: the state is the folder that holds its .eml, and a state
@@ -54,7 +55,7 @@ class Spool:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._ensured = False
-        self._pending: dict[str, tuple[str, str]] = {}  # deferred id -> (state, thread)
+        self._pending: dict[str, tuple[str, str, str]] = {}  # deferred id -> (state, thread, type)
 
     # --- layout ----------------------------------------------------------------------------
 
@@ -118,12 +119,23 @@ class Spool:
         except FileNotFoundError:
             return None
 
-    def _thread_add(self, thread: str, letter_id: str) -> None:
+    def _thread_add(self, thread: str, letter_id: str, kind: str) -> None:
         fd = os.open(self.root / "threads" / thread, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             os.write(fd, f"{letter_id}\n".encode())
         finally:
             os.close(fd)
+        self._mark_open(thread, kind)
+
+    def _mark_open(self, thread: str, kind: str) -> None:
+        """Keep ``index/open`` (threads not closed) current, so ``status`` costs what is open."""
+        folder = self.root / "index" / "open"
+        if not folder.is_dir() or kind == "note":
+            return  # not built yet: open_threads() builds it from the thread files
+        if kind == "close":
+            (folder / thread).unlink(missing_ok=True)
+        else:
+            os.close(os.open(folder / thread, os.O_WRONLY | os.O_CREAT, 0o600))
 
     def store(self, state: str, letter: Letter, raw: bytes, *, extra: dict[str, Any] | None = None,
               index: bool = True, defer: bool = False) -> Letter:  # fmt: skip
@@ -142,10 +154,10 @@ class Spool:
         self._write_meta(letter, extra or {})
         tmp = self._write_tmp(letter_id, raw, durable=not defer)
         if defer:
-            self._pending[letter_id] = (state, letter.thread)
+            self._pending[letter_id] = (state, letter.thread, letter.type)
             return letter
         if state != "quarantine":
-            self._thread_add(letter.thread, letter_id)  # before the letter: views skip missing ids
+            self._thread_add(letter.thread, letter_id, letter.type)  # before the letter: views skip missing ids
         os.rename(tmp, self.path(state, letter_id))
         fsync_dir(self.root / state)
         return letter
@@ -165,12 +177,12 @@ class Spool:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-        for letter_id, (state, thread) in pending.items():
+        for letter_id, (state, thread, kind) in pending.items():
             if state != "quarantine":
-                self._thread_add(thread, letter_id)  # before the letter: views skip missing ids
-        for letter_id, (state, _thread) in pending.items():
+                self._thread_add(thread, letter_id, kind)  # before the letter: views skip missing ids
+        for letter_id, (state, _thread, _kind) in pending.items():
             os.rename(tmp_dir / f"{letter_id}.eml", self.path(state, letter_id))
-        for state in {state for state, _ in pending.values()}:
+        for state in {state for state, _, _ in pending.values()}:
             fsync_dir(self.root / state)
 
     def discard(self) -> None:
@@ -317,6 +329,29 @@ class Spool:
         except FileNotFoundError:
             return []
         return list(dict.fromkeys(lines))
+
+    def open_threads(self) -> list[str]:
+        """Threads whose last letter is not a close (and not notes), from ``index/open``."""
+        folder = self.root / "index" / "open"
+        if not folder.is_dir():
+            self._build_open(folder)
+        return sorted(os.listdir(folder))
+
+    def _build_open(self, folder: Path) -> None:
+        """One pass over the history, the first time (or after the cache was deleted)."""
+        building = folder.with_name(f".open.{os.getpid()}")
+        building.mkdir(parents=True, exist_ok=True)
+        for thread in self.threads():
+            ids = [i for i in self.thread_ids(thread) if self.locate(i)]
+            kinds = {self.meta(i).get("type") for i in ids[-1:]}
+            if ids and not kinds & {"close", "note"}:
+                os.close(os.open(building / thread, os.O_WRONLY | os.O_CREAT, 0o600))
+        try:
+            os.rename(building, folder)
+        except OSError:  # another process built it first
+            for name in os.listdir(building):
+                os.unlink(building / name)
+            building.rmdir()
 
     def threads(self) -> list[str]:
         try:

@@ -34,8 +34,23 @@ def test_report_ack_fix_verify_close(alpha: AgentMail, beta: AgentMail) -> None:
     beta.reply(verify_in, "Closing.", type="close")
     types = [letter.type for letter in alpha.thread(report.thread)]
     assert types == ["report", "ack", "fix-notice", "verify-result", "close"]
-    (row,) = alpha.status()
+    assert alpha.status() == []  # status lists what is open
+    (row,) = alpha.status(closed=True)
     assert (row["state"], row["whose_move"]) == ("closed", "nobody")
+
+
+def test_status_follows_open_threads_and_rebuilds_its_cache(alpha: AgentMail, beta: AgentMail) -> None:
+    import shutil
+
+    first = alpha.send("beta", "One", OPENER)
+    second = alpha.send("beta", "Two", OPENER)
+    assert [r["thread"] for r in beta.status()] == sorted([first.thread, second.thread])
+    got = {x.thread: x for x in beta.inbox(sync=False)}
+    beta.reply(got[first.thread], "Not ours; closing.", type="close")
+    assert [(r["thread"], r["whose_move"]) for r in beta.status()] == [(second.thread, "me")]
+    assert [(r["thread"], r["whose_move"]) for r in alpha.status()] == [(second.thread, "beta")]
+    shutil.rmtree(beta.spool.root / "index" / "open")  # a cache: rebuilt from the thread files
+    assert [r["thread"] for r in beta.status()] == [second.thread]
 
 
 def test_reply_threads_with_in_reply_to_references_and_one_re(alpha: AgentMail, beta: AgentMail) -> None:

@@ -55,17 +55,21 @@ class Mailbox:
     def ensure(self) -> None:
         if self._ensured:
             return
-        self._ensured = True
         for sub in ("tmp", "new", "cur"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
         validity = self.dir / ".uidvalidity"
         if not validity.exists():
+            # Written aside, then linked into place: a reader never sees it empty, and of two
+            # processes racing here exactly one value wins.
+            aside = self.dir / f".uidvalidity.{os.getpid()}"
+            aside.write_text(str(int(time.time())))
             try:
-                fd = os.open(validity, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                os.link(aside, validity)
             except FileExistsError:
-                return
-            os.write(fd, str(int(time.time())).encode())
-            os.close(fd)
+                pass
+            finally:
+                aside.unlink()
+        self._ensured = True
 
     @property
     def uidvalidity(self) -> str:
