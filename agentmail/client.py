@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from datetime import datetime, timezone
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -335,13 +336,16 @@ class AgentMail:
     def _compose(self, to_address: str, to_name: str, kind: str, thread: str, subject: str, body: str, *,
                  severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
                  references: tuple[str, ...] = (), to_agent: str | None = None, depth: int = 0) -> tuple[Letter, bytes]:  # fmt: skip
+        from email.utils import format_datetime
+
         from . import signing, wire
 
+        now = datetime.now(timezone.utc)
         outline = wire.Outline(
             sender_address=self.platform.address, sender_name=self.platform.display_name,
             to_address=to_address, type=kind, thread=thread, subject=subject, body=body,
             severity=severity, ref=ref, in_reply_to=in_reply_to, references=references,
-            to_agent=to_agent, message_id=wire.new_message_id(self.platform.name, self.platform.domain),
+            to_agent=to_agent, message_id=wire.new_message_id(self.platform.name, self.platform.domain), date=now,
         )  # fmt: skip
         try:
             unsigned = wire.render(outline)
@@ -352,8 +356,13 @@ class AgentMail:
             raw = signing.sign(unsigned, self.platform.dkim_domain or self.platform.domain, self.platform.selector, key)
         except Exception as exc:  # dkimpy raises its own types for a bad key
             raise ConfigError(f"cannot sign with the key of {self.platform.name}: {exc.__class__.__name__}") from None
-        letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
-        return replace(letter, id=new_id(), sender=self.platform.name, to=to_name, extra={"depth": depth}), raw
+        letter = Letter(
+            message_id=outline.message_id, sender=self.platform.name, sender_address=outline.sender_address,
+            sender_name=outline.sender_name or None, to=to_name, to_address=to_address, type=kind, thread=thread,
+            subject=subject, body=body.strip(), date=format_datetime(now), severity=severity, ref=ref,
+            in_reply_to=in_reply_to, references=references, to_agent=to_agent, id=new_id(), extra={"depth": depth},
+        )  # what render() wrote, without parsing it back  # fmt: skip
+        return letter, raw
 
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
@@ -471,6 +480,8 @@ class AgentMail:
         """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
 
         Raises Timeout. A matching letter already unread returns at once ("spool")."""
+        from . import authenticity  # noqa: F401  (loaded before blocking, not after the letter lands)
+
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:
