@@ -18,7 +18,7 @@ from .credentials import write_private_key
 from .errors import BadInput, ConfigError
 from .home import write_atomic
 from .model import check_name
-from .registry import DOMAIN_RE, TLS_MODES, Platform, Registry, load, parse_bus
+from .registry import DOMAIN_RE, TLS_MODES, Platform, Registry, is_loopback, load, parse_bus
 
 
 def _selector() -> str:
@@ -120,17 +120,6 @@ def _host_port(value: str | None, what: str) -> tuple[str, int]:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise BadInput(f"--{what} must be HOST:PORT, not {value!r}")
     return host, int(port)
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def endpoints(smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file: str | None,

@@ -275,8 +275,8 @@ def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None) -> None:
 def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
     """One letter, in full."""
     if raw:
-        sys.stdout.write(clean(ctx.client().raw(letter_id).decode("utf-8", "replace")).replace("\r", "") if sys.stdout.isatty()
-                         else ctx.client().raw(letter_id).decode("utf-8", "replace"))  # fmt: skip
+        data = ctx.client().raw(letter_id).decode("utf-8", "replace")
+        sys.stdout.write(clean(data) if sys.stdout.isatty() else data)  # a terminal gets no escapes
         return
     letter = ctx.client().show(letter_id)
     emit(ctx, letter.to_json(), lambda: click.echo(full(letter)))

@@ -217,6 +217,18 @@ def load(root: Path) -> Registry:
     return registry
 
 
+def is_loopback(host: str) -> bool:
+    """Plaintext is allowed only to these: the traffic never leaves the machine."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def registry_dir(explicit: str | None, home: Path) -> Path:
     """``--registry``, else AGENTMAIL_REGISTRY, else ``$AGENTMAIL_HOME/registry``."""
     chosen = explicit or os.environ.get("AGENTMAIL_REGISTRY")

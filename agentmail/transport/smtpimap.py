@@ -26,7 +26,7 @@ from imapclient.exceptions import IMAPClientError, LoginError
 
 from ..credentials import Login, mailbox_login
 from ..errors import ConfigError, TransportError
-from ..registry import Endpoint, Registry
+from ..registry import Endpoint, Registry, is_loopback
 from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 BATCH = 200
@@ -43,17 +43,6 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from None
     return context
-
-
-def _is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _where(endpoint: Endpoint) -> str:
@@ -116,7 +105,7 @@ class SmtpImapTransport(Transport):
     def __init__(self, smtp: Endpoint, imap: Endpoint, login: Login, *, ca_file: str | None = None,
                  sent_folder: str | None = None, poll_interval: float | None = None) -> None:  # fmt: skip
         for endpoint in (smtp, imap):
-            if endpoint.tls == "none" and not _is_loopback(endpoint.host):
+            if endpoint.tls == "none" and not is_loopback(endpoint.host):
                 raise ConfigError(f"plaintext to {_where(endpoint)} is refused: tls = none is only for loopback")
         self.smtp, self.imap, self.login = smtp, imap, login
         self.context = tls_context(ca_file)
