@@ -54,6 +54,12 @@ class Ctx:
             self._client = AgentMail.from_env(self.platform, agent=self.agent, registry=self.registry_root())
         return self._client
 
+    def close(self) -> None:
+        """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
 
 def json_option(func: F) -> F:
     """``--json``, ``--as`` and ``--agent`` are accepted before or after the command name."""
@@ -131,6 +137,7 @@ def full(letter: Letter) -> str:
 def main_group(ctx: click.Context, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
     """agentmail: defect reports between coding agents, over real email."""
     ctx.obj = Ctx(platform, agent, registry, as_json)
+    ctx.call_on_close(ctx.obj.close)
 
 
 pass_ctx = click.make_pass_decorator(Ctx)

@@ -51,8 +51,8 @@ def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str
     from .transport import open_transport
 
     try:
-        transport = open_transport(reg, me.platform, home)
-        checks.extend(Check(n, ok, d) for n, ok, d in transport.doctor())  # type: ignore[attr-defined]
+        with open_transport(reg, me.platform, home) as transport:
+            checks.extend(Check(n, ok, d) for n, ok, d in transport.doctor())  # type: ignore[attr-defined]
     except AgentmailError as exc:
         checks.append(Check("transport", False, str(exc)))
     return checks

@@ -232,3 +232,18 @@ def test_credentials_files_must_be_owner_only(home: Path, servers: MailServers) 
     os.chmod(home / "secrets" / "alpha.env", 0o640)
     with pytest.raises(ConfigError, match="alpha.env is readable by others"):
         AgentMail(reg, Identity("alpha"), home).sync()
+
+
+def test_one_smtp_session_serves_many_sends_and_survives_a_server_restart(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:
+    alpha, beta = pair
+    servers.store.reset_counts()
+    for i in range(3):
+        assert alpha.send("beta", f"Reuse {i}", OPENER).state == "sent"
+    assert servers.store.counts["smtp.auth"] == 1  # one login for three letters
+    servers.stop_smtp()
+    servers.start_smtp()  # the old session is gone; the next send notices and logs in again
+    assert alpha.send("beta", "After restart", OPENER).state == "sent"
+    assert servers.store.counts["smtp.auth"] == 2
+    assert len(beta.inbox()) == 4

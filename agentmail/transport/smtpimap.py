@@ -17,8 +17,9 @@ import selectors
 import socket
 import ssl
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from pathlib import Path
+from typing import Any, TypeVar
 
 import aiosmtplib
 import imapclient
@@ -29,6 +30,7 @@ from ..errors import ConfigError, TransportError
 from ..registry import Endpoint, Registry, is_loopback
 from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
 
+T = TypeVar("T")
 BATCH = 200
 TIMEOUT = 30.0
 IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
@@ -112,6 +114,8 @@ class SmtpImapTransport(Transport):
         self.sent_folder = sent_folder
         self.poll_interval = poll_interval
         self._client: imapclient.IMAPClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._smtp_session: aiosmtplib.SMTP | None = None
         self._uidvalidity: str = ""
 
     @classmethod
@@ -127,7 +131,7 @@ class SmtpImapTransport(Transport):
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         if not messages:
             return []
-        results = asyncio.run(self._submit(messages, on_result or (lambda _result: None)))
+        results = self._run(self._submit(messages, on_result or (lambda _result: None)))
         if self.sent_folder:
             self._copy_to_sent([m.raw for m, r in zip(messages, results, strict=True) if r.status == "sent"])
         return results
@@ -139,6 +143,28 @@ class SmtpImapTransport(Transport):
             timeout=TIMEOUT, local_hostname="agentmail.localhost",
         )  # fmt: skip
 
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run on this transport's own event loop, which outlives a call so a session can too."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coroutine)
+
+    async def _session(self) -> aiosmtplib.SMTP:
+        """The authenticated session, reused while the server keeps it open (a NOOP tells)."""
+        client = self._smtp_session
+        if client is not None and client.is_connected:
+            try:
+                await client.noop()
+                return client
+            except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError):
+                client.close()
+        self._smtp_session = None
+        client = self._smtp_client()
+        await client.connect()
+        await client.login(self.login.username, self.login.password)
+        self._smtp_session = client
+        return client
+
     async def _submit(self, messages: Sequence[Outgoing], on_result: OnResult) -> list[SubmitResult]:
         results: list[SubmitResult] = []
 
@@ -146,10 +172,8 @@ class SmtpImapTransport(Transport):
             results.append(result)
             on_result(result)
 
-        client = self._smtp_client()
         try:
-            await client.connect()
-            await client.login(self.login.username, self.login.password)
+            client = await self._session()
         except aiosmtplib.SMTPAuthenticationError as exc:
             raise ConfigError(f"{_where(self.smtp)} refused the login of {self.login.username} ({exc.code})") from None
         except Exception as exc:
@@ -160,30 +184,26 @@ class SmtpImapTransport(Transport):
             for m in messages:
                 record(SubmitResult(m.key, "queued", why))
             return results
-        try:
-            for index, item in enumerate(messages):
-                try:
-                    refused, _response = await client.sendmail(item.envelope.mail_from, list(item.envelope.rcpt_to), item.raw)
-                except aiosmtplib.SMTPRecipientsRefused as exc:
-                    record(self._refused_all(item, [(r.recipient, r.code, r.message) for r in exc.recipients]))
-                    await self._reset(client)
-                except aiosmtplib.SMTPResponseException as exc:
-                    status = "failed" if 500 <= exc.code < 600 else "queued"
-                    record(SubmitResult(item.key, status, f"{exc.code} {exc.message}"))
-                    await self._reset(client)
-                except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
-                    why = f"the connection to {_where(self.smtp)} broke: {exc.__class__.__name__}"
-                    for m in messages[index:]:
-                        record(SubmitResult(m.key, "queued", why))
-                    return results
-                else:
-                    partial = tuple((addr, f"{code} {msg}") for addr, (code, msg) in refused.items())
-                    record(SubmitResult(item.key, "sent", "250 accepted", partial))
-        finally:
+        for index, item in enumerate(messages):
             try:
-                await client.quit()
-            except Exception:
+                refused, _response = await client.sendmail(item.envelope.mail_from, list(item.envelope.rcpt_to), item.raw)
+            except aiosmtplib.SMTPRecipientsRefused as exc:
+                record(self._refused_all(item, [(r.recipient, r.code, r.message) for r in exc.recipients]))
+                await self._reset(client)
+            except aiosmtplib.SMTPResponseException as exc:
+                status = "failed" if 500 <= exc.code < 600 else "queued"
+                record(SubmitResult(item.key, status, f"{exc.code} {exc.message}"))
+                await self._reset(client)
+            except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
                 client.close()
+                self._smtp_session = None
+                why = f"the connection to {_where(self.smtp)} broke: {exc.__class__.__name__}"
+                for m in messages[index:]:
+                    record(SubmitResult(m.key, "queued", why))
+                return results
+            else:
+                partial = tuple((addr, f"{code} {msg}") for addr, (code, msg) in refused.items())
+                record(SubmitResult(item.key, "sent", "250 accepted", partial))
         return results
 
     @staticmethod
@@ -352,6 +372,15 @@ class SmtpImapTransport(Transport):
                 pass
 
     def close(self) -> None:
+        session, self._smtp_session = self._smtp_session, None
+        if session is not None and self._loop is not None:
+            try:
+                self._loop.run_until_complete(session.quit())
+            except Exception:
+                session.close()
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
         client, self._client = self._client, None
         if client is not None:
             try:
