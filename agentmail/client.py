@@ -454,10 +454,10 @@ class AgentMail:
             self.sync()
         rows = []
         for thread in self.spool.threads() if closed else self.spool.open_threads():
-            ids = [i for i in self.spool.thread_ids(thread) if self.spool.locate(i) not in (None, "quarantine")]
-            if not ids:
+            ids = self.spool.thread_ids(thread)
+            first, last = self._filed(ids), self._filed(reversed(ids))
+            if first is None or last is None:
                 continue
-            first, last = self.spool.meta(ids[0]), self.spool.meta(ids[-1])
             if last.get("type") == "note" or first.get("type") == "note":
                 continue
             mine = last.get("from") == self.me.platform
@@ -475,6 +475,14 @@ class AgentMail:
                     self.spool.annotations(i).get("undeliverable") for i in ids),
             })  # fmt: skip
         return rows
+
+    def _filed(self, ids: Iterable[str]) -> dict[str, Any] | None:
+        """The meta of the first id in ``ids`` that is filed (a crash can leave a listed id absent)."""
+        for letter_id in ids:
+            state = self.spool.locate(letter_id)
+            if state not in (None, "quarantine"):
+                return self.spool.meta(letter_id, state)
+        return None
 
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
         """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
