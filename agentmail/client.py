@@ -143,7 +143,7 @@ class AgentMail:
             else:
                 self._quarantine(verdict, placeholder, report)
             return
-        if self.spool.has_bytes(item.raw):
+        if self._filed_already(item.raw):
             report.duplicates += 1  # the same bytes are filed already: no need to judge them again
             return
         verdict = authenticity.judge(item.raw, self.registry)
@@ -177,6 +177,15 @@ class AgentMail:
                     return
                 depth = int(parent.get("depth", 0)) + 1
         report.accepted.append(self.spool.store("unread", letter, item.raw, extra={"depth": depth}, defer=True))
+
+    def _filed_already(self, raw: bytes) -> bool:
+        from . import wire
+
+        quick = wire.quick_identity(raw)
+        platform = self.registry.by_address(quick[0]) if quick else None
+        if quick and platform:
+            return self.spool.has_bytes(raw, platform.name, quick[1])
+        return self.spool.has_bytes(raw)
 
     def _quarantine(self, verdict: Any, raw: bytes, report: SyncReport) -> None:
         summary = verdict.summary or {}

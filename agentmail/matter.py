@@ -63,12 +63,15 @@ class AgentmailHandler(BaseHandler):
 _HANDLER = AgentmailHandler()
 
 
+_Loader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)  # libyaml when the wheel has it
+
+
 def _load_strict(fm: str) -> dict[str, str]:
+    """One pass over the YAML events: a single flat mapping of plain scalars, nothing else."""
     if len(fm.encode()) > MAX_BLOCK:
         raise MatterError(f"the agentmail block is larger than {MAX_BLOCK} bytes")
     try:
-        events = list(yaml.parse(fm, Loader=yaml.BaseLoader))
-        root = yaml.compose(fm, Loader=yaml.BaseLoader)
+        events = list(yaml.parse(fm, Loader=_Loader))
     except yaml.YAMLError as exc:
         raise MatterError(f"the agentmail block is not valid YAML ({exc.__class__.__name__})") from exc
     for event in events:
@@ -77,18 +80,21 @@ def _load_strict(fm: str) -> dict[str, str]:
         tag = getattr(event, "tag", None)  # set only when the text spells a tag out
         if tag is not None:
             raise MatterError(f"YAML tags are not allowed in the agentmail block ({tag})")
-    if not isinstance(root, yaml.MappingNode):
+    body = [e for e in events if not isinstance(e, yaml.StreamStartEvent | yaml.StreamEndEvent |
+                                                  yaml.DocumentStartEvent | yaml.DocumentEndEvent)]  # fmt: skip
+    if len(body) < 2 or not isinstance(body[0], yaml.MappingStartEvent) or not isinstance(body[-1], yaml.MappingEndEvent):
         raise MatterError("the agentmail block must be 'key: value' lines")
+    pairs = [e for e in body[1:-1] if isinstance(e, yaml.ScalarEvent)]
+    if len(events) - len(body) > 4 or len(pairs) != len(body) - 2:
+        raise MatterError("the agentmail block must hold plain 'key: value' lines")
     data: dict[str, str] = {}
-    for key_node, value_node in root.value:
-        if not isinstance(key_node, yaml.ScalarNode) or not isinstance(value_node, yaml.ScalarNode):
-            raise MatterError("the agentmail block must hold plain 'key: value' lines")
-        key = str(key_node.value)
+    for key_event, value_event in zip(pairs[0::2], pairs[1::2], strict=True):
+        key = str(key_event.value)
         if key not in KEYS:
             raise MatterError(f"unknown key {key!r} in the agentmail block")
         if key in data:
             raise MatterError(f"duplicate key {key!r} in the agentmail block")
-        data[key] = str(value_node.value)
+        data[key] = str(value_event.value)
     return data
 
 

@@ -150,7 +150,8 @@ class Spool:
         letter = replace(letter, id=letter_id, state=state)
         if index:
             self._index_put("msgid", _key(letter.sender, letter.message_id), letter_id)
-        self._index_put("raw", _raw_key(raw), letter_id)
+        else:
+            self._index_put("raw", _raw_key(raw), letter_id)  # no Message-ID to go by
         self._write_meta(letter, extra or {})
         tmp = self._write_tmp(letter_id, raw, durable=not defer)
         if defer:
@@ -227,8 +228,16 @@ class Spool:
         found = self._index_get("msgid", _key(sender, message_id))
         return found if found and self.locate(found) else None
 
-    def has_bytes(self, raw: bytes) -> bool:
-        """Are these exact bytes already filed (a refetch after a crash, a second delivery)?"""
+    def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
+        """Are these exact bytes already filed (a refetch after a crash, a second delivery)?
+        Found by (sender, Message-ID) when given, else by their hash (quarantined letters)."""
+        if sender and message_id:
+            existing = self.known(sender, message_id)
+            if existing:
+                try:
+                    return self.raw(existing) == raw
+                except (NotFound, OSError):
+                    return False
         existing = self._index_get("raw", _raw_key(raw))
         return bool(existing and self.locate(existing))
 

@@ -158,6 +158,20 @@ def header_section(raw: bytes) -> bytes:
     return raw if end < 0 else raw[:end]
 
 
+_QUICK_FROM = re.compile(rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+_QUICK_ID = re.compile(rb"^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+
+
+def quick_identity(raw: bytes) -> tuple[str, str] | None:
+    """(From address, Message-ID) read straight off simple headers, or None when anything is
+    unusual. Only for recognising a copy of a letter already filed; never for judging one."""
+    head = header_section(raw)
+    froms, ids = _QUICK_FROM.findall(head), _QUICK_ID.findall(head)
+    if len(froms) != 1 or len(ids) != 1 or len(re.findall(rb"^From:", head, re.IGNORECASE | re.MULTILINE)) != 1:
+        return None
+    return froms[0].decode().lower(), ids[0].decode()
+
+
 def parse_message(raw: bytes, max_size: int) -> Message:
     """Parse the envelope-level structure, enforcing the limits of DESIGN §5.1."""
     if len(raw) > max_size:
