@@ -48,3 +48,16 @@ Reproduction: `curl -s https://beta.example/quota?id=7` returns status 500 with 
 "KeyError: 'plan'" since version 2.4.1 (2026-11-28). Expected 200 per the documented contract.
 Blast radius: all invoices for users on the free plan. Please fix or tell us the new contract.
 """
+
+
+def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[tuple[str, bytes]]:
+    """``n`` rendered, DKIM-signed letters (Message-ID, raw), each opening its own thread."""
+    from agentmail.model import new_thread_id
+
+    recipient = sender.registry.get(to)
+    letters = []
+    for i in range(n):
+        letter, raw = sender._compose(recipient.address, recipient.name, "question", new_thread_id(),
+                                      f"{label} letter {i}", f"letter {i} of {n}\n")  # fmt: skip
+        letters.append((letter.message_id, raw))
+    return letters

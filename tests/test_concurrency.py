@@ -19,10 +19,11 @@ from pathlib import Path
 
 from agentmail.client import AgentMail
 from agentmail.identity import Identity
-from agentmail.model import new_thread_id
 from agentmail.registry import Registry
 from agentmail.spool import STATES
 from agentmail.transport.local import deliver
+
+from .conftest import make_signed_letters
 
 WORKER = Path(__file__).parent / "helpers" / "consume_worker.py"
 NOTE_BODY = "Handover: the quota fix is on branch fix-quota; CI is green; please verify and close.\n"
@@ -84,14 +85,7 @@ class Workers:
 
 
 def signed_letters(sender: AgentMail, to: str, n: int) -> list[tuple[str, bytes]]:
-    """``n`` rendered, DKIM-signed letters (Message-ID, raw), each opening its own thread."""
-    recipient = sender.registry.get(to)
-    letters = []
-    for i in range(n):
-        letter, raw = sender._compose(recipient.address, recipient.name, "question", new_thread_id(),
-                                      f"concurrency letter {i}", f"letter {i} of {n}\n")  # fmt: skip
-        letters.append((letter.message_id, raw))
-    return letters
+    return make_signed_letters(sender, to, n, "concurrency")
 
 
 def message_ids(folder: Path) -> list[str]:

@@ -36,6 +36,8 @@ from agentmail.registry import Registry, load
 from agentmail.spool import STATES
 from agentmail.transport.local import Mailbox, deliver
 
+from .conftest import make_signed_letters
+
 OPENER = """\
 I am the agent of alpha (billing); we call beta's /quota endpoint for every invoice.
 Reproduction: `curl -s https://beta.example/quota?id=7` returns status 500 with the output
@@ -128,14 +130,7 @@ class Zygote:
 
 
 def signed_letters(sender: AgentMail, to: str, n: int) -> list[tuple[str, bytes]]:
-    """``n`` rendered, DKIM-signed letters (Message-ID, raw), each opening its own thread."""
-    recipient = sender.registry.get(to)
-    letters = []
-    for i in range(n):
-        letter, raw = sender._compose(recipient.address, recipient.name, "question", new_thread_id(),
-                                      f"crash letter {i}", f"letter {i} of {n}\n")  # fmt: skip
-        letters.append((letter.message_id, raw))
-    return letters
+    return make_signed_letters(sender, to, n, "crash")
 
 
 def message_id(path: Path) -> str:
