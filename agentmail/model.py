@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 import secrets
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -66,6 +68,25 @@ def check_thread(value: str) -> str:
     if not THREAD_RE.fullmatch(value or ""):
         raise BadInput(f"thread id {value!r} must match thr-<6-26 lowercase letters/digits>")
     return value
+
+
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_last_ulid = (0, 0)
+_ulid_lock = threading.Lock()
+
+
+def new_ulid() -> str:
+    """A ULID (48-bit milliseconds + 80 random bits, Crockford base32, lowercase): ids sort by
+    creation. Within one millisecond the random part counts up, so they still sort in order
+    (monotonic ULIDs). Ten lines instead of a dependency whose import costs ~15 ms."""
+    global _last_ulid
+    now = time.time_ns() // 1_000_000
+    with _ulid_lock:
+        rand = _last_ulid[1] + 1 if now <= _last_ulid[0] else secrets.randbits(80)
+        now = max(now, _last_ulid[0])  # a clock step back never makes a smaller id
+        _last_ulid = (now, rand)
+    value = (now << 80) | (rand & ((1 << 80) - 1))
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def new_thread_id() -> str:

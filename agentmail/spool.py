@@ -32,15 +32,13 @@ from typing import Any
 
 from .errors import NotFound
 from .home import fsync_dir, sync_filesystem, write_atomic
-from .model import Letter
+from .model import Letter, new_ulid
 
 STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
 
 
 def new_id() -> str:
-    from ulid import ULID
-
-    return str(ULID()).lower()
+    return new_ulid()
 
 
 def _key(*parts: str) -> str:

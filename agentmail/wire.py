@@ -34,6 +34,7 @@ from .model import (
     check_severity,
     check_thread,
     check_type,
+    new_ulid,
 )
 
 MAX_HEADER_BYTES = 65_536
@@ -58,9 +59,7 @@ class Malformed(ValueError):
 
 def new_message_id(platform: str, domain: str) -> str:
     """``<ULID.platform@domain>``: sortable, unique, generated here and never from input."""
-    from ulid import ULID
-
-    return f"<{str(ULID()).lower()}.{platform}@{domain}>"
+    return f"<{new_ulid()}.{platform}@{domain}>"
 
 
 def tagged_address(address: str, thread: str) -> str:
