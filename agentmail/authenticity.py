@@ -66,15 +66,15 @@ def _bounced_message_id(msg: Message) -> str | None:
 
 def _automated(msg: Message) -> Verdict | None:
     ctype = msg.get_content_type()
-    sender = str(msg.get("From", ""))
-    if ctype == "multipart/report" or (_AUTOMATED_SENDERS.search(_plain(sender)) and msg.is_multipart()):
+    from_mail_system = bool(_AUTOMATED_SENDERS.search(_plain(str(msg.get("From", "")))))
+    if ctype == "multipart/report" or (from_mail_system and msg.is_multipart()):
         report = str(msg.get_param("report-type", "") or "").lower()
-        if report in ("delivery-status", "") or ctype != "multipart/report":
+        if ctype != "multipart/report" or report in ("delivery-status", ""):
             original = _bounced_message_id(msg)
             if original:
                 return Verdict("bounce", bounced_message_id=original, detail=_dsn_reason(msg))
         return _quarantine("automated", f"a {ctype} report ({report or 'no type'}), not a letter", msg)
-    if _AUTOMATED_SENDERS.search(_plain(sender)):
+    if from_mail_system:
         return _quarantine("automated", "sent by a mail system, not an agent", msg)
     auto = str(msg.get("Auto-Submitted", "no")).strip().lower().split(";")[0].strip()
     if auto not in ("no", "auto-generated"):

@@ -119,7 +119,7 @@ class AgentMail:
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 try:
                     for item in batch:
-                        self._file(item, authenticity, report)
+                        self._file(item, report)
                 except BaseException:
                     self.spool.discard()
                     raise
@@ -131,7 +131,9 @@ class AgentMail:
                 self.spool.set_checkpoint(transport.name, settled)
         return report
 
-    def _file(self, item: Incoming, authenticity: Any, report: SyncReport) -> None:
+    def _file(self, item: Incoming, report: SyncReport) -> None:
+        from . import authenticity  # already loaded by sync(); a dictionary lookup here
+
         if item.raw is None:
             limit = self.registry.bus.max_size
             verdict = authenticity.Verdict("quarantine", reason="too-large",
@@ -148,7 +150,7 @@ class AgentMail:
             return
         verdict = authenticity.judge(item.raw, self.registry)
         if verdict.route == "bounce":
-            sent_id = self.spool.known(self.me.platform, verdict.bounced_message_id)
+            sent_id = self.spool.known(self.me.platform, verdict.bounced_message_id or "")
             if sent_id:
                 self.spool.annotate(sent_id, undeliverable="true", undeliverable_reason=verdict.detail or "")
                 report.bounces += 1
@@ -158,7 +160,8 @@ class AgentMail:
         if verdict.route == "quarantine":
             self._quarantine(verdict, item.raw, report)
             return
-        letter: Letter = verdict.letter
+        letter = verdict.letter
+        assert letter is not None  # an accepted verdict always carries its letter
         if letter.type == "note" and letter.to_agent and letter.to_agent != self.me.agent:
             report.skipped += 1  # a sibling's note: not ours to read or to mark
             return
@@ -187,7 +190,7 @@ class AgentMail:
             return self.spool.has_bytes(raw, platform.name, quick[1])
         return self.spool.has_bytes(raw)
 
-    def _quarantine(self, verdict: Any, raw: bytes, report: SyncReport) -> None:
+    def _quarantine(self, verdict: Verdict, raw: bytes, report: SyncReport) -> None:
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
             message_id=summary.get("message_id", ""), sender="", sender_address=summary.get("from", ""),
@@ -478,7 +481,7 @@ class AgentMail:
             else:
                 move = other if mine else "me"
             rows.append({
-                "thread": thread, "subject": wire_subject(first), "state": _lifecycle(last.get("type", "")),
+                "thread": thread, "subject": str(first.get("subject") or ""), "state": _lifecycle(last.get("type", "")),
                 "last_type": last.get("type"), "whose_move": move, "letters": len(ids),
                 "with": other, "last_id": last["id"], "undeliverable": any(
                     self.spool.annotations(i).get("undeliverable") for i in ids),
@@ -513,14 +516,6 @@ class AgentMail:
             if woke is None:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
-
-    def letters_json(self, letters: Iterable[Letter]) -> list[dict[str, Any]]:
-        return [letter.to_json() for letter in letters]
-
-
-def wire_subject(meta: dict[str, Any]) -> str:
-    return str(meta.get("subject") or "")
-
 
 def _lifecycle(kind: str) -> str:
     return {"report": "reported", "question": "asked", "ack": "acknowledged", "fix-notice": "fix announced",

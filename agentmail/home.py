@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
+from typing import Any
 
 
 def agentmail_home() -> Path:
@@ -19,15 +21,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def sync_filesystem(path: Path) -> None:
-    """Flush every dirty file of the filesystem holding ``path`` (Linux syncfs; else sync)."""
+@functools.cache
+def libc() -> Any:
+    """The C library, loaded once (syncfs here, inotify in the local transport)."""
     import ctypes
     import ctypes.util
 
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush every dirty file of the filesystem holding ``path`` (Linux syncfs; else sync)."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        if getattr(libc, "syncfs", None) is None or libc.syncfs(fd) != 0:
+        if getattr(libc(), "syncfs", None) is None or libc().syncfs(fd) != 0:
             os.sync()
     except OSError:
         os.sync()

@@ -7,7 +7,7 @@
       index/msgid/<h>      (platform, Message-ID) → id, for authenticated and sent letters
       index/replied/<h>    this letter was answered by → id      (one reply per letter)
       index/raw/<h>        these exact bytes are filed as → id   (a refetch is no second entry)
-      index/notes/<id>.json  undeliverable / failed notes on a sent letter
+      index/annotations/<id>.json  facts learnt later about a sent letter (undeliverable, failed)
       threads/<thread>     the ids of one thread, one per line (a cache)
       index/open/<thread>  threads not closed yet (a cache, rebuilt from threads/ when missing)
       checkpoint.json      where each transport's fetch stopped
@@ -59,7 +59,7 @@ class Spool:
 
     def ensure(self) -> Spool:
         if not self._ensured:
-            for name in (*STATES, "tmp", "meta", "threads", "index/msgid", "index/replied", "index/raw", "index/notes"):
+            for name in (*STATES, "tmp", "meta", "threads", "index/msgid", "index/replied", "index/raw", "index/annotations"):
                 (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
             self._ensured = True
         return self
@@ -269,7 +269,7 @@ class Spool:
 
     def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
         """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""
-        path = self.root / "index" / "notes" / f"{letter_id}.json"
+        path = self.root / "index" / "annotations" / f"{letter_id}.json"
         data = self.annotations(letter_id)
         if all(data.get(k) == v for k, v in fields.items()):
             return
@@ -278,7 +278,7 @@ class Spool:
 
     def annotations(self, letter_id: str) -> dict[str, str]:
         try:
-            loaded = json.loads((self.root / "index" / "notes" / f"{letter_id}.json").read_text())
+            loaded = json.loads((self.root / "index" / "annotations" / f"{letter_id}.json").read_text())
             return loaded if isinstance(loaded, dict) else {}
         except (FileNotFoundError, ValueError):
             return {}

@@ -19,7 +19,7 @@ from email.header import decode_header, make_header
 from email.headerregistry import Address, HeaderRegistry
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
-from email.utils import format_datetime, make_msgid  # noqa: F401  (make_msgid: see new_message_id)
+from email.utils import format_datetime
 from datetime import datetime, timezone
 
 from . import matter

@@ -7,10 +7,11 @@ filesystem that does not report events) ``Watch`` is None-able and callers poll 
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 import select
 from pathlib import Path
+
+from ..home import libc
 
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100
@@ -22,11 +23,11 @@ class Watch:
     """Events for files moved or created in one directory."""
 
     def __init__(self, directory: Path) -> None:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fd = libc.inotify_init1(IN_CLOEXEC | IN_NONBLOCK)
+        c = libc()
+        fd = c.inotify_init1(IN_CLOEXEC | IN_NONBLOCK)
         if fd < 0:
             raise OSError(ctypes.get_errno(), "inotify_init1 failed")
-        if libc.inotify_add_watch(fd, os.fsencode(directory), IN_MOVED_TO | IN_CREATE) < 0:
+        if c.inotify_add_watch(fd, os.fsencode(directory), IN_MOVED_TO | IN_CREATE) < 0:
             os.close(fd)
             raise OSError(ctypes.get_errno(), f"inotify_add_watch failed on {directory}")
         self.fd = fd
