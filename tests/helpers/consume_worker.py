@@ -6,10 +6,13 @@
 Prints ``ready`` once AgentMail is built, then blocks until ``go`` arrives on stdin, so every
 worker of a test starts at the same instant. Then:
 
-- ``consume``: ``inbox(sync=False, consume=True)`` until a call claims nothing and unread/ is
-  empty; OUT gets the ids it claimed.
-- ``done``: list unread ids (``inbox(sync=False)``), ``done`` them, until none are listed;
-  OUT gets the ids ``done`` reported as moved by this call.
+- ``consume``: ``inbox(sync=False, consume=True, limit=10)`` until a call claims nothing and
+  unread/ is empty; OUT gets the ids it claimed.
+- ``done``: list unread ids (``inbox(sync=False, limit=10)``), ``done`` them, until none are
+  listed; OUT gets the ids ``done`` reported as moved by this call.
+
+  Both print ``first`` after their first call and wait for ``on``: the test releases them once
+  every worker made one call, so the contention it proves never depends on scheduling.
 - ``sync``: ``sync()`` in a loop until the file ``OUT.stop`` exists and a sync after that
   accepted nothing; OUT gets the Message-IDs it accepted and the duplicates it dropped.
 
@@ -27,6 +30,18 @@ from pathlib import Path
 from agentmail.client import AgentMail
 
 
+_FIRST = [True]
+
+
+def _barrier(*_: object) -> None:
+    """After the first call only: say so and wait for the test's ``on``."""
+    if _FIRST[0]:
+        _FIRST[0] = False
+        print("first", flush=True)
+        if sys.stdin.readline().strip() != "on":
+            raise SystemExit("no on")
+
+
 def main() -> None:
     mode, platform, agent, out = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
     am = AgentMail.from_env(platform, agent=None if agent == "-" else agent)
@@ -40,8 +55,9 @@ def main() -> None:
     if mode == "consume":
         claimed: list[str] = []
         while True:
-            got = am.inbox(sync=False, consume=True)
+            got = am.inbox(sync=False, consume=True, limit=10)
             claimed += [letter.id for letter in got]
+            _barrier(claimed, got)
             if not got and not am.spool.ids("unread"):
                 break
         result["ids"] = claimed
@@ -52,6 +68,7 @@ def main() -> None:
             if not listed:
                 break
             moved += am.done(*listed)
+            _barrier(moved, listed)
         result["ids"] = moved
     elif mode == "sync":
         stop = out.with_name(out.name + ".stop")

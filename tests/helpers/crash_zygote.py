@@ -13,13 +13,19 @@ until empty), ``done`` (list a few unread ids, ``done`` them, until empty), ``se
 (send letters to TO, forever). ``consume``/``done`` append every id their call claimed to
 ``$CRASH_LOG`` (one ``os.write`` per line, unbuffered) and exit 0 when the inbox is empty.
 
-Protocol on stdin/stdout, one line each: ``ready`` once; ``fork`` → the child's pid;
+Protocol on stdin/stdout, one line each: ``ready`` once; ``fork [K]`` → the child's pid;
 ``reap PID`` → ``signal N`` or ``exit N``; ``quit``.
+
+``fork K`` (``consume``/``done`` only) makes a kill land at a chosen point instead of a random
+instant: right after the child's K-th claiming call returned and before it logged what that
+call claimed, the child writes ``paused`` on stdout and waits to be killed. The pid line is
+always written before the child starts, so the two lines never cross.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -40,10 +46,19 @@ def _log(fd: int | None, ids: list[str]) -> None:
         os.write(fd, "".join(f"{i}\n" for i in ids).encode())
 
 
-def work(mode: str, platform: str, agent: str | None, args: list[str]) -> None:
+def _pause_at(calls: int, stop_after: int | None) -> None:
+    """The chosen kill point: say so, then wait for the SIGKILL."""
+    if stop_after is not None and calls >= stop_after:
+        os.write(1, b"paused\n")
+        while True:
+            signal.pause()
+
+
+def work(mode: str, platform: str, agent: str | None, args: list[str], stop_after: int | None = None) -> None:
     am = AgentMail.from_env(platform, agent=agent)
     log = os.environ.get("CRASH_LOG")
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if log else None
+    calls = 0
     if mode == "sync":
         while True:
             report = am.sync()
@@ -52,6 +67,8 @@ def work(mode: str, platform: str, agent: str | None, args: list[str]) -> None:
     elif mode == "consume":
         while True:
             claimed = am.inbox(sync=False, consume=True, limit=3)
+            calls += 1
+            _pause_at(calls, stop_after)
             _log(fd, [letter.id for letter in claimed])
             if not claimed and not am.spool.ids("unread"):
                 return
@@ -60,7 +77,10 @@ def work(mode: str, platform: str, agent: str | None, args: list[str]) -> None:
             listed = [letter.id for letter in am.inbox(sync=False, limit=5)]
             if not listed:
                 return
-            _log(fd, am.done(*listed))
+            moved = am.done(*listed)
+            calls += 1
+            _pause_at(calls, stop_after)
+            _log(fd, moved)
     elif mode == "send":
         to = args[0]
         n = 0
@@ -84,17 +104,26 @@ def main() -> None:
         if not cmd or cmd[0] == "quit":
             break
         if cmd[0] == "fork":
+            stop_after = int(cmd[1]) if len(cmd) > 1 else None
+            go_r, go_w = os.pipe()
             pid = os.fork()
             if pid == 0:
                 code = 0
                 try:
-                    work(mode, platform, agent, args)
+                    os.close(go_w)
+                    os.read(go_r, 1)  # start only once our pid line is out
+                    os.close(go_r)
+                    work(mode, platform, agent, args, stop_after)
                 except BaseException as exc:  # report, never fall back into the command loop
                     sys.stderr.write(f"crash_zygote child: {exc.__class__.__name__}: {exc}\n")
                     code = 1
                 finally:
                     os._exit(code)
+            os.close(go_r)
             out.write(f"{pid}\n")
+            out.flush()
+            os.write(go_w, b"g")
+            os.close(go_w)
         elif cmd[0] == "reap":
             _, status = os.waitpid(int(cmd[1]), 0)
             if os.WIFSIGNALED(status):
