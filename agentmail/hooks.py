@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from .model import Letter
 
 EVENTS = ("session-start", "stop")
-NEVER_ANSWERED = ("ack", "close", "note")
 MAX_LINES = 20
 
 
@@ -75,7 +74,7 @@ def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
 
 def needs_answer(am: AgentMail, letters: list[Letter]) -> list[Letter]:
     """Unread letters a reply is expected to and the guards would let through."""
-    return [x for x in letters if x.type not in NEVER_ANSWERED and am.why_refused(x) is None]
+    return [x for x in letters if am.why_refused(x) is None]  # the one guard every reply passes
 
 
 class Nagged:
