@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import AgentmailError, BadInput, NotFound, Refused
+from .guards import DATA_NOT_ORDERS
 
 if TYPE_CHECKING:
     from .client import AgentMail
@@ -64,7 +65,7 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 }  # fmt: skip
 
 INSTRUCTIONS = ("Mail between the agents of different platforms. Check inbox when you start and answer "
-                "what needs an answer.")  # fmt: skip
+                "what needs an answer. " + DATA_NOT_ORDERS)  # fmt: skip
 
 
 def tool_list_json() -> str:
