@@ -56,11 +56,11 @@ def refusal(out: Outbound) -> str | None:
     """Why this letter may not leave, or None when it may: the one guard for every path."""
     parent = out.parent
     if parent is not None:
+        if out.depth >= MAX_DEPTH and parent.get("state") != "quarantine":  # first: whatever else, a human
+            return f"thread {parent.get('thread')} is {out.depth} letters deep (cap {MAX_DEPTH}); it needs a human"
         reason = _follow_up_refusal(out, parent) if out.follow_up else _reply_refusal(out, parent)
         if reason:
             return reason
-        if out.depth >= MAX_DEPTH:
-            return f"thread {parent.get('thread')} is {out.depth} letters deep (cap {MAX_DEPTH}); it needs a human"
         if out.kind == "note":
             return "a note is not an answer; use note()"
     return None if out.force else body_refusal(out.body)
