@@ -7,8 +7,9 @@
       index/msgid/<h>      (platform, Message-ID) → id, for authenticated and sent letters
       index/raw/<h>        these exact bytes are filed as → id   (a refetch is no second entry)
       index/open/<thread>  threads not closed yet (a cache, rebuilt from threads/ when missing)
-      annotations/<id>.json  facts learnt later about a sent letter (undeliverable, failed): not
-                           in any letter, so not a cache (read from index/annotations too)
+      annotations/<id>.json  facts no letter file holds, so not a cache: what was learnt later
+                           about a sent letter (undeliverable, failed), and the verdict that
+                           quarantined a letter (older spools: index/annotations)
       threads/<thread>     the ids of one thread, one per line (a cache)
       checkpoint.json      where each transport's fetch stopped
 
@@ -142,6 +143,9 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra)
+        if letter.state == "quarantine":  # the verdict is no part of the letter: kept as a fact
+            write_atomic(self.root / "annotations" / f"{letter.id}.json", json.dumps({"quarantined": data}).encode(),
+                         durable=False)  # fmt: skip
         write_atomic(self.root / "meta" / f"{letter.id}.json", json.dumps(data).encode(), durable=False)
 
     def _index_put(self, kind: str, key: str, value: str) -> None:
@@ -365,7 +369,7 @@ class Spool:
         data.update(fields)
         write_atomic(path, json.dumps(data).encode(), durable=durable)
 
-    def annotations(self, letter_id: str) -> dict[str, str]:
+    def annotations(self, letter_id: str) -> dict[str, Any]:
         # index/annotations: where spools written before this layout keep them
         for folder in (self.root / "annotations", self.root / "index" / "annotations"):
             try:
@@ -424,6 +428,10 @@ class Spool:
         """The cache is gone or torn: parse the letter again (no verdicts: it is already filed)."""
         from . import wire
 
+        verdict = self.annotations(letter_id).get("quarantined") if state == "quarantine" else None
+        if isinstance(verdict, dict):  # what the verdict saw when it quarantined the letter
+            self._cache_meta(letter_id, verdict)
+            return dict(verdict)
         raw = self.path(state, letter_id).read_bytes()
         try:
             letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
