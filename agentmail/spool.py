@@ -455,8 +455,9 @@ class Spool:
         """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
 
         Its parent's depth + 1, where the parent is the letter filed here before it whose
-        Message-ID it answers (sent by either side of it), and never less than its References
-        count. Only the letter files go into it, so a lost cache gives the same number."""
+        Message-ID it answers (sent by this platform or by either side of it), and never less
+        than its References count. Only the letter files go into it, so a lost cache gives the
+        same number."""
         chain: list[tuple[str, dict[str, Any]]] = []
         node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
         base = -1
@@ -467,7 +468,8 @@ class Spool:
             parent_mid = facts.get("in_reply_to")
             if not parent_mid:
                 break
-            for side in dict.fromkeys((facts.get("from") or "", facts.get("to") or "")):
+            sides = (self.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
+            for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
                 parent_id = self.known(side, parent_mid)
                 if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
                     parent = self._parsed(parent_id, self.locate(parent_id) or "")

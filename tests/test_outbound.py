@@ -311,3 +311,40 @@ def test_keygen_writes_the_private_key_before_it_pins_the_public_key(registry: R
     assert [x.subject for x in beta.inbox()] == ["After rotation"]  # the new pair works end to end
 
 
+
+
+# --- depth: from the chain, never shallower than the letter says --------------------------------
+
+
+def _hostile_answer(beta: AgentMail, registry: Registry, home: Path, parent: Any, *, to: str,
+                    references: tuple[str, ...]) -> None:  # fmt: skip
+    """beta (authenticated, but hostile) answers ``parent`` with the headers it likes, into alpha's mailbox."""
+    from agentmail import signing, wire
+    from agentmail.credentials import read_private_key
+
+    outline = wire.Outline("beta@bus.test", "", to, "question", parent.thread, "Re: deep", "And again?",
+                           in_reply_to=parent.message_id, references=references,
+                           message_id=wire.new_message_id("beta", "bus.test"))  # fmt: skip
+    raw = signing.sign(wire.render(outline), "bus.test", registry.platforms["beta"].selector, read_private_key(home, "beta"))
+    deliver(home / "postoffice" / "alpha", raw)
+
+
+def test_a_hostile_letter_cannot_make_a_thread_shallower(alpha: AgentMail, beta: AgentMail, registry: Registry,
+                                                          home: Path) -> None:  # fmt: skip
+    thread, _ = _twenty_deep(alpha, beta)
+    deepest = max(alpha.thread(thread), key=lambda x: int(x.extra["depth"]))
+    assert deepest.sender == "alpha" and deepest.extra["depth"] == 19
+    # No References and a To that is not alpha: the chain still finds alpha's own letter.
+    _hostile_answer(beta, registry, home, deepest, to="someone-else@bus.test", references=())
+    (got,) = [x for x in alpha.inbox() if x.thread == thread]
+    assert got.extra["depth"] == 20
+    assert alpha.reply(got, "No.") is None and "cap 20" in (alpha.why_refused(got) or "")
+
+
+def test_references_can_only_deepen_a_thread(alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path) -> None:
+    opened = alpha.send("beta", "Shallow", OPENER, type="question")
+    fake = tuple(f"<0{i}fake.beta@bus.test>" for i in range(25))
+    _hostile_answer(beta, registry, home, opened, to="alpha@bus.test", references=fake)
+    (got,) = alpha.inbox()
+    assert got.extra["depth"] == 25  # a header may make us stop sooner, never later
+    assert "cap 20" in (alpha.why_refused(got) or "")
