@@ -248,8 +248,8 @@ class AgentMail:
         return moved
 
     def _id(self, ref: str | Letter) -> str:
-        letter_id = ref.id if isinstance(ref, Letter) else str(ref).strip().lower()
-        if not letter_id.isalnum():
+        letter_id = ref.id if isinstance(ref, Letter) else str(ref).strip().lower()  # ids in any case
+        if not (letter_id.isascii() and letter_id.isalnum()):
             raise BadInput(f"{letter_id!r} is not a letter id")
         return letter_id
 
