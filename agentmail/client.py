@@ -23,7 +23,7 @@ from .credentials import read_private_key
 from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
 from .home import agentmail_home
 from .identity import Identity
-from .model import HUMAN, Letter, check_severity, check_type, new_thread_id, reply_subject
+from .model import HUMAN, Letter, check_severity, check_thread, check_type, new_thread_id, reply_subject
 from .registry import Registry
 from .spool import Spool, new_id
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
@@ -314,6 +314,7 @@ class AgentMail:
         same guards as a reply (never after the other side's ack or close; the same depth cap;
         one letter after each letter per platform). Raises Refused otherwise."""
         check_type(type)
+        check_thread(thread)
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
         letters = self.thread(thread)

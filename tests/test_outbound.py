@@ -175,6 +175,10 @@ def test_a_follow_up_never_answers_the_other_sides_ack_or_an_open_letter(alpha: 
     assert fix.state == "sent" and fix.extra["depth"] == 2
     more = alpha.follow_up(report.thread, "Also released as 2.4.3.", type="fix-notice")
     assert more.in_reply_to == fix.message_id and more.extra["depth"] == 3
+    from agentmail.errors import BadInput
+
+    with pytest.raises(BadInput, match="thread id"):
+        alpha.follow_up("../meta", "x", type="question")  # never a path
 
 
 # --- one reply per letter per platform --------------------------------------------------------
