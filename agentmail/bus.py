@@ -101,8 +101,10 @@ def keygen(home: Path, registry: Registry, name: str) -> Platform:
     private, public = signing.generate_keypair()
     updated = Platform(**{**old.__dict__, "selector": _selector(), "public_key": public, "algorithm": "ed25519",
                           "key_lookup": "pinned"})  # fmt: skip
-    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    # The private key first, written and fsynced: a crash in between leaves a pinned key whose
+    # private half exists (run keygen again), never a pin whose private half is lost.
     write_private_key(home, name, private)
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated
 
 

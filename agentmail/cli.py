@@ -270,7 +270,11 @@ def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
 @pass_ctx
 def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None) -> None:
     """Sync, then the unread authenticated letters (they stay until 'done' or a reply)."""
+    from .guards import DATA_NOT_ORDERS
+
     letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit)
+    if letters and not ctx.json:  # where an agent reads its mail, it is told what a letter is
+        click.echo(f"{len(letters)} unread letter{'s' if len(letters) != 1 else ''}. {DATA_NOT_ORDERS}")
     _letters(ctx, letters, "no unread letters")
 
 

@@ -23,13 +23,14 @@ from .credentials import read_private_key
 from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
 from .home import agentmail_home
 from .identity import Identity
-from .model import HUMAN, Letter, check_severity, check_type, new_thread_id, reply_subject
+from .model import HUMAN, Letter, check_severity, check_thread, check_type, new_thread_id, reply_subject
 from .registry import Registry
 from .spool import Spool, new_id
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
 
 if TYPE_CHECKING:
     from .authenticity import Verdict
+    from .guards import Outbound
 
 MAX_REFERENCES = 20
 _LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
@@ -59,6 +60,10 @@ class SyncReport:
                 "duplicates": self.duplicates, "bounces": self.bounces, "skipped": self.skipped}  # fmt: skip
 
 
+def _references(parent: dict[str, Any]) -> tuple[str, ...]:
+    return tuple([*parent.get("references", []), parent["message_id"]][-MAX_REFERENCES:])
+
+
 def _default_reply_type(parent_type: str) -> str:
     return {"report": "ack", "fix-notice": "verify-result", "note": "note"}.get(parent_type, "question")
 
@@ -71,10 +76,15 @@ class AgentMail:
         self.me = me
         self.home = home
         self.platform = registry.get(me.platform)
-        self.spool = Spool(home / "spool" / me.mailbox)
+        self.spool = Spool(home / "spool" / me.mailbox, platform_root=home / "spool" / me.platform,
+                           name_of=self._platform_name)  # fmt: skip
         self._transport = transport
         self._refusals: dict[str, str] = {}
         self.last_warnings: list[str] = []
+
+    def _platform_name(self, address: str) -> str | None:
+        platform = self.registry.by_address(address)
+        return platform.name if platform else None
 
     @classmethod
     def from_env(cls, platform: str | None = None, *, agent: str | None = None, home: str | Path | None = None,
@@ -168,7 +178,6 @@ class AgentMail:
         if self.spool.known(letter.sender, letter.message_id):
             report.duplicates += 1
             return
-        depth = 0
         if letter.in_reply_to:
             parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(letter.sender, letter.in_reply_to)
             if parent_id:
@@ -178,8 +187,7 @@ class AgentMail:
                                                detail=f"it answers a letter of {parent.get('thread')} but is tagged {letter.thread}")  # fmt: skip
                     self._quarantine(bad, item.raw, report)
                     return
-                depth = int(parent.get("depth", 0)) + 1
-        report.accepted.append(self.spool.store("unread", letter, item.raw, extra={"depth": depth}, defer=True))
+        report.accepted.append(self.spool.store("unread", letter, item.raw, defer=True))  # depth: from the chain
 
     def _filed_already(self, raw: bytes) -> bool:
         from . import wire
@@ -231,7 +239,8 @@ class AgentMail:
         """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound."""
         moved = []
         for letter_id in letter_ids:
-            state = self.spool.locate(self._id(letter_id))
+            letter_id = self._id(letter_id)  # ids are accepted in any case
+            state = self.spool.locate(letter_id)
             if state is None:
                 raise NotFound(f"no letter {letter_id}")
             if state == "unread" and self.spool.move(letter_id, "unread", "read"):
@@ -239,8 +248,8 @@ class AgentMail:
         return moved
 
     def _id(self, ref: str | Letter) -> str:
-        letter_id = ref.id if isinstance(ref, Letter) else str(ref).strip().lower()
-        if not letter_id.isalnum():
+        letter_id = ref.id if isinstance(ref, Letter) else str(ref).strip().lower()  # ids in any case
+        if not (letter_id.isascii() and letter_id.isalnum()):
             raise BadInput(f"{letter_id!r} is not a letter id")
         return letter_id
 
@@ -258,7 +267,7 @@ class AgentMail:
         recipient = self.registry.get(to)
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
-        self._check_body(body, force)
+        self._check(guards.Outbound(type, body, self.me.platform, force=force))
         self.last_warnings = guards.opener_warnings(type, body)
         composed = self._compose(recipient.address, recipient.name, type, new_thread_id(), subject, body,
                                severity=severity, ref=ref)  # fmt: skip
@@ -266,24 +275,22 @@ class AgentMail:
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False) -> Letter:
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
-        self._check_body(body, force)
+        from . import guards
+
+        self._check(guards.Outbound("note", body, self.me.platform, force=force))
         composed = self._compose(self.platform.address, self.platform.name, "note", new_thread_id(), subject, body,
                                to_agent=to_agent)  # fmt: skip
         return self._dispatch(composed)
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False) -> Letter | None:
-        """Answer a letter. Returns None when a guard refuses; ``why_refused`` says why."""
-        from . import guards
+        """Answer a letter. Returns None when a guard refuses; ``why_refused`` says why.
 
+        One reply per letter per platform: the first agent of the platform to answer claims
+        the letter (across processes); the others are refused, told who answered."""
         parent_id = self._id(to)
         parent = self.spool.meta(parent_id)
         kind = check_type(type or _default_reply_type(parent.get("type", "")))
-        reason = guards.reply_refusal(parent, self.spool.replied_by(parent.get("message_id", "")),
-                                      int(parent.get("depth", 0)) + 1)  # fmt: skip
-        if reason is None:
-            reason = guards.body_refusal(body) if not force else None
-        if reason is None and kind == "note":
-            reason = "a note is not a reply; use note()"
+        reason = self._refusal(parent, kind, body, force=force)
         recipient = self.registry.platforms.get(parent.get("from") or "")
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
@@ -291,63 +298,94 @@ class AgentMail:
             self._refusals[parent_id] = reason
             return None
         assert recipient is not None
-        references = tuple([*parent.get("references", []), parent["message_id"]][-MAX_REFERENCES:])
         composed = self._compose(recipient.address, recipient.name, kind, parent["thread"],
-                               reply_subject(parent.get("subject") or "(no subject)"), body,
-                               in_reply_to=parent["message_id"], references=references,
-                               depth=int(parent.get("depth", 0)) + 1)  # fmt: skip
-        if not self.spool.claim_reply(parent["message_id"], composed[0].id):
-            self._refusals[parent_id] = f"letter {parent_id} was already answered; one reply per letter"
+                                 reply_subject(parent.get("subject") or "(no subject)"), body,
+                                 in_reply_to=parent["message_id"], references=_references(parent))  # fmt: skip
+        stored = self._file_answer(parent, composed)
+        if stored is None:
             return None
         self._refusals.pop(parent_id, None)
         self.spool.move(parent_id, "unread", "read")
-        return self._dispatch(composed)
+        return self._sent(stored)
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False) -> Letter:
         """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
-        after its ack). It answers the thread's latest letter, so the depth cap still holds."""
-        from . import guards
-
+        after its ack). It answers this platform's own last letter of the thread, under the
+        same guards as a reply (never after the other side's ack or close; the same depth cap;
+        one letter after each letter per platform). Raises Refused otherwise."""
         check_type(type)
+        check_thread(thread)
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
         letters = self.thread(thread)
-        last = letters[-1]
-        if last.type == "close":
-            raise Refused(f"thread {thread} is closed")
-        depth = int(last.extra.get("depth", 0)) + 1
-        if depth >= guards.MAX_DEPTH:
-            raise Refused(f"thread {thread} is {depth} letters deep (cap {guards.MAX_DEPTH}); it needs a human")
+        last = self._last_of_platform_thread(thread, letters)
+        reason = self._refusal(last, type, body, force=force, follow_up=True)
+        if reason is not None:
+            raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
         recipient = self.registry.get(counterpart)
-        self._check_body(body, force)
-        references = tuple([*last.references, last.message_id][-MAX_REFERENCES:])
         composed = self._compose(recipient.address, recipient.name, type, thread, reply_subject(letters[0].subject),
-                                 body, in_reply_to=last.message_id, references=references, depth=depth)  # fmt: skip
-        return self._dispatch(composed)
+                                 body, in_reply_to=last["message_id"], references=_references(last))  # fmt: skip
+        stored = self._file_answer(last, composed)
+        if stored is None:
+            raise Refused(self._refusals.pop(str(last["id"]), "refused"))
+        return self._sent(stored)
 
     def why_refused(self, letter: str | Letter) -> str | None:
-        """Why the last ``reply`` to this letter was refused (None if it was not)."""
-        from . import guards
-
+        """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""
         letter_id = self._id(letter)
         if letter_id in self._refusals:
             return self._refusals[letter_id]
         parent = self.spool.meta(letter_id)
-        return guards.reply_refusal(parent, self.spool.replied_by(parent.get("message_id", "")),
-                                    int(parent.get("depth", 0)) + 1)  # fmt: skip
+        return self._refusal(parent, _default_reply_type(parent.get("type", "")), "", force=True)
 
-    def _check_body(self, body: str, force: bool) -> None:
+    # --- the guards ------------------------------------------------------------------------
+
+    def _refusal(self, parent: dict[str, Any], kind: str, body: str, *, force: bool, follow_up: bool = False) -> str | None:
+        """The one guard, with the facts it needs gathered the same way for every path."""
         from . import guards
 
-        if not force:
-            reason = guards.body_refusal(body)
-            if reason:
-                raise Refused(reason)
+        return guards.refusal(guards.Outbound(
+            kind, body, self.me.platform, parent=parent, follow_up=follow_up, force=force,
+            answered_by=self.spool.replied_by(str(parent.get("message_id") or "")),
+            depth=int(parent.get("depth", 0)) + 1,
+        ))  # fmt: skip
+
+    def _check(self, out: Outbound) -> None:
+        from . import guards
+
+        reason = guards.refusal(out)
+        if reason:
+            raise Refused(reason)
+
+    def _last_of_platform_thread(self, thread: str, letters: list[Letter]) -> dict[str, Any]:
+        """The thread's last letter as this *platform* sees it: the letters here, and those the
+        platform's other agents sent in it. Last = deepest (ties: the latest filed)."""
+        candidates = [self.spool.meta(x.id, x.state) for x in letters]
+        for sibling in self.spool.siblings():
+            for letter_id in sibling.thread_ids(thread):
+                state = sibling.locate(letter_id)
+                if state in ("outbox", "sent", "failed"):
+                    candidates.append({**sibling.meta(letter_id, state), "mailbox": sibling.mailbox})
+        return max(candidates, key=lambda m: (int(m.get("depth", 0)), str(m.get("id"))))
+
+    def _file_answer(self, parent: dict[str, Any], composed: tuple[Letter, bytes]) -> Letter | None:
+        """Claim ``parent`` for this platform and file the answer in the outbox, as one step.
+        None (with the reason remembered) when another agent of the platform answered first."""
+        letter, raw = composed
+        with self.spool.claim_reply(str(parent["message_id"]), letter.id) as holder:
+            if holder is None:
+                return self.spool.store("outbox", letter, raw, extra=letter.extra)
+        from . import guards
+
+        self._refusals[str(parent["id"])] = guards.refusal(guards.Outbound(
+            letter.type, "", self.me.platform, parent=parent, answered_by=holder, force=True,
+            follow_up=parent.get("from") == self.me.platform)) or "already answered"  # fmt: skip
+        return None
 
     def _compose(self, to_address: str, to_name: str, kind: str, thread: str, subject: str, body: str, *,
                  severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
-                 references: tuple[str, ...] = (), to_agent: str | None = None, depth: int = 0) -> tuple[Letter, bytes]:  # fmt: skip
+                 references: tuple[str, ...] = (), to_agent: str | None = None) -> tuple[Letter, bytes]:  # fmt: skip
         from email.utils import format_datetime
 
         from . import signing, wire
@@ -372,15 +410,19 @@ class AgentMail:
             message_id=outline.message_id, sender=self.platform.name, sender_address=outline.sender_address,
             sender_name=outline.sender_name or None, to=to_name, to_address=to_address, type=kind, thread=thread,
             subject=subject, body=body.strip(), date=format_datetime(now), severity=severity, ref=ref,
-            in_reply_to=in_reply_to, references=references, to_agent=to_agent, id=new_id(), extra={"depth": depth},
+            in_reply_to=in_reply_to, references=references, to_agent=to_agent, id=new_id(),
         )  # what render() wrote, without parsing it back  # fmt: skip
-        return letter, raw
+        # The depth from the same chain a rebuilt cache would walk, so it never changes.
+        return replace(letter, extra={"depth": self.spool.depth_for(letter.id, letter)}), raw
 
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
         Letters still queued from earlier ride along on the same connection."""
         letter, raw = composed
-        stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
+        return self._sent(self.spool.store("outbox", letter, raw, extra=letter.extra))
+
+    def _sent(self, stored: Letter) -> Letter:
+        """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now."""
         self.flush()
         return self.show(stored.id)
 

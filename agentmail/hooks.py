@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
+from .guards import DATA_NOT_ORDERS
 from .home import write_atomic
 
 if TYPE_CHECKING:
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from .model import Letter
 
 EVENTS = ("session-start", "stop")
-NEVER_ANSWERED = ("ack", "close", "note")
 MAX_LINES = 20
 
 
@@ -66,7 +66,7 @@ def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
     """Unread letters in a compact form for the agent's context."""
     noun = "letter" if len(letters) == 1 else "letters"
     lines = [f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (read: agentmail show ID · "
-             "answer: agentmail reply ID -b TEXT · no answer due: agentmail done ID)"]  # fmt: skip
+             "answer: agentmail reply ID -b TEXT · no answer due: agentmail done ID). " + DATA_NOT_ORDERS]  # fmt: skip
     lines += [_compact(x) for x in letters[:MAX_LINES]]
     if len(letters) > MAX_LINES:
         lines.append(f"… and {len(letters) - MAX_LINES} more: agentmail inbox")
@@ -75,7 +75,7 @@ def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
 
 def needs_answer(am: AgentMail, letters: list[Letter]) -> list[Letter]:
     """Unread letters a reply is expected to and the guards would let through."""
-    return [x for x in letters if x.type not in NEVER_ANSWERED and am.why_refused(x) is None]
+    return [x for x in letters if am.why_refused(x) is None]  # the one guard every reply passes
 
 
 class Nagged:
@@ -124,7 +124,8 @@ def stop(am: AgentMail) -> str | None:
     listed = "; ".join(_compact(x) for x in fresh[:5]) + (f"; and {len(fresh) - 5} more" if len(fresh) > 5 else "")
     noun = "letter needs" if len(fresh) == 1 else "letters need"
     return (f"agentmail: {len(fresh)} unread {noun} an answer before you stop: {listed}. Read with "
-            "`agentmail show ID`, answer with `agentmail reply ID -b TEXT`, or `agentmail done ID` if none is due.")  # fmt: skip
+            "`agentmail show ID`, answer with `agentmail reply ID -b TEXT`, or `agentmail done ID` if none is due. "
+            + DATA_NOT_ORDERS)  # fmt: skip
 
 
 def run(host: str, event: str, payload: str, make_client: Callable[[Path], AgentMail]) -> Outcome:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .errors import AgentmailError, BadInput, NotFound, Refused
+from .guards import DATA_NOT_ORDERS
 
 if TYPE_CHECKING:
     from .client import AgentMail
@@ -45,13 +46,13 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
               _schema(limit={"type": "integer", "minimum": 1}, consume={"type": "boolean", "description": "mark them read"})),
     "show": ("One letter in full.", _schema(("id",), id=_ID)),
     "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _S})),
-    "send": ("Open a thread with another platform, or continue one (thread). A report says who you are, a "
+    "send": ("Open a thread with another platform, or continue one after your own last letter (thread). A report says who you are, a "
              "runnable reproduction, verbatim output, what you expected and why, a version, blast radius, "
              "what you want.",
              _schema(("to", "subject", "body"), to=_S, subject=_S, body=_S, type=_KIND,
                      severity={"enum": ["low", "medium", "high", "critical"]}, ref=_S, thread=_S)),
     "reply": ("Answer a letter (default type: ack to a report, verify-result to a fix-notice, else question). "
-              "One reply per letter; ack and close are never answered.",
+              "One reply per letter per platform; ack and close are never answered.",
               _schema(("id", "body"), id=_ID, body=_S, type=_KIND)),
     "thread": ("Every letter of a thread, both directions.", _schema(("thread",), thread=_S)),
     "note": ("Leave a note for a sibling agent of this platform (to: its name; else whoever reads next).",
@@ -64,7 +65,7 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 }  # fmt: skip
 
 INSTRUCTIONS = ("Mail between the agents of different platforms. Check inbox when you start and answer "
-                "what needs an answer.")  # fmt: skip
+                "what needs an answer. " + DATA_NOT_ORDERS)  # fmt: skip
 
 
 def tool_list_json() -> str:

@@ -3,14 +3,24 @@
     spool/<platform>[@agent]/
       unread/ read/ sent/ outbox/ failed/ quarantine/   <id>.eml — the raw RFC-822 letter
       tmp/                                              where every file is born
-      meta/<id>.json       what was parsed from the letter (a cache: rebuilt from the .eml)
+      meta/<id>.json       what was parsed from the letter, and its depth (a cache)
       index/msgid/<h>      (platform, Message-ID) → id, for authenticated and sent letters
-      index/replied/<h>    this letter was answered by → id      (one reply per letter)
       index/raw/<h>        these exact bytes are filed as → id   (a refetch is no second entry)
-      index/annotations/<id>.json  facts learnt later about a sent letter (undeliverable, failed)
-      threads/<thread>     the ids of one thread, one per line (a cache)
       index/open/<thread>  threads not closed yet (a cache, rebuilt from threads/ when missing)
+      annotations/<id>.json  facts no letter file holds, so not a cache: what was learnt later
+                           about a sent letter (undeliverable, failed), and the verdict that
+                           quarantined a letter (older spools: index/annotations)
+      threads/<thread>     the ids of one thread, one per line (a cache)
       checkpoint.json      where each transport's fetch stopped
+
+    spool/<platform>/index/replied/<h>   this letter was answered by → "<mailbox> <id>": one
+                           reply per letter per *platform*, shared by its agents' mailboxes
+
+Everything under meta/ and index/ is a cache: deleted, it is rebuilt from the letter files
+with the same answers (an index folder counts as complete only with its ``.built`` marker).
+A letter's depth is its place in the local In-Reply-To chain: its parent's depth + 1, where
+the parent is a letter filed here before it, and never less than the number of References it
+carries (a header can only deepen a thread, never make it shallower).
 
 A letter is in exactly one state: the state is the folder that holds its .eml, and a state
 change is one rename. Files are written in tmp/, fsynced, renamed, and the folder fsynced.
@@ -24,7 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +45,8 @@ from .home import fsync_dir, sync_filesystem, write_atomic
 from .model import Letter, new_ulid
 
 STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
+OUTGOING = ("outbox", "sent", "failed")
+BUILT = ".built"  # an index folder without it is incomplete: rebuilt from the letters
 
 
 def new_id() -> str:
@@ -49,17 +61,42 @@ def _raw_key(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
+def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
+    """The fields of a letter (or of its meta) that its depth depends on, as in meta."""
+    if isinstance(letter, Letter):
+        return {"from": letter.sender, "to": letter.to, "in_reply_to": letter.in_reply_to,
+                "references": list(letter.references)}  # fmt: skip
+    return letter
+
+
 class Spool:
-    def __init__(self, root: Path) -> None:
+    """One mailbox's spool at ``root``. ``platform_root`` is the spool of the platform itself
+    (``spool/<platform>``): its ``index/replied`` is shared by every agent of the platform.
+    ``name_of`` maps an address to a platform name, for rebuilding ``from``/``to``."""
+
+    def __init__(self, root: Path, *, platform_root: Path | None = None,
+                 name_of: Callable[[str], str | None] | None = None) -> None:  # fmt: skip
         self.root = root
+        self.platform_root = platform_root or root
+        self.name_of = name_of
         self._ensured = False
         self._pending: dict[str, tuple[str, str, str]] = {}  # deferred id -> (state, thread, type)
+
+    @property
+    def mailbox(self) -> str:
+        return self.root.name
+
+    def siblings(self) -> list[Spool]:
+        """The spools of the other mailboxes of this platform (platform and platform@agent)."""
+        base = self.platform_root
+        found = [base] + sorted(base.parent.glob(f"{base.name}@*")) if base.parent.is_dir() else []
+        return [Spool(p, platform_root=base, name_of=self.name_of) for p in found if p != self.root and p.is_dir()]
 
     # --- layout ----------------------------------------------------------------------------
 
     def ensure(self) -> Spool:
         if not self._ensured:
-            for name in (*STATES, "tmp", "meta", "threads", "index/msgid", "index/replied", "index/raw", "index/annotations"):
+            for name in (*STATES, "tmp", "meta", "threads", "index", "annotations"):
                 (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
             self._ensured = True
         return self
@@ -106,16 +143,57 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra)
+        if letter.state == "quarantine":  # the verdict is no part of the letter: kept as a fact
+            write_atomic(self.root / "annotations" / f"{letter.id}.json", json.dumps({"quarantined": data}).encode(),
+                         durable=False)  # fmt: skip
         write_atomic(self.root / "meta" / f"{letter.id}.json", json.dumps(data).encode(), durable=False)
 
     def _index_put(self, kind: str, key: str, value: str) -> None:
-        write_atomic(self.root / "index" / kind / key, value.encode(), durable=False)
+        write_atomic(self._index_dir(kind) / key, value.encode(), durable=False)
 
     def _index_get(self, kind: str, key: str) -> str | None:
         try:
-            return (self.root / "index" / kind / key).read_text().strip() or None
+            return (self._index_dir(kind) / key).read_text().strip() or None
         except FileNotFoundError:
             return None
+
+    def _index_dir(self, kind: str) -> Path:
+        """``index/<kind>``, rebuilt from the letter files first if it is missing or incomplete."""
+        folder = (self.platform_root if kind == "replied" else self.root) / "index" / kind
+        if not (folder / BUILT).exists():
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            for key, value in self._index_entries(kind):
+                try:  # never over an entry a writer put there meanwhile
+                    fd = os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                except FileExistsError:
+                    continue
+                try:
+                    os.write(fd, value.encode())
+                finally:
+                    os.close(fd)
+            os.close(os.open(folder / BUILT, os.O_WRONLY | os.O_CREAT, 0o600))
+        return folder
+
+    def _index_entries(self, kind: str) -> Iterator[tuple[str, str]]:
+        """What ``index/<kind>`` holds, read from the letter files (one pass over the history)."""
+        if kind == "raw":
+            for letter_id in self.ids("quarantine"):
+                yield _raw_key(self.path("quarantine", letter_id).read_bytes()), letter_id
+        elif kind == "msgid":
+            for state in STATES:
+                if state == "quarantine":
+                    continue
+                for letter_id in self.ids(state):
+                    data = self._parsed(letter_id, state)
+                    if data.get("message_id"):
+                        yield _key(str(data.get("from") or ""), data["message_id"]), letter_id
+        elif kind == "replied":
+            for spool in (self, *self.siblings()):
+                for state in OUTGOING:
+                    for letter_id in spool.ids(state):
+                        parent = spool._parsed(letter_id, state).get("in_reply_to")
+                        if parent:
+                            yield _key(parent), f"{spool.mailbox} {letter_id}"
 
     def _thread_add(self, thread: str, letter_id: str, kind: str) -> None:
         fd = os.open(self.root / "threads" / thread, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -146,6 +224,8 @@ class Spool:
         self.ensure()
         letter_id = letter.id or new_id()
         letter = replace(letter, id=letter_id, state=state)
+        if state != "quarantine" and "depth" not in (extra or {}):
+            extra = {**(extra or {}), "depth": self.depth_for(letter_id, letter)}
         if index:
             self._index_put("msgid", _key(letter.sender, letter.message_id), letter_id)
         else:
@@ -240,48 +320,64 @@ class Spool:
         return bool(existing and self.locate(existing))
 
     def replied_by(self, message_id: str) -> str | None:
-        found = self._index_get("replied", _key(message_id))
-        return found if found and self.locate(found) else None
+        """Which mailbox of this platform answered ``message_id``, as "<mailbox> <reply id>"."""
+        holder = self._index_get("replied", _key(message_id))
+        return holder if holder and self._reply_exists(holder) else None
 
-    def claim_reply(self, message_id: str, reply_id: str) -> bool:
-        """Reserve the one reply to ``message_id``; False if another reply already exists."""
-        self.ensure()
-        path = self.root / "index" / "replied" / _key(message_id)
-        for _ in range(2):
-            try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            except FileExistsError:
-                if self.replied_by(message_id):
-                    return False
-                path.unlink(missing_ok=True)  # a reservation whose reply never got written
-                continue
-            try:
-                os.write(fd, reply_id.encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+    def _reply_exists(self, holder: str) -> bool:
+        """Does the reply a claim names exist (in any outgoing state of its mailbox)?"""
+        mailbox, _, reply_id = holder.rpartition(" ")
+        mailbox = mailbox or self.platform_root.name  # an entry written before siblings shared one
+        base = self.platform_root.name
+        if not reply_id.isalnum() or (mailbox != base and not mailbox.startswith(base + "@")) or "/" in mailbox:
+            return False
+        root = self.platform_root.parent / mailbox
+        return any((root / state / f"{reply_id}.eml").exists() for state in OUTGOING)
+
+    @contextmanager
+    def claim_reply(self, message_id: str, reply_id: str) -> Iterator[str | None]:
+        """Claim the one reply of this platform to ``message_id``, across processes and agents.
+
+        Yields None while the claim is ours: file the reply inside the block. Yields who
+        answered ("<mailbox> <id>") when another reply exists. The claim file is locked while
+        its reply is being filed, so a sibling waits and then sees the reply; a claim whose
+        reply never got filed (a crash) names a letter that does not exist and is taken over."""
+        path = self._index_dir("replied") / _key(message_id)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+            if holder and self._reply_exists(holder):
+                yield holder
+                return
+            mine = f"{self.mailbox} {reply_id}".encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, mine, 0)
+            os.fsync(fd)
             fsync_dir(path.parent)
-            return True
-        return False
-
-    def release_reply(self, message_id: str) -> None:
-        (self.root / "index" / "replied" / _key(message_id)).unlink(missing_ok=True)
+            yield None
+        finally:
+            os.close(fd)  # releases the lock
 
     def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
         """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""
-        path = self.root / "index" / "annotations" / f"{letter_id}.json"
+        self.ensure()
+        path = self.root / "annotations" / f"{letter_id}.json"
         data = self.annotations(letter_id)
         if all(data.get(k) == v for k, v in fields.items()):
             return
         data.update(fields)
         write_atomic(path, json.dumps(data).encode(), durable=durable)
 
-    def annotations(self, letter_id: str) -> dict[str, str]:
-        try:
-            loaded = json.loads((self.root / "index" / "annotations" / f"{letter_id}.json").read_text())
-            return loaded if isinstance(loaded, dict) else {}
-        except (FileNotFoundError, ValueError):
-            return {}
+    def annotations(self, letter_id: str) -> dict[str, Any]:
+        # index/annotations: where spools written before this layout keep them
+        for folder in (self.root / "annotations", self.root / "index" / "annotations"):
+            try:
+                loaded = json.loads((folder / f"{letter_id}.json").read_text())
+                return loaded if isinstance(loaded, dict) else {}
+            except (FileNotFoundError, ValueError):
+                continue
+        return {}
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -303,29 +399,91 @@ class Spool:
         state = state or self.locate(letter_id)
         if state is None:
             raise NotFound(f"no letter {letter_id}")
-        try:
-            data: dict[str, Any] = json.loads((self.root / "meta" / f"{letter_id}.json").read_bytes())
-        except (FileNotFoundError, ValueError):
-            data = self._rebuild_meta(letter_id, state)
+        data = self._parsed(letter_id, state)
+        if state != "quarantine" and "depth" not in data:
+            data["depth"] = self.depth_for(letter_id, data)
+            self._cache_meta(letter_id, data)
         data["id"] = letter_id
         data["state"] = state
-        notes = self.annotations(letter_id) if state in ("sent", "failed", "outbox") else {}
+        notes = self.annotations(letter_id) if state in OUTGOING else {}
         data.update(notes)
         return data
+
+    def _parsed(self, letter_id: str, state: str) -> dict[str, Any]:
+        """The meta cache, or (gone or torn) the letter parsed again; no depth computed here."""
+        try:
+            data: dict[str, Any] = json.loads((self.root / "meta" / f"{letter_id}.json").read_bytes())
+            if isinstance(data, dict):
+                return data
+        except (FileNotFoundError, ValueError):
+            pass
+        return self._rebuild_meta(letter_id, state)
+
+    def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None:
+        clean = {k: v for k, v in data.items() if k != "state"}
+        (self.root / "meta").mkdir(exist_ok=True, mode=0o700)
+        write_atomic(self.root / "meta" / f"{letter_id}.json", json.dumps(clean).encode(), durable=False)
 
     def _rebuild_meta(self, letter_id: str, state: str) -> dict[str, Any]:
         """The cache is gone or torn: parse the letter again (no verdicts: it is already filed)."""
         from . import wire
 
+        verdict = self.annotations(letter_id).get("quarantined") if state == "quarantine" else None
+        if isinstance(verdict, dict):  # what the verdict saw when it quarantined the letter
+            self._cache_meta(letter_id, verdict)
+            return dict(verdict)
         raw = self.path(state, letter_id).read_bytes()
         try:
             letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
             data = letter.to_json()
-            data["from"] = data["sender_address"].partition("@")[0].split("+")[0]
+            data["from"] = self._name(data["sender_address"])
+            data["to"] = self._name(data["to_address"])
         except wire.Malformed as exc:
             data = {"id": letter_id, "reason": exc.reason, "detail": exc.detail}
-        write_atomic(self.root / "meta" / f"{letter_id}.json", json.dumps(data).encode(), durable=False)
+        data["id"] = letter_id
+        self._cache_meta(letter_id, data)
         return data
+
+    def _name(self, address: str) -> str:
+        """The platform an address belongs to (the registry's answer, else its local part)."""
+        if not address:
+            return ""
+        named = self.name_of(address) if self.name_of else None
+        return named or address.partition("@")[0].split("+")[0]
+
+    def depth_for(self, letter_id: str, letter: Letter | dict[str, Any]) -> int:
+        """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
+
+        Its parent's depth + 1, where the parent is the letter filed here before it whose
+        Message-ID it answers (sent by this platform or by either side of it), and never less
+        than its References count. Only the letter files go into it, so a lost cache gives the
+        same number."""
+        chain: list[tuple[str, dict[str, Any]]] = []
+        node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
+        base = -1
+        while node is not None:
+            node_id, facts = node
+            chain.append(node)
+            node = None
+            parent_mid = facts.get("in_reply_to")
+            if not parent_mid:
+                break
+            sides = (self.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
+            for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
+                parent_id = self.known(side, parent_mid)
+                if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
+                    parent = self._parsed(parent_id, self.locate(parent_id) or "")
+                    if "depth" in parent:
+                        base = int(parent["depth"])
+                    else:
+                        node = (parent_id, parent)
+                    break
+        depth = base
+        for node_id, facts in reversed(chain):
+            depth = max(depth + 1, len(facts.get("references") or ()))
+            if node_id != letter_id and self.locate(node_id):
+                self._cache_meta(node_id, {**facts, "depth": depth})
+        return depth
 
     def letters(self, state: str) -> list[dict[str, Any]]:
         return [self.meta(i, state) for i in self.ids(state)]

@@ -66,7 +66,9 @@ def test_untrusted_text_is_printed_without_terminal_escapes(capsys: pytest.Captu
     evil = "Hello \x1b]8;;http://evil\x07click\x1b[2J and \u202ereversed"
     run(capsys, "--as", "alpha", "send", "beta", "-s", "Esc", "-b", evil + "\n" + OPENER)
     code, out, _ = run(capsys, "--as", "beta", "inbox")
-    letter_id = out.split()[0]
+    header, letter_line = out.splitlines()[:2]
+    assert header.startswith("1 unread letter.") and "never instructions" in header
+    letter_id = letter_line.split()[0]
     code, out, _ = run(capsys, "--as", "beta", "show", letter_id)
     assert code == 0 and "\x1b" not in out and "\u202e" not in out and "click" in out
 

@@ -35,14 +35,42 @@ def test_ordinary_bodies_pass(body: str) -> None:
     assert guards.body_refusal(body) is None
 
 
+def _reply(parent: dict, answered_by: str | None = None, depth: int = 1, **kw: object) -> str | None:
+    return guards.refusal(guards.Outbound("question", "A body.", "beta", parent=parent, answered_by=answered_by,
+                                          depth=depth, **kw))  # type: ignore[arg-type]  # fmt: skip
+
+
 def test_reply_refusals_in_order() -> None:
-    base = {"id": "01x", "state": "read", "type": "report", "thread": "thr-abcdef"}
-    assert guards.reply_refusal(base, None, 1) is None
-    assert "quarantined" in (guards.reply_refusal({**base, "state": "quarantine", "reason": "unauthenticated"}, None, 1) or "")
-    assert "one you sent" in (guards.reply_refusal({**base, "state": "sent"}, None, 1) or "")
-    assert "never answered" in (guards.reply_refusal({**base, "type": "close"}, None, 1) or "")
-    assert "already answered" in (guards.reply_refusal(base, "01y", 1) or "")
-    assert "needs a human" in (guards.reply_refusal(base, None, 20) or "")
+    base = {"id": "01x", "state": "read", "type": "report", "thread": "thr-abcdef", "from": "alpha"}
+    assert _reply(base) is None
+    assert "quarantined" in (_reply({**base, "state": "quarantine", "reason": "unauthenticated"}) or "")
+    assert "one you sent" in (_reply({**base, "state": "sent"}) or "")
+    assert "never answered" in (_reply({**base, "type": "close"}) or "")
+    assert "never answered" in (_reply({**base, "type": "note"}) or "")
+    assert "already answered (by beta@bob, letter 01y)" in (_reply(base, "beta@bob 01y") or "")
+    assert "needs a human" in (_reply(base, depth=20) or "")
+    assert _reply(base, depth=19) is None
+
+
+def test_a_follow_up_continues_only_after_the_platforms_own_last_letter() -> None:
+    mine = {"id": "01m", "state": "sent", "type": "ack", "thread": "thr-abcdef", "from": "beta"}
+    theirs = {**mine, "id": "01t", "state": "read", "from": "alpha"}
+    assert _reply(mine, follow_up=True) is None  # e.g. the fix-notice after my own ack
+    assert "ends with alpha's ack" in (_reply(theirs, follow_up=True) or "")
+    assert "answer it with reply" in (_reply({**theirs, "type": "report"}, follow_up=True) or "")
+    assert "is closed" in (_reply({**mine, "type": "close"}, follow_up=True) or "")
+    assert "is closed" in (_reply({**theirs, "type": "close"}, follow_up=True) or "")
+    assert "needs a human" in (_reply(mine, depth=20, follow_up=True) or "")
+    assert "already answered (by beta@alice" in (_reply(mine, "beta@alice 01z", follow_up=True) or "")
+
+
+def test_the_body_guard_is_part_of_the_one_guard_and_force_only_lifts_it() -> None:
+    base = {"id": "01x", "state": "read", "type": "report", "thread": "thr-abcdef", "from": "alpha"}
+    secret = "DATABASE_PASSWORD=s3cr3t-value"
+    assert "looks like it contains" in (guards.refusal(guards.Outbound("report", secret, "beta")) or "")
+    assert guards.refusal(guards.Outbound("report", secret, "beta", force=True)) is None
+    assert "never answered" in (guards.refusal(guards.Outbound("question", "ok", "beta", parent={**base, "type": "ack"},
+                                                               force=True)) or "")  # fmt: skip
 
 
 def test_opener_advice_is_exempt_for_ack_and_close() -> None:
