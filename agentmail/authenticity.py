@@ -142,11 +142,21 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
     if trusted.fails:
         return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
 
+    # A MIME header twice (or written so parsers disagree) could make the shown text differ from
+    # what was signed whichever copy a signature covers: refused before any signature is weighed.
+    mime = wire.mime_header_problem(raw, msg)
+    if mime:
+        return _quarantine("unauthenticated", mime, msg)
+
     dkim = signing.verify(raw, key)
     if not dkim.ok:
-        aligned = bus.policy == "aligned" and sender_address.rpartition("@")[2] in trusted.dkim_pass_domains
+        domain = sender_address.rpartition("@")[2]
+        aligned = bus.policy == "aligned" and domain in trusted.dkim_pass_domains
         if not aligned:
             return _quarantine("unauthenticated", f"no valid signature by {platform.name}'s pinned key: {dkim.detail}", msg)
+        unvouched = signing.aligned_coverage_problem(raw, domain)
+        if unvouched:
+            return _quarantine("unauthenticated", f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {unvouched}", msg)
 
     try:
         letter = wire.to_letter(msg)
