@@ -128,6 +128,12 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
     if hops > MAX_HOPS:
         return _quarantine("loop", f"the letter passed {hops} relays (more than {MAX_HOPS})", msg)
 
+    # A MIME header twice (or written so parsers disagree) could make the shown text differ from
+    # what was signed whichever copy a signature covers: refused before any signature is weighed.
+    mime = wire.mime_header_problem(raw, msg)
+    if mime:
+        return _quarantine("unauthenticated", mime, msg)
+
     try:
         sender_address, _name = wire.sender_of(msg)
     except wire.Malformed as exc:
@@ -141,12 +147,6 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
                             (key.domain, key.selector.lower()))  # fmt: skip
     if trusted.fails:
         return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
-
-    # A MIME header twice (or written so parsers disagree) could make the shown text differ from
-    # what was signed whichever copy a signature covers: refused before any signature is weighed.
-    mime = wire.mime_header_problem(raw, msg)
-    if mime:
-        return _quarantine("unauthenticated", mime, msg)
 
     dkim = signing.verify(raw, key)
     if not dkim.ok:

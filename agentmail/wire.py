@@ -264,14 +264,14 @@ def header_counts(raw: bytes) -> dict[bytes, int]:
 def mime_header_problem(raw: bytes, msg: Message) -> str | None:
     """A sentence naming the MIME header that is duplicated or that the parser and DKIM would
     read differently; None when each MIME header occurs at most once, plainly written."""
-    for name, count in sorted(header_counts(raw).items()):
-        text = name.decode("ascii", "replace")
-        if not is_mime_header(text):
-            continue
+    mime = {name.decode("ascii", "replace"): count for name, count in header_counts(raw).items() if is_mime_header(name)}
+    for name, count in sorted(mime.items()):
         if count > 1:
-            return f"the letter carries {count} {_display(text)} headers; a MIME header may occur once"
-        if len(msg.get_all(text) or []) != count:
-            return f"the letter's {_display(text)} header is written so that parsers disagree on it (space before the colon)"
+            return f"the letter carries {count} {_display(name)} headers; a MIME header may occur once"
+    for name, count in sorted(mime.items()):
+        if len(msg.get_all(name) or []) != count:
+            return (f"a mail parser and DKIM read the letter's {_display(name)} header differently "
+                    "(a malformed header line, e.g. a space before a colon)")
     return None
 
 
