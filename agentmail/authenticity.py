@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from email.message import Message
 
-from . import signing, verdicts, wire
+from . import mime, signing, verdicts, wire
 from .model import Letter
 from .registry import Platform, Registry
 
@@ -130,9 +130,9 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
 
     # A MIME header twice (or written so parsers disagree) could make the shown text differ from
     # what was signed whichever copy a signature covers: refused before any signature is weighed.
-    mime = wire.mime_header_problem(raw, msg)
-    if mime:
-        return _quarantine("unauthenticated", mime, msg)
+    mime_problem = mime.header_problem(raw, msg)
+    if mime_problem:
+        return _quarantine("unauthenticated", mime_problem, msg)
 
     try:
         sender_address, _name = wire.sender_of(msg)

@@ -3,8 +3,10 @@ ed25519 key; receivers check the signature against the key pinned in the registr
 
 No DNS is involved for pinned keys: dkimpy asks our ``dnsfunc``, which answers from the
 registry. Beyond what dkimpy checks, a signature counts only if it is by the pinned d=/s=,
-has no ``l=``, uses an allowed algorithm and over-signs every header that matters, so an
-extra copy of a signed header added above the original cannot slip through.
+has no ``l=``, uses an allowed algorithm, signs the body exactly (``c=*/simple``) and
+over-signs every header that matters — the MIME headers included, so a relay can neither add
+a copy of a signed header above the original nor re-declare how the body decodes. A signature
+that leaves the MIME headers out entirely is an older agentmail's, and says so.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ if "dkim" not in sys.modules and "dkim.dnsplug" not in sys.modules:
 import dkim  # noqa: E402  (after the stand-in above)
 from nacl.signing import SigningKey  # noqa: E402
 
-from .wire import MIME_HEADERS, SIGNED_HEADERS, header_counts, is_mime_header
+from .mime import MIME_HEADERS, header_counts, is_mime_header
+from .wire import SIGNED_HEADERS
 
 ALGORITHMS = (b"ed25519-sha256", b"rsa-sha256")
 _INCLUDE = [h.lower().encode() for h in SIGNED_HEADERS for _ in (0, 1)]  # each twice: over-signed
@@ -79,7 +82,7 @@ def public_key_of(private_b64: str) -> str:
 
 
 def sign(raw: bytes, domain: str, selector: str, private_b64: str) -> bytes:
-    """``raw`` with a DKIM-Signature header on top (relaxed/relaxed, ed25519-sha256, no l=)."""
+    """``raw`` with a DKIM-Signature header on top (relaxed/simple, ed25519-sha256, no l=)."""
     header: bytes = dkim.sign(
         raw,
         selector.encode(),

@@ -1,16 +1,15 @@
 """Wire format v1: a Letter to RFC-822 bytes and back. Pure functions, no I/O.
 
 Rendering builds every header from validated values. Parsing is strict and bounded: one
-From with one plain address, one Message-ID of a sane shape, a known charset, a header
-section and a message of limited size. Anything else raises ``Malformed`` with a reason
-code from DESIGN §8, so the caller can quarantine it with a sentence.
+From with one plain address, one Message-ID of a sane shape, a header section and a message
+of limited size, a body shown only as its MIME headers declare it (``body_text``). Anything
+else raises ``Malformed`` with a reason code from DESIGN §8, so the caller can quarantine it
+with a sentence.
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import codecs
 import hashlib
 import re
 from dataclasses import dataclass
@@ -23,7 +22,8 @@ from email.parser import BytesParser
 from email.utils import format_datetime
 from datetime import datetime, timezone
 
-from . import matter
+from . import matter, mime
+from .mime import MIME_HEADERS, header_section
 from .model import (
     HUMAN,
     MAX_REF,
@@ -43,17 +43,10 @@ MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3
 _ADDR_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
-# The headers that decide how the body is decoded: signed (and over-signed) like the rest, so a
-# relay cannot re-declare the charset, the transfer encoding or the structure of a signed body.
-MIME_HEADERS = ("MIME-Version", "Content-Type", "Content-Transfer-Encoding")
 SIGNED_HEADERS = (
     "From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References",
     "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread", *MIME_HEADERS,
 )  # fmt: skip
-# What the shown text may be declared as (DESIGN §3, "what an agent is shown"): nothing else is
-# guessed at. A charset outside this set (utf-7 turns "+ADw-" into "<") is refused.
-TEXT_CHARSETS = ("us-ascii", "utf-8")
-TRANSFER_ENCODINGS = ("7bit", "8bit", "quoted-printable", "base64")
 
 
 class Malformed(ValueError):
@@ -158,13 +151,6 @@ _PARSER = BytesParser(policy=policy.compat32)
 _REGISTRY = HeaderRegistry()
 
 
-def header_section(raw: bytes) -> bytes:
-    end = raw.find(b"\r\n\r\n")
-    if end < 0:
-        end = raw.find(b"\n\n")
-    return raw if end < 0 else raw[:end]
-
-
 _QUICK_FROM = re.compile(rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 _QUICK_ID = re.compile(rb"^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
@@ -242,155 +228,12 @@ def _ids(value: object) -> tuple[str, ...]:
     return tuple(m for m in found if MESSAGE_ID_RE.fullmatch(m))
 
 
-def is_mime_header(name: str | bytes) -> bool:
-    """MIME-Version and every Content-* header (RFC 2045): what a relay could re-declare."""
-    low = (name.decode("ascii", "replace") if isinstance(name, bytes) else name).strip().lower()
-    return low == "mime-version" or low.startswith("content-")
-
-
-_HEADER_NAME = re.compile(rb"^([!-9;-~]+)[ \t]*:", re.MULTILINE)
-
-
-def header_counts(raw: bytes) -> dict[bytes, int]:
-    """How often each header name (lowercased) occurs, read the way DKIM reads names: a name
-    followed by white space before its colon counts too."""
-    counts: dict[bytes, int] = {}
-    for match in _HEADER_NAME.finditer(header_section(raw)):
-        name = match.group(1).lower()
-        counts[name] = counts.get(name, 0) + 1
-    return counts
-
-
-def mime_header_problem(raw: bytes, msg: Message) -> str | None:
-    """A sentence naming the MIME header that is duplicated or that the parser and DKIM would
-    read differently; None when each MIME header occurs at most once, plainly written."""
-    mime = {name.decode("ascii", "replace"): count for name, count in header_counts(raw).items() if is_mime_header(name)}
-    for name, count in sorted(mime.items()):
-        if count > 1:
-            return f"the letter carries {count} {_display(name)} headers; a MIME header may occur once"
-    for name, count in sorted(mime.items()):
-        if len(msg.get_all(name) or []) != count:
-            return (f"a mail parser and DKIM read the letter's {_display(name)} header differently "
-                    "(a malformed header line, e.g. a space before a colon)")
-    return None
-
-
-def _display(lower_name: str) -> str:
-    for known in MIME_HEADERS:
-        if known.lower() == lower_name:
-            return known
-    return "-".join(part.capitalize() for part in lower_name.split("-"))
-
-
-_TOKEN = r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+"
-_QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
-_PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
-_CONTENT_TYPE = re.compile(rf"[ \t]*({_TOKEN})/({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*")
-_MIME_VERSION = re.compile(r"[ \t]*1\.0[ \t]*(?:\([^()\\]*\)[ \t]*)?")
-_QP_LINE = re.compile(rb"(?:[\t\x20-\x3c\x3e-\x7e]|=[0-9A-Fa-f]{2})*")
-_QP_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
-
-
-def _one(msg: Message, name: str) -> str | None:
-    values = msg.get_all(name) or []
-    if len(values) > 1:
-        raise Malformed("malformed", f"the letter carries {len(values)} {name} headers; a MIME header may occur once")
-    if not values:
-        return None
-    value = str(values[0])
-    if not value.isascii():
-        raise Malformed("malformed", f"the {name} header is not ASCII")
-    return re.sub(r"\r?\n(?=[ \t])", "", value)
-
-
-def _content_type(value: str) -> tuple[str, dict[str, str]]:
-    """(type/subtype lowercased, parameters) of a plainly written Content-Type, or Malformed:
-    no comments, no RFC 2231 continuations, no parameter twice."""
-    match = _CONTENT_TYPE.fullmatch(value)
-    if not match:
-        raise Malformed("malformed", "the Content-Type header does not parse as type/subtype; parameters")
-    ctype = f"{match.group(1)}/{match.group(2)}".lower()
-    params: dict[str, str] = {}
-    for pmatch in re.finditer(_PARAM, match.group(3)):
-        name, raw_value = pmatch.group(1).lower(), pmatch.group(2)
-        if "*" in name:
-            raise Malformed("malformed", f"the Content-Type parameter {name[:40]!r} uses RFC 2231 encoding, which is refused")
-        if name in params:
-            raise Malformed("malformed", f"the Content-Type declares {name[:40]} twice")
-        if raw_value.startswith('"'):
-            raw_value = re.sub(r"\\(.)", r"\1", raw_value[1:-1])
-        params[name] = raw_value
-    return ctype, params
-
-
-def _decode_quoted_printable(data: bytes) -> bytes:
-    out: list[bytes] = []
-    lines = data.split(b"\n")
-    for number, line in enumerate(lines):
-        soft = line.endswith(b"=")
-        body = line[:-1] if soft else line
-        if not _QP_LINE.fullmatch(body):
-            raise Malformed("malformed", f"the quoted-printable body is not strictly encoded (line {number + 1})")
-        if not soft and body.endswith((b" ", b"\t")):
-            raise Malformed("malformed", f"the quoted-printable body has unencoded trailing white space (line {number + 1})")
-        out.append(_QP_ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), body))
-        if not soft and number < len(lines) - 1:
-            out.append(b"\n")
-    return b"".join(out)
-
-
-def _decode_transfer(data: bytes, cte: str) -> bytes:
-    if cte == "base64":
-        try:
-            return binascii.a2b_base64(data.replace(b"\n", b""), strict_mode=True)
-        except binascii.Error:
-            raise Malformed("malformed", "the base64 body is not strictly encoded") from None
-    if cte == "quoted-printable":
-        return _decode_quoted_printable(data)
-    if cte == "7bit" and not data.isascii():
-        raise Malformed("malformed", "the body is declared 7bit but carries 8-bit bytes")
-    return data
-
-
 def body_text(msg: Message) -> str:
-    """The text an agent is shown, decoded only as the (signed) MIME headers declare.
-
-    Exactly one shape is shown: a single text/plain part, charset us-ascii or utf-8, transfer
-    encoding 7bit, 8bit, quoted-printable or base64, each decoded strictly. A letter with no
-    MIME headers at all is us-ascii 7bit (RFC 2045's default). Multipart and anything else
-    that would need a guess is refused, naming what was refused.
-    """
-    version = _one(msg, "MIME-Version")
-    content_type = _one(msg, "Content-Type")
-    cte_value = _one(msg, "Content-Transfer-Encoding")
-    if version is None and (content_type is not None or cte_value is not None):
-        raise Malformed("malformed", "the letter declares its content without MIME-Version")
-    if version is not None and not _MIME_VERSION.fullmatch(version):
-        raise Malformed("malformed", f"the letter declares MIME-Version {version.strip()[:20]!r}, not 1.0")
-    ctype, params = _content_type(content_type) if content_type is not None else ("text/plain", {})
-    if ctype.startswith("multipart/"):
-        raise Malformed("malformed", f"the letter is {ctype[:60]}; agentmail shows only single-part text/plain letters")
-    if ctype != "text/plain":
-        raise Malformed("malformed", f"the letter is {ctype[:60]}, not text/plain")
-    charset = params.get("charset", "us-ascii").lower()
-    if charset not in TEXT_CHARSETS:
-        try:
-            codecs.lookup(charset)
-        except LookupError:
-            raise Malformed("malformed", f"the letter uses an unknown charset {charset[:40]!r}") from None
-        raise Malformed("malformed", f"the letter's charset {charset[:40]!r} is not one agentmail shows ({', '.join(TEXT_CHARSETS)})")
-    cte = (cte_value or "7bit").strip().lower()
-    if cte not in TRANSFER_ENCODINGS:
-        raise Malformed("malformed", f"the Content-Transfer-Encoding {cte[:40]!r} is not one agentmail decodes ({', '.join(TRANSFER_ENCODINGS)})")
-    # The body as parsed, undecoded: get_payload() would re-decode 8-bit bytes with "replace".
-    payload = getattr(msg, "_payload", None)
-    if not isinstance(payload, str):
-        raise Malformed("malformed", "the letter body cannot be decoded")
-    data = payload.encode("ascii", "surrogateescape").replace(b"\r\n", b"\n")
+    """The text an agent is shown (mime.shown_text), or Malformed saying what was refused."""
     try:
-        return _decode_transfer(data, cte).decode("ascii" if charset == "us-ascii" else charset)
-    except UnicodeDecodeError:
-        raise Malformed("malformed", f"the letter body is not valid {charset}") from None
+        return mime.shown_text(msg)
+    except mime.Refused as exc:
+        raise Malformed("malformed", str(exc)) from None
 
 
 def recipient_thread(msg: Message) -> str | None:
