@@ -17,6 +17,8 @@ from email.message import Message
 
 # The headers that decide how the body is decoded: signed (and over-signed) like the rest, so a
 # relay cannot re-declare the charset, the transfer encoding or the structure of a signed body.
+# A Content-* header agentmail writes later (e.g. for attachments) belongs here too: a receiver
+# quarantines any MIME header present that the signature does not over-sign.
 MIME_HEADERS = ("MIME-Version", "Content-Type", "Content-Transfer-Encoding")
 # What the shown text may be declared as (README, "What an agent is shown"): nothing else is
 # guessed at. A charset outside this set (utf-7 turns "+ADw-" into "<") is refused.
