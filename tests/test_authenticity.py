@@ -179,3 +179,18 @@ def test_a_trusted_mta_failing_only_our_pinned_signature_is_not_a_fail(registry:
     assert authenticity.judge(other + signed, trusting(registry)).reason == "verdict-fail"
     dmarc = b"Authentication-Results: mail.bus.test; dmarc=fail header.from=bus.test\r\n"
     assert authenticity.judge(dmarc + header + signed, trusting(registry)).reason == "verdict-fail"
+
+
+def test_a_humans_plain_text_letter_under_aligned_needs_every_mime_header_signed_by_the_mta(registry: Registry) -> None:
+    human = (DATA / "human-plain.eml").read_bytes()  # Thunderbird adds Content-Language
+    verdict_line = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n"
+    mime_headers = [b"from", b"to", b"subject", b"mime-version", b"content-type", b"content-transfer-encoding"]
+    partly = authenticity.judge(verdict_line + mta_signed(human, mime_headers), trusting(registry, "aligned"))
+    assert partly.reason == "unauthenticated" and "content-language" in (partly.detail or "")
+    whole = authenticity.judge(verdict_line + mta_signed(human, [*mime_headers, b"content-language"]),
+                               trusting(registry, "aligned"))  # fmt: skip
+    assert whole.accepted and whole.letter is not None and whole.letter.type == "human", whole.detail
+    assert whole.letter.body == "Hi alpha, does /quota still return 404 for unknown ids? \u2014 Ada"
+    multipart = (DATA / "human-multipart.eml").read_bytes()
+    refused = authenticity.judge(verdict_line + mta_signed(multipart, mime_headers), trusting(registry, "aligned"))
+    assert refused.reason == "malformed" and "single-part text/plain" in (refused.detail or "")
