@@ -156,7 +156,8 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
             return _quarantine("unauthenticated", f"no valid signature by {platform.name}'s pinned key: {dkim.detail}", msg)
         unvouched = signing.aligned_coverage_problem(raw, domain)
         if unvouched:
-            return _quarantine("unauthenticated", f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {unvouched}", msg)
+            detail = f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {unvouched}"
+            return _quarantine("unauthenticated", detail, msg)
 
     try:
         letter = wire.to_letter(msg)

@@ -114,8 +114,12 @@ def _coverage_problem(signed: list[bytes], counts: dict[bytes, int], over_sign: 
 
 def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
     """For a letter let in by a trusted MTA's aligned dkim=pass: does every DKIM-Signature of
-    ``domain`` cover each MIME header present? None when it does (and at least one exists)."""
+    ``domain`` cover each MIME header present? None when one exists and all do, or when the
+    letter has no MIME header at all. (Not over-signed: an MTA such as OpenDKIM lists each
+    once; a second copy is refused anyway, by mime.header_problem.)"""
     counts = header_counts(raw)
+    if not any(is_mime_header(name) for name in counts):
+        return None  # nothing for a relay to re-declare: RFC 2045's defaults apply
     found = False
     for name, value in dkim.DKIM(raw).headers:
         if name.lower() != b"dkim-signature":
@@ -128,9 +132,6 @@ def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
             continue
         found = True
         signed = [h.strip().lower() for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")]
-        present = [h for h in counts if is_mime_header(h)]
-        if not present:
-            continue
         problem = _coverage_problem(signed, counts, over_sign=False)
         if problem:
             return f"{domain}'s signature: {problem}"
