@@ -262,3 +262,9 @@ def test_property_any_mime_mutation_is_quarantined_or_shows_the_signed_text(
     signed_text = verdict.letter.body
     outcome, what = shown_or_quarantined(beta, mutation(raw))
     assert outcome == "quarantined" or what == signed_text
+
+
+def test_empty_lines_added_at_the_end_verify_and_show_the_same_text(alpha: AgentMail, beta: AgentMail) -> None:
+    """The one change a simple body canonicalisation allows (RFC 6376 §3.4.3) shows nothing new."""
+    raw = genuine(alpha, BODIES["non-ascii"])
+    assert shown_or_quarantined(beta, raw + b"\r\n\r\n\r\n") == ("accepted", BODIES["non-ascii"].strip())
