@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, replace
 from email.message import Message
 
-from . import signing, verdicts, wire
+from . import mime, signing, verdicts, wire
 from .model import Letter
 from .registry import Platform, Registry
 
@@ -128,6 +128,12 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
     if hops > MAX_HOPS:
         return _quarantine("loop", f"the letter passed {hops} relays (more than {MAX_HOPS})", msg)
 
+    # A MIME header twice (or written so parsers disagree) could make the shown text differ from
+    # what was signed whichever copy a signature covers: refused before any signature is weighed.
+    mime_problem = mime.header_problem(raw, msg)
+    if mime_problem:
+        return _quarantine("unauthenticated", mime_problem, msg)
+
     try:
         sender_address, _name = wire.sender_of(msg)
     except wire.Malformed as exc:
@@ -144,9 +150,14 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
 
     dkim = signing.verify(raw, key)
     if not dkim.ok:
-        aligned = bus.policy == "aligned" and sender_address.rpartition("@")[2] in trusted.dkim_pass_domains
+        domain = sender_address.rpartition("@")[2]
+        aligned = bus.policy == "aligned" and domain in trusted.dkim_pass_domains
         if not aligned:
             return _quarantine("unauthenticated", f"no valid signature by {platform.name}'s pinned key: {dkim.detail}", msg)
+        unvouched = signing.aligned_coverage_problem(raw, domain)
+        if unvouched:
+            detail = f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {unvouched}"
+            return _quarantine("unauthenticated", detail, msg)
 
     try:
         letter = wire.to_letter(msg)

@@ -3,8 +3,10 @@ ed25519 key; receivers check the signature against the key pinned in the registr
 
 No DNS is involved for pinned keys: dkimpy asks our ``dnsfunc``, which answers from the
 registry. Beyond what dkimpy checks, a signature counts only if it is by the pinned d=/s=,
-has no ``l=``, uses an allowed algorithm and over-signs every header that matters, so an
-extra copy of a signed header added above the original cannot slip through.
+has no ``l=``, uses an allowed algorithm, signs the body exactly (``c=*/simple``) and
+over-signs every header that matters — the MIME headers included, so a relay can neither add
+a copy of a signed header above the original nor re-declare how the body decodes. A signature
+that leaves the MIME headers out entirely is an older agentmail's, and says so.
 """
 
 from __future__ import annotations
@@ -39,11 +41,16 @@ if "dkim" not in sys.modules and "dkim.dnsplug" not in sys.modules:
 import dkim  # noqa: E402  (after the stand-in above)
 from nacl.signing import SigningKey  # noqa: E402
 
-from .wire import SIGNED_HEADERS, header_section
+from .mime import MIME_HEADERS, header_counts, is_mime_header
+from .wire import SIGNED_HEADERS
 
 ALGORITHMS = (b"ed25519-sha256", b"rsa-sha256")
 _INCLUDE = [h.lower().encode() for h in SIGNED_HEADERS for _ in (0, 1)]  # each twice: over-signed
 _REQUIRED = tuple(h.lower().encode() for h in SIGNED_HEADERS)
+_MIME = tuple(h.lower().encode() for h in MIME_HEADERS)
+# Headers relaxed, body simple: relaxed body canonicalisation would let a relay turn a tab into
+# a space or re-indent a line (every run of white space hashes alike) without breaking it.
+CANONICALIZATION = (b"relaxed", b"simple")
 
 
 @dataclass(frozen=True)
@@ -75,26 +82,60 @@ def public_key_of(private_b64: str) -> str:
 
 
 def sign(raw: bytes, domain: str, selector: str, private_b64: str) -> bytes:
-    """``raw`` with a DKIM-Signature header on top (relaxed/relaxed, ed25519-sha256, no l=)."""
+    """``raw`` with a DKIM-Signature header on top (relaxed/simple, ed25519-sha256, no l=)."""
     header: bytes = dkim.sign(
         raw,
         selector.encode(),
         domain.encode(),
         private_b64.encode(),
         signature_algorithm=b"ed25519-sha256",
-        canonicalize=(b"relaxed", b"relaxed"),
+        canonicalize=CANONICALIZATION,
         include_headers=_INCLUDE,
         linesep=b"\r\n",
     )
     return header + raw
 
 
-def _header_counts(raw: bytes) -> dict[bytes, int]:
-    counts: dict[bytes, int] = {}
-    for match in re.finditer(rb"^([!-9;-~]+)[ \t]*:", header_section(raw), re.MULTILINE):
-        name = match.group(1).lower()
-        counts[name] = counts.get(name, 0) + 1
-    return counts
+def _coverage_problem(signed: list[bytes], counts: dict[bytes, int], over_sign: bool) -> str | None:
+    """Why a signature listing ``signed`` (h=, lowercased) does not vouch for every MIME header
+    of a letter with these header ``counts``; None when it does."""
+    if over_sign and not any(name in signed for name in _MIME):
+        return (f"the signature does not cover the MIME headers ({', '.join(MIME_HEADERS)}): the sender's "
+                "agentmail is too old and must be upgraded, since unsigned MIME headers let a relay change "
+                "how the body reads")  # fmt: skip
+    present = [name for name in counts if is_mime_header(name)]
+    for name in sorted({*_MIME, *present}):
+        needed = counts.get(name, 0) + (1 if over_sign else 0)
+        if needed and signed.count(name) < needed:
+            how = "over-sign" if over_sign and signed.count(name) else "cover"
+            return f"the signature does not {how} the {name.decode(errors='replace')} header"
+    return None
+
+
+def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
+    """For a letter let in by a trusted MTA's aligned dkim=pass: does every DKIM-Signature of
+    ``domain`` cover each MIME header present? None when one exists and all do, or when the
+    letter has no MIME header at all. (Not over-signed: an MTA such as OpenDKIM lists each
+    once; a second copy is refused anyway, by mime.header_problem.)"""
+    counts = header_counts(raw)
+    if not any(is_mime_header(name) for name in counts):
+        return None  # nothing for a relay to re-declare: RFC 2045's defaults apply
+    found = False
+    for name, value in dkim.DKIM(raw).headers:
+        if name.lower() != b"dkim-signature":
+            continue
+        try:
+            tags = dkim.util.parse_tag_value(value)
+        except dkim.util.InvalidTagValueList:
+            continue
+        if tags.get(b"d", b"").strip().lower() != domain.lower().encode():
+            continue
+        found = True
+        signed = [h.strip().lower() for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")]
+        problem = _coverage_problem(signed, counts, over_sign=False)
+        if problem:
+            return f"{domain}'s signature: {problem}"
+    return None if found else f"no DKIM-Signature by {domain} to vouch for the MIME headers"
 
 
 def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:
@@ -112,7 +153,7 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
     count = sum(1 for name, _ in checker.headers if name.lower() == b"dkim-signature")
     if count == 0:
         return DkimResult(False, "the letter carries no DKIM signature")
-    counts = _header_counts(raw)
+    counts = header_counts(raw)
     problems: list[str] = []
     for idx in range(count):
         try:
@@ -135,9 +176,18 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
             problems.append(f"the signature algorithm {sig.get(b'a', b'').decode(errors='replace')} is not allowed")
             continue
         signed = [h.lower() for h in include]
+        mime = _coverage_problem(signed, counts, over_sign=True)
+        if mime:
+            problems.append(mime)
+            continue
         weak = [h.decode() for h in _REQUIRED if signed.count(h) <= counts.get(h, 0)]
         if weak:
             problems.append(f"the signature does not over-sign {', '.join(weak)}")
+            continue
+        body_canon = sig.get(b"c", b"simple/simple").partition(b"/")[2] or b"simple"
+        if body_canon.lower() != b"simple":
+            problems.append("the signature canonicalises the body loosely (c=.../relaxed), so white space "
+                            "in it could change unnoticed; agentmail signs the body exactly (c=.../simple)")  # fmt: skip
             continue
         try:
             ok = checker.verify_sig(sig, include, sig_header, _dnsfunc(key) if key.public_key else _dns_lookup)

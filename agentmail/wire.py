@@ -1,15 +1,15 @@
 """Wire format v1: a Letter to RFC-822 bytes and back. Pure functions, no I/O.
 
 Rendering builds every header from validated values. Parsing is strict and bounded: one
-From with one plain address, one Message-ID of a sane shape, a known charset, a header
-section and a message of limited size. Anything else raises ``Malformed`` with a reason
-code from DESIGN §8, so the caller can quarantine it with a sentence.
+From with one plain address, one Message-ID of a sane shape, a header section and a message
+of limited size, a body shown only as its MIME headers declare it (``body_text``). Anything
+else raises ``Malformed`` with a reason code from DESIGN §8, so the caller can quarantine it
+with a sentence.
 """
 
 from __future__ import annotations
 
 import base64
-import codecs
 import hashlib
 import re
 from dataclasses import dataclass
@@ -22,7 +22,8 @@ from email.parser import BytesParser
 from email.utils import format_datetime
 from datetime import datetime, timezone
 
-from . import matter
+from . import matter, mime
+from .mime import MIME_HEADERS, header_section
 from .model import (
     HUMAN,
     MAX_REF,
@@ -44,7 +45,7 @@ _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@")
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 SIGNED_HEADERS = (
     "From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References",
-    "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread",
+    "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread", *MIME_HEADERS,
 )  # fmt: skip
 
 
@@ -150,13 +151,6 @@ _PARSER = BytesParser(policy=policy.compat32)
 _REGISTRY = HeaderRegistry()
 
 
-def header_section(raw: bytes) -> bytes:
-    end = raw.find(b"\r\n\r\n")
-    if end < 0:
-        end = raw.find(b"\n\n")
-    return raw if end < 0 else raw[:end]
-
-
 _QUICK_FROM = re.compile(rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 _QUICK_ID = re.compile(rb"^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
@@ -234,32 +228,12 @@ def _ids(value: object) -> tuple[str, ...]:
     return tuple(m for m in found if MESSAGE_ID_RE.fullmatch(m))
 
 
-def _text_part(msg: Message) -> Message:
-    if not msg.is_multipart():
-        if msg.get_content_maintype() != "text":
-            raise Malformed("malformed", f"the letter is {msg.get_content_type()}, not text")
-        return msg
-    for part in msg.walk():
-        disposition = str(part.get("Content-Disposition", "")).lower()
-        if part.get_content_type() == "text/plain" and not disposition.startswith("attachment"):
-            return part
-    raise Malformed("malformed", "the letter has no text/plain part")
-
-
 def body_text(msg: Message) -> str:
-    part = _text_part(msg)
-    charset = str(part.get_content_charset("us-ascii"))
+    """The text an agent is shown (mime.shown_text), or Malformed saying what was refused."""
     try:
-        codecs.lookup(charset)
-    except LookupError:
-        raise Malformed("malformed", f"the letter uses an unknown charset {charset[:40]!r}") from None
-    payload = part.get_payload(decode=True)
-    if not isinstance(payload, bytes):
-        raise Malformed("malformed", "the letter body cannot be decoded")
-    try:
-        return payload.decode(charset).replace("\r\n", "\n")
-    except (UnicodeDecodeError, LookupError):
-        raise Malformed("malformed", f"the letter body is not valid {charset[:40]}") from None
+        return mime.shown_text(msg)
+    except mime.Refused as exc:
+        raise Malformed("malformed", str(exc)) from None
 
 
 def recipient_thread(msg: Message) -> str | None:

@@ -83,12 +83,42 @@ def test_an_explicit_fail_from_a_trusted_id_quarantines_even_a_signed_letter(reg
     assert (verdict.reason, "dmarc=fail" in (verdict.detail or "")) == ("verdict-fail", True)
 
 
+MTA_KEY, _ = signing.generate_keypair()  # the MTA's own key: only its h= list is read here
+
+
+def mta_signed(raw: bytes, headers: list[bytes]) -> bytes:
+    """``raw`` as the bus's MTA signs it (d=bus.test s=mail), listing ``headers`` in h=."""
+    import dkim
+
+    return dkim.sign(raw, b"mail", b"bus.test", MTA_KEY.encode(), signature_algorithm=b"ed25519-sha256",
+                     include_headers=headers, linesep=b"\r\n") + raw  # fmt: skip
+
+
 def test_aligned_policy_accepts_a_trusted_aligned_dkim_pass(registry: Registry) -> None:
-    raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n" + letter_bytes()
+    signed = mta_signed(letter_bytes(), [b"from", b"to", b"subject", b"mime-version", b"content-type",
+                                         b"content-transfer-encoding"])  # fmt: skip
+    raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n" + signed
     assert authenticity.judge(raw, trusting(registry, "aligned")).accepted
     assert authenticity.judge(raw, trusting(registry, "pinned")).reason == "unauthenticated"
     other = raw.replace(b"header.d=bus.test", b"header.d=evil.test")
     assert authenticity.judge(other, trusting(registry, "aligned")).reason == "unauthenticated"
+
+
+@pytest.mark.parametrize("headers,missing", [
+    ([b"from", b"to", b"subject"], "content-transfer-encoding"),
+    ([b"from", b"mime-version", b"content-type"], "content-transfer-encoding"),
+    ([b"from", b"mime-version", b"content-transfer-encoding"], "content-type"),
+    (None, "no DKIM-Signature by bus.test"),
+])  # fmt: skip
+def test_an_aligned_pass_must_come_from_a_signature_covering_every_mime_header(
+    registry: Registry, headers: list[bytes] | None, missing: str
+) -> None:
+    body = letter_bytes()
+    signed = body if headers is None else mta_signed(body, headers)
+    raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n" + signed
+    verdict = authenticity.judge(raw, trusting(registry, "aligned"))
+    assert verdict.reason == "unauthenticated"
+    assert "does not vouch for the MIME headers" in (verdict.detail or "") and missing in (verdict.detail or "")
 
 
 @pytest.mark.parametrize("name,reason", [
@@ -149,3 +179,18 @@ def test_a_trusted_mta_failing_only_our_pinned_signature_is_not_a_fail(registry:
     assert authenticity.judge(other + signed, trusting(registry)).reason == "verdict-fail"
     dmarc = b"Authentication-Results: mail.bus.test; dmarc=fail header.from=bus.test\r\n"
     assert authenticity.judge(dmarc + header + signed, trusting(registry)).reason == "verdict-fail"
+
+
+def test_a_humans_plain_text_letter_under_aligned_needs_every_mime_header_signed_by_the_mta(registry: Registry) -> None:
+    human = (DATA / "human-plain.eml").read_bytes()  # Thunderbird adds Content-Language
+    verdict_line = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n"
+    mime_headers = [b"from", b"to", b"subject", b"mime-version", b"content-type", b"content-transfer-encoding"]
+    partly = authenticity.judge(verdict_line + mta_signed(human, mime_headers), trusting(registry, "aligned"))
+    assert partly.reason == "unauthenticated" and "content-language" in (partly.detail or "")
+    whole = authenticity.judge(verdict_line + mta_signed(human, [*mime_headers, b"content-language"]),
+                               trusting(registry, "aligned"))  # fmt: skip
+    assert whole.accepted and whole.letter is not None and whole.letter.type == "human", whole.detail
+    assert whole.letter.body == "Hi alpha, does /quota still return 404 for unknown ids? \u2014 Ada"
+    multipart = (DATA / "human-multipart.eml").read_bytes()
+    refused = authenticity.judge(verdict_line + mta_signed(multipart, mime_headers), trusting(registry, "aligned"))
+    assert refused.reason == "malformed" and "single-part text/plain" in (refused.detail or "")

@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 # Lower layers never import higher ones.
 LAYERS = [
     {"errors", "model", "home"},
-    {"matter", "wire"},
+    {"matter", "mime", "wire"},
     {"signing", "verdicts", "registry", "credentials", "identity", "authenticity"},
     {"transport"},
     {"spool"},

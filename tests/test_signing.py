@@ -24,14 +24,15 @@ def test_a_signed_letter_verifies_against_the_pinned_key() -> None:
     assert result.ok, result.detail
 
 
-def test_the_signature_is_relaxed_ed25519_without_l_and_over_signs() -> None:
+def test_the_signature_is_relaxed_simple_ed25519_without_l_and_over_signs() -> None:
     header = signed().split(b"\r\n\r\n")[0].decode()
     sig = header[: header.index("\r\nFrom:")]
-    assert "a=ed25519-sha256" in sig and "c=relaxed/relaxed" in sig
+    assert "a=ed25519-sha256" in sig and "c=relaxed/simple" in sig
     assert " l=" not in sig and ";l=" not in sig
     flat = sig.replace("\r\n", "").replace(" ", "")
     for name in ("from:from", "to:to", "subject:subject", "message-id:message-id", "auto-submitted:auto-submitted",
-                 "in-reply-to:in-reply-to", "x-agentmail-type:x-agentmail-type"):  # fmt: skip
+                 "in-reply-to:in-reply-to", "x-agentmail-type:x-agentmail-type", "mime-version:mime-version",
+                 "content-type:content-type", "content-transfer-encoding:content-transfer-encoding"):  # fmt: skip
         assert name in flat
 
 
@@ -86,3 +87,33 @@ def test_an_unsigned_letter_fails() -> None:
 
 def test_public_key_of_matches_the_generated_pair() -> None:
     assert signing.public_key_of(PRIVATE) == PUBLIC
+
+
+def _signed_with(headers: list[bytes], canonicalize: tuple[bytes, bytes] = signing.CANONICALIZATION) -> bytes:
+    import dkim
+
+    raw = wire.render(wire.Outline("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Burst",
+                                   "Fired 14 submits.", message_id="<01s.alpha@bus.test>"))  # fmt: skip
+    return dkim.sign(raw, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
+                     canonicalize=canonicalize, include_headers=headers, linesep=b"\r\n") + raw  # fmt: skip
+
+
+ALL_TWICE = [h.lower().encode() for h in wire.SIGNED_HEADERS for _ in (0, 1)]
+
+
+@pytest.mark.parametrize("headers,canonicalize,words", [
+    ([h for h in ALL_TWICE if not h.startswith((b"content-", b"mime-"))], signing.CANONICALIZATION,
+     "does not cover the MIME headers (MIME-Version, Content-Type, Content-Transfer-Encoding): the sender's "
+     "agentmail is too old and must be upgraded"),
+    ([h for h in ALL_TWICE if h != b"content-type"] + [b"content-type"], signing.CANONICALIZATION,
+     "does not over-sign the content-type header"),
+    ([h for h in ALL_TWICE if h != b"content-transfer-encoding"], signing.CANONICALIZATION,
+     "does not cover the content-transfer-encoding header"),
+    (ALL_TWICE, (b"relaxed", b"relaxed"), "canonicalises the body loosely"),
+])  # fmt: skip
+def test_a_signature_must_over_sign_the_mime_headers_and_sign_the_body_exactly(
+    headers: list[bytes], canonicalize: tuple[bytes, bytes], words: str
+) -> None:
+    assert signing.verify(_signed_with(ALL_TWICE), KEY).ok  # the same letter, signed as agentmail does
+    result = signing.verify(_signed_with(headers, canonicalize), KEY)
+    assert not result.ok and words in result.detail, result.detail

@@ -99,7 +99,7 @@ def test_replies_carry_exactly_one_re(subject: str, expected: str) -> None:
 
 
 def test_a_human_letter_without_block_is_type_human_with_a_stable_thread() -> None:
-    msg = wire.parse_message((DATA / "human-multipart.eml").read_bytes(), 10**6)
+    msg = wire.parse_message((DATA / "human-plain.eml").read_bytes(), 10**6)
     letter = wire.to_letter(msg)
     assert letter.type == HUMAN
     assert letter.body.startswith("Hi alpha, does /quota still return 404")
@@ -120,6 +120,7 @@ def test_lf_only_messages_parse_like_crlf() -> None:
     ("path-message-id.eml", "malformed", "Message-ID"),
     ("yaml-tag.eml", "malformed", "tags are not allowed"),
     ("yaml-anchor.eml", "malformed", "anchors and aliases"),
+    ("human-multipart.eml", "malformed", "multipart/alternative; agentmail shows only single-part text/plain"),
 ])  # fmt: skip
 def test_hostile_or_broken_messages_are_refused_with_a_reason(name: str, reason: str, words: str) -> None:
     with pytest.raises(wire.Malformed) as caught:

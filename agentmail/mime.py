@@ -1,0 +1,188 @@
+"""What an agent is shown of a letter's body, and the MIME headers that decide it. Pure
+functions, no I/O.
+
+A relay can change headers a signature does not cover, so the body is decoded only as signed
+MIME headers declare it, in exactly one shape, and strictly: a single ``text/plain`` part in a
+charset of ``TEXT_CHARSETS`` with a transfer encoding of ``TRANSFER_ENCODINGS``. Anything that
+would need a guess (multipart, another charset, a comment or RFC 2231 parameter, a sloppy
+encoding, a MIME header twice) is refused with a sentence naming what was refused.
+"""
+
+from __future__ import annotations
+
+import binascii
+import codecs
+import re
+from email.message import Message
+
+# The headers that decide how the body is decoded: signed (and over-signed) like the rest, so a
+# relay cannot re-declare the charset, the transfer encoding or the structure of a signed body.
+# A Content-* header agentmail writes later (e.g. for attachments) belongs here too: a receiver
+# quarantines any MIME header present that the signature does not over-sign.
+MIME_HEADERS = ("MIME-Version", "Content-Type", "Content-Transfer-Encoding")
+# What the shown text may be declared as (README, "What an agent is shown"): nothing else is
+# guessed at. A charset outside this set (utf-7 turns "+ADw-" into "<") is refused.
+TEXT_CHARSETS = ("us-ascii", "utf-8")
+TRANSFER_ENCODINGS = ("7bit", "8bit", "quoted-printable", "base64")
+
+
+class Refused(ValueError):
+    """The body cannot be shown as its MIME headers declare it; the message says why."""
+
+
+def header_section(raw: bytes) -> bytes:
+    end = raw.find(b"\r\n\r\n")
+    if end < 0:
+        end = raw.find(b"\n\n")
+    return raw if end < 0 else raw[:end]
+
+
+def is_mime_header(name: str | bytes) -> bool:
+    """MIME-Version and every Content-* header (RFC 2045): what a relay could re-declare."""
+    low = (name.decode("ascii", "replace") if isinstance(name, bytes) else name).strip().lower()
+    return low == "mime-version" or low.startswith("content-")
+
+
+_HEADER_NAME = re.compile(rb"^([!-9;-~]+)[ \t]*:", re.MULTILINE)
+
+
+def header_counts(raw: bytes) -> dict[bytes, int]:
+    """How often each header name (lowercased) occurs, read the way DKIM reads names: a name
+    followed by white space before its colon counts too."""
+    counts: dict[bytes, int] = {}
+    for match in _HEADER_NAME.finditer(header_section(raw)):
+        name = match.group(1).lower()
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def header_problem(raw: bytes, msg: Message) -> str | None:
+    """A sentence naming the MIME header that is duplicated or that the parser and DKIM would
+    read differently; None when each MIME header occurs at most once, plainly written."""
+    mime = {name.decode("ascii", "replace"): count for name, count in header_counts(raw).items() if is_mime_header(name)}
+    for name, count in sorted(mime.items()):
+        if count > 1:
+            return f"the letter carries {count} {_display(name)} headers; a MIME header may occur once"
+    for name, count in sorted(mime.items()):
+        if len(msg.get_all(name) or []) != count:
+            return (f"a mail parser and DKIM read the letter's {_display(name)} header differently "
+                    "(a malformed header line, e.g. a space before a colon)")
+    return None
+
+
+def _display(lower_name: str) -> str:
+    for known in MIME_HEADERS:
+        if known.lower() == lower_name:
+            return known
+    return "-".join(part.capitalize() for part in lower_name.split("-"))
+
+
+_TOKEN = r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+"
+_QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
+_PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
+_CONTENT_TYPE = re.compile(rf"[ \t]*({_TOKEN})/({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*")
+_MIME_VERSION = re.compile(r"[ \t]*1\.0[ \t]*(?:\([^()\\]*\)[ \t]*)?")
+_QP_LINE = re.compile(rb"(?:[\t\x20-\x3c\x3e-\x7e]|=[0-9A-Fa-f]{2})*")
+_QP_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
+
+
+def _one(msg: Message, name: str) -> str | None:
+    values = msg.get_all(name) or []
+    if len(values) > 1:
+        raise Refused(f"the letter carries {len(values)} {name} headers; a MIME header may occur once")
+    if not values:
+        return None
+    value = str(values[0])
+    if not value.isascii():
+        raise Refused(f"the {name} header is not ASCII")
+    return re.sub(r"\r?\n(?=[ \t])", "", value)
+
+
+def _content_type(value: str) -> tuple[str, dict[str, str]]:
+    """(type/subtype lowercased, parameters) of a plainly written Content-Type, or Malformed:
+    no comments, no RFC 2231 continuations, no parameter twice."""
+    match = _CONTENT_TYPE.fullmatch(value)
+    if not match:
+        raise Refused("the Content-Type header does not parse as type/subtype; parameters")
+    ctype = f"{match.group(1)}/{match.group(2)}".lower()
+    params: dict[str, str] = {}
+    for pmatch in re.finditer(_PARAM, match.group(3)):
+        name, raw_value = pmatch.group(1).lower(), pmatch.group(2)
+        if "*" in name:
+            raise Refused(f"the Content-Type parameter {name[:40]!r} uses RFC 2231 encoding, which is refused")
+        if name in params:
+            raise Refused(f"the Content-Type declares {name[:40]} twice")
+        if raw_value.startswith('"'):
+            raw_value = re.sub(r"\\(.)", r"\1", raw_value[1:-1])
+        params[name] = raw_value
+    return ctype, params
+
+
+def _decode_quoted_printable(data: bytes) -> bytes:
+    out: list[bytes] = []
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines):
+        soft = line.endswith(b"=")
+        body = line[:-1] if soft else line
+        if not _QP_LINE.fullmatch(body):
+            raise Refused(f"the quoted-printable body is not strictly encoded (line {number + 1})")
+        if not soft and body.endswith((b" ", b"\t")):
+            raise Refused(f"the quoted-printable body has unencoded trailing white space (line {number + 1})")
+        out.append(_QP_ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), body))
+        if not soft and number < len(lines) - 1:
+            out.append(b"\n")
+    return b"".join(out)
+
+
+def _decode_transfer(data: bytes, cte: str) -> bytes:
+    if cte == "base64":
+        try:
+            return binascii.a2b_base64(data.replace(b"\n", b""), strict_mode=True)
+        except binascii.Error:
+            raise Refused("the base64 body is not strictly encoded") from None
+    if cte == "quoted-printable":
+        return _decode_quoted_printable(data)
+    if cte == "7bit" and not data.isascii():
+        raise Refused("the body is declared 7bit but carries 8-bit bytes")
+    return data
+
+
+def shown_text(msg: Message) -> str:
+    """The text an agent is shown, decoded only as the (signed) MIME headers declare.
+
+    Exactly one shape is shown: a single text/plain part, charset us-ascii or utf-8, transfer
+    encoding 7bit, 8bit, quoted-printable or base64, each decoded strictly. A letter with no
+    MIME headers at all is us-ascii 7bit (RFC 2045's default). Multipart and anything else
+    that would need a guess is refused, naming what was refused.
+    """
+    version = _one(msg, "MIME-Version")
+    content_type = _one(msg, "Content-Type")
+    cte_value = _one(msg, "Content-Transfer-Encoding")
+    if version is None and (content_type is not None or cte_value is not None):
+        raise Refused("the letter declares its content without MIME-Version")
+    if version is not None and not _MIME_VERSION.fullmatch(version):
+        raise Refused(f"the letter declares MIME-Version {version.strip()[:20]!r}, not 1.0")
+    ctype, params = _content_type(content_type) if content_type is not None else ("text/plain", {})
+    if ctype.startswith("multipart/"):
+        raise Refused(f"the letter is {ctype[:60]}; agentmail shows only single-part text/plain letters")
+    if ctype != "text/plain":
+        raise Refused(f"the letter is {ctype[:60]}, not text/plain")
+    charset = params.get("charset", "us-ascii").lower()
+    if charset not in TEXT_CHARSETS:
+        try:
+            codecs.lookup(charset)
+        except LookupError:
+            raise Refused(f"the letter uses an unknown charset {charset[:40]!r}") from None
+        raise Refused(f"the letter's charset {charset[:40]!r} is not one agentmail shows ({', '.join(TEXT_CHARSETS)})")
+    cte = (cte_value or "7bit").strip().lower()
+    if cte not in TRANSFER_ENCODINGS:
+        raise Refused(f"the Content-Transfer-Encoding {cte[:40]!r} is not one agentmail decodes ({', '.join(TRANSFER_ENCODINGS)})")
+    # The body as parsed, undecoded: get_payload() would re-decode 8-bit bytes with "replace".
+    payload = getattr(msg, "_payload", None)
+    if not isinstance(payload, str):
+        raise Refused("the letter body cannot be decoded")
+    data = payload.encode("ascii", "surrogateescape").replace(b"\r\n", b"\n")
+    try:
+        return _decode_transfer(data, cte).decode("ascii" if charset == "us-ascii" else charset)
+    except UnicodeDecodeError:
+        raise Refused(f"the letter body is not valid {charset}") from None
