@@ -413,22 +413,25 @@ def test_letter_whose_thread_entry_outlived_a_crash_is_filed_once(registry: Regi
                                                                   beta: AgentMail, home: Path) -> None:  # fmt: skip
     """A commit appends each letter's thread entry first, then renames the letter into its state
     (views skip an id with no letter). A SIGKILL between the two is a window of microseconds;
-    this is the same state made deterministic: the rename fails (a file where ``unread/``
-    should be), so the sync dies with the thread entry written and the letter not filed, and the
+    this is the same state made deterministic: the rename into ``unread/`` fails, so the sync dies with the thread entry written and the letter not filed, and the
     checkpoint unmoved. A fresh process (a restart) fetches the letter again and files it once;
     the orphaned thread entry never shows as a letter."""
     recipient = registry.get("beta")
     thread = new_thread_id()
     letter, raw = alpha._compose(recipient.address, recipient.name, "question", thread,
                                  "quota endpoint returns 500", OPENER)  # fmt: skip
-    unread = beta.spool.ensure().root / "unread"
-    unread.rmdir()
-    unread.write_bytes(b"")  # the rename into unread/ fails after the thread append
+    rename = os.rename
+
+    def rename_but_not_into_unread(src: object, dst: object) -> None:
+        if Path(str(dst)).parent.name == "unread":
+            raise OSError("the instant of the kill")
+        rename(src, dst)  # type: ignore[arg-type]
+
     deliver(home / "postoffice" / "beta", raw)
-    with pytest.raises(OSError):
-        beta.sync()
-    unread.unlink()
-    unread.mkdir()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "rename", rename_but_not_into_unread)
+        with pytest.raises(OSError, match="the instant of the kill"):
+            beta.sync()
     orphans = beta.spool.thread_ids(thread)
     assert len(orphans) == 1 and beta.spool.locate(orphans[0]) is None, "not the state this test is about"
     assert beta.spool.checkpoint("local") in (None, f"{Mailbox(home / 'postoffice' / 'beta').uidvalidity}:0")
