@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import identity, registry as registry_mod
-from .credentials import read_private_key
+from .credentials import read_private_key_with_source
 from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
 from .home import agentmail_home
 from .identity import Identity
@@ -75,6 +75,8 @@ class AgentMail:
         self._transport = transport
         self._refusals: dict[str, str] = {}
         self.last_warnings: list[str] = []
+        self.flushed = 0  # letters queued by an earlier command that this client has sent since
+        self._dispatching: str | None = None
 
     @classmethod
     def from_env(cls, platform: str | None = None, *, agent: str | None = None, home: str | Path | None = None,
@@ -259,7 +261,9 @@ class AgentMail:
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
         self._check_body(body, force)
-        self.last_warnings = guards.opener_warnings(type, body)
+        # Advice is for reports that open a thread, not for a one-line question.
+        one_liner = type == "question" and len(body.strip().splitlines()) <= 1
+        self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
         composed = self._compose(recipient.address, recipient.name, type, new_thread_id(), subject, body,
                                severity=severity, ref=ref)  # fmt: skip
         return self._dispatch(composed)
@@ -363,7 +367,8 @@ class AgentMail:
             unsigned = wire.render(outline)
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
-        key = read_private_key(self.home, self.platform.name)
+        key, source = read_private_key_with_source(self.home, self.platform.name)
+        self._check_key_matches_pin(key, source)
         try:
             raw = signing.sign(unsigned, self.platform.dkim_domain or self.platform.domain, self.platform.selector, key)
         except Exception as exc:  # dkimpy raises its own types for a bad key
@@ -376,12 +381,46 @@ class AgentMail:
         )  # what render() wrote, without parsing it back  # fmt: skip
         return letter, raw
 
+    def _check_key_matches_pin(self, key: str, source: str) -> None:
+        """A letter signed with a key other than the pinned one lands in the reader's quarantine
+        while this side says "sent": refuse before signing instead."""
+        from . import signing
+
+        if self.platform.key_lookup != "pinned":
+            return
+        try:
+            matches = signing.public_key_of(key) == self.platform.public_key
+        except Exception:
+            matches = False
+        if not matches:
+            raise ConfigError(
+                f"the private key of {self.platform.name} ({source}) does not match the public key pinned in "
+                f"{self.registry.root / 'platforms' / (self.platform.name + '.toml')} (s={self.platform.selector}): "
+                f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
+                f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
+                f"{self.platform.name}' and commit the new entry")  # fmt: skip
+
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
-        Letters still queued from earlier ride along on the same connection."""
+        Letters still queued from earlier ride along on the same connection.
+
+        A configuration error (login refused, untrusted certificate, no AUTH, wrong TLS mode,
+        unreadable credentials) is not transient: the new letter is moved to failed/ rather than
+        left queued, so fixing the configuration and sending again never delivers it twice."""
         letter, raw = composed
         stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
-        self.flush()
+        self._dispatching = stored.id
+        try:
+            self.flush()
+        except ConfigError as exc:
+            why = f"not sent, not queued: {exc}"
+            self.spool.annotate(stored.id, failed_reason=why)
+            self.spool.move(stored.id, "outbox", "failed")
+            if letter.in_reply_to and self.spool.replied_by(letter.in_reply_to) == stored.id:
+                self.spool.release_reply(letter.in_reply_to)  # the reply never left: it may be sent again
+            raise ConfigError(f"{exc} — the letter was not sent and not queued; send it again once this is fixed") from None
+        finally:
+            self._dispatching = None
         return self.show(stored.id)
 
     def _outgoing(self, letter_id: str) -> Outgoing | None:
@@ -415,6 +454,8 @@ class AgentMail:
         return results
 
     def _record(self, result: SubmitResult) -> None:
+        if result.status == "sent" and result.key != self._dispatching:
+            self.flushed += 1
         if result.status == "sent":
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
@@ -480,13 +521,26 @@ class AgentMail:
                 move = "me" if mine else other  # whoever acknowledged owes the fix
             else:
                 move = other if mine else "me"
+            delivery, delivery_detail = self._delivery(ids)
             rows.append({
+                "delivery": delivery, "delivery_detail": delivery_detail,
                 "thread": thread, "subject": str(first.get("subject") or ""), "state": _lifecycle(last.get("type", "")),
                 "last_type": last.get("type"), "whose_move": move, "letters": len(ids),
                 "with": other, "last_id": last["id"], "undeliverable": any(
                     self.spool.annotations(i).get("undeliverable") for i in ids),
             })  # fmt: skip
         return rows
+
+    def _delivery(self, ids: list[str]) -> tuple[str, str]:
+        """How far my letters in a thread got: "queued" (in the outbox), "failed" (refused, with
+        the server's words), else "sent"; "received" when the thread holds none of mine."""
+        states = {i: self.spool.locate(i) for i in ids}
+        for wanted, key in (("outbox", "queued_reason"), ("failed", "failed_reason")):
+            for letter_id, state in states.items():
+                if state == wanted:
+                    meta = self.spool.meta(letter_id, state)
+                    return ("queued" if wanted == "outbox" else "failed"), str(meta.get(key) or "")
+        return ("sent" if "sent" in states.values() else "received"), ""
 
     def _filed(self, ids: Iterable[str]) -> dict[str, Any] | None:
         """The meta of the first id in ``ids`` that is filed (a crash can leave a listed id absent)."""
