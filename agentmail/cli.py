@@ -726,7 +726,15 @@ def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: no traceback ever reaches a user."""
+    """Entry point: no traceback ever reaches a user, nor a library's warning or log line."""
+    import logging
+    import warnings
+
+    if not sys.warnoptions:
+        warnings.simplefilter("ignore")
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())  # else logging's last resort prints e.g. asyncio's TLS errors
     try:
         code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False)
     except click.exceptions.Abort:

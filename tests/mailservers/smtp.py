@@ -26,9 +26,17 @@ logging.getLogger("mail.log").setLevel(logging.ERROR)
 class _Handler:
     """aiosmtpd hooks; each returns the SMTP reply line."""
 
-    def __init__(self, store: MailStore, *, sender_login_check: bool = False) -> None:
+    def __init__(self, store: MailStore, *, sender_login_check: bool = False, auth: bool = True) -> None:
         self.store = store
         self.sender_login_check = sender_login_check
+        self.auth = auth
+
+    async def handle_EHLO(self, server: SMTP, session: Session, envelope: Envelope, hostname: str,
+                          responses: list[str]) -> list[str]:  # fmt: skip
+        session.host_name = hostname
+        if self.auth:
+            return responses
+        return [r for r in responses if not r.startswith("250-AUTH")]  # an MX offers no AUTH
 
     async def handle_MAIL(
         self,
@@ -100,7 +108,7 @@ class SmtpServer:
         self.port = 0
         self._ssl_context = ssl_context
         self._hostname = hostname
-        self._handler = _Handler(store, sender_login_check=sender_login_check)
+        self._handler = _Handler(store, sender_login_check=sender_login_check, auth=auth)
         self._server: asyncio.Server | None = None
         self._live: weakref.WeakSet[SMTP] = weakref.WeakSet()
 
@@ -131,7 +139,7 @@ class SmtpServer:
             ident="agentmail-test-smtpd",
             decode_data=False,
             enable_SMTPUTF8=True,
-            authenticator=self._authenticate if self.auth else None,  # no AUTH: an MX, not submission
+            authenticator=self._authenticate,
             tls_context=self._ssl_context if self.tls == "starttls" else None,
             require_starttls=self.tls == "starttls",
             # Implicit TLS is invisible to aiosmtpd, so it would refuse AUTH there.
