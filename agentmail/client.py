@@ -522,6 +522,8 @@ class AgentMail:
             else:
                 move = other if mine else "me"
             delivery, delivery_detail = self._delivery(ids)
+            if delivery == "failed" and mine:
+                move = "me"  # my letter never reached them: sending it again is my move
             rows.append({
                 "delivery": delivery, "delivery_detail": delivery_detail,
                 "thread": thread, "subject": str(first.get("subject") or ""), "state": _lifecycle(last.get("type", "")),

@@ -34,7 +34,7 @@ from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
 T = TypeVar("T")
 BATCH = 200
 TIMEOUT = 30.0  # one command once logged in (a large DATA or FETCH)
-HANDSHAKE_TIMEOUT = 8.0  # connect, greeting, TLS, login: a wrong TLS mode fails in seconds
+HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS, login: a wrong TLS mode fails in seconds
 IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
 
 
@@ -344,6 +344,11 @@ class SmtpImapTransport(Transport):
         self._uidvalidity = validity
         uidnext = int(info.get(b"UIDNEXT", 0) or 0)
         return validity, uidnext
+
+    def tip(self) -> str:
+        """A checkpoint at the INBOX's current end (what a fetch from it would skip: everything)."""
+        validity, uidnext = self._select()
+        return f"{validity}:{max(uidnext - 1, 0)}"
 
     @staticmethod
     def _parse(checkpoint: str | None) -> tuple[str, int]:
