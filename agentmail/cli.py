@@ -375,7 +375,9 @@ def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
         sys.stdout.write(clean(data) if sys.stdout.isatty() else data)  # a terminal gets no escapes
         return
     letter = ctx.client().show(letter_id)
-    emit(ctx, letter.to_json(), lambda: click.echo(full(letter)))
+    how = ctx.client().authentication(letter)
+    text = full(letter).replace("\n\n", clean(f"\nauth:     {how}") + "\n\n", 1)
+    emit(ctx, {**letter.to_json(), "authentication": how}, lambda: click.echo(text))
 
 
 @main_group.command()

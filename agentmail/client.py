@@ -229,6 +229,12 @@ class AgentMail:
     def raw(self, letter_id: str) -> bytes:
         return self.spool.raw(self._id(letter_id))
 
+    def authentication(self, letter: Letter) -> str:
+        """How ``letter`` was authenticated: which key, which trusted verdicts (for ``show``)."""
+        from .provenance import describe
+
+        return describe(self.raw(letter.id), self.registry, letter.state, letter.sender, letter.type)
+
     def done(self, *letter_ids: str) -> list[str]:
         """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound."""
         moved = []
@@ -506,6 +512,7 @@ class AgentMail:
         if sync:
             self.sync()
         rows = []
+        undelivered = {state: set(self.spool.ids(state)) for state in ("outbox", "failed")}
         for thread in self.spool.threads() if closed else self.spool.open_threads():
             ids = self.spool.thread_ids(thread)
             first, last = self._filed(ids), self._filed(reversed(ids))
@@ -521,7 +528,7 @@ class AgentMail:
                 move = "me" if mine else other  # whoever acknowledged owes the fix
             else:
                 move = other if mine else "me"
-            delivery, delivery_detail = self._delivery(ids)
+            delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.get("from") == self.me.platform)
             if delivery == "failed" and mine:
                 move = "me"  # my letter never reached them: sending it again is my move
             rows.append({
@@ -533,16 +540,15 @@ class AgentMail:
             })  # fmt: skip
         return rows
 
-    def _delivery(self, ids: list[str]) -> tuple[str, str]:
+    def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str]:
         """How far my letters in a thread got: "queued" (in the outbox), "failed" (refused, with
-        the server's words), else "sent"; "received" when the thread holds none of mine."""
-        states = {i: self.spool.locate(i) for i in ids}
-        for wanted, key in (("outbox", "queued_reason"), ("failed", "failed_reason")):
-            for letter_id, state in states.items():
-                if state == wanted:
-                    meta = self.spool.meta(letter_id, state)
-                    return ("queued" if wanted == "outbox" else "failed"), str(meta.get(key) or "")
-        return ("sent" if "sent" in states.values() else "received"), ""
+        the server's words), else "sent"; "received" when the thread holds none of mine.
+        ``undelivered``: the ids in outbox/ and failed/, listed once per ``status``."""
+        for state, label, key in (("outbox", "queued", "queued_reason"), ("failed", "failed", "failed_reason")):
+            for letter_id in ids:
+                if letter_id in undelivered[state]:
+                    return label, str(self.spool.meta(letter_id, state).get(key) or "")
+        return ("sent" if mine else "received"), ""
 
     def _filed(self, ids: Iterable[str]) -> dict[str, Any] | None:
         """The meta of the first id in ``ids`` that is filed (a crash can leave a listed id absent)."""

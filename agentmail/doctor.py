@@ -8,7 +8,6 @@ are all exercised on the real server, and the time it took is reported.
 from __future__ import annotations
 
 import os
-import re
 import stat
 import time
 from dataclasses import dataclass
@@ -106,21 +105,6 @@ def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str
     return checks
 
 
-def _trusted_results(raw: bytes, trusted: tuple[str, ...]) -> list[str]:
-    """``id: dkim=pass, dmarc=pass`` per Authentication-Results header from a trusted id."""
-    from email import message_from_bytes
-
-    found = []
-    wanted = {t.lower() for t in trusted}
-    for value in message_from_bytes(raw).get_all("Authentication-Results") or []:
-        text = " ".join(str(value).split())
-        authserv = text.split(";", 1)[0].strip().lower()
-        if authserv in wanted:
-            results = re.findall(r"\b(spf|dkim|dmarc)=([a-z]+)", text.lower())
-            found.append(f"{authserv}: " + ", ".join(f"{m}={r}" for m, r in results))
-    return found
-
-
 def _round_trip(client: AgentMail, timeout: float) -> Check:
     """A letter to our own thread address, read back and judged as any letter is."""
     from . import wire
@@ -162,6 +146,7 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
 
 def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed: float) -> Check:
     from . import authenticity
+    from .provenance import trusted_results
 
     verdict = authenticity.judge(raw, client.registry)
     took = f"{elapsed * 1000:.0f} ms"
@@ -171,7 +156,7 @@ def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed:
     if verdict.letter.thread != thread:
         return Check("round trip", False, f"the probe came back in {took} with thread {verdict.letter.thread}, not {thread}")
     trusted = client.registry.bus.trusted_authserv_ids
-    results = _trusted_results(raw, trusted)
+    results = trusted_results(raw, trusted)
     if trusted and not results:
         return Check("round trip", False, f"the probe came back in {took} and is accepted, but carries no "
                                           f"Authentication-Results from {', '.join(trusted)}: check trusted_authserv_ids "

@@ -386,3 +386,17 @@ def test_help_lists_first_steps_environment_exit_codes_and_types(capsys: pytest.
         assert needle in out
     _, out, _ = run(capsys, "reply", "--help")
     assert "ID" in out and "ack" in out
+
+
+def test_show_says_how_a_letter_was_authenticated(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    reg = bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
+    code, out, _ = run(capsys, "--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER)
+    sent_id = out.split()[1]
+    code, out, _ = run(capsys, "--as", "beta", "--json", "inbox")
+    letter_id = json.loads(out)[0]["id"]
+    code, out, _ = run(capsys, "--as", "beta", "show", letter_id)
+    selector = reg.platforms["alpha"].selector
+    assert code == 0
+    assert f"auth:     DKIM signature d=bus.test s={selector} verified against the key pinned in the registry for alpha" in out
+    code, out, _ = run(capsys, "--as", "alpha", "--json", "show", sent_id)
+    assert json.loads(out)["authentication"] == f"signed here with the key of alpha (d=bus.test, s={selector})"
