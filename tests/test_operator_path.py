@@ -211,16 +211,13 @@ def test_implicit_tls_against_a_starttls_port_says_which_mode(home: Path, server
         assert alpha.spool.ids("outbox") == []
 
 
-def test_starttls_against_an_implicit_tls_port_says_it_wants_implicit(home: Path) -> None:
-    from agentmail.client import AgentMail
-    from agentmail.identity import Identity
-
+def test_starttls_against_an_implicit_tls_port_says_it_wants_implicit(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with MailServers("bus.test", USERS, smtp_tls="implicit") as ms:
         cli_bus(home, ms, tls=("starttls", "implicit"))
-        with AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home) as alpha:
-            with pytest.raises(ConfigError, match="answers a TLS handshake: it wants implicit TLS"):
-                alpha.send("beta", "Quota", OPENER)
-            assert alpha.spool.ids("outbox") == []
+        code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+        assert code == 6 and out == "" and "answers a TLS handshake: it wants implicit TLS" in err
+        assert len(err.splitlines()) == 1  # one line: nothing from a library
+        assert _spool(home, "alpha", "outbox") == []
 
 
 def test_an_untrusted_ca_names_its_issuer_and_bus_set_ca_file_fixes_it(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -400,3 +397,18 @@ def test_show_says_how_a_letter_was_authenticated(home: Path, capsys: pytest.Cap
     assert f"auth:     DKIM signature d=bus.test s={selector} verified against the key pinned in the registry for alpha" in out
     code, out, _ = run(capsys, "--as", "alpha", "--json", "show", sent_id)
     assert json.loads(out)["authentication"] == f"signed here with the key of alpha (d=bus.test, s={selector})"
+
+
+def test_no_library_log_line_reaches_the_terminal(home: Path) -> None:
+    """imapclient logs a warning for implicit TLS to port 143; the CLI shows only its own lines.
+    A subprocess, because under pytest the root logger has handlers and nothing would leak."""
+    import subprocess
+    import sys
+
+    bus.init(home, home / "registry", ["alpha"], domain="bus.test", transport="smtp+imap",
+             endpoints=bus.endpoints("127.0.0.1:9", "127.0.0.1:143", ("none", "implicit"), None, ()))  # fmt: skip
+    write_login(home, "alpha", Login("alpha@bus.test", "x"))
+    done = subprocess.run([sys.executable, "-m", "agentmail", "--as", "alpha", "doctor"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "AGENTMAIL_HOME": str(home)})  # fmt: skip
+    assert done.returncode == 6 and "FAIL imap: 127.0.0.1:143" in done.stdout
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.endswith("check(s) failed\n"), done.stderr
