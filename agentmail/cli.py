@@ -502,7 +502,8 @@ def sent(ctx: Ctx) -> None:
             click.echo("nothing sent")
         for letter in letters:
             mark = " UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
-            click.echo(line(letter) + f"  ({letter.state}{mark})")
+            state = {"outbox": "queued, not sent yet", "failed": "FAILED"}.get(letter.state, letter.state)
+            click.echo(line(letter) + f"  ({state}{mark})")
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 

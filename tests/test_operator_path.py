@@ -162,6 +162,7 @@ def test_a_transient_failure_queues_says_so_and_the_next_command_sends_it(home: 
     assert [r["delivery"] for r in json.loads(out)] == ["queued"]
     code, out, _ = run(capsys, "--as", "alpha", "thread", thread, "--no-sync")
     assert "QUEUED (not sent)" in out
+    assert "(queued, not sent yet)" in run(capsys, "--as", "alpha", "sent")[1]
     servers.start_smtp()
     code, _, err = run(capsys, "--as", "alpha", "inbox")
     assert code == 0 and "sent 1 letter(s) that were waiting in the outbox" in err
