@@ -114,6 +114,8 @@ def init(home: Path, root: Path, platforms: list[str], *, domain: str = "bus.loc
                            "trusted_authserv_ids": []}  # fmt: skip
     bus.update(endpoints or {})
     parse_bus(bus)  # refuse a configuration we could not load back
+    if bus.get("ca_file"):
+        bus["ca_file"] = _copy_ca(root, Path(bus["ca_file"]))
     _write_toml(root / "bus.toml", bus)
     for name in platforms:
         entry = platform_entry(_new_platform(home, name, domain, None, reuse_key=True))
@@ -195,6 +197,20 @@ def endpoints(smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file:
     return result
 
 
+def _copy_ca(root: Path, source: Path) -> str:
+    """Copy a CA certificate beside bus.toml: the registry then works from any checkout."""
+    import shutil
+
+    from .transport.smtpimap import tls_context  # type: ignore[import-not-found,unused-ignore]
+
+    tls_context(str(source))  # refuse a file that is not a CA certificate, before copying it
+    target = root / "ca.pem"
+    root.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or source.resolve() != target.resolve():
+        shutil.copyfile(source, target)
+    return "ca.pem"
+
+
 def _read_bus(root: Path) -> dict[str, Any]:
     import tomllib
 
@@ -216,8 +232,6 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
 
     ``ca_file`` copies the PEM into the registry (``ca.pem``) and stores that relative path,
     so the registry can be committed and checked out anywhere."""
-    import shutil
-
     data = _read_bus(root)
     if key in ("smtp", "imap"):
         host, port = _host_port(_one(key, values), key)
@@ -244,13 +258,7 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
         source = Path(_one(key, values)).expanduser()
         if not source.is_file():
             raise BadInput(f"{source} does not exist")
-        from .transport.smtpimap import tls_context  # type: ignore[import-not-found,unused-ignore]
-
-        tls_context(str(source))  # refuse a file that is not a CA certificate, before copying it
-        target = root / "ca.pem"
-        if source.resolve() != target.resolve():
-            shutil.copyfile(source, target)
-        stored = data["ca_file"] = "ca.pem"
+        stored = data["ca_file"] = _copy_ca(root, source)
     elif key == "trusted_authserv_ids":
         stored = data[key] = [v for v in values if v]
     elif key == "max_size":

@@ -413,3 +413,12 @@ def test_no_library_log_line_reaches_the_terminal(home: Path) -> None:
                           timeout=120, env={**os.environ, "AGENTMAIL_HOME": str(home)})  # fmt: skip
     assert done.returncode == 6 and "FAIL imap: 127.0.0.1:143" in done.stdout
     assert len(done.stderr.splitlines()) == 1 and done.stderr.endswith("check(s) failed\n"), done.stderr
+
+
+def test_init_copies_the_ca_into_the_registry(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "init", "--transport", "smtp+imap", "--domain", "bus.test", "--smtp",
+                       f"127.0.0.1:{servers.smtp_port}", "--imap", f"127.0.0.1:{servers.imap_port}", "--tls", "starttls",
+                       "--tls", "implicit", "--ca-file", str(servers.ca_file), "alpha")  # fmt: skip
+    assert code == 0, err
+    assert 'ca_file = "ca.pem"' in (home / "registry" / "bus.toml").read_text()
+    assert (home / "registry" / "ca.pem").read_bytes() == servers.ca_file.read_bytes()
