@@ -7,23 +7,26 @@ Writes registry data files and key pairs. The private half goes to
 
 from __future__ import annotations
 
+import secrets
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from . import signing
-from .credentials import write_private_key
-from .errors import BadInput, ConfigError
+from .credentials import key_path, read_owner_only, write_private_key
+from .errors import AgentmailError, BadInput, ConfigError
 from .home import write_atomic
 from .model import check_name
-from .registry import DOMAIN_RE, TLS_MODES, Platform, Registry, is_loopback, load, parse_bus
+from .registry import DOMAIN_RE, TLS_MODES, Platform, Registry, default_tls, is_loopback, load, parse_bus
 
 
-def _selector() -> str:
-    """A fresh selector per key, so a rotated key never collides with a pinned old one."""
-    return "am" + time.strftime("%Y%m%d", time.gmtime()) + format(time.time_ns() // 1_000_000 % 46656, "x")
+def _selector(name: str) -> str:
+    """A fresh selector per platform and key: two platforms of one domain never share a DNS
+    name (``<selector>._domainkey.<domain>``), and a rotated key never collides with an old one."""
+    return f"{name}-" + time.strftime("%Y%m%d", time.gmtime()) + secrets.token_hex(2)
 
 
 def _write_toml(path: Path, data: dict[str, Any]) -> None:
@@ -50,20 +53,45 @@ def entry_toml(platform: Platform) -> str:
     return tomli_w.dumps(platform_entry(platform))
 
 
-def _new_platform(home: Path, name: str, domain: str, repo: str | None) -> Platform:
+def _repo_hint(repo: str | None) -> tuple[list[str], list[str]]:
+    """(remotes, paths): an existing directory is a path hint, anything else a git remote."""
+    if not repo:
+        return [], []
+    if Path(repo).expanduser().exists():
+        return [], [str(Path(repo).expanduser().resolve())]
+    return [repo], []
+
+
+def _existing_public_key(home: Path, name: str) -> str | None:
+    """The public half of ``secrets/<name>.key`` if that file exists (never regenerated here)."""
+    if not key_path(home, name).exists():
+        return None
+    try:
+        return signing.public_key_of(read_owner_only(key_path(home, name)).strip())
+    except AgentmailError:
+        raise
+    except Exception as exc:
+        raise ConfigError(f"{key_path(home, name)} exists but is not a valid ed25519 key ({exc.__class__.__name__}); "
+                          f"move it away yourself if it is really not needed") from None  # fmt: skip
+
+
+def _new_platform(home: Path, name: str, domain: str, repo: str | None, *, reuse_key: bool = False) -> Platform:
     check_name("platform", name)
-    private, public = signing.generate_keypair()
-    write_private_key(home, name, private)
-    remotes, paths = [], []
-    if repo:
-        if Path(repo).expanduser().exists():
-            paths.append(str(Path(repo).expanduser().resolve()))
-        else:
-            remotes.append(repo)
+    public = _existing_public_key(home, name) if reuse_key else None
+    if public is None:
+        private, public = signing.generate_keypair()
+        write_private_key(home, name, private)
+    remotes, paths = _repo_hint(repo)
     return Platform(
         name=name, address=f"{name}@{domain}", display_name=f"{name} agent", remotes=tuple(remotes),
-        paths=tuple(paths), dkim_domain=domain, selector=_selector(), public_key=public,
+        paths=tuple(paths), dkim_domain=domain, selector=_selector(name), public_key=public,
     )  # fmt: skip
+
+
+def existing_state(home: Path, root: Path, platforms: list[str]) -> list[Path]:
+    """What ``init`` would replace: the registry's bus.toml and any of the platforms' keys."""
+    found = [root / "bus.toml"] if (root / "bus.toml").exists() else []
+    return found + [key_path(home, name) for name in platforms if key_path(home, name).exists()]
 
 
 def init(home: Path, root: Path, platforms: list[str], *, domain: str = "bus.localhost", transport: str = "local",
@@ -75,31 +103,56 @@ def init(home: Path, root: Path, platforms: list[str], *, domain: str = "bus.loc
         raise BadInput(f"{domain!r} is not a valid domain")
     for name in platforms:
         check_name("platform", name)
-    if (root / "bus.toml").exists() and not force:
-        raise ConfigError(f"a bus already exists at {root}; use 'agentmail add' (or --force to replace it)")
+    existing = existing_state(home, root, platforms)
+    if existing and not force:
+        raise ConfigError(
+            f"refusing to init: {', '.join(map(str, existing))} already exist(s), and init makes a NEW bus. "
+            f"To use the existing bus set AGENTMAIL_REGISTRY={root} (or --registry); to add a platform run "
+            f"'agentmail add NAME'; to rotate a key 'agentmail keygen --as NAME'. --force rewrites the registry "
+            f"files but keeps (re-pins) existing keys; it never regenerates one")  # fmt: skip
     bus: dict[str, Any] = {"name": domain, "domain": domain, "transport": transport, "policy": "pinned",
                            "trusted_authserv_ids": []}  # fmt: skip
     bus.update(endpoints or {})
     parse_bus(bus)  # refuse a configuration we could not load back
+    if bus.get("ca_file"):
+        bus["ca_file"] = _copy_ca(root, Path(bus["ca_file"]))
     _write_toml(root / "bus.toml", bus)
     for name in platforms:
-        _write_toml(root / "platforms" / f"{name}.toml", platform_entry(_new_platform(home, name, domain, None)))
+        entry = platform_entry(_new_platform(home, name, domain, None, reuse_key=True))
+        _write_toml(root / "platforms" / f"{name}.toml", entry)
     return load(root)
 
 
 def add(home: Path, registry: Registry, name: str, *, repo: str | None = None, domain: str | None = None) -> Platform:
+    """A new platform with a fresh key pair; on an existing platform ``repo`` only adds a hint."""
     if name in registry.platforms:
-        raise ConfigError(f"platform {name} is already on this bus; use 'agentmail keygen --as {name}' to rotate its key")
+        if repo and not domain:
+            return attach_repo(registry, name, repo)
+        raise ConfigError(f"platform {name} is already on this bus; 'agentmail add {name} --repo PATH|REMOTE' adds a "
+                          f"checkout to it, 'agentmail keygen --as {name}' rotates its key")  # fmt: skip
+    if key_path(home, name).exists():
+        raise ConfigError(f"{key_path(home, name)} already exists: a key for {name} from another bus? add never "
+                          f"overwrites a key; move it away yourself, or use another name")  # fmt: skip
     platform = _new_platform(home, name, domain or registry.bus.domain, repo)
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(platform))
     return platform
+
+
+def attach_repo(registry: Registry, name: str, repo: str) -> Platform:
+    """Add a checkout (path) or git remote to an existing platform's entry, for ``whoami``."""
+    old = registry.get(name)
+    remotes, paths = _repo_hint(repo)
+    updated = replace(old, remotes=tuple(dict.fromkeys([*old.remotes, *remotes])),
+                      paths=tuple(dict.fromkeys([*old.paths, *paths])))  # fmt: skip
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated
 
 
 def keygen(home: Path, registry: Registry, name: str) -> Platform:
     """Rotate ``name``'s key: new selector, new pair, registry entry re-pinned."""
     old = registry.get(name)
     private, public = signing.generate_keypair()
-    updated = Platform(**{**old.__dict__, "selector": _selector(), "public_key": public, "algorithm": "ed25519",
+    updated = Platform(**{**old.__dict__, "selector": _selector(name), "public_key": public, "algorithm": "ed25519",
                           "key_lookup": "pinned"})  # fmt: skip
     # The private key first, written and fsynced: a crash in between leaves a pinned key whose
     # private half exists (run keygen again), never a pin whose private half is lost.
@@ -129,11 +182,11 @@ def endpoints(smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file:
     """The ``bus.toml`` tables for an smtp+imap bus; no secrets ever go here."""
     if len(tls) > 2:
         raise BadInput("--tls is given once (both endpoints) or twice (SMTP, then IMAP)")
-    modes = [tls_mode(t) for t in tls] or ["implicit"]
-    smtp_tls, imap_tls = modes[0], modes[-1]
+    modes = [tls_mode(t) for t in tls]
     result: dict[str, Any] = {}
-    for what, value, mode in (("smtp", smtp, smtp_tls), ("imap", imap, imap_tls)):
+    for index, (what, value) in enumerate((("smtp", smtp), ("imap", imap))):
         host, port = _host_port(value, what)
+        mode = modes[min(index, len(modes) - 1)] if modes else default_tls(port)
         if mode == "none" and not is_loopback(host):
             raise BadInput(f"--tls none is refused for {host}: plaintext is allowed only to a loopback address")
         result[what] = {"host": host, "port": port, "tls": mode}
@@ -144,3 +197,85 @@ def endpoints(smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file:
         result["ca_file"] = str(path.resolve())
     result["trusted_authserv_ids"] = list(trust)
     return result
+
+
+def _copy_ca(root: Path, source: Path) -> str:
+    """Copy a CA certificate beside bus.toml: the registry then works from any checkout."""
+    import shutil
+
+    from .transport.smtpimap import tls_context  # type: ignore[import-not-found,unused-ignore]
+
+    tls_context(str(source))  # refuse a file that is not a CA certificate, before copying it
+    target = root / "ca.pem"
+    root.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or source.resolve() != target.resolve():
+        shutil.copyfile(source, target)
+    return "ca.pem"
+
+
+def _read_bus(root: Path) -> dict[str, Any]:
+    import tomllib
+
+    path = root / "bus.toml"
+    if not path.is_file():
+        load(root)  # raises the "no registry at ..." error
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def _one(key: str, values: list[str]) -> str:
+    if len(values) != 1:
+        raise BadInput(f"'bus set {key}' takes one value")
+    return values[0]
+
+
+def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = None) -> Any:
+    """Change one ``bus.toml`` setting in place, validated like a load; returns what was stored.
+
+    ``ca_file`` copies the PEM into the registry (``ca.pem``) and stores that relative path,
+    so the registry can be committed and checked out anywhere."""
+    data = _read_bus(root)
+    if key in ("smtp", "imap"):
+        host, port = _host_port(_one(key, values), key)
+        mode = tls_mode(tls) if tls else default_tls(port)
+        if mode == "none" and not is_loopback(host):
+            raise BadInput(f"tls none is refused for {host}: plaintext is allowed only to a loopback address")
+        table = dict(data.get(key) or {})
+        table.update({"host": host, "port": port, "tls": mode})
+        data[key] = table
+        stored: Any = table
+    elif key in ("smtp.tls", "imap.tls"):
+        table_name = key.split(".")[0]
+        if not isinstance(data.get(table_name), dict):
+            raise BadInput(f"bus.toml has no [{table_name}] yet: 'agentmail bus set {table_name} HOST:PORT' first")
+        stored = data[table_name]["tls"] = tls_mode(_one(key, values))
+    elif key == "poll_interval":
+        if not isinstance(data.get("imap"), dict):
+            raise BadInput("bus.toml has no [imap] yet: 'agentmail bus set imap HOST:PORT' first")
+        try:
+            stored = data["imap"]["poll_interval"] = float(_one(key, values))
+        except ValueError:
+            raise BadInput("poll_interval is a number of seconds") from None
+    elif key == "ca_file":
+        source = Path(_one(key, values)).expanduser()
+        if not source.is_file():
+            raise BadInput(f"{source} does not exist")
+        stored = data["ca_file"] = _copy_ca(root, source)
+    elif key == "trusted_authserv_ids":
+        stored = data[key] = [v for v in values if v]
+    elif key == "max_size":
+        try:
+            stored = data[key] = int(_one(key, values))
+        except ValueError:
+            raise BadInput("max_size is a number of bytes") from None
+    elif key in ("sent_folder", "policy", "domain", "name", "transport"):
+        stored = data[key] = _one(key, values)
+    else:
+        raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
+                       f"trusted_authserv_ids, sent_folder, policy, max_size, domain, name, transport")  # fmt: skip
+    try:
+        parse_bus(data)  # refuse a configuration we could not load back
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    _write_toml(root / "bus.toml", data)
+    return stored

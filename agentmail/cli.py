@@ -57,6 +57,8 @@ class Ctx:
     def close(self) -> None:
         """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
         if self._client is not None:
+            if self._client.flushed:
+                click.echo(f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True)
             self._client.close()
             self._client = None
 
@@ -127,7 +129,34 @@ def full(letter: Letter) -> str:
     return clean("\n".join(head)) + "\n\n" + clean(letter.body).replace("\r", "")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_EPILOG = """\b
+First steps (ONBOARDING.md has the whole path):
+  1. agentmail init --transport smtp+imap --domain D --smtp HOST:587 --imap HOST:993 A B
+     (once per bus: the registry and each platform's key; it never overwrites a key)
+  2. credentials, owner-only from the start (read -rs PW first):
+     (umask 077; printf 'AGENTMAIL_USERNAME=A@D\\nAGENTMAIL_PASSWORD=%s\\n' "$PW" \\
+        > "${AGENTMAIL_HOME:-$HOME/.agentmail}/secrets/A.env")
+  3. agentmail --as A doctor --round-trip
+  Then in each checkout: agentmail bind A (writes the .agentmail marker).
+  Change a setting later: agentmail bus set KEY VALUE (never a re-init).
+
+\b
+Environment:
+  AGENTMAIL_HOME      spools and secrets/ (default ~/.agentmail)
+  AGENTMAIL_REGISTRY  the registry directory (default $AGENTMAIL_HOME/registry)
+  AGENTMAIL_PLATFORM  act as this platform (like --as); AGENTMAIL_AGENT like --agent
+  AGENTMAIL_USERNAME, AGENTMAIL_PASSWORD  the mailbox login (else secrets/PLATFORM.env)
+  AGENTMAIL_DKIM_KEY  the base64 private key (else secrets/PLATFORM.key)
+
+\b
+Exit codes:
+  0 ok  1 not found  2 bad input  3 timeout  4 refused by a guard
+  5 transport failure (the letter is queued; it goes out with the next command)
+  6 configuration (registry, identity, keys, credentials, TLS; nothing is queued)
+"""
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
 @click.option("--as", "platform", metavar="PLATFORM", help="Act as this platform (else AGENTMAIL_PLATFORM, marker, git remote, path).")
 @click.option("--agent", metavar="NAME", help="One of several agents sharing this checkout (else AGENTMAIL_AGENT).")
 @click.option("--registry", metavar="DIR", help="The registry in force (else AGENTMAIL_REGISTRY, else $AGENTMAIL_HOME/registry).")
@@ -187,13 +216,18 @@ def platforms(ctx: Ctx) -> None:
 @click.option("--policy", type=click.Choice(["pinned", "aligned"]), default="pinned", show_default=True,
               help="aligned: also accept a trusted MTA's aligned dkim=pass (a human's letter).")
 @click.option("--sent-folder", metavar="FOLDER", help="Copy sent letters to this IMAP folder (e.g. Sent).")
-@click.option("--force", is_flag=True, help="Replace an existing bus at this registry.")
+@click.option("--force", is_flag=True, help="Rewrite an existing registry's files; existing keys are kept and re-pinned, never regenerated.")
 @json_option
 @pass_ctx
 def init(ctx: Ctx, names: tuple[str, ...], domain: str, transport: str, smtp: str | None, imap: str | None,
          tls: tuple[str, ...], ca_file: str | None, trust_authserv: tuple[str, ...], policy: str,
          sent_folder: str | None, force: bool) -> None:  # fmt: skip
-    """Create a bus: its registry and each platform's DKIM key pair."""
+    """Create a NEW bus: its registry and each platform's DKIM key pair.
+
+    Refused (exit 6) when the registry or a platform's key already exists: to use an existing
+    bus set AGENTMAIL_REGISTRY / --registry; to add a platform use 'add'; to rotate a key
+    'keygen'; to change a setting 'bus set'. The TLS mode follows the port when --tls is not
+    given (465/993 implicit, 587/143 STARTTLS)."""
     from . import bus
 
     endpoints: dict[str, Any] = {"policy": policy}
@@ -203,11 +237,24 @@ def init(ctx: Ctx, names: tuple[str, ...], domain: str, transport: str, smtp: st
             endpoints["sent_folder"] = sent_folder
     elif smtp or imap or sent_folder:
         raise BadInput("--smtp, --imap and --sent-folder are for --transport smtp+imap")
+    kept = [p.stem for p in bus.existing_state(ctx.home, ctx.registry_root(), list(names)) if p.suffix == ".key"]
     reg = bus.init(ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport,
                    endpoints=endpoints, force=force)  # fmt: skip
-    emit(ctx, {"registry": str(reg.root), "platforms": sorted(reg.platforms)},
-         lambda: click.echo(f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
-                            f"keys in {ctx.home / 'secrets'}"))  # fmt: skip
+    entries = [reg.platforms[n] for n in names if n in reg.platforms]
+
+    def text() -> None:
+        click.echo(f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
+                   f"keys in {ctx.home / 'secrets'}" + (f" (kept the existing keys of {', '.join(kept)})" if kept else ""))
+        click.echo("# DNS TXT records, for partners who look keys up (one per platform):")
+        for platform in entries:
+            click.echo(_txt_line(platform))
+
+    emit(ctx, {"registry": str(reg.root), "platforms": sorted(reg.platforms), "kept_keys": kept,
+               "records": [_entry_json(p) for p in entries]}, text)  # fmt: skip
+
+
+def _txt_line(platform: Any) -> str:
+    return f"{platform.selector}._domainkey.{platform.dkim_domain}. IN TXT \"{platform.txt_record()}\""
 
 
 def _entry_text(ctx: Ctx, platform: Any) -> None:
@@ -215,7 +262,7 @@ def _entry_text(ctx: Ctx, platform: Any) -> None:
 
     click.echo(f"# {ctx.registry_root() / 'platforms' / (platform.name + '.toml')}")
     click.echo(bus.entry_toml(platform))
-    click.echo(f"# DNS TXT record, for partners who look keys up:\n{platform.selector}._domainkey.{platform.dkim_domain}. IN TXT \"{platform.txt_record()}\"")
+    click.echo(f"# DNS TXT record, for partners who look keys up:\n{_txt_line(platform)}")
 
 
 def _entry_json(platform: Any) -> dict[str, Any]:
@@ -232,7 +279,10 @@ def _entry_json(platform: Any) -> dict[str, Any]:
 @json_option
 @pass_ctx
 def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
-    """Add a platform to the bus; prints its registry entry and DNS TXT record."""
+    """Add a platform to the bus; prints its registry entry and DNS TXT record.
+
+    On a platform that exists, --repo adds that checkout path or git remote to its entry
+    (nothing else changes; keys are never touched)."""
     from . import bus
     from .registry import load
 
@@ -250,6 +300,45 @@ def keygen(ctx: Ctx) -> None:
     client = ctx.client()
     platform = bus.keygen(ctx.home, client.registry, client.me.platform)
     emit(ctx, _entry_json(platform), lambda: _entry_text(ctx, platform))
+
+
+@main_group.command()
+@click.argument("platform_name", metavar="PLATFORM")
+@click.option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
+@json_option
+@pass_ctx
+def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
+    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
+    from .identity import write_marker
+    from .registry import load
+
+    load(ctx.registry_root()).get(platform_name)  # an unknown name says "did you mean"
+    path, previous = write_marker(Path(root) if root else None, platform_name)
+    note = f" (was {previous})" if previous and previous != platform_name else ""
+    emit(ctx, {"marker": str(path), "platform": platform_name, "previous": previous},
+         lambda: click.echo(f"{path}: platform = \"{platform_name}\"{note}; commit it so every clone knows"))  # fmt: skip
+
+
+@main_group.group("bus")
+def bus_group() -> None:
+    """Change the bus's settings in bus.toml (no re-init; keys untouched)."""
+
+
+@bus_group.command("set")
+@click.argument("key")
+@click.argument("values", nargs=-1, required=True)
+@click.option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
+@json_option
+@pass_ctx
+def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
+    """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
+    smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
+    policy pinned|aligned, poll_interval SECONDS, max_size BYTES, domain, name."""
+    from . import bus
+
+    stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
+    emit(ctx, {"key": key, "value": stored},
+         lambda: click.echo(f"{ctx.registry_root() / 'bus.toml'}: {key} = {json.dumps(stored)}"))  # fmt: skip
 
 
 def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
@@ -290,7 +379,9 @@ def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
         sys.stdout.write(clean(data) if sys.stdout.isatty() else data)  # a terminal gets no escapes
         return
     letter = ctx.client().show(letter_id)
-    emit(ctx, letter.to_json(), lambda: click.echo(full(letter)))
+    how = ctx.client().authentication(letter)
+    text = full(letter).replace("\n\n", clean(f"\nauth:     {how}") + "\n\n", 1)
+    emit(ctx, {**letter.to_json(), "authentication": how}, lambda: click.echo(text))
 
 
 @main_group.command()
@@ -306,33 +397,45 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
 def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
     from .errors import TransportError
 
-    for warning in warnings:
-        click.echo(f"agentmail: {warning}", err=True)
+    if warnings:  # advice, never an error: one line
+        click.echo(clean("agentmail: advice for an opener (sent anyway): "
+                         + "; ".join(w.removeprefix("opener: ") for w in warnings)), err=True)  # fmt: skip
     if letter.extra.get("refused"):
         click.echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
-    emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
     if letter.state == "outbox":
-        raise TransportError(f"queued: {letter.extra.get('queued_reason') or 'the server is unreachable'}; "
-                             "'agentmail flush' retries")  # fmt: skip
+        why = letter.extra.get("queued_reason") or "the server is unreachable"
+        emit(ctx, letter.to_json(), lambda: click.echo(clean(
+            f"{letter.thread} {letter.id} queued (not sent): {why}; it goes out with the next command or "
+            "'agentmail flush'; do not send it again")))  # fmt: skip
+        raise TransportError(f"queued, not sent yet: {why}")
+    emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
     if letter.state == "failed":
         raise TransportError(f"refused by the server: {letter.extra.get('failed_reason')}")
 
 
+_TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
+
+
 @main_group.command()
 @click.argument("to")
-@click.option("-s", "--subject", required=True)
-@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
-@click.option("-t", "--type", "kind", default="report", show_default=True, metavar="TYPE")
-@click.option("-S", "--severity", metavar="SEVERITY")
-@click.option("-r", "--ref", metavar="REF")
+@click.option("-s", "--subject", help="Subject of the new thread (required unless --thread).")
+@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
+@click.option("-t", "--type", "kind", default="report", show_default=True, metavar="TYPE", help=_TYPES_HELP + ".")
+@click.option("-S", "--severity", metavar="SEVERITY", help="low|medium|high|critical.")
+@click.option("-r", "--ref", metavar="REF", help="What it is about on your side: an issue, commit or URL.")
 @click.option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
 @click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @json_option
 @pass_ctx
-def send(ctx: Ctx, to: str, subject: str, body: str, kind: str, severity: str | None, ref: str | None,
+def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
          thread: str | None, force: bool) -> None:  # fmt: skip
-    """Open a thread; prints its id. Opener advice goes to stderr."""
+    """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
+
+    Opener advice (one line, on stderr) never stops the letter. With --thread the letter
+    continues that thread and -s is not needed."""
     client = ctx.client()
+    if not thread and not subject:
+        raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
     text = read_body(body)
     if thread:
         letter = client.follow_up(thread, text, type=kind, force=force)
@@ -340,6 +443,7 @@ def send(ctx: Ctx, to: str, subject: str, body: str, kind: str, severity: str | 
             click.echo(f"agentmail: note: thread {thread} is with {letter.to}; sent there", err=True)
         _report_sent(ctx, letter, [])
         return
+    assert subject is not None
     letter = client.send(to, subject, text, type=kind, severity=severity, ref=ref, force=force)
     _report_sent(ctx, letter, client.last_warnings)
 
@@ -347,12 +451,13 @@ def send(ctx: Ctx, to: str, subject: str, body: str, kind: str, severity: str | 
 @main_group.command()
 @click.argument("letter_id", metavar="ID")
 @click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
-@click.option("-t", "--type", "kind", metavar="TYPE", help="Default: ack to a report, verify-result to a fix-notice, else question.")
+@click.option("-t", "--type", "kind", metavar="TYPE",
+              help=_TYPES_HELP + ". Default: ack to a report, verify-result to a fix-notice, else question.")
 @click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @json_option
 @pass_ctx
 def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool) -> None:
-    """Answer a letter; exit 4 with the reason when a guard refuses."""
+    """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
     from .errors import Refused
 
     client = ctx.client()
@@ -375,6 +480,10 @@ def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
         for letter in letters:
             arrow = "→" if letter.state in ("sent", "outbox", "failed") else "←"
             undeliverable = "  UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
+            if letter.state == "outbox":
+                undeliverable += f"  QUEUED (not sent): {letter.extra.get('queued_reason') or ''}"
+            elif letter.state == "failed":
+                undeliverable += f"  FAILED: {letter.extra.get('failed_reason') or ''}"
             click.echo(clean(f"── {arrow} {letter.type} from {letter.sender} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"))
             click.echo(clean(f"   {letter.subject}"))
             click.echo("")
@@ -397,7 +506,8 @@ def sent(ctx: Ctx) -> None:
             click.echo("nothing sent")
         for letter in letters:
             mark = " UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
-            click.echo(line(letter) + f"  ({letter.state}{mark})")
+            state = {"outbox": "queued, not sent yet", "failed": "FAILED"}.get(letter.state, letter.state)
+            click.echo(line(letter) + f"  ({state}{mark})")
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
@@ -456,6 +566,10 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
             click.echo("no threads")
         for r in rows:
             flag = "  UNDELIVERABLE" if r["undeliverable"] else ""
+            if r["delivery"] == "queued":
+                flag += f"  QUEUED (not sent): {r['delivery_detail']}"
+            elif r["delivery"] == "failed":
+                flag += f"  FAILED: {r['delivery_detail']}"
             click.echo(clean(f"{r['thread']:<16} {r['state']:<14} move: {r['whose_move']:<12} with {r['with']:<12} {r['subject']}{flag}"))
 
     emit(ctx, rows, text)
@@ -490,21 +604,32 @@ def flush(ctx: Ctx) -> None:
     """Retry the outbox."""
     from .errors import TransportError
 
-    results = ctx.client().flush()
+    client = ctx.client()
+    results = client.flush()
+    client.flushed = 0  # said below, not again on the way out
     data = [{"id": r.key, "status": r.status, "detail": r.detail} for r in results]
-    emit(ctx, data, lambda: click.echo("\n".join(f"{r['id']} {r['status']} {clean(r['detail'])}" for r in data) or "outbox is empty"))
+
+    def text() -> None:
+        for r in data:
+            click.echo(f"{r['id']} {r['status']} {clean(r['detail'])}")
+        sent_count = sum(r["status"] == "sent" for r in data)
+        click.echo(f"sent {sent_count} of {len(data)} queued letter(s)" if data else "outbox is empty")
+
+    emit(ctx, data, text)
     if any(r.status != "sent" for r in results):
         raise TransportError(f"{sum(r.status != 'sent' for r in results)} letter(s) not sent")
 
 
 @main_group.command()
+@click.option("--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back.")
+@click.option("--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take.")
 @json_option
 @pass_ctx
-def doctor(ctx: Ctx) -> None:
-    """Check configuration, credentials, permissions, keys, connectivity."""
+def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
+    """Check configuration, credentials, permissions, keys, connectivity; exit 6 if any check fails."""
     from .doctor import run_checks
 
-    checks = run_checks(ctx.home, ctx.registry_root(), ctx.platform, ctx.agent)
+    checks = run_checks(ctx.home, ctx.registry_root(), ctx.platform, ctx.agent, round_trip=round_trip, timeout=timeout)
 
     def text() -> None:
         for check in checks:
@@ -608,7 +733,15 @@ def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: f
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point: no traceback ever reaches a user."""
+    """Entry point: no traceback ever reaches a user, nor a library's warning or log line."""
+    import logging
+    import warnings
+
+    if not sys.warnoptions:
+        warnings.simplefilter("ignore")
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())  # else logging's last resort prints e.g. asyncio's TLS errors
     try:
         code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False)
     except click.exceptions.Abort:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import identity, registry as registry_mod
-from .credentials import read_private_key
+from .credentials import read_private_key_with_source
 from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
 from .home import agentmail_home
 from .identity import Identity
@@ -81,6 +81,8 @@ class AgentMail:
         self._transport = transport
         self._refusals: dict[str, str] = {}
         self.last_warnings: list[str] = []
+        self.flushed = 0  # letters queued by an earlier command that this client has sent since
+        self._dispatching: str | None = None
 
     def _platform_name(self, address: str) -> str | None:
         platform = self.registry.by_address(address)
@@ -235,6 +237,12 @@ class AgentMail:
     def raw(self, letter_id: str) -> bytes:
         return self.spool.raw(self._id(letter_id))
 
+    def authentication(self, letter: Letter) -> str:
+        """How ``letter`` was authenticated: which key, which trusted verdicts (for ``show``)."""
+        from .provenance import describe
+
+        return describe(self.raw(letter.id), self.registry, letter.state, letter.sender, letter.type)
+
     def done(self, *letter_ids: str) -> list[str]:
         """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound."""
         moved = []
@@ -268,7 +276,9 @@ class AgentMail:
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
         self._check(guards.Outbound(type, body, self.me.platform, force=force))
-        self.last_warnings = guards.opener_warnings(type, body)
+        # Advice is for reports that open a thread, not for a one-line question.
+        one_liner = type == "question" and len(body.strip().splitlines()) <= 1
+        self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
         composed = self._compose(recipient.address, recipient.name, type, new_thread_id(), subject, body,
                                severity=severity, ref=ref)  # fmt: skip
         return self._dispatch(composed)
@@ -401,7 +411,8 @@ class AgentMail:
             unsigned = wire.render(outline)
         except ValueError as exc:
             raise BadInput(str(exc)) from exc
-        key = read_private_key(self.home, self.platform.name)
+        key, source = read_private_key_with_source(self.home, self.platform.name)
+        self._check_key_matches_pin(key, source)
         try:
             raw = signing.sign(unsigned, self.platform.dkim_domain or self.platform.domain, self.platform.selector, key)
         except Exception as exc:  # dkimpy raises its own types for a bad key
@@ -415,15 +426,46 @@ class AgentMail:
         # The depth from the same chain a rebuilt cache would walk, so it never changes.
         return replace(letter, extra={"depth": self.spool.depth_for(letter.id, letter)}), raw
 
+    def _check_key_matches_pin(self, key: str, source: str) -> None:
+        """A letter signed with a key other than the pinned one lands in the reader's quarantine
+        while this side says "sent": refuse before signing instead."""
+        from . import signing
+
+        if self.platform.key_lookup != "pinned":
+            return
+        try:
+            matches = signing.public_key_of(key) == self.platform.public_key
+        except Exception:
+            matches = False
+        if not matches:
+            raise ConfigError(
+                f"the private key of {self.platform.name} ({source}) does not match the public key pinned in "
+                f"{self.registry.root / 'platforms' / (self.platform.name + '.toml')} (s={self.platform.selector}): "
+                f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
+                f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
+                f"{self.platform.name}' and commit the new entry")  # fmt: skip
+
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
-        Letters still queued from earlier ride along on the same connection."""
+        Letters still queued from earlier ride along on the same connection.
+
+        A configuration error (login refused, untrusted certificate, no AUTH, wrong TLS mode,
+        unreadable credentials) is not transient: the new letter is moved to failed/ rather than
+        left queued, so fixing the configuration and sending again never delivers it twice."""
         letter, raw = composed
         return self._sent(self.spool.store("outbox", letter, raw, extra=letter.extra))
 
     def _sent(self, stored: Letter) -> Letter:
         """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now."""
-        self.flush()
+        self._dispatching = stored.id
+        try:
+            self.flush()
+        except ConfigError as exc:
+            self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
+            self.spool.move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
+            raise ConfigError(f"{exc} — the letter was not sent and not queued; send it again once this is fixed") from exc
+        finally:
+            self._dispatching = None
         return self.show(stored.id)
 
     def _outgoing(self, letter_id: str) -> Outgoing | None:
@@ -457,6 +499,8 @@ class AgentMail:
         return results
 
     def _record(self, result: SubmitResult) -> None:
+        if result.status == "sent" and result.key != self._dispatching:
+            self.flushed += 1
         if result.status == "sent":
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
@@ -507,6 +551,7 @@ class AgentMail:
         if sync:
             self.sync()
         rows = []
+        undelivered = {state: set(self.spool.ids(state)) for state in ("outbox", "failed")}
         for thread in self.spool.threads() if closed else self.spool.open_threads():
             ids = self.spool.thread_ids(thread)
             first, last = self._filed(ids), self._filed(reversed(ids))
@@ -522,13 +567,27 @@ class AgentMail:
                 move = "me" if mine else other  # whoever acknowledged owes the fix
             else:
                 move = other if mine else "me"
+            delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.get("from") == self.me.platform)
+            if delivery == "failed" and mine:
+                move = "me"  # my letter never reached them: sending it again is my move
             rows.append({
+                "delivery": delivery, "delivery_detail": delivery_detail,
                 "thread": thread, "subject": str(first.get("subject") or ""), "state": _lifecycle(last.get("type", "")),
                 "last_type": last.get("type"), "whose_move": move, "letters": len(ids),
                 "with": other, "last_id": last["id"], "undeliverable": any(
                     self.spool.annotations(i).get("undeliverable") for i in ids),
             })  # fmt: skip
         return rows
+
+    def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str]:
+        """How far my letters in a thread got: "queued" (in the outbox), "failed" (refused, with
+        the server's words), else "sent"; "received" when the thread holds none of mine.
+        ``undelivered``: the ids in outbox/ and failed/, listed once per ``status``."""
+        for state, label, key in (("outbox", "queued", "queued_reason"), ("failed", "failed", "failed_reason")):
+            for letter_id in ids:
+                if letter_id in undelivered[state]:
+                    return label, str(self.spool.meta(letter_id, state).get(key) or "")
+        return ("sent" if mine else "received"), ""
 
     def _filed(self, ids: Iterable[str]) -> dict[str, Any] | None:
         """The meta of the first id in ``ids`` that is filed (a crash can leave a listed id absent)."""

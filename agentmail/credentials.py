@@ -19,9 +19,15 @@ from .home import write_atomic
 class Login:
     username: str
     password: str
+    source: str = ""  # where the password came from, for error messages: "AGENTMAIL_PASSWORD" or a file
 
     def __repr__(self) -> str:  # never let a password reach a log through repr()
         return f"Login(username={self.username!r}, password='***')"
+
+    @property
+    def origin(self) -> str:
+        """``login 'x' (password from Y)``: what an error about a refused login names."""
+        return f"login {self.username!r} (password from {self.source or 'the caller'})"
 
 
 def secrets_dir(home: Path, create: bool = False) -> Path:
@@ -70,13 +76,19 @@ def write_private_key(home: Path, platform: str, private_b64: str) -> Path:
 
 def read_private_key(home: Path, platform: str) -> str:
     """AGENTMAIL_DKIM_KEY when set (one platform per process), else the key file."""
+    return read_private_key_with_source(home, platform)[0]
+
+
+def read_private_key_with_source(home: Path, platform: str) -> tuple[str, str]:
+    """(key, where it came from): the environment variable's name or the file's path."""
     from_env = os.environ.get("AGENTMAIL_DKIM_KEY")
     if from_env:
-        return from_env.strip()
+        return from_env.strip(), "AGENTMAIL_DKIM_KEY"
     path = key_path(home, platform)
     if not path.exists():
-        raise ConfigError(f"no DKIM key for {platform}: {path} is missing (run 'agentmail keygen --as {platform}')")
-    return read_owner_only(path).strip()
+        raise ConfigError(f"no DKIM key for {platform}: {path} is missing (restore it from where the bus was made, or "
+                          f"run 'agentmail keygen --as {platform}' and commit the new registry entry)")  # fmt: skip
+    return read_owner_only(path).strip(), str(path)
 
 
 def env_file(home: Path, platform: str) -> Path:
@@ -102,18 +114,21 @@ def mailbox_login(home: Path, platform: str, default_username: str) -> Login:
     """AGENTMAIL_USERNAME/AGENTMAIL_PASSWORD, else ``secrets/<platform>.env``; login defaults to the address."""
     password = os.environ.get("AGENTMAIL_PASSWORD")
     username = os.environ.get("AGENTMAIL_USERNAME")
+    source = "the environment (AGENTMAIL_PASSWORD)"
     if password is None:
         path = env_file(home, platform)
         if not path.exists():
             raise ConfigError(
-                f"no mailbox password for {platform}: set AGENTMAIL_PASSWORD or write {path} (mode 600) with AGENTMAIL_PASSWORD=..."
+                f"no mailbox password for {platform}: set AGENTMAIL_PASSWORD, or write {path} (mode 600) with the lines "
+                f"AGENTMAIL_USERNAME={default_username} and AGENTMAIL_PASSWORD=... (ONBOARDING.md step 4)"
             )
         values = _parse_env(read_owner_only(path))
         password = values.get("AGENTMAIL_PASSWORD")
         username = username or values.get("AGENTMAIL_USERNAME")
         if not password:
             raise ConfigError(f"{path} has no AGENTMAIL_PASSWORD line")
-    return Login(username or default_username, password)
+        source = str(path)
+    return Login(username or default_username, password, source)
 
 
 def write_login(home: Path, platform: str, login: Login) -> Path:

@@ -1,11 +1,25 @@
-"""``agentmail doctor``: one line per check, each ok or exactly what to fix. Never a secret."""
+"""``agentmail doctor``: one line per check, each ok or exactly what to fix. Never a secret.
+
+``--round-trip`` sends a letter to the platform's own thread address and reads it back: plus
+addressing, the DKIM signature against the pinned key and the trusted Authentication-Results
+are all exercised on the real server, and the time it took is reported.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import AgentmailError
+
+if TYPE_CHECKING:
+    from .client import AgentMail
+
+PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
 
 
 @dataclass(frozen=True)
@@ -15,9 +29,31 @@ class Check:
     detail: str
 
 
-def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str | None) -> list[Check]:
+def _secrets_mode(home: Path) -> Check:
+    folder = home / "secrets"
+    if not folder.is_dir():
+        return Check("secrets folder", False, f"{folder} does not exist: 'agentmail init' or 'add' makes it (0700)")
+    mode = stat.S_IMODE(folder.stat().st_mode)
+    if mode & 0o077:
+        return Check("secrets folder", False, f"{folder} is mode {mode:o}: run chmod 700 {folder}")
+    return Check("secrets folder", True, f"{folder} mode {mode:o}")
+
+
+def _outbox(client: AgentMail) -> Check:
+    queued, failed = client.spool.ids("outbox"), client.spool.ids("failed")
+    if queued:
+        return Check("outbox", False, f"{len(queued)} letter(s) queued, not sent yet: they go out with the next "
+                                      f"command or 'agentmail flush' (do not send them again)"
+                     + (f"; {len(failed)} failed ('agentmail sent' shows why)" if failed else ""))  # fmt: skip
+    return Check("outbox", True, "empty" + (f"; {len(failed)} letter(s) failed earlier ('agentmail sent' shows why)"
+                                            if failed else ""))  # fmt: skip
+
+
+def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str | None,
+               round_trip: bool = False, timeout: float = 60.0) -> list[Check]:  # fmt: skip
     from . import identity, registry, signing
-    from .credentials import read_private_key
+    from .client import AgentMail
+    from .credentials import read_private_key_with_source
 
     checks: list[Check] = []
     try:
@@ -30,29 +66,102 @@ def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str
     try:
         me = identity.resolve(reg, platform, agent, Path.cwd())
     except AgentmailError as exc:
-        checks.append(Check("identity", False, f"{exc} (pass --as PLATFORM or add a .agentmail marker)"))
+        checks.append(Check("identity", False, str(exc)))
         return checks
     checks.append(Check("identity", True, me.mailbox))
     entry = reg.platforms[me.platform]
+    checks.append(_secrets_mode(home))
+    key_ok = False
     try:
-        private = read_private_key(home, me.platform)
-        matches = entry.key_lookup == "dns" or signing.public_key_of(private) == entry.public_key
-        checks.append(Check("dkim key", matches, "private key present, owner-only, matches the pinned key" if matches else
-                            f"the private key does not match the key pinned for {me.platform} (s={entry.selector}); "
-                            f"run 'agentmail keygen --as {me.platform}' or restore the right key"))  # fmt: skip
+        private, source = read_private_key_with_source(home, me.platform)
+        key_ok = entry.key_lookup == "dns" or signing.public_key_of(private) == entry.public_key
+        checks.append(Check("dkim key", key_ok, f"{source}: owner-only, matches the key pinned for {me.platform} "
+                                                f"(s={entry.selector})" if key_ok else
+                            f"the private key in {source} does not match the key pinned for {me.platform} "
+                            f"(s={entry.selector}): letters would be quarantined; restore the key that belongs to "
+                            f"this registry, or run 'agentmail keygen --as {me.platform}' and commit the entry"))  # fmt: skip
     except AgentmailError as exc:
         checks.append(Check("dkim key", False, str(exc)))
     except Exception as exc:
         checks.append(Check("dkim key", False, f"the key file is not a valid ed25519 key ({exc.__class__.__name__})"))
-    if reg.bus.transport == "local":
-        office = home / "postoffice"
-        checks.append(Check("post office", True, f"local transport at {office}"))
-        return checks
-    from .transport import open_transport
-
+    client = AgentMail(reg, me, home)
     try:
-        with open_transport(reg, me.platform, home) as transport:
-            checks.extend(Check(n, ok, d) for n, ok, d in transport.doctor())  # type: ignore[attr-defined]
-    except AgentmailError as exc:
-        checks.append(Check("transport", False, str(exc)))
+        checks.append(_outbox(client))
+        if reg.bus.transport == "local":
+            checks.append(Check("post office", True, f"local transport at {home / 'postoffice'}"))
+        else:
+            try:
+                transport = client.transport
+                checks.extend(Check(n, ok, d) for n, ok, d in transport.doctor(entry.address))  # type: ignore[attr-defined]
+            except AgentmailError as exc:
+                checks.append(Check("transport", False, str(exc)))
+        if round_trip:
+            if key_ok and all(c.ok for c in checks if c.name in ("smtp", "imap", "transport")):
+                checks.append(_round_trip(client, timeout))
+            else:
+                checks.append(Check("round trip", False, "not tried: fix the failures above first"))
+    finally:
+        client.close()
     return checks
+
+
+def _round_trip(client: AgentMail, timeout: float) -> Check:
+    """A letter to our own thread address, read back and judged as any letter is."""
+    from . import wire
+    from .model import new_thread_id
+    from .transport import Envelope, Outgoing
+
+    started = time.monotonic()
+    me = client.platform
+    thread = new_thread_id()
+    try:
+        transport = client.transport
+        checkpoint = client.spool.checkpoint(transport.name)
+        tip = getattr(transport, "tip", None)
+        if checkpoint is None and tip is not None:
+            checkpoint = tip()  # never synced: skip the mailbox's history, read only what comes next
+        letter, raw = client._compose(me.address, me.name, "note", thread, "agentmail doctor --round-trip",
+                                      f"A round trip of agentmail doctor (pid {os.getpid()}); it can be deleted.\n",
+                                      to_agent=PROBE_AGENT)  # fmt: skip
+        rcpt = wire.tagged_address(me.address, thread)
+        # Straight to the transport, not the outbox: a probe that fails is never queued.
+        (result,) = transport.submit([Outgoing("doctor", raw, Envelope(me.address, (rcpt,)))])
+        if result.status != "sent":
+            return Check("round trip", False, f"the server did not take the probe to {rcpt}: {result.status}: {result.detail}")
+        deadline = started + timeout
+        while True:
+            for batch in transport.fetch(checkpoint, client.registry.bus.max_size):
+                for item in batch:
+                    if item.raw is not None and letter.message_id.encode() in item.raw:
+                        return _judge_probe(client, item.raw, thread, rcpt, time.monotonic() - started)
+                checkpoint = transport.advance(checkpoint, batch)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return Check("round trip", False, f"the probe sent to {rcpt} did not arrive within {timeout:g}s: "
+                                                  f"check plus addressing (recipient_delimiter = +) and delivery to INBOX")  # fmt: skip
+            transport.wait(checkpoint, min(left, 5.0))
+    except AgentmailError as exc:
+        return Check("round trip", False, str(exc))
+
+
+def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed: float) -> Check:
+    from . import authenticity
+    from .provenance import trusted_results
+
+    verdict = authenticity.judge(raw, client.registry)
+    took = f"{elapsed * 1000:.0f} ms"
+    if verdict.route != "accept" or verdict.letter is None:
+        return Check("round trip", False, f"the probe came back in {took} but would be quarantined: "
+                                          f"{verdict.reason}: {verdict.detail}")  # fmt: skip
+    if verdict.letter.thread != thread:
+        return Check("round trip", False, f"the probe came back in {took} with thread {verdict.letter.thread}, not {thread}")
+    trusted = client.registry.bus.trusted_authserv_ids
+    results = trusted_results(raw, trusted)
+    if trusted and not results:
+        return Check("round trip", False, f"the probe came back in {took} and is accepted, but carries no "
+                                          f"Authentication-Results from {', '.join(trusted)}: check trusted_authserv_ids "
+                                          f"against the id your MTA stamps")  # fmt: skip
+    key = client.platform
+    ar = "; trusted A-R " + " | ".join(results) if results else "; no trusted authserv-id configured"
+    return Check("round trip", True, f"sent to {rcpt} and read back in {took}: accepted, DKIM d={key.dkim_domain} "
+                                     f"s={key.selector} matches the pinned key{ar}")  # fmt: skip

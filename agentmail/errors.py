@@ -7,8 +7,8 @@
     ├── Refused                         exit 4  an outbound guard said no; .reason says why
     ├── TransportError (ConnectionError) exit 5 the server could not take it now; letter queued
     │   └── PermanentFailure            exit 5  the server refused it for good (5xx)
-    └── ConfigError                     exit 6  registry, identity, secrets, TLS configuration
-        └── SecretError (PermissionError)
+    └── ConfigError                     exit 6  registry, identity, secrets, TLS, login: retrying
+        └── SecretError (PermissionError)       cannot help, so a letter is never queued behind it
 
 Library exceptions are translated at the module that wraps the library (``raise ... from``),
 so callers never see an aiosmtplib or imapclient type.

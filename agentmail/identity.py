@@ -114,4 +114,33 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
         if len(names) > 1:
             raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(names)}); use --as")
         return Identity(names[0], agent)
-    raise NotFound(f"cannot tell which platform {cwd} is: no --as, AGENTMAIL_PLATFORM, {MARKER} marker, registered git remote or path hint")
+    known = ", ".join(sorted(registry.platforms)) or "none yet"
+    raise NotFound(f"cannot tell which platform {cwd} is (known platforms: {known}): run 'agentmail bind PLATFORM' "
+                   f"in the checkout (it writes {MARKER} with the line platform = \"PLATFORM\"), or pass --as PLATFORM "
+                   f"/ set AGENTMAIL_PLATFORM")  # fmt: skip
+
+
+def checkout_root(start: Path) -> Path:
+    """The git checkout holding ``start`` (its top directory), else ``start`` itself."""
+    start = start.resolve()
+    for directory in [start, *start.parents]:
+        if (directory / ".git").exists():
+            return directory
+    return start
+
+
+def write_marker(root: Path | None, platform: str) -> tuple[Path, str | None]:
+    """Write ``<checkout>/.agentmail`` naming ``platform``; returns (path, the platform it named before)."""
+    from .home import write_atomic
+
+    check_name("platform", platform)
+    folder = root.resolve() if root else checkout_root(Path.cwd())
+    path = folder / MARKER
+    previous = None
+    if path.is_file():
+        try:
+            previous = _marker(folder)
+        except ConfigError:
+            previous = None
+    write_atomic(path, f'platform = "{platform}"\n'.encode(), mode=0o644)
+    return path, previous

@@ -40,7 +40,7 @@ class Bus:
     smtp: Endpoint | None = None
     imap: Endpoint | None = None
     ca_file: str | None = None
-    sent_folder: str | None = None
+    sent_folder: str | None = None  # None: the folder marked \\Sent (RFC 6154), if any; "": no copy
     max_size: int = 1_048_576
     poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
 
@@ -85,8 +85,12 @@ class Registry:
         try:
             return self.platforms[name]
         except KeyError:
+            import difflib
+
             known = ", ".join(sorted(self.platforms)) or "none"
-            raise ConfigError(f"no platform {name!r} in the registry at {self.root} (known: {known})") from None
+            close = difflib.get_close_matches(name, list(self.platforms), n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise ConfigError(f"no platform {name!r} in the registry at {self.root}; {hint}(known: {known})") from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -94,12 +98,62 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
+# Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
+# (TOML's trap: a top-level key written after [imap] silently lands inside [imap].)
+TOP_KEYS = ("name", "domain", "transport", "policy", "trusted_authserv_ids", "ca_file", "sent_folder", "max_size")
+TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
+PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim")
+DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup")
+
+
+def default_tls(port: int) -> str:
+    """The TLS mode a well-known port speaks: 465/993 implicit, 587/143/25 STARTTLS."""
+    return "starttls" if port in (587, 143, 25) else "implicit"
+
+
+def _home_of(key: str) -> str:
+    if key in TOP_KEYS:
+        return "at the top of bus.toml, before any [table]"
+    tables = [t for t, keys in TABLE_KEYS.items() if key in keys]
+    return "under " + " or ".join(f"[{t}]" for t in tables) if tables else ""
+
+
+def check_bus_keys(data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        if key in TABLE_KEYS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"bus.toml: [{key}] must be a table")
+            for inner in value:
+                if inner not in TABLE_KEYS[key]:
+                    where = _home_of(inner)
+                    raise ConfigError(f"bus.toml: unknown key {inner!r} in [{key}]"
+                                      + (f"; it belongs {where}" if where else f" (known: {', '.join(TABLE_KEYS[key])})"))  # fmt: skip
+        elif key not in TOP_KEYS:
+            where = _home_of(key)
+            raise ConfigError(f"bus.toml: unknown key {key!r}"
+                              + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap])"))  # fmt: skip
+
+
+def _check_platform_keys(data: dict[str, Any]) -> None:
+    for key in data:
+        if key not in PLATFORM_KEYS:
+            where = "under [dkim]" if key in DKIM_KEYS else ""
+            raise ConfigError(f"unknown key {key!r}" + (f"; it belongs {where}" if where else f" (known: {', '.join(PLATFORM_KEYS)})"))
+    dkim = data.get("dkim")
+    if isinstance(dkim, dict):
+        for key in dkim:
+            if key not in DKIM_KEYS:
+                where = "at the top, before [dkim]" if key in PLATFORM_KEYS else ""
+                raise ConfigError(f"unknown key {key!r} in [dkim]" + (f"; it belongs {where}" if where else f" (known: {', '.join(DKIM_KEYS)})"))
+
+
 def _endpoint(data: Any, what: str) -> Endpoint | None:
     if data is None:
         return None
     if not isinstance(data, dict):
         raise ConfigError(f"bus.toml: [{what}] must be a table")
-    host, port, tls = data.get("host"), data.get("port"), data.get("tls", "implicit")
+    host, port = data.get("host"), data.get("port")
+    tls = data.get("tls", default_tls(port) if isinstance(port, int) else "implicit")
     if not isinstance(host, str) or not host or not isinstance(port, int) or not 0 < port < 65536:
         raise ConfigError(f"bus.toml: [{what}] needs host (text) and port (1-65535)")
     if tls not in TLS_MODES:
@@ -108,6 +162,7 @@ def _endpoint(data: Any, what: str) -> Endpoint | None:
 
 
 def parse_bus(data: dict[str, Any]) -> Bus:
+    check_bus_keys(data)
     domain = data.get("domain")
     if not isinstance(domain, str) or not DOMAIN_RE.fullmatch(domain):
         raise ConfigError(f"bus.toml: domain {domain!r} is not a valid domain")
@@ -117,6 +172,12 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     policy = data.get("policy", "pinned")
     if policy not in POLICIES:
         raise ConfigError(f"bus.toml: policy must be one of {', '.join(POLICIES)}")
+    sent_folder = data.get("sent_folder")
+    if sent_folder is not None and not isinstance(sent_folder, str):
+        raise ConfigError("bus.toml: sent_folder must be a folder name (\"\" for none)")
+    ca_file = data.get("ca_file")
+    if ca_file is not None and not isinstance(ca_file, str):
+        raise ConfigError("bus.toml: ca_file must be a path (relative to the registry directory)")
     ids = data.get("trusted_authserv_ids", [])
     if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
         raise ConfigError("bus.toml: trusted_authserv_ids must be a list of names")
@@ -137,8 +198,8 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         trusted_authserv_ids=tuple(ids),
         smtp=smtp,
         imap=imap,
-        ca_file=str(data["ca_file"]) if data.get("ca_file") else None,
-        sent_folder=data.get("sent_folder") or None,
+        ca_file=ca_file or None,
+        sent_folder=sent_folder,
         max_size=max_size,
         poll_interval=float(poll) if poll is not None else None,
     )
@@ -146,6 +207,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
 
 def parse_platform(data: dict[str, Any], stem: str) -> Platform:
     """One platform entry; raises ConfigError naming what is wrong."""
+    _check_platform_keys(data)
     name = data.get("name", stem)
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise ConfigError(f"name {name!r} must match {NAME_RE.pattern}")
@@ -194,7 +256,8 @@ def load(root: Path) -> Registry:
     """Read a registry directory. A missing or broken ``bus.toml`` is fatal; a bad platform is not."""
     bus_file = root / "bus.toml"
     if not bus_file.is_file():
-        raise ConfigError(f"no registry at {root} (bus.toml missing); run 'agentmail init' or set AGENTMAIL_REGISTRY")
+        raise ConfigError(f"no registry at {root} (bus.toml missing): point at your bus's registry with "
+                          f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)")  # fmt: skip
     try:
         bus = parse_bus(_read_toml(bus_file))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -46,6 +46,7 @@ from .model import Letter, new_ulid
 
 STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
 OUTGOING = ("outbox", "sent", "failed")
+ANSWERING = ("outbox", "sent")  # a reply that failed never reached anyone: the letter may be answered again
 BUILT = ".built"  # an index folder without it is incomplete: rebuilt from the letters
 
 
@@ -189,7 +190,7 @@ class Spool:
                         yield _key(str(data.get("from") or ""), data["message_id"]), letter_id
         elif kind == "replied":
             for spool in (self, *self.siblings()):
-                for state in OUTGOING:
+                for state in ANSWERING:
                     for letter_id in spool.ids(state):
                         parent = spool._parsed(letter_id, state).get("in_reply_to")
                         if parent:
@@ -332,7 +333,7 @@ class Spool:
         if not reply_id.isalnum() or (mailbox != base and not mailbox.startswith(base + "@")) or "/" in mailbox:
             return False
         root = self.platform_root.parent / mailbox
-        return any((root / state / f"{reply_id}.eml").exists() for state in OUTGOING)
+        return any((root / state / f"{reply_id}.eml").exists() for state in ANSWERING)
 
     @contextmanager
     def claim_reply(self, message_id: str, reply_id: str) -> Iterator[str | None]:

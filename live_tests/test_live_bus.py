@@ -31,6 +31,7 @@ from agentmail import bus as bus_mod, registry as registry_mod, signing, wire
 from agentmail.authenticity import pinned_key
 from agentmail.client import AgentMail
 from agentmail.credentials import mailbox_login, write_private_key
+from agentmail.errors import ConfigError
 from agentmail.transport import Envelope, Outgoing
 
 from conftest import TIMEOUT, LiveBus, eventually, opener, quarantined, receive
@@ -273,6 +274,9 @@ def test_a_partner_letter_signed_with_a_key_the_registry_does_not_pin_is_quarant
     stranger, _ = signing.generate_keypair()
     write_private_key(home, partner.me.platform, stranger)  # e.g. rotated but never re-pinned
     rogue = bus.client(partner.me.platform, home=home, registry=registry)
+    with pytest.raises(ConfigError, match="does not match the public key pinned"):
+        rogue.send(sender.me.platform, f"Unpinned key {token}", "refused before signing")  # agentmail will not send it
+    rogue._check_key_matches_pin = lambda key, source: None  # type: ignore[method-assign]  # as another tool would
     sent = rogue.send(sender.me.platform, f"Unpinned key {token}", opener(partner.me.platform, sender.me.platform, token))
     assert sent.state == "sent", sent.extra
     letter = quarantined(sender, token)

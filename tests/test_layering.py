@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 LAYERS = [
     {"errors", "model", "home"},
     {"matter", "mime", "wire"},
-    {"signing", "verdicts", "registry", "credentials", "identity", "authenticity"},
+    {"signing", "verdicts", "registry", "credentials", "identity", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
     {"guards"},

@@ -53,13 +53,13 @@ def test_address_lookup_is_exact(home: Path) -> None:
 
 
 def test_a_missing_registry_says_what_to_do(home: Path) -> None:
-    with pytest.raises(ConfigError, match="agentmail init"):
+    with pytest.raises(ConfigError, match="AGENTMAIL_REGISTRY=DIR or --registry DIR.*'agentmail init' makes a NEW bus"):
         registry.load(home / "nowhere")
 
 
 def test_init_refuses_to_clobber_and_validates_names(home: Path) -> None:
     bus.init(home, home / "registry", ["alpha"], domain="bus.test")
-    with pytest.raises(ConfigError, match="already exists"):
+    with pytest.raises(ConfigError, match="already exist.*init makes a NEW bus"):
         bus.init(home, home / "registry", ["alpha"], domain="bus.test")
     with pytest.raises(ValueError, match="must match"):
         bus.init(home, home / "other", ["Bad Name"], domain="bus.test")

@@ -66,14 +66,15 @@ def test_send_sync_reply_thread_across_two_platforms(pair: tuple[AgentMail, Agen
     assert all("\\Seen" not in m.flags for m in servers.store.messages("beta@bus.test"))
 
 
-def test_an_untrusted_certificate_fails_in_one_line_and_keeps_the_letter(home: Path) -> None:
+def test_an_untrusted_certificate_fails_in_one_line_and_queues_nothing(home: Path) -> None:
     with MailServers("bus.test", USERS, untrusted_cert=True) as ms:
         reg = make_bus(home, ms)
         with AgentMail(reg, Identity("alpha"), home) as alpha:
             with pytest.raises(ConfigError, match="certificate of 127.0.0.1:.* is not trusted") as caught:
                 alpha.send("beta", "Quota", OPENER)
-            assert "\n" not in str(caught.value)
-            assert len(alpha.spool.ids("outbox")) == 1  # nothing lost
+            assert "\n" not in str(caught.value) and "not queued" in str(caught.value)
+            # kept (failed/, with the reason), but not queued: fixing the CA never sends it by itself
+            assert alpha.spool.ids("outbox") == [] and len(alpha.spool.ids("failed")) == 1
             assert ms.store.accepted == []
 
 
@@ -83,7 +84,7 @@ def test_server_down_then_up_drains_the_outbox_once(pair: tuple[AgentMail, Agent
     first = alpha.send("beta", "One", OPENER)
     second = alpha.send("beta", "Two", OPENER)
     assert (first.state, second.state) == ("outbox", "outbox")
-    assert "cannot reach" in first.extra["queued_reason"]
+    assert "nothing is listening" in first.extra["queued_reason"]
     servers.start_smtp()
     results = alpha.flush()
     assert sorted(r.status for r in results) == ["sent", "sent"]
@@ -210,7 +211,7 @@ def test_the_password_appears_in_no_output_or_log(home: Path, servers: MailServe
     out, err = capsys.readouterr()
     everything = out + err + caplog.text
     assert CANARY not in everything
-    assert "queued" in err and "refused the login of beta@bus.test" in out
+    assert "queued (not sent)" in out and "refused the login 'beta@bus.test'" in out
     transport = SmtpImapTransport.from_registry(registry_mod.load(home / "registry"), "alpha", home)
     assert CANARY not in repr(transport)
 

@@ -26,13 +26,15 @@ import imapclient
 from imapclient.exceptions import IMAPClientError, LoginError
 
 from ..credentials import Login, mailbox_login
-from ..errors import ConfigError, TransportError
+from ..errors import AgentmailError, ConfigError, TransportError
 from ..registry import Endpoint, Registry, is_loopback
+from . import diagnose
 from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 T = TypeVar("T")
 BATCH = 200
-TIMEOUT = 30.0
+TIMEOUT = 30.0  # one command once logged in (a large DATA or FETCH)
+HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS, login: a wrong TLS mode fails in seconds
 IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
 
 
@@ -51,19 +53,79 @@ def _where(endpoint: Endpoint) -> str:
     return f"{endpoint.host}:{endpoint.port}"
 
 
-def _cert_error(endpoint: Endpoint, exc: BaseException) -> ConfigError:
+def _cert_error(endpoint: Endpoint, exc: BaseException, what: str = "smtp") -> ConfigError:
     reason = getattr(exc, "verify_message", None) or str(exc)
-    return ConfigError(f"the TLS certificate of {_where(endpoint)} is not trusted ({reason}); "
-                       "name its CA with --ca-file / ca_file in bus.toml")  # fmt: skip
+    issuer = diagnose.peer_issuer(endpoint.host, endpoint.port, endpoint.tls, what)
+    by = f"; it is issued by {issuer}" if issuer else ""
+    return ConfigError(f"the TLS certificate of {_where(endpoint)} is not trusted ({reason}{by}): put that CA's "
+                       f"certificate in the registry with 'agentmail bus set ca_file PATH/TO/ca.pem' (it is copied "
+                       f"beside bus.toml and stored as the top-level key ca_file, relative to the registry)")  # fmt: skip
 
 
-def _find_cert_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLCertVerificationError):
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    return None
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def problem(endpoint: Endpoint, what: str, exc: BaseException, login: Login | None = None) -> AgentmailError:
+    """What a failure to connect or log in means: a ConfigError (fix something; retrying will not
+    help, so a letter is never queued behind it) or a TransportError (try again later)."""
+    where = _where(endpoint)
+    chain = _chain(exc)
+    if isinstance(exc, AgentmailError):
+        return exc
+    if isinstance(exc, aiosmtplib.SMTPAuthenticationError | LoginError) and login is not None:
+        code = getattr(exc, "code", 0)
+        if 400 <= code < 500:
+            return TransportError(f"{where} could not check the login now ({code}); try again later")
+        detail = f" ({code} {getattr(exc, 'message', '')})" if code else ""
+        return ConfigError(f"{where} refused the {login.origin}{detail}; fix the password there, then "
+                           f"'agentmail doctor'")  # fmt: skip
+    cert = next((e for e in chain if isinstance(e, ssl.SSLCertVerificationError)), None)
+    if cert is not None:
+        return _cert_error(endpoint, cert, what)
+    text = " ".join(str(e) for e in chain)
+    if "STARTTLS" in text and ("not supported" in text or "does not support" in text):
+        return ConfigError(f"{where} offers no STARTTLS (tls = \"starttls\" in [{what}]); "
+                           f"{diagnose.port_hint(endpoint.port, what)}")  # fmt: skip
+    bad_tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
+    if bad_tls is not None and endpoint.tls == "implicit":
+        return ConfigError(f"{where} does not speak TLS at connect (tls = \"implicit\" in [{what}] failed: "
+                           f"{getattr(bad_tls, 'reason', None) or bad_tls}); it probably wants STARTTLS: "
+                           f"{diagnose.port_hint(endpoint.port, what)}")  # fmt: skip
+    if any(isinstance(e, ConnectionRefusedError) for e in chain):
+        return TransportError(f"nothing is listening on {where} (connection refused); is the server up, "
+                              f"and is this its {what.upper()} port?")  # fmt: skip
+    if any(isinstance(e, TimeoutError | socket.timeout | asyncio.TimeoutError) for e in chain):
+        if endpoint.tls != "implicit" and diagnose.speaks_tls_at_connect(endpoint.host, endpoint.port):
+            return ConfigError(f"{where} said nothing within {HANDSHAKE_TIMEOUT:g}s but answers a TLS handshake: "
+                               f"it wants implicit TLS (set tls = \"implicit\" in [{what}]; "
+                               f"{diagnose.port_hint(endpoint.port, what)})")  # fmt: skip
+        return TransportError(f"{where} did not answer within {HANDSHAKE_TIMEOUT:g}s (timed out)")
+    return TransportError(f"cannot reach {where}: {exc.__class__.__name__}: {exc}")
+
+
+async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) -> None:
+    """Connect and authenticate, or raise what :func:`problem` makes of the failure."""
+    try:
+        await client.connect()
+        if client.last_ehlo_response is None:
+            await client.ehlo()
+        if not client.supports_extension("auth"):
+            hint = (" before TLS: set tls = \"starttls\" in [smtp]" if endpoint.tls == "none" else
+                    ": it looks like an MX (port 25), not a submission server; use the submission port "
+                    "(587 STARTTLS or 465 implicit TLS)")  # fmt: skip
+            raise ConfigError(f"{_where(endpoint)} offers no AUTH{hint}")
+        await client.login(login.username, login.password)
+    except BaseException as exc:
+        client.close()
+        if isinstance(exc, Exception):
+            raise problem(endpoint, "smtp", exc, login) from None
+        raise
 
 
 def _already_received(client: imapclient.IMAPClient) -> bool:
@@ -111,7 +173,8 @@ class SmtpImapTransport(Transport):
                 raise ConfigError(f"plaintext to {_where(endpoint)} is refused: tls = none is only for loopback")
         self.smtp, self.imap, self.login = smtp, imap, login
         self.context = tls_context(ca_file)
-        self.sent_folder = sent_folder
+        self.sent_folder = sent_folder  # None: find the \\Sent folder; "": copy nowhere
+        self._found_sent: str | None = None
         self.poll_interval = poll_interval
         self._client: imapclient.IMAPClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -132,7 +195,7 @@ class SmtpImapTransport(Transport):
         if not messages:
             return []
         results = self._run(self._submit(messages, on_result or (lambda _result: None)))
-        if self.sent_folder:
+        if self.sent_folder != "":
             self._copy_to_sent([m.raw for m, r in zip(messages, results, strict=True) if r.status == "sent"])
         return results
 
@@ -140,7 +203,7 @@ class SmtpImapTransport(Transport):
         return aiosmtplib.SMTP(
             hostname=self.smtp.host, port=self.smtp.port, use_tls=self.smtp.tls == "implicit",
             start_tls=True if self.smtp.tls == "starttls" else False, tls_context=self.context,
-            timeout=TIMEOUT, local_hostname="agentmail.localhost",
+            timeout=HANDSHAKE_TIMEOUT, local_hostname="agentmail.localhost",
         )  # fmt: skip
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
@@ -160,8 +223,8 @@ class SmtpImapTransport(Transport):
                 client.close()
         self._smtp_session = None
         client = self._smtp_client()
-        await client.connect()
-        await client.login(self.login.username, self.login.password)
+        await smtp_login(client, self.smtp, self.login)
+        client.timeout = TIMEOUT  # the handshake was short; a large DATA may take longer
         self._smtp_session = client
         return client
 
@@ -174,15 +237,9 @@ class SmtpImapTransport(Transport):
 
         try:
             client = await self._session()
-        except aiosmtplib.SMTPAuthenticationError as exc:
-            raise ConfigError(f"{_where(self.smtp)} refused the login of {self.login.username} ({exc.code})") from None
-        except Exception as exc:
-            cert = _find_cert_error(exc)
-            if cert is not None:
-                raise _cert_error(self.smtp, cert) from None
-            why = f"cannot reach {_where(self.smtp)}: {exc.__class__.__name__}: {exc}"
+        except TransportError as exc:  # transient: queue; a ConfigError propagates (nothing to retry)
             for m in messages:
-                record(SubmitResult(m.key, "queued", why))
+                record(SubmitResult(m.key, "queued", str(exc)))
             return results
         for index, item in enumerate(messages):
             try:
@@ -220,17 +277,34 @@ class SmtpImapTransport(Transport):
         except aiosmtplib.SMTPException:
             pass
 
+    def _sent_folder(self, client: imapclient.IMAPClient) -> str | None:
+        """``sent_folder`` from bus.toml, else the folder the server marks ``\\Sent`` (RFC 6154)."""
+        if self.sent_folder is not None:
+            return self.sent_folder or None
+        if self._found_sent is None:
+            found = ""
+            if b"SPECIAL-USE" in client.capabilities():
+                for flags, _delimiter, name in client.list_folders():
+                    if b"\\Sent" in flags:
+                        found = name
+                        break
+            self._found_sent = found
+        return self._found_sent or None
+
     def _copy_to_sent(self, raws: list[bytes]) -> None:
         """So a human sees both directions in a mail client; a failure here never unsends."""
-        if not raws or not self.sent_folder:
+        if not raws or self.sent_folder == "":
             return
         try:
             client = self._connect()
-            if not client.folder_exists(self.sent_folder):
-                client.create_folder(self.sent_folder)
+            folder = self._sent_folder(client)
+            if folder is None:
+                return
+            if not client.folder_exists(folder):
+                client.create_folder(folder)
             for raw in raws:
-                client.append(self.sent_folder, raw, flags=(imapclient.SEEN,))
-        except (IMAPClientError, OSError, TransportError):
+                client.append(folder, raw, flags=(imapclient.SEEN,))
+        except (IMAPClientError, OSError, AgentmailError):
             pass
 
     # --- pulling ---------------------------------------------------------------------------
@@ -238,24 +312,28 @@ class SmtpImapTransport(Transport):
     def _connect(self) -> imapclient.IMAPClient:
         if self._client is not None:
             return self._client
+        client = None
         try:
+            # The connect timeout covers the greeting and the TLS handshake too: a wrong TLS mode
+            # fails in seconds. Commands once logged in get the longer read timeout.
             client = imapclient.IMAPClient(self.imap.host, port=self.imap.port, ssl=self.imap.tls == "implicit",
-                                           ssl_context=self.context, timeout=TIMEOUT)  # fmt: skip
+                                           ssl_context=self.context,
+                                           timeout=imapclient.SocketTimeout(HANDSHAKE_TIMEOUT, TIMEOUT))  # fmt: skip
             # imaplib writes a command and its CRLF (or an APPEND literal) in two sends: without
             # NODELAY, Nagle and the server's delayed ACK stall each such command ~40 ms.
             client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.imap.tls == "starttls":
+                client.socket().settimeout(HANDSHAKE_TIMEOUT)
                 client.starttls(self.context)
+                client.socket().settimeout(TIMEOUT)
             client.login(self.login.username, self.login.password)
-        except LoginError:
-            raise ConfigError(f"{_where(self.imap)} refused the login of {self.login.username}") from None
-        except ssl.SSLCertVerificationError as exc:
-            raise _cert_error(self.imap, exc) from None
         except (IMAPClientError, OSError, socket.timeout) as exc:
-            cert = _find_cert_error(exc)
-            if cert is not None:
-                raise _cert_error(self.imap, cert) from None
-            raise TransportError(f"cannot reach {_where(self.imap)}: {exc.__class__.__name__}: {exc}") from None
+            if client is not None:
+                try:
+                    client.shutdown()
+                except Exception:
+                    pass
+            raise problem(self.imap, "imap", exc, self.login) from None
         self._client = client
         return client
 
@@ -266,6 +344,11 @@ class SmtpImapTransport(Transport):
         self._uidvalidity = validity
         uidnext = int(info.get(b"UIDNEXT", 0) or 0)
         return validity, uidnext
+
+    def tip(self) -> str:
+        """A checkpoint at the INBOX's current end (what a fetch from it would skip: everything)."""
+        validity, uidnext = self._select()
+        return f"{validity}:{max(uidnext - 1, 0)}"
 
     @staticmethod
     def _parse(checkpoint: str | None) -> tuple[str, int]:
@@ -391,35 +474,70 @@ class SmtpImapTransport(Transport):
                 except Exception:
                     pass
 
-    def doctor(self) -> list[tuple[str, bool, str]]:
+    def doctor(self, address: str = "") -> list[tuple[str, bool, str]]:
         """Connectivity checks for ``agentmail doctor``; never includes a secret."""
-        checks: list[tuple[str, bool, str]] = [("mailbox login", True, f"{self.login.username} (password present)")]
-        try:
+        checks: list[tuple[str, bool, str]] = [
+            ("mailbox login", True, f"{self.login.username} (password from {self.login.source or 'the caller'})")]
+
+        async def probe() -> tuple[bool, str]:
             client = self._smtp_client()
+            await smtp_login(client, self.smtp, self.login)
+            try:
+                if not address:
+                    return True, ""
+                # May this login send as the platform? Postfix's reject_sender_login_mismatch
+                # answers at RCPT; nothing is sent (RSET before DATA).
+                try:
+                    await client.mail(address)
+                    await client.rcpt(address)
+                except aiosmtplib.SMTPResponseException as exc:
+                    return False, f"{exc.code} {exc.message}"
+                finally:
+                    try:
+                        await client.rset()
+                    except aiosmtplib.SMTPException:
+                        pass
+                return True, ""
+            finally:
+                try:
+                    await client.quit()
+                except aiosmtplib.SMTPException:
+                    client.close()
 
-            async def probe() -> None:
-                await client.connect()
-                await client.login(self.login.username, self.login.password)
-                await client.quit()
-
-            asyncio.run(probe())
+        loop = asyncio.new_event_loop()
+        try:
+            may_send, refusal = loop.run_until_complete(probe())
             checks.append(("smtp", True, f"{_where(self.smtp)} {self.smtp.tls} TLS, AUTH accepted"))
-        except aiosmtplib.SMTPAuthenticationError as exc:
-            checks.append(("smtp", False, f"{_where(self.smtp)} refused the login of {self.login.username} ({exc.code}): check the password"))
+            if address:
+                own = self.login.username.lower() == address.lower()
+                detail = (f"{self.login.username} is the platform's own address" if own and may_send else
+                          f"login {self.login.username} may send as {address}" if may_send else
+                          f"the server refuses {address} as sender for login {self.login.username} ({refusal}): log in "
+                          f"as {address} (AGENTMAIL_USERNAME) or let that login send as it")  # fmt: skip
+                checks.append(("sender", may_send, detail))
+        except AgentmailError as exc:
+            checks.append(("smtp", False, str(exc)))
         except Exception as exc:
-            cert = _find_cert_error(exc)
-            checks.append(("smtp", False, str(_cert_error(self.smtp, cert)) if cert else
-                           f"cannot reach {_where(self.smtp)} ({exc.__class__.__name__}); check host, port and tls mode"))  # fmt: skip
+            checks.append(("smtp", False, str(problem(self.smtp, "smtp", exc, self.login))))
+        finally:
+            loop.close()
         try:
             client = self._connect()
             checks.append(("imap", True, f"{_where(self.imap)} {self.imap.tls} TLS, login accepted"))
             idle = b"IDLE" in client.capabilities()
             checks.append(("imap idle", idle, "IDLE supported" if idle else "no IDLE: set poll_interval in bus.toml [imap]"))
-            if self.sent_folder:
-                exists = client.folder_exists(self.sent_folder)
-                checks.append(("sent folder", True, f"{self.sent_folder} {'exists' if exists else 'will be created on first send'}"))
-        except (ConfigError, TransportError) as exc:
+            folder = self._sent_folder(client)
+            if folder is None:
+                checks.append(("sent folder", True, "none: no folder is marked \\Sent and bus.toml sets no sent_folder; "
+                                                    "sent letters are not copied"))  # fmt: skip
+            else:
+                exists = client.folder_exists(folder)
+                how = "from bus.toml" if self.sent_folder else "marked \\Sent by the server"
+                checks.append(("sent folder", True, f"{folder} ({how}) {'exists' if exists else 'will be created on first send'}"))
+        except AgentmailError as exc:
             checks.append(("imap", False, str(exc)))
+        except (IMAPClientError, OSError) as exc:
+            checks.append(("imap", False, str(problem(self.imap, "imap", exc, self.login))))
         return checks
 
     def __repr__(self) -> str:

@@ -64,7 +64,9 @@ class MailServers:
     ``ca_file`` is the CA clients should trust. With ``untrusted_cert=True`` the servers
     present a certificate from another CA (``untrusted_ca_file``), so verification
     against ``ca_file`` fails as it must. ``cert_hosts`` are the names in the server
-    certificate (leave out ``127.0.0.1`` to test a hostname mismatch).
+    certificate (leave out ``127.0.0.1`` to test a hostname mismatch). ``smtp_auth=False``
+    offers no AUTH (an MX, not a submission port); ``sender_login_check`` refuses a MAIL FROM
+    that is not the login's own address (Postfix's ``reject_sender_login_mismatch``).
     """
 
     def __init__(
@@ -78,6 +80,8 @@ class MailServers:
         cert_hosts: tuple[str, ...] = ("127.0.0.1", "localhost"),
         folders: Iterable[str] = ("Sent",),
         host: str = "127.0.0.1",
+        smtp_auth: bool = True,
+        sender_login_check: bool = False,
     ) -> None:
         self.host = host
         self.store = MailStore(domain, users or {}, folders=folders)
@@ -93,7 +97,7 @@ class MailServers:
         self._loop = _LoopThread()
         self._smtp = SmtpServer(
             self.store, tls=smtp_tls, ssl_context=server_ctx, host=host,
-            hostname=f"mail.{domain}",
+            hostname=f"mail.{domain}", auth=smtp_auth, sender_login_check=sender_login_check,
         )
         self._imap = ImapServer(self.store, tls=imap_tls, ssl_context=server_ctx, host=host)
         self._started = False

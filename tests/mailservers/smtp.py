@@ -26,8 +26,17 @@ logging.getLogger("mail.log").setLevel(logging.ERROR)
 class _Handler:
     """aiosmtpd hooks; each returns the SMTP reply line."""
 
-    def __init__(self, store: MailStore) -> None:
+    def __init__(self, store: MailStore, *, sender_login_check: bool = False, auth: bool = True) -> None:
         self.store = store
+        self.sender_login_check = sender_login_check
+        self.auth = auth
+
+    async def handle_EHLO(self, server: SMTP, session: Session, envelope: Envelope, hostname: str,
+                          responses: list[str]) -> list[str]:  # fmt: skip
+        session.host_name = hostname
+        if self.auth:
+            return responses
+        return [r for r in responses if not r.startswith("250-AUTH")]  # an MX offers no AUTH
 
     async def handle_MAIL(
         self,
@@ -41,6 +50,9 @@ class _Handler:
         # (or warns on every connection), and implicit TLS is invisible to it.
         if not session.authenticated:
             return "530 5.7.0 Authentication required"
+        if self.sender_login_check and address.lower() != str(session.auth_data).lower():
+            # Postfix's reject_sender_login_mismatch
+            return f"553 5.7.1 <{address}>: Sender address rejected: not owned by user {session.auth_data}"
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
         return "250 2.1.0 OK"
@@ -86,14 +98,17 @@ class SmtpServer:
         ssl_context: ssl.SSLContext,
         host: str = "127.0.0.1",
         hostname: str = "mail.test",
+        auth: bool = True,
+        sender_login_check: bool = False,
     ) -> None:
         self.store = store
+        self.auth = auth
         self.tls = tls
         self.host = host
         self.port = 0
         self._ssl_context = ssl_context
         self._hostname = hostname
-        self._handler = _Handler(store)
+        self._handler = _Handler(store, sender_login_check=sender_login_check, auth=auth)
         self._server: asyncio.Server | None = None
         self._live: weakref.WeakSet[SMTP] = weakref.WeakSet()
 
