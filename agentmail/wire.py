@@ -150,17 +150,29 @@ _PARSER = BytesParser(policy=policy.compat32)
 _REGISTRY = HeaderRegistry()
 
 
-_BLANK_LINE = re.compile(rb"\r?\n\r?\n")
 # Every line of a header section is a field (a name of printable ASCII but ':', then ':') or
 # the continuation of one. dkimpy refuses anything else while the email package quietly starts
 # the body there, so the two would judge different letters: refused here, before either runs.
-_NOT_A_HEADER_LINE = re.compile(rb"\A(?![!-9;-~]+[ \t]*:)|\n(?![ \t]|[!-9;-~]+[ \t]*:)")
+_FIRST_HEADER_LINE = re.compile(rb"[!-9;-~]+[ \t]*:")
+_NOT_A_HEADER_LINE = re.compile(rb"\n(?![ \t]|[!-9;-~]+[ \t]*:)")  # a literal first: the fast search
 
 
 def header_section(raw: bytes) -> bytes:
     """Everything before the first empty line (CRLF or LF, as dkimpy and the email package split)."""
-    end = _BLANK_LINE.search(raw)
-    return raw if end is None else raw[: end.start()]
+    end, crlf = raw.find(b"\n\n"), raw.find(b"\n\r\n")  # bytes.find: far cheaper than a regex scan
+    if crlf >= 0 and (end < 0 or crlf < end):
+        end = crlf
+    if end < 0:
+        return raw
+    return raw[: end - 1] if raw[end - 1 : end] == b"\r" else raw[:end]
+
+
+def bad_header_line(head: bytes) -> int | None:
+    """The 1-based number of the first line of ``head`` that is neither a field nor a continuation."""
+    if not _FIRST_HEADER_LINE.match(head):
+        return 1
+    found = _NOT_A_HEADER_LINE.search(head.rstrip(b"\r\n"))
+    return None if found is None else head.count(b"\n", 0, found.start()) + 2
 
 
 _QUICK_FROM = re.compile(rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
@@ -185,10 +197,9 @@ def parse_message(raw: bytes, max_size: int) -> Message:
         raise Malformed("malformed", f"the header section is larger than {MAX_HEADER_BYTES} bytes")
     if b"\x00" in raw:
         raise Malformed("malformed", "the letter contains NUL bytes")
-    bad_line = _NOT_A_HEADER_LINE.search(header_section(raw).rstrip(b"\r\n"))
-    if bad_line:
-        number = raw.count(b"\n", 0, bad_line.start()) + (bad_line.group() == b"\n")
-        raise Malformed("malformed", f"header line {number + 1} is neither a field nor the continuation of one")
+    bad_line = bad_header_line(header_section(raw))
+    if bad_line is not None:
+        raise Malformed("malformed", f"header line {bad_line} is neither a field nor the continuation of one")
     try:
         return _PARSER.parsebytes(raw)
     except Exception as exc:  # the email package raises many types on hostile input

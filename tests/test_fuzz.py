@@ -190,6 +190,8 @@ def mutate(raw: bytes, m: Mutation) -> bytes:
     if m.kind == "bytes":
         at = m.index % (len(raw) + 1)
         return raw[:at] + m.data + raw[at + m.cut:]
+    if not fields or not lines:
+        return raw + m.data  # nothing left to aim at (an earlier edit truncated it): just append
     if m.kind in ("header-name", "header-value"):
         i = fields[m.index % len(fields)]
         name, colon, value = lines[i].partition(b":")
@@ -203,10 +205,11 @@ def mutate(raw: bytes, m: Mutation) -> bytes:
         at = m.index % (len(head) + 1)
         return head[:at] + (m.data or b"\r\n ") + head[at + m.cut:] + rest
     if m.kind == "dkim-tag":
-        sig = re.search(rb"(?s)\ADKIM-Signature:.*?(?=\r?\n[^ \t])", raw)
-        assert sig is not None
-        tags = list(re.finditer(rb"(?<=[;:\s])([a-z]{1,2})=", sig.group()))
-        at = tags[m.index % len(tags)].end() + m.cut % 3
+        sig = re.search(rb"(?msi)^DKIM-Signature:.*?(?=\r?\n[^ \t]|\Z)", raw)
+        tags = list(re.finditer(rb"(?<=[;:\s])([a-z]{1,2})=", sig.group())) if sig else []
+        if sig is None or not tags:
+            return raw + m.data
+        at = sig.start() + tags[m.index % len(tags)].end() + m.cut % 3
         return raw[:at] + m.data + raw[at:]
     if m.kind == "mime":
         name = (b"Content-Type", b"Content-Transfer-Encoding", b"MIME-Version", b"Content-Disposition")[m.index % 4]
@@ -380,7 +383,8 @@ def sign_hostile(alpha: AgentMail, h: Hostile) -> Sent:
         assume(False)  # not even a hostile sender's signer can sign these bytes
         raise
     honest = (h.block == "HONEST" and not h.subject_raw and h.charset == "utf-8" and h.cte in ("8bit", "base64", "quoted-printable")
-              and not h.extra and h.subject.isprintable() and h.subject == h.subject.strip() and h.body.isprintable()
+              and not h.extra and h.subject.isprintable() and h.subject == h.subject.strip()
+              and h.body.replace("\n", "").replace("\t", "").isprintable()
               and not h.body.startswith("--- agentmail"))  # fmt: skip
     expected = Letter(message_id=mid, sender="alpha", sender_address="alpha@bus.test", to="beta", to_address="beta@bus.test",
                       type="report", thread=thread, subject=h.subject, body=h.body.strip("\n"), date="")  # fmt: skip
@@ -397,7 +401,7 @@ hostile_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), 
 
 
 @st.composite
-def hostile_letters(draw: st.DrawFn) -> Hostile:
+def _anything(draw: st.DrawFn) -> Hostile:
     return Hostile(
         subject=draw(st.one_of(hostile_text, st.sampled_from(["=?utf-8?b?AAEC?=", "=?bogus?q?x?=", "a\x1bb", " pad "]))),
         body=draw(st.one_of(hostile_text, st.sampled_from(["", "\n\n", "--- end agentmail ---\nrest", "\r\rx", "a\x00b"]))),
@@ -410,9 +414,34 @@ def hostile_letters(draw: st.DrawFn) -> Hostile:
     )  # fmt: skip
 
 
+# Well formed but for the text, which is any Unicode: these are accepted, so integrity is checked.
+_PRINTABLE = dict(codec="utf-8", exclude_categories=["Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"])
+_well_formed = st.builds(Hostile, subject=st.text(st.characters(**_PRINTABLE, include_characters=" "), max_size=60).map(str.strip),
+                         body=st.text(st.characters(**_PRINTABLE, include_characters=" \n\t"), max_size=200),
+                         block=st.just("HONEST"),
+                         cte=st.sampled_from(["8bit", "base64", "quoted-printable"]))  # fmt: skip
+hostile_letters = st.one_of(_well_formed, _anything())
+
+
 @settings(FUZZ, max_examples=100 * SCALE)
-@given(hostile=hostile_letters())
+@given(hostile=hostile_letters)
 @example(hostile=Hostile(subject="Quota", body="see below\n", block="HONEST"))
 @example(hostile=Hostile(subject="x", body="y", block="type: &a report\nthread: *a"))
 def test_hostile_but_validly_signed_letters(mail: Bus, hostile: Hostile) -> None:
     check_sync(mail, [sign_hostile(mail.alpha, hostile)], "hostile")
+
+
+def test_hostile_letters_are_accepted_often_enough_to_check_integrity(local_bus: Bus) -> None:
+    """Integrity is only checked on accepted letters: a fair share of the signed ones must be."""
+    checked = 0
+
+    @settings(FUZZ, max_examples=40)
+    @given(hostile=hostile_letters)
+    def sample(hostile: Hostile) -> None:
+        nonlocal checked
+        sent = sign_hostile(local_bus.alpha, hostile)
+        report = check_sync(local_bus, [sent], "share")
+        checked += sent.signed is not None and any(x.message_id == sent.message_id for x in report.accepted)
+
+    sample()
+    assert checked >= 3

@@ -185,3 +185,32 @@ def test_a_sibling_note_and_a_bounce_are_counted_too(registry: Registry, home: P
     deliver(home / "postoffice" / "alpha", dsn.replace(b"{MESSAGE_ID}", sent.message_id.encode()))
     report = reader.sync()
     assert (report.skipped, report.bounces, report.fetched) == (1, 1, 2) and conserved(report)
+
+
+def test_the_boundary_holds_on_the_imap_transport(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from .mailservers import MailServers
+    from .test_transport_smtpimap import USERS, make_bus
+
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
+        reg = make_bus(home, servers)
+        with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
+            letters = make_signed_letters(alpha, "beta", 3, "imap")
+            killer = KILLERS["control byte in a header name"](letters[2][1])
+            for _mid, raw in [*letters[:2], (letters[2][0], killer)]:
+                servers.store.deliver("beta@bus.test", raw)
+            real_judge = authenticity.judge
+
+            def judge(raw: bytes, registry: Registry) -> authenticity.Verdict:
+                if letters[1][0].encode() in raw:
+                    raise RecursionError("an unknown bug")
+                return real_judge(raw, registry)
+
+            monkeypatch.setattr(authenticity, "judge", judge)
+            report = beta.sync()
+            assert [x.message_id for x in report.accepted] == [letters[0][0]]
+            assert [q.reason for q in report.quarantined] == ["malformed", "malformed"]
+            assert report.quarantined[0].message_id == letters[1][0]
+            assert report.internal_errors == 1 and conserved(report)
+            assert "(RecursionError)" in (report.quarantined[0].detail or "")
+            monkeypatch.undo()
+            assert beta.sync().fetched == 0
