@@ -128,7 +128,7 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
         try:
             prep = checker.verify_headerprep(idx)
         except _DKIM_ERRORS as exc:
-            problems.append(f"unreadable signature ({exc})")
+            problems.append(f"unreadable signature ({str(exc)[:160]})")
             continue
         if not prep:
             continue

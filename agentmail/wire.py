@@ -193,11 +193,12 @@ def parse_message(raw: bytes, max_size: int) -> Message:
     """Parse the envelope-level structure, enforcing the limits of DESIGN §5.1."""
     if len(raw) > max_size:
         raise Malformed("too-large", f"the letter is {len(raw)} bytes; this bus takes at most {max_size}")
-    if len(header_section(raw)) > MAX_HEADER_BYTES:
+    head = header_section(raw)
+    if len(head) > MAX_HEADER_BYTES:
         raise Malformed("malformed", f"the header section is larger than {MAX_HEADER_BYTES} bytes")
     if b"\x00" in raw:
         raise Malformed("malformed", "the letter contains NUL bytes")
-    bad_line = bad_header_line(header_section(raw))
+    bad_line = bad_header_line(head)
     if bad_line is not None:
         raise Malformed("malformed", f"header line {bad_line} is neither a field nor the continuation of one")
     try:

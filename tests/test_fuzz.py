@@ -110,9 +110,10 @@ def genuine(sender: AgentMail, kind: str, label: str) -> tuple[Letter, bytes, st
 
 
 def _canon(text: str) -> str:
-    """What relaxed canonicalization signs of a text: whitespace runs as one space, none at line ends."""
+    """What relaxed canonicalization signs of a text (whitespace runs as one space, none at line
+    ends), without the whitespace around the whole text, which agentmail strips on both sides."""
     lines = [re.sub(r"[ \t]+", " ", line).rstrip(" ") for line in text.replace("\r\n", "\n").split("\n")]
-    return "\n".join(lines).strip("\n")
+    return "\n".join(lines).strip()
 
 
 def shown(letter: Letter) -> tuple[object, ...]:
@@ -415,9 +416,13 @@ def _anything(draw: st.DrawFn) -> Hostile:
 
 
 # Well formed but for the text, which is any Unicode: these are accepted, so integrity is checked.
-_PRINTABLE = dict(codec="utf-8", exclude_categories=["Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"])
-_well_formed = st.builds(Hostile, subject=st.text(st.characters(**_PRINTABLE, include_characters=" "), max_size=60).map(str.strip),
-                         body=st.text(st.characters(**_PRINTABLE, include_characters=" \n\t"), max_size=200),
+def _printable(also: str) -> st.SearchStrategy[str]:
+    return st.characters(codec="utf-8", exclude_categories=["Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"],
+                         include_characters=also)  # fmt: skip
+
+
+_well_formed = st.builds(Hostile, subject=st.text(_printable(" "), max_size=60).map(str.strip),
+                         body=st.text(_printable(" \n\t"), max_size=200),
                          block=st.just("HONEST"),
                          cte=st.sampled_from(["8bit", "base64", "quoted-printable"]))  # fmt: skip
 hostile_letters = st.one_of(_well_formed, _anything())

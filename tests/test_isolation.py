@@ -40,7 +40,7 @@ KILLERS: dict[str, Callable[[bytes], bytes]] = {
 
 def conserved(report: SyncReport) -> bool:
     data = report.to_json()
-    return data["fetched"] == sum(data[k] for k in ("accepted", "quarantined", "duplicates", "bounces", "skipped"))
+    return bool(data["fetched"] == sum(data[k] for k in ("accepted", "quarantined", "duplicates", "bounces", "skipped")))
 
 
 @pytest.mark.parametrize("name", KILLERS)
