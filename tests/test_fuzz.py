@@ -311,6 +311,8 @@ def check_sync(mail: Bus, hostile: list[Sent], label: str) -> SyncReport:
 @example(kind="report", edits=[Mutation("header-name", 3, b"X-\xffBad")])
 @example(kind="report", edits=[Mutation("bytes", 0, b" ")])  # a continuation first: IndexError in dkimpy
 @example(kind="report", edits=[Mutation("dkim-tag", 10, b";", 2)])  # b= cut short: PyNaCl ValueError
+@example(kind="report", edits=[Mutation("bytes", 74, b"", 1)])  # i=@bus.test -> i=bus.test: IndexError in dkimpy
+@example(kind="report", edits=[Mutation("header-name", 5, b"not a header\r\nSubject")])  # dkimpy refuses, email starts the body
 def test_mutated_signed_letters(mail: Bus, kind: str, edits: list[Mutation]) -> None:
     letter, raw, rcpt = genuine(mail.alpha, kind, "mutated")
     mutant = raw
