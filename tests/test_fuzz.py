@@ -322,6 +322,17 @@ def test_mutated_signed_letters(mail: Bus, kind: str, edits: list[Mutation]) -> 
     check_sync(mail, [Sent(mutant, rcpt, letter.message_id, letter if same_mime else None)], "mutated")
 
 
+@settings(FUZZ, max_examples=40 * SCALE)
+@given(batch=st.lists(st.tuples(st.sampled_from(KINDS), mutations), min_size=2, max_size=6))
+def test_many_hostile_letters_in_one_sync(mail: Bus, batch: list[tuple[str, Mutation]]) -> None:
+    sent = []
+    for kind, edit in batch:
+        letter, raw, rcpt = genuine(mail.alpha, kind, "batch")
+        mutant = mutate(raw, edit)
+        sent.append(Sent(mutant, rcpt, letter.message_id, letter if _mime_headers(mutant) == _mime_headers(raw) else None))
+    check_sync(mail, sent, "batch")
+
+
 def test_the_mutations_reach_every_verdict(local_bus: Bus) -> None:
     """The fuzzer is worth something only if its letters get past each stage: a sample of its
     mutations lands in accepted and in quarantine for several reasons."""
