@@ -49,15 +49,44 @@ def letter_from_meta(data: dict[str, Any]) -> Letter:
 
 @dataclass
 class SyncReport:
+    """What one sync did with every letter it fetched: accepted + quarantined + duplicates +
+    bounces + skipped == fetched. ``internal_errors`` counts letters quarantined because judging
+    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``)."""
+
     accepted: list[Letter] = field(default_factory=list)
     quarantined: list[Letter] = field(default_factory=list)
     duplicates: int = 0
     bounces: int = 0
     skipped: int = 0  # notes for a sibling agent
+    fetched: int = 0
+    internal_errors: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {"accepted": len(self.accepted), "quarantined": len(self.quarantined),
-                "duplicates": self.duplicates, "bounces": self.bounces, "skipped": self.skipped}  # fmt: skip
+                "duplicates": self.duplicates, "bounces": self.bounces, "skipped": self.skipped,
+                "fetched": self.fetched, "internal_errors": self.internal_errors}  # fmt: skip
+
+
+# The stage a letter was in when something raised: the module of the deepest agentmail frame.
+_STAGES = {"agentmail.wire": "parsing", "agentmail.signing": "DKIM verification",
+           "agentmail.verdicts": "Authentication-Results", "agentmail.matter": "front matter",
+           "agentmail.authenticity": "judging"}  # fmt: skip
+
+
+def _class_name(exc: BaseException) -> str:
+    module = exc.__class__.__module__
+    return exc.__class__.__qualname__ if module == "builtins" else f"{module}.{exc.__class__.__qualname__}"
+
+
+def _failed_stage(exc: BaseException) -> str:
+    import traceback
+
+    stage = "filing"  # client and spool: deciding where the letter goes and writing it there
+    for frame, _line in traceback.walk_tb(exc.__traceback__):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.startswith("agentmail."):
+            stage = _STAGES.get(module, "filing")
+    return stage
 
 
 def _references(parent: dict[str, Any]) -> tuple[str, ...]:
@@ -131,7 +160,8 @@ class AgentMail:
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 try:
                     for item in batch:
-                        self._file(item, report)
+                        report.fetched += 1
+                        self._file_isolated(item, report)
                 except BaseException:
                     self.spool.discard()
                     raise
@@ -143,6 +173,30 @@ class AgentMail:
                 self.spool.set_checkpoint(transport.name, settled)
         return report
 
+    def _file_isolated(self, item: Incoming, report: SyncReport) -> None:
+        """The one boundary around a letter: whatever judging or filing it raises stays with it.
+        The letter is quarantined as malformed and committed with its batch, so the checkpoint
+        passes it and the next letter is judged; only the machine failing (OSError: a full
+        disk, a lost permission) stops the sync, and then the batch is fetched again."""
+        from . import authenticity, wire
+
+        try:
+            self._file(item, report)
+        except OSError:
+            raise
+        except Exception as exc:
+            report.internal_errors += 1
+            quick = wire.quick_identity(item.raw) if item.raw is not None else None
+            verdict = authenticity.Verdict("quarantine", reason="malformed",
+                                           detail=f"agentmail failed on this letter in {_failed_stage(exc)} "
+                                                  f"({_class_name(exc)}); it is kept here for a bug report",
+                                           summary={"from": quick[0], "message_id": quick[1]} if quick else None)  # fmt: skip
+            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report)
+
+    def _placeholder(self, item: Incoming) -> bytes:
+        """Stands in for a letter not downloaded: its bytes name the mailbox slot, so a refetch is a duplicate."""
+        return f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
+
     def _file(self, item: Incoming, report: SyncReport) -> None:
         from . import authenticity  # already loaded by sync(); a dictionary lookup here
 
@@ -150,8 +204,7 @@ class AgentMail:
             limit = self.registry.bus.max_size
             verdict = authenticity.Verdict("quarantine", reason="too-large",
                                            detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
-            # Stands in for the letter: its bytes name the mailbox slot, so a refetch is a duplicate.
-            placeholder = f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
+            placeholder = self._placeholder(item)
             if self.spool.has_bytes(placeholder):
                 report.duplicates += 1
             else:

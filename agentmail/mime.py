@@ -31,10 +31,13 @@ class Refused(ValueError):
 
 
 def header_section(raw: bytes) -> bytes:
-    end = raw.find(b"\r\n\r\n")
+    """Everything before the first empty line (CRLF or LF, as dkimpy and the email package split)."""
+    end, crlf = raw.find(b"\n\n"), raw.find(b"\n\r\n")  # bytes.find: far cheaper than a regex scan
+    if crlf >= 0 and (end < 0 or crlf < end):
+        end = crlf
     if end < 0:
-        end = raw.find(b"\n\n")
-    return raw if end < 0 else raw[:end]
+        return raw
+    return raw[: end - 1] if raw[end - 1 : end] == b"\r" else raw[:end]
 
 
 def is_mime_header(name: str | bytes) -> bool:

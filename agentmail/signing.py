@@ -147,9 +147,19 @@ def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:
     return lookup
 
 
+# What dkimpy lets escape on hostile signatures besides its own DKIMException: binascii.Error
+# (a bh= or b= of non-base64 bytes that passed its pattern check), IndexError (an i= equal to
+# d=, a continuation line with nothing to continue) and PyNaCl's ValueError (a b= shorter than
+# an ed25519 signature). Each is an unreadable signature, not a crash.
+_DKIM_ERRORS = (dkim.DKIMException, ValueError, IndexError)
+
+
 def verify(raw: bytes, key: PinnedKey) -> DkimResult:
     """Does ``raw`` carry a valid signature by exactly this pinned key?"""
-    checker = dkim.DKIM(raw, minkey=2048)
+    try:
+        checker = dkim.DKIM(raw, minkey=2048)
+    except _DKIM_ERRORS as exc:
+        return DkimResult(False, f"the header section does not parse for DKIM ({exc.__class__.__name__})")
     count = sum(1 for name, _ in checker.headers if name.lower() == b"dkim-signature")
     if count == 0:
         return DkimResult(False, "the letter carries no DKIM signature")
@@ -158,8 +168,8 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
     for idx in range(count):
         try:
             prep = checker.verify_headerprep(idx)
-        except dkim.DKIMException as exc:
-            problems.append(f"unreadable signature ({exc})")
+        except _DKIM_ERRORS as exc:
+            problems.append(f"unreadable signature ({str(exc)[:160]})")
             continue
         if not prep:
             continue
@@ -191,8 +201,8 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
             continue
         try:
             ok = checker.verify_sig(sig, include, sig_header, _dnsfunc(key) if key.public_key else _dns_lookup)
-        except dkim.DKIMException as exc:
-            why = "the body changed after signing" if "body hash" in str(exc) else str(exc)[:120]
+        except _DKIM_ERRORS as exc:
+            why = "the body changed after signing" if "body hash" in str(exc) else f"{exc.__class__.__name__}: {str(exc)[:120]}"
             problems.append(f"the signature does not verify ({why})")
             continue
         if ok:

@@ -151,6 +151,21 @@ _PARSER = BytesParser(policy=policy.compat32)
 _REGISTRY = HeaderRegistry()
 
 
+# Every line of a header section is a field (a name of printable ASCII but ':', then ':') or
+# the continuation of one. dkimpy refuses anything else while the email package quietly starts
+# the body there, so the two would judge different letters: refused here, before either runs.
+_FIRST_HEADER_LINE = re.compile(rb"[!-9;-~]+[ \t]*:")
+_NOT_A_HEADER_LINE = re.compile(rb"\n(?![ \t]|[!-9;-~]+[ \t]*:)")  # a literal first: the fast search
+
+
+def bad_header_line(head: bytes) -> int | None:
+    """The 1-based number of the first line of ``head`` that is neither a field nor a continuation."""
+    if not _FIRST_HEADER_LINE.match(head):
+        return 1
+    found = _NOT_A_HEADER_LINE.search(head.rstrip(b"\r\n"))
+    return None if found is None else head.count(b"\n", 0, found.start()) + 2
+
+
 _QUICK_FROM = re.compile(rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 _QUICK_ID = re.compile(rb"^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
@@ -169,10 +184,14 @@ def parse_message(raw: bytes, max_size: int) -> Message:
     """Parse the envelope-level structure, enforcing the limits of DESIGN §5.1."""
     if len(raw) > max_size:
         raise Malformed("too-large", f"the letter is {len(raw)} bytes; this bus takes at most {max_size}")
-    if len(header_section(raw)) > MAX_HEADER_BYTES:
+    head = header_section(raw)
+    if len(head) > MAX_HEADER_BYTES:
         raise Malformed("malformed", f"the header section is larger than {MAX_HEADER_BYTES} bytes")
     if b"\x00" in raw:
         raise Malformed("malformed", "the letter contains NUL bytes")
+    bad_line = bad_header_line(head)
+    if bad_line is not None:
+        raise Malformed("malformed", f"header line {bad_line} is neither a field nor the continuation of one")
     try:
         return _PARSER.parsebytes(raw)
     except Exception as exc:  # the email package raises many types on hostile input

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -141,16 +142,54 @@ def test_a_huge_header_section_is_malformed() -> None:
         wire.parse_message(raw, 10**6)
 
 
+# Every reason wire.Malformed may carry (DESIGN §8).
+WIRE_REASONS = {"malformed", "too-large", "unregistered-sender", "thread-mismatch"}
+
+
 def test_garbage_bytes_never_raise_anything_but_malformed() -> None:
+    """Random bytes in every place of a letter: each outcome is a Letter or a Malformed with a
+    known reason and a one-line detail, and the garbage reaches every stage of parsing."""
+    import base64
     import random
 
     rng = random.Random(7)
-    for _ in range(200):
-        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 2000)))
-        try:
-            wire.to_letter(wire.parse_message(blob, 10**6))
-        except wire.Malformed:
-            pass
+    base = wire.render(outline())
+    head, _, _body = base.partition(b"\r\n\r\n")
+    places: dict[str, Callable[[bytes], bytes]] = {
+        "the whole letter": lambda g: g,
+        "a header name": lambda g: base.replace(b"\r\nDate:", b"\r\n" + g.replace(b":", b"") + b":", 1),
+        "the Subject": lambda g: base.replace(b"Subject: ", b"Subject: " + g.replace(b"\n", b""), 1),
+        "an encoded word": lambda g: base.replace(b"Subject: ", b"Subject: =?utf-8?b?" + base64.b64encode(g) + b"?= ", 1),
+        "the From": lambda g: base.replace(b"From: Alpha agent", b"From: " + g.replace(b"\n", b""), 1),
+        "the charset": lambda g: base.replace(b'charset="utf-8"', b'charset="' + g.replace(b"\n", b"") + b'"', 1),
+        "the body": lambda g: head + b"\r\n\r\n" + g,
+        "the front matter": lambda g: base.replace(b"ref: runflow#12", b"ref: " + g.replace(b"\x00", b""), 1),
+    }  # fmt: skip
+    reached: dict[str, set[str]] = {place: set() for place in places}
+    for place, build in places.items():
+        for turn in range(60):
+            garbage = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 300)))
+            if turn % 2:  # printable ASCII only: past the first checks, into the later ones
+                garbage = bytes(b for b in garbage if 0x20 < b < 0x7F) or b"x"
+            stage = "parse_message"
+            try:
+                msg = wire.parse_message(build(garbage), 10**6)
+                stage = "to_letter"
+                letter = wire.to_letter(msg)
+                stage = "a letter"
+                assert letter.message_id == "<01abc.alpha@bus.test>" or place == "the whole letter"
+            except wire.Malformed as exc:
+                assert exc.reason in WIRE_REASONS
+                assert exc.detail and "\n" not in exc.detail and len(exc.detail) < 300
+                if "agentmail block" in exc.detail:
+                    stage = "the agentmail block"
+            reached[place].add(stage)
+    assert "parse_message" in reached["the whole letter"]
+    for place in places.keys() - {"the whole letter"}:
+        assert reached[place] & {"to_letter", "a letter", "the agentmail block"}, place  # past parse_message
+    assert "parse_message" in reached["a header name"]  # 8-bit or control bytes in a name
+    assert "to_letter" in reached["the body"] and "the agentmail block" in reached["the front matter"]
+    assert set().union(*reached.values()) == {"parse_message", "to_letter", "a letter", "the agentmail block"}
 
 
 def test_tag_and_block_disagreeing_is_a_thread_mismatch() -> None:
