@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import identity, registry as registry_mod
-from .credentials import read_private_key_with_source
+from .compose import Draft, compose
 from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
 from .home import agentmail_home
 from .identity import Identity
@@ -31,6 +30,7 @@ from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, op
 if TYPE_CHECKING:
     from .authenticity import Verdict
     from .guards import Outbound
+    from .route import Facts
 
 MAX_REFERENCES = 20
 _LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
@@ -198,51 +198,54 @@ class AgentMail:
         return f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
 
     def _file(self, item: Incoming, report: SyncReport) -> None:
+        """Judge one letter (authenticity), route it (route), and carry the filing out."""
         from . import authenticity  # already loaded by sync(); a dictionary lookup here
+        from .route import Facts, route
 
-        if item.raw is None:
+        raw = item.raw
+        if raw is None:
             limit = self.registry.bus.max_size
-            verdict = authenticity.Verdict("quarantine", reason="too-large",
-                                           detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
-            placeholder = self._placeholder(item)
-            if self.spool.has_bytes(placeholder):
-                report.duplicates += 1
-            else:
-                self._quarantine(verdict, placeholder, report)
-            return
-        if self._filed_already(item.raw):
-            report.duplicates += 1  # the same bytes are filed already: no need to judge them again
-            return
-        verdict = authenticity.judge(item.raw, self.registry)
-        if verdict.route == "bounce":
-            sent_id = self.spool.known(self.me.platform, verdict.bounced_message_id or "")
-            if sent_id:
-                self.spool.annotate(sent_id, undeliverable="true", undeliverable_reason=verdict.detail or "")
-                report.bounces += 1
-                return
-            verdict = authenticity.Verdict("quarantine", reason="automated",
-                                           detail="a delivery report about a letter this mailbox did not send")  # fmt: skip
-        if verdict.route == "quarantine":
-            self._quarantine(verdict, item.raw, report)
-            return
-        letter = verdict.letter
-        assert letter is not None  # an accepted verdict always carries its letter
-        if letter.type == "note" and letter.to_agent and letter.to_agent != self.me.agent:
-            report.skipped += 1  # a sibling's note: not ours to read or to mark
-            return
-        if self.spool.known(letter.sender, letter.message_id):
+            verdict: authenticity.Verdict | None = authenticity.Verdict(
+                "quarantine", reason="too-large",
+                detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
+            raw = self._placeholder(item)
+            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+        elif self._filed_already(raw):
+            verdict, facts = None, Facts(self.me.agent, bytes_filed=True)
+        else:
+            verdict = authenticity.judge(raw, self.registry)
+            facts = self._facts(verdict)
+        filing = route(verdict, facts)
+        if filing.action == "duplicate":
             report.duplicates += 1
-            return
+        elif filing.action == "skip":
+            report.skipped += 1
+        elif filing.action == "bounce":
+            assert filing.letter_id is not None and filing.verdict is not None
+            self.spool.annotate(filing.letter_id, undeliverable="true", undeliverable_reason=filing.verdict.detail or "")
+            report.bounces += 1
+        elif filing.action == "quarantine":
+            assert filing.verdict is not None
+            self._quarantine(filing.verdict, raw, report)
+        else:
+            assert filing.verdict is not None and filing.verdict.letter is not None
+            report.accepted.append(self.spool.store("unread", filing.verdict.letter, raw, defer=True))  # depth: from the chain
+
+    def _facts(self, verdict: Verdict) -> Facts:
+        """What the spool knows that routing ``verdict`` needs (looked up only where it matters)."""
+        from .route import Facts
+
+        if verdict.route == "bounce":
+            return Facts(self.me.agent, bounced_id=self.spool.known(self.me.platform, verdict.bounced_message_id or ""))
+        letter = verdict.letter
+        if verdict.route != "accept" or letter is None:
+            return Facts(self.me.agent)
+        parent_thread = None
         if letter.in_reply_to:
             parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(letter.sender, letter.in_reply_to)
             if parent_id:
-                parent = self.spool.meta(parent_id)
-                if parent.get("thread") != letter.thread:
-                    bad = authenticity.Verdict("quarantine", letter=letter, reason="thread-mismatch",
-                                               detail=f"it answers a letter of {parent.get('thread')} but is tagged {letter.thread}")  # fmt: skip
-                    self._quarantine(bad, item.raw, report)
-                    return
-        report.accepted.append(self.spool.store("unread", letter, item.raw, defer=True))  # depth: from the chain
+                parent_thread = str(self.spool.meta(parent_id).get("thread"))
+        return Facts(self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread)
 
     def _filed_already(self, raw: bytes) -> bool:
         from . import wire
@@ -332,8 +335,7 @@ class AgentMail:
         # Advice is for reports that open a thread, not for a one-line question.
         one_liner = type == "question" and len(body.strip().splitlines()) <= 1
         self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
-        composed = self._compose(recipient.address, recipient.name, type, new_thread_id(), subject, body,
-                               severity=severity, ref=ref)  # fmt: skip
+        composed = self._compose(Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref))
         return self._dispatch(composed)
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False) -> Letter:
@@ -341,8 +343,7 @@ class AgentMail:
         from . import guards
 
         self._check(guards.Outbound("note", body, self.me.platform, force=force))
-        composed = self._compose(self.platform.address, self.platform.name, "note", new_thread_id(), subject, body,
-                               to_agent=to_agent)  # fmt: skip
+        composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent))
         return self._dispatch(composed)
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False) -> Letter | None:
@@ -361,9 +362,8 @@ class AgentMail:
             self._refusals[parent_id] = reason
             return None
         assert recipient is not None
-        composed = self._compose(recipient.address, recipient.name, kind, parent["thread"],
-                                 reply_subject(parent.get("subject") or "(no subject)"), body,
-                                 in_reply_to=parent["message_id"], references=_references(parent))  # fmt: skip
+        composed = self._compose(Draft(recipient.name, kind, parent["thread"], reply_subject(parent.get("subject") or "(no subject)"),
+                                       body, in_reply_to=parent["message_id"], references=_references(parent)))  # fmt: skip
         stored = self._file_answer(parent, composed)
         if stored is None:
             return None
@@ -387,8 +387,8 @@ class AgentMail:
             raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
         recipient = self.registry.get(counterpart)
-        composed = self._compose(recipient.address, recipient.name, type, thread, reply_subject(letters[0].subject),
-                                 body, in_reply_to=last["message_id"], references=_references(last))  # fmt: skip
+        composed = self._compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
+                                       in_reply_to=last["message_id"], references=_references(last)))  # fmt: skip
         stored = self._file_answer(last, composed)
         if stored is None:
             raise Refused(self._refusals.pop(str(last["id"]), "refused"))
@@ -446,57 +446,8 @@ class AgentMail:
             follow_up=parent.get("from") == self.me.platform)) or "already answered"  # fmt: skip
         return None
 
-    def _compose(self, to_address: str, to_name: str, kind: str, thread: str, subject: str, body: str, *,
-                 severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
-                 references: tuple[str, ...] = (), to_agent: str | None = None) -> tuple[Letter, bytes]:  # fmt: skip
-        from email.utils import format_datetime
-
-        from . import signing, wire
-
-        now = datetime.now(timezone.utc)
-        outline = wire.Outline(
-            sender_address=self.platform.address, sender_name=self.platform.display_name,
-            to_address=to_address, type=kind, thread=thread, subject=subject, body=body,
-            severity=severity, ref=ref, in_reply_to=in_reply_to, references=references,
-            to_agent=to_agent, message_id=wire.new_message_id(self.platform.name, self.platform.domain), date=now,
-        )  # fmt: skip
-        try:
-            unsigned = wire.render(outline)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from exc
-        key, source = read_private_key_with_source(self.home, self.platform.name)
-        self._check_key_matches_pin(key, source)
-        try:
-            raw = signing.sign(unsigned, self.platform.dkim_domain or self.platform.domain, self.platform.selector, key)
-        except Exception as exc:  # dkimpy raises its own types for a bad key
-            raise ConfigError(f"cannot sign with the key of {self.platform.name}: {exc.__class__.__name__}") from None
-        letter = Letter(
-            message_id=outline.message_id, sender=self.platform.name, sender_address=outline.sender_address,
-            sender_name=outline.sender_name or None, to=to_name, to_address=to_address, type=kind, thread=thread,
-            subject=subject, body=body.strip(), date=format_datetime(now), severity=severity, ref=ref,
-            in_reply_to=in_reply_to, references=references, to_agent=to_agent, id=new_id(),
-        )  # what render() wrote, without parsing it back  # fmt: skip
-        # The depth from the same chain a rebuilt cache would walk, so it never changes.
-        return replace(letter, extra={"depth": self.spool.depth_for(letter.id, letter)}), raw
-
-    def _check_key_matches_pin(self, key: str, source: str) -> None:
-        """A letter signed with a key other than the pinned one lands in the reader's quarantine
-        while this side says "sent": refuse before signing instead."""
-        from . import signing
-
-        if self.platform.key_lookup != "pinned":
-            return
-        try:
-            matches = signing.public_key_of(key) == self.platform.public_key
-        except Exception:
-            matches = False
-        if not matches:
-            raise ConfigError(
-                f"the private key of {self.platform.name} ({source}) does not match the public key pinned in "
-                f"{self.registry.root / 'platforms' / (self.platform.name + '.toml')} (s={self.platform.selector}): "
-                f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
-                f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
-                f"{self.platform.name}' and commit the new entry")  # fmt: skip
+    def _compose(self, draft: Draft) -> tuple[Letter, bytes]:
+        return compose(self.registry, self.home, self.me.platform, draft)
 
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
