@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import identity, registry as registry_mod
 from .compose import Draft, compose
-from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
+from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
 from .identity import Identity
 from .model import HUMAN, Letter, check_severity, check_thread, check_type, new_thread_id, reply_subject
@@ -320,12 +320,19 @@ class AgentMail:
     # --- sending ---------------------------------------------------------------------------
 
     def send(self, to: str, subject: str, body: str, *, type: str = "report", severity: str | None = None,
-             ref: str | None = None, force: bool = False) -> Letter:  # fmt: skip
-        """Open a thread. Returns the letter: state ``sent``, ``outbox`` (queued: the transport
-        could not take it now; ``flush`` retries) or ``failed``. Opener advice lands in
-        ``last_warnings``."""
+             ref: str | None = None, force: bool = False, thread: str | None = None) -> Letter:  # fmt: skip
+        """Open a thread, or with ``thread`` continue it after this platform's own last letter
+        (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
+        Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
+        now; ``flush`` retries) or ``failed`` — ``raise_for_state`` turns the last two into
+        errors. Advice (an opener's gaps, a thread that is with another platform than ``to``)
+        lands in ``last_warnings``. A guard that refuses raises Refused."""
         from . import guards
 
+        if thread:
+            letter = self.follow_up(thread, body, type=type, force=force)
+            self.last_warnings = [] if letter.to == to else [f"thread {thread} is with {letter.to}; sent there"]
+            return letter
         check_type(type)
         check_severity(severity)
         recipient = self.registry.get(to)
@@ -342,15 +349,26 @@ class AgentMail:
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
         from . import guards
 
+        self.last_warnings = []
         self._check(guards.Outbound("note", body, self.me.platform, force=force))
         composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent))
         return self._dispatch(composed)
 
-    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False) -> Letter | None:
-        """Answer a letter. Returns None when a guard refuses; ``why_refused`` says why.
+    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
+              raise_refused: bool = False) -> Letter | None:  # fmt: skip
+        """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
+        documented, compatible form); with ``raise_refused`` Refused, as every other sending
+        method does (the convention; the CLI and MCP server use it).
 
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
+        letter = self._reply(to, body, type=type, force=force)
+        if letter is None and raise_refused:
+            raise Refused(self.why_refused(to) or "refused")
+        return letter
+
+    def _reply(self, to: str | Letter, body: str, *, type: str | None, force: bool) -> Letter | None:
+        self.last_warnings = []
         parent_id = self._id(to)
         parent = self.spool.meta(parent_id)
         kind = check_type(type or _default_reply_type(parent.get("type", "")))
@@ -376,6 +394,7 @@ class AgentMail:
         after its ack). It answers this platform's own last letter of the thread, under the
         same guards as a reply (never after the other side's ack or close; the same depth cap;
         one letter after each letter per platform). Raises Refused otherwise."""
+        self.last_warnings = []
         check_type(type)
         check_thread(thread)
         if type == "note":
@@ -486,8 +505,6 @@ class AgentMail:
     def flush(self) -> list[SubmitResult]:
         """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
         time, so two processes never submit one letter twice."""
-        from .errors import TransportError
-
         if not self.spool.ids("outbox"):
             return []
         with self.spool.locked("outbox"):
@@ -621,6 +638,19 @@ class AgentMail:
             if woke is None:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
+
+def raise_for_state(letter: Letter) -> Letter:
+    """The one rule for what a sent letter's state means to whoever asked for it to go: ``sent``
+    is returned; ``outbox`` (queued: it goes out with the next sync or send) raises
+    TransportError; ``failed`` (the server refused it for good) raises PermanentFailure.
+    Both exit 5 from the CLI and are tool errors from the MCP server."""
+    if letter.state == "outbox":
+        why = letter.extra.get("queued_reason") or "the server is unreachable"
+        raise TransportError(f"queued, not sent yet: {why}; it goes out with the next sync or send — do not send it again")
+    if letter.state == "failed":
+        raise PermanentFailure(f"refused by the server: {letter.extra.get('failed_reason')}")
+    return letter
+
 
 def _lifecycle(kind: str) -> str:
     return {"report": "reported", "question": "asked", "ack": "acknowledged", "fix-notice": "fix announced",

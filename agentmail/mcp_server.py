@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import AgentmailError, BadInput, NotFound, Refused
+from .errors import AgentmailError, BadInput, NotFound
 from .guards import DATA_NOT_ORDERS
 
 if TYPE_CHECKING:
@@ -126,10 +126,9 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
     if name == "send":
         return _sent(am, a)
     if name == "reply":
-        letter = am.reply(str(a["id"]), str(a["body"]), type=a.get("type"))
-        if letter is None:
-            raise Refused(am.why_refused(str(a["id"])) or "refused")
-        return _outcome(letter, [])
+        letter = am.reply(str(a["id"]), str(a["body"]), type=a.get("type"), raise_refused=True)
+        assert letter is not None  # raise_refused: a refusal raised
+        return _outcome(letter, am.last_warnings)
     if name == "thread":
         return [_letter(x) for x in am.thread(str(a["thread"]))]
     if name == "note":
@@ -146,22 +145,16 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
 
 
 def _sent(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
-    kind = str(a.get("type") or "report")
-    if a.get("thread"):
-        letter = am.follow_up(str(a["thread"]), str(a["body"]), type=kind)
-        return _outcome(letter, [] if letter.to == a["to"] else [f"thread {a['thread']} is with {letter.to}; sent there"])
-    letter = am.send(str(a["to"]), str(a["subject"]), str(a["body"]), type=kind, severity=a.get("severity"), ref=a.get("ref"))
+    letter = am.send(str(a["to"]), str(a["subject"]), str(a["body"]), type=str(a.get("type") or "report"),
+                     severity=a.get("severity"), ref=a.get("ref"), thread=a.get("thread"))  # fmt: skip
     return _outcome(letter, am.last_warnings)
 
 
 def _outcome(letter: Letter, warnings: list[str]) -> dict[str, Any]:
-    from .errors import TransportError
+    from .client import raise_for_state
 
-    if letter.state == "failed":
-        raise TransportError(f"refused by the server: {letter.extra.get('failed_reason')}")
+    raise_for_state(letter)  # queued or failed: a tool error, as the CLI's exit 5
     out: dict[str, Any] = {"id": letter.id, "thread": letter.thread, "to": letter.to, "state": letter.state}
-    if letter.state == "outbox":  # queued, not lost: the next sync or send retries it
-        out["queued"] = str(letter.extra.get("queued_reason") or "the server is unreachable")
     if warnings:
         out["warnings"] = warnings
     return out
