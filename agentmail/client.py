@@ -33,18 +33,7 @@ if TYPE_CHECKING:
     from .route import Facts
 
 MAX_REFERENCES = 20
-_LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
-
-
-def letter_from_meta(data: dict[str, Any]) -> Letter:
-    """A Letter from a spool meta record (the ``--json`` shape)."""
-    known = {k: v for k, v in data.items() if k in _LETTER_FIELDS}
-    known["references"] = tuple(known.get("references") or ())
-    extra = {k: v for k, v in data.items() if k not in _LETTER_FIELDS and k != "from"}
-    for name, default in (("message_id", ""), ("sender_address", ""), ("to", ""), ("to_address", ""),
-                          ("type", ""), ("thread", ""), ("subject", ""), ("body", ""), ("date", "")):  # fmt: skip
-        known.setdefault(name, default)
-    return Letter(sender=data.get("from") or "", extra=extra, **known)
+letter_from_meta = Letter.from_json  # the name this had before Letter could read its own record
 
 
 @dataclass
@@ -89,8 +78,8 @@ def _failed_stage(exc: BaseException) -> str:
     return stage
 
 
-def _references(parent: dict[str, Any]) -> tuple[str, ...]:
-    return tuple([*parent.get("references", []), parent["message_id"]][-MAX_REFERENCES:])
+def _references(parent: Letter) -> tuple[str, ...]:
+    return tuple([*parent.references, parent.message_id][-MAX_REFERENCES:])
 
 
 def _default_reply_type(parent_type: str) -> str:
@@ -244,7 +233,7 @@ class AgentMail:
         if letter.in_reply_to:
             parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(letter.sender, letter.in_reply_to)
             if parent_id:
-                parent_thread = str(self.spool.meta(parent_id).get("thread"))
+                parent_thread = str(self.spool.meta(parent_id).get("thread"))  # the cache alone: no depth walk
         return Facts(self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread)
 
     def _filed_already(self, raw: bytes) -> bool:
@@ -277,18 +266,18 @@ class AgentMail:
             if limit is not None and len(letters) >= limit:
                 break
             try:
-                meta = self.spool.meta(letter_id, "unread")
+                letter = self.spool.letter(letter_id, "unread")
             except NotFound:
                 continue
             if consume:
                 if not self.spool.move(letter_id, "unread", "read"):
                     continue  # another consumer claimed it first
-                meta["state"] = "read"
-            letters.append(letter_from_meta(meta))
+                letter = replace(letter, state="read")
+            letters.append(letter)
         return letters
 
     def show(self, letter_id: str) -> Letter:
-        return letter_from_meta(self.spool.meta(self._id(letter_id)))
+        return self.spool.letter(self._id(letter_id))
 
     def raw(self, letter_id: str) -> bytes:
         return self.spool.raw(self._id(letter_id))
@@ -370,18 +359,18 @@ class AgentMail:
     def _reply(self, to: str | Letter, body: str, *, type: str | None, force: bool) -> Letter | None:
         self.last_warnings = []
         parent_id = self._id(to)
-        parent = self.spool.meta(parent_id)
-        kind = check_type(type or _default_reply_type(parent.get("type", "")))
+        parent = self.spool.letter(parent_id)
+        kind = check_type(type or _default_reply_type(parent.type))
         reason = self._refusal(parent, kind, body, force=force)
-        recipient = self.registry.platforms.get(parent.get("from") or "")
+        recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
         if reason is not None:
             self._refusals[parent_id] = reason
             return None
         assert recipient is not None
-        composed = self._compose(Draft(recipient.name, kind, parent["thread"], reply_subject(parent.get("subject") or "(no subject)"),
-                                       body, in_reply_to=parent["message_id"], references=_references(parent)))  # fmt: skip
+        composed = self._compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
+                                       body, in_reply_to=parent.message_id, references=_references(parent)))  # fmt: skip
         stored = self._file_answer(parent, composed)
         if stored is None:
             return None
@@ -407,10 +396,10 @@ class AgentMail:
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
         recipient = self.registry.get(counterpart)
         composed = self._compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
-                                       in_reply_to=last["message_id"], references=_references(last)))  # fmt: skip
+                                       in_reply_to=last.message_id, references=_references(last)))  # fmt: skip
         stored = self._file_answer(last, composed)
         if stored is None:
-            raise Refused(self._refusals.pop(str(last["id"]), "refused"))
+            raise Refused(self._refusals.pop(last.id, "refused"))
         return self._sent(stored)
 
     def why_refused(self, letter: str | Letter) -> str | None:
@@ -418,19 +407,18 @@ class AgentMail:
         letter_id = self._id(letter)
         if letter_id in self._refusals:
             return self._refusals[letter_id]
-        parent = self.spool.meta(letter_id)
-        return self._refusal(parent, _default_reply_type(parent.get("type", "")), "", force=True)
+        parent = self.spool.letter(letter_id)
+        return self._refusal(parent, _default_reply_type(parent.type), "", force=True)
 
     # --- the guards ------------------------------------------------------------------------
 
-    def _refusal(self, parent: dict[str, Any], kind: str, body: str, *, force: bool, follow_up: bool = False) -> str | None:
+    def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False) -> str | None:
         """The one guard, with the facts it needs gathered the same way for every path."""
         from . import guards
 
         return guards.refusal(guards.Outbound(
             kind, body, self.me.platform, parent=parent, follow_up=follow_up, force=force,
-            answered_by=self.spool.replied_by(str(parent.get("message_id") or "")),
-            depth=int(parent.get("depth", 0)) + 1,
+            answered_by=self.spool.replied_by(parent.message_id), depth=parent.depth + 1,
         ))  # fmt: skip
 
     def _check(self, out: Outbound) -> None:
@@ -440,29 +428,29 @@ class AgentMail:
         if reason:
             raise Refused(reason)
 
-    def _last_of_platform_thread(self, thread: str, letters: list[Letter]) -> dict[str, Any]:
+    def _last_of_platform_thread(self, thread: str, letters: list[Letter]) -> Letter:
         """The thread's last letter as this *platform* sees it: the letters here, and those the
         platform's other agents sent in it. Last = deepest (ties: the latest filed)."""
-        candidates = [self.spool.meta(x.id, x.state) for x in letters]
+        candidates = list(letters)
         for sibling in self.spool.siblings():
             for letter_id in sibling.thread_ids(thread):
                 state = sibling.locate(letter_id)
                 if state in ("outbox", "sent", "failed"):
-                    candidates.append({**sibling.meta(letter_id, state), "mailbox": sibling.mailbox})
-        return max(candidates, key=lambda m: (int(m.get("depth", 0)), str(m.get("id"))))
+                    candidates.append(sibling.letter(letter_id, state))
+        return max(candidates, key=lambda x: (x.depth, x.id))
 
-    def _file_answer(self, parent: dict[str, Any], composed: tuple[Letter, bytes]) -> Letter | None:
+    def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes]) -> Letter | None:
         """Claim ``parent`` for this platform and file the answer in the outbox, as one step.
         None (with the reason remembered) when another agent of the platform answered first."""
         letter, raw = composed
-        with self.spool.claim_reply(str(parent["message_id"]), letter.id) as holder:
+        with self.spool.claim_reply(parent.message_id, letter.id) as holder:
             if holder is None:
                 return self.spool.store("outbox", letter, raw, extra=letter.extra)
         from . import guards
 
-        self._refusals[str(parent["id"])] = guards.refusal(guards.Outbound(
+        self._refusals[parent.id] = guards.refusal(guards.Outbound(
             letter.type, "", self.me.platform, parent=parent, answered_by=holder, force=True,
-            follow_up=parent.get("from") == self.me.platform)) or "already answered"  # fmt: skip
+            follow_up=parent.sender == self.me.platform)) or "already answered"  # fmt: skip
         return None
 
     def _compose(self, draft: Draft) -> tuple[Letter, bytes]:
@@ -542,18 +530,18 @@ class AgentMail:
         for letter_id in self.spool.thread_ids(thread):
             state = self.spool.locate(letter_id)
             if state and state != "quarantine":
-                letters.append(letter_from_meta(self.spool.meta(letter_id, state)))
+                letters.append(self.spool.letter(letter_id, state))
         if not letters:
             raise NotFound(f"no thread {thread}")
         return letters
 
     def sent(self) -> list[Letter]:
-        return [letter_from_meta(m) for state in ("outbox", "failed", "sent") for m in self.spool.letters(state)]
+        return [letter for state in ("outbox", "failed", "sent") for letter in self.spool.letters(state)]
 
     def quarantined(self, *, sync: bool = True) -> list[Letter]:
         if sync:
             self.sync()
-        return [letter_from_meta(m) for m in self.spool.letters("quarantine")]
+        return self.spool.letters("quarantine")
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
@@ -561,9 +549,9 @@ class AgentMail:
             self.sync()
         found = []
         for state in ("unread", "read"):
-            for meta in self.spool.letters(state):
-                if meta.get("type") == "note" and meta.get("to_agent") in (None, self.me.agent):
-                    found.append(letter_from_meta(meta))
+            for letter in self.spool.letters(state):
+                if letter.type == "note" and letter.to_agent in (None, self.me.agent):
+                    found.append(letter)
         return sorted(found, key=lambda letter: letter.id)
 
     def status(self, *, sync: bool = True, closed: bool = False) -> list[dict[str, Any]]:

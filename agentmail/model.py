@@ -129,7 +129,8 @@ class Letter:
     state: str = ""
     reason: str | None = None  # quarantine reason code
     detail: str | None = None  # quarantine sentence
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    depth: int = 0  # its place in the thread's In-Reply-To chain (set when filed; none in quarantine)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)  # facts learnt later (annotations)
 
     def to_json(self) -> dict[str, Any]:
         """The documented ``--json`` shape (DESIGN §8)."""
@@ -137,8 +138,24 @@ class Letter:
         data["from"] = data.pop("sender")
         data["references"] = list(self.references)
         extra = data.pop("extra")
-        if self.state != "quarantine":
+        if self.state == "quarantine":
+            data.pop("depth")
+        else:
             data.pop("reason")
             data.pop("detail")
         data.update(extra)
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Letter:
+        """The Letter a ``to_json`` record (a spool meta record) describes; unknown keys go to ``extra``."""
+        known = {k: v for k, v in data.items() if k in _LETTER_FIELDS}
+        known["references"] = tuple(known.get("references") or ())
+        known["depth"] = int(known.get("depth") or 0)
+        extra = {k: v for k, v in data.items() if k not in _LETTER_FIELDS and k != "from"}
+        for name in ("message_id", "sender_address", "to", "to_address", "type", "thread", "subject", "body", "date"):
+            known.setdefault(name, "")
+        return cls(sender=data.get("from") or "", extra=extra, **known)
+
+
+_LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}

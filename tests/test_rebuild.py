@@ -97,7 +97,7 @@ def answers(registry: Registry, home: Path) -> dict[str, Any]:
         threads = spool.threads()
         mine["status"] = am.status(sync=False, closed=True)
         mine["open"] = [r["thread"] for r in am.status(sync=False)]
-        mine["threads"] = {t: [(x.id, x.type, x.extra.get("depth")) for x in am.thread(t, sync=False)] for t in threads}
+        mine["threads"] = {t: [(x.id, x.type, x.depth) for x in am.thread(t, sync=False)] for t in threads}
         mine["notes"] = [x.id for x in am.notes(sync=False)]
         out[am.me.mailbox] = mine
     return out
