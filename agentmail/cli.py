@@ -556,14 +556,14 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
         if not rows:
             click.echo("no threads")
         for r in rows:
-            flag = "  UNDELIVERABLE" if r["undeliverable"] else ""
-            if r["delivery"] == "queued":
-                flag += f"  QUEUED (not sent): {r['delivery_detail']}"
-            elif r["delivery"] == "failed":
-                flag += f"  FAILED: {r['delivery_detail']}"
-            click.echo(clean(f"{r['thread']:<16} {r['state']:<14} move: {r['whose_move']:<12} with {r['with']:<12} {r['subject']}{flag}"))
+            flag = "  UNDELIVERABLE" if r.undeliverable else ""
+            if r.delivery == "queued":
+                flag += f"  QUEUED (not sent): {r.delivery_detail}"
+            elif r.delivery == "failed":
+                flag += f"  FAILED: {r.delivery_detail}"
+            click.echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}"))
 
-    emit(ctx, rows, text)
+    emit(ctx, [r.to_json() for r in rows], text)
 
 
 @main_group.command()

@@ -22,7 +22,7 @@ from .compose import Draft, compose
 from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
 from .identity import Identity
-from .model import HUMAN, Letter, check_severity, check_thread, check_type, new_thread_id, reply_subject
+from .model import HUMAN, Letter, ThreadStatus, check_severity, check_thread, check_type, new_thread_id, reply_subject
 from .registry import Registry
 from .spool import Spool, new_id
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
@@ -554,7 +554,7 @@ class AgentMail:
                     found.append(letter)
         return sorted(found, key=lambda letter: letter.id)
 
-    def status(self, *, sync: bool = True, closed: bool = False) -> list[dict[str, Any]]:
+    def status(self, *, sync: bool = True, closed: bool = False) -> list[ThreadStatus]:
         """Per open thread: where it stands in report → ack → fix-notice → verify-result → close.
         ``closed`` adds the closed threads too (that walks the whole history)."""
         if sync:
@@ -566,26 +566,25 @@ class AgentMail:
             first, last = self._filed(ids), self._filed(reversed(ids))
             if first is None or last is None:
                 continue
-            if last.get("type") == "note" or first.get("type") == "note":
+            if last.type == "note" or first.type == "note":
                 continue
-            mine = last.get("from") == self.me.platform
-            other = str(last.get("to") if mine else last.get("from"))
-            if last.get("type") == "close":
+            mine = last.sender == self.me.platform
+            other = last.to if mine else last.sender
+            if last.type == "close":
                 move = "nobody"
-            elif last.get("type") == "ack":
+            elif last.type == "ack":
                 move = "me" if mine else other  # whoever acknowledged owes the fix
             else:
                 move = other if mine else "me"
-            delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.get("from") == self.me.platform)
+            delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.sender == self.me.platform)
             if delivery == "failed" and mine:
                 move = "me"  # my letter never reached them: sending it again is my move
-            rows.append({
-                "delivery": delivery, "delivery_detail": delivery_detail,
-                "thread": thread, "subject": str(first.get("subject") or ""), "state": _lifecycle(last.get("type", "")),
-                "last_type": last.get("type"), "whose_move": move, "letters": len(ids),
-                "with": other, "last_id": last["id"], "undeliverable": any(
-                    self.spool.annotations(i).get("undeliverable") for i in ids),
-            })  # fmt: skip
+            rows.append(ThreadStatus(
+                thread=thread, subject=first.subject, state=_lifecycle(last.type), last_type=last.type,
+                whose_move=move, letters=len(ids), with_=other, last_id=last.id,
+                undeliverable=any(self.spool.annotations(i).get("undeliverable") for i in ids),
+                delivery=delivery, delivery_detail=delivery_detail,
+            ))  # fmt: skip
         return rows
 
     def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str]:
@@ -598,12 +597,12 @@ class AgentMail:
                     return label, str(self.spool.meta(letter_id, state).get(key) or "")
         return ("sent" if mine else "received"), ""
 
-    def _filed(self, ids: Iterable[str]) -> dict[str, Any] | None:
-        """The meta of the first id in ``ids`` that is filed (a crash can leave a listed id absent)."""
+    def _filed(self, ids: Iterable[str]) -> Letter | None:
+        """The first letter of ``ids`` that is filed (a crash can leave a listed id absent)."""
         for letter_id in ids:
             state = self.spool.locate(letter_id)
             if state not in (None, "quarantine"):
-                return self.spool.meta(letter_id, state)
+                return self.spool.letter(letter_id, state)
         return None
 
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:

@@ -110,7 +110,7 @@ def run_demo(home: Path | None, echo: Callable[[str], None]) -> Path:
     echo(f"   tokengate's inbox: {len(tokengate.inbox())} unread — the forgery never reached the agent\n")
 
     status = tokengate.status(closed=True)[0]
-    echo(f"Status: {status['thread']} is {status['state']} (whose move: {status['whose_move']}).\n")
+    echo(f"Status: {status.thread} is {status.state} (whose move: {status.whose_move}).\n")
     echo("Where the files are (each letter is a plain RFC-822 file; open them in any mail tool):")
     echo(f"   post office (Maildirs): {home / 'postoffice'}   e.g. mutt -f {home / 'postoffice' / 'runflow'}")
     echo(f"   tokengate's spool:      {tokengate.spool.root}  (unread/ read/ sent/ quarantine/)")

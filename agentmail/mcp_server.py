@@ -138,7 +138,7 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
     if name == "quarantine":
         return [_letter(x) for x in am.quarantined()]
     if name == "status":
-        return am.status()
+        return [row.to_json() for row in am.status()]
     timeout = min(float(a.get("timeout") or 60.0), MAX_WAIT)
     letter, mechanism = am.wait(timeout, type=a.get("type"), thread=a.get("thread"))
     return {**_letter(letter, INBOX_BODY), "woke_by": mechanism}

@@ -159,3 +159,30 @@ class Letter:
 
 
 _LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
+
+
+@dataclass(frozen=True)
+class ThreadStatus:
+    """Where one thread stands (a row of ``status``). ``to_json`` is the documented ``--json`` row;
+    ``row["thread"]`` still reads it as the dict ``status()`` returned before."""
+
+    thread: str
+    subject: str
+    state: str  # the lifecycle word: reported, acknowledged, fix announced, verified, closed...
+    last_type: str
+    whose_move: str  # "me", the other platform, or "nobody"
+    letters: int
+    with_: str  # the other platform ("with" in JSON)
+    last_id: str
+    undeliverable: bool
+    delivery: str  # sent | queued | failed | received
+    delivery_detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"delivery": self.delivery, "delivery_detail": self.delivery_detail, "thread": self.thread,
+                "subject": self.subject, "state": self.state, "last_type": self.last_type,
+                "whose_move": self.whose_move, "letters": self.letters, "with": self.with_,
+                "last_id": self.last_id, "undeliverable": self.undeliverable}  # fmt: skip
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_json()[key]
