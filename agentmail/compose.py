@@ -39,21 +39,21 @@ class Draft:
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
     """The signed RFC-822 bytes of ``draft`` from platform ``sender``, and the Letter they carry
-    (built from what was rendered, never parsed back). BadInput for unsafe header text,
+    (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
     ConfigError for a key that cannot sign or does not match the registry's pin."""
     from . import signing, wire  # loaded when a letter is written, not by every command
 
     me = registry.get(sender)
     recipient = registry.get(draft.to)
-    now = datetime.now(timezone.utc)
-    outline = wire.Outline(
-        sender_address=me.address, sender_name=me.display_name, to_address=recipient.address, type=draft.type,
-        thread=draft.thread, subject=draft.subject, body=draft.body, severity=draft.severity, ref=draft.ref,
-        in_reply_to=draft.in_reply_to, references=draft.references, to_agent=draft.to_agent,
-        message_id=wire.new_message_id(me.name, me.domain), date=now,
+    letter = Letter(
+        message_id=wire.new_message_id(me.name, me.domain), sender=me.name, sender_address=me.address,
+        sender_name=me.display_name or None, to=recipient.name, to_address=recipient.address, type=draft.type,
+        thread=draft.thread, subject=draft.subject, body=draft.body.strip(),
+        date=format_datetime(datetime.now(timezone.utc)), severity=draft.severity, ref=draft.ref,
+        in_reply_to=draft.in_reply_to, references=draft.references, to_agent=draft.to_agent, id=new_ulid(),
     )  # fmt: skip
     try:
-        unsigned = wire.render(outline)
+        unsigned = wire.render(letter)
     except ValueError as exc:
         raise BadInput(str(exc)) from exc
     key, source = read_private_key_with_source(home, me.name)
@@ -62,13 +62,6 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
     except Exception as exc:  # dkimpy raises its own types for a bad key
         raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
-    letter = Letter(
-        message_id=outline.message_id, sender=me.name, sender_address=outline.sender_address,
-        sender_name=outline.sender_name or None, to=recipient.name, to_address=recipient.address, type=draft.type,
-        thread=draft.thread, subject=draft.subject, body=draft.body.strip(), date=format_datetime(now),
-        severity=draft.severity, ref=draft.ref, in_reply_to=draft.in_reply_to, references=draft.references,
-        to_agent=draft.to_agent, id=new_ulid(),
-    )  # fmt: skip
     return letter, raw
 
 

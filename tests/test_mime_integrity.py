@@ -183,7 +183,7 @@ def old_version_letter(sender: AgentMail, body: str) -> bytes:
     old = ("From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References", "Auto-Submitted",
            "X-Agentmail-Type", "X-Agentmail-Thread")  # fmt: skip
     recipient = sender.registry.get("beta")
-    outline = wire.Outline(sender.platform.address, sender.platform.display_name, recipient.address, "question",
+    outline = wire.draft_letter(sender.platform.address, sender.platform.display_name, recipient.address, "question",
                            new_thread_id(), "Old sender", body, message_id=wire.new_message_id("alpha", "bus.test"))  # fmt: skip
     unsigned = wire.render(outline)
     header: bytes = dkim.sign(unsigned, sender.platform.selector.encode(), sender.platform.dkim_domain.encode(),

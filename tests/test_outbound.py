@@ -326,7 +326,7 @@ def _hostile_answer(beta: AgentMail, registry: Registry, home: Path, parent: Any
     from agentmail import signing, wire
     from agentmail.credentials import read_private_key
 
-    outline = wire.Outline("beta@bus.test", "", to, "question", parent.thread, "Re: deep", "And again?",
+    outline = wire.draft_letter("beta@bus.test", "", to, "question", parent.thread, "Re: deep", "And again?",
                            in_reply_to=parent.message_id, references=references,
                            message_id=wire.new_message_id("beta", "bus.test"))  # fmt: skip
     raw = signing.sign(wire.render(outline), "bus.test", registry.platforms["beta"].selector, read_private_key(home, "beta"))
