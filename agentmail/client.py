@@ -233,7 +233,7 @@ class AgentMail:
         if letter.in_reply_to:
             parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(letter.sender, letter.in_reply_to)
             if parent_id:
-                parent_thread = str(self.spool.meta(parent_id).get("thread"))  # the cache alone: no depth walk
+                parent_thread = self.spool.letter(parent_id).thread
         return Facts(self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread)
 
     def _filed_already(self, raw: bytes) -> bool:
@@ -483,11 +483,11 @@ class AgentMail:
         from . import wire
 
         try:
-            meta = self.spool.meta(letter_id, "outbox")
+            letter = self.spool.letter(letter_id, "outbox")
             raw = self.spool.path("outbox", letter_id).read_bytes()
         except (FileNotFoundError, NotFound):
             return None  # another process sent it meanwhile
-        rcpt = wire.tagged_address(meta["to_address"], meta["thread"])
+        rcpt = wire.tagged_address(letter.to_address, letter.thread)
         return Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt,)))
 
     def flush(self) -> list[SubmitResult]:
@@ -594,7 +594,7 @@ class AgentMail:
         for state, label, key in (("outbox", "queued", "queued_reason"), ("failed", "failed", "failed_reason")):
             for letter_id in ids:
                 if letter_id in undelivered[state]:
-                    return label, str(self.spool.meta(letter_id, state).get(key) or "")
+                    return label, str(self.spool.letter(letter_id, state).extra.get(key) or "")
         return ("sent" if mine else "received"), ""
 
     def _filed(self, ids: Iterable[str]) -> Letter | None:
