@@ -5,8 +5,10 @@
         if letter.type == "report":
             am.reply(letter, "Reproduced. Fixing.", type="ack")
 
-It composes, guards, signs and queues outgoing letters, and pulls, judges and files incoming
-ones. The CLI and the MCP server are thin shells over this class.
+It orchestrates the stages of a letter's path: outgoing, the guards, ``compose`` (render and
+sign) and the outbox; incoming, ``authenticity.judge``, ``route`` and the spool. Every rule a
+caller relies on lives here (``send(thread=)``, the refusal convention, ``raise_for_state``):
+the CLI, the MCP server, the hooks and the watcher only translate.
 """
 
 from __future__ import annotations

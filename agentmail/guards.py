@@ -3,8 +3,8 @@
 ``refusal`` is the one guard every letter that leaves passes — send, note, reply, a follow-up
 in a thread (``send --thread``), and through those the MCP tools, the hooks and whatever a
 ``watch`` command runs. A guard that refuses returns the reason as one sentence; the client
-turns it into ``None`` from ``reply()`` (with ``why_refused``) or ``Refused``, the CLI into
-exit 4.
+turns it into ``Refused`` (or, for the documented ``reply()``, ``None`` with ``why_refused``),
+the CLI into exit 4, the MCP server into a tool error.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ only one that imports it, and the CLI imports this module only when ``mcp`` is a
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
 deliberately small: twelve tools, one line of description each, schemas with no titles or
-defaults. Each tool maps onto one client call with the same guards; an error (a refused
-reply, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
+defaults. Each tool maps onto one client call with the same guards and the client's rules
+(``send`` with ``thread``, ``raise_for_state``); an error (a refused reply, a queued or failed
+letter, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
 """
 
 from __future__ import annotations
