@@ -530,8 +530,9 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
 @pass_ctx
 def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool) -> None:
     """A handover to a sibling agent sharing this platform."""
-    letter = ctx.client().note(subject, read_body(body), to_agent=to_agent, force=force)
-    _report_sent(ctx, letter, [])
+    client = ctx.client()
+    letter = client.note(subject, read_body(body), to_agent=to_agent, force=force)
+    _report_sent(ctx, letter, client.last_warnings)
 
 
 @main_group.command()

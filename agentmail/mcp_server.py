@@ -133,7 +133,7 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
     if name == "thread":
         return [_letter(x) for x in am.thread(str(a["thread"]))]
     if name == "note":
-        return _outcome(am.note(str(a["subject"]), str(a["body"]), to_agent=a.get("to")), [])
+        return _outcome(am.note(str(a["subject"]), str(a["body"]), to_agent=a.get("to")), am.last_warnings)
     if name == "notes":
         return [_letter(x) for x in am.notes()]
     if name == "quarantine":
