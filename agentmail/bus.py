@@ -17,10 +17,10 @@ import tomli_w
 
 from . import signing
 from .credentials import key_path, read_owner_only, write_private_key
-from .errors import AgentmailError, BadInput, ConfigError
+from .errors import AgentmailError, BadInput, ConfigError, NotFound
 from .home import write_atomic
 from .model import check_name
-from .registry import DOMAIN_RE, TLS_MODES, Platform, Registry, default_tls, is_loopback, load, parse_bus
+from .registry import DOMAIN_RE, PERSON_RE, TLS_MODES, Person, Platform, Registry, default_tls, is_loopback, load, parse_bus
 
 
 def _selector(name: str) -> str:
@@ -46,6 +46,8 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
     else:
         dkim["public_key"] = platform.public_key
     entry["dkim"] = dkim
+    if platform.people:
+        entry["people"] = [{"address": p.address, "follows": p.follows, "writes": p.writes} for p in platform.people]
     return entry
 
 
@@ -144,6 +146,29 @@ def attach_repo(registry: Registry, name: str, repo: str) -> Platform:
     remotes, paths = _repo_hint(repo)
     updated = replace(old, remotes=tuple(dict.fromkeys([*old.remotes, *remotes])),
                       paths=tuple(dict.fromkeys([*old.paths, *paths])))  # fmt: skip
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated
+
+
+def set_person(registry: Registry, name: str, address: str, *, follows: bool, writes: bool,
+               remove: bool = False) -> Platform:
+    """Add, change or (``remove``) remove a person of platform ``name``; the entry is validated
+    before it is written, and nothing else in it changes."""
+    old = registry.get(name)
+    address = address.strip().lower()
+    if not PERSON_RE.fullmatch(address):
+        raise BadInput(f"{address!r} is not a plain lowercase ASCII address")
+    others = tuple(p for p in old.people if p.address != address)
+    if remove:
+        if len(others) == len(old.people):
+            raise NotFound(f"{address} is not a person of {name}")
+        people = others
+    else:
+        kept = [p for p in old.people if p.address == address]
+        person = Person(address, follows, writes)
+        # a change keeps the person's place in the list, so the file's order stays stable
+        people = tuple(person if p.address == address else p for p in old.people) if kept else (*old.people, person)
+    updated = replace(old, people=people)
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated
 

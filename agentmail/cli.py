@@ -191,12 +191,15 @@ def platforms(ctx: Ctx) -> None:
 
     reg = load(ctx.registry_root())
     rows = [{"name": p.name, "address": p.address, "display_name": p.display_name, "selector": p.selector,
-             "key": p.key_lookup, "remotes": list(p.remotes), "paths": list(p.paths)} for p in reg.platforms.values()]  # fmt: skip
+             "key": p.key_lookup, "remotes": list(p.remotes), "paths": list(p.paths),
+             "people": [_person_json(person) for person in p.people]} for p in reg.platforms.values()]  # fmt: skip
 
     def text() -> None:
         click.echo(f"bus {reg.bus.name} ({reg.bus.transport}, policy {reg.bus.policy}) at {reg.root}")
         for r in rows:
             click.echo(f"  {r['name']:<16} {r['address']:<32} s={r['selector']}")
+            for person in r["people"]:
+                click.echo(f"    person {person['address']:<32} {_person_roles(person)}")
 
     emit(ctx, {"bus": reg.bus.name, "domain": reg.bus.domain, "transport": reg.bus.transport,
                "platforms": rows, "problems": reg.problems}, text)  # fmt: skip
@@ -270,6 +273,48 @@ def _entry_json(platform: Any) -> dict[str, Any]:
 
     return {**bus.platform_entry(platform), "dns_name": f"{platform.selector}._domainkey.{platform.dkim_domain}",
             "txt_record": platform.txt_record()}  # fmt: skip
+
+
+def _person_json(person: Any) -> dict[str, Any]:
+    return {"address": person.address, "follows": person.follows, "writes": person.writes}
+
+
+def _person_roles(person: dict[str, Any]) -> str:
+    roles = [role for role in ("follows", "writes") if person[role]]
+    return ", ".join(roles) or "listed (neither follows nor writes)"
+
+
+@main_group.command()
+@click.argument("platform_name", metavar="PLATFORM")
+@click.argument("address")
+@click.option("--follows", is_flag=True, help="Copy (Cc) this person on every letter of the platform's threads.")
+@click.option("--writes", is_flag=True, help="This person may write into the platform's threads from a mail client.")
+@click.option("--remove", is_flag=True, help="Take this person off the platform's entry.")
+@json_option
+@pass_ctx
+def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bool, remove: bool) -> None:
+    """List a person of PLATFORM (set their flags; run again to change them), or --remove them.
+
+    The flags given are the person's flags from now on: 'person P ADDR' alone keeps them listed
+    with neither. Following is an smtp+imap feature: on the local transport the Cc is written
+    into each letter but nobody without a mailbox receives it."""
+    from . import bus
+    from .registry import load
+
+    if remove and (follows or writes):
+        raise BadInput("--remove takes no --follows or --writes")
+    platform = bus.set_person(load(ctx.registry_root()), platform_name, address, follows=follows, writes=writes,
+                              remove=remove)  # fmt: skip
+    path = ctx.registry_root() / "platforms" / f"{platform.name}.toml"
+    people = [_person_json(p) for p in platform.people]
+    shown = address.strip().lower()
+
+    def text() -> None:
+        current = next((p for p in people if p["address"] == shown), None)
+        click.echo(f"{path}: " + (f"{shown} removed" if current is None else f"{shown} {_person_roles(current)}")
+                   + "; commit it so every clone knows")  # fmt: skip
+
+    emit(ctx, {"platform": platform.name, "registry_file": str(path), "people": people}, text)
 
 
 @main_group.command()

@@ -490,7 +490,10 @@ class AgentMail:
         except (FileNotFoundError, NotFound):
             return None  # another process sent it meanwhile
         rcpt = wire.tagged_address(letter.to_address, letter.thread)
-        return Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt,)))
+        # Followers are recipients of the one submission (one letter, one Message-ID). On the
+        # local post office a person has no mailbox: the Cc header names them, nobody delivers.
+        copies = letter.cc if self.registry.bus.transport == "smtp+imap" else ()
+        return Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt, *(c for c in copies if c != rcpt))))
 
     def flush(self) -> list[SubmitResult]:
         """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a

@@ -51,6 +51,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         thread=draft.thread, subject=draft.subject, body=draft.body.strip(),
         date=format_datetime(datetime.now(timezone.utc)), severity=draft.severity, ref=draft.ref,
         in_reply_to=draft.in_reply_to, references=draft.references, to_agent=draft.to_agent, id=new_ulid(),
+        cc=followers(me, recipient), list_id=wire.list_id(registry.bus.domain),
     )  # fmt: skip
     try:
         unsigned = wire.render(letter)
@@ -63,6 +64,13 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     except Exception as exc:  # dkimpy raises its own types for a bad key
         raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
     return letter, raw
+
+
+def followers(*platforms: Platform) -> tuple[str, ...]:
+    """Who is copied on a letter between these platforms: the followers of each, once, in registry
+    order; never a platform's own address (its agents get the letter as To already)."""
+    own = {p.address for p in platforms}
+    return tuple(dict.fromkeys(a for p in platforms for a in p.followers if a not in own))
 
 
 def _check_key_matches_pin(registry: Registry, me: Platform, key: str, source: str) -> None:

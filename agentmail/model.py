@@ -130,6 +130,8 @@ class Letter:
     reason: str | None = None  # quarantine reason code
     detail: str | None = None  # quarantine sentence
     depth: int = 0  # its place in the thread's In-Reply-To chain (set when filed; none in quarantine)
+    cc: tuple[str, ...] = ()  # the people copied (the followers of both platforms, DESIGN §3)
+    list_id: str | None = None  # the bus's List-Id, for a person's one filter rule
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # facts learnt later (annotations)
 
     def to_json(self) -> dict[str, Any]:
@@ -137,6 +139,7 @@ class Letter:
         data = asdict(self)
         data["from"] = data.pop("sender")
         data["references"] = list(self.references)
+        data["cc"] = list(self.cc)
         extra = data.pop("extra")
         if self.state == "quarantine":
             data.pop("depth")
@@ -151,6 +154,7 @@ class Letter:
         """The Letter a ``to_json`` record (a spool meta record) describes; unknown keys go to ``extra``."""
         known = {k: v for k, v in data.items() if k in _LETTER_FIELDS}
         known["references"] = tuple(known.get("references") or ())
+        known["cc"] = tuple(known.get("cc") or ())
         known["depth"] = int(known.get("depth") or 0)
         extra = {k: v for k, v in data.items() if k not in _LETTER_FIELDS and k != "from"}
         for name in ("message_id", "sender_address", "to", "to_address", "type", "thread", "subject", "body", "date"):

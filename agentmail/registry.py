@@ -17,6 +17,8 @@ from .errors import ConfigError
 from .model import NAME_RE
 
 ADDRESS_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+# A person's mailbox may carry a plus tag or an underscore (a platform's may not: its plus tag is the thread)
+PERSON_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
 DOMAIN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
 SELECTOR_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 POLICIES = ("pinned", "aligned")
@@ -46,6 +48,16 @@ class Bus:
 
 
 @dataclass(frozen=True)
+class Person:
+    """A person in the loop of a platform's threads (DESIGN §4): ``follows`` is copied (Cc) on
+    every letter of the platform's threads; ``writes`` may write into them from a mail client."""
+
+    address: str
+    follows: bool = False
+    writes: bool = False
+
+
+@dataclass(frozen=True)
 class Platform:
     name: str
     address: str
@@ -57,6 +69,11 @@ class Platform:
     algorithm: str = "ed25519"
     public_key: str = ""  # base64, as in the DNS TXT record's p=
     key_lookup: str = "pinned"  # or "dns" for partners who publish their key
+    people: tuple[Person, ...] = ()
+
+    @property
+    def followers(self) -> tuple[str, ...]:
+        return tuple(p.address for p in self.people if p.follows)
 
     @property
     def domain(self) -> str:
@@ -102,7 +119,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 # (TOML's trap: a top-level key written after [imap] silently lands inside [imap].)
 TOP_KEYS = ("name", "domain", "transport", "policy", "trusted_authserv_ids", "ca_file", "sent_folder", "max_size")
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
-PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim")
+PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people")
+PERSON_KEYS = ("address", "follows", "writes")
 DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup")
 
 
@@ -238,6 +256,7 @@ def parse_platform(data: dict[str, Any], stem: str) -> Platform:
     for label, items in (("remotes", remotes), ("paths", paths)):
         if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
             raise ConfigError(f"{label} must be a list of strings")
+    people = parse_people(data.get("people", []))
     return Platform(
         name=name,
         address=address,
@@ -249,7 +268,29 @@ def parse_platform(data: dict[str, Any], stem: str) -> Platform:
         algorithm=algorithm,
         public_key=public_key if isinstance(public_key, str) else "",
         key_lookup=lookup,
+        people=people,
     )
+
+
+def parse_people(data: Any) -> tuple[Person, ...]:
+    """``[[people]]`` entries: a plain address each (once), ``follows`` and ``writes`` true/false."""
+    if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
+        raise ConfigError("people must be a list of tables ([[people]] address = ..., follows = ..., writes = ...)")
+    people: list[Person] = []
+    for entry in data:
+        for key in entry:
+            if key not in PERSON_KEYS:
+                raise ConfigError(f"unknown key {key!r} in [[people]] (known: {', '.join(PERSON_KEYS)})")
+        address = entry.get("address")
+        if not isinstance(address, str) or not PERSON_RE.fullmatch(address):
+            raise ConfigError(f"people: address {address!r} is not a plain lowercase ASCII address")
+        if any(p.address == address for p in people):
+            raise ConfigError(f"people: {address} is listed twice")
+        follows, writes = entry.get("follows", False), entry.get("writes", False)
+        if not isinstance(follows, bool) or not isinstance(writes, bool):
+            raise ConfigError(f"people: follows and writes of {address} must be true or false")
+        people.append(Person(address, follows, writes))
+    return tuple(people)
 
 
 def load(root: Path) -> Registry:

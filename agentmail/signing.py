@@ -42,11 +42,13 @@ import dkim  # noqa: E402  (after the stand-in above)
 from nacl.signing import SigningKey  # noqa: E402
 
 from .mime import MIME_HEADERS, header_counts, is_mime_header
-from .wire import SIGNED_HEADERS
+from .wire import PEOPLE_HEADERS, SIGNED_HEADERS
 
 ALGORITHMS = (b"ed25519-sha256", b"rsa-sha256")
-_INCLUDE = [h.lower().encode() for h in SIGNED_HEADERS for _ in (0, 1)]  # each twice: over-signed
+# each twice: over-signed (an absent header is signed as absent, so adding one breaks the signature)
+_INCLUDE = [h.lower().encode() for h in (*SIGNED_HEADERS, *PEOPLE_HEADERS) for _ in (0, 1)]
 _REQUIRED = tuple(h.lower().encode() for h in SIGNED_HEADERS)
+_IF_PRESENT = tuple(h.lower().encode() for h in PEOPLE_HEADERS)  # letters signed before people lack them
 _MIME = tuple(h.lower().encode() for h in MIME_HEADERS)
 # Headers relaxed, body simple: relaxed body canonicalisation would let a relay turn a tab into
 # a space or re-indent a line (every run of white space hashes alike) without breaking it.
@@ -191,6 +193,7 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
             problems.append(mime)
             continue
         weak = [h.decode() for h in _REQUIRED if signed.count(h) <= counts.get(h, 0)]
+        weak += [h.decode() for h in _IF_PRESENT if counts.get(h, 0) and signed.count(h) <= counts[h]]
         if weak:
             problems.append(f"the signature does not over-sign {', '.join(weak)}")
             continue

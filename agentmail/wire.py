@@ -46,6 +46,12 @@ SIGNED_HEADERS = (
     "From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References",
     "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread", *MIME_HEADERS,
 )  # fmt: skip
+# Signed and over-signed on every letter since people follow threads (DESIGN §3): Cc says who
+# else reads, Reply-To where a person's "Reply" goes, List-Id what a person's filter matches.
+# A letter signed before them lacks them and still verifies; one that has them must have them
+# signed (signing.verify), so a relay can neither add a Reply-To nor a Cc unnoticed.
+PEOPLE_HEADERS = ("Cc", "Reply-To", "List-Id")
+LIST_ID_RE = re.compile(r"^<agentmail\.[a-z0-9](?:[a-z0-9.-]{0,250}[a-z0-9])?>$")
 
 
 class Malformed(ValueError):
@@ -60,6 +66,14 @@ class Malformed(ValueError):
 def new_message_id(platform: str, domain: str) -> str:
     """``<ULID.platform@domain>``: sortable, unique, generated here and never from input."""
     return f"<{new_ulid()}.{platform}@{domain}>"
+
+
+def list_id(domain: str) -> str:
+    """The List-Id of a bus (RFC 2919): ``<agentmail.DOMAIN>``, one filter rule for its traffic."""
+    value = f"<agentmail.{domain}>"
+    if not LIST_ID_RE.fullmatch(value):
+        raise ValueError(f"not a bus domain: {domain!r}")
+    return value
 
 
 def tagged_address(address: str, thread: str) -> str:
@@ -109,6 +123,11 @@ def render(letter: Letter) -> bytes:
     for mid in (letter.message_id, letter.in_reply_to, *letter.references):
         if mid is not None and not MESSAGE_ID_RE.fullmatch(mid):
             raise ValueError(f"not a Message-ID: {mid!r}")
+    for person in letter.cc:
+        if not _ADDR_RE.fullmatch(person):
+            raise ValueError(f"not a plain address to copy: {person!r}")
+    if letter.list_id is not None and not LIST_ID_RE.fullmatch(letter.list_id):
+        raise ValueError(f"not a List-Id: {letter.list_id!r}")
 
     fields = {
         "type": letter.type,
@@ -122,6 +141,9 @@ def render(letter: Letter) -> bytes:
     msg = EmailMessage(policy=policy.SMTP)
     msg["From"] = Address((letter.sender_name or ""), addr_spec=letter.sender_address)
     msg["To"] = tagged_address(letter.to_address, letter.thread)
+    if letter.cc:
+        msg["Cc"] = ", ".join(letter.cc)
+    msg["Reply-To"] = tagged_address(letter.sender_address, letter.thread)  # a person's plain Reply stays in the thread
     msg["Subject"] = letter.subject
     msg["Date"] = letter.date or format_datetime(datetime.now(timezone.utc))
     msg["Message-ID"] = letter.message_id
@@ -130,6 +152,8 @@ def render(letter: Letter) -> bytes:
     if letter.references:
         msg["References"] = " ".join(letter.references)
     msg["Auto-Submitted"] = "auto-generated"
+    if letter.list_id:
+        msg["List-Id"] = letter.list_id
     msg["X-Agentmail-Type"] = letter.type
     msg["X-Agentmail-Thread"] = letter.thread
     cte = "7bit" if text.isascii() and max(map(len, text.splitlines() or [""])) <= 900 else "quoted-printable"
@@ -282,6 +306,17 @@ def to_letter(msg: Message) -> Letter:
         if addresses and addresses[0].addr_spec.isascii():
             to_address = base_address(addresses[0].addr_spec.lower())
             break
+    cc: list[str] = []
+    for value in header_values(msg, "Cc"):
+        try:
+            copied = _addresses(value, "Cc")
+        except Malformed:
+            continue  # a Cc is who else reads, never what an agent acts on: an odd one is ignored
+        for address in copied:
+            spec = address.addr_spec.lower()
+            if spec.isascii() and _ADDR_RE.fullmatch(spec) and spec not in cc:
+                cc.append(spec)
+    list_ids = [v.strip() for v in header_values(msg, "List-Id")]
     text = body_text(msg)
     tag = recipient_thread(msg)
     fields: dict[str, str] = {}
@@ -322,4 +357,6 @@ def to_letter(msg: Message) -> Letter:
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=_ids(msg.get("References")),
         to_agent=to_agent,
+        cc=tuple(cc),
+        list_id=list_ids[0] if len(list_ids) == 1 and LIST_ID_RE.fullmatch(list_ids[0]) else None,
     )

@@ -23,6 +23,7 @@ CLI_ONLY = {
     "init": "operator setup: creates the bus and its keys",
     "keygen": "operator setup: rotates a key (the registry entry must be committed)",
     "mcp": "the MCP server itself",
+    "person": "operator setup: who follows or writes into a platform's threads is a reviewed registry commit",
     "platforms": "send's error names the registered platforms (and the closest match)",
     "sent": "status shows per thread how far my letters got (delivery, delivery_detail)",
     "sync": "inbox, status, notes, quarantine and wait sync first",

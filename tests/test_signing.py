@@ -98,7 +98,7 @@ def _signed_with(headers: list[bytes], canonicalize: tuple[bytes, bytes] = signi
                      canonicalize=canonicalize, include_headers=headers, linesep=b"\r\n") + raw  # fmt: skip
 
 
-ALL_TWICE = [h.lower().encode() for h in wire.SIGNED_HEADERS for _ in (0, 1)]
+ALL_TWICE = [h.lower().encode() for h in (*wire.SIGNED_HEADERS, *wire.PEOPLE_HEADERS) for _ in (0, 1)]
 
 
 @pytest.mark.parametrize("headers,canonicalize,words", [
