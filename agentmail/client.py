@@ -149,16 +149,23 @@ class AgentMail:
             self.spool.sweep_tmp()
             checkpoint = self.spool.checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
+                outcomes: dict[str, str] = {}
                 try:
                     for item in batch:
                         report.fetched += 1
+                        before = (len(report.accepted), len(report.quarantined))
                         self._file_isolated(item, report)
+                        if len(report.accepted) > before[0]:
+                            outcomes[item.key] = "verified"
+                        elif len(report.quarantined) > before[1]:
+                            outcomes[item.key] = "quarantined"
                 except BaseException:
                     self.spool.discard()
                     raise
                 self.spool.commit()
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
+                transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)

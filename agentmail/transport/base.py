@@ -8,7 +8,7 @@ the spool stores only after it has committed what was fetched.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -91,6 +91,11 @@ class Transport(ABC):
         Returns the mechanism that noticed it (e.g. "inotify", "poll", "idle"), or None
         when ``timeout`` seconds passed with nothing new.
         """
+
+    def mark(self, outcomes: Mapping[str, str]) -> None:
+        """Tell a person reading the same mailbox what became of committed messages: ``outcomes``
+        maps a message's key to ``verified`` or ``quarantined``. Best effort, never raises, never
+        touches \\Seen; a transport with no place for such marks (the local post office) does nothing."""
 
     def close(self) -> None:
         """Release connections; the default transport holds none."""

@@ -17,7 +17,7 @@ import selectors
 import socket
 import ssl
 import time
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -126,6 +126,14 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) 
         if isinstance(exc, Exception):
             raise problem(endpoint, "smtp", exc, login) from None
         raise
+
+
+# The keywords a person's mail client can show or filter on (RFC 3501 keywords, "$" by custom).
+KEYWORDS = {"verified": b"$AgentmailVerified", "quarantined": b"$AgentmailQuarantined"}
+
+
+def _keeps_keywords(select_info: Mapping[bytes, Any]) -> bool:
+    return b"\\*" in tuple(select_info.get(b"PERMANENTFLAGS") or ())
 
 
 def _already_received(client: imapclient.IMAPClient) -> bool:
@@ -400,6 +408,31 @@ class SmtpImapTransport(Transport):
         top = max([last, *(int(item.key) for item in committed)])
         return f"{self._uidvalidity}:{top}"
 
+    def mark(self, outcomes: Mapping[str, str]) -> None:
+        """Set ``$AgentmailVerified`` / ``$AgentmailQuarantined`` on the server's copies: a
+        writable SELECT only for this (it changes no flag by itself), UID STORE +FLAGS.SILENT of
+        the keyword alone, so \\Seen stays as it was; the next look selects read-only again.
+        Skipped where the server keeps no keywords (PERMANENTFLAGS without \\*: doctor says so)."""
+        if not outcomes:
+            return
+        try:
+            client = self._connect()
+            info = client.select_folder("INBOX", readonly=False)
+            if str(info.get(b"UIDVALIDITY", b"")) != self._uidvalidity or not _keeps_keywords(info):
+                return  # renumbered meanwhile: these keys name other letters now
+            for outcome, keyword in KEYWORDS.items():
+                uids = [int(key) for key, got in outcomes.items() if got == outcome and key.isdigit()]
+                if uids:
+                    client.add_flags(uids, [keyword], silent=True)
+        except (IMAPClientError, OSError, socket.timeout, AgentmailError):
+            self._drop()  # a mark is a courtesy: the letters are filed whatever happens here
+        finally:
+            if self._client is not None:
+                try:
+                    self._client.select_folder("INBOX", readonly=True)
+                except (IMAPClientError, OSError, socket.timeout):
+                    self._drop()
+
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
         try:
             return self._wait(checkpoint, timeout)
@@ -526,6 +559,11 @@ class SmtpImapTransport(Transport):
             checks.append(("imap", True, f"{_where(self.imap)} {self.imap.tls} TLS, login accepted"))
             idle = b"IDLE" in client.capabilities()
             checks.append(("imap idle", idle, "IDLE supported" if idle else "no IDLE: set poll_interval in bus.toml [imap]"))
+            kept = _keeps_keywords(client.select_folder("INBOX", readonly=False))
+            client.select_folder("INBOX", readonly=True)
+            checks.append(("imap keywords", True, "$AgentmailVerified / $AgentmailQuarantined are set on INBOX letters" if kept
+                           else "the server keeps no keywords (PERMANENTFLAGS without \\*): a person reading this "
+                                "mailbox sees no $AgentmailVerified / $AgentmailQuarantined marks"))  # fmt: skip
             folder = self._sent_folder(client)
             if folder is None:
                 checks.append(("sent folder", True, "none: no folder is marked \\Sent and bus.toml sets no sent_folder; "

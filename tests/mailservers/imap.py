@@ -399,7 +399,8 @@ class _Session:
         self.uidvalidity, self.uidnext_seen = state.uidvalidity, state.uidnext
         self.view = list(state.uids)
         await self._send(b"* FLAGS (" + _SYSTEM_FLAGS.encode() + b")")
-        await self._send(b"* OK [PERMANENTFLAGS (" + _SYSTEM_FLAGS.encode() + b" \\*)] ok")
+        keywords = b" \\*" if self.store.keywords else b""
+        await self._send(b"* OK [PERMANENTFLAGS (" + _SYSTEM_FLAGS.encode() + keywords + b")] ok")
         await self._send(b"* %d EXISTS" % len(self.view))
         await self._send(b"* 0 RECENT")
         unseen = [i for i, m in enumerate(messages, 1) if "\\Seen" not in m.flags]
@@ -599,6 +600,8 @@ class _Session:
         if not m:
             raise _Bad(f"bad STORE item {args[1]}")
         flags = [str(f) for f in (args[2] if isinstance(args[2], list) else args[2:])]
+        if not self.store.keywords:
+            flags = [f for f in flags if f.startswith("\\")]  # keywords are not kept (RFC 3501 §7.1)
         targets = self._targets(args[0], uid)
         seq_of = {u: s for s, u in targets}
         changed = self.store.set_flags(

@@ -94,6 +94,8 @@ class MailStore:
         self.domain = domain.lower()
         self.idle_delay: float = 0.0
         """Seconds an IDLE session waits before pushing a change (latency tests)."""
+        self.keywords: bool = True
+        """False: like a server that keeps no keywords (PERMANENTFLAGS without \\*; STORE drops them)."""
         self._lock = threading.RLock()
         self._passwords: dict[str, str] = {}
         self._accounts: dict[str, dict[str, _Folder]] = {}
