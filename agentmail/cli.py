@@ -190,7 +190,8 @@ def platforms(ctx: Ctx) -> None:
     from .registry import load
 
     reg = load(ctx.registry_root())
-    rows = [{"name": p.name, "address": p.address, "display_name": p.display_name, "selector": p.selector,
+    rows: list[dict[str, Any]] = [
+            {"name": p.name, "address": p.address, "display_name": p.display_name, "selector": p.selector,
              "key": p.key_lookup, "remotes": list(p.remotes), "paths": list(p.paths),
              "people": [_person_json(person) for person in p.people]} for p in reg.platforms.values()]  # fmt: skip
 
