@@ -23,9 +23,9 @@ from .credentials import read_private_key_with_source
 from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
 from .home import agentmail_home
 from .identity import Identity
-from .model import HUMAN, Letter, check_severity, check_thread, check_type, new_thread_id, reply_subject
+from .model import HUMAN, Letter, check_severity, check_thread, check_type, new_thread_id, new_ulid, reply_subject
 from .registry import Registry
-from .spool import Spool, new_id
+from .spool import Spool
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
 
 if TYPE_CHECKING:
@@ -474,7 +474,7 @@ class AgentMail:
             message_id=outline.message_id, sender=self.platform.name, sender_address=outline.sender_address,
             sender_name=outline.sender_name or None, to=to_name, to_address=to_address, type=kind, thread=thread,
             subject=subject, body=body.strip(), date=format_datetime(now), severity=severity, ref=ref,
-            in_reply_to=in_reply_to, references=references, to_agent=to_agent, id=new_id(),
+            in_reply_to=in_reply_to, references=references, to_agent=to_agent, id=new_ulid(),
         )  # what render() wrote, without parsing it back  # fmt: skip
         # The depth from the same chain a rebuilt cache would walk, so it never changes.
         return replace(letter, extra={"depth": self.spool.depth_for(letter.id, letter)}), raw
@@ -549,6 +549,8 @@ class AgentMail:
                 results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
                 for result in results:
                     self._record(result)
+            for key, why in self.transport.copy_failures().items():  # delivered all the same: noted
+                self.spool.annotate(key, sent_copy_failed=why, durable=False)
         return results
 
     def _record(self, result: SubmitResult) -> None:
