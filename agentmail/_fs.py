@@ -45,15 +45,19 @@ def sync_filesystem(path: Path) -> None:
         os.close(fd)
 
 
-def write_new(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o600) -> None:
-    """Create ``path`` (never over an existing file, never through a symlink) holding ``data``."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+def _write(path: Path, data: bytes, flags: int, mode: int, durable: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flags, mode)
     try:
         os.write(fd, data)
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_new(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o600) -> None:
+    """Create ``path`` (never over an existing file, never through a symlink) holding ``data``."""
+    _write(path, data, os.O_EXCL, mode, durable)
 
 
 def fsync_file(path: Path) -> None:
@@ -75,13 +79,7 @@ def rename_into(source: Path, target: Path, *, durable: bool = True) -> None:
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
     """Write ``data`` to ``path`` so a crash leaves the old file or the new one, never half."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
-    try:
-        os.write(fd, data)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    _write(tmp, data, os.O_TRUNC, mode, durable)
     os.replace(tmp, path)
     if durable:
         fsync_dir(path.parent)

@@ -46,7 +46,7 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
         try:
             context.load_verify_locations(cafile=ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from None
+            raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from exc
     return context
 
 
