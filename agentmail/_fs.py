@@ -60,6 +60,20 @@ def write_new(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o60
     _write(path, data, os.O_EXCL, mode, durable)
 
 
+def touch(path: Path) -> None:
+    """Make sure ``path`` exists (an empty marker); an existing file is left as it is."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+
+
+def append(path: Path, data: bytes) -> None:
+    """Append ``data`` in one write (O_APPEND: concurrent appenders never interleave a line)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
 def fsync_file(path: Path) -> None:
     """Make the contents of a file written with ``durable=False`` durable after all."""
     fd = os.open(path, os.O_RDONLY)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NotFound
-from ._fs import fsync_dir, fsync_file, locked, rename_into, sync_filesystem, write_atomic, write_new
+from ._fs import append, fsync_dir, fsync_file, locked, rename_into, sync_filesystem, touch, write_atomic, write_new
 from .model import Letter, new_ulid
 
 STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
@@ -153,7 +153,7 @@ class Spool:
                     write_new(folder / key, value.encode(), durable=False)
                 except FileExistsError:
                     continue
-            os.close(os.open(folder / BUILT, os.O_WRONLY | os.O_CREAT, 0o600))
+            touch(folder / BUILT)
         return folder
 
     def _index_entries(self, kind: str) -> Iterator[tuple[str, str]]:
@@ -178,11 +178,7 @@ class Spool:
                             yield _key(parent), f"{spool.mailbox} {letter_id}"
 
     def _thread_add(self, thread: str, letter_id: str, kind: str) -> None:
-        fd = os.open(self.root / "threads" / thread, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, f"{letter_id}\n".encode())
-        finally:
-            os.close(fd)
+        append(self.root / "threads" / thread, f"{letter_id}\n".encode())
         self._mark_open(thread, kind)
 
     def _mark_open(self, thread: str, kind: str) -> None:
@@ -193,7 +189,7 @@ class Spool:
         if kind == "close":
             (folder / thread).unlink(missing_ok=True)
         else:
-            os.close(os.open(folder / thread, os.O_WRONLY | os.O_CREAT, 0o600))
+            touch(folder / thread)
 
     def store(self, state: str, letter: Letter, raw: bytes, *, extra: dict[str, Any] | None = None,
               index: bool = True, defer: bool = False) -> Letter:  # fmt: skip
@@ -481,7 +477,7 @@ class Spool:
             ids = [i for i in self.thread_ids(thread) if self.locate(i)]
             kinds = {self.meta(i).get("type") for i in ids[-1:]}
             if ids and not kinds & {"close", "note"}:
-                os.close(os.open(building / thread, os.O_WRONLY | os.O_CREAT, 0o600))
+                touch(building / thread)
         try:
             os.rename(building, folder)
         except OSError:  # another process built it first
