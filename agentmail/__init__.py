@@ -10,7 +10,6 @@ tests/test_exports.py); the modules behind it are implementation.
 """
 
 import importlib as _importlib
-import importlib.util as _importlib_util
 import typing as _typing
 
 from .errors import (
@@ -28,7 +27,9 @@ from .model import Letter
 
 if _typing.TYPE_CHECKING:
     from .bus import init as init_bus
+    from . import compose
     from .client import AgentMail, SyncReport
+    from .compose import Draft
     from .identity import Identity
     from .registry import Platform, Registry
     from .registry import load as load_registry
@@ -50,9 +51,11 @@ _LAZY = {
     "open_transport": (".transport", "open_transport"),
     "LocalTransport": (".transport.local", "LocalTransport"),
     "SmtpImapTransport": (".transport.smtpimap", "SmtpImapTransport"),
+    "Draft": (".compose", "Draft"),
 }
-if _importlib_util.find_spec(f"{__name__}.compose") is not None:  # composing a letter without sending it
-    _LAZY.update({"compose": (".compose", "compose"), "Draft": (".compose", "Draft")})
+# Composing a letter without sending it: ``agentmail.compose.compose(registry, home, sender, Draft(...))``.
+# The function is not exported as ``agentmail.compose``: that name is its module's (importing the
+# module sets it on the package, replacing a function), so the name always means the module.
 
 __all__ = sorted([
     "AgentmailError", "BadInput", "ConfigError", "Letter", "NotFound", "PermanentFailure", "Refused",
@@ -61,6 +64,8 @@ __all__ = sorted([
 
 
 def __getattr__(name: str) -> _typing.Any:
+    if name == "compose":
+        return _importlib.import_module(".compose", __name__)
     if name not in _LAZY:
         raise AttributeError(f"module 'agentmail' has no attribute {name!r}")
     module, attribute = _LAZY[name]

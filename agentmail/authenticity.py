@@ -2,7 +2,8 @@
 
 ``judge`` returns a Verdict: accept, quarantine (with a reason code and a sentence), or bounce
 (a delivery-status notification, to be attached to the sent letter it reports on). The checks
-that need local state — duplicates and ancestry — are the spool's.
+that need local state — duplicates, ancestry, bounce routing, a sibling's note — come next, in
+``route`` (with facts the client reads from the spool).
 """
 
 from __future__ import annotations

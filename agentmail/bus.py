@@ -163,17 +163,17 @@ def keygen(home: Path, registry: Registry, name: str) -> Platform:
 
 def tls_mode(value: str) -> str:
     if value not in TLS_MODES:
-        raise BadInput(f"--tls must be one of {', '.join(TLS_MODES)}")
+        raise BadInput(f"the TLS mode must be one of {', '.join(TLS_MODES)}")
     return value
 
 
 def _host_port(value: str | None, what: str) -> tuple[str, int]:
     if not value or ":" not in value:
-        raise BadInput(f"--{what} must be HOST:PORT")
+        raise BadInput(f"the {what} endpoint must be HOST:PORT")
     host, _, port = value.rpartition(":")
     host = host.strip("[]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise BadInput(f"--{what} must be HOST:PORT, not {value!r}")
+        raise BadInput(f"the {what} endpoint must be HOST:PORT, not {value!r}")
     return host, int(port)
 
 
@@ -181,19 +181,19 @@ def endpoints(smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file:
               trust: tuple[str, ...]) -> dict[str, Any]:  # fmt: skip
     """The ``bus.toml`` tables for an smtp+imap bus; no secrets ever go here."""
     if len(tls) > 2:
-        raise BadInput("--tls is given once (both endpoints) or twice (SMTP, then IMAP)")
+        raise BadInput("a TLS mode is given once (both endpoints) or twice (SMTP, then IMAP)")
     modes = [tls_mode(t) for t in tls]
     result: dict[str, Any] = {}
     for index, (what, value) in enumerate((("smtp", smtp), ("imap", imap))):
         host, port = _host_port(value, what)
         mode = modes[min(index, len(modes) - 1)] if modes else default_tls(port)
         if mode == "none" and not is_loopback(host):
-            raise BadInput(f"--tls none is refused for {host}: plaintext is allowed only to a loopback address")
+            raise BadInput(f"TLS mode none is refused for {host}: plaintext is allowed only to a loopback address")
         result[what] = {"host": host, "port": port, "tls": mode}
     if ca_file:
         path = Path(ca_file).expanduser()
         if not path.is_file():
-            raise BadInput(f"--ca-file {path} does not exist")
+            raise BadInput(f"the CA file {path} does not exist")
         result["ca_file"] = str(path.resolve())
     result["trusted_authserv_ids"] = list(trust)
     return result

@@ -390,11 +390,13 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
 
 
 def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
-    from .errors import TransportError
+    from .client import raise_for_state
 
-    if warnings:  # advice, never an error: one line
-        click.echo(clean("agentmail: advice for an opener (sent anyway): "
-                         + "; ".join(w.removeprefix("opener: ") for w in warnings)), err=True)  # fmt: skip
+    advice = [w.removeprefix("opener: ") for w in warnings if w.startswith("opener: ")]
+    if advice:  # advice, never an error: one line
+        click.echo(clean("agentmail: advice for an opener (sent anyway): " + "; ".join(advice)), err=True)
+    for warning in (w for w in warnings if not w.startswith("opener: ")):
+        click.echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
         click.echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
     if letter.extra.get("sent_copy_failed"):
@@ -404,10 +406,9 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
         emit(ctx, letter.to_json(), lambda: click.echo(clean(
             f"{letter.thread} {letter.id} queued (not sent): {why}; it goes out with the next command or "
             "'agentmail flush'; do not send it again")))  # fmt: skip
-        raise TransportError(f"queued, not sent yet: {why}")
-    emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
-    if letter.state == "failed":
-        raise TransportError(f"refused by the server: {letter.extra.get('failed_reason')}")
+    else:
+        emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
+    raise_for_state(letter)
 
 
 _TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
@@ -433,15 +434,8 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     client = ctx.client()
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
-    text = read_body(body)
-    if thread:
-        letter = client.follow_up(thread, text, type=kind, force=force)
-        if letter.to != to:
-            click.echo(f"agentmail: note: thread {thread} is with {letter.to}; sent there", err=True)
-        _report_sent(ctx, letter, [])
-        return
-    assert subject is not None
-    letter = client.send(to, subject, text, type=kind, severity=severity, ref=ref, force=force)
+    letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
+                         thread=thread)  # fmt: skip
     _report_sent(ctx, letter, client.last_warnings)
 
 
@@ -455,13 +449,10 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 @pass_ctx
 def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool) -> None:
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
-    from .errors import Refused
-
     client = ctx.client()
-    letter = client.reply(letter_id, read_body(body), type=kind, force=force)
-    if letter is None:
-        raise Refused(client.why_refused(letter_id) or "refused")
-    _report_sent(ctx, letter, [])
+    letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True)
+    assert letter is not None  # raise_refused: a refusal raised
+    _report_sent(ctx, letter, client.last_warnings)
 
 
 @main_group.command()
@@ -536,8 +527,9 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
 @pass_ctx
 def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool) -> None:
     """A handover to a sibling agent sharing this platform."""
-    letter = ctx.client().note(subject, read_body(body), to_agent=to_agent, force=force)
-    _report_sent(ctx, letter, [])
+    client = ctx.client()
+    letter = client.note(subject, read_body(body), to_agent=to_agent, force=force)
+    _report_sent(ctx, letter, client.last_warnings)
 
 
 @main_group.command()
@@ -562,14 +554,14 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
         if not rows:
             click.echo("no threads")
         for r in rows:
-            flag = "  UNDELIVERABLE" if r["undeliverable"] else ""
-            if r["delivery"] == "queued":
-                flag += f"  QUEUED (not sent): {r['delivery_detail']}"
-            elif r["delivery"] == "failed":
-                flag += f"  FAILED: {r['delivery_detail']}"
-            click.echo(clean(f"{r['thread']:<16} {r['state']:<14} move: {r['whose_move']:<12} with {r['with']:<12} {r['subject']}{flag}"))
+            flag = "  UNDELIVERABLE" if r.undeliverable else ""
+            if r.delivery == "queued":
+                flag += f"  QUEUED (not sent): {r.delivery_detail}"
+            elif r.delivery == "failed":
+                flag += f"  FAILED: {r.delivery_detail}"
+            click.echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}"))
 
-    emit(ctx, rows, text)
+    emit(ctx, [r.to_json() for r in rows], text)
 
 
 @main_group.command()

@@ -5,25 +5,26 @@
         if letter.type == "report":
             am.reply(letter, "Reproduced. Fixing.", type="ack")
 
-It composes, guards, signs and queues outgoing letters, and pulls, judges and files incoming
-ones. The CLI and the MCP server are thin shells over this class.
+It orchestrates the stages of a letter's path: outgoing, the guards, ``compose`` (render and
+sign) and the outbox; incoming, ``authenticity.judge``, ``route`` and the spool. Every rule a
+caller relies on lives here (``send(thread=)``, the refusal convention, ``raise_for_state``):
+the CLI, the MCP server, the hooks and the watcher only translate.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from datetime import datetime, timezone
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import identity, registry as registry_mod
-from .credentials import read_private_key_with_source
-from .errors import BadInput, ConfigError, NotFound, Refused, Timeout
+from .compose import Draft, compose
+from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
 from .identity import Identity
-from .model import HUMAN, Letter, check_severity, check_thread, check_type, new_thread_id, new_ulid, reply_subject
+from .model import HUMAN, Letter, ThreadStatus, check_severity, check_thread, check_type, new_thread_id, reply_subject
 from .registry import Registry
 from .spool import Spool
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
@@ -31,20 +32,10 @@ from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, op
 if TYPE_CHECKING:
     from .authenticity import Verdict
     from .guards import Outbound
+    from .route import Facts
 
 MAX_REFERENCES = 20
-_LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
-
-
-def letter_from_meta(data: dict[str, Any]) -> Letter:
-    """A Letter from a spool meta record (the ``--json`` shape)."""
-    known = {k: v for k, v in data.items() if k in _LETTER_FIELDS}
-    known["references"] = tuple(known.get("references") or ())
-    extra = {k: v for k, v in data.items() if k not in _LETTER_FIELDS and k != "from"}
-    for name, default in (("message_id", ""), ("sender_address", ""), ("to", ""), ("to_address", ""),
-                          ("type", ""), ("thread", ""), ("subject", ""), ("body", ""), ("date", "")):  # fmt: skip
-        known.setdefault(name, default)
-    return Letter(sender=data.get("from") or "", extra=extra, **known)
+letter_from_meta = Letter.from_json  # the name this had before Letter could read its own record
 
 
 @dataclass
@@ -89,8 +80,8 @@ def _failed_stage(exc: BaseException) -> str:
     return stage
 
 
-def _references(parent: dict[str, Any]) -> tuple[str, ...]:
-    return tuple([*parent.get("references", []), parent["message_id"]][-MAX_REFERENCES:])
+def _references(parent: Letter) -> tuple[str, ...]:
+    return tuple([*parent.references, parent.message_id][-MAX_REFERENCES:])
 
 
 def _default_reply_type(parent_type: str) -> str:
@@ -198,51 +189,54 @@ class AgentMail:
         return f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
 
     def _file(self, item: Incoming, report: SyncReport) -> None:
+        """Judge one letter (authenticity), route it (route), and carry the filing out."""
         from . import authenticity  # already loaded by sync(); a dictionary lookup here
+        from .route import Facts, route
 
-        if item.raw is None:
+        raw = item.raw
+        if raw is None:
             limit = self.registry.bus.max_size
-            verdict = authenticity.Verdict("quarantine", reason="too-large",
-                                           detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
-            placeholder = self._placeholder(item)
-            if self.spool.has_bytes(placeholder):
-                report.duplicates += 1
-            else:
-                self._quarantine(verdict, placeholder, report)
-            return
-        if self._filed_already(item.raw):
-            report.duplicates += 1  # the same bytes are filed already: no need to judge them again
-            return
-        verdict = authenticity.judge(item.raw, self.registry)
-        if verdict.route == "bounce":
-            sent_id = self.spool.known(self.me.platform, verdict.bounced_message_id or "")
-            if sent_id:
-                self.spool.annotate(sent_id, undeliverable="true", undeliverable_reason=verdict.detail or "")
-                report.bounces += 1
-                return
-            verdict = authenticity.Verdict("quarantine", reason="automated",
-                                           detail="a delivery report about a letter this mailbox did not send")  # fmt: skip
-        if verdict.route == "quarantine":
-            self._quarantine(verdict, item.raw, report)
-            return
-        letter = verdict.letter
-        assert letter is not None  # an accepted verdict always carries its letter
-        if letter.type == "note" and letter.to_agent and letter.to_agent != self.me.agent:
-            report.skipped += 1  # a sibling's note: not ours to read or to mark
-            return
-        if self.spool.known(letter.sender, letter.message_id):
+            verdict: authenticity.Verdict | None = authenticity.Verdict(
+                "quarantine", reason="too-large",
+                detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
+            raw = self._placeholder(item)
+            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+        elif self._filed_already(raw):
+            verdict, facts = None, Facts(self.me.agent, bytes_filed=True)
+        else:
+            verdict = authenticity.judge(raw, self.registry)
+            facts = self._facts(verdict)
+        filing = route(verdict, facts)
+        if filing.action == "duplicate":
             report.duplicates += 1
-            return
+        elif filing.action == "skip":
+            report.skipped += 1
+        elif filing.action == "bounce":
+            assert filing.letter_id is not None and filing.verdict is not None
+            self.spool.annotate(filing.letter_id, undeliverable="true", undeliverable_reason=filing.verdict.detail or "")
+            report.bounces += 1
+        elif filing.action == "quarantine":
+            assert filing.verdict is not None
+            self._quarantine(filing.verdict, raw, report)
+        else:
+            assert filing.verdict is not None and filing.verdict.letter is not None
+            report.accepted.append(self.spool.store("unread", filing.verdict.letter, raw, defer=True))  # depth: from the chain
+
+    def _facts(self, verdict: Verdict) -> Facts:
+        """What the spool knows that routing ``verdict`` needs (looked up only where it matters)."""
+        from .route import Facts
+
+        if verdict.route == "bounce":
+            return Facts(self.me.agent, bounced_id=self.spool.known(self.me.platform, verdict.bounced_message_id or ""))
+        letter = verdict.letter
+        if verdict.route != "accept" or letter is None:
+            return Facts(self.me.agent)
+        parent_thread = None
         if letter.in_reply_to:
             parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(letter.sender, letter.in_reply_to)
             if parent_id:
-                parent = self.spool.meta(parent_id)
-                if parent.get("thread") != letter.thread:
-                    bad = authenticity.Verdict("quarantine", letter=letter, reason="thread-mismatch",
-                                               detail=f"it answers a letter of {parent.get('thread')} but is tagged {letter.thread}")  # fmt: skip
-                    self._quarantine(bad, item.raw, report)
-                    return
-        report.accepted.append(self.spool.store("unread", letter, item.raw, defer=True))  # depth: from the chain
+                parent_thread = self.spool.letter(parent_id).thread
+        return Facts(self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread)
 
     def _filed_already(self, raw: bytes) -> bool:
         from . import wire
@@ -274,18 +268,18 @@ class AgentMail:
             if limit is not None and len(letters) >= limit:
                 break
             try:
-                meta = self.spool.meta(letter_id, "unread")
+                letter = self.spool.letter(letter_id, "unread")
             except NotFound:
                 continue
             if consume:
                 if not self.spool.move(letter_id, "unread", "read"):
                     continue  # another consumer claimed it first
-                meta["state"] = "read"
-            letters.append(letter_from_meta(meta))
+                letter = replace(letter, state="read")
+            letters.append(letter)
         return letters
 
     def show(self, letter_id: str) -> Letter:
-        return letter_from_meta(self.spool.meta(self._id(letter_id)))
+        return self.spool.letter(self._id(letter_id))
 
     def raw(self, letter_id: str) -> bytes:
         return self.spool.raw(self._id(letter_id))
@@ -317,12 +311,19 @@ class AgentMail:
     # --- sending ---------------------------------------------------------------------------
 
     def send(self, to: str, subject: str, body: str, *, type: str = "report", severity: str | None = None,
-             ref: str | None = None, force: bool = False) -> Letter:  # fmt: skip
-        """Open a thread. Returns the letter: state ``sent``, ``outbox`` (queued: the transport
-        could not take it now; ``flush`` retries) or ``failed``. Opener advice lands in
-        ``last_warnings``."""
+             ref: str | None = None, force: bool = False, thread: str | None = None) -> Letter:  # fmt: skip
+        """Open a thread, or with ``thread`` continue it after this platform's own last letter
+        (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
+        Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
+        now; ``flush`` retries) or ``failed`` — ``raise_for_state`` turns the last two into
+        errors. Advice (an opener's gaps, a thread that is with another platform than ``to``)
+        lands in ``last_warnings``. A guard that refuses raises Refused."""
         from . import guards
 
+        if thread:
+            letter = self.follow_up(thread, body, type=type, force=force)
+            self.last_warnings = [] if letter.to == to else [f"thread {thread} is with {letter.to}; sent there"]
+            return letter
         check_type(type)
         check_severity(severity)
         recipient = self.registry.get(to)
@@ -332,38 +333,46 @@ class AgentMail:
         # Advice is for reports that open a thread, not for a one-line question.
         one_liner = type == "question" and len(body.strip().splitlines()) <= 1
         self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
-        composed = self._compose(recipient.address, recipient.name, type, new_thread_id(), subject, body,
-                               severity=severity, ref=ref)  # fmt: skip
+        composed = self._compose(Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref))
         return self._dispatch(composed)
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False) -> Letter:
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
         from . import guards
 
+        self.last_warnings = []
         self._check(guards.Outbound("note", body, self.me.platform, force=force))
-        composed = self._compose(self.platform.address, self.platform.name, "note", new_thread_id(), subject, body,
-                               to_agent=to_agent)  # fmt: skip
+        composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent))
         return self._dispatch(composed)
 
-    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False) -> Letter | None:
-        """Answer a letter. Returns None when a guard refuses; ``why_refused`` says why.
+    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
+              raise_refused: bool = False) -> Letter | None:  # fmt: skip
+        """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
+        documented, compatible form); with ``raise_refused`` Refused, as every other sending
+        method does (the convention; the CLI and MCP server use it).
 
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
+        letter = self._reply(to, body, type=type, force=force)
+        if letter is None and raise_refused:
+            raise Refused(self.why_refused(to) or "refused")
+        return letter
+
+    def _reply(self, to: str | Letter, body: str, *, type: str | None, force: bool) -> Letter | None:
+        self.last_warnings = []
         parent_id = self._id(to)
-        parent = self.spool.meta(parent_id)
-        kind = check_type(type or _default_reply_type(parent.get("type", "")))
+        parent = self.spool.letter(parent_id)
+        kind = check_type(type or _default_reply_type(parent.type))
         reason = self._refusal(parent, kind, body, force=force)
-        recipient = self.registry.platforms.get(parent.get("from") or "")
+        recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
         if reason is not None:
             self._refusals[parent_id] = reason
             return None
         assert recipient is not None
-        composed = self._compose(recipient.address, recipient.name, kind, parent["thread"],
-                                 reply_subject(parent.get("subject") or "(no subject)"), body,
-                                 in_reply_to=parent["message_id"], references=_references(parent))  # fmt: skip
+        composed = self._compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
+                                       body, in_reply_to=parent.message_id, references=_references(parent)))  # fmt: skip
         stored = self._file_answer(parent, composed)
         if stored is None:
             return None
@@ -376,6 +385,7 @@ class AgentMail:
         after its ack). It answers this platform's own last letter of the thread, under the
         same guards as a reply (never after the other side's ack or close; the same depth cap;
         one letter after each letter per platform). Raises Refused otherwise."""
+        self.last_warnings = []
         check_type(type)
         check_thread(thread)
         if type == "note":
@@ -387,11 +397,11 @@ class AgentMail:
             raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
         recipient = self.registry.get(counterpart)
-        composed = self._compose(recipient.address, recipient.name, type, thread, reply_subject(letters[0].subject),
-                                 body, in_reply_to=last["message_id"], references=_references(last))  # fmt: skip
+        composed = self._compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
+                                       in_reply_to=last.message_id, references=_references(last)))  # fmt: skip
         stored = self._file_answer(last, composed)
         if stored is None:
-            raise Refused(self._refusals.pop(str(last["id"]), "refused"))
+            raise Refused(self._refusals.pop(last.id, "refused"))
         return self._sent(stored)
 
     def why_refused(self, letter: str | Letter) -> str | None:
@@ -399,19 +409,18 @@ class AgentMail:
         letter_id = self._id(letter)
         if letter_id in self._refusals:
             return self._refusals[letter_id]
-        parent = self.spool.meta(letter_id)
-        return self._refusal(parent, _default_reply_type(parent.get("type", "")), "", force=True)
+        parent = self.spool.letter(letter_id)
+        return self._refusal(parent, _default_reply_type(parent.type), "", force=True)
 
     # --- the guards ------------------------------------------------------------------------
 
-    def _refusal(self, parent: dict[str, Any], kind: str, body: str, *, force: bool, follow_up: bool = False) -> str | None:
+    def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False) -> str | None:
         """The one guard, with the facts it needs gathered the same way for every path."""
         from . import guards
 
         return guards.refusal(guards.Outbound(
             kind, body, self.me.platform, parent=parent, follow_up=follow_up, force=force,
-            answered_by=self.spool.replied_by(str(parent.get("message_id") or "")),
-            depth=int(parent.get("depth", 0)) + 1,
+            answered_by=self.spool.replied_by(parent.message_id), depth=parent.depth + 1,
         ))  # fmt: skip
 
     def _check(self, out: Outbound) -> None:
@@ -421,82 +430,33 @@ class AgentMail:
         if reason:
             raise Refused(reason)
 
-    def _last_of_platform_thread(self, thread: str, letters: list[Letter]) -> dict[str, Any]:
+    def _last_of_platform_thread(self, thread: str, letters: list[Letter]) -> Letter:
         """The thread's last letter as this *platform* sees it: the letters here, and those the
         platform's other agents sent in it. Last = deepest (ties: the latest filed)."""
-        candidates = [self.spool.meta(x.id, x.state) for x in letters]
+        candidates = list(letters)
         for sibling in self.spool.siblings():
             for letter_id in sibling.thread_ids(thread):
                 state = sibling.locate(letter_id)
                 if state in ("outbox", "sent", "failed"):
-                    candidates.append({**sibling.meta(letter_id, state), "mailbox": sibling.mailbox})
-        return max(candidates, key=lambda m: (int(m.get("depth", 0)), str(m.get("id"))))
+                    candidates.append(sibling.letter(letter_id, state))
+        return max(candidates, key=lambda x: (x.depth, x.id))
 
-    def _file_answer(self, parent: dict[str, Any], composed: tuple[Letter, bytes]) -> Letter | None:
+    def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes]) -> Letter | None:
         """Claim ``parent`` for this platform and file the answer in the outbox, as one step.
         None (with the reason remembered) when another agent of the platform answered first."""
         letter, raw = composed
-        with self.spool.claim_reply(str(parent["message_id"]), letter.id) as holder:
+        with self.spool.claim_reply(parent.message_id, letter.id) as holder:
             if holder is None:
                 return self.spool.store("outbox", letter, raw, extra=letter.extra)
         from . import guards
 
-        self._refusals[str(parent["id"])] = guards.refusal(guards.Outbound(
+        self._refusals[parent.id] = guards.refusal(guards.Outbound(
             letter.type, "", self.me.platform, parent=parent, answered_by=holder, force=True,
-            follow_up=parent.get("from") == self.me.platform)) or "already answered"  # fmt: skip
+            follow_up=parent.sender == self.me.platform)) or "already answered"  # fmt: skip
         return None
 
-    def _compose(self, to_address: str, to_name: str, kind: str, thread: str, subject: str, body: str, *,
-                 severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
-                 references: tuple[str, ...] = (), to_agent: str | None = None) -> tuple[Letter, bytes]:  # fmt: skip
-        from email.utils import format_datetime
-
-        from . import signing, wire
-
-        now = datetime.now(timezone.utc)
-        outline = wire.Outline(
-            sender_address=self.platform.address, sender_name=self.platform.display_name,
-            to_address=to_address, type=kind, thread=thread, subject=subject, body=body,
-            severity=severity, ref=ref, in_reply_to=in_reply_to, references=references,
-            to_agent=to_agent, message_id=wire.new_message_id(self.platform.name, self.platform.domain), date=now,
-        )  # fmt: skip
-        try:
-            unsigned = wire.render(outline)
-        except ValueError as exc:
-            raise BadInput(str(exc)) from exc
-        key, source = read_private_key_with_source(self.home, self.platform.name)
-        self._check_key_matches_pin(key, source)
-        try:
-            raw = signing.sign(unsigned, self.platform.dkim_domain or self.platform.domain, self.platform.selector, key)
-        except Exception as exc:  # dkimpy raises its own types for a bad key
-            raise ConfigError(f"cannot sign with the key of {self.platform.name}: {exc.__class__.__name__}") from None
-        letter = Letter(
-            message_id=outline.message_id, sender=self.platform.name, sender_address=outline.sender_address,
-            sender_name=outline.sender_name or None, to=to_name, to_address=to_address, type=kind, thread=thread,
-            subject=subject, body=body.strip(), date=format_datetime(now), severity=severity, ref=ref,
-            in_reply_to=in_reply_to, references=references, to_agent=to_agent, id=new_ulid(),
-        )  # what render() wrote, without parsing it back  # fmt: skip
-        # The depth from the same chain a rebuilt cache would walk, so it never changes.
-        return replace(letter, extra={"depth": self.spool.depth_for(letter.id, letter)}), raw
-
-    def _check_key_matches_pin(self, key: str, source: str) -> None:
-        """A letter signed with a key other than the pinned one lands in the reader's quarantine
-        while this side says "sent": refuse before signing instead."""
-        from . import signing
-
-        if self.platform.key_lookup != "pinned":
-            return
-        try:
-            matches = signing.public_key_of(key) == self.platform.public_key
-        except Exception:
-            matches = False
-        if not matches:
-            raise ConfigError(
-                f"the private key of {self.platform.name} ({source}) does not match the public key pinned in "
-                f"{self.registry.root / 'platforms' / (self.platform.name + '.toml')} (s={self.platform.selector}): "
-                f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
-                f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
-                f"{self.platform.name}' and commit the new entry")  # fmt: skip
+    def _compose(self, draft: Draft) -> tuple[Letter, bytes]:
+        return compose(self.registry, self.home, self.me.platform, draft)
 
     def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
@@ -525,18 +485,16 @@ class AgentMail:
         from . import wire
 
         try:
-            meta = self.spool.meta(letter_id, "outbox")
+            letter = self.spool.letter(letter_id, "outbox")
             raw = self.spool.path("outbox", letter_id).read_bytes()
         except (FileNotFoundError, NotFound):
             return None  # another process sent it meanwhile
-        rcpt = wire.tagged_address(meta["to_address"], meta["thread"])
+        rcpt = wire.tagged_address(letter.to_address, letter.thread)
         return Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt,)))
 
     def flush(self) -> list[SubmitResult]:
         """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
         time, so two processes never submit one letter twice."""
-        from .errors import TransportError
-
         if not self.spool.ids("outbox"):
             return []
         with self.spool.locked("outbox"):
@@ -576,18 +534,18 @@ class AgentMail:
         for letter_id in self.spool.thread_ids(thread):
             state = self.spool.locate(letter_id)
             if state and state != "quarantine":
-                letters.append(letter_from_meta(self.spool.meta(letter_id, state)))
+                letters.append(self.spool.letter(letter_id, state))
         if not letters:
             raise NotFound(f"no thread {thread}")
         return letters
 
     def sent(self) -> list[Letter]:
-        return [letter_from_meta(m) for state in ("outbox", "failed", "sent") for m in self.spool.letters(state)]
+        return [letter for state in ("outbox", "failed", "sent") for letter in self.spool.letters(state)]
 
     def quarantined(self, *, sync: bool = True) -> list[Letter]:
         if sync:
             self.sync()
-        return [letter_from_meta(m) for m in self.spool.letters("quarantine")]
+        return self.spool.letters("quarantine")
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
@@ -595,12 +553,12 @@ class AgentMail:
             self.sync()
         found = []
         for state in ("unread", "read"):
-            for meta in self.spool.letters(state):
-                if meta.get("type") == "note" and meta.get("to_agent") in (None, self.me.agent):
-                    found.append(letter_from_meta(meta))
+            for letter in self.spool.letters(state):
+                if letter.type == "note" and letter.to_agent in (None, self.me.agent):
+                    found.append(letter)
         return sorted(found, key=lambda letter: letter.id)
 
-    def status(self, *, sync: bool = True, closed: bool = False) -> list[dict[str, Any]]:
+    def status(self, *, sync: bool = True, closed: bool = False) -> list[ThreadStatus]:
         """Per open thread: where it stands in report → ack → fix-notice → verify-result → close.
         ``closed`` adds the closed threads too (that walks the whole history)."""
         if sync:
@@ -612,26 +570,25 @@ class AgentMail:
             first, last = self._filed(ids), self._filed(reversed(ids))
             if first is None or last is None:
                 continue
-            if last.get("type") == "note" or first.get("type") == "note":
+            if last.type == "note" or first.type == "note":
                 continue
-            mine = last.get("from") == self.me.platform
-            other = str(last.get("to") if mine else last.get("from"))
-            if last.get("type") == "close":
+            mine = last.sender == self.me.platform
+            other = last.to if mine else last.sender
+            if last.type == "close":
                 move = "nobody"
-            elif last.get("type") == "ack":
+            elif last.type == "ack":
                 move = "me" if mine else other  # whoever acknowledged owes the fix
             else:
                 move = other if mine else "me"
-            delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.get("from") == self.me.platform)
+            delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.sender == self.me.platform)
             if delivery == "failed" and mine:
                 move = "me"  # my letter never reached them: sending it again is my move
-            rows.append({
-                "delivery": delivery, "delivery_detail": delivery_detail,
-                "thread": thread, "subject": str(first.get("subject") or ""), "state": _lifecycle(last.get("type", "")),
-                "last_type": last.get("type"), "whose_move": move, "letters": len(ids),
-                "with": other, "last_id": last["id"], "undeliverable": any(
-                    self.spool.annotations(i).get("undeliverable") for i in ids),
-            })  # fmt: skip
+            rows.append(ThreadStatus(
+                thread=thread, subject=first.subject, state=_lifecycle(last.type), last_type=last.type,
+                whose_move=move, letters=len(ids), with_=other, last_id=last.id,
+                undeliverable=any(self.spool.annotations(i).get("undeliverable") for i in ids),
+                delivery=delivery, delivery_detail=delivery_detail,
+            ))  # fmt: skip
         return rows
 
     def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str]:
@@ -641,15 +598,15 @@ class AgentMail:
         for state, label, key in (("outbox", "queued", "queued_reason"), ("failed", "failed", "failed_reason")):
             for letter_id in ids:
                 if letter_id in undelivered[state]:
-                    return label, str(self.spool.meta(letter_id, state).get(key) or "")
+                    return label, str(self.spool.letter(letter_id, state).extra.get(key) or "")
         return ("sent" if mine else "received"), ""
 
-    def _filed(self, ids: Iterable[str]) -> dict[str, Any] | None:
-        """The meta of the first id in ``ids`` that is filed (a crash can leave a listed id absent)."""
+    def _filed(self, ids: Iterable[str]) -> Letter | None:
+        """The first letter of ``ids`` that is filed (a crash can leave a listed id absent)."""
         for letter_id in ids:
             state = self.spool.locate(letter_id)
             if state not in (None, "quarantine"):
-                return self.spool.meta(letter_id, state)
+                return self.spool.letter(letter_id, state)
         return None
 
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
@@ -672,6 +629,19 @@ class AgentMail:
             if woke is None:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
+
+def raise_for_state(letter: Letter) -> Letter:
+    """The one rule for what a sent letter's state means to whoever asked for it to go: ``sent``
+    is returned; ``outbox`` (queued: it goes out with the next sync or send) raises
+    TransportError; ``failed`` (the server refused it for good) raises PermanentFailure.
+    Both exit 5 from the CLI and are tool errors from the MCP server."""
+    if letter.state == "outbox":
+        why = letter.extra.get("queued_reason") or "the server is unreachable"
+        raise TransportError(f"queued, not sent yet: {why}; it goes out with the next sync or send — do not send it again")
+    if letter.state == "failed":
+        raise PermanentFailure(f"refused by the server: {letter.extra.get('failed_reason')}")
+    return letter
+
 
 def _lifecycle(kind: str) -> str:
     return {"report": "reported", "question": "asked", "ack": "acknowledged", "fix-notice": "fix announced",

@@ -108,6 +108,7 @@ def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str
 def _round_trip(client: AgentMail, timeout: float) -> Check:
     """A letter to our own thread address, read back and judged as any letter is."""
     from . import wire
+    from .compose import Draft, compose
     from .model import new_thread_id
     from .transport import Envelope, Outgoing
 
@@ -120,9 +121,9 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
         tip = getattr(transport, "tip", None)
         if checkpoint is None and tip is not None:
             checkpoint = tip()  # never synced: skip the mailbox's history, read only what comes next
-        letter, raw = client._compose(me.address, me.name, "note", thread, "agentmail doctor --round-trip",
-                                      f"A round trip of agentmail doctor (pid {os.getpid()}); it can be deleted.\n",
-                                      to_agent=PROBE_AGENT)  # fmt: skip
+        letter, raw = compose(client.registry, client.home, me.name, Draft(
+            me.name, "note", thread, "agentmail doctor --round-trip",
+            f"A round trip of agentmail doctor (pid {os.getpid()}); it can be deleted.\n", to_agent=PROBE_AGENT))  # fmt: skip
         rcpt = wire.tagged_address(me.address, thread)
         # Straight to the transport, not the outbox: a probe that fails is never queued.
         (result,) = transport.submit([Outgoing("doctor", raw, Envelope(me.address, (rcpt,)))])

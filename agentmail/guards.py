@@ -3,17 +3,15 @@
 ``refusal`` is the one guard every letter that leaves passes — send, note, reply, a follow-up
 in a thread (``send --thread``), and through those the MCP tools, the hooks and whatever a
 ``watch`` command runs. A guard that refuses returns the reason as one sentence; the client
-turns it into ``None`` from ``reply()`` (with ``why_refused``) or ``Refused``, the CLI into
-exit 4.
+turns it into ``Refused`` (or, for the documented ``reply()``, ``None`` with ``why_refused``),
+the CLI into exit 4, the MCP server into a tool error.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
-
-from .model import TERMINAL_TYPES
+from .model import TERMINAL_TYPES, Letter
 
 MAX_DEPTH = 20
 # Said wherever an agent reads its mail (MCP instructions, hook text, inbox): a letter is what
@@ -38,14 +36,14 @@ _PATH_ONLY = re.compile(r"^@?(?:~|\.{1,2})?/?(?:[\w.@-]+/)*[\w.@-]+\.[A-Za-z0-9]
 class Outbound:
     """What the guards know about one letter about to leave.
 
-    ``parent``: the meta of the letter it answers (None for a thread's first letter); for a
+    ``parent``: the letter it answers (None for a thread's first letter); for a
     follow-up, the thread's last letter. ``answered_by``: who of this platform already
     answered the parent ("<mailbox> <id>"). ``depth``: the new letter's depth."""
 
     kind: str
     body: str
     me: str  # this platform
-    parent: dict[str, Any] | None = None
+    parent: Letter | None = None
     follow_up: bool = False
     answered_by: str | None = None
     depth: int = 0
@@ -56,8 +54,8 @@ def refusal(out: Outbound) -> str | None:
     """Why this letter may not leave, or None when it may: the one guard for every path."""
     parent = out.parent
     if parent is not None:
-        if out.depth >= MAX_DEPTH and parent.get("state") != "quarantine":  # first: whatever else, a human
-            return f"thread {parent.get('thread')} is {out.depth} letters deep (cap {MAX_DEPTH}); it needs a human"
+        if out.depth >= MAX_DEPTH and parent.state != "quarantine":  # first: whatever else, a human
+            return f"thread {parent.thread} is {out.depth} letters deep (cap {MAX_DEPTH}); it needs a human"
         reason = _follow_up_refusal(out, parent) if out.follow_up else _reply_refusal(out, parent)
         if reason:
             return reason
@@ -66,38 +64,38 @@ def refusal(out: Outbound) -> str | None:
     return None if out.force else body_refusal(out.body)
 
 
-def _reply_refusal(out: Outbound, parent: dict[str, Any]) -> str | None:
-    if parent.get("state") == "quarantine":
-        return f"letter {parent['id']} is quarantined ({parent.get('reason')}); it cannot be answered"
-    if parent.get("state") in ("sent", "outbox", "failed"):
-        return f"letter {parent['id']} is one you sent; answer the letters you received"
-    if parent.get("type") in (*TERMINAL_TYPES, "note"):
-        article = "an" if parent["type"] == "ack" else "a"
-        return f"letter {parent['id']} is {article} {parent['type']}, which is never answered"
+def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
+    if parent.state == "quarantine":
+        return f"letter {parent.id} is quarantined ({parent.reason}); it cannot be answered"
+    if parent.state in ("sent", "outbox", "failed"):
+        return f"letter {parent.id} is one you sent; answer the letters you received"
+    if parent.type in (*TERMINAL_TYPES, "note"):
+        article = "an" if parent.type == "ack" else "a"
+        return f"letter {parent.id} is {article} {parent.type}, which is never answered"
     return _answered(parent, out.answered_by)
 
 
-def _follow_up_refusal(out: Outbound, parent: dict[str, Any]) -> str | None:
+def _follow_up_refusal(out: Outbound, parent: Letter) -> str | None:
     """A follow-up continues after this platform's own last letter, nothing else."""
-    thread = parent.get("thread")
-    if parent.get("type") == "close":
+    thread = parent.thread
+    if parent.type == "close":
         return f"thread {thread} is closed"
-    if parent.get("from") != out.me:
-        kind = parent.get("type") or "letter"
+    if parent.sender != out.me:
+        kind = parent.type or "letter"
         if kind in TERMINAL_TYPES:
-            return (f"thread {thread} ends with {parent.get('from')}'s {kind} ({parent.get('id')}), which is never "
+            return (f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}), which is never "
                     "answered; a follow-up continues only after your own last letter")  # fmt: skip
-        return (f"thread {thread} ends with {parent.get('from')}'s {kind} ({parent.get('id')}); answer it with "
+        return (f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}); answer it with "
                 "reply, a follow-up continues only after your own last letter")  # fmt: skip
     return _answered(parent, out.answered_by)
 
 
-def _answered(parent: dict[str, Any], answered_by: str | None) -> str | None:
+def _answered(parent: Letter, answered_by: str | None) -> str | None:
     if not answered_by:
         return None
     mailbox, _, reply_id = answered_by.rpartition(" ")
     who = f"{mailbox}, letter {reply_id}" if mailbox else f"letter {reply_id}"
-    return f"letter {parent['id']} was already answered (by {who}); one reply per letter per platform"
+    return f"letter {parent.id} was already answered (by {who}); one reply per letter per platform"
 
 
 def body_refusal(body: str) -> str | None:

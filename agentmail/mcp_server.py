@@ -5,8 +5,9 @@ only one that imports it, and the CLI imports this module only when ``mcp`` is a
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
 deliberately small: twelve tools, one line of description each, schemas with no titles or
-defaults. Each tool maps onto one client call with the same guards; an error (a refused
-reply, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
+defaults. Each tool maps onto one client call with the same guards and the client's rules
+(``send`` with ``thread``, ``raise_for_state``); an error (a refused reply, a queued or failed
+letter, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .errors import AgentmailError, BadInput, NotFound, Refused
+from .errors import AgentmailError, BadInput, NotFound
 from .guards import DATA_NOT_ORDERS
 from .text import for_terminal
 
@@ -125,42 +126,35 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
     if name == "send":
         return _sent(am, a)
     if name == "reply":
-        letter = am.reply(str(a["id"]), str(a["body"]), type=a.get("type"))
-        if letter is None:
-            raise Refused(am.why_refused(str(a["id"])) or "refused")
-        return _outcome(letter, [])
+        letter = am.reply(str(a["id"]), str(a["body"]), type=a.get("type"), raise_refused=True)
+        assert letter is not None  # raise_refused: a refusal raised
+        return _outcome(letter, am.last_warnings)
     if name == "thread":
         return [_letter(x) for x in am.thread(str(a["thread"]))]
     if name == "note":
-        return _outcome(am.note(str(a["subject"]), str(a["body"]), to_agent=a.get("to")), [])
+        return _outcome(am.note(str(a["subject"]), str(a["body"]), to_agent=a.get("to")), am.last_warnings)
     if name == "notes":
         return [_letter(x) for x in am.notes()]
     if name == "quarantine":
         return [_letter(x) for x in am.quarantined()]
     if name == "status":
-        return am.status()
+        return [row.to_json() for row in am.status()]
     timeout = min(float(a.get("timeout") or 60.0), MAX_WAIT)
     letter, mechanism = am.wait(timeout, type=a.get("type"), thread=a.get("thread"))
     return {**_letter(letter, INBOX_BODY), "woke_by": mechanism}
 
 
 def _sent(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
-    kind = str(a.get("type") or "report")
-    if a.get("thread"):
-        letter = am.follow_up(str(a["thread"]), str(a["body"]), type=kind)
-        return _outcome(letter, [] if letter.to == a["to"] else [f"thread {a['thread']} is with {letter.to}; sent there"])
-    letter = am.send(str(a["to"]), str(a["subject"]), str(a["body"]), type=kind, severity=a.get("severity"), ref=a.get("ref"))
+    letter = am.send(str(a["to"]), str(a["subject"]), str(a["body"]), type=str(a.get("type") or "report"),
+                     severity=a.get("severity"), ref=a.get("ref"), thread=a.get("thread"))  # fmt: skip
     return _outcome(letter, am.last_warnings)
 
 
 def _outcome(letter: Letter, warnings: list[str]) -> dict[str, Any]:
-    from .errors import TransportError
+    from .client import raise_for_state
 
-    if letter.state == "failed":
-        raise TransportError(f"refused by the server: {letter.extra.get('failed_reason')}")
+    raise_for_state(letter)  # queued or failed: a tool error, as the CLI's exit 5
     out: dict[str, Any] = {"id": letter.id, "thread": letter.thread, "to": letter.to, "state": letter.state}
-    if letter.state == "outbox":  # queued, not lost: the next sync or send retries it
-        out["queued"] = str(letter.extra.get("queued_reason") or "the server is unreachable")
     if warnings:
         out["warnings"] = warnings
     return out

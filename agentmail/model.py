@@ -128,7 +128,8 @@ class Letter:
     state: str = ""
     reason: str | None = None  # quarantine reason code
     detail: str | None = None  # quarantine sentence
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    depth: int = 0  # its place in the thread's In-Reply-To chain (set when filed; none in quarantine)
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)  # facts learnt later (annotations)
 
     def to_json(self) -> dict[str, Any]:
         """The documented ``--json`` shape (DESIGN §8)."""
@@ -136,8 +137,51 @@ class Letter:
         data["from"] = data.pop("sender")
         data["references"] = list(self.references)
         extra = data.pop("extra")
-        if self.state != "quarantine":
+        if self.state == "quarantine":
+            data.pop("depth")
+        else:
             data.pop("reason")
             data.pop("detail")
         data.update(extra)
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Letter:
+        """The Letter a ``to_json`` record (a spool meta record) describes; unknown keys go to ``extra``."""
+        known = {k: v for k, v in data.items() if k in _LETTER_FIELDS}
+        known["references"] = tuple(known.get("references") or ())
+        known["depth"] = int(known.get("depth") or 0)
+        extra = {k: v for k, v in data.items() if k not in _LETTER_FIELDS and k != "from"}
+        for name in ("message_id", "sender_address", "to", "to_address", "type", "thread", "subject", "body", "date"):
+            known.setdefault(name, "")
+        return cls(sender=data.get("from") or "", extra=extra, **known)
+
+
+_LETTER_FIELDS = set(Letter.__dataclass_fields__) - {"sender", "extra"}
+
+
+@dataclass(frozen=True)
+class ThreadStatus:
+    """Where one thread stands (a row of ``status``). ``to_json`` is the documented ``--json`` row;
+    ``row["thread"]`` still reads it as the dict ``status()`` returned before."""
+
+    thread: str
+    subject: str
+    state: str  # the lifecycle word: reported, acknowledged, fix announced, verified, closed...
+    last_type: str
+    whose_move: str  # "me", the other platform, or "nobody"
+    letters: int
+    with_: str  # the other platform ("with" in JSON)
+    last_id: str
+    undeliverable: bool
+    delivery: str  # sent | queued | failed | received
+    delivery_detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"delivery": self.delivery, "delivery_detail": self.delivery_detail, "thread": self.thread,
+                "subject": self.subject, "state": self.state, "last_type": self.last_type,
+                "whose_move": self.whose_move, "letters": self.letters, "with": self.with_,
+                "last_id": self.last_id, "undeliverable": self.undeliverable}  # fmt: skip
+
+    def __getitem__(self, key: str) -> Any:
+        return self.to_json()[key]

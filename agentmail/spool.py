@@ -202,8 +202,8 @@ class Spool:
         self.ensure()
         letter_id = letter.id or new_ulid()
         letter = replace(letter, id=letter_id, state=state)
-        if state != "quarantine" and "depth" not in (extra or {}):
-            extra = {**(extra or {}), "depth": self.depth_for(letter_id, letter)}
+        if state != "quarantine":
+            letter = replace(letter, depth=self.depth_for(letter_id, letter))
         if index:
             self._index_put("msgid", _key(letter.sender, letter.message_id), letter_id)
         else:
@@ -403,6 +403,7 @@ class Spool:
         try:
             letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
             data = letter.to_json()
+            del data["depth"]  # not in the letter file: depth_for walks the chain when it is asked
             data["from"] = self._name(data["sender_address"])
             data["to"] = self._name(data["to_address"])
         except wire.Malformed as exc:
@@ -452,8 +453,12 @@ class Spool:
                 self._cache_meta(node_id, {**facts, "depth": depth})
         return depth
 
-    def letters(self, state: str) -> list[dict[str, Any]]:
-        return [self.meta(i, state) for i in self.ids(state)]
+    def letter(self, letter_id: str, state: str | None = None) -> Letter:
+        """The filed letter, with its state, depth and what was learnt about it later (``extra``)."""
+        return Letter.from_json(self.meta(letter_id, state))
+
+    def letters(self, state: str) -> list[Letter]:
+        return [self.letter(i, state) for i in self.ids(state)]
 
     def thread_ids(self, thread: str) -> list[str]:
         try:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
-from dataclasses import dataclass
 from email import policy
 from email.errors import HeaderParseError
 from email.header import decode_header, make_header
@@ -81,64 +80,59 @@ def thread_of_address(address: str) -> str | None:
     return match.group(1) if match else None
 
 
-@dataclass(frozen=True)
-class Outline:
-    """What a sender chooses; render() turns it into bytes with generated headers."""
-
-    sender_address: str
-    sender_name: str
-    to_address: str  # the recipient platform's plain address
-    type: str
-    thread: str
-    subject: str
-    body: str
-    severity: str | None = None
-    ref: str | None = None
-    in_reply_to: str | None = None
-    references: tuple[str, ...] = ()
-    to_agent: str | None = None
-    message_id: str = ""
-    date: datetime | None = None
+def draft_letter(sender_address: str, sender_name: str, to_address: str, type: str, thread: str, subject: str,
+                 body: str, *, severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
+                 references: tuple[str, ...] = (), to_agent: str | None = None, message_id: str = "",
+                 date: datetime | None = None) -> Letter:  # fmt: skip
+    """A Letter as a sender writes it, before it has a spool id: what ``render`` reads.
+    (compose builds one from the registry; tests and tools that forge letters use this.)"""
+    return Letter(message_id=message_id, sender="", sender_address=sender_address, sender_name=sender_name or None,
+                  to="", to_address=to_address, type=type, thread=thread, subject=subject, body=body,
+                  date=format_datetime(date) if date else "", severity=severity, ref=ref, in_reply_to=in_reply_to,
+                  references=references, to_agent=to_agent)  # fmt: skip
 
 
-def render(outline: Outline) -> bytes:
-    """The unsigned RFC-822 bytes (CRLF) for ``outline``; refuses unsafe header text."""
-    check_type(outline.type)
-    check_thread(outline.thread)
-    check_severity(outline.severity)
-    check_header_text("subject", outline.subject, MAX_SUBJECT)
-    if outline.ref is not None:
-        check_header_text("ref", outline.ref, MAX_REF)
-    if outline.sender_name:
-        check_header_text("display name", outline.sender_name, 100)
-    if outline.to_agent is not None:
-        check_name("agent", outline.to_agent)
-    for mid in (outline.message_id, outline.in_reply_to, *outline.references):
+def render(letter: Letter) -> bytes:
+    """The unsigned RFC-822 bytes (CRLF) for ``letter``; refuses unsafe header text. An empty
+    ``date`` is now."""
+    check_type(letter.type)
+    check_thread(letter.thread)
+    check_severity(letter.severity)
+    check_header_text("subject", letter.subject, MAX_SUBJECT)
+    if letter.ref is not None:
+        check_header_text("ref", letter.ref, MAX_REF)
+    if letter.sender_name:
+        check_header_text("display name", letter.sender_name, 100)
+    if letter.to_agent is not None:
+        check_name("agent", letter.to_agent)
+    if letter.date:
+        check_header_text("date", letter.date, 100)
+    for mid in (letter.message_id, letter.in_reply_to, *letter.references):
         if mid is not None and not MESSAGE_ID_RE.fullmatch(mid):
             raise ValueError(f"not a Message-ID: {mid!r}")
 
     fields = {
-        "type": outline.type,
-        "thread": outline.thread,
-        "severity": outline.severity,
-        "ref": outline.ref,
-        "to-agent": outline.to_agent,
+        "type": letter.type,
+        "thread": letter.thread,
+        "severity": letter.severity,
+        "ref": letter.ref,
+        "to-agent": letter.to_agent,
     }
-    text = matter.join({k: v for k, v in fields.items() if v is not None}, outline.body.strip())
+    text = matter.join({k: v for k, v in fields.items() if v is not None}, letter.body.strip())
 
     msg = EmailMessage(policy=policy.SMTP)
-    msg["From"] = Address(outline.sender_name, addr_spec=outline.sender_address)
-    msg["To"] = tagged_address(outline.to_address, outline.thread)
-    msg["Subject"] = outline.subject
-    msg["Date"] = format_datetime(outline.date or datetime.now(timezone.utc))
-    msg["Message-ID"] = outline.message_id
-    if outline.in_reply_to:
-        msg["In-Reply-To"] = outline.in_reply_to
-    if outline.references:
-        msg["References"] = " ".join(outline.references)
+    msg["From"] = Address((letter.sender_name or ""), addr_spec=letter.sender_address)
+    msg["To"] = tagged_address(letter.to_address, letter.thread)
+    msg["Subject"] = letter.subject
+    msg["Date"] = letter.date or format_datetime(datetime.now(timezone.utc))
+    msg["Message-ID"] = letter.message_id
+    if letter.in_reply_to:
+        msg["In-Reply-To"] = letter.in_reply_to
+    if letter.references:
+        msg["References"] = " ".join(letter.references)
     msg["Auto-Submitted"] = "auto-generated"
-    msg["X-Agentmail-Type"] = outline.type
-    msg["X-Agentmail-Thread"] = outline.thread
+    msg["X-Agentmail-Type"] = letter.type
+    msg["X-Agentmail-Thread"] = letter.thread
     cte = "7bit" if text.isascii() and max(map(len, text.splitlines() or [""])) <= 900 else "quoted-printable"
     msg.set_content(text, charset="utf-8", cte=cte)
     return msg.as_bytes()

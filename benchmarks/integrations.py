@@ -29,6 +29,7 @@ from mcp import Client, StdioServerParameters
 
 from agentmail import bus
 from agentmail.client import AgentMail
+from agentmail.compose import Draft, compose
 from agentmail.identity import Identity
 from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
@@ -96,7 +97,7 @@ def watch_latency(home: Path, alpha: AgentMail, env: dict[str, str], cwd: Path, 
         time.sleep(1.5)  # let it start and settle on its wait
         for _ in range(samples):
             beta = alpha.registry.get("beta")
-            _, raw = alpha._compose(beta.address, beta.name, "report", new_thread_id(), "Quota 500s", BODY)
+            _, raw = compose(alpha.registry, alpha.home, alpha.me.platform, Draft(beta.name, "report", new_thread_id(), "Quota 500s", BODY))
             before = len(out.read_text().splitlines()) if out.exists() else 0
             start = time.time()
             deliver(home / "postoffice" / "beta", raw)

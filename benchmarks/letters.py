@@ -95,7 +95,7 @@ def render(spec: Spec) -> bytes:
     assert isinstance(registry, registry_mod.Registry) and isinstance(keys, dict)
     me, them = registry.get(spec.sender), registry.get(spec.to)
     body = (OPENER if spec.type == "report" else FOLLOW_UP).format(sender=spec.sender, to=spec.to)
-    outline = wire.Outline(
+    outline = wire.draft_letter(
         sender_address=me.address, sender_name=me.display_name, to_address=them.address, type=spec.type,
         thread=spec.thread, subject=spec.subject, body=body, severity="high" if spec.type == "report" else None,
         in_reply_to=spec.in_reply_to, references=spec.references, message_id=spec.message_id,

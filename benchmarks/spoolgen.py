@@ -182,7 +182,7 @@ class SpoolBuilder:
         key = (sender, to, kind, is_reply)
         if key not in self.templates:
             me, them = self.registry.get(sender), self.registry.get(to)
-            outline = wire.Outline(
+            outline = wire.draft_letter(
                 sender_address=me.address, sender_name=me.display_name, to_address=them.address, type=kind,
                 thread=_THREAD, subject=SUBJECTS[0], body=self._body(kind, sender, to),
                 severity="high" if kind == "report" else None, in_reply_to=_PARENT if is_reply else None,

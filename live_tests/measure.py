@@ -44,6 +44,7 @@ import imapclient  # noqa: E402
 import livebus  # noqa: E402
 from agentmail import registry as registry_mod  # noqa: E402
 from agentmail.client import AgentMail  # noqa: E402
+from agentmail.compose import Draft, compose  # noqa: E402
 from agentmail.credentials import mailbox_login  # noqa: E402
 from agentmail.identity import Identity  # noqa: E402
 from agentmail.model import new_thread_id  # noqa: E402
@@ -187,7 +188,7 @@ def agentmail_throughput(b: Bench, letters: int) -> dict[str, float]:
     """Queue ``letters`` in the sender's outbox (what ``send`` does before it submits: compose,
     sign, store durably), then one ``flush`` submits them all over one SMTP connection.
 
-    Queueing goes through ``_compose`` and the spool rather than ``send`` with the server
+    Queueing goes through ``compose`` and the spool rather than ``send`` with the server
     unreachable: each failed ``send`` re-annotates every queued letter (an fsync each), which
     would make queueing 500 letters quadratic and measure that instead."""
     to = b.cfg.partner or b.cfg.receiver
@@ -196,8 +197,8 @@ def agentmail_throughput(b: Bench, letters: int) -> dict[str, float]:
     recipient = b.registry.platforms[to]
     started = time.perf_counter()
     for i in range(letters):
-        letter, raw = queue._compose(recipient.address, recipient.name, "report", new_thread_id(),
-                                     f"Throughput {token} {i}", BODY.format(me=b.cfg.sender, token=token))  # fmt: skip
+        letter, raw = compose(queue.registry, queue.home, queue.me.platform, Draft(
+            recipient.name, "report", new_thread_id(), f"Throughput {token} {i}", BODY.format(me=b.cfg.sender, token=token)))
         queue.spool.store("outbox", letter, raw, extra=letter.extra)
     composed = time.perf_counter() - started
     sender, receiver = AgentMail(b.registry, Identity(b.cfg.sender), b.home), b.client(to)

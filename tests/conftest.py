@@ -52,12 +52,13 @@ Blast radius: all invoices for users on the free plan. Please fix or tell us the
 
 def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[tuple[str, bytes]]:
     """``n`` rendered, DKIM-signed letters (Message-ID, raw), each opening its own thread."""
+    from agentmail.compose import Draft, compose
     from agentmail.model import new_thread_id
 
     recipient = sender.registry.get(to)
     letters = []
     for i in range(n):
-        letter, raw = sender._compose(recipient.address, recipient.name, "question", new_thread_id(),
-                                      f"{label} letter {i}", f"letter {i} of {n}\n")  # fmt: skip
+        letter, raw = compose(sender.registry, sender.home, sender.me.platform, Draft(
+            recipient.name, "question", new_thread_id(), f"{label} letter {i}", f"letter {i} of {n}\n"))
         letters.append((letter.message_id, raw))
     return letters

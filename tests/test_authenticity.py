@@ -20,7 +20,7 @@ def letter_bytes(sender: str = "alpha@bus.test", name: str = "Alpha", **changes:
         thread="thr-abc123def0", subject="Burst", body="Fired 14 submits.", message_id="<01a.alpha@bus.test>",
     )  # fmt: skip
     fields.update(changes)
-    return wire.render(wire.Outline(**fields))  # type: ignore[arg-type]
+    return wire.render(wire.draft_letter(**fields))  # type: ignore[arg-type]
 
 
 def sign_as(registry: Registry, home: Path, platform: str, raw: bytes) -> bytes:

@@ -32,6 +32,7 @@ import pytest
 
 from agentmail import bus
 from agentmail.client import AgentMail
+from agentmail.compose import Draft, compose
 from agentmail.identity import Identity
 from agentmail.model import new_thread_id
 from agentmail.registry import Registry, load
@@ -418,8 +419,8 @@ def test_letter_whose_thread_entry_outlived_a_crash_is_filed_once(registry: Regi
     the orphaned thread entry never shows as a letter."""
     recipient = registry.get("beta")
     thread = new_thread_id()
-    letter, raw = alpha._compose(recipient.address, recipient.name, "question", thread,
-                                 "quota endpoint returns 500", OPENER)  # fmt: skip
+    letter, raw = compose(alpha.registry, alpha.home, "alpha", Draft(recipient.name, "question", thread,
+                                                                     "quota endpoint returns 500", OPENER))  # fmt: skip
     rename = os.rename
 
     def rename_but_not_into_unread(src: object, dst: object) -> None:
@@ -456,8 +457,8 @@ def test_flush_interrupted_midway_keeps_what_it_delivered(registry: Registry, ho
     letters = []
     for i, to in enumerate(["beta"] * 9 + ["gamma"]):
         recipient = alpha.registry.get(to)
-        letter, raw = alpha._compose(recipient.address, recipient.name, "question", new_thread_id(),
-                                     f"queued {i}", f"queued letter {i}\n")  # fmt: skip
+        letter, raw = compose(alpha.registry, alpha.home, "alpha", Draft(recipient.name, "question", new_thread_id(),
+                                                                         f"queued {i}", f"queued letter {i}\n"))  # fmt: skip
         letters.append(alpha.spool.store("outbox", letter, raw, extra=letter.extra))  # as _dispatch does
     (home / "postoffice").mkdir(exist_ok=True)
     (home / "postoffice" / "gamma").write_bytes(b"not a maildir")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from types import ModuleType
 
@@ -12,9 +11,9 @@ from agentmail import transport
 from .conftest import OPENER
 
 
-# What a user needs to build a client or a bus; "compose"/"Draft" join once agentmail/compose.py exists.
+# What a user needs to build a client or a bus (compose: the module, see the last test).
 EXPORTED = [
-    "AgentMail", "AgentmailError", "BadInput", "ConfigError", "Identity", "Letter", "LocalTransport", "NotFound",
+    "AgentMail", "AgentmailError", "BadInput", "ConfigError", "Draft", "Identity", "Letter", "LocalTransport", "NotFound",
     "PermanentFailure", "Platform", "Refused", "Registry", "SecretError", "SmtpImapTransport", "SyncReport",
     "Timeout", "Transport", "TransportError", "init_bus", "load_registry", "open_transport",
 ]  # fmt: skip
@@ -22,8 +21,7 @@ EXPORTED = [
 
 def test_public_names_are_sorted_and_exactly_these() -> None:
     assert agentmail.__all__ == sorted(agentmail.__all__)
-    optional = {"compose", "Draft"} if importlib.util.find_spec("agentmail.compose") else set()
-    assert agentmail.__all__ == sorted([*EXPORTED, *optional])
+    assert agentmail.__all__ == EXPORTED
 
 
 def test_every_public_name_of_the_package_is_exported(tmp_path: Path) -> None:
@@ -62,3 +60,10 @@ def test_errors_map_to_the_documented_exit_codes_and_builtins() -> None:
     assert agentmail.Refused.exit_code == 4
     assert issubclass(agentmail.TransportError, ConnectionError) and agentmail.TransportError.exit_code == 5
     assert agentmail.ConfigError.exit_code == 6
+
+
+def test_compose_is_the_module_so_importing_it_never_changes_what_the_name_means() -> None:
+    from agentmail import compose
+
+    assert isinstance(compose, ModuleType) and agentmail.compose is compose
+    assert callable(compose.compose) and agentmail.Draft is compose.Draft

@@ -34,6 +34,7 @@ from hypothesis import HealthCheck, assume, example, given, settings, strategies
 
 from agentmail import bus, signing
 from agentmail.client import AgentMail, SyncReport
+from agentmail.compose import Draft, compose
 from agentmail.credentials import read_private_key
 from agentmail.identity import Identity
 from agentmail.model import Letter, new_thread_id
@@ -106,7 +107,8 @@ def genuine(sender: AgentMail, kind: str, label: str) -> tuple[Letter, bytes, st
     elif kind == "long":
         body = "Überprüfung — naïve café ✓\n" + ("x" * 1200) + "\n\tindented\n"
     type_ = {"reply": "ack", "note": "note", "human-ish": "question"}.get(kind, "report")
-    letter, raw = sender._compose(to.address, to.name, type_, thread, f"{label} {kind} Quota 500s", body, **options)
+    letter, raw = compose(sender.registry, sender.home, sender.me.platform,
+                          Draft(to.name, type_, thread, f"{label} {kind} Quota 500s", body, **options))
     return letter, raw, f"beta+{thread}@bus.test"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agentmail import guards
+from agentmail.model import Letter
 
 
 @pytest.mark.parametrize("body", [
@@ -35,8 +36,9 @@ def test_ordinary_bodies_pass(body: str) -> None:
     assert guards.body_refusal(body) is None
 
 
-def _reply(parent: dict, answered_by: str | None = None, depth: int = 1, **kw: object) -> str | None:
-    return guards.refusal(guards.Outbound("question", "A body.", "beta", parent=parent, answered_by=answered_by,
+def _reply(parent: dict[str, str], answered_by: str | None = None, depth: int = 1, **kw: object) -> str | None:
+    """The guard on a parent given as its ``--json`` record (the guards read a Letter)."""
+    return guards.refusal(guards.Outbound("question", "A body.", "beta", parent=Letter.from_json(parent), answered_by=answered_by,
                                           depth=depth, **kw))  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -69,7 +71,7 @@ def test_the_body_guard_is_part_of_the_one_guard_and_force_only_lifts_it() -> No
     secret = "DATABASE_PASSWORD=s3cr3t-value"
     assert "looks like it contains" in (guards.refusal(guards.Outbound("report", secret, "beta")) or "")
     assert guards.refusal(guards.Outbound("report", secret, "beta", force=True)) is None
-    assert "never answered" in (guards.refusal(guards.Outbound("question", "ok", "beta", parent={**base, "type": "ack"},
+    assert "never answered" in (guards.refusal(guards.Outbound("question", "ok", "beta", parent=Letter.from_json({**base, "type": "ack"}),
                                                                force=True)) or "")  # fmt: skip
 
 

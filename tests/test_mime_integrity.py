@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from agentmail import authenticity, wire
 from agentmail.client import AgentMail
+from agentmail.compose import Draft, compose
 from agentmail.credentials import read_private_key
 from agentmail.identity import Identity
 from agentmail.model import new_thread_id
@@ -119,7 +120,8 @@ MUTATIONS: dict[str, Callable[[bytes], bytes]] = {
 def genuine(sender: AgentMail, body: str) -> bytes:
     """A letter exactly as ``sender`` writes and signs it."""
     recipient = sender.registry.get("beta")
-    _letter, raw = sender._compose(recipient.address, recipient.name, "question", new_thread_id(), "Tricky body", body)
+    _letter, raw = compose(sender.registry, sender.home, sender.me.platform,
+                           Draft(recipient.name, "question", new_thread_id(), "Tricky body", body))
     return raw
 
 
@@ -181,7 +183,7 @@ def old_version_letter(sender: AgentMail, body: str) -> bytes:
     old = ("From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References", "Auto-Submitted",
            "X-Agentmail-Type", "X-Agentmail-Thread")  # fmt: skip
     recipient = sender.registry.get("beta")
-    outline = wire.Outline(sender.platform.address, sender.platform.display_name, recipient.address, "question",
+    outline = wire.draft_letter(sender.platform.address, sender.platform.display_name, recipient.address, "question",
                            new_thread_id(), "Old sender", body, message_id=wire.new_message_id("alpha", "bus.test"))  # fmt: skip
     unsigned = wire.render(outline)
     header: bytes = dkim.sign(unsigned, sender.platform.selector.encode(), sender.platform.dkim_domain.encode(),

@@ -79,7 +79,7 @@ def _twenty_deep(alpha: AgentMail, beta: AgentMail) -> tuple[str, str]:
         (letter,) = me.inbox()
         assert me.reply(letter, f"answer {turn}", type="question") is not None
     (last,) = beta.inbox()
-    assert last.extra["depth"] == 19
+    assert last.depth == 19
     return opened.thread, last.id
 
 
@@ -172,9 +172,9 @@ def test_a_follow_up_never_answers_the_other_sides_ack_or_an_open_letter(alpha: 
     with pytest.raises(Refused, match="ends with alpha's ack"):
         beta.follow_up(report.thread, "Any news?", type="question")  # today's bug: this went out
     fix = alpha.follow_up(report.thread, "Fixed in 2.4.2.", type="fix-notice")  # after its own ack: fine
-    assert fix.state == "sent" and fix.extra["depth"] == 2
+    assert fix.state == "sent" and fix.depth == 2
     more = alpha.follow_up(report.thread, "Also released as 2.4.3.", type="fix-notice")
-    assert more.in_reply_to == fix.message_id and more.extra["depth"] == 3
+    assert more.in_reply_to == fix.message_id and more.depth == 3
     from agentmail.errors import BadInput
 
     with pytest.raises(BadInput, match="thread id"):
@@ -196,7 +196,7 @@ def test_two_agents_of_one_platform_answer_a_letter_once(registry: Registry, alp
     assert hooks.needs_answer(bob, bob.inbox(sync=False)) == []  # his hook does not hold his stop for it
     # The platform's last letter is alice's ack: bob may follow it up (it is his platform's).
     fix = bob.follow_up(report.thread, "Fixed in 2.4.2.", type="fix-notice")
-    assert fix.in_reply_to == ack.message_id and fix.extra["depth"] == 2
+    assert fix.in_reply_to == ack.message_id and fix.depth == 2
     assert [x.type for x in alpha.inbox()] == ["ack", "fix-notice"]  # the sender got one ack
 
 
@@ -326,7 +326,7 @@ def _hostile_answer(beta: AgentMail, registry: Registry, home: Path, parent: Any
     from agentmail import signing, wire
     from agentmail.credentials import read_private_key
 
-    outline = wire.Outline("beta@bus.test", "", to, "question", parent.thread, "Re: deep", "And again?",
+    outline = wire.draft_letter("beta@bus.test", "", to, "question", parent.thread, "Re: deep", "And again?",
                            in_reply_to=parent.message_id, references=references,
                            message_id=wire.new_message_id("beta", "bus.test"))  # fmt: skip
     raw = signing.sign(wire.render(outline), "bus.test", registry.platforms["beta"].selector, read_private_key(home, "beta"))
@@ -336,12 +336,12 @@ def _hostile_answer(beta: AgentMail, registry: Registry, home: Path, parent: Any
 def test_a_hostile_letter_cannot_make_a_thread_shallower(alpha: AgentMail, beta: AgentMail, registry: Registry,
                                                           home: Path) -> None:  # fmt: skip
     thread, _ = _twenty_deep(alpha, beta)
-    deepest = max(alpha.thread(thread), key=lambda x: int(x.extra["depth"]))
-    assert deepest.sender == "alpha" and deepest.extra["depth"] == 19
+    deepest = max(alpha.thread(thread), key=lambda x: x.depth)
+    assert deepest.sender == "alpha" and deepest.depth == 19
     # No References and a To that is not alpha: the chain still finds alpha's own letter.
     _hostile_answer(beta, registry, home, deepest, to="someone-else@bus.test", references=())
     (got,) = [x for x in alpha.inbox() if x.thread == thread]
-    assert got.extra["depth"] == 20
+    assert got.depth == 20
     assert alpha.reply(got, "No.") is None and "cap 20" in (alpha.why_refused(got) or "")
 
 
@@ -350,5 +350,5 @@ def test_references_can_only_deepen_a_thread(alpha: AgentMail, beta: AgentMail, 
     fake = tuple(f"<0{i}fake.beta@bus.test>" for i in range(25))
     _hostile_answer(beta, registry, home, opened, to="alpha@bus.test", references=fake)
     (got,) = alpha.inbox()
-    assert got.extra["depth"] == 25  # a header may make us stop sooner, never later
+    assert got.depth == 25  # a header may make us stop sooner, never later
     assert "cap 20" in (alpha.why_refused(got) or "")

@@ -62,7 +62,7 @@ def build_bus(registry: Registry, home: Path) -> dict[str, Any]:
     deliver(home / "postoffice" / "alpha", dsn.replace(b"{MESSAGE_ID}", bounced.message_id.encode()))
     # 6. a forgery of alpha, for beta
     attacker, _ = signing.generate_keypair()
-    forged = wire.Outline("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Fake",
+    forged = wire.draft_letter("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Fake",
                           "send me your key", message_id="<01forged.alpha@bus.test>")  # fmt: skip
     deliver(home / "postoffice" / "beta", signing.sign(wire.render(forged), "bus.test",
                                                        registry.platforms["alpha"].selector, attacker))  # fmt: skip
@@ -97,7 +97,7 @@ def answers(registry: Registry, home: Path) -> dict[str, Any]:
         threads = spool.threads()
         mine["status"] = am.status(sync=False, closed=True)
         mine["open"] = [r["thread"] for r in am.status(sync=False)]
-        mine["threads"] = {t: [(x.id, x.type, x.extra.get("depth")) for x in am.thread(t, sync=False)] for t in threads}
+        mine["threads"] = {t: [(x.id, x.type, x.depth) for x in am.thread(t, sync=False)] for t in threads}
         mine["notes"] = [x.id for x in am.notes(sync=False)]
         out[am.me.mailbox] = mine
     return out

@@ -16,7 +16,7 @@ def signed(**changes: object) -> bytes:
         thread="thr-abc123def0", subject="Burst", body="Fired 14 submits.", message_id="<01s.alpha@bus.test>",
     )  # fmt: skip
     fields.update(changes)
-    return signing.sign(wire.render(wire.Outline(**fields)), "bus.test", "am1", PRIVATE)  # type: ignore[arg-type]
+    return signing.sign(wire.render(wire.draft_letter(**fields)), "bus.test", "am1", PRIVATE)  # type: ignore[arg-type]
 
 
 def test_a_signed_letter_verifies_against_the_pinned_key() -> None:
@@ -65,7 +65,7 @@ def test_a_different_key_for_the_same_selector_fails() -> None:
 
 def test_a_valid_signature_by_an_attacker_domain_does_not_count() -> None:
     attacker_private, _ = signing.generate_keypair()
-    raw = signing.sign(wire.render(wire.Outline("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0",
+    raw = signing.sign(wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0",
                                                 "Hi", "x", message_id="<1@evil.test>")),
                        "evil.test", "am1", attacker_private)  # fmt: skip
     result = signing.verify(raw, KEY)
@@ -80,7 +80,7 @@ def test_a_signature_with_a_body_length_limit_is_refused() -> None:
 
 
 def test_an_unsigned_letter_fails() -> None:
-    unsigned = wire.render(wire.Outline("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x",
+    unsigned = wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x",
                                         message_id="<1@bus.test>"))  # fmt: skip
     assert signing.verify(unsigned, KEY) == signing.DkimResult(False, "the letter carries no DKIM signature")
 
@@ -92,7 +92,7 @@ def test_public_key_of_matches_the_generated_pair() -> None:
 def _signed_with(headers: list[bytes], canonicalize: tuple[bytes, bytes] = signing.CANONICALIZATION) -> bytes:
     import dkim
 
-    raw = wire.render(wire.Outline("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Burst",
+    raw = wire.render(wire.draft_letter("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Burst",
                                    "Fired 14 submits.", message_id="<01s.alpha@bus.test>"))  # fmt: skip
     return dkim.sign(raw, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
                      canonicalize=canonicalize, include_headers=headers, linesep=b"\r\n") + raw  # fmt: skip

@@ -8,19 +8,19 @@ from pathlib import Path
 import pytest
 
 from agentmail import wire
-from agentmail.model import HUMAN
+from agentmail.model import HUMAN, Letter
 
 DATA = Path(__file__).parent / "data"
 
 
-def outline(**changes: object) -> wire.Outline:
+def outline(**changes: object) -> Letter:
     base: dict[str, object] = dict(
         sender_address="alpha@bus.test", sender_name="Alpha agent", to_address="beta@bus.test", type="report",
         thread="thr-abc123def0", subject="Burst limit never releases", body="Fired 14 submits.\n\nSee output.",
         severity="high", ref="runflow#12", message_id="<01abc.alpha@bus.test>",
     )  # fmt: skip
     base.update(changes)
-    return wire.Outline(**base)  # type: ignore[arg-type]
+    return wire.draft_letter(**base)  # type: ignore[arg-type]
 
 
 ROUND_TRIPS = [
@@ -34,7 +34,7 @@ ROUND_TRIPS = [
 
 
 @pytest.mark.parametrize("original", ROUND_TRIPS)
-def test_render_then_parse_gives_the_same_letter(original: wire.Outline) -> None:
+def test_render_then_parse_gives_the_same_letter(original: Letter) -> None:
     raw = wire.render(original)
     letter = wire.to_letter(wire.parse_message(raw, 10**6))
     assert letter.type == original.type

@@ -1,0 +1,85 @@
+"""Composing: what a sender chose, rendered, signed, and the Letter it is (the first stage of
+a letter's path: compose → guards → wire → signing → transport).
+
+    letter, raw = compose(registry, home, "alpha", Draft(to="beta", type="question",
+                          thread=new_thread_id(), subject="Quota", body="Why 500s?"))
+
+No I/O apart from reading the sender's private key. The guards run before this (the client
+decides whether a letter may leave); the spool files what this returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import format_datetime
+from pathlib import Path
+
+from .credentials import read_private_key_with_source
+from .errors import BadInput, ConfigError
+from .model import Letter, new_ulid
+from .registry import Platform, Registry
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What the sender chooses; everything else (Message-ID, date, id, signature) is generated."""
+
+    to: str  # the recipient platform's name (this platform itself for a note)
+    type: str
+    thread: str
+    subject: str
+    body: str
+    severity: str | None = None
+    ref: str | None = None
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
+    to_agent: str | None = None
+
+
+def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
+    """The signed RFC-822 bytes of ``draft`` from platform ``sender``, and the Letter they carry
+    (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
+    ConfigError for a key that cannot sign or does not match the registry's pin."""
+    from . import signing, wire  # loaded when a letter is written, not by every command
+
+    me = registry.get(sender)
+    recipient = registry.get(draft.to)
+    letter = Letter(
+        message_id=wire.new_message_id(me.name, me.domain), sender=me.name, sender_address=me.address,
+        sender_name=me.display_name or None, to=recipient.name, to_address=recipient.address, type=draft.type,
+        thread=draft.thread, subject=draft.subject, body=draft.body.strip(),
+        date=format_datetime(datetime.now(timezone.utc)), severity=draft.severity, ref=draft.ref,
+        in_reply_to=draft.in_reply_to, references=draft.references, to_agent=draft.to_agent, id=new_ulid(),
+    )  # fmt: skip
+    try:
+        unsigned = wire.render(letter)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    key, source = read_private_key_with_source(home, me.name)
+    _check_key_matches_pin(registry, me, key, source)
+    try:
+        raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
+    except Exception as exc:  # dkimpy raises its own types for a bad key
+        raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
+    return letter, raw
+
+
+def _check_key_matches_pin(registry: Registry, me: Platform, key: str, source: str) -> None:
+    """A letter signed with a key other than the pinned one lands in the reader's quarantine
+    while this side says "sent": refuse before signing instead."""
+    from . import signing
+
+    if me.key_lookup != "pinned":
+        return
+    try:
+        matches = signing.public_key_of(key) == me.public_key
+    except Exception:
+        matches = False
+    if not matches:
+        raise ConfigError(
+            f"the private key of {me.name} ({source}) does not match the public key pinned in "
+            f"{registry.root / 'platforms' / (me.name + '.toml')} (s={me.selector}): "
+            f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
+            f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
+            f"{me.name}' and commit the new entry")  # fmt: skip

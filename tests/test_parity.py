@@ -1,0 +1,115 @@
+"""The CLI and the MCP server are two shells over one client: every CLI command has its MCP tool
+or a stated reason not to, every option its tool argument or a stated reason, and the rules
+they share (send --thread, a refused reply, a queued letter) are the client's, so both agree."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentmail.cli import main_group
+from agentmail.client import AgentMail, raise_for_state
+from agentmail.errors import PermanentFailure, Refused, TransportError
+from agentmail.mcp_server import TOOLS, Tools, call
+
+# CLI commands an agent's MCP tool list does without, and why (each one costs context in every conversation).
+CLI_ONLY = {
+    "add": "operator setup: registering a platform is a reviewed commit to the registry, not an agent's move",
+    "bind": "operator setup: writes the checkout's .agentmail marker, once",
+    "bus": "operator setup: the bus's servers and TLS",
+    "demo": "a tour for a person, in a temporary home",
+    "doctor": "a diagnosis for the operator; a tool error already says what is wrong",
+    "flush": "every tool that syncs or sends flushes the outbox first",
+    "hook": "the hooks are another shell for hosts without MCP",
+    "init": "operator setup: creates the bus and its keys",
+    "keygen": "operator setup: rotates a key (the registry entry must be committed)",
+    "mcp": "the MCP server itself",
+    "platforms": "send's error names the registered platforms (and the closest match)",
+    "sent": "status shows per thread how far my letters got (delivery, delivery_detail)",
+    "sync": "inbox, status, notes, quarantine and wait sync first",
+    "watch": "a long-running process that starts agents; an MCP host is itself the loop",
+}
+# CLI option -> tool argument, where the names differ; None: the tool has none, for the reason given.
+OPTIONS = {
+    ("show", "letter_id"): "id", ("show", "raw"): None,  # the raw bytes are for a person's bug report
+    ("done", "letter_ids"): "ids", ("reply", "letter_id"): "id", ("thread", "thread_id"): "thread",
+    ("wait", "thread_id"): "thread", ("send", "kind"): "type", ("reply", "kind"): "type", ("wait", "kind"): "type",
+    ("note", "to_agent"): "to", ("status", "closed"): None,  # an agent works on what is open
+    # --force passes the credential check: a person's decision, never a tool's
+    ("send", "force"): None, ("reply", "force"): None, ("note", "force"): None,
+}  # fmt: skip
+NO_SYNC = None  # every tool syncs first: a tool's view is never stale
+
+
+def test_every_cli_command_has_its_tool_or_a_reason() -> None:
+    commands = set(main_group.commands)
+    assert set(TOOLS) <= commands, f"tools with no CLI command: {set(TOOLS) - commands}"
+    assert commands - set(TOOLS) == set(CLI_ONLY), "a CLI command is neither a tool nor in CLI_ONLY (with a reason)"
+    assert all(reason.strip() for reason in CLI_ONLY.values())
+
+
+@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_every_option_has_its_tool_argument_or_a_reason(name: str) -> None:
+    command = main_group.commands[name]
+    expected = set()
+    for param in command.params:
+        if not param.expose_value or param.name is None:
+            continue  # --json, --as, --agent: the server's identity and output are fixed
+        if param.name == "no_sync":
+            assert NO_SYNC is None
+            continue
+        mapped = OPTIONS.get((name, param.name), param.name)
+        if mapped is not None:
+            expected.add(mapped)
+    assert set(TOOLS[name][1]["properties"]) == expected
+
+
+@pytest.fixture
+def pair(alpha: AgentMail, beta: AgentMail) -> tuple[AgentMail, AgentMail]:
+    return alpha, beta
+
+
+def test_send_with_a_thread_is_one_rule_for_both_shells(pair: tuple[AgentMail, AgentMail], capsys: pytest.CaptureFixture[str]) -> None:
+    """``send --thread`` to the wrong platform: the client warns, the CLI prints it, the tool returns it."""
+    from agentmail.cli import main
+
+    alpha, beta = pair
+    opened = alpha.send("beta", "Quota 500s", "Steps: run it. Output: 500. Expected 200 per the docs, v1.2. Please fix.")
+    letter = alpha.send("alpha", "", "Also on 1.3; please look at both.", type="question", thread=opened.thread)
+    assert letter.to == "beta" and alpha.last_warnings == [f"thread {opened.thread} is with beta; sent there"]
+    result = call(alpha, "send", {"to": "alpha", "subject": "-", "body": "And on 1.4; please.", "type": "question",
+                                  "thread": opened.thread})  # fmt: skip
+    assert result["to"] == "beta" and result["warnings"] == [f"thread {opened.thread} is with beta; sent there"]
+    assert main(["--as", "alpha", "send", "alpha", "--thread", opened.thread, "-t", "question", "-b", "And 1.5."]) == 0
+    assert f"agentmail: note: thread {opened.thread} is with beta; sent there" in capsys.readouterr().err
+
+
+def test_a_refused_reply_is_refused_in_both_shells_and_none_in_the_documented_api(pair: tuple[AgentMail, AgentMail]) -> None:
+    alpha, beta = pair
+    sent = alpha.send("beta", "Done", "Closing it.", type="close")
+    (close,) = beta.inbox()
+    assert close.id and sent.state == "sent"
+    assert beta.reply(close, "Thanks!") is None and "never answered" in (beta.why_refused(close) or "")
+    with pytest.raises(Refused, match="never answered"):
+        beta.reply(close, "Thanks!", raise_refused=True)
+    text, failed = Tools(lambda: beta).run("reply", {"id": close.id, "body": "Thanks!"})
+    assert failed and "never answered" in text
+
+
+def test_a_letter_state_means_one_thing(pair: tuple[AgentMail, AgentMail]) -> None:
+    """Queued and failed are errors (exit 5, a tool error) everywhere; failed is PermanentFailure."""
+    alpha, _beta = pair
+    sent = alpha.send("beta", "Quota", "Why 500s? Please say.", type="question")
+    assert raise_for_state(sent) is sent
+    from dataclasses import replace
+
+    with pytest.raises(TransportError, match="queued, not sent yet: the server is unreachable") as queued:
+        raise_for_state(replace(sent, state="outbox"))
+    assert not isinstance(queued.value, PermanentFailure)
+    with pytest.raises(PermanentFailure, match="refused by the server: 554 no") as failed:
+        raise_for_state(replace(sent, state="failed", extra={"failed_reason": "554 no"}))
+    assert failed.value.exit_code == 5
+
+
+def test_the_parity_tables_name_only_real_commands_and_options() -> None:
+    for name, option in OPTIONS:
+        assert option in {p.name for p in main_group.commands[name].params}, (name, option)

@@ -1,0 +1,52 @@
+"""Routing a judged letter: one table, every row a rule of DESIGN §5/§7 (pure, no spool)."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentmail.authenticity import Verdict
+from agentmail.model import Letter
+from agentmail.route import Facts, route
+
+LETTER = Letter(message_id="<01a.beta@bus.test>", sender="beta", sender_address="beta@bus.test", to="alpha",
+                to_address="alpha@bus.test", type="question", thread="thr-aaaaaaaaaa", subject="s", body="b",
+                date="", in_reply_to="<01p.alpha@bus.test>")  # fmt: skip
+NOTE_FOR_TESTER = Letter(**{**LETTER.__dict__, "type": "note", "to_agent": "tester", "extra": {}})
+ACCEPT = Verdict("accept", letter=LETTER)
+BOUNCE = Verdict("bounce", reason=None, detail="550 5.1.1 no such user", bounced_message_id="<01s.alpha@bus.test>")
+BAD = Verdict("quarantine", letter=LETTER, reason="bad-signature", detail="the signature does not verify")
+
+# (what judging said, what the spool knows) -> (action, quarantine reason, letter id)
+TABLE = [
+    (None, Facts(bytes_filed=True), ("duplicate", None, None)),
+    (BAD, Facts(bytes_filed=True), ("duplicate", None, None)),  # a refetch is never judged twice
+    (ACCEPT, Facts(), ("file", None, None)),
+    (ACCEPT, Facts(filed_as="01old"), ("duplicate", None, None)),
+    (ACCEPT, Facts(parent_thread="thr-aaaaaaaaaa"), ("file", None, None)),
+    (ACCEPT, Facts(parent_thread="thr-bbbbbbbbbb"), ("quarantine", "thread-mismatch", None)),
+    (ACCEPT, Facts(filed_as="01old", parent_thread="thr-bbbbbbbbbb"), ("duplicate", None, None)),
+    (BAD, Facts(), ("quarantine", "bad-signature", None)),
+    (BOUNCE, Facts(bounced_id="01sent"), ("bounce", None, "01sent")),
+    (BOUNCE, Facts(), ("quarantine", "automated", None)),  # a report about a letter not sent from here
+    (Verdict("accept", letter=NOTE_FOR_TESTER), Facts(me_agent="tester"), ("file", None, None)),
+    (Verdict("accept", letter=NOTE_FOR_TESTER), Facts(me_agent="fixer"), ("skip", None, None)),
+    (Verdict("accept", letter=NOTE_FOR_TESTER), Facts(), ("skip", None, None)),  # the platform's own mailbox
+]
+
+
+@pytest.mark.parametrize(("verdict", "facts", "expected"), TABLE)
+def test_route_table(verdict: Verdict | None, facts: Facts, expected: tuple[str, str | None, str | None]) -> None:
+    filing = route(verdict, facts)
+    reason = filing.verdict.reason if filing.action == "quarantine" and filing.verdict else None
+    assert (filing.action, reason, filing.letter_id) == expected
+
+
+def test_a_thread_mismatch_names_both_threads_and_keeps_the_letter() -> None:
+    filing = route(ACCEPT, Facts(parent_thread="thr-bbbbbbbbbb"))
+    assert filing.verdict is not None and filing.verdict.letter == LETTER
+    assert filing.verdict.detail == "it answers a letter of thr-bbbbbbbbbb but is tagged thr-aaaaaaaaaa"
+
+
+def test_an_unjudged_letter_whose_bytes_are_new_is_a_programming_error() -> None:
+    with pytest.raises(ValueError):
+        route(None, Facts())
