@@ -4,11 +4,13 @@
     am = AgentMail.from_env("tokengate")
     for letter in am.inbox():
         ...
+
+Everything a user needs to build a client or a bus is exported here (``__all__``, pinned by
+tests/test_exports.py); the modules behind it are implementation.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+import importlib as _importlib
+import typing as _typing
 
 from .errors import (
     AgentmailError,
@@ -23,35 +25,54 @@ from .errors import (
 )
 from .model import Letter
 
-if TYPE_CHECKING:
+if _typing.TYPE_CHECKING:
+    from .bus import init as init_bus
+    from . import compose
     from .client import AgentMail, SyncReport
+    from .compose import Draft
     from .identity import Identity
+    from .registry import Platform, Registry
+    from .registry import load as load_registry
+    from .transport import Transport, open_transport
+    from .transport.local import LocalTransport
+    from .transport.smtpimap import SmtpImapTransport
 
-__all__ = [
-    "AgentMail",
-    "AgentmailError",
-    "BadInput",
-    "ConfigError",
-    "Identity",
-    "Letter",
-    "NotFound",
-    "PermanentFailure",
-    "Refused",
-    "SecretError",
-    "SyncReport",
-    "Timeout",
-    "TransportError",
-]
+# The client pulls in the email package and the transports their libraries: each of these is
+# imported only when asked for, so the CLI starts fast. name -> (module, attribute)
+_LAZY = {
+    "AgentMail": (".client", "AgentMail"),
+    "SyncReport": (".client", "SyncReport"),
+    "Identity": (".identity", "Identity"),
+    "Registry": (".registry", "Registry"),
+    "Platform": (".registry", "Platform"),
+    "load_registry": (".registry", "load"),
+    "init_bus": (".bus", "init"),
+    "Transport": (".transport", "Transport"),
+    "open_transport": (".transport", "open_transport"),
+    "LocalTransport": (".transport.local", "LocalTransport"),
+    "SmtpImapTransport": (".transport.smtpimap", "SmtpImapTransport"),
+    "Draft": (".compose", "Draft"),
+}
+# Composing a letter without sending it: ``agentmail.compose.compose(registry, home, sender, Draft(...))``.
+# The function is not exported as ``agentmail.compose``: that name is its module's (importing the
+# module sets it on the package, replacing a function), so the name always means the module.
+
+__all__ = sorted([
+    "AgentmailError", "BadInput", "ConfigError", "Letter", "NotFound", "PermanentFailure", "Refused",
+    "SecretError", "Timeout", "TransportError", *_LAZY,
+])  # fmt: skip
 
 
-def __getattr__(name: str) -> Any:
-    # The client pulls in the email package; import it only when asked, so the CLI starts fast.
-    if name in ("AgentMail", "SyncReport"):
-        from . import client
+def __getattr__(name: str) -> _typing.Any:
+    if name == "compose":
+        return _importlib.import_module(".compose", __name__)
+    if name not in _LAZY:
+        raise AttributeError(f"module 'agentmail' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = getattr(_importlib.import_module(module, __name__), attribute)
+    globals()[name] = value  # asked once
+    return value
 
-        return getattr(client, name)
-    if name == "Identity":
-        from .identity import Identity
 
-        return Identity
-    raise AttributeError(f"module 'agentmail' has no attribute {name!r}")
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

@@ -15,6 +15,7 @@ from email.message import Message
 from . import mime, signing, verdicts, wire
 from .model import Letter
 from .registry import Platform, Registry
+from .text import one_line
 
 MAX_HOPS = 50
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
@@ -29,10 +30,6 @@ class Verdict:
     bounced_message_id: str | None = None  # for route == "bounce"
     summary: dict[str, str] | None = None  # from/subject/message_id for a quarantine listing
 
-    @property
-    def accepted(self) -> bool:
-        return self.route == "accept"
-
 
 def _quarantine(reason: str, detail: str, msg: Message | None = None, letter: Letter | None = None) -> Verdict:
     summary: dict[str, str] = {}
@@ -42,7 +39,7 @@ def _quarantine(reason: str, detail: str, msg: Message | None = None, letter: Le
                 value = str(msg.get(header, ""))
             except Exception:
                 value = ""
-            summary[key] = re.sub(r"[\x00-\x1f\x7f]", " ", value)[:200]
+            summary[key] = one_line(value)[:200]
     return Verdict("quarantine", letter=letter, reason=reason, detail=detail, summary=summary)
 
 
@@ -101,7 +98,7 @@ def _dsn_reason(msg: Message) -> str:
             status = re.search(r"^Status:\s*(\S+)", text, re.IGNORECASE | re.MULTILINE)
             bits = [b.group(1).strip() for b in (status, found) if b]
             if bits:
-                return re.sub(r"[\x00-\x1f\x7f]", " ", " ".join(bits))[:300]
+                return one_line(" ".join(bits))[:300]
     return "the mail system reported the letter undeliverable"
 
 

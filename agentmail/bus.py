@@ -18,7 +18,7 @@ import tomli_w
 from . import signing
 from .credentials import key_path, read_owner_only, write_private_key
 from .errors import AgentmailError, BadInput, ConfigError, NotFound
-from .home import write_atomic
+from ._fs import write_atomic
 from .model import check_name
 from .registry import DOMAIN_RE, PERSON_RE, TLS_MODES, Person, Platform, Registry, default_tls, is_loopback, load, parse_bus
 
@@ -228,7 +228,7 @@ def _copy_ca(root: Path, source: Path) -> str:
     """Copy a CA certificate beside bus.toml: the registry then works from any checkout."""
     import shutil
 
-    from .transport.smtpimap import tls_context  # type: ignore[import-not-found,unused-ignore]
+    from .transport.smtpimap import tls_context
 
     tls_context(str(source))  # refuse a file that is not a CA certificate, before copying it
     target = root / "ca.pem"

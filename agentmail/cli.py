@@ -8,7 +8,6 @@ Letters are untrusted: control characters are stripped from everything printed a
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,18 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from .errors import AgentmailError, BadInput
+from .text import for_terminal
 
 if TYPE_CHECKING:
     from .client import AgentMail
     from .model import Letter
 
 F = TypeVar("F", bound=Callable[..., Any])
-_UNSAFE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def clean(text: object) -> str:
-    """Untrusted text made safe for a terminal: no escape sequences, no bidi tricks."""
-    return _UNSAFE.sub("", str(text if text is not None else ""))
+clean = for_terminal  # untrusted text made safe for a terminal (text.py: the one policy)
 
 
 class Ctx:
@@ -123,7 +118,7 @@ def full(letter: Letter) -> str:
         head.append(f"to-agent: {letter.to_agent}")
     if letter.reason:
         head.append(f"reason:   {letter.reason}: {letter.detail}")
-    for key in ("undeliverable_reason", "failed_reason", "queued_reason", "refused"):
+    for key in ("undeliverable_reason", "failed_reason", "queued_reason", "refused", "sent_copy_failed"):
         if letter.extra.get(key):
             head.append(f"{key.split('_')[0]}: {letter.extra[key]}")
     return clean("\n".join(head)) + "\n\n" + clean(letter.body).replace("\r", "")
@@ -450,6 +445,8 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
         click.echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
         click.echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
+    if letter.extra.get("sent_copy_failed"):
+        click.echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":
         why = letter.extra.get("queued_reason") or "the server is unreachable"
         emit(ctx, letter.to_json(), lambda: click.echo(clean(

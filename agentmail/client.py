@@ -26,7 +26,7 @@ from .home import agentmail_home
 from .identity import Identity
 from .model import HUMAN, Letter, ThreadStatus, check_severity, check_thread, check_type, new_thread_id, reply_subject
 from .registry import Registry
-from .spool import Spool, new_id
+from .spool import Spool
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
 
 if TYPE_CHECKING:
@@ -517,6 +517,8 @@ class AgentMail:
                 results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
                 for result in results:
                     self._record(result)
+            for key, why in self.transport.copy_failures().items():  # delivered all the same: noted
+                self.spool.annotate(key, sent_copy_failed=why, durable=False)
         return results
 
     def _record(self, result: SubmitResult) -> None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import ConfigError, SecretError
-from .home import write_atomic
+from ._fs import write_atomic
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
 from .guards import DATA_NOT_ORDERS
-from .home import write_atomic
+from ._fs import write_atomic
+from .text import for_terminal
 
 if TYPE_CHECKING:
     from .client import AgentMail
@@ -54,11 +55,9 @@ class Outcome:
 
 
 def _compact(letter: Letter) -> str:
-    from .cli import clean
-
     subject = letter.subject if len(letter.subject) <= 80 else letter.subject[:79] + "…"
     flag = f" [{letter.severity}]" if letter.severity else ""
-    return clean(f"{letter.id} {letter.type or '-'} from {letter.sender or letter.sender_address or '?'}{flag} "
+    return for_terminal(f"{letter.id} {letter.type or '-'} from {letter.sender or letter.sender_address or '?'}{flag} "
                  f"{letter.thread or '-'} \"{subject}\"")  # fmt: skip
 
 

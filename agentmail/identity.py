@@ -131,7 +131,7 @@ def checkout_root(start: Path) -> Path:
 
 def write_marker(root: Path | None, platform: str) -> tuple[Path, str | None]:
     """Write ``<checkout>/.agentmail`` naming ``platform``; returns (path, the platform it named before)."""
-    from .home import write_atomic
+    from ._fs import write_atomic
 
     check_name("platform", platform)
     folder = root.resolve() if root else checkout_root(Path.cwd())

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import AgentmailError, BadInput, NotFound
 from .guards import DATA_NOT_ORDERS
+from .text import for_terminal
 
 if TYPE_CHECKING:
     from .client import AgentMail
@@ -75,10 +76,8 @@ def tool_list_json() -> str:
 
 
 def _clean(value: Any) -> Any:
-    from .cli import clean  # the one sanitiser for untrusted letter text
-
     if isinstance(value, str):
-        return clean(value)
+        return for_terminal(value)  # the one sanitiser for untrusted letter text
     if isinstance(value, list):
         return [_clean(v) for v in value]
     if isinstance(value, dict):

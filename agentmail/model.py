@@ -14,17 +14,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .errors import BadInput
+from .text import describe, forbidden_in_header
 
 TYPES = ("report", "question", "fix-notice", "verify-result", "ack", "close", "note")
 HUMAN = "human"  # a letter with no front-matter block, written in a mail client
 TERMINAL_TYPES = ("ack", "close")
 SEVERITIES = ("low", "medium", "high", "critical")
-STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 THREAD_RE = re.compile(r"^thr-[0-9a-z]{6,26}$")
-# Message-IDs we generate: <ULID.platform@domain>; foreign ones are only stored, never trusted.
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\u0085\u2028\u2029]")
 
 MAX_SUBJECT = 200
 MAX_REF = 100
@@ -38,13 +36,14 @@ def check_name(kind: str, value: str) -> str:
 
 
 def check_header_text(kind: str, value: str, limit: int) -> str:
-    """Text that becomes part of a header: no control characters, bounded length.
+    """Text that becomes part of a header: no forbidden character (text.py), bounded length.
 
-    Tabs are allowed (they are whitespace in a header); CR, LF, NUL and the rest are refused
-    rather than folded, so a subject can never smuggle in a Bcc.
+    Tabs are allowed (they are whitespace in a header); CR, LF, NUL, bidi controls and the rest
+    are refused rather than folded, so a subject can never smuggle in a Bcc or hide its text.
     """
-    if _CONTROL_RE.search(value):
-        raise BadInput(f"{kind} contains a control character (CR, LF, NUL...); refused")
+    bad = forbidden_in_header(value)
+    if bad is not None:
+        raise BadInput(f"{kind} contains a control character ({describe(bad)}: CR, LF, NUL, bidi...); refused")
     if len(value) > limit:
         raise BadInput(f"{kind} is {len(value)} characters; the limit is {limit}")
     if not value.strip():

@@ -30,7 +30,6 @@ exist is treated as absent, so a crash between the two loses nothing and duplica
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -41,17 +40,13 @@ from pathlib import Path
 from typing import Any
 
 from .errors import NotFound
-from .home import fsync_dir, sync_filesystem, write_atomic
+from ._fs import append, fsync_dir, fsync_file, locked, rename_into, sync_filesystem, touch, write_atomic, write_new
 from .model import Letter, new_ulid
 
 STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
 OUTGOING = ("outbox", "sent", "failed")
 ANSWERING = ("outbox", "sent")  # a reply that failed never reached anyone: the letter may be answered again
 BUILT = ".built"  # an index folder without it is incomplete: rebuilt from the letters
-
-
-def new_id() -> str:
-    return new_ulid()
 
 
 def _key(*parts: str) -> str:
@@ -120,24 +115,14 @@ class Spool:
     def locked(self, name: str = "sync") -> Iterator[None]:
         """One syncer per mailbox at a time (others wait): no double commit of one fetch."""
         self.ensure()
-        fd = os.open(self.root / f"{name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(self.root / f"{name}.lock"):
             yield
-        finally:
-            os.close(fd)
 
     # --- writing ---------------------------------------------------------------------------
 
     def _write_tmp(self, letter_id: str, raw: bytes, durable: bool) -> Path:
         tmp = self.root / "tmp" / f"{letter_id}.eml"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, raw)
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new(tmp, raw, durable=durable)
         return tmp
 
     def _write_meta(self, letter: Letter, extra: dict[str, Any]) -> None:
@@ -165,14 +150,10 @@ class Spool:
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
             for key, value in self._index_entries(kind):
                 try:  # never over an entry a writer put there meanwhile
-                    fd = os.open(folder / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                    write_new(folder / key, value.encode(), durable=False)
                 except FileExistsError:
                     continue
-                try:
-                    os.write(fd, value.encode())
-                finally:
-                    os.close(fd)
-            os.close(os.open(folder / BUILT, os.O_WRONLY | os.O_CREAT, 0o600))
+            touch(folder / BUILT)
         return folder
 
     def _index_entries(self, kind: str) -> Iterator[tuple[str, str]]:
@@ -197,11 +178,7 @@ class Spool:
                             yield _key(parent), f"{spool.mailbox} {letter_id}"
 
     def _thread_add(self, thread: str, letter_id: str, kind: str) -> None:
-        fd = os.open(self.root / "threads" / thread, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        try:
-            os.write(fd, f"{letter_id}\n".encode())
-        finally:
-            os.close(fd)
+        append(self.root / "threads" / thread, f"{letter_id}\n".encode())
         self._mark_open(thread, kind)
 
     def _mark_open(self, thread: str, kind: str) -> None:
@@ -212,7 +189,7 @@ class Spool:
         if kind == "close":
             (folder / thread).unlink(missing_ok=True)
         else:
-            os.close(os.open(folder / thread, os.O_WRONLY | os.O_CREAT, 0o600))
+            touch(folder / thread)
 
     def store(self, state: str, letter: Letter, raw: bytes, *, extra: dict[str, Any] | None = None,
               index: bool = True, defer: bool = False) -> Letter:  # fmt: skip
@@ -223,7 +200,7 @@ class Spool:
         batch pays one filesystem flush instead of an fsync per letter).
         """
         self.ensure()
-        letter_id = letter.id or new_id()
+        letter_id = letter.id or new_ulid()
         letter = replace(letter, id=letter_id, state=state)
         if state != "quarantine":
             letter = replace(letter, depth=self.depth_for(letter_id, letter))
@@ -238,8 +215,7 @@ class Spool:
             return letter
         if state != "quarantine":
             self._thread_add(letter.thread, letter_id, letter.type)  # before the letter: views skip missing ids
-        os.rename(tmp, self.path(state, letter_id))
-        fsync_dir(self.root / state)
+        rename_into(tmp, self.path(state, letter_id))
         return letter
 
     def commit(self) -> None:
@@ -252,11 +228,7 @@ class Spool:
             sync_filesystem(tmp_dir)
         else:
             for letter_id in pending:
-                fd = os.open(tmp_dir / f"{letter_id}.eml", os.O_RDONLY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                fsync_file(tmp_dir / f"{letter_id}.eml")
         for letter_id, (state, thread, kind) in pending.items():
             if state != "quarantine":
                 self._thread_add(thread, letter_id, kind)  # before the letter: views skip missing ids
@@ -293,11 +265,9 @@ class Spool:
         ``durable=False`` where losing the rename in a crash is harmless (outbox → sent: the
         letter is submitted again and the receiver drops the duplicate)."""
         try:
-            os.rename(self.path(source, letter_id), self.path(target, letter_id))
+            rename_into(self.path(source, letter_id), self.path(target, letter_id), durable=durable)
         except FileNotFoundError:
             return False
-        if durable:
-            fsync_dir(self.root / target)
         return True
 
     # --- dedup and indexes -----------------------------------------------------------------
@@ -344,9 +314,7 @@ class Spool:
         its reply is being filed, so a sibling waits and then sees the reply; a claim whose
         reply never got filed (a crash) names a letter that does not exist and is taken over."""
         path = self._index_dir("replied") / _key(message_id)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with locked(path) as fd:  # closing it releases the lock
             holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
             if holder and self._reply_exists(holder):
                 yield holder
@@ -357,8 +325,6 @@ class Spool:
             os.fsync(fd)
             fsync_dir(path.parent)
             yield None
-        finally:
-            os.close(fd)  # releases the lock
 
     def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
         """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""
@@ -516,7 +482,7 @@ class Spool:
             ids = [i for i in self.thread_ids(thread) if self.locate(i)]
             kinds = {self.meta(i).get("type") for i in ids[-1:]}
             if ids and not kinds & {"close", "note"}:
-                os.close(os.open(building / thread, os.O_WRONLY | os.O_CREAT, 0o600))
+                touch(building / thread)
         try:
             os.rename(building, folder)
         except OSError:  # another process built it first

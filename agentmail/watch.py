@@ -18,7 +18,6 @@ It wakes on the transport's own signal (inotify on the local post office, IDLE o
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -27,12 +26,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError, TransportError
-from .home import write_atomic
+from ._fs import locked, write_atomic
 
 if TYPE_CHECKING:
     from .client import AgentMail
@@ -99,15 +98,12 @@ class Watcher:
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.dir / "lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
+        with ExitStack() as held:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ConfigError(f"another watcher is running for {self.am.me.mailbox} (lock {self.dir / 'lock'})") from None
+                held.enter_context(locked(self.dir / "lock", wait=False))
+            except BlockingIOError as exc:
+                raise ConfigError(f"another watcher is running for {self.am.me.mailbox} (lock {self.dir / 'lock'})") from exc
             yield
-        finally:
-            os.close(fd)
 
     def run(self, *, timeout: float | None = None, once: bool = False) -> int:
         """Watch until ``stop()``, ``timeout`` seconds, or (``once``) the unread letters of now

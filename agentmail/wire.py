@@ -36,12 +36,13 @@ from .model import (
     check_type,
     new_ulid,
 )
+from .text import describe, forbidden_in_header, one_line
 
 MAX_HEADER_BYTES = 65_536
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
 _ADDR_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@")
-_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+_FOLD = re.compile(r"\r?\n(?=[ \t])")  # a line break inside a header value that only folds it
 SIGNED_HEADERS = (
     "From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References",
     "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread", *MIME_HEADERS,
@@ -247,7 +248,7 @@ def sender_of(msg: Message) -> tuple[str, str]:
     addr = addresses[0].addr_spec
     if not addr.isascii() or not _ADDR_RE.fullmatch(addr.lower()):
         raise Malformed("unregistered-sender", f"the From address {addr!r} is not a plain ASCII address")
-    return addr.lower(), _CONTROL_RE.sub(" ", addresses[0].display_name or "")[:100]
+    return addr.lower(), one_line(addresses[0].display_name or "")[:100]
 
 
 def message_id_of(msg: Message) -> str:
@@ -297,9 +298,13 @@ def to_letter(msg: Message) -> Letter:
     subjects = header_values(msg, "Subject")
     if len(subjects) > 1:
         raise Malformed("malformed", "the letter has more than one Subject")
-    subject = decoded(subjects[0], "Subject").strip() if subjects else ""
-    if _CONTROL_RE.search(subject.replace("\t", " ")):
-        raise Malformed("malformed", "the Subject decodes to text with control characters")
+    # Unfolded first (a long subject is folded on the wire, RFC 5322 §2.2.3); the decoded text is
+    # judged before strip(), which would drop a trailing U+2028 or \x1f a sender could never send.
+    subject = decoded(_FOLD.sub("", subjects[0]).strip(" \t"), "Subject") if subjects else ""
+    bad = forbidden_in_header(subject)
+    if bad is not None:  # the same judgement as for a subject we send
+        raise Malformed("malformed", f"the Subject decodes to text with control characters ({describe(bad)})")
+    subject = subject.strip()
     to_address = ""
     for value in header_values(msg, "To"):
         addresses = _addresses(value, "To")

@@ -35,7 +35,7 @@ def trusting(registry: Registry, policy: str = "pinned") -> Registry:
 
 def test_a_genuine_signed_letter_is_accepted_and_attributed(registry: Registry, home: Path) -> None:
     verdict = authenticity.judge(sign_as(registry, home, "alpha", letter_bytes()), registry)
-    assert verdict.accepted, verdict.detail
+    assert verdict.route == "accept", verdict.detail
     assert verdict.letter is not None
     assert (verdict.letter.sender, verdict.letter.to) == ("alpha", "beta")
 
@@ -98,7 +98,7 @@ def test_aligned_policy_accepts_a_trusted_aligned_dkim_pass(registry: Registry) 
     signed = mta_signed(letter_bytes(), [b"from", b"to", b"subject", b"mime-version", b"content-type",
                                          b"content-transfer-encoding"])  # fmt: skip
     raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n" + signed
-    assert authenticity.judge(raw, trusting(registry, "aligned")).accepted
+    assert authenticity.judge(raw, trusting(registry, "aligned")).route == "accept"
     assert authenticity.judge(raw, trusting(registry, "pinned")).reason == "unauthenticated"
     other = raw.replace(b"header.d=bus.test", b"header.d=evil.test")
     assert authenticity.judge(other, trusting(registry, "aligned")).reason == "unauthenticated"
@@ -174,7 +174,7 @@ def test_a_trusted_mta_failing_only_our_pinned_signature_is_not_a_fail(registry:
     signed = sign_as(registry, home, "alpha", letter_bytes())
     header = (f"Authentication-Results: mail.bus.test; dkim=permerror (no key for signature) "
               f"header.d={entry.dkim_domain} header.s={entry.selector}\r\n").encode()  # fmt: skip
-    assert authenticity.judge(header + signed, trusting(registry)).accepted
+    assert authenticity.judge(header + signed, trusting(registry)).route == "accept"
     other = header.replace(f"header.s={entry.selector}".encode(), b"header.s=mail")
     assert authenticity.judge(other + signed, trusting(registry)).reason == "verdict-fail"
     dmarc = b"Authentication-Results: mail.bus.test; dmarc=fail header.from=bus.test\r\n"
@@ -189,7 +189,7 @@ def test_a_humans_plain_text_letter_under_aligned_needs_every_mime_header_signed
     assert partly.reason == "unauthenticated" and "content-language" in (partly.detail or "")
     whole = authenticity.judge(verdict_line + mta_signed(human, [*mime_headers, b"content-language"]),
                                trusting(registry, "aligned"))  # fmt: skip
-    assert whole.accepted and whole.letter is not None and whole.letter.type == "human", whole.detail
+    assert whole.route == "accept" and whole.letter is not None and whole.letter.type == "human", whole.detail
     assert whole.letter.body == "Hi alpha, does /quota still return 404 for unknown ids? \u2014 Ada"
     multipart = (DATA / "human-multipart.eml").read_bytes()
     refused = authenticity.judge(verdict_line + mta_signed(multipart, mime_headers), trusting(registry, "aligned"))

@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 
 # Lower layers never import higher ones.
 LAYERS = [
-    {"errors", "model", "home"},
+    {"errors", "text", "model", "home", "_fs"},
     {"matter", "mime", "wire"},
     {"signing", "verdicts", "registry", "credentials", "identity", "authenticity", "provenance"},
     {"transport"},

@@ -186,6 +186,44 @@ def test_sent_letters_are_copied_to_the_sent_folder(home: Path, servers: MailSer
     assert sent.message_id.encode() in copy.data and "\\Seen" in copy.flags
 
 
+def test_a_refused_copy_to_the_sent_folder_is_recorded_not_swallowed(home: Path, servers: MailServers,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    from agentmail.cli import main
+
+    make_bus(home, servers, sent_folder="Sent")
+    servers.store.refuse_appends(1)
+    assert main(["--as", "alpha", "send", "beta", "-s", "Full", "-b", OPENER]) == 0  # delivered all the same
+    err = capsys.readouterr().err
+    assert "sent, but not copied to Sent" in err and "OVERQUOTA" in err
+    assert servers.store.messages("alpha@bus.test", "Sent") == []
+    assert len(servers.store.messages("beta@bus.test")) == 1
+    with AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home) as alpha:
+        (sent,) = alpha.sent()
+        assert "OVERQUOTA" in sent.extra["sent_copy_failed"]
+        assert main(["--as", "alpha", "show", sent.id]) == 0
+        assert "sent: not copied to Sent" in capsys.readouterr().out
+        again = alpha.send("beta", "Room again", OPENER)  # the next copy works and carries no note
+        assert "sent_copy_failed" not in again.extra
+    assert len(servers.store.messages("alpha@bus.test", "Sent")) == 1
+
+
+def test_an_imap_failure_is_one_transport_error_that_keeps_its_cause(pair: tuple[AgentMail, AgentMail],
+                                                                      servers: MailServers) -> None:  # fmt: skip
+    from agentmail.errors import TransportError
+
+    _, beta = pair
+    beta.sync()  # connected and logged in
+    servers.stop_imap()  # the open session is dropped under it
+    with pytest.raises(TransportError) as caught:
+        beta.transport.pending(None)
+    assert caught.value.__cause__ is not None and not isinstance(caught.value.__cause__, TransportError)
+    assert str(caught.value).startswith(f"IMAP 127.0.0.1:{servers.imap_port} failed: ")
+    with pytest.raises(TransportError) as again:  # reconnecting: refused, said once, not wrapped twice
+        beta.transport.pending(None)
+    assert "connection refused" in str(again.value) and "failed: TransportError" not in str(again.value)
+    assert isinstance(again.value.__cause__, ConnectionRefusedError)
+
+
 def test_a_bounce_marks_the_sent_letter_undeliverable(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
     alpha, _ = pair
     sent = alpha.send("beta", "Quota", OPENER)

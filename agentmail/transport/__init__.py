@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..registry import Registry
-from .base import Envelope, Incoming, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Envelope, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
-__all__ = ["Envelope", "Incoming", "Outgoing", "SubmitResult", "Transport", "open_transport"]
+__all__ = ["Checkpoint", "Envelope", "Incoming", "OnResult", "Outgoing", "SubmitResult", "Transport", "open_transport"]
 
 
 def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
@@ -22,7 +22,7 @@ def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
             return found.name if found else None
 
         return LocalTransport(home / "postoffice", platform, resolve)
-    from .smtpimap import SmtpImapTransport  # type: ignore[import-not-found,unused-ignore]
+    from .smtpimap import SmtpImapTransport
 
     transport: Transport = SmtpImapTransport.from_registry(registry, platform, home)
     return transport

@@ -60,6 +60,35 @@ class Incoming:
 OnResult = Callable[[SubmitResult], None]
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    """Where a mailbox's fetch stopped: its UIDVALIDITY and the last UID committed, stored as
+    ``"validity:uid"`` (the same for the local post office and IMAP)."""
+
+    validity: str = ""
+    last: int = 0
+
+    @classmethod
+    def parse(cls, value: str | None) -> Checkpoint:
+        """A stored checkpoint; none, or one that does not parse, starts from the beginning."""
+        if not value or ":" not in value:
+            return cls()
+        validity, _, last = value.partition(":")
+        return cls(validity, int(last) if last.isdigit() else 0)
+
+    def under(self, validity: str) -> Checkpoint:
+        """This checkpoint in a mailbox whose UIDVALIDITY is ``validity``: a renumbered (rebuilt)
+        mailbox is read from the start again, and the spool drops what it already holds."""
+        return self if self.validity == validity else Checkpoint(validity, 0)
+
+    def past(self, committed: Sequence[Incoming]) -> Checkpoint:
+        """Moved past the UIDs of ``committed`` (never backwards)."""
+        return Checkpoint(self.validity, max([self.last, *(int(item.key) for item in committed)]))
+
+    def __str__(self) -> str:
+        return f"{self.validity}:{self.last}"
+
+
 class Transport(ABC):
     """``submit`` out, ``fetch``/``advance`` in, ``wait`` for news."""
 
@@ -96,6 +125,11 @@ class Transport(ABC):
         """Tell a person reading the same mailbox what became of committed messages: ``outcomes``
         maps a message's key to ``verified`` or ``quarantined``. Best effort, never raises, never
         touches \\Seen; a transport with no place for such marks (the local post office) does nothing."""
+
+    def copy_failures(self) -> dict[str, str]:
+        """Letters the last ``submit`` sent but could not copy to a sent folder (key -> why).
+        They were delivered all the same; the client records why. Only IMAP keeps copies."""
+        return {}
 
     def close(self) -> None:
         """Release connections; the default transport holds none."""

@@ -11,7 +11,7 @@ import os
 import select
 from pathlib import Path
 
-from ..home import libc
+from .._fs import libc
 
 IN_MOVED_TO = 0x00000080
 IN_CREATE = 0x00000100

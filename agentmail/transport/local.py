@@ -11,18 +11,16 @@ without stealing each other's mail. A fetch costs what is new, never the history
 
 from __future__ import annotations
 
-import fcntl
 import os
 import secrets
 import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
-from ..home import fsync_dir
+from .._fs import locked, rename_into, write_atomic, write_new
 from . import inotify
-from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 BATCH = 50  # letters committed per checkpoint step: a killed sync redoes at most this many
 POLL = 0.05
@@ -33,15 +31,8 @@ def deliver(maildir: Path, raw: bytes) -> str:
     for sub in ("tmp", "new", "cur"):
         (maildir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
     name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{socket.gethostname().replace('/', '_')}"
-    tmp = maildir / "tmp" / name
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, raw)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(tmp, maildir / "new" / name)
-    fsync_dir(maildir / "new")
+    write_new(maildir / "tmp" / name, raw)
+    rename_into(maildir / "tmp" / name, maildir / "new" / name)
     return name
 
 
@@ -75,15 +66,6 @@ class Mailbox:
     def uidvalidity(self) -> str:
         return (self.dir / ".uidvalidity").read_text().strip()
 
-    @contextmanager
-    def _lock(self) -> Iterator[None]:
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
     def _uidnext(self) -> int:
         try:
             value = int((self.dir / ".uidnext").read_text())
@@ -108,7 +90,7 @@ class Mailbox:
         waiting = sorted(os.listdir(self.dir / "new"))
         if not waiting:
             return self._uidnext()
-        with self._lock():
+        with locked(self.dir / ".lock"):
             uid = self._uidnext()
             moved = False
             for name in sorted(os.listdir(self.dir / "new")):
@@ -121,9 +103,7 @@ class Mailbox:
             if moved:
                 # No fsync: a rename lost in a crash puts the letter back in new/, it gets a
                 # later UID, and the reader's spool drops the second copy.
-                tmp = self.dir / f".uidnext.{os.getpid()}"
-                tmp.write_text(str(uid))
-                os.replace(tmp, self.dir / ".uidnext")
+                write_atomic(self.dir / ".uidnext", str(uid).encode(), durable=False)
             return uid
 
     def read(self, uid: int, max_size: int) -> Incoming | None:
@@ -133,13 +113,6 @@ class Mailbox:
         size = path.stat().st_size
         raw = path.read_bytes() if size <= max_size else None
         return Incoming(key=str(uid), raw=raw, size=size)
-
-
-def _parse_checkpoint(value: str | None) -> tuple[str, int]:
-    if not value or ":" not in value:
-        return "", 0
-    validity, _, last = value.partition(":")
-    return validity, int(last) if last.isdigit() else 0
 
 
 class LocalTransport(Transport):
@@ -176,9 +149,8 @@ class LocalTransport(Transport):
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         uidnext = self.mailbox.assign()
-        validity, last = _parse_checkpoint(checkpoint)
-        if validity != self.mailbox.uidvalidity:
-            last = 0  # a rebuilt post office: read it all again; the spool drops duplicates
+        # A rebuilt post office (new UIDVALIDITY) is read again; the spool drops duplicates.
+        last = Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).last
         batch: list[Incoming] = []
         for uid in range(last + 1, uidnext):
             item = self.mailbox.read(uid, max_size)
@@ -192,20 +164,16 @@ class LocalTransport(Transport):
             yield batch
 
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
-        validity, last = _parse_checkpoint(checkpoint)
-        if validity != self.mailbox.uidvalidity:
-            validity, last = self.mailbox.uidvalidity, 0
-        top = max([last, *(int(i.key) for i in committed)])
-        return f"{validity}:{top}"
+        return str(Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).past(committed))
 
     def pending(self, checkpoint: str | None) -> bool:
         self.mailbox.ensure()
-        validity, last = _parse_checkpoint(checkpoint)
-        if validity != self.mailbox.uidvalidity:
+        seen = Checkpoint.parse(checkpoint)
+        if seen.validity != self.mailbox.uidvalidity:
             return True
         if any(os.scandir(self.mailbox.dir / "new")):
             return True
-        return self.mailbox._uidnext() > last + 1
+        return self.mailbox._uidnext() > seen.last + 1
 
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
         self.mailbox.ensure()

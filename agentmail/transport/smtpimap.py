@@ -18,18 +18,19 @@ import socket
 import ssl
 import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiosmtplib
 import imapclient
-from imapclient.exceptions import IMAPClientError, LoginError
+from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
 
 from ..credentials import Login, mailbox_login
 from ..errors import AgentmailError, ConfigError, TransportError
 from ..registry import Endpoint, Registry, is_loopback
 from . import diagnose
-from .base import Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 T = TypeVar("T")
 BATCH = 200
@@ -45,7 +46,7 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
         try:
             context.load_verify_locations(cafile=ca_file)
         except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from None
+            raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from exc
     return context
 
 
@@ -124,7 +125,7 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) 
     except BaseException as exc:
         client.close()
         if isinstance(exc, Exception):
-            raise problem(endpoint, "smtp", exc, login) from None
+            raise problem(endpoint, "smtp", exc, login) from exc
         raise
 
 
@@ -188,6 +189,7 @@ class SmtpImapTransport(Transport):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._smtp_session: aiosmtplib.SMTP | None = None
         self._uidvalidity: str = ""
+        self._copy_failures: dict[str, str] = {}
 
     @classmethod
     def from_registry(cls, registry: Registry, platform: str, home: Path) -> SmtpImapTransport:
@@ -202,10 +204,14 @@ class SmtpImapTransport(Transport):
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         if not messages:
             return []
+        self._copy_failures = {}
         results = self._run(self._submit(messages, on_result or (lambda _result: None)))
         if self.sent_folder != "":
-            self._copy_to_sent([m.raw for m, r in zip(messages, results, strict=True) if r.status == "sent"])
+            self._copy_failures = self._copy_to_sent([m for m, r in zip(messages, results, strict=True) if r.status == "sent"])
         return results
+
+    def copy_failures(self) -> dict[str, str]:
+        return dict(self._copy_failures)
 
     def _smtp_client(self) -> aiosmtplib.SMTP:
         return aiosmtplib.SMTP(
@@ -299,21 +305,29 @@ class SmtpImapTransport(Transport):
             self._found_sent = found
         return self._found_sent or None
 
-    def _copy_to_sent(self, raws: list[bytes]) -> None:
-        """So a human sees both directions in a mail client; a failure here never unsends."""
-        if not raws or self.sent_folder == "":
-            return
+    def _copy_to_sent(self, sent: list[Outgoing]) -> dict[str, str]:
+        """So a human sees both directions in a mail client. A failure here never unsends: the
+        letters not copied are returned (key -> why) for the client to record."""
+        if not sent or self.sent_folder == "":
+            return {}
+        copied = 0
+        folder: str | None = self.sent_folder or "the sent folder"
         try:
             client = self._connect()
             folder = self._sent_folder(client)
             if folder is None:
-                return
+                return {}
             if not client.folder_exists(folder):
                 client.create_folder(folder)
-            for raw in raws:
-                client.append(folder, raw, flags=(imapclient.SEEN,))
-        except (IMAPClientError, OSError, AgentmailError):
-            pass
+            for item in sent:
+                client.append(folder, item.raw, flags=(imapclient.SEEN,))
+                copied += 1
+        except (IMAPClientError, OSError, AgentmailError) as exc:
+            if isinstance(exc, OSError | IMAPClientAbortError):
+                self._drop()  # the connection is gone: the next IMAP command opens a fresh one
+            why = f"not copied to {folder} on {_where(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
+            return {item.key: why for item in sent[copied:]}
+        return {}
 
     # --- pulling ---------------------------------------------------------------------------
 
@@ -341,7 +355,7 @@ class SmtpImapTransport(Transport):
                     client.shutdown()
                 except Exception:
                     pass
-            raise problem(self.imap, "imap", exc, self.login) from None
+            raise problem(self.imap, "imap", exc, self.login) from exc
         self._client = client
         return client
 
@@ -356,27 +370,28 @@ class SmtpImapTransport(Transport):
     def tip(self) -> str:
         """A checkpoint at the INBOX's current end (what a fetch from it would skip: everything)."""
         validity, uidnext = self._select()
-        return f"{validity}:{max(uidnext - 1, 0)}"
+        return str(Checkpoint(validity, max(uidnext - 1, 0)))
 
-    @staticmethod
-    def _parse(checkpoint: str | None) -> tuple[str, int]:
-        if not checkpoint or ":" not in checkpoint:
-            return "", 0
-        validity, _, last = checkpoint.partition(":")
-        return validity, int(last) if last.isdigit() else 0
-
-    def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+    @contextmanager
+    def _imap_failures(self, while_: str = "") -> Iterator[None]:
+        """An IMAP or socket error in the block: drop the connection (the next call opens a
+        fresh one) and raise it as a TransportError, its cause kept."""
         try:
-            yield from self._fetch(checkpoint, max_size)
+            yield
+        except AgentmailError:
+            raise  # already translated (a TransportError is an OSError too): never wrapped twice
         except (IMAPClientError, OSError, socket.timeout) as exc:
             self._drop()
-            raise TransportError(f"IMAP {_where(self.imap)} failed: {exc.__class__.__name__}: {exc}") from None
+            raise TransportError(f"IMAP {_where(self.imap)} failed{while_}: {exc.__class__.__name__}: {exc}") from exc
+
+    def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+        with self._imap_failures():
+            yield from self._fetch(checkpoint, max_size)
 
     def _fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         validity, uidnext = self._select()
-        seen_validity, last = self._parse(checkpoint)
-        if seen_validity != validity:
-            last = 0  # the server renumbered the mailbox: read it all, the spool drops duplicates
+        # The server renumbered the mailbox (new UIDVALIDITY): read it all, the spool drops duplicates.
+        last = Checkpoint.parse(checkpoint).under(validity).last
         if uidnext and uidnext <= last + 1:
             return
         client = self._connect()
@@ -402,11 +417,7 @@ class SmtpImapTransport(Transport):
                 yield batch
 
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
-        seen_validity, last = self._parse(checkpoint)
-        if seen_validity != self._uidvalidity:
-            last = 0
-        top = max([last, *(int(item.key) for item in committed)])
-        return f"{self._uidvalidity}:{top}"
+        return str(Checkpoint.parse(checkpoint).under(self._uidvalidity).past(committed))
 
     def mark(self, outcomes: Mapping[str, str]) -> None:
         """Set ``$AgentmailVerified`` / ``$AgentmailQuarantined`` on the server's copies: a
@@ -434,23 +445,17 @@ class SmtpImapTransport(Transport):
                     self._drop()
 
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
-        try:
+        with self._imap_failures(" while waiting"):
             return self._wait(checkpoint, timeout)
-        except (IMAPClientError, OSError, socket.timeout) as exc:
-            self._drop()
-            raise TransportError(f"IMAP {_where(self.imap)} failed while waiting: {exc.__class__.__name__}: {exc}") from None
 
     def pending(self, checkpoint: str | None) -> bool:
-        try:
+        with self._imap_failures():
             return self._pending(checkpoint)
-        except (IMAPClientError, OSError, socket.timeout) as exc:
-            self._drop()
-            raise TransportError(f"IMAP {_where(self.imap)} failed: {exc.__class__.__name__}: {exc}") from None
 
     def _pending(self, checkpoint: str | None) -> bool:
         validity, uidnext = self._select()
-        seen_validity, last = self._parse(checkpoint)
-        return validity != seen_validity or uidnext > last + 1
+        seen = Checkpoint.parse(checkpoint)
+        return validity != seen.validity or uidnext > seen.last + 1
 
     def _wait(self, checkpoint: str | None, timeout: float) -> str | None:
         deadline = time.monotonic() + timeout

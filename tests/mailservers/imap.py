@@ -503,6 +503,8 @@ class _Session:
                 when = parse_internaldate(extra)
             else:
                 raise _Bad("unexpected literal")
+        if self.store.take_append_refusal():
+            raise _No("[OVERQUOTA] Quota exceeded (injected)")
         validity, new_uid = self.store.append(
             self.account, name, args[-1], flags=flags, internaldate=when
         )

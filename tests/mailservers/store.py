@@ -102,6 +102,7 @@ class MailStore:
         self._extra_folders = tuple(folders)
         self._accepted: list[AcceptedMessage] = []
         self._fault: _Fault | None = None
+        self._append_refusals = 0
         self._listeners: list[Listener] = []
         self._counts: Counter[str] = Counter()
         for login, password in users.items():
@@ -191,6 +192,21 @@ class MailStore:
             left = fault.remaining - 1
             self._fault = replace(fault, remaining=left) if left > 0 else None
             return fault.code, fault.text
+
+    # -- IMAP fault injection -------------------------------------------------------
+
+    def refuse_appends(self, count: int = 1) -> None:
+        """Answer the next ``count`` APPENDs with NO [OVERQUOTA], as a full mailbox would."""
+        with self._lock:
+            self._append_refusals = max(count, 0)
+
+    def take_append_refusal(self) -> bool:
+        """Consume one pending APPEND refusal, if any (called by the IMAP server)."""
+        with self._lock:
+            if self._append_refusals <= 0:
+                return False
+            self._append_refusals -= 1
+            return True
 
     # -- inspection and server-side changes -----------------------------------------
 

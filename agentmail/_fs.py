@@ -1,0 +1,113 @@
+"""File-system primitives, written once: atomic replace, exclusive create, durable rename, locks.
+
+Every durable write here is the same dance: write a file, fsync it, rename it into place,
+fsync the folder. ``durable=False`` skips the fsyncs where a lost write only costs a refetch.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import functools
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or create inside ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def libc() -> Any:
+    """The C library, loaded once (syncfs here, inotify in the local transport)."""
+    import ctypes
+    import ctypes.util
+
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush every dirty file of the filesystem holding ``path`` (Linux syncfs; else sync)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if getattr(libc(), "syncfs", None) is None or libc().syncfs(fd) != 0:
+            os.sync()
+    except OSError:
+        os.sync()
+    finally:
+        os.close(fd)
+
+
+def _write(path: Path, data: bytes, flags: int, mode: int, durable: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flags, mode)
+    try:
+        os.write(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_new(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o600) -> None:
+    """Create ``path`` (never over an existing file, never through a symlink) holding ``data``."""
+    _write(path, data, os.O_EXCL, mode, durable)
+
+
+def touch(path: Path) -> None:
+    """Make sure ``path`` exists (an empty marker); an existing file is left as it is."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
+
+
+def append(path: Path, data: bytes) -> None:
+    """Append ``data`` in one write (O_APPEND: concurrent appenders never interleave a line)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Make the contents of a file written with ``durable=False`` durable after all."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def rename_into(source: Path, target: Path, *, durable: bool = True) -> None:
+    """Rename ``source`` to ``target``; durable: the rename survives a crash once this returns."""
+    os.rename(source, target)
+    if durable:
+        fsync_dir(target.parent)
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` so a crash leaves the old file or the new one, never half."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    _write(tmp, data, os.O_TRUNC, mode, durable)
+    os.replace(tmp, path)
+    if durable:
+        fsync_dir(path.parent)
+
+
+@contextmanager
+def locked(path: Path, *, wait: bool = True) -> Iterator[int]:
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block; yields its fd.
+
+    ``wait=False``: raise BlockingIOError at once when another process holds it. Closing the
+    fd releases the lock, so a crashed holder never leaves it taken."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        yield fd
+    finally:
+        os.close(fd)
