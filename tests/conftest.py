@@ -12,8 +12,15 @@ from agentmail.client import AgentMail
 from agentmail.identity import Identity
 from agentmail.registry import Registry
 
-_ENV = ("AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "AGENTMAIL_PLATFORM", "AGENTMAIL_AGENT", "AGENTMAIL_DKIM_KEY",
-        "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD")  # fmt: skip
+_ENV = (
+    "AGENTMAIL_HOME",
+    "AGENTMAIL_REGISTRY",
+    "AGENTMAIL_PLATFORM",
+    "AGENTMAIL_AGENT",
+    "AGENTMAIL_DKIM_KEY",
+    "AGENTMAIL_USERNAME",
+    "AGENTMAIL_PASSWORD",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +65,11 @@ def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[
     recipient = sender.registry.get(to)
     letters = []
     for i in range(n):
-        letter, raw = compose(sender.registry, sender.home, sender.me.platform, Draft(
-            recipient.name, "question", new_thread_id(), f"{label} letter {i}", f"letter {i} of {n}\n"))
+        letter, raw = compose(
+            sender.registry,
+            sender.home,
+            sender.me.platform,
+            Draft(recipient.name, "question", new_thread_id(), f"{label} letter {i}", f"letter {i} of {n}\n"),
+        )
         letters.append((letter.message_id, raw))
     return letters
