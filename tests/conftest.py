@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+import os
+import signal
+import threading
+import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +22,73 @@ _ENV = ("AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "AGENTMAIL_PLATFORM", "AGENTMAIL
         "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD")  # fmt: skip
 
 
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE, signal.SIGALRM)
+
+
+def _sockets() -> set[str]:
+    """The sockets this process holds open (Linux: /proc/self/fd links read ``socket:[inode]``)."""
+    found = set()
+    try:
+        names = os.listdir("/proc/self/fd")
+    except FileNotFoundError:
+        return found
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+def _environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own, per phase
+
+
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def no_leaks() -> Iterator[None]:
+    """A test leaves the process as it found it: no signal handler, thread, socket or environment
+    variable of its own survives it, and nothing it opened is left for the garbage collector to
+    close (ResourceWarning). Torn down after ``home`` and monkeypatch have undone their part."""
+    handlers = {s: signal.getsignal(s) for s in _SIGNALS}
+    threads = set(threading.enumerate())
+    environ = _environ()
+    gc.collect()
+    sockets = _sockets()
+    yield
+    problems: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    problems += [f"ResourceWarning: {w.message}" for w in caught if issubclass(w.category, ResourceWarning)]
+    for number, handler in handlers.items():
+        if signal.getsignal(number) != handler:
+            problems.append(f"the handler of {signal.Signals(number).name} was left changed")
+            signal.signal(number, handler)
+    deadline = time.monotonic() + 10  # a thread told to stop may need a moment on a loaded machine
+    for thread in set(threading.enumerate()) - threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            problems.append(f"thread {thread.name} still runs")
+    now = _environ()
+    if now != environ:
+        changed = sorted(k for k in set(now) | set(environ) if now.get(k) != environ.get(k))
+        problems.append(f"environment changed: {', '.join(changed)}")
+        for name in changed:
+            if name in environ:
+                os.environ[name] = environ[name]
+            else:
+                del os.environ[name]
+    leaked = _sockets() - sockets
+    if leaked:
+        problems.append(f"{len(leaked)} socket(s) left open")
+    if problems:
+        pytest.fail("the test leaked: " + "; ".join(problems), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def home(no_leaks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for name in _ENV:
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
