@@ -22,7 +22,7 @@ _ENV = ("AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "AGENTMAIL_PLATFORM", "AGENTMAIL
         "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD")  # fmt: skip
 
 
-_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE, signal.SIGALRM)
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)  # SIGALRM: pytest-timeout's
 
 
 def _sockets() -> set[str]:
