@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -132,3 +132,13 @@ def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[
                                       f"{label} letter {i}", f"letter {i} of {n}\n")  # fmt: skip
         letters.append((letter.message_id, raw))
     return letters
+
+
+def eventually(condition: Callable[[], bool], within: float = 60.0) -> bool:
+    """Poll ``condition`` until it holds or ``within`` seconds pass (a margin, never the assertion)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

@@ -21,21 +21,11 @@ from agentmail.identity import Identity
 from agentmail.transport import inotify, local
 from agentmail.watch import Watcher
 
-from .conftest import OPENER
+from .conftest import OPENER, eventually
 from .mailservers import MailServers
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 NEVER = 600.0  # a safety net this long never fires within the test's timeout
-
-
-def eventually(condition: Callable[[], bool], within: float = 60.0) -> bool:
-    """Poll ``condition`` until it holds or ``within`` seconds pass (a margin, never the assertion)."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture
