@@ -161,7 +161,11 @@ class SmtpImapTransport(Transport):
         self._smtp_session = None
         client = self._smtp_client()
         await client.connect()
-        await client.login(self.login.username, self.login.password)
+        try:
+            await client.login(self.login.username, self.login.password)
+        except BaseException:
+            client.close()  # a refused login must not leave the connection open
+            raise
         self._smtp_session = client
         return client
 
