@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import io
 import os
 import signal
 import threading
@@ -17,6 +18,44 @@ from agentmail import bus
 from agentmail.client import AgentMail
 from agentmail.identity import Identity
 from agentmail.registry import Registry
+
+_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def _coverage_floors() -> dict[str, float]:
+    import tomllib
+
+    data = tomllib.loads(_PYPROJECT.read_text())
+    floors = data.get("tool", {}).get("agentmail", {}).get("coverage", {})
+    return {str(k): float(v) for k, v in floors.items()}
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Iterator[object]:
+    """After pytest-cov has combined its data (its wrapper is inside this one): each trust-core
+    module's branch coverage against its floor in pyproject.toml; one below fails the run."""
+    result = yield
+    plugin = session.config.pluginmanager.getplugin("_cov")
+    controller = getattr(plugin, "cov_controller", None)
+    if controller is None or getattr(plugin, "cov_total", None) is None or session.testsfailed:
+        return result  # coverage off (--no-cov), or a failing run: the failure says enough
+    coverage, root = controller.cov, _PYPROJECT.parent / "agentmail"
+    lines, low = [], []
+    for module, floor in sorted(_coverage_floors().items()):
+        measured = coverage.report(include=[str(root / module)], file=io.StringIO())
+        lines.append(f"  {module:<22} {measured:5.1f}%  (floor {floor:g}%)")
+        if measured < floor:
+            low.append(module)
+    reporter = session.config.pluginmanager.getplugin("terminalreporter")
+    if reporter is not None and lines:
+        reporter.write_sep("=", "trust-core coverage floors (statements + branches)")
+        reporter.write_line("\n".join(lines))
+    if low:
+        if reporter is not None:
+            reporter.write_line(f"ERROR: coverage under its floor: {', '.join(low)}", red=True, bold=True)
+        session.testsfailed += 1
+    return result
+
 
 _ENV = ("AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "AGENTMAIL_PLATFORM", "AGENTMAIL_AGENT", "AGENTMAIL_DKIM_KEY",
         "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD")  # fmt: skip

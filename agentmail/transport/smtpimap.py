@@ -383,7 +383,7 @@ class SmtpImapTransport(Transport):
                 self._loop.run_until_complete(session.quit())
             except Exception:
                 session.close()
-            if connection is not None:
+            if isinstance(connection, asyncio.Transport):
                 # Closing a TLS transport only schedules the socket's close on the loop: abort
                 # it and let the loop turn, or closing the loop leaves the socket open.
                 connection.abort()
