@@ -235,3 +235,20 @@ def test_an_inotify_watch_on_a_missing_directory_is_none(tmp_path: Path) -> None
     watch.close()
     watch.close()  # closing twice is harmless
     assert watch.fd == -1
+
+
+def test_a_letter_too_large_to_fetch_is_quarantined_once(alpha: AgentMail, beta: AgentMail) -> None:
+    big = sign_as(beta.registry, beta.home, "alpha", letter_bytes(to_address="beta@bus.test", body="x" * 1_100_000))
+    local.deliver(beta.home / "postoffice" / "beta", big)
+    (held,) = beta.sync().quarantined
+    assert held.reason == "too-large" and "bytes; this bus takes at most 1048576" in (held.detail or "")
+    beta.spool.set_checkpoint("local", None)  # a lost checkpoint: the mailbox is read again
+    report = beta.sync()
+    assert (report.duplicates, report.quarantined) == (1, [])
+
+
+def test_status_skips_a_thread_whose_letters_are_gone(alpha: AgentMail, beta: AgentMail) -> None:
+    kept = alpha.send("beta", "Kept", OPENER)
+    gone = alpha.send("beta", "Gone", OPENER)
+    os.unlink(alpha.spool.path("sent", gone.id))  # a crash after the thread file, before the letter
+    assert [row["thread"] for row in alpha.status(sync=False)] == [kept.thread]
