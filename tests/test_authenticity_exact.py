@@ -135,3 +135,27 @@ def test_a_mail_system_multipart_quoting_the_letter_is_a_bounce(registry: Regist
 def test_a_bounce_quoting_headers_as_message_rfc822_headers_names_the_letter(registry: Registry) -> None:
     raw = BOUNCE.replace(b"Content-Type: text/rfc822-headers", b"Content-Type: message/rfc822-headers")
     assert authenticity.judge(raw, registry).bounced_message_id == "<01sent.alpha@bus.test>"
+
+
+def test_a_delivery_report_from_any_sender_is_a_bounce(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"From: MAILER-DAEMON@mail.bus.test", b"From: alerts@mail.bus.test")
+    assert authenticity.judge(raw, registry).route == "bounce"
+
+
+def test_the_dsn_reason_comes_from_the_delivery_status_part_only(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"I am sorry", b"Status: 9.9.9 see below\nI am sorry")
+    assert authenticity.judge(raw, registry).detail == "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+
+
+def test_the_dsn_reason_is_cleaned_and_cut(registry: Registry) -> None:
+    old = b"Diagnostic-Code: smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+    bell = authenticity.judge(BOUNCE.replace(old, b"Diagnostic-Code: smtp; 550 bad\x07bell"), registry)
+    assert bell.detail == "5.1.1 smtp; 550 bad bell"
+    long = authenticity.judge(BOUNCE.replace(old, b"Diagnostic-Code: " + b"x" * 400), registry)
+    assert long.detail == ("5.1.1 " + "x" * 400)[:300]
+
+
+def test_a_signed_letter_with_a_bad_block_is_malformed_with_its_summary(registry: Registry, home: Path) -> None:
+    verdict = authenticity.judge(sign_as(registry, home, "alpha", (DATA / "yaml-tag.eml").read_bytes()), registry)
+    assert verdict.reason == "malformed" and isinstance(verdict.detail, str) and verdict.detail
+    assert verdict.summary and verdict.summary["from"] and verdict.summary["message_id"]
