@@ -462,10 +462,16 @@ class SmtpImapTransport(Transport):
     def close(self) -> None:
         session, self._smtp_session = self._smtp_session, None
         if session is not None and self._loop is not None:
+            connection = session.transport
             try:
                 self._loop.run_until_complete(session.quit())
             except Exception:
                 session.close()
+            if isinstance(connection, asyncio.Transport):
+                # Closing a TLS transport only schedules the socket's close on the loop: abort
+                # it and let the loop turn, or closing the loop leaves the socket open.
+                connection.abort()
+                self._loop.run_until_complete(asyncio.sleep(0))
         if self._loop is not None:
             self._loop.close()
             self._loop = None
