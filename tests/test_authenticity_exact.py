@@ -48,7 +48,7 @@ def test_fifty_relays_pass_and_fifty_one_are_a_loop(registry: Registry, home: Pa
     def hops(n: int) -> bytes:
         return b"".join(b"Received: from hop%d by hop%d; Sun, 29 Nov 2026 10:00:00 +0000\r\n" % (i, i) for i in range(n))
 
-    assert authenticity.judge(hops(50) + signed, registry).accepted
+    assert authenticity.judge(hops(50) + signed, registry).route == "accept"
     verdict = authenticity.judge(hops(51) + signed, registry)
     assert (verdict.reason, verdict.detail) == ("loop", "the letter passed 51 relays (more than 50)")
     assert verdict.summary and verdict.summary["subject"] == "Burst"
@@ -67,7 +67,7 @@ def test_auto_submitted_mail_is_automated_with_its_value(registry: Registry, hom
 
 def test_auto_generated_with_parameters_is_still_a_letter(registry: Registry, home: Path) -> None:
     raw = letter_bytes().replace(b"Auto-Submitted: auto-generated", b"Auto-Submitted: auto-generated; agent=alpha")
-    assert authenticity.judge(sign_as(registry, home, "alpha", raw), registry).accepted
+    assert authenticity.judge(sign_as(registry, home, "alpha", raw), registry).route == "accept"
 
 
 def test_precedence_detail_names_the_value(registry: Registry, home: Path) -> None:
@@ -94,7 +94,7 @@ def test_the_trusted_fails_are_all_named(registry: Registry, home: Path) -> None
 
 def test_a_letter_to_an_unregistered_address_is_accepted_with_no_recipient_platform(registry: Registry, home: Path) -> None:
     verdict = authenticity.judge(sign_as(registry, home, "alpha", letter_bytes(to_address="carol@bus.test")), registry)
-    assert verdict.accepted and verdict.letter is not None
+    assert verdict.route == "accept" and verdict.letter is not None
     assert (verdict.letter.sender, verdict.letter.to) == ("alpha", "")
 
 

@@ -6,15 +6,20 @@ from __future__ import annotations
 import pytest
 
 from agentmail import guards, verdicts
+from agentmail.model import Letter
 
 TRUSTED = ("mail.bus.test",)
 
 
-def _parent(**fields: object) -> dict[str, object]:
-    return {"id": "01abc", "state": "unread", "type": "report", "thread": "thr-abc123def0", **fields}
+def _parent(**fields: object) -> Letter:
+    base: dict[str, object] = {"message_id": "<01abc@bus.test>", "sender": "beta", "sender_address": "beta@bus.test",
+                               "to": "alpha", "to_address": "alpha@bus.test", "type": "report",
+                               "thread": "thr-abc123def0", "subject": "s", "body": "b", "date": "",
+                               "id": "01abc", "state": "unread"}  # fmt: skip
+    return Letter(**{**base, **fields})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("parent,replied_by,depth,why", [
+@pytest.mark.parametrize("parent,answered_by,depth,why", [
     (_parent(state="quarantine", reason="unauthenticated"), None, 1,
      "letter 01abc is quarantined (unauthenticated); it cannot be answered"),
     (_parent(state="sent"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
@@ -22,15 +27,19 @@ def _parent(**fields: object) -> dict[str, object]:
     (_parent(state="failed"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
     (_parent(type="ack"), None, 1, "letter 01abc is an ack, which is never answered"),
     (_parent(type="close"), None, 1, "letter 01abc is a close, which is never answered"),
-    (_parent(), "01def", 1, "letter 01abc was already answered (by 01def); one reply per letter"),
+    (_parent(type="note"), None, 1, "letter 01abc is a note, which is never answered"),
+    (_parent(), "01def", 1, "letter 01abc was already answered (by letter 01def); one reply per letter per platform"),
+    (_parent(), "alpha 01def", 1,
+     "letter 01abc was already answered (by alpha, letter 01def); one reply per letter per platform"),
     (_parent(), None, guards.MAX_DEPTH,
      f"thread thr-abc123def0 is {guards.MAX_DEPTH} letters deep (cap {guards.MAX_DEPTH}); it needs a human"),
     (_parent(), None, guards.MAX_DEPTH - 1, None),
     (_parent(state="read", type="question"), None, 1, None),
 ])  # fmt: skip
-def test_reply_refusal_says_exactly_why(parent: dict[str, object], replied_by: str | None, depth: int,
-                                        why: str | None) -> None:  # fmt: skip
-    assert guards.reply_refusal(parent, replied_by, depth) == why
+def test_reply_refusal_says_exactly_why(parent: Letter, answered_by: str | None, depth: int, why: str | None) -> None:
+    out = guards.Outbound(kind="reply", body="The quota endpoint fails.", me="alpha", parent=parent,
+                          answered_by=answered_by, depth=depth)  # fmt: skip
+    assert guards.refusal(out) == why
 
 
 def test_a_long_path_body_is_quoted_to_80_characters() -> None:

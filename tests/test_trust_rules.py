@@ -89,7 +89,7 @@ def test_an_unreadable_authentication_results_from_a_trusted_id_fails_closed(reg
     assert "unreadable Authentication-Results from mail.bus.test" in (verdict.detail or "")
     # The same garbage under an id nobody trusts means nothing: the signed letter passes.
     untrusted = garbled.replace(b"mail.bus.test;", b"relay.evil.test;")
-    assert authenticity.judge(untrusted + signed, trusting(registry)).accepted
+    assert authenticity.judge(untrusted + signed, trusting(registry)).route == "accept"
 
 
 def test_an_invented_result_word_from_a_trusted_id_is_a_fail() -> None:
@@ -116,7 +116,7 @@ def test_bulk_and_list_precedence_is_automated(registry: Registry, home: Path, p
 
 def test_first_class_precedence_is_a_letter(registry: Registry, home: Path) -> None:
     raw = letter_bytes().replace(b"Subject:", b"Precedence: first-class\r\nSubject:", 1)
-    assert authenticity.judge(sign_as(registry, home, "alpha", raw), registry).accepted
+    assert authenticity.judge(sign_as(registry, home, "alpha", raw), registry).route == "accept"
 
 
 @pytest.mark.parametrize("sender", ["MAILER-DAEMON@bus.test", "postmaster@bus.test", "noreply@bus.test",
