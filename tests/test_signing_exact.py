@@ -7,6 +7,7 @@ import dkim
 import pytest
 
 from agentmail import signing, wire
+from agentmail.mime import is_mime_header
 
 from .test_signing import KEY, PRIVATE, signed
 
@@ -30,7 +31,7 @@ def test_a_pass_says_which_key_passed() -> None:
 
 def test_a_signature_by_another_domain_is_named_exactly() -> None:
     attacker, _ = signing.generate_keypair()
-    raw = signing.sign(wire.render(wire.Outline("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0",
+    raw = signing.sign(wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0",
                                                 "Hi", "x", message_id="<1@evil.test>")), "evil.test", "sel9", attacker)  # fmt: skip
     result = signing.verify(raw, KEY)
     assert result.ok is False
@@ -49,14 +50,22 @@ def test_each_refusal_is_worded_exactly() -> None:
 
 
 def test_a_signature_that_does_not_over_sign_names_the_headers() -> None:
-    unsigned = wire.render(wire.Outline("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x",
+    unsigned = wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x",
                                         message_id="<1@bus.test>"))  # fmt: skip
+    def signed_with(include: list[bytes]) -> bytes:
+        header: bytes = dkim.sign(unsigned, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
+                                  canonicalize=signing.CANONICALIZATION, include_headers=include, linesep=b"\r\n")  # fmt: skip
+        return header + unsigned
+
     once = [h.lower().encode() for h in wire.SIGNED_HEADERS]
-    header = dkim.sign(unsigned, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
-                       canonicalize=(b"relaxed", b"relaxed"), include_headers=once, linesep=b"\r\n")  # fmt: skip
-    result = signing.verify(header + unsigned, KEY)
-    assert result.detail == ("the signature does not over-sign from, to, subject, date, message-id, auto-submitted, "
-                             "x-agentmail-type, x-agentmail-thread")  # fmt: skip
+    # The MIME headers are checked first: signed only once, the first (sorted) is named.
+    assert signing.verify(signed_with(once), KEY).detail == (
+        "the signature does not over-sign the content-transfer-encoding header")
+    # MIME headers over-signed, the rest signed once: every one of those is named, in order.
+    mime_twice = once + [h.lower().encode() for h in wire.SIGNED_HEADERS if is_mime_header(h.lower().encode())]
+    assert signing.verify(signed_with(mime_twice), KEY).detail == (
+        "the signature does not over-sign from, to, subject, date, message-id, auto-submitted, "
+        "x-agentmail-type, x-agentmail-thread")  # fmt: skip
 
 
 @pytest.mark.parametrize("bad_top", [

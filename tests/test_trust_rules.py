@@ -46,7 +46,7 @@ def _rsa_pair(bits: int) -> tuple[bytes, str]:
 def _rsa_signed(private: bytes, algorithm: bytes) -> bytes:
     raw = letter_bytes()
     header: bytes = dkim.sign(raw, b"am1", b"bus.test", private, signature_algorithm=algorithm,
-                              canonicalize=(b"relaxed", b"relaxed"), include_headers=signing._INCLUDE,
+                              canonicalize=signing.CANONICALIZATION, include_headers=signing._INCLUDE,
                               linesep=b"\r\n")  # fmt: skip
     return header + raw
 
