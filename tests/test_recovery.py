@@ -90,10 +90,11 @@ def test_a_reply_reservation_whose_reply_never_got_written_is_cleared(alpha: Age
     alpha.send("beta", "Quota 500s", OPENER)
     (letter,) = beta.inbox()
     reservation = beta.spool.ensure().root / "index" / "replied" / _key(letter.message_id)
-    reservation.write_text("01KILLEDBEFOREITSREPLYWASFILED")  # a crash between claim and store
+    reservation.parent.mkdir(parents=True, exist_ok=True)
+    reservation.write_text("beta 01KILLEDBEFOREITSREPLYWASFILED")  # a crash between claim and store
     reply = beta.reply(letter, "Reproduced. Fixing.")
     assert reply is not None and reply.state == "sent", beta.why_refused(letter)
-    assert reservation.read_text() == reply.id
+    assert reservation.read_text() == f"beta {reply.id}"
     assert beta.reply(letter, "Twice?") is None  # a live reservation still refuses a second reply
 
 
@@ -106,8 +107,9 @@ def _thread_of_depth(alpha: AgentMail, beta: AgentMail, letters: int) -> str:
 
 def test_follow_up_refuses_a_closed_thread(alpha: AgentMail, beta: AgentMail) -> None:
     thread = _thread_of_depth(alpha, beta, 1)
-    beta.sync()
-    closing = beta.follow_up(thread, "Fixed in 2.4.2; closing.", type="close")
+    (report,) = beta.inbox()  # beta's last word is its answer: a follow-up continues only after one's own letter
+    closing = beta.reply(report, "Fixed in 2.4.2; closing.", type="close", raise_refused=True)
+    assert closing is not None
     assert closing.state == "sent"
     with pytest.raises(Refused, match=f"thread {thread} is closed"):
         alpha.follow_up(thread, "One more thing.", type="question")
@@ -117,7 +119,7 @@ def test_follow_up_refuses_a_closed_thread(alpha: AgentMail, beta: AgentMail) ->
 def test_follow_up_refuses_past_the_depth_cap(alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(guards, "MAX_DEPTH", 3)
     thread = _thread_of_depth(alpha, beta, 3)  # depths 0, 1, 2
-    assert [x.extra.get("depth") for x in alpha.thread(thread, sync=False)] == [0, 1, 2]
+    assert [x.depth for x in alpha.thread(thread, sync=False)] == [0, 1, 2]
     with pytest.raises(Refused, match=r"is 3 letters deep \(cap 3\); it needs a human"):
         alpha.follow_up(thread, "And another.", type="question")
     assert len(alpha.thread(thread, sync=False)) == 3
