@@ -70,7 +70,8 @@ def test_flush_with_smtp_down_keeps_the_letters_and_sends_each_once_when_it_is_b
     servers.stop_smtp()
     results = alpha.flush()
     assert [(r.key, r.status) for r in results] == [(i, "queued") for i in ids]
-    assert all("cannot reach" in r.detail for r in results)
+    assert all(r.detail.startswith(f"nothing is listening on 127.0.0.1:{servers.smtp_port} (connection refused)")
+               for r in results)
     capsys.readouterr()
     assert main(["--as", "alpha", "flush"]) == 5  # TransportError: the documented exit code
     out, err = capsys.readouterr()
@@ -116,12 +117,16 @@ def test_a_login_refused_in_the_middle_of_sending_loses_nothing(alpha_beta: tupl
     servers.stop_smtp()
     servers.start_smtp()  # the session is gone; the password changed on the server meanwhile
     servers.store.refuse_logins()
-    with pytest.raises(ConfigError, match="refused the login of alpha@bus.test"):
+    # A configuration error is not queued (issue 14): the letter goes to failed/ with the reason,
+    # the command says so; nothing is lost and nothing is ever sent twice.
+    with pytest.raises(ConfigError, match=r"refused the login 'alpha@bus\.test' .*the letter was not sent and not queued"):
         alpha.send("beta", "Second", OPENER)
-    (queued,) = [x for x in alpha.sent() if x.subject == "Second"]
-    assert queued.state == "outbox"  # filed before the attempt: a refused login loses nothing
+    (failed,) = [x for x in alpha.sent() if x.subject == "Second"]
+    assert failed.state == "failed" and alpha.spool.ids("outbox") == []
+    assert "refused the login" in str(alpha.spool.annotations(failed.id))
     servers.store.refuse_logins(False)
-    assert [r.status for r in alpha.flush()] == ["sent"]
+    assert alpha.flush() == []  # nothing queued: a failed letter is never sent behind the user's back
+    assert alpha.send("beta", "Second", OPENER).state == "sent"  # after the fix it can be sent again
     assert sorted(x.subject for x in beta.inbox()) == ["First", "Second"]
     assert len(servers.store.accepted) == 2
 
