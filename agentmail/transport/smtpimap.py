@@ -123,8 +123,14 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) 
             raise ConfigError(f"{_where(endpoint)} offers no AUTH{hint}")
         await client.login(login.username, login.password)
     except BaseException as exc:
+        connection = client.transport
         client.close()
         if isinstance(exc, Exception):
+            if isinstance(connection, asyncio.Transport):
+                # close() only schedules the socket's close on the loop (and a TLS transport waits
+                # for the peer): abort it and let the loop turn, or the socket outlives the loop.
+                connection.abort()
+                await asyncio.sleep(0)
             raise problem(endpoint, "smtp", exc, login) from exc
         raise
 
@@ -510,10 +516,17 @@ class SmtpImapTransport(Transport):
                         pass
                 return True, ""
             finally:
+                connection = client.transport
                 try:
                     await client.quit()
                 except aiosmtplib.SMTPException:
                     client.close()
+                finally:
+                    if isinstance(connection, asyncio.Transport):
+                        # QUIT only schedules the socket's close: abort it and let the loop turn
+                        # before the loop is closed below, or the socket outlives it.
+                        connection.abort()
+                        await asyncio.sleep(0)
 
         loop = asyncio.new_event_loop()
         try:
