@@ -57,10 +57,21 @@ _LAZY = {
 # The function is not exported as ``agentmail.compose``: that name is its module's (importing the
 # module sets it on the package, replacing a function), so the name always means the module.
 
-__all__ = sorted([
-    "AgentmailError", "BadInput", "ConfigError", "Letter", "NotFound", "PermanentFailure", "Refused",
-    "SecretError", "Timeout", "TransportError", *_LAZY,
-])  # fmt: skip
+__all__ = sorted(
+    [
+        "AgentmailError",
+        "BadInput",
+        "ConfigError",
+        "Letter",
+        "NotFound",
+        "PermanentFailure",
+        "Refused",
+        "SecretError",
+        "Timeout",
+        "TransportError",
+        *_LAZY,
+    ]
+)
 
 
 def __getattr__(name: str) -> _typing.Any:

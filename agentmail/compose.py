@@ -46,12 +46,24 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     me = registry.get(sender)
     recipient = registry.get(draft.to)
     letter = Letter(
-        message_id=wire.new_message_id(me.name, me.domain), sender=me.name, sender_address=me.address,
-        sender_name=me.display_name or None, to=recipient.name, to_address=recipient.address, type=draft.type,
-        thread=draft.thread, subject=draft.subject, body=draft.body.strip(),
-        date=format_datetime(datetime.now(timezone.utc)), severity=draft.severity, ref=draft.ref,
-        in_reply_to=draft.in_reply_to, references=draft.references, to_agent=draft.to_agent, id=new_ulid(),
-    )  # fmt: skip
+        message_id=wire.new_message_id(me.name, me.domain),
+        sender=me.name,
+        sender_address=me.address,
+        sender_name=me.display_name or None,
+        to=recipient.name,
+        to_address=recipient.address,
+        type=draft.type,
+        thread=draft.thread,
+        subject=draft.subject,
+        body=draft.body.strip(),
+        date=format_datetime(datetime.now(timezone.utc)),
+        severity=draft.severity,
+        ref=draft.ref,
+        in_reply_to=draft.in_reply_to,
+        references=draft.references,
+        to_agent=draft.to_agent,
+        id=new_ulid(),
+    )
     try:
         unsigned = wire.render(letter)
     except ValueError as exc:
@@ -82,4 +94,5 @@ def _check_key_matches_pin(registry: Registry, me: Platform, key: str, source: s
             f"{registry.root / 'platforms' / (me.name + '.toml')} (s={me.selector}): "
             f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
             f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
-            f"{me.name}' and commit the new entry")  # fmt: skip
+            f"{me.name}' and commit the new entry"
+        )

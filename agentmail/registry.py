@@ -16,7 +16,9 @@ from typing import Any
 from .errors import ConfigError
 from .model import NAME_RE
 
-ADDRESS_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+ADDRESS_RE = re.compile(
+    r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
+)
 DOMAIN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
 SELECTOR_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 POLICIES = ("pinned", "aligned")
@@ -126,25 +128,34 @@ def check_bus_keys(data: dict[str, Any]) -> None:
             for inner in value:
                 if inner not in TABLE_KEYS[key]:
                     where = _home_of(inner)
-                    raise ConfigError(f"bus.toml: unknown key {inner!r} in [{key}]"
-                                      + (f"; it belongs {where}" if where else f" (known: {', '.join(TABLE_KEYS[key])})"))  # fmt: skip
+                    raise ConfigError(
+                        f"bus.toml: unknown key {inner!r} in [{key}]"
+                        + (f"; it belongs {where}" if where else f" (known: {', '.join(TABLE_KEYS[key])})")
+                    )
         elif key not in TOP_KEYS:
             where = _home_of(key)
-            raise ConfigError(f"bus.toml: unknown key {key!r}"
-                              + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap])"))  # fmt: skip
+            raise ConfigError(
+                f"bus.toml: unknown key {key!r}"
+                + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap])")
+            )
 
 
 def _check_platform_keys(data: dict[str, Any]) -> None:
     for key in data:
         if key not in PLATFORM_KEYS:
             where = "under [dkim]" if key in DKIM_KEYS else ""
-            raise ConfigError(f"unknown key {key!r}" + (f"; it belongs {where}" if where else f" (known: {', '.join(PLATFORM_KEYS)})"))
+            raise ConfigError(
+                f"unknown key {key!r}" + (f"; it belongs {where}" if where else f" (known: {', '.join(PLATFORM_KEYS)})")
+            )
     dkim = data.get("dkim")
     if isinstance(dkim, dict):
         for key in dkim:
             if key not in DKIM_KEYS:
                 where = "at the top, before [dkim]" if key in PLATFORM_KEYS else ""
-                raise ConfigError(f"unknown key {key!r} in [dkim]" + (f"; it belongs {where}" if where else f" (known: {', '.join(DKIM_KEYS)})"))
+                raise ConfigError(
+                    f"unknown key {key!r} in [dkim]"
+                    + (f"; it belongs {where}" if where else f" (known: {', '.join(DKIM_KEYS)})")
+                )
 
 
 def _endpoint(data: Any, what: str) -> Endpoint | None:
@@ -174,7 +185,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         raise ConfigError(f"bus.toml: policy must be one of {', '.join(POLICIES)}")
     sent_folder = data.get("sent_folder")
     if sent_folder is not None and not isinstance(sent_folder, str):
-        raise ConfigError("bus.toml: sent_folder must be a folder name (\"\" for none)")
+        raise ConfigError('bus.toml: sent_folder must be a folder name ("" for none)')
     ca_file = data.get("ca_file")
     if ca_file is not None and not isinstance(ca_file, str):
         raise ConfigError("bus.toml: ca_file must be a path (relative to the registry directory)")
@@ -256,8 +267,10 @@ def load(root: Path) -> Registry:
     """Read a registry directory. A missing or broken ``bus.toml`` is fatal; a bad platform is not."""
     bus_file = root / "bus.toml"
     if not bus_file.is_file():
-        raise ConfigError(f"no registry at {root} (bus.toml missing): point at your bus's registry with "
-                          f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)")  # fmt: skip
+        raise ConfigError(
+            f"no registry at {root} (bus.toml missing): point at your bus's registry with "
+            f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)"
+        )
     try:
         bus = parse_bus(_read_toml(bus_file))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -44,9 +44,18 @@ _ADDR_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@")
 _FOLD = re.compile(r"\r?\n(?=[ \t])")  # a line break inside a header value that only folds it
 SIGNED_HEADERS = (
-    "From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References",
-    "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread", *MIME_HEADERS,
-)  # fmt: skip
+    "From",
+    "To",
+    "Subject",
+    "Date",
+    "Message-ID",
+    "In-Reply-To",
+    "References",
+    "Auto-Submitted",
+    "X-Agentmail-Type",
+    "X-Agentmail-Thread",
+    *MIME_HEADERS,
+)
 
 
 class Malformed(ValueError):
@@ -80,16 +89,43 @@ def thread_of_address(address: str) -> str | None:
     return match.group(1) if match else None
 
 
-def draft_letter(sender_address: str, sender_name: str, to_address: str, type: str, thread: str, subject: str,
-                 body: str, *, severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
-                 references: tuple[str, ...] = (), to_agent: str | None = None, message_id: str = "",
-                 date: datetime | None = None) -> Letter:  # fmt: skip
+def draft_letter(
+    sender_address: str,
+    sender_name: str,
+    to_address: str,
+    type: str,
+    thread: str,
+    subject: str,
+    body: str,
+    *,
+    severity: str | None = None,
+    ref: str | None = None,
+    in_reply_to: str | None = None,
+    references: tuple[str, ...] = (),
+    to_agent: str | None = None,
+    message_id: str = "",
+    date: datetime | None = None,
+) -> Letter:
     """A Letter as a sender writes it, before it has a spool id: what ``render`` reads.
     (compose builds one from the registry; tests and tools that forge letters use this.)"""
-    return Letter(message_id=message_id, sender="", sender_address=sender_address, sender_name=sender_name or None,
-                  to="", to_address=to_address, type=type, thread=thread, subject=subject, body=body,
-                  date=format_datetime(date) if date else "", severity=severity, ref=ref, in_reply_to=in_reply_to,
-                  references=references, to_agent=to_agent)  # fmt: skip
+    return Letter(
+        message_id=message_id,
+        sender="",
+        sender_address=sender_address,
+        sender_name=sender_name or None,
+        to="",
+        to_address=to_address,
+        type=type,
+        thread=thread,
+        subject=subject,
+        body=body,
+        date=format_datetime(date) if date else "",
+        severity=severity,
+        ref=ref,
+        in_reply_to=in_reply_to,
+        references=references,
+        to_agent=to_agent,
+    )
 
 
 def render(letter: Letter) -> bytes:
@@ -161,7 +197,9 @@ def bad_header_line(head: bytes) -> int | None:
     return None if found is None else head.count(b"\n", 0, found.start()) + 2
 
 
-_QUICK_FROM = re.compile(rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+_QUICK_FROM = re.compile(
+    rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE
+)
 _QUICK_ID = re.compile(rb"^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
 

@@ -69,8 +69,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.write_line(line, red=line.startswith("ERROR"), bold=line.startswith("ERROR"))
 
 
-_ENV = ("AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "AGENTMAIL_PLATFORM", "AGENTMAIL_AGENT", "AGENTMAIL_DKIM_KEY",
-        "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD")  # fmt: skip
+_ENV = (
+    "AGENTMAIL_HOME",
+    "AGENTMAIL_REGISTRY",
+    "AGENTMAIL_PLATFORM",
+    "AGENTMAIL_AGENT",
+    "AGENTMAIL_DKIM_KEY",
+    "AGENTMAIL_USERNAME",
+    "AGENTMAIL_PASSWORD",
+)
 
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)  # SIGALRM: pytest-timeout's
@@ -180,8 +187,12 @@ def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[
     recipient = sender.registry.get(to)
     letters = []
     for i in range(n):
-        letter, raw = compose(sender.registry, sender.home, sender.me.platform, Draft(
-            recipient.name, "question", new_thread_id(), f"{label} letter {i}", f"letter {i} of {n}\n"))
+        letter, raw = compose(
+            sender.registry,
+            sender.home,
+            sender.me.platform,
+            Draft(recipient.name, "question", new_thread_id(), f"{label} letter {i}", f"letter {i} of {n}\n"),
+        )
         letters.append((letter.message_id, raw))
     return letters
 

@@ -22,7 +22,10 @@ def test_a_quarantine_carries_the_letters_headers_as_its_summary(registry: Regis
     assert verdict.detail == "carol@bus.test is not a registered platform of this bus"
     assert verdict.summary is not None and verdict.letter is None
     assert {k: v for k, v in verdict.summary.items() if k != "date"} == {
-        "from": "Carol <carol@bus.test>", "subject": "Burst", "message_id": "<01a.alpha@bus.test>"}  # fmt: skip
+        "from": "Carol <carol@bus.test>",
+        "subject": "Burst",
+        "message_id": "<01a.alpha@bus.test>",
+    }
     assert verdict.summary["date"].endswith("+0000")
 
 
@@ -46,7 +49,9 @@ def test_fifty_relays_pass_and_fifty_one_are_a_loop(registry: Registry, home: Pa
     signed = sign_as(registry, home, "alpha", letter_bytes())
 
     def hops(n: int) -> bytes:
-        return b"".join(b"Received: from hop%d by hop%d; Sun, 29 Nov 2026 10:00:00 +0000\r\n" % (i, i) for i in range(n))
+        return b"".join(
+            b"Received: from hop%d by hop%d; Sun, 29 Nov 2026 10:00:00 +0000\r\n" % (i, i) for i in range(n)
+        )
 
     assert authenticity.judge(hops(50) + signed, registry).route == "accept"
     verdict = authenticity.judge(hops(51) + signed, registry)
@@ -54,11 +59,16 @@ def test_fifty_relays_pass_and_fifty_one_are_a_loop(registry: Registry, home: Pa
     assert verdict.summary and verdict.summary["subject"] == "Burst"
 
 
-@pytest.mark.parametrize("value,detail", [
-    ("auto-replied", "an automatic response (Auto-Submitted: auto-replied)"),
-    ("Auto-Notified; owner=x", "an automatic response (Auto-Submitted: auto-notified)"),
-])  # fmt: skip
-def test_auto_submitted_mail_is_automated_with_its_value(registry: Registry, home: Path, value: str, detail: str) -> None:
+@pytest.mark.parametrize(
+    "value,detail",
+    [
+        ("auto-replied", "an automatic response (Auto-Submitted: auto-replied)"),
+        ("Auto-Notified; owner=x", "an automatic response (Auto-Submitted: auto-notified)"),
+    ],
+)
+def test_auto_submitted_mail_is_automated_with_its_value(
+    registry: Registry, home: Path, value: str, detail: str
+) -> None:
     raw = letter_bytes().replace(b"Auto-Submitted: auto-generated", f"Auto-Submitted: {value}".encode())
     verdict = authenticity.judge(sign_as(registry, home, "alpha", raw), registry)
     assert (verdict.reason, verdict.detail) == ("automated", detail)
@@ -86,13 +96,17 @@ def test_a_mail_system_sender_has_its_summary(registry: Registry) -> None:
 
 
 def test_the_trusted_fails_are_all_named(registry: Registry, home: Path) -> None:
-    header = b"Authentication-Results: mail.bus.test; spf=fail smtp.mailfrom=bus.test; dmarc=fail header.from=bus.test\r\n"
+    header = (
+        b"Authentication-Results: mail.bus.test; spf=fail smtp.mailfrom=bus.test; dmarc=fail header.from=bus.test\r\n"
+    )
     verdict = authenticity.judge(header + sign_as(registry, home, "alpha", letter_bytes()), trusting(registry))
     assert verdict.detail == "the bus's mail server reported spf=fail, dmarc=fail"
     assert verdict.summary and verdict.summary["subject"] == "Burst"
 
 
-def test_a_letter_to_an_unregistered_address_is_accepted_with_no_recipient_platform(registry: Registry, home: Path) -> None:
+def test_a_letter_to_an_unregistered_address_is_accepted_with_no_recipient_platform(
+    registry: Registry, home: Path
+) -> None:
     verdict = authenticity.judge(sign_as(registry, home, "alpha", letter_bytes(to_address="carol@bus.test")), registry)
     assert verdict.route == "accept" and verdict.letter is not None
     assert (verdict.letter.sender, verdict.letter.to) == ("alpha", "")
@@ -144,7 +158,10 @@ def test_a_delivery_report_from_any_sender_is_a_bounce(registry: Registry) -> No
 
 def test_the_dsn_reason_comes_from_the_delivery_status_part_only(registry: Registry) -> None:
     raw = BOUNCE.replace(b"I am sorry", b"Status: 9.9.9 see below\nI am sorry")
-    assert authenticity.judge(raw, registry).detail == "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+    assert (
+        authenticity.judge(raw, registry).detail
+        == "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+    )
 
 
 def test_the_dsn_reason_is_cleaned_and_cut(registry: Registry) -> None:

@@ -12,40 +12,72 @@ TRUSTED = ("mail.bus.test",)
 
 
 def _parent(**fields: object) -> Letter:
-    base: dict[str, object] = {"message_id": "<01abc@bus.test>", "sender": "beta", "sender_address": "beta@bus.test",
-                               "to": "alpha", "to_address": "alpha@bus.test", "type": "report",
-                               "thread": "thr-abc123def0", "subject": "s", "body": "b", "date": "",
-                               "id": "01abc", "state": "unread"}  # fmt: skip
+    base: dict[str, object] = {
+        "message_id": "<01abc@bus.test>",
+        "sender": "beta",
+        "sender_address": "beta@bus.test",
+        "to": "alpha",
+        "to_address": "alpha@bus.test",
+        "type": "report",
+        "thread": "thr-abc123def0",
+        "subject": "s",
+        "body": "b",
+        "date": "",
+        "id": "01abc",
+        "state": "unread",
+    }
     return Letter(**{**base, **fields})  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("parent,answered_by,depth,why", [
-    (_parent(state="quarantine", reason="unauthenticated"), None, 1,
-     "letter 01abc is quarantined (unauthenticated); it cannot be answered"),
-    (_parent(state="sent"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
-    (_parent(state="outbox"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
-    (_parent(state="failed"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
-    (_parent(type="ack"), None, 1, "letter 01abc is an ack, which is never answered"),
-    (_parent(type="close"), None, 1, "letter 01abc is a close, which is never answered"),
-    (_parent(type="note"), None, 1, "letter 01abc is a note, which is never answered"),
-    (_parent(), "01def", 1, "letter 01abc was already answered (by letter 01def); one reply per letter per platform"),
-    (_parent(), "alpha 01def", 1,
-     "letter 01abc was already answered (by alpha, letter 01def); one reply per letter per platform"),
-    (_parent(), None, guards.MAX_DEPTH,
-     f"thread thr-abc123def0 is {guards.MAX_DEPTH} letters deep (cap {guards.MAX_DEPTH}); it needs a human"),
-    (_parent(), None, guards.MAX_DEPTH - 1, None),
-    (_parent(state="read", type="question"), None, 1, None),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "parent,answered_by,depth,why",
+    [
+        (
+            _parent(state="quarantine", reason="unauthenticated"),
+            None,
+            1,
+            "letter 01abc is quarantined (unauthenticated); it cannot be answered",
+        ),
+        (_parent(state="sent"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
+        (_parent(state="outbox"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
+        (_parent(state="failed"), None, 1, "letter 01abc is one you sent; answer the letters you received"),
+        (_parent(type="ack"), None, 1, "letter 01abc is an ack, which is never answered"),
+        (_parent(type="close"), None, 1, "letter 01abc is a close, which is never answered"),
+        (_parent(type="note"), None, 1, "letter 01abc is a note, which is never answered"),
+        (
+            _parent(),
+            "01def",
+            1,
+            "letter 01abc was already answered (by letter 01def); one reply per letter per platform",
+        ),
+        (
+            _parent(),
+            "alpha 01def",
+            1,
+            "letter 01abc was already answered (by alpha, letter 01def); one reply per letter per platform",
+        ),
+        (
+            _parent(),
+            None,
+            guards.MAX_DEPTH,
+            f"thread thr-abc123def0 is {guards.MAX_DEPTH} letters deep (cap {guards.MAX_DEPTH}); it needs a human",
+        ),
+        (_parent(), None, guards.MAX_DEPTH - 1, None),
+        (_parent(state="read", type="question"), None, 1, None),
+    ],
+)
 def test_reply_refusal_says_exactly_why(parent: Letter, answered_by: str | None, depth: int, why: str | None) -> None:
-    out = guards.Outbound(kind="reply", body="The quota endpoint fails.", me="alpha", parent=parent,
-                          answered_by=answered_by, depth=depth)  # fmt: skip
+    out = guards.Outbound(
+        kind="reply", body="The quota endpoint fails.", me="alpha", parent=parent, answered_by=answered_by, depth=depth
+    )
     assert guards.refusal(out) == why
 
 
 def test_a_long_path_body_is_quoted_to_80_characters() -> None:
     path = "src/" + "a" * 120 + ".py"
-    assert guards.body_refusal(path) == (f"the body is only a path ({path[:80]}); the reader cannot open your files "
-                                         "— send the content (-b @FILE)")  # fmt: skip
+    assert guards.body_refusal(path) == (
+        f"the body is only a path ({path[:80]}); the reader cannot open your files — send the content (-b @FILE)"
+    )
 
 
 def test_an_opener_leaning_on_what_the_reader_cannot_see_is_told_so() -> None:
@@ -73,13 +105,16 @@ def test_every_result_is_read_past_a_method_that_does_not_count() -> None:
     assert found.fails == ("spf=fail",)
 
 
-@pytest.mark.parametrize("results,passes", [
-    ("dkim=pass header.d=bus.test", ("bus.test",)),                       # no header.s: still a pass
-    ("dkim=pass header.d=Bus.Test header.s=mail", ("bus.test",)),
-    ("dkim=pass", ()),                                                    # no header.d: no domain
-    ("dkim=neutral header.d=bus.test", ()),
-    ("spf=pass smtp.mailfrom=bus.test; dmarc=pass header.from=bus.test", ()),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "results,passes",
+    [
+        ("dkim=pass header.d=bus.test", ("bus.test",)),  # no header.s: still a pass
+        ("dkim=pass header.d=Bus.Test header.s=mail", ("bus.test",)),
+        ("dkim=pass", ()),  # no header.d: no domain
+        ("dkim=neutral header.d=bus.test", ()),
+        ("spf=pass smtp.mailfrom=bus.test; dmarc=pass header.from=bus.test", ()),
+    ],
+)
 def test_only_a_dkim_pass_names_a_passing_domain(results: str, passes: tuple[str, ...]) -> None:
     found = verdicts.read([f"mail.bus.test; {results}"], TRUSTED)
     assert found == verdicts.TrustedVerdicts((), passes)

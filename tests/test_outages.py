@@ -49,9 +49,11 @@ def _queue(alpha: AgentMail, servers: MailServers, n: int) -> list[str]:  # noqa
 # --- the server is down ------------------------------------------------------------------------
 
 
-def test_a_hook_shows_the_spool_as_last_synced_when_imap_is_down(alpha_beta: tuple[AgentMail, AgentMail],
-                                                                 servers: MailServers,  # noqa: F811
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_hook_shows_the_spool_as_last_synced_when_imap_is_down(
+    alpha_beta: tuple[AgentMail, AgentMail],
+    servers: MailServers,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     alpha, beta = alpha_beta
     alpha.send("beta", "Quota 500s", OPENER)
     assert len(beta.sync().accepted) == 1
@@ -63,15 +65,19 @@ def test_a_hook_shows_the_spool_as_last_synced_when_imap_is_down(alpha_beta: tup
 
 
 def test_flush_with_smtp_down_keeps_the_letters_and_sends_each_once_when_it_is_back(
-    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers, capsys: pytest.CaptureFixture[str]  # noqa: F811
+    alpha_beta: tuple[AgentMail, AgentMail],
+    servers: MailServers,
+    capsys: pytest.CaptureFixture[str],  # noqa: F811
 ) -> None:
     alpha, beta = alpha_beta
     ids = _queue(alpha, servers, 2)
     servers.stop_smtp()
     results = alpha.flush()
     assert [(r.key, r.status) for r in results] == [(i, "queued") for i in ids]
-    assert all(r.detail.startswith(f"nothing is listening on 127.0.0.1:{servers.smtp_port} (connection refused)")
-               for r in results)
+    assert all(
+        r.detail.startswith(f"nothing is listening on 127.0.0.1:{servers.smtp_port} (connection refused)")
+        for r in results
+    )
     capsys.readouterr()
     assert main(["--as", "alpha", "flush"]) == 5  # TransportError: the documented exit code
     out, err = capsys.readouterr()
@@ -84,8 +90,9 @@ def test_flush_with_smtp_down_keeps_the_letters_and_sends_each_once_when_it_is_b
     assert len(servers.store.accepted) == 2
 
 
-def test_watch_keeps_running_through_an_imap_outage(alpha_beta: tuple[AgentMail, AgentMail],
-                                                    servers: MailServers, tmp_path: Path) -> None:  # noqa: F811  # fmt: skip
+def test_watch_keeps_running_through_an_imap_outage(
+    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers, tmp_path: Path
+) -> None:  # noqa: F811
     alpha, beta = alpha_beta
     out, said = tmp_path / "runs.txt", []
     servers.stop_imap()
@@ -110,8 +117,9 @@ def test_watch_keeps_running_through_an_imap_outage(alpha_beta: tuple[AgentMail,
 # --- refused and broken sessions ---------------------------------------------------------------
 
 
-def test_a_login_refused_in_the_middle_of_sending_loses_nothing(alpha_beta: tuple[AgentMail, AgentMail],
-                                                                servers: MailServers) -> None:  # noqa: F811  # fmt: skip
+def test_a_login_refused_in_the_middle_of_sending_loses_nothing(
+    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:  # noqa: F811
     alpha, beta = alpha_beta
     assert alpha.send("beta", "First", OPENER).state == "sent"  # a session is open
     servers.stop_smtp()
@@ -119,7 +127,9 @@ def test_a_login_refused_in_the_middle_of_sending_loses_nothing(alpha_beta: tupl
     servers.store.refuse_logins()
     # A configuration error is not queued (issue 14): the letter goes to failed/ with the reason,
     # the command says so; nothing is lost and nothing is ever sent twice.
-    with pytest.raises(ConfigError, match=r"refused the login 'alpha@bus\.test' .*the letter was not sent and not queued"):
+    with pytest.raises(
+        ConfigError, match=r"refused the login 'alpha@bus\.test' .*the letter was not sent and not queued"
+    ):
         alpha.send("beta", "Second", OPENER)
     (failed,) = [x for x in alpha.sent() if x.subject == "Second"]
     assert failed.state == "failed" and alpha.spool.ids("outbox") == []
@@ -132,7 +142,8 @@ def test_a_login_refused_in_the_middle_of_sending_loses_nothing(alpha_beta: tupl
 
 
 def test_a_connection_dropped_mid_batch_sends_the_rest_later_and_nothing_twice(
-    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers  # noqa: F811
+    alpha_beta: tuple[AgentMail, AgentMail],
+    servers: MailServers,  # noqa: F811
 ) -> None:
     alpha, beta = alpha_beta
     ids = _queue(alpha, servers, 3)
@@ -149,8 +160,9 @@ def test_a_connection_dropped_mid_batch_sends_the_rest_later_and_nothing_twice(
 # --- what a real MTA adds: verdicts, hops, bounces ----------------------------------------------
 
 
-def test_a_trusted_mta_reporting_dmarc_fail_quarantines_a_signed_letter(alpha_beta: tuple[AgentMail, AgentMail],
-                                                                        servers: MailServers) -> None:  # noqa: F811  # fmt: skip
+def test_a_trusted_mta_reporting_dmarc_fail_quarantines_a_signed_letter(
+    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:  # noqa: F811
     alpha, beta = alpha_beta
     servers.store.authserv_id = "mail.bus.test"
     servers.store.results = "dkim=pass header.d=bus.test; dmarc=fail (p=reject) header.from=bus.test"
@@ -163,17 +175,21 @@ def test_a_trusted_mta_reporting_dmarc_fail_quarantines_a_signed_letter(alpha_be
     assert raw.count(b"Received: ") == 1 and b"Authentication-Results: mail.bus.test;" in raw
 
 
-def test_a_trusted_mta_reporting_pass_changes_nothing_for_a_signed_letter(alpha_beta: tuple[AgentMail, AgentMail],
-                                                                          servers: MailServers) -> None:  # noqa: F811  # fmt: skip
+def test_a_trusted_mta_reporting_pass_changes_nothing_for_a_signed_letter(
+    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:  # noqa: F811
     alpha, beta = alpha_beta
     servers.store.authserv_id = "mail.bus.test"
-    servers.store.results = "dkim=pass header.d=bus.test; spf=pass smtp.mailfrom=bus.test; dmarc=pass header.from=bus.test"
+    servers.store.results = (
+        "dkim=pass header.d=bus.test; spf=pass smtp.mailfrom=bus.test; dmarc=pass header.from=bus.test"
+    )
     alpha.send("beta", "Quota 500s", OPENER)
     assert [x.subject for x in beta.inbox()] == ["Quota 500s"]
 
 
-def test_a_dsn_bounce_from_the_server_marks_the_sent_letter_undeliverable(alpha_beta: tuple[AgentMail, AgentMail],
-                                                                          servers: MailServers) -> None:  # noqa: F811  # fmt: skip
+def test_a_dsn_bounce_from_the_server_marks_the_sent_letter_undeliverable(
+    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:  # noqa: F811
     alpha, beta = alpha_beta
     servers.store.bounce_mail_for("beta@bus.test")
     sent = alpha.send("beta", "Quota 500s", OPENER)

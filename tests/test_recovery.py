@@ -74,7 +74,13 @@ def test_a_missing_meta_file_is_rebuilt_from_the_letter(alpha: AgentMail, beta: 
     rebuilt = beta.show(letter.id)
     assert meta.exists()  # the cache is written back
     assert (rebuilt.sender, rebuilt.type, rebuilt.thread, rebuilt.subject, rebuilt.severity, rebuilt.message_id) == (
-        "alpha", "report", letter.thread, "Quota 500s", "high", letter.message_id)  # fmt: skip
+        "alpha",
+        "report",
+        letter.thread,
+        "Quota 500s",
+        "high",
+        letter.message_id,
+    )
 
 
 def test_a_torn_meta_file_is_rebuilt_too(alpha: AgentMail, beta: AgentMail) -> None:
@@ -116,7 +122,9 @@ def test_follow_up_refuses_a_closed_thread(alpha: AgentMail, beta: AgentMail) ->
     assert [x.type for x in alpha.thread(thread)] == ["report", "close"]  # nothing was sent
 
 
-def test_follow_up_refuses_past_the_depth_cap(alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_follow_up_refuses_past_the_depth_cap(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(guards, "MAX_DEPTH", 3)
     thread = _thread_of_depth(alpha, beta, 3)  # depths 0, 1, 2
     assert [x.depth for x in alpha.thread(thread, sync=False)] == [0, 1, 2]

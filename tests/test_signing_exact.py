@@ -31,8 +31,16 @@ def test_a_pass_says_which_key_passed() -> None:
 
 def test_a_signature_by_another_domain_is_named_exactly() -> None:
     attacker, _ = signing.generate_keypair()
-    raw = signing.sign(wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0",
-                                                "Hi", "x", message_id="<1@evil.test>")), "evil.test", "sel9", attacker)  # fmt: skip
+    raw = signing.sign(
+        wire.render(
+            wire.draft_letter(
+                "alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x", message_id="<1@evil.test>"
+            )
+        ),
+        "evil.test",
+        "sel9",
+        attacker,
+    )
     result = signing.verify(raw, KEY)
     assert result.ok is False
     assert result.detail == "signature by d=evil.test s=sel9, not the pinned d=bus.test s=am1"
@@ -50,31 +58,48 @@ def test_each_refusal_is_worded_exactly() -> None:
 
 
 def test_a_signature_that_does_not_over_sign_names_the_headers() -> None:
-    unsigned = wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x",
-                                        message_id="<1@bus.test>"))  # fmt: skip
+    unsigned = wire.render(
+        wire.draft_letter(
+            "alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x", message_id="<1@bus.test>"
+        )
+    )
+
     def signed_with(include: list[bytes]) -> bytes:
-        header: bytes = dkim.sign(unsigned, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
-                                  canonicalize=signing.CANONICALIZATION, include_headers=include, linesep=b"\r\n")  # fmt: skip
+        header: bytes = dkim.sign(
+            unsigned,
+            b"am1",
+            b"bus.test",
+            PRIVATE.encode(),
+            signature_algorithm=b"ed25519-sha256",
+            canonicalize=signing.CANONICALIZATION,
+            include_headers=include,
+            linesep=b"\r\n",
+        )
         return header + unsigned
 
     once = [h.lower().encode() for h in wire.SIGNED_HEADERS]
     # The MIME headers are checked first: signed only once, the first (sorted) is named.
     assert signing.verify(signed_with(once), KEY).detail == (
-        "the signature does not over-sign the content-transfer-encoding header")
+        "the signature does not over-sign the content-transfer-encoding header"
+    )
     # MIME headers over-signed, the rest signed once: every one of those is named, in order.
     mime_twice = once + [h.lower().encode() for h in wire.SIGNED_HEADERS if is_mime_header(h.lower().encode())]
     assert signing.verify(signed_with(mime_twice), KEY).detail == (
         "the signature does not over-sign from, to, subject, date, message-id, auto-submitted, "
-        "x-agentmail-type, x-agentmail-thread")  # fmt: skip
+        "x-agentmail-type, x-agentmail-thread"
+    )
 
 
-@pytest.mark.parametrize("bad_top", [
-    "evil",        # another domain's signature
-    "l",           # a body-length limit
-    "algorithm",   # an algorithm not allowed
-    "body",        # a signature over another body
-    "unreadable",  # a signature dkimpy cannot read
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "bad_top",
+    [
+        "evil",  # another domain's signature
+        "l",  # a body-length limit
+        "algorithm",  # an algorithm not allowed
+        "body",  # a signature over another body
+        "unreadable",  # a signature dkimpy cannot read
+    ],
+)
 def test_a_bad_signature_above_a_good_one_does_not_hide_it(bad_top: str) -> None:
     good = signed()
     if bad_top == "evil":

@@ -18,8 +18,10 @@ from agentmail.transport.base import Envelope, Outgoing
 from .conftest import OPENER
 from .test_authenticity import DATA, letter_bytes, sign_as
 
-PLAIN = (b"From: Alpha <alpha@bus.test>\r\nTo: beta@bus.test\r\nSubject: Hi\r\nMessage-ID: <1.x@bus.test>\r\n"
-         b"Date: Tue, 01 Dec 2026 00:00:00 +0000\r\n")  # fmt: skip
+PLAIN = (
+    b"From: Alpha <alpha@bus.test>\r\nTo: beta@bus.test\r\nSubject: Hi\r\nMessage-ID: <1.x@bus.test>\r\n"
+    b"Date: Tue, 01 Dec 2026 00:00:00 +0000\r\n"
+)
 
 
 def _letter(raw: bytes) -> object:
@@ -30,24 +32,48 @@ def _letter(raw: bytes) -> object:
 
 
 def test_render_refuses_a_reference_that_is_no_message_id() -> None:
-    outline = wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x",
-                                 message_id="<1@bus.test>", references=("not-an-id",))  # fmt: skip
+    outline = wire.draft_letter(
+        "alpha@bus.test",
+        "",
+        "beta@bus.test",
+        "report",
+        "thr-abc123def0",
+        "Hi",
+        "x",
+        message_id="<1@bus.test>",
+        references=("not-an-id",),
+    )
     with pytest.raises(ValueError, match="not a Message-ID: 'not-an-id'"):
         wire.render(outline)
 
 
-@pytest.mark.parametrize("headers,body,detail", [
-    (b"MIME-Version: 1.0\r\nContent-Type: image/png\r\n", b"\x89PNG", "the letter is image/png, not text"),
-    (b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n',
-     b"--b\r\nContent-Type: application/pdf\r\n\r\n%PDF\r\n--b--\r\n",
-     "the letter is multipart/mixed; agentmail shows only single-part text/plain letters"),
-    (b"Content-Type: text/plain; charset=utf-8\r\n", b"hi\r\n", "the letter declares its content without MIME-Version"),
-    (b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n", b"caf\xff\r\n",
-     "the letter body is not valid utf-8"),
-    (b"Subject: Second\r\n", b"hi\r\n", "the letter has more than one Subject"),
-    (b"", b"--- agentmail v1 ---\r\ntype: report\r\nseverity: apocalyptic\r\n--- end agentmail ---\r\n\r\nhi\r\n",
-     "the agentmail block:"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "headers,body,detail",
+    [
+        (b"MIME-Version: 1.0\r\nContent-Type: image/png\r\n", b"\x89PNG", "the letter is image/png, not text"),
+        (
+            b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n',
+            b"--b\r\nContent-Type: application/pdf\r\n\r\n%PDF\r\n--b--\r\n",
+            "the letter is multipart/mixed; agentmail shows only single-part text/plain letters",
+        ),
+        (
+            b"Content-Type: text/plain; charset=utf-8\r\n",
+            b"hi\r\n",
+            "the letter declares its content without MIME-Version",
+        ),
+        (
+            b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n",
+            b"caf\xff\r\n",
+            "the letter body is not valid utf-8",
+        ),
+        (b"Subject: Second\r\n", b"hi\r\n", "the letter has more than one Subject"),
+        (
+            b"",
+            b"--- agentmail v1 ---\r\ntype: report\r\nseverity: apocalyptic\r\n--- end agentmail ---\r\n\r\nhi\r\n",
+            "the agentmail block:",
+        ),
+    ],
+)
 def test_letters_the_wire_refuses(headers: bytes, body: bytes, detail: str) -> None:
     with pytest.raises(wire.Malformed) as caught:
         _letter(PLAIN + headers + b"\r\n" + body)
@@ -106,11 +132,13 @@ def test_an_unreadable_signature_is_reported_not_raised(registry: Registry, home
     entry = registry.platforms["alpha"]
     signed = sign_as(registry, home, "alpha", letter_bytes())
     garbage = b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test\r\n"
-    result = signing.verify(garbage + signed, signing.PinnedKey(entry.dkim_domain, entry.selector, "ed25519",
-                                                                entry.public_key))  # fmt: skip
+    result = signing.verify(
+        garbage + signed, signing.PinnedKey(entry.dkim_domain, entry.selector, "ed25519", entry.public_key)
+    )
     assert result.ok  # the genuine signature below still counts
-    result = signing.verify(garbage + letter_bytes(), signing.PinnedKey(entry.dkim_domain, entry.selector, "ed25519",
-                                                                        entry.public_key))  # fmt: skip
+    result = signing.verify(
+        garbage + letter_bytes(), signing.PinnedKey(entry.dkim_domain, entry.selector, "ed25519", entry.public_key)
+    )
     assert not result.ok and "unreadable signature" in result.detail
 
 
@@ -165,7 +193,10 @@ def test_a_damaged_signing_key_is_a_config_error(alpha: AgentMail, home: Path) -
     key_files = [p for p in (home / "secrets").iterdir() if read_private_key(home, "alpha") in p.read_text()]
     assert key_files, "the key file of alpha was not found"
     key_files[0].write_text(key_files[0].read_text().replace(read_private_key(home, "alpha"), "QUFBQQ=="))
-    with pytest.raises(ConfigError, match=r"^the private key of alpha \(.*alpha\.key\) does not match the public key pinned in .*alpha\.toml"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^the private key of alpha \(.*alpha\.key\) does not match the public key pinned in .*alpha\.toml",
+    ):
         alpha.send("beta", "Hi", OPENER)
     assert alpha.sent() == []  # nothing half-made was filed
 
@@ -236,7 +267,9 @@ def test_a_uid_missing_from_the_mailbox_is_skipped(alpha: AgentMail, beta: Agent
     assert sorted(x.subject for x in beta.inbox()) == ["Letter 0", "Letter 2"]
 
 
-def test_without_inotify_the_local_wait_polls(alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_inotify_the_local_wait_polls(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(inotify, "watch", lambda directory: None)
     beta.sync()
     assert beta.transport.wait(beta.spool.checkpoint("local"), 0.05) is None

@@ -37,17 +37,25 @@ def test_one_from_header_holding_two_addresses_is_malformed(registry: Registry, 
 
 def _rsa_pair(bits: int) -> tuple[bytes, str]:
     key = rsa.generate_private_key(public_exponent=65537, key_size=bits)
-    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                serialization.NoEncryption())  # fmt: skip
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()
+    )
     public = key.public_key().public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
     return private, base64.b64encode(public).decode()
 
 
 def _rsa_signed(private: bytes, algorithm: bytes) -> bytes:
     raw = letter_bytes()
-    header: bytes = dkim.sign(raw, b"am1", b"bus.test", private, signature_algorithm=algorithm,
-                              canonicalize=signing.CANONICALIZATION, include_headers=signing._INCLUDE,
-                              linesep=b"\r\n")  # fmt: skip
+    header: bytes = dkim.sign(
+        raw,
+        b"am1",
+        b"bus.test",
+        private,
+        signature_algorithm=algorithm,
+        canonicalize=signing.CANONICALIZATION,
+        include_headers=signing._INCLUDE,
+        linesep=b"\r\n",
+    )
     return header + raw
 
 
@@ -98,8 +106,9 @@ def test_an_invented_result_word_from_a_trusted_id_is_a_fail() -> None:
 
 
 def test_only_spf_dkim_and_dmarc_results_count() -> None:
-    found = verdicts.read(["mail.bus.test; auth=fail smtp.auth=alpha; spf=pass smtp.mailfrom=bus.test"],
-                          ("MAIL.bus.test",))  # fmt: skip
+    found = verdicts.read(
+        ["mail.bus.test; auth=fail smtp.auth=alpha; spf=pass smtp.mailfrom=bus.test"], ("MAIL.bus.test",)
+    )
     assert found == verdicts.TrustedVerdicts((), ())
 
 
@@ -119,8 +128,17 @@ def test_first_class_precedence_is_a_letter(registry: Registry, home: Path) -> N
     assert authenticity.judge(sign_as(registry, home, "alpha", raw), registry).route == "accept"
 
 
-@pytest.mark.parametrize("sender", ["MAILER-DAEMON@bus.test", "postmaster@bus.test", "noreply@bus.test",
-                                    "no-reply@bus.test", "bounce@bus.test", "bounces@bus.test"])  # fmt: skip
+@pytest.mark.parametrize(
+    "sender",
+    [
+        "MAILER-DAEMON@bus.test",
+        "postmaster@bus.test",
+        "noreply@bus.test",
+        "no-reply@bus.test",
+        "bounce@bus.test",
+        "bounces@bus.test",
+    ],
+)
 def test_mail_system_senders_are_automated_even_when_registered(registry: Registry, home: Path, sender: str) -> None:
     local = sender.partition("@")[0]
     entry = replace(registry.platforms["alpha"], address=sender.lower())
@@ -147,7 +165,10 @@ def test_a_bounce_for_a_letter_this_mailbox_never_sent_is_quarantined(alpha: Age
     report = alpha.sync()
     assert report.bounces == 0
     (quarantined,) = report.quarantined
-    assert (quarantined.reason, quarantined.detail) == ("automated", "a delivery report about a letter this mailbox did not send")
+    assert (quarantined.reason, quarantined.detail) == (
+        "automated",
+        "a delivery report about a letter this mailbox did not send",
+    )
     assert [x.reason for x in alpha.quarantined(sync=False)] == ["automated"]
 
 

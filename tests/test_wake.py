@@ -89,8 +89,9 @@ def test_a_letter_already_there_returns_at_once_from_the_spool(alpha: AgentMail,
     assert beta.wait(NEVER)[1] == "spool"
 
 
-def test_watch_runs_a_new_letter_on_the_inotify_wake(alpha: AgentMail, beta: AgentMail, tmp_path: Path,
-                                                     watching: threading.Event) -> None:  # fmt: skip
+def test_watch_runs_a_new_letter_on_the_inotify_wake(
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path, watching: threading.Event
+) -> None:
     out = tmp_path / "runs.txt"
     watcher = Watcher(beta, f'echo "$AGENTMAIL_THREAD" >> {out}', log=lambda _: None)
     assert watcher.slice == NEVER
@@ -127,8 +128,11 @@ def test_the_imap_wait_is_woken_by_idle(home: Path, servers: MailServers) -> Non
     assert (letter.subject, mechanism) == ("Wake", "idle")
 
 
-def test_watch_over_imap_runs_a_new_letter_on_the_idle_wake(home: Path, servers: MailServers,  # noqa: F811
-                                                            tmp_path: Path) -> None:  # fmt: skip
+def test_watch_over_imap_runs_a_new_letter_on_the_idle_wake(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     reg = make_bus(home, servers)
     out = tmp_path / "runs.txt"
     with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:

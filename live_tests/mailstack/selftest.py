@@ -150,9 +150,7 @@ def partner_letter() -> str:
     imap = mailbox("alpha@bus.test")
     msg = wait_for(imap, token)
     imap.logout()
-    assert results(msg, "dkim") == ["pass"] and results(msg, "dmarc") == ["pass"], (
-        msg.get_all("Authentication-Results")
-    )
+    assert results(msg, "dkim") == ["pass"] and results(msg, "dmarc") == ["pass"], msg.get_all("Authentication-Results")
     assert "d=partner.test;" in " ".join(msg["DKIM-Signature"].split())
     return "gamma@partner.test -> alpha: dkim=pass d=partner.test, dmarc=pass"
 

@@ -168,15 +168,19 @@ class MailStore:
             return 0
         top = b"Delivered-To: " + rcpt.encode() + b"\r\n"
         if authserv_id:
-            top += (f"Received: from agent.localhost (localhost [127.0.0.1]) by {authserv_id} with ESMTPSA "
-                    f"for <{rcpt}>; Tue, 01 Dec 2026 00:00:00 +0000\r\n"
-                    f"Authentication-Results: {authserv_id}; {results}\r\n").encode()
+            top += (
+                f"Received: from agent.localhost (localhost [127.0.0.1]) by {authserv_id} with ESMTPSA "
+                f"for <{rcpt}>; Tue, 01 Dec 2026 00:00:00 +0000\r\n"
+                f"Authentication-Results: {authserv_id}; {results}\r\n"
+            ).encode()
         return self.inject(account, top + data)
 
     def dsn(self, rcpt: str, data: bytes) -> bytes:
         """A delivery-status notification (RFC 3464) for ``data``, as Postfix writes one."""
         headers = data.split(b"\r\n\r\n", 1)[0]
-        return (f"From: MAILER-DAEMON@mail.{self.domain} (Mail Delivery System)\r\n"
+        return (
+            (
+                f"From: MAILER-DAEMON@mail.{self.domain} (Mail Delivery System)\r\n"
                 f"Subject: Undelivered Mail Returned to Sender\r\n"
                 f"Date: Tue, 01 Dec 2026 00:00:00 +0000\r\n"
                 f"Message-ID: <dsn.{next(_uidvalidity)}@mail.{self.domain}>\r\n"
@@ -186,7 +190,11 @@ class MailStore:
                 f"--dsn\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mail.{self.domain}\r\n\r\n"
                 f"Final-Recipient: rfc822; {rcpt}\r\nAction: failed\r\nStatus: 5.2.2\r\n"
                 f"Diagnostic-Code: smtp; 552 5.2.2 <{rcpt}>: Mailbox full\r\n\r\n"
-                f"--dsn\r\nContent-Type: text/rfc822-headers\r\n\r\n").encode() + headers + b"\r\n\r\n--dsn--\r\n"
+                f"--dsn\r\nContent-Type: text/rfc822-headers\r\n\r\n"
+            ).encode()
+            + headers
+            + b"\r\n\r\n--dsn--\r\n"
+        )
 
     def bounce_mail_for(self, address: str) -> None:
         """Accept mail for ``address`` at SMTP, then bounce it (a full mailbox found later)."""
@@ -219,9 +227,7 @@ class MailStore:
 
     # -- SMTP fault injection -------------------------------------------------------
 
-    def fail_next_data(
-        self, count: int = 1, code: int = 451, text: str = "4.3.0 Injected failure"
-    ) -> None:
+    def fail_next_data(self, count: int = 1, code: int = 451, text: str = "4.3.0 Injected failure") -> None:
         """Answer the next ``count`` DATA commands with ``code text`` instead of 250."""
         with self._lock:
             self._fault = _Fault(count, code, text) if count > 0 else None
@@ -250,6 +256,7 @@ class MailStore:
                 return False
             self._append_refusals -= 1
             return True
+
     def drop_connection_at_data(self, nth: int = 1) -> None:
         """At the ``nth`` DATA from now the server drops the connection instead of answering
         (the message is not accepted), as a crashed or restarted MTA does mid-batch."""
@@ -280,9 +287,7 @@ class MailStore:
         with self._lock:
             return list(self._folder(account, folder).messages.values())
 
-    def set_uidvalidity(
-        self, account: str, folder: str = "INBOX", value: int | None = None
-    ) -> int:
+    def set_uidvalidity(self, account: str, folder: str = "INBOX", value: int | None = None) -> int:
         """Rebuild a folder as a restored server would: new UIDVALIDITY, UIDs 1..n.
 
         Sessions with the folder selected are disconnected. Returns the new value.
@@ -419,25 +424,17 @@ class MailStore:
         with self._lock:
             messages = self._folder(account, folder).messages
             limit = set(uids) if uids is not None else None
-            gone = [
-                uid
-                for uid, m in messages.items()
-                if "\\Deleted" in m.flags and (limit is None or uid in limit)
-            ]
+            gone = [uid for uid, m in messages.items() if "\\Deleted" in m.flags and (limit is None or uid in limit)]
             for uid in gone:
                 del messages[uid]
         if gone:
             self._notify(account, folder)
         return gone
 
-    def copy(
-        self, account: str, source: str, uids: Iterable[int], target: str
-    ) -> tuple[int, list[tuple[int, int]]]:
+    def copy(self, account: str, source: str, uids: Iterable[int], target: str) -> tuple[int, list[tuple[int, int]]]:
         """Copy messages; returns ``(target uidvalidity, [(old uid, new uid), ...])``."""
         validity, pairs = self.state(account, target).uidvalidity, []
         for m in self.get(account, source, uids):
-            _, new_uid = self.append(
-                account, target, m.data, flags=m.flags, internaldate=m.internaldate
-            )
+            _, new_uid = self.append(account, target, m.data, flags=m.flags, internaldate=m.internaldate)
             pairs.append((m.uid, new_uid))
         return validity, pairs
