@@ -26,8 +26,8 @@ from .errors import (
 from .model import Letter
 
 if _typing.TYPE_CHECKING:
-    from .bus import init as init_bus
     from . import compose
+    from .bus import init as init_bus
     from .client import AgentMail, SyncReport
     from .compose import Draft
     from .identity import Identity

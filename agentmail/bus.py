@@ -16,9 +16,9 @@ from typing import Any
 import tomli_w
 
 from . import signing
+from ._fs import write_atomic
 from .credentials import key_path, read_owner_only, write_private_key
 from .errors import AgentmailError, BadInput, ConfigError
-from ._fs import write_atomic
 from .model import check_name
 from .registry import DOMAIN_RE, TLS_MODES, Platform, Registry, default_tls, is_loopback, load, parse_bus
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import identity, registry as registry_mod
+from . import identity
+from . import registry as registry_mod
 from .compose import Draft, compose
 from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
@@ -161,7 +162,6 @@ class AgentMail:
         transport = self.transport
         if not transport.pending(self.spool.checkpoint(transport.name)):
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
-        from . import authenticity
 
         with self.spool.locked():
             self.spool.sweep_tmp()

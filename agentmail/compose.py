@@ -11,7 +11,7 @@ decides whether a letter may leave); the spool files what this returns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
 
@@ -56,7 +56,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         thread=draft.thread,
         subject=draft.subject,
         body=draft.body.strip(),
-        date=format_datetime(datetime.now(timezone.utc)),
+        date=format_datetime(datetime.now(UTC)),
         severity=draft.severity,
         ref=draft.ref,
         in_reply_to=draft.in_reply_to,

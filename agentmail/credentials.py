@@ -11,8 +11,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError, SecretError
 from ._fs import write_atomic
+from .errors import ConfigError, SecretError
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
 from .model import TERMINAL_TYPES, Letter
 
 MAX_DEPTH = 20

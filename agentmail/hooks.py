@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._fs import write_atomic
 from .errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
 from .guards import DATA_NOT_ORDERS
-from ._fs import write_atomic
 from .text import for_terminal
 
 if TYPE_CHECKING:

@@ -39,8 +39,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .errors import NotFound
 from ._fs import append, fsync_dir, fsync_file, locked, rename_into, sync_filesystem, touch, write_atomic, write_new
+from .errors import NotFound
 from .model import Letter, new_ulid
 
 STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")

@@ -30,8 +30,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, TransportError
 from ._fs import locked, write_atomic
+from .errors import ConfigError, TransportError
 
 if TYPE_CHECKING:
     from .client import AgentMail

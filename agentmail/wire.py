@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from datetime import UTC, datetime
 from email import policy
 from email.errors import HeaderParseError
 from email.header import decode_header, make_header
@@ -19,7 +20,6 @@ from email.headerregistry import Address, HeaderRegistry
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.utils import format_datetime
-from datetime import datetime, timezone
 
 from . import matter, mime
 from .mime import MIME_HEADERS, header_section
@@ -160,7 +160,7 @@ def render(letter: Letter) -> bytes:
     msg["From"] = Address((letter.sender_name or ""), addr_spec=letter.sender_address)
     msg["To"] = tagged_address(letter.to_address, letter.thread)
     msg["Subject"] = letter.subject
-    msg["Date"] = letter.date or format_datetime(datetime.now(timezone.utc))
+    msg["Date"] = letter.date or format_datetime(datetime.now(UTC))
     msg["Message-ID"] = letter.message_id
     if letter.in_reply_to:
         msg["In-Reply-To"] = letter.in_reply_to

@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import livebus
 import pytest
 
-import livebus
 from agentmail import registry as registry_mod
 from agentmail.client import AgentMail
 from agentmail.identity import Identity

@@ -160,7 +160,8 @@ def prepared_paths(folder: Path | None = None) -> tuple[Path, Path]:
 
 def prepare(stack: dict[str, Any], *, force: bool = False) -> tuple[Path, Path]:
     """``run/livebus/{registry,home}`` for the running stack; rebuilt only when its inputs changed."""
-    from agentmail import bus, registry as registry_mod
+    from agentmail import bus
+    from agentmail import registry as registry_mod
     from agentmail.credentials import Login, write_login
 
     folder = Path(stack.get("MAILSTACK_DIR") or stack_dir())

@@ -40,8 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import imapclient  # noqa: E402
-
 import livebus  # noqa: E402
+
 from agentmail import registry as registry_mod  # noqa: E402
 from agentmail.client import AgentMail  # noqa: E402
 from agentmail.compose import Draft, compose  # noqa: E402

@@ -24,17 +24,19 @@ import time
 from email import message_from_bytes, policy
 from pathlib import Path
 
-import pytest
-
 import livebus
-from agentmail import bus as bus_mod, compose as compose_mod, registry as registry_mod, signing, wire
+import pytest
+from conftest import TIMEOUT, LiveBus, eventually, opener, quarantined, receive
+
+from agentmail import bus as bus_mod
+from agentmail import compose as compose_mod
+from agentmail import registry as registry_mod
+from agentmail import signing, wire
 from agentmail.authenticity import pinned_key
 from agentmail.client import AgentMail
 from agentmail.credentials import mailbox_login, write_private_key
 from agentmail.errors import ConfigError
 from agentmail.transport import Envelope, Outgoing
-
-from conftest import TIMEOUT, LiveBus, eventually, opener, quarantined, receive
 
 # --- one letter, across the wire -------------------------------------------------------------
 

@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import LiveBus, opener, receive
 
 from agentmail import registry as registry_mod
 from agentmail.cli import main
 from agentmail.client import AgentMail
 from agentmail.credentials import Login, mailbox_login
 from agentmail.identity import Identity
-
-from conftest import LiveBus, opener, receive
 
 
 class NewBus:

@@ -10,7 +10,6 @@ from agentmail import transport
 
 from .conftest import OPENER
 
-
 # What a user needs to build a client or a bus (compose: the module, see the last test).
 EXPORTED = [
     "AgentMail",

@@ -22,15 +22,15 @@ import os
 import quopri
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from email import policy
 from email.header import Header
 from email.parser import BytesParser
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
 
 from agentmail import bus, signing
 from agentmail.client import AgentMail, SyncReport
@@ -38,7 +38,6 @@ from agentmail.compose import Draft, compose
 from agentmail.credentials import read_private_key
 from agentmail.identity import Identity
 from agentmail.model import Letter, new_thread_id
-from agentmail.registry import Registry
 from agentmail.transport.local import deliver
 
 from .mailservers import MailServers

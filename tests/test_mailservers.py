@@ -352,7 +352,7 @@ def test_header_sections_and_partial_fetches(ms: MailServers) -> None:
 
 def test_append_to_sent_keeps_bytes_flags_and_date(ms: MailServers) -> None:
     client = imap(ms, "alpha@bus.test", "pw1")
-    when = dt.datetime(2024, 5, 1, 12, 30, 5, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2024, 5, 1, 12, 30, 5, tzinfo=dt.UTC)
     reply = client.append("Sent", MESSAGE, flags=[b"\\Seen"], msg_time=when)
     assert reply.startswith(b"[APPENDUID ")
     [stored] = ms.store.messages("alpha@bus.test", "Sent")

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, registry as registry_mod
+from agentmail import bus
+from agentmail import registry as registry_mod
 from agentmail.cli import main
 from agentmail.credentials import Login, key_path, write_login
 from agentmail.errors import ConfigError

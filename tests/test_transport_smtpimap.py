@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, registry as registry_mod
+from agentmail import bus
+from agentmail import registry as registry_mod
 from agentmail.client import AgentMail
 from agentmail.credentials import Login, write_login
 from agentmail.errors import ConfigError

@@ -9,7 +9,6 @@ exists, the server saw IDLE), and success is awaited with a wide margin.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 

@@ -264,7 +264,7 @@ class SmtpImapTransport(Transport):
             try:
                 await client.noop()
                 return client
-            except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError):
+            except (TimeoutError, aiosmtplib.SMTPException, OSError):
                 client.close()
         self._smtp_session = None
         client = self._smtp_client()
@@ -298,7 +298,7 @@ class SmtpImapTransport(Transport):
                 status = "failed" if 500 <= exc.code < 600 else "queued"
                 record(SubmitResult(item.key, status, f"{exc.code} {exc.message}"))
                 await self._reset(client)
-            except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiosmtplib.SMTPException, OSError) as exc:
                 client.close()
                 self._smtp_session = None
                 why = f"the connection to {_where(self.smtp)} broke: {exc.__class__.__name__}"
@@ -387,7 +387,7 @@ class SmtpImapTransport(Transport):
                 client.starttls(self.context)
                 client.socket().settimeout(TIMEOUT)
             client.login(self.login.username, self.login.password)
-        except (IMAPClientError, OSError, socket.timeout) as exc:
+        except (TimeoutError, IMAPClientError, OSError) as exc:
             if client is not None:
                 try:
                     client.shutdown()
@@ -418,7 +418,7 @@ class SmtpImapTransport(Transport):
             yield
         except AgentmailError:
             raise  # already translated (a TransportError is an OSError too): never wrapped twice
-        except (IMAPClientError, OSError, socket.timeout) as exc:
+        except (TimeoutError, IMAPClientError, OSError) as exc:
             self._drop()
             raise TransportError(f"IMAP {_where(self.imap)} failed{while_}: {exc.__class__.__name__}: {exc}") from exc
 

@@ -25,9 +25,9 @@ import ssl
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from email.message import EmailMessage, Message
 from pathlib import Path
-from typing import Callable
 
 HOST = "127.0.0.1"
 WAIT = 15.0  # seconds a letter (or a bounce) may take to show up

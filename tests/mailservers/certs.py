@@ -51,7 +51,7 @@ def _name(common_name: str) -> x509.Name:
 
 def _validity() -> tuple[dt.datetime, dt.datetime]:
     # Back-dated an hour so a skewed clock does not make the cert "not yet valid".
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return now - dt.timedelta(hours=1), now + dt.timedelta(days=2)
 
 

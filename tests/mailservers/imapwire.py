@@ -141,7 +141,7 @@ def is_sequence_set(token: Token) -> bool:
 
 def format_internaldate(when: dt.datetime) -> bytes:
     """``"17-Jul-1996 02:44:25 -0700"`` (RFC 3501 date-time, quoted)."""
-    when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
+    when = when if when.tzinfo else when.replace(tzinfo=dt.UTC)
     return (f'"{when.day:2d}-{MONTHS[when.month - 1]}-{when.year:04d} {when:%H:%M:%S} {when:%z}"').encode()
 
 

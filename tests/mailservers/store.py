@@ -390,7 +390,7 @@ class MailStore:
         internaldate: dt.datetime | None = None,
     ) -> tuple[int, int]:
         """Add a message; returns ``(uidvalidity, uid)`` for APPENDUID."""
-        when = internaldate or dt.datetime.now(dt.timezone.utc).astimezone()
+        when = internaldate or dt.datetime.now(dt.UTC).astimezone()
         with self._lock:
             box = self._folder(account, folder)
             uid = box.uidnext
