@@ -906,8 +906,11 @@ def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: f
         raise KeyboardInterrupt  # like Ctrl-C: interrupt the wait, finish running commands, start no new ones
 
     watcher = Watcher(ctx.client(), command, jobs=jobs, budget=budget)
-    signal.signal(signal.SIGTERM, terminate)
-    runs = watcher.run(timeout=timeout, once=once)
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        runs = watcher.run(timeout=timeout, once=once)
+    finally:
+        signal.signal(signal.SIGTERM, previous)  # main() run in-process (tests, embedders) keeps its own handler
     emit(ctx, {"runs": runs}, lambda: click.echo(f"agentmail watch: {runs} run(s)", err=True))
 
 

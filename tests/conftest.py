@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import gc
+import io
+import os
+import signal
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +18,56 @@ from agentmail import bus
 from agentmail.client import AgentMail
 from agentmail.identity import Identity
 from agentmail.registry import Registry
+
+_PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+
+def _coverage_floors() -> dict[str, float]:
+    import tomllib
+
+    data = tomllib.loads(_PYPROJECT.read_text())
+    floors = data.get("tool", {}).get("agentmail", {}).get("coverage", {})
+    return {str(k): float(v) for k, v in floors.items()}
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> Iterator[object]:
+    """After pytest-cov has combined its data (its wrapper is inside this one): each trust-core
+    module's branch coverage against its floor in pyproject.toml; one below fails the run."""
+    result = yield
+    plugin = session.config.pluginmanager.getplugin("_cov")
+    controller = getattr(plugin, "cov_controller", None)
+    if controller is None or getattr(plugin, "cov_total", None) is None or session.testsfailed:
+        return result  # coverage off (--no-cov), or a failing run: the failure says enough
+    coverage, root = controller.cov, _PYPROJECT.parent / "agentmail"
+    lines, low = [], []
+    for module, floor in sorted(_coverage_floors().items()):
+        measured = coverage.report(include=[str(root / module)], file=io.StringIO())
+        lines.append(f"  {module:<22} {measured:5.1f}%  (floor {floor:g}%)")
+        if measured < floor:
+            low.append(module)
+    # Only the whole suite (the test command, no paths given) is held to the floors: one test file
+    # run while iterating covers little and says nothing about the suite.
+    whole = session.config.args_source == pytest.Config.ArgsSource.TESTPATHS and not session.config.option.keyword
+    enforced = "enforced" if whole else "not enforced: a subset of the tests ran"
+    _FLOOR_REPORT[:] = [f"trust-core coverage floors ({enforced})", *lines]
+    if low and whole:
+        _FLOOR_REPORT.append(f"ERROR: coverage under its floor: {', '.join(low)}")
+        session.testsfailed += 1
+    return result
+
+
+_FLOOR_REPORT: list[str] = []
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The floors, printed under pytest-cov's per-module table."""
+    if _FLOOR_REPORT:
+        terminalreporter.write_sep("=", _FLOOR_REPORT[0])
+        for line in _FLOOR_REPORT[1:]:
+            terminalreporter.write_line(line, red=line.startswith("ERROR"), bold=line.startswith("ERROR"))
+
 
 _ENV = (
     "AGENTMAIL_HOME",
@@ -23,8 +80,73 @@ _ENV = (
 )
 
 
+_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)  # SIGALRM: pytest-timeout's
+
+
+def _sockets() -> set[str]:
+    """The sockets this process holds open (Linux: /proc/self/fd links read ``socket:[inode]``)."""
+    found = set()
+    try:
+        names = os.listdir("/proc/self/fd")
+    except FileNotFoundError:
+        return found
+    for name in names:
+        try:
+            target = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+def _environ() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own, per phase
+
+
 @pytest.fixture(autouse=True)
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def no_leaks() -> Iterator[None]:
+    """A test leaves the process as it found it: no signal handler, thread, socket or environment
+    variable of its own survives it, and nothing it opened is left for the garbage collector to
+    close (ResourceWarning). Torn down after ``home`` and monkeypatch have undone their part."""
+    handlers = {s: signal.getsignal(s) for s in _SIGNALS}
+    threads = set(threading.enumerate())
+    environ = _environ()
+    gc.collect()
+    sockets = _sockets()
+    yield
+    problems: list[str] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    problems += [f"ResourceWarning: {w.message}" for w in caught if issubclass(w.category, ResourceWarning)]
+    for number, handler in handlers.items():
+        if signal.getsignal(number) != handler:
+            problems.append(f"the handler of {signal.Signals(number).name} was left changed")
+            signal.signal(number, handler)
+    deadline = time.monotonic() + 10  # a thread told to stop may need a moment on a loaded machine
+    for thread in set(threading.enumerate()) - threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+        if thread.is_alive():
+            problems.append(f"thread {thread.name} still runs")
+    now = _environ()
+    if now != environ:
+        changed = sorted(k for k in set(now) | set(environ) if now.get(k) != environ.get(k))
+        problems.append(f"environment changed: {', '.join(changed)}")
+        for name in changed:
+            if name in environ:
+                os.environ[name] = environ[name]
+            else:
+                del os.environ[name]
+    leaked = _sockets() - sockets
+    if leaked:
+        problems.append(f"{len(leaked)} socket(s) left open")
+    if problems:
+        pytest.fail("the test leaked: " + "; ".join(problems), pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def home(no_leaks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     for name in _ENV:
         monkeypatch.delenv(name, raising=False)
     home = tmp_path / "home"
@@ -73,3 +195,13 @@ def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[
         )
         letters.append((letter.message_id, raw))
     return letters
+
+
+def eventually(condition: Callable[[], bool], within: float = 60.0) -> bool:
+    """Poll ``condition`` until it holds or ``within`` seconds pass (a margin, never the assertion)."""
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True

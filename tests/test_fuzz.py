@@ -81,7 +81,9 @@ def local_bus(tmp_path_factory: pytest.TempPathFactory) -> Bus:
     )
 
 
-@pytest.fixture(scope="module")
+# Per test, not per module: its servers and the clients' sessions are torn down inside the test
+# that started them, so the per-test leak check sees a test leave the process as it found it.
+@pytest.fixture
 def imap_bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bus]:
     home = tmp_path_factory.mktemp("fuzz-imap")
     with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from agentmail.identity import Identity
 from agentmail.transport.base import Envelope, Outgoing
 from agentmail.transport.smtpimap import SmtpImapTransport
 
-from .conftest import OPENER
+from .conftest import OPENER, eventually
 from .mailservers import MailServers
 
 CANARY = "canary-Pa55w0rd-7f3e"
@@ -182,16 +181,28 @@ def test_lf_only_messages_from_the_server_are_accepted(
     assert len(report.accepted) == 1 and report.duplicates == 1
 
 
-def test_idle_wakes_the_waiter_on_delivery(pair: tuple[AgentMail, AgentMail]) -> None:
+def _send_once(count: Callable[[], int], send: Callable[[], object]) -> threading.Thread:
+    """Send from another thread once ``count`` has grown: the waiter is provably waiting."""
+    before = count()
+
+    def go() -> None:
+        assert eventually(lambda: count() > before), "the waiter never started waiting"
+        send()
+
+    thread = threading.Thread(target=go, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_idle_wakes_the_waiter_on_delivery(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
     alpha, beta = pair
     beta.sync()
-    timer = threading.Timer(0.3, lambda: alpha.send("beta", "Wake", OPENER, type="question"))
-    timer.start()
-    started = time.monotonic()
-    letter, mechanism = beta.wait(10, type="question")
-    timer.join()
+    sender = _send_once(
+        lambda: servers.store.counts["imap.IDLE"], lambda: alpha.send("beta", "Wake", OPENER, type="question")
+    )
+    letter, mechanism = beta.wait(600, type="question")
+    sender.join()
     assert letter.subject == "Wake" and mechanism == "idle"
-    assert time.monotonic() - started < 5
 
 
 def test_a_poll_interval_is_offered_for_low_latency_buses(home: Path, servers: MailServers) -> None:
@@ -201,11 +212,11 @@ def test_a_poll_interval_is_offered_for_low_latency_buses(home: Path, servers: M
     reg = registry_mod.load(home / "registry")
     with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
         beta.sync()
-        timer = threading.Timer(0.2, lambda: alpha.send("beta", "Poll", OPENER))
-        timer.start()
-        letter, mechanism = beta.wait(10)
-        timer.join()
+        sender = _send_once(lambda: servers.store.counts["imap.NOOP"], lambda: alpha.send("beta", "Poll", OPENER))
+        letter, mechanism = beta.wait(600)
+        sender.join()
         assert (letter.subject, mechanism) == ("Poll", "poll")
+        assert servers.store.counts["imap.IDLE"] == 0
 
 
 def test_sent_letters_are_copied_to_the_sent_folder(home: Path, servers: MailServers) -> None:

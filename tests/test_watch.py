@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from agentmail.client import AgentMail
 from agentmail.errors import ConfigError
 from agentmail.watch import Watcher
 
-from .conftest import OPENER
+from .conftest import OPENER, eventually
 
 RECORD = 'echo "$AGENTMAIL_LETTER_ID $AGENTMAIL_TYPE $AGENTMAIL_THREAD $AGENTMAIL_FROM $AGENTMAIL_PLATFORM" >> {out}'
 
@@ -65,19 +66,26 @@ def test_a_thread_gets_at_most_its_budget_of_runs_per_hour(alpha: AgentMail, bet
 
 
 def test_concurrency_is_bounded(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
-    out = tmp_path / "spans.txt"
+    """Each run holds its slot until the test has seen two running at once, then lets them all go;
+    each run records how many were running as it started. No clock is involved."""
+    running, counts, release = tmp_path / "running", tmp_path / "counts.txt", tmp_path / "release"
+    running.mkdir()
     for n in range(5):
         alpha.send("beta", f"Letter {n}", OPENER)
-    command = f'echo "+ $(date +%s.%N)" >> {out}; sleep 0.3; echo "- $(date +%s.%N)" >> {out}'
-    started = time.monotonic()
-    assert Watcher(beta, command, jobs=2).run(once=True) == 5
-    assert time.monotonic() - started >= 0.8  # 5 runs of 0.3 s, two at a time: three rounds
-    events = sorted((float(t), 1 if sign == "+" else -1) for sign, t in lines(out))
-    running = peak = 0
-    for _, delta in events:
-        running += delta
-        peak = max(peak, running)
-    assert peak == 2
+    command = (
+        f"touch {running}/$AGENTMAIL_LETTER_ID; ls {running} | wc -l >> {counts}; "
+        f"while [ ! -e {release} ]; do sleep 0.01; done; rm {running}/$AGENTMAIL_LETTER_ID"
+    )
+    watcher = Watcher(beta, command, jobs=2)
+    runner = threading.Thread(target=watcher.run, kwargs={"once": True})
+    runner.start()
+    try:
+        assert eventually(lambda: len(os.listdir(running)) == 2), "two runs never ran at once"
+    finally:
+        release.touch()
+        runner.join(60)
+    assert watcher.started == 5
+    assert max(int(x) for x in counts.read_text().split()) == 2
 
 
 def test_a_run_cut_short_is_reported_not_repeated(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
@@ -96,10 +104,10 @@ def test_a_run_cut_short_is_reported_not_repeated(alpha: AgentMail, beta: AgentM
 
 def test_one_watcher_per_mailbox(beta: AgentMail, registry: object, home: Path) -> None:
     first = Watcher(beta, "true")
-    thread = threading.Thread(target=first.run, kwargs={"timeout": 5})
+    thread = threading.Thread(target=first.run, kwargs={"timeout": 60})
     thread.start()
     try:
-        time.sleep(0.3)
+        assert eventually((beta.spool.root / "watch" / "state.json").exists)  # written under the lock
         with pytest.raises(ConfigError, match="another watcher"):
             Watcher(AgentMail(beta.registry, beta.me, home), "true").run(once=True)
     finally:
@@ -107,18 +115,16 @@ def test_one_watcher_per_mailbox(beta: AgentMail, registry: object, home: Path) 
         thread.join()
 
 
-def test_a_new_letter_starts_the_command_promptly(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+def test_a_new_letter_starts_the_command(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    """That the wake comes from inotify, not the slice, is tests/test_wake.py's; this is the run."""
     out = tmp_path / "runs.txt"
     watcher = Watcher(beta, RECORD.format(out=out))
-    thread = threading.Thread(target=watcher.run, kwargs={"timeout": 10})
+    thread = threading.Thread(target=watcher.run, kwargs={"timeout": 60})
     thread.start()
     try:
-        time.sleep(0.3)
-        sent = time.monotonic()
+        assert eventually((beta.spool.root / "watch" / "state.json").exists)
         alpha.send("beta", "Quota 500s", OPENER)
-        while not out.exists() and time.monotonic() - sent < 5:
-            time.sleep(0.01)
-        assert out.exists() and time.monotonic() - sent < 2  # woken by the transport, not a slow poll
+        assert eventually(out.exists)
     finally:
         watcher.stop()
         thread.join()
@@ -137,7 +143,8 @@ def test_sigterm_stops_the_watcher_cleanly(registry: object, home: Path, tmp_pat
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)
+    # state.json is written after the handler is installed: from then on SIGTERM is a clean stop.
+    assert eventually((home / "spool" / "beta" / "watch" / "state.json").exists), "the watcher never started"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(10) == 0
     assert "agentmail watch: 0 run(s)" in proc.stderr.read()  # type: ignore[union-attr]

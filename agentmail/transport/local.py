@@ -24,6 +24,9 @@ from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transp
 
 BATCH = 50  # letters committed per checkpoint step: a killed sync redoes at most this many
 POLL = 0.05
+# With inotify the wait still looks at the mailbox this often, in case an event was missed (e.g. a
+# letter renamed in over NFS): the wake comes from the event, this is only the safety net.
+RECHECK = 1.0
 
 
 def deliver(maildir: Path, raw: bytes) -> str:
@@ -187,7 +190,7 @@ class LocalTransport(Transport):
                 if left <= 0:
                     return None
                 if watcher is not None:
-                    if watcher.wait(min(left, 1.0)) or self.pending(checkpoint):
+                    if watcher.wait(min(left, RECHECK)) or self.pending(checkpoint):
                         return "inotify"
                 else:
                     time.sleep(min(POLL, left))

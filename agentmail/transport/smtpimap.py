@@ -136,8 +136,14 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) 
             raise ConfigError(f"{_where(endpoint)} offers no AUTH{hint}")
         await client.login(login.username, login.password)
     except BaseException as exc:
+        connection = client.transport
         client.close()
         if isinstance(exc, Exception):
+            if isinstance(connection, asyncio.Transport):
+                # close() only schedules the socket's close on the loop (and a TLS transport waits
+                # for the peer): abort it and let the loop turn, or the socket outlives the loop.
+                connection.abort()
+                await asyncio.sleep(0)
             raise problem(endpoint, "smtp", exc, login) from exc
         raise
 
@@ -535,10 +541,16 @@ class SmtpImapTransport(Transport):
     def close(self) -> None:
         session, self._smtp_session = self._smtp_session, None
         if session is not None and self._loop is not None:
+            connection = session.transport
             try:
                 self._loop.run_until_complete(session.quit())
             except Exception:
                 session.close()
+            if isinstance(connection, asyncio.Transport):
+                # Closing a TLS transport only schedules the socket's close on the loop: abort
+                # it and let the loop turn, or closing the loop leaves the socket open.
+                connection.abort()
+                self._loop.run_until_complete(asyncio.sleep(0))
         if self._loop is not None:
             self._loop.close()
             self._loop = None
@@ -578,10 +590,17 @@ class SmtpImapTransport(Transport):
                         pass
                 return True, ""
             finally:
+                connection = client.transport
                 try:
                     await client.quit()
                 except aiosmtplib.SMTPException:
                     client.close()
+                finally:
+                    if isinstance(connection, asyncio.Transport):
+                        # QUIT only schedules the socket's close: abort it and let the loop turn
+                        # before the loop is closed below, or the socket outlives it.
+                        connection.abort()
+                        await asyncio.sleep(0)
 
         loop = asyncio.new_event_loop()
         try:

@@ -74,6 +74,10 @@ class _Handler:
         return "250 2.1.5 OK"
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        if self.store.take_drop():
+            if isinstance(server.transport, asyncio.Transport):
+                server.transport.abort()
+            return "421 4.3.2 connection dropped"  # never reaches the client
         fault = self.store.take_data_fault()
         if fault is not None:
             return f"{fault[0]} {fault[1]}"
@@ -81,7 +85,7 @@ class _Handler:
         login = session.auth_data if isinstance(session.auth_data, str) else None
         self.store.record_accepted(AcceptedMessage(envelope.mail_from or "", tuple(envelope.rcpt_tos), data, login))
         for rcpt in envelope.rcpt_tos:
-            self.store.deliver(rcpt, data)
+            self.store.deliver(rcpt, data, envelope.mail_from or "")
         self.store.bump("smtp.accepted")
         return "250 2.0.0 OK queued"
 

@@ -103,6 +103,13 @@ class MailStore:
         self._accepted: list[AcceptedMessage] = []
         self._fault: _Fault | None = None
         self._append_refusals = 0
+        self._drop_at_data: int = 0  # abort the connection at this DATA from now (1 = the next)
+        self._refuse_logins: bool = False
+        self._bounce: set[str] = set()  # accounts whose mail is accepted, then bounced
+        self.authserv_id: str | None = None
+        """When set, every delivery gets this MTA's Received hop and an Authentication-Results
+        header under this id carrying ``results`` (as Postfix with OpenDKIM/OpenDMARC adds)."""
+        self.results: str = "dkim=pass"
         self._listeners: list[Listener] = []
         self._counts: Counter[str] = Counter()
         for login, password in users.items():
@@ -136,21 +143,67 @@ class MailStore:
         """The account when ``login``/``password`` match, else ``None``."""
         account = login.lower()
         with self._lock:
-            ok = account in self._passwords and self._passwords[account] == password
+            ok = not self._refuse_logins and account in self._passwords and self._passwords[account] == password
         return account if ok else None
 
     # -- delivery and injection -----------------------------------------------------
 
-    def deliver(self, rcpt: str, data: bytes) -> int:
+    def deliver(self, rcpt: str, data: bytes, mail_from: str = "") -> int:
         """Deliver to the INBOX of ``rcpt``'s account with a ``Delivered-To`` on top.
 
         Like Postfix/Dovecot, the header carries the envelope recipient as given,
         plus tag included. Returns the new UID; ``KeyError`` for unknown recipients.
+        With ``authserv_id`` set, the MTA's ``Received`` hop and ``Authentication-Results``
+        go on top too. An account marked with :meth:`bounce_mail_for` gets nothing: a
+        delivery-status notification goes back to ``mail_from`` instead (UID 0).
         """
         account = self.account_for(rcpt)
         if account is None:
             raise KeyError(rcpt)
-        return self.inject(account, b"Delivered-To: " + rcpt.encode() + b"\r\n" + data)
+        with self._lock:
+            bounce = account in self._bounce
+            authserv_id, results = self.authserv_id, self.results
+        if bounce:
+            sender = self.account_for(mail_from)
+            if sender is not None:
+                self.inject(sender, self.dsn(rcpt, data))
+            return 0
+        top = b"Delivered-To: " + rcpt.encode() + b"\r\n"
+        if authserv_id:
+            top += (
+                f"Received: from agent.localhost (localhost [127.0.0.1]) by {authserv_id} with ESMTPSA "
+                f"for <{rcpt}>; Tue, 01 Dec 2026 00:00:00 +0000\r\n"
+                f"Authentication-Results: {authserv_id}; {results}\r\n"
+            ).encode()
+        return self.inject(account, top + data)
+
+    def dsn(self, rcpt: str, data: bytes) -> bytes:
+        """A delivery-status notification (RFC 3464) for ``data``, as Postfix writes one."""
+        headers = data.split(b"\r\n\r\n", 1)[0]
+        return (
+            (
+                f"From: MAILER-DAEMON@mail.{self.domain} (Mail Delivery System)\r\n"
+                f"Subject: Undelivered Mail Returned to Sender\r\n"
+                f"Date: Tue, 01 Dec 2026 00:00:00 +0000\r\n"
+                f"Message-ID: <dsn.{next(_uidvalidity)}@mail.{self.domain}>\r\n"
+                f"Auto-Submitted: auto-replied\r\nMIME-Version: 1.0\r\n"
+                f'Content-Type: multipart/report; report-type=delivery-status; boundary="dsn"\r\n\r\n'
+                f"--dsn\r\nContent-Type: text/plain\r\n\r\nYour message could not be delivered.\r\n\r\n"
+                f"--dsn\r\nContent-Type: message/delivery-status\r\n\r\nReporting-MTA: dns; mail.{self.domain}\r\n\r\n"
+                f"Final-Recipient: rfc822; {rcpt}\r\nAction: failed\r\nStatus: 5.2.2\r\n"
+                f"Diagnostic-Code: smtp; 552 5.2.2 <{rcpt}>: Mailbox full\r\n\r\n"
+                f"--dsn\r\nContent-Type: text/rfc822-headers\r\n\r\n"
+            ).encode()
+            + headers
+            + b"\r\n\r\n--dsn--\r\n"
+        )
+
+    def bounce_mail_for(self, address: str) -> None:
+        """Accept mail for ``address`` at SMTP, then bounce it (a full mailbox found later)."""
+        account = self.account_for(address)
+        assert account is not None, address
+        with self._lock:
+            self._bounce.add(account)
 
     def inject(
         self,
@@ -205,6 +258,25 @@ class MailStore:
                 return False
             self._append_refusals -= 1
             return True
+
+    def drop_connection_at_data(self, nth: int = 1) -> None:
+        """At the ``nth`` DATA from now the server drops the connection instead of answering
+        (the message is not accepted), as a crashed or restarted MTA does mid-batch."""
+        with self._lock:
+            self._drop_at_data = nth
+
+    def take_drop(self) -> bool:
+        """Called by the SMTP server at each DATA: True when this one must drop the connection."""
+        with self._lock:
+            if self._drop_at_data <= 0:
+                return False
+            self._drop_at_data -= 1
+            return self._drop_at_data == 0
+
+    def refuse_logins(self, refuse: bool = True) -> None:
+        """Every login fails (535) until ``refuse_logins(False)``: a password changed on the server."""
+        with self._lock:
+            self._refuse_logins = refuse
 
     # -- inspection and server-side changes -----------------------------------------
 

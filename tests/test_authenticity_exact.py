@@ -1,0 +1,178 @@
+"""Verdicts pinned to their exact reason, sentence and summary (mutants the broader tests let live:
+tests/MUTATION.md). A quarantine listing shows these to a person; they are part of the contract."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from agentmail import authenticity
+from agentmail.registry import Registry
+
+from .test_authenticity import DATA, letter_bytes, sign_as, trusting
+
+BOUNCE = (DATA / "bounce-template.eml").read_bytes().replace(b"{MESSAGE_ID}", b"<01sent.alpha@bus.test>")
+
+
+def test_a_quarantine_carries_the_letters_headers_as_its_summary(registry: Registry) -> None:
+    verdict = authenticity.judge(letter_bytes(sender="carol@bus.test", name="Carol"), registry)
+    assert (verdict.route, verdict.reason) == ("quarantine", "unregistered-sender")
+    assert verdict.detail == "carol@bus.test is not a registered platform of this bus"
+    assert verdict.summary is not None and verdict.letter is None
+    assert {k: v for k, v in verdict.summary.items() if k != "date"} == {
+        "from": "Carol <carol@bus.test>",
+        "subject": "Burst",
+        "message_id": "<01a.alpha@bus.test>",
+    }
+    assert verdict.summary["date"].endswith("+0000")
+
+
+def test_a_missing_header_is_empty_in_the_summary_and_a_long_one_is_cut(registry: Registry) -> None:
+    raw = letter_bytes(sender="carol@bus.test").replace(b"Subject: Burst", b"Subject: " + b"S" * 250)
+    raw = b"\r\n".join(line for line in raw.split(b"\r\n") if not line.startswith(b"Date:"))
+    summary = authenticity.judge(raw, registry).summary
+    assert summary is not None and summary["date"] == "" and summary["subject"] == "S" * 200
+
+
+def test_a_malformed_letter_still_has_a_summary(registry: Registry, home: Path) -> None:
+    raw = letter_bytes().replace(b"From: Alpha <alpha@bus.test>", b"From: Alpha <alpha@bus.test>, beta@bus.test")
+    verdict = authenticity.judge(sign_as(registry, home, "alpha", raw), registry)
+    assert verdict.summary is not None and verdict.summary["message_id"] == "<01a.alpha@bus.test>"
+    unparseable = authenticity.judge(b"\xff" * 2_000_000, registry)
+    assert (unparseable.reason, unparseable.summary) == ("too-large", {})
+    assert unparseable.detail
+
+
+def test_fifty_relays_pass_and_fifty_one_are_a_loop(registry: Registry, home: Path) -> None:
+    signed = sign_as(registry, home, "alpha", letter_bytes())
+
+    def hops(n: int) -> bytes:
+        return b"".join(
+            b"Received: from hop%d by hop%d; Sun, 29 Nov 2026 10:00:00 +0000\r\n" % (i, i) for i in range(n)
+        )
+
+    assert authenticity.judge(hops(50) + signed, registry).route == "accept"
+    verdict = authenticity.judge(hops(51) + signed, registry)
+    assert (verdict.reason, verdict.detail) == ("loop", "the letter passed 51 relays (more than 50)")
+    assert verdict.summary and verdict.summary["subject"] == "Burst"
+
+
+@pytest.mark.parametrize(
+    "value,detail",
+    [
+        ("auto-replied", "an automatic response (Auto-Submitted: auto-replied)"),
+        ("Auto-Notified; owner=x", "an automatic response (Auto-Submitted: auto-notified)"),
+    ],
+)
+def test_auto_submitted_mail_is_automated_with_its_value(
+    registry: Registry, home: Path, value: str, detail: str
+) -> None:
+    raw = letter_bytes().replace(b"Auto-Submitted: auto-generated", f"Auto-Submitted: {value}".encode())
+    verdict = authenticity.judge(sign_as(registry, home, "alpha", raw), registry)
+    assert (verdict.reason, verdict.detail) == ("automated", detail)
+    assert verdict.summary and verdict.summary["subject"] == "Burst"
+
+
+def test_auto_generated_with_parameters_is_still_a_letter(registry: Registry, home: Path) -> None:
+    raw = letter_bytes().replace(b"Auto-Submitted: auto-generated", b"Auto-Submitted: auto-generated; agent=alpha")
+    assert authenticity.judge(sign_as(registry, home, "alpha", raw), registry).route == "accept"
+
+
+def test_precedence_detail_names_the_value(registry: Registry, home: Path) -> None:
+    raw = letter_bytes().replace(b"Subject:", b"Precedence: BULK\r\nSubject:", 1)
+    verdict = authenticity.judge(sign_as(registry, home, "alpha", raw), registry)
+    assert verdict.detail == "an automatic or bulk message (Precedence: bulk)"
+    assert verdict.summary and verdict.summary["subject"] == "Burst"
+
+
+def test_a_mail_system_sender_has_its_summary(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"Content-Type: multipart/report", b"X-Was: multipart/report")
+    raw = raw.split(b"\n\n", 1)[0] + b"\nContent-Type: text/plain\n\nYour mail could not be delivered.\n"
+    verdict = authenticity.judge(raw, registry)
+    assert (verdict.reason, verdict.detail) == ("automated", "sent by a mail system, not an agent")
+    assert verdict.summary and verdict.summary["from"].startswith("MAILER-DAEMON@mail.bus.test")
+
+
+def test_the_trusted_fails_are_all_named(registry: Registry, home: Path) -> None:
+    header = (
+        b"Authentication-Results: mail.bus.test; spf=fail smtp.mailfrom=bus.test; dmarc=fail header.from=bus.test\r\n"
+    )
+    verdict = authenticity.judge(header + sign_as(registry, home, "alpha", letter_bytes()), trusting(registry))
+    assert verdict.detail == "the bus's mail server reported spf=fail, dmarc=fail"
+    assert verdict.summary and verdict.summary["subject"] == "Burst"
+
+
+def test_a_letter_to_an_unregistered_address_is_accepted_with_no_recipient_platform(
+    registry: Registry, home: Path
+) -> None:
+    verdict = authenticity.judge(sign_as(registry, home, "alpha", letter_bytes(to_address="carol@bus.test")), registry)
+    assert verdict.route == "accept" and verdict.letter is not None
+    assert (verdict.letter.sender, verdict.letter.to) == ("alpha", "")
+
+
+def test_the_pinned_key_falls_back_to_the_address_domain_and_dns_means_no_key(registry: Registry) -> None:
+    entry = replace(registry.platforms["alpha"], dkim_domain="")
+    assert authenticity.pinned_key(entry).domain == entry.domain
+    assert authenticity.pinned_key(replace(entry, dkim_domain="keys.bus.test")).domain == "keys.bus.test"
+    assert authenticity.pinned_key(entry).public_key == entry.public_key
+    assert authenticity.pinned_key(replace(entry, key_lookup="dns")).public_key == ""
+
+
+# --- delivery reports ----------------------------------------------------------------------------
+
+
+def test_the_dsn_reason_is_its_status_and_diagnostic(registry: Registry) -> None:
+    verdict = authenticity.judge(BOUNCE, registry)
+    assert verdict.detail == "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+
+
+def test_a_report_without_a_report_type_is_still_a_bounce(registry: Registry) -> None:
+    verdict = authenticity.judge(BOUNCE.replace(b"report-type=delivery-status; ", b""), registry)
+    assert (verdict.route, verdict.bounced_message_id) == ("bounce", "<01sent.alpha@bus.test>")
+
+
+def test_a_report_without_a_type_or_an_original_is_named_as_such(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"report-type=delivery-status; ", b"").replace(b"Message-ID: <01sent.alpha@bus.test>", b"")
+    verdict = authenticity.judge(raw, registry)
+    assert (verdict.reason, verdict.detail) == ("automated", "a multipart/report report (no type), not a letter")
+    assert verdict.summary and verdict.summary["subject"] == "Undelivered Mail Returned to Sender"
+
+
+def test_a_mail_system_multipart_quoting_the_letter_is_a_bounce(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"multipart/report; report-type=delivery-status;", b"multipart/mixed;")
+    verdict = authenticity.judge(raw, registry)
+    assert (verdict.route, verdict.bounced_message_id) == ("bounce", "<01sent.alpha@bus.test>")
+
+
+def test_a_bounce_quoting_headers_as_message_rfc822_headers_names_the_letter(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"Content-Type: text/rfc822-headers", b"Content-Type: message/rfc822-headers")
+    assert authenticity.judge(raw, registry).bounced_message_id == "<01sent.alpha@bus.test>"
+
+
+def test_a_delivery_report_from_any_sender_is_a_bounce(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"From: MAILER-DAEMON@mail.bus.test", b"From: alerts@mail.bus.test")
+    assert authenticity.judge(raw, registry).route == "bounce"
+
+
+def test_the_dsn_reason_comes_from_the_delivery_status_part_only(registry: Registry) -> None:
+    raw = BOUNCE.replace(b"I am sorry", b"Status: 9.9.9 see below\nI am sorry")
+    assert (
+        authenticity.judge(raw, registry).detail
+        == "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+    )
+
+
+def test_the_dsn_reason_is_cleaned_and_cut(registry: Registry) -> None:
+    old = b"Diagnostic-Code: smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+    bell = authenticity.judge(BOUNCE.replace(old, b"Diagnostic-Code: smtp; 550 bad\x07bell"), registry)
+    assert bell.detail == "5.1.1 smtp; 550 bad bell"
+    long = authenticity.judge(BOUNCE.replace(old, b"Diagnostic-Code: " + b"x" * 400), registry)
+    assert long.detail == ("5.1.1 " + "x" * 400)[:300]
+
+
+def test_a_signed_letter_with_a_bad_block_is_malformed_with_its_summary(registry: Registry, home: Path) -> None:
+    verdict = authenticity.judge(sign_as(registry, home, "alpha", (DATA / "yaml-tag.eml").read_bytes()), registry)
+    assert verdict.reason == "malformed" and isinstance(verdict.detail, str) and verdict.detail
+    assert verdict.summary and verdict.summary["from"] and verdict.summary["message_id"]

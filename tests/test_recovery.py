@@ -1,0 +1,133 @@
+"""Recovery code that only a crash or a failure runs, and the guards of ``follow_up`` (issue 15).
+
+Each test drives the failure for real (a full disk on the Nth write, a stale file, a lost cache)
+and fails when the recovery it names is removed."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from agentmail import guards
+from agentmail.client import AgentMail
+from agentmail.errors import Refused
+from agentmail.spool import Spool, _key
+
+from .conftest import OPENER
+
+
+def _disk_full_on_write(spool: Spool, monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    """The spool's ``nth`` letter write fails as a full disk would (ENOSPC)."""
+    real = spool._write_tmp
+    calls = {"n": 0}
+
+    def write_tmp(letter_id: str, raw: bytes, durable: bool) -> Path:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(letter_id, raw, durable)
+
+    monkeypatch.setattr(spool, "_write_tmp", write_tmp)
+
+
+def test_a_batch_that_fails_half_way_is_discarded_whole_and_fetched_again(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for n in range(3):
+        alpha.send("beta", f"Letter {n}", OPENER)
+    _disk_full_on_write(beta.spool, monkeypatch, nth=2)
+    with pytest.raises(OSError, match="No space"):
+        beta.sync()
+    assert os.listdir(beta.spool.root / "tmp") == []  # the first letter's file is gone, not half-filed
+    assert beta.spool.ids("unread") == [] and beta.spool._pending == {}
+    assert beta.spool.checkpoint("local") is None  # nothing committed: the checkpoint did not move
+    monkeypatch.undo()
+    monkeypatch.setenv("AGENTMAIL_HOME", str(beta.home))  # undo() also undid the autouse home fixture's env
+    report = beta.sync()
+    assert (len(report.accepted), report.duplicates) == (3, 0)
+    assert sorted(x.subject for x in beta.inbox(sync=False)) == ["Letter 0", "Letter 1", "Letter 2"]
+
+
+def test_sync_sweeps_files_a_crash_left_in_tmp_and_keeps_fresh_ones(alpha: AgentMail, beta: AgentMail) -> None:
+    tmp = beta.spool.ensure().root / "tmp"
+    stale, fresh = tmp / "01STALE.eml", tmp / "01FRESH.eml"
+    stale.write_bytes(b"half a letter")
+    fresh.write_bytes(b"a letter being written right now")
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
+    alpha.send("beta", "Wake the syncer", OPENER)  # sync sweeps only when it has something to take
+    beta.sync()
+    assert not stale.exists()
+    assert fresh.exists()
+
+
+def test_a_missing_meta_file_is_rebuilt_from_the_letter(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "Quota 500s", OPENER, severity="high")
+    (letter,) = beta.inbox()
+    meta = beta.spool.root / "meta" / f"{letter.id}.json"
+    meta.unlink()
+    rebuilt = beta.show(letter.id)
+    assert meta.exists()  # the cache is written back
+    assert (rebuilt.sender, rebuilt.type, rebuilt.thread, rebuilt.subject, rebuilt.severity, rebuilt.message_id) == (
+        "alpha",
+        "report",
+        letter.thread,
+        "Quota 500s",
+        "high",
+        letter.message_id,
+    )
+
+
+def test_a_torn_meta_file_is_rebuilt_too(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    meta = beta.spool.root / "meta" / f"{letter.id}.json"
+    meta.write_bytes(b'{"type": "rep')  # a crash mid-write of a non-durable cache
+    assert beta.show(letter.id).type == "report"
+    assert json.loads(meta.read_bytes())["thread"] == letter.thread
+
+
+def test_a_reply_reservation_whose_reply_never_got_written_is_cleared(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    reservation = beta.spool.ensure().root / "index" / "replied" / _key(letter.message_id)
+    reservation.parent.mkdir(parents=True, exist_ok=True)
+    reservation.write_text("beta 01KILLEDBEFOREITSREPLYWASFILED")  # a crash between claim and store
+    reply = beta.reply(letter, "Reproduced. Fixing.")
+    assert reply is not None and reply.state == "sent", beta.why_refused(letter)
+    assert reservation.read_text() == f"beta {reply.id}"
+    assert beta.reply(letter, "Twice?") is None  # a live reservation still refuses a second reply
+
+
+def _thread_of_depth(alpha: AgentMail, beta: AgentMail, letters: int) -> str:
+    report = alpha.send("beta", "Quota 500s", OPENER)
+    for n in range(letters - 1):
+        alpha.follow_up(report.thread, f"Detail {n}.", type="question")
+    return report.thread
+
+
+def test_follow_up_refuses_a_closed_thread(alpha: AgentMail, beta: AgentMail) -> None:
+    thread = _thread_of_depth(alpha, beta, 1)
+    (report,) = beta.inbox()  # beta's last word is its answer: a follow-up continues only after one's own letter
+    closing = beta.reply(report, "Fixed in 2.4.2; closing.", type="close", raise_refused=True)
+    assert closing is not None
+    assert closing.state == "sent"
+    with pytest.raises(Refused, match=f"thread {thread} is closed"):
+        alpha.follow_up(thread, "One more thing.", type="question")
+    assert [x.type for x in alpha.thread(thread)] == ["report", "close"]  # nothing was sent
+
+
+def test_follow_up_refuses_past_the_depth_cap(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(guards, "MAX_DEPTH", 3)
+    thread = _thread_of_depth(alpha, beta, 3)  # depths 0, 1, 2
+    assert [x.depth for x in alpha.thread(thread, sync=False)] == [0, 1, 2]
+    with pytest.raises(Refused, match=r"is 3 letters deep \(cap 3\); it needs a human"):
+        alpha.follow_up(thread, "And another.", type="question")
+    assert len(alpha.thread(thread, sync=False)) == 3
