@@ -82,11 +82,12 @@ def test_a_signature_that_does_not_over_sign_names_the_headers() -> None:
     assert signing.verify(signed_with(once), KEY).detail == (
         "the signature does not over-sign the content-transfer-encoding header"
     )
-    # MIME headers over-signed, the rest signed once: every one of those is named, in order.
+    # MIME headers over-signed, the rest signed once: every one of those is named, in order, and
+    # the people header the letter carries (its Reply-To) that this signature does not list.
     mime_twice = once + [h.lower().encode() for h in wire.SIGNED_HEADERS if is_mime_header(h.lower().encode())]
     assert signing.verify(signed_with(mime_twice), KEY).detail == (
         "the signature does not over-sign from, to, subject, date, message-id, auto-submitted, "
-        "x-agentmail-type, x-agentmail-thread"
+        "x-agentmail-type, x-agentmail-thread, reply-to"
     )
 
 
