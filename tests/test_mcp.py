@@ -17,7 +17,7 @@ from agentmail.mcp_server import TOOLS, tool_list_json
 
 from .conftest import OPENER
 
-TOOL_NAMES = {"whoami", "inbox", "show", "done", "send", "reply", "thread", "note", "notes", "quarantine", "status", "wait"}
+TOOL_NAMES = {"whoami", "inbox", "show", "done", "send", "reply", "thread", "note", "notes", "quarantine", "status", "wait", "held"}
 
 
 def session(home: Path, cwd: Path, *args: str) -> Callable[[Callable[[Client], Awaitable[None]]], None]:
