@@ -476,11 +476,13 @@ class AgentMail:
 
         return guards.hold_reason(address, self.registry.bus.hold, asked)
 
-    def _quota(self) -> tuple[int, int, str]:
-        """This platform's new threads in the last hour (from the letter files), the cap, and
-        when the oldest of them leaves the window (UTC)."""
+    def _quota(self) -> tuple[int, int | None, str]:
+        """This platform's new threads in the last hour (from the letter files), the cap (None:
+        ``new_threads_per_hour = 0``, no cap), and when the oldest leaves the window (UTC)."""
         import datetime
 
+        if self.registry.bus.new_threads_per_hour == 0:
+            return 0, None, ""
         now_ms = time.time_ns() // 1_000_000
         opened = self.spool.opened_since(now_ms - 3_600_000)
         frees = ""

@@ -48,7 +48,7 @@ class Bus:
     max_size: int = 1_048_576
     poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
     hold: tuple[str, ...] = ()  # domains or addresses whose letters wait for a person's approval
-    new_threads_per_hour: int = 20  # per platform; replies and follow-ups are not counted
+    new_threads_per_hour: int = 20  # per platform; replies and follow-ups are not counted; 0: no cap
 
 
 @dataclass(frozen=True)
