@@ -374,7 +374,8 @@ def bus_group() -> None:
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
     """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
     smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
-    policy pinned|aligned, poll_interval SECONDS, max_size BYTES, domain, name."""
+    policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
+    new_threads_per_hour N (0: no cap), domain, name."""
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
