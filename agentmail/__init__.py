@@ -26,8 +26,8 @@ from .errors import (
 from .model import Letter
 
 if _typing.TYPE_CHECKING:
-    from .bus import init as init_bus
     from . import compose
+    from .bus import init as init_bus
     from .client import AgentMail, SyncReport
     from .compose import Draft
     from .identity import Identity
@@ -57,10 +57,21 @@ _LAZY = {
 # The function is not exported as ``agentmail.compose``: that name is its module's (importing the
 # module sets it on the package, replacing a function), so the name always means the module.
 
-__all__ = sorted([
-    "AgentmailError", "BadInput", "ConfigError", "Letter", "NotFound", "PermanentFailure", "Refused",
-    "SecretError", "Timeout", "TransportError", *_LAZY,
-])  # fmt: skip
+__all__ = sorted(
+    [
+        "AgentmailError",
+        "BadInput",
+        "ConfigError",
+        "Letter",
+        "NotFound",
+        "PermanentFailure",
+        "Refused",
+        "SecretError",
+        "Timeout",
+        "TransportError",
+        *_LAZY,
+    ]
+)
 
 
 def __getattr__(name: str) -> _typing.Any:

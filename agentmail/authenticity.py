@@ -141,8 +141,9 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         return _quarantine("unregistered-sender", f"{sender_address} is not a registered platform of this bus", msg)
 
     key = pinned_key(platform)
-    trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids,
-                            (key.domain, key.selector.lower()))  # fmt: skip
+    trusted = verdicts.read(
+        wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids, (key.domain, key.selector.lower())
+    )
     if trusted.fails:
         return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
 
@@ -151,7 +152,9 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         domain = sender_address.rpartition("@")[2]
         aligned = bus.policy == "aligned" and domain in trusted.dkim_pass_domains
         if not aligned:
-            return _quarantine("unauthenticated", f"no valid signature by {platform.name}'s pinned key: {dkim.detail}", msg)
+            return _quarantine(
+                "unauthenticated", f"no valid signature by {platform.name}'s pinned key: {dkim.detail}", msg
+            )
         unvouched = signing.aligned_coverage_problem(raw, domain)
         if unvouched:
             detail = f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {unvouched}"

@@ -16,11 +16,22 @@ from typing import Any
 import tomli_w
 
 from . import signing
+from ._fs import write_atomic
 from .credentials import key_path, read_owner_only, write_private_key
 from .errors import AgentmailError, BadInput, ConfigError, NotFound
-from ._fs import write_atomic
 from .model import check_name
-from .registry import DOMAIN_RE, PERSON_RE, TLS_MODES, Person, Platform, Registry, default_tls, is_loopback, load, parse_bus
+from .registry import (
+    DOMAIN_RE,
+    PERSON_RE,
+    TLS_MODES,
+    Person,
+    Platform,
+    Registry,
+    default_tls,
+    is_loopback,
+    load,
+    parse_bus,
+)
 
 
 def _selector(name: str) -> str:
@@ -40,7 +51,11 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
         entry["display_name"] = platform.display_name
     entry["remotes"] = list(platform.remotes)
     entry["paths"] = list(platform.paths)
-    dkim: dict[str, Any] = {"domain": platform.dkim_domain, "selector": platform.selector, "algorithm": platform.algorithm}
+    dkim: dict[str, Any] = {
+        "domain": platform.dkim_domain,
+        "selector": platform.selector,
+        "algorithm": platform.algorithm,
+    }
     if platform.key_lookup == "dns":
         dkim["lookup"] = "dns"
     else:
@@ -73,8 +88,10 @@ def _existing_public_key(home: Path, name: str) -> str | None:
     except AgentmailError:
         raise
     except Exception as exc:
-        raise ConfigError(f"{key_path(home, name)} exists but is not a valid ed25519 key ({exc.__class__.__name__}); "
-                          f"move it away yourself if it is really not needed") from None  # fmt: skip
+        raise ConfigError(
+            f"{key_path(home, name)} exists but is not a valid ed25519 key ({exc.__class__.__name__}); "
+            f"move it away yourself if it is really not needed"
+        ) from None
 
 
 def _new_platform(home: Path, name: str, domain: str, repo: str | None, *, reuse_key: bool = False) -> Platform:
@@ -85,9 +102,15 @@ def _new_platform(home: Path, name: str, domain: str, repo: str | None, *, reuse
         write_private_key(home, name, private)
     remotes, paths = _repo_hint(repo)
     return Platform(
-        name=name, address=f"{name}@{domain}", display_name=f"{name} agent", remotes=tuple(remotes),
-        paths=tuple(paths), dkim_domain=domain, selector=_selector(name), public_key=public,
-    )  # fmt: skip
+        name=name,
+        address=f"{name}@{domain}",
+        display_name=f"{name} agent",
+        remotes=tuple(remotes),
+        paths=tuple(paths),
+        dkim_domain=domain,
+        selector=_selector(name),
+        public_key=public,
+    )
 
 
 def existing_state(home: Path, root: Path, platforms: list[str]) -> list[Path]:
@@ -96,8 +119,16 @@ def existing_state(home: Path, root: Path, platforms: list[str]) -> list[Path]:
     return found + [key_path(home, name) for name in platforms if key_path(home, name).exists()]
 
 
-def init(home: Path, root: Path, platforms: list[str], *, domain: str = "bus.localhost", transport: str = "local",
-         endpoints: dict[str, Any] | None = None, force: bool = False) -> Registry:  # fmt: skip
+def init(
+    home: Path,
+    root: Path,
+    platforms: list[str],
+    *,
+    domain: str = "bus.localhost",
+    transport: str = "local",
+    endpoints: dict[str, Any] | None = None,
+    force: bool = False,
+) -> Registry:
     """A new bus at ``root`` with ``platforms``, each with a fresh key pair."""
     if not platforms:
         raise BadInput("name at least one platform")
@@ -111,9 +142,15 @@ def init(home: Path, root: Path, platforms: list[str], *, domain: str = "bus.loc
             f"refusing to init: {', '.join(map(str, existing))} already exist(s), and init makes a NEW bus. "
             f"To use the existing bus set AGENTMAIL_REGISTRY={root} (or --registry); to add a platform run "
             f"'agentmail add NAME'; to rotate a key 'agentmail keygen --as NAME'. --force rewrites the registry "
-            f"files but keeps (re-pins) existing keys; it never regenerates one")  # fmt: skip
-    bus: dict[str, Any] = {"name": domain, "domain": domain, "transport": transport, "policy": "pinned",
-                           "trusted_authserv_ids": []}  # fmt: skip
+            f"files but keeps (re-pins) existing keys; it never regenerates one"
+        )
+    bus: dict[str, Any] = {
+        "name": domain,
+        "domain": domain,
+        "transport": transport,
+        "policy": "pinned",
+        "trusted_authserv_ids": [],
+    }
     bus.update(endpoints or {})
     parse_bus(bus)  # refuse a configuration we could not load back
     if bus.get("ca_file"):
@@ -130,11 +167,15 @@ def add(home: Path, registry: Registry, name: str, *, repo: str | None = None, d
     if name in registry.platforms:
         if repo and not domain:
             return attach_repo(registry, name, repo)
-        raise ConfigError(f"platform {name} is already on this bus; 'agentmail add {name} --repo PATH|REMOTE' adds a "
-                          f"checkout to it, 'agentmail keygen --as {name}' rotates its key")  # fmt: skip
+        raise ConfigError(
+            f"platform {name} is already on this bus; 'agentmail add {name} --repo PATH|REMOTE' adds a "
+            f"checkout to it, 'agentmail keygen --as {name}' rotates its key"
+        )
     if key_path(home, name).exists():
-        raise ConfigError(f"{key_path(home, name)} already exists: a key for {name} from another bus? add never "
-                          f"overwrites a key; move it away yourself, or use another name")  # fmt: skip
+        raise ConfigError(
+            f"{key_path(home, name)} already exists: a key for {name} from another bus? add never "
+            f"overwrites a key; move it away yourself, or use another name"
+        )
     platform = _new_platform(home, name, domain or registry.bus.domain, repo)
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(platform))
     return platform
@@ -144,14 +185,16 @@ def attach_repo(registry: Registry, name: str, repo: str) -> Platform:
     """Add a checkout (path) or git remote to an existing platform's entry, for ``whoami``."""
     old = registry.get(name)
     remotes, paths = _repo_hint(repo)
-    updated = replace(old, remotes=tuple(dict.fromkeys([*old.remotes, *remotes])),
-                      paths=tuple(dict.fromkeys([*old.paths, *paths])))  # fmt: skip
+    updated = replace(
+        old, remotes=tuple(dict.fromkeys([*old.remotes, *remotes])), paths=tuple(dict.fromkeys([*old.paths, *paths]))
+    )
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated
 
 
-def set_person(registry: Registry, name: str, address: str, *, follows: bool, writes: bool,
-               remove: bool = False) -> Platform:
+def set_person(
+    registry: Registry, name: str, address: str, *, follows: bool, writes: bool, remove: bool = False
+) -> Platform:
     """Add, change or (``remove``) remove a person of platform ``name``; the entry is validated
     before it is written, and nothing else in it changes."""
     old = registry.get(name)
@@ -177,8 +220,15 @@ def keygen(home: Path, registry: Registry, name: str) -> Platform:
     """Rotate ``name``'s key: new selector, new pair, registry entry re-pinned."""
     old = registry.get(name)
     private, public = signing.generate_keypair()
-    updated = Platform(**{**old.__dict__, "selector": _selector(name), "public_key": public, "algorithm": "ed25519",
-                          "key_lookup": "pinned"})  # fmt: skip
+    updated = Platform(
+        **{
+            **old.__dict__,
+            "selector": _selector(name),
+            "public_key": public,
+            "algorithm": "ed25519",
+            "key_lookup": "pinned",
+        }
+    )
     # The private key first, written and fsynced: a crash in between leaves a pinned key whose
     # private half exists (run keygen again), never a pin whose private half is lost.
     write_private_key(home, name, private)
@@ -202,8 +252,9 @@ def _host_port(value: str | None, what: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def endpoints(smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file: str | None,
-              trust: tuple[str, ...]) -> dict[str, Any]:  # fmt: skip
+def endpoints(
+    smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file: str | None, trust: tuple[str, ...]
+) -> dict[str, Any]:
     """The ``bus.toml`` tables for an smtp+imap bus; no secrets ever go here."""
     if len(tls) > 2:
         raise BadInput("a TLS mode is given once (both endpoints) or twice (SMTP, then IMAP)")

@@ -53,7 +53,9 @@ class Ctx:
         """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
         if self._client is not None:
             if self._client.flushed:
-                click.echo(f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True)
+                click.echo(
+                    f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True
+                )
             self._client.close()
             self._client = None
 
@@ -69,12 +71,20 @@ def json_option(func: F) -> F:
 
         return callback
 
-    func = click.option("--agent", "agent_after", metavar="NAME", expose_value=False, hidden=True,
-                        callback=remember("agent"))(func)  # fmt: skip
-    func = click.option("--as", "as_after", metavar="PLATFORM", expose_value=False, hidden=True,
-                        callback=remember("platform"))(func)  # fmt: skip
-    return click.option("--json", "as_json", is_flag=True, expose_value=False, callback=remember("json"),
-                        help="Machine-readable output.")(func)  # fmt: skip
+    func = click.option(
+        "--agent", "agent_after", metavar="NAME", expose_value=False, hidden=True, callback=remember("agent")
+    )(func)
+    func = click.option(
+        "--as", "as_after", metavar="PLATFORM", expose_value=False, hidden=True, callback=remember("platform")
+    )(func)
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        expose_value=False,
+        callback=remember("json"),
+        help="Machine-readable output.",
+    )(func)
 
 
 def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
@@ -100,7 +110,9 @@ def read_body(value: str) -> str:
 def line(letter: Letter) -> str:
     sender = letter.sender or letter.sender_address or "?"
     flag = f" [{letter.severity}]" if letter.severity else ""
-    return clean(f"{letter.id}  {letter.type or '-':<13} {sender:<14} {letter.thread or '-':<16} {letter.subject}{flag}")
+    return clean(
+        f"{letter.id}  {letter.type or '-':<13} {sender:<14} {letter.thread or '-':<16} {letter.subject}{flag}"
+    )
 
 
 def full(letter: Letter) -> str:
@@ -109,11 +121,12 @@ def full(letter: Letter) -> str:
         f"from:     {letter.sender or '?'} <{letter.sender_address}>",
         f"to:       {letter.to or '?'} <{letter.to_address}>",
         f"subject:  {letter.subject}",
-        f"type:     {letter.type}" + (f"   severity: {letter.severity}" if letter.severity else "")
+        f"type:     {letter.type}"
+        + (f"   severity: {letter.severity}" if letter.severity else "")
         + (f"   ref: {letter.ref}" if letter.ref else ""),
         f"thread:   {letter.thread}",
         f"date:     {letter.date}",
-    ]  # fmt: skip
+    ]
     if letter.to_agent:
         head.append(f"to-agent: {letter.to_agent}")
     if letter.reason:
@@ -152,13 +165,22 @@ Exit codes:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
-@click.option("--as", "platform", metavar="PLATFORM", help="Act as this platform (else AGENTMAIL_PLATFORM, marker, git remote, path).")
+@click.option(
+    "--as",
+    "platform",
+    metavar="PLATFORM",
+    help="Act as this platform (else AGENTMAIL_PLATFORM, marker, git remote, path).",
+)
 @click.option("--agent", metavar="NAME", help="One of several agents sharing this checkout (else AGENTMAIL_AGENT).")
-@click.option("--registry", metavar="DIR", help="The registry in force (else AGENTMAIL_REGISTRY, else $AGENTMAIL_HOME/registry).")
+@click.option(
+    "--registry", metavar="DIR", help="The registry in force (else AGENTMAIL_REGISTRY, else $AGENTMAIL_HOME/registry)."
+)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.version_option(package_name="agentmail")
 @click.pass_context
-def main_group(ctx: click.Context, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
+def main_group(
+    ctx: click.Context, platform: str | None, agent: str | None, registry: str | None, as_json: bool
+) -> None:
     """agentmail: defect reports between coding agents, over real email."""
     ctx.obj = Ctx(platform, agent, registry, as_json)
     ctx.call_on_close(ctx.obj.close)
@@ -173,8 +195,11 @@ pass_ctx = click.make_pass_decorator(Ctx)
 def whoami(ctx: Ctx) -> None:
     """This checkout's platform[@agent]; exit 1 if none."""
     me = ctx.client().me
-    emit(ctx, {"platform": me.platform, "agent": me.agent, "address": ctx.client().platform.address},
-         lambda: click.echo(me.mailbox))  # fmt: skip
+    emit(
+        ctx,
+        {"platform": me.platform, "agent": me.agent, "address": ctx.client().platform.address},
+        lambda: click.echo(me.mailbox),
+    )
 
 
 @main_group.command()
@@ -186,9 +211,18 @@ def platforms(ctx: Ctx) -> None:
 
     reg = load(ctx.registry_root())
     rows: list[dict[str, Any]] = [
-            {"name": p.name, "address": p.address, "display_name": p.display_name, "selector": p.selector,
-             "key": p.key_lookup, "remotes": list(p.remotes), "paths": list(p.paths),
-             "people": [_person_json(person) for person in p.people]} for p in reg.platforms.values()]  # fmt: skip
+        {
+            "name": p.name,
+            "address": p.address,
+            "display_name": p.display_name,
+            "selector": p.selector,
+            "key": p.key_lookup,
+            "remotes": list(p.remotes),
+            "paths": list(p.paths),
+            "people": [_person_json(person) for person in p.people],
+        }
+        for p in reg.platforms.values()
+    ]
 
     def text() -> None:
         click.echo(f"bus {reg.bus.name} ({reg.bus.transport}, policy {reg.bus.policy}) at {reg.root}")
@@ -197,8 +231,17 @@ def platforms(ctx: Ctx) -> None:
             for person in r["people"]:
                 click.echo(f"    person {person['address']:<32} {_person_roles(person)}")
 
-    emit(ctx, {"bus": reg.bus.name, "domain": reg.bus.domain, "transport": reg.bus.transport,
-               "platforms": rows, "problems": reg.problems}, text)  # fmt: skip
+    emit(
+        ctx,
+        {
+            "bus": reg.bus.name,
+            "domain": reg.bus.domain,
+            "transport": reg.bus.transport,
+            "platforms": rows,
+            "problems": reg.problems,
+        },
+        text,
+    )
     for problem in reg.problems:
         click.echo(f"agentmail: warning: {problem}", err=True)
 
@@ -209,18 +252,44 @@ def platforms(ctx: Ctx) -> None:
 @click.option("--transport", type=click.Choice(["local", "smtp+imap"]), default="local", show_default=True)
 @click.option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
 @click.option("--imap", metavar="HOST:PORT", help="IMAP server (smtp+imap).")
-@click.option("--tls", "tls", multiple=True, metavar="MODE", help="implicit|starttls|none; once for both, or twice: SMTP then IMAP.")
+@click.option(
+    "--tls",
+    "tls",
+    multiple=True,
+    metavar="MODE",
+    help="implicit|starttls|none; once for both, or twice: SMTP then IMAP.",
+)
 @click.option("--ca-file", metavar="PEM", help="CA certificate(s) to trust for a self-signed server.")
 @click.option("--trust-authserv", multiple=True, metavar="ID", help="authserv-id whose Authentication-Results count.")
-@click.option("--policy", type=click.Choice(["pinned", "aligned"]), default="pinned", show_default=True,
-              help="aligned: also accept a trusted MTA's aligned dkim=pass (a human's letter).")
+@click.option(
+    "--policy",
+    type=click.Choice(["pinned", "aligned"]),
+    default="pinned",
+    show_default=True,
+    help="aligned: also accept a trusted MTA's aligned dkim=pass (a human's letter).",
+)
 @click.option("--sent-folder", metavar="FOLDER", help="Copy sent letters to this IMAP folder (e.g. Sent).")
-@click.option("--force", is_flag=True, help="Rewrite an existing registry's files; existing keys are kept and re-pinned, never regenerated.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Rewrite an existing registry's files; existing keys are kept and re-pinned, never regenerated.",
+)
 @json_option
 @pass_ctx
-def init(ctx: Ctx, names: tuple[str, ...], domain: str, transport: str, smtp: str | None, imap: str | None,
-         tls: tuple[str, ...], ca_file: str | None, trust_authserv: tuple[str, ...], policy: str,
-         sent_folder: str | None, force: bool) -> None:  # fmt: skip
+def init(
+    ctx: Ctx,
+    names: tuple[str, ...],
+    domain: str,
+    transport: str,
+    smtp: str | None,
+    imap: str | None,
+    tls: tuple[str, ...],
+    ca_file: str | None,
+    trust_authserv: tuple[str, ...],
+    policy: str,
+    sent_folder: str | None,
+    force: bool,
+) -> None:
     """Create a NEW bus: its registry and each platform's DKIM key pair.
 
     Refused (exit 6) when the registry or a platform's key already exists: to use an existing
@@ -237,23 +306,34 @@ def init(ctx: Ctx, names: tuple[str, ...], domain: str, transport: str, smtp: st
     elif smtp or imap or sent_folder:
         raise BadInput("--smtp, --imap and --sent-folder are for --transport smtp+imap")
     kept = [p.stem for p in bus.existing_state(ctx.home, ctx.registry_root(), list(names)) if p.suffix == ".key"]
-    reg = bus.init(ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport,
-                   endpoints=endpoints, force=force)  # fmt: skip
+    reg = bus.init(
+        ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport, endpoints=endpoints, force=force
+    )
     entries = [reg.platforms[n] for n in names if n in reg.platforms]
 
     def text() -> None:
-        click.echo(f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
-                   f"keys in {ctx.home / 'secrets'}" + (f" (kept the existing keys of {', '.join(kept)})" if kept else ""))
+        click.echo(
+            f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
+            f"keys in {ctx.home / 'secrets'}" + (f" (kept the existing keys of {', '.join(kept)})" if kept else "")
+        )
         click.echo("# DNS TXT records, for partners who look keys up (one per platform):")
         for platform in entries:
             click.echo(_txt_line(platform))
 
-    emit(ctx, {"registry": str(reg.root), "platforms": sorted(reg.platforms), "kept_keys": kept,
-               "records": [_entry_json(p) for p in entries]}, text)  # fmt: skip
+    emit(
+        ctx,
+        {
+            "registry": str(reg.root),
+            "platforms": sorted(reg.platforms),
+            "kept_keys": kept,
+            "records": [_entry_json(p) for p in entries],
+        },
+        text,
+    )
 
 
 def _txt_line(platform: Any) -> str:
-    return f"{platform.selector}._domainkey.{platform.dkim_domain}. IN TXT \"{platform.txt_record()}\""
+    return f'{platform.selector}._domainkey.{platform.dkim_domain}. IN TXT "{platform.txt_record()}"'
 
 
 def _entry_text(ctx: Ctx, platform: Any) -> None:
@@ -267,8 +347,11 @@ def _entry_text(ctx: Ctx, platform: Any) -> None:
 def _entry_json(platform: Any) -> dict[str, Any]:
     from . import bus
 
-    return {**bus.platform_entry(platform), "dns_name": f"{platform.selector}._domainkey.{platform.dkim_domain}",
-            "txt_record": platform.txt_record()}  # fmt: skip
+    return {
+        **bus.platform_entry(platform),
+        "dns_name": f"{platform.selector}._domainkey.{platform.dkim_domain}",
+        "txt_record": platform.txt_record(),
+    }
 
 
 def _person_json(person: Any) -> dict[str, Any]:
@@ -299,16 +382,20 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
 
     if remove and (follows or writes):
         raise BadInput("--remove takes no --follows or --writes")
-    platform = bus.set_person(load(ctx.registry_root()), platform_name, address, follows=follows, writes=writes,
-                              remove=remove)  # fmt: skip
+    platform = bus.set_person(
+        load(ctx.registry_root()), platform_name, address, follows=follows, writes=writes, remove=remove
+    )
     path = ctx.registry_root() / "platforms" / f"{platform.name}.toml"
     people = [_person_json(p) for p in platform.people]
     shown = address.strip().lower()
 
     def text() -> None:
         current = next((p for p in people if p["address"] == shown), None)
-        click.echo(f"{path}: " + (f"{shown} removed" if current is None else f"{shown} {_person_roles(current)}")
-                   + "; commit it so every clone knows")  # fmt: skip
+        click.echo(
+            f"{path}: "
+            + (f"{shown} removed" if current is None else f"{shown} {_person_roles(current)}")
+            + "; commit it so every clone knows"
+        )
 
     emit(ctx, {"platform": platform.name, "registry_file": str(path), "people": people}, text)
 
@@ -345,7 +432,9 @@ def keygen(ctx: Ctx) -> None:
 
 @main_group.command()
 @click.argument("platform_name", metavar="PLATFORM")
-@click.option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
+@click.option(
+    "--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory)."
+)
 @json_option
 @pass_ctx
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
@@ -356,8 +445,11 @@ def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
     load(ctx.registry_root()).get(platform_name)  # an unknown name says "did you mean"
     path, previous = write_marker(Path(root) if root else None, platform_name)
     note = f" (was {previous})" if previous and previous != platform_name else ""
-    emit(ctx, {"marker": str(path), "platform": platform_name, "previous": previous},
-         lambda: click.echo(f"{path}: platform = \"{platform_name}\"{note}; commit it so every clone knows"))  # fmt: skip
+    emit(
+        ctx,
+        {"marker": str(path), "platform": platform_name, "previous": previous},
+        lambda: click.echo(f'{path}: platform = "{platform_name}"{note}; commit it so every clone knows'),
+    )
 
 
 @main_group.group("bus")
@@ -379,8 +471,11 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> Non
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
-    emit(ctx, {"key": key, "value": stored},
-         lambda: click.echo(f"{ctx.registry_root() / 'bus.toml'}: {key} = {json.dumps(stored)}"))  # fmt: skip
+    emit(
+        ctx,
+        {"key": key, "value": stored},
+        lambda: click.echo(f"{ctx.registry_root() / 'bus.toml'}: {key} = {json.dumps(stored)}"),
+    )
 
 
 def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
@@ -495,8 +590,13 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 @main_group.command()
 @click.argument("letter_id", metavar="ID")
 @click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
-@click.option("-t", "--type", "kind", metavar="TYPE",
-              help=_TYPES_HELP + ". Default: ack to a report, verify-result to a fix-notice, else question.")
+@click.option(
+    "-t",
+    "--type",
+    "kind",
+    metavar="TYPE",
+    help=_TYPES_HELP + ". Default: ack to a report, verify-result to a fix-notice, else question.",
+)
 @click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @click.option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
 @json_option
@@ -528,7 +628,11 @@ def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
                 undeliverable += f"  FAILED: {letter.extra.get('failed_reason') or ''}"
             elif letter.state == "held":
                 undeliverable += f"  HELD (waiting for a person): {letter.extra.get('held_reason') or ''}"
-            click.echo(clean(f"── {arrow} {letter.type} from {letter.sender} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"))
+            click.echo(
+                clean(
+                    f"── {arrow} {letter.type} from {letter.sender} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"
+                )
+            )
             click.echo(clean(f"   {letter.subject}"))
             click.echo("")
             for body_line in clean(letter.body).splitlines():
@@ -572,7 +676,11 @@ def approve(ctx: Ctx, letter_id: str) -> None:
 def reject(ctx: Ctx, letter_id: str, reason: str) -> None:
     """A person's decision: held letter ID never leaves (it moves to failed/ with REASON)."""
     letter = ctx.client().reject(letter_id, reason)
-    emit(ctx, letter.to_json(), lambda: click.echo(clean(f"{letter.thread} {letter.id} rejected: {letter.extra.get('rejected')}")))
+    emit(
+        ctx,
+        letter.to_json(),
+        lambda: click.echo(clean(f"{letter.thread} {letter.id} rejected: {letter.extra.get('rejected')}")),
+    )
 
 
 @main_group.command()
@@ -656,7 +764,9 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
                 flag += f"  FAILED: {r.delivery_detail}"
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
-            click.echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}"))
+            click.echo(
+                clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}")
+            )
 
     emit(ctx, [r.to_json() for r in rows], text)
 
@@ -707,8 +817,12 @@ def flush(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@click.option("--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back.")
-@click.option("--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take.")
+@click.option(
+    "--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back."
+)
+@click.option(
+    "--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take."
+)
 @json_option
 @pass_ctx
 def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
@@ -767,8 +881,12 @@ def _hook_command(host: str, label: str) -> None:
 
         # A generic host may never close stdin; the others send one JSON object and close it.
         payload = "" if host == "generic" or sys.stdin.isatty() else sys.stdin.read()
-        outcome = hooks.run(host, event, payload, lambda cwd: AgentMail.from_env(
-            ctx.platform, agent=ctx.agent, registry=ctx.registry_root(), cwd=cwd))  # fmt: skip
+        outcome = hooks.run(
+            host,
+            event,
+            payload,
+            lambda cwd: AgentMail.from_env(ctx.platform, agent=ctx.agent, registry=ctx.registry_root(), cwd=cwd),
+        )
         if outcome.stdout:
             click.echo(outcome.stdout)
         if outcome.stderr:
@@ -776,29 +894,42 @@ def _hook_command(host: str, label: str) -> None:
         return outcome.exit_code
 
 
-for _host, _label in (("claude", "Claude Code"), ("gemini", "Gemini CLI"), ("generic", "Any host that runs a shell command")):
+for _host, _label in (
+    ("claude", "Claude Code"),
+    ("gemini", "Gemini CLI"),
+    ("generic", "Any host that runs a shell command"),
+):
     _hook_command(_host, _label)
 
 
 @hook.command("install")
 @click.argument("host")
-@click.option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
+@click.option(
+    "--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory)."
+)
 @json_option
 @pass_ctx
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
     """Merge agentmail's hooks into HOST's settings in this checkout (idempotent)."""
     from . import hooks
 
-    prefix = "agentmail" + (f" --as {ctx.platform}" if ctx.platform else "") + (f" --agent {ctx.agent}" if ctx.agent else "")
+    prefix = (
+        "agentmail" + (f" --as {ctx.platform}" if ctx.platform else "") + (f" --agent {ctx.agent}" if ctx.agent else "")
+    )
     path, added = hooks.install(host, Path(root) if root else hooks.checkout_root(Path.cwd()), prefix)
-    emit(ctx, {"settings": str(path), "added": added},
-         lambda: click.echo(f"{path}: added {', '.join(added)}" if added else f"{path}: already installed"))  # fmt: skip
+    emit(
+        ctx,
+        {"settings": str(path), "added": added},
+        lambda: click.echo(f"{path}: added {', '.join(added)}" if added else f"{path}: already installed"),
+    )
 
 
 @main_group.command()
 @click.option("--exec", "command", required=True, metavar="CMD", help="Shell command run once per new letter.")
 @click.option("--jobs", type=click.IntRange(min=1), default=4, show_default=True, help="Commands running at once.")
-@click.option("--budget", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per thread per hour, at most.")
+@click.option(
+    "--budget", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per thread per hour, at most."
+)
 @click.option("--once", is_flag=True, help="Handle the letters unread now, then exit.")
 @click.option("--timeout", type=float, metavar="S", help="Stop after S seconds.")
 @json_option

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import identity, registry as registry_mod
+from . import identity
+from . import registry as registry_mod
 from .compose import Draft, compose
 from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
@@ -53,15 +54,25 @@ class SyncReport:
     internal_errors: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"accepted": len(self.accepted), "quarantined": len(self.quarantined),
-                "duplicates": self.duplicates, "bounces": self.bounces, "skipped": self.skipped,
-                "fetched": self.fetched, "internal_errors": self.internal_errors}  # fmt: skip
+        return {
+            "accepted": len(self.accepted),
+            "quarantined": len(self.quarantined),
+            "duplicates": self.duplicates,
+            "bounces": self.bounces,
+            "skipped": self.skipped,
+            "fetched": self.fetched,
+            "internal_errors": self.internal_errors,
+        }
 
 
 # The stage a letter was in when something raised: the module of the deepest agentmail frame.
-_STAGES = {"agentmail.wire": "parsing", "agentmail.signing": "DKIM verification",
-           "agentmail.verdicts": "Authentication-Results", "agentmail.matter": "front matter",
-           "agentmail.authenticity": "judging"}  # fmt: skip
+_STAGES = {
+    "agentmail.wire": "parsing",
+    "agentmail.signing": "DKIM verification",
+    "agentmail.verdicts": "Authentication-Results",
+    "agentmail.matter": "front matter",
+    "agentmail.authenticity": "judging",
+}
 
 
 def _class_name(exc: BaseException) -> str:
@@ -96,8 +107,9 @@ class AgentMail:
         self.me = me
         self.home = home
         self.platform = registry.get(me.platform)
-        self.spool = Spool(home / "spool" / me.mailbox, platform_root=home / "spool" / me.platform,
-                           name_of=self._platform_name)  # fmt: skip
+        self.spool = Spool(
+            home / "spool" / me.mailbox, platform_root=home / "spool" / me.platform, name_of=self._platform_name
+        )
         self._transport = transport
         self._refusals: dict[str, str] = {}
         self.last_warnings: list[str] = []
@@ -109,8 +121,15 @@ class AgentMail:
         return platform.name if platform else None
 
     @classmethod
-    def from_env(cls, platform: str | None = None, *, agent: str | None = None, home: str | Path | None = None,
-                 registry: str | Path | None = None, cwd: str | Path | None = None) -> AgentMail:  # fmt: skip
+    def from_env(
+        cls,
+        platform: str | None = None,
+        *,
+        agent: str | None = None,
+        home: str | Path | None = None,
+        registry: str | Path | None = None,
+        cwd: str | Path | None = None,
+    ) -> AgentMail:
         """Resolve home, registry and identity the way the CLI does (DESIGN §4, §8)."""
         home_path = Path(home).expanduser() if home else agentmail_home()
         reg = registry_mod.load(registry_mod.registry_dir(str(registry) if registry else None, home_path))
@@ -143,7 +162,6 @@ class AgentMail:
         transport = self.transport
         if not transport.pending(self.spool.checkpoint(transport.name)):
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
-        from . import authenticity
 
         with self.spool.locked():
             self.spool.sweep_tmp()
@@ -185,10 +203,13 @@ class AgentMail:
         except Exception as exc:
             report.internal_errors += 1
             quick = wire.quick_identity(item.raw) if item.raw is not None else None
-            verdict = authenticity.Verdict("quarantine", reason="malformed",
-                                           detail=f"agentmail failed on this letter in {_failed_stage(exc)} "
-                                                  f"({_class_name(exc)}); it is kept here for a bug report",
-                                           summary={"from": quick[0], "message_id": quick[1]} if quick else None)  # fmt: skip
+            verdict = authenticity.Verdict(
+                "quarantine",
+                reason="malformed",
+                detail=f"agentmail failed on this letter in {_failed_stage(exc)} "
+                f"({_class_name(exc)}); it is kept here for a bug report",
+                summary={"from": quick[0], "message_id": quick[1]} if quick else None,
+            )
             self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report)
 
     def _placeholder(self, item: Incoming) -> bytes:
@@ -204,8 +225,10 @@ class AgentMail:
         if raw is None:
             limit = self.registry.bus.max_size
             verdict: authenticity.Verdict | None = authenticity.Verdict(
-                "quarantine", reason="too-large",
-                detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)")  # fmt: skip
+                "quarantine",
+                reason="too-large",
+                detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)",
+            )
             raw = self._placeholder(item)
             facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
         elif self._filed_already(raw):
@@ -220,14 +243,18 @@ class AgentMail:
             report.skipped += 1
         elif filing.action == "bounce":
             assert filing.letter_id is not None and filing.verdict is not None
-            self.spool.annotate(filing.letter_id, undeliverable="true", undeliverable_reason=filing.verdict.detail or "")
+            self.spool.annotate(
+                filing.letter_id, undeliverable="true", undeliverable_reason=filing.verdict.detail or ""
+            )
             report.bounces += 1
         elif filing.action == "quarantine":
             assert filing.verdict is not None
             self._quarantine(filing.verdict, raw, report)
         else:
             assert filing.verdict is not None and filing.verdict.letter is not None
-            report.accepted.append(self.spool.store("unread", filing.verdict.letter, raw, defer=True))  # depth: from the chain
+            report.accepted.append(
+                self.spool.store("unread", filing.verdict.letter, raw, defer=True)
+            )  # depth: from the chain
 
     def _facts(self, verdict: Verdict) -> Facts:
         """What the spool knows that routing ``verdict`` needs (looked up only where it matters)."""
@@ -240,10 +267,14 @@ class AgentMail:
             return Facts(self.me.agent)
         parent_thread = None
         if letter.in_reply_to:
-            parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(letter.sender, letter.in_reply_to)
+            parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(
+                letter.sender, letter.in_reply_to
+            )
             if parent_id:
                 parent_thread = self.spool.letter(parent_id).thread
-        return Facts(self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread)
+        return Facts(
+            self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread
+        )
 
     def _filed_already(self, raw: bytes) -> bool:
         from . import wire
@@ -257,10 +288,17 @@ class AgentMail:
     def _quarantine(self, verdict: Verdict, raw: bytes, report: SyncReport) -> None:
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
-            message_id=summary.get("message_id", ""), sender="", sender_address=summary.get("from", ""),
-            to=self.me.platform, to_address=self.platform.address, type="", thread="",
-            subject=summary.get("subject", ""), body="", date=summary.get("date", ""),
-        )  # fmt: skip
+            message_id=summary.get("message_id", ""),
+            sender="",
+            sender_address=summary.get("from", ""),
+            to=self.me.platform,
+            to_address=self.platform.address,
+            type="",
+            thread="",
+            subject=summary.get("subject", ""),
+            body="",
+            date=summary.get("date", ""),
+        )
         letter = replace(base, id="", reason=verdict.reason, detail=verdict.detail)
         report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True))
 
@@ -345,7 +383,9 @@ class AgentMail:
         # Advice is for reports that open a thread, not for a one-line question.
         one_liner = type == "question" and len(body.strip().splitlines()) <= 1
         self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
-        composed = self._compose(Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref))
+        composed = self._compose(
+            Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref)
+        )
         return self._dispatch(composed, self._hold(recipient.address, hold))
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False) -> Letter:
@@ -370,7 +410,9 @@ class AgentMail:
             raise Refused(self.why_refused(to) or "refused")
         return letter
 
-    def _reply(self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False) -> Letter | None:
+    def _reply(
+        self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False
+    ) -> Letter | None:
         self.last_warnings = []
         parent_id = self._id(to)
         parent = self.spool.letter(parent_id)
@@ -430,10 +472,18 @@ class AgentMail:
         """The one guard, with the facts it needs gathered the same way for every path."""
         from . import guards
 
-        return guards.refusal(guards.Outbound(
-            kind, body, self.me.platform, parent=parent, follow_up=follow_up, force=force,
-            answered_by=self.spool.replied_by(parent.message_id), depth=parent.depth + 1,
-        ))  # fmt: skip
+        return guards.refusal(
+            guards.Outbound(
+                kind,
+                body,
+                self.me.platform,
+                parent=parent,
+                follow_up=follow_up,
+                force=force,
+                answered_by=self.spool.replied_by(parent.message_id),
+                depth=parent.depth + 1,
+            )
+        )
 
     def _check(self, out: Outbound) -> None:
         from . import guards
@@ -463,9 +513,20 @@ class AgentMail:
                 return self._file_outgoing(letter, raw, held)
         from . import guards
 
-        self._refusals[parent.id] = guards.refusal(guards.Outbound(
-            letter.type, "", self.me.platform, parent=parent, answered_by=holder, force=True,
-            follow_up=parent.sender == self.me.platform)) or "already answered"  # fmt: skip
+        self._refusals[parent.id] = (
+            guards.refusal(
+                guards.Outbound(
+                    letter.type,
+                    "",
+                    self.me.platform,
+                    parent=parent,
+                    answered_by=holder,
+                    force=True,
+                    follow_up=parent.sender == self.me.platform,
+                )
+            )
+            or "already answered"
+        )
         return None
 
     def _compose(self, draft: Draft) -> tuple[Letter, bytes]:
@@ -489,7 +550,7 @@ class AgentMail:
         if opened:
             from .model import ulid_ms
 
-            at = datetime.datetime.fromtimestamp((ulid_ms(opened[0]) + 3_600_000) / 1000, datetime.timezone.utc)
+            at = datetime.datetime.fromtimestamp((ulid_ms(opened[0]) + 3_600_000) / 1000, datetime.UTC)
             frees = at.strftime("%Y-%m-%d %H:%M:%S UTC")
         return len(opened), self.registry.bus.new_threads_per_hour, frees
 
@@ -554,7 +615,9 @@ class AgentMail:
         except ConfigError as exc:
             self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
             self.spool.move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
-            raise ConfigError(f"{exc} — the letter was not sent and not queued; send it again once this is fixed") from exc
+            raise ConfigError(
+                f"{exc} — the letter was not sent and not queued; send it again once this is fixed"
+            ) from exc
         finally:
             self._dispatching = None
         return self.show(stored.id)
@@ -664,12 +727,21 @@ class AgentMail:
             delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.sender == self.me.platform)
             if delivery == "failed" and mine:
                 move = "me"  # my letter never reached them: sending it again is my move
-            rows.append(ThreadStatus(
-                thread=thread, subject=first.subject, state=_lifecycle(last.type), last_type=last.type,
-                whose_move=move, letters=len(ids), with_=other, last_id=last.id,
-                undeliverable=any(self.spool.annotations(i).get("undeliverable") for i in ids),
-                delivery=delivery, delivery_detail=delivery_detail,
-            ))  # fmt: skip
+            rows.append(
+                ThreadStatus(
+                    thread=thread,
+                    subject=first.subject,
+                    state=_lifecycle(last.type),
+                    last_type=last.type,
+                    whose_move=move,
+                    letters=len(ids),
+                    with_=other,
+                    last_id=last.id,
+                    undeliverable=any(self.spool.annotations(i).get("undeliverable") for i in ids),
+                    delivery=delivery,
+                    delivery_detail=delivery_detail,
+                )
+            )
         return rows
 
     def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str]:
@@ -712,6 +784,7 @@ class AgentMail:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
 
+
 def raise_for_state(letter: Letter) -> Letter:
     """The one rule for what a sent letter's state means to whoever asked for it to go: ``sent``
     is returned; ``outbox`` (queued: it goes out with the next sync or send) raises
@@ -719,12 +792,21 @@ def raise_for_state(letter: Letter) -> Letter:
     Both exit 5 from the CLI and are tool errors from the MCP server."""
     if letter.state == "outbox":
         why = letter.extra.get("queued_reason") or "the server is unreachable"
-        raise TransportError(f"queued, not sent yet: {why}; it goes out with the next sync or send — do not send it again")
+        raise TransportError(
+            f"queued, not sent yet: {why}; it goes out with the next sync or send — do not send it again"
+        )
     if letter.state == "failed":
         raise PermanentFailure(f"refused by the server: {letter.extra.get('failed_reason')}")
     return letter
 
 
 def _lifecycle(kind: str) -> str:
-    return {"report": "reported", "question": "asked", "ack": "acknowledged", "fix-notice": "fix announced",
-            "verify-result": "verified", "close": "closed", HUMAN: "human letter"}.get(kind, kind)  # fmt: skip
+    return {
+        "report": "reported",
+        "question": "asked",
+        "ack": "acknowledged",
+        "fix-notice": "fix announced",
+        "verify-result": "verified",
+        "close": "closed",
+        HUMAN: "human letter",
+    }.get(kind, kind)

@@ -11,7 +11,7 @@ decides whether a letter may leave); the spool files what this returns.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
 
@@ -46,13 +46,26 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     me = registry.get(sender)
     recipient = registry.get(draft.to)
     letter = Letter(
-        message_id=wire.new_message_id(me.name, me.domain), sender=me.name, sender_address=me.address,
-        sender_name=me.display_name or None, to=recipient.name, to_address=recipient.address, type=draft.type,
-        thread=draft.thread, subject=draft.subject, body=draft.body.strip(),
-        date=format_datetime(datetime.now(timezone.utc)), severity=draft.severity, ref=draft.ref,
-        in_reply_to=draft.in_reply_to, references=draft.references, to_agent=draft.to_agent, id=new_ulid(),
-        cc=followers(me, recipient), list_id=wire.list_id(registry.bus.domain),
-    )  # fmt: skip
+        message_id=wire.new_message_id(me.name, me.domain),
+        sender=me.name,
+        sender_address=me.address,
+        sender_name=me.display_name or None,
+        to=recipient.name,
+        to_address=recipient.address,
+        type=draft.type,
+        thread=draft.thread,
+        subject=draft.subject,
+        body=draft.body.strip(),
+        date=format_datetime(datetime.now(UTC)),
+        severity=draft.severity,
+        ref=draft.ref,
+        in_reply_to=draft.in_reply_to,
+        references=draft.references,
+        to_agent=draft.to_agent,
+        id=new_ulid(),
+        cc=followers(me, recipient),
+        list_id=wire.list_id(registry.bus.domain),
+    )
     try:
         unsigned = wire.render(letter)
     except ValueError as exc:
@@ -90,4 +103,5 @@ def _check_key_matches_pin(registry: Registry, me: Platform, key: str, source: s
             f"{registry.root / 'platforms' / (me.name + '.toml')} (s={me.selector}): "
             f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
             f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
-            f"{me.name}' and commit the new entry")  # fmt: skip
+            f"{me.name}' and commit the new entry"
+        )

@@ -11,8 +11,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError, SecretError
 from ._fs import write_atomic
+from .errors import ConfigError, SecretError
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,9 @@ def read_owner_only(path: Path) -> str:
         if info.st_uid != os.getuid():
             raise SecretError(f"secret file {path} is not owned by you; refusing it")
         if info.st_mode & 0o077:
-            raise SecretError(f"secret file {path} is readable by others (mode {info.st_mode & 0o777:o}); run: chmod 600 {path}")
+            raise SecretError(
+                f"secret file {path} is readable by others (mode {info.st_mode & 0o777:o}); run: chmod 600 {path}"
+            )
         with os.fdopen(fd, "r", encoding="utf-8") as fh:
             fd = -1
             return fh.read()
@@ -86,8 +88,10 @@ def read_private_key_with_source(home: Path, platform: str) -> tuple[str, str]:
         return from_env.strip(), "AGENTMAIL_DKIM_KEY"
     path = key_path(home, platform)
     if not path.exists():
-        raise ConfigError(f"no DKIM key for {platform}: {path} is missing (restore it from where the bus was made, or "
-                          f"run 'agentmail keygen --as {platform}' and commit the new registry entry)")  # fmt: skip
+        raise ConfigError(
+            f"no DKIM key for {platform}: {path} is missing (restore it from where the bus was made, or "
+            f"run 'agentmail keygen --as {platform}' and commit the new registry entry)"
+        )
     return read_owner_only(path).strip(), str(path)
 
 

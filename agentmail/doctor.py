@@ -42,15 +42,28 @@ def _secrets_mode(home: Path) -> Check:
 def _outbox(client: AgentMail) -> Check:
     queued, failed = client.spool.ids("outbox"), client.spool.ids("failed")
     if queued:
-        return Check("outbox", False, f"{len(queued)} letter(s) queued, not sent yet: they go out with the next "
-                                      f"command or 'agentmail flush' (do not send them again)"
-                     + (f"; {len(failed)} failed ('agentmail sent' shows why)" if failed else ""))  # fmt: skip
-    return Check("outbox", True, "empty" + (f"; {len(failed)} letter(s) failed earlier ('agentmail sent' shows why)"
-                                            if failed else ""))  # fmt: skip
+        return Check(
+            "outbox",
+            False,
+            f"{len(queued)} letter(s) queued, not sent yet: they go out with the next "
+            f"command or 'agentmail flush' (do not send them again)"
+            + (f"; {len(failed)} failed ('agentmail sent' shows why)" if failed else ""),
+        )
+    return Check(
+        "outbox",
+        True,
+        "empty" + (f"; {len(failed)} letter(s) failed earlier ('agentmail sent' shows why)" if failed else ""),
+    )
 
 
-def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str | None,
-               round_trip: bool = False, timeout: float = 60.0) -> list[Check]:  # fmt: skip
+def run_checks(
+    home: Path,
+    registry_root: Path,
+    platform: str | None,
+    agent: str | None,
+    round_trip: bool = False,
+    timeout: float = 60.0,
+) -> list[Check]:
     from . import identity, registry, signing
     from .client import AgentMail
     from .credentials import read_private_key_with_source
@@ -61,8 +74,13 @@ def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str
     except AgentmailError as exc:
         return [Check("registry", False, str(exc))]
     problems = "; ".join(reg.problems)
-    checks.append(Check("registry", not reg.problems,
-                        f"{len(reg.platforms)} platform(s) at {reg.root}" + (f"; fix: {problems}" if problems else "")))  # fmt: skip
+    checks.append(
+        Check(
+            "registry",
+            not reg.problems,
+            f"{len(reg.platforms)} platform(s) at {reg.root}" + (f"; fix: {problems}" if problems else ""),
+        )
+    )
     try:
         me = identity.resolve(reg, platform, agent, Path.cwd())
     except AgentmailError as exc:
@@ -75,11 +93,17 @@ def run_checks(home: Path, registry_root: Path, platform: str | None, agent: str
     try:
         private, source = read_private_key_with_source(home, me.platform)
         key_ok = entry.key_lookup == "dns" or signing.public_key_of(private) == entry.public_key
-        checks.append(Check("dkim key", key_ok, f"{source}: owner-only, matches the key pinned for {me.platform} "
-                                                f"(s={entry.selector})" if key_ok else
-                            f"the private key in {source} does not match the key pinned for {me.platform} "
-                            f"(s={entry.selector}): letters would be quarantined; restore the key that belongs to "
-                            f"this registry, or run 'agentmail keygen --as {me.platform}' and commit the entry"))  # fmt: skip
+        checks.append(
+            Check(
+                "dkim key",
+                key_ok,
+                f"{source}: owner-only, matches the key pinned for {me.platform} (s={entry.selector})"
+                if key_ok
+                else f"the private key in {source} does not match the key pinned for {me.platform} "
+                f"(s={entry.selector}): letters would be quarantined; restore the key that belongs to "
+                f"this registry, or run 'agentmail keygen --as {me.platform}' and commit the entry",
+            )
+        )
     except AgentmailError as exc:
         checks.append(Check("dkim key", False, str(exc)))
     except Exception as exc:
@@ -121,14 +145,26 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
         tip = getattr(transport, "tip", None)
         if checkpoint is None and tip is not None:
             checkpoint = tip()  # never synced: skip the mailbox's history, read only what comes next
-        letter, raw = compose(client.registry, client.home, me.name, Draft(
-            me.name, "note", thread, "agentmail doctor --round-trip",
-            f"A round trip of agentmail doctor (pid {os.getpid()}); it can be deleted.\n", to_agent=PROBE_AGENT))  # fmt: skip
+        letter, raw = compose(
+            client.registry,
+            client.home,
+            me.name,
+            Draft(
+                me.name,
+                "note",
+                thread,
+                "agentmail doctor --round-trip",
+                f"A round trip of agentmail doctor (pid {os.getpid()}); it can be deleted.\n",
+                to_agent=PROBE_AGENT,
+            ),
+        )
         rcpt = wire.tagged_address(me.address, thread)
         # Straight to the transport, not the outbox: a probe that fails is never queued.
         (result,) = transport.submit([Outgoing("doctor", raw, Envelope(me.address, (rcpt,)))])
         if result.status != "sent":
-            return Check("round trip", False, f"the server did not take the probe to {rcpt}: {result.status}: {result.detail}")
+            return Check(
+                "round trip", False, f"the server did not take the probe to {rcpt}: {result.status}: {result.detail}"
+            )
         deadline = started + timeout
         while True:
             for batch in transport.fetch(checkpoint, client.registry.bus.max_size):
@@ -138,8 +174,12 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
                 checkpoint = transport.advance(checkpoint, batch)
             left = deadline - time.monotonic()
             if left <= 0:
-                return Check("round trip", False, f"the probe sent to {rcpt} did not arrive within {timeout:g}s: "
-                                                  f"check plus addressing (recipient_delimiter = +) and delivery to INBOX")  # fmt: skip
+                return Check(
+                    "round trip",
+                    False,
+                    f"the probe sent to {rcpt} did not arrive within {timeout:g}s: "
+                    f"check plus addressing (recipient_delimiter = +) and delivery to INBOX",
+                )
             transport.wait(checkpoint, min(left, 5.0))
     except AgentmailError as exc:
         return Check("round trip", False, str(exc))
@@ -152,17 +192,30 @@ def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed:
     verdict = authenticity.judge(raw, client.registry)
     took = f"{elapsed * 1000:.0f} ms"
     if verdict.route != "accept" or verdict.letter is None:
-        return Check("round trip", False, f"the probe came back in {took} but would be quarantined: "
-                                          f"{verdict.reason}: {verdict.detail}")  # fmt: skip
+        return Check(
+            "round trip",
+            False,
+            f"the probe came back in {took} but would be quarantined: {verdict.reason}: {verdict.detail}",
+        )
     if verdict.letter.thread != thread:
-        return Check("round trip", False, f"the probe came back in {took} with thread {verdict.letter.thread}, not {thread}")
+        return Check(
+            "round trip", False, f"the probe came back in {took} with thread {verdict.letter.thread}, not {thread}"
+        )
     trusted = client.registry.bus.trusted_authserv_ids
     results = trusted_results(raw, trusted)
     if trusted and not results:
-        return Check("round trip", False, f"the probe came back in {took} and is accepted, but carries no "
-                                          f"Authentication-Results from {', '.join(trusted)}: check trusted_authserv_ids "
-                                          f"against the id your MTA stamps")  # fmt: skip
+        return Check(
+            "round trip",
+            False,
+            f"the probe came back in {took} and is accepted, but carries no "
+            f"Authentication-Results from {', '.join(trusted)}: check trusted_authserv_ids "
+            f"against the id your MTA stamps",
+        )
     key = client.platform
     ar = "; trusted A-R " + " | ".join(results) if results else "; no trusted authserv-id configured"
-    return Check("round trip", True, f"sent to {rcpt} and read back in {took}: accepted, DKIM d={key.dkim_domain} "
-                                     f"s={key.selector} matches the pinned key{ar}")  # fmt: skip
+    return Check(
+        "round trip",
+        True,
+        f"sent to {rcpt} and read back in {took}: accepted, DKIM d={key.dkim_domain} "
+        f"s={key.selector} matches the pinned key{ar}",
+    )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
 from .model import TERMINAL_TYPES, Letter
 
 MAX_DEPTH = 20
@@ -25,10 +26,14 @@ _CREDENTIALS = (
     (re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token"),
     (re.compile(r"\bsk-(?:live|test|proj|ant)?[-_]?[A-Za-z0-9]{20,}"), "an API secret key"),
     (re.compile(r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), "a JSON Web Token"),
-    (re.compile(r"(?im)^\s*(?:export\s+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)[A-Z0-9_]*\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"),
-     "a password or token assignment"),
+    (
+        re.compile(
+            r"(?im)^\s*(?:export\s+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)[A-Z0-9_]*\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"
+        ),
+        "a password or token assignment",
+    ),
     (re.compile(r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"), "a password assignment"),
-)  # fmt: skip
+)
 _PATH_ONLY = re.compile(r"^@?(?:~|\.{1,2})?/?(?:[\w.@-]+/)*[\w.@-]+\.[A-Za-z0-9]{1,8}$|^(?:~|\.{0,2})/\S+$")
 
 
@@ -92,10 +97,14 @@ def _follow_up_refusal(out: Outbound, parent: Letter) -> str | None:
     if parent.sender != out.me:
         kind = parent.type or "letter"
         if kind in TERMINAL_TYPES:
-            return (f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}), which is never "
-                    "answered; a follow-up continues only after your own last letter")  # fmt: skip
-        return (f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}); answer it with "
-                "reply, a follow-up continues only after your own last letter")  # fmt: skip
+            return (
+                f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}), which is never "
+                "answered; a follow-up continues only after your own last letter"
+            )
+        return (
+            f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}); answer it with "
+            "reply, a follow-up continues only after your own last letter"
+        )
     return _answered(parent, out.answered_by)
 
 
@@ -115,7 +124,7 @@ def hold_reason(address: str, rules: tuple[str, ...], asked: bool) -> str | None
     address = address.lower()
     domain = address.rpartition("@")[2]
     for rule in rules:
-        if rule == address or rule == domain or ("@" in rule and rule == _untagged(address)):
+        if rule in (address, domain) or ("@" in rule and rule == _untagged(address)):
             return f"held by the bus rule hold = {rule!r}"
     return None
 
@@ -139,22 +148,34 @@ def body_refusal(body: str) -> str | None:
 
 
 _ADVICE = (
-    (re.compile(r"(?i)\b(i am|i'm|we are|this is|from the|maintainer|platform|agent for)\b"),
-     "say who you are and what you integrate with"),
-    (re.compile(r"(?im)^\s*(?:\$ |>>> |curl |python|pytest|agentmail |git |make |npm |go |cargo )|```|reproduc|steps to"),
-     "include a reproduction the reader can run without your setup"),
-    (re.compile(r"(?im)```|^ {4}\S|\b(output|error|traceback|got|returned|status)\b"),
-     "paste the verbatim output"),
-    (re.compile(r"(?i)\b(expected|should|according to|per the|documented|spec|contract|previously)\b"),
-     "say what you expected and on what authority"),
-    (re.compile(r"(?i)\b(v?\d+\.\d+(\.\d+)?|version|commit|[0-9a-f]{7,40}|20\d\d-\d\d-\d\d|utc|today|since)\b"),
-     "anchor it in a version, commit or time"),
-    (re.compile(r"(?i)\b(affect|impact|blast|users?|every|all|only|breaks?|blocks?)\b"),
-     "state the blast radius"),
-    (re.compile(r"(?i)\b(please|could you|can you|want|need|asking|request|would like)\b"),
-     "say what you want from the reader"),
-)  # fmt: skip
-_INVISIBLE = re.compile(r"(?i)\b(the issue from earlier|as discussed|as mentioned|see above|see my (?:last|previous)|you know the one|the same bug as before|my logs|my terminal)\b")
+    (
+        re.compile(r"(?i)\b(i am|i'm|we are|this is|from the|maintainer|platform|agent for)\b"),
+        "say who you are and what you integrate with",
+    ),
+    (
+        re.compile(
+            r"(?im)^\s*(?:\$ |>>> |curl |python|pytest|agentmail |git |make |npm |go |cargo )|```|reproduc|steps to"
+        ),
+        "include a reproduction the reader can run without your setup",
+    ),
+    (re.compile(r"(?im)```|^ {4}\S|\b(output|error|traceback|got|returned|status)\b"), "paste the verbatim output"),
+    (
+        re.compile(r"(?i)\b(expected|should|according to|per the|documented|spec|contract|previously)\b"),
+        "say what you expected and on what authority",
+    ),
+    (
+        re.compile(r"(?i)\b(v?\d+\.\d+(\.\d+)?|version|commit|[0-9a-f]{7,40}|20\d\d-\d\d-\d\d|utc|today|since)\b"),
+        "anchor it in a version, commit or time",
+    ),
+    (re.compile(r"(?i)\b(affect|impact|blast|users?|every|all|only|breaks?|blocks?)\b"), "state the blast radius"),
+    (
+        re.compile(r"(?i)\b(please|could you|can you|want|need|asking|request|would like)\b"),
+        "say what you want from the reader",
+    ),
+)
+_INVISIBLE = re.compile(
+    r"(?i)\b(the issue from earlier|as discussed|as mentioned|see above|see my (?:last|previous)|you know the one|the same bug as before|my logs|my terminal)\b"
+)
 
 
 def opener_warnings(kind: str, body: str) -> list[str]:

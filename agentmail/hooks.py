@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._fs import write_atomic
 from .errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
 from .guards import DATA_NOT_ORDERS
-from ._fs import write_atomic
 from .text import for_terminal
 
 if TYPE_CHECKING:
@@ -57,15 +57,19 @@ class Outcome:
 def _compact(letter: Letter) -> str:
     subject = letter.subject if len(letter.subject) <= 80 else letter.subject[:79] + "…"
     flag = f" [{letter.severity}]" if letter.severity else ""
-    return for_terminal(f"{letter.id} {letter.type or '-'} from {letter.sender or letter.sender_address or '?'}{flag} "
-                 f"{letter.thread or '-'} \"{subject}\"")  # fmt: skip
+    return for_terminal(
+        f"{letter.id} {letter.type or '-'} from {letter.sender or letter.sender_address or '?'}{flag} "
+        f'{letter.thread or "-"} "{subject}"'
+    )
 
 
 def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
     """Unread letters in a compact form for the agent's context."""
     noun = "letter" if len(letters) == 1 else "letters"
-    lines = [f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (read: agentmail show ID · "
-             "answer: agentmail reply ID -b TEXT · no answer due: agentmail done ID). " + DATA_NOT_ORDERS]  # fmt: skip
+    lines = [
+        f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (read: agentmail show ID · "
+        "answer: agentmail reply ID -b TEXT · no answer due: agentmail done ID). " + DATA_NOT_ORDERS
+    ]
     lines += [_compact(x) for x in letters[:MAX_LINES]]
     if len(letters) > MAX_LINES:
         lines.append(f"… and {len(letters) - MAX_LINES} more: agentmail inbox")
@@ -122,17 +126,21 @@ def stop(am: AgentMail) -> str | None:
     nagged.save((seen & unread_ids) | {x.id for x in fresh})
     listed = "; ".join(_compact(x) for x in fresh[:5]) + (f"; and {len(fresh) - 5} more" if len(fresh) > 5 else "")
     noun = "letter needs" if len(fresh) == 1 else "letters need"
-    return (f"agentmail: {len(fresh)} unread {noun} an answer before you stop: {listed}. Read with "
-            "`agentmail show ID`, answer with `agentmail reply ID -b TEXT`, or `agentmail done ID` if none is due. "
-            + DATA_NOT_ORDERS)  # fmt: skip
+    return (
+        f"agentmail: {len(fresh)} unread {noun} an answer before you stop: {listed}. Read with "
+        "`agentmail show ID`, answer with `agentmail reply ID -b TEXT`, or `agentmail done ID` if none is due. "
+        + DATA_NOT_ORDERS
+    )
 
 
 def run(host: str, event: str, payload: str, make_client: Callable[[Path], AgentMail]) -> Outcome:
     """Speak one host's hook protocol for one event. ``payload`` is what the host sent on stdin."""
     spec = HOSTS.get(host)
     if spec is None or event not in EVENTS:
-        return Outcome(stderr=f"agentmail: unknown hook {host} {event} (hosts: {', '.join(HOSTS)}; events: {', '.join(EVENTS)})",
-                       exit_code=1)  # fmt: skip
+        return Outcome(
+            stderr=f"agentmail: unknown hook {host} {event} (hosts: {', '.join(HOSTS)}; events: {', '.join(EVENTS)})",
+            exit_code=1,
+        )
     data: dict[str, Any] = {}
     if spec.settings is not None and payload.strip():
         try:
@@ -193,16 +201,20 @@ def install(host: str, root: Path, prefix: str = "agentmail") -> tuple[Path, lis
     if spec is None:
         raise BadInput(f"unknown host {host!r}; one of: {', '.join(HOSTS)}")
     if spec.settings is None:
-        raise BadInput("a generic host has no settings file to edit: have it run `agentmail hook generic session-start` "
-                       "when a session starts and `agentmail hook generic stop` before it stops")  # fmt: skip
+        raise BadInput(
+            "a generic host has no settings file to edit: have it run `agentmail hook generic session-start` "
+            "when a session starts and `agentmail hook generic stop` before it stops"
+        )
     path = root / spec.settings
     try:
         data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path} is not valid JSON ({exc}); fix it by hand, agentmail will not overwrite it") from None
+        raise ConfigError(
+            f"{path} is not valid JSON ({exc}); fix it by hand, agentmail will not overwrite it"
+        ) from None
     hooks = data.setdefault("hooks", {}) if isinstance(data, dict) else None
     if not isinstance(hooks, dict):
-        raise ConfigError(f"{path}: expected a JSON object with a \"hooks\" object; agentmail will not overwrite it")
+        raise ConfigError(f'{path}: expected a JSON object with a "hooks" object; agentmail will not overwrite it')
     added = []
     for event, name in spec.events.items():
         entries = hooks.setdefault(name, [])

@@ -71,7 +71,7 @@ def _marker(directory: Path) -> str | None:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     name = data.get("platform")
     if not isinstance(name, str):
-        raise ConfigError(f"{path} needs a line: platform = \"<name>\"")
+        raise ConfigError(f'{path} needs a line: platform = "<name>"')
     return name
 
 
@@ -95,11 +95,15 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
             return Identity(found, agent)
         remotes = {normalise_remote(u) for u in _git_remotes(directory)}
         if remotes:
-            hits = sorted(p.name for p in registry.platforms.values() if remotes & {normalise_remote(r) for r in p.remotes})
+            hits = sorted(
+                p.name for p in registry.platforms.values() if remotes & {normalise_remote(r) for r in p.remotes}
+            )
             if len(hits) == 1:
                 return Identity(hits[0], agent)
             if len(hits) > 1:
-                raise ConfigError(f"the git remote of {directory} matches several platforms ({', '.join(hits)}); use --as")
+                raise ConfigError(
+                    f"the git remote of {directory} matches several platforms ({', '.join(hits)}); use --as"
+                )
 
     best: list[tuple[int, str]] = []
     for platform in registry.platforms.values():
@@ -115,9 +119,11 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
             raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(names)}); use --as")
         return Identity(names[0], agent)
     known = ", ".join(sorted(registry.platforms)) or "none yet"
-    raise NotFound(f"cannot tell which platform {cwd} is (known platforms: {known}): run 'agentmail bind PLATFORM' "
-                   f"in the checkout (it writes {MARKER} with the line platform = \"PLATFORM\"), or pass --as PLATFORM "
-                   f"/ set AGENTMAIL_PLATFORM")  # fmt: skip
+    raise NotFound(
+        f"cannot tell which platform {cwd} is (known platforms: {known}): run 'agentmail bind PLATFORM' "
+        f'in the checkout (it writes {MARKER} with the line platform = "PLATFORM"), or pass --as PLATFORM '
+        f"/ set AGENTMAIL_PLATFORM"
+    )
 
 
 def checkout_root(start: Path) -> Path:

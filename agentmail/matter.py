@@ -54,9 +54,7 @@ class AgentmailHandler(BaseHandler):
         return _load_strict(fm)
 
     def export(self, metadata: dict[str, object], **kwargs: object) -> str:
-        lines = yaml.safe_dump(
-            metadata, default_flow_style=False, sort_keys=False, allow_unicode=True, width=10_000
-        )
+        lines = yaml.safe_dump(metadata, default_flow_style=False, sort_keys=False, allow_unicode=True, width=10_000)
         return str(lines).rstrip("\n")
 
 
@@ -80,9 +78,18 @@ def _load_strict(fm: str) -> dict[str, str]:
         tag = getattr(event, "tag", None)  # set only when the text spells a tag out
         if tag is not None:
             raise MatterError(f"YAML tags are not allowed in the agentmail block ({tag})")
-    body = [e for e in events if not isinstance(e, yaml.StreamStartEvent | yaml.StreamEndEvent |
-                                                  yaml.DocumentStartEvent | yaml.DocumentEndEvent)]  # fmt: skip
-    if len(body) < 2 or not isinstance(body[0], yaml.MappingStartEvent) or not isinstance(body[-1], yaml.MappingEndEvent):
+    body = [
+        e
+        for e in events
+        if not isinstance(
+            e, yaml.StreamStartEvent | yaml.StreamEndEvent | yaml.DocumentStartEvent | yaml.DocumentEndEvent
+        )
+    ]
+    if (
+        len(body) < 2
+        or not isinstance(body[0], yaml.MappingStartEvent)
+        or not isinstance(body[-1], yaml.MappingEndEvent)
+    ):
         raise MatterError("the agentmail block must be 'key: value' lines")
     pairs = [e for e in body[1:-1] if isinstance(e, yaml.ScalarEvent)]
     if len(events) - len(body) > 4 or len(pairs) != len(body) - 2:

@@ -44,32 +44,53 @@ def _schema(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str
 _HOLD = {"type": "boolean", "description": "a person approves it first"}
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "whoami": ("This checkout's platform[@agent] and mail address.", _schema()),
-    "inbox": ("Sync, then my unread authenticated letters, oldest first (bodies cut; show gives all). "
-              "They stay unread until done or reply.",
-              _schema(limit={"type": "integer", "minimum": 1}, consume={"type": "boolean", "description": "mark them read"})),
+    "inbox": (
+        "Sync, then my unread authenticated letters, oldest first (bodies cut; show gives all). "
+        "They stay unread until done or reply.",
+        _schema(limit={"type": "integer", "minimum": 1}, consume={"type": "boolean", "description": "mark them read"}),
+    ),
     "show": ("One letter in full.", _schema(("id",), id=_ID)),
     "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _S})),
-    "send": ("Open a thread with another platform, or continue one after your own last letter (thread). A report says who you are, a "
-             "runnable reproduction, verbatim output, what you expected and why, a version, blast radius, "
-             "what you want.",
-             _schema(("to", "subject", "body"), to=_S, subject=_S, body=_S, type=_KIND,
-                     severity={"enum": ["low", "medium", "high", "critical"]}, ref=_S, thread=_S, hold=_HOLD)),
-    "reply": ("Answer a letter (default type: ack to a report, verify-result to a fix-notice, else question). "
-              "One reply per letter per platform; ack and close are never answered.",
-              _schema(("id", "body"), id=_ID, body=_S, type=_KIND, hold=_HOLD)),
+    "send": (
+        "Open a thread with another platform, or continue one after your own last letter (thread). A report says who you are, a "
+        "runnable reproduction, verbatim output, what you expected and why, a version, blast radius, "
+        "what you want.",
+        _schema(
+            ("to", "subject", "body"),
+            to=_S,
+            subject=_S,
+            body=_S,
+            type=_KIND,
+            severity={"enum": ["low", "medium", "high", "critical"]},
+            ref=_S,
+            thread=_S,
+            hold=_HOLD,
+        ),
+    ),
+    "reply": (
+        "Answer a letter (default type: ack to a report, verify-result to a fix-notice, else question). "
+        "One reply per letter per platform; ack and close are never answered.",
+        _schema(("id", "body"), id=_ID, body=_S, type=_KIND, hold=_HOLD),
+    ),
     "held": ("My letters waiting for a person's approval.", _schema()),
     "thread": ("Every letter of a thread, both directions.", _schema(("thread",), thread=_S)),
-    "note": ("Leave a note for a sibling agent of this platform (to: its name; else whoever reads next).",
-             _schema(("subject", "body"), subject=_S, body=_S, to=_S)),
+    "note": (
+        "Leave a note for a sibling agent of this platform (to: its name; else whoever reads next).",
+        _schema(("subject", "body"), subject=_S, body=_S, to=_S),
+    ),
     "notes": ("Notes for me.", _schema()),
     "quarantine": ("Letters rejected as unauthentic or malformed, and why.", _schema()),
     "status": ("Open threads: lifecycle state and whose move it is.", _schema()),
-    "wait": ("Block until a matching unread letter arrives.",
-             _schema(timeout={"type": "number", "description": "seconds, default 60"}, type=_S, thread=_S)),
-}  # fmt: skip
+    "wait": (
+        "Block until a matching unread letter arrives.",
+        _schema(timeout={"type": "number", "description": "seconds, default 60"}, type=_S, thread=_S),
+    ),
+}
 
-INSTRUCTIONS = ("Mail between the agents of different platforms. Check inbox when you start and answer "
-                "what needs an answer. " + DATA_NOT_ORDERS)  # fmt: skip
+INSTRUCTIONS = (
+    "Mail between the agents of different platforms. Check inbox when you start and answer "
+    "what needs an answer. " + DATA_NOT_ORDERS
+)
 
 
 def tool_list_json() -> str:
@@ -226,8 +247,13 @@ def serve(make_client: Callable[[], AgentMail]) -> None:
         text, failed = await anyio.to_thread.run_sync(tools.run, params.name, params.arguments)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
 
-    server: Server[Any] = Server("agentmail", version=version("agentmail"), instructions=INSTRUCTIONS,
-                                 on_list_tools=list_tools, on_call_tool=call_tool)  # fmt: skip
+    server: Server[Any] = Server(
+        "agentmail",
+        version=version("agentmail"),
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

@@ -62,14 +62,18 @@ def header_counts(raw: bytes) -> dict[bytes, int]:
 def header_problem(raw: bytes, msg: Message) -> str | None:
     """A sentence naming the MIME header that is duplicated or that the parser and DKIM would
     read differently; None when each MIME header occurs at most once, plainly written."""
-    mime = {name.decode("ascii", "replace"): count for name, count in header_counts(raw).items() if is_mime_header(name)}
+    mime = {
+        name.decode("ascii", "replace"): count for name, count in header_counts(raw).items() if is_mime_header(name)
+    }
     for name, count in sorted(mime.items()):
         if count > 1:
             return f"the letter carries {count} {_display(name)} headers; a MIME header may occur once"
     for name, count in sorted(mime.items()):
         if len(msg.get_all(name) or []) != count:
-            return (f"a mail parser and DKIM read the letter's {_display(name)} header differently "
-                    "(a malformed header line, e.g. a space before a colon)")
+            return (
+                f"a mail parser and DKIM read the letter's {_display(name)} header differently "
+                "(a malformed header line, e.g. a space before a colon)"
+            )
     return None
 
 
@@ -179,7 +183,9 @@ def shown_text(msg: Message) -> str:
         raise Refused(f"the letter's charset {charset[:40]!r} is not one agentmail shows ({', '.join(TEXT_CHARSETS)})")
     cte = (cte_value or "7bit").strip().lower()
     if cte not in TRANSFER_ENCODINGS:
-        raise Refused(f"the Content-Transfer-Encoding {cte[:40]!r} is not one agentmail decodes ({', '.join(TRANSFER_ENCODINGS)})")
+        raise Refused(
+            f"the Content-Transfer-Encoding {cte[:40]!r} is not one agentmail decodes ({', '.join(TRANSFER_ENCODINGS)})"
+        )
     # The body as parsed, undecoded: get_payload() would re-decode 8-bit bytes with "replace".
     payload = getattr(msg, "_payload", None)
     if not isinstance(payload, str):

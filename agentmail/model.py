@@ -190,10 +190,19 @@ class ThreadStatus:
     delivery_detail: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"delivery": self.delivery, "delivery_detail": self.delivery_detail, "thread": self.thread,
-                "subject": self.subject, "state": self.state, "last_type": self.last_type,
-                "whose_move": self.whose_move, "letters": self.letters, "with": self.with_,
-                "last_id": self.last_id, "undeliverable": self.undeliverable}  # fmt: skip
+        return {
+            "delivery": self.delivery,
+            "delivery_detail": self.delivery_detail,
+            "thread": self.thread,
+            "subject": self.subject,
+            "state": self.state,
+            "last_type": self.last_type,
+            "whose_move": self.whose_move,
+            "letters": self.letters,
+            "with": self.with_,
+            "last_id": self.last_id,
+            "undeliverable": self.undeliverable,
+        }
 
     def __getitem__(self, key: str) -> Any:
         return self.to_json()[key]

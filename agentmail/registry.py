@@ -16,9 +16,13 @@ from typing import Any
 from .errors import ConfigError
 from .model import NAME_RE
 
-ADDRESS_RE = re.compile(r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+ADDRESS_RE = re.compile(
+    r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
+)
 # A person's mailbox may carry a plus tag or an underscore (a platform's may not: its plus tag is the thread)
-PERSON_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+PERSON_RE = re.compile(
+    r"^[a-z0-9][a-z0-9.+_-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
+)
 DOMAIN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
 # A hold rule: a domain (every address in it) or one address (a plus tag allowed).
 HOLD_RE = re.compile(r"^(?:[a-z0-9][a-z0-9._+-]{0,63}@)?" + DOMAIN_RE.pattern[1:])
@@ -121,8 +125,18 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 # Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
 # (TOML's trap: a top-level key written after [imap] silently lands inside [imap].)
-TOP_KEYS = ("name", "domain", "transport", "policy", "trusted_authserv_ids", "ca_file", "sent_folder", "max_size", "hold",
-            "new_threads_per_hour")
+TOP_KEYS = (
+    "name",
+    "domain",
+    "transport",
+    "policy",
+    "trusted_authserv_ids",
+    "ca_file",
+    "sent_folder",
+    "max_size",
+    "hold",
+    "new_threads_per_hour",
+)
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people")
 PERSON_KEYS = ("address", "follows", "writes")
@@ -149,25 +163,34 @@ def check_bus_keys(data: dict[str, Any]) -> None:
             for inner in value:
                 if inner not in TABLE_KEYS[key]:
                     where = _home_of(inner)
-                    raise ConfigError(f"bus.toml: unknown key {inner!r} in [{key}]"
-                                      + (f"; it belongs {where}" if where else f" (known: {', '.join(TABLE_KEYS[key])})"))  # fmt: skip
+                    raise ConfigError(
+                        f"bus.toml: unknown key {inner!r} in [{key}]"
+                        + (f"; it belongs {where}" if where else f" (known: {', '.join(TABLE_KEYS[key])})")
+                    )
         elif key not in TOP_KEYS:
             where = _home_of(key)
-            raise ConfigError(f"bus.toml: unknown key {key!r}"
-                              + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap])"))  # fmt: skip
+            raise ConfigError(
+                f"bus.toml: unknown key {key!r}"
+                + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap])")
+            )
 
 
 def _check_platform_keys(data: dict[str, Any]) -> None:
     for key in data:
         if key not in PLATFORM_KEYS:
             where = "under [dkim]" if key in DKIM_KEYS else ""
-            raise ConfigError(f"unknown key {key!r}" + (f"; it belongs {where}" if where else f" (known: {', '.join(PLATFORM_KEYS)})"))
+            raise ConfigError(
+                f"unknown key {key!r}" + (f"; it belongs {where}" if where else f" (known: {', '.join(PLATFORM_KEYS)})")
+            )
     dkim = data.get("dkim")
     if isinstance(dkim, dict):
         for key in dkim:
             if key not in DKIM_KEYS:
                 where = "at the top, before [dkim]" if key in PLATFORM_KEYS else ""
-                raise ConfigError(f"unknown key {key!r} in [dkim]" + (f"; it belongs {where}" if where else f" (known: {', '.join(DKIM_KEYS)})"))
+                raise ConfigError(
+                    f"unknown key {key!r} in [dkim]"
+                    + (f"; it belongs {where}" if where else f" (known: {', '.join(DKIM_KEYS)})")
+                )
 
 
 def _endpoint(data: Any, what: str) -> Endpoint | None:
@@ -197,7 +220,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         raise ConfigError(f"bus.toml: policy must be one of {', '.join(POLICIES)}")
     sent_folder = data.get("sent_folder")
     if sent_folder is not None and not isinstance(sent_folder, str):
-        raise ConfigError("bus.toml: sent_folder must be a folder name (\"\" for none)")
+        raise ConfigError('bus.toml: sent_folder must be a folder name ("" for none)')
     ca_file = data.get("ca_file")
     if ca_file is not None and not isinstance(ca_file, str):
         raise ConfigError("bus.toml: ca_file must be a path (relative to the registry directory)")
@@ -209,7 +232,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         raise ConfigError("bus.toml: max_size must be a number of bytes >= 4096")
     hold = data.get("hold", [])
     if not isinstance(hold, list) or not all(isinstance(h, str) and HOLD_RE.fullmatch(h) for h in hold):
-        raise ConfigError("bus.toml: hold must be a list of lowercase domains or addresses (e.g. [\"partner.example\"])")
+        raise ConfigError('bus.toml: hold must be a list of lowercase domains or addresses (e.g. ["partner.example"])')
     quota = data.get("new_threads_per_hour", 20)
     if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
         raise ConfigError("bus.toml: new_threads_per_hour must be a whole number >= 0")
@@ -310,8 +333,10 @@ def load(root: Path) -> Registry:
     """Read a registry directory. A missing or broken ``bus.toml`` is fatal; a bad platform is not."""
     bus_file = root / "bus.toml"
     if not bus_file.is_file():
-        raise ConfigError(f"no registry at {root} (bus.toml missing): point at your bus's registry with "
-                          f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)")  # fmt: skip
+        raise ConfigError(
+            f"no registry at {root} (bus.toml missing): point at your bus's registry with "
+            f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)"
+        )
     try:
         bus = parse_bus(_read_toml(bus_file))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

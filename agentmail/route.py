@@ -46,8 +46,12 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     if verdict.route == "bounce":
         if facts.bounced_id:
             return Filing("bounce", verdict, facts.bounced_id)
-        return Filing("quarantine", Verdict("quarantine", reason="automated",
-                                            detail="a delivery report about a letter this mailbox did not send"))  # fmt: skip
+        return Filing(
+            "quarantine",
+            Verdict(
+                "quarantine", reason="automated", detail="a delivery report about a letter this mailbox did not send"
+            ),
+        )
     if verdict.route != "accept" or verdict.letter is None:
         return Filing("quarantine", verdict)
     letter = verdict.letter
@@ -56,6 +60,13 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     if facts.filed_as:
         return Filing("duplicate")
     if facts.parent_thread is not None and facts.parent_thread != letter.thread:
-        return Filing("quarantine", Verdict("quarantine", letter=letter, reason="thread-mismatch",
-                                            detail=f"it answers a letter of {facts.parent_thread} but is tagged {letter.thread}"))  # fmt: skip
+        return Filing(
+            "quarantine",
+            Verdict(
+                "quarantine",
+                letter=letter,
+                reason="thread-mismatch",
+                detail=f"it answers a letter of {facts.parent_thread} but is tagged {letter.thread}",
+            ),
+        )
     return Filing("file", verdict)

@@ -41,8 +41,8 @@ if "dkim" not in sys.modules and "dkim.dnsplug" not in sys.modules:
 import dkim  # noqa: E402  (after the stand-in above)
 from nacl.signing import SigningKey  # noqa: E402
 
-from .mime import MIME_HEADERS, header_counts, is_mime_header
-from .wire import PEOPLE_HEADERS, SIGNED_HEADERS
+from .mime import MIME_HEADERS, header_counts, is_mime_header  # noqa: E402
+from .wire import PEOPLE_HEADERS, SIGNED_HEADERS  # noqa: E402
 
 ALGORITHMS = (b"ed25519-sha256", b"rsa-sha256")
 # each twice: over-signed (an absent header is signed as absent, so adding one breaks the signature)
@@ -102,9 +102,11 @@ def _coverage_problem(signed: list[bytes], counts: dict[bytes, int], over_sign: 
     """Why a signature listing ``signed`` (h=, lowercased) does not vouch for every MIME header
     of a letter with these header ``counts``; None when it does."""
     if over_sign and not any(name in signed for name in _MIME):
-        return (f"the signature does not cover the MIME headers ({', '.join(MIME_HEADERS)}): the sender's "
-                "agentmail is too old and must be upgraded, since unsigned MIME headers let a relay change "
-                "how the body reads")  # fmt: skip
+        return (
+            f"the signature does not cover the MIME headers ({', '.join(MIME_HEADERS)}): the sender's "
+            "agentmail is too old and must be upgraded, since unsigned MIME headers let a relay change "
+            "how the body reads"
+        )
     present = [name for name in counts if is_mime_header(name)]
     for name in sorted({*_MIME, *present}):
         needed = counts.get(name, 0) + (1 if over_sign else 0)
@@ -177,9 +179,11 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
             continue
         sig, include, sig_header = prep[0], prep[1], prep[2][idx]
         if sig.get(b"d", b"").lower() != key.domain.encode() or sig.get(b"s", b"") != key.selector.encode():
-            problems.append(f"signature by d={sig.get(b'd', b'').decode(errors='replace')} "
-                            f"s={sig.get(b's', b'').decode(errors='replace')}, not the pinned "
-                            f"d={key.domain} s={key.selector}")  # fmt: skip
+            problems.append(
+                f"signature by d={sig.get(b'd', b'').decode(errors='replace')} "
+                f"s={sig.get(b's', b'').decode(errors='replace')}, not the pinned "
+                f"d={key.domain} s={key.selector}"
+            )
             continue
         if b"l" in sig:
             problems.append("the signature limits the body length (l=), which is refused")
@@ -199,13 +203,19 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
             continue
         body_canon = sig.get(b"c", b"simple/simple").partition(b"/")[2] or b"simple"
         if body_canon.lower() != b"simple":
-            problems.append("the signature canonicalises the body loosely (c=.../relaxed), so white space "
-                            "in it could change unnoticed; agentmail signs the body exactly (c=.../simple)")  # fmt: skip
+            problems.append(
+                "the signature canonicalises the body loosely (c=.../relaxed), so white space "
+                "in it could change unnoticed; agentmail signs the body exactly (c=.../simple)"
+            )
             continue
         try:
             ok = checker.verify_sig(sig, include, sig_header, _dnsfunc(key) if key.public_key else _dns_lookup)
         except _DKIM_ERRORS as exc:
-            why = "the body changed after signing" if "body hash" in str(exc) else f"{exc.__class__.__name__}: {str(exc)[:120]}"
+            why = (
+                "the body changed after signing"
+                if "body hash" in str(exc)
+                else f"{exc.__class__.__name__}: {str(exc)[:120]}"
+            )
             problems.append(f"the signature does not verify ({why})")
             continue
         if ok:

@@ -40,8 +40,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .errors import NotFound
 from ._fs import append, fsync_dir, fsync_file, locked, rename_into, sync_filesystem, touch, write_atomic, write_new
+from .errors import NotFound
 from .model import Letter, new_ulid
 
 STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine")
@@ -65,8 +65,12 @@ def _raw_key(raw: bytes) -> str:
 def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
     """The fields of a letter (or of its meta) that its depth depends on, as in meta."""
     if isinstance(letter, Letter):
-        return {"from": letter.sender, "to": letter.to, "in_reply_to": letter.in_reply_to,
-                "references": list(letter.references)}  # fmt: skip
+        return {
+            "from": letter.sender,
+            "to": letter.to,
+            "in_reply_to": letter.in_reply_to,
+            "references": list(letter.references),
+        }
     return letter
 
 
@@ -75,8 +79,9 @@ class Spool:
     (``spool/<platform>``): its ``index/replied`` is shared by every agent of the platform.
     ``name_of`` maps an address to a platform name, for rebuilding ``from``/``to``."""
 
-    def __init__(self, root: Path, *, platform_root: Path | None = None,
-                 name_of: Callable[[str], str | None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, root: Path, *, platform_root: Path | None = None, name_of: Callable[[str], str | None] | None = None
+    ) -> None:
         self.root = root
         self.platform_root = platform_root or root
         self.name_of = name_of
@@ -135,8 +140,11 @@ class Spool:
         data.pop("state", None)
         data.update(extra)
         if letter.state == "quarantine":  # the verdict is no part of the letter: kept as a fact
-            write_atomic(self.root / "annotations" / f"{letter.id}.json", json.dumps({"quarantined": data}).encode(),
-                         durable=False)  # fmt: skip
+            write_atomic(
+                self.root / "annotations" / f"{letter.id}.json",
+                json.dumps({"quarantined": data}).encode(),
+                durable=False,
+            )
         write_atomic(self.root / "meta" / f"{letter.id}.json", json.dumps(data).encode(), durable=False)
 
     def _index_put(self, kind: str, key: str, value: str) -> None:
@@ -196,8 +204,16 @@ class Spool:
         else:
             touch(folder / thread)
 
-    def store(self, state: str, letter: Letter, raw: bytes, *, extra: dict[str, Any] | None = None,
-              index: bool = True, defer: bool = False) -> Letter:  # fmt: skip
+    def store(
+        self,
+        state: str,
+        letter: Letter,
+        raw: bytes,
+        *,
+        extra: dict[str, Any] | None = None,
+        index: bool = True,
+        defer: bool = False,
+    ) -> Letter:
         """File a new letter in ``state``; returns it with its id and state set.
 
         ``index``: record its (sender, Message-ID) so a second copy is recognised.

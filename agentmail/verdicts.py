@@ -30,8 +30,9 @@ def _header_prop(result: object, name: str) -> str:
     return ""
 
 
-def read(header_values: list[str], trusted_ids: tuple[str, ...],
-         pinned_signature: tuple[str, str] | None = None) -> TrustedVerdicts:  # fmt: skip
+def read(
+    header_values: list[str], trusted_ids: tuple[str, ...], pinned_signature: tuple[str, str] | None = None
+) -> TrustedVerdicts:
     """Only the trusted authserv-ids' spf/dkim/dmarc results; an unreadable trusted header fails.
 
     ``pinned_signature`` (d=, s=) names the agent signature agentmail checks itself against

@@ -30,8 +30,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ConfigError, TransportError
 from ._fs import locked, write_atomic
+from .errors import ConfigError, TransportError
 
 if TYPE_CHECKING:
     from .client import AgentMail
@@ -62,7 +62,9 @@ class State:
             return
         if isinstance(data, dict):
             self.handled = {str(k): v for k, v in (data.get("handled") or {}).items() if isinstance(v, dict)}
-            self.runs = {str(k): [float(t) for t in v] for k, v in (data.get("runs") or {}).items() if isinstance(v, list)}
+            self.runs = {
+                str(k): [float(t) for t in v] for k, v in (data.get("runs") or {}).items() if isinstance(v, list)
+            }
 
     def save(self) -> None:
         write_atomic(self.path, json.dumps({"handled": self.handled, "runs": self.runs}).encode())
@@ -78,8 +80,9 @@ class State:
 
 
 class Watcher:
-    def __init__(self, am: AgentMail, command: str, *, jobs: int = 4, budget: int = 6,
-                 log: Callable[[str], None] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, am: AgentMail, command: str, *, jobs: int = 4, budget: int = 6, log: Callable[[str], None] | None = None
+    ) -> None:
         if jobs < 1 or budget < 1:
             raise ValueError("jobs and budget must be at least 1")
         self.am, self.command, self.jobs, self.budget = am, command, jobs, budget
@@ -102,7 +105,9 @@ class Watcher:
             try:
                 held.enter_context(locked(self.dir / "lock", wait=False))
             except BlockingIOError as exc:
-                raise ConfigError(f"another watcher is running for {self.am.me.mailbox} (lock {self.dir / 'lock'})") from exc
+                raise ConfigError(
+                    f"another watcher is running for {self.am.me.mailbox} (lock {self.dir / 'lock'})"
+                ) from exc
             yield
 
     def run(self, *, timeout: float | None = None, once: bool = False) -> int:
@@ -114,7 +119,9 @@ class Watcher:
             for key, entry in self.state.handled.items():
                 if entry.get("status") == "running":  # the last watcher died mid-run: say so, never re-run
                     entry["status"] = "interrupted"
-                    self.log(f"agentmail watch: {entry.get('id', key)} was running when the last watcher stopped; not run again")
+                    self.log(
+                        f"agentmail watch: {entry.get('id', key)} was running when the last watcher stopped; not run again"
+                    )
             self.state.save()
             try:
                 while not self._stop.is_set():
@@ -166,8 +173,10 @@ class Watcher:
             if not self.state.budget_left(letter.thread, self.budget, now):
                 self.state.handled[key] = {"id": letter.id, "status": "over-budget", "at": now}
                 self.state.save()
-                self.log(f"agentmail watch: {letter.id} in {letter.thread} not run: the thread had {self.budget} runs "
-                         "in the last hour; the letter stays unread")  # fmt: skip
+                self.log(
+                    f"agentmail watch: {letter.id} in {letter.thread} not run: the thread had {self.budget} runs "
+                    "in the last hour; the letter stays unread"
+                )
                 return False
             self.state.handled[key] = {"id": letter.id, "status": "running", "at": now}
             self.state.runs.setdefault(letter.thread, []).append(now)
@@ -177,12 +186,18 @@ class Watcher:
 
     def _env(self, letter: Letter) -> dict[str, str]:
         env = dict(os.environ)
-        env.update({
-            "AGENTMAIL_LETTER_ID": letter.id, "AGENTMAIL_MESSAGE_ID": letter.message_id,
-            "AGENTMAIL_THREAD": letter.thread, "AGENTMAIL_TYPE": letter.type, "AGENTMAIL_FROM": letter.sender,
-            "AGENTMAIL_PLATFORM": self.am.me.platform, "AGENTMAIL_HOME": str(self.am.home),
-            "AGENTMAIL_REGISTRY": str(self.am.registry.root),
-        })  # fmt: skip
+        env.update(
+            {
+                "AGENTMAIL_LETTER_ID": letter.id,
+                "AGENTMAIL_MESSAGE_ID": letter.message_id,
+                "AGENTMAIL_THREAD": letter.thread,
+                "AGENTMAIL_TYPE": letter.type,
+                "AGENTMAIL_FROM": letter.sender,
+                "AGENTMAIL_PLATFORM": self.am.me.platform,
+                "AGENTMAIL_HOME": str(self.am.home),
+                "AGENTMAIL_REGISTRY": str(self.am.registry.root),
+            }
+        )
         if self.am.me.agent:
             env["AGENTMAIL_AGENT"] = self.am.me.agent
         else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from datetime import UTC, datetime
 from email import policy
 from email.errors import HeaderParseError
 from email.header import decode_header, make_header
@@ -19,7 +20,6 @@ from email.headerregistry import Address, HeaderRegistry
 from email.message import EmailMessage, Message
 from email.parser import BytesParser
 from email.utils import format_datetime
-from datetime import datetime, timezone
 
 from . import matter, mime
 from .mime import MIME_HEADERS, header_section
@@ -44,9 +44,18 @@ _ADDR_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$")
 _TAG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@")
 _FOLD = re.compile(r"\r?\n(?=[ \t])")  # a line break inside a header value that only folds it
 SIGNED_HEADERS = (
-    "From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References",
-    "Auto-Submitted", "X-Agentmail-Type", "X-Agentmail-Thread", *MIME_HEADERS,
-)  # fmt: skip
+    "From",
+    "To",
+    "Subject",
+    "Date",
+    "Message-ID",
+    "In-Reply-To",
+    "References",
+    "Auto-Submitted",
+    "X-Agentmail-Type",
+    "X-Agentmail-Thread",
+    *MIME_HEADERS,
+)
 # Signed and over-signed on every letter since people follow threads (DESIGN §3): Cc says who
 # else reads, Reply-To where a person's "Reply" goes, List-Id what a person's filter matches.
 # A letter signed before them lacks them and still verifies; one that has them must have them
@@ -94,16 +103,43 @@ def thread_of_address(address: str) -> str | None:
     return match.group(1) if match else None
 
 
-def draft_letter(sender_address: str, sender_name: str, to_address: str, type: str, thread: str, subject: str,
-                 body: str, *, severity: str | None = None, ref: str | None = None, in_reply_to: str | None = None,
-                 references: tuple[str, ...] = (), to_agent: str | None = None, message_id: str = "",
-                 date: datetime | None = None) -> Letter:  # fmt: skip
+def draft_letter(
+    sender_address: str,
+    sender_name: str,
+    to_address: str,
+    type: str,
+    thread: str,
+    subject: str,
+    body: str,
+    *,
+    severity: str | None = None,
+    ref: str | None = None,
+    in_reply_to: str | None = None,
+    references: tuple[str, ...] = (),
+    to_agent: str | None = None,
+    message_id: str = "",
+    date: datetime | None = None,
+) -> Letter:
     """A Letter as a sender writes it, before it has a spool id: what ``render`` reads.
     (compose builds one from the registry; tests and tools that forge letters use this.)"""
-    return Letter(message_id=message_id, sender="", sender_address=sender_address, sender_name=sender_name or None,
-                  to="", to_address=to_address, type=type, thread=thread, subject=subject, body=body,
-                  date=format_datetime(date) if date else "", severity=severity, ref=ref, in_reply_to=in_reply_to,
-                  references=references, to_agent=to_agent)  # fmt: skip
+    return Letter(
+        message_id=message_id,
+        sender="",
+        sender_address=sender_address,
+        sender_name=sender_name or None,
+        to="",
+        to_address=to_address,
+        type=type,
+        thread=thread,
+        subject=subject,
+        body=body,
+        date=format_datetime(date) if date else "",
+        severity=severity,
+        ref=ref,
+        in_reply_to=in_reply_to,
+        references=references,
+        to_agent=to_agent,
+    )
 
 
 def render(letter: Letter) -> bytes:
@@ -146,7 +182,7 @@ def render(letter: Letter) -> bytes:
         msg["Cc"] = ", ".join(letter.cc)
     msg["Reply-To"] = tagged_address(letter.sender_address, letter.thread)  # a person's plain Reply stays in the thread
     msg["Subject"] = letter.subject
-    msg["Date"] = letter.date or format_datetime(datetime.now(timezone.utc))
+    msg["Date"] = letter.date or format_datetime(datetime.now(UTC))
     msg["Message-ID"] = letter.message_id
     if letter.in_reply_to:
         msg["In-Reply-To"] = letter.in_reply_to
@@ -185,7 +221,9 @@ def bad_header_line(head: bytes) -> int | None:
     return None if found is None else head.count(b"\n", 0, found.start()) + 2
 
 
-_QUICK_FROM = re.compile(rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+_QUICK_FROM = re.compile(
+    rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE
+)
 _QUICK_ID = re.compile(rb"^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
 

@@ -32,18 +32,23 @@ STEPS: dict[str, Step] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks",
-                                     description="agentmail figures beside their baselines: one table, and JSON.")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks", description="agentmail figures beside their baselines: one table, and JSON."
+    )
     parser.add_argument("--quick", action="store_true", help="small sizes, under a minute (what the test runs)")
     parser.add_argument("--json-out", type=Path, default=REPO / "benchmarks" / "results.json", metavar="FILE")
-    parser.add_argument("--only", nargs="+", choices=sorted(STEPS), metavar="STEP",
-                        help=f"run only these: {', '.join(STEPS)}")  # fmt: skip
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted(STEPS), metavar="STEP", help=f"run only these: {', '.join(STEPS)}"
+    )
     args = parser.parse_args(argv)
     settings = Settings.fast() if args.quick else Settings.full()
     about = machine()
     about["load_before"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"agentmail benchmarks ({'quick' if args.quick else 'full'}): {about['cores']} cores, "
-          f"Python {about['python']}, load {about['load_before']}", flush=True)  # fmt: skip
+    print(
+        f"agentmail benchmarks ({'quick' if args.quick else 'full'}): {about['cores']} cores, "
+        f"Python {about['python']}, load {about['load_before']}",
+        flush=True,
+    )
     figures: list[Figure] = []
     started = time.perf_counter()
     root = Path(tempfile.mkdtemp(prefix="agentmail-bench-"))

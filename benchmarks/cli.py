@@ -47,10 +47,16 @@ def round_trip(root: Path, settings: Settings) -> Figure:
     beta.close()
     tb.remove()
     return Figure(
-        "cli_round_trip", "2. CLI round trip (send, then inbox)", "ms", median(ours), median(base),
-        "bare writer + reader processes", Target("value", "<=", 150.0, "median <= 150 ms"),
-        len(ours), {"runs": [round(x, 1) for x in ours], "peers_ms": "231-294"},
-    )  # fmt: skip
+        "cli_round_trip",
+        "2. CLI round trip (send, then inbox)",
+        "ms",
+        median(ours),
+        median(base),
+        "bare writer + reader processes",
+        Target("value", "<=", 150.0, "median <= 150 ms"),
+        len(ours),
+        {"runs": [round(x, 1) for x in ours], "peers_ms": "231-294"},
+    )
 
 
 def start_up(root: Path, settings: Settings) -> list[Figure]:
@@ -63,8 +69,11 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
     beta = tb.client("beta")
     for letter in beta.inbox()[:2]:
         beta.done(letter.id)  # a small spool: 5 letters, 3 unread
-    commands = {"inbox": tb.command("beta", "inbox", "--no-sync"), "help": tb.command(None, "--help"),
-                "floor": STDLIB_FLOOR}  # fmt: skip
+    commands = {
+        "inbox": tb.command("beta", "inbox", "--no-sync"),
+        "help": tb.command(None, "--help"),
+        "floor": STDLIB_FLOOR,
+    }
     times: dict[str, list[float]] = {name: [] for name in commands}
     for index in range(1 + settings.startups):
         for name, argv in commands.items():
@@ -78,9 +87,26 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
     target = Target("ratio", "<=", 1.5, "<= 1.5x baseline")
     label = "python -c 'import email, ssl, asyncio'"
     return [
-        Figure("startup_inbox", "3a. start-up: inbox --no-sync", "ms", median(times["inbox"]), floor, label, target,
-               len(times["inbox"]), {"runs": [round(x, 1) for x in times["inbox"]]}),
-        Figure("startup_help", "3b. start-up: --help", "ms", median(times["help"]), floor, label, target,
-               len(times["help"]), {"runs": [round(x, 1) for x in times["help"]],
-                                    "baseline_runs": [round(x, 1) for x in times["floor"]]}),
-    ]  # fmt: skip
+        Figure(
+            "startup_inbox",
+            "3a. start-up: inbox --no-sync",
+            "ms",
+            median(times["inbox"]),
+            floor,
+            label,
+            target,
+            len(times["inbox"]),
+            {"runs": [round(x, 1) for x in times["inbox"]]},
+        ),
+        Figure(
+            "startup_help",
+            "3b. start-up: --help",
+            "ms",
+            median(times["help"]),
+            floor,
+            label,
+            target,
+            len(times["help"]),
+            {"runs": [round(x, 1) for x in times["help"]], "baseline_runs": [round(x, 1) for x in times["floor"]]},
+        ),
+    ]

@@ -97,8 +97,14 @@ def hermetic_environ(root: Path) -> Iterator[None]:
 class TempBus:
     """A bus of ``platforms`` in its own AGENTMAIL_HOME under ``root``."""
 
-    def __init__(self, root: Path, platforms: Sequence[str] = ("alpha", "beta"), *, transport: str = "local",
-                 endpoints: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        root: Path,
+        platforms: Sequence[str] = ("alpha", "beta"),
+        *,
+        transport: str = "local",
+        endpoints: dict[str, Any] | None = None,
+    ) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="home-", dir=root))
         self.registry: Registry = bus.init(self.home, self.home / "registry", list(platforms), domain=DOMAIN,
                                            transport=transport,
@@ -138,10 +144,14 @@ def remove_tree(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-def run(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+def run(
+    argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[bytes]:
     done = subprocess.run(list(argv), env=env, cwd=cwd, capture_output=True, timeout=300)
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:6])} exited {done.returncode}: {done.stderr.decode(errors='replace')[-500:]}")
+        raise RuntimeError(
+            f"{' '.join(argv[:6])} exited {done.returncode}: {done.stderr.decode(errors='replace')[-500:]}"
+        )
     return done
 
 
@@ -165,11 +175,16 @@ def machine() -> dict[str, Any]:
     except AttributeError:
         usable = os.cpu_count() or 0
     return {
-        "cores": os.cpu_count(), "usable_cores": usable, "cpu": model,
-        "python": platform.python_version(), "implementation": platform.python_implementation(),
-        "interpreter": PYTHON, "os": f"{platform.system()} {platform.release()}",
-        "agentmail_commit": _git_commit(), "cli": " ".join(agentmail_command()),
-    }  # fmt: skip
+        "cores": os.cpu_count(),
+        "usable_cores": usable,
+        "cpu": model,
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "interpreter": PYTHON,
+        "os": f"{platform.system()} {platform.release()}",
+        "agentmail_commit": _git_commit(),
+        "cli": " ".join(agentmail_command()),
+    }
 
 
 def _git_commit() -> str:

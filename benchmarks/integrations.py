@@ -35,9 +35,11 @@ from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
 
 PYTHON = sys.executable  # the venv's own: its realpath would lose the venv's packages
-BODY = ("I am the agent of alpha; we call beta's /quota endpoint for every invoice. Reproduction: "
-        "`curl -s https://beta.example/quota?id=7` returns status 500 since 2.4.1. Expected 200 per the "
-        "documented contract. Blast radius: all free-plan invoices. Please fix.")  # fmt: skip
+BODY = (
+    "I am the agent of alpha; we call beta's /quota endpoint for every invoice. Reproduction: "
+    "`curl -s https://beta.example/quota?id=7` returns status 500 since 2.4.1. Expected 200 per the "
+    "documented contract. Blast radius: all free-plan invoices. Please fix."
+)
 
 
 def ms(values: list[float]) -> str:
@@ -45,7 +47,9 @@ def ms(values: list[float]) -> str:
 
 
 def tool_list(env: dict[str, str], cwd: Path) -> dict[str, Any]:
-    params = StdioServerParameters(command=PYTHON, args=["-m", "agentmail", "--as", "beta", "mcp"], env=env, cwd=str(cwd))
+    params = StdioServerParameters(
+        command=PYTHON, args=["-m", "agentmail", "--as", "beta", "mcp"], env=env, cwd=str(cwd)
+    )
     result: dict[str, Any] = {}
 
     async def main() -> None:
@@ -59,7 +63,9 @@ def tool_list(env: dict[str, str], cwd: Path) -> dict[str, Any]:
 
 
 def inbox_round_trips(env: dict[str, str], cwd: Path, samples: int) -> dict[str, list[float]]:
-    params = StdioServerParameters(command=PYTHON, args=["-m", "agentmail", "--as", "beta", "mcp"], env=env, cwd=str(cwd))
+    params = StdioServerParameters(
+        command=PYTHON, args=["-m", "agentmail", "--as", "beta", "mcp"], env=env, cwd=str(cwd)
+    )
     times: dict[str, list[float]] = {"mcp": [], "cli": [], "api": [], "mcp_session_start": []}
 
     async def main() -> None:
@@ -76,8 +82,13 @@ def inbox_round_trips(env: dict[str, str], cwd: Path, samples: int) -> dict[str,
     anyio.run(main)
     for _ in range(samples):
         start = time.perf_counter()
-        out = subprocess.run([PYTHON, "-m", "agentmail", "--as", "beta", "--json", "inbox"], env=env, cwd=cwd,
-                             capture_output=True, check=True).stdout  # fmt: skip
+        out = subprocess.run(
+            [PYTHON, "-m", "agentmail", "--as", "beta", "--json", "inbox"],
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            check=True,
+        ).stdout
         times["cli"].append(time.perf_counter() - start)
         assert len(json.loads(out)) == 10
     with AgentMail.from_env("beta") as am:
@@ -88,16 +99,27 @@ def inbox_round_trips(env: dict[str, str], cwd: Path, samples: int) -> dict[str,
     return times
 
 
-def watch_latency(home: Path, alpha: AgentMail, env: dict[str, str], cwd: Path, samples: int) -> tuple[list[float], list[float]]:
+def watch_latency(
+    home: Path, alpha: AgentMail, env: dict[str, str], cwd: Path, samples: int
+) -> tuple[list[float], list[float]]:
     out = cwd / "starts.txt"
-    watcher = subprocess.Popen([PYTHON, "-m", "agentmail", "--as", "beta", "watch", "--exec", f"date +%s.%N >> {out}"],
-                               env=env, cwd=cwd, stderr=subprocess.DEVNULL)  # fmt: skip
+    watcher = subprocess.Popen(
+        [PYTHON, "-m", "agentmail", "--as", "beta", "watch", "--exec", f"date +%s.%N >> {out}"],
+        env=env,
+        cwd=cwd,
+        stderr=subprocess.DEVNULL,
+    )
     latencies, deliveries = [], []
     try:
         time.sleep(1.5)  # let it start and settle on its wait
         for _ in range(samples):
             beta = alpha.registry.get("beta")
-            _, raw = compose(alpha.registry, alpha.home, alpha.me.platform, Draft(beta.name, "report", new_thread_id(), "Quota 500s", BODY))
+            _, raw = compose(
+                alpha.registry,
+                alpha.home,
+                alpha.me.platform,
+                Draft(beta.name, "report", new_thread_id(), "Quota 500s", BODY),
+            )
             before = len(out.read_text().splitlines()) if out.exists() else 0
             start = time.time()
             deliver(home / "postoffice" / "beta", raw)
@@ -133,12 +155,16 @@ def main() -> None:
             alpha.send("beta", f"Problem {n}", BODY)
 
         listing = tool_list(env, Path(tmp))
-        print(f"1. MCP tool list: {listing['tools']} tools, {listing['chars']} characters, ~{listing['tokens_estimate']} tokens (chars/4)")
+        print(
+            f"1. MCP tool list: {listing['tools']} tools, {listing['chars']} characters, ~{listing['tokens_estimate']} tokens (chars/4)"
+        )
         times = inbox_round_trips(env, Path(tmp), args.samples)
         print(f"2. inbox with 10 unread: MCP tool call {ms(times['mcp'])}")
         print(f"                         CLI process   {ms(times['cli'])}")
         print(f"                         API call      {ms(times['api'])}")
-        print(f"   (MCP server start + session + first call: {times['mcp_session_start'][0] * 1000:.0f} ms, once per session)")
+        print(
+            f"   (MCP server start + session + first call: {times['mcp_session_start'][0] * 1000:.0f} ms, once per session)"
+        )
         latencies, deliveries = watch_latency(home, alpha, env, Path(tmp), args.samples)
         print(f"3. delivery → watcher CMD start: {ms(latencies)} (delivery itself {ms(deliveries)})")
 

@@ -68,13 +68,21 @@ def conversation(senders: Sequence[str], to: str, count: int, seed: int = 5) -> 
         sender = senders[index % len(senders)]
         mine = [k for k in last if k[0] == sender]
         if not mine or rng.random() < 0.4:
-            spec = Spec(sender, to, "report", new_thread_id(), rng.choice(SUBJECTS),
-                        wire.new_message_id(sender, "bus.test"))  # fmt: skip
+            spec = Spec(
+                sender, to, "report", new_thread_id(), rng.choice(SUBJECTS), wire.new_message_id(sender, "bus.test")
+            )
         else:
             parent = last[rng.choice(mine[-50:])]
-            spec = Spec(sender, to, "question", parent.thread, "Re: " + parent.subject,
-                        wire.new_message_id(sender, "bus.test"), parent.message_id,
-                        (*parent.references, parent.message_id)[-20:])  # fmt: skip
+            spec = Spec(
+                sender,
+                to,
+                "question",
+                parent.thread,
+                "Re: " + parent.subject,
+                wire.new_message_id(sender, "bus.test"),
+                parent.message_id,
+                (*parent.references, parent.message_id)[-20:],
+            )
         last[(sender, spec.thread)] = spec
         specs.append(spec)
     return specs
@@ -96,10 +104,18 @@ def render(spec: Spec) -> bytes:
     me, them = registry.get(spec.sender), registry.get(spec.to)
     body = (OPENER if spec.type == "report" else FOLLOW_UP).format(sender=spec.sender, to=spec.to)
     outline = wire.draft_letter(
-        sender_address=me.address, sender_name=me.display_name, to_address=them.address, type=spec.type,
-        thread=spec.thread, subject=spec.subject, body=body, severity="high" if spec.type == "report" else None,
-        in_reply_to=spec.in_reply_to, references=spec.references, message_id=spec.message_id,
-    )  # fmt: skip
+        sender_address=me.address,
+        sender_name=me.display_name,
+        to_address=them.address,
+        type=spec.type,
+        thread=spec.thread,
+        subject=spec.subject,
+        body=body,
+        severity="high" if spec.type == "report" else None,
+        in_reply_to=spec.in_reply_to,
+        references=spec.references,
+        message_id=spec.message_id,
+    )
     return signing.sign(wire.render(outline), me.dkim_domain or me.domain, me.selector, str(keys[spec.sender]))
 
 

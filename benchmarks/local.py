@@ -59,12 +59,23 @@ def warm_latency(root: Path, settings: Settings) -> Figure:
     beta.close()
     tb.remove()
     return Figure(
-        "warm_latency", "1. warm delivery latency (send -> wait returns)", "ms", median(ours), median(base),
-        "bare fsync+rename / inotify reader", Target("value", "<=", 3.0, "median <= 3 ms"), len(ours),
-        {"p95": p95(ours), "baseline_p95": p95(base), "median_to_exit": median(ours_exit),
-         "baseline_median_to_exit": median(base_exit), "letter_bytes": len(raw),
-         "measured_to": "the waiter's printed line (to_exit: its process exit)"},
-    )  # fmt: skip
+        "warm_latency",
+        "1. warm delivery latency (send -> wait returns)",
+        "ms",
+        median(ours),
+        median(base),
+        "bare fsync+rename / inotify reader",
+        Target("value", "<=", 3.0, "median <= 3 ms"),
+        len(ours),
+        {
+            "p95": p95(ours),
+            "baseline_p95": p95(base),
+            "median_to_exit": median(ours_exit),
+            "baseline_median_to_exit": median(base_exit),
+            "letter_bytes": len(raw),
+            "measured_to": "the waiter's printed line (to_exit: its process exit)",
+        },
+    )
 
 
 def send_throughput(root: Path, settings: Settings) -> Figure:
@@ -93,10 +104,16 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
     alpha.close()
     tb.remove()
     return Figure(
-        "send_throughput", "4. send throughput (API, signed)", "letters/s", median(ours), median(base),
-        "same bytes, fsync+rename+dir fsync", Target("ratio", ">=", 0.5, ">= 0.5x baseline"), len(ours),
+        "send_throughput",
+        "4. send throughput (API, signed)",
+        "letters/s",
+        median(ours),
+        median(base),
+        "same bytes, fsync+rename+dir fsync",
+        Target("ratio", ">=", 0.5, ">= 0.5x baseline"),
+        len(ours),
         {"letters_per_run": count, "runs": [round(r) for r in ours], "baseline_runs": [round(r) for r in base]},
-    )  # fmt: skip
+    )
 
 
 def sync_throughput(root: Path, settings: Settings) -> Figure:
@@ -133,7 +150,13 @@ def sync_throughput(root: Path, settings: Settings) -> Figure:
     shutil.rmtree(source)
     tb.remove()
     return Figure(
-        "sync_throughput", "5. sync throughput (parse+verify+commit)", "letters/s", median(ours), median(base),
-        "copy with fsync", Target("value", ">=", 1000, ">= 1,000/s"), len(ours),
+        "sync_throughput",
+        "5. sync throughput (parse+verify+commit)",
+        "letters/s",
+        median(ours),
+        median(base),
+        "copy with fsync",
+        Target("value", ">=", 1000, ">= 1,000/s"),
+        len(ours),
         {"letters_per_run": count, "runs": [round(r) for r in ours], "baseline_runs": [round(r) for r in base]},
-    )  # fmt: skip
+    )

@@ -90,8 +90,16 @@ def table(figures: list[Figure]) -> str:
             value += f" (p95 {_num(fig.details['p95'], fig.unit)})"
         ratio = f"{fig.ratio:.2f}x" if fig.ratio is not None else "-"
         verdict = {True: "ok", False: "MISSED", None: ""}[fig.met]
-        rows.append((fig.title, value, f"{_num(fig.baseline, fig.unit)} {fig.baseline_label}", ratio,
-                     fig.target.text if fig.target else "-", verdict))  # fmt: skip
+        rows.append(
+            (
+                fig.title,
+                value,
+                f"{_num(fig.baseline, fig.unit)} {fig.baseline_label}",
+                ratio,
+                fig.target.text if fig.target else "-",
+                verdict,
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -99,7 +107,6 @@ def table(figures: list[Figure]) -> str:
 
 
 def write_json(path: Path, machine: dict[str, Any], mode: str, seconds: float, figures: list[Figure]) -> None:
-    data = {"machine": machine, "mode": mode, "seconds": round(seconds, 1),
-            "figures": [f.to_json() for f in figures]}  # fmt: skip
+    data = {"machine": machine, "mode": mode, "seconds": round(seconds, 1), "figures": [f.to_json() for f in figures]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=2) + "\n")

@@ -25,8 +25,12 @@ def scale(root: Path, settings: Settings) -> list[Figure]:
     tb = TempBus(root, PLATFORMS)
     builder = SpoolBuilder(tb)
     builder.grow_to(settings.scale_sizes[0])  # first, so that a thread exists to show
-    commands = {"inbox": ("inbox", "--no-sync"), "thread": ("thread", builder.sample_thread),
-                "status": ("status",), "quarantine": ("quarantine",)}  # fmt: skip
+    commands = {
+        "inbox": ("inbox", "--no-sync"),
+        "thread": ("thread", builder.sample_thread),
+        "status": ("status",),
+        "quarantine": ("quarantine",),
+    }
     times: dict[str, dict[int, list[float]]] = {name: {} for name in commands}
     spools: dict[str, dict[str, float]] = {}
     for size in settings.scale_sizes:
@@ -47,9 +51,23 @@ def scale(root: Path, settings: Settings) -> list[Figure]:
     for name in commands:
         by_size = {size: median(runs) for size, runs in times[name].items()}
         title = "inbox --no-sync" if name == "inbox" else name
-        details = {"ms_by_size": {str(s): round(v, 1) for s, v in by_size.items()},
-                   "runs_by_size": {str(s): [round(x, 1) for x in r] for s, r in times[name].items()},
-                   "spools": spools, "cleanup_seconds": cleanup}  # fmt: skip
-        figures.append(Figure(f"scale_{name}", f"6. scale: {title} at {_size(large)}", "ms", by_size[large],
-                              by_size[small], f"at {_size(small)}", target, len(times[name][large]), details))
+        details = {
+            "ms_by_size": {str(s): round(v, 1) for s, v in by_size.items()},
+            "runs_by_size": {str(s): [round(x, 1) for x in r] for s, r in times[name].items()},
+            "spools": spools,
+            "cleanup_seconds": cleanup,
+        }
+        figures.append(
+            Figure(
+                f"scale_{name}",
+                f"6. scale: {title} at {_size(large)}",
+                "ms",
+                by_size[large],
+                by_size[small],
+                f"at {_size(small)}",
+                target,
+                len(times[name][large]),
+                details,
+            )
+        )
     return figures

@@ -49,9 +49,13 @@ def figures(root: Path, settings: Settings) -> list[Figure]:
     reason = unavailable()
     if reason:
         print(f" skipped: {reason} (figure 7 needs the smtp+imap transport and tests/mailservers)", end="")
-        return [Figure(key, title, unit, None, None, "", skipped=reason) for key, title, unit in (
-            ("smtpimap_latency", "7a. smtp+imap: warm delivery latency", "ms"),
-            ("smtpimap_send", "7b. smtp+imap: send throughput", "letters/s"))]  # fmt: skip
+        return [
+            Figure(key, title, unit, None, None, "", skipped=reason)
+            for key, title, unit in (
+                ("smtpimap_latency", "7a. smtp+imap: warm delivery latency", "ms"),
+                ("smtpimap_send", "7b. smtp+imap: send throughput", "letters/s"),
+            )
+        ]
     with _servers() as servers:
         tb = _bus(root, servers)
         try:
@@ -73,8 +77,13 @@ def _bus(root: Path, servers: Any) -> TempBus:
     from agentmail import bus
     from agentmail.credentials import Login, write_login
 
-    endpoints = bus.endpoints(f"127.0.0.1:{servers.smtp_port}", f"127.0.0.1:{servers.imap_port}",
-                              ("starttls", "implicit"), str(servers.ca_file), (f"mail.{DOMAIN}",))  # fmt: skip
+    endpoints = bus.endpoints(
+        f"127.0.0.1:{servers.smtp_port}",
+        f"127.0.0.1:{servers.imap_port}",
+        ("starttls", "implicit"),
+        str(servers.ca_file),
+        (f"mail.{DOMAIN}",),
+    )
     tb = TempBus(root, tuple(PASSWORDS), transport="smtp+imap", endpoints=endpoints)
     for name, password in PASSWORDS.items():
         write_login(tb.home, name, Login(f"{name}@{DOMAIN}", password))
@@ -90,16 +99,24 @@ def _latency(tb: TempBus, servers: Any, settings: Settings) -> Figure:
     alpha, beta = tb.client("alpha"), tb.client("beta")
     body = letters.OPENER.format(sender="alpha", to="beta")
     waiter = tb.command("beta", "wait", "--timeout", "60")
-    reader = [PYTHON, bare.__file__, "imap-wait", "127.0.0.1", str(servers.imap_port), f"beta@{DOMAIN}",
-              str(servers.ca_file)]  # fmt: skip
+    reader = [
+        PYTHON,
+        bare.__file__,
+        "imap-wait",
+        "127.0.0.1",
+        str(servers.imap_port),
+        f"beta@{DOMAIN}",
+        str(servers.ca_file),
+    ]
     reader_env = {**tb.env, "BARE_PASSWORD": PASSWORDS["beta"]}
     raw = b""
     ours: list[float] = []
     base: list[float] = []
 
     def submit() -> None:
-        with bare.smtp_session("127.0.0.1", servers.smtp_port, f"alpha@{DOMAIN}", PASSWORDS["alpha"],
-                               str(servers.ca_file)) as smtp:  # fmt: skip
+        with bare.smtp_session(
+            "127.0.0.1", servers.smtp_port, f"alpha@{DOMAIN}", PASSWORDS["alpha"], str(servers.ca_file)
+        ) as smtp:
             smtp.sendmail(f"alpha@{DOMAIN}", [f"beta@{DOMAIN}"], raw)
 
     for index in range(WARMUP + settings.smtp_samples):
@@ -115,9 +132,16 @@ def _latency(tb: TempBus, servers: Any, settings: Settings) -> Figure:
     alpha.close()
     beta.close()
     return Figure(
-        "smtpimap_latency", "7a. smtp+imap: warm delivery latency", "ms", median(ours), median(base),
-        "smtplib + imaplib IDLE", None, len(ours), {"p95": p95(ours), "baseline_p95": p95(base)},
-    )  # fmt: skip
+        "smtpimap_latency",
+        "7a. smtp+imap: warm delivery latency",
+        "ms",
+        median(ours),
+        median(base),
+        "smtplib + imaplib IDLE",
+        None,
+        len(ours),
+        {"p95": p95(ours), "baseline_p95": p95(base)},
+    )
 
 
 def _send(tb: TempBus, servers: Any, settings: Settings) -> Figure:
@@ -132,19 +156,28 @@ def _send(tb: TempBus, servers: Any, settings: Settings) -> Figure:
     ours = count / (time.perf_counter() - start)
     raws = [alpha.spool.raw(i) for i in alpha.spool.ids("sent") if i not in before]
     start = time.perf_counter()
-    with bare.smtp_session("127.0.0.1", servers.smtp_port, f"alpha@{DOMAIN}", PASSWORDS["alpha"],
-                           str(servers.ca_file)) as smtp:  # fmt: skip
+    with bare.smtp_session(
+        "127.0.0.1", servers.smtp_port, f"alpha@{DOMAIN}", PASSWORDS["alpha"], str(servers.ca_file)
+    ) as smtp:
         for raw in raws:
             smtp.sendmail(f"alpha@{DOMAIN}", [f"beta@{DOMAIN}"], raw)
     base = len(raws) / (time.perf_counter() - start)
     start = time.perf_counter()
     for raw in raws:  # what the API does: a session per letter; shows what a reused session saves
-        with bare.smtp_session("127.0.0.1", servers.smtp_port, f"alpha@{DOMAIN}", PASSWORDS["alpha"],
-                               str(servers.ca_file)) as smtp:  # fmt: skip
+        with bare.smtp_session(
+            "127.0.0.1", servers.smtp_port, f"alpha@{DOMAIN}", PASSWORDS["alpha"], str(servers.ca_file)
+        ) as smtp:
             smtp.sendmail(f"alpha@{DOMAIN}", [f"beta@{DOMAIN}"], raw)
     per_session = len(raws) / (time.perf_counter() - start)
     alpha.close()
     return Figure(
-        "smtpimap_send", "7b. smtp+imap: send throughput", "letters/s", ours, base, "smtplib, one session",
-        None, 1, {"letters": count, "baseline_session_per_letter": per_session},
-    )  # fmt: skip
+        "smtpimap_send",
+        "7b. smtp+imap: send throughput",
+        "letters/s",
+        ours,
+        base,
+        "smtplib, one session",
+        None,
+        1,
+        {"letters": count, "baseline_session_per_letter": per_session},
+    )

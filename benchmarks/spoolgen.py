@@ -119,23 +119,35 @@ class SpoolBuilder:
             parent = self._store(sender, to, kind, thread, subject, parent, depth)
         self.threads += 1
 
-    def _store(self, sender: str, to: str, kind: str, thread: str, subject: str, parent: Letter | None,
-               depth: int) -> Letter:  # fmt: skip
+    def _store(
+        self, sender: str, to: str, kind: str, thread: str, subject: str, parent: Letter | None, depth: int
+    ) -> Letter:
         me, them = self.registry.get(sender), self.registry.get(to)
         self.when += timedelta(seconds=self.rng.randint(60, 3600))
         message_id = wire.new_message_id(sender, me.domain)
         references = (*parent.references, parent.message_id)[-20:] if parent else ()
         letter = Letter(
-            message_id=message_id, sender=sender, sender_address=me.address, sender_name=me.display_name,
-            to=to, to_address=them.address, type=kind, thread=thread,
-            subject=reply_subject(subject) if parent else subject, body=self._body(kind, sender, to).strip(),
-            date=format_datetime(self.when), severity="high" if kind == "report" else None,
-            in_reply_to=parent.message_id if parent else None, references=references,
-        )  # fmt: skip
+            message_id=message_id,
+            sender=sender,
+            sender_address=me.address,
+            sender_name=me.display_name,
+            to=to,
+            to_address=them.address,
+            type=kind,
+            thread=thread,
+            subject=reply_subject(subject) if parent else subject,
+            body=self._body(kind, sender, to).strip(),
+            date=format_datetime(self.when),
+            severity="high" if kind == "report" else None,
+            in_reply_to=parent.message_id if parent else None,
+            references=references,
+        )
         template = self._template(sender, to, kind, parent is not None)
-        raw = (template.raw.replace(template.message_id.encode(), message_id.encode())
-               .replace(_THREAD.encode(), thread.encode())
-               .replace(_PARENT.encode(), (parent.message_id if parent else "").encode()))  # fmt: skip
+        raw = (
+            template.raw.replace(template.message_id.encode(), message_id.encode())
+            .replace(_THREAD.encode(), thread.encode())
+            .replace(_PARENT.encode(), (parent.message_id if parent else "").encode())
+        )
         state = "sent" if sender == OWNER else "read"
         stored = self.spool.store(state, letter, raw, extra={"depth": depth})
         if state == "read":
@@ -155,15 +167,24 @@ class SpoolBuilder:
         for _ in range(QUARANTINED):
             template = self._template("alpha", OWNER, "report", False)
             message_id = wire.new_message_id("alpha", me.domain)
-            forged = (template.raw.replace(template.message_id.encode(), message_id.encode())
-                      .replace(b"status 500", b"status 200"))  # fmt: skip
+            forged = template.raw.replace(template.message_id.encode(), message_id.encode()).replace(
+                b"status 500", b"status 200"
+            )
             letter = Letter(
-                message_id=message_id, sender="", sender_address='"alpha agent" <alpha@bus.test>',
-                to=OWNER, to_address=me.address, type="", thread="", subject=SUBJECTS[0], body="",
-                date=format_datetime(self.when), reason="unauthenticated",
+                message_id=message_id,
+                sender="",
+                sender_address='"alpha agent" <alpha@bus.test>',
+                to=OWNER,
+                to_address=me.address,
+                type="",
+                thread="",
+                subject=SUBJECTS[0],
+                body="",
+                date=format_datetime(self.when),
+                reason="unauthenticated",
                 detail="no valid signature by alpha's pinned key: the signature does not verify "
-                       "(the body changed after signing)",
-            )  # fmt: skip
+                "(the body changed after signing)",
+            )
             letter_id = self.spool.store("quarantine", letter, forged, index=False).id
             self.uid += 1
             os.link(self.spool.path("quarantine", letter_id), self.mailbox.dir / "cur" / f"{self.uid:012d}:2,")
@@ -174,20 +195,29 @@ class SpoolBuilder:
             return OPENER.format(sender=sender, to=to)
         if kind == "fix-notice":
             return FOLLOW_UP.format()
-        return {"ack": "Reproduced with your command. Fixing; expect a fix-notice within a day.",
-                "verify-result": "Verified: 200 for all 40 free-plan accounts we replayed.",
-                "close": "Closing: fixed and verified. Thanks."}[kind]  # fmt: skip
+        return {
+            "ack": "Reproduced with your command. Fixing; expect a fix-notice within a day.",
+            "verify-result": "Verified: 200 for all 40 free-plan accounts we replayed.",
+            "close": "Closing: fixed and verified. Thanks.",
+        }[kind]
 
     def _template(self, sender: str, to: str, kind: str, is_reply: bool) -> Template:
         key = (sender, to, kind, is_reply)
         if key not in self.templates:
             me, them = self.registry.get(sender), self.registry.get(to)
             outline = wire.draft_letter(
-                sender_address=me.address, sender_name=me.display_name, to_address=them.address, type=kind,
-                thread=_THREAD, subject=SUBJECTS[0], body=self._body(kind, sender, to),
-                severity="high" if kind == "report" else None, in_reply_to=_PARENT if is_reply else None,
-                references=(_PARENT,) if is_reply else (), message_id=_MID.format(sender),
-            )  # fmt: skip
+                sender_address=me.address,
+                sender_name=me.display_name,
+                to_address=them.address,
+                type=kind,
+                thread=_THREAD,
+                subject=SUBJECTS[0],
+                body=self._body(kind, sender, to),
+                severity="high" if kind == "report" else None,
+                in_reply_to=_PARENT if is_reply else None,
+                references=(_PARENT,) if is_reply else (),
+                message_id=_MID.format(sender),
+            )
             raw = signing.sign(wire.render(outline), me.dkim_domain or me.domain, me.selector, self.keys[sender])
             self.templates[key] = Template(raw, _MID.format(sender))
         return self.templates[key]

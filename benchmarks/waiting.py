@@ -78,8 +78,13 @@ class Answer:
     to_exit: float  # ... to the waiter's process exit (what a shell waiting on it sees)
 
 
-def time_answer(argv: Sequence[str], env: dict[str, str], cwd: Path, deliver: Callable[[], object],
-                ready: Callable[[int], bool] = on_inotify) -> Answer:  # fmt: skip
+def time_answer(
+    argv: Sequence[str],
+    env: dict[str, str],
+    cwd: Path,
+    deliver: Callable[[], object],
+    ready: Callable[[int], bool] = on_inotify,
+) -> Answer:
     with subprocess.Popen(list(argv), env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         try:
             wait_until(proc, ready)

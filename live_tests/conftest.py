@@ -20,9 +20,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import livebus
 import pytest
 
-import livebus
 from agentmail import registry as registry_mod
 from agentmail.client import AgentMail
 from agentmail.identity import Identity
@@ -43,8 +43,12 @@ Blast radius: all invoices for users on the free plan. Please fix or tell us the
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--no-skips", action="store_true", default=False,
-                     help="Turn every skipped live check into a failure (CI: a missing stack must not pass).")  # fmt: skip
+    parser.addoption(
+        "--no-skips",
+        action="store_true",
+        default=False,
+        help="Turn every skipped live check into a failure (CI: a missing stack must not pass).",
+    )
 
 
 def _strict(config: pytest.Config) -> bool:
@@ -115,8 +119,13 @@ class LiveBus:
 
 @pytest.fixture(scope="session")
 def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveBus]:
-    for name in ("AGENTMAIL_PLATFORM", "AGENTMAIL_AGENT", "AGENTMAIL_DKIM_KEY", "AGENTMAIL_USERNAME",
-                 "AGENTMAIL_PASSWORD"):  # fmt: skip
+    for name in (
+        "AGENTMAIL_PLATFORM",
+        "AGENTMAIL_AGENT",
+        "AGENTMAIL_DKIM_KEY",
+        "AGENTMAIL_USERNAME",
+        "AGENTMAIL_PASSWORD",
+    ):
         os.environ.pop(name, None)  # each platform's own secrets, never the caller's
     try:
         cfg = livebus.load_config()
@@ -124,7 +133,9 @@ def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveBus]:
         pytest.fail(str(exc), pytrace=False)
     reg = registry_mod.load(cfg.registry)
     if reg.bus.transport != "smtp+imap" or reg.bus.smtp is None or reg.bus.imap is None:
-        pytest.fail(f"the bus at {cfg.registry} is not an smtp+imap bus; the live checks need a real mail system", pytrace=False)
+        pytest.fail(
+            f"the bus at {cfg.registry} is not an smtp+imap bus; the live checks need a real mail system", pytrace=False
+        )
     for endpoint in (reg.bus.smtp, reg.bus.imap):
         down = livebus.reachable(endpoint.host, endpoint.port)
         if down:

@@ -108,12 +108,22 @@ def load_config() -> BusConfig:
         home = Path(os.environ.get("LIVE_BUS_HOME") or os.environ.get("AGENTMAIL_HOME") or "~/.agentmail")
         if not (registry / "bus.toml").is_file():
             raise NotConfigured(f"LIVE_BUS_REGISTRY={registry} has no bus.toml")
-        return BusConfig(registry, home.expanduser().resolve(), sender, receiver, partner,
-                         _host_port(mx_env) if mx_env else None, None, f"LIVE_BUS_REGISTRY={registry}")  # fmt: skip
+        return BusConfig(
+            registry,
+            home.expanduser().resolve(),
+            sender,
+            receiver,
+            partner,
+            _host_port(mx_env) if mx_env else None,
+            None,
+            f"LIVE_BUS_REGISTRY={registry}",
+        )
     stack = read_stack()
     if stack is None:
-        raise NotConfigured(f"no bus to test: LIVE_BUS_REGISTRY is unset and {stack_dir() / 'stack.json'} "
-                            f"does not exist; {HOW_TO_START}")  # fmt: skip
+        raise NotConfigured(
+            f"no bus to test: LIVE_BUS_REGISTRY is unset and {stack_dir() / 'stack.json'} "
+            f"does not exist; {HOW_TO_START}"
+        )
     registry, home = prepare(stack)
     mx = _host_port(mx_env) if mx_env else (stack["MAILSTACK_SMTP_HOST"], int(stack["MAILSTACK_MX_PORT"]))
     return BusConfig(registry, home, sender, receiver, partner, mx, stack, f"the loopback stack at {stack_dir()}")
@@ -150,7 +160,8 @@ def prepared_paths(folder: Path | None = None) -> tuple[Path, Path]:
 
 def prepare(stack: dict[str, Any], *, force: bool = False) -> tuple[Path, Path]:
     """``run/livebus/{registry,home}`` for the running stack; rebuilt only when its inputs changed."""
-    from agentmail import bus, registry as registry_mod
+    from agentmail import bus
+    from agentmail import registry as registry_mod
     from agentmail.credentials import Login, write_login
 
     folder = Path(stack.get("MAILSTACK_DIR") or stack_dir())
@@ -167,10 +178,18 @@ def prepare(stack: dict[str, Any], *, force: bool = False) -> tuple[Path, Path]:
         shutil.copyfile(stack["MAILSTACK_CA"], new_registry / "ca.pem")
         bus_file = new_registry / "bus.toml"
         data = tomllib.loads(bus_file.read_text())
-        data["smtp"] = {**data.get("smtp", {}), "host": stack["MAILSTACK_SMTP_HOST"],
-                        "port": int(stack["MAILSTACK_SUBMISSION_PORT"]), "tls": "starttls"}  # fmt: skip
-        data["imap"] = {**data.get("imap", {}), "host": stack["MAILSTACK_IMAP_HOST"],
-                        "port": int(stack["MAILSTACK_IMAP_PORT"]), "tls": "implicit"}  # fmt: skip
+        data["smtp"] = {
+            **data.get("smtp", {}),
+            "host": stack["MAILSTACK_SMTP_HOST"],
+            "port": int(stack["MAILSTACK_SUBMISSION_PORT"]),
+            "tls": "starttls",
+        }
+        data["imap"] = {
+            **data.get("imap", {}),
+            "host": stack["MAILSTACK_IMAP_HOST"],
+            "port": int(stack["MAILSTACK_IMAP_PORT"]),
+            "tls": "implicit",
+        }
         data["trusted_authserv_ids"] = [stack["MAILSTACK_AUTHSERV_ID"]]
         data["ca_file"] = "ca.pem"
         bus_file.write_text(
@@ -183,8 +202,10 @@ def prepare(stack: dict[str, Any], *, force: bool = False) -> tuple[Path, Path]:
         passwords = {u["address"]: u["password"] for u in stack["users"]}
         for name, platform in sorted(reg.platforms.items()):
             if platform.address not in passwords:
-                raise NotConfigured(f"platform {name} ({platform.address}) has no mailbox on the stack; "
-                                    f"start it with MAILSTACK_USERS='{platform.address}' bash live_tests/mailstack/up")  # fmt: skip
+                raise NotConfigured(
+                    f"platform {name} ({platform.address}) has no mailbox on the stack; "
+                    f"start it with MAILSTACK_USERS='{platform.address}' bash live_tests/mailstack/up"
+                )
             bus.keygen(new_home, reg, name)  # what `agentmail keygen --as NAME` does: new pair, re-pinned
             write_login(new_home, name, Login(platform.address, passwords[platform.address]))
         os.chmod(new_home, 0o700)

@@ -40,8 +40,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import imapclient  # noqa: E402
-
 import livebus  # noqa: E402
+
 from agentmail import registry as registry_mod  # noqa: E402
 from agentmail.client import AgentMail  # noqa: E402
 from agentmail.compose import Draft, compose  # noqa: E402
@@ -50,9 +50,11 @@ from agentmail.identity import Identity  # noqa: E402
 from agentmail.model import new_thread_id  # noqa: E402
 from agentmail.registry import Registry  # noqa: E402
 
-BODY = ("I am the agent of {me}; measuring the live bus ({token}).\n"
-        "Reproduction: `curl -s https://x.example/quota?id=7` returns 500 since 2.4.1 (2026-11-28).\n"
-        "Expected 200 per the documented contract. Blast radius: the free plan.\n")  # fmt: skip
+BODY = (
+    "I am the agent of {me}; measuring the live bus ({token}).\n"
+    "Reproduction: `curl -s https://x.example/quota?id=7` returns 500 since 2.4.1 (2026-11-28).\n"
+    "Expected 200 per the documented contract. Blast radius: the free plan.\n"
+)
 
 
 def pct(values: list[float], p: float) -> float:
@@ -62,8 +64,13 @@ def pct(values: list[float], p: float) -> float:
 
 def summary(values: list[float]) -> dict[str, float]:
     ms = [v * 1000 for v in values]
-    return {"median_ms": round(statistics.median(ms), 1), "p95_ms": round(pct(ms, 95), 1),
-            "min_ms": round(min(ms), 1), "max_ms": round(max(ms), 1), "n": len(ms)}  # fmt: skip
+    return {
+        "median_ms": round(statistics.median(ms), 1),
+        "p95_ms": round(pct(ms, 95), 1),
+        "min_ms": round(min(ms), 1),
+        "max_ms": round(max(ms), 1),
+        "n": len(ms),
+    }
 
 
 class Bench:
@@ -102,8 +109,9 @@ class Bench:
 
     def imap_connect(self, platform: str) -> imapclient.IMAPClient:
         user, password = self.login(platform)
-        client = imapclient.IMAPClient(self.imap.host, port=self.imap.port, ssl=self.imap.tls == "implicit",
-                                       ssl_context=self.context, timeout=30)  # fmt: skip
+        client = imapclient.IMAPClient(
+            self.imap.host, port=self.imap.port, ssl=self.imap.tls == "implicit", ssl_context=self.context, timeout=30
+        )
         if self.imap.tls == "starttls":
             client.starttls(self.context)
         client.login(user, password)
@@ -197,8 +205,18 @@ def agentmail_throughput(b: Bench, letters: int) -> dict[str, float]:
     recipient = b.registry.platforms[to]
     started = time.perf_counter()
     for i in range(letters):
-        letter, raw = compose(queue.registry, queue.home, queue.me.platform, Draft(
-            recipient.name, "report", new_thread_id(), f"Throughput {token} {i}", BODY.format(me=b.cfg.sender, token=token)))
+        letter, raw = compose(
+            queue.registry,
+            queue.home,
+            queue.me.platform,
+            Draft(
+                recipient.name,
+                "report",
+                new_thread_id(),
+                f"Throughput {token} {i}",
+                BODY.format(me=b.cfg.sender, token=token),
+            ),
+        )
         queue.spool.store("outbox", letter, raw, extra=letter.extra)
     composed = time.perf_counter() - started
     sender, receiver = AgentMail(b.registry, Identity(b.cfg.sender), b.home), b.client(to)
@@ -224,9 +242,14 @@ def agentmail_throughput(b: Bench, letters: int) -> dict[str, float]:
     receiver.close()
     assert sum(r.status == "sent" for r in results) == letters, {r.status for r in results}
     assert len(received) == letters, f"only {len(received)} of {letters} reached the spool"
-    return {"letters": letters, "compose_sign_queue_s": round(composed, 2), "submit_s": round(submitted, 2),
-            "until_in_spool_s": round(spooled, 2), "letters_per_s": round(letters / spooled, 1),
-            "submit_letters_per_s": round(letters / submitted, 1)}  # fmt: skip
+    return {
+        "letters": letters,
+        "compose_sign_queue_s": round(composed, 2),
+        "submit_s": round(submitted, 2),
+        "until_in_spool_s": round(spooled, 2),
+        "letters_per_s": round(letters / spooled, 1),
+        "submit_letters_per_s": round(letters / submitted, 1),
+    }
 
 
 def raw_throughput(b: Bench, letters: int) -> dict[str, float]:
@@ -251,8 +274,13 @@ def raw_throughput(b: Bench, letters: int) -> dict[str, float]:
         time.sleep(0.02)
     seen = time.perf_counter() - started
     imap.logout()
-    return {"letters": letters, "submit_s": round(submitted, 2), "until_in_inbox_s": round(seen, 2),
-            "letters_per_s": round(letters / seen, 1), "submit_letters_per_s": round(letters / submitted, 1)}  # fmt: skip
+    return {
+        "letters": letters,
+        "submit_s": round(submitted, 2),
+        "until_in_inbox_s": round(seen, 2),
+        "letters_per_s": round(letters / seen, 1),
+        "submit_letters_per_s": round(letters / submitted, 1),
+    }
 
 
 def main() -> int:
@@ -267,19 +295,29 @@ def main() -> int:
         b = Bench(Path(tmp))
         print(f"bus: {b.cfg.origin}; {os.cpu_count()} CPUs", flush=True)
         out: dict[str, object] = {"bus": b.cfg.origin, "cpus": os.cpu_count()}
-        for label, fn, poll in (("agentmail send->wait (IDLE)", agentmail_latency, None),
-                                ("raw smtplib + IMAP IDLE", raw_latency, None),
-                                ("agentmail send->wait (poll_interval 0.05)", agentmail_latency, 0.05),
-                                ("raw smtplib + IMAP NOOP poll 0.05", raw_latency, 0.05)):  # fmt: skip
+        for label, fn, poll in (
+            ("agentmail send->wait (IDLE)", agentmail_latency, None),
+            ("raw smtplib + IMAP IDLE", raw_latency, None),
+            ("agentmail send->wait (poll_interval 0.05)", agentmail_latency, 0.05),
+            ("raw smtplib + IMAP NOOP poll 0.05", raw_latency, 0.05),
+        ):
             stats = summary(fn(b, args.samples, poll))
             out[label] = stats
-            print(f"{label:<44} median {stats['median_ms']:7.1f} ms   p95 {stats['p95_ms']:7.1f} ms   (n={stats['n']})", flush=True)
-        for label, fn in (("agentmail flush, one connection, until in spool", agentmail_throughput),
-                          ("raw smtplib, one connection, until in INBOX", raw_throughput)):  # fmt: skip
+            print(
+                f"{label:<44} median {stats['median_ms']:7.1f} ms   p95 {stats['p95_ms']:7.1f} ms   (n={stats['n']})",
+                flush=True,
+            )
+        for label, fn in (
+            ("agentmail flush, one connection, until in spool", agentmail_throughput),
+            ("raw smtplib, one connection, until in INBOX", raw_throughput),
+        ):
             stats = fn(b, args.letters)
             out[label] = stats
-            print(f"{label:<52} {stats['letters_per_s']:7.1f} letters/s   (submission alone "
-                  f"{stats['submit_letters_per_s']:.1f}/s; {json.dumps(stats)})", flush=True)  # fmt: skip
+            print(
+                f"{label:<52} {stats['letters_per_s']:7.1f} letters/s   (submission alone "
+                f"{stats['submit_letters_per_s']:.1f}/s; {json.dumps(stats)})",
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     return 0

@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentmail import registry as registry_mod
-
 from conftest import LiveBus, opener, receive
+
+from agentmail import registry as registry_mod
 
 
 def _cli(home: Path, registry: Path, *args: str) -> tuple[int, str, str]:

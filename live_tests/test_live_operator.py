@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import LiveBus, opener, receive
 
 from agentmail import registry as registry_mod
 from agentmail.cli import main
@@ -22,22 +23,30 @@ from agentmail.client import AgentMail
 from agentmail.credentials import Login, mailbox_login
 from agentmail.identity import Identity
 
-from conftest import LiveBus, opener, receive
-
 
 class NewBus:
     """A bus made from nothing with ``agentmail init`` against the live servers."""
 
-    def __init__(self, live: LiveBus, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    def __init__(
+        self, live: LiveBus, root: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
         self.live, self.root, self.capsys = live, root, capsys
         self.home, self.registry = root / "home", root / "registry"
         self.sender, self.receiver = live.cfg.sender, live.cfg.receiver
-        for name in ("AGENTMAIL_PLATFORM", "AGENTMAIL_AGENT", "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD", "AGENTMAIL_DKIM_KEY"):
+        for name in (
+            "AGENTMAIL_PLATFORM",
+            "AGENTMAIL_AGENT",
+            "AGENTMAIL_USERNAME",
+            "AGENTMAIL_PASSWORD",
+            "AGENTMAIL_DKIM_KEY",
+        ):
             monkeypatch.delenv(name, raising=False)
         monkeypatch.setenv("AGENTMAIL_HOME", str(self.home))
         monkeypatch.setenv("AGENTMAIL_REGISTRY", str(self.registry))
         monkeypatch.chdir(root)
-        self.logins = {n: mailbox_login(live.home, n, live.registry.platforms[n].address) for n in (self.sender, self.receiver)}
+        self.logins = {
+            n: mailbox_login(live.home, n, live.registry.platforms[n].address) for n in (self.sender, self.receiver)
+        }
 
     def run(self, *args: str) -> tuple[int, str, str]:
         code = main(list(args))
@@ -47,8 +56,17 @@ class NewBus:
     def init(self, *, ca: bool = True) -> tuple[int, str, str]:
         b = self.live.registry.bus
         assert b.smtp is not None and b.imap is not None
-        args = ["init", "--transport", "smtp+imap", "--domain", b.domain,
-                "--smtp", f"{b.smtp.host}:{b.smtp.port}", "--imap", f"{b.imap.host}:{b.imap.port}"]  # fmt: skip
+        args = [
+            "init",
+            "--transport",
+            "smtp+imap",
+            "--domain",
+            b.domain,
+            "--smtp",
+            f"{b.smtp.host}:{b.smtp.port}",
+            "--imap",
+            f"{b.imap.host}:{b.imap.port}",
+        ]
         for authserv in b.trusted_authserv_ids:
             args += ["--trust-authserv", authserv]
         if ca and b.ca_file:
@@ -61,7 +79,8 @@ class NewBus:
         old = os.umask(0o077)
         try:
             (self.home / "secrets" / f"{name}.env").write_text(
-                f"AGENTMAIL_USERNAME={login.username}\nAGENTMAIL_PASSWORD={login.password}\n")
+                f"AGENTMAIL_USERNAME={login.username}\nAGENTMAIL_PASSWORD={login.password}\n"
+            )
         finally:
             os.umask(old)
 
@@ -77,7 +96,9 @@ class NewBus:
 
 
 @pytest.fixture
-def new_bus(bus: LiveBus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[NewBus]:
+def new_bus(
+    bus: LiveBus, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Iterator[NewBus]:
     if bus.registry.bus.transport != "smtp+imap":
         pytest.skip("the operator checks need an smtp+imap bus")
     yield NewBus(bus, tmp_path, monkeypatch, capsys)
@@ -134,7 +155,18 @@ def test_an_untrusted_ca_then_bus_set_ca_file(new_bus: NewBus, token: str) -> No
         pytest.skip("the bus's certificate is publicly trusted: no private CA to leave out")
     assert new_bus.init(ca=False)[0] == 0
     new_bus.credentials(new_bus.sender)
-    args = ("--as", new_bus.sender, "send", new_bus.receiver, "-s", f"CA {token}", "-b", "Which version?", "-t", "question")
+    args = (
+        "--as",
+        new_bus.sender,
+        "send",
+        new_bus.receiver,
+        "-s",
+        f"CA {token}",
+        "-b",
+        "Which version?",
+        "-t",
+        "question",
+    )
     code, out, err = new_bus.run(*args)
     assert code == 6 and out == "" and "is not trusted" in err and "it is issued by" in err
     assert "agentmail bus set ca_file" in err and new_bus.spool(new_bus.sender, "outbox") == []
@@ -151,8 +183,9 @@ def test_the_mx_port_given_as_submission(new_bus: NewBus, bus: LiveBus) -> None:
     new_bus.credentials(new_bus.sender)
     host, port = bus.cfg.mx
     assert new_bus.run("bus", "set", "smtp", f"{host}:{port}")[0] == 0
-    code, out, err = new_bus.run("--as", new_bus.sender, "send", new_bus.receiver, "-s", "MX", "-b", "Which version?",
-                                 "-t", "question")  # fmt: skip
+    code, out, err = new_bus.run(
+        "--as", new_bus.sender, "send", new_bus.receiver, "-s", "MX", "-b", "Which version?", "-t", "question"
+    )
     assert code == 6 and out == "" and "offers no AUTH" in err and "use the submission port" in err
     assert new_bus.spool(new_bus.sender, "outbox") == []
 
@@ -165,8 +198,9 @@ def test_a_tls_mode_mismatch_fails_at_once_and_names_the_mode(new_bus: NewBus) -
     new_bus.credentials(new_bus.sender)
     wrong = {"implicit": "starttls", "starttls": "implicit", "none": "implicit"}
     assert new_bus.run("bus", "set", "smtp", f"{b.smtp.host}:{b.smtp.port}", "--tls", wrong[b.smtp.tls])[0] == 0
-    code, out, err = new_bus.run("--as", new_bus.sender, "send", new_bus.receiver, "-s", "TLS", "-b", "Which version?",
-                                 "-t", "question")  # fmt: skip
+    code, out, err = new_bus.run(
+        "--as", new_bus.sender, "send", new_bus.receiver, "-s", "TLS", "-b", "Which version?", "-t", "question"
+    )
     assert code == 6 and out == "" and new_bus.spool(new_bus.sender, "outbox") == []
     assert ("does not speak TLS at connect" in err) if b.smtp.tls != "implicit" else ("wants implicit TLS" in err), err
     assert new_bus.run("bus", "set", "smtp", f"{b.smtp.host}:{b.smtp.port}", "--tls", b.smtp.tls)[0] == 0

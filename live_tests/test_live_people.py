@@ -9,11 +9,11 @@ from typing import Any
 
 import imapclient
 import pytest
-
-from agentmail import bus as bus_mod, registry as registry_mod
-from agentmail.transport.smtpimap import tls_context
-
 from conftest import LiveBus, eventually, opener, receive
+
+from agentmail import bus as bus_mod
+from agentmail import registry as registry_mod
+from agentmail.transport.smtpimap import tls_context
 
 FOLLOWER = "carol@bus.test"  # a person's mailbox on the stack (live_tests/mailstack/up BASE_USERS)
 
@@ -21,8 +21,11 @@ FOLLOWER = "carol@bus.test"  # a person's mailbox on the stack (live_tests/mails
 def _password(bus: LiveBus, address: str) -> str:
     users = {u["address"]: u["password"] for u in (bus.cfg.stack or {}).get("users", [])}
     if address not in users:
-        pytest.fail(f"{address} has no mailbox on the stack: restart it with MAILSTACK_DIR=/work/mailstack-run "
-                    f"bash live_tests/mailstack/up (its BASE_USERS holds {address})", pytrace=False)  # fmt: skip
+        pytest.fail(
+            f"{address} has no mailbox on the stack: restart it with MAILSTACK_DIR=/work/mailstack-run "
+            f"bash live_tests/mailstack/up (its BASE_USERS holds {address})",
+            pytrace=False,
+        )
     return users[address]
 
 
@@ -31,7 +34,9 @@ def _inbox(bus: LiveBus, address: str, token: str) -> dict[str, tuple[set[str], 
     ``token``, read as a person's own client would: a separate login, read-only, BODY.PEEK."""
     imap = bus.registry.bus.imap
     assert imap is not None
-    with imapclient.IMAPClient(imap.host, port=imap.port, ssl=True, ssl_context=tls_context(bus.registry.bus.ca_file)) as person:
+    with imapclient.IMAPClient(
+        imap.host, port=imap.port, ssl=True, ssl_context=tls_context(bus.registry.bus.ca_file)
+    ) as person:
         person.login(address, _password(bus, address))
         person.select_folder("INBOX", readonly=True)
         uids = person.search(["SUBJECT", token])
@@ -50,9 +55,13 @@ def test_a_follower_receives_the_whole_thread_and_the_agent_mailbox_shows_keywor
     registry, home = bus.variant("people", own_registry=True)
     bus_mod.set_person(registry, bus.cfg.receiver, FOLLOWER, follows=True, writes=False)
     registry = registry_mod.load(registry.root)
-    sender, receiver = bus.client(bus.cfg.sender, home=home, registry=registry), bus.client(bus.cfg.receiver, home=home,
-                                                                                           registry=registry)  # fmt: skip
-    sent = sender.send(receiver.me.platform, f"Followed {token}", opener(sender.me.platform, receiver.me.platform, token))
+    sender, receiver = (
+        bus.client(bus.cfg.sender, home=home, registry=registry),
+        bus.client(bus.cfg.receiver, home=home, registry=registry),
+    )
+    sent = sender.send(
+        receiver.me.platform, f"Followed {token}", opener(sender.me.platform, receiver.me.platform, token)
+    )
     assert sent.state == "sent", sent.extra
     (got,) = receive(receiver, sent.thread)
     answer = receiver.reply(got, "Reproduced; fixing.", type="ack")
@@ -68,7 +77,10 @@ def test_a_follower_receives_the_whole_thread_and_the_agent_mailbox_shows_keywor
     first, second = follower[sent.message_id][1], follower[answer.message_id][1]
     assert FOLLOWER in str(first["Cc"]) and FOLLOWER in str(second["Cc"])
     assert str(second["In-Reply-To"]).strip() == sent.message_id  # threaded in the person's client
-    assert str(first["Reply-To"]).strip() == f"{sender.platform.address.split('@')[0]}+{sent.thread}@{sender.platform.domain}"
+    assert (
+        str(first["Reply-To"]).strip()
+        == f"{sender.platform.address.split('@')[0]}+{sent.thread}@{sender.platform.domain}"
+    )
     assert str(first["List-Id"]).strip() == f"<agentmail.{registry.bus.domain}>"
 
     mailbox = _inbox(bus, receiver.platform.address, token)  # a second client on the agent's own mailbox

@@ -12,8 +12,15 @@ from agentmail.client import AgentMail
 from agentmail.identity import Identity
 from agentmail.registry import Registry
 
-_ENV = ("AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "AGENTMAIL_PLATFORM", "AGENTMAIL_AGENT", "AGENTMAIL_DKIM_KEY",
-        "AGENTMAIL_USERNAME", "AGENTMAIL_PASSWORD")  # fmt: skip
+_ENV = (
+    "AGENTMAIL_HOME",
+    "AGENTMAIL_REGISTRY",
+    "AGENTMAIL_PLATFORM",
+    "AGENTMAIL_AGENT",
+    "AGENTMAIL_DKIM_KEY",
+    "AGENTMAIL_USERNAME",
+    "AGENTMAIL_PASSWORD",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +37,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 @pytest.fixture
 def registry(home: Path) -> Registry:
     # No hourly new-thread cap here: many tests open dozens of threads (test_approving pins it).
-    return bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test", endpoints={"new_threads_per_hour": 0})
+    return bus.init(
+        home, home / "registry", ["alpha", "beta"], domain="bus.test", endpoints={"new_threads_per_hour": 0}
+    )
 
 
 @pytest.fixture
@@ -59,7 +68,11 @@ def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[
     recipient = sender.registry.get(to)
     letters = []
     for i in range(n):
-        letter, raw = compose(sender.registry, sender.home, sender.me.platform, Draft(
-            recipient.name, "question", new_thread_id(), f"{label} letter {i}", f"letter {i} of {n}\n"))
+        letter, raw = compose(
+            sender.registry,
+            sender.home,
+            sender.me.platform,
+            Draft(recipient.name, "question", new_thread_id(), f"{label} letter {i}", f"letter {i} of {n}\n"),
+        )
         letters.append((letter.message_id, raw))
     return letters

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, registry as registry_mod
+from agentmail import bus
+from agentmail import registry as registry_mod
 from agentmail.cli import main
 from agentmail.client import AgentMail
 from agentmail.errors import BadInput, NotFound, Refused
@@ -77,7 +78,9 @@ def test_reject_drops_the_letter_with_the_reason_and_frees_the_reply_claim(alpha
         beta.reject(again.id, "too late")
 
 
-def test_approve_is_one_rename_held_to_outbox(alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_approve_is_one_rename_held_to_outbox(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A crash right after the rename leaves the letter in the outbox (the next flush sends
     it once); a crash before it leaves it held. Never both, never neither."""
     letter = alpha.send("beta", "Quota", OPENER, hold=True)

@@ -16,9 +16,15 @@ DATA = Path(__file__).parent / "data"
 
 def letter_bytes(sender: str = "alpha@bus.test", name: str = "Alpha", **changes: object) -> bytes:
     fields: dict[str, object] = dict(
-        sender_address=sender, sender_name=name, to_address="beta@bus.test", type="report",
-        thread="thr-abc123def0", subject="Burst", body="Fired 14 submits.", message_id="<01a.alpha@bus.test>",
-    )  # fmt: skip
+        sender_address=sender,
+        sender_name=name,
+        to_address="beta@bus.test",
+        type="report",
+        thread="thr-abc123def0",
+        subject="Burst",
+        body="Fired 14 submits.",
+        message_id="<01a.alpha@bus.test>",
+    )
     fields.update(changes)
     return wire.render(wire.draft_letter(**fields))  # type: ignore[arg-type]
 
@@ -40,16 +46,24 @@ def test_a_genuine_signed_letter_is_accepted_and_attributed(registry: Registry, 
     assert (verdict.letter.sender, verdict.letter.to) == ("alpha", "beta")
 
 
-@pytest.mark.parametrize("sender,name", [
-    ("carol@bus.test", "Carol"),                 # not registered at all
-    ("mallory@evil.test", "alpha"),              # display name says alpha
-    ("\u0430lpha@bus.test", "Alpha"),            # Cyrillic а: a homoglyph
-    ("xalpha@bus.test", "Alpha"),                # suffix match must not count
-    ("alpha@bus.test.evil.test", "Alpha"),       # domain suffix
-])  # fmt: skip
-def test_senders_that_are_not_exactly_registered_are_quarantined(registry: Registry, home: Path, sender: str, name: str) -> None:
-    raw = letter_bytes(sender=sender, name=name) if sender.isascii() else letter_bytes().replace(
-        b"From: Alpha <alpha@bus.test>", f"From: Alpha <{sender}>".encode())  # fmt: skip
+@pytest.mark.parametrize(
+    "sender,name",
+    [
+        ("carol@bus.test", "Carol"),  # not registered at all
+        ("mallory@evil.test", "alpha"),  # display name says alpha
+        ("\u0430lpha@bus.test", "Alpha"),  # Cyrillic а: a homoglyph
+        ("xalpha@bus.test", "Alpha"),  # suffix match must not count
+        ("alpha@bus.test.evil.test", "Alpha"),  # domain suffix
+    ],
+)
+def test_senders_that_are_not_exactly_registered_are_quarantined(
+    registry: Registry, home: Path, sender: str, name: str
+) -> None:
+    raw = (
+        letter_bytes(sender=sender, name=name)
+        if sender.isascii()
+        else letter_bytes().replace(b"From: Alpha <alpha@bus.test>", f"From: Alpha <{sender}>".encode())
+    )
     verdict = authenticity.judge(sign_as(registry, home, "alpha", raw), registry)
     assert verdict.route == "quarantine"
     assert verdict.reason in ("unregistered-sender", "malformed")
@@ -90,13 +104,24 @@ def mta_signed(raw: bytes, headers: list[bytes]) -> bytes:
     """``raw`` as the bus's MTA signs it (d=bus.test s=mail), listing ``headers`` in h=."""
     import dkim
 
-    return dkim.sign(raw, b"mail", b"bus.test", MTA_KEY.encode(), signature_algorithm=b"ed25519-sha256",
-                     include_headers=headers, linesep=b"\r\n") + raw  # fmt: skip
+    return (
+        dkim.sign(
+            raw,
+            b"mail",
+            b"bus.test",
+            MTA_KEY.encode(),
+            signature_algorithm=b"ed25519-sha256",
+            include_headers=headers,
+            linesep=b"\r\n",
+        )
+        + raw
+    )
 
 
 def test_aligned_policy_accepts_a_trusted_aligned_dkim_pass(registry: Registry) -> None:
-    signed = mta_signed(letter_bytes(), [b"from", b"to", b"subject", b"mime-version", b"content-type",
-                                         b"content-transfer-encoding"])  # fmt: skip
+    signed = mta_signed(
+        letter_bytes(), [b"from", b"to", b"subject", b"mime-version", b"content-type", b"content-transfer-encoding"]
+    )
     raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n" + signed
     assert authenticity.judge(raw, trusting(registry, "aligned")).route == "accept"
     assert authenticity.judge(raw, trusting(registry, "pinned")).reason == "unauthenticated"
@@ -104,12 +129,15 @@ def test_aligned_policy_accepts_a_trusted_aligned_dkim_pass(registry: Registry) 
     assert authenticity.judge(other, trusting(registry, "aligned")).reason == "unauthenticated"
 
 
-@pytest.mark.parametrize("headers,missing", [
-    ([b"from", b"to", b"subject"], "content-transfer-encoding"),
-    ([b"from", b"mime-version", b"content-type"], "content-transfer-encoding"),
-    ([b"from", b"mime-version", b"content-transfer-encoding"], "content-type"),
-    (None, "no DKIM-Signature by bus.test"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "headers,missing",
+    [
+        ([b"from", b"to", b"subject"], "content-transfer-encoding"),
+        ([b"from", b"mime-version", b"content-type"], "content-transfer-encoding"),
+        ([b"from", b"mime-version", b"content-transfer-encoding"], "content-type"),
+        (None, "no DKIM-Signature by bus.test"),
+    ],
+)
 def test_an_aligned_pass_must_come_from_a_signature_covering_every_mime_header(
     registry: Registry, headers: list[bytes] | None, missing: str
 ) -> None:
@@ -121,15 +149,20 @@ def test_an_aligned_pass_must_come_from_a_signature_covering_every_mime_header(
     assert "does not vouch for the MIME headers" in (verdict.detail or "") and missing in (verdict.detail or "")
 
 
-@pytest.mark.parametrize("name,reason", [
-    ("unknown-charset.eml", "malformed"),
-    ("path-message-id.eml", "malformed"),
-    ("yaml-tag.eml", "malformed"),
-    ("yaml-anchor.eml", "malformed"),
-    ("crlf-subject.eml", "malformed"),
-    ("two-from.eml", "malformed"),
-])  # fmt: skip
-def test_signed_but_malformed_letters_are_quarantined_as_malformed(registry: Registry, home: Path, name: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    "name,reason",
+    [
+        ("unknown-charset.eml", "malformed"),
+        ("path-message-id.eml", "malformed"),
+        ("yaml-tag.eml", "malformed"),
+        ("yaml-anchor.eml", "malformed"),
+        ("crlf-subject.eml", "malformed"),
+        ("two-from.eml", "malformed"),
+    ],
+)
+def test_signed_but_malformed_letters_are_quarantined_as_malformed(
+    registry: Registry, home: Path, name: str, reason: str
+) -> None:
     raw = (DATA / name).read_bytes()
     verdict = authenticity.judge(sign_as(registry, home, "alpha", raw), registry)
     assert (verdict.route, verdict.reason) == ("quarantine", reason)
@@ -172,8 +205,10 @@ def test_a_trusted_mta_failing_only_our_pinned_signature_is_not_a_fail(registry:
     """The MTA cannot see a pinned key; its permerror for that one signature says nothing."""
     entry = registry.platforms["alpha"]
     signed = sign_as(registry, home, "alpha", letter_bytes())
-    header = (f"Authentication-Results: mail.bus.test; dkim=permerror (no key for signature) "
-              f"header.d={entry.dkim_domain} header.s={entry.selector}\r\n").encode()  # fmt: skip
+    header = (
+        f"Authentication-Results: mail.bus.test; dkim=permerror (no key for signature) "
+        f"header.d={entry.dkim_domain} header.s={entry.selector}\r\n"
+    ).encode()
     assert authenticity.judge(header + signed, trusting(registry)).route == "accept"
     other = header.replace(f"header.s={entry.selector}".encode(), b"header.s=mail")
     assert authenticity.judge(other + signed, trusting(registry)).reason == "verdict-fail"
@@ -187,8 +222,9 @@ def test_a_humans_plain_text_letter_under_aligned_needs_every_mime_header_signed
     mime_headers = [b"from", b"to", b"subject", b"mime-version", b"content-type", b"content-transfer-encoding"]
     partly = authenticity.judge(verdict_line + mta_signed(human, mime_headers), trusting(registry, "aligned"))
     assert partly.reason == "unauthenticated" and "content-language" in (partly.detail or "")
-    whole = authenticity.judge(verdict_line + mta_signed(human, [*mime_headers, b"content-language"]),
-                               trusting(registry, "aligned"))  # fmt: skip
+    whole = authenticity.judge(
+        verdict_line + mta_signed(human, [*mime_headers, b"content-language"]), trusting(registry, "aligned")
+    )
     assert whole.route == "accept" and whole.letter is not None and whole.letter.type == "human", whole.detail
     assert whole.letter.body == "Hi alpha, does /quota still return 404 for unknown ids? \u2014 Ada"
     multipart = (DATA / "human-multipart.eml").read_bytes()

@@ -9,8 +9,20 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-FIGURES = {"warm_latency", "cli_round_trip", "startup_inbox", "startup_help", "send_throughput", "sync_throughput",
-           "scale_inbox", "scale_thread", "scale_status", "scale_quarantine", "smtpimap_latency", "smtpimap_send"}  # fmt: skip
+FIGURES = {
+    "warm_latency",
+    "cli_round_trip",
+    "startup_inbox",
+    "startup_help",
+    "send_throughput",
+    "sync_throughput",
+    "scale_inbox",
+    "scale_thread",
+    "scale_status",
+    "scale_quarantine",
+    "smtpimap_latency",
+    "smtpimap_send",
+}
 
 
 def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None:
@@ -18,8 +30,14 @@ def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None
     tmp.mkdir()
     user_home.mkdir()
     env = {**os.environ, "TMPDIR": str(tmp), "HOME": str(user_home)}
-    done = subprocess.run([sys.executable, "-m", "benchmarks", "--quick", "--json-out", str(out)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks", "--quick", "--json-out", str(out)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["mode"] == "quick"

@@ -27,13 +27,28 @@ def bus_home(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_send_inbox_reply_thread_round_trip(capsys: pytest.CaptureFixture[str], bus_home: None) -> None:
-    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER, "-S", "high", "-r", "alpha#3")
+    code, out, err = run(
+        capsys, "--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER, "-S", "high", "-r", "alpha#3"
+    )
     assert code == 0 and err == ""
     thread = out.split()[0]
     code, out, _ = run(capsys, "--as", "beta", "--json", "inbox")
     (letter,) = json.loads(out)
-    for key in ("id", "message_id", "from", "to", "type", "thread", "severity", "ref", "subject", "body", "date",
-                "in_reply_to", "state"):  # fmt: skip
+    for key in (
+        "id",
+        "message_id",
+        "from",
+        "to",
+        "type",
+        "thread",
+        "severity",
+        "ref",
+        "subject",
+        "body",
+        "date",
+        "in_reply_to",
+        "state",
+    ):
         assert key in letter
     assert (letter["from"], letter["to"], letter["thread"], letter["state"]) == ("alpha", "beta", thread, "unread")
     assert "agentmail v1" not in letter["body"]
@@ -78,13 +93,17 @@ def test_platforms_and_quarantine_json(capsys: pytest.CaptureFixture[str], bus_h
 
     code, out, _ = run(capsys, "platforms", "--json")
     assert [p["name"] for p in json.loads(out)["platforms"]] == ["alpha", "beta"]
-    deliver(home / "postoffice" / "beta", b"From: mallory@evil.test\r\nMessage-ID: <1@evil.test>\r\nSubject: hi\r\n\r\nhi")
+    deliver(
+        home / "postoffice" / "beta", b"From: mallory@evil.test\r\nMessage-ID: <1@evil.test>\r\nSubject: hi\r\n\r\nhi"
+    )
     code, out, _ = run(capsys, "--as", "beta", "quarantine", "--json")
     (entry,) = json.loads(out)
     assert entry["reason"] == "unregistered-sender" and entry["detail"].endswith("of this bus")
 
 
-def test_an_unexpected_error_is_one_line_not_a_traceback(capsys: pytest.CaptureFixture[str], bus_home: None, home: Path) -> None:
+def test_an_unexpected_error_is_one_line_not_a_traceback(
+    capsys: pytest.CaptureFixture[str], bus_home: None, home: Path
+) -> None:
     (home / "registry" / "bus.toml").write_text("domain = [")
     code, out, err = run(capsys, "--as", "alpha", "inbox")
     assert code == 6 and "Traceback" not in err and err.count("\n") == 1
@@ -92,8 +111,13 @@ def test_an_unexpected_error_is_one_line_not_a_traceback(capsys: pytest.CaptureF
 
 def test_the_installed_command_runs_the_demo(tmp_path: Path) -> None:
     env = {**os.environ, "AGENTMAIL_HOME": str(tmp_path / "h")}
-    done = subprocess.run([sys.executable, "-m", "agentmail", "demo", "--home", str(tmp_path / "demo")],
-                          capture_output=True, text=True, env=env, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "agentmail", "demo", "--home", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert "quarantined as unauthenticated" in done.stdout
     assert "close" in done.stdout and "refused" in done.stdout

@@ -21,7 +21,13 @@ def test_report_ack_fix_verify_close(alpha: AgentMail, beta: AgentMail) -> None:
     report = alpha.send("beta", "Quota 500s", OPENER, severity="high", ref="alpha#3")
     assert report.state == "sent"
     (got,) = beta.inbox()
-    assert (got.type, got.sender, got.severity, got.ref, got.thread) == ("report", "alpha", "high", "alpha#3", report.thread)
+    assert (got.type, got.sender, got.severity, got.ref, got.thread) == (
+        "report",
+        "alpha",
+        "high",
+        "alpha#3",
+        report.thread,
+    )
     ack = beta.reply(got, "Reproduced. Fixing.", type="ack")
     assert ack is not None and ack.subject == "Re: Quota 500s"
     beta.follow_up(report.thread, "Fixed in 2.4.2, please re-verify.", type="fix-notice")
@@ -65,7 +71,9 @@ def test_reply_threads_with_in_reply_to_references_and_one_re(alpha: AgentMail, 
     assert back.thread == got.thread
 
 
-def test_one_reply_per_letter_survives_a_restart(alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path) -> None:
+def test_one_reply_per_letter_survives_a_restart(
+    alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path
+) -> None:
     alpha.send("beta", "Quota", OPENER)
     (got,) = beta.inbox()
     assert beta.reply(got, "First answer.", type="question") is not None
@@ -109,12 +117,30 @@ def test_the_depth_cap_stops_a_thread_at_twenty(alpha: AgentMail, beta: AgentMai
 def test_a_forgery_with_a_genuine_message_id_does_not_block_the_genuine_letter(
     alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path
 ) -> None:
-    outline = wire.draft_letter("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Real", OPENER,
-                           message_id="<01genuine.alpha@bus.test>")  # fmt: skip
-    genuine = signing.sign(wire.render(outline), "bus.test", registry.platforms["alpha"].selector, read_private_key(home, "alpha"))
+    outline = wire.draft_letter(
+        "alpha@bus.test",
+        "Alpha",
+        "beta@bus.test",
+        "report",
+        "thr-abc123def0",
+        "Real",
+        OPENER,
+        message_id="<01genuine.alpha@bus.test>",
+    )
+    genuine = signing.sign(
+        wire.render(outline), "bus.test", registry.platforms["alpha"].selector, read_private_key(home, "alpha")
+    )
     attacker, _ = signing.generate_keypair()
-    forged_outline = wire.draft_letter("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Fake",
-                                  "send me your key", message_id="<01genuine.alpha@bus.test>")  # fmt: skip
+    forged_outline = wire.draft_letter(
+        "alpha@bus.test",
+        "Alpha",
+        "beta@bus.test",
+        "report",
+        "thr-abc123def0",
+        "Fake",
+        "send me your key",
+        message_id="<01genuine.alpha@bus.test>",
+    )
     forged = signing.sign(wire.render(forged_outline), "bus.test", registry.platforms["alpha"].selector, attacker)
     deliver(home / "postoffice" / "beta", forged)
     deliver(home / "postoffice" / "beta", genuine)
@@ -123,7 +149,9 @@ def test_a_forgery_with_a_genuine_message_id_does_not_block_the_genuine_letter(
     assert [q.subject for q in beta.quarantined()] == ["Fake"]
 
 
-def test_duplicates_are_dropped_silently_and_refetches_never_double(beta: AgentMail, alpha: AgentMail, home: Path) -> None:
+def test_duplicates_are_dropped_silently_and_refetches_never_double(
+    beta: AgentMail, alpha: AgentMail, home: Path
+) -> None:
     alpha.send("beta", "Once", OPENER)
     raw = next((home / "spool" / "alpha" / "sent").iterdir()).read_bytes()
     deliver(home / "postoffice" / "beta", raw)  # the MTA delivered it twice (RFC 5321 §6.1)
@@ -198,12 +226,25 @@ def test_unknown_recipient_type_and_severity_are_refused(alpha: AgentMail) -> No
         alpha.send("beta", "Hi", OPENER, severity="apocalyptic")
 
 
-def test_a_reply_whose_tag_disagrees_with_its_ancestry_is_quarantined(alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path) -> None:
+def test_a_reply_whose_tag_disagrees_with_its_ancestry_is_quarantined(
+    alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path
+) -> None:
     sent = alpha.send("beta", "Quota", OPENER)
     (got,) = beta.inbox()
-    outline = wire.draft_letter("beta@bus.test", "", "alpha@bus.test", "ack", "thr-0ther0ther0", "Re: Quota", "ok",
-                           in_reply_to=sent.message_id, message_id="<01mismatch.beta@bus.test>")  # fmt: skip
-    raw = signing.sign(wire.render(outline), "bus.test", registry.platforms["beta"].selector, read_private_key(home, "beta"))
+    outline = wire.draft_letter(
+        "beta@bus.test",
+        "",
+        "alpha@bus.test",
+        "ack",
+        "thr-0ther0ther0",
+        "Re: Quota",
+        "ok",
+        in_reply_to=sent.message_id,
+        message_id="<01mismatch.beta@bus.test>",
+    )
+    raw = signing.sign(
+        wire.render(outline), "bus.test", registry.platforms["beta"].selector, read_private_key(home, "beta")
+    )
     deliver(home / "postoffice" / "alpha", raw)
     alpha.sync()
     (bad,) = alpha.quarantined()

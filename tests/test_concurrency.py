@@ -44,10 +44,16 @@ class Workers:
             out = home.parent / f"worker-{n}-{mode}.json"
             err = open(home.parent / f"worker-{n}-{mode}.err", "wb")  # noqa: SIM115
             self.outs.append(out)
-            self.procs.append(subprocess.Popen(
-                [sys.executable, str(WORKER), mode, platform, agent or "-", str(out)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=env, bufsize=0,
-            ))  # fmt: skip
+            self.procs.append(
+                subprocess.Popen(
+                    [sys.executable, str(WORKER), mode, platform, agent or "-", str(out)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    env=env,
+                    bufsize=0,
+                )
+            )
             err.close()
         for n, proc in enumerate(self.procs):
             assert proc.stdout is not None
@@ -184,8 +190,10 @@ def test_concurrent_syncers_commit_each_letter_once(alpha: AgentMail, beta: Agen
     assert sum(r["duplicates"] for r in results) == 0  # the lock serialises: nobody even refetched
     again = beta.sync()
     assert (again.accepted, again.duplicates) == ([], 0)
-    print(f"\nsyncers: accepted per worker {[len(r['accepted']) for r in results]}, "
-          f"rounds {[r['rounds'] for r in results]}")  # fmt: skip
+    print(
+        f"\nsyncers: accepted per worker {[len(r['accepted']) for r in results]}, "
+        f"rounds {[r['rounds'] for r in results]}"
+    )
 
 
 # --- two agents of one platform -----------------------------------------------------------
@@ -194,8 +202,9 @@ def test_concurrent_syncers_commit_each_letter_once(alpha: AgentMail, beta: Agen
 N_AGENTS = 100
 
 
-def test_two_agents_of_one_platform_each_get_every_letter_once(registry: Registry, alpha: AgentMail,
-                                                              home: Path) -> None:  # fmt: skip
+def test_two_agents_of_one_platform_each_get_every_letter_once(
+    registry: Registry, alpha: AgentMail, home: Path
+) -> None:
     alice = AgentMail(registry, Identity("beta", "alice"), home)
     bob = AgentMail(registry, Identity("beta", "bob"), home)
     letters = signed_letters(alpha, "beta", N_AGENTS)
@@ -210,7 +219,7 @@ def test_two_agents_of_one_platform_each_get_every_letter_once(registry: Registr
     # syncers race on its own spool.
     workers = Workers(home, [("sync", "beta", "alice"), ("sync", "beta", "bob")] * 2)
     workers.go()
-    for _, raw in letters[N_AGENTS // 2:]:
+    for _, raw in letters[N_AGENTS // 2 :]:
         deliver(maildir, raw)
         time.sleep(0.002)
     workers.stop_syncers()

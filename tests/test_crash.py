@@ -59,8 +59,9 @@ HANG = 300  # seconds: only a hung worker takes this long, however busy the mach
 class Zygote:
     """Drives tests/helpers/crash_zygote.py: fork a worker, SIGKILL it, reap it."""
 
-    def __init__(self, home: Path, mode: str, platform: str, agent: str | None = None, *args: str,
-                 log: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, home: Path, mode: str, platform: str, agent: str | None = None, *args: str, log: Path | None = None
+    ) -> None:
         env = dict(os.environ, AGENTMAIL_HOME=str(home))
         env.pop("AGENTMAIL_PLATFORM", None)
         if log is not None:
@@ -69,8 +70,12 @@ class Zygote:
         self._stderr = open(self.stderr_path, "wb")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, str(ZYGOTE), mode, platform, agent or "-", *args],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, env=env, bufsize=0,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            bufsize=0,
+        )
         self._buf = b""
         assert self._line(60) == "ready", self.errors()
 
@@ -97,8 +102,7 @@ class Zygote:
         self.proc.stdin.write(f"{text}\n".encode())
         return self._line()
 
-    def run_and_kill(self, delay: float, after: Callable[[], bool] | None = None,
-                     what: Callable[[], str] = str) -> str:  # fmt: skip
+    def run_and_kill(self, delay: float, after: Callable[[], bool] | None = None, what: Callable[[], str] = str) -> str:
         """Fork a worker, let it run ``delay`` s (counted from when ``after()`` is true, if
         given), SIGKILL it; "signal 9", or "exit N" if it finished first (the pid is ours
         until reaped, so the kill can never hit a stranger)."""
@@ -223,11 +227,16 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
                     # checkpoint (then killed a random instant later): a syncer killed every
                     # time before its batch commits re-judges the same letters for ever.
                     target = sent[0]
-                    outcomes.append(zygote.run_and_kill(
-                        rng.uniform(*KILL_DELAY), lambda: checkpointed() >= target,
-                        lambda: f"moved the checkpoint to the {target} letters delivered (it is at "
-                                f"{checkpointed()}; {len(os.listdir(unread))} filed)",
-                    ))  # fmt: skip
+                    outcomes.append(
+                        zygote.run_and_kill(
+                            rng.uniform(*KILL_DELAY),
+                            lambda target=target: checkpointed() >= target,
+                            lambda target=target: (
+                                f"moved the checkpoint to the {target} letters delivered (it is at "
+                                f"{checkpointed()}; {len(os.listdir(unread))} filed)"
+                            ),
+                        )
+                    )
                 else:
                     outcomes.append(zygote.run_and_kill(rng.uniform(*KILL_DELAY)))
         finally:
@@ -275,8 +284,10 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     assert (again.accepted, again.duplicates, again.quarantined) == ([], 0, [])
     # The victims did the bulk of the work: the kills landed in real syncing, all along.
     assert filed_by_victims >= N_SYNC - 2 * BACKLOG, f"the syncers made no progress between kills: {filed_by_victims}"
-    print(f"\nsync crash: {len(outcomes)} kills, {filed_by_victims}/{N_SYNC} filed by the victims, "
-          f"{len(leftovers)} torn files left in tmp/")  # fmt: skip
+    print(
+        f"\nsync crash: {len(outcomes)} kills, {filed_by_victims}/{N_SYNC} filed by the victims, "
+        f"{len(leftovers)} torn files left in tmp/"
+    )
 
 
 # --- 2. killed while consuming ------------------------------------------------------------
@@ -342,8 +353,9 @@ def test_sigkill_during_consume_leaves_each_letter_in_one_state(alpha: AgentMail
 N_SEND = 60
 
 
-def test_sigkill_during_send_outbox_then_flush_delivers_each_once(alpha: AgentMail, beta: AgentMail,
-                                                                 home: Path) -> None:  # fmt: skip
+def test_sigkill_during_send_outbox_then_flush_delivers_each_once(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
     rng = random.Random(SEED + 3)
     spool = alpha.spool.root
     outcomes = []
@@ -359,10 +371,15 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(alpha: AgentMa
                 # more letter (then killed a random instant later): see
                 # test_flush_interrupted_midway_keeps_what_it_delivered.
                 target = count("outbox", "sent")
-                outcomes.append(zygote.run_and_kill(
-                    rng.uniform(*KILL_DELAY), lambda: count("sent") >= target and count("outbox", "sent") > target,
-                    lambda: f"flushed the {target} letters queued and wrote one more ({count('sent')} sent)",
-                ))  # fmt: skip
+                outcomes.append(
+                    zygote.run_and_kill(
+                        rng.uniform(*KILL_DELAY),
+                        lambda target=target: count("sent") >= target and count("outbox", "sent") > target,
+                        lambda target=target: (
+                            f"flushed the {target} letters queued and wrote one more ({count('sent')} sent)"
+                        ),
+                    )
+                )
             else:
                 outcomes.append(zygote.run_and_kill(rng.uniform(*KILL_DELAY)))
         errors = zygote.errors()
@@ -403,15 +420,18 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(alpha: AgentMa
     again = beta.sync()
     assert (again.accepted, again.duplicates) == ([], len(mine))
     assert states(beta.spool.root)["unread"] == received
-    print(f"\nsend crash: {len(outcomes)} kills, {len(mine)} letters, {len(queued)} left in the outbox, "
-          f"{report.duplicates} delivered twice")  # fmt: skip
+    print(
+        f"\nsend crash: {len(outcomes)} kills, {len(mine)} letters, {len(queued)} left in the outbox, "
+        f"{report.duplicates} delivered twice"
+    )
 
 
 # --- 4. the one window a kill rarely hits: between the thread entry and the commit ---------
 
 
-def test_letter_whose_thread_entry_outlived_a_crash_is_filed_once(registry: Registry, alpha: AgentMail,
-                                                                  beta: AgentMail, home: Path) -> None:  # fmt: skip
+def test_letter_whose_thread_entry_outlived_a_crash_is_filed_once(
+    registry: Registry, alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
     """A commit appends each letter's thread entry first, then renames the letter into its state
     (views skip an id with no letter). A SIGKILL between the two is a window of microseconds;
     this is the same state made deterministic: the rename into ``unread/`` fails, so the sync dies with the thread entry written and the letter not filed, and the
@@ -419,8 +439,12 @@ def test_letter_whose_thread_entry_outlived_a_crash_is_filed_once(registry: Regi
     the orphaned thread entry never shows as a letter."""
     recipient = registry.get("beta")
     thread = new_thread_id()
-    letter, raw = compose(alpha.registry, alpha.home, "alpha", Draft(recipient.name, "question", thread,
-                                                                     "quota endpoint returns 500", OPENER))  # fmt: skip
+    letter, raw = compose(
+        alpha.registry,
+        alpha.home,
+        "alpha",
+        Draft(recipient.name, "question", thread, "quota endpoint returns 500", OPENER),
+    )
     rename = os.rename
 
     def rename_but_not_into_unread(src: object, dst: object) -> None:
@@ -457,8 +481,12 @@ def test_flush_interrupted_midway_keeps_what_it_delivered(registry: Registry, ho
     letters = []
     for i, to in enumerate(["beta"] * 9 + ["gamma"]):
         recipient = alpha.registry.get(to)
-        letter, raw = compose(alpha.registry, alpha.home, "alpha", Draft(recipient.name, "question", new_thread_id(),
-                                                                         f"queued {i}", f"queued letter {i}\n"))  # fmt: skip
+        letter, raw = compose(
+            alpha.registry,
+            alpha.home,
+            "alpha",
+            Draft(recipient.name, "question", new_thread_id(), f"queued {i}", f"queued letter {i}\n"),
+        )
         letters.append(alpha.spool.store("outbox", letter, raw, extra=letter.extra))  # as _dispatch does
     (home / "postoffice").mkdir(exist_ok=True)
     (home / "postoffice" / "gamma").write_bytes(b"not a maildir")

@@ -10,13 +10,31 @@ from agentmail import transport
 
 from .conftest import OPENER
 
-
 # What a user needs to build a client or a bus (compose: the module, see the last test).
 EXPORTED = [
-    "AgentMail", "AgentmailError", "BadInput", "ConfigError", "Draft", "Identity", "Letter", "LocalTransport", "NotFound",
-    "PermanentFailure", "Platform", "Refused", "Registry", "SecretError", "SmtpImapTransport", "SyncReport",
-    "Timeout", "Transport", "TransportError", "init_bus", "load_registry", "open_transport",
-]  # fmt: skip
+    "AgentMail",
+    "AgentmailError",
+    "BadInput",
+    "ConfigError",
+    "Draft",
+    "Identity",
+    "Letter",
+    "LocalTransport",
+    "NotFound",
+    "PermanentFailure",
+    "Platform",
+    "Refused",
+    "Registry",
+    "SecretError",
+    "SmtpImapTransport",
+    "SyncReport",
+    "Timeout",
+    "Transport",
+    "TransportError",
+    "init_bus",
+    "load_registry",
+    "open_transport",
+]
 
 
 def test_public_names_are_sorted_and_exactly_these() -> None:
@@ -48,7 +66,9 @@ def test_a_client_and_a_bus_are_built_from_the_package_alone(home: Path, tmp_pat
     assert isinstance(registry, agentmail.Registry) and isinstance(registry.get("alpha"), agentmail.Platform)
     assert sorted(agentmail.load_registry(tmp_path / "registry").platforms) == ["alpha", "beta"]
     with agentmail.AgentMail(registry, agentmail.Identity("alpha"), home) as alpha:
-        assert isinstance(alpha.transport, agentmail.LocalTransport) and isinstance(alpha.transport, agentmail.Transport)
+        assert isinstance(alpha.transport, agentmail.LocalTransport) and isinstance(
+            alpha.transport, agentmail.Transport
+        )
         sent = alpha.send("beta", "Built from the package", OPENER)
     assert isinstance(sent, agentmail.Letter) and sent.state == "sent"
 

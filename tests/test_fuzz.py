@@ -22,15 +22,15 @@ import os
 import quopri
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from email import policy
 from email.header import Header
 from email.parser import BytesParser
-from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import strategies as st
 
 from agentmail import bus, signing
 from agentmail.client import AgentMail, SyncReport
@@ -38,7 +38,6 @@ from agentmail.compose import Draft, compose
 from agentmail.credentials import read_private_key
 from agentmail.identity import Identity
 from agentmail.model import Letter, new_thread_id
-from agentmail.registry import Registry
 from agentmail.transport.local import deliver
 
 from .mailservers import MailServers
@@ -47,10 +46,17 @@ from .test_transport_smtpimap import USERS, make_bus
 # AGENTMAIL_FUZZ_SCALE=20 explores: 20x the examples, random rather than derandomized.
 SCALE = int(os.environ.get("AGENTMAIL_FUZZ_SCALE", "1"))
 FUZZ = settings(
-    deadline=None, derandomize=SCALE == 1, database=None, print_blob=SCALE > 1,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much],
-)  # fmt: skip
+    deadline=None,
+    derandomize=SCALE == 1,
+    database=None,
+    print_blob=SCALE > 1,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
+)
 
 # --- the mailboxes --------------------------------------------------------------------------
 
@@ -68,8 +74,11 @@ class Bus:
 def local_bus(tmp_path_factory: pytest.TempPathFactory) -> Bus:
     home = tmp_path_factory.mktemp("fuzz-local")
     reg = bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
-    return Bus(AgentMail(reg, Identity("alpha"), home), AgentMail(reg, Identity("beta"), home),
-               lambda raw, _rcpt: (deliver(home / "postoffice" / "beta", raw), None)[1])  # fmt: skip
+    return Bus(
+        AgentMail(reg, Identity("alpha"), home),
+        AgentMail(reg, Identity("beta"), home),
+        lambda raw, _rcpt: (deliver(home / "postoffice" / "beta", raw), None)[1],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -101,14 +110,21 @@ def genuine(sender: AgentMail, kind: str, label: str) -> tuple[Letter, bytes, st
     if kind == "report":
         options = {"severity": "high", "ref": "tokengate#12"}
     elif kind == "reply":
-        options = {"in_reply_to": "<01parent.beta@bus.test>", "references": ("<01root.beta@bus.test>", "<01parent.beta@bus.test>")}
+        options = {
+            "in_reply_to": "<01parent.beta@bus.test>",
+            "references": ("<01root.beta@bus.test>", "<01parent.beta@bus.test>"),
+        }
     elif kind == "note":
         options = {"to_agent": "tester"}
     elif kind == "long":
         body = "Überprüfung — naïve café ✓\n" + ("x" * 1200) + "\n\tindented\n"
     type_ = {"reply": "ack", "note": "note", "human-ish": "question"}.get(kind, "report")
-    letter, raw = compose(sender.registry, sender.home, sender.me.platform,
-                          Draft(to.name, type_, thread, f"{label} {kind} Quota 500s", body, **options))
+    letter, raw = compose(
+        sender.registry,
+        sender.home,
+        sender.me.platform,
+        Draft(to.name, type_, thread, f"{label} {kind} Quota 500s", body, **options),
+    )
     return letter, raw, f"beta+{thread}@bus.test"
 
 
@@ -120,9 +136,19 @@ def _canon(text: str) -> str:
 
 
 def shown(letter: Letter) -> tuple[object, ...]:
-    return (letter.message_id, letter.sender_address, letter.type, letter.thread, _canon(letter.subject),
-            letter.body.replace("\r\n", "\n").strip(), letter.severity, letter.ref, letter.to_agent, letter.in_reply_to,
-            tuple(letter.references))  # fmt: skip
+    return (
+        letter.message_id,
+        letter.sender_address,
+        letter.type,
+        letter.thread,
+        _canon(letter.subject),
+        letter.body.replace("\r\n", "\n").strip(),
+        letter.severity,
+        letter.ref,
+        letter.to_agent,
+        letter.in_reply_to,
+        tuple(letter.references),
+    )
 
 
 _PARSER = BytesParser(policy=policy.compat32)
@@ -131,7 +157,9 @@ _PARSER = BytesParser(policy=policy.compat32)
 def _mime_headers(raw: bytes) -> list[tuple[str, str]] | None:
     try:
         msg = _PARSER.parsebytes(raw, headersonly=True)
-        return [(k.lower(), " ".join(str(v).split())) for k, v in msg.items() if k.lower().startswith(("content-", "mime-"))]
+        return [
+            (k.lower(), " ".join(str(v).split())) for k, v in msg.items() if k.lower().startswith(("content-", "mime-"))
+        ]
     except Exception:
         return None
 
@@ -153,7 +181,7 @@ class Mutation:
 def _lines(raw: bytes) -> tuple[list[bytes], bytes]:
     """(header lines with their endings, the rest from the blank line on)."""
     end = re.search(rb"\r?\n\r?\n", raw)
-    head, rest = (raw, b"") if end is None else (raw[: end.start()], raw[end.start():])
+    head, rest = (raw, b"") if end is None else (raw[: end.start()], raw[end.start() :])
     return re.findall(rb"[^\n]*\n|[^\n]+$", head), rest
 
 
@@ -183,8 +211,11 @@ def _reencode(raw: bytes, how: int) -> bytes:
     body = re.sub(rb"\A\r?\n\r?\n", b"", rest)
     if re.search(rb"(?im)^content-transfer-encoding:\s*quoted-printable", b"".join(lines)):
         body = quopri.decodestring(body)
-    name, encoded = [(b"base64", base64.encodebytes(body).replace(b"\n", b"\r\n")),
-                     (b"quoted-printable", quopri.encodestring(body)), (b"8bit", body)][how % 3]  # fmt: skip
+    name, encoded = [
+        (b"base64", base64.encodebytes(body).replace(b"\n", b"\r\n")),
+        (b"quoted-printable", quopri.encodestring(body)),
+        (b"8bit", body),
+    ][how % 3]
     return _set_header(b"".join(lines), b"Content-Transfer-Encoding", name) + b"\r\n" + encoded
 
 
@@ -193,7 +224,7 @@ def mutate(raw: bytes, m: Mutation) -> bytes:
     fields = _fields(lines)
     if m.kind == "bytes":
         at = m.index % (len(raw) + 1)
-        return raw[:at] + m.data + raw[at + m.cut:]
+        return raw[:at] + m.data + raw[at + m.cut :]
     if not fields or not lines:
         return raw + m.data  # nothing left to aim at (an earlier edit truncated it): just append
     if m.kind in ("header-name", "header-value"):
@@ -207,7 +238,7 @@ def mutate(raw: bytes, m: Mutation) -> bytes:
     if m.kind == "fold":
         head = b"".join(lines)
         at = m.index % (len(head) + 1)
-        return head[:at] + (m.data or b"\r\n ") + head[at + m.cut:] + rest
+        return head[:at] + (m.data or b"\r\n ") + head[at + m.cut :] + rest
     if m.kind == "dkim-tag":
         sig = re.search(rb"(?msi)^DKIM-Signature:.*?(?=\r?\n[^ \t]|\Z)", raw)
         tags = list(re.finditer(rb"(?<=[;:\s])([a-z]{1,2})=", sig.group())) if sig else []
@@ -224,40 +255,124 @@ def mutate(raw: bytes, m: Mutation) -> bytes:
         return raw[: m.index % (len(raw) + 1)]
     if m.kind == "line-endings":
         head, body = b"".join(lines), rest
-        return [raw.replace(b"\r\n", b"\n"), raw.replace(b"\r\n", b"\r"), head.replace(b"\r\n", b"\n") + body,
-                head + body.replace(b"\r\n", b"\n"), raw.replace(b"\r\n", b"\n", m.cut % 20 + 1),
-                raw.replace(b"\r\n", b"\r\r\n"), raw + b"\r\n" * (m.cut % 5 + 1), raw.replace(b"\n", b"\r\n"),
-                ][m.index % 8]  # fmt: skip
+        return [
+            raw.replace(b"\r\n", b"\n"),
+            raw.replace(b"\r\n", b"\r"),
+            head.replace(b"\r\n", b"\n") + body,
+            head + body.replace(b"\r\n", b"\n"),
+            raw.replace(b"\r\n", b"\n", m.cut % 20 + 1),
+            raw.replace(b"\r\n", b"\r\r\n"),
+            raw + b"\r\n" * (m.cut % 5 + 1),
+            raw.replace(b"\n", b"\r\n"),
+        ][m.index % 8]
     raise AssertionError(m.kind)
 
 
-HOSTILE = [b"\x00", b"\x01", b"\x7f", b"\x80", b"\xe9", b"\xc3\xa9", b"\xff", b"\r", b"\n", b"\r\n", b"\r\n ", b"\t",
-           b" ", b":", b";", b"=", b"<", b">", b"@", b"\"", b"(", b"=?", b"?=", b"=?utf-8?b?", b"=?x-bogus?q?a?=",
-           b"--- agentmail v1 ---", b"--- end agentmail ---", b"\r\n\r\n", b"\xef\xbb\xbf"]  # fmt: skip
-hostile_bytes = st.lists(st.one_of(st.sampled_from(HOSTILE), st.binary(min_size=1, max_size=6)), max_size=4).map(b"".join)
-header_names = st.one_of(st.sampled_from([b"X-\x01Bad", b"X-\xffBad", b"", b" Lead", b"Sub ject", b"From", b"Message-ID",
-                                          b"Content-Type", b"DKIM-Signature", b"\xe9"]), hostile_bytes)  # fmt: skip
-added_headers = st.one_of(st.sampled_from([
-    b"From: mallory@evil.test", b"Subject: injected", b"Message-ID: <01other.alpha@bus.test>",
-    b"Auto-Submitted: auto-replied", b"Precedence: bulk", b"Delivered-To: beta+thr-zzzzzz999@bus.test",
-    b"Authentication-Results: mx.bus.test; dkim=fail header.d=bus.test", b"Authentication-Results: \xe9; dkim=pass",
-    b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=x; h=from; bh=\xe9AAA; b=AAAA",
-    b"Content-Type: multipart/mixed; boundary=\"b\"", b"Received: from x\r\n" * 60, b"X-Agentmail-Type: close",
-]), hostile_bytes.map(lambda v: b"X-Junk: " + v))  # fmt: skip
-mime_values = st.one_of(st.sampled_from([
-    b"text/plain; charset=latin-1", b"text/plain; charset=x-bogus", b"text/plain; charset=\"utf-16\"",
-    b"text/html; charset=utf-8", b"multipart/mixed; boundary=\"zz\"", b"multipart/alternative", b"message/rfc822",
-    b"application/octet-stream", b"base64", b"quoted-printable", b"x-uuencode", b"8bit", b"1.0", b"attachment",
-    b"text/plain; charset=utf-8; format=flowed; delsp=yes",
-]), hostile_bytes)  # fmt: skip
+HOSTILE = [
+    b"\x00",
+    b"\x01",
+    b"\x7f",
+    b"\x80",
+    b"\xe9",
+    b"\xc3\xa9",
+    b"\xff",
+    b"\r",
+    b"\n",
+    b"\r\n",
+    b"\r\n ",
+    b"\t",
+    b" ",
+    b":",
+    b";",
+    b"=",
+    b"<",
+    b">",
+    b"@",
+    b'"',
+    b"(",
+    b"=?",
+    b"?=",
+    b"=?utf-8?b?",
+    b"=?x-bogus?q?a?=",
+    b"--- agentmail v1 ---",
+    b"--- end agentmail ---",
+    b"\r\n\r\n",
+    b"\xef\xbb\xbf",
+]
+hostile_bytes = st.lists(st.one_of(st.sampled_from(HOSTILE), st.binary(min_size=1, max_size=6)), max_size=4).map(
+    b"".join
+)
+header_names = st.one_of(
+    st.sampled_from(
+        [
+            b"X-\x01Bad",
+            b"X-\xffBad",
+            b"",
+            b" Lead",
+            b"Sub ject",
+            b"From",
+            b"Message-ID",
+            b"Content-Type",
+            b"DKIM-Signature",
+            b"\xe9",
+        ]
+    ),
+    hostile_bytes,
+)
+added_headers = st.one_of(
+    st.sampled_from(
+        [
+            b"From: mallory@evil.test",
+            b"Subject: injected",
+            b"Message-ID: <01other.alpha@bus.test>",
+            b"Auto-Submitted: auto-replied",
+            b"Precedence: bulk",
+            b"Delivered-To: beta+thr-zzzzzz999@bus.test",
+            b"Authentication-Results: mx.bus.test; dkim=fail header.d=bus.test",
+            b"Authentication-Results: \xe9; dkim=pass",
+            b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=x; h=from; bh=\xe9AAA; b=AAAA",
+            b'Content-Type: multipart/mixed; boundary="b"',
+            b"Received: from x\r\n" * 60,
+            b"X-Agentmail-Type: close",
+        ]
+    ),
+    hostile_bytes.map(lambda v: b"X-Junk: " + v),
+)
+mime_values = st.one_of(
+    st.sampled_from(
+        [
+            b"text/plain; charset=latin-1",
+            b"text/plain; charset=x-bogus",
+            b'text/plain; charset="utf-16"',
+            b"text/html; charset=utf-8",
+            b'multipart/mixed; boundary="zz"',
+            b"multipart/alternative",
+            b"message/rfc822",
+            b"application/octet-stream",
+            b"base64",
+            b"quoted-printable",
+            b"x-uuencode",
+            b"8bit",
+            b"1.0",
+            b"attachment",
+            b"text/plain; charset=utf-8; format=flowed; delsp=yes",
+        ]
+    ),
+    hostile_bytes,
+)
 
 mutations = st.one_of(
     st.builds(Mutation, st.just("bytes"), st.integers(0, 4000), hostile_bytes, st.integers(0, 3)),
     st.builds(Mutation, st.just("header-name"), st.integers(0, 30), header_names),
     st.builds(Mutation, st.just("header-value"), st.integers(0, 30), hostile_bytes),
     st.builds(Mutation, st.just("add-header"), st.integers(-1, 30), added_headers),
-    st.builds(Mutation, st.just("fold"), st.integers(0, 1500), st.sampled_from([b"\r\n ", b"\r\n\t", b"\n ", b"\r\n", b" "]),
-              st.integers(0, 2)),
+    st.builds(
+        Mutation,
+        st.just("fold"),
+        st.integers(0, 1500),
+        st.sampled_from([b"\r\n ", b"\r\n\t", b"\n ", b"\r\n", b" "]),
+        st.integers(0, 2),
+    ),
     st.builds(Mutation, st.just("dkim-tag"), st.integers(0, 20), hostile_bytes, st.integers(0, 2)),
     st.builds(Mutation, st.just("mime"), st.integers(0, 3), mime_values),
     st.builds(Mutation, st.just("reencode"), st.integers(0, 2)),
@@ -315,7 +430,9 @@ def check_sync(mail: Bus, hostile: list[Sent], label: str) -> SyncReport:
 @example(kind="report", edits=[Mutation("bytes", 0, b" ")])  # a continuation first: IndexError in dkimpy
 @example(kind="report", edits=[Mutation("dkim-tag", 10, b";", 2)])  # b= cut short: PyNaCl ValueError
 @example(kind="report", edits=[Mutation("bytes", 74, b"", 1)])  # i=@bus.test -> i=bus.test: IndexError in dkimpy
-@example(kind="report", edits=[Mutation("header-name", 5, b"not a header\r\nSubject")])  # dkimpy refuses, email starts the body
+@example(
+    kind="report", edits=[Mutation("header-name", 5, b"not a header\r\nSubject")]
+)  # dkimpy refuses, email starts the body
 def test_mutated_signed_letters(mail: Bus, kind: str, edits: list[Mutation]) -> None:
     letter, raw, rcpt = genuine(mail.alpha, kind, "mutated")
     mutant = raw
@@ -332,7 +449,9 @@ def test_many_hostile_letters_in_one_sync(mail: Bus, batch: list[tuple[str, Muta
     for kind, edit in batch:
         letter, raw, rcpt = genuine(mail.alpha, kind, "batch")
         mutant = mutate(raw, edit)
-        sent.append(Sent(mutant, rcpt, letter.message_id, letter if _mime_headers(mutant) == _mime_headers(raw) else None))
+        sent.append(
+            Sent(mutant, rcpt, letter.message_id, letter if _mime_headers(mutant) == _mime_headers(raw) else None)
+        )
     check_sync(mail, sent, "batch")
 
 
@@ -378,69 +497,130 @@ def sign_hostile(alpha: AgentMail, h: Hostile) -> Sent:
     thread = new_thread_id()
     mid = f"<{thread[4:]}.hostile.alpha@bus.test>"
     block = f"type: report\nthread: {thread}" if h.block == "HONEST" else h.block
-    if h.subject_raw:
-        subject = h.subject.encode()
-    else:
-        subject = Header(h.subject, "utf-8").encode(linesep="\r\n").encode()
+    subject = h.subject.encode() if h.subject_raw else Header(h.subject, "utf-8").encode(linesep="\r\n").encode()
     text = (f"--- agentmail v1 ---\n{block}\n--- end agentmail ---\n\n" if block is not None else "") + h.body
     try:
         payload = text.encode(h.charset)
     except (UnicodeError, LookupError):
         payload = text.encode()
     payload = payload.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
-    body = {"base64": base64.encodebytes(payload).replace(b"\n", b"\r\n"), "quoted-printable": quopri.encodestring(payload)}.get(h.cte, payload)
-    head = (b"From: Alpha <alpha@bus.test>\r\nTo: beta+" + thread.encode() + b"@bus.test\r\nSubject: " + subject +
-            b"\r\nDate: Tue, 01 Dec 2026 01:00:00 +0000\r\nMessage-ID: " + mid.encode() +
-            b"\r\nAuto-Submitted: auto-generated\r\nX-Agentmail-Type: report\r\nX-Agentmail-Thread: " + thread.encode() +
-            b"\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=\"" + h.charset.encode() +
-            b"\"\r\nContent-Transfer-Encoding: " + h.cte.encode() + b"\r\n" + h.extra)  # fmt: skip
+    body = {
+        "base64": base64.encodebytes(payload).replace(b"\n", b"\r\n"),
+        "quoted-printable": quopri.encodestring(payload),
+    }.get(h.cte, payload)
+    head = (
+        b"From: Alpha <alpha@bus.test>\r\nTo: beta+"
+        + thread.encode()
+        + b"@bus.test\r\nSubject: "
+        + subject
+        + b"\r\nDate: Tue, 01 Dec 2026 01:00:00 +0000\r\nMessage-ID: "
+        + mid.encode()
+        + b"\r\nAuto-Submitted: auto-generated\r\nX-Agentmail-Type: report\r\nX-Agentmail-Thread: "
+        + thread.encode()
+        + b'\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset="'
+        + h.charset.encode()
+        + b'"\r\nContent-Transfer-Encoding: '
+        + h.cte.encode()
+        + b"\r\n"
+        + h.extra
+    )
     try:
-        raw = signing.sign(head + b"\r\n" + body, "bus.test", alpha.platform.selector, read_private_key(alpha.home, "alpha"))
+        raw = signing.sign(
+            head + b"\r\n" + body, "bus.test", alpha.platform.selector, read_private_key(alpha.home, "alpha")
+        )
     except Exception:
         assume(False)  # not even a hostile sender's signer can sign these bytes
         raise
-    honest = (h.block == "HONEST" and not h.subject_raw and h.charset == "utf-8" and h.cte in ("8bit", "base64", "quoted-printable")
-              and not h.extra and h.subject.isprintable() and h.subject == h.subject.strip()
-              and h.body.replace("\n", "").replace("\t", "").isprintable()
-              and not h.body.startswith("--- agentmail"))  # fmt: skip
-    expected = Letter(message_id=mid, sender="alpha", sender_address="alpha@bus.test", to="beta", to_address="beta@bus.test",
-                      type="report", thread=thread, subject=h.subject, body=h.body.strip("\n"), date="")  # fmt: skip
+    honest = (
+        h.block == "HONEST"
+        and not h.subject_raw
+        and h.charset == "utf-8"
+        and h.cte in ("8bit", "base64", "quoted-printable")
+        and not h.extra
+        and h.subject.isprintable()
+        and h.subject == h.subject.strip()
+        and h.body.replace("\n", "").replace("\t", "").isprintable()
+        and not h.body.startswith("--- agentmail")
+    )
+    expected = Letter(
+        message_id=mid,
+        sender="alpha",
+        sender_address="alpha@bus.test",
+        to="beta",
+        to_address="beta@bus.test",
+        type="report",
+        thread=thread,
+        subject=h.subject,
+        body=h.body.strip("\n"),
+        date="",
+    )
     return Sent(raw, f"beta+{thread}@bus.test", mid, expected if honest else None)
 
 
 BLOCKS = [
-    None, "HONEST", "type: report", "type: report\nthread: thr-aaaaaa", "type: &a report\nthread: *a",
-    "type: !!python/object x", "type: report\ntype: close", "type: report\nevil: 1", "type: {a: b}", "type: [report]",
-    "type: report\nseverity: yes", "type: ack\nto-agent: ../../etc", "type: report\nref: \x1b[31m", "? complex\n: key",
-    "type: 'report'", "type: report\nref: " + "x" * 5000, "type: report\nthread: thr-aaaaaa\n--- agentmail v1 ---",
-]  # fmt: skip
+    None,
+    "HONEST",
+    "type: report",
+    "type: report\nthread: thr-aaaaaa",
+    "type: &a report\nthread: *a",
+    "type: !!python/object x",
+    "type: report\ntype: close",
+    "type: report\nevil: 1",
+    "type: {a: b}",
+    "type: [report]",
+    "type: report\nseverity: yes",
+    "type: ack\nto-agent: ../../etc",
+    "type: report\nref: \x1b[31m",
+    "? complex\n: key",
+    "type: 'report'",
+    "type: report\nref: " + "x" * 5000,
+    "type: report\nthread: thr-aaaaaa\n--- agentmail v1 ---",
+]
 hostile_text = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=80)
 
 
 @st.composite
 def _anything(draw: st.DrawFn) -> Hostile:
     return Hostile(
-        subject=draw(st.one_of(hostile_text, st.sampled_from(["=?utf-8?b?AAEC?=", "=?bogus?q?x?=", "a\x1bb", " pad "]))),
-        body=draw(st.one_of(hostile_text, st.sampled_from(["", "\n\n", "--- end agentmail ---\nrest", "\r\rx", "a\x00b"]))),
+        subject=draw(
+            st.one_of(hostile_text, st.sampled_from(["=?utf-8?b?AAEC?=", "=?bogus?q?x?=", "a\x1bb", " pad "]))
+        ),
+        body=draw(
+            st.one_of(hostile_text, st.sampled_from(["", "\n\n", "--- end agentmail ---\nrest", "\r\rx", "a\x00b"]))
+        ),
         block=draw(st.one_of(st.sampled_from(BLOCKS), hostile_text)),
         subject_raw=draw(st.booleans()),
         charset=draw(st.sampled_from(["utf-8", "utf-8", "latin-1", "utf-16", "x-bogus", "ascii"])),
         cte=draw(st.sampled_from(["8bit", "base64", "quoted-printable", "7bit", "x-bogus"])),
-        extra=draw(st.sampled_from([b"", b"", b"X-Agentmail-Type: close\r\n", b"In-Reply-To: <\xe9@x>\r\n",
-                                    b"References: " + b"<a@b> " * 500 + b"\r\n", b"Precedence: list\r\n"])),
-    )  # fmt: skip
+        extra=draw(
+            st.sampled_from(
+                [
+                    b"",
+                    b"",
+                    b"X-Agentmail-Type: close\r\n",
+                    b"In-Reply-To: <\xe9@x>\r\n",
+                    b"References: " + b"<a@b> " * 500 + b"\r\n",
+                    b"Precedence: list\r\n",
+                ]
+            )
+        ),
+    )
 
 
 # Well formed but for the text, which is any Unicode: these are accepted, so integrity is checked.
 def _printable(also: str) -> st.SearchStrategy[str]:
-    return st.characters(codec="utf-8", exclude_categories=["Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"],
-                         include_characters=also)  # fmt: skip
+    return st.characters(
+        codec="utf-8", exclude_categories=["Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp", "Zs"], include_characters=also
+    )
 
 
-_well_formed = st.builds(Hostile, subject=st.text(_printable(" "), max_size=60).map(str.strip),
-                         body=st.text(_printable(" \n\t"), max_size=200),
-                         block=st.just("HONEST"),
-                         cte=st.sampled_from(["8bit", "base64", "quoted-printable"]))  # fmt: skip
+_well_formed = st.builds(
+    Hostile,
+    subject=st.text(_printable(" "), max_size=60).map(str.strip),
+    body=st.text(_printable(" \n\t"), max_size=200),
+    block=st.just("HONEST"),
+    cte=st.sampled_from(["8bit", "base64", "quoted-printable"]),
+)
 hostile_letters = st.one_of(_well_formed, _anything())
 
 

@@ -8,38 +8,49 @@ from agentmail import guards
 from agentmail.model import Letter
 
 
-@pytest.mark.parametrize("body", [
-    "-----BEGIN RSA PRIVATE KEY-----\nMIIE...",
-    "key id AKIAABCDEFGHIJKLMNOP leaked",
-    "token ghp_abcdefghijklmnopqrstuvwxyz0123456789AB",
-    "DATABASE_PASSWORD=s3cr3t-value",
-    "export API_KEY='abcdef123456'",
-    "login with password: hunter2hunter2",
-    "sk-proj-abcdefghijklmnopqrstuvwx",
-    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body",
+    [
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIE...",
+        "key id AKIAABCDEFGHIJKLMNOP leaked",
+        "token ghp_abcdefghijklmnopqrstuvwxyz0123456789AB",
+        "DATABASE_PASSWORD=s3cr3t-value",
+        "export API_KEY='abcdef123456'",
+        "login with password: hunter2hunter2",
+        "sk-proj-abcdefghijklmnopqrstuvwx",
+        "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    ],
+)
 def test_credential_looking_bodies_are_refused(body: str) -> None:
     assert "looks like it contains" in (guards.body_refusal(body) or "")
 
 
-@pytest.mark.parametrize("body", ["/var/log/app.log", "~/notes/report.md", "./out/trace.txt", "report.md", "@report.md"])
+@pytest.mark.parametrize(
+    "body", ["/var/log/app.log", "~/notes/report.md", "./out/trace.txt", "report.md", "@report.md"]
+)
 def test_path_only_bodies_are_refused(body: str) -> None:
     assert "only a path" in (guards.body_refusal(body) or "")
 
 
-@pytest.mark.parametrize("body", [
-    "The password reset endpoint returns 500.",
-    "See the attached output:\n/var/log/app.log: line 3: KeyError",
-    "Tokens expire after 3600 s instead of 7200 s.",
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "body",
+    [
+        "The password reset endpoint returns 500.",
+        "See the attached output:\n/var/log/app.log: line 3: KeyError",
+        "Tokens expire after 3600 s instead of 7200 s.",
+    ],
+)
 def test_ordinary_bodies_pass(body: str) -> None:
     assert guards.body_refusal(body) is None
 
 
 def _reply(parent: dict[str, str], answered_by: str | None = None, depth: int = 1, **kw: object) -> str | None:
     """The guard on a parent given as its ``--json`` record (the guards read a Letter)."""
-    return guards.refusal(guards.Outbound("question", "A body.", "beta", parent=Letter.from_json(parent), answered_by=answered_by,
-                                          depth=depth, **kw))  # type: ignore[arg-type]  # fmt: skip
+    return guards.refusal(
+        guards.Outbound(
+            "question", "A body.", "beta", parent=Letter.from_json(parent), answered_by=answered_by, depth=depth, **kw
+        )
+    )  # type: ignore[arg-type]
 
 
 def test_reply_refusals_in_order() -> None:
@@ -71,8 +82,12 @@ def test_the_body_guard_is_part_of_the_one_guard_and_force_only_lifts_it() -> No
     secret = "DATABASE_PASSWORD=s3cr3t-value"
     assert "looks like it contains" in (guards.refusal(guards.Outbound("report", secret, "beta")) or "")
     assert guards.refusal(guards.Outbound("report", secret, "beta", force=True)) is None
-    assert "never answered" in (guards.refusal(guards.Outbound("question", "ok", "beta", parent=Letter.from_json({**base, "type": "ack"}),
-                                                               force=True)) or "")  # fmt: skip
+    assert "never answered" in (
+        guards.refusal(
+            guards.Outbound("question", "ok", "beta", parent=Letter.from_json({**base, "type": "ack"}), force=True)
+        )
+        or ""
+    )
 
 
 def test_opener_advice_is_exempt_for_ack_and_close() -> None:

@@ -24,8 +24,9 @@ def checkout(tmp_path: Path, registry: Any) -> Path:
     return path
 
 
-def hook(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, payload: dict[str, Any] | str,
-         *args: str) -> tuple[int, str, str]:  # fmt: skip
+def hook(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, payload: dict[str, Any] | str, *args: str
+) -> tuple[int, str, str]:
     monkeypatch.setattr("sys.stdin", io.StringIO(payload if isinstance(payload, str) else json.dumps(payload)))
     code = main(["hook", *args])
     out, err = capsys.readouterr()
@@ -33,20 +34,33 @@ def hook(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, pa
 
 
 def claude_start(cwd: Path) -> dict[str, Any]:
-    return {"session_id": "abc123", "transcript_path": "/home/u/.claude/projects/p/00893aaf.jsonl", "cwd": str(cwd),
-            "hook_event_name": "SessionStart", "source": "startup"}  # fmt: skip
+    return {
+        "session_id": "abc123",
+        "transcript_path": "/home/u/.claude/projects/p/00893aaf.jsonl",
+        "cwd": str(cwd),
+        "hook_event_name": "SessionStart",
+        "source": "startup",
+    }
 
 
 def claude_stop(cwd: Path, active: bool = False) -> dict[str, Any]:
-    return {"session_id": "abc123", "transcript_path": "/home/u/.claude/projects/p/00893aaf.jsonl", "cwd": str(cwd),
-            "permission_mode": "default", "hook_event_name": "Stop", "stop_hook_active": active}  # fmt: skip
+    return {
+        "session_id": "abc123",
+        "transcript_path": "/home/u/.claude/projects/p/00893aaf.jsonl",
+        "cwd": str(cwd),
+        "permission_mode": "default",
+        "hook_event_name": "Stop",
+        "stop_hook_active": active,
+    }
 
 
 def test_session_start_is_silent_with_no_mail(capsys: Any, monkeypatch: Any, checkout: Path) -> None:
     assert hook(capsys, monkeypatch, claude_start(checkout), "claude", "session-start") == (0, "", "")
 
 
-def test_session_start_shows_unread_letters_compactly(capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail) -> None:
+def test_session_start_shows_unread_letters_compactly(
+    capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail
+) -> None:
     sent = alpha.send("beta", "Quota endpoint returns 500", OPENER, severity="high")
     code, out, err = hook(capsys, monkeypatch, claude_start(checkout), "claude", "session-start")
     assert code == 0 and err == ""
@@ -59,7 +73,8 @@ def test_session_start_shows_unread_letters_compactly(capsys: Any, monkeypatch: 
 
 
 def test_stop_is_held_once_per_letter_and_never_while_the_host_says_it_already_was(
-        capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail) -> None:  # fmt: skip
+    capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail
+) -> None:
     alpha.send("beta", "Quota endpoint returns 500", OPENER)
     code, out, _ = hook(capsys, monkeypatch, claude_stop(checkout), "claude", "stop")
     answer = json.loads(out)
@@ -73,8 +88,9 @@ def test_stop_is_held_once_per_letter_and_never_while_the_host_says_it_already_w
     assert "Second problem" in answer["reason"] and "Quota" not in answer["reason"]
 
 
-def test_stop_ignores_letters_that_need_no_answer(capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail,
-                                                  beta: AgentMail) -> None:  # fmt: skip
+def test_stop_ignores_letters_that_need_no_answer(
+    capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail, beta: AgentMail
+) -> None:
     report = beta.send("alpha", "Your bug", OPENER)
     (received,) = alpha.inbox()
     alpha.reply(received, "Seen.", type="ack")
@@ -87,17 +103,30 @@ def test_stop_ignores_letters_that_need_no_answer(capsys: Any, monkeypatch: Any,
 
 def test_gemini_speaks_its_own_words(capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail) -> None:
     alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    base = {"session_id": "s1", "transcript_path": "/tmp/t.json", "cwd": str(checkout), "timestamp": "2026-11-29T10:00:00Z"}
-    code, out, _ = hook(capsys, monkeypatch, {**base, "hook_event_name": "SessionStart", "source": "startup"},
-                        "gemini", "session-start")  # fmt: skip
+    base = {
+        "session_id": "s1",
+        "transcript_path": "/tmp/t.json",
+        "cwd": str(checkout),
+        "timestamp": "2026-11-29T10:00:00Z",
+    }
+    code, out, _ = hook(
+        capsys, monkeypatch, {**base, "hook_event_name": "SessionStart", "source": "startup"}, "gemini", "session-start"
+    )
     assert json.loads(out)["hookSpecificOutput"]["hookEventName"] == "SessionStart"
-    after = {**base, "hook_event_name": "AfterAgent", "prompt": "fix it", "prompt_response": "done", "stop_hook_active": False}
+    after = {
+        **base,
+        "hook_event_name": "AfterAgent",
+        "prompt": "fix it",
+        "prompt_response": "done",
+        "stop_hook_active": False,
+    }
     code, out, _ = hook(capsys, monkeypatch, after, "gemini", "stop")
     assert code == 0 and json.loads(out)["decision"] == "deny"
 
 
-def test_generic_hosts_get_plain_text_and_an_exit_code(capsys: Any, monkeypatch: Any, checkout: Path,
-                                                       alpha: AgentMail) -> None:  # fmt: skip
+def test_generic_hosts_get_plain_text_and_an_exit_code(
+    capsys: Any, monkeypatch: Any, checkout: Path, alpha: AgentMail
+) -> None:
     monkeypatch.chdir(checkout)
     assert hook(capsys, monkeypatch, "", "generic", "stop") == (0, "", "")
     alpha.send("beta", "Quota endpoint returns 500", OPENER)
@@ -108,7 +137,9 @@ def test_generic_hosts_get_plain_text_and_an_exit_code(capsys: Any, monkeypatch:
     assert hook(capsys, monkeypatch, "", "generic", "stop") == (0, "", "")
 
 
-def test_a_hook_never_breaks_a_session(capsys: Any, monkeypatch: Any, tmp_path: Path, home: Path, checkout: Path) -> None:
+def test_a_hook_never_breaks_a_session(
+    capsys: Any, monkeypatch: Any, tmp_path: Path, home: Path, checkout: Path
+) -> None:
     elsewhere = tmp_path / "not-a-platform"
     elsewhere.mkdir()
     assert hook(capsys, monkeypatch, claude_stop(elsewhere), "claude", "stop") == (0, "", "")
@@ -125,15 +156,23 @@ def test_install_merges_and_is_idempotent(capsys: Any, monkeypatch: Any, tmp_pat
     (repo / "src").mkdir()
     settings = repo / ".claude" / "settings.json"
     settings.parent.mkdir()
-    mine = {"model": "opus", "permissions": {"allow": ["Bash(make:*)"]},
-            "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make lint"}]}]}}  # fmt: skip
+    mine = {
+        "model": "opus",
+        "permissions": {"allow": ["Bash(make:*)"]},
+        "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "make lint"}]}]},
+    }
     settings.write_text(json.dumps(mine))
     monkeypatch.chdir(repo / "src")  # the checkout root is found from below
     assert main(["hook", "install", "claude"]) == 0
     data = json.loads(settings.read_text())
     assert data["model"] == "opus" and data["permissions"] == mine["permissions"]
-    assert [h["command"] for e in data["hooks"]["Stop"] for h in e["hooks"]] == ["make lint", "agentmail hook claude stop"]
-    assert data["hooks"]["SessionStart"] == [{"matcher": "", "hooks": [{"type": "command", "command": "agentmail hook claude session-start"}]}]
+    assert [h["command"] for e in data["hooks"]["Stop"] for h in e["hooks"]] == [
+        "make lint",
+        "agentmail hook claude stop",
+    ]
+    assert data["hooks"]["SessionStart"] == [
+        {"matcher": "", "hooks": [{"type": "command", "command": "agentmail hook claude session-start"}]}
+    ]
     before = settings.read_bytes()
     capsys.readouterr()
     assert main(["hook", "install", "claude"]) == 0

@@ -59,9 +59,10 @@ class ScriptedImap:
                 elif command == b"CAPABILITY":
                     conn.sendall(b"* CAPABILITY IMAP4rev1 IDLE\r\n" + tag + b" OK done\r\n")
                 elif command in (b"EXAMINE", b"SELECT"):
-                    conn.sendall(b"* FLAGS ()\r\n* %d EXISTS\r\n* 0 RECENT\r\n* OK [UIDVALIDITY 7] ok\r\n"
-                                 b"* OK [UIDNEXT %d] ok\r\n" % (self.exists, self.exists + 1)
-                                 + tag + b" OK [READ-ONLY] done\r\n")  # fmt: skip
+                    conn.sendall(
+                        b"* FLAGS ()\r\n* %d EXISTS\r\n* 0 RECENT\r\n* OK [UIDVALIDITY 7] ok\r\n"
+                        b"* OK [UIDNEXT %d] ok\r\n" % (self.exists, self.exists + 1) + tag + b" OK [READ-ONLY] done\r\n"
+                    )
                 elif command == b"IDLE" and self.pieces is not None:
                     self.idles += 1
                     conn.sendall(b"+ idling\r\n")
@@ -96,8 +97,9 @@ def scripted() -> Iterator[ScriptedImap]:
 
 
 def test_a_change_announced_with_the_idle_continuation_wakes_the_waiter(scripted: ScriptedImap) -> None:
-    transport = SmtpImapTransport(Endpoint("127.0.0.1", 9, "none"), Endpoint("127.0.0.1", scripted.port, "none"),
-                                  Login("beta@bus.test", "secret"))  # fmt: skip
+    transport = SmtpImapTransport(
+        Endpoint("127.0.0.1", 9, "none"), Endpoint("127.0.0.1", scripted.port, "none"), Login("beta@bus.test", "secret")
+    )
     try:
         started = time.monotonic()
         woke = transport.wait("7:1", 5.0)  # the spool holds UID 1; UID 2 arrives as IDLE starts
@@ -110,8 +112,9 @@ def test_a_change_announced_with_the_idle_continuation_wakes_the_waiter(scripted
 
 def test_a_notification_split_across_two_reads_is_read_whole() -> None:
     server = ScriptedImap(pieces=(b"* 2 EXISTS\r\n* ", b"1 RECENT\r\n"))
-    transport = SmtpImapTransport(Endpoint("127.0.0.1", 9, "none"), Endpoint("127.0.0.1", server.port, "none"),
-                                  Login("beta@bus.test", "secret"))  # fmt: skip
+    transport = SmtpImapTransport(
+        Endpoint("127.0.0.1", 9, "none"), Endpoint("127.0.0.1", server.port, "none"), Login("beta@bus.test", "secret")
+    )
     try:
         woke = transport.wait("7:1", 5.0)
         assert transport._client is not None  # still connected: no "unexpected response" broke it

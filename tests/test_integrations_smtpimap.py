@@ -22,15 +22,25 @@ from .test_mcp import call, session
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 
-def test_hooks_mcp_and_watch_work_over_smtp_and_imap(home: Path, servers: MailServers, tmp_path: Path,  # noqa: F811
-                                                      capsys: pytest.CaptureFixture[str], monkeypatch: Any) -> None:  # fmt: skip
+def test_hooks_mcp_and_watch_work_over_smtp_and_imap(
+    home: Path,
+    servers: MailServers,
+    tmp_path: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: Any,
+) -> None:
     reg = make_bus(home, servers)
     with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
         sent = alpha.send("beta", "Quota 500s", OPENER)
         assert sent.state == "sent"
 
-        stop = {"session_id": "s", "transcript_path": "/t.jsonl", "cwd": str(tmp_path), "hook_event_name": "Stop",
-                "stop_hook_active": False}  # fmt: skip
+        stop = {
+            "session_id": "s",
+            "transcript_path": "/t.jsonl",
+            "cwd": str(tmp_path),
+            "hook_event_name": "Stop",
+            "stop_hook_active": False,
+        }
         monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(stop)))
         assert main(["--as", "beta", "hook", "claude", "stop"]) == 0
         assert "Quota 500s" in json.loads(capsys.readouterr().out)["reason"]

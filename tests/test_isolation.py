@@ -40,12 +40,15 @@ KILLERS: dict[str, Callable[[bytes], bytes]] = {
 
 def conserved(report: SyncReport) -> bool:
     data = report.to_json()
-    return bool(data["fetched"] == sum(data[k] for k in ("accepted", "quarantined", "duplicates", "bounces", "skipped")))
+    return bool(
+        data["fetched"] == sum(data[k] for k in ("accepted", "quarantined", "duplicates", "bounces", "skipped"))
+    )
 
 
 @pytest.mark.parametrize("name", KILLERS)
-def test_a_killer_letter_is_quarantined_and_the_mailbox_goes_on(name: str, alpha: AgentMail, beta: AgentMail,
-                                                                home: Path) -> None:  # fmt: skip
+def test_a_killer_letter_is_quarantined_and_the_mailbox_goes_on(
+    name: str, alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
     (first, killer_source, last) = make_signed_letters(alpha, "beta", 3, "killer")
     killer = KILLERS[name](killer_source[1])
     assert killer != killer_source[1]
@@ -121,8 +124,9 @@ def test_an_unexpected_exception_in_any_stage_stays_with_its_letter(
     assert beta.sync().fetched == 0 and len(beta.quarantined(sync=False)) == 1
 
 
-def test_an_exception_while_filing_quarantines_the_letter(alpha: AgentMail, beta: AgentMail, home: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_an_exception_while_filing_quarantines_the_letter(
+    alpha: AgentMail, beta: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     letters = make_signed_letters(alpha, "beta", 3, "filing")
     for _mid, raw in letters:
         deliver(home / "postoffice" / "beta", raw)
@@ -141,8 +145,9 @@ def test_an_exception_while_filing_quarantines_the_letter(alpha: AgentMail, beta
     assert beta.spool.raw(bad.id) == letters[1][1]  # kept byte for byte for whoever fixes the bug
 
 
-def test_an_os_error_is_the_machine_not_the_letter_and_nothing_moves(alpha: AgentMail, beta: AgentMail, home: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_an_os_error_is_the_machine_not_the_letter_and_nothing_moves(
+    alpha: AgentMail, beta: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     letters = make_signed_letters(alpha, "beta", 2, "disk")
     for _mid, raw in letters:
         deliver(home / "postoffice" / "beta", raw)
@@ -159,12 +164,18 @@ def test_an_os_error_is_the_machine_not_the_letter_and_nothing_moves(alpha: Agen
     assert len(beta.sync().accepted) == 2  # the disk has room again: nothing was lost
 
 
-def test_sync_json_accounts_for_every_fetched_letter(alpha: AgentMail, beta: AgentMail, home: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_sync_json_accounts_for_every_fetched_letter(
+    alpha: AgentMail, beta: AgentMail, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     good, dup_source, killer_source = make_signed_letters(alpha, "beta", 3, "json")
     box = home / "postoffice" / "beta"
-    for raw in (good[1], dup_source[1], dup_source[1], KILLERS["8-bit byte in a header name"](killer_source[1]),
-                b"not a letter at all\r\n"):
+    for raw in (
+        good[1],
+        dup_source[1],
+        dup_source[1],
+        KILLERS["8-bit byte in a header name"](killer_source[1]),
+        b"not a letter at all\r\n",
+    ):
         deliver(box, raw)
     dsn = (Path(__file__).parent / "data" / "bounce-template.eml").read_bytes()
     deliver(box, dsn.replace(b"{MESSAGE_ID}", b"<01unknown.beta@bus.test>"))

@@ -19,10 +19,19 @@ LAYERS = [
     {"demo", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]
 OWNERS = {
-    "frontmatter": {"matter"}, "yaml": {"matter"}, "dkim": {"signing"}, "nacl": {"signing"},
-    "authres": {"verdicts"}, "aiosmtplib": {"transport"}, "imapclient": {"transport"}, "click": {"cli"},
-    "tomli_w": {"bus"}, "mcp": {"mcp_server"}, "mcp_types": {"mcp_server"}, "anyio": {"mcp_server"},
-}  # fmt: skip
+    "frontmatter": {"matter"},
+    "yaml": {"matter"},
+    "dkim": {"signing"},
+    "nacl": {"signing"},
+    "authres": {"verdicts"},
+    "aiosmtplib": {"transport"},
+    "imapclient": {"transport"},
+    "click": {"cli"},
+    "tomli_w": {"bus"},
+    "mcp": {"mcp_server"},
+    "mcp_types": {"mcp_server"},
+    "anyio": {"mcp_server"},
+}
 
 
 def _layer(module: str) -> int:

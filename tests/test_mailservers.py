@@ -83,8 +83,7 @@ def imap(
     mode: TlsMode = "implicit",
 ) -> IMAPClient:
     ctx = ms.client_context()
-    client = IMAPClient("127.0.0.1", port=ms.imap_port, ssl=mode == "implicit",
-                        ssl_context=ctx, timeout=5)
+    client = IMAPClient("127.0.0.1", port=ms.imap_port, ssl=mode == "implicit", ssl_context=ctx, timeout=5)
     # imapclient sends a SEARCH line and its CRLF in two writes; with Nagle on, the
     # second waits for the server's delayed ACK: ~40 ms per command on Linux.
     client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -136,14 +135,15 @@ def test_a_certificate_from_another_ca_is_refused_by_both_clients() -> None:
 
 def test_a_client_without_the_test_ca_refuses_the_server(ms: MailServers) -> None:
     with pytest.raises(ssl.SSLCertVerificationError):
-        IMAPClient("127.0.0.1", port=ms.imap_port, ssl_context=ssl.create_default_context(),
-                   timeout=5)
+        IMAPClient("127.0.0.1", port=ms.imap_port, ssl_context=ssl.create_default_context(), timeout=5)
 
 
 def test_a_certificate_for_another_host_is_refused() -> None:
-    with MailServers("bus.test", USERS, cert_hosts=("mail.bus.test",)) as ms:
-        with pytest.raises(ssl.SSLCertVerificationError, match="mismatch"):
-            imap(ms)
+    with (
+        MailServers("bus.test", USERS, cert_hosts=("mail.bus.test",)) as ms,
+        pytest.raises(ssl.SSLCertVerificationError, match="mismatch"),
+    ):
+        imap(ms)
 
 
 # -- SMTP -----------------------------------------------------------------------------
@@ -211,9 +211,7 @@ def test_accepted_messages_are_recorded_with_envelope_bytes_and_login(ms: MailSe
 
 
 @pytest.mark.parametrize(("code", "error"), [(451, "4.3.0 Try later"), (554, "5.6.0 No")])
-def test_injected_data_failures_hit_the_next_n_messages(
-    ms: MailServers, code: int, error: str
-) -> None:
+def test_injected_data_failures_hit_the_next_n_messages(ms: MailServers, code: int, error: str) -> None:
     ms.store.fail_next_data(2, code, error)
     for _ in range(2):
         with pytest.raises(aiosmtplib.SMTPDataError) as exc:
@@ -260,8 +258,7 @@ def test_select_reports_uidvalidity_uidnext_and_exists(ms: MailServers) -> None:
 
 
 def test_wrong_imap_password_fails_login(ms: MailServers) -> None:
-    client = IMAPClient("127.0.0.1", port=ms.imap_port, ssl_context=ms.client_context(),
-                        timeout=5)
+    client = IMAPClient("127.0.0.1", port=ms.imap_port, ssl_context=ms.client_context(), timeout=5)
     with pytest.raises(LoginError, match="AUTHENTICATIONFAILED"):
         client.login("beta@bus.test", "nope")
     client.logout()
@@ -281,8 +278,7 @@ def test_authenticate_plain_and_quoted_passwords_work() -> None:
     users = {"gamma@bus.test": 'p "w\\ 3'}
     with MailServers("bus.test", users) as ms:
         imap(ms, "gamma@bus.test", 'p "w\\ 3').logout()
-        client = IMAPClient("127.0.0.1", port=ms.imap_port, ssl_context=ms.client_context(),
-                            timeout=5)
+        client = IMAPClient("127.0.0.1", port=ms.imap_port, ssl_context=ms.client_context(), timeout=5)
         client.plain_login("gamma@bus.test", 'p "w\\ 3')
         client.logout()
         assert ms.store.counts["imap.auth"] == 2
@@ -348,9 +344,7 @@ def test_header_sections_and_partial_fetches(ms: MailServers) -> None:
     uid = ms.store.inject("beta@bus.test", MESSAGE)
     client = imap(ms)
     client.select_folder("INBOX")
-    got = client.fetch(
-        [uid], ["BODY.PEEK[HEADER.FIELDS (SUBJECT MESSAGE-ID)]", "BODY.PEEK[TEXT]<0.5>"]
-    )[uid]
+    got = client.fetch([uid], ["BODY.PEEK[HEADER.FIELDS (SUBJECT MESSAGE-ID)]", "BODY.PEEK[TEXT]<0.5>"])[uid]
     assert got[b"BODY[HEADER.FIELDS (SUBJECT MESSAGE-ID)]"] == (
         b"Subject: rate limit ignored\r\nMessage-ID: <01J.alpha@bus.test>\r\n\r\n"
     )
@@ -360,16 +354,14 @@ def test_header_sections_and_partial_fetches(ms: MailServers) -> None:
 
 def test_append_to_sent_keeps_bytes_flags_and_date(ms: MailServers) -> None:
     client = imap(ms, "alpha@bus.test", "pw1")
-    when = dt.datetime(2024, 5, 1, 12, 30, 5, tzinfo=dt.timezone.utc)
+    when = dt.datetime(2024, 5, 1, 12, 30, 5, tzinfo=dt.UTC)
     reply = client.append("Sent", MESSAGE, flags=[b"\\Seen"], msg_time=when)
     assert reply.startswith(b"[APPENDUID ")
     [stored] = ms.store.messages("alpha@bus.test", "Sent")
     assert stored.data == MESSAGE
     assert stored.flags == {"\\Seen"}
     assert stored.internaldate == when
-    assert client.folder_status("Sent", ["MESSAGES", "UNSEEN"]) == {
-        b"MESSAGES": 1, b"UNSEEN": 0
-    }
+    assert client.folder_status("Sent", ["MESSAGES", "UNSEEN"]) == {b"MESSAGES": 1, b"UNSEEN": 0}
     client.logout()
 
 

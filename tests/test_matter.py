@@ -17,17 +17,20 @@ def test_every_value_stays_a_string() -> None:
     assert body == "the body"
 
 
-@pytest.mark.parametrize("lines,words", [
-    (("type: report", "type: ack"), "duplicate key"),
-    (("type: report", "priority: 1"), "unknown key"),
-    (("type: &x report", "ref: *x"), "anchors and aliases"),
-    (("type: !!python/name:os.system report",), "tags are not allowed"),
-    (("type: !custom report",), "tags are not allowed"),
-    (("type: [report, ack]",), "plain 'key: value'"),
-    (("type: {a: b}",), "plain 'key: value'"),
-    (("- report",), "'key: value' lines"),
-    (("type: 'unterminated",), "not valid YAML"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "lines,words",
+    [
+        (("type: report", "type: ack"), "duplicate key"),
+        (("type: report", "priority: 1"), "unknown key"),
+        (("type: &x report", "ref: *x"), "anchors and aliases"),
+        (("type: !!python/name:os.system report",), "tags are not allowed"),
+        (("type: !custom report",), "tags are not allowed"),
+        (("type: [report, ack]",), "plain 'key: value'"),
+        (("type: {a: b}",), "plain 'key: value'"),
+        (("- report",), "'key: value' lines"),
+        (("type: 'unterminated",), "not valid YAML"),
+    ],
+)
 def test_hostile_blocks_are_refused(lines: tuple[str, ...], words: str) -> None:
     with pytest.raises(matter.MatterError, match=words):
         matter.split(block(*lines))

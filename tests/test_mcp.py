@@ -17,13 +17,31 @@ from agentmail.mcp_server import TOOLS, tool_list_json
 
 from .conftest import OPENER
 
-TOOL_NAMES = {"whoami", "inbox", "show", "done", "send", "reply", "thread", "note", "notes", "quarantine", "status", "wait", "held"}
+TOOL_NAMES = {
+    "whoami",
+    "inbox",
+    "show",
+    "done",
+    "send",
+    "reply",
+    "thread",
+    "note",
+    "notes",
+    "quarantine",
+    "status",
+    "wait",
+    "held",
+}
 
 
 def session(home: Path, cwd: Path, *args: str) -> Callable[[Callable[[Client], Awaitable[None]]], None]:
     """Run ``scenario(client)`` against ``agentmail [args] mcp`` started in ``cwd``."""
-    params = StdioServerParameters(command=sys.executable, args=["-m", "agentmail", *args, "mcp"],
-                                   env={"AGENTMAIL_HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)}, cwd=str(cwd))  # fmt: skip
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "agentmail", *args, "mcp"],
+        env={"AGENTMAIL_HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)},
+        cwd=str(cwd),
+    )
 
     def run(scenario: Callable[[Client], Awaitable[None]]) -> None:
         async def main() -> None:
@@ -62,7 +80,10 @@ def test_lifecycle_over_mcp_with_the_same_guards(home: Path, alpha: AgentMail, t
     alpha.send("beta", "Closing the old one", "Nothing left to do here.", type="close")
 
     async def scenario(client: Client) -> None:
-        assert (await call(client, "whoami")) == (False, {"platform": "beta", "agent": None, "address": "beta@bus.test"})
+        assert (await call(client, "whoami")) == (
+            False,
+            {"platform": "beta", "agent": None, "address": "beta@bus.test"},
+        )
         failed, letters = await call(client, "inbox")
         assert not failed and [x["type"] for x in letters] == ["report", "close"]
         first, closing = letters
@@ -71,7 +92,9 @@ def test_lifecycle_over_mcp_with_the_same_guards(home: Path, alpha: AgentMail, t
         failed, full = await call(client, "show", id=first["id"])
         assert not failed and full["body"].rstrip().endswith("x" * 600)
 
-        assert (await call(client, "reply", id=first["id"], body="Reproduced; fixing.", type="ack"))[1]["state"] == "sent"
+        assert (await call(client, "reply", id=first["id"], body="Reproduced; fixing.", type="ack"))[1][
+            "state"
+        ] == "sent"
         failed, why = await call(client, "reply", id=first["id"], body="Again.")
         assert failed and "already answered" in why  # a refused reply is an error whose text is the reason
         failed, why = await call(client, "reply", id=closing["id"], body="Thanks!")
@@ -79,8 +102,15 @@ def test_lifecycle_over_mcp_with_the_same_guards(home: Path, alpha: AgentMail, t
         failed, why = await call(client, "send", to="alpha", subject="x", body="PASSWORD=hunter22")
         assert failed and "password" in why
 
-        failed, sent = await call(client, "send", to="alpha", subject="Fixed", body="Fixed in 2.4.2; please re-verify.",
-                                  type="fix-notice", thread=report.thread)  # fmt: skip
+        failed, sent = await call(
+            client,
+            "send",
+            to="alpha",
+            subject="Fixed",
+            body="Fixed in 2.4.2; please re-verify.",
+            type="fix-notice",
+            thread=report.thread,
+        )
         assert not failed and sent["thread"] == report.thread
         failed, letters = await call(client, "thread", thread=report.thread)
         assert [x["type"] for x in letters] == ["report", "ack", "fix-notice"]

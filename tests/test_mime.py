@@ -15,47 +15,80 @@ def shown(headers: str, body: bytes) -> str:
 PLAIN = "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
 
 
-@pytest.mark.parametrize("headers,body,text", [
-    ("", b"no MIME headers at all\r\n", "no MIME headers at all\n"),
-    (PLAIN, b"a \t tab\r\n", "a \t tab\n"),  # no CTE: 7bit
-    (PLAIN + "Content-Transfer-Encoding: 8bit\r\n", b"caf\xc3\xa9\r\n", "caf\u00e9\n"),
-    (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"a =3D b=\r\nc caf=c3=a9=20\r\n", "a = bc caf\u00e9 \n"),
-    (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2Fmw6kgPSA1\r\nCg==\r\n", "caf\u00e9 = 5\n"),
-    ('MIME-Version: 1.0 (Apple Mail 16.0)\r\nContent-Type: TEXT/Plain; Charset="UTF-8"; format=flowed\r\n'
-     "Content-Transfer-Encoding: 7BIT\r\n", b"hi\r\n", "hi\n"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain;\r\n\tcharset=us-ascii\r\n", b"+ADw-\r\n", "+ADw-\n"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "headers,body,text",
+    [
+        ("", b"no MIME headers at all\r\n", "no MIME headers at all\n"),
+        (PLAIN, b"a \t tab\r\n", "a \t tab\n"),  # no CTE: 7bit
+        (PLAIN + "Content-Transfer-Encoding: 8bit\r\n", b"caf\xc3\xa9\r\n", "caf\u00e9\n"),
+        (
+            PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n",
+            b"a =3D b=\r\nc caf=c3=a9=20\r\n",
+            "a = bc caf\u00e9 \n",
+        ),
+        (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2Fmw6kgPSA1\r\nCg==\r\n", "caf\u00e9 = 5\n"),
+        (
+            'MIME-Version: 1.0 (Apple Mail 16.0)\r\nContent-Type: TEXT/Plain; Charset="UTF-8"; format=flowed\r\n'
+            "Content-Transfer-Encoding: 7BIT\r\n",
+            b"hi\r\n",
+            "hi\n",
+        ),
+        ("MIME-Version: 1.0\r\nContent-Type: text/plain;\r\n\tcharset=us-ascii\r\n", b"+ADw-\r\n", "+ADw-\n"),
+    ],
+)
 def test_the_one_shape_shown_decodes_exactly(headers: str, body: bytes, text: str) -> None:
     assert shown(headers, body) == text
 
 
-@pytest.mark.parametrize("headers,body,words", [
-    ("Content-Type: text/plain; charset=utf-8\r\n", b"x", "without MIME-Version"),
-    ("MIME-Version: 2.0\r\n", b"x", "MIME-Version '2.0'"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-7\r\n", b"+ADw-", "charset 'utf-7' is not one agentmail shows"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=x-klingon\r\n", b"x", "unknown charset 'x-klingon'"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8; charset=utf-7\r\n", b"x", "declares charset twice"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset*=utf-7''\r\n", b"x", "RFC 2231"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8 (utf-7)\r\n", b"x", "does not parse"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=\"=?utf-8?q?x?=\"\r\n", b"x", "unknown charset"),
-    ("MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b1\r\n", b"--b1\r\n\r\nx\r\n--b1--\r\n",
-     "multipart/mixed; agentmail shows only single-part text/plain"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n", b"<p>x", "text/html, not text/plain"),
-    ("MIME-Version: 1.0\r\nContent-Type: message/rfc822\r\n", b"From: x\r\n\r\ny", "message/rfc822, not text/plain"),
-    (PLAIN, b"caf\xc3\xa9", "declared 7bit but carries 8-bit bytes"),  # undeclared 8-bit is not guessed at
-    (PLAIN + "Content-Transfer-Encoding: binary\r\n", b"x", "'binary' is not one agentmail decodes"),
-    (PLAIN + "Content-Transfer-Encoding: base64 (really)\r\n", b"eA==", "is not one agentmail decodes"),
-    (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"a =3 b", "not strictly encoded (line 1)"),
-    (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"ok\r\na =ZZ b", "not strictly encoded (line 2)"),
-    (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"caf\xc3\xa9", "not strictly encoded"),
-    (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"trailing \r\nx", "trailing white space (line 1)"),
-    (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2Fm w6k=", "base64 body is not strictly encoded"),
-    (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2Fmw6k=Y2Fm", "base64 body is not strictly encoded"),
-    (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2F", "base64 body is not strictly encoded"),
-    (PLAIN + "Content-Transfer-Encoding: 8bit\r\n", b"caf\xe9", "not valid utf-8"),
-    ("MIME-Version: 1.0\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: 8bit\r\n", b"caf\xc3\xa9", "not valid us-ascii"),
-    (PLAIN + "Content-Type: text/plain; charset=utf-7\r\n", b"x", "2 Content-Type headers"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "headers,body,words",
+    [
+        ("Content-Type: text/plain; charset=utf-8\r\n", b"x", "without MIME-Version"),
+        ("MIME-Version: 2.0\r\n", b"x", "MIME-Version '2.0'"),
+        (
+            "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-7\r\n",
+            b"+ADw-",
+            "charset 'utf-7' is not one agentmail shows",
+        ),
+        ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=x-klingon\r\n", b"x", "unknown charset 'x-klingon'"),
+        (
+            "MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8; charset=utf-7\r\n",
+            b"x",
+            "declares charset twice",
+        ),
+        ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset*=utf-7''\r\n", b"x", "RFC 2231"),
+        ("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8 (utf-7)\r\n", b"x", "does not parse"),
+        ('MIME-Version: 1.0\r\nContent-Type: text/plain; charset="=?utf-8?q?x?="\r\n', b"x", "unknown charset"),
+        (
+            "MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b1\r\n",
+            b"--b1\r\n\r\nx\r\n--b1--\r\n",
+            "multipart/mixed; agentmail shows only single-part text/plain",
+        ),
+        ("MIME-Version: 1.0\r\nContent-Type: text/html; charset=utf-8\r\n", b"<p>x", "text/html, not text/plain"),
+        (
+            "MIME-Version: 1.0\r\nContent-Type: message/rfc822\r\n",
+            b"From: x\r\n\r\ny",
+            "message/rfc822, not text/plain",
+        ),
+        (PLAIN, b"caf\xc3\xa9", "declared 7bit but carries 8-bit bytes"),  # undeclared 8-bit is not guessed at
+        (PLAIN + "Content-Transfer-Encoding: binary\r\n", b"x", "'binary' is not one agentmail decodes"),
+        (PLAIN + "Content-Transfer-Encoding: base64 (really)\r\n", b"eA==", "is not one agentmail decodes"),
+        (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"a =3 b", "not strictly encoded (line 1)"),
+        (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"ok\r\na =ZZ b", "not strictly encoded (line 2)"),
+        (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"caf\xc3\xa9", "not strictly encoded"),
+        (PLAIN + "Content-Transfer-Encoding: quoted-printable\r\n", b"trailing \r\nx", "trailing white space (line 1)"),
+        (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2Fm w6k=", "base64 body is not strictly encoded"),
+        (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2Fmw6k=Y2Fm", "base64 body is not strictly encoded"),
+        (PLAIN + "Content-Transfer-Encoding: base64\r\n", b"Y2F", "base64 body is not strictly encoded"),
+        (PLAIN + "Content-Transfer-Encoding: 8bit\r\n", b"caf\xe9", "not valid utf-8"),
+        (
+            "MIME-Version: 1.0\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: 8bit\r\n",
+            b"caf\xc3\xa9",
+            "not valid us-ascii",
+        ),
+        (PLAIN + "Content-Type: text/plain; charset=utf-7\r\n", b"x", "2 Content-Type headers"),
+    ],
+)
 def test_anything_needing_a_guess_is_refused_saying_what(headers: str, body: bytes, words: str) -> None:
     with pytest.raises(mime.Refused) as caught:
         shown(headers, body)
@@ -69,15 +102,23 @@ def test_wire_reports_a_refusal_as_malformed() -> None:
     assert (caught.value.reason, caught.value.detail) == ("malformed", "the letter is text/html, not text/plain")
 
 
-@pytest.mark.parametrize("extra,words", [
-    ("Content-Type: text/plain; charset=utf-7\r\n", "2 Content-Type headers"),
-    ("content-transfer-encoding: base64\r\n", "2 Content-Transfer-Encoding headers"),
-    ("Content-Type : text/plain\r\n", "2 Content-Type headers"),  # DKIM reads the name with the space dropped
-    ("Content-Language : en\r\n", "parser and DKIM read the letter's Content-Language header differently"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "extra,words",
+    [
+        ("Content-Type: text/plain; charset=utf-7\r\n", "2 Content-Type headers"),
+        ("content-transfer-encoding: base64\r\n", "2 Content-Transfer-Encoding headers"),
+        ("Content-Type : text/plain\r\n", "2 Content-Type headers"),  # DKIM reads the name with the space dropped
+        ("Content-Language : en\r\n", "parser and DKIM read the letter's Content-Language header differently"),
+    ],
+)
 def test_a_mime_header_twice_or_read_two_ways_is_named(extra: str, words: str) -> None:
-    raw = (b"From: a@bus.test\r\nMessage-ID: <1@bus.test>\r\n" + PLAIN.encode()
-           + b"Content-Transfer-Encoding: 7bit\r\n" + extra.encode() + b"\r\nx")  # fmt: skip
+    raw = (
+        b"From: a@bus.test\r\nMessage-ID: <1@bus.test>\r\n"
+        + PLAIN.encode()
+        + b"Content-Transfer-Encoding: 7bit\r\n"
+        + extra.encode()
+        + b"\r\nx"
+    )
     problem = mime.header_problem(raw, wire.parse_message(raw, 10**6))
     assert problem is not None and words in problem
 

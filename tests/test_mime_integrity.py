@@ -41,15 +41,17 @@ BODIES = {
 
 def _head_body(raw: bytes) -> tuple[bytes, bytes]:
     end = raw.index(b"\r\n\r\n")
-    return raw[:end + 2], raw[end + 2:]
+    return raw[: end + 2], raw[end + 2 :]
 
 
 def set_header(name: str, value: str) -> Callable[[bytes], bytes]:
     """Replace the value of ``name`` (every line of it, folded or not)."""
+
     def mutate(raw: bytes) -> bytes:
         head, body = _head_body(raw)
         pattern = re.compile(rb"^" + re.escape(name.encode()) + rb":[^\r\n]*\r\n(?:[ \t][^\r\n]*\r\n)*", re.I | re.M)
         return pattern.sub(lambda _: f"{name}: {value}\r\n".encode(), head, count=1) + body
+
     return mutate
 
 
@@ -57,20 +59,24 @@ def drop(*names: str) -> Callable[[bytes], bytes]:
     def mutate(raw: bytes) -> bytes:
         head, body = _head_body(raw)
         for name in names:
-            head = re.sub(rb"^" + re.escape(name.encode()) + rb":[^\r\n]*\r\n(?:[ \t][^\r\n]*\r\n)*", b"", head,
-                          flags=re.I | re.M)  # fmt: skip
+            head = re.sub(
+                rb"^" + re.escape(name.encode()) + rb":[^\r\n]*\r\n(?:[ \t][^\r\n]*\r\n)*", b"", head, flags=re.I | re.M
+            )
         return head + body
+
     return mutate
 
 
 def add(line: str, where: str = "above") -> Callable[[bytes], bytes]:
     """Add a header line above every signed header (what a parser reads first) or at the bottom."""
+
     def mutate(raw: bytes) -> bytes:
         head, body = _head_body(raw)
         if where == "above":
             at = head.index(b"\r\nFrom:") + 2
             return head[:at] + line.encode() + b"\r\n" + head[at:] + body
         return head + line.encode() + b"\r\n" + body
+
     return mutate
 
 
@@ -78,6 +84,7 @@ def rename(old: bytes, new: bytes) -> Callable[[bytes], bytes]:
     def mutate(raw: bytes) -> bytes:
         head, body = _head_body(raw)
         return head.replace(old, new, 1) + body
+
     return mutate
 
 
@@ -112,16 +119,21 @@ MUTATIONS: dict[str, Callable[[bytes], bytes]] = {
     "added content-disposition": add("Content-Disposition: attachment; filename=x.txt", "below"),
     # benign: relaxed header canonicalisation reads these as the signed header, and so must we
     "header name case": rename(b"Content-Type:", b"content-type:"),
-    "refolded content-type": rename(b'Content-Type: text/plain; charset="utf-8"',
-                                    b'Content-Type: text/plain;\r\n charset="utf-8"'),
-}  # fmt: skip
+    "refolded content-type": rename(
+        b'Content-Type: text/plain; charset="utf-8"', b'Content-Type: text/plain;\r\n charset="utf-8"'
+    ),
+}
 
 
 def genuine(sender: AgentMail, body: str) -> bytes:
     """A letter exactly as ``sender`` writes and signs it."""
     recipient = sender.registry.get("beta")
-    _letter, raw = compose(sender.registry, sender.home, sender.me.platform,
-                           Draft(recipient.name, "question", new_thread_id(), "Tricky body", body))
+    _letter, raw = compose(
+        sender.registry,
+        sender.home,
+        sender.me.platform,
+        Draft(recipient.name, "question", new_thread_id(), "Tricky body", body),
+    )
     return raw
 
 
@@ -137,15 +149,18 @@ def shown_or_quarantined(beta: AgentMail, raw: bytes) -> tuple[str, str]:
 
 
 @pytest.mark.parametrize("body_name", sorted(BODIES))
-def test_a_genuine_tricky_letter_shows_exactly_what_was_signed(alpha: AgentMail, beta: AgentMail, body_name: str) -> None:
+def test_a_genuine_tricky_letter_shows_exactly_what_was_signed(
+    alpha: AgentMail, beta: AgentMail, body_name: str
+) -> None:
     raw = genuine(alpha, BODIES[body_name])
     assert shown_or_quarantined(beta, raw) == ("accepted", BODIES[body_name].strip())
 
 
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 @pytest.mark.parametrize("body_name", sorted(BODIES))
-def test_a_changed_mime_header_changes_nothing_shown_or_quarantines(alpha: AgentMail, beta: AgentMail,
-                                                                    body_name: str, mutation: str) -> None:  # fmt: skip
+def test_a_changed_mime_header_changes_nothing_shown_or_quarantines(
+    alpha: AgentMail, beta: AgentMail, body_name: str, mutation: str
+) -> None:
     raw = genuine(alpha, BODIES[body_name])
     mutated = MUTATIONS[mutation](raw)
     outcome, what = shown_or_quarantined(beta, mutated)
@@ -158,13 +173,18 @@ def test_a_changed_mime_header_changes_nothing_shown_or_quarantines(alpha: Agent
         assert shown_or_quarantined(beta, raw) == ("accepted", BODIES[body_name].strip())
 
 
-@pytest.mark.parametrize("line,header", [
-    ("Content-Type: text/plain; charset=utf-7", "2 Content-Type headers"),
-    ("Content-Transfer-Encoding: base64", "2 Content-Transfer-Encoding headers"),
-    ("MIME-Version: 1.0", "2 MIME-Version headers"),
-    ("Content-Type : text/plain; charset=utf-7", "2 Content-Type headers"),
-])  # fmt: skip
-def test_a_duplicated_mime_header_is_unauthenticated_and_named(alpha: AgentMail, beta: AgentMail, line: str, header: str) -> None:
+@pytest.mark.parametrize(
+    "line,header",
+    [
+        ("Content-Type: text/plain; charset=utf-7", "2 Content-Type headers"),
+        ("Content-Transfer-Encoding: base64", "2 Content-Transfer-Encoding headers"),
+        ("MIME-Version: 1.0", "2 MIME-Version headers"),
+        ("Content-Type : text/plain; charset=utf-7", "2 Content-Type headers"),
+    ],
+)
+def test_a_duplicated_mime_header_is_unauthenticated_and_named(
+    alpha: AgentMail, beta: AgentMail, line: str, header: str
+) -> None:
     outcome, what = shown_or_quarantined(beta, add(line)(genuine(alpha, BODIES["utf-7"])))
     assert outcome == "quarantined" and what.startswith("unauthenticated: ") and header in what, what
 
@@ -174,22 +194,47 @@ def test_an_unsigned_extra_mime_header_is_unauthenticated_and_named(alpha: Agent
     outcome, what = shown_or_quarantined(beta, mutated)
     assert outcome == "quarantined" and what == (
         "unauthenticated: no valid signature by alpha's pinned key: "
-        "the signature does not cover the content-disposition header")
+        "the signature does not cover the content-disposition header"
+    )
 
 
 def old_version_letter(sender: AgentMail, body: str) -> bytes:
     """A letter as agentmail signed it before MIME headers were signed: same rendering, the old
     header list (each name twice), relaxed/relaxed, the same pinned key."""
-    old = ("From", "To", "Subject", "Date", "Message-ID", "In-Reply-To", "References", "Auto-Submitted",
-           "X-Agentmail-Type", "X-Agentmail-Thread")  # fmt: skip
+    old = (
+        "From",
+        "To",
+        "Subject",
+        "Date",
+        "Message-ID",
+        "In-Reply-To",
+        "References",
+        "Auto-Submitted",
+        "X-Agentmail-Type",
+        "X-Agentmail-Thread",
+    )
     recipient = sender.registry.get("beta")
-    outline = wire.draft_letter(sender.platform.address, sender.platform.display_name, recipient.address, "question",
-                           new_thread_id(), "Old sender", body, message_id=wire.new_message_id("alpha", "bus.test"))  # fmt: skip
+    outline = wire.draft_letter(
+        sender.platform.address,
+        sender.platform.display_name,
+        recipient.address,
+        "question",
+        new_thread_id(),
+        "Old sender",
+        body,
+        message_id=wire.new_message_id("alpha", "bus.test"),
+    )
     unsigned = wire.render(outline)
-    header: bytes = dkim.sign(unsigned, sender.platform.selector.encode(), sender.platform.dkim_domain.encode(),
-                              read_private_key(sender.home, "alpha").encode(), signature_algorithm=b"ed25519-sha256",
-                              canonicalize=(b"relaxed", b"relaxed"),
-                              include_headers=[h.lower().encode() for h in old for _ in (0, 1)], linesep=b"\r\n")  # fmt: skip
+    header: bytes = dkim.sign(
+        unsigned,
+        sender.platform.selector.encode(),
+        sender.platform.dkim_domain.encode(),
+        read_private_key(sender.home, "alpha").encode(),
+        signature_algorithm=b"ed25519-sha256",
+        canonicalize=(b"relaxed", b"relaxed"),
+        include_headers=[h.lower().encode() for h in old for _ in (0, 1)],
+        linesep=b"\r\n",
+    )
     return header + unsigned
 
 
@@ -201,11 +246,14 @@ def test_a_letter_from_an_older_agentmail_is_quarantined_saying_so(alpha: AgentM
     assert "does not cover the MIME headers" in what and "agentmail is too old and must be upgraded" in what
 
 
-@pytest.mark.parametrize("change", [
-    lambda r: r.replace(b"\tif x:", b"    if x:"),          # a tab re-indented
-    lambda r: r.replace(b"return 1   \r\n", b"return 1\r\n"),  # trailing white space dropped
-    lambda r: r.replace(b"def f():", b"def  f():"),         # a run of spaces widened
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda r: r.replace(b"\tif x:", b"    if x:"),  # a tab re-indented
+        lambda r: r.replace(b"return 1   \r\n", b"return 1\r\n"),  # trailing white space dropped
+        lambda r: r.replace(b"def f():", b"def  f():"),  # a run of spaces widened
+    ],
+)
 def test_white_space_in_the_body_is_signed_exactly(alpha: AgentMail, beta: AgentMail, change) -> None:  # type: ignore[no-untyped-def]
     raw = genuine(alpha, BODIES["whitespace"])
     changed = change(raw)
@@ -218,7 +266,8 @@ def test_white_space_in_the_body_is_signed_exactly(alpha: AgentMail, beta: Agent
 
 
 def test_over_imap_every_altered_copy_is_refused_or_identical_and_the_genuine_one_arrives(
-    home: Path, servers: MailServers  # noqa: F811
+    home: Path,
+    servers: MailServers,  # noqa: F811
 ) -> None:
     reg = make_bus(home, servers)
     with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
@@ -236,21 +285,64 @@ def test_over_imap_every_altered_copy_is_refused_or_identical_and_the_genuine_on
 
 # --- a property over generated bodies and mutations -----------------------------------------
 
-TOKENS = ["+ADw-", "+AD4-", "=3D", "=C3=A9", "=\n", "--b1", "--b1--", "\t", "   ", "é", "—", "日", "\n\n",
-          "Content-Type: text/plain; charset=utf-7", "SGVsbG8=", "=", "+"]  # fmt: skip
-bodies = st.lists(st.one_of(st.sampled_from(TOKENS), st.text(st.characters(min_codepoint=32, max_codepoint=0x2FFF,
-                                                                         blacklist_categories=("Cs", "Cc")), max_size=30)),
-                  min_size=1, max_size=12).map("".join).filter(lambda b: b.strip() != "" and "---" not in b)  # fmt: skip
+TOKENS = [
+    "+ADw-",
+    "+AD4-",
+    "=3D",
+    "=C3=A9",
+    "=\n",
+    "--b1",
+    "--b1--",
+    "\t",
+    "   ",
+    "é",
+    "—",
+    "日",
+    "\n\n",
+    "Content-Type: text/plain; charset=utf-7",
+    "SGVsbG8=",
+    "=",
+    "+",
+]
+bodies = (
+    st.lists(
+        st.one_of(
+            st.sampled_from(TOKENS),
+            st.text(
+                st.characters(min_codepoint=32, max_codepoint=0x2FFF, blacklist_categories=("Cs", "Cc")), max_size=30
+            ),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+    .map("".join)
+    .filter(lambda b: b.strip() != "" and "---" not in b)
+)
 NAMES = ["MIME-Version", "Content-Type", "Content-Transfer-Encoding", "Content-Disposition"]
-VALUES = ["1.0", "text/plain; charset=utf-7", "text/plain; charset=iso-8859-1", 'text/plain; charset="utf-8"',
-          "text/plain", "multipart/mixed; boundary=b1", "quoted-printable", "base64", "7bit", "8bit", "inline"]  # fmt: skip
+VALUES = [
+    "1.0",
+    "text/plain; charset=utf-7",
+    "text/plain; charset=iso-8859-1",
+    'text/plain; charset="utf-8"',
+    "text/plain",
+    "multipart/mixed; boundary=b1",
+    "quoted-printable",
+    "base64",
+    "7bit",
+    "8bit",
+    "inline",
+]
 generated = st.one_of(
     st.sampled_from(sorted(MUTATIONS)).map(lambda name: MUTATIONS[name]),
     st.builds(set_header, st.sampled_from(NAMES[:3]), st.sampled_from(VALUES)),
-    st.builds(lambda n, v, w: add(f"{n}: {v}", w), st.sampled_from(NAMES), st.sampled_from(VALUES),
-              st.sampled_from(["above", "below"])),
+    st.builds(
+        lambda n, v, w: add(f"{n}: {v}", w),
+        st.sampled_from(NAMES),
+        st.sampled_from(VALUES),
+        st.sampled_from(["above", "below"]),
+    ),
     st.lists(st.sampled_from(NAMES[:3]), min_size=1, max_size=3).map(lambda names: drop(*names)),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

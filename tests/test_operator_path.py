@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, registry as registry_mod
+from agentmail import bus
+from agentmail import registry as registry_mod
 from agentmail.cli import main
 from agentmail.credentials import Login, key_path, write_login
 from agentmail.errors import ConfigError
@@ -28,10 +29,17 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def cli_bus(home: Path, ms: MailServers, *, tls: tuple[str, str] = ("starttls", "implicit"), ca: str | None = None,
-            trust: tuple[str, ...] = ()) -> None:  # fmt: skip
-    endpoints = bus.endpoints(f"127.0.0.1:{ms.smtp_port}", f"127.0.0.1:{ms.imap_port}", tls,
-                              ca or str(ms.ca_file), trust)  # fmt: skip
+def cli_bus(
+    home: Path,
+    ms: MailServers,
+    *,
+    tls: tuple[str, str] = ("starttls", "implicit"),
+    ca: str | None = None,
+    trust: tuple[str, ...] = (),
+) -> None:
+    endpoints = bus.endpoints(
+        f"127.0.0.1:{ms.smtp_port}", f"127.0.0.1:{ms.imap_port}", tls, ca or str(ms.ca_file), trust
+    )
     bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test", transport="smtp+imap", endpoints=endpoints)
     for name in ("alpha", "beta"):
         write_login(home, name, Login(f"{name}@bus.test", USERS[f"{name}@bus.test"]))
@@ -51,7 +59,9 @@ def _spool(home: Path, name: str, state: str) -> list[str]:
 # --- never destroy -----------------------------------------------------------------------
 
 
-def test_init_again_refuses_names_what_exists_and_keeps_the_keys(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_init_again_refuses_names_what_exists_and_keeps_the_keys(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
     before = {n: key_path(home, n).read_bytes() for n in ("alpha", "beta")}
     code, out, err = run(capsys, "init", "--domain", "bus.test", "alpha", "beta")
@@ -70,12 +80,16 @@ def test_init_again_refuses_names_what_exists_and_keeps_the_keys(home: Path, cap
     assert reg.platforms["alpha"].public_key == public_key_of(before["alpha"].decode().strip())
 
 
-def test_the_missing_registry_error_does_not_send_people_to_init(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_missing_registry_error_does_not_send_people_to_init(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, _, err = run(capsys, "--as", "alpha", "inbox")
     assert code == 6 and "AGENTMAIL_REGISTRY" in err and "makes a NEW bus" in err
 
 
-def test_add_never_overwrites_a_key_and_add_repo_attaches_a_checkout(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_add_never_overwrites_a_key_and_add_repo_attaches_a_checkout(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     reg = bus.init(home, home / "registry", ["alpha"], domain="bus.test")
     key_path(home, "gamma").write_text("left from another bus\n")
     with pytest.raises(ConfigError, match="gamma.key already exists"):
@@ -101,20 +115,23 @@ def test_send_refuses_a_key_that_does_not_match_the_pin(home: Path, capsys: pyte
     assert code == 6 and "FAIL dkim key" in out
 
 
-def test_each_platform_gets_its_own_selector_and_init_prints_every_txt_record(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_each_platform_gets_its_own_selector_and_init_prints_every_txt_record(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code, out, _ = run(capsys, "init", "--domain", "bus.test", "alpha", "beta")
     reg = registry_mod.load(home / "registry")
     selectors = {p.selector for p in reg.platforms.values()}
     assert code == 0 and len(selectors) == 2
     for platform in reg.platforms.values():
-        assert f"{platform.selector}._domainkey.bus.test. IN TXT \"v=DKIM1; k=ed25519; p={platform.public_key}\"" in out
+        assert f'{platform.selector}._domainkey.bus.test. IN TXT "v=DKIM1; k=ed25519; p={platform.public_key}"' in out
 
 
 # --- never duplicate ---------------------------------------------------------------------
 
 
-def test_a_refused_login_queues_nothing_and_the_fixed_send_goes_out_once(home: Path, servers: MailServers,
-                                                                         capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_refused_login_queues_nothing_and_the_fixed_send_goes_out_once(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers)
     write_login(home, "alpha", Login("alpha@bus.test", "wrong"))
     code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
@@ -131,15 +148,18 @@ def test_a_refused_login_queues_nothing_and_the_fixed_send_goes_out_once(home: P
     assert "refused the login" in failed["delivery_detail"]
 
 
-def test_a_password_from_the_environment_is_named_as_such(home: Path, servers: MailServers, monkeypatch: pytest.MonkeyPatch,
-                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_password_from_the_environment_is_named_as_such(
+    home: Path, servers: MailServers, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers)
     monkeypatch.setenv("AGENTMAIL_PASSWORD", "wrong")
     code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 6 and "password from the environment (AGENTMAIL_PASSWORD)" in err
 
 
-def test_credentials_readable_by_others_queue_nothing(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]) -> None:
+def test_credentials_readable_by_others_queue_nothing(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers)
     os.chmod(home / "secrets" / "alpha.env", 0o644)
     code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
@@ -150,8 +170,9 @@ def test_credentials_readable_by_others_queue_nothing(home: Path, servers: MailS
     assert servers.store.accepted == []
 
 
-def test_a_transient_failure_queues_says_so_and_the_next_command_sends_it(home: Path, servers: MailServers,
-                                                                          capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_transient_failure_queues_says_so_and_the_next_command_sends_it(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers)
     servers.stop_smtp()
     code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
@@ -175,8 +196,9 @@ def test_a_transient_failure_queues_says_so_and_the_next_command_sends_it(home: 
     assert len(servers.store.accepted) == 2
 
 
-def test_a_reply_that_fails_on_configuration_can_be_sent_again(home: Path, servers: MailServers,
-                                                               capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_reply_that_fails_on_configuration_can_be_sent_again(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers)
     run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     code, out, _ = run(capsys, "--as", "beta", "--json", "inbox")
@@ -212,7 +234,9 @@ def test_implicit_tls_against_a_starttls_port_says_which_mode(home: Path, server
         assert alpha.spool.ids("outbox") == []
 
 
-def test_starttls_against_an_implicit_tls_port_says_it_wants_implicit(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_starttls_against_an_implicit_tls_port_says_it_wants_implicit(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with MailServers("bus.test", USERS, smtp_tls="implicit") as ms:
         cli_bus(home, ms, tls=("starttls", "implicit"))
         code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
@@ -221,7 +245,9 @@ def test_starttls_against_an_implicit_tls_port_says_it_wants_implicit(home: Path
         assert _spool(home, "alpha", "outbox") == []
 
 
-def test_an_untrusted_ca_names_its_issuer_and_bus_set_ca_file_fixes_it(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_untrusted_ca_names_its_issuer_and_bus_set_ca_file_fixes_it(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with MailServers("bus.test", USERS, untrusted_cert=True) as ms:
         cli_bus(home, ms)
         code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
@@ -240,8 +266,14 @@ def test_nothing_listening_is_named_and_queues(home: Path, capsys: pytest.Captur
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         port = holder.getsockname()[1]  # bound, not listening: connections are refused
-        bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test", transport="smtp+imap",
-                 endpoints=bus.endpoints(f"127.0.0.1:{port}", f"127.0.0.1:{port}", ("none",), None, ()))  # fmt: skip
+        bus.init(
+            home,
+            home / "registry",
+            ["alpha", "beta"],
+            domain="bus.test",
+            transport="smtp+imap",
+            endpoints=bus.endpoints(f"127.0.0.1:{port}", f"127.0.0.1:{port}", ("none",), None, ()),
+        )
         write_login(home, "alpha", Login("alpha@bus.test", "x"))
         code, out, _ = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 5 and f"nothing is listening on 127.0.0.1:{port}" in out
@@ -285,12 +317,20 @@ def test_bus_set_changes_settings_without_a_reinit(home: Path, capsys: pytest.Ca
     bus.init(home, home / "registry", ["alpha"], domain="bus.test")
     keys = key_path(home, "alpha").read_bytes()
     assert run(capsys, "bus", "set", "transport", "smtp+imap")[0] == 2  # no endpoints yet: refused, nothing written
-    for args in (("smtp", "mail.example.org:465"), ("imap", "mail.example.org:143"), ("transport", "smtp+imap"),
-                 ("trusted_authserv_ids", "mx.example.org"), ("sent_folder", "Sent"), ("policy", "aligned")):  # fmt: skip
+    for args in (
+        ("smtp", "mail.example.org:465"),
+        ("imap", "mail.example.org:143"),
+        ("transport", "smtp+imap"),
+        ("trusted_authserv_ids", "mx.example.org"),
+        ("sent_folder", "Sent"),
+        ("policy", "aligned"),
+    ):
         assert run(capsys, "bus", "set", *args)[0] == 0, args
     b = registry_mod.load(home / "registry").bus
-    assert (b.smtp, b.imap) == (registry_mod.Endpoint("mail.example.org", 465, "implicit"),
-                                registry_mod.Endpoint("mail.example.org", 143, "starttls"))  # fmt: skip
+    assert (b.smtp, b.imap) == (
+        registry_mod.Endpoint("mail.example.org", 465, "implicit"),
+        registry_mod.Endpoint("mail.example.org", 143, "starttls"),
+    )
     assert (b.trusted_authserv_ids, b.sent_folder, b.policy) == (("mx.example.org",), "Sent", "aligned")
     assert run(capsys, "bus", "set", "imap.tls", "implicit")[0] == 0
     assert registry_mod.load(home / "registry").bus.imap == registry_mod.Endpoint("mail.example.org", 143, "implicit")
@@ -306,8 +346,9 @@ def test_init_tls_follows_the_port(home: Path) -> None:
     assert (endpoints["smtp"]["tls"], endpoints["imap"]["tls"]) == ("implicit", "starttls")
 
 
-def test_sent_letters_go_to_the_folder_marked_sent_unless_disabled(home: Path, servers: MailServers,
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_sent_letters_go_to_the_folder_marked_sent_unless_disabled(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers)
     assert run(capsys, "--as", "alpha", "send", "beta", "-s", "Copy", "-b", OPENER)[0] == 0
     assert len(servers.store.messages("alpha@bus.test", "Sent")) == 1  # found by its \Sent attribute
@@ -319,8 +360,9 @@ def test_sent_letters_go_to_the_folder_marked_sent_unless_disabled(home: Path, s
 # --- doctor ------------------------------------------------------------------------------
 
 
-def test_doctor_names_sources_outbox_secrets_and_a_login_that_may_not_send_as_the_platform(home: Path,
-                                                                                           capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_doctor_names_sources_outbox_secrets_and_a_login_that_may_not_send_as_the_platform(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with MailServers("bus.test", USERS, sender_login_check=True) as ms:
         cli_bus(home, ms)
         code, out, _ = run(capsys, "--as", "alpha", "doctor")
@@ -330,13 +372,17 @@ def test_doctor_names_sources_outbox_secrets_and_a_login_that_may_not_send_as_th
         assert "ok   secrets folder:" in out and "ok   outbox: empty" in out and "alpha.key: owner-only" in out
         write_login(home, "alpha", Login("beta@bus.test", USERS["beta@bus.test"]))
         code, out, _ = run(capsys, "--as", "alpha", "doctor")
-        assert code == 6 and "FAIL sender: the server refuses alpha@bus.test as sender for login beta@bus.test (553" in out
+        assert (
+            code == 6 and "FAIL sender: the server refuses alpha@bus.test as sender for login beta@bus.test (553" in out
+        )
         os.chmod(home / "secrets", 0o755)
         code, out, _ = run(capsys, "--as", "alpha", "doctor")
         assert "FAIL secrets folder" in out and "chmod 700" in out
 
 
-def test_doctor_round_trip_reads_its_letter_back(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]) -> None:
+def test_doctor_round_trip_reads_its_letter_back(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers)
     code, out, _ = run(capsys, "--as", "alpha", "doctor", "--round-trip")
     assert code == 0, out
@@ -346,8 +392,9 @@ def test_doctor_round_trip_reads_its_letter_back(home: Path, servers: MailServer
     assert json.loads(out) == [] and _spool(home, "alpha", "outbox") == []
 
 
-def test_doctor_round_trip_fails_when_a_trusted_id_never_stamps(home: Path, servers: MailServers,
-                                                                capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_doctor_round_trip_fails_when_a_trusted_id_never_stamps(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     cli_bus(home, servers, trust=("mail.bus.test",))  # the test server stamps no Authentication-Results
     code, out, _ = run(capsys, "--as", "alpha", "doctor", "--round-trip")
     assert code == 6 and "FAIL round trip" in out and "no Authentication-Results from mail.bus.test" in out
@@ -362,14 +409,18 @@ def test_doctor_round_trip_on_the_local_transport(home: Path, capsys: pytest.Cap
 # --- send and help -----------------------------------------------------------------------
 
 
-def test_advice_is_one_line_for_openers_only_and_thread_needs_no_subject(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_advice_is_one_line_for_openers_only_and_thread_needs_no_subject(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
     code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Hm", "-b", "it broke")
     assert code == 0 and len(err.strip().splitlines()) == 1 and err.startswith("agentmail: advice")
     thread = out.split()[0]
     code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Q", "-b", "Which version?", "-t", "question")
     assert code == 0 and err == ""
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "--thread", thread, "-b", "More detail.", "-t", "report")
+    code, _, err = run(
+        capsys, "--as", "alpha", "send", "beta", "--thread", thread, "-b", "More detail.", "-t", "report"
+    )
     assert code == 0 and "advice" not in err
     code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-b", "x")
     assert code == 2 and "-s/--subject is required" in err
@@ -377,7 +428,14 @@ def test_advice_is_one_line_for_openers_only_and_thread_needs_no_subject(home: P
 
 def test_help_lists_first_steps_environment_exit_codes_and_types(capsys: pytest.CaptureFixture[str]) -> None:
     _, out, _ = run(capsys, "--help")
-    for needle in ("First steps", "doctor --round-trip", "AGENTMAIL_HOME", "AGENTMAIL_REGISTRY", "Exit codes", "6 configuration"):
+    for needle in (
+        "First steps",
+        "doctor --round-trip",
+        "AGENTMAIL_HOME",
+        "AGENTMAIL_REGISTRY",
+        "Exit codes",
+        "6 configuration",
+    ):
         assert needle in out
     _, out, _ = run(capsys, "send", "--help")
     for needle in ("report|question|fix-notice", "low|medium|high|critical", "TO", "REF"):
@@ -395,7 +453,10 @@ def test_show_says_how_a_letter_was_authenticated(home: Path, capsys: pytest.Cap
     code, out, _ = run(capsys, "--as", "beta", "show", letter_id)
     selector = reg.platforms["alpha"].selector
     assert code == 0
-    assert f"auth:     DKIM signature d=bus.test s={selector} verified against the key pinned in the registry for alpha" in out
+    assert (
+        f"auth:     DKIM signature d=bus.test s={selector} verified against the key pinned in the registry for alpha"
+        in out
+    )
     code, out, _ = run(capsys, "--as", "alpha", "--json", "show", sent_id)
     assert json.loads(out)["authentication"] == f"signed here with the key of alpha (d=bus.test, s={selector})"
 
@@ -406,19 +467,48 @@ def test_no_library_log_line_reaches_the_terminal(home: Path) -> None:
     import subprocess
     import sys
 
-    bus.init(home, home / "registry", ["alpha"], domain="bus.test", transport="smtp+imap",
-             endpoints=bus.endpoints("127.0.0.1:9", "127.0.0.1:143", ("none", "implicit"), None, ()))  # fmt: skip
+    bus.init(
+        home,
+        home / "registry",
+        ["alpha"],
+        domain="bus.test",
+        transport="smtp+imap",
+        endpoints=bus.endpoints("127.0.0.1:9", "127.0.0.1:143", ("none", "implicit"), None, ()),
+    )
     write_login(home, "alpha", Login("alpha@bus.test", "x"))
-    done = subprocess.run([sys.executable, "-m", "agentmail", "--as", "alpha", "doctor"], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, "AGENTMAIL_HOME": str(home)})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "agentmail", "--as", "alpha", "doctor"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "AGENTMAIL_HOME": str(home)},
+    )
     assert done.returncode == 6 and "FAIL imap: 127.0.0.1:143" in done.stdout
     assert len(done.stderr.splitlines()) == 1 and done.stderr.endswith("check(s) failed\n"), done.stderr
 
 
-def test_init_copies_the_ca_into_the_registry(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "init", "--transport", "smtp+imap", "--domain", "bus.test", "--smtp",
-                       f"127.0.0.1:{servers.smtp_port}", "--imap", f"127.0.0.1:{servers.imap_port}", "--tls", "starttls",
-                       "--tls", "implicit", "--ca-file", str(servers.ca_file), "alpha")  # fmt: skip
+def test_init_copies_the_ca_into_the_registry(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(
+        capsys,
+        "init",
+        "--transport",
+        "smtp+imap",
+        "--domain",
+        "bus.test",
+        "--smtp",
+        f"127.0.0.1:{servers.smtp_port}",
+        "--imap",
+        f"127.0.0.1:{servers.imap_port}",
+        "--tls",
+        "starttls",
+        "--tls",
+        "implicit",
+        "--ca-file",
+        str(servers.ca_file),
+        "alpha",
+    )
     assert code == 0, err
     assert 'ca_file = "ca.pem"' in (home / "registry" / "bus.toml").read_text()
     assert (home / "registry" / "ca.pem").read_bytes() == servers.ca_file.read_bytes()

@@ -91,14 +91,19 @@ CASES: dict[str, tuple[Callable[[AgentMail, AgentMail], tuple[str, str]], str]] 
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_every_outbound_path_refuses_the_same_cases(case: str, alpha: AgentMail, beta: AgentMail, home: Path,
-                                                    capsys: pytest.CaptureFixture[str], counted: list[str]) -> None:  # fmt: skip
+def test_every_outbound_path_refuses_the_same_cases(
+    case: str, alpha: AgentMail, beta: AgentMail, home: Path, capsys: pytest.CaptureFixture[str], counted: list[str]
+) -> None:
     import re
 
     make, expected = CASES[case]
     thread, letter_id = make(alpha, beta)
     pattern = re.compile(expected)
-    before = len(list((home / "postoffice" / "alpha" / "new").iterdir())) if (home / "postoffice" / "alpha" / "new").is_dir() else 0
+    before = (
+        len(list((home / "postoffice" / "alpha" / "new").iterdir()))
+        if (home / "postoffice" / "alpha" / "new").is_dir()
+        else 0
+    )
     counted.clear()
     refusals: dict[str, str] = {}
 
@@ -113,12 +118,27 @@ def test_every_outbound_path_refuses_the_same_cases(case: str, alpha: AgentMail,
     # CLI: reply and send --thread, exit 4 with the reason
     code, _, err = cli_run(capsys, "--as", "beta", "reply", letter_id, "-b", "Thanks!")
     refusals["cli reply"] = err if code == 4 else f"exit {code}"
-    code, _, err = cli_run(capsys, "--as", "beta", "send", "alpha", "-s", "x", "-b", "Fixed in 2.4.2.", "--thread", thread,
-                           "-t", "fix-notice")  # fmt: skip
+    code, _, err = cli_run(
+        capsys,
+        "--as",
+        "beta",
+        "send",
+        "alpha",
+        "-s",
+        "x",
+        "-b",
+        "Fixed in 2.4.2.",
+        "--thread",
+        thread,
+        "-t",
+        "fix-notice",
+    )
     refusals["cli send --thread"] = err if code == 4 else f"exit {code}"
     # MCP tools: reply and send with a thread
-    for name, args in (("reply", {"id": letter_id, "body": "Thanks!"}),
-                       ("send", {"to": "alpha", "subject": "x", "body": "Fixed in 2.4.2.", "type": "fix-notice", "thread": thread})):  # fmt: skip
+    for name, args in (
+        ("reply", {"id": letter_id, "body": "Thanks!"}),
+        ("send", {"to": "alpha", "subject": "x", "body": "Fixed in 2.4.2.", "type": "fix-notice", "thread": thread}),
+    ):
         with pytest.raises(Refused) as raised:
             mcp_server.call(beta, name, args)
         refusals[f"mcp {name}"] = str(raised.value)
@@ -130,7 +150,11 @@ def test_every_outbound_path_refuses_the_same_cases(case: str, alpha: AgentMail,
             assert pattern.search(reason), f"{path}: {reason!r}"
     # Each path asked the one guard; none of them let a letter out.
     assert len(counted) >= 6 and "ok" not in counted
-    after = len(list((home / "postoffice" / "alpha" / "new").iterdir())) if (home / "postoffice" / "alpha" / "new").is_dir() else 0
+    after = (
+        len(list((home / "postoffice" / "alpha" / "new").iterdir()))
+        if (home / "postoffice" / "alpha" / "new").is_dir()
+        else 0
+    )
     assert after == before
 
 
@@ -139,8 +163,7 @@ def test_a_command_run_by_watch_is_refused_the_same_way(alpha: AgentMail, beta: 
     _ended_with_their("ack", alpha, beta)
     log = tmp_path / "codes"
     agentmail = f"{shlex.quote(sys.executable)} -m agentmail"
-    command = (f'{agentmail} reply "$AGENTMAIL_LETTER_ID" -b "Thanks!" 2>>{log}.err; '
-               f'echo "$AGENTMAIL_TYPE $?" >> {log}')  # fmt: skip
+    command = f'{agentmail} reply "$AGENTMAIL_LETTER_ID" -b "Thanks!" 2>>{log}.err; echo "$AGENTMAIL_TYPE $?" >> {log}'
     env_path = os.pathsep.join(sys.path)
     os.environ["PYTHONPATH"] = env_path
     try:
@@ -200,16 +223,23 @@ def test_two_agents_of_one_platform_answer_a_letter_once(registry: Registry, alp
     assert [x.type for x in alpha.inbox()] == ["ack", "fix-notice"]  # the sender got one ack
 
 
-def test_two_processes_of_sibling_agents_race_for_the_same_letters(registry: Registry, alpha: AgentMail,
-                                                                     home: Path) -> None:  # fmt: skip
+def test_two_processes_of_sibling_agents_race_for_the_same_letters(
+    registry: Registry, alpha: AgentMail, home: Path
+) -> None:
     reports = [alpha.send("beta", f"Report {i}", OPENER).message_id for i in range(12)]
     env = dict(os.environ, AGENTMAIL_HOME=str(home))
     procs, outs = [], []
     for agent in ("alice", "bob"):
         out = home.parent / f"reply-{agent}.json"
         outs.append(out)
-        procs.append(subprocess.Popen([sys.executable, str(WORKER), "beta", agent, str(out), *reports],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env))  # fmt: skip
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), "beta", agent, str(out), *reports],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=env,
+            )
+        )
     try:
         for proc in procs:  # both ready (synced, imports done) before either starts
             assert proc.stdout is not None
@@ -225,7 +255,7 @@ def test_two_processes_of_sibling_agents_race_for_the_same_letters(registry: Reg
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-    results = {agent: json.loads(out.read_text())["results"] for agent, out in zip(("alice", "bob"), outs)}
+    results = {agent: json.loads(out.read_text())["results"] for agent, out in zip(("alice", "bob"), outs, strict=True)}
     for n, message_id in enumerate(reports):
         outcome = {agent: results[agent][n] for agent in results}
         assert outcome["alice"]["message_id"] == outcome["bob"]["message_id"] == message_id
@@ -259,8 +289,12 @@ with am.spool.claim_reply(letter.message_id, "01deadclaim0000000000000000") as h
 
 def test_a_claim_whose_reply_never_got_filed_is_taken_over(registry: Registry, alpha: AgentMail, home: Path) -> None:
     alpha.send("beta", "Quota", OPENER)
-    proc = subprocess.Popen([sys.executable, "-c", CLAIMER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            env=dict(os.environ, AGENTMAIL_HOME=str(home)))  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CLAIMER],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=dict(os.environ, AGENTMAIL_HOME=str(home)),
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == b"claimed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
@@ -277,7 +311,8 @@ def test_a_claim_whose_reply_never_got_filed_is_taken_over(registry: Registry, a
 
 
 def test_letter_ids_are_accepted_in_any_case_and_an_unknown_id_is_exit_1(
-        alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
+) -> None:
     alpha.send("beta", "One", OPENER)
     alpha.send("beta", "Two", OPENER)
     first, second = beta.inbox()
@@ -292,8 +327,9 @@ def test_letter_ids_are_accepted_in_any_case_and_an_unknown_id_is_exit_1(
     assert cli_run(capsys, "--as", "beta", "show", "01NOSUCHLETTER")[0] == 1
 
 
-def test_keygen_writes_the_private_key_before_it_pins_the_public_key(registry: Registry, home: Path,
-                                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_keygen_writes_the_private_key_before_it_pins_the_public_key(
+    registry: Registry, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agentmail.registry import load
 
     entry = registry.root / "platforms" / "alpha.toml"
@@ -315,26 +351,37 @@ def test_keygen_writes_the_private_key_before_it_pins_the_public_key(registry: R
     assert [x.subject for x in beta.inbox()] == ["After rotation"]  # the new pair works end to end
 
 
-
-
 # --- depth: from the chain, never shallower than the letter says --------------------------------
 
 
-def _hostile_answer(beta: AgentMail, registry: Registry, home: Path, parent: Any, *, to: str,
-                    references: tuple[str, ...]) -> None:  # fmt: skip
+def _hostile_answer(
+    beta: AgentMail, registry: Registry, home: Path, parent: Any, *, to: str, references: tuple[str, ...]
+) -> None:
     """beta (authenticated, but hostile) answers ``parent`` with the headers it likes, into alpha's mailbox."""
     from agentmail import signing, wire
     from agentmail.credentials import read_private_key
 
-    outline = wire.draft_letter("beta@bus.test", "", to, "question", parent.thread, "Re: deep", "And again?",
-                           in_reply_to=parent.message_id, references=references,
-                           message_id=wire.new_message_id("beta", "bus.test"))  # fmt: skip
-    raw = signing.sign(wire.render(outline), "bus.test", registry.platforms["beta"].selector, read_private_key(home, "beta"))
+    outline = wire.draft_letter(
+        "beta@bus.test",
+        "",
+        to,
+        "question",
+        parent.thread,
+        "Re: deep",
+        "And again?",
+        in_reply_to=parent.message_id,
+        references=references,
+        message_id=wire.new_message_id("beta", "bus.test"),
+    )
+    raw = signing.sign(
+        wire.render(outline), "bus.test", registry.platforms["beta"].selector, read_private_key(home, "beta")
+    )
     deliver(home / "postoffice" / "alpha", raw)
 
 
-def test_a_hostile_letter_cannot_make_a_thread_shallower(alpha: AgentMail, beta: AgentMail, registry: Registry,
-                                                          home: Path) -> None:  # fmt: skip
+def test_a_hostile_letter_cannot_make_a_thread_shallower(
+    alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path
+) -> None:
     thread, _ = _twenty_deep(alpha, beta)
     deepest = max(alpha.thread(thread), key=lambda x: x.depth)
     assert deepest.sender == "alpha" and deepest.depth == 19

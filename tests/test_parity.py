@@ -33,13 +33,22 @@ CLI_ONLY = {
 }
 # CLI option -> tool argument, where the names differ; None: the tool has none, for the reason given.
 OPTIONS = {
-    ("show", "letter_id"): "id", ("show", "raw"): None,  # the raw bytes are for a person's bug report
-    ("done", "letter_ids"): "ids", ("reply", "letter_id"): "id", ("thread", "thread_id"): "thread",
-    ("wait", "thread_id"): "thread", ("send", "kind"): "type", ("reply", "kind"): "type", ("wait", "kind"): "type",
-    ("note", "to_agent"): "to", ("status", "closed"): None,  # an agent works on what is open
+    ("show", "letter_id"): "id",
+    ("show", "raw"): None,  # the raw bytes are for a person's bug report
+    ("done", "letter_ids"): "ids",
+    ("reply", "letter_id"): "id",
+    ("thread", "thread_id"): "thread",
+    ("wait", "thread_id"): "thread",
+    ("send", "kind"): "type",
+    ("reply", "kind"): "type",
+    ("wait", "kind"): "type",
+    ("note", "to_agent"): "to",
+    ("status", "closed"): None,  # an agent works on what is open
     # --force passes the credential check: a person's decision, never a tool's
-    ("send", "force"): None, ("reply", "force"): None, ("note", "force"): None,
-}  # fmt: skip
+    ("send", "force"): None,
+    ("reply", "force"): None,
+    ("note", "force"): None,
+}
 NO_SYNC = None  # every tool syncs first: a tool's view is never stale
 
 
@@ -71,22 +80,31 @@ def pair(alpha: AgentMail, beta: AgentMail) -> tuple[AgentMail, AgentMail]:
     return alpha, beta
 
 
-def test_send_with_a_thread_is_one_rule_for_both_shells(pair: tuple[AgentMail, AgentMail], capsys: pytest.CaptureFixture[str]) -> None:
+def test_send_with_a_thread_is_one_rule_for_both_shells(
+    pair: tuple[AgentMail, AgentMail], capsys: pytest.CaptureFixture[str]
+) -> None:
     """``send --thread`` to the wrong platform: the client warns, the CLI prints it, the tool returns it."""
     from agentmail.cli import main
 
     alpha, beta = pair
-    opened = alpha.send("beta", "Quota 500s", "Steps: run it. Output: 500. Expected 200 per the docs, v1.2. Please fix.")
+    opened = alpha.send(
+        "beta", "Quota 500s", "Steps: run it. Output: 500. Expected 200 per the docs, v1.2. Please fix."
+    )
     letter = alpha.send("alpha", "", "Also on 1.3; please look at both.", type="question", thread=opened.thread)
     assert letter.to == "beta" and alpha.last_warnings == [f"thread {opened.thread} is with beta; sent there"]
-    result = call(alpha, "send", {"to": "alpha", "subject": "-", "body": "And on 1.4; please.", "type": "question",
-                                  "thread": opened.thread})  # fmt: skip
+    result = call(
+        alpha,
+        "send",
+        {"to": "alpha", "subject": "-", "body": "And on 1.4; please.", "type": "question", "thread": opened.thread},
+    )
     assert result["to"] == "beta" and result["warnings"] == [f"thread {opened.thread} is with beta; sent there"]
     assert main(["--as", "alpha", "send", "alpha", "--thread", opened.thread, "-t", "question", "-b", "And 1.5."]) == 0
     assert f"agentmail: note: thread {opened.thread} is with beta; sent there" in capsys.readouterr().err
 
 
-def test_a_refused_reply_is_refused_in_both_shells_and_none_in_the_documented_api(pair: tuple[AgentMail, AgentMail]) -> None:
+def test_a_refused_reply_is_refused_in_both_shells_and_none_in_the_documented_api(
+    pair: tuple[AgentMail, AgentMail],
+) -> None:
     alpha, beta = pair
     sent = alpha.send("beta", "Done", "Closing it.", type="close")
     (close,) = beta.inbox()

@@ -49,8 +49,7 @@ def test_write_atomic_replaces_whole_and_leaves_no_temporary_file(tmp_path: Path
 
 
 def test_a_lock_is_exclusive_until_released(tmp_path: Path) -> None:
-    with _fs.locked(tmp_path / "lock"):
-        with pytest.raises(BlockingIOError), _fs.locked(tmp_path / "lock", wait=False):
-            pass  # flock locks belong to an open file: a second open conflicts, even in-process
+    with _fs.locked(tmp_path / "lock"), pytest.raises(BlockingIOError), _fs.locked(tmp_path / "lock", wait=False):
+        pass  # flock locks belong to an open file: a second open conflicts, even in-process
     with _fs.locked(tmp_path / "lock", wait=False):
         pass

@@ -39,7 +39,7 @@ def test_a_bad_platform_entry_is_reported_and_skipped(home: Path) -> None:
 def test_two_entries_cannot_claim_one_address(home: Path) -> None:
     bus.init(home, home / "registry", ["alpha"], domain="bus.test")
     folder = home / "registry" / "platforms"
-    text = (folder / "alpha.toml").read_text().replace("name = \"alpha\"", "name = \"alpha2\"")
+    text = (folder / "alpha.toml").read_text().replace('name = "alpha"', 'name = "alpha2"')
     (folder / "alpha2.toml").write_text(text)
     reg = registry.load(home / "registry")
     assert list(reg.platforms) == ["alpha"] and "already taken" in reg.problems[0]

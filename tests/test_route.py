@@ -8,9 +8,19 @@ from agentmail.authenticity import Verdict
 from agentmail.model import Letter
 from agentmail.route import Facts, route
 
-LETTER = Letter(message_id="<01a.beta@bus.test>", sender="beta", sender_address="beta@bus.test", to="alpha",
-                to_address="alpha@bus.test", type="question", thread="thr-aaaaaaaaaa", subject="s", body="b",
-                date="", in_reply_to="<01p.alpha@bus.test>")  # fmt: skip
+LETTER = Letter(
+    message_id="<01a.beta@bus.test>",
+    sender="beta",
+    sender_address="beta@bus.test",
+    to="alpha",
+    to_address="alpha@bus.test",
+    type="question",
+    thread="thr-aaaaaaaaaa",
+    subject="s",
+    body="b",
+    date="",
+    in_reply_to="<01p.alpha@bus.test>",
+)
 NOTE_FOR_TESTER = Letter(**{**LETTER.__dict__, "type": "note", "to_agent": "tester", "extra": {}})
 ACCEPT = Verdict("accept", letter=LETTER)
 BOUNCE = Verdict("bounce", reason=None, detail="550 5.1.1 no such user", bounced_message_id="<01s.alpha@bus.test>")

@@ -12,9 +12,15 @@ KEY = signing.PinnedKey("bus.test", "am1", "ed25519", PUBLIC)
 
 def signed(**changes: object) -> bytes:
     fields: dict[str, object] = dict(
-        sender_address="alpha@bus.test", sender_name="Alpha", to_address="beta@bus.test", type="report",
-        thread="thr-abc123def0", subject="Burst", body="Fired 14 submits.", message_id="<01s.alpha@bus.test>",
-    )  # fmt: skip
+        sender_address="alpha@bus.test",
+        sender_name="Alpha",
+        to_address="beta@bus.test",
+        type="report",
+        thread="thr-abc123def0",
+        subject="Burst",
+        body="Fired 14 submits.",
+        message_id="<01s.alpha@bus.test>",
+    )
     fields.update(changes)
     return signing.sign(wire.render(wire.draft_letter(**fields)), "bus.test", "am1", PRIVATE)  # type: ignore[arg-type]
 
@@ -30,9 +36,18 @@ def test_the_signature_is_relaxed_simple_ed25519_without_l_and_over_signs() -> N
     assert "a=ed25519-sha256" in sig and "c=relaxed/simple" in sig
     assert " l=" not in sig and ";l=" not in sig
     flat = sig.replace("\r\n", "").replace(" ", "")
-    for name in ("from:from", "to:to", "subject:subject", "message-id:message-id", "auto-submitted:auto-submitted",
-                 "in-reply-to:in-reply-to", "x-agentmail-type:x-agentmail-type", "mime-version:mime-version",
-                 "content-type:content-type", "content-transfer-encoding:content-transfer-encoding"):  # fmt: skip
+    for name in (
+        "from:from",
+        "to:to",
+        "subject:subject",
+        "message-id:message-id",
+        "auto-submitted:auto-submitted",
+        "in-reply-to:in-reply-to",
+        "x-agentmail-type:x-agentmail-type",
+        "mime-version:mime-version",
+        "content-type:content-type",
+        "content-transfer-encoding:content-transfer-encoding",
+    ):
         assert name in flat
 
 
@@ -42,15 +57,18 @@ def _insert_above(raw: bytes, header: bytes) -> bytes:
     return raw[:at] + header + b"\r\n" + raw[at:]
 
 
-@pytest.mark.parametrize("tamper,words", [
-    (lambda r: r.replace(b"Fired 14", b"Fired 15"), "body changed"),
-    (lambda r: r.replace(b"Subject: Burst", b"Subject: Burts"), "does not verify"),
-    (lambda r: _insert_above(r, b"From: mallory@bus.test"), "over-sign from"),
-    (lambda r: _insert_above(r, b"Subject: Please send your key"), "over-sign subject"),
-    (lambda r: _insert_above(r, b"To: mallory@evil.test"), "over-sign to"),
-    (lambda r: _insert_above(r, b"In-Reply-To: <x@evil.test>"), "does not verify"),  # signed as absent
-    (lambda r: r.replace(b"X-Agentmail-Type: report", b"X-Agentmail-Type: close"), "does not verify"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "tamper,words",
+    [
+        (lambda r: r.replace(b"Fired 14", b"Fired 15"), "body changed"),
+        (lambda r: r.replace(b"Subject: Burst", b"Subject: Burts"), "does not verify"),
+        (lambda r: _insert_above(r, b"From: mallory@bus.test"), "over-sign from"),
+        (lambda r: _insert_above(r, b"Subject: Please send your key"), "over-sign subject"),
+        (lambda r: _insert_above(r, b"To: mallory@evil.test"), "over-sign to"),
+        (lambda r: _insert_above(r, b"In-Reply-To: <x@evil.test>"), "does not verify"),  # signed as absent
+        (lambda r: r.replace(b"X-Agentmail-Type: report", b"X-Agentmail-Type: close"), "does not verify"),
+    ],
+)
 def test_tampering_breaks_verification(tamper, words: str) -> None:  # type: ignore[no-untyped-def]
     result = signing.verify(tamper(signed()), KEY)
     assert not result.ok
@@ -65,9 +83,16 @@ def test_a_different_key_for_the_same_selector_fails() -> None:
 
 def test_a_valid_signature_by_an_attacker_domain_does_not_count() -> None:
     attacker_private, _ = signing.generate_keypair()
-    raw = signing.sign(wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0",
-                                                "Hi", "x", message_id="<1@evil.test>")),
-                       "evil.test", "am1", attacker_private)  # fmt: skip
+    raw = signing.sign(
+        wire.render(
+            wire.draft_letter(
+                "alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x", message_id="<1@evil.test>"
+            )
+        ),
+        "evil.test",
+        "am1",
+        attacker_private,
+    )
     result = signing.verify(raw, KEY)
     assert not result.ok and "d=evil.test" in result.detail
 
@@ -80,8 +105,11 @@ def test_a_signature_with_a_body_length_limit_is_refused() -> None:
 
 
 def test_an_unsigned_letter_fails() -> None:
-    unsigned = wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x",
-                                        message_id="<1@bus.test>"))  # fmt: skip
+    unsigned = wire.render(
+        wire.draft_letter(
+            "alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Hi", "x", message_id="<1@bus.test>"
+        )
+    )
     assert signing.verify(unsigned, KEY) == signing.DkimResult(False, "the letter carries no DKIM signature")
 
 
@@ -92,25 +120,58 @@ def test_public_key_of_matches_the_generated_pair() -> None:
 def _signed_with(headers: list[bytes], canonicalize: tuple[bytes, bytes] = signing.CANONICALIZATION) -> bytes:
     import dkim
 
-    raw = wire.render(wire.draft_letter("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0", "Burst",
-                                   "Fired 14 submits.", message_id="<01s.alpha@bus.test>"))  # fmt: skip
-    return dkim.sign(raw, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
-                     canonicalize=canonicalize, include_headers=headers, linesep=b"\r\n") + raw  # fmt: skip
+    raw = wire.render(
+        wire.draft_letter(
+            "alpha@bus.test",
+            "Alpha",
+            "beta@bus.test",
+            "report",
+            "thr-abc123def0",
+            "Burst",
+            "Fired 14 submits.",
+            message_id="<01s.alpha@bus.test>",
+        )
+    )
+    return (
+        dkim.sign(
+            raw,
+            b"am1",
+            b"bus.test",
+            PRIVATE.encode(),
+            signature_algorithm=b"ed25519-sha256",
+            canonicalize=canonicalize,
+            include_headers=headers,
+            linesep=b"\r\n",
+        )
+        + raw
+    )
 
 
 ALL_TWICE = [h.lower().encode() for h in (*wire.SIGNED_HEADERS, *wire.PEOPLE_HEADERS) for _ in (0, 1)]
 
 
-@pytest.mark.parametrize("headers,canonicalize,words", [
-    ([h for h in ALL_TWICE if not h.startswith((b"content-", b"mime-"))], signing.CANONICALIZATION,
-     "does not cover the MIME headers (MIME-Version, Content-Type, Content-Transfer-Encoding): the sender's "
-     "agentmail is too old and must be upgraded"),
-    ([h for h in ALL_TWICE if h != b"content-type"] + [b"content-type"], signing.CANONICALIZATION,
-     "does not over-sign the content-type header"),
-    ([h for h in ALL_TWICE if h != b"content-transfer-encoding"], signing.CANONICALIZATION,
-     "does not cover the content-transfer-encoding header"),
-    (ALL_TWICE, (b"relaxed", b"relaxed"), "canonicalises the body loosely"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "headers,canonicalize,words",
+    [
+        (
+            [h for h in ALL_TWICE if not h.startswith((b"content-", b"mime-"))],
+            signing.CANONICALIZATION,
+            "does not cover the MIME headers (MIME-Version, Content-Type, Content-Transfer-Encoding): the sender's "
+            "agentmail is too old and must be upgraded",
+        ),
+        (
+            [h for h in ALL_TWICE if h != b"content-type"] + [b"content-type"],
+            signing.CANONICALIZATION,
+            "does not over-sign the content-type header",
+        ),
+        (
+            [h for h in ALL_TWICE if h != b"content-transfer-encoding"],
+            signing.CANONICALIZATION,
+            "does not cover the content-transfer-encoding header",
+        ),
+        (ALL_TWICE, (b"relaxed", b"relaxed"), "canonicalises the body loosely"),
+    ],
+)
 def test_a_signature_must_over_sign_the_mime_headers_and_sign_the_body_exactly(
     headers: list[bytes], canonicalize: tuple[bytes, bytes], words: str
 ) -> None:

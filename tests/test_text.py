@@ -21,10 +21,19 @@ texts = st.text(st.sampled_from(TRICKY) | st.characters(exclude_categories=["Cs"
 def inbound_subject(subject: str) -> str:
     """What a reader makes of a letter whose Subject carries ``subject`` (RFC 2047 encoded, as
     a mail client would send it); raises Malformed where the reader quarantines it."""
-    raw = wire.render(wire.draft_letter(
-        sender_address="alpha@bus.test", sender_name="Alpha", to_address="beta@bus.test", type="report",
-        thread="thr-abc123def0", subject="placeholder", body="Body.", severity="low", message_id="<01a.alpha@bus.test>",
-    ))  # fmt: skip
+    raw = wire.render(
+        wire.draft_letter(
+            sender_address="alpha@bus.test",
+            sender_name="Alpha",
+            to_address="beta@bus.test",
+            type="report",
+            thread="thr-abc123def0",
+            subject="placeholder",
+            body="Body.",
+            severity="low",
+            message_id="<01a.alpha@bus.test>",
+        )
+    )
     encoded = b"=?utf-8?b?" + base64.b64encode(subject.encode()) + b"?="  # one word: nothing split or folded
     raw = raw.replace(b"Subject: placeholder", b"Subject: " + encoded, 1)
     return wire.to_letter(wire.parse_message(raw, 10**6)).subject
@@ -76,10 +85,19 @@ def test_each_class_of_the_policy_is_forbidden(char: str) -> None:
 
 def test_a_folded_subject_is_read_whole() -> None:
     subject = "Burst limit never releases after the window closes, " * 3
-    raw = wire.render(wire.draft_letter(
-        sender_address="alpha@bus.test", sender_name="Alpha", to_address="beta@bus.test", type="report",
-        thread="thr-abc123def0", subject=subject.strip(), body="Body.", severity="low", message_id="<01a.alpha@bus.test>",
-    ))  # fmt: skip
+    raw = wire.render(
+        wire.draft_letter(
+            sender_address="alpha@bus.test",
+            sender_name="Alpha",
+            to_address="beta@bus.test",
+            type="report",
+            thread="thr-abc123def0",
+            subject=subject.strip(),
+            body="Body.",
+            severity="low",
+            message_id="<01a.alpha@bus.test>",
+        )
+    )
     assert b"\r\n " in raw.split(b"\r\n\r\n")[0]  # folded
     assert wire.to_letter(wire.parse_message(raw, 10**6)).subject == subject.strip()
 

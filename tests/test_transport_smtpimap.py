@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, registry as registry_mod
+from agentmail import bus
+from agentmail import registry as registry_mod
 from agentmail.client import AgentMail
 from agentmail.credentials import Login, write_login
 from agentmail.errors import ConfigError
@@ -25,13 +26,32 @@ CANARY = "canary-Pa55w0rd-7f3e"
 USERS = {"alpha@bus.test": CANARY + "-alpha", "beta@bus.test": CANARY + "-beta"}
 
 
-def make_bus(home: Path, ms: MailServers, *, smtp_tls: str = "starttls", imap_tls: str = "implicit",
-             ca_file: str | None = None, **extra: object) -> registry_mod.Registry:  # fmt: skip
-    endpoints = bus.endpoints(f"127.0.0.1:{ms.smtp_port}", f"127.0.0.1:{ms.imap_port}", (smtp_tls, imap_tls),
-                              ca_file or str(ms.ca_file), ("mail.bus.test",))  # fmt: skip
+def make_bus(
+    home: Path,
+    ms: MailServers,
+    *,
+    smtp_tls: str = "starttls",
+    imap_tls: str = "implicit",
+    ca_file: str | None = None,
+    **extra: object,
+) -> registry_mod.Registry:
+    endpoints = bus.endpoints(
+        f"127.0.0.1:{ms.smtp_port}",
+        f"127.0.0.1:{ms.imap_port}",
+        (smtp_tls, imap_tls),
+        ca_file or str(ms.ca_file),
+        ("mail.bus.test",),
+    )
     endpoints.update(extra)
-    reg = bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test", transport="smtp+imap",
-                   endpoints=endpoints, force=True)  # fmt: skip
+    reg = bus.init(
+        home,
+        home / "registry",
+        ["alpha", "beta"],
+        domain="bus.test",
+        transport="smtp+imap",
+        endpoints=endpoints,
+        force=True,
+    )
     for name in ("alpha", "beta"):
         write_login(home, name, Login(f"{name}@bus.test", USERS[f"{name}@bus.test"]))
     return reg
@@ -93,7 +113,9 @@ def test_server_down_then_up_drains_the_outbox_once(pair: tuple[AgentMail, Agent
     assert len(servers.store.accepted) == 2
 
 
-def test_a_4xx_queues_and_a_5xx_fails_with_the_servers_reason(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+def test_a_4xx_queues_and_a_5xx_fails_with_the_servers_reason(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:
     alpha, beta = pair
     servers.store.fail_next_data(1, 451, "4.3.0 try later")
     queued = alpha.send("beta", "Later", OPENER)
@@ -111,7 +133,9 @@ def test_partial_recipient_refusals_are_reported(home: Path, servers: MailServer
     reg = make_bus(home, servers)
     transport = SmtpImapTransport.from_registry(reg, "alpha", home)
     raw = b"From: alpha@bus.test\r\nTo: beta@bus.test\r\nSubject: x\r\nMessage-ID: <p@bus.test>\r\n\r\nhi\r\n"
-    (result,) = transport.submit([Outgoing("k1", raw, Envelope("alpha@bus.test", ("beta@bus.test", "nosuch@bus.test")))])
+    (result,) = transport.submit(
+        [Outgoing("k1", raw, Envelope("alpha@bus.test", ("beta@bus.test", "nosuch@bus.test")))]
+    )
     assert result.status == "sent"
     assert [addr for addr, _ in result.refused] == ["nosuch@bus.test"] and result.refused[0][1].startswith("550")
     (all_refused,) = transport.submit([Outgoing("k2", raw, Envelope("alpha@bus.test", ("nosuch@bus.test",)))])
@@ -119,7 +143,9 @@ def test_partial_recipient_refusals_are_reported(home: Path, servers: MailServer
     transport.close()
 
 
-def test_a_uidvalidity_change_resyncs_without_duplicates(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+def test_a_uidvalidity_change_resyncs_without_duplicates(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:
     alpha, beta = pair
     alpha.send("beta", "One", OPENER)
     alpha.send("beta", "Two", OPENER)
@@ -133,7 +159,9 @@ def test_a_uidvalidity_change_resyncs_without_duplicates(pair: tuple[AgentMail, 
     assert [x.subject for x in beta.inbox()] == ["Three"]
 
 
-def test_an_oversized_letter_is_quarantined_without_downloading_it(pair: tuple[AgentMail, AgentMail], servers: MailServers) -> None:
+def test_an_oversized_letter_is_quarantined_without_downloading_it(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:
     _, beta = pair
     servers.store.inject("beta@bus.test", b"From: alpha@bus.test\r\nSubject: big\r\n\r\n" + b"x" * 1_200_000)
     servers.store.reset_counts()
@@ -143,7 +171,9 @@ def test_an_oversized_letter_is_quarantined_without_downloading_it(pair: tuple[A
     assert beta.spool.raw(big.id).startswith(b"X-Agentmail-Not-Downloaded:")
 
 
-def test_lf_only_messages_from_the_server_are_accepted(pair: tuple[AgentMail, AgentMail], servers: MailServers, home: Path) -> None:
+def test_lf_only_messages_from_the_server_are_accepted(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers, home: Path
+) -> None:
     alpha, beta = pair
     alpha.send("beta", "Crlf", OPENER)
     (accepted,) = servers.store.accepted
@@ -186,8 +216,9 @@ def test_sent_letters_are_copied_to_the_sent_folder(home: Path, servers: MailSer
     assert sent.message_id.encode() in copy.data and "\\Seen" in copy.flags
 
 
-def test_a_refused_copy_to_the_sent_folder_is_recorded_not_swallowed(home: Path, servers: MailServers,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_refused_copy_to_the_sent_folder_is_recorded_not_swallowed(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
+) -> None:
     from agentmail.cli import main
 
     make_bus(home, servers, sent_folder="Sent")
@@ -207,8 +238,9 @@ def test_a_refused_copy_to_the_sent_folder_is_recorded_not_swallowed(home: Path,
     assert len(servers.store.messages("alpha@bus.test", "Sent")) == 1
 
 
-def test_an_imap_failure_is_one_transport_error_that_keeps_its_cause(pair: tuple[AgentMail, AgentMail],
-                                                                      servers: MailServers) -> None:  # fmt: skip
+def test_an_imap_failure_is_one_transport_error_that_keeps_its_cause(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:
     from agentmail.errors import TransportError
 
     _, beta = pair
@@ -233,14 +265,20 @@ def test_a_bounce_marks_the_sent_letter_undeliverable(pair: tuple[AgentMail, Age
     assert alpha.sent()[0].extra["undeliverable"] == "true"
 
 
-def test_the_password_appears_in_no_output_or_log(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str],
-                                                  caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+def test_the_password_appears_in_no_output_or_log(
+    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
     from agentmail.cli import main
 
     caplog.set_level(logging.DEBUG)
     make_bus(home, servers)
-    for args in (["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER], ["--as", "beta", "inbox", "--json"],
-                 ["--as", "alpha", "doctor"], ["--as", "beta", "--json", "doctor"], ["--as", "beta", "wait", "--timeout", "0.2"]):  # fmt: skip
+    for args in (
+        ["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER],
+        ["--as", "beta", "inbox", "--json"],
+        ["--as", "alpha", "doctor"],
+        ["--as", "beta", "--json", "doctor"],
+        ["--as", "beta", "wait", "--timeout", "0.2"],
+    ):
         main(args)
     servers.stop_smtp()
     main(["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER])

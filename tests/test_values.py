@@ -6,8 +6,19 @@ from __future__ import annotations
 from agentmail.client import AgentMail
 from agentmail.model import Letter, ThreadStatus
 
-STATUS_FIELDS = {"delivery", "delivery_detail", "thread", "subject", "state", "last_type", "whose_move", "letters",
-                 "with", "last_id", "undeliverable"}  # fmt: skip
+STATUS_FIELDS = {
+    "delivery",
+    "delivery_detail",
+    "thread",
+    "subject",
+    "state",
+    "last_type",
+    "whose_move",
+    "letters",
+    "with",
+    "last_id",
+    "undeliverable",
+}
 
 
 def test_depth_is_a_field_the_spool_sets_and_json_carries(alpha: AgentMail, beta: AgentMail) -> None:
@@ -31,5 +42,11 @@ def test_status_rows_are_typed_and_keep_the_json_row(alpha: AgentMail, beta: Age
     sent = alpha.send("beta", "Quota", "Why 500s on /quota? Please say.", type="question")
     (row,) = alpha.status()
     assert isinstance(row, ThreadStatus) and set(row.to_json()) == STATUS_FIELDS
-    assert (row.thread, row.whose_move, row.with_, row.delivery, row.last_id) == (sent.thread, "beta", "beta", "sent", sent.id)
+    assert (row.thread, row.whose_move, row.with_, row.delivery, row.last_id) == (
+        sent.thread,
+        "beta",
+        "beta",
+        "sent",
+        sent.id,
+    )
     assert row["with"] == "beta" and row["thread"] == sent.thread  # the dict a caller indexed before

@@ -23,14 +23,17 @@ def lines(path: Path) -> list[list[str]]:
     return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_each_letter_runs_once_with_its_facts_in_the_environment(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+def test_each_letter_runs_once_with_its_facts_in_the_environment(
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path
+) -> None:
     out = tmp_path / "runs.txt"
     first = alpha.send("beta", "Quota 500s", OPENER)
     second = alpha.send("beta", "Another one", OPENER)
     assert main(["--as", "beta", "watch", "--once", "--exec", RECORD.format(out=out)]) == 0
     ids = [x.id for x in beta.inbox()]
-    assert sorted(lines(out)) == sorted([[ids[0], "report", first.thread, "alpha", "beta"],
-                                         [ids[1], "report", second.thread, "alpha", "beta"]])  # fmt: skip
+    assert sorted(lines(out)) == sorted(
+        [[ids[0], "report", first.thread, "alpha", "beta"], [ids[1], "report", second.thread, "alpha", "beta"]]
+    )
     assert main(["--as", "beta", "watch", "--once", "--exec", RECORD.format(out=out)]) == 0  # a restart
     assert len(lines(out)) == 2
     alpha.send("beta", "A third", OPENER)
@@ -82,7 +85,9 @@ def test_a_run_cut_short_is_reported_not_repeated(alpha: AgentMail, beta: AgentM
     (received,) = beta.inbox()
     state = beta.spool.root / "watch" / "state.json"
     state.parent.mkdir(parents=True)
-    state.write_text(json.dumps({"handled": {received.message_id: {"id": received.id, "status": "running", "at": time.time()}}}))
+    state.write_text(
+        json.dumps({"handled": {received.message_id: {"id": received.id, "status": "running", "at": time.time()}}})
+    )
     said: list[str] = []
     assert Watcher(beta, "false", log=said.append).run(once=True) == 0
     assert "was running when the last watcher stopped" in said[0] and letter.thread
@@ -126,8 +131,12 @@ def test_sigterm_stops_the_watcher_cleanly(registry: object, home: Path, tmp_pat
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "agentmail", "--as", "beta", "watch", "--exec", "true"],
-                            env={**os.environ, "AGENTMAIL_HOME": str(home)}, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentmail", "--as", "beta", "watch", "--exec", "true"],
+        env={**os.environ, "AGENTMAIL_HOME": str(home)},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(10) == 0

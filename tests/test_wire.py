@@ -15,10 +15,17 @@ DATA = Path(__file__).parent / "data"
 
 def outline(**changes: object) -> Letter:
     base: dict[str, object] = dict(
-        sender_address="alpha@bus.test", sender_name="Alpha agent", to_address="beta@bus.test", type="report",
-        thread="thr-abc123def0", subject="Burst limit never releases", body="Fired 14 submits.\n\nSee output.",
-        severity="high", ref="runflow#12", message_id="<01abc.alpha@bus.test>",
-    )  # fmt: skip
+        sender_address="alpha@bus.test",
+        sender_name="Alpha agent",
+        to_address="beta@bus.test",
+        type="report",
+        thread="thr-abc123def0",
+        subject="Burst limit never releases",
+        body="Fired 14 submits.\n\nSee output.",
+        severity="high",
+        ref="runflow#12",
+        message_id="<01abc.alpha@bus.test>",
+    )
     base.update(changes)
     return wire.draft_letter(**base)  # type: ignore[arg-type]
 
@@ -26,8 +33,14 @@ def outline(**changes: object) -> Letter:
 ROUND_TRIPS = [
     outline(),
     outline(body="Ünïcode — and a long line " + "x" * 1200, subject="Grüße aus Köln"),
-    outline(type="ack", severity=None, ref=None, in_reply_to="<01p.beta@bus.test>",
-            references=("<01o.alpha@bus.test>", "<01p.beta@bus.test>"), subject="Re: Burst"),  # fmt: skip
+    outline(
+        type="ack",
+        severity=None,
+        ref=None,
+        in_reply_to="<01p.beta@bus.test>",
+        references=("<01o.alpha@bus.test>", "<01p.beta@bus.test>"),
+        subject="Re: Burst",
+    ),
     outline(type="note", to_agent="bob", severity=None),
     outline(body="yes\nno: 0123\n--- agentmail v1 ---\nnot a block, just text"),
 ]
@@ -60,26 +73,32 @@ def test_rendered_headers_carry_thread_tag_and_auto_submitted() -> None:
     assert raw.index("--- agentmail v1 ---") < raw.index("--- end agentmail ---") < raw.index("Fired 14")
 
 
-@pytest.mark.parametrize("field,value", [
-    ("subject", "hi\r\nBcc: victim@example.com"),
-    ("subject", "hi\nBcc: x@y"),
-    ("subject", "nul\x00byte"),
-    ("subject", "bell\x07"),
-    ("subject", "line\u2028separator"),
-    ("ref", "runflow#1\r\nX-Evil: 1"),
-    ("sender_name", "Alpha\r\nBcc: x@y"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("subject", "hi\r\nBcc: victim@example.com"),
+        ("subject", "hi\nBcc: x@y"),
+        ("subject", "nul\x00byte"),
+        ("subject", "bell\x07"),
+        ("subject", "line\u2028separator"),
+        ("ref", "runflow#1\r\nX-Evil: 1"),
+        ("sender_name", "Alpha\r\nBcc: x@y"),
+    ],
+)
 def test_control_characters_in_header_values_are_refused(field: str, value: str) -> None:
     with pytest.raises(ValueError, match="control character"):
         wire.render(outline(**{field: value}))
 
 
-@pytest.mark.parametrize("changes,message", [
-    ({"type": "rant"}, "unknown type"),
-    ({"severity": "apocalyptic"}, "unknown severity"),
-    ({"thread": "thr-../../x"}, "thread id"),
-    ({"to_agent": "Bob Smith"}, "agent name"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"type": "rant"}, "unknown type"),
+        ({"severity": "apocalyptic"}, "unknown severity"),
+        ({"thread": "thr-../../x"}, "thread id"),
+        ({"to_agent": "Bob Smith"}, "agent name"),
+    ],
+)
 def test_unknown_values_are_refused_loudly(changes: dict[str, str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         wire.render(outline(**changes))
@@ -90,9 +109,14 @@ def test_thread_tags_never_stack() -> None:
     assert wire.tagged_address("beta@bus.test", "thr-bbbbbb") == "beta+thr-bbbbbb@bus.test"
 
 
-@pytest.mark.parametrize("subject,expected", [
-    ("Burst", "Re: Burst"), ("Re: Burst", "Re: Burst"), ("RE: re:Re :  Burst", "Re: Burst"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "subject,expected",
+    [
+        ("Burst", "Re: Burst"),
+        ("Re: Burst", "Re: Burst"),
+        ("RE: re:Re :  Burst", "Re: Burst"),
+    ],
+)
 def test_replies_carry_exactly_one_re(subject: str, expected: str) -> None:
     from agentmail.model import reply_subject
 
@@ -114,15 +138,18 @@ def test_lf_only_messages_parse_like_crlf() -> None:
     assert (letter.type, letter.thread, letter.body) == ("question", "thr-abc123def0", "Does it still work with LF?")
 
 
-@pytest.mark.parametrize("name,reason,words", [
-    ("unknown-charset.eml", "malformed", "unknown charset"),
-    ("two-from.eml", "malformed", "2 From headers"),
-    ("crlf-subject.eml", "malformed", "control characters"),
-    ("path-message-id.eml", "malformed", "Message-ID"),
-    ("yaml-tag.eml", "malformed", "tags are not allowed"),
-    ("yaml-anchor.eml", "malformed", "anchors and aliases"),
-    ("human-multipart.eml", "malformed", "multipart/alternative; agentmail shows only single-part text/plain"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,reason,words",
+    [
+        ("unknown-charset.eml", "malformed", "unknown charset"),
+        ("two-from.eml", "malformed", "2 From headers"),
+        ("crlf-subject.eml", "malformed", "control characters"),
+        ("path-message-id.eml", "malformed", "Message-ID"),
+        ("yaml-tag.eml", "malformed", "tags are not allowed"),
+        ("yaml-anchor.eml", "malformed", "anchors and aliases"),
+        ("human-multipart.eml", "malformed", "multipart/alternative; agentmail shows only single-part text/plain"),
+    ],
+)
 def test_hostile_or_broken_messages_are_refused_with_a_reason(name: str, reason: str, words: str) -> None:
     with pytest.raises(wire.Malformed) as caught:
         wire.to_letter(wire.parse_message((DATA / name).read_bytes(), 10**6))
@@ -159,12 +186,14 @@ def test_garbage_bytes_never_raise_anything_but_malformed() -> None:
         "the whole letter": lambda g: g,
         "a header name": lambda g: base.replace(b"\r\nDate:", b"\r\n" + g.replace(b":", b"") + b":", 1),
         "the Subject": lambda g: base.replace(b"Subject: ", b"Subject: " + g.replace(b"\n", b""), 1),
-        "an encoded word": lambda g: base.replace(b"Subject: ", b"Subject: =?utf-8?b?" + base64.b64encode(g) + b"?= ", 1),
+        "an encoded word": lambda g: base.replace(
+            b"Subject: ", b"Subject: =?utf-8?b?" + base64.b64encode(g) + b"?= ", 1
+        ),
         "the From": lambda g: base.replace(b"From: Alpha agent", b"From: " + g.replace(b"\n", b""), 1),
         "the charset": lambda g: base.replace(b'charset="utf-8"', b'charset="' + g.replace(b"\n", b"") + b'"', 1),
         "the body": lambda g: head + b"\r\n\r\n" + g,
         "the front matter": lambda g: base.replace(b"ref: runflow#12", b"ref: " + g.replace(b"\x00", b""), 1),
-    }  # fmt: skip
+    }
     reached: dict[str, set[str]] = {place: set() for place in places}
     for place, build in places.items():
         for turn in range(60):

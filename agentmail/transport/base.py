@@ -121,7 +121,7 @@ class Transport(ABC):
         when ``timeout`` seconds passed with nothing new.
         """
 
-    def mark(self, outcomes: Mapping[str, str]) -> None:
+    def mark(self, outcomes: Mapping[str, str]) -> None:  # noqa: B027  (optional: a no-op by default)
         """Tell a person reading the same mailbox what became of committed messages: ``outcomes``
         maps a message's key to ``verified`` or ``quarantined``. Best effort, never raises, never
         touches \\Seen; a transport with no place for such marks (the local post office) does nothing."""
@@ -131,7 +131,7 @@ class Transport(ABC):
         They were delivered all the same; the client records why. Only IMAP keeps copies."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027  (optional: a no-op by default)
         """Release connections; the default transport holds none."""
 
     def __enter__(self) -> Transport:

@@ -19,7 +19,7 @@ def port_hint(port: int, what: str) -> str:
     """The TLS mode a well-known port speaks, as advice."""
     implicit = {"smtp": 465, "imap": 993}[what]
     starttls = {"smtp": 587, "imap": 143}[what]
-    return f"{implicit} speaks implicit TLS (tls = \"implicit\"), {starttls} STARTTLS (tls = \"starttls\")"
+    return f'{implicit} speaks implicit TLS (tls = "implicit"), {starttls} STARTTLS (tls = "starttls")'
 
 
 def speaks_tls_at_connect(host: str, port: int) -> bool:
@@ -28,9 +28,11 @@ def speaks_tls_at_connect(host: str, port: int) -> bool:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
     try:
-        with socket.create_connection((host, port), timeout=PROBE_TIMEOUT) as raw:
-            with context.wrap_socket(raw, server_hostname=host):
-                return True
+        with (
+            socket.create_connection((host, port), timeout=PROBE_TIMEOUT) as raw,
+            context.wrap_socket(raw, server_hostname=host),
+        ):
+            return True
     except (OSError, ssl.SSLError):
         return False
 

@@ -58,9 +58,11 @@ def _cert_error(endpoint: Endpoint, exc: BaseException, what: str = "smtp") -> C
     reason = getattr(exc, "verify_message", None) or str(exc)
     issuer = diagnose.peer_issuer(endpoint.host, endpoint.port, endpoint.tls, what)
     by = f"; it is issued by {issuer}" if issuer else ""
-    return ConfigError(f"the TLS certificate of {_where(endpoint)} is not trusted ({reason}{by}): put that CA's "
-                       f"certificate in the registry with 'agentmail bus set ca_file PATH/TO/ca.pem' (it is copied "
-                       f"beside bus.toml and stored as the top-level key ca_file, relative to the registry)")  # fmt: skip
+    return ConfigError(
+        f"the TLS certificate of {_where(endpoint)} is not trusted ({reason}{by}): put that CA's "
+        f"certificate in the registry with 'agentmail bus set ca_file PATH/TO/ca.pem' (it is copied "
+        f"beside bus.toml and stored as the top-level key ca_file, relative to the registry)"
+    )
 
 
 def _chain(exc: BaseException) -> list[BaseException]:
@@ -84,28 +86,36 @@ def problem(endpoint: Endpoint, what: str, exc: BaseException, login: Login | No
         if 400 <= code < 500:
             return TransportError(f"{where} could not check the login now ({code}); try again later")
         detail = f" ({code} {getattr(exc, 'message', '')})" if code else ""
-        return ConfigError(f"{where} refused the {login.origin}{detail}; fix the password there, then "
-                           f"'agentmail doctor'")  # fmt: skip
+        return ConfigError(
+            f"{where} refused the {login.origin}{detail}; fix the password there, then 'agentmail doctor'"
+        )
     cert = next((e for e in chain if isinstance(e, ssl.SSLCertVerificationError)), None)
     if cert is not None:
         return _cert_error(endpoint, cert, what)
     text = " ".join(str(e) for e in chain)
     if "STARTTLS" in text and ("not supported" in text or "does not support" in text):
-        return ConfigError(f"{where} offers no STARTTLS (tls = \"starttls\" in [{what}]); "
-                           f"{diagnose.port_hint(endpoint.port, what)}")  # fmt: skip
+        return ConfigError(
+            f'{where} offers no STARTTLS (tls = "starttls" in [{what}]); {diagnose.port_hint(endpoint.port, what)}'
+        )
     bad_tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
     if bad_tls is not None and endpoint.tls == "implicit":
-        return ConfigError(f"{where} does not speak TLS at connect (tls = \"implicit\" in [{what}] failed: "
-                           f"{getattr(bad_tls, 'reason', None) or bad_tls}); it probably wants STARTTLS: "
-                           f"{diagnose.port_hint(endpoint.port, what)}")  # fmt: skip
+        return ConfigError(
+            f'{where} does not speak TLS at connect (tls = "implicit" in [{what}] failed: '
+            f"{getattr(bad_tls, 'reason', None) or bad_tls}); it probably wants STARTTLS: "
+            f"{diagnose.port_hint(endpoint.port, what)}"
+        )
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
-        return TransportError(f"nothing is listening on {where} (connection refused); is the server up, "
-                              f"and is this its {what.upper()} port?")  # fmt: skip
+        return TransportError(
+            f"nothing is listening on {where} (connection refused); is the server up, "
+            f"and is this its {what.upper()} port?"
+        )
     if any(isinstance(e, TimeoutError | socket.timeout | asyncio.TimeoutError) for e in chain):
         if endpoint.tls != "implicit" and diagnose.speaks_tls_at_connect(endpoint.host, endpoint.port):
-            return ConfigError(f"{where} said nothing within {HANDSHAKE_TIMEOUT:g}s but answers a TLS handshake: "
-                               f"it wants implicit TLS (set tls = \"implicit\" in [{what}]; "
-                               f"{diagnose.port_hint(endpoint.port, what)})")  # fmt: skip
+            return ConfigError(
+                f"{where} said nothing within {HANDSHAKE_TIMEOUT:g}s but answers a TLS handshake: "
+                f'it wants implicit TLS (set tls = "implicit" in [{what}]; '
+                f"{diagnose.port_hint(endpoint.port, what)})"
+            )
         return TransportError(f"{where} did not answer within {HANDSHAKE_TIMEOUT:g}s (timed out)")
     return TransportError(f"cannot reach {where}: {exc.__class__.__name__}: {exc}")
 
@@ -117,9 +127,12 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) 
         if client.last_ehlo_response is None:
             await client.ehlo()
         if not client.supports_extension("auth"):
-            hint = (" before TLS: set tls = \"starttls\" in [smtp]" if endpoint.tls == "none" else
-                    ": it looks like an MX (port 25), not a submission server; use the submission port "
-                    "(587 STARTTLS or 465 implicit TLS)")  # fmt: skip
+            hint = (
+                ' before TLS: set tls = "starttls" in [smtp]'
+                if endpoint.tls == "none"
+                else ": it looks like an MX (port 25), not a submission server; use the submission port "
+                "(587 STARTTLS or 465 implicit TLS)"
+            )
             raise ConfigError(f"{_where(endpoint)} offers no AUTH{hint}")
         await client.login(login.username, login.password)
     except BaseException as exc:
@@ -175,8 +188,16 @@ def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
 class SmtpImapTransport(Transport):
     name = "imap"
 
-    def __init__(self, smtp: Endpoint, imap: Endpoint, login: Login, *, ca_file: str | None = None,
-                 sent_folder: str | None = None, poll_interval: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        smtp: Endpoint,
+        imap: Endpoint,
+        login: Login,
+        *,
+        ca_file: str | None = None,
+        sent_folder: str | None = None,
+        poll_interval: float | None = None,
+    ) -> None:
         for endpoint in (smtp, imap):
             if endpoint.tls == "none" and not is_loopback(endpoint.host):
                 raise ConfigError(f"plaintext to {_where(endpoint)} is refused: tls = none is only for loopback")
@@ -196,8 +217,14 @@ class SmtpImapTransport(Transport):
         bus = registry.bus
         assert bus.smtp is not None and bus.imap is not None
         entry = registry.get(platform)
-        return cls(bus.smtp, bus.imap, mailbox_login(home, platform, entry.address), ca_file=bus.ca_file,
-                   sent_folder=bus.sent_folder, poll_interval=bus.poll_interval)  # fmt: skip
+        return cls(
+            bus.smtp,
+            bus.imap,
+            mailbox_login(home, platform, entry.address),
+            ca_file=bus.ca_file,
+            sent_folder=bus.sent_folder,
+            poll_interval=bus.poll_interval,
+        )
 
     # --- submission ------------------------------------------------------------------------
 
@@ -207,7 +234,9 @@ class SmtpImapTransport(Transport):
         self._copy_failures = {}
         results = self._run(self._submit(messages, on_result or (lambda _result: None)))
         if self.sent_folder != "":
-            self._copy_failures = self._copy_to_sent([m for m, r in zip(messages, results, strict=True) if r.status == "sent"])
+            self._copy_failures = self._copy_to_sent(
+                [m for m, r in zip(messages, results, strict=True) if r.status == "sent"]
+            )
         return results
 
     def copy_failures(self) -> dict[str, str]:
@@ -215,10 +244,14 @@ class SmtpImapTransport(Transport):
 
     def _smtp_client(self) -> aiosmtplib.SMTP:
         return aiosmtplib.SMTP(
-            hostname=self.smtp.host, port=self.smtp.port, use_tls=self.smtp.tls == "implicit",
-            start_tls=True if self.smtp.tls == "starttls" else False, tls_context=self.context,
-            timeout=HANDSHAKE_TIMEOUT, local_hostname="agentmail.localhost",
-        )  # fmt: skip
+            hostname=self.smtp.host,
+            port=self.smtp.port,
+            use_tls=self.smtp.tls == "implicit",
+            start_tls=self.smtp.tls == "starttls",
+            tls_context=self.context,
+            timeout=HANDSHAKE_TIMEOUT,
+            local_hostname="agentmail.localhost",
+        )
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run on this transport's own event loop, which outlives a call so a session can too."""
@@ -233,7 +266,7 @@ class SmtpImapTransport(Transport):
             try:
                 await client.noop()
                 return client
-            except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError):
+            except (TimeoutError, aiosmtplib.SMTPException, OSError):
                 client.close()
         self._smtp_session = None
         client = self._smtp_client()
@@ -257,7 +290,9 @@ class SmtpImapTransport(Transport):
             return results
         for index, item in enumerate(messages):
             try:
-                refused, _response = await client.sendmail(item.envelope.mail_from, list(item.envelope.rcpt_to), item.raw)
+                refused, _response = await client.sendmail(
+                    item.envelope.mail_from, list(item.envelope.rcpt_to), item.raw
+                )
             except aiosmtplib.SMTPRecipientsRefused as exc:
                 record(self._refused_all(item, [(r.recipient, r.code, r.message) for r in exc.recipients]))
                 await self._reset(client)
@@ -265,7 +300,7 @@ class SmtpImapTransport(Transport):
                 status = "failed" if 500 <= exc.code < 600 else "queued"
                 record(SubmitResult(item.key, status, f"{exc.code} {exc.message}"))
                 await self._reset(client)
-            except (aiosmtplib.SMTPException, OSError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, aiosmtplib.SMTPException, OSError) as exc:
                 client.close()
                 self._smtp_session = None
                 why = f"the connection to {_where(self.smtp)} broke: {exc.__class__.__name__}"
@@ -281,8 +316,9 @@ class SmtpImapTransport(Transport):
     def _refused_all(item: Outgoing, refusals: list[tuple[str, int, str]]) -> SubmitResult:
         detail = "; ".join(f"{addr}: {code} {msg}" for addr, code, msg in refusals)
         permanent = all(500 <= code < 600 for _, code, _ in refusals)
-        return SubmitResult(item.key, "failed" if permanent else "queued", detail,
-                            tuple((a, f"{c} {m}") for a, c, m in refusals))  # fmt: skip
+        return SubmitResult(
+            item.key, "failed" if permanent else "queued", detail, tuple((a, f"{c} {m}") for a, c, m in refusals)
+        )
 
     @staticmethod
     async def _reset(client: aiosmtplib.SMTP) -> None:
@@ -338,9 +374,13 @@ class SmtpImapTransport(Transport):
         try:
             # The connect timeout covers the greeting and the TLS handshake too: a wrong TLS mode
             # fails in seconds. Commands once logged in get the longer read timeout.
-            client = imapclient.IMAPClient(self.imap.host, port=self.imap.port, ssl=self.imap.tls == "implicit",
-                                           ssl_context=self.context,
-                                           timeout=imapclient.SocketTimeout(HANDSHAKE_TIMEOUT, TIMEOUT))  # fmt: skip
+            client = imapclient.IMAPClient(
+                self.imap.host,
+                port=self.imap.port,
+                ssl=self.imap.tls == "implicit",
+                ssl_context=self.context,
+                timeout=imapclient.SocketTimeout(HANDSHAKE_TIMEOUT, TIMEOUT),
+            )
             # imaplib writes a command and its CRLF (or an APPEND literal) in two sends: without
             # NODELAY, Nagle and the server's delayed ACK stall each such command ~40 ms.
             client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -349,7 +389,7 @@ class SmtpImapTransport(Transport):
                 client.starttls(self.context)
                 client.socket().settimeout(TIMEOUT)
             client.login(self.login.username, self.login.password)
-        except (IMAPClientError, OSError, socket.timeout) as exc:
+        except (TimeoutError, IMAPClientError, OSError) as exc:
             if client is not None:
                 try:
                     client.shutdown()
@@ -380,7 +420,7 @@ class SmtpImapTransport(Transport):
             yield
         except AgentmailError:
             raise  # already translated (a TransportError is an OSError too): never wrapped twice
-        except (IMAPClientError, OSError, socket.timeout) as exc:
+        except (TimeoutError, IMAPClientError, OSError) as exc:
             self._drop()
             raise TransportError(f"IMAP {_where(self.imap)} failed{while_}: {exc.__class__.__name__}: {exc}") from exc
 
@@ -435,13 +475,13 @@ class SmtpImapTransport(Transport):
                 uids = [int(key) for key, got in outcomes.items() if got == outcome and key.isdigit()]
                 if uids:
                     client.add_flags(uids, [keyword], silent=True)
-        except (IMAPClientError, OSError, socket.timeout, AgentmailError):
+        except (TimeoutError, IMAPClientError, OSError, AgentmailError):
             self._drop()  # a mark is a courtesy: the letters are filed whatever happens here
         finally:
             if self._client is not None:
                 try:
                     self._client.select_folder("INBOX", readonly=True)
-                except (IMAPClientError, OSError, socket.timeout):
+                except (TimeoutError, IMAPClientError, OSError):
                     self._drop()
 
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
@@ -515,7 +555,8 @@ class SmtpImapTransport(Transport):
     def doctor(self, address: str = "") -> list[tuple[str, bool, str]]:
         """Connectivity checks for ``agentmail doctor``; never includes a secret."""
         checks: list[tuple[str, bool, str]] = [
-            ("mailbox login", True, f"{self.login.username} (password from {self.login.source or 'the caller'})")]
+            ("mailbox login", True, f"{self.login.username} (password from {self.login.source or 'the caller'})")
+        ]
 
         async def probe() -> tuple[bool, str]:
             client = self._smtp_client()
@@ -548,10 +589,14 @@ class SmtpImapTransport(Transport):
             checks.append(("smtp", True, f"{_where(self.smtp)} {self.smtp.tls} TLS, AUTH accepted"))
             if address:
                 own = self.login.username.lower() == address.lower()
-                detail = (f"{self.login.username} is the platform's own address" if own and may_send else
-                          f"login {self.login.username} may send as {address}" if may_send else
-                          f"the server refuses {address} as sender for login {self.login.username} ({refusal}): log in "
-                          f"as {address} (AGENTMAIL_USERNAME) or let that login send as it")  # fmt: skip
+                detail = (
+                    f"{self.login.username} is the platform's own address"
+                    if own and may_send
+                    else f"login {self.login.username} may send as {address}"
+                    if may_send
+                    else f"the server refuses {address} as sender for login {self.login.username} ({refusal}): log in "
+                    f"as {address} (AGENTMAIL_USERNAME) or let that login send as it"
+                )
                 checks.append(("sender", may_send, detail))
         except AgentmailError as exc:
             checks.append(("smtp", False, str(exc)))
@@ -563,20 +608,37 @@ class SmtpImapTransport(Transport):
             client = self._connect()
             checks.append(("imap", True, f"{_where(self.imap)} {self.imap.tls} TLS, login accepted"))
             idle = b"IDLE" in client.capabilities()
-            checks.append(("imap idle", idle, "IDLE supported" if idle else "no IDLE: set poll_interval in bus.toml [imap]"))
+            checks.append(
+                ("imap idle", idle, "IDLE supported" if idle else "no IDLE: set poll_interval in bus.toml [imap]")
+            )
             kept = _keeps_keywords(client.select_folder("INBOX", readonly=False))
             client.select_folder("INBOX", readonly=True)
-            checks.append(("imap keywords", True, "$AgentmailVerified / $AgentmailQuarantined are set on INBOX letters" if kept
-                           else "the server keeps no keywords (PERMANENTFLAGS without \\*): a person reading this "
-                                "mailbox sees no $AgentmailVerified / $AgentmailQuarantined marks"))  # fmt: skip
+            checks.append(
+                (
+                    "imap keywords",
+                    True,
+                    "$AgentmailVerified / $AgentmailQuarantined are set on INBOX letters"
+                    if kept
+                    else "the server keeps no keywords (PERMANENTFLAGS without \\*): a person reading this "
+                    "mailbox sees no $AgentmailVerified / $AgentmailQuarantined marks",
+                )
+            )
             folder = self._sent_folder(client)
             if folder is None:
-                checks.append(("sent folder", True, "none: no folder is marked \\Sent and bus.toml sets no sent_folder; "
-                                                    "sent letters are not copied"))  # fmt: skip
+                checks.append(
+                    (
+                        "sent folder",
+                        True,
+                        "none: no folder is marked \\Sent and bus.toml sets no sent_folder; "
+                        "sent letters are not copied",
+                    )
+                )
             else:
                 exists = client.folder_exists(folder)
                 how = "from bus.toml" if self.sent_folder else "marked \\Sent by the server"
-                checks.append(("sent folder", True, f"{folder} ({how}) {'exists' if exists else 'will be created on first send'}"))
+                checks.append(
+                    ("sent folder", True, f"{folder} ({how}) {'exists' if exists else 'will be created on first send'}")
+                )
         except AgentmailError as exc:
             checks.append(("imap", False, str(exc)))
         except (IMAPClientError, OSError) as exc:
@@ -585,5 +647,3 @@ class SmtpImapTransport(Transport):
 
     def __repr__(self) -> str:
         return f"SmtpImapTransport(smtp={_where(self.smtp)}, imap={_where(self.imap)}, login={self.login!r})"
-
-

@@ -25,9 +25,9 @@ import ssl
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from email.message import EmailMessage, Message
 from pathlib import Path
-from typing import Callable
 
 HOST = "127.0.0.1"
 WAIT = 15.0  # seconds a letter (or a bounce) may take to show up
@@ -150,9 +150,7 @@ def partner_letter() -> str:
     imap = mailbox("alpha@bus.test")
     msg = wait_for(imap, token)
     imap.logout()
-    assert results(msg, "dkim") == ["pass"] and results(msg, "dmarc") == ["pass"], (
-        msg.get_all("Authentication-Results")
-    )
+    assert results(msg, "dkim") == ["pass"] and results(msg, "dmarc") == ["pass"], msg.get_all("Authentication-Results")
     assert "d=partner.test;" in " ".join(msg["DKIM-Signature"].split())
     return "gamma@partner.test -> alpha: dkim=pass d=partner.test, dmarc=pass"
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from agentmail.client import AgentMail
 
-
 _FIRST = [True]
 
 

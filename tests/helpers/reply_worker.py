@@ -39,8 +39,20 @@ def main() -> None:
     for message_id in wanted:
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-            code = cli.main(["--as", platform, "--agent", agent, "reply", ids[message_id],
-                             "-b", f"Reproduced by {agent}; fixing.", "-t", "ack"])  # fmt: skip
+            code = cli.main(
+                [
+                    "--as",
+                    platform,
+                    "--agent",
+                    agent,
+                    "reply",
+                    ids[message_id],
+                    "-b",
+                    f"Reproduced by {agent}; fixing.",
+                    "-t",
+                    "ack",
+                ]
+            )
         results.append({"message_id": message_id, "exit": code, "stderr": err.getvalue()})
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps({"pid": os.getpid(), "results": results}))

@@ -51,7 +51,7 @@ def _name(common_name: str) -> x509.Name:
 
 def _validity() -> tuple[dt.datetime, dt.datetime]:
     # Back-dated an hour so a skewed clock does not make the cert "not yet valid".
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return now - dt.timedelta(hours=1), now + dt.timedelta(days=2)
 
 
@@ -123,9 +123,7 @@ def create_pki(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName(sans), critical=False)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False
-        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
             critical=False,

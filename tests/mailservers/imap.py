@@ -44,9 +44,7 @@ log = logging.getLogger(__name__)
 _MAX_LITERAL = 64 * 1024 * 1024
 _SYSTEM_FLAGS = "\\Answered \\Flagged \\Deleted \\Seen \\Draft"
 _SPECIAL_USE = {"Sent": "\\Sent", "Drafts": "\\Drafts", "Trash": "\\Trash", "Junk": "\\Junk"}
-_EXTENSIONS = (
-    "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS MOVE UNSELECT SPECIAL-USE"
-)
+_EXTENSIONS = "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS MOVE UNSELECT SPECIAL-USE"
 # Commands whose untagged results carry sequence numbers: RFC 3501 forbids sending
 # EXPUNGE responses after them, since numbers would shift under the client.
 _NO_EXPUNGE_AFTER = {"FETCH", "STORE", "SEARCH"}
@@ -129,9 +127,7 @@ Handler = Callable[["_Session", list[Token], bool], Awaitable[str]]
 
 
 class _Session:
-    def __init__(
-        self, server: ImapServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    def __init__(self, server: ImapServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.server = server
         self.store = server.store
         self.reader = reader
@@ -447,10 +443,7 @@ class _Session:
         if pattern == "":
             await self._send(b'* %s (\\Noselect) "/" ""' % kind)
             return f"{kind.decode()} completed"
-        regex = "".join(
-            ".*" if c == "*" else "[^/]*" if c == "%" else re.escape(c)
-            for c in reference + pattern
-        )
+        regex = "".join(".*" if c == "*" else "[^/]*" if c == "%" else re.escape(c) for c in reference + pattern)
         folders = self.store.folders(self.account)
         for name in folders:
             # INBOX is case-insensitive, so "inbox" as a pattern must still find it.
@@ -460,9 +453,7 @@ class _Session:
             attrs = ["\\HasChildren" if has_children else "\\HasNoChildren"]
             if name in _SPECIAL_USE:
                 attrs.append(_SPECIAL_USE[name])
-            await self._send(
-                b"* %s (%s) \"/\" %s" % (kind, " ".join(attrs).encode(), quote(name))
-            )
+            await self._send(b'* %s (%s) "/" %s' % (kind, " ".join(attrs).encode(), quote(name)))
         return f"{kind.decode()} completed"
 
     async def cmd_status(self, args: list[Token], uid: bool) -> str:
@@ -505,9 +496,7 @@ class _Session:
                 raise _Bad("unexpected literal")
         if self.store.take_append_refusal():
             raise _No("[OVERQUOTA] Quota exceeded (injected)")
-        validity, new_uid = self.store.append(
-            self.account, name, args[-1], flags=flags, internaldate=when
-        )
+        validity, new_uid = self.store.append(self.account, name, args[-1], flags=flags, internaldate=when)
         return f"[APPENDUID {validity} {new_uid}] APPEND completed"
 
     async def cmd_idle(self, args: list[Token], uid: bool) -> str:
@@ -560,9 +549,7 @@ class _Session:
 
     async def cmd_search(self, args: list[Token], uid: bool) -> str:
         assert self.account is not None and self.selected is not None
-        predicate = compile_search(
-            args, largest_uid=self.view[-1] if self.view else 0, largest_seq=len(self.view)
-        )
+        predicate = compile_search(args, largest_uid=self.view[-1] if self.view else 0, largest_seq=len(self.view))
         seq_of = {u: i for i, u in enumerate(self.view, 1)}
         hits = [
             m.uid if uid else seq_of[m.uid]
@@ -606,9 +593,7 @@ class _Session:
             flags = [f for f in flags if f.startswith("\\")]  # keywords are not kept (RFC 3501 §7.1)
         targets = self._targets(args[0], uid)
         seq_of = {u: s for s, u in targets}
-        changed = self.store.set_flags(
-            self.account, self.selected, [u for _, u in targets], m[1] or "=", flags
-        )
+        changed = self.store.set_flags(self.account, self.selected, [u for _, u in targets], m[1] or "=", flags)
         if not m[2]:
             for msg in changed:
                 await self._send(self._flags_response(seq_of[msg.uid], msg, uid))

@@ -39,9 +39,7 @@ def tokenize(line: bytes, literals: list[bytes]) -> list[Token]:
     return tokens
 
 
-def _parse_list(
-    text: bytes, pos: int, literals: list[bytes], *, nested: bool
-) -> tuple[list[Token], int]:
+def _parse_list(text: bytes, pos: int, literals: list[bytes], *, nested: bool) -> tuple[list[Token], int]:
     out: list[Token] = []
     n = len(text)
     while pos < n:
@@ -94,7 +92,7 @@ def _parse_atom(text: bytes, pos: int) -> tuple[str, int]:
             depth += 1
         elif c == 0x5D and depth:  # ]
             depth -= 1
-        elif depth == 0 and c in b" ()\"\x00":
+        elif depth == 0 and c in b' ()"\x00':
             break
         pos += 1
     if depth:
@@ -143,18 +141,13 @@ def is_sequence_set(token: Token) -> bool:
 
 def format_internaldate(when: dt.datetime) -> bytes:
     """``"17-Jul-1996 02:44:25 -0700"`` (RFC 3501 date-time, quoted)."""
-    when = when if when.tzinfo else when.replace(tzinfo=dt.timezone.utc)
-    return (
-        f'"{when.day:2d}-{MONTHS[when.month - 1]}-{when.year:04d} '
-        f'{when:%H:%M:%S} {when:%z}"'
-    ).encode()
+    when = when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+    return (f'"{when.day:2d}-{MONTHS[when.month - 1]}-{when.year:04d} {when:%H:%M:%S} {when:%z}"').encode()
 
 
 def parse_internaldate(text: str) -> dt.datetime:
     """Inverse of :func:`format_internaldate` (without the quotes)."""
-    m = re.fullmatch(
-        r" ?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)", text
-    )
+    m = re.fullmatch(r" ?(\d{1,2})-([A-Za-z]{3})-(\d{4}) (\d\d):(\d\d):(\d\d) ([+-])(\d\d)(\d\d)", text)
     if not m:
         raise ParseError(f"bad date-time {text!r}")
     offset = dt.timedelta(hours=int(m[8]), minutes=int(m[9]))

@@ -96,8 +96,13 @@ class MailServers:
         server_ctx = presented.server_context()
         self._loop = _LoopThread()
         self._smtp = SmtpServer(
-            self.store, tls=smtp_tls, ssl_context=server_ctx, host=host,
-            hostname=f"mail.{domain}", auth=smtp_auth, sender_login_check=sender_login_check,
+            self.store,
+            tls=smtp_tls,
+            ssl_context=server_ctx,
+            host=host,
+            hostname=f"mail.{domain}",
+            auth=smtp_auth,
+            sender_login_check=sender_login_check,
         )
         self._imap = ImapServer(self.store, tls=imap_tls, ssl_context=server_ctx, host=host)
         self._started = False

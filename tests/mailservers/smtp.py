@@ -31,8 +31,9 @@ class _Handler:
         self.sender_login_check = sender_login_check
         self.auth = auth
 
-    async def handle_EHLO(self, server: SMTP, session: Session, envelope: Envelope, hostname: str,
-                          responses: list[str]) -> list[str]:  # fmt: skip
+    async def handle_EHLO(
+        self, server: SMTP, session: Session, envelope: Envelope, hostname: str, responses: list[str]
+    ) -> list[str]:
         session.host_name = hostname
         if self.auth:
             return responses
@@ -78,9 +79,7 @@ class _Handler:
             return f"{fault[0]} {fault[1]}"
         data = envelope.original_content or b""
         login = session.auth_data if isinstance(session.auth_data, str) else None
-        self.store.record_accepted(
-            AcceptedMessage(envelope.mail_from or "", tuple(envelope.rcpt_tos), data, login)
-        )
+        self.store.record_accepted(AcceptedMessage(envelope.mail_from or "", tuple(envelope.rcpt_tos), data, login))
         for rcpt in envelope.rcpt_tos:
             self.store.deliver(rcpt, data)
         self.store.bump("smtp.accepted")

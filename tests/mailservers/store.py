@@ -176,9 +176,7 @@ class MailStore:
 
     # -- SMTP fault injection -------------------------------------------------------
 
-    def fail_next_data(
-        self, count: int = 1, code: int = 451, text: str = "4.3.0 Injected failure"
-    ) -> None:
+    def fail_next_data(self, count: int = 1, code: int = 451, text: str = "4.3.0 Injected failure") -> None:
         """Answer the next ``count`` DATA commands with ``code text`` instead of 250."""
         with self._lock:
             self._fault = _Fault(count, code, text) if count > 0 else None
@@ -219,9 +217,7 @@ class MailStore:
         with self._lock:
             return list(self._folder(account, folder).messages.values())
 
-    def set_uidvalidity(
-        self, account: str, folder: str = "INBOX", value: int | None = None
-    ) -> int:
+    def set_uidvalidity(self, account: str, folder: str = "INBOX", value: int | None = None) -> int:
         """Rebuild a folder as a restored server would: new UIDVALIDITY, UIDs 1..n.
 
         Sessions with the folder selected are disconnected. Returns the new value.
@@ -324,7 +320,7 @@ class MailStore:
         internaldate: dt.datetime | None = None,
     ) -> tuple[int, int]:
         """Add a message; returns ``(uidvalidity, uid)`` for APPENDUID."""
-        when = internaldate or dt.datetime.now(dt.timezone.utc).astimezone()
+        when = internaldate or dt.datetime.now(dt.UTC).astimezone()
         with self._lock:
             box = self._folder(account, folder)
             uid = box.uidnext
@@ -358,25 +354,17 @@ class MailStore:
         with self._lock:
             messages = self._folder(account, folder).messages
             limit = set(uids) if uids is not None else None
-            gone = [
-                uid
-                for uid, m in messages.items()
-                if "\\Deleted" in m.flags and (limit is None or uid in limit)
-            ]
+            gone = [uid for uid, m in messages.items() if "\\Deleted" in m.flags and (limit is None or uid in limit)]
             for uid in gone:
                 del messages[uid]
         if gone:
             self._notify(account, folder)
         return gone
 
-    def copy(
-        self, account: str, source: str, uids: Iterable[int], target: str
-    ) -> tuple[int, list[tuple[int, int]]]:
+    def copy(self, account: str, source: str, uids: Iterable[int], target: str) -> tuple[int, list[tuple[int, int]]]:
         """Copy messages; returns ``(target uidvalidity, [(old uid, new uid), ...])``."""
         validity, pairs = self.state(account, target).uidvalidity, []
         for m in self.get(account, source, uids):
-            _, new_uid = self.append(
-                account, target, m.data, flags=m.flags, internaldate=m.internaldate
-            )
+            _, new_uid = self.append(account, target, m.data, flags=m.flags, internaldate=m.internaldate)
             pairs.append((m.uid, new_uid))
         return validity, pairs
