@@ -344,13 +344,19 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
             stored = data[key] = int(_one(key, values))
         except ValueError:
             raise BadInput("max_size is a number of bytes") from None
+    elif key == "hold":
+        stored = data[key] = [v.strip().lower() for v in values if v.strip()]
+    elif key == "new_threads_per_hour":
+        try:
+            stored = data[key] = int(_one(key, values))
+        except ValueError:
+            raise BadInput("new_threads_per_hour is a whole number") from None
     elif key in ("sent_folder", "policy", "domain", "name", "transport"):
         stored = data[key] = _one(key, values)
     else:
-        raise BadInput(
-            f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
-            f"trusted_authserv_ids, sent_folder, policy, max_size, domain, name, transport"
-        )
+        raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
+                       f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, domain, name, "
+                       f"transport")  # fmt: skip
     try:
         parse_bus(data)  # refuse a configuration we could not load back
     except ConfigError as exc:

@@ -466,7 +466,8 @@ def bus_group() -> None:
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
     """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
     smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
-    policy pinned|aligned, poll_interval SECONDS, max_size BYTES, domain, name."""
+    policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
+    new_threads_per_hour N (0: no cap), domain, name."""
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
@@ -544,16 +545,14 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
         click.echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":
         why = letter.extra.get("queued_reason") or "the server is unreachable"
-        emit(
-            ctx,
-            letter.to_json(),
-            lambda: click.echo(
-                clean(
-                    f"{letter.thread} {letter.id} queued (not sent): {why}; it goes out with the next command or "
-                    "'agentmail flush'; do not send it again"
-                )
-            ),
-        )
+        emit(ctx, letter.to_json(), lambda: click.echo(clean(
+            f"{letter.thread} {letter.id} queued (not sent): {why}; it goes out with the next command or "
+            "'agentmail flush'; do not send it again")))  # fmt: skip
+    elif letter.state == "held":
+        why = letter.extra.get("held_reason") or "held"
+        emit(ctx, letter.to_json(), lambda: click.echo(clean(
+            f"{letter.thread} {letter.id} held (not sent): {why}; it waits for a person: "
+            f"'agentmail approve {letter.id}' sends it, 'agentmail reject {letter.id} -r REASON' drops it")))  # fmt: skip
     else:
         emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
     raise_for_state(letter)
@@ -571,19 +570,11 @@ _TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
 @click.option("-r", "--ref", metavar="REF", help="What it is about on your side: an issue, commit or URL.")
 @click.option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
 @click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
+@click.option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
 @json_option
 @pass_ctx
-def send(
-    ctx: Ctx,
-    to: str,
-    subject: str | None,
-    body: str,
-    kind: str,
-    severity: str | None,
-    ref: str | None,
-    thread: str | None,
-    force: bool,
-) -> None:
+def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
+         thread: str | None, force: bool, hold: bool) -> None:  # fmt: skip
     """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
 
     Opener advice (one line, on stderr) never stops the letter. With --thread the letter
@@ -591,9 +582,8 @@ def send(
     client = ctx.client()
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
-    letter = client.send(
-        to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force, thread=thread
-    )
+    letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
+                         thread=thread, hold=hold)  # fmt: skip
     _report_sent(ctx, letter, client.last_warnings)
 
 
@@ -608,12 +598,13 @@ def send(
     help=_TYPES_HELP + ". Default: ack to a report, verify-result to a fix-notice, else question.",
 )
 @click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
+@click.option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
 @json_option
 @pass_ctx
-def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool) -> None:
+def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool) -> None:
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
     client = ctx.client()
-    letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True)
+    letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold)
     assert letter is not None  # raise_refused: a refusal raised
     _report_sent(ctx, letter, client.last_warnings)
 
@@ -629,12 +620,14 @@ def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
 
     def text() -> None:
         for letter in letters:
-            arrow = "→" if letter.state in ("sent", "outbox", "failed") else "←"
+            arrow = "→" if letter.state in ("sent", "outbox", "held", "failed") else "←"
             undeliverable = "  UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
             if letter.state == "outbox":
                 undeliverable += f"  QUEUED (not sent): {letter.extra.get('queued_reason') or ''}"
             elif letter.state == "failed":
                 undeliverable += f"  FAILED: {letter.extra.get('failed_reason') or ''}"
+            elif letter.state == "held":
+                undeliverable += f"  HELD (waiting for a person): {letter.extra.get('held_reason') or ''}"
             click.echo(
                 clean(
                     f"── {arrow} {letter.type} from {letter.sender} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"
@@ -652,8 +645,49 @@ def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
 @main_group.command()
 @json_option
 @pass_ctx
+def held(ctx: Ctx) -> None:
+    """Letters waiting for a person's approval (never sent until 'approve')."""
+    letters = ctx.client().held()
+
+    def text() -> None:
+        if not letters:
+            click.echo("nothing held")
+        for letter in letters:
+            click.echo(line(letter) + clean(f"  (held: {letter.extra.get('held_reason') or ''})"))
+
+    emit(ctx, [letter.to_json() for letter in letters], text)
+
+
+@main_group.command()
+@click.argument("letter_id", metavar="ID")
+@json_option
+@pass_ctx
+def approve(ctx: Ctx, letter_id: str) -> None:
+    """A person's decision: send held letter ID now (as 'send' does); prints THREAD ID STATE."""
+    client = ctx.client()
+    _report_sent(ctx, client.approve(letter_id), [])
+
+
+@main_group.command()
+@click.argument("letter_id", metavar="ID")
+@click.option("-r", "--reason", required=True, help="Why; the agent reads it in 'sent'.")
+@json_option
+@pass_ctx
+def reject(ctx: Ctx, letter_id: str, reason: str) -> None:
+    """A person's decision: held letter ID never leaves (it moves to failed/ with REASON)."""
+    letter = ctx.client().reject(letter_id, reason)
+    emit(
+        ctx,
+        letter.to_json(),
+        lambda: click.echo(clean(f"{letter.thread} {letter.id} rejected: {letter.extra.get('rejected')}")),
+    )
+
+
+@main_group.command()
+@json_option
+@pass_ctx
 def sent(ctx: Ctx) -> None:
-    """What I sent (queued, failed and delivered)."""
+    """What I sent (held, queued, failed and delivered)."""
     letters = ctx.client().sent()
 
     def text() -> None:
@@ -661,8 +695,10 @@ def sent(ctx: Ctx) -> None:
             click.echo("nothing sent")
         for letter in letters:
             mark = " UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
-            state = {"outbox": "queued, not sent yet", "failed": "FAILED"}.get(letter.state, letter.state)
-            click.echo(line(letter) + f"  ({state}{mark})")
+            state = {"outbox": "queued, not sent yet", "failed": "FAILED", "held": "HELD, waiting for a person"
+                     }.get(letter.state, letter.state)  # fmt: skip
+            why = f": {letter.extra['rejected']}" if letter.state == "failed" and letter.extra.get("rejected") else ""
+            click.echo(line(letter) + clean(f"  ({state}{' (rejected)' if why else ''}{why}{mark})"))
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
@@ -726,6 +762,8 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
                 flag += f"  QUEUED (not sent): {r.delivery_detail}"
             elif r.delivery == "failed":
                 flag += f"  FAILED: {r.delivery_detail}"
+            elif r.delivery == "held":
+                flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
             click.echo(
                 clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}")
             )

@@ -355,28 +355,21 @@ class AgentMail:
 
     # --- sending ---------------------------------------------------------------------------
 
-    def send(
-        self,
-        to: str,
-        subject: str,
-        body: str,
-        *,
-        type: str = "report",
-        severity: str | None = None,
-        ref: str | None = None,
-        force: bool = False,
-        thread: str | None = None,
-    ) -> Letter:
+    def send(self, to: str, subject: str, body: str, *, type: str = "report", severity: str | None = None,
+             ref: str | None = None, force: bool = False, thread: str | None = None,
+             hold: bool = False) -> Letter:  # fmt: skip
         """Open a thread, or with ``thread`` continue it after this platform's own last letter
         (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
         Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
         now; ``flush`` retries) or ``failed`` — ``raise_for_state`` turns the last two into
         errors. Advice (an opener's gaps, a thread that is with another platform than ``to``)
-        lands in ``last_warnings``. A guard that refuses raises Refused."""
+        lands in ``last_warnings``. A guard that refuses raises Refused (the new-thread quota
+        among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
+        letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``."""
         from . import guards
 
         if thread:
-            letter = self.follow_up(thread, body, type=type, force=force)
+            letter = self.follow_up(thread, body, type=type, force=force, hold=hold)
             self.last_warnings = [] if letter.to == to else [f"thread {thread} is with {letter.to}; sent there"]
             return letter
         check_type(type)
@@ -384,14 +377,16 @@ class AgentMail:
         recipient = self.registry.get(to)
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
-        self._check(guards.Outbound(type, body, self.me.platform, force=force))
+        opened, quota, frees = self._quota()
+        self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
+                                    quota=quota, quota_frees=frees))  # fmt: skip
         # Advice is for reports that open a thread, not for a one-line question.
         one_liner = type == "question" and len(body.strip().splitlines()) <= 1
         self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
         composed = self._compose(
             Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref)
         )
-        return self._dispatch(composed)
+        return self._dispatch(composed, self._hold(recipient.address, hold))
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False) -> Letter:
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
@@ -402,21 +397,22 @@ class AgentMail:
         composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent))
         return self._dispatch(composed)
 
-    def reply(
-        self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False, raise_refused: bool = False
-    ) -> Letter | None:
+    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
+              raise_refused: bool = False, hold: bool = False) -> Letter | None:  # fmt: skip
         """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
         documented, compatible form); with ``raise_refused`` Refused, as every other sending
         method does (the convention; the CLI and MCP server use it).
 
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
-        letter = self._reply(to, body, type=type, force=force)
+        letter = self._reply(to, body, type=type, force=force, hold=hold)
         if letter is None and raise_refused:
             raise Refused(self.why_refused(to) or "refused")
         return letter
 
-    def _reply(self, to: str | Letter, body: str, *, type: str | None, force: bool) -> Letter | None:
+    def _reply(
+        self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False
+    ) -> Letter | None:
         self.last_warnings = []
         parent_id = self._id(to)
         parent = self.spool.letter(parent_id)
@@ -429,25 +425,16 @@ class AgentMail:
             self._refusals[parent_id] = reason
             return None
         assert recipient is not None
-        composed = self._compose(
-            Draft(
-                recipient.name,
-                kind,
-                parent.thread,
-                reply_subject(parent.subject or "(no subject)"),
-                body,
-                in_reply_to=parent.message_id,
-                references=_references(parent),
-            )
-        )
-        stored = self._file_answer(parent, composed)
+        composed = self._compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
+                                       body, in_reply_to=parent.message_id, references=_references(parent)))  # fmt: skip
+        stored = self._file_answer(parent, composed, self._hold(recipient.address, hold))
         if stored is None:
             return None
         self._refusals.pop(parent_id, None)
         self.spool.move(parent_id, "unread", "read")
         return self._sent(stored)
 
-    def follow_up(self, thread: str, body: str, *, type: str, force: bool = False) -> Letter:
+    def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False) -> Letter:
         """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
         after its ack). It answers this platform's own last letter of the thread, under the
         same guards as a reply (never after the other side's ack or close; the same depth cap;
@@ -464,18 +451,9 @@ class AgentMail:
             raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
         recipient = self.registry.get(counterpart)
-        composed = self._compose(
-            Draft(
-                recipient.name,
-                type,
-                thread,
-                reply_subject(letters[0].subject),
-                body,
-                in_reply_to=last.message_id,
-                references=_references(last),
-            )
-        )
-        stored = self._file_answer(last, composed)
+        composed = self._compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
+                                       in_reply_to=last.message_id, references=_references(last)))  # fmt: skip
+        stored = self._file_answer(last, composed, self._hold(recipient.address, hold))
         if stored is None:
             raise Refused(self._refusals.pop(last.id, "refused"))
         return self._sent(stored)
@@ -521,17 +499,18 @@ class AgentMail:
         for sibling in self.spool.siblings():
             for letter_id in sibling.thread_ids(thread):
                 state = sibling.locate(letter_id)
-                if state in ("outbox", "sent", "failed"):
+                if state in ("outbox", "held", "sent", "failed"):
                     candidates.append(sibling.letter(letter_id, state))
         return max(candidates, key=lambda x: (x.depth, x.id))
 
-    def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes]) -> Letter | None:
-        """Claim ``parent`` for this platform and file the answer in the outbox, as one step.
-        None (with the reason remembered) when another agent of the platform answered first."""
+    def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes], held: str | None = None) -> Letter | None:
+        """Claim ``parent`` for this platform and file the answer in the outbox (or in held/:
+        a held reply answers the letter, pending approval), as one step. None (with the reason
+        remembered) when another agent of the platform answered first."""
         letter, raw = composed
         with self.spool.claim_reply(parent.message_id, letter.id) as holder:
             if holder is None:
-                return self.spool.store("outbox", letter, raw, extra=letter.extra)
+                return self._file_outgoing(letter, raw, held)
         from . import guards
 
         self._refusals[parent.id] = (
@@ -553,7 +532,68 @@ class AgentMail:
     def _compose(self, draft: Draft) -> tuple[Letter, bytes]:
         return compose(self.registry, self.home, self.me.platform, draft)
 
-    def _dispatch(self, composed: tuple[Letter, bytes]) -> Letter:
+    def _hold(self, address: str, asked: bool) -> str | None:
+        from . import guards
+
+        return guards.hold_reason(address, self.registry.bus.hold, asked)
+
+    def _quota(self) -> tuple[int, int | None, str]:
+        """This platform's new threads in the last hour (from the letter files), the cap (None:
+        ``new_threads_per_hour = 0``, no cap), and when the oldest leaves the window (UTC)."""
+        import datetime
+
+        if self.registry.bus.new_threads_per_hour == 0:
+            return 0, None, ""
+        now_ms = time.time_ns() // 1_000_000
+        opened = self.spool.opened_since(now_ms - 3_600_000)
+        frees = ""
+        if opened:
+            from .model import ulid_ms
+
+            at = datetime.datetime.fromtimestamp((ulid_ms(opened[0]) + 3_600_000) / 1000, datetime.UTC)
+            frees = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        return len(opened), self.registry.bus.new_threads_per_hour, frees
+
+    def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
+        """File a signed letter in the outbox, or in held/ with why it waits for a person."""
+        if held is None:
+            return self.spool.store("outbox", letter, raw, extra=letter.extra)
+        self.spool.ensure()
+        self.spool.annotate(letter.id, held_reason=held)  # before the letter: never a held letter without why
+        return self.show(self.spool.store("held", letter, raw, extra=letter.extra).id)
+
+    def held(self) -> list[Letter]:
+        """Letters waiting for a person's approval, oldest first (never sent until approved)."""
+        return self.spool.letters("held")
+
+    def approve(self, letter_id: str | Letter) -> Letter:
+        """A person's decision: release a held letter to the outbox (one rename) and send it,
+        as ``send`` does. Returns it as it is now (``sent``, or queued, or failed)."""
+        letter_id = self._id(letter_id)
+        if not self.spool.move(letter_id, "held", "outbox"):
+            state = self.spool.locate(letter_id)
+            raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
+        self.spool.annotate(letter_id, approved="true")
+        return self._sent(self.spool.letter(letter_id, "outbox"))
+
+    def reject(self, letter_id: str | Letter, reason: str) -> Letter:
+        """A person's decision: a held letter never leaves. It moves to failed/ with the reason
+        (``sent`` shows it to the agent); a rejected reply frees its claim on the letter."""
+        from .text import one_line
+
+        letter_id = self._id(letter_id)
+        reason = one_line(reason or "").strip()
+        if not reason:
+            raise BadInput("say why (-r REASON): the agent reads it")
+        if self.spool.locate(letter_id) != "held":
+            state = self.spool.locate(letter_id)
+            raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
+        self.spool.annotate(letter_id, rejected=reason, failed_reason=f"rejected by a person: {reason}")
+        if not self.spool.move(letter_id, "held", "failed"):
+            raise NotFound(f"letter {letter_id} is not held")
+        return self.show(letter_id)
+
+    def _dispatch(self, composed: tuple[Letter, bytes], held: str | None = None) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
         Letters still queued from earlier ride along on the same connection.
 
@@ -561,10 +601,14 @@ class AgentMail:
         unreadable credentials) is not transient: the new letter is moved to failed/ rather than
         left queued, so fixing the configuration and sending again never delivers it twice."""
         letter, raw = composed
-        return self._sent(self.spool.store("outbox", letter, raw, extra=letter.extra))
+        stored = self._file_outgoing(letter, raw, held)
+        return stored if held else self._sent(stored)
 
     def _sent(self, stored: Letter) -> Letter:
-        """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now."""
+        """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now.
+        A held letter is not in the outbox: returned as it is, waiting for a person."""
+        if stored.state == "held":
+            return stored
         self._dispatching = stored.id
         try:
             self.flush()
@@ -640,7 +684,7 @@ class AgentMail:
         return letters
 
     def sent(self) -> list[Letter]:
-        return [letter for state in ("outbox", "failed", "sent") for letter in self.spool.letters(state)]
+        return [letter for state in ("held", "outbox", "failed", "sent") for letter in self.spool.letters(state)]
 
     def quarantined(self, *, sync: bool = True) -> list[Letter]:
         if sync:
@@ -664,7 +708,7 @@ class AgentMail:
         if sync:
             self.sync()
         rows = []
-        undelivered = {state: set(self.spool.ids(state)) for state in ("outbox", "failed")}
+        undelivered = {state: set(self.spool.ids(state)) for state in ("held", "outbox", "failed")}
         for thread in self.spool.threads() if closed else self.spool.open_threads():
             ids = self.spool.thread_ids(thread)
             first, last = self._filed(ids), self._filed(reversed(ids))
@@ -704,7 +748,8 @@ class AgentMail:
         """How far my letters in a thread got: "queued" (in the outbox), "failed" (refused, with
         the server's words), else "sent"; "received" when the thread holds none of mine.
         ``undelivered``: the ids in outbox/ and failed/, listed once per ``status``."""
-        for state, label, key in (("outbox", "queued", "queued_reason"), ("failed", "failed", "failed_reason")):
+        for state, label, key in (("held", "held", "held_reason"), ("outbox", "queued", "queued_reason"),
+                                  ("failed", "failed", "failed_reason")):  # fmt: skip
             for letter_id in ids:
                 if letter_id in undelivered[state]:
                     return label, str(self.spool.letter(letter_id, state).extra.get(key) or "")

@@ -53,6 +53,11 @@ class Outbound:
     answered_by: str | None = None
     depth: int = 0
     force: bool = False  # the body checks only: never a way past the loop guards
+    # The new-thread quota (only for a letter that opens a thread; notes are not counted):
+    # how many this platform opened in the last hour, the cap, and when the oldest frees up.
+    opened_last_hour: int = 0
+    quota: int | None = None
+    quota_frees: str = ""
 
 
 def refusal(out: Outbound) -> str | None:
@@ -66,13 +71,17 @@ def refusal(out: Outbound) -> str | None:
             return reason
         if out.kind == "note":
             return "a note is not an answer; use note()"
+    elif out.kind != "note" and out.quota is not None and out.opened_last_hour >= out.quota:
+        return (f"new-thread quota reached: {out.me} opened {out.opened_last_hour} threads in the last hour "
+                f"(new_threads_per_hour = {out.quota}); the next frees up at {out.quota_frees or 'within the hour'}; "
+                "replies and follow-ups in existing threads are not counted")  # fmt: skip
     return None if out.force else body_refusal(out.body)
 
 
 def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
     if parent.state == "quarantine":
         return f"letter {parent.id} is quarantined ({parent.reason}); it cannot be answered"
-    if parent.state in ("sent", "outbox", "failed"):
+    if parent.state in ("sent", "outbox", "failed", "held"):
         return f"letter {parent.id} is one you sent; answer the letters you received"
     if parent.type in (*TERMINAL_TYPES, "note"):
         article = "an" if parent.type == "ack" else "a"
@@ -105,6 +114,24 @@ def _answered(parent: Letter, answered_by: str | None) -> str | None:
     mailbox, _, reply_id = answered_by.rpartition(" ")
     who = f"{mailbox}, letter {reply_id}" if mailbox else f"letter {reply_id}"
     return f"letter {parent.id} was already answered (by {who}); one reply per letter per platform"
+
+
+def hold_reason(address: str, rules: tuple[str, ...], asked: bool) -> str | None:
+    """Why a letter to ``address`` waits for a person's approval (``held/``), or None: the
+    sender asked (``send --hold``), or a bus ``hold`` rule names the address or its domain."""
+    if asked:
+        return "held on request (--hold)"
+    address = address.lower()
+    domain = address.rpartition("@")[2]
+    for rule in rules:
+        if rule in (address, domain) or ("@" in rule and rule == _untagged(address)):
+            return f"held by the bus rule hold = {rule!r}"
+    return None
+
+
+def _untagged(address: str) -> str:
+    local, _, domain = address.partition("@")
+    return f"{local.split('+')[0]}@{domain}"
 
 
 def body_refusal(body: str) -> str | None:

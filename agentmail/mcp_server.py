@@ -41,6 +41,7 @@ def _schema(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str
 
 
 # name -> (description, input schema). The descriptions carry the protocol an agent needs.
+_HOLD = {"type": "boolean", "description": "a person approves it first"}
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "whoami": ("This checkout's platform[@agent] and mail address.", _schema()),
     "inbox": (
@@ -63,13 +64,15 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             severity={"enum": ["low", "medium", "high", "critical"]},
             ref=_S,
             thread=_S,
+            hold=_HOLD,
         ),
     ),
     "reply": (
         "Answer a letter (default type: ack to a report, verify-result to a fix-notice, else question). "
         "One reply per letter per platform; ack and close are never answered.",
-        _schema(("id", "body"), id=_ID, body=_S, type=_KIND),
+        _schema(("id", "body"), id=_ID, body=_S, type=_KIND, hold=_HOLD),
     ),
+    "held": ("My letters waiting for a person's approval.", _schema()),
     "thread": ("Every letter of a thread, both directions.", _schema(("thread",), thread=_S)),
     "note": (
         "Leave a note for a sibling agent of this platform (to: its name; else whoever reads next).",
@@ -146,7 +149,8 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
     if name == "send":
         return _sent(am, a)
     if name == "reply":
-        letter = am.reply(str(a["id"]), str(a["body"]), type=a.get("type"), raise_refused=True)
+        letter = am.reply(str(a["id"]), str(a["body"]), type=a.get("type"), raise_refused=True,
+                          hold=bool(a.get("hold")))  # fmt: skip
         assert letter is not None  # raise_refused: a refusal raised
         return _outcome(letter, am.last_warnings)
     if name == "thread":
@@ -155,6 +159,8 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
         return _outcome(am.note(str(a["subject"]), str(a["body"]), to_agent=a.get("to")), am.last_warnings)
     if name == "notes":
         return [_letter(x) for x in am.notes()]
+    if name == "held":
+        return [_letter(x) for x in am.held()]
     if name == "quarantine":
         return [_letter(x) for x in am.quarantined()]
     if name == "status":
@@ -165,15 +171,9 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
 
 
 def _sent(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
-    letter = am.send(
-        str(a["to"]),
-        str(a["subject"]),
-        str(a["body"]),
-        type=str(a.get("type") or "report"),
-        severity=a.get("severity"),
-        ref=a.get("ref"),
-        thread=a.get("thread"),
-    )
+    letter = am.send(str(a["to"]), str(a["subject"]), str(a["body"]), type=str(a.get("type") or "report"),
+                     severity=a.get("severity"), ref=a.get("ref"), thread=a.get("thread"),
+                     hold=bool(a.get("hold")))  # fmt: skip
     return _outcome(letter, am.last_warnings)
 
 
@@ -182,6 +182,8 @@ def _outcome(letter: Letter, warnings: list[str]) -> dict[str, Any]:
 
     raise_for_state(letter)  # queued or failed: a tool error, as the CLI's exit 5
     out: dict[str, Any] = {"id": letter.id, "thread": letter.thread, "to": letter.to, "state": letter.state}
+    if letter.state == "held":
+        out["held_reason"] = letter.extra.get("held_reason") or ""
     if warnings:
         out["warnings"] = warnings
     return out

@@ -88,6 +88,14 @@ def new_ulid() -> str:
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
+def ulid_ms(ulid: str) -> int:
+    """The creation time of a ULID made by ``new_ulid``, in ms since the epoch (-1: not one)."""
+    try:
+        return int("".join(f"{_CROCKFORD.index(c):05b}" for c in ulid[:10]), 2)
+    except ValueError:
+        return -1
+
+
 def new_thread_id() -> str:
     """``thr-`` + 10 lowercase base32 characters (50 bits of randomness)."""
     alphabet = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase

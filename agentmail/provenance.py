@@ -40,7 +40,7 @@ def trusted_results(raw: bytes, trusted: tuple[str, ...]) -> list[str]:
 
 
 def describe(raw: bytes, registry: Registry, state: str, sender: str, kind: str) -> str:
-    if state in ("sent", "outbox", "failed"):
+    if state in ("sent", "outbox", "held", "failed"):
         me = registry.platforms.get(sender)
         return f"signed here with the key of {sender} (d={me.dkim_domain}, s={me.selector})" if me else "signed here"
     if state == "quarantine":

@@ -24,6 +24,8 @@ PERSON_RE = re.compile(
     r"^[a-z0-9][a-z0-9.+_-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
 )
 DOMAIN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+# A hold rule: a domain (every address in it) or one address (a plus tag allowed).
+HOLD_RE = re.compile(r"^(?:[a-z0-9][a-z0-9._+-]{0,63}@)?" + DOMAIN_RE.pattern[1:])
 SELECTOR_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 POLICIES = ("pinned", "aligned")
 TLS_MODES = ("implicit", "starttls", "none")
@@ -49,6 +51,8 @@ class Bus:
     sent_folder: str | None = None  # None: the folder marked \\Sent (RFC 6154), if any; "": no copy
     max_size: int = 1_048_576
     poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
+    hold: tuple[str, ...] = ()  # domains or addresses whose letters wait for a person's approval
+    new_threads_per_hour: int = 20  # per platform; replies and follow-ups are not counted; 0: no cap
 
 
 @dataclass(frozen=True)
@@ -121,7 +125,18 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 # Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
 # (TOML's trap: a top-level key written after [imap] silently lands inside [imap].)
-TOP_KEYS = ("name", "domain", "transport", "policy", "trusted_authserv_ids", "ca_file", "sent_folder", "max_size")
+TOP_KEYS = (
+    "name",
+    "domain",
+    "transport",
+    "policy",
+    "trusted_authserv_ids",
+    "ca_file",
+    "sent_folder",
+    "max_size",
+    "hold",
+    "new_threads_per_hour",
+)
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people")
 PERSON_KEYS = ("address", "follows", "writes")
@@ -215,6 +230,12 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     max_size = data.get("max_size", 1_048_576)
     if not isinstance(max_size, int) or max_size < 4096:
         raise ConfigError("bus.toml: max_size must be a number of bytes >= 4096")
+    hold = data.get("hold", [])
+    if not isinstance(hold, list) or not all(isinstance(h, str) and HOLD_RE.fullmatch(h) for h in hold):
+        raise ConfigError('bus.toml: hold must be a list of lowercase domains or addresses (e.g. ["partner.example"])')
+    quota = data.get("new_threads_per_hour", 20)
+    if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
+        raise ConfigError("bus.toml: new_threads_per_hour must be a whole number >= 0")
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
     poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
     if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
@@ -233,6 +254,8 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         sent_folder=sent_folder,
         max_size=max_size,
         poll_interval=float(poll) if poll is not None else None,
+        hold=tuple(dict.fromkeys(hold)),
+        new_threads_per_hour=quota,
     )
 
 

@@ -1,7 +1,8 @@
 """The spool: one mailbox's letters on disk, crash-safe (DESIGN §7).
 
     spool/<platform>[@agent]/
-      unread/ read/ sent/ outbox/ failed/ quarantine/   <id>.eml — the raw RFC-822 letter
+      unread/ read/ sent/ outbox/ held/ failed/ quarantine/   <id>.eml — the raw RFC-822 letter
+                           (held/: signed, waiting for a person's approve or reject; never sent)
       tmp/                                              where every file is born
       meta/<id>.json       what was parsed from the letter, and its depth (a cache)
       index/msgid/<h>      (platform, Message-ID) → id, for authenticated and sent letters
@@ -43,9 +44,13 @@ from ._fs import append, fsync_dir, fsync_file, locked, rename_into, sync_filesy
 from .errors import NotFound
 from .model import Letter, new_ulid
 
-STATES = ("unread", "read", "sent", "outbox", "failed", "quarantine")
-OUTGOING = ("outbox", "sent", "failed")
-ANSWERING = ("outbox", "sent")  # a reply that failed never reached anyone: the letter may be answered again
+STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine")
+OUTGOING = ("outbox", "held", "sent", "failed")
+# A reply that failed (or that a person rejected) never reached anyone: the letter may be
+# answered again. One held for approval answers it, pending the person's decision.
+ANSWERING = ("outbox", "held", "sent")
+# What the new-thread quota counts: letters that left or wait to leave (failed ones never left).
+LEAVING = ("sent", "outbox", "held")
 BUILT = ".built"  # an index folder without it is incomplete: rebuilt from the letters
 
 
@@ -511,6 +516,24 @@ class Spool:
             return sorted(os.listdir(self.root / "threads"))
         except FileNotFoundError:
             return []
+
+    def opened_since(self, cutoff_ms: int) -> list[str]:
+        """The ids of the threads' first letters this *platform* (every agent's mailbox) sent or
+        queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
+        From the letter files alone (the id is a ULID: its creation time), so the count survives
+        restarts and deleted caches."""
+        from .model import ulid_ms
+
+        found: list[str] = []
+        for spool in (self, *self.siblings()):
+            for state in LEAVING:
+                for letter_id in spool.ids(state):
+                    if ulid_ms(letter_id) < cutoff_ms:
+                        continue
+                    data = spool._parsed(letter_id, state)
+                    if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
+                        found.append(letter_id)
+        return sorted(found)
 
     # --- checkpoint ------------------------------------------------------------------------
 

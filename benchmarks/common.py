@@ -106,9 +106,10 @@ class TempBus:
         endpoints: dict[str, Any] | None = None,
     ) -> None:
         self.home = Path(tempfile.mkdtemp(prefix="home-", dir=root))
-        self.registry: Registry = bus.init(
-            self.home, self.home / "registry", list(platforms), domain=DOMAIN, transport=transport, endpoints=endpoints
-        )
+        self.registry: Registry = bus.init(self.home, self.home / "registry", list(platforms), domain=DOMAIN,
+                                           transport=transport,
+                                           # the benchmarks open thousands of threads: no hourly cap
+                                           endpoints={"new_threads_per_hour": 0, **(endpoints or {})})  # fmt: skip
         self.cli = agentmail_command()
 
     def client(self, platform: str) -> AgentMail:

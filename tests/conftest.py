@@ -158,7 +158,10 @@ def home(no_leaks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
 
 @pytest.fixture
 def registry(home: Path) -> Registry:
-    return bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
+    # No hourly new-thread cap here: many tests open dozens of threads (test_approving pins it).
+    return bus.init(
+        home, home / "registry", ["alpha", "beta"], domain="bus.test", endpoints={"new_threads_per_hour": 0}
+    )
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ TOOL_NAMES = {
     "quarantine",
     "status",
     "wait",
+    "held",
 }
 
 

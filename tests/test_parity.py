@@ -14,6 +14,7 @@ from agentmail.mcp_server import TOOLS, Tools, call
 # CLI commands an agent's MCP tool list does without, and why (each one costs context in every conversation).
 CLI_ONLY = {
     "add": "operator setup: registering a platform is a reviewed commit to the registry, not an agent's move",
+    "approve": "a person's decision to let a held letter go, never an agent's (issue 12)",
     "bind": "operator setup: writes the checkout's .agentmail marker, once",
     "bus": "operator setup: the bus's servers and TLS",
     "demo": "a tour for a person, in a temporary home",
@@ -23,6 +24,7 @@ CLI_ONLY = {
     "init": "operator setup: creates the bus and its keys",
     "keygen": "operator setup: rotates a key (the registry entry must be committed)",
     "mcp": "the MCP server itself",
+    "reject": "a person's decision to drop a held letter, never an agent's (issue 12)",
     "person": "operator setup: who follows or writes into a platform's threads is a reviewed registry commit",
     "platforms": "send's error names the registered platforms (and the closest match)",
     "sent": "status shows per thread how far my letters got (delivery, delivery_detail)",
