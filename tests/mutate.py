@@ -1,0 +1,162 @@
+"""Mutation testing of the trust core, one module group at a time (tests/MUTATION.md).
+
+    python tests/mutate.py                 # every group, one after the other
+    python tests/mutate.py wire route      # some groups
+    python tests/mutate.py --list          # the groups, their modules and their tests
+
+Each group's mutants run only against the test files that exercise that group (the per-group
+``tests`` below), with a short per-test timeout: a mutant that breaks a wake-up then fails its
+waiting test in seconds instead of holding it for the test's own long wait. mutmut (3) reads one
+``[tool.mutmut]`` table, so each group runs in its own copy of the tree under ``.mutmut/<group>``
+(git-ignored) with that table rewritten for the group; the tree is copied afresh each time, so a
+new test is always run against the old survivors. At the end: killed/total per module, and the
+survivors' names (``mutmut show NAME`` in ``.mutmut/<group>`` prints one as a diff).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomli_w
+
+ROOT = Path(__file__).resolve().parent.parent
+WORK = ROOT / ".mutmut"
+
+
+@dataclass(frozen=True)
+class Group:
+    modules: tuple[str, ...]  # files under agentmail/ to mutate
+    tests: tuple[str, ...]  # test files under tests/ run against them (only those reaching the function)
+    functions: tuple[str, ...] = ()  # mutant-name globs: only these functions (default: all of the modules)
+    timeout: int = 60  # pytest-timeout per test, seconds
+
+
+_JUDGING = (
+    "test_trust_rules.py",
+    "test_trust_paths.py",
+    "test_authenticity.py",
+    "test_authenticity_exact.py",
+)
+
+GROUPS: dict[str, Group] = {
+    "wire": Group(
+        ("wire.py",),
+        ("test_wire.py", "test_wire_exact.py", "test_model.py", "test_matter.py", "test_mime.py", *_JUDGING),
+    ),
+    "signing": Group(("signing.py",), ("test_signing.py", "test_signing_exact.py", "test_signing_dns.py", *_JUDGING)),
+    "judging": Group(
+        ("verdicts.py", "authenticity.py", "guards.py"),
+        ("test_guards.py", "test_guards_exact.py", "test_wire.py", "test_signing_exact.py", *_JUDGING),
+    ),
+    # The routing stage: route.py, and the part of client.py that fetches, judges, routes and files
+    # (sync and the methods it calls). The client's tests wait on wakes, hence the short timeout.
+    "route": Group(
+        ("route.py", "client.py"),
+        (
+            "test_route.py",
+            "test_client.py",
+            "test_recovery.py",
+            "test_isolation.py",
+            "test_outages.py",
+            "test_people.py",
+            "test_trust_rules.py",
+            "test_trust_paths.py",
+        ),
+        functions=(
+            "agentmail.route.*",
+            *(
+                f"agentmail.client.xǁAgentMailǁ{name}__mutmut_*"
+                for name in ("sync", "_file_isolated", "_placeholder", "_file", "_facts", "_filed_already", "_quarantine")
+            ),
+        ),
+        timeout=30,
+    ),
+}
+# Not mutated this session: spool.py and transport/local.py are being rewritten (SQLite spool, the
+# local transport); transport/inotify.py and the rest of client.py wait on wakes.
+
+
+def _config(group: Group) -> dict[str, object]:
+    return {
+        "source_paths": ["agentmail"],
+        "only_mutate": [f"agentmail/{m}" for m in group.modules],
+        "also_copy": ["tests", "pyproject.toml"],
+        "pytest_add_cli_args": ["-p", "no:cacheprovider", "--no-cov", "-o", f"timeout={group.timeout}"],
+        "pytest_add_cli_args_test_selection": [f"tests/{t}" for t in group.tests if (ROOT / "tests" / t).exists()],
+        "timeout_multiplier": 5.0,
+        "use_git_change_detection": False,
+    }
+
+
+def _prepare(name: str, group: Group) -> Path:
+    where = WORK / name
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", ".pytest_cache", ".mypy_cache", ".hypothesis")
+    shutil.copytree(ROOT / "agentmail", where / "agentmail", ignore=ignore)
+    shutil.copytree(ROOT / "tests", where / "tests", ignore=ignore)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project["tool"]["mutmut"] = _config(group)
+    (where / "pyproject.toml").write_text(tomli_w.dumps(project))
+    return where
+
+
+_RESULT = re.compile(r"^\s*(agentmail\.[\w.]+?)\.(x\S+): (.+)$")
+
+
+def run(name: str, group: Group, children: int | None) -> dict[str, dict[str, str]]:
+    """Mutate one group; its mutants' statuses per module (``agentmail.wire`` -> name -> status)."""
+    where = _prepare(name, group)
+    command = ["mutmut", "run", *(["--max-children", str(children)] if children else []), *group.functions]
+    print(f"== {name}: {' '.join(command)}  (in {where})", flush=True)
+    subprocess.run(command, cwd=where, check=False)
+    listing = subprocess.run(["mutmut", "results", "--all", "true"], cwd=where, capture_output=True, text=True)
+    statuses: dict[str, dict[str, str]] = {}
+    for line in listing.stdout.splitlines():
+        found = _RESULT.match(line)
+        if found:
+            statuses.setdefault(found[1], {})[f"{found[1]}.{found[2]}"] = found[3]
+    return statuses
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("groups", nargs="*", help=f"some of {', '.join(GROUPS)} (default: all)")
+    parser.add_argument("--list", action="store_true", help="print the groups and exit")
+    parser.add_argument("--max-children", type=int, default=None, help="parallel mutants (mutmut's default: CPUs)")
+    args = parser.parse_args()
+    if args.list:
+        for name, group in GROUPS.items():
+            print(f"{name}: {', '.join(group.modules)} <- {', '.join(group.tests)} (timeout {group.timeout}s)")
+        return 0
+    unknown = [g for g in args.groups if g not in GROUPS]
+    if unknown:
+        parser.error(f"no such group: {', '.join(unknown)} (groups: {', '.join(GROUPS)})")
+    table: dict[str, dict[str, str]] = {}
+    for name in args.groups or list(GROUPS):
+        table.update(run(name, GROUPS[name], args.max_children))
+    print("\nmodule                      mutants  killed  (timeout)  survived  score")
+    for module, statuses in sorted(table.items()):
+        values = list(statuses.values())
+        killed = sum(s in ("killed", "timeout") for s in values)
+        timeouts = values.count("timeout")
+        print(
+            f"{module:<26} {len(values):8} {killed:7} {timeouts:10} {len(values) - killed:9}"
+            f"  {100 * killed / max(len(values), 1):5.1f} %"
+        )
+    for _module, statuses in sorted(table.items()):
+        for mutant, status in sorted(statuses.items()):
+            if status not in ("killed", "timeout"):
+                print(f"{status}: {mutant}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
