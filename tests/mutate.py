@@ -73,7 +73,15 @@ GROUPS: dict[str, Group] = {
             "agentmail.route.*",
             *(
                 f"agentmail.client.xǁAgentMailǁ{name}__mutmut_*"
-                for name in ("sync", "_file_isolated", "_placeholder", "_file", "_facts", "_filed_already", "_quarantine")
+                for name in (
+                    "sync",
+                    "_file_isolated",
+                    "_placeholder",
+                    "_file",
+                    "_facts",
+                    "_filed_already",
+                    "_quarantine",
+                )
             ),
         ),
         timeout=30,

@@ -91,7 +91,9 @@ def signed(private: str = PRIVATE, selector: str = "am1") -> bytes:
 
 
 def test_a_key_published_in_dns_verifies_the_letter(dns_server: TxtServer) -> None:
-    dns_server.records["am1._domainkey.bus.test."] = signing.PinnedKey("bus.test", "am1", "ed25519", PUBLIC).txt_record()
+    dns_server.records["am1._domainkey.bus.test."] = signing.PinnedKey(
+        "bus.test", "am1", "ed25519", PUBLIC
+    ).txt_record()
     result = signing.verify(signed(), DNS_KEY)
     assert result == signing.DkimResult(True, "dkim=pass d=bus.test s=am1")
     assert dns_server.queries == ["am1._domainkey.bus.test."]  # asked DNS, for the signature's selector
