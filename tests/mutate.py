@@ -3,6 +3,7 @@
     python tests/mutate.py                 # every group, one after the other
     python tests/mutate.py wire route      # some groups
     python tests/mutate.py --list          # the groups, their modules and their tests
+    python tests/mutate.py --report        # the scores of the last runs again, without running
 
 Each group's mutants run only against the test files that exercise that group (the per-group
 ``tests`` below), with a short per-test timeout: a mutant that breaks a wake-up then fails its
@@ -119,12 +120,19 @@ def _prepare(name: str, group: Group) -> Path:
 _RESULT = re.compile(r"^\s*(agentmail\.[\w.]+?)\.(x\S+): (.+)$")
 
 
-def run(name: str, group: Group, children: int | None) -> dict[str, dict[str, str]]:
-    """Mutate one group; its mutants' statuses per module (``agentmail.wire`` -> name -> status)."""
+def run(name: str, group: Group, children: int | None) -> None:
+    """Mutate one group in a fresh copy of the tree."""
     where = _prepare(name, group)
     command = ["mutmut", "run", *(["--max-children", str(children)] if children else []), *group.functions]
     print(f"== {name}: {' '.join(command)}  (in {where})", flush=True)
     subprocess.run(command, cwd=where, check=False)
+
+
+def collect(name: str) -> dict[str, dict[str, str]]:
+    """A group's mutants' statuses per module (``agentmail.wire`` -> name -> status)."""
+    where = WORK / name
+    if not (where / "mutants").is_dir():
+        return {}
     listing = subprocess.run(["mutmut", "results", "--all", "true"], cwd=where, capture_output=True, text=True)
     statuses: dict[str, dict[str, str]] = {}
     for line in listing.stdout.splitlines():
@@ -138,6 +146,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("groups", nargs="*", help=f"some of {', '.join(GROUPS)} (default: all)")
     parser.add_argument("--list", action="store_true", help="print the groups and exit")
+    parser.add_argument("--report", action="store_true", help="only report the groups' last runs")
     parser.add_argument("--max-children", type=int, default=None, help="parallel mutants (mutmut's default: CPUs)")
     args = parser.parse_args()
     if args.list:
@@ -149,7 +158,9 @@ def main() -> int:
         parser.error(f"no such group: {', '.join(unknown)} (groups: {', '.join(GROUPS)})")
     table: dict[str, dict[str, str]] = {}
     for name in args.groups or list(GROUPS):
-        table.update(run(name, GROUPS[name], args.max_children))
+        if not args.report:
+            run(name, GROUPS[name], args.max_children)
+        table.update(collect(name))
     print("\nmodule                      mutants  killed  (timeout)  survived  score")
     for module, statuses in sorted(table.items()):
         values = list(statuses.values())
