@@ -39,7 +39,13 @@ def session(home: Path, cwd: Path, *args: str) -> Callable[[Callable[[Client], A
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "agentmail", *args, "mcp"],
-        env={"AGENTMAIL_HOME": str(home), "PYTHONPATH": os.pathsep.join(sys.path)},
+        # The server's environment is only this (the SDK passes a few safe variables besides), plus
+        # coverage's own: without COVERAGE_PROCESS_CONFIG the server's lines would not be measured.
+        env={
+            "AGENTMAIL_HOME": str(home),
+            "PYTHONPATH": os.pathsep.join(sys.path),
+            **{k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")},
+        },
         cwd=str(cwd),
     )
 
