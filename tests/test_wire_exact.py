@@ -220,6 +220,7 @@ def test_to_is_the_first_plain_address_without_its_tag() -> None:
     assert parsed(raw_letter("To: ", "To: gamma@bus.test")).to_address == "gamma@bus.test"  # an empty To skipped
     assert parsed(raw_letter("To: <bëta@bus.test>", "To: gamma@bus.test")).to_address == "gamma@bus.test"
     assert parsed(raw_letter("To: beta@bus.test, gamma@bus.test")).to_address == "beta@bus.test"
+    assert refusal(raw_letter("To: beta@bus.test, <")) == ("malformed", "the To header does not parse")
     no_to = raw_letter("From: a@bus.test", f"Message-ID: {MID}", "Subject: s", defaults=False)
     assert parsed(no_to).to_address == ""
 
@@ -229,7 +230,7 @@ def test_cc_keeps_each_plain_address_once_and_ignores_the_odd() -> None:
         raw_letter(
             "Cc: Gamma <Gamma@Bus.Test>, delta@bus.test",
             "Cc: gamma@bus.test, <ëpsilon@bus.test>, <z@bus_test>",
-            "Cc: broken (unclosed",
+            "Cc: omega@bus.test, <",  # does not parse: the whole header is ignored, not the letter
         )
     )
     assert letter.cc == ("gamma@bus.test", "delta@bus.test")

@@ -1,0 +1,108 @@
+"""signing's remaining paths, each against real signatures: a length-limited (l=) signature, a
+DKIM-Signature whose tags do not parse, the MIME-coverage check of a trusted MTA's signature,
+and a process that imported dkimpy before agentmail."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import dkim
+
+from agentmail import signing, wire
+
+PRIVATE, PUBLIC = signing.generate_keypair()
+KEY = signing.PinnedKey("bus.test", "am1", "ed25519", PUBLIC)
+
+
+def unsigned() -> bytes:
+    return wire.render(
+        wire.draft_letter(
+            sender_address="alpha@bus.test",
+            sender_name="Alpha",
+            to_address="beta@bus.test",
+            type="report",
+            thread="thr-abc123def0",
+            subject="Burst",
+            body="Fired 14 submits.",
+            message_id="<01p.alpha@bus.test>",
+        )
+    )
+
+
+def test_a_signature_limiting_the_body_length_is_refused() -> None:
+    raw = unsigned()
+    header = dkim.sign(
+        raw,
+        b"am1",
+        b"bus.test",
+        PRIVATE.encode(),
+        signature_algorithm=b"ed25519-sha256",
+        canonicalize=signing.CANONICALIZATION,
+        include_headers=signing._INCLUDE,
+        length=True,
+        linesep=b"\r\n",
+    )
+    assert b"l=" in header
+    result = signing.verify(header + raw, KEY)
+    assert result == signing.DkimResult(False, "the signature limits the body length (l=), which is refused")
+
+
+def test_a_signature_whose_tags_do_not_parse_is_unreadable() -> None:
+    good = signing.sign(unsigned(), "bus.test", "am1", PRIVATE)
+    junk = b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=am1; this is no tag list\r\n"
+    result = signing.verify(junk + good, KEY)
+    assert result.ok  # the good signature below still counts
+    result = signing.verify(junk + unsigned(), KEY)
+    assert not result.ok and result.detail.startswith("unreadable signature (")
+
+
+def test_the_mime_coverage_of_a_trusted_mtas_signature() -> None:
+    raw = unsigned()
+    assert signing.aligned_coverage_problem(signing.sign(raw, "bus.test", "am1", PRIVATE), "bus.test") is None
+    assert signing.aligned_coverage_problem(raw, "bus.test") == (
+        "no DKIM-Signature by bus.test to vouch for the MIME headers"
+    )
+    other = signing.sign(raw, "elsewhere.test", "am1", PRIVATE)
+    junk = b"DKIM-Signature: this is no tag list\r\n"
+    assert signing.aligned_coverage_problem(junk + other, "bus.test") == (
+        "no DKIM-Signature by bus.test to vouch for the MIME headers"
+    )  # neither an unreadable signature nor another domain's vouches
+    narrow = dkim.sign(
+        raw,
+        b"am1",
+        b"bus.test",
+        PRIVATE.encode(),
+        signature_algorithm=b"ed25519-sha256",
+        include_headers=[b"from", b"to", b"subject", b"content-type"],
+        linesep=b"\r\n",
+    )
+    assert signing.aligned_coverage_problem(narrow + raw, "bus.test") == (
+        "bus.test's signature: the signature does not cover the content-transfer-encoding header"
+    )
+    no_mime = b"From: alpha@bus.test\r\nTo: beta@bus.test\r\nSubject: s\r\n\r\nbody\r\n"
+    assert signing.aligned_coverage_problem(no_mime, "bus.test") is None  # RFC 2045's defaults: nothing to re-declare
+
+
+_DKIM_FIRST = r"""
+import dkim  # a host process that uses dkimpy itself, before agentmail is imported
+from agentmail import signing, wire
+private, public = signing.generate_keypair()
+raw = wire.render(wire.draft_letter("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0",
+                                    "Burst", "Fired.", message_id="<1.alpha@bus.test>"))
+signed = signing.sign(raw, "bus.test", "am1", private)
+print(signing.verify(signed, signing.PinnedKey("bus.test", "am1", "ed25519", public)).ok)
+print(signing.verify(signed[:-3] + b"!\r\n", signing.PinnedKey("bus.test", "am1", "ed25519", public)).detail)
+"""
+
+
+def test_signing_works_in_a_process_that_imported_dkimpy_first() -> None:
+    done = subprocess.run([sys.executable, "-c", _DKIM_FIRST], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["True", "the signature does not verify (the body changed after signing)"]
+
+
+def test_a_header_section_dkimpy_cannot_parse_does_not_verify() -> None:
+    good = signing.sign(unsigned(), "bus.test", "am1", PRIVATE)
+    result = signing.verify(b"no colon on this line\r\n" + good, KEY)
+    assert result == signing.DkimResult(False, "the header section does not parse for DKIM (MessageFormatError)")
