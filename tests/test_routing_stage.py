@@ -4,13 +4,14 @@ and the spool. Letters are delivered as bytes into the local post office and syn
 
 from __future__ import annotations
 
-from pathlib import Path
+import pytest
 
 from agentmail.client import AgentMail
-from agentmail.model import Letter
 from agentmail.transport import local
 
-from .test_authenticity import letter_bytes, sign_as
+from .conftest import OPENER
+from .test_authenticity import letter_bytes
+from .test_recovery import _disk_full_on_write
 
 
 def deliver(to: AgentMail, raw: bytes) -> None:
@@ -56,3 +57,21 @@ def test_a_letter_too_large_to_download_is_filed_with_nothing_read_from_it(beta:
     placeholder = beta.raw(held.id)  # names the mailbox slot: a refetch of it is a duplicate
     assert placeholder.startswith(f"X-Agentmail-Not-Downloaded: {len(big)} bytes (local ".encode())
     assert placeholder.endswith(b")\r\n\r\n")
+
+
+def test_a_quarantined_letter_is_part_of_its_batch(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A batch that fails half way (a full disk) takes its quarantined letters with it: none is
+    filed before the batch commits, so the refetch quarantines each once, never twice."""
+    deliver(beta, b"From: a@bus.test\r\nFrom: b@bus.test\r\nMessage-ID: <2f.x@bus.test>\r\n\r\nHello\r\n")
+    alpha.send("beta", "After the odd one", OPENER)
+    _disk_full_on_write(beta.spool, monkeypatch, nth=2)
+    with pytest.raises(OSError, match="No space"):
+        beta.sync()
+    assert beta.quarantined(sync=False) == []
+    monkeypatch.undo()
+    monkeypatch.setenv("AGENTMAIL_HOME", str(beta.home))  # undo() also undid the autouse home fixture's env
+    report = beta.sync()
+    assert (len(report.quarantined), len(report.accepted), report.duplicates) == (1, 1, 0)
+    assert len(beta.quarantined(sync=False)) == 1
