@@ -202,6 +202,7 @@ def test_sender_is_lowercased_and_its_name_made_one_line() -> None:
 def test_subject_is_unfolded_decoded_and_stripped() -> None:
     assert parsed(raw_letter("Subject: a long\r\n subject")).subject == "a long subject"
     assert parsed(raw_letter("Subject:   padded\t ")).subject == "padded"
+    assert parsed(raw_letter("Subject: X marks the spot X")).subject == "X marks the spot X"
     assert parsed(raw_letter("Subject: =?utf-8?q?caf=C3=A9?= =?utf-8?q?_au_lait?=")).subject == "café au lait"
     assert parsed(raw_letter("Subject: with\ttab")).subject == "with\ttab"  # TAB is allowed in a header
     no_subject = raw_letter("From: a@bus.test", "To: beta@bus.test", f"Message-ID: {MID}", defaults=False)
@@ -229,11 +230,11 @@ def test_cc_keeps_each_plain_address_once_and_ignores_the_odd() -> None:
     letter = parsed(
         raw_letter(
             "Cc: Gamma <Gamma@Bus.Test>, delta@bus.test",
-            "Cc: gamma@bus.test, <ëpsilon@bus.test>, <z@bus_test>",
-            "Cc: omega@bus.test, <",  # does not parse: the whole header is ignored, not the letter
+            "Cc: omega@bus.test, <",  # does not parse: this header is ignored, not the letter nor the next
+            "Cc: gamma@bus.test, <ëpsilon@bus.test>, <z@bus_test>, Zeta@bus.test",
         )
     )
-    assert letter.cc == ("gamma@bus.test", "delta@bus.test")
+    assert letter.cc == ("gamma@bus.test", "delta@bus.test", "zeta@bus.test")
     assert parsed(raw_letter()).cc == ()
 
 
