@@ -195,7 +195,11 @@ _LINE = 78  # policy.SMTP's max_line_length
 
 def _folded(name: str, words: list[str]) -> str | None:
     """``Name: w1 w2 ...`` folded greedily at the spaces, as the email package folds a list of
-    ids; None when one word alone would overflow a line."""
+    ids; None when one word alone would overflow a line. Like the email package, a value too
+    long for the name's line but short enough for a line of its own moves there whole."""
+    whole = " ".join(words)
+    if len(name) + 2 + len(whole) > _LINE and len(whole) + 1 <= _LINE:
+        return f"{name}:\r\n {whole}\r\n"
     lines: list[str] = []
     line = f"{name}:"
     for word in words:
