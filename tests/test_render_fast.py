@@ -107,3 +107,28 @@ def test_a_plain_letter_takes_the_fast_path_and_an_awkward_one_does_not() -> Non
         changed = Letter(**{**plain.__dict__, **awkward})
         assert wire._plain_header_block(changed, "Tue, 01 Dec 2026 04:00:00 +0000") is None
         assert wire.render(changed) == _through_email(changed)
+
+
+_WORD = st.from_regex(r"[A-Za-z0-9_-]{1,8}", fullmatch=True)
+_HEADER_VALUE = st.one_of(
+    st.builds(lambda words, addr: f"{' '.join(words)} <{addr}>", st.lists(_WORD, min_size=1, max_size=3), _ADDR),
+    _ADDR,
+    st.builds(lambda a, b: f"{a}, {b}", _ADDR, _ADDR),
+    st.sampled_from(['"A. B" <a@b.c>', "=?utf-8?q?J=C3=B6rg?= <a@b.c>", "a@b.c (comment)", "A  B <a@b.c>", " a@b.c",
+                     "<a@b.c>", "A <a@b.c", "a@b..c", "Undisclosed:;", "A <\u00e4@b.c>", "a@[127.0.0.1]"]),
+    st.text(max_size=40),
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(_HEADER_VALUE)
+def test_reading_a_plain_address_agrees_with_the_email_parser(value: str) -> None:
+    try:
+        expected = tuple((a.display_name, a.addr_spec) for a in wire._REGISTRY("From", value).addresses)
+    except Exception:
+        expected = None
+    try:
+        got = tuple((a.display_name, a.addr_spec) for a in wire._addresses(value, "From"))
+    except wire.Malformed:
+        got = None
+    assert got == expected
