@@ -10,15 +10,14 @@ with a sentence.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from datetime import UTC, datetime
-from typing import NamedTuple
-from email import policy
+from typing import Any, NamedTuple
 from email.errors import HeaderParseError
 from email.header import decode_header, make_header
-from email.headerregistry import Address, HeaderRegistry
-from email.message import EmailMessage, Message
+from email.message import Message
 from email.parser import BytesParser
 from email.utils import format_datetime
 
@@ -270,6 +269,11 @@ def _plain_header_block(letter: Letter, date: str) -> str | None:
 
 def _render_with_email(letter: Letter, text: str, date: str) -> bytes:
     """The general case (non-ASCII or long values): the email package encodes and folds."""
+    # email.policy loads the header registry and its parser (~10 ms): only for letters that need it
+    from email import policy
+    from email.headerregistry import Address
+    from email.message import EmailMessage
+
     msg = EmailMessage(policy=policy.SMTP)
     msg["From"] = Address((letter.sender_name or ""), addr_spec=letter.sender_address)
     msg["To"] = tagged_address(letter.to_address, letter.thread)
@@ -297,8 +301,15 @@ def _render_with_email(letter: Letter, text: str, date: str) -> bytes:
 
 # compat32 keeps headers as the raw strings they are; the default policy would re-parse a header
 # on every access. Only the few headers we interpret are parsed, once, below.
-_PARSER = BytesParser(policy=policy.compat32)
-_REGISTRY = HeaderRegistry()
+_PARSER = BytesParser()  # the default policy is compat32
+
+
+@functools.cache
+def _registry() -> Any:
+    """The email package's header registry, for an address header that is not plain (loaded then)."""
+    from email.headerregistry import HeaderRegistry
+
+    return HeaderRegistry()
 
 
 # Every line of a header section is a field (a name of printable ASCII but ':', then ':') or
@@ -381,7 +392,7 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
     if plain is not None:  # the same answer as the parser below (tests/test_render_fast.py)
         return (_Addr(plain.group(1) or "", plain.group(2) or plain.group(3)),)
     try:
-        parsed = getattr(_REGISTRY(name, value), "addresses", ())
+        parsed = getattr(_registry()(name, value), "addresses", ())
         return tuple(_Addr(a.display_name, a.addr_spec) for a in parsed)
     except Exception as exc:
         raise Malformed("malformed", f"the {name} header does not parse") from exc
