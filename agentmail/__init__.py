@@ -23,6 +23,7 @@ from .errors import (
     Timeout,
     TransportError,
 )
+
 if _typing.TYPE_CHECKING:
     from . import compose
     from .bus import init as init_bus

@@ -36,7 +36,7 @@ _CREDENTIALS = (
     ),
     ((r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"), "a password assignment"),
 )
-_PATH_ONLY = (r"^@?(?:~|\.{1,2})?/?(?:[\w.@-]+/)*[\w.@-]+\.[A-Za-z0-9]{1,8}$|^(?:~|\.{0,2})/\S+$")
+_PATH_ONLY = r"^@?(?:~|\.{1,2})?/?(?:[\w.@-]+/)*[\w.@-]+\.[A-Za-z0-9]{1,8}$|^(?:~|\.{0,2})/\S+$"
 
 
 @dataclass(frozen=True)
@@ -155,9 +155,7 @@ _ADVICE = (
         "say who you are and what you integrate with",
     ),
     (
-        (
-            r"(?im)^\s*(?:\$ |>>> |curl |python|pytest|agentmail |git |make |npm |go |cargo )|```|reproduc|steps to"
-        ),
+        (r"(?im)^\s*(?:\$ |>>> |curl |python|pytest|agentmail |git |make |npm |go |cargo )|```|reproduc|steps to"),
         "include a reproduction the reader can run without your setup",
     ),
     ((r"(?im)```|^ {4}\S|\b(output|error|traceback|got|returned|status)\b"), "paste the verbatim output"),
@@ -175,9 +173,7 @@ _ADVICE = (
         "say what you want from the reader",
     ),
 )
-_INVISIBLE = (
-    r"(?i)\b(the issue from earlier|as discussed|as mentioned|see above|see my (?:last|previous)|you know the one|the same bug as before|my logs|my terminal)\b"
-)
+_INVISIBLE = r"(?i)\b(the issue from earlier|as discussed|as mentioned|see above|see my (?:last|previous)|you know the one|the same bug as before|my logs|my terminal)\b"
 
 
 def opener_warnings(kind: str, body: str) -> list[str]:

@@ -68,7 +68,9 @@ def _handler() -> BaseHandler:
             return _load_strict(fm)
 
         def export(self, metadata: dict[str, object], **kwargs: object) -> str:
-            lines = yaml.safe_dump(metadata, default_flow_style=False, sort_keys=False, allow_unicode=True, width=10_000)
+            lines = yaml.safe_dump(
+                metadata, default_flow_style=False, sort_keys=False, allow_unicode=True, width=10_000
+            )
             return str(lines).rstrip("\n")
 
     return AgentmailHandler()

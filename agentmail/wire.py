@@ -14,12 +14,12 @@ import functools
 import hashlib
 import re
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
 from email.errors import HeaderParseError
 from email.header import decode_header, make_header
 from email.message import Message
 from email.parser import BytesParser
 from email.utils import format_datetime
+from typing import Any, NamedTuple
 
 from . import matter, mime
 from .mime import MIME_HEADERS, header_section

@@ -114,8 +114,21 @@ _HEADER_VALUE = st.one_of(
     st.builds(lambda words, addr: f"{' '.join(words)} <{addr}>", st.lists(_WORD, min_size=1, max_size=3), _ADDR),
     _ADDR,
     st.builds(lambda a, b: f"{a}, {b}", _ADDR, _ADDR),
-    st.sampled_from(['"A. B" <a@b.c>', "=?utf-8?q?J=C3=B6rg?= <a@b.c>", "a@b.c (comment)", "A  B <a@b.c>", " a@b.c",
-                     "<a@b.c>", "A <a@b.c", "a@b..c", "Undisclosed:;", "A <\u00e4@b.c>", "a@[127.0.0.1]"]),
+    st.sampled_from(
+        [
+            '"A. B" <a@b.c>',
+            "=?utf-8?q?J=C3=B6rg?= <a@b.c>",
+            "a@b.c (comment)",
+            "A  B <a@b.c>",
+            " a@b.c",
+            "<a@b.c>",
+            "A <a@b.c",
+            "a@b..c",
+            "Undisclosed:;",
+            "A <\u00e4@b.c>",
+            "a@[127.0.0.1]",
+        ]
+    ),
     st.text(max_size=40),
 )
 
