@@ -94,11 +94,12 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
             elapsed = timed(argv, tb.env, tb.home) * 1e3
             if index:
                 times[name].append(elapsed)
+    runs = 1 if settings.quick else 3
     imports = {
-        "inbox --no-sync": import_costs(tb, ["--as", "beta", "inbox", "--no-sync"]),
-        "--help": import_costs(tb, ["--help"]),
-        "send": import_costs(tb, ["--as", "alpha", "send", "beta", "-s", "Imports", "-b", body]),
-        "inbox (sync)": import_costs(tb, ["--as", "beta", "inbox"]),
+        "inbox --no-sync": import_costs(tb, ["--as", "beta", "inbox", "--no-sync"], runs),
+        "--help": import_costs(tb, ["--help"], runs),
+        "send": import_costs(tb, ["--as", "alpha", "send", "beta", "-s", "Imports", "-b", body], runs),
+        "inbox (sync)": import_costs(tb, ["--as", "beta", "inbox"], runs),
     }
     alpha.close()
     beta.close()

@@ -61,7 +61,8 @@ def _imported(home: Path, *argv: str) -> set[str]:
         "print('\\n' + json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMAIL_")}
+    # Not the test run's coverage either: its start-up hook (COVERAGE_PROCESS_START) imports plenty.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMAIL_", "COVERAGE_"))}
     env["AGENTMAIL_HOME"] = str(home)
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
