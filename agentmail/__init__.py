@@ -23,7 +23,6 @@ from .errors import (
     Timeout,
     TransportError,
 )
-from .model import Letter
 
 if _typing.TYPE_CHECKING:
     from . import compose
@@ -31,6 +30,7 @@ if _typing.TYPE_CHECKING:
     from .client import AgentMail, SyncReport
     from .compose import Draft
     from .identity import Identity
+    from .model import Letter
     from .registry import Platform, Registry
     from .registry import load as load_registry
     from .transport import Transport, open_transport
@@ -40,6 +40,7 @@ if _typing.TYPE_CHECKING:
 # The client pulls in the email package and the transports their libraries: each of these is
 # imported only when asked for, so the CLI starts fast. name -> (module, attribute)
 _LAZY = {
+    "Letter": (".model", "Letter"),  # dataclasses pulls in inspect: not for --help
     "AgentMail": (".client", "AgentMail"),
     "SyncReport": (".client", "SyncReport"),
     "Identity": (".identity", "Identity"),
@@ -62,7 +63,6 @@ __all__ = sorted(
         "AgentmailError",
         "BadInput",
         "ConfigError",
-        "Letter",
         "NotFound",
         "PermanentFailure",
         "Refused",

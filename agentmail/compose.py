@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from email.utils import format_datetime
 from pathlib import Path
 
 from .credentials import read_private_key_with_source
@@ -41,6 +40,8 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     """The signed RFC-822 bytes of ``draft`` from platform ``sender``, and the Letter they carry
     (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
     ConfigError for a key that cannot sign or does not match the registry's pin."""
+    from email.utils import format_datetime  # with socket, ~10 ms: not for commands that only read
+
     from . import signing, wire  # loaded when a letter is written, not by every command
 
     me = registry.get(sender)

@@ -7,7 +7,6 @@ deepest match wins, and a tie fails rather than guessing.
 
 from __future__ import annotations
 
-import configparser
 import os
 import re
 import tomllib
@@ -53,6 +52,8 @@ def _git_remotes(checkout: Path) -> list[str]:
     config = git / "config"
     if not config.is_file():
         return []
+    import configparser  # ~10 ms: only when a checkout has a git config to read
+
     parser = configparser.RawConfigParser(strict=False)
     try:
         parser.read(config)

@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     about["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print()
     print(table(figures))
+    for figure in figures:
+        for command, costs in figure.details.get("imports", {}).items():
+            listed = ", ".join(f"{name} {ms:.1f}" for name, ms in costs)
+            print(
+                f"\nimport costs, agentmail {command} (python -X importtime, self ms, least of 3 runs; 1 with --quick): {listed}"
+            )
     print(f"\n{len(figures)} figures in {seconds:.0f} s; JSON: {args.json_out}")
     write_json(args.json_out, about, "quick" if args.quick else "full", seconds, figures)
     return 0

@@ -87,6 +87,11 @@ def hermetic_environ(root: Path) -> Iterator[None]:
     for name in [n for n in os.environ if n.startswith("AGENTMAIL_")]:
         del os.environ[name]
     os.environ["AGENTMAIL_HOME"] = str(root / "default-home")
+    # Processes run with bytecode cached, as an installed package has it (pip compiles on
+    # install): with PYTHONDONTWRITEBYTECODE every CLI process would compile agentmail's source
+    # again (~40 ms). The cache lives in the temp root; agentmail and baseline alike use it.
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ["PYTHONPYCACHEPREFIX"] = str(root / "pycache")
     try:
         yield
     finally:

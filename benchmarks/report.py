@@ -22,10 +22,12 @@ class Target:
     op: str
     limit: float
     text: str
+    p95_limit: float | None = None  # and the 95th percentile at most this (latency)
 
-    def met(self, value: float, ratio: float) -> bool:
+    def met(self, value: float, ratio: float, p95: float | None = None) -> bool:
         seen = value if self.of == "value" else ratio
-        return seen <= self.limit if self.op == "<=" else seen >= self.limit
+        ok = seen <= self.limit if self.op == "<=" else seen >= self.limit
+        return ok and (self.p95_limit is None or (p95 is not None and p95 <= self.p95_limit))
 
 
 @dataclass
@@ -52,7 +54,7 @@ class Figure:
         ratio = self.ratio
         if self.target is None or self.value is None or ratio is None:
             return None
-        return self.target.met(self.value, ratio)
+        return self.target.met(self.value, ratio, self.details.get("p95"))
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

@@ -515,3 +515,20 @@ def test_letter_delivered_twice_in_one_fetch_is_filed_once(alpha: AgentMail, bet
     report = beta.sync()
     assert (len(report.accepted), report.duplicates) == (6, 4)
     assert sorted(states(beta.spool.root)["unread"].values()) == sorted(mid for mid, _ in letters)
+
+
+def test_a_torn_uid_counter_never_reuses_a_uid(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    """.uidnext is overwritten in place (issue 11: no new file per sync); a crash that tears it
+    leaves garbage or a wrong number, and the next letters still get fresh UIDs, none lost."""
+    for index in range(3):
+        alpha.send("beta", f"Before {index}", "The quota endpoint fails since v1.2; every user is affected.")
+    assert len(beta.inbox()) == 3
+    maildir = home / "postoffice" / "beta"
+    for torn in (b"\x00\x00garbage\xff", b"000000000001", b"-7"):
+        (maildir / ".uidnext").write_bytes(torn)
+        alpha.send("beta", f"After {torn!r}", "The quota endpoint fails since v1.2; every user is affected.")
+        subjects = [letter.subject for letter in beta.inbox()]
+        assert f"After {torn!r}" in subjects
+    uids = sorted(int(p.name.split(":")[0]) for p in (maildir / "cur").iterdir())
+    assert uids == list(range(1, 7))  # six letters, six distinct UIDs in order
+    assert len(beta.inbox()) == 6

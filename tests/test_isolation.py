@@ -70,7 +70,8 @@ STAGES = {
     "parsing": ("agentmail.wire.body_text", "parsing"),
     "dkim": ("dkim.DKIM.verify_sig", "DKIM verification"),
     "authentication-results": ("agentmail.verdicts._header_prop", "Authentication-Results"),
-    "front matter": ("frontmatter.parse", "front matter"),
+    # a plain block is read by agentmail.matter itself (python-frontmatter only for the rest)
+    "front matter": ("agentmail.matter._plain_fields", "front matter"),
 }
 
 

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from .._fs import locked, rename_into, write_atomic, write_new
+from .._fs import locked, rename_into, write_new
 from . import inotify
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
@@ -29,11 +28,31 @@ POLL = 0.05
 RECHECK = 1.0
 
 
-def deliver(maildir: Path, raw: bytes) -> str:
-    """Deliver ``raw`` into a Maildir the durable way; returns the file name in ``new/``."""
+_made: set[Path] = set()  # Maildirs this process has seen complete: no mkdirs per letter
+
+
+def _make_maildir(maildir: Path) -> None:
     for sub in ("tmp", "new", "cur"):
         (maildir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
-    name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{socket.gethostname().replace('/', '_')}"
+    _made.add(maildir)
+
+
+def deliver(maildir: Path, raw: bytes) -> str:
+    """Deliver ``raw`` into a Maildir the durable way; returns the file name in ``new/``.
+    Two fsyncs (the file, then ``new/`` after the rename): once this returns, the letter
+    survives a crash — that is what "sent" means on this transport."""
+    if maildir not in _made:
+        _make_maildir(maildir)
+    try:
+        return _deliver(maildir, raw)
+    except FileNotFoundError:  # the Maildir was removed under a long-lived process: make it again
+        _make_maildir(maildir)
+        return _deliver(maildir, raw)
+
+
+def _deliver(maildir: Path, raw: bytes) -> str:
+    # os.uname().nodename is what socket.gethostname() returns, without importing socket
+    name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{os.uname().nodename.replace('/', '_')}"
     write_new(maildir / "tmp" / name, raw)
     rename_into(maildir / "tmp" / name, maildir / "new" / name)
     return name
@@ -71,7 +90,7 @@ class Mailbox:
 
     def _uidnext(self) -> int:
         try:
-            value = int((self.dir / ".uidnext").read_text())
+            value = max(int((self.dir / ".uidnext").read_text()), 1)
         except (FileNotFoundError, ValueError):
             value = 1
         # The counter is a cache: a crash after a rename but before its update must not reuse a
@@ -105,8 +124,13 @@ class Mailbox:
                 moved = True
             if moved:
                 # No fsync: a rename lost in a crash puts the letter back in new/, it gets a
-                # later UID, and the reader's spool drops the second copy.
-                write_atomic(self.dir / ".uidnext", str(uid).encode(), durable=False)
+                # later UID, and the reader's spool drops the second copy. Overwritten in place
+                # (fixed width, no new file): a torn value is only a cache miss for _uidnext.
+                fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+                try:
+                    os.pwrite(fd, f"{uid:012d}".encode(), 0)
+                finally:
+                    os.close(fd)
             return uid
 
     def read(self, uid: int, max_size: int) -> Incoming | None:
