@@ -442,7 +442,7 @@ class SearchIndex:
                 date=r[8],
                 severity=r[9],
                 reason=r[10],
-                score=round(-float(r[11]), 4) + 0.0,  # bm25 is lower-is-better; shown higher-is-better
+                score=float(f"{-float(r[11]):.6g}") + 0.0,  # bm25 is lower-is-better; shown higher-is-better
                 snippet=" ".join(str(snippets.get(r[0], "")).split()),
             )
             for r in rows
