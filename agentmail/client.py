@@ -32,9 +32,9 @@ from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, op
 
 if TYPE_CHECKING:
     from .authenticity import Verdict
-    from .search import Hit, Query, SearchIndex
     from .guards import Outbound
     from .route import Facts
+    from .search import Hit, Query, SearchIndex
 
 MAX_REFERENCES = 20
 letter_from_meta = Letter.from_json  # the name this had before Letter could read its own record

@@ -84,7 +84,7 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "status": ("Open threads: lifecycle state and whose move it is.", _schema()),
     "search": (
         "Search sent and received letters, best first.",
-        _schema(query=_S, **{"from": _S}, type=_S, thread=_S, since=_S),
+        {"type": "object", "properties": {"query": _S, "from": _S, "type": _S, "thread": _S, "since": _S}},
     ),
     "wait": (
         "Block until a matching unread letter arrives.",

@@ -219,7 +219,9 @@ class SearchIndex:
         if match is not None:
             self._check_syntax(match)
         elif not any((query.sender, query.type, query.thread, query.since, query.state)):
-            raise BadInput("nothing to search for: give words, or a filter (--from, --type, --thread, --since, --state)")
+            raise BadInput(
+                "nothing to search for: give words, or a filter (--from, --type, --thread, --since, --state)"
+            )
         return self._resilient(lambda db: self._search(db, query, match))
 
     def refresh(self) -> list[str]:
@@ -307,11 +309,15 @@ class SearchIndex:
         """Parse ``match`` against an empty table of the same shape: only the query can fail here."""
         if self._checker is None:
             self._checker = sqlite3.connect(":memory:", check_same_thread=False)
-            self._checker.execute(f"CREATE VIRTUAL TABLE words USING fts5(subject, body, people, tokenize='{TOKENIZER}')")
+            self._checker.execute(
+                f"CREATE VIRTUAL TABLE words USING fts5(subject, body, people, tokenize='{TOKENIZER}')"
+            )
         try:
             self._checker.execute("SELECT rowid FROM words WHERE words MATCH ?", (match,)).fetchall()
         except sqlite3.Error as exc:
-            raise BadInput(f"not a search query: {_one_line(str(exc))} (FTS5 syntax; drop --fts for plain words)") from None
+            raise BadInput(
+                f"not a search query: {_one_line(str(exc))} (FTS5 syntax; drop --fts for plain words)"
+            ) from None
 
     def _stamp(self, state: str) -> tuple[int, int]:
         try:
@@ -405,9 +411,7 @@ class SearchIndex:
             # another process holds the index for longer than the busy timeout (a rebuild):
             # answer from the index as it stands; the next search brings it up to date
         where, params = _filters(query)
-        columns = (
-            "l.n, l.id, l.state, l.type, l.sender, l.recipient, l.thread, l.subject, l.date, l.severity, l.reason"
-        )
+        columns = "l.n, l.id, l.state, l.type, l.sender, l.recipient, l.thread, l.subject, l.date, l.severity, l.reason"
         if match is None:
             rows = db.execute(
                 f"SELECT {columns}, 0.0 FROM letters l WHERE {where} ORDER BY l.id DESC LIMIT ?",

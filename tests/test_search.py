@@ -9,6 +9,7 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -35,7 +36,9 @@ def _settle(spool: Spool) -> None:
             os.utime(folder, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
 
 
-def _letter(subject: str, body: str, *, sender: str = "alpha", to: str = "beta", thread: str = "thr-aaaaaaaaaa") -> Letter:
+def _letter(
+    subject: str, body: str, *, sender: str = "alpha", to: str = "beta", thread: str = "thr-aaaaaaaaaa"
+) -> Letter:
     return Letter(
         message_id=f"<{abs(hash((subject, body)))}.x@bus.test>",
         sender=sender,
@@ -159,9 +162,7 @@ def test_a_deleted_index_is_rebuilt_with_the_same_answers(beta: AgentMail, excha
         b"",  # empty
     ],
 )
-def test_a_corrupt_index_is_rebuilt_never_an_error(
-    beta: AgentMail, exchanged: dict[str, str], damage: bytes
-) -> None:
+def test_a_corrupt_index_is_rebuilt_never_an_error(beta: AgentMail, exchanged: dict[str, str], damage: bytes) -> None:
     before = _answers(beta)
     beta.close()
     for suffix in ("-wal", "-shm"):
@@ -326,7 +327,7 @@ def test_fts_syntax_passes_operators(beta: AgentMail, exchanged: dict[str, str])
         ({"sender": "a\nb"}, "--from"),
     ],
 )
-def test_bad_filters_are_refused_before_anything_runs(beta: AgentMail, filters: dict[str, object], message: str) -> None:
+def test_bad_filters_are_refused_before_anything_runs(beta: AgentMail, filters: dict[str, Any], message: str) -> None:
     with pytest.raises(BadInput, match=message):
         beta.search("quota", **filters)
     assert not (beta.spool.root / INDEX_FILE).exists()
@@ -365,7 +366,7 @@ def corpus(tmp_path: Path) -> tuple[SearchIndex, dict[str, str]]:
     return SearchIndex(spool), ids
 
 
-_HOSTILE = st.text(alphabet=st.sampled_from('"*()^:+-.,;{}[]\\\'`~ \t\x00\x1b\u202e\u200b'), max_size=6)
+_HOSTILE = st.text(alphabet=st.sampled_from("\"*()^:+-.,;{}[]\\'`~ \t\x00\x1b\u202e\u200b"), max_size=6)
 
 
 def test_any_text_is_a_result_or_one_bad_input(corpus: tuple[SearchIndex, dict[str, str]]) -> None:
