@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from .search import Hit, Query, SearchIndex
 
 MAX_REFERENCES = 20
+SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
 letter_from_meta = Letter.from_json  # the name this had before Letter could read its own record
 
 
@@ -801,6 +802,8 @@ class AgentMail:
 
     def _indexed(self, *letter_ids: str) -> None:
         """SEARCH FEED: these letters were filed or changed state (best effort, never raises)."""
+        if self._search is None and not (self.spool.root / SEARCH_INDEX).exists():
+            return  # no index yet (the first search builds it): sqlite3 is not even imported
         try:
             self.search_index.update(letter_ids)
         except Exception:  # a cache: the next search's staleness check repairs it

@@ -214,6 +214,12 @@ def test_the_feed_files_letters_into_an_existing_index_without_listing(alpha: Ag
         db.close()
 
 
+def test_the_client_names_the_index_file_as_search_does() -> None:
+    from agentmail import client
+
+    assert client.SEARCH_INDEX == INDEX_FILE
+
+
 def test_no_index_is_made_by_filing_alone(alpha: AgentMail, beta: AgentMail) -> None:
     alpha.send("beta", "A letter", "Nobody searched yet.")
     beta.inbox()
