@@ -43,7 +43,7 @@ SNIPPET_TOKENS = 12
 # A folder's mtime is trusted as a stamp only once it is this old: a change within the same
 # coarse kernel clock tick as the listing would otherwise leave the mtime unchanged.
 SETTLE_NS = 2_000_000_000
-RANK_WINDOW = 5000  # the newest matches ranked (see _search)
+RANK_WINDOW = 2000  # the newest letters matching the words that are ranked (see _search)
 WEIGHTS = (8.0, 1.0, 2.0)  # bm25 column weights: subject, body, people
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -425,20 +425,29 @@ class SearchIndex:
                 )
             }
         else:
-            # Ranking costs per matching letter (~4 µs): a word in most of a 100k history would
-            # take ~400 ms. So the newest RANK_WINDOW matches are ranked (found in rowid order,
-            # which is filing order, without ranking); a narrower query ranks every match.
+            # Ranking costs per matching letter (~4 µs, and a join per letter when filtered): a
+            # word in most of a 100k history would take ~400 ms. So the newest RANK_WINDOW
+            # letters matching the words are ranked (found in rowid order, which is filing
+            # order, without ranking), and the filters narrow those; when they leave fewer hits
+            # than asked for, the window widens fourfold until it holds every match.
             joined = f"FROM words JOIN letters l ON l.n = words.rowid WHERE words MATCH ? AND {where}"
-            cutoff = db.execute(
-                f"SELECT words.rowid {joined} ORDER BY words.rowid DESC LIMIT 1 OFFSET ?",
-                (match, *params, RANK_WINDOW - 1),
-            ).fetchone()
             weights = ", ".join(map(str, WEIGHTS))
-            rows = db.execute(
-                f"SELECT {columns}, bm25(words, {weights}) AS score {joined} AND words.rowid >= ?"
-                " ORDER BY score, l.id DESC LIMIT ?",
-                (match, *params, cutoff[0] if cutoff else 0, query.limit),
-            ).fetchall()
+            lowest, highest = _bounds(db, query, params)
+            window, rows = RANK_WINDOW, []
+            while lowest <= highest:
+                cutoff = db.execute(
+                    "SELECT rowid FROM words WHERE words MATCH ? AND rowid BETWEEN ? AND ?"
+                    " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                    (match, lowest, highest, window - 1),
+                ).fetchone()
+                rows = db.execute(
+                    f"SELECT {columns}, bm25(words, {weights}) AS score {joined} AND words.rowid BETWEEN ? AND ?"
+                    " ORDER BY score, l.id DESC LIMIT ?",
+                    (match, *params, max(lowest, cutoff[0] if cutoff else 0), highest, query.limit),
+                ).fetchall()
+                if cutoff is None or len(rows) >= query.limit:
+                    break
+                window *= 4
             # Snippets for the letters shown only, not for every match that was ranked.
             snippets = dict(
                 db.execute(
@@ -464,6 +473,21 @@ class SearchIndex:
             )
             for r in rows
         ]
+
+
+def _bounds(db: sqlite3.Connection, query: Query, params: list[Any]) -> tuple[int, int]:
+    """The rowids a thread's or a --since query's letters lie between (rowids are filing
+    order), so ranking never walks the rest of the history; (1, 0) when none can match."""
+    lowest, highest = 0, 1 << 62
+    if query.thread is not None:
+        low, high = db.execute("SELECT min(n), max(n) FROM letters WHERE thread = ?", (query.thread,)).fetchone()
+        lowest, highest = (low, high) if low is not None else (1, 0)
+    if query.since is not None:
+        floor = params[-1]  # _filters puts the --since bound last
+        # n + 0: no min() shortcut walking every rowid; the id index finds the range instead
+        (first,) = db.execute("SELECT min(n + 0) FROM letters WHERE id >= ?", (floor,)).fetchone()
+        lowest = max(lowest, first) if first is not None else highest + 1
+    return lowest, highest
 
 
 def _filters(query: Query) -> tuple[str, list[Any]]:

@@ -465,3 +465,28 @@ def test_mcp_search_tool(beta: AgentMail, exchanged: dict[str, str]) -> None:
     assert "reason" not in hits[0] and hits[0]["snippet"]  # empty fields dropped: context is paid for
     with pytest.raises(BadInput):
         call(beta, "search", {"query": "quota", "since": "whenever"})
+
+
+def test_ranking_widens_its_window_until_the_filters_find_enough(
+    beta: AgentMail, exchanged: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the newest RANK_WINDOW letters matching the words are ranked; filters that leave
+    too few hits widen it, so an old letter a filter asks for is never lost to the window."""
+    from agentmail import search
+
+    monkeypatch.setattr(search, "RANK_WINDOW", 1)
+    newest_first = beta.search("quota", sync=False, limit=1)
+    assert [h.id for h in newest_first] == [exchanged["ack"]]  # the window held the newest match only
+    assert [h.id for h in beta.search("quota", sync=False, sender="alpha")] == [exchanged["quota_id"]]
+    assert [h.id for h in beta.search("quota", sync=False, thread=exchanged["quota"], limit=5)] == [
+        exchanged["ack"],
+        exchanged["quota_id"],
+    ] or {h.id for h in beta.search("quota", sync=False, thread=exchanged["quota"])} == {
+        exchanged["ack"],
+        exchanged["quota_id"],
+    }
+    assert beta.search("quota", sync=False, thread="thr-nosuchthrd") == []
+    assert {h.id for h in beta.search("quota", sync=False, since="1d", limit=5)} == {
+        exchanged["ack"],
+        exchanged["quota_id"],
+    }
