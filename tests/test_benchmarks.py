@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent
 FIGURES = {
     "warm_latency",
@@ -28,6 +30,7 @@ FIGURES = {
 }
 
 
+@pytest.mark.timeout(300)  # eight steps of whole processes; on a loaded machine more than the usual two minutes
 def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None:
     out, tmp, user_home = tmp_path / "figures.json", tmp_path / "tmp", tmp_path / "user"
     tmp.mkdir()
