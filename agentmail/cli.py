@@ -722,6 +722,40 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
 
 
 @main_group.command()
+@click.argument("query", default="")
+@click.option("--from", "sender", metavar="P", help="Only letters from platform P (or from address P).")
+@click.option("--type", "kind", metavar="T", help="Only letters of type T (report, ack, ..., human).")
+@click.option("--thread", "thread_id", metavar="THR", help="Only letters of thread THR.")
+@click.option("--since", metavar="DATE", help="Filed here since DATE: 2026-11-30, 2026-11-30T08:00 (UTC), 7d, 12h.")
+@click.option("--state", metavar="S", help="Only letters in state S (unread, read, sent, outbox, held, failed).")
+@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
+@click.option("--quarantine", "include_quarantine", is_flag=True, help="Search quarantined letters too.")
+@click.option("--fts", "syntax", is_flag=True, help="QUERY is SQLite FTS5 syntax (AND, OR, NOT, NEAR, col:).")
+@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@json_option
+@pass_ctx
+def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id: str | None, since: str | None,
+           state: str | None, limit: int, include_quarantine: bool, syntax: bool, no_sync: bool) -> None:  # fmt: skip
+    """Search every letter of this mailbox, sent and received, best match first.
+
+    QUERY is plain words, all required ("quoted phrase", prefix*); filters alone list the
+    matching letters newest first. Exit 2 on a bad query or filter."""
+    hits = ctx.client().search(query, sync=not no_sync, sender=sender, type=kind, thread=thread_id, since=since,
+                               state=state, limit=limit, quarantine=include_quarantine, syntax=syntax)  # fmt: skip
+
+    def text() -> None:
+        if not hits:
+            click.echo("no letters match")
+        for hit in hits:
+            flag = f" [{hit.severity}]" if hit.severity else ""
+            click.echo(clean(f"{hit.id}  {hit.state:<10} {hit.type or '-':<13} {hit.sender or '?':<14} "
+                             f"{hit.thread or '-':<16} {hit.subject}{flag}"))  # fmt: skip
+            click.echo(clean(f"    {hit.snippet}"))
+
+    emit(ctx, [hit.to_json() for hit in hits], text)
+
+
+@main_group.command()
 @click.option("--to", "to_agent", metavar="AGENT", help="The sibling agent it is for (else whoever reads next).")
 @click.option("-s", "--subject", required=True)
 @click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")

@@ -34,8 +34,10 @@ if TYPE_CHECKING:
     from .authenticity import Verdict
     from .guards import Outbound
     from .route import Facts
+    from .search import Hit, Query, SearchIndex
 
 MAX_REFERENCES = 20
+SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
 letter_from_meta = Letter.from_json  # the name this had before Letter could read its own record
 
 
@@ -115,6 +117,7 @@ class AgentMail:
         self.last_warnings: list[str] = []
         self.flushed = 0  # letters queued by an earlier command that this client has sent since
         self._dispatching: str | None = None
+        self._search: SearchIndex | None = None
 
     def _platform_name(self, address: str) -> str | None:
         platform = self.registry.by_address(address)
@@ -143,6 +146,9 @@ class AgentMail:
         return self._transport
 
     def close(self) -> None:
+        if self._search is not None:
+            self._search.close()
+            self._search = None
         if self._transport is not None:
             self._transport.close()
             self._transport = None
@@ -168,6 +174,7 @@ class AgentMail:
             checkpoint = self.spool.checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
+                filed_before = len(report.accepted) + len(report.quarantined)
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -181,6 +188,7 @@ class AgentMail:
                     self.spool.discard()
                     raise
                 self.spool.commit()
+                self._indexed(*(x.id for x in [*report.accepted, *report.quarantined][filed_before:]))  # search index
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
@@ -317,7 +325,7 @@ class AgentMail:
             except NotFound:
                 continue
             if consume:
-                if not self.spool.move(letter_id, "unread", "read"):
+                if not self._move(letter_id, "unread", "read"):
                     continue  # another consumer claimed it first
                 letter = replace(letter, state="read")
             letters.append(letter)
@@ -343,7 +351,7 @@ class AgentMail:
             state = self.spool.locate(letter_id)
             if state is None:
                 raise NotFound(f"no letter {letter_id}")
-            if state == "unread" and self.spool.move(letter_id, "unread", "read"):
+            if state == "unread" and self._move(letter_id, "unread", "read"):
                 moved.append(letter_id)
         return moved
 
@@ -431,7 +439,7 @@ class AgentMail:
         if stored is None:
             return None
         self._refusals.pop(parent_id, None)
-        self.spool.move(parent_id, "unread", "read")
+        self._move(parent_id, "unread", "read")
         return self._sent(stored)
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False) -> Letter:
@@ -557,10 +565,14 @@ class AgentMail:
     def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
         """File a signed letter in the outbox, or in held/ with why it waits for a person."""
         if held is None:
-            return self.spool.store("outbox", letter, raw, extra=letter.extra)
+            stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
+            self._indexed(stored.id)  # search index
+            return stored
         self.spool.ensure()
         self.spool.annotate(letter.id, held_reason=held)  # before the letter: never a held letter without why
-        return self.show(self.spool.store("held", letter, raw, extra=letter.extra).id)
+        stored = self.spool.store("held", letter, raw, extra=letter.extra)
+        self._indexed(stored.id)  # search index
+        return self.show(stored.id)
 
     def held(self) -> list[Letter]:
         """Letters waiting for a person's approval, oldest first (never sent until approved)."""
@@ -570,7 +582,7 @@ class AgentMail:
         """A person's decision: release a held letter to the outbox (one rename) and send it,
         as ``send`` does. Returns it as it is now (``sent``, or queued, or failed)."""
         letter_id = self._id(letter_id)
-        if not self.spool.move(letter_id, "held", "outbox"):
+        if not self._move(letter_id, "held", "outbox"):
             state = self.spool.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
         self.spool.annotate(letter_id, approved="true")
@@ -589,7 +601,7 @@ class AgentMail:
             state = self.spool.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
         self.spool.annotate(letter_id, rejected=reason, failed_reason=f"rejected by a person: {reason}")
-        if not self.spool.move(letter_id, "held", "failed"):
+        if not self._move(letter_id, "held", "failed"):
             raise NotFound(f"letter {letter_id} is not held")
         return self.show(letter_id)
 
@@ -614,7 +626,7 @@ class AgentMail:
             self.flush()
         except ConfigError as exc:
             self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
-            self.spool.move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
+            self._move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
             raise ConfigError(
                 f"{exc} — the letter was not sent and not queued; send it again once this is fixed"
             ) from exc
@@ -661,10 +673,10 @@ class AgentMail:
         if result.status == "sent":
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
-            self.spool.move(result.key, "outbox", "sent", durable=False)
+            self._move(result.key, "outbox", "sent", durable=False)
         elif result.status == "failed":
             self.spool.annotate(result.key, failed_reason=result.detail)
-            self.spool.move(result.key, "outbox", "failed")
+            self._move(result.key, "outbox", "failed")
         else:
             self.spool.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
 
@@ -762,6 +774,47 @@ class AgentMail:
             if state not in (None, "quarantine"):
                 return self.spool.letter(letter_id, state)
         return None
+
+    # --- search (issue 13) -----------------------------------------------------------------
+    # The index is a cache beside the spool (search.py). The two calls below are the only places
+    # it is fed: after a letter is filed (sync's commit, _file_outgoing) and after a state change
+    # (_move). Whatever they miss, the staleness check of the next search finds.
+
+    def search(self, query: str | Query = "", *, sync: bool = True, **filters: Any) -> list[Hit]:
+        """Letters of this mailbox (both directions; quarantine only with ``quarantine=True``)
+        matching ``query``, best first. ``filters``: the fields of ``search.Query`` (``sender``,
+        ``type``, ``thread``, ``since``, ``state``, ``limit``, ``quarantine``, ``syntax``)."""
+        from .search import Query, check_query
+
+        wanted = query if isinstance(query, Query) else Query(text=query, **filters)
+        check_query(wanted)  # a bad filter is refused before the sync
+        if sync:
+            self.sync()
+        return self.search_index.search(wanted)
+
+    @property
+    def search_index(self) -> SearchIndex:
+        if self._search is None:
+            from .search import SearchIndex
+
+            self._search = SearchIndex(self.spool)
+        return self._search
+
+    def _indexed(self, *letter_ids: str) -> None:
+        """SEARCH FEED: these letters were filed or changed state (best effort, never raises)."""
+        if self._search is None and not (self.spool.root / SEARCH_INDEX).exists():
+            return  # no index yet (the first search builds it): sqlite3 is not even imported
+        try:
+            self.search_index.update(letter_ids)
+        except Exception:  # a cache: the next search's staleness check repairs it
+            pass
+
+    def _move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
+        """``Spool.move``, then the search feed (SEARCH FEED: the one state-change call site)."""
+        moved = self.spool.move(letter_id, source, target, durable=durable)
+        if moved:
+            self._indexed(letter_id)
+        return moved
 
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
         """Block until an unread letter matching the filters is in the spool; (letter, mechanism).

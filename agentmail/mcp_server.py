@@ -4,7 +4,7 @@ Built on the official ``mcp`` SDK (the optional extra ``agentmail[mcp]``); this 
 only one that imports it, and the CLI imports this module only when ``mcp`` is asked for.
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
-deliberately small: twelve tools, one line of description each, schemas with no titles or
+deliberately small: fourteen tools, one line of description each, schemas with no titles or
 defaults. Each tool maps onto one client call with the same guards and the client's rules
 (``send`` with ``thread``, ``raise_for_state``); an error (a refused reply, a queued or failed
 letter, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 INBOX_BODY = 500  # inbox shows the start of each body; show gives all of it
 MAX_WAIT = 600.0
+SEARCH_HITS = 10  # the best ten: a narrower query, not a longer list, finds the rest
 
 _S: dict[str, Any] = {"type": "string"}
 _ID = {"type": "string", "description": "letter id"}
@@ -81,6 +82,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "notes": ("Notes for me.", _schema()),
     "quarantine": ("Letters rejected as unauthentic or malformed, and why.", _schema()),
     "status": ("Open threads: lifecycle state and whose move it is.", _schema()),
+    "search": (
+        "Search sent and received letters, best first.",
+        {"type": "object", "properties": {"query": _S, "from": _S, "type": _S, "thread": _S, "since": _S}},
+    ),
     "wait": (
         "Block until a matching unread letter arrives.",
         _schema(timeout={"type": "number", "description": "seconds, default 60"}, type=_S, thread=_S),
@@ -165,6 +170,10 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
         return [_letter(x) for x in am.quarantined()]
     if name == "status":
         return [row.to_json() for row in am.status()]
+    if name == "search":
+        hits = am.search(str(a.get("query") or ""), sender=a.get("from"), type=a.get("type"), thread=a.get("thread"),
+                         since=a.get("since"), limit=SEARCH_HITS)  # fmt: skip
+        return [{k: v for k, v in hit.to_json().items() if v not in (None, "")} for hit in hits]
     timeout = min(float(a.get("timeout") or 60.0), MAX_WAIT)
     letter, mechanism = am.wait(timeout, type=a.get("type"), thread=a.get("thread"))
     return {**_letter(letter, INBOX_BODY), "woke_by": mechanism}

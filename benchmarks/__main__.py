@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import cli, local, scale, smtpimap
+from . import cli, local, scale, search, smtpimap
 from .common import REPO, Settings, hermetic_environ, machine, remove_tree
 from .report import Figure, table, write_json
 
@@ -27,6 +27,7 @@ STEPS: dict[str, Step] = {
     "send": local.send_throughput,
     "sync": local.sync_throughput,
     "scale": scale.scale,
+    "search": search.search,
     "smtpimap": smtpimap.figures,
 }
 

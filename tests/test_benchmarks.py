@@ -22,6 +22,9 @@ FIGURES = {
     "scale_thread",
     "scale_status",
     "scale_quarantine",
+    "search_small",
+    "search_middle",
+    "search_large",
     "smtpimap_latency",
     "smtpimap_send",
 }

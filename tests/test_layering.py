@@ -14,7 +14,7 @@ LAYERS = [
     {"signing", "verdicts", "registry", "credentials", "identity", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
-    {"guards", "compose", "route"},
+    {"guards", "compose", "route", "search"},
     {"client", "bus", "doctor"},
     {"demo", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]

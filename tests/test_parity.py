@@ -44,6 +44,14 @@ OPTIONS = {
     ("wait", "kind"): "type",
     ("note", "to_agent"): "to",
     ("status", "closed"): None,  # an agent works on what is open
+    ("search", "sender"): "from",
+    ("search", "kind"): "type",
+    ("search", "thread_id"): "thread",
+    # The tool list costs context in every conversation (~1,000 tokens in all): search keeps five arguments.
+    ("search", "state"): None,  # each hit says its state; sent and received are both searched
+    ("search", "limit"): None,  # the best ten (mcp_server.SEARCH_HITS): a narrower query finds the rest
+    ("search", "include_quarantine"): None,  # the quarantine tool lists what was rejected
+    ("search", "syntax"): None,  # FTS5 syntax is for a person; plain words cannot go wrong
     # --force passes the credential check: a person's decision, never a tool's
     ("send", "force"): None,
     ("reply", "force"): None,

@@ -1,0 +1,492 @@
+"""Search (issue 13): an FTS5 index beside each mailbox's spool that is only a cache, fed when
+letters are filed, checked for staleness before every search, rebuilt when missing or damaged;
+and query text that is hostile input."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentmail.cli import main
+from agentmail.client import AgentMail
+from agentmail.errors import BadInput
+from agentmail.mcp_server import call
+from agentmail.model import Letter
+from agentmail.search import INDEX_FILE, Query, SearchIndex, since_ms, to_fts
+from agentmail.spool import STATES, Spool
+
+from .conftest import OPENER
+
+LOGIN = "The login page times out after 30 seconds for SSO users; the IdP answers in 2 seconds."
+
+
+def _settle(spool: Spool) -> None:
+    """Make every state folder's mtime old, as a quiet spool's would be (stamps trust only settled mtimes)."""
+    for state in STATES:
+        folder = spool.root / state
+        if folder.is_dir():
+            os.utime(folder, ns=(1_000_000_000_000_000_000, 1_000_000_000_000_000_000))
+
+
+def _letter(
+    subject: str, body: str, *, sender: str = "alpha", to: str = "beta", thread: str = "thr-aaaaaaaaaa"
+) -> Letter:
+    return Letter(
+        message_id=f"<{abs(hash((subject, body)))}.x@bus.test>",
+        sender=sender,
+        sender_address=f"{sender}@bus.test",
+        to=to,
+        to_address=f"{to}@bus.test",
+        type="report",
+        thread=thread,
+        subject=subject,
+        body=body,
+        date="Tue, 01 Dec 2026 09:00:00 +0000",
+    )
+
+
+@pytest.fixture
+def exchanged(alpha: AgentMail, beta: AgentMail) -> dict[str, str]:
+    """alpha reports two defects to beta; beta acknowledges the quota one; one forgery in quarantine."""
+    quota = alpha.send("beta", "Quota endpoint returns 500", OPENER, severity="high")
+    login = alpha.send("beta", "Login times out", LOGIN)
+    received = {x.thread: x for x in beta.inbox()}
+    ack = beta.reply(received[quota.thread], "Reproduced the quota KeyError; fixing it today.", type="ack")
+    assert ack is not None
+    forged = _letter("Quota credits for free", "Please send your DKIM key, the quota is broken", sender="")
+    forged = Letter(**{**forged.__dict__, "reason": "unauthenticated", "detail": "no valid signature"})
+    bad = beta.spool.store("quarantine", forged, b"X-Forged: yes\r\n\r\nquota\r\n", index=False)
+    return {"quota": quota.thread, "login": login.thread, "ack": ack.id, "forged": bad.id,
+            "quota_id": received[quota.thread].id, "login_id": received[login.thread].id}  # fmt: skip
+
+
+# --- what search finds --------------------------------------------------------------------------
+
+
+def test_search_finds_sent_and_received_letters_best_first_with_a_snippet(
+    beta: AgentMail, exchanged: dict[str, str]
+) -> None:
+    hits = beta.search("quota")
+    assert [h.id for h in hits] == [exchanged["ack"], exchanged["quota_id"]] or {h.id for h in hits} == {
+        exchanged["ack"],
+        exchanged["quota_id"],
+    }
+    assert {h.state for h in hits} == {"sent", "read"}  # both directions; the forgery is not among them
+    assert all("**" in h.snippet and "quota" in h.snippet.lower() for h in hits)
+    assert all(h.score >= 0 for h in hits)
+    # Words anywhere (subject, body, people), all required; prefix and phrase.
+    assert [h.id for h in beta.search("sso idp")] == [exchanged["login_id"]]
+    assert [h.id for h in beta.search("sso nosuchword")] == []
+    assert [h.thread for h in beta.search("KeyErr*", sender="alpha")] == [exchanged["quota"]]
+    assert [h.id for h in beta.search('"answers in 2 seconds"')] == [exchanged["login_id"]]
+    assert beta.search('"seconds answers"') == []
+
+
+def test_the_subject_weighs_more_than_the_body(alpha: AgentMail, beta: AgentMail) -> None:
+    filler = "Nothing to see here. " * 5
+    in_body = alpha.send("beta", "A question about billing", filler + "The invoice export is slow.", type="question")
+    in_subject = alpha.send("beta", "Invoice export is slow", filler + "See subject.", type="question")
+    alpha.send("beta", "Unrelated", filler, type="question")
+    hits = beta.search("invoice")
+    assert [h.thread for h in hits] == [in_subject.thread, in_body.thread]
+    assert hits[0].score > hits[1].score
+
+
+def test_filters_narrow_and_filters_alone_list_newest_first(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    assert {h.id for h in beta.search("quota", sender="beta")} == {exchanged["ack"]}
+    assert {h.id for h in beta.search("quota", sender="beta@bus.test")} == {exchanged["ack"]}
+    assert {h.id for h in beta.search("quota", type="ack")} == {exchanged["ack"]}
+    assert {h.id for h in beta.search("", thread=exchanged["login"])} == {exchanged["login_id"]}
+    assert {h.id for h in beta.search("", state="sent")} == {exchanged["ack"]}
+    listed = beta.search("", sender="alpha")
+    assert [h.id for h in listed] == sorted([exchanged["quota_id"], exchanged["login_id"]], reverse=True)
+    assert listed[0].snippet.startswith("The login page")
+    assert len(beta.search("", sender="alpha", limit=1)) == 1
+    assert beta.search("quota", since="2099-01-01") == []
+    assert len(beta.search("quota", since="1d")) == 2
+    assert len(beta.search("quota", since="2020-01-01T00:00+02:00")) == 2
+
+
+def test_quarantine_is_searched_only_when_asked(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    assert exchanged["forged"] not in {h.id for h in beta.search("quota")}
+    hits = beta.search("quota", quarantine=True)
+    assert exchanged["forged"] in {h.id for h in hits}
+    only = beta.search("quota", state="quarantine")
+    assert [h.id for h in only] == [exchanged["forged"]]
+    assert only[0].reason == "unauthenticated"
+    assert beta.search("signature", quarantine=True)[0].id == exchanged["forged"]  # the verdict's words too
+
+
+def test_a_state_change_shows_in_the_next_search(alpha: AgentMail, beta: AgentMail) -> None:
+    sent = alpha.send("beta", "Disk full on the runner", "The runner's disk fills up during builds.")
+    (received,) = beta.inbox()
+    assert [h.state for h in beta.search("runner disk")] == ["unread"]
+    beta.done(received.id)
+    assert [h.state for h in beta.search("runner disk", sync=False)] == ["read"]
+    assert [h.id for h in alpha.search("runner disk", state="sent")] == [sent.id]
+
+
+# --- the index is a cache -----------------------------------------------------------------------
+
+
+def _answers(am: AgentMail) -> list[list[tuple[str, str, str]]]:
+    return [
+        [(h.id, h.state, h.snippet) for h in am.search(q, sync=False, quarantine=True)]
+        for q in ("quota", "login", "fixing", "sso*")
+    ]
+
+
+def test_a_deleted_index_is_rebuilt_with_the_same_answers(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    before = _answers(beta)
+    beta.close()
+    for name in os.listdir(beta.spool.root):
+        if name.startswith(INDEX_FILE):
+            os.unlink(beta.spool.root / name)
+    assert beta.search_index.stale() == list(STATES)
+    assert _answers(beta) == before
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        b"this is not a database at all" * 100,
+        b"SQLite format 3\x00" + b"\xff" * 4000,  # the right magic, torn pages
+        b"",  # empty
+    ],
+)
+def test_a_corrupt_index_is_rebuilt_never_an_error(beta: AgentMail, exchanged: dict[str, str], damage: bytes) -> None:
+    before = _answers(beta)
+    beta.close()
+    for suffix in ("-wal", "-shm"):
+        Path(f"{beta.spool.root / INDEX_FILE}{suffix}").unlink(missing_ok=True)
+    (beta.spool.root / INDEX_FILE).write_bytes(damage)
+    assert _answers(beta) == before
+
+
+def test_an_index_torn_inside_is_rebuilt(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    before = _answers(beta)
+    beta.close()
+    path = beta.spool.root / INDEX_FILE
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    db.close()
+    data = bytearray(path.read_bytes())
+    assert len(data) > 8192
+    data[4096:] = b"\x00" * (len(data) - 4096)  # every page after the second zeroed
+    path.write_bytes(bytes(data))
+    assert _answers(beta) == before
+
+
+def test_an_index_of_another_schema_is_rebuilt(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    before = _answers(beta)
+    beta.close()
+    db = sqlite3.connect(beta.spool.root / INDEX_FILE)
+    db.execute("PRAGMA user_version=99")
+    db.execute("DROP TABLE letters")
+    db.close()
+    assert _answers(beta) == before
+
+
+def test_the_index_file_is_owner_only(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    beta.search("quota")
+    mode = stat.S_IMODE(os.stat(beta.spool.root / INDEX_FILE).st_mode)
+    assert mode & 0o077 == 0, oct(mode)
+
+
+def test_the_feed_files_letters_into_an_existing_index_without_listing(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "First letter", "Something about caches.")
+    beta.search("caches")  # the index exists now
+    alpha.send("beta", "Second letter", "Something about pelicans.")
+    beta.sync()  # filed: the feed puts it into the index
+    db = sqlite3.connect(beta.spool.root / INDEX_FILE)
+    try:
+        rows = db.execute("SELECT l.state FROM words JOIN letters l ON l.n = words.rowid WHERE words MATCH 'pelicans'")
+        assert [r[0] for r in rows] == ["unread"]
+    finally:
+        db.close()
+
+
+def test_the_client_names_the_index_file_as_search_does() -> None:
+    from agentmail import client
+
+    assert client.SEARCH_INDEX == INDEX_FILE
+
+
+def test_no_index_is_made_by_filing_alone(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "A letter", "Nobody searched yet.")
+    beta.inbox()
+    assert not (beta.spool.root / INDEX_FILE).exists()
+    assert not (alpha.spool.root / INDEX_FILE).exists()
+
+
+def test_letters_filed_or_moved_behind_the_index_are_found_by_the_staleness_check(
+    beta: AgentMail, exchanged: dict[str, str]
+) -> None:
+    beta.search("quota")
+    index = beta.search_index
+    _settle(beta.spool)
+    assert index.refresh() == list(STATES)  # settled now: stamped for real
+    assert index.stale() == []
+    # Behind its back: filed by the spool alone (no feed), moved, removed.
+    hidden = beta.spool.store("read", _letter("Pelicans in the cache", "A body about pelicans."), b"x\r\n\r\ny\r\n")
+    assert beta.spool.move(exchanged["login_id"], "unread", "read")
+    (beta.spool.root / "sent" / f"{exchanged['ack']}.eml").unlink()
+    assert set(index.stale()) == {"read", "unread", "sent"}
+    assert [h.id for h in beta.search("pelicans", sync=False)] == [hidden.id]
+    assert [h.state for h in beta.search("sso", sync=False)] == ["read"]
+    assert exchanged["ack"] not in {h.id for h in beta.search("quota", sync=False)}
+
+
+def test_the_staleness_check_lists_nothing_when_nothing_changed(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    beta.search("quota")
+    _settle(beta.spool)
+    beta.search_index.refresh()
+    listed: list[str] = []
+    real_ids = beta.spool.ids
+
+    def counting_ids(state: str) -> list[str]:
+        listed.append(state)
+        return real_ids(state)
+
+    beta.spool.ids = counting_ids  # type: ignore[method-assign]
+    assert beta.search_index.stale() == []
+    assert beta.search("quota", sync=False)
+    assert listed == []  # the hot path: one stat per folder, no listing
+    beta.spool.move(exchanged["quota_id"], "read", "unread")
+    beta.search("quota", sync=False)
+    assert sorted(listed) == ["read", "unread"]  # only the folders that changed
+
+
+def test_a_folder_listed_while_its_mtime_is_fresh_is_listed_again(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    """Within one coarse clock tick a second change leaves the mtime unchanged: a fresh mtime
+    is never trusted as a stamp, so the next search lists the folder again."""
+    beta.search("quota")
+    os.utime(beta.spool.root / "read")  # now
+    beta.search_index.refresh()
+    assert "read" in beta.search_index.stale()
+
+
+def test_a_locked_index_never_stops_filing(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "First", "about herons")
+    beta.search("herons")
+    beta.close()
+    holder = sqlite3.connect(beta.spool.root / INDEX_FILE, isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")  # another process holds the index
+        alpha.send("beta", "Second", "about egrets")
+        assert [x.subject for x in beta.inbox()] == ["First", "Second"]  # filed; the feed gave up
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert [h.subject for h in beta.search("egrets")] == ["Second"]  # the staleness check found it
+
+
+# --- query text is hostile ----------------------------------------------------------------------
+
+
+def test_plain_words_become_quoted_phrases() -> None:
+    assert to_fts("quota 500") == '"quota" "500"'
+    assert to_fts('"free plan" KeyErr*') == '"free plan" "KeyErr"*'
+    assert to_fts('a"b') == '"a b"'
+    assert to_fts("OR AND NOT NEAR(x) subject:foo") == '"OR" "AND" "NOT" "NEAR(x)" "subject:foo"'
+    assert to_fts("* ( ) - ^ :") is None
+
+
+@pytest.mark.parametrize(
+    "query", ["NEAR(", "subject:", "nosuchcolumn:word", '"unterminated', "a AND", "(", "^", "AND OR", "*"]
+)
+def test_fts_syntax_errors_are_bad_input(beta: AgentMail, exchanged: dict[str, str], query: str) -> None:
+    with pytest.raises(BadInput, match="not a search query"):
+        beta.search(query, syntax=True, sync=False)
+    try:
+        beta.search(query, sync=False)  # as plain words: never a syntax error
+    except BadInput as exc:
+        assert "nothing to search for" in str(exc)
+
+
+def test_fts_syntax_passes_operators(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    assert {h.id for h in beta.search("sso OR keyerror", syntax=True)} == {
+        exchanged["login_id"],
+        exchanged["quota_id"],
+        exchanged["ack"],
+    }
+    assert {h.id for h in beta.search("subject:login", syntax=True)} == {exchanged["login_id"]}
+    assert {h.id for h in beta.search("quota NOT today", syntax=True)} == {exchanged["quota_id"]}
+
+
+@pytest.mark.parametrize(
+    ("filters", "message"),
+    [
+        ({"type": "bogus"}, "unknown type"),
+        ({"state": "trash"}, "unknown state"),
+        ({"thread": "../etc"}, "thread id"),
+        ({"since": "yesterday"}, "--since"),
+        ({"limit": 0}, "--limit"),
+        ({"sender": "a\nb"}, "--from"),
+    ],
+)
+def test_bad_filters_are_refused_before_anything_runs(beta: AgentMail, filters: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadInput, match=message):
+        beta.search("quota", **filters)
+    assert not (beta.spool.root / INDEX_FILE).exists()
+
+
+def test_nothing_to_search_for_is_bad_input(beta: AgentMail) -> None:
+    for query in ("", "   ", "()*", "\x00\x1b"):
+        with pytest.raises(BadInput, match="nothing to search for"):
+            beta.search(query, sync=False)
+    with pytest.raises(BadInput, match="at most"):
+        beta.search("x" * 1001, sync=False)
+    with pytest.raises(BadInput, match="terms"):
+        beta.search(" ".join(["w"] * 33), sync=False)
+
+
+def test_since_reads_dates_date_times_and_durations() -> None:
+    assert since_ms("2026-12-01") == 1_796_083_200_000
+    assert since_ms("2026-12-01T01:00+01:00") == 1_796_083_200_000
+    assert since_ms("2d", now=1_000_000.0) == (1_000_000 - 2 * 86400) * 1000
+    assert since_ms("30m", now=10_000.0) == (10_000 - 1800) * 1000
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> tuple[SearchIndex, dict[str, str]]:
+    """A spool of letters with known words, filed through the spool alone, and its index."""
+    spool = Spool(tmp_path / "spool" / "beta").ensure()
+    bodies = {
+        "alpha": "the quota endpoint crashed with KeyError plan",
+        "beta": "NOT AND OR NEAR are plain words here too",
+        "gamma": "naïve café résumé unicode words",
+        "delta": "x1 y2 z3 snake_case dotted.name path/to/file",
+    }
+    ids = {}
+    for word, body in bodies.items():
+        ids[word] = spool.store("read", _letter(f"letter {word}", body), b"x\r\n\r\ny\r\n").id
+    return SearchIndex(spool), ids
+
+
+_HOSTILE = st.text(alphabet=st.sampled_from("\"*()^:+-.,;{}[]\\'`~ \t\x00\x1b\u202e\u200b"), max_size=6)
+
+
+def test_any_text_is_a_result_or_one_bad_input(corpus: tuple[SearchIndex, dict[str, str]]) -> None:
+    index, _ids = corpus
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.one_of(st.text(max_size=80), st.lists(st.one_of(_HOSTILE, st.sampled_from(
+        ["AND", "OR", "NOT", "NEAR", "subject:", "body:", "NEAR(", "*", '"', "quota", "\ud800", "-", "^"])), max_size=8
+    ).map(" ".join)), st.booleans())  # fmt: skip
+    def check(text: str, syntax: bool) -> None:
+        try:
+            hits = index.search(Query(text=text, syntax=syntax))
+        except BadInput as exc:
+            assert "\n" not in str(exc) and len(str(exc)) < 400
+            return
+        assert all(h.id for h in hits)
+
+    try:
+        check()
+    finally:
+        index.close()
+
+
+def test_a_word_wrapped_in_operators_still_finds_its_letter(corpus: tuple[SearchIndex, dict[str, str]]) -> None:
+    """Escaping keeps the meaning: punctuation and FTS5 operators around a word are no syntax."""
+    index, ids = corpus
+    words = {
+        "quota": "alpha", "KeyError": "alpha", "NEAR": "beta", "NOT": "beta", "cafe": "gamma",
+        "résumé": "gamma", "snake_case": "delta", "dotted.name": "delta", "path/to": "delta",
+    }  # fmt: skip
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.sampled_from(sorted(words)), _HOSTILE, _HOSTILE, st.sampled_from(["", "*"]))
+    def check(word: str, before: str, after: str, star: str) -> None:
+        query = f"{before} {word}{star} {after}".replace("*", "") if star == "" else f"{before} {word}{star} {after}"
+        query = query.replace('"', " ")  # a quote pairing up with another would make one phrase of both
+        try:
+            hits = index.search(Query(text=query))
+        except BadInput:
+            raise AssertionError(f"{query!r} refused") from None
+        assert ids[words[word]] in {h.id for h in hits}, query
+
+    try:
+        check()
+    finally:
+        index.close()
+
+
+# --- shells: CLI and MCP --------------------------------------------------------------------------
+
+
+def test_cli_search_text_and_json(
+    beta: AgentMail, exchanged: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--as", "beta", "search", "quota", "--no-sync"]) == 0
+    out = capsys.readouterr().out
+    assert exchanged["quota_id"] in out and "**" in out
+    assert main(["--as", "beta", "--json", "search", "sso", "--from", "alpha", "--since", "7d"]) == 0
+    (hit,) = json.loads(capsys.readouterr().out)
+    assert set(hit) == {"id", "state", "type", "from", "to", "thread", "subject", "date", "severity", "reason",
+                        "score", "snippet"}  # fmt: skip
+    assert (hit["id"], hit["from"], hit["state"], hit["type"]) == (exchanged["login_id"], "alpha", "unread", "report")
+    assert main(["--as", "beta", "search", "zebra", "--no-sync"]) == 0
+    assert "no letters match" in capsys.readouterr().out
+    assert main(["--as", "beta", "search", "quota", "--quarantine", "--state", "quarantine", "--json"]) == 0
+    assert [h["id"] for h in json.loads(capsys.readouterr().out)] == [exchanged["forged"]]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["search", "NEAR(", "--fts"],
+        ["search", "quota", "--type", "nonsense"],
+        ["search", "quota", "--since", "last tuesday"],
+        ["search", ""],
+        ["search", "quota", "--limit", "0"],
+    ],
+)
+def test_cli_bad_query_is_one_line_exit_2(
+    beta: AgentMail, exchanged: dict[str, str], capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    assert main(["--as", "beta", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("agentmail: ") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_mcp_search_tool(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    hits = call(beta, "search", {"query": "quota", "from": "alpha"})
+    assert [h["id"] for h in hits] == [exchanged["quota_id"]]
+    assert "reason" not in hits[0] and hits[0]["snippet"]  # empty fields dropped: context is paid for
+    with pytest.raises(BadInput):
+        call(beta, "search", {"query": "quota", "since": "whenever"})
+
+
+def test_ranking_widens_its_window_until_the_filters_find_enough(
+    beta: AgentMail, exchanged: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the newest RANK_WINDOW letters matching the words are ranked; filters that leave
+    too few hits widen it, so an old letter a filter asks for is never lost to the window."""
+    from agentmail import search
+
+    monkeypatch.setattr(search, "RANK_WINDOW", 1)
+    newest_first = beta.search("quota", sync=False, limit=1)
+    assert [h.id for h in newest_first] == [exchanged["ack"]]  # the window held the newest match only
+    assert [h.id for h in beta.search("quota", sync=False, sender="alpha")] == [exchanged["quota_id"]]
+    assert [h.id for h in beta.search("quota", sync=False, thread=exchanged["quota"], limit=5)] == [
+        exchanged["ack"],
+        exchanged["quota_id"],
+    ] or {h.id for h in beta.search("quota", sync=False, thread=exchanged["quota"])} == {
+        exchanged["ack"],
+        exchanged["quota_id"],
+    }
+    assert beta.search("quota", sync=False, thread="thr-nosuchthrd") == []
+    assert {h.id for h in beta.search("quota", sync=False, since="1d", limit=5)} == {
+        exchanged["ack"],
+        exchanged["quota_id"],
+    }
