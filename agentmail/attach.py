@@ -182,8 +182,8 @@ def mixed(rendered: bytes, attachments: tuple[Attachment, ...], boundary: str | 
         raise Refused("the chosen MIME boundary occurs in the letter; send again")
     out = b"\r\n".join(top)
     out += f'\r\nMIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="{boundary}"\r\n\r\n'.encode()
-    for part in parts:
-        out += marker + b"\r\n" + (part if part.endswith(b"\r\n") else part + b"\r\n")
+    for part in parts:  # the CRLF before a delimiter is the delimiter's: an empty body needs its own
+        out += marker + b"\r\n" + part + (b"\r\n" if part.endswith(b"\r\n\r\n") or not part.endswith(b"\r\n") else b"")
     return out + marker + b"--\r\n"
 
 

@@ -4,7 +4,7 @@ Built on the official ``mcp`` SDK (the optional extra ``agentmail[mcp]``); this 
 only one that imports it, and the CLI imports this module only when ``mcp`` is asked for.
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
-deliberately small: twelve tools, one line of description each, schemas with no titles or
+deliberately small: a dozen tools, one line of description each, schemas with no titles or
 defaults. Each tool maps onto one client call with the same guards and the client's rules
 (``send`` with ``thread``, ``raise_for_state``); an error (a refused reply, a queued or failed
 letter, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
@@ -50,6 +50,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
         _schema(limit={"type": "integer", "minimum": 1}, consume={"type": "boolean", "description": "mark them read"}),
     ),
     "show": ("One letter in full.", _schema(("id",), id=_ID)),
+    "save": (
+        "Write a letter's attachments into dir (never run).",
+        _schema(("id",), id=_ID, dir=_S, force={"type": "boolean"}),
+    ),
     "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _S})),
     "send": (
         "Open a thread with another platform, or continue one after your own last letter (thread). A report says who you are, a "
@@ -143,6 +147,8 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
         return [_letter(x, INBOX_BODY) for x in letters]
     if name == "show":
         return _letter(am.show(str(a["id"])))
+    if name == "save":
+        return {"saved": [str(p) for p in am.save(str(a["id"]), str(a.get("dir") or "."), force=bool(a.get("force")))]}
     if name == "done":
         ids = a["ids"] if isinstance(a["ids"], list) else [a["ids"]]
         return {"done": am.done(*map(str, ids))}
