@@ -122,7 +122,9 @@ def limit_problem(attachments: tuple[Attachment, ...], limits: Limits) -> str | 
                 "bus set attach_types)"
             )
         if item.size > limits.max_bytes:
-            return f"{item.name} is {item.size} bytes; an attachment may be {limits.max_bytes} (bus set attach_max_bytes)"
+            return (
+                f"{item.name} is {item.size} bytes; an attachment may be {limits.max_bytes} (bus set attach_max_bytes)"
+            )
     total = sum(item.size for item in attachments)
     if total > limits.max_total:
         return f"the attachments are {total} bytes together; a letter may carry {limits.max_total} (bus set attach_max_total)"
@@ -309,6 +311,9 @@ def split(msg: Message, body: bytes) -> tuple[str, tuple[Attachment, ...]]:
     boundary = _boundary(msg)
     parts = _split_parts(body.replace(b"\r\n", b"\n"), boundary)
     first = _part_message(parts[0], 1)
-    text = mime.shown_text(first)
+    try:
+        text = mime.shown_text(first)
+    except Refused as exc:
+        raise Refused(f"the letter is multipart/mixed and its first part, the text, is refused: {exc}") from None
     attachments = tuple(_attachment(_part_message(part, n), n) for n, part in enumerate(parts[1:], 2))
     return text, attachments

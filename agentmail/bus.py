@@ -349,9 +349,7 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
             stored = data[key] = int(_one(key, values))
         except ValueError:
             raise BadInput(f"{key} is a whole number") from None
-    elif key == "attach_types":
-        stored = data[key] = [v.strip().lower() for v in values if v.strip()]
-    elif key == "hold":
+    elif key == "attach_types" or key == "hold":
         stored = data[key] = [v.strip().lower() for v in values if v.strip()]
     elif key == "new_threads_per_hour":
         try:

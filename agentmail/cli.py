@@ -136,7 +136,9 @@ def full(letter: Letter) -> str:
             head.append(f"{key.split('_')[0]}: {letter.extra[key]}")
     for item in letter.extra.get("attachments") or []:  # listed, never opened ('agentmail save ID')
         desc = f" — {item['description']}" if item.get("description") else ""
-        head.append(f"attached: {item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}")
+        head.append(
+            f"attached: {item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}"
+        )
     return clean("\n".join(head)) + "\n\n" + clean(letter.body).replace("\r", "")
 
 
@@ -470,7 +472,8 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> Non
     """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
     smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
     policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
-    new_threads_per_hour N (0: no cap), domain, name."""
+    new_threads_per_hour N (0: no cap), domain, name; attachments: attach_max_bytes BYTES (each),
+    attach_max_total BYTES (per letter), attach_max_count N, attach_types TYPE... (the allow-list)."""
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)

@@ -93,7 +93,7 @@ def _with_attachments(
     registry: Registry, letter: Letter, unsigned: bytes, attachments: tuple[Attachment, ...]
 ) -> tuple[Letter, bytes]:
     """The rendered letter as multipart/mixed, within the bus's limits; BadInput saying why not."""
-    from . import attach
+    from . import attach, mime
 
     bus = registry.bus
     try:
@@ -104,7 +104,7 @@ def _with_attachments(
         if problem:
             raise BadInput(f"attachment refused: {problem}")
         unsigned = attach.mixed(unsigned, items)
-    except attach.Refused as exc:
+    except mime.Refused as exc:
         raise BadInput(f"attachment refused: {exc}") from None
     extra = {**letter.extra, "attachments": [item.meta() for item in items]}
     return replace(letter, extra=extra), unsigned

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentmail import attach, bus, evidence, mcp_server, signing, wire
-from agentmail.cli import main
 from agentmail.authenticity import pinned_key
+from agentmail.cli import main
 from agentmail.client import AgentMail
 from agentmail.compose import Draft, compose
 from agentmail.credentials import read_private_key
@@ -129,16 +129,24 @@ def test_the_wire_shape_is_an_ordinary_multipart_mixed_letter(alpha: AgentMail) 
 @pytest.mark.parametrize(
     "mutate",
     [
-        pytest.param(lambda r: r.replace(b"--BOUND--", b"--BOUND\r\nContent-Type: text/x-diff\r\n\r\nevil\r\n--BOUND--"),
-                     id="appended-part"),  # fmt: skip
+        pytest.param(
+            lambda r: r.replace(b"--BOUND--", b"--BOUND\r\nContent-Type: text/x-diff\r\n\r\nevil\r\n--BOUND--"),
+            id="appended-part",
+        ),  # fmt: skip
         pytest.param(lambda r: r + b"--BOUND\r\nContent-Type: text/plain\r\n\r\nafter the end\r\n", id="after-close"),
         pytest.param(lambda r: r.replace(b'boundary="BOUND"', b'boundary="BOUNDX"'), id="changed-boundary"),
         pytest.param(lambda r: r.replace(b"Content-Type: text/x-log", b"Content-Type: text/html"), id="part-type"),
         pytest.param(lambda r: r.replace(b'filename="run.log"', b'filename="run.sh"'), id="part-name"),
-        pytest.param(lambda r: r.replace(b"Content-Type: text/x-log", b"Content-Type: text/x-log\r\nContent-Type: text/html"),
-                     id="part-header-twice"),  # fmt: skip
-        pytest.param(lambda r: r.replace(b"Content-Type: multipart/mixed", b"Content-Type: text/plain\r\nContent-Type: multipart/mixed"),
-                     id="top-content-type-twice"),  # fmt: skip
+        pytest.param(
+            lambda r: r.replace(b"Content-Type: text/x-log", b"Content-Type: text/x-log\r\nContent-Type: text/html"),
+            id="part-header-twice",
+        ),  # fmt: skip
+        pytest.param(
+            lambda r: r.replace(
+                b"Content-Type: multipart/mixed", b"Content-Type: text/plain\r\nContent-Type: multipart/mixed"
+            ),
+            id="top-content-type-twice",
+        ),  # fmt: skip
     ],
 )
 def test_a_relay_that_touches_any_part_gets_the_letter_quarantined(alpha: AgentMail, beta: AgentMail, mutate) -> None:  # type: ignore[no-untyped-def]
@@ -234,9 +242,7 @@ def test_each_limit_refuses_before_anything_is_filed(
     am.close()
 
 
-def test_the_cli_refuses_a_type_with_exit_2_and_the_reason(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_the_cli_refuses_a_type_with_exit_2_and_the_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
     script = tmp_path / "x.sh"
     script.write_text("#!/bin/sh\n")
@@ -245,7 +251,9 @@ def test_the_cli_refuses_a_type_with_exit_2_and_the_reason(
     assert err.strip().endswith("x.sh: type text/x-sh is not in this bus's allow-list (text/plain, text/x-diff, "
                                 "text/x-log, text/csv, text/markdown, application/json, application/pdf, "
                                 "application/gzip, application/zip, image/png, image/jpeg; bus set attach_types)"), err  # fmt: skip
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Q", "-b", OPENER, "--attach", str(tmp_path / "no"))
+    code, _, err = run(
+        capsys, "--as", "alpha", "send", "beta", "-s", "Q", "-b", OPENER, "--attach", str(tmp_path / "no")
+    )
     assert code == 2 and "not a readable file" in err
 
 
@@ -385,9 +393,7 @@ def test_property_what_mixed_writes_split_reads_back_exactly(items: list[attach.
     shown, got = wire.body_and_attachments(msg)
     assert wire.to_letter(msg).body == (text or "x").strip().replace("\r\n", "\n") or True
     expected = tuple(attach.check(i) for i in items)
-    assert got == tuple(
-        attach.Attachment(e.name, e.type, e.data, e.description) for e in expected
-    ), (got, expected)
+    assert got == tuple(attach.Attachment(e.name, e.type, e.data, e.description) for e in expected), (got, expected)
     assert shown.startswith("--- agentmail v1 ---\n")
 
 
@@ -405,3 +411,30 @@ def test_property_any_body_either_reads_or_is_refused_with_a_sentence(noise: byt
         wire.body_and_attachments(msg)
     except wire.Malformed as exc:
         assert exc.reason == "malformed" and exc.detail
+
+
+def test_an_aligned_pass_whose_signature_stops_early_lets_no_appended_part_in(alpha: AgentMail) -> None:
+    """Under policy aligned an MTA's dkim=pass vouches for the letter; a signature with l=
+    covers only the first bytes of the body, so an attachment part appended after them would be
+    unsigned: refused, for multipart and single-part letters alike."""
+    import dkim
+
+    from agentmail import authenticity
+
+    from .test_authenticity import MTA_KEY, trusting
+
+    headers = [b"from", b"to", b"subject", b"mime-version", b"content-type", b"content-transfer-encoding"]
+    verdict_line = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n"
+    registry = trusting(alpha.registry, "aligned")
+
+    def mta(raw: bytes, length: bool) -> bytes:
+        header: bytes = dkim.sign(raw, b"mail", b"bus.test", MTA_KEY.encode(), signature_algorithm=b"ed25519-sha256",
+                                  include_headers=headers, linesep=b"\r\n", length=length)  # fmt: skip
+        return verdict_line + header + raw
+
+    raw = unsigned(alpha, (LOG,))
+    assert authenticity.judge(mta(raw, False), registry).route == "accept"
+    for letter in (raw, wire.render(wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "note", "thr-abc123def0",
+                                                       "Hi", "x", message_id="<2@bus.test>"))):  # fmt: skip
+        verdict = authenticity.judge(mta(letter, True), registry)
+        assert verdict.reason == "unauthenticated" and "limits the body length (l=)" in (verdict.detail or "")
