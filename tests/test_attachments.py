@@ -28,6 +28,8 @@ from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
 
 from .conftest import OPENER
+from .mailservers import MailServers
+from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 LOG = attach.Attachment("run.log", "text/x-log", b"line 1\nERROR boom\n")
 PNG = attach.Attachment("shot.png", "image/png", bytes(range(256)) * 4, "the failing page")
@@ -438,3 +440,15 @@ def test_an_aligned_pass_whose_signature_stops_early_lets_no_appended_part_in(al
                                                        "Hi", "x", message_id="<2@bus.test>"))):  # fmt: skip
         verdict = authenticity.judge(mta(letter, True), registry)
         assert verdict.reason == "unauthenticated" and "limits the body length (l=)" in (verdict.detail or "")
+
+
+def test_over_smtp_and_imap_the_attachments_arrive_intact(home: Path, servers: MailServers) -> None:  # noqa: F811
+    """The other transport: through the in-process SMTP and IMAP servers."""
+    from agentmail.identity import Identity
+
+    reg = make_bus(home, servers)
+    with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
+        sent = alpha.send("beta", "Quota", OPENER, attachments=(LOG, PNG))
+        assert sent.state == "sent"
+        [got] = beta.inbox()
+        assert beta.attachments(got.id) == (LOG, PNG) and got.extra["attachments"] == [LOG.meta(), PNG.meta()]
