@@ -265,6 +265,12 @@ def test_the_cli_refuses_a_type_with_exit_2_and_the_reason(capsys: pytest.Captur
 def test_send_a_log_and_two_commits_then_show_save_and_apply(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    for name, value in (
+        ("GIT_CONFIG_GLOBAL", "/dev/null"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@x"),
+    ):
+        monkeypatch.setenv(name, value)  # git am needs a committer; no machine's own config
     assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
     fixer = make_repo(tmp_path / "fixer")
     target = tmp_path / "target"
