@@ -458,3 +458,18 @@ def test_over_smtp_and_imap_the_attachments_arrive_intact(home: Path, servers: M
         assert sent.state == "sent"
         [got] = beta.inbox()
         assert beta.attachments(got.id) == (LOG, PNG) and got.extra["attachments"] == [LOG.meta(), PNG.meta()]
+
+
+def test_the_attachment_settings_are_validated_like_every_bus_setting(alpha: AgentMail) -> None:
+    root = alpha.registry.root
+    assert bus.set_setting(root, "attach_types", ["text/x-diff", "Image/PNG"]) == ["text/x-diff", "image/png"]
+    assert bus.set_setting(root, "attach_max_count", ["3"]) == 3
+    with pytest.raises(BadInput, match="attach_max_count is a whole number"):
+        bus.set_setting(root, "attach_max_count", ["many"])
+    with pytest.raises(BadInput, match="attach_max_bytes must be a whole number >= 0"):
+        bus.set_setting(root, "attach_max_bytes", ["-1"])
+    with pytest.raises(BadInput, match="attach_types must be a list of lowercase MIME types"):
+        bus.set_setting(root, "attach_types", ["text/html; charset=utf-8"])
+    loaded = AgentMail.from_env("alpha", registry=root)
+    assert (loaded.registry.bus.attach_types, loaded.registry.bus.attach_max_count) == (("text/x-diff", "image/png"), 3)
+    loaded.close()
