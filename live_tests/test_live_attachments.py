@@ -22,7 +22,6 @@ from conftest import TIMEOUT, LiveBus, receive
 
 from agentmail import evidence, signing
 from agentmail.authenticity import pinned_key
-from agentmail.client import AgentMail
 from agentmail.credentials import mailbox_login
 
 
@@ -49,17 +48,19 @@ def _repos(tmp: Path) -> tuple[Path, Path]:
     return fixer, target
 
 
-def _cli(bus: LiveBus, platform: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _cli(bus: LiveBus, home: Path, platform: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMAIL_")}
-    env.update(AGENTMAIL_HOME=str(bus.home), AGENTMAIL_REGISTRY=str(bus.registry_dir), GIT_CONFIG_GLOBAL="/dev/null",
+    env.update(AGENTMAIL_HOME=str(home), AGENTMAIL_REGISTRY=str(bus.registry_dir), GIT_CONFIG_GLOBAL="/dev/null",
                GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@x")  # fmt: skip
     return subprocess.run([sys.executable, "-m", "agentmail", "--as", platform, *args], env=env, capture_output=True,
                           text=True, timeout=TIMEOUT + 30, cwd=cwd)  # fmt: skip
 
 
-def test_a_log_and_two_patches_cross_the_mail_system_verify_and_apply(
-    bus: LiveBus, sender: AgentMail, receiver: AgentMail, token: str, tmp_path: Path
-) -> None:
+def test_a_log_and_two_patches_cross_the_mail_system_verify_and_apply(bus: LiveBus, token: str, tmp_path: Path) -> None:
+    # its own home: its thread never counts against the session's new-thread quota
+    registry, home = bus.variant("attachments")
+    sender = bus.client(bus.cfg.sender, home=home, registry=registry)
+    receiver = bus.client(bus.cfg.receiver, home=home, registry=registry)
     fixer, target = _repos(tmp_path)
     log = tmp_path / "run.log"
     log.write_text(f"2026-12-01 ERROR quota 500 {token}\n")
@@ -80,9 +81,9 @@ def test_a_log_and_two_patches_cross_the_mail_system_verify_and_apply(
     assert signing.verify(raw, pinned_key(bus.registry.platforms[sender.me.platform])).ok
     assert receiver.attachments(letter.id) == items
 
-    check = _cli(bus, receiver.me.platform, target, "apply", "--check", letter.id)
+    check = _cli(bus, home, receiver.me.platform, target, "apply", "--check", letter.id)
     assert check.returncode == 0 and check.stdout.strip() == "2 patch(es) would apply cleanly", check.stderr
-    applied = _cli(bus, receiver.me.platform, target, "apply", letter.id)
+    applied = _cli(bus, home, receiver.me.platform, target, "apply", letter.id)
     assert applied.returncode == 0, applied.stderr
     assert _git(target, "log", "--format=%s") == "Handle the free plan\nRaise the quota limit\nfirst\n"
     assert (target / "quota.py").read_text() == "LIMIT = 10\n"
@@ -90,18 +91,20 @@ def test_a_log_and_two_patches_cross_the_mail_system_verify_and_apply(
     mutt = shutil.which(os.environ.get("LIVE_BUS_MUTT", "mutt"))
     if mutt is None:
         pytest.skip("mutt is not installed (apt-get install mutt)")
-    listed = _mutt_attachments(bus, mutt, receiver.me.platform, token, tmp_path)
+    listed = _mutt_attachments(bus, home, mutt, receiver.me.platform, token, tmp_path)
     assert [name for name, _ in listed[1:]] == [i.name for i in items], listed
     assert [kind for _, kind in listed] == ["text/plain", "text/x-log", "text/x-diff", "text/x-diff"], listed
 
 
-def _mutt_attachments(bus: LiveBus, mutt: str, platform: str, token: str, tmp: Path) -> list[tuple[str, str]]:
+def _mutt_attachments(
+    bus: LiveBus, home: Path, mutt: str, platform: str, token: str, tmp: Path
+) -> list[tuple[str, str]]:
     """Open the mailbox in mutt on a pseudo-terminal, as a person would, open the letter with
     ``token`` in its subject and its attachment menu (``v``), and read the menu off the screen:
     [(file name, type)] per part, each line drawn with a marker attach_format."""
     imap = bus.registry.bus.imap
     assert imap is not None
-    login = mailbox_login(bus.home, platform, bus.registry.platforms[platform].address)
+    login = mailbox_login(home, platform, bus.registry.platforms[platform].address)
     scheme = "imaps" if imap.tls == "implicit" else "imap"
     user = login.username.replace("%", "%25").replace("@", "%40")
     rc = tmp / "muttrc"
