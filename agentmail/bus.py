@@ -344,7 +344,12 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
             stored = data[key] = int(_one(key, values))
         except ValueError:
             raise BadInput("max_size is a number of bytes") from None
-    elif key == "hold":
+    elif key in ("attach_max_bytes", "attach_max_total", "attach_max_count"):
+        try:
+            stored = data[key] = int(_one(key, values))
+        except ValueError:
+            raise BadInput(f"{key} is a whole number") from None
+    elif key == "attach_types" or key == "hold":
         stored = data[key] = [v.strip().lower() for v in values if v.strip()]
     elif key == "new_threads_per_hour":
         try:
@@ -356,7 +361,7 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
     else:
         raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
                        f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, domain, name, "
-                       f"transport")  # fmt: skip
+                       f"transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types")  # fmt: skip
     try:
         parse_bus(data)  # refuse a configuration we could not load back
     except ConfigError as exc:

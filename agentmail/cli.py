@@ -134,6 +134,11 @@ def full(letter: Letter) -> str:
     for key in ("undeliverable_reason", "failed_reason", "queued_reason", "refused", "sent_copy_failed"):
         if letter.extra.get(key):
             head.append(f"{key.split('_')[0]}: {letter.extra[key]}")
+    for item in letter.extra.get("attachments") or []:  # listed, never opened ('agentmail save ID')
+        desc = f" — {item['description']}" if item.get("description") else ""
+        head.append(
+            f"attached: {item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}"
+        )
     return clean("\n".join(head)) + "\n\n" + clean(letter.body).replace("\r", "")
 
 
@@ -467,7 +472,8 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> Non
     """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
     smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
     policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
-    new_threads_per_hour N (0: no cap), domain, name."""
+    new_threads_per_hour N (0: no cap), domain, name; attachments: attach_max_bytes BYTES (each),
+    attach_max_total BYTES (per letter), attach_max_count N, attach_types TYPE... (the allow-list)."""
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
@@ -522,6 +528,29 @@ def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
 
 
 @main_group.command()
+@click.argument("letter_id", metavar="ID")
+@click.option("--dir", "directory", default=".", show_default=True, metavar="DIR", help="Where to write them.")
+@click.option("--force", is_flag=True, help="Replace files of the same name.")
+@json_option
+@pass_ctx
+def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
+    """Write letter ID's attachments into DIR (0600; never outside DIR; nothing is opened or run)."""
+    paths = ctx.client().save(letter_id, directory, force=force)
+    emit(ctx, {"saved": [str(p) for p in paths]}, lambda: click.echo("\n".join(clean(str(p)) for p in paths)))
+
+
+@main_group.command(name="apply")
+@click.argument("letter_id", metavar="ID")
+@click.option("--check", is_flag=True, help="Only 'git apply --check' the patches; change nothing.")
+@json_option
+@pass_ctx
+def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
+    """'git am' letter ID's patches in the current checkout (a clean tree only); --check first."""
+    said = ctx.client().apply(letter_id, Path.cwd(), check=check)
+    emit(ctx, {"applied": not check, "detail": said}, lambda: click.echo(clean(said)))
+
+
+@main_group.command()
 @click.argument("letter_ids", metavar="ID...", nargs=-1, required=True)
 @json_option
 @pass_ctx
@@ -561,6 +590,29 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
 _TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
 
 
+def attach_options(func: F) -> F:
+    """``--attach FILE`` (repeatable) and ``--patch REV-RANGE`` for every command that writes a letter."""
+    func = click.option(
+        "--patch", "patch", metavar="REV-RANGE", help="Attach 'git format-patch REV-RANGE' (one part per commit)."
+    )(func)
+    return click.option(
+        "--attach", "attach", metavar="FILE", multiple=True, help="Attach a file (repeatable): evidence, a log..."
+    )(func)
+
+
+def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[Any, ...]:
+    """The files and patches to attach, read now (limits are the bus's: exit 2 with the reason)."""
+    if not files and not patch:
+        return ()
+    from . import evidence
+
+    limit = ctx.client().registry.bus.attach_max_bytes
+    items = [evidence.from_file(name, limit) for name in files]
+    if patch:
+        items.extend(evidence.from_patches(patch, Path.cwd()))
+    return tuple(items)
+
+
 @main_group.command()
 @click.argument("to")
 @click.option("-s", "--subject", help="Subject of the new thread (required unless --thread).")
@@ -571,10 +623,11 @@ _TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
 @click.option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
 @click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @click.option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@attach_options
 @json_option
 @pass_ctx
 def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
-         thread: str | None, force: bool, hold: bool) -> None:  # fmt: skip
+         thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
     """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
 
     Opener advice (one line, on stderr) never stops the letter. With --thread the letter
@@ -583,7 +636,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
     letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
-                         thread=thread, hold=hold)  # fmt: skip
+                         thread=thread, hold=hold, attachments=_attachments(ctx, attach, patch))  # fmt: skip
     _report_sent(ctx, letter, client.last_warnings)
 
 
@@ -599,12 +652,15 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 )
 @click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @click.option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@attach_options
 @json_option
 @pass_ctx
-def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool) -> None:
+def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool, attach: tuple[str, ...],
+          patch: str | None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
     client = ctx.client()
-    letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold)
+    letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
+                          attachments=_attachments(ctx, attach, patch))  # fmt: skip
     assert letter is not None  # raise_refused: a refusal raised
     _report_sent(ctx, letter, client.last_warnings)
 
@@ -760,12 +816,15 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 @click.option("-s", "--subject", required=True)
 @click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
 @click.option("--force", is_flag=True)
+@attach_options
 @json_option
 @pass_ctx
-def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool) -> None:
+def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, attach: tuple[str, ...],
+         patch: str | None) -> None:  # fmt: skip
     """A handover to a sibling agent sharing this platform."""
     client = ctx.client()
-    letter = client.note(subject, read_body(body), to_agent=to_agent, force=force)
+    letter = client.note(subject, read_body(body), to_agent=to_agent, force=force,
+                         attachments=_attachments(ctx, attach, patch))  # fmt: skip
     _report_sent(ctx, letter, client.last_warnings)
 
 

@@ -31,6 +31,7 @@ from .spool import Spool
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
 
 if TYPE_CHECKING:
+    from .attach import Attachment
     from .authenticity import Verdict
     from .guards import Outbound
     from .route import Facts
@@ -337,6 +338,34 @@ class AgentMail:
     def raw(self, letter_id: str) -> bytes:
         return self.spool.raw(self._id(letter_id))
 
+    def attachments(self, letter_id: str | Letter) -> tuple[Attachment, ...]:
+        """The attachments of a filed letter, read from its signed bytes (never from a record).
+        A quarantined letter's are refused: nothing vouches for them."""
+        from . import wire
+
+        letter = self.show(self._id(letter_id))
+        if letter.state == "quarantine":
+            raise BadInput(f"letter {letter.id} is quarantined ({letter.reason}); its attachments are not handed out")
+        raw = self.raw(letter.id)
+        try:
+            return wire.body_and_attachments(wire.parse_message(raw, len(raw) + 1))[1]
+        except wire.Malformed as exc:
+            raise BadInput(f"letter {letter.id}: {exc.detail}") from None
+
+    def save(self, letter_id: str | Letter, directory: str | Path = ".", *, force: bool = False) -> list[Path]:
+        """Write a letter's attachments into ``directory`` (0600, never outside it, never over a
+        file without ``force``); nothing is opened or run. Returns the paths written."""
+        from . import evidence
+
+        return evidence.save(self.attachments(letter_id), directory, force=force)
+
+    def apply(self, letter_id: str | Letter, cwd: str | Path = ".", *, check: bool = False) -> str:
+        """``git am`` a letter's patches in the checkout at ``cwd`` (``check``: ``git apply
+        --check`` only), refusing a dirty tree. Returns what happened, one line."""
+        from . import evidence
+
+        return evidence.apply(self.attachments(letter_id), cwd, check_only=check)
+
     def authentication(self, letter: Letter) -> str:
         """How ``letter`` was authenticated: which key, which trusted verdicts (for ``show``)."""
         from .provenance import describe
@@ -365,7 +394,7 @@ class AgentMail:
 
     def send(self, to: str, subject: str, body: str, *, type: str = "report", severity: str | None = None,
              ref: str | None = None, force: bool = False, thread: str | None = None,
-             hold: bool = False) -> Letter:  # fmt: skip
+             hold: bool = False, attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
         """Open a thread, or with ``thread`` continue it after this platform's own last letter
         (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
         Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
@@ -373,11 +402,12 @@ class AgentMail:
         errors. Advice (an opener's gaps, a thread that is with another platform than ``to``)
         lands in ``last_warnings``. A guard that refuses raises Refused (the new-thread quota
         among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
-        letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``."""
+        letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``.
+        ``attachments`` (``evidence.from_file``/``from_patches``) make it multipart/mixed."""
         from . import guards
 
         if thread:
-            letter = self.follow_up(thread, body, type=type, force=force, hold=hold)
+            letter = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments)
             self.last_warnings = [] if letter.to == to else [f"thread {thread} is with {letter.to}; sent there"]
             return letter
         check_type(type)
@@ -392,35 +422,40 @@ class AgentMail:
         one_liner = type == "question" and len(body.strip().splitlines()) <= 1
         self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
         composed = self._compose(
-            Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref)
-        )
+            Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
+                  attachments=attachments)
+        )  # fmt: skip
         return self._dispatch(composed, self._hold(recipient.address, hold))
 
-    def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False) -> Letter:
+    def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
+             attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
         from . import guards
 
         self.last_warnings = []
         self._check(guards.Outbound("note", body, self.me.platform, force=force))
-        composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent))
+        composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
+                                       attachments=attachments))  # fmt: skip
         return self._dispatch(composed)
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
-              raise_refused: bool = False, hold: bool = False) -> Letter | None:  # fmt: skip
+              raise_refused: bool = False, hold: bool = False,
+              attachments: tuple[Attachment, ...] = ()) -> Letter | None:  # fmt: skip
         """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
         documented, compatible form); with ``raise_refused`` Refused, as every other sending
         method does (the convention; the CLI and MCP server use it).
 
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
-        letter = self._reply(to, body, type=type, force=force, hold=hold)
+        letter = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments)
         if letter is None and raise_refused:
             raise Refused(self.why_refused(to) or "refused")
         return letter
 
     def _reply(
-        self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False
-    ) -> Letter | None:
+        self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False,
+        attachments: tuple[Attachment, ...] = (),
+    ) -> Letter | None:  # fmt: skip
         self.last_warnings = []
         parent_id = self._id(to)
         parent = self.spool.letter(parent_id)
@@ -434,7 +469,8 @@ class AgentMail:
             return None
         assert recipient is not None
         composed = self._compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
-                                       body, in_reply_to=parent.message_id, references=_references(parent)))  # fmt: skip
+                                       body, in_reply_to=parent.message_id, references=_references(parent),
+                                       attachments=attachments))  # fmt: skip
         stored = self._file_answer(parent, composed, self._hold(recipient.address, hold))
         if stored is None:
             return None
@@ -442,7 +478,8 @@ class AgentMail:
         self._move(parent_id, "unread", "read")
         return self._sent(stored)
 
-    def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False) -> Letter:
+    def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
+                  attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
         """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
         after its ack). It answers this platform's own last letter of the thread, under the
         same guards as a reply (never after the other side's ack or close; the same depth cap;
@@ -460,7 +497,8 @@ class AgentMail:
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
         recipient = self.registry.get(counterpart)
         composed = self._compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
-                                       in_reply_to=last.message_id, references=_references(last)))  # fmt: skip
+                                       in_reply_to=last.message_id, references=_references(last),
+                                       attachments=attachments))  # fmt: skip
         stored = self._file_answer(last, composed, self._hold(recipient.address, hold))
         if stored is None:
             raise Refused(self._refusals.pop(last.id, "refused"))

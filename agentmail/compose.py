@@ -10,14 +10,18 @@ decides whether a letter may leave); the spool files what this returns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .credentials import read_private_key_with_source
 from .errors import BadInput, ConfigError
 from .model import Letter, new_ulid
 from .registry import Platform, Registry
+
+if TYPE_CHECKING:
+    from .attach import Attachment
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ class Draft:
     in_reply_to: str | None = None
     references: tuple[str, ...] = ()
     to_agent: str | None = None
+    attachments: tuple[Attachment, ...] = ()  # the letter becomes multipart/mixed (attach.mixed)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
@@ -71,13 +76,39 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         unsigned = wire.render(letter)
     except ValueError as exc:
         raise BadInput(str(exc)) from exc
+    if draft.attachments:
+        letter, unsigned = _with_attachments(registry, letter, unsigned, draft.attachments)
     key, source = read_private_key_with_source(home, me.name)
     _check_key_matches_pin(registry, me, key, source)
     try:
         raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
     except Exception as exc:  # dkimpy raises its own types for a bad key
         raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
+    if draft.attachments and len(raw) > registry.bus.max_size:
+        raise BadInput(f"the letter with its attachments is {len(raw)} bytes; this bus takes at most "
+                       f"{registry.bus.max_size} (max_size)")  # fmt: skip
     return letter, raw
+
+
+def _with_attachments(
+    registry: Registry, letter: Letter, unsigned: bytes, attachments: tuple[Attachment, ...]
+) -> tuple[Letter, bytes]:
+    """The rendered letter as multipart/mixed, within the bus's limits; BadInput saying why not."""
+    from . import attach, mime
+
+    bus = registry.bus
+    try:
+        items = tuple(attach.check(item) for item in attachments)
+        problem = attach.limit_problem(
+            items, attach.Limits(bus.attach_max_bytes, bus.attach_max_total, bus.attach_max_count, bus.attach_types)
+        )
+        if problem:
+            raise BadInput(f"attachment refused: {problem}")
+        unsigned = attach.mixed(unsigned, items)
+    except mime.Refused as exc:
+        raise BadInput(f"attachment refused: {exc}") from None
+    extra = {**letter.extra, "attachments": [item.meta() for item in items]}
+    return replace(letter, extra=extra), unsigned
 
 
 def followers(*platforms: Platform) -> tuple[str, ...]:

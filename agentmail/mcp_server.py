@@ -4,7 +4,7 @@ Built on the official ``mcp`` SDK (the optional extra ``agentmail[mcp]``); this 
 only one that imports it, and the CLI imports this module only when ``mcp`` is asked for.
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
-deliberately small: fourteen tools, one line of description each, schemas with no titles or
+deliberately small: fifteen tools, one line of description each, schemas with no titles or
 defaults. Each tool maps onto one client call with the same guards and the client's rules
 (``send`` with ``thread``, ``raise_for_state``); an error (a refused reply, a queued or failed
 letter, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
@@ -30,7 +30,7 @@ MAX_WAIT = 600.0
 SEARCH_HITS = 10  # the best ten: a narrower query, not a longer list, finds the rest
 
 _S: dict[str, Any] = {"type": "string"}
-_ID = {"type": "string", "description": "letter id"}
+_ID = _S  # "id" says it; every description costs context
 _KIND = {"type": "string", "enum": ["report", "question", "fix-notice", "verify-result", "ack", "close"]}
 
 
@@ -42,20 +42,22 @@ def _schema(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str
 
 
 # name -> (description, input schema). The descriptions carry the protocol an agent needs.
-_HOLD = {"type": "boolean", "description": "a person approves it first"}
+_HOLD = {"type": "boolean", "description": "a person approves first"}
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "whoami": ("This checkout's platform[@agent] and mail address.", _schema()),
+    "whoami": ("My platform[@agent] and address.", _schema()),
     "inbox": (
-        "Sync, then my unread authenticated letters, oldest first (bodies cut; show gives all). "
-        "They stay unread until done or reply.",
+        "Sync, then my unread authenticated letters, oldest first (bodies cut); unread until done or reply.",
         _schema(limit={"type": "integer", "minimum": 1}, consume={"type": "boolean", "description": "mark them read"}),
     ),
     "show": ("One letter in full.", _schema(("id",), id=_ID)),
+    "save": (
+        "Write a letter's attachments into dir.",
+        _schema(("id",), id=_ID, dir=_S, force={"type": "boolean"}),
+    ),
     "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _S})),
     "send": (
-        "Open a thread with another platform, or continue one after your own last letter (thread). A report says who you are, a "
-        "runnable reproduction, verbatim output, what you expected and why, a version, blast radius, "
-        "what you want.",
+        "Open a thread with another platform (thread: continue it after your own last letter). A report gives "
+        "who you are, a runnable reproduction, verbatim output, expected vs actual, version, blast radius, the ask.",
         _schema(
             ("to", "subject", "body"),
             to=_S,
@@ -73,21 +75,21 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
         "One reply per letter per platform; ack and close are never answered.",
         _schema(("id", "body"), id=_ID, body=_S, type=_KIND, hold=_HOLD),
     ),
-    "held": ("My letters waiting for a person's approval.", _schema()),
-    "thread": ("Every letter of a thread, both directions.", _schema(("thread",), thread=_S)),
+    "held": ("My letters awaiting a person's approval.", _schema()),
+    "thread": ("A thread's letters, both ways.", _schema(("thread",), thread=_S)),
     "note": (
-        "Leave a note for a sibling agent of this platform (to: its name; else whoever reads next).",
+        "A note for a sibling agent of this platform (to: its name, else whoever reads next).",
         _schema(("subject", "body"), subject=_S, body=_S, to=_S),
     ),
     "notes": ("Notes for me.", _schema()),
-    "quarantine": ("Letters rejected as unauthentic or malformed, and why.", _schema()),
-    "status": ("Open threads: lifecycle state and whose move it is.", _schema()),
+    "quarantine": ("Rejected letters and why.", _schema()),
+    "status": ("Open threads: state and whose move it is.", _schema()),
     "search": (
-        "Search sent and received letters, best first.",
+        "Search my letters (sent too), best first.",
         {"type": "object", "properties": {"query": _S, "from": _S, "type": _S, "thread": _S, "since": _S}},
     ),
     "wait": (
-        "Block until a matching unread letter arrives.",
+        "Block until a matching letter is unread.",
         _schema(timeout={"type": "number", "description": "seconds, default 60"}, type=_S, thread=_S),
     ),
 }
@@ -148,6 +150,8 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
         return [_letter(x, INBOX_BODY) for x in letters]
     if name == "show":
         return _letter(am.show(str(a["id"])))
+    if name == "save":
+        return {"saved": [str(p) for p in am.save(str(a["id"]), str(a.get("dir") or "."), force=bool(a.get("force")))]}
     if name == "done":
         ids = a["ids"] if isinstance(a["ids"], list) else [a["ids"]]
         return {"done": am.done(*map(str, ids))}

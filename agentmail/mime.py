@@ -195,3 +195,32 @@ def shown_text(msg: Message) -> str:
         return _decode_transfer(data, cte).decode("ascii" if charset == "us-ascii" else charset)
     except UnicodeDecodeError:
         raise Refused(f"the letter body is not valid {charset}") from None
+
+
+# --- for attach.py (agents' multipart/mixed letters): the same strict readers, by public names ---
+
+
+def content_type_value(msg: Message) -> str:
+    """The one Content-Type header of ``msg``, unfolded ("" when there is none); Refused twice."""
+    return _one(msg, "Content-Type") or ""
+
+
+def parse_content_type(value: str) -> tuple[str, dict[str, str]]:
+    """(type/subtype lowercased, parameters) of a plainly written Content-Type, or Refused."""
+    return _content_type(value)
+
+
+def decode_transfer(data: bytes, cte: str) -> bytes:
+    """``data`` decoded strictly from transfer encoding ``cte`` (one of TRANSFER_ENCODINGS)."""
+    return _decode_transfer(data, cte)
+
+
+def decode_words(value: str) -> str:
+    """An RFC 2047 value (a part's file name or description) as text, or Refused."""
+    from email.errors import HeaderParseError
+    from email.header import decode_header, make_header
+
+    try:
+        return str(make_header(decode_header(value)))
+    except (LookupError, UnicodeError, ValueError, HeaderParseError):
+        raise Refused("an encoded word in a MIME part header cannot be decoded") from None

@@ -31,6 +31,24 @@ POLICIES = ("pinned", "aligned")
 TLS_MODES = ("implicit", "starttls", "none")
 
 
+# The attachment types a bus takes unless bus.toml's attach_types says otherwise: evidence
+# (logs, HAR/JSON, CSV, screenshots, PDFs, archives) and patches.
+ATTACH_TYPES = (
+    "text/plain",
+    "text/x-diff",
+    "text/x-log",
+    "text/csv",
+    "text/markdown",
+    "application/json",
+    "application/pdf",
+    "application/gzip",
+    "application/zip",
+    "image/png",
+    "image/jpeg",
+)
+ATTACH_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$")
+
+
 @dataclass(frozen=True)
 class Endpoint:
     host: str
@@ -53,6 +71,11 @@ class Bus:
     poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
     hold: tuple[str, ...] = ()  # domains or addresses whose letters wait for a person's approval
     new_threads_per_hour: int = 20  # per platform; replies and follow-ups are not counted; 0: no cap
+    # Attachments a letter may carry (decoded bytes; base64 adds a third: max_size stays the cap)
+    attach_max_bytes: int = 512 * 1024  # per attachment
+    attach_max_total: int = 700 * 1024  # per letter
+    attach_max_count: int = 10
+    attach_types: tuple[str, ...] = ATTACH_TYPES
 
 
 @dataclass(frozen=True)
@@ -136,6 +159,10 @@ TOP_KEYS = (
     "max_size",
     "hold",
     "new_threads_per_hour",
+    "attach_max_bytes",
+    "attach_max_total",
+    "attach_max_count",
+    "attach_types",
 )
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people")
@@ -236,6 +263,16 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     quota = data.get("new_threads_per_hour", 20)
     if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
         raise ConfigError("bus.toml: new_threads_per_hour must be a whole number >= 0")
+    sizes = {}
+    for key, default in (("attach_max_bytes", Bus.attach_max_bytes), ("attach_max_total", Bus.attach_max_total),
+                         ("attach_max_count", Bus.attach_max_count)):  # fmt: skip
+        value = data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"bus.toml: {key} must be a whole number >= 0")
+        sizes[key] = value
+    types = data.get("attach_types", list(ATTACH_TYPES))
+    if not isinstance(types, list) or not all(isinstance(t, str) and ATTACH_TYPE_RE.fullmatch(t) for t in types):
+        raise ConfigError('bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])')
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
     poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
     if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
@@ -256,6 +293,8 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         poll_interval=float(poll) if poll is not None else None,
         hold=tuple(dict.fromkeys(hold)),
         new_threads_per_hour=quota,
+        attach_types=tuple(dict.fromkeys(types)),
+        **sizes,
     )
 
 

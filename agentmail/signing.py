@@ -118,12 +118,12 @@ def _coverage_problem(signed: list[bytes], counts: dict[bytes, int], over_sign: 
 
 def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
     """For a letter let in by a trusted MTA's aligned dkim=pass: does every DKIM-Signature of
-    ``domain`` cover each MIME header present? None when one exists and all do, or when the
-    letter has no MIME header at all. (Not over-signed: an MTA such as OpenDKIM lists each
+    ``domain`` cover each MIME header present, and the whole body (no ``l=``: an appended
+    attachment part would be unsigned)? None when one exists and all do, or when the letter has
+    no MIME header at all. (Not over-signed: an MTA such as OpenDKIM lists each
     once; a second copy is refused anyway, by mime.header_problem.)"""
     counts = header_counts(raw)
-    if not any(is_mime_header(name) for name in counts):
-        return None  # nothing for a relay to re-declare: RFC 2045's defaults apply
+    mime_present = any(is_mime_header(name) for name in counts)
     found = False
     for name, value in dkim.DKIM(raw).headers:
         if name.lower() != b"dkim-signature":
@@ -135,11 +135,15 @@ def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
         if tags.get(b"d", b"").strip().lower() != domain.lower().encode():
             continue
         found = True
+        if b"l" in tags:  # a body hash over the first l= bytes: a part or text appended after it is unsigned
+            return f"{domain}'s signature limits the body length (l=), so what follows it is unsigned"
+        if not mime_present:
+            continue  # nothing for a relay to re-declare: RFC 2045's defaults apply
         signed = [h.strip().lower() for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")]
         problem = _coverage_problem(signed, counts, over_sign=False)
         if problem:
             return f"{domain}'s signature: {problem}"
-    return None if found else f"no DKIM-Signature by {domain} to vouch for the MIME headers"
+    return None if found or not mime_present else f"no DKIM-Signature by {domain} to vouch for the MIME headers"
 
 
 def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:

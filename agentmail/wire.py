@@ -21,7 +21,7 @@ from email.parser import BytesParser
 from email.utils import format_datetime
 from typing import Any, NamedTuple
 
-from . import matter, mime
+from . import attach, matter, mime
 from .mime import MIME_HEADERS, header_section
 from .model import (
     HUMAN,
@@ -356,9 +356,17 @@ def parse_message(raw: bytes, max_size: int) -> Message:
     if bad_line is not None:
         raise Malformed("malformed", f"header line {bad_line} is neither a field nor the continuation of one")
     try:
-        return _PARSER.parsebytes(raw)
+        msg = _PARSER.parsebytes(raw)
     except Exception as exc:  # the email package raises many types on hostile input
         raise Malformed("malformed", f"the letter does not parse as RFC-822 ({exc.__class__.__name__})") from exc
+    if msg.is_multipart():  # its own split is lenient: attach.split reads the body as received
+        rest = raw[len(head) :]
+        gap = re.match(rb"\r?\n\r?\n", rest)
+        setattr(msg, _RAW_BODY, rest[gap.end() :] if gap else b"")
+    return msg
+
+
+_RAW_BODY = "agentmail_raw_body"
 
 
 def header_values(msg: Message, name: str) -> list[str]:
@@ -435,6 +443,20 @@ def body_text(msg: Message) -> str:
         raise Malformed("malformed", str(exc)) from None
 
 
+def body_and_attachments(msg: Message) -> tuple[str, tuple[attach.Attachment, ...]]:
+    """The shown text and the attachments: an agent's multipart/mixed letter (attach.split),
+    else the single text part (``body_text``). Malformed saying what was refused."""
+    if not attach.is_mixed(msg):
+        return body_text(msg), ()
+    body = getattr(msg, _RAW_BODY, None)
+    if not isinstance(body, bytes):
+        raise Malformed("malformed", "the multipart letter cannot be read as sent")
+    try:
+        return attach.split(msg, body)
+    except mime.Refused as exc:
+        raise Malformed("malformed", str(exc)) from None
+
+
 def recipient_thread(msg: Message) -> str | None:
     """The thread id from the plus tag of any recipient header (Delivered-To keeps it through an MTA)."""
     for name in ("Delivered-To", "X-Original-To", "To"):
@@ -483,7 +505,7 @@ def to_letter(msg: Message) -> Letter:
             if spec.isascii() and _ADDR_RE.fullmatch(spec) and spec not in cc:
                 cc.append(spec)
     list_ids = [v.strip() for v in header_values(msg, "List-Id")]
-    text = body_text(msg)
+    text, attachments = body_and_attachments(msg)
     tag = recipient_thread(msg)
     fields: dict[str, str] = {}
     if matter.has_block(text.lstrip("\r\n")):
@@ -525,4 +547,5 @@ def to_letter(msg: Message) -> Letter:
         to_agent=to_agent,
         cc=tuple(cc),
         list_id=list_ids[0] if len(list_ids) == 1 and LIST_ID_RE.fullmatch(list_ids[0]) else None,
+        extra={"attachments": [a.meta() for a in attachments]} if attachments else {},
     )

@@ -10,11 +10,11 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 # Lower layers never import higher ones.
 LAYERS = [
     {"errors", "text", "model", "home", "_fs"},
-    {"matter", "mime", "wire"},
+    {"matter", "mime", "attach", "wire"},
     {"signing", "verdicts", "registry", "credentials", "identity", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
-    {"guards", "compose", "route", "search"},
+    {"guards", "compose", "route", "search", "evidence"},
     {"client", "bus", "doctor"},
     {"demo", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]

@@ -13,6 +13,7 @@ from agentmail.mcp_server import TOOLS, Tools, call
 
 # CLI commands an agent's MCP tool list does without, and why (each one costs context in every conversation).
 CLI_ONLY = {
+    "apply": "it changes the checkout (git am): the agent runs it in its shell, after save let it read the patches (issue 13)",
     "add": "operator setup: registering a platform is a reviewed commit to the registry, not an agent's move",
     "approve": "a person's decision to let a held letter go, never an agent's (issue 12)",
     "bind": "operator setup: writes the checkout's .agentmail marker, once",
@@ -57,6 +58,9 @@ OPTIONS = {
     ("reply", "force"): None,
     ("note", "force"): None,
 }
+# Attaching is the shell's (files and git are there; issue 13 gives MCP the list in show and save)
+OPTIONS.update({(cmd, opt): None for cmd in ("send", "reply", "note") for opt in ("attach", "patch")})
+OPTIONS.update({("save", "letter_id"): "id", ("save", "directory"): "dir"})
 NO_SYNC = None  # every tool syncs first: a tool's view is never stale
 
 

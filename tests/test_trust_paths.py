@@ -54,7 +54,7 @@ def test_render_refuses_a_reference_that_is_no_message_id() -> None:
         (
             b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b"\r\n',
             b"--b\r\nContent-Type: application/pdf\r\n\r\n%PDF\r\n--b--\r\n",
-            "the letter is multipart/mixed; agentmail shows only single-part text/plain letters",
+            "the letter is multipart/mixed and its first part, the text, is refused: the letter is application/pdf",
         ),
         (
             b"Content-Type: text/plain; charset=utf-8\r\n",
