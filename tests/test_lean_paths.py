@@ -82,3 +82,17 @@ def test_help_and_inbox_no_sync_import_none_of_the_heavy_libraries(
 def test_a_plain_send_writes_its_block_without_yaml(alpha: AgentMail, home: Path) -> None:
     imported = _imported(home, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert not {"yaml", "frontmatter"} & imported
+
+
+def test_deliver_remakes_a_maildir_removed_under_a_long_lived_process(tmp_path: Path) -> None:
+    """deliver makes a Maildir's folders once per process (issue 11); one removed since (a
+    rebuilt post office) is made again, and the letter still lands in new/."""
+    import shutil
+
+    from agentmail.transport.local import deliver
+
+    maildir = tmp_path / "postoffice" / "beta"
+    first = deliver(maildir, b"Subject: one\r\n\r\nbody\r\n")
+    shutil.rmtree(maildir)
+    second = deliver(maildir, b"Subject: two\r\n\r\nbody\r\n")
+    assert first != second and sorted(p.name for p in (maildir / "new").iterdir()) == [second]
