@@ -106,3 +106,18 @@ def test_a_header_section_dkimpy_cannot_parse_does_not_verify() -> None:
     good = signing.sign(unsigned(), "bus.test", "am1", PRIVATE)
     result = signing.verify(b"no colon on this line\r\n" + good, KEY)
     assert result == signing.DkimResult(False, "the header section does not parse for DKIM (MessageFormatError)")
+
+
+def test_the_mime_coverage_check_reads_past_other_headers_and_signatures() -> None:
+    """A trusted MTA's signature need not be the first header, nor the first DKIM-Signature: a
+    Received line, an unreadable signature, a signature without d= or another domain's may come
+    first, and the domain's own is still found (and one without h= covers nothing)."""
+    good = signing.sign(unsigned(), "bus.test", "am1", PRIVATE)
+    assert signing.aligned_coverage_problem(b"Received: from relay.test\r\n" + good, "bus.test") is None
+    assert signing.aligned_coverage_problem(b"DKIM-Signature: this is no tag list\r\n" + good, "bus.test") is None
+    assert signing.aligned_coverage_problem(b"DKIM-Signature: v=1; s=am1; h=from\r\n" + good, "bus.test") is None
+    assert signing.aligned_coverage_problem(signing.sign(good, "elsewhere.test", "am1", PRIVATE), "bus.test") is None
+    no_h = b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=am1\r\n" + unsigned()
+    assert signing.aligned_coverage_problem(no_h, "bus.test") == (
+        "bus.test's signature: the signature does not cover the content-transfer-encoding header"
+    )
