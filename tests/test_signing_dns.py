@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import base64
 import socket
+import sys
 import threading
+import types
 from collections.abc import Iterator
 
 import dns.message
@@ -72,6 +74,11 @@ def dns_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[TxtServer]:
     resolver.search = []
     monkeypatch.setattr(dns.resolver, "default_resolver", resolver)
     monkeypatch.setattr(signing, "_real_get_txt", None)  # the first lookup of a process loads the plug
+    # ... in the state agentmail.signing leaves a process it was imported into before dkimpy: its
+    # stand-in plug in sys.modules, which the first lookup must replace by dkimpy's own
+    stand_in = types.ModuleType("dkim.dnsplug")
+    stand_in.get_txt = signing._dns_lookup  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "dkim.dnsplug", stand_in)
     yield server
     server.close()
 

@@ -106,3 +106,53 @@ def test_a_header_section_dkimpy_cannot_parse_does_not_verify() -> None:
     good = signing.sign(unsigned(), "bus.test", "am1", PRIVATE)
     result = signing.verify(b"no colon on this line\r\n" + good, KEY)
     assert result == signing.DkimResult(False, "the header section does not parse for DKIM (MessageFormatError)")
+
+
+def test_the_mime_coverage_check_reads_past_other_headers_and_signatures() -> None:
+    """A trusted MTA's signature need not be the first header, nor the first DKIM-Signature: a
+    Received line, an unreadable signature, a signature without d= or another domain's may come
+    first, and the domain's own is still found (and one without h= covers nothing)."""
+    good = signing.sign(unsigned(), "bus.test", "am1", PRIVATE)
+    assert signing.aligned_coverage_problem(b"Received: from relay.test\r\n" + good, "bus.test") is None
+    assert signing.aligned_coverage_problem(b"DKIM-Signature: this is no tag list\r\n" + good, "bus.test") is None
+    assert signing.aligned_coverage_problem(b"DKIM-Signature: v=1; s=am1; h=from\r\n" + good, "bus.test") is None
+    assert signing.aligned_coverage_problem(signing.sign(good, "elsewhere.test", "am1", PRIVATE), "bus.test") is None
+    no_h = b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=am1\r\n" + unsigned()
+    assert signing.aligned_coverage_problem(no_h, "bus.test") == (
+        "bus.test's signature: the signature does not cover the content-transfer-encoding header"
+    )
+
+
+def test_the_signature_is_folded_with_crlf_like_the_letter() -> None:
+    signed = signing.sign(unsigned(), "bus.test", "am1", PRIVATE)
+    assert b"\n" not in signed.replace(b"\r\n", b"")
+
+
+def test_a_letter_without_mime_headers_verifies() -> None:
+    """RFC 2045's defaults: a plain letter with no MIME header at all is signed and verifies."""
+    plain = (
+        b"From: Alpha <alpha@bus.test>\r\nTo: beta@bus.test\r\nSubject: Plain\r\n"
+        b"Message-ID: <1p.alpha@bus.test>\r\nDate: Tue, 01 Dec 2026 00:00:00 +0000\r\n\r\nHello.\r\n"
+    )
+    assert signing.verify(signing.sign(plain, "bus.test", "am1", PRIVATE), KEY).ok
+
+
+def test_a_signature_leaving_every_mime_header_out_is_an_old_agentmails() -> None:
+    raw = unsigned()
+    names = [h for h in signing._INCLUDE if h not in (b"mime-version", b"content-type", b"content-transfer-encoding")]
+    header = dkim.sign(
+        raw,
+        b"am1",
+        b"bus.test",
+        PRIVATE.encode(),
+        signature_algorithm=b"ed25519-sha256",
+        canonicalize=signing.CANONICALIZATION,
+        include_headers=names,
+        linesep=b"\r\n",
+    )
+    assert signing.verify(header + raw, KEY) == signing.DkimResult(
+        False,
+        "the signature does not cover the MIME headers (MIME-Version, Content-Type, Content-Transfer-Encoding): "
+        "the sender's agentmail is too old and must be upgraded, since unsigned MIME headers let a relay change "
+        "how the body reads",
+    )
