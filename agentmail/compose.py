@@ -35,6 +35,7 @@ class Draft:
     in_reply_to: str | None = None
     references: tuple[str, ...] = ()
     to_agent: str | None = None
+    cc: tuple[str, ...] = ()  # people copied besides the followers (the person a reply answers)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
@@ -63,7 +64,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         references=draft.references,
         to_agent=draft.to_agent,
         id=new_ulid(),
-        cc=followers(me, recipient),
+        cc=tuple(dict.fromkeys((*followers(me, recipient), *draft.cc))),
         list_id=wire.list_id(registry.bus.domain),
     )
     try:
