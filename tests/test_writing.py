@@ -212,8 +212,9 @@ def _judge(people: Registry, raw: bytes) -> authenticity.Verdict:
     [
         (b"", "unauthenticated", "no dkim=pass aligned with people.test nor dmarc=pass"),
         (TRUSTED.replace(b"mail.bus.test", b"mx.evil.test"), "unauthenticated", "no dkim=pass"),  # not trusted
-        (TRUSTED.replace(b"header.d=people.test", b"header.d=evil.test"), "unauthenticated", "aligned"),
-        (TRUSTED.replace(b"header.d=people.test", b"header.d=sub.people.test"), "unauthenticated", "aligned"),
+        (TRUSTED.replace(b"header.d=people.test", b"header.d=evil.test"), "unauthenticated", "aligned with people.test"),
+        (TRUSTED.replace(b"header.d=people.test", b"header.d=sub.people.test"), "unauthenticated",
+         "aligned with people.test"),  # fmt: skip
         (TRUSTED.replace(b"dkim=pass", b"dkim=fail"), "verdict-fail", "dkim=fail"),
         (TRUSTED + b"Authentication-Results: mail.bus.test; dmarc=fail header.from=people.test\r\n",
          "verdict-fail", "dmarc=fail"),  # fmt: skip
