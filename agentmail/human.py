@@ -69,12 +69,19 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
         )
     if signer is None:
         return "", ()
-    unvouched = signing.aligned_coverage_problem(raw, signer)
-    if unvouched:
+    covered = signing.covered_by(raw, signer)
+    # The headers that decide how the body is read must be signed: a relay could re-declare
+    # them. (Not Content-Disposition, which clients add and MTAs rarely sign: the top-level
+    # one is never read, readable.person_text.)
+    present = mime.header_counts(raw)
+    unsigned = [h for h in mime.MIME_HEADERS if h.lower().encode() in present and h.lower() not in covered]
+    if unsigned:
         raise wire.Malformed(
-            "unauthenticated", f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {unvouched}"
+            "unauthenticated",
+            f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {signer}'s signature "
+            f"does not cover {', '.join(unsigned)}",
         )
-    return signer, signing.covered_by(raw, signer)
+    return signer, covered
 
 
 def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform) -> Letter:

@@ -30,7 +30,7 @@ def person_text(msg: Message) -> str:
     parts = list(_leaves(msg))
     for wanted in ("text/plain", "text/html"):
         for part in parts:
-            if part.get_content_type() == wanted and not _is_attachment(part):
+            if part.get_content_type() == wanted and (part is msg or not _is_attachment(part)):
                 text = _decode(part)
                 return html_to_text(text) if wanted == "text/html" else text
     kinds = ", ".join(sorted({p.get_content_type()[:40] for p in parts})) or "nothing"
@@ -57,6 +57,8 @@ def _leaves(msg: Message) -> list[Message]:
 
 
 def _is_attachment(part: Message) -> bool:
+    """An inner part marked as an attachment (its headers are signed as body bytes). The letter's
+    own Content-Disposition is not read: MTAs seldom sign it, so a relay could add one."""
     return str(part.get("Content-Disposition", "")).strip().lower().startswith("attachment")
 
 

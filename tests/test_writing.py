@@ -317,3 +317,13 @@ def test_a_person_letter_counts_toward_the_depth_cap(people: Registry, home: Pat
     assert "needs a human" in (alpha.why_refused(got) or "")
     with pytest.raises(Refused):
         alpha.reply(got, "More?", type="question", raise_refused=True)
+
+
+@pytest.mark.parametrize("disposition", ["inline", "attachment"])
+def test_an_unsigned_top_level_content_disposition_is_not_read(people: Registry, disposition: str) -> None:
+    """mutt writes Content-Disposition: inline and MTAs seldom sign it: neither it nor one a relay
+    adds changes what the agent is shown (the signed Content-Type decides)."""
+    letter = client_letter("alpha@bus.test", "Restored.")
+    letter["Content-Disposition"] = disposition
+    got = _judge(people, vouched(letter))
+    assert got.route == "accept" and got.letter is not None and got.letter.body == "Restored.", got.detail
