@@ -146,7 +146,11 @@ def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
     """The header names (lowercased) that every DKIM-Signature of ``domain`` covers: what a
     trusted MTA's dkim=pass for ``domain`` vouches for (a person's letter, DESIGN §5)."""
     covered: set[str] | None = None
-    for name, value in dkim.DKIM(raw).headers:
+    try:
+        headers = dkim.DKIM(raw).headers
+    except _DKIM_ERRORS:  # headers dkimpy cannot split: it vouches for none of them
+        return ()
+    for name, value in headers:
         if name.lower() != b"dkim-signature":
             continue
         try:
