@@ -115,7 +115,7 @@ def _vouched(raw: bytes) -> bytes:
     the same (the verdict line is what judging reads first)."""
     try:
         signed = _sign(raw)
-    except dkim.DKIMException:
+    except (dkim.DKIMException, ValueError, IndexError):  # what dkimpy raises on such bytes
         signed = b""
     return TRUSTED + signed + raw
 
