@@ -124,7 +124,9 @@ def line(letter: Letter) -> str:
 def full(letter: Letter) -> str:
     head = [
         f"id:       {letter.id} ({letter.state})",
-        f"from:     {attribution(letter)}" if letter.extra.get("person") else f"from:     {letter.sender or '?'} <{letter.sender_address}>",
+        f"from:     {attribution(letter)}"
+        if letter.extra.get("person")
+        else f"from:     {letter.sender or '?'} <{letter.sender_address}>",
         f"to:       {letter.to or '?'} <{letter.to_address}>",
         f"subject:  {letter.subject}",
         f"type:     {letter.type}"

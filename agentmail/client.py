@@ -267,7 +267,9 @@ class AgentMail:
             return Facts(self.me.agent)
         parent_thread = None
         # A person's client may keep only References (or answer a letter it quotes further up).
-        answered = [letter.in_reply_to, *reversed(letter.references)] if letter.extra.get("person") else [letter.in_reply_to]
+        answered = (
+            [letter.in_reply_to, *reversed(letter.references)] if letter.extra.get("person") else [letter.in_reply_to]
+        )
         for message_id in filter(None, answered):
             parent_id = self.spool.known(self.me.platform, message_id) or self.spool.known(letter.sender, message_id)
             if parent_id:

@@ -34,7 +34,8 @@ def writes_for(registry: Registry, address: str, to_address: str) -> Platform | 
     (a person writes *to* another platform's agent for their own), else the first by name."""
     platforms = [p for p, writes in listed(registry, address) if writes]
     others = [p for p in platforms if p.address != to_address]
-    return (others or platforms or [None])[0]
+    chosen = others or platforms
+    return chosen[0] if chosen else None
 
 
 def _aligned(domain: str, signer: str) -> bool:

@@ -159,7 +159,9 @@ def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
             continue
         if tags.get(b"d", b"").strip().lower() != domain.lower().encode():
             continue
-        names = {h.strip().lower().decode("ascii", "replace") for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")}
+        names = {
+            h.strip().lower().decode("ascii", "replace") for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")
+        }
         covered = names if covered is None else covered & names
     return tuple(sorted(covered or ()))
 

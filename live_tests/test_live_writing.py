@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from datetime import UTC, datetime
 from email import message_from_bytes
 from email.message import Message
-from datetime import UTC, datetime
 from email.utils import format_datetime
 from pathlib import Path
 
 import imapclient
+import livebus
 import pytest
 from conftest import LiveBus, eventually, opener, quarantined, receive
 
-import livebus
 from agentmail import bus as bus_mod
 from agentmail import registry as registry_mod
 from agentmail.transport.smtpimap import tls_context

@@ -98,7 +98,8 @@ def an_agent_letter(alpha: AgentMail) -> tuple[str, str]:
     return sent.thread, sent.message_id
 
 
-MUTT_REPLY = """\
+SIGNATURE = "-- "  # a line of its own; written here, not in the text, so no editor trims its space
+MUTT_REPLY = f"""\
 Alpha, that endpoint is ours: the free plan lost its quota row in 2.4.1.
 I am restoring it now.
 
@@ -108,7 +109,7 @@ On Tue, Dec 01, 2026 at 04:50:00AM +0000, alpha wrote:
 >
 > > nested quote
 
--- 
+{SIGNATURE}
 Carol, beta's on-call
 """
 NEW_TEXT = "Alpha, that endpoint is ours: the free plan lost its quota row in 2.4.1.\nI am restoring it now."
@@ -197,7 +198,9 @@ def test_an_untagged_reply_joins_the_thread_of_the_letter_it_answers(people: Reg
 def test_a_tag_that_disagrees_with_the_letter_answered_is_a_thread_mismatch(people: Registry, home: Path) -> None:
     alpha = AgentMail(people, Identity("alpha"), home)
     _thread, mid = an_agent_letter(alpha)
-    deliver(home / "postoffice" / "alpha", vouched(client_letter("alpha+thr-zzzzzzzzzz@bus.test", "Hi", in_reply_to=mid)))
+    deliver(
+        home / "postoffice" / "alpha", vouched(client_letter("alpha+thr-zzzzzzzzzz@bus.test", "Hi", in_reply_to=mid))
+    )
     assert alpha.inbox() == []
     (q,) = alpha.quarantined()
     assert q.reason == "thread-mismatch"
@@ -212,12 +215,22 @@ def _judge(people: Registry, raw: bytes) -> authenticity.Verdict:
     [
         (b"", "unauthenticated", "no dkim=pass aligned with people.test nor dmarc=pass"),
         (TRUSTED.replace(b"mail.bus.test", b"mx.evil.test"), "unauthenticated", "no dkim=pass"),  # not trusted
-        (TRUSTED.replace(b"header.d=people.test", b"header.d=evil.test"), "unauthenticated", "aligned with people.test"),
-        (TRUSTED.replace(b"header.d=people.test", b"header.d=sub.people.test"), "unauthenticated",
-         "aligned with people.test"),  # fmt: skip
+        (
+            TRUSTED.replace(b"header.d=people.test", b"header.d=evil.test"),
+            "unauthenticated",
+            "aligned with people.test",
+        ),
+        (
+            TRUSTED.replace(b"header.d=people.test", b"header.d=sub.people.test"),
+            "unauthenticated",
+            "aligned with people.test",
+        ),  # fmt: skip
         (TRUSTED.replace(b"dkim=pass", b"dkim=fail"), "verdict-fail", "dkim=fail"),
-        (TRUSTED + b"Authentication-Results: mail.bus.test; dmarc=fail header.from=people.test\r\n",
-         "verdict-fail", "dmarc=fail"),  # fmt: skip
+        (
+            TRUSTED + b"Authentication-Results: mail.bus.test; dmarc=fail header.from=people.test\r\n",
+            "verdict-fail",
+            "dmarc=fail",
+        ),  # fmt: skip
         (b"Authentication-Results: mail.bus.test; dmarc=pass header.from=evil.test\r\n", "unauthenticated", "no dkim"),
     ],
 )
@@ -240,7 +253,10 @@ def test_dmarc_pass_alone_vouches_and_a_subdomain_sender_aligns_with_its_parent(
 
 def test_unlisted_non_writing_and_untrusting_bus_are_refused_with_the_usual_codes(people: Registry) -> None:
     got = _judge(people, vouched(client_letter("alpha@bus.test", "Hi", sender="mallory@people.test")))
-    assert (got.reason, got.detail) == ("unregistered-sender", "mallory@people.test is not a registered platform of this bus")
+    assert (got.reason, got.detail) == (
+        "unregistered-sender",
+        "mallory@people.test is not a registered platform of this bus",
+    )
     got = _judge(people, vouched(client_letter("alpha@bus.test", "Hi", sender="dave@people.test")))
     assert got.reason == "unregistered-sender" and "does not write" in (got.detail or "")
     untrusting = Registry(people.root, replace(people.bus, trusted_authserv_ids=()), people.platforms)
