@@ -184,4 +184,11 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         return _quarantine(exc.reason, exc.detail, msg)
     to_platform = registry.by_address(letter.to_address)
     letter = replace(letter, sender=platform.name, to=to_platform.name if to_platform else "")
+    if not dkim.ok:  # let in by the MTA's aligned pass: what its signature leaves out is not trusted
+        covered = signing.covered_by(raw, sender_address.rpartition("@")[2])
+        letter = replace(
+            letter,
+            cc=letter.cc if "cc" in covered else (),
+            list_id=letter.list_id if "list-id" in covered else None,
+        )
     return Verdict("accept", letter=letter)

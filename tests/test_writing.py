@@ -343,3 +343,35 @@ def test_an_unsigned_top_level_content_disposition_is_not_read(people: Registry,
     letter["Content-Disposition"] = disposition
     got = _judge(people, vouched(letter))
     assert got.route == "accept" and got.letter is not None and got.letter.body == "Restored.", got.detail
+
+
+def test_under_the_aligned_policy_an_agents_unsigned_cc_and_list_id_are_left_out(registry: Registry) -> None:
+    """A letter from a platform's own address written in a mail client (type human) and let in by
+    the MTA's aligned pass: a Cc or List-Id its signature does not cover is not trusted."""
+    reg = Registry(registry.root, replace(trusting(registry).bus, policy="aligned"), registry.platforms)
+    msg = client_letter("beta@bus.test", "Written in mutt.", sender="alpha@bus.test", cc="mallory@evil.test")
+    msg["List-Id"] = "<agentmail.bus.test>"
+    raw = msg.as_bytes(policy=msg.policy.clone(linesep="\r\n"))
+    verdict = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n"
+
+    def signed(headers: list[bytes]) -> bytes:
+        return verdict + dkim.sign(raw, b"mail", b"bus.test", MTA_KEY.encode(), signature_algorithm=b"ed25519-sha256",
+                                   include_headers=headers, linesep=b"\r\n") + raw  # fmt: skip
+
+    got = _judge(reg, signed(MTA_HEADERS))
+    assert got.letter is not None and got.letter.type == "human", got.detail
+    assert (got.letter.cc, got.letter.list_id) == ((), None)
+    got = _judge(reg, signed([*MTA_HEADERS, b"cc", b"list-id"]))
+    assert got.letter is not None and got.letter.cc == ("mallory@evil.test",)
+    assert got.letter.list_id == "<agentmail.bus.test>"
+
+
+def test_a_note_is_copied_to_the_platforms_own_followers_only(people: Registry, home: Path) -> None:
+    """The issue: a follower is copied on every letter of the platform's threads; a note's thread
+    is the platform's own, so its followers (and nobody else's) see the handover."""
+    bus.set_person(registry_mod.load(people.root), "alpha", "erin@people.test", follows=True, writes=False)
+    reg = trusting(registry_mod.load(people.root))
+    alpha = AgentMail(reg, Identity("alpha", "one"), home)
+    note = alpha.note("handover", "Checked the quota endpoint; see the thread.")
+    assert note.cc == ("erin@people.test",)  # not beta's follower dave
+    assert b"Cc: erin@people.test\r\n" in alpha.raw(note.id)
