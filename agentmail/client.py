@@ -428,6 +428,9 @@ class AgentMail:
         recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
+        if reason is None and parent.extra.get("person") and parent.sender == self.me.platform:
+            reason = (f"letter {parent_id} is from {parent.extra['person']}, a person of {parent.sender} itself: "
+                      "there is no other platform to answer; write to them from a mail client")  # fmt: skip
         if reason is not None:
             self._refusals[parent_id] = reason
             return None

@@ -375,3 +375,14 @@ def test_a_note_is_copied_to_the_platforms_own_followers_only(people: Registry, 
     note = alpha.note("handover", "Checked the quota endpoint; see the thread.")
     assert note.cc == ("erin@people.test",)  # not beta's follower dave
     assert b"Cc: erin@people.test\r\n" in alpha.raw(note.id)
+
+
+def test_a_person_writing_to_their_own_platforms_agent_is_read_but_not_answered_by_mail(
+    people: Registry, home: Path
+) -> None:
+    beta = AgentMail(people, Identity("beta"), home)
+    deliver(home / "postoffice" / "beta", vouched(client_letter("beta@bus.test", "Please look at the quota job.")))
+    (got,) = beta.inbox()
+    assert (got.type, got.sender, got.extra["person"]) == ("human", "beta", CAROL)
+    assert beta.reply(got, "On it.", type="question") is None  # no letter to itself
+    assert "a person of beta itself" in (beta.why_refused(got) or "")
