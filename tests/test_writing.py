@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from email import message_from_bytes
 from email.message import EmailMessage
 from email.utils import format_datetime
 from pathlib import Path
@@ -25,6 +26,8 @@ from agentmail.registry import Registry
 from agentmail.transport.local import deliver
 
 from .conftest import OPENER
+from .mailservers import MailServers
+from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 CAROL = "carol@people.test"  # writes for beta, from her own mail client
 MTA_KEY, _ = signing.generate_keypair()  # the people.test mail server's key (only h= and d= are read)
@@ -386,3 +389,30 @@ def test_a_person_writing_to_their_own_platforms_agent_is_read_but_not_answered_
     assert (got.type, got.sender, got.extra["person"]) == ("human", "beta", CAROL)
     assert beta.reply(got, "On it.", type="question") is None  # no letter to itself
     assert "a person of beta itself" in (beta.why_refused(got) or "")
+
+
+def test_over_smtp_imap_a_follower_answers_and_the_agent_files_it_and_marks_it_verified(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+) -> None:
+    """The smtp+imap transport end to end: carol follows and writes for beta; she gets alpha's
+    letter in her own INBOX, her client answers it (delivered by the MTA, which vouches with
+    dmarc=pass), and alpha files the answer as human in the thread, marked $AgentmailVerified."""
+    servers.store.add_user("carol@bus.test", "carol-pw")
+    reg = make_bus(home, servers)
+    bus.set_person(reg, "beta", "carol@bus.test", follows=True, writes=True)
+    reg = registry_mod.load(home / "registry")
+    servers.store.authserv_id = "mail.bus.test"
+    servers.store.results = "spf=pass smtp.mailfrom=bus.test; dmarc=pass header.from=bus.test"
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        sent = alpha.send("beta", "Quota 500s", OPENER)
+        (copy,) = servers.store.messages("carol@bus.test")
+        original = message_from_bytes(copy.data)
+        answer = client_letter(
+            str(original["Reply-To"]), MUTT_REPLY, sender="carol@bus.test", in_reply_to=str(original["Message-ID"])
+        )
+        servers.store.deliver(str(original["Reply-To"]), answer.as_bytes(policy=answer.policy.clone(linesep="\r\n")))
+        (got,) = alpha.inbox()
+    assert (got.type, got.sender, got.thread, got.body) == ("human", "beta", sent.thread, NEW_TEXT)
+    flags = {message_from_bytes(m.data)["Message-ID"]: m.flags for m in servers.store.messages("alpha@bus.test")}
+    assert "$AgentmailVerified" in flags[got.message_id] and "\\Seen" not in flags[got.message_id]
