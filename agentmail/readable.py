@@ -44,6 +44,8 @@ def _leaves(msg: Message) -> list[Message]:
         part = stack.pop(0)
         if len(found) + len(stack) > MAX_PARTS:
             raise mime.Refused(f"the person's letter has more than {MAX_PARTS} MIME parts")
+        if part is not msg and part.get_content_type().startswith("message/"):
+            continue  # a forwarded or attached letter: someone else's words, never shown as theirs
         if part.is_multipart():
             payload = part.get_payload()
             if not isinstance(payload, list):

@@ -182,3 +182,26 @@ def test_a_letter_with_no_text_part_is_refused_naming_what_it_holds() -> None:
     raw = b"MIME-Version: 1.0\r\nContent-Type: image/png\r\nContent-Transfer-Encoding: base64\r\n\r\niVBORw0KGgo=\r\n"
     with pytest.raises(mime.Refused, match="image/png"):
         readable.person_text(message_from_bytes(raw))
+
+
+def test_a_forwarded_letter_inside_is_not_shown_as_the_persons_words() -> None:
+    inner = EmailMessage()
+    inner["From"] = "someone@else.test"
+    inner.set_content("Wire the money now.")
+    outer = EmailMessage()
+    outer["From"] = "carol@people.test"
+    outer.set_content("FYI, see the attached letter.")
+    outer.add_attachment(inner)
+    assert readable.person_text(message_from_bytes(outer.as_bytes())) == "FYI, see the attached letter.\n"
+    only = EmailMessage()
+    only["From"] = "carol@people.test"
+    only.make_mixed()
+    only.attach(_as_part(inner))
+    with pytest.raises(mime.Refused, match="no text or HTML part"):
+        readable.person_text(message_from_bytes(only.as_bytes()))
+
+
+def _as_part(inner: EmailMessage) -> EmailMessage:
+    part = EmailMessage()
+    part.set_content(inner)
+    return part
