@@ -103,14 +103,15 @@ _ATTRIBUTION = re.compile(r"^\s*On\b.{0,300}\bwrote:\s*$", re.IGNORECASE)
 _ATTRIBUTION_START = re.compile(r"^\s*On\b.{0,300}$", re.IGNORECASE)
 _ATTRIBUTION_END = re.compile(r"^.{0,300}\bwrote:\s*$", re.IGNORECASE)
 _FORWARDED = re.compile(r"^\s*-{2,}\s*(?:Original Message|Forwarded message)\s*-{2,}\s*$", re.IGNORECASE)
+_RULE = re.compile(r"^\s*_{10,}\s*$")
 _QUOTED = re.compile(r"^\s{0,3}>")
 SIGNATURE = "-- "
 
 
 def cut_quotes(text: str) -> str:
     """The new text of a person's reply: without lines quoted with ``>``, the "On … wrote:"
-    line (one or two lines) that introduces them, an "-----Original Message-----" and all after
-    it, and the signature (everything after a line that is exactly ``-- ``). Interleaved
+    line (one or two lines) that introduces them, an "-----Original Message-----" (or Outlook's
+    rule of underscores above a "From:" line) and all after it, and the signature (everything after a line that is exactly ``-- ``). Interleaved
     answers between quoted lines are kept, each kept line as it was; blank lines at either end
     go."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -120,7 +121,7 @@ def cut_quotes(text: str) -> str:
         line = lines[index]
         if line == SIGNATURE or (line == SIGNATURE.rstrip() and _rest_is_signature(lines, index)):
             break
-        if _FORWARDED.match(line):
+        if _FORWARDED.match(line) or _outlook_header(lines, index):
             break
         if _QUOTED.match(line):
             index += 1
@@ -132,6 +133,14 @@ def cut_quotes(text: str) -> str:
         kept.append(line)
         index += 1
     return _squeeze("\n".join(kept))
+
+
+def _outlook_header(lines: list[str], index: int) -> bool:
+    """Outlook's quoted history: a rule of underscores, then the original's "From:" line."""
+    if not _RULE.match(lines[index]):
+        return False
+    following = next((line for line in lines[index + 1 :] if line.strip()), "")
+    return following.lstrip().lower().startswith("from:")
 
 
 def _rest_is_signature(lines: list[str], index: int) -> bool:

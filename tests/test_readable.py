@@ -27,6 +27,8 @@ from agentmail.registry import Person, Registry
         ("Thanks.\n-- \nCarol\nOn-call", "Thanks."),
         ("Thanks.\n--\nCarol", "Thanks."),  # a client that trimmed the signature's space
         ("See below.\n-----Original Message-----\nFrom: alpha\nbroken", "See below."),
+        ("Done.\n\n________________________________\nFrom: alpha <alpha@bus.test>\nSent: Monday", "Done."),
+        ("A table:\n____________\nrow 1", "A table:\n____________\nrow 1"),  # a rule, no quoted header
         ("On Monday I wrote the fix.\nIt is deployed.", "On Monday I wrote the fix.\nIt is deployed."),
         ("a -- b\n--x\nc", "a -- b\n--x\nc"),  # not a signature separator
         ("\n\n  \nHello\n\n", "Hello"),
@@ -43,7 +45,7 @@ def test_a_bare_double_dash_far_from_the_end_is_text() -> None:
 
 _plain_line = st.text(st.characters(codec="utf-8", exclude_characters="\r\n>"), max_size=60).filter(
     lambda s: s.strip() not in ("--", "-- ") and "wrote:" not in s and "Original Message" not in s
-    and "Forwarded message" not in s
+    and "Forwarded message" not in s and not s.lstrip().lower().startswith("from:")
 )  # fmt: skip
 _quoted_line = st.builds(lambda pre, s: pre + ">" + s, st.sampled_from(["", " ", "  "]), _plain_line)
 
