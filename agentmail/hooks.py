@@ -59,10 +59,7 @@ def _compact(letter: Letter) -> str:
     flag = f" [{letter.severity}]" if letter.severity else ""
     person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM" (issue 12)
     sender = f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?"
-    return for_terminal(
-        f"{letter.id} {letter.type or '-'} from {sender}{flag} "
-        f'{letter.thread or "-"} "{subject}"'
-    )
+    return for_terminal(f'{letter.id} {letter.type or "-"} from {sender}{flag} {letter.thread or "-"} "{subject}"')
 
 
 def inbox_text(am: AgentMail, letters: list[Letter]) -> str:

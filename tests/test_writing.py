@@ -416,3 +416,13 @@ def test_over_smtp_imap_a_follower_answers_and_the_agent_files_it_and_marks_it_v
     assert (got.type, got.sender, got.thread, got.body) == ("human", "beta", sent.thread, NEW_TEXT)
     flags = {message_from_bytes(m.data)["Message-ID"]: m.flags for m in servers.store.messages("alpha@bus.test")}
     assert "$AgentmailVerified" in flags[got.message_id] and "\\Seen" not in flags[got.message_id]
+
+
+def test_a_trusted_dmarc_pass_names_its_from_domain() -> None:
+    from agentmail import verdicts
+
+    found = verdicts.read(["mail.bus.test; spf=pass smtp.mailfrom=x.test; dmarc=pass header.from=People.Test"],
+                          ("mail.bus.test",))  # fmt: skip
+    assert (found.fails, found.dkim_pass_domains, found.dmarc_pass_domains) == ((), (), ("people.test",))
+    untrusted = verdicts.read(["evil.test; dmarc=pass header.from=people.test"], ("mail.bus.test",))
+    assert untrusted.dmarc_pass_domains == ()
