@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from email.message import Message
 
-from . import mime, signing, verdicts, wire
+from . import human, mime, signing, verdicts, wire
 from .model import Letter
 from .registry import Platform, Registry
 from .text import one_line
@@ -111,6 +111,24 @@ def pinned_key(platform: Platform) -> signing.PinnedKey:
     )
 
 
+def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdict:
+    """A letter from no platform: a person's, if a platform lists them as one who writes
+    (human.py), and the bus's mail server vouches for it; quarantined otherwise."""
+    listing = human.listed(registry, address)
+    if not listing:
+        return _quarantine("unregistered-sender", f"{address} is not a registered platform of this bus", msg)
+    try:
+        writer = human.writes_for(registry, address, wire.to_address_of(msg))
+        if writer is None:
+            names = ", ".join(platform.name for platform, _ in listing)
+            raise wire.Malformed(
+                "unregistered-sender", f"{address} is a person of {names} who does not write (writes = false)"
+            )
+        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer))
+    except wire.Malformed as exc:
+        return _quarantine(exc.reason, exc.detail, msg)
+
+
 def judge(raw: bytes, registry: Registry) -> Verdict:
     """Everything DESIGN §5 asks that needs no local history, in order."""
     bus = registry.bus
@@ -138,7 +156,7 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         return _quarantine(exc.reason, exc.detail, msg)
     platform = registry.by_address(sender_address)
     if platform is None:
-        return _quarantine("unregistered-sender", f"{sender_address} is not a registered platform of this bus", msg)
+        return _person(raw, msg, registry, sender_address)
 
     key = pinned_key(platform)
     trusted = verdicts.read(
@@ -166,4 +184,11 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         return _quarantine(exc.reason, exc.detail, msg)
     to_platform = registry.by_address(letter.to_address)
     letter = replace(letter, sender=platform.name, to=to_platform.name if to_platform else "")
+    if not dkim.ok:  # let in by the MTA's aligned pass: what its signature leaves out is not trusted
+        covered = signing.covered_by(raw, sender_address.rpartition("@")[2])
+        letter = replace(
+            letter,
+            cc=letter.cc if "cc" in covered else (),
+            list_id=letter.list_id if "list-id" in covered else None,
+        )
     return Verdict("accept", letter=letter)

@@ -107,8 +107,14 @@ def read_body(value: str) -> str:
     return value
 
 
+def attribution(letter: Letter) -> str:
+    """Who wrote it: the platform, or "PERSON for PLATFORM" for a person's letter (issue 12)."""
+    person = letter.extra.get("person")
+    return f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?"
+
+
 def line(letter: Letter) -> str:
-    sender = letter.sender or letter.sender_address or "?"
+    sender = attribution(letter)
     flag = f" [{letter.severity}]" if letter.severity else ""
     return clean(
         f"{letter.id}  {letter.type or '-':<13} {sender:<14} {letter.thread or '-':<16} {letter.subject}{flag}"
@@ -118,7 +124,9 @@ def line(letter: Letter) -> str:
 def full(letter: Letter) -> str:
     head = [
         f"id:       {letter.id} ({letter.state})",
-        f"from:     {letter.sender or '?'} <{letter.sender_address}>",
+        f"from:     {attribution(letter)}"
+        if letter.extra.get("person")
+        else f"from:     {letter.sender or '?'} <{letter.sender_address}>",
         f"to:       {letter.to or '?'} <{letter.to_address}>",
         f"subject:  {letter.subject}",
         f"type:     {letter.type}"
@@ -686,7 +694,7 @@ def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
                 undeliverable += f"  HELD (waiting for a person): {letter.extra.get('held_reason') or ''}"
             click.echo(
                 clean(
-                    f"── {arrow} {letter.type} from {letter.sender} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"
+                    f"── {arrow} {letter.type} from {attribution(letter)} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"
                 )
             )
             click.echo(clean(f"   {letter.subject}"))

@@ -275,12 +275,15 @@ class AgentMail:
         if verdict.route != "accept" or letter is None:
             return Facts(self.me.agent)
         parent_thread = None
-        if letter.in_reply_to:
-            parent_id = self.spool.known(self.me.platform, letter.in_reply_to) or self.spool.known(
-                letter.sender, letter.in_reply_to
-            )
+        # A person's client may keep only References (or answer a letter it quotes further up).
+        answered = (
+            [letter.in_reply_to, *reversed(letter.references)] if letter.extra.get("person") else [letter.in_reply_to]
+        )
+        for message_id in filter(None, answered):
+            parent_id = self.spool.known(self.me.platform, message_id) or self.spool.known(letter.sender, message_id)
             if parent_id:
                 parent_thread = self.spool.letter(parent_id).thread
+                break
         return Facts(
             self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread
         )
@@ -415,17 +418,29 @@ class AgentMail:
         recipient = self.registry.get(to)
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
-        opened, quota, frees = self._quota()
-        self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
-                                    quota=quota, quota_frees=frees))  # fmt: skip
-        # Advice is for reports that open a thread, not for a one-line question.
-        one_liner = type == "question" and len(body.strip().splitlines()) <= 1
-        self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
-        composed = self._compose(
-            Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
-                  attachments=attachments)
-        )  # fmt: skip
-        return self._dispatch(composed, self._hold(recipient.address, hold))
+        # Counting and filing under one platform-wide lock: two sends at the quota's edge (two
+        # agents, two processes) never both see room for one more thread.
+        with self.spool.platform_locked("quota"):
+            opened, quota, frees = self._quota()
+            self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
+                                        quota=quota, quota_frees=frees))  # fmt: skip
+            # Advice is for reports that open a thread, not for a one-line question.
+            one_liner = type == "question" and len(body.strip().splitlines()) <= 1
+            self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
+            letter, raw = self._compose(
+                Draft(
+                    recipient.name,
+                    type,
+                    new_thread_id(),
+                    subject,
+                    body,
+                    severity=severity,
+                    ref=ref,
+                    attachments=attachments,
+                )
+            )
+            stored = self._file_outgoing(letter, raw, self._hold(recipient.address, hold))
+        return self._sent(stored)
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
              attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
@@ -464,13 +479,17 @@ class AgentMail:
         recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
+        if reason is None and parent.extra.get("person") and parent.sender == self.me.platform:
+            reason = (f"letter {parent_id} is from {parent.extra['person']}, a person of {parent.sender} itself: "
+                      "there is no other platform to answer; write to them from a mail client")  # fmt: skip
         if reason is not None:
             self._refusals[parent_id] = reason
             return None
         assert recipient is not None
+        person = str(parent.extra.get("person") or "")  # a person's letter: they read the answer too
         composed = self._compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
                                        body, in_reply_to=parent.message_id, references=_references(parent),
-                                       attachments=attachments))  # fmt: skip
+                                       attachments=attachments, cc=(person,) if person else ()))  # fmt: skip
         stored = self._file_answer(parent, composed, self._hold(recipient.address, hold))
         if stored is None:
             return None

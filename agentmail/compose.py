@@ -39,6 +39,7 @@ class Draft:
     references: tuple[str, ...] = ()
     to_agent: str | None = None
     attachments: tuple[Attachment, ...] = ()  # the letter becomes multipart/mixed (attach.mixed)
+    cc: tuple[str, ...] = ()  # people copied besides the followers (the person a reply answers)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
@@ -69,7 +70,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         references=draft.references,
         to_agent=draft.to_agent,
         id=new_ulid(),
-        cc=followers(me, recipient),
+        cc=tuple(dict.fromkeys((*followers(me, recipient), *draft.cc))),
         list_id=wire.list_id(registry.bus.domain),
     )
     try:

@@ -57,10 +57,9 @@ class Outcome:
 def _compact(letter: Letter) -> str:
     subject = letter.subject if len(letter.subject) <= 80 else letter.subject[:79] + "…"
     flag = f" [{letter.severity}]" if letter.severity else ""
-    return for_terminal(
-        f"{letter.id} {letter.type or '-'} from {letter.sender or letter.sender_address or '?'}{flag} "
-        f'{letter.thread or "-"} "{subject}"'
-    )
+    person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM" (issue 12)
+    sender = f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?"
+    return for_terminal(f'{letter.id} {letter.type or "-"} from {sender}{flag} {letter.thread or "-"} "{subject}"')
 
 
 def inbox_text(am: AgentMail, letters: list[Letter]) -> str:

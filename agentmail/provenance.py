@@ -48,7 +48,7 @@ def describe(raw: bytes, registry: Registry, state: str, sender: str, kind: str)
     results = trusted_results(raw, registry.bus.trusted_authserv_ids)
     verdicts = "; trusted A-R " + " | ".join(results) if results else "; no trusted Authentication-Results"
     if kind == HUMAN:
-        return f"accepted under policy {registry.bus.policy}: the trusted MTA's aligned dkim=pass" + verdicts
+        return "a person's letter, vouched for by the bus's mail server (aligned dkim=pass or dmarc=pass)" + verdicts
     platform = registry.platforms.get(sender)
     if platform is None:
         return "accepted when received; its sender is no longer in the registry" + verdicts

@@ -8,10 +8,12 @@ one Filing. Pure: the client gathers the Facts and carries the Filing out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
+from . import wire
 from .authenticity import Verdict
+from .model import HUMAN
 
 Action = Literal["file", "quarantine", "bounce", "duplicate", "skip"]
 
@@ -59,6 +61,11 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
         return Filing("skip")  # a sibling's note: not ours to read or to mark
     if facts.filed_as:
         return Filing("duplicate")
+    if letter.type == HUMAN and facts.parent_thread and letter.thread == wire.derived_thread(letter.message_id):
+        # A person's reply without a plus tag (a client that ignored Reply-To): the thread of the
+        # known letter it answers (DESIGN §5).
+        letter = replace(letter, thread=facts.parent_thread)
+        return Filing("file", replace(verdict, letter=letter))
     if facts.parent_thread is not None and facts.parent_thread != letter.thread:
         return Filing(
             "quarantine",

@@ -146,6 +146,30 @@ def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
     return None if found or not mime_present else f"no DKIM-Signature by {domain} to vouch for the MIME headers"
 
 
+def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
+    """The header names (lowercased) that every DKIM-Signature of ``domain`` covers: what a
+    trusted MTA's dkim=pass for ``domain`` vouches for (a person's letter, DESIGN §5)."""
+    covered: set[str] | None = None
+    try:
+        headers = dkim.DKIM(raw).headers
+    except _DKIM_ERRORS:  # headers dkimpy cannot split: it vouches for none of them
+        return ()
+    for name, value in headers:
+        if name.lower() != b"dkim-signature":
+            continue
+        try:
+            tags = dkim.util.parse_tag_value(value)
+        except dkim.util.InvalidTagValueList:
+            continue
+        if tags.get(b"d", b"").strip().lower() != domain.lower().encode():
+            continue
+        names = {
+            h.strip().lower().decode("ascii", "replace") for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")
+        }
+        covered = names if covered is None else covered & names
+    return tuple(sorted(covered or ()))
+
+
 def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:
     wanted = f"{key.selector}._domainkey.{key.domain}.".encode()
 

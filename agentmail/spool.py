@@ -128,6 +128,13 @@ class Spool:
         with locked(self.root / f"{name}.lock"):
             yield
 
+    @contextmanager
+    def platform_locked(self, name: str) -> Iterator[None]:
+        """One holder among every agent of the platform (the new-thread quota: count, then file)."""
+        self.platform_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with locked(self.platform_root / f"{name}.lock"):
+            yield
+
     # --- writing ---------------------------------------------------------------------------
 
     def _write_tmp(self, letter_id: str, raw: bytes, durable: bool) -> Path:
@@ -139,10 +146,13 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra)
-        if letter.state == "quarantine":  # the verdict is no part of the letter: kept as a fact
+        # The verdict is no part of the letter: kept as a fact. So is a person's letter as it was
+        # read (its platform, its thread, its new text): the letter file alone does not say.
+        fact = "quarantined" if letter.state == "quarantine" else "person_letter" if data.get("person") else None
+        if fact:
             write_atomic(
                 self.root / "annotations" / f"{letter.id}.json",
-                json.dumps({"quarantined": data}).encode(),
+                json.dumps({fact: {k: v for k, v in data.items() if k != "depth"}}).encode(),
                 durable=False,
             )
         write_atomic(self.root / "meta" / f"{letter.id}.json", json.dumps(data).encode(), durable=False)
@@ -416,7 +426,7 @@ class Spool:
         """The cache is gone or torn: parse the letter again (no verdicts: it is already filed)."""
         from . import wire
 
-        verdict = self.annotations(letter_id).get("quarantined") if state == "quarantine" else None
+        verdict = self.annotations(letter_id).get("quarantined" if state == "quarantine" else "person_letter")
         if isinstance(verdict, dict):  # what the verdict saw when it quarantined the letter
             self._cache_meta(letter_id, verdict)
             return dict(verdict)

@@ -21,6 +21,7 @@ _CONTEXT = authres.FeatureContext(authres.dmarc)
 class TrustedVerdicts:
     fails: tuple[str, ...]  # e.g. ("dmarc=fail",)
     dkim_pass_domains: tuple[str, ...]  # header.d of trusted dkim=pass results
+    dmarc_pass_domains: tuple[str, ...] = ()  # header.from of trusted dmarc=pass results (a person's letter)
 
 
 def _header_prop(result: object, name: str) -> str:
@@ -41,6 +42,7 @@ def read(
     """
     fails: list[str] = []
     passes: list[str] = []
+    dmarc_passes: list[str] = []
     trusted = {t.lower() for t in trusted_ids}
     for value in header_values:
         try:
@@ -63,4 +65,6 @@ def read(
                 fails.append(f"{method}={outcome}")
             elif method == "dkim" and outcome == "pass" and signature[0]:
                 passes.append(signature[0])
-    return TrustedVerdicts(tuple(fails), tuple(passes))
+            elif method == "dmarc" and outcome == "pass" and _header_prop(result, "from"):
+                dmarc_passes.append(_header_prop(result, "from"))
+    return TrustedVerdicts(tuple(fails), tuple(passes), tuple(dmarc_passes))

@@ -474,10 +474,8 @@ def derived_thread(message_id: str) -> str:
     return "thr-" + base64.b32encode(digest).decode().lower()[:12]
 
 
-def to_letter(msg: Message) -> Letter:
-    """The Letter a parsed message carries. Raises Malformed on a bad block or header."""
-    message_id = message_id_of(msg)
-    sender_address, sender_name = sender_of(msg)
+def subject_of(msg: Message) -> str:
+    """The Subject decoded (RFC 2047) and judged as a subject we send is; Malformed otherwise."""
     subjects = header_values(msg, "Subject")
     if len(subjects) > 1:
         raise Malformed("malformed", "the letter has more than one Subject")
@@ -487,13 +485,20 @@ def to_letter(msg: Message) -> Letter:
     bad = forbidden_in_header(subject)
     if bad is not None:  # the same judgement as for a subject we send
         raise Malformed("malformed", f"the Subject decodes to text with control characters ({describe(bad)})")
-    subject = subject.strip()
-    to_address = ""
+    return subject.strip()
+
+
+def to_address_of(msg: Message) -> str:
+    """The first To address, lowercased and without its plus tag ("" when there is none)."""
     for value in header_values(msg, "To"):
         addresses = _addresses(value, "To")
         if addresses and addresses[0].addr_spec.isascii():
-            to_address = base_address(addresses[0].addr_spec.lower())
-            break
+            return base_address(addresses[0].addr_spec.lower())
+    return ""
+
+
+def cc_of(msg: Message) -> tuple[str, ...]:
+    """The plain addresses of the Cc headers, each once; an odd one is left out."""
     cc: list[str] = []
     for value in header_values(msg, "Cc"):
         try:
@@ -504,6 +509,22 @@ def to_letter(msg: Message) -> Letter:
             spec = address.addr_spec.lower()
             if spec.isascii() and _ADDR_RE.fullmatch(spec) and spec not in cc:
                 cc.append(spec)
+    return tuple(cc)
+
+
+def answered_ids(msg: Message) -> tuple[str | None, tuple[str, ...]]:
+    """(the In-Reply-To Message-ID, the References), only ids of a sane shape."""
+    in_reply_to = _ids(msg.get("In-Reply-To"))
+    return (in_reply_to[0] if in_reply_to else None), _ids(msg.get("References"))
+
+
+def to_letter(msg: Message) -> Letter:
+    """The Letter a parsed message carries. Raises Malformed on a bad block or header."""
+    message_id = message_id_of(msg)
+    sender_address, sender_name = sender_of(msg)
+    subject = subject_of(msg)
+    to_address = to_address_of(msg)
+    cc = cc_of(msg)
     list_ids = [v.strip() for v in header_values(msg, "List-Id")]
     text, attachments = body_and_attachments(msg)
     tag = recipient_thread(msg)
@@ -527,7 +548,7 @@ def to_letter(msg: Message) -> Letter:
         raise Malformed("thread-mismatch", f"the address tag says {tag} but the block says {block_thread}")
     thread = tag or block_thread or derived_thread(message_id)
     assert THREAD_RE.fullmatch(thread)
-    in_reply_to = _ids(msg.get("In-Reply-To"))
+    in_reply_to, references = answered_ids(msg)
     return Letter(
         message_id=message_id,
         sender="",
@@ -542,10 +563,10 @@ def to_letter(msg: Message) -> Letter:
         date=" ".join(str(msg.get("Date", "")).split()),
         severity=severity,
         ref=ref,
-        in_reply_to=in_reply_to[0] if in_reply_to else None,
-        references=_ids(msg.get("References")),
+        in_reply_to=in_reply_to,
+        references=references,
         to_agent=to_agent,
-        cc=tuple(cc),
+        cc=cc,
         list_id=list_ids[0] if len(list_ids) == 1 and LIST_ID_RE.fullmatch(list_ids[0]) else None,
         extra={"attachments": [a.meta() for a in attachments]} if attachments else {},
     )

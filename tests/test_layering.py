@@ -10,8 +10,8 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 # Lower layers never import higher ones.
 LAYERS = [
     {"errors", "text", "model", "home", "_fs"},
-    {"matter", "mime", "attach", "wire"},
-    {"signing", "verdicts", "registry", "credentials", "identity", "authenticity", "provenance"},
+    {"matter", "mime", "attach", "readable", "wire"},
+    {"signing", "verdicts", "registry", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
     {"guards", "compose", "route", "search", "evidence"},
@@ -24,6 +24,7 @@ OWNERS = {
     "dkim": {"signing"},
     "nacl": {"signing"},
     "authres": {"verdicts"},
+    "inscriptis": {"readable"},
     "aiosmtplib": {"transport"},
     "imapclient": {"transport"},
     "click": {"cli"},
