@@ -35,6 +35,7 @@ class Draft:
     in_reply_to: str | None = None
     references: tuple[str, ...] = ()
     to_agent: str | None = None
+    also_to: tuple[str, ...] = ()  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
@@ -45,6 +46,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
 
     me = registry.get(sender)
     recipient = registry.get(draft.to)
+    others = tuple(registry.get(name) for name in draft.also_to if name != draft.to)
     letter = Letter(
         message_id=wire.new_message_id(me.name, me.domain),
         sender=me.name,
@@ -63,8 +65,9 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         references=draft.references,
         to_agent=draft.to_agent,
         id=new_ulid(),
-        cc=followers(me, recipient),
+        cc=followers(me, recipient, *others),
         list_id=wire.list_id(registry.bus.domain),
+        recipients=tuple(dict.fromkeys(p.address for p in (recipient, *others))) if others else (),
     )
     try:
         unsigned = wire.render(letter)

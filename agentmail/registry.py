@@ -53,6 +53,11 @@ class Bus:
     poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
     hold: tuple[str, ...] = ()  # domains or addresses whose letters wait for a person's approval
     new_threads_per_hour: int = 20  # per platform; replies and follow-ups are not counted; 0: no cap
+    # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def group(self, name: str) -> tuple[str, ...] | None:
+        return next((members for group, members in self.groups if group == name), None)
 
 
 @dataclass(frozen=True)
@@ -138,6 +143,7 @@ TOP_KEYS = (
     "new_threads_per_hour",
 )
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
+FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people")
 PERSON_KEYS = ("address", "follows", "writes")
 DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup")
@@ -157,6 +163,8 @@ def _home_of(key: str) -> str:
 
 def check_bus_keys(data: dict[str, Any]) -> None:
     for key, value in data.items():
+        if key in FREE_TABLES:
+            continue
         if key in TABLE_KEYS:
             if not isinstance(value, dict):
                 raise ConfigError(f"bus.toml: [{key}] must be a table")
@@ -171,7 +179,7 @@ def check_bus_keys(data: dict[str, Any]) -> None:
             where = _home_of(key)
             raise ConfigError(
                 f"bus.toml: unknown key {key!r}"
-                + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap])")
+                + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap], [groups])")
             )
 
 
@@ -236,6 +244,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     quota = data.get("new_threads_per_hour", 20)
     if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
         raise ConfigError("bus.toml: new_threads_per_hour must be a whole number >= 0")
+    groups = parse_groups(data.get("groups", {}))
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
     poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
     if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
@@ -256,7 +265,30 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         poll_interval=float(poll) if poll is not None else None,
         hold=tuple(dict.fromkeys(hold)),
         new_threads_per_hour=quota,
+        groups=groups,
     )
+
+
+def parse_groups(data: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``[groups]``: each a name (as a platform's) = a non-empty list of platform names, once each.
+    Whether the members exist is the registry's to say when a letter is addressed (a platform
+    file skipped for a problem must not make the whole bus unreadable)."""
+    if not isinstance(data, dict):
+        raise ConfigError('bus.toml: [groups] must be a table (name = ["platform", ...])')
+    groups: list[tuple[str, tuple[str, ...]]] = []
+    for name, members in data.items():
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise ConfigError(f"bus.toml: group name {name!r} must match {NAME_RE.pattern}")
+        if (
+            not isinstance(members, list)
+            or not members
+            or not all(isinstance(m, str) and NAME_RE.fullmatch(m) for m in members)
+        ):
+            raise ConfigError(f"bus.toml: group {name} must be a non-empty list of platform names")
+        if len(set(members)) != len(members):
+            raise ConfigError(f"bus.toml: group {name} names a platform twice")
+        groups.append((name, tuple(members)))
+    return tuple(groups)
 
 
 def parse_platform(data: dict[str, Any], stem: str) -> Platform:

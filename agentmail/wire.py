@@ -177,7 +177,11 @@ def render(letter: Letter) -> bytes:
 
     msg = EmailMessage(policy=policy.SMTP)
     msg["From"] = Address((letter.sender_name or ""), addr_spec=letter.sender_address)
-    msg["To"] = tagged_address(letter.to_address, letter.thread)
+    for address in letter.recipients:
+        if not _ADDR_RE.fullmatch(address):
+            raise ValueError(f"not a plain recipient address: {address!r}")
+    # A fan-out letter names every recipient platform, each at its thread address (DESIGN §6).
+    msg["To"] = ", ".join(tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,))
     if letter.cc:
         msg["Cc"] = ", ".join(letter.cc)
     msg["Reply-To"] = tagged_address(letter.sender_address, letter.thread)  # a person's plain Reply stays in the thread
@@ -313,14 +317,20 @@ def body_text(msg: Message) -> str:
 
 
 def recipient_thread(msg: Message) -> str | None:
-    """The thread id from the plus tag of any recipient header (Delivered-To keeps it through an MTA)."""
+    """The thread id from the plus tags of the recipient headers (Delivered-To keeps it through
+    an MTA). A fan-out letter has several To addresses: every tag must name the same thread, so
+    an extra To (or a Delivered-To) tagged for another thread is Malformed ``thread-mismatch``."""
+    tags: dict[str, str] = {}
     for name in ("Delivered-To", "X-Original-To", "To"):
         for value in header_values(msg, name):
             for addr in re.findall(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9.-]+", value):
                 tag = thread_of_address(addr)
                 if tag:
-                    return tag
-    return None
+                    tags.setdefault(tag, f"{name} {addr.lower()}")
+    if len(tags) > 1:
+        said = "; ".join(f"{where} says {tag}" for tag, where in tags.items())
+        raise Malformed("thread-mismatch", f"the recipient addresses name different threads: {one_line(said)[:300]}")
+    return next(iter(tags), None)
 
 
 def derived_thread(message_id: str) -> str:
@@ -344,11 +354,15 @@ def to_letter(msg: Message) -> Letter:
         raise Malformed("malformed", f"the Subject decodes to text with control characters ({describe(bad)})")
     subject = subject.strip()
     to_address = ""
+    recipients: list[str] = []  # every plain To address, untagged, once (a fan-out names several)
     for value in header_values(msg, "To"):
         addresses = _addresses(value, "To")
-        if addresses and addresses[0].addr_spec.isascii():
+        if addresses and addresses[0].addr_spec.isascii() and not to_address:
             to_address = base_address(addresses[0].addr_spec.lower())
-            break
+        for address in addresses:
+            spec = address.addr_spec.lower()
+            if spec.isascii() and _ADDR_RE.fullmatch(spec) and base_address(spec) not in recipients:
+                recipients.append(base_address(spec))
     cc: list[str] = []
     for value in header_values(msg, "Cc"):
         try:
@@ -402,4 +416,5 @@ def to_letter(msg: Message) -> Letter:
         to_agent=to_agent,
         cc=tuple(cc),
         list_id=list_ids[0] if len(list_ids) == 1 and LIST_ID_RE.fullmatch(list_ids[0]) else None,
+        recipients=tuple(recipients) if len(recipients) > 1 else (),
     )

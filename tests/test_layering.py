@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 LAYERS = [
     {"errors", "text", "model", "home", "_fs"},
     {"matter", "mime", "wire"},
-    {"signing", "verdicts", "registry", "credentials", "identity", "authenticity", "provenance"},
+    {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
     {"guards", "compose", "route"},
