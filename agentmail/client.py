@@ -461,9 +461,9 @@ class AgentMail:
         the counterparts (one letter to those whose part of the thread stands at the same letter)."""
         check_thread(thread)
         try:
-            parties = self._parties(self.thread(thread, sync=False))
+            parties = self._parties(self.thread(thread))  # synced: the counterparts' latest letters count
         except NotFound:
-            parties = []  # not here yet: follow_up syncs and says what is wrong
+            parties = []  # follow_up says what is wrong
         if len(parties) > 1:
             return self._fan_out_follow_up(to, thread, parties, body, type=type, force=force, hold=hold)
         letter = self.follow_up(thread, body, type=type, force=force, hold=hold)
@@ -497,8 +497,8 @@ class AgentMail:
             raise BadInput("use note() for a note to a sibling agent")
         try:
             chosen = resolve(self.registry, to, self.me.platform)
-        except BadInput:
-            chosen = ()
+        except (BadInput, ConfigError):
+            chosen = ()  # said below, with the platforms the thread is with
         strangers = [n for n in chosen if n not in parties]
         if not chosen or strangers:
             raise BadInput(f"thread {thread} is with {', '.join(parties)}; name one or several of them "
