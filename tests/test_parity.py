@@ -44,6 +44,7 @@ OPTIONS = {
     ("wait", "kind"): "type",
     ("note", "to_agent"): "to",
     ("status", "closed"): None,  # an agent works on what is open
+    ("inbox", "from_start"): None,  # re-reading a mailbox's whole history is a person's step
     # --force passes the credential check: a person's decision, never a tool's
     ("send", "force"): None,
     ("reply", "force"): None,
