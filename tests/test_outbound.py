@@ -210,7 +210,8 @@ def test_a_follow_up_never_answers_the_other_sides_ack_or_an_open_letter(alpha: 
 def test_two_agents_of_one_platform_answer_a_letter_once(registry: Registry, alpha: AgentMail, home: Path) -> None:
     alice = AgentMail(registry, Identity("beta", "alice"), home)
     bob = AgentMail(registry, Identity("beta", "bob"), home)
-    alice.sync(), bob.sync()  # both read before the letter comes (a new agent starts at the platform's position)
+    for agent in (alice, bob):
+        agent.sync()  # both read before the letter comes (a new agent starts at the platform's position)
     report = alpha.send("beta", "Quota", OPENER)
     (for_alice,), (for_bob,) = alice.inbox(), bob.inbox()
     ack = alice.reply(for_alice, "Reproduced; fixing.", type="ack")
