@@ -356,15 +356,42 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
             stored = data[key] = int(_one(key, values))
         except ValueError:
             raise BadInput("new_threads_per_hour is a whole number") from None
+    elif key.startswith("groups.") or key.startswith("group."):
+        stored = _set_group(root, data, key.partition(".")[2], values)
     elif key in ("sent_folder", "policy", "domain", "name", "transport"):
         stored = data[key] = _one(key, values)
     else:
         raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
-                       f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, domain, name, "
-                       f"transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types")  # fmt: skip
+                       f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, groups.NAME, "
+                       f"domain, name, transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types")  # fmt: skip
     try:
         parse_bus(data)  # refuse a configuration we could not load back
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
     _write_toml(root / "bus.toml", data)
     return stored
+
+
+def _set_group(root: Path, data: dict[str, Any], name: str, values: list[str]) -> list[str]:
+    """``bus set groups.NAME PLATFORM...``: the group's members (each a registered platform,
+    once); ``""`` alone removes the group. Returns the members stored ([] when removed)."""
+    from .recipients import split
+
+    check_name("group", name)
+    given = ",".join(values)
+    members = list(dict.fromkeys(split(given))) if given.replace(",", "").strip() else []
+    groups = dict(data.get("groups") or {})
+    if not members:
+        groups.pop(name, None)
+    else:
+        registry = load(root)
+        for member in members:
+            if member.startswith("@"):
+                raise BadInput(f"group {name}: {member} is a group; a group lists platforms")
+            registry.get(member)  # ConfigError with "did you mean" for an unknown platform
+        groups[name] = members
+    if groups:
+        data["groups"] = groups
+    else:
+        data.pop("groups", None)
+    return members

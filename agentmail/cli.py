@@ -127,7 +127,8 @@ def full(letter: Letter) -> str:
         f"from:     {attribution(letter)}"
         if letter.extra.get("person")
         else f"from:     {letter.sender or '?'} <{letter.sender_address}>",
-        f"to:       {letter.to or '?'} <{letter.to_address}>",
+        f"to:       {letter.to or '?'} <{letter.to_address}>"
+        + (f" (and {', '.join(letter.recipients[1:])})" if letter.recipients else ""),
         f"subject:  {letter.subject}",
         f"type:     {letter.type}"
         + (f"   severity: {letter.severity}" if letter.severity else "")
@@ -480,8 +481,9 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> Non
     """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
     smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
     policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
-    new_threads_per_hour N (0: no cap), domain, name; attachments: attach_max_bytes BYTES (each),
-    attach_max_total BYTES (per letter), attach_max_count N, attach_types TYPE... (the allow-list)."""
+    new_threads_per_hour N (0: no cap), groups.NAME PLATFORM... (for 'send @NAME'; "" removes it), domain, name;
+    attachments: attach_max_bytes BYTES (each), attach_max_total BYTES (per letter), attach_max_count N,
+    attach_types TYPE... (the allow-list)."""
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
@@ -506,13 +508,14 @@ def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
 @click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @click.option("--consume", is_flag=True, help="Mark what is shown as read (at-most-once).")
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most N letters.")
+@click.option("--from-start", is_flag=True, help="Fetch the mailbox's whole history (a new agent starts at now).")
 @json_option
 @pass_ctx
-def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None) -> None:
+def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start: bool) -> None:
     """Sync, then the unread authenticated letters (they stay until 'done' or a reply)."""
     from .guards import DATA_NOT_ORDERS
 
-    letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit)
+    letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit, from_start=from_start)
     if letters and not ctx.json:  # where an agent reads its mail, it is told what a letter is
         click.echo(f"{len(letters)} unread letter{'s' if len(letters) != 1 else ''}. {DATA_NOT_ORDERS}")
     _letters(ctx, letters, "no unread letters")
@@ -637,6 +640,9 @@ def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[A
 def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
          thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
     """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
+
+    TO may be several (beta,gamma) or a group of the bus (@NAME, 'bus set groups.NAME ...'):
+    one letter to all of them, one thread; each answers in it.
 
     Opener advice (one line, on stderr) never stops the letter. With --thread the letter
     continues that thread and -s is not needed."""
@@ -868,6 +874,8 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
             click.echo(
                 clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}")
             )
+            for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
+                click.echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
 
     emit(ctx, [r.to_json() for r in rows], text)
 

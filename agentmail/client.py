@@ -25,7 +25,17 @@ from .compose import Draft, compose
 from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
 from .identity import Identity
-from .model import HUMAN, Letter, ThreadStatus, check_severity, check_thread, check_type, new_thread_id, reply_subject
+from .model import (
+    HUMAN,
+    Letter,
+    ThreadStatus,
+    check_name,
+    check_severity,
+    check_thread,
+    check_type,
+    new_thread_id,
+    reply_subject,
+)
 from .registry import Registry
 from .spool import Spool
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
@@ -167,12 +177,12 @@ class AgentMail:
         report = SyncReport()
         self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
-        if not transport.pending(self.spool.checkpoint(transport.name)):
+        if not transport.pending(self._checkpoint(transport.name)):
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
             self.spool.sweep_tmp()
-            checkpoint = self.spool.checkpoint(transport.name)
+            checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
                 filed_before = len(report.accepted) + len(report.quarantined)
@@ -197,6 +207,47 @@ class AgentMail:
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)
         return report
+
+    def _checkpoint(self, transport: str) -> str | None:
+        """Where this mailbox's fetch stopped. A new mailbox of a platform whose other mailboxes
+        already read (a new agent name) starts where they are, not at the platform's whole
+        history (DESIGN §7; ``inbox --from-start`` reads the backlog). Stored at once, so the
+        start never moves on with the siblings."""
+        value = self.spool.checkpoint(transport)
+        if value is not None:
+            return value
+        start = self._siblings_position(transport)
+        if start is not None and not (self.spool.ids("unread") or self.spool.ids("read")):
+            self.spool.ensure()
+            self.spool.set_checkpoint(transport, start)
+            return start
+        return None
+
+    def _siblings_position(self, transport: str) -> str | None:
+        """The furthest checkpoint of this platform's other mailboxes on ``transport`` (None: none read yet)."""
+        from .transport import Checkpoint
+
+        found = [c for c in (s.checkpoint(transport) for s in self.spool.siblings()) if c]
+        return max(found, key=lambda c: Checkpoint.parse(c).last) if found else None
+
+    def from_start(self) -> None:
+        """Read this mailbox's whole history again with the next sync (the backlog a new agent
+        skipped): the checkpoint goes back to the beginning; what is filed already is dropped
+        as a duplicate, so nothing is filed twice."""
+        from .transport import Checkpoint
+
+        with self.spool.locked():
+            self.spool.set_checkpoint(self.transport.name, str(Checkpoint()))
+
+    def _register_sibling(self, agent: str) -> None:
+        """A note for an agent that has never read: its mailbox starts at this one's position,
+        before the note, so the note is not skipped as history (``_checkpoint``)."""
+        sibling = Spool(self.home / "spool" / f"{self.me.platform}@{agent}", platform_root=self.spool.platform_root)
+        name = self.transport.name
+        position = self._checkpoint(name)
+        if position is not None and sibling.checkpoint(name) is None and not sibling.ids("unread"):
+            sibling.ensure()
+            sibling.set_checkpoint(name, position)
 
     def _file_isolated(self, item: Incoming, report: SyncReport) -> None:
         """The one boundary around a letter: whatever judging or filing it raises stays with it.
@@ -314,9 +365,14 @@ class AgentMail:
         letter = replace(base, id="", reason=verdict.reason, detail=verdict.detail)
         report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True))
 
-    def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None) -> list[Letter]:
+    def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
+              from_start: bool = False) -> list[Letter]:  # fmt: skip
         """Unread authenticated letters, oldest first. They stay unread until ``done`` or a reply,
-        unless ``consume`` (at-most-once: only the letters this call claimed are returned)."""
+        unless ``consume`` (at-most-once: only the letters this call claimed are returned).
+        ``from_start``: fetch the mailbox's whole history first (``from_start()``)."""
+        if from_start:
+            self.from_start()
+            sync = True
         if sync:
             self.sync()
         ids = self.spool.ids("unread")
@@ -395,7 +451,8 @@ class AgentMail:
 
     # --- sending ---------------------------------------------------------------------------
 
-    def send(self, to: str, subject: str, body: str, *, type: str = "report", severity: str | None = None,
+    def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",
+             severity: str | None = None,
              ref: str | None = None, force: bool = False, thread: str | None = None,
              hold: bool = False, attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
         """Open a thread, or with ``thread`` continue it after this platform's own last letter
@@ -406,16 +463,20 @@ class AgentMail:
         lands in ``last_warnings``. A guard that refuses raises Refused (the new-thread quota
         among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
         letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``.
-        ``attachments`` (``evidence.from_file``/``from_patches``) make it multipart/mixed."""
+        ``attachments`` (``evidence.from_file``/``from_patches``) make it multipart/mixed.
+
+        ``to`` may name several platforms (``"beta,gamma"``, a list) or a registry group
+        (``"@consumers"``): a fan-out, one letter with one Message-ID to all of them, one thread
+        (DESIGN §6); it counts as one new thread."""
         from . import guards
+        from .recipients import resolve
 
         if thread:
-            letter = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments)
-            self.last_warnings = [] if letter.to == to else [f"thread {thread} is with {letter.to}; sent there"]
-            return letter
+            return self._send_in_thread(to, thread, body, type=type, force=force, hold=hold, attachments=attachments)
         check_type(type)
         check_severity(severity)
-        recipient = self.registry.get(to)
+        names = resolve(self.registry, to, self.me.platform)
+        recipient, others = self.registry.get(names[0]), names[1:]
         if type == "note":
             raise BadInput("use note() for a note to a sibling agent")
         # Counting and filing under one platform-wide lock: two sends at the quota's edge (two
@@ -428,19 +489,116 @@ class AgentMail:
             one_liner = type == "question" and len(body.strip().splitlines()) <= 1
             self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
             letter, raw = self._compose(
-                Draft(
-                    recipient.name,
-                    type,
-                    new_thread_id(),
-                    subject,
-                    body,
-                    severity=severity,
-                    ref=ref,
-                    attachments=attachments,
-                )
-            )
-            stored = self._file_outgoing(letter, raw, self._hold(recipient.address, hold))
+                Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
+                      also_to=others, attachments=attachments)
+            )  # fmt: skip
+            stored = self._file_outgoing(letter, raw, self._hold_any(names, hold))
         return self._sent(stored)
+
+    def _hold_any(self, names: Iterable[str], asked: bool) -> str | None:
+        """A letter to several platforms waits for a person when any one of them is held."""
+        return next(
+            (why for why in (self._hold(self.registry.get(n).address, asked) for n in names) if why is not None), None
+        )
+
+    def _send_in_thread(self, to: str | list[str] | tuple[str, ...], thread: str, body: str, *, type: str,
+                        force: bool, hold: bool, attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+        """``send --thread``: a follow-up. In a fan-out thread this platform opened, ``to`` picks
+        the counterparts (one letter to those whose part of the thread stands at the same letter)."""
+        check_thread(thread)
+        try:
+            parties = self._parties(self.thread(thread))  # synced: the counterparts' latest letters count
+        except NotFound:
+            parties = []  # follow_up says what is wrong
+        if len(parties) > 1:
+            return self._fan_out_follow_up(to, thread, parties, body, type=type, force=force, hold=hold,
+                                           attachments=attachments)  # fmt: skip
+        letter = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments)
+        wanted = ",".join(to) if not isinstance(to, str) else to
+        self.last_warnings = [] if letter.to == wanted else [f"thread {thread} is with {letter.to}; sent there"]
+        return letter
+
+    def _names(self, addresses: Iterable[str]) -> list[str]:
+        return [self._platform_name(a) or a.partition("@")[0] for a in addresses]
+
+    def _counterparts(self, letter: Letter) -> list[str]:
+        """Whom ``letter`` is between this platform and: its recipients if it is mine, else its sender."""
+        if letter.sender == self.me.platform:
+            return self._names(letter.recipients) if letter.recipients else [letter.to]
+        return [letter.sender]
+
+    def _parties(self, letters: Iterable[Letter]) -> list[str]:
+        """The platforms this one talks with in a thread, in order (several: a fan-out it opened)."""
+        found = [p for x in letters for p in self._counterparts(x) if p and p != self.me.platform]
+        return list(dict.fromkeys(found))
+
+    def _fan_out_follow_up(self, to: str | list[str] | tuple[str, ...], thread: str, parties: list[str], body: str,
+                           *, type: str, force: bool, hold: bool,
+                           attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+        """A follow-up in a fan-out thread: the guards judge each counterpart's part of the thread
+        (its letters and mine to it) on its own, as they would a two-party thread."""
+        from . import guards
+        from .recipients import resolve
+
+        check_type(type)
+        if type == "note":
+            raise BadInput("use note() for a note to a sibling agent")
+        try:
+            chosen = resolve(self.registry, to, self.me.platform)
+        except (BadInput, ConfigError):
+            chosen = ()  # said below, with the platforms the thread is with
+        strangers = [n for n in chosen if n not in parties]
+        if not chosen or strangers:
+            raise BadInput(f"thread {thread} is with {', '.join(parties)}; name one or several of them "
+                           f"(e.g. 'send {parties[0]} --thread {thread}')")  # fmt: skip
+        letters = self.thread(thread, sync=False)
+        lasts: dict[str, Letter] = {}
+        for name in chosen:
+            last = self._last_of_platform_thread(thread, letters, party=name)
+            answered = self.spool.replied_by(_fan_out_key(last.message_id, name)) or self._answered_to(
+                thread, last, name
+            )
+            reason = guards.refusal(guards.Outbound(type, body, self.me.platform, parent=last, follow_up=True,
+                                                    force=force, answered_by=answered, depth=last.depth + 1))  # fmt: skip
+            if reason is not None:
+                raise Refused(f"{name}: {reason}")
+            lasts[name] = last
+        if len({x.id for x in lasts.values()}) > 1:
+            stands = ", ".join(f"{n} at {x.id}" for n, x in lasts.items())
+            raise BadInput(f"thread {thread} stands at different letters ({stands}); follow up with each on its own")
+        last = next(iter(lasts.values()))
+        composed = self._compose(Draft(chosen[0], type, thread, reply_subject(letters[0].subject), body,
+                                       in_reply_to=last.message_id, references=_references(last),
+                                       also_to=chosen[1:], attachments=attachments))  # fmt: skip
+        held = self._hold_any(chosen, hold)
+        letter, raw = composed
+        keys = [_fan_out_key(last.message_id, n) for n in chosen]
+        stored = self._claim_all(keys, letter, raw, held)
+        if stored is None:
+            raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
+        return self._sent(stored)
+
+    def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None) -> Letter | None:
+        """Claim every key (one per counterpart) and file the letter inside all claims; None when
+        another mailbox of this platform holds one of them (nothing is filed then)."""
+        if not keys:
+            return self._file_outgoing(letter, raw, held)
+        with self.spool.claim_reply(keys[0], letter.id) as holder:
+            if holder is not None:
+                return None
+            return self._claim_all(keys[1:], letter, raw, held)
+
+    def _answered_to(self, thread: str, parent: Letter, party: str) -> str | None:
+        """Did a mailbox of this platform already send ``party`` a letter after ``parent``? (From
+        the letter files: the claim index is a cache.)"""
+        for spool in (self.spool, *self.spool.siblings()):
+            for letter_id in spool.thread_ids(thread):
+                state = spool.locate(letter_id)
+                if state in ("outbox", "held", "sent"):
+                    sent = spool.letter(letter_id, state)
+                    if sent.in_reply_to == parent.message_id and party in self._counterparts(sent):
+                        return f"{spool.mailbox} {letter_id}"
+        return None
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
              attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
@@ -449,6 +607,8 @@ class AgentMail:
 
         self.last_warnings = []
         self._check(guards.Outbound("note", body, self.me.platform, force=force))
+        if to_agent is not None and to_agent != self.me.agent:
+            self._register_sibling(check_name("agent", to_agent))
         composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
                                        attachments=attachments))  # fmt: skip
         return self._dispatch(composed)
@@ -557,15 +717,18 @@ class AgentMail:
         if reason:
             raise Refused(reason)
 
-    def _last_of_platform_thread(self, thread: str, letters: list[Letter]) -> Letter:
+    def _last_of_platform_thread(self, thread: str, letters: list[Letter], party: str | None = None) -> Letter:
         """The thread's last letter as this *platform* sees it: the letters here, and those the
-        platform's other agents sent in it. Last = deepest (ties: the latest filed)."""
+        platform's other agents sent in it. Last = deepest (ties: the latest filed). ``party``:
+        only the part of a fan-out thread with that platform."""
         candidates = list(letters)
         for sibling in self.spool.siblings():
             for letter_id in sibling.thread_ids(thread):
                 state = sibling.locate(letter_id)
                 if state in ("outbox", "held", "sent", "failed"):
                     candidates.append(sibling.letter(letter_id, state))
+        if party is not None:
+            candidates = [x for x in candidates if party in self._counterparts(x)]
         return max(candidates, key=lambda x: (x.depth, x.id))
 
     def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes], held: str | None = None) -> Letter | None:
@@ -699,11 +862,12 @@ class AgentMail:
             raw = self.spool.path("outbox", letter_id).read_bytes()
         except (FileNotFoundError, NotFound):
             return None  # another process sent it meanwhile
-        rcpt = wire.tagged_address(letter.to_address, letter.thread)
-        # Followers are recipients of the one submission (one letter, one Message-ID). On the
-        # local post office a person has no mailbox: the Cc header names them, nobody delivers.
+        # Every recipient platform (several for a fan-out) at its thread address, and the
+        # followers: one submission, one letter, one Message-ID. On the local post office a
+        # person has no mailbox: the Cc header names them, nobody delivers.
+        rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
         copies = letter.cc if self.registry.bus.transport == "smtp+imap" else ()
-        return Outgoing(letter_id, raw, Envelope(self.platform.address, (rcpt, *(c for c in copies if c != rcpt))))
+        return Outgoing(letter_id, raw, Envelope(self.platform.address, tuple(dict.fromkeys([*rcpts, *copies]))))
 
     def flush(self) -> list[SubmitResult]:
         """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
@@ -787,15 +951,18 @@ class AgentMail:
                 continue
             mine = last.sender == self.me.platform
             other = last.to if mine else last.sender
-            if last.type == "close":
-                move = "nobody"
-            elif last.type == "ack":
-                move = "me" if mine else other  # whoever acknowledged owes the fix
-            else:
-                move = other if mine else "me"
+            move = self._whose_move(last, other)
             delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.sender == self.me.platform)
             if delivery == "failed" and mine:
                 move = "me"  # my letter never reached them: sending it again is my move
+            parts: tuple[dict[str, Any], ...] = ()
+            if first.recipients and first.sender == self.me.platform:  # a fan-out I opened: per counterpart
+                parts = self._parts(thread, ids)
+                if len(parts) > 1:
+                    moves = [str(p["whose_move"]) for p in parts]
+                    waiting = [m for m in dict.fromkeys(moves) if m != "nobody"]
+                    move = "me" if "me" in moves else ",".join(waiting) or "nobody"
+                    other = ",".join(str(p["with"]) for p in parts)
             rows.append(
                 ThreadStatus(
                     thread=thread,
@@ -809,9 +976,39 @@ class AgentMail:
                     undeliverable=any(self.spool.annotations(i).get("undeliverable") for i in ids),
                     delivery=delivery,
                     delivery_detail=delivery_detail,
+                    recipients=parts if len(parts) > 1 else (),
                 )
             )
         return rows
+
+    @staticmethod
+    def _whose_move(last: Letter, other: str, mine: bool | None = None) -> str:
+        """Whose move it is after ``last`` between this platform and ``other``."""
+        mine = last.sender != other if mine is None else mine
+        if last.type == "close":
+            return "nobody"
+        if last.type == "ack":
+            return "me" if mine else other  # whoever acknowledged owes the fix
+        return other if mine else "me"
+
+    def _parts(self, thread: str, ids: list[str]) -> tuple[dict[str, Any], ...]:
+        """A fan-out thread, one row per counterpart: its part (its letters, and mine to it)."""
+        letters = []
+        for letter_id in ids:
+            state = self.spool.locate(letter_id)
+            if state not in (None, "quarantine"):
+                letters.append(self.spool.letter(letter_id, state))
+        rows = []
+        for party in self._parties(letters):
+            own = [x for x in letters if party in self._counterparts(x)]
+            last = max(own, key=lambda x: (x.depth, x.id))
+            mine = last.sender == self.me.platform
+            move = self._whose_move(last, party, mine)
+            if mine and last.state == "failed":
+                move = "me"
+            rows.append({"with": party, "whose_move": move, "state": _lifecycle(last.type),
+                         "last_type": last.type, "last_id": last.id})  # fmt: skip
+        return tuple(rows)
 
     def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str]:
         """How far my letters in a thread got: "queued" (in the outbox), "failed" (refused, with
@@ -889,10 +1086,15 @@ class AgentMail:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Timeout(f"no matching letter within {timeout:g}s")
-            woke = self.transport.wait(self.spool.checkpoint(self.transport.name), left)
+            woke = self.transport.wait(self._checkpoint(self.transport.name), left)
             if woke is None:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
+
+
+def _fan_out_key(message_id: str, party: str) -> str:
+    """What a follow-up in a fan-out thread claims: the letter it follows, per counterpart."""
+    return f"{message_id} to {party}"
 
 
 def raise_for_state(letter: Letter) -> Letter:

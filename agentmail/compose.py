@@ -40,6 +40,7 @@ class Draft:
     to_agent: str | None = None
     attachments: tuple[Attachment, ...] = ()  # the letter becomes multipart/mixed (attach.mixed)
     cc: tuple[str, ...] = ()  # people copied besides the followers (the person a reply answers)
+    also_to: tuple[str, ...] = ()  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
@@ -52,6 +53,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
 
     me = registry.get(sender)
     recipient = registry.get(draft.to)
+    others = tuple(registry.get(name) for name in draft.also_to if name != draft.to)
     letter = Letter(
         message_id=wire.new_message_id(me.name, me.domain),
         sender=me.name,
@@ -70,8 +72,9 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         references=draft.references,
         to_agent=draft.to_agent,
         id=new_ulid(),
-        cc=tuple(dict.fromkeys((*followers(me, recipient), *draft.cc))),
+        cc=tuple(dict.fromkeys((*followers(me, recipient, *others), *draft.cc))),
         list_id=wire.list_id(registry.bus.domain),
+        recipients=tuple(dict.fromkeys(p.address for p in (recipient, *others))) if others else (),
     )
     try:
         unsigned = wire.render(letter)

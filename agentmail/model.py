@@ -139,6 +139,9 @@ class Letter:
     depth: int = 0  # its place in the thread's In-Reply-To chain (set when filed; none in quarantine)
     cc: tuple[str, ...] = ()  # the people copied (the followers of both platforms, DESIGN §3)
     list_id: str | None = None  # the bus's List-Id, for a person's one filter rule
+    # A fan-out letter's every recipient platform address, in To order (DESIGN §6); empty for a
+    # letter to one platform (``to_address`` says who), so such letters read as they always did.
+    recipients: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # facts learnt later (annotations)
 
     def to_json(self) -> dict[str, Any]:
@@ -147,6 +150,10 @@ class Letter:
         data["from"] = data.pop("sender")
         data["references"] = list(self.references)
         data["cc"] = list(self.cc)
+        if self.recipients:
+            data["recipients"] = list(self.recipients)
+        else:
+            data.pop("recipients")
         extra = data.pop("extra")
         if self.state == "quarantine":
             data.pop("depth")
@@ -162,6 +169,7 @@ class Letter:
         known = {k: v for k, v in data.items() if k in _LETTER_FIELDS}
         known["references"] = tuple(known.get("references") or ())
         known["cc"] = tuple(known.get("cc") or ())
+        known["recipients"] = tuple(known.get("recipients") or ())
         known["depth"] = int(known.get("depth") or 0)
         extra = {k: v for k, v in data.items() if k not in _LETTER_FIELDS and k != "from"}
         for name in ("message_id", "sender_address", "to", "to_address", "type", "thread", "subject", "body", "date"):
@@ -188,9 +196,12 @@ class ThreadStatus:
     undeliverable: bool
     delivery: str  # sent | queued | failed | received
     delivery_detail: str = ""
+    # A fan-out thread (opened to several platforms): one row per counterpart, each with its own
+    # ``with``/``whose_move``/``state``/``last_type``/``last_id``; empty for a two-party thread.
+    recipients: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        row = {
             "delivery": self.delivery,
             "delivery_detail": self.delivery_detail,
             "thread": self.thread,
@@ -203,6 +214,9 @@ class ThreadStatus:
             "last_id": self.last_id,
             "undeliverable": self.undeliverable,
         }
+        if self.recipients:
+            row["recipients"] = [dict(r) for r in self.recipients]
+        return row
 
     def __getitem__(self, key: str) -> Any:
         return self.to_json()[key]

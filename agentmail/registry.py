@@ -76,6 +76,11 @@ class Bus:
     attach_max_total: int = 700 * 1024  # per letter
     attach_max_count: int = 10
     attach_types: tuple[str, ...] = ATTACH_TYPES
+    # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def group(self, name: str) -> tuple[str, ...] | None:
+        return next((members for group, members in self.groups if group == name), None)
 
 
 @dataclass(frozen=True)
@@ -165,6 +170,7 @@ TOP_KEYS = (
     "attach_types",
 )
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
+FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people")
 PERSON_KEYS = ("address", "follows", "writes")
 DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup")
@@ -184,6 +190,8 @@ def _home_of(key: str) -> str:
 
 def check_bus_keys(data: dict[str, Any]) -> None:
     for key, value in data.items():
+        if key in FREE_TABLES:
+            continue
         if key in TABLE_KEYS:
             if not isinstance(value, dict):
                 raise ConfigError(f"bus.toml: [{key}] must be a table")
@@ -198,7 +206,7 @@ def check_bus_keys(data: dict[str, Any]) -> None:
             where = _home_of(key)
             raise ConfigError(
                 f"bus.toml: unknown key {key!r}"
-                + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap])")
+                + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap], [groups])")
             )
 
 
@@ -273,6 +281,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     types = data.get("attach_types", list(ATTACH_TYPES))
     if not isinstance(types, list) or not all(isinstance(t, str) and ATTACH_TYPE_RE.fullmatch(t) for t in types):
         raise ConfigError('bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])')
+    groups = parse_groups(data.get("groups", {}))
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
     poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
     if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
@@ -295,7 +304,30 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         new_threads_per_hour=quota,
         attach_types=tuple(dict.fromkeys(types)),
         **sizes,
+        groups=groups,
     )
+
+
+def parse_groups(data: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``[groups]``: each a name (as a platform's) = a non-empty list of platform names, once each.
+    Whether the members exist is the registry's to say when a letter is addressed (a platform
+    file skipped for a problem must not make the whole bus unreadable)."""
+    if not isinstance(data, dict):
+        raise ConfigError('bus.toml: [groups] must be a table (name = ["platform", ...])')
+    groups: list[tuple[str, tuple[str, ...]]] = []
+    for name, members in data.items():
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise ConfigError(f"bus.toml: group name {name!r} must match {NAME_RE.pattern}")
+        if (
+            not isinstance(members, list)
+            or not members
+            or not all(isinstance(m, str) and NAME_RE.fullmatch(m) for m in members)
+        ):
+            raise ConfigError(f"bus.toml: group {name} must be a non-empty list of platform names")
+        if len(set(members)) != len(members):
+            raise ConfigError(f"bus.toml: group {name} names a platform twice")
+        groups.append((name, tuple(members)))
+    return tuple(groups)
 
 
 def parse_platform(data: dict[str, Any], stem: str) -> Platform:

@@ -217,6 +217,8 @@ def _folded(name: str, words: list[str]) -> str | None:
 
 def _plain_header_block(letter: Letter, date: str) -> str | None:
     """The header section (with the blank line) for a letter whose values are all plain, or None."""
+    if letter.recipients:  # a fan-out letter's To names several thread addresses: the general path
+        return None
     name = letter.sender_name or ""
     subject = letter.subject
     ids = [letter.message_id, *([letter.in_reply_to] if letter.in_reply_to else []), *letter.references]
@@ -276,7 +278,11 @@ def _render_with_email(letter: Letter, text: str, date: str) -> bytes:
 
     msg = EmailMessage(policy=policy.SMTP)
     msg["From"] = Address((letter.sender_name or ""), addr_spec=letter.sender_address)
-    msg["To"] = tagged_address(letter.to_address, letter.thread)
+    for address in letter.recipients:
+        if not _ADDR_RE.fullmatch(address):
+            raise ValueError(f"not a plain recipient address: {address!r}")
+    # A fan-out letter names every recipient platform, each at its thread address (DESIGN §6).
+    msg["To"] = ", ".join(tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,))
     if letter.cc:
         msg["Cc"] = ", ".join(letter.cc)
     msg["Reply-To"] = tagged_address(letter.sender_address, letter.thread)  # a person's plain Reply stays in the thread
@@ -458,14 +464,20 @@ def body_and_attachments(msg: Message) -> tuple[str, tuple[attach.Attachment, ..
 
 
 def recipient_thread(msg: Message) -> str | None:
-    """The thread id from the plus tag of any recipient header (Delivered-To keeps it through an MTA)."""
+    """The thread id from the plus tags of the recipient headers (Delivered-To keeps it through
+    an MTA). A fan-out letter has several To addresses: every tag must name the same thread, so
+    an extra To (or a Delivered-To) tagged for another thread is Malformed ``thread-mismatch``."""
+    tags: dict[str, str] = {}
     for name in ("Delivered-To", "X-Original-To", "To"):
         for value in header_values(msg, name):
             for addr in re.findall(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9.-]+", value):
                 tag = thread_of_address(addr)
                 if tag:
-                    return tag
-    return None
+                    tags.setdefault(tag, f"{name} {addr.lower()}")
+    if len(tags) > 1:
+        said = "; ".join(f"{where} says {tag}" for tag, where in tags.items())
+        raise Malformed("thread-mismatch", f"the recipient addresses name different threads: {one_line(said)[:300]}")
+    return next(iter(tags), None)
 
 
 def derived_thread(message_id: str) -> str:
@@ -497,6 +509,17 @@ def to_address_of(msg: Message) -> str:
     return ""
 
 
+def recipients_of(msg: Message) -> tuple[str, ...]:
+    """Every plain To address, lowercased, untagged, once (a fan-out letter names several)."""
+    recipients: list[str] = []
+    for value in header_values(msg, "To"):
+        for address in _addresses(value, "To"):
+            spec = address.addr_spec.lower()
+            if spec.isascii() and _ADDR_RE.fullmatch(spec) and base_address(spec) not in recipients:
+                recipients.append(base_address(spec))
+    return tuple(recipients)
+
+
 def cc_of(msg: Message) -> tuple[str, ...]:
     """The plain addresses of the Cc headers, each once; an odd one is left out."""
     cc: list[str] = []
@@ -524,6 +547,7 @@ def to_letter(msg: Message) -> Letter:
     sender_address, sender_name = sender_of(msg)
     subject = subject_of(msg)
     to_address = to_address_of(msg)
+    recipients = recipients_of(msg)
     cc = cc_of(msg)
     list_ids = [v.strip() for v in header_values(msg, "List-Id")]
     text, attachments = body_and_attachments(msg)
@@ -569,4 +593,5 @@ def to_letter(msg: Message) -> Letter:
         cc=cc,
         list_id=list_ids[0] if len(list_ids) == 1 and LIST_ID_RE.fullmatch(list_ids[0]) else None,
         extra={"attachments": [a.meta() for a in attachments]} if attachments else {},
+        recipients=recipients if len(recipients) > 1 else (),
     )

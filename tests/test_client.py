@@ -196,7 +196,10 @@ def test_notes_reach_only_the_named_sibling(registry: Registry, home: Path) -> N
     assert [n.subject for n in bob.notes()] == ["Handover", "Heads-up"]  # not consumed
     assert [n.subject for n in alice.notes()] == []  # her own notes are not mail to her
     carol = AgentMail(registry, Identity("alpha", "carol"), home)
-    assert [n.subject for n in carol.notes()] == ["Heads-up"]
+    # A new agent starts at the platform's current position (issue 13): the backlog on request.
+    assert [n.subject for n in carol.notes()] == []
+    carol.inbox(from_start=True)
+    assert [n.subject for n in carol.notes(sync=False)] == ["Heads-up"]
 
 
 def test_send_refuses_credentials_and_bare_paths_unless_forced(alpha: AgentMail) -> None:

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 LAYERS = [
     {"errors", "text", "model", "home", "_fs"},
     {"matter", "mime", "attach", "readable", "wire"},
-    {"signing", "verdicts", "registry", "credentials", "identity", "human", "authenticity", "provenance"},
+    {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
     {"guards", "compose", "route", "search", "evidence"},

@@ -210,6 +210,8 @@ def test_a_follow_up_never_answers_the_other_sides_ack_or_an_open_letter(alpha: 
 def test_two_agents_of_one_platform_answer_a_letter_once(registry: Registry, alpha: AgentMail, home: Path) -> None:
     alice = AgentMail(registry, Identity("beta", "alice"), home)
     bob = AgentMail(registry, Identity("beta", "bob"), home)
+    for agent in (alice, bob):
+        agent.sync()  # both read before the letter comes (a new agent starts at the platform's position)
     report = alpha.send("beta", "Quota", OPENER)
     (for_alice,), (for_bob,) = alice.inbox(), bob.inbox()
     ack = alice.reply(for_alice, "Reproduced; fixing.", type="ack")
@@ -288,6 +290,8 @@ with am.spool.claim_reply(letter.message_id, "01deadclaim0000000000000000") as h
 
 
 def test_a_claim_whose_reply_never_got_filed_is_taken_over(registry: Registry, alpha: AgentMail, home: Path) -> None:
+    bob = AgentMail(registry, Identity("beta", "bob"), home)
+    bob.sync()  # bob reads before the letter comes (a new agent starts at the platform's position)
     alpha.send("beta", "Quota", OPENER)
     proc = subprocess.Popen(
         [sys.executable, "-c", CLAIMER],
@@ -300,7 +304,6 @@ def test_a_claim_whose_reply_never_got_filed_is_taken_over(registry: Registry, a
     proc.wait()
     claims = [p for p in (home / "spool" / "beta" / "index" / "replied").iterdir() if not p.name.startswith(".")]
     assert [p.read_text() for p in claims] == ["beta@alice 01deadclaim0000000000000000"]
-    bob = AgentMail(registry, Identity("beta", "bob"), home)
     (letter,) = bob.inbox()
     assert bob.why_refused(letter) is None  # a claim without its reply answers nothing
     ack = bob.reply(letter, "Reproduced.", type="ack")

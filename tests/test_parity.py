@@ -53,6 +53,7 @@ OPTIONS = {
     ("search", "limit"): None,  # the best ten (mcp_server.SEARCH_HITS): a narrower query finds the rest
     ("search", "include_quarantine"): None,  # the quarantine tool lists what was rejected
     ("search", "syntax"): None,  # FTS5 syntax is for a person; plain words cannot go wrong
+    ("inbox", "from_start"): None,  # re-reading a mailbox's whole history is a person's step
     # --force passes the credential check: a person's decision, never a tool's
     ("send", "force"): None,
     ("reply", "force"): None,

@@ -47,6 +47,12 @@ GUARD_FIELDS = (
 
 def build_bus(registry: Registry, home: Path) -> dict[str, Any]:
     alpha, beta = AgentMail(registry, Identity("alpha"), home), AgentMail(registry, Identity("beta"), home)
+    alice, bob = (
+        AgentMail(registry, Identity("beta", "alice"), home),
+        AgentMail(registry, Identity("beta", "bob"), home),
+    )
+    for am in (alpha, beta, alice, bob):
+        am.sync()  # every mailbox reads from the start (a new agent starts at the platform's position)
     # 1. a whole lifecycle, closed
     report = alpha.send("beta", "Quota 500s", OPENER, severity="high", ref="alpha#3")
     (got,) = beta.inbox()
@@ -95,10 +101,6 @@ def build_bus(registry: Registry, home: Path) -> dict[str, Any]:
     )
     # 7. two agents of beta: alice acknowledges alpha's report, bob only reads; a note between them
     shared = alpha.send("beta", "Shared report", OPENER)
-    alice, bob = (
-        AgentMail(registry, Identity("beta", "alice"), home),
-        AgentMail(registry, Identity("beta", "bob"), home),
-    )
     (for_alice,) = [x for x in alice.inbox() if x.thread == shared.thread]
     alice.reply(for_alice, "Mine; fixing.", type="ack")
     alice.note("Handover", "The quota fix is on branch fix-quota.", to_agent="bob")
