@@ -324,16 +324,28 @@ def test_the_address_tag_decides_the_thread() -> None:
     )
 
 
-def test_the_recipient_thread_is_read_from_delivered_to_first() -> None:
+def test_the_recipient_thread_is_read_from_any_recipient_header_and_they_must_agree() -> None:
     letter = parsed(
         raw_letter(
             "Delivered-To: Beta+THR-ABC123DEF0@bus.test",
-            "X-Original-To: beta+thr-zzz999zzz9@bus.test",
-            "To: beta+thr-yyy888yyy8@bus.test",
+            "X-Original-To: beta+thr-abc123def0@bus.test",
+            "To: beta@bus.test",
             body="No block.\n",
         )
     )
     assert letter.thread == "thr-abc123def0"
+    with pytest.raises(wire.Malformed) as disagree:  # a fan-out's extra To may not name another thread
+        wire.recipient_thread(
+            wire.parse_message(
+                raw_letter(
+                    "Delivered-To: Beta+THR-ABC123DEF0@bus.test",
+                    "To: beta+thr-yyy888yyy8@bus.test",
+                    body="No block.\n",
+                ),
+                1 << 20,
+            )
+        )
+    assert disagree.value.reason == "thread-mismatch"
     only_original = parsed(raw_letter("X-Original-To: beta+thr-zzz999zzz9@bus.test", body="No block.\n"))
     assert only_original.thread == "thr-zzz999zzz9"
     untagged_first = parsed(
