@@ -156,3 +156,32 @@ def test_a_signature_leaving_every_mime_header_out_is_an_old_agentmails() -> Non
         "the sender's agentmail is too old and must be upgraded, since unsigned MIME headers let a relay change "
         "how the body reads",
     )
+
+
+def test_a_signature_over_a_letter_without_mime_headers_vouches_for_it() -> None:
+    no_mime = b"From: alpha@bus.test\r\nTo: beta@bus.test\r\nSubject: s\r\n\r\nbody\r\n"
+    signed = signing.sign(no_mime, "bus.test", "am1", PRIVATE)
+    assert signing.aligned_coverage_problem(signed, "bus.test") is None
+    limited = dkim.sign(no_mime, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
+                        length=True, linesep=b"\r\n")  # fmt: skip
+    assert "limits the body length" in (signing.aligned_coverage_problem(limited + no_mime, "bus.test") or "")
+
+
+def test_covered_by_names_what_every_signature_of_the_domain_covers() -> None:
+    """What a trusted MTA's dkim=pass vouches for (a person's letter): the headers every one of the
+    domain's signatures lists; another domain's or an unreadable signature adds nothing."""
+    raw = unsigned()
+
+    def by(domain: bytes, headers: list[bytes], letter: bytes = raw) -> bytes:
+        return dkim.sign(letter, b"am1", domain, PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
+                         include_headers=headers, linesep=b"\r\n")  # fmt: skip
+
+    one = by(b"bus.test", [b"from", b"to", b"subject", b"cc"]) + raw
+    assert signing.covered_by(one, "bus.test") == ("cc", "from", "subject", "to")
+    two = by(b"bus.test", [b"from", b"subject"], one) + one  # a second signature narrows it
+    assert signing.covered_by(two, "bus.test") == ("from", "subject")
+    other = by(b"elsewhere.test", [b"from", b"to", b"subject", b"cc", b"reply-to"]) + one
+    junk = b"DKIM-Signature: this is no tag list\r\n" + other
+    assert signing.covered_by(junk, "bus.test") == ("cc", "from", "subject", "to")
+    assert signing.covered_by(raw, "bus.test") == ()  # no signature of the domain vouches for nothing
+    assert signing.covered_by(b"no colon on this line\r\n" + one, "bus.test") == ()  # unsplittable
