@@ -107,7 +107,13 @@ class SpoolBuilder:
     def stats(self) -> dict[str, int]:
         counts = {state: len(self.spool.ids(state)) for state in ("unread", "read", "sent", "quarantine")}
         opened = len(self.spool.open_threads())
-        return {"letters": self.letters, "threads": self.threads, "open_threads": opened, **counts, "post_office": self.uid}
+        return {
+            "letters": self.letters,
+            "threads": self.threads,
+            "open_threads": opened,
+            **counts,
+            "post_office": self.uid,
+        }
 
     # --- letters -----------------------------------------------------------------------------
 

@@ -46,7 +46,6 @@ def test_report_ack_fix_verify_close(alpha: AgentMail, beta: AgentMail) -> None:
 
 
 def test_status_follows_open_threads_and_rebuilds_its_cache(alpha: AgentMail, beta: AgentMail) -> None:
-    import shutil
 
     first = alpha.send("beta", "One", OPENER)
     second = alpha.send("beta", "Two", OPENER)

@@ -553,7 +553,10 @@ def test_sync_killed_at_every_commit_point_loses_and_doubles_nothing(
             deliver(home / "postoffice" / "beta", raw)
             delivered.append(mid)
         victim = subprocess.run(
-            [sys.executable, str(KILL_POINT), "sync", point, str(nth), "beta"], env=env, capture_output=True, timeout=HANG
+            [sys.executable, str(KILL_POINT), "sync", point, str(nth), "beta"],
+            env=env,
+            capture_output=True,
+            timeout=HANG,
         )
         assert victim.returncode == -signal.SIGKILL, (point, nth, victim.returncode, victim.stderr[-2000:])
         tree = states(beta.spool.root)

@@ -28,7 +28,19 @@ from .helpers.old_spool import MAILBOXES, answers
 
 FIXTURE = Path(__file__).parent / "data" / "spool-8664ef0.tar.gz"
 KILL_POINT = Path(__file__).parent / "helpers" / "kill_point.py"
-OLD_FOLDERS = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine", "meta", "index", "threads", "annotations")
+OLD_FOLDERS = (
+    "unread",
+    "read",
+    "sent",
+    "outbox",
+    "held",
+    "failed",
+    "quarantine",
+    "meta",
+    "index",
+    "threads",
+    "annotations",
+)
 # The conversion's steps, in order, each reached once per mailbox (alpha, beta, beta@bob).
 MIGRATION_POINTS = ("migration-rows", "migration-moving", "migration-moved", "migration-cleaned")
 
@@ -85,9 +97,7 @@ def test_a_spool_of_the_release_before_is_converted_with_the_same_answers(tmp_pa
 
 
 @pytest.mark.parametrize("point", MIGRATION_POINTS)
-def test_a_conversion_killed_at_any_step_is_finished_by_the_next_start(
-    tmp_path: Path, home: Path, point: str
-) -> None:
+def test_a_conversion_killed_at_any_step_is_finished_by_the_next_start(tmp_path: Path, home: Path, point: str) -> None:
     expected = _unpack(tmp_path)
     letters = _old_letters(home)
     pristine = tmp_path / "pristine.tar"

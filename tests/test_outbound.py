@@ -19,8 +19,8 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from email.parser import BytesHeaderParser
 from contextlib import closing
+from email.parser import BytesHeaderParser
 from pathlib import Path
 from typing import Any
 
@@ -300,6 +300,7 @@ def test_a_claim_whose_reply_never_got_filed_is_taken_over(registry: Registry, a
     assert proc.stdout is not None and proc.stdout.readline().strip() == b"claimed"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+
     def claims() -> list[str]:  # the platform's claims, in its spool.db
         with closing(sqlite3.connect(home / "spool" / "beta" / "spool.db")) as db:
             return [holder for (holder,) in db.execute("SELECT holder FROM claims")]

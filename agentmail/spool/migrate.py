@@ -93,11 +93,9 @@ def move_files(spool: Spool) -> None:
     root = spool.root
     (root / "letters").mkdir(exist_ok=True, mode=0o700)
     (root / "tmp").mkdir(exist_ok=True, mode=0o700)
-    moved = 0
-    for letter_id, state in _letter_files(root):
+    for moved, (letter_id, state) in enumerate(_letter_files(root)):
         os.rename(root / state / f"{letter_id}.eml", root / "letters" / f"{letter_id}.eml")
-        moved += 1
-        if moved == 1:
+        if moved == 0:
             reached("migration-moving")
     fsync_dir(root / "letters")
     for state in _states():

@@ -370,9 +370,11 @@ class Spool:
 
     def known(self, sender: str, message_id: str) -> str | None:
         """The id of the stored letter with this (sender, Message-ID)."""
-        row = self._sql().execute(
-            "SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1", (_key(sender, message_id),)
-        ).fetchone()
+        row = (
+            self._sql()
+            .execute("SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1", (_key(sender, message_id),))
+            .fetchone()
+        )
         return None if row is None else str(row[0])
 
     def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
@@ -494,10 +496,14 @@ class Spool:
 
     def meta(self, letter_id: str, state: str | None = None) -> dict[str, Any]:
         del state  # the row says which: a letter moved since it was listed shows where it is now
-        row = self._sql().execute(
-            "SELECT l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id WHERE l.id=?",
-            (letter_id,),
-        ).fetchone()
+        row = (
+            self._sql()
+            .execute(
+                "SELECT l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id WHERE l.id=?",
+                (letter_id,),
+            )
+            .fetchone()
+        )
         if row is None or not letter_id.isalnum():
             raise NotFound(f"no letter {letter_id}")
         return self._complete(letter_id, *row)
@@ -595,17 +601,23 @@ class Spool:
         return Letter.from_json(self.meta(letter_id, state))
 
     def letters(self, state: str) -> list[Letter]:
-        rows = self._sql().execute(
-            "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
-            "WHERE l.state=? ORDER BY l.id",
-            (state,),
-        ).fetchall()
+        rows = (
+            self._sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.state=? ORDER BY l.id",
+                (state,),
+            )
+            .fetchall()
+        )
         return [Letter.from_json(self._complete(str(i), s, m, n)) for i, s, m, n in rows]
 
     def thread_ids(self, thread: str) -> list[str]:
-        rows = self._sql().execute(
-            "SELECT id FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,)
-        ).fetchall()
+        rows = (
+            self._sql()
+            .execute("SELECT id FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,))
+            .fetchall()
+        )
         return [str(r[0]) for r in rows]
 
     def open_threads(self) -> list[str]:
@@ -627,9 +639,11 @@ class Spool:
         found: list[str] = []
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):
-            rows = spool._sql().execute(
-                "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?)", (floor, *LEAVING)
-            ).fetchall()
+            rows = (
+                spool._sql()
+                .execute("SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?)", (floor, *LEAVING))
+                .fetchall()
+            )
             for letter_id, state in rows:
                 if ulid_ms(letter_id) < cutoff_ms:
                     continue
