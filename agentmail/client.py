@@ -629,6 +629,8 @@ class AgentMail:
             letter = self.spool.letter(letter_id, "outbox")
             raw = self.spool.path("outbox", letter_id).read_bytes()
         except (FileNotFoundError, NotFound):
+            return None
+        if letter.state != "outbox":
             return None  # another process sent it meanwhile
         rcpt = wire.tagged_address(letter.to_address, letter.thread)
         # Followers are recipients of the one submission (one letter, one Message-ID). On the

@@ -93,7 +93,8 @@ class SpoolBuilder:
                 self.spool.move(letter_id, "unread", "read")
             if not self.letters:
                 self._quarantine()
-            self._finish_open_threads()  # what was open at the last size got closed since
+            if self.letters < total:
+                self._finish_open_threads()  # what was open at the last size got closed since
             while self.letters < total:
                 self._thread(total - self.letters)
             self.unread = self.received[-UNREAD:]
@@ -102,6 +103,10 @@ class SpoolBuilder:
             (self.mailbox.dir / ".uidnext").write_text(str(self.uid + 1))
             self.spool.set_checkpoint("local", f"{self.mailbox.uidvalidity}:{self.uid}")
             self.spool.db.commit_batch()
+            # as a spool in use is: its WAL folded into the file (SQLite does so every 1,000
+            # pages; one transaction per size kept it from happening here)
+            self.spool.db.conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.spool.db.close()
         self.seconds += time.perf_counter() - start
 
     def stats(self) -> dict[str, int]:
