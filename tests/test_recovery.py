@@ -10,6 +10,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,33 @@ def test_follow_up_refuses_past_the_depth_cap(
     with pytest.raises(Refused, match=r"is 3 letters deep \(cap 3\); it needs a human"):
         alpha.follow_up(thread, "And another.", type="question")
     assert len(alpha.thread(thread, sync=False)) == 3
+
+
+def test_a_full_disk_in_the_database_stops_the_sync_and_quarantines_nothing(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite says "database or disk is full" as an OperationalError: that is the machine
+    failing (as an OSError), so the batch is discarded and fetched again, never a letter
+    quarantined as malformed for it."""
+    import sqlite3
+
+    for n in range(3):
+        alpha.send("beta", f"Letter {n}", OPENER)
+    real = beta.spool._insert
+    calls = {"n": 0}
+
+    def insert(*args: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        real(*args)
+
+    monkeypatch.setattr(beta.spool, "_insert", insert)
+    with pytest.raises(OSError, match="database or disk is full"):
+        beta.sync()
+    assert beta.spool.ids("quarantine") == [] and beta.spool.ids("unread") == []
+    assert beta.spool.checkpoint("local") is None
+    monkeypatch.undo()
+    monkeypatch.setenv("AGENTMAIL_HOME", str(beta.home))
+    report = beta.sync()
+    assert (len(report.accepted), report.quarantined) == (3, [])

@@ -68,6 +68,16 @@ def _ulid_floor(ms: int) -> str:
     return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, 75, -5))
 
 
+@contextmanager
+def _machine() -> Iterator[None]:
+    """The database failing (disk full, I/O error, locked for longer than the busy timeout) is
+    the machine failing, as an OSError is: it stops a sync, never quarantines a letter."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise OSError(f"spool database: {exc}") from exc
+
+
 def _loads(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None
@@ -228,7 +238,8 @@ class Spool:
         letter_id = letter.id or new_ulid()
         letter = replace(letter, id=letter_id, state=state)
         if defer:
-            self.db.begin_batch()
+            with _machine():
+                self.db.begin_batch()
         if state != "quarantine":
             letter = replace(letter, depth=self.depth_for(letter_id, letter))
         data = letter.to_json()
@@ -236,11 +247,12 @@ class Spool:
         data.update(extra or {})
         tmp = self._write_tmp(letter_id, raw, durable=not defer)
         if defer:
-            self._insert(self._sql(), letter, data, raw, index)
+            with _machine():
+                self._insert(self._sql(), letter, data, raw, index)
             self._batch.append(letter_id)
             return letter
         fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
-        with self.db.write() as tx:
+        with _machine(), self.db.write() as tx:
             self._insert(tx, letter, data, raw, index)
         reached("stored")
         self._publish(letter_id)
@@ -304,7 +316,8 @@ class Spool:
                     fsync_file(tmp_dir / f"{letter_id}.eml")
                 fsync_dir(tmp_dir)
             reached("batch-durable")
-            self.db.commit_batch()
+            with _machine():
+                self.db.commit_batch()
         except BaseException:
             self._batch = batch
             self.discard()
