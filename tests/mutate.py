@@ -88,7 +88,7 @@ GROUPS: dict[str, Group] = {
         timeout=30,
     ),
 }
-# Not mutated this session: spool.py and transport/local.py are being rewritten (SQLite spool, the
+# Not mutated this session: spool.py (now spool/, on SQLite) and transport/local.py were being rewritten (the
 # local transport); transport/inotify.py and the rest of client.py wait on wakes.
 
 

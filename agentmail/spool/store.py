@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -40,6 +41,7 @@ ANSWERING = ("outbox", "held", "sent")
 # What the new-thread quota counts: letters that left or wait to leave (failed ones never left).
 LEAVING = ("sent", "outbox", "held")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_HOLDING = threading.local()  # the claims locks this thread holds (see Spool._claims_locked)
 
 
 def _key(*parts: str) -> str:
@@ -461,6 +463,23 @@ class Spool:
         return spool.locate(reply_id) in ANSWERING
 
     @contextmanager
+    def _claims_locked(self) -> Iterator[None]:
+        """The platform's claims.lock, taken once per thread: a follow-up to several
+        counterparts claims one key inside another (client._claim_all), and a second flock on
+        a new descriptor of the same file would wait for the first forever."""
+        path = self.platform_root / "claims.lock"
+        held: set[Path] = _HOLDING.__dict__.setdefault("claims", set())
+        if path in held:
+            yield
+            return
+        with locked(path):
+            held.add(path)
+            try:
+                yield
+            finally:
+                held.discard(path)
+
+    @contextmanager
     def claim_reply(self, message_id: str, reply_id: str) -> Iterator[str | None]:
         """Claim the one reply of this platform to ``message_id``, across processes and agents.
 
@@ -471,7 +490,7 @@ class Spool:
         key = _key(message_id)
         conn = self._claims()
         platform = self._platform_spool()
-        with locked(self.platform_root / "claims.lock"):
+        with self._claims_locked():
             row = conn.execute("SELECT holder FROM claims WHERE key=?", (key,)).fetchone()
             holder = None if row is None else str(row[0])
             if holder and self._reply_exists(holder):
