@@ -861,6 +861,8 @@ class AgentMail:
             letter = self.spool.letter(letter_id, "outbox")
             raw = self.spool.path("outbox", letter_id).read_bytes()
         except (FileNotFoundError, NotFound):
+            return None
+        if letter.state != "outbox":
             return None  # another process sent it meanwhile
         # Every recipient platform (several for a fan-out) at its thread address, and the
         # followers: one submission, one letter, one Message-ID. On the local post office a

@@ -4,12 +4,13 @@
 
 The letter files are the truth. The index holds, per letter, the fields ``search`` filters on
 and its subject, body and people as FTS5 text; it is fed when letters are filed or change
-state (``AgentMail`` calls ``update``), and whatever a feed missed (a crash between the rename
+state (``AgentMail`` calls ``update``), and whatever a feed missed (a crash between the commit
 and the feed, another version of agentmail, a failed update) is caught by the staleness check
-every search runs first: one ``stat`` per state folder, compared with the folder's inode and
-mtime recorded when the index last listed it. A folder that changed is listed again and its
+every search runs first: the spool's per-state fingerprints (how many letters each state
+holds and a checksum of which, one query over the spool's state index), compared with those
+recorded when the index last listed that state. A state that changed is listed again and its
 difference filed (new ids read, moved ids re-stated, gone ids dropped). A missing index is
-that check finding every folder changed; a corrupt one, or one of another schema, is deleted
+that check finding every state changed; a corrupt one, or one of another schema, is deleted
 and built again from the letter files — never an error for the user.
 
 Queries are hostile input. By default the text is not FTS5 syntax: each word (or "quoted
@@ -35,14 +36,11 @@ from .spool import STATES, Spool
 from .text import FORBIDDEN
 
 INDEX_FILE = "search.sqlite"
-SCHEMA = 1  # PRAGMA user_version: an index of another schema is built again
+SCHEMA = 2  # PRAGMA user_version: an index of another schema is built again
 MAX_QUERY = 1000  # characters
 MAX_TERMS = 32
 MAX_LIMIT = 1000
 SNIPPET_TOKENS = 12
-# A folder's mtime is trusted as a stamp only once it is this old: a change within the same
-# coarse kernel clock tick as the listing would otherwise leave the mtime unchanged.
-SETTLE_NS = 2_000_000_000
 RANK_WINDOW = 2000  # the newest letters matching the words that are ranked (see _search)
 WEIGHTS = (8.0, 1.0, 2.0)  # bm25 column weights: subject, body, people
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -54,7 +52,7 @@ CREATE TABLE IF NOT EXISTS letters (
     thread TEXT NOT NULL, subject TEXT NOT NULL, date TEXT NOT NULL, severity TEXT, reason TEXT);
 CREATE INDEX IF NOT EXISTS letters_state ON letters(state, id);
 CREATE INDEX IF NOT EXISTS letters_thread ON letters(thread);
-CREATE TABLE IF NOT EXISTS stamps (state TEXT PRIMARY KEY, ino INTEGER NOT NULL, mtime_ns INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS stamps (state TEXT PRIMARY KEY, count INTEGER NOT NULL, checksum INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(subject, body, people, tokenize='{TOKENIZER}');
 """
 _CONTROL = re.compile(f"[{FORBIDDEN}]")
@@ -193,7 +191,8 @@ def check_query(query: Query) -> None:
 
 class SearchIndex:
     """The search index of one mailbox's spool. Reads letters only through the spool's public
-    calls (``ids``, ``locate``, ``meta``), so any spool layout that keeps them feeds it."""
+    calls (``fingerprints``, ``ids``, ``locate``, ``meta``), so any spool layout that keeps
+    them feeds it."""
 
     def __init__(self, spool: Spool) -> None:
         self.spool = spool
@@ -211,7 +210,7 @@ class SearchIndex:
 
     def search(self, query: Query) -> list[Hit]:
         """The letters that match, best first. Brings the index up to date first (cheap when
-        nothing changed: one stat per state folder)."""
+        nothing changed: one query of the spool's per-state fingerprints)."""
         check_query(query)
         match = query.text if query.syntax else to_fts(query.text)
         if query.syntax:
@@ -225,15 +224,15 @@ class SearchIndex:
         return self._resilient(lambda db: self._search(db, query, match))
 
     def refresh(self) -> list[str]:
-        """Make the index match the letter files; returns the state folders it had to list."""
+        """Make the index match the spool; returns the states it had to list."""
         return self._resilient(self._refresh)
 
     def stale(self) -> list[str]:
-        """The state folders that changed since the index last listed them (the cheap check;
-        every folder when there is no index yet)."""
+        """The states that changed since the index last listed them (the cheap check; every
+        state when there is no index yet)."""
         if not self.path.exists():
             return list(STATES)
-        return self._resilient(self._stale)
+        return self._resilient(lambda db: self._stale(db, self.spool.fingerprints()))
 
     def update(self, letter_ids: Iterable[str]) -> None:
         """Feed: these letters were filed or moved. Best effort and only into an index that
@@ -319,49 +318,40 @@ class SearchIndex:
                 f"not a search query: {_one_line(str(exc))} (FTS5 syntax; drop --fts for plain words)"
             ) from None
 
-    def _stamp(self, state: str) -> tuple[int, int]:
-        try:
-            st = os.stat(self.spool.root / state)
-        except FileNotFoundError:
-            return (0, 0)
-        return (st.st_ino, st.st_mtime_ns)
-
-    def _stale(self, db: sqlite3.Connection) -> list[str]:
-        recorded = {row[0]: (row[1], row[2]) for row in db.execute("SELECT state, ino, mtime_ns FROM stamps")}
-        return [state for state in STATES if recorded.get(state) != self._stamp(state)]
+    def _stale(self, db: sqlite3.Connection, now: dict[str, tuple[int, int]]) -> list[str]:
+        recorded = {row[0]: (row[1], row[2]) for row in db.execute("SELECT state, count, checksum FROM stamps")}
+        return [state for state in STATES if recorded.get(state) != now.get(state, (0, 0))]
 
     def _refresh(self, db: sqlite3.Connection) -> list[str]:
-        changed = self._stale(db)
+        changed = self._stale(db, self.spool.fingerprints())
         if not changed:
             return []
         with _transaction(db):
-            changed = self._stale(db)  # again, under the write lock: another process may have done it
+            # Again, under the write lock: another process may have done it. The fingerprints
+            # are taken before listing: a change made meanwhile shows as stale next time.
+            now = self.spool.fingerprints()
+            changed = self._stale(db, now)
             new: list[tuple[str, str]] = []
             for state in changed:
-                new += self._reconcile(db, state)
+                new += self._reconcile(db, state, now.get(state, (0, 0)))
             for letter_id, state in sorted(new):  # in id order, so rowids follow filing order
                 self._put(db, letter_id, state)
         return changed
 
-    def _reconcile(self, db: sqlite3.Connection, state: str) -> list[tuple[str, str]]:
-        """List one state folder and file the difference; stamp it with what it was before
+    def _reconcile(self, db: sqlite3.Connection, state: str, stamp: tuple[int, int]) -> list[tuple[str, str]]:
+        """List one state and file the difference; stamp it with its fingerprint taken before
         listing. Returns the (id, state) of letters it holds that the index lacks."""
-        ino, mtime_ns = self._stamp(state)
-        on_disk = set(self.spool.ids(state))
+        in_spool = set(self.spool.ids(state))
         indexed = {row[0] for row in db.execute("SELECT id FROM letters WHERE state = ?", (state,))}
-        new = [(letter_id, state) for letter_id in on_disk - indexed]
-        gone = indexed - on_disk
+        new = [(letter_id, state) for letter_id in in_spool - indexed]
+        gone = indexed - in_spool
         if gone:
             moved = {i: self.spool.locate(i) for i in gone}
             _delete(db, [i for i, where in moved.items() if where is None])
             for letter_id, where in moved.items():
                 if where is not None:
                     db.execute("UPDATE letters SET state = ? WHERE id = ?", (where, letter_id))
-        settled = mtime_ns and time.time_ns() - mtime_ns > SETTLE_NS
-        db.execute(
-            "INSERT OR REPLACE INTO stamps(state, ino, mtime_ns) VALUES (?, ?, ?)",
-            (state, ino, mtime_ns if settled else -1),
-        )
+        db.execute("INSERT OR REPLACE INTO stamps(state, count, checksum) VALUES (?, ?, ?)", (state, *stamp))
         return new
 
     def _put(self, db: sqlite3.Connection, letter_id: str, state: str) -> None:
@@ -374,7 +364,7 @@ class SearchIndex:
         try:
             meta = self.spool.meta(letter_id, state)
         except (OSError, ValueError, LookupError):
-            return  # moved or removed meanwhile: the folder's next listing has it
+            return  # moved or removed meanwhile: the state's next listing has it
         text = _strings(meta)
         cursor = db.execute(
             "INSERT INTO letters(id, state, type, sender, sender_address, recipient, thread, subject, date,"

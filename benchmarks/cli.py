@@ -43,7 +43,7 @@ def round_trip(root: Path, settings: Settings) -> Figure:
         assert thread in shown, "inbox did not show the letter just sent"
         for letter in beta.inbox(sync=False):  # the next inbox lists as much as this one did
             beta.done(letter.id)
-        letter_file = sorted((tb.home / "spool" / "alpha" / "sent").iterdir())[-1]
+        letter_file = sorted((tb.home / "spool" / "alpha" / "letters").iterdir())[-1]  # alpha only sends
         floor = timed([PYTHON, bare.__file__, "write", str(maildir), str(letter_file)])
         floor += timed([PYTHON, bare.__file__, "list", str(maildir)])
         for path in (maildir / "new").iterdir():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from functools import partial
 from pathlib import Path
@@ -116,7 +117,40 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
     )
 
 
-def sync_throughput(root: Path, settings: Settings) -> Figure:
+def _peak_rss_mb(tb: TempBus, *args: str) -> float:
+    """The peak resident memory of one whole CLI process (its own rusage, from wait4)."""
+    proc = subprocess.Popen(tb.command("beta", *args), env=tb.env, cwd=tb.home, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    assert proc.returncode == 0, f"{args} exited {proc.returncode}"
+    return usage.ru_maxrss / 1024  # Linux: kB
+
+
+def _sync_memory(tb: TempBus, files: list[Path]) -> Figure:
+    """``agentmail sync`` of all the letters, and of a tenth of them: memory must not follow."""
+    peaks = {}
+    for count in (len(files) // 10, len(files)):
+        shutil.rmtree(tb.home / "postoffice" / "beta", ignore_errors=True)
+        shutil.rmtree(tb.home / "spool" / "beta", ignore_errors=True)
+        new = _maildir(tb.home / "postoffice" / "beta") / "new"
+        for path in files[:count]:
+            os.link(path, new / f"{path.stem}.bench")
+        peaks[count] = _peak_rss_mb(tb, "sync")
+    small, large = sorted(peaks)
+    return Figure(
+        "sync_memory",
+        f"5b. sync memory: {large:,} letters (peak RSS)",
+        "MB",
+        round(peaks[large], 1),
+        round(peaks[small], 1),
+        f"{small:,} letters",
+        Target("value", "<=", 100, "<= 100 MB"),
+        1,
+        {"peak_mb_by_letters": {str(k): round(v, 1) for k, v in peaks.items()}},
+    )
+
+
+def sync_throughput(root: Path, settings: Settings) -> list[Figure]:
     """A fresh post office and spool for every run, filled with the same signed letters."""
     tb = TempBus(root, ("alpha", "gamma", "beta"))
     count = settings.sync_letters
@@ -147,9 +181,10 @@ def sync_throughput(root: Path, settings: Settings) -> Figure:
         bare.copy_durably(files, target)
         base.append(count / (time.perf_counter() - start))
         shutil.rmtree(target)
+    memory = _sync_memory(tb, files)
     shutil.rmtree(source)
     tb.remove()
-    return Figure(
+    throughput = Figure(
         "sync_throughput",
         "5. sync throughput (parse+verify+commit)",
         "letters/s",
@@ -160,3 +195,4 @@ def sync_throughput(root: Path, settings: Settings) -> Figure:
         len(ours),
         {"letters_per_run": count, "runs": [round(r) for r in ours], "baseline_runs": [round(r) for r in base]},
     )
+    return [throughput, memory]

@@ -46,7 +46,7 @@ def scale(root: Path, settings: Settings) -> list[Figure]:
     tb.remove()
     cleanup = round(time.perf_counter() - start, 1)
     small, large = settings.scale_sizes[0], settings.scale_sizes[-1]
-    target = Target("ratio", "<=", 2.0, f"<= 2x ({_size(large)}/{_size(small)})")
+    target = Target("ratio", "<=", 1.5, f"<= 1.5x ({_size(large)}/{_size(small)})")
     figures = []
     for name in commands:
         by_size = {size: median(runs) for size, runs in times[name].items()}

@@ -9,14 +9,13 @@ letters and a rare one in few) and an error code. Four queries, each its own kin
 - ``two``: two mid-frequency words, both required;
 - ``filtered``: a mid-frequency word, ``--from`` one peer and ``--type report``.
 
-Warm: the index built and the spool unchanged for longer than the stamps' settle time, the
-process already running; each sample is ``AgentMail.search(..., sync=False)``, staleness check
+Warm: the index built and the spool unchanged since, the process already running; each sample is ``AgentMail.search(..., sync=False)``, staleness check
 included. The figure is the slowest kind's median. Baseline, in the same run: the same words
 as a bare ``sqlite3`` FTS5 query (the newest RANK_WINDOW matches ``ORDER BY rank LIMIT 20``,
 with snippets: the work agentmail's query does) on a table holding only the same subjects and
 bodies; the details add the bare query ranking every match (what the window saves). Details add what is not warm: building the index from the
-letter files, the first search after a letter moved into ``read/`` (the staleness check lists
-that folder again), and a whole ``agentmail search --no-sync`` process.
+letter files, the first search after a letter moved into ``read`` (the staleness check lists
+that state again), and a whole ``agentmail search --no-sync`` process.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentmail.search import INDEX_FILE, RANK_WINDOW, SETTLE_NS, TOKENIZER
+from agentmail.search import INDEX_FILE, RANK_WINDOW, TOKENIZER
 
 from .common import Runs, Settings, TempBus
 from .report import Figure, Target, median
@@ -99,21 +98,6 @@ def _bare_query(db: sqlite3.Connection, match: str, window: bool = True) -> int:
     return len(rows)
 
 
-def _settled(spool_root: Path, quick: bool) -> None:
-    """Wait until no state folder changed within the stamps' settle time (a quiet spool).
-    ``--quick`` (the test) dates the folders back instead of waiting: the same state, sooner."""
-    folders = [p for p in spool_root.iterdir() if p.is_dir()]
-    if quick:
-        past = time.time_ns() - 2 * SETTLE_NS
-        for folder in folders:
-            os.utime(folder, ns=(past, past))
-        return
-    newest = max(os.stat(p).st_mtime_ns for p in folders)
-    wait = (newest + SETTLE_NS) / 1e9 - time.time() + 0.1
-    if wait > 0:
-        time.sleep(wait)
-
-
 def search(root: Path, settings: Settings) -> list[Figure]:
     tb = TempBus(root, PLATFORMS)
     builder = SearchSpool(tb)
@@ -145,8 +129,7 @@ def search(root: Path, settings: Settings) -> list[Figure]:
             "two": (f"{vocabulary[20]} {vocabulary[40]}", {}),
             "filtered": (vocabulary[30], {"sender": "alpha", "type": "report"}),
         }
-        _settled(builder.spool.root, settings.quick)
-        am.search_index.refresh()  # stamps the settled folders: the warm state
+        am.search_index.refresh()  # stamps every state with the spool's fingerprints: the warm state
         for kind, (words, filters) in queries.items():
             hits[kind][size] = len(am.search(words, sync=False, **filters))  # warm-up
             match = " ".join(f'"{w}"' for w in words.split())
@@ -166,7 +149,7 @@ def search(root: Path, settings: Settings) -> list[Figure]:
             full_rank[size].append((time.perf_counter() - start) * 1e3)
         bare_db.close()
         os.unlink(root / f"bare-{size}.sqlite")
-        # Not warm: a letter moved into read/, so the first search lists read/ again.
+        # Not warm: a letter moved into read, so the first search lists read (and unread) again.
         letter_id = builder.spool.ids("unread")[0]
         builder.spool.move(letter_id, "unread", "read")
         am._indexed(letter_id)  # the feed, as AgentMail.done does

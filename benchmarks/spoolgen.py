@@ -1,11 +1,13 @@
 """A big, realistic spool for the scale figure, built in seconds rather than hours.
 
 The history of one platform (``beta``) with four peers: many threads of 1-5 letters, both
-directions (report → ack → fix-notice → verify-result → close), most of them closed; the
-received letters read except the last 10; 5 forgeries in quarantine; its post office holding
+directions (report → ack → fix-notice → verify-result → close); old threads are closed and
+only the newest ones are still open (about 15% of the last ~100 threads, whatever the size:
+what a working platform has open); the received letters read except the last 10; 5 forgeries in quarantine; its post office holding
 every letter it received, with the UID checkpoint at the end, so a sync finds nothing new.
 
-Everything is written by ``agentmail.spool.Spool.store``, in the spool's own format. The raw
+Everything is written by ``agentmail.spool.Spool.store``, in the spool's own format, in one
+transaction per size (the spool's commit per letter would measure fsync, not reading). The raw
 files are real signed letters of the right sender and type with the Message-ID, thread and
 In-Reply-To of the letter put in (so they read true; their signatures no longer verify, which
 nothing checks again once a letter is filed). fsync is switched off while building: a crash
@@ -38,6 +40,7 @@ PEERS = ("alpha", "gamma", "delta", "sigma")
 PLATFORMS = (OWNER, *PEERS)
 LIFECYCLE = ("report", "ack", "fix-notice", "verify-result", "close")
 UNREAD = 10
+OPEN_WINDOW = 500  # letters: only threads begun this close to the end may stay open
 QUARANTINED = 5
 _MID = "<01placeholdermessageid0000.{}@bus.test>"
 _PARENT = "<01placeholderparentid00000.x@bus.test>"
@@ -78,16 +81,20 @@ class SpoolBuilder:
         self.unread: list[str] = []
         self.received: list[str] = []  # ids of received letters, in arrival order
         self.sample_thread = ""  # a closed five-letter thread, present at every size
+        self.unfinished: list[tuple[str, str, str, str, Letter, int]] = []  # open at the last size
         self.when = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
     def grow_to(self, total: int) -> None:
         """Add threads until the spool holds ``total`` letters; ``seconds`` adds up the time spent."""
         start = time.perf_counter()
         with no_fsync():
+            self.spool.db.begin_batch()
             for letter_id in self.unread:
                 self.spool.move(letter_id, "unread", "read")
             if not self.letters:
                 self._quarantine()
+            if self.letters < total:
+                self._finish_open_threads()  # what was open at the last size got closed since
             while self.letters < total:
                 self._thread(total - self.letters)
             self.unread = self.received[-UNREAD:]
@@ -95,29 +102,55 @@ class SpoolBuilder:
                 self.spool.move(letter_id, "read", "unread")
             (self.mailbox.dir / ".uidnext").write_text(str(self.uid + 1))
             self.spool.set_checkpoint("local", f"{self.mailbox.uidvalidity}:{self.uid}")
+            self.spool.db.commit_batch()
+            # as a spool in use is: its WAL folded into the file (SQLite does so every 1,000
+            # pages; one transaction per size kept it from happening here)
+            self.spool.db.conn().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.spool.db.close()
         self.seconds += time.perf_counter() - start
 
     def stats(self) -> dict[str, int]:
         counts = {state: len(self.spool.ids(state)) for state in ("unread", "read", "sent", "quarantine")}
-        return {"letters": self.letters, "threads": self.threads, **counts, "post_office": self.uid}
+        opened = len(self.spool.open_threads())
+        return {
+            "letters": self.letters,
+            "threads": self.threads,
+            "open_threads": opened,
+            **counts,
+            "post_office": self.uid,
+        }
 
     # --- letters -----------------------------------------------------------------------------
 
     def _thread(self, room: int) -> None:
         peer = self.rng.choice(PEERS)
         opener, other = (peer, OWNER) if self.rng.random() < 0.6 else (OWNER, peer)
-        length = 5 if self.rng.random() < 0.85 else self.rng.randint(1, 4)
+        recent = room <= OPEN_WINDOW
+        length = 5 if not recent or self.rng.random() < 0.85 else self.rng.randint(1, 4)
         length = min(length, room)
         thread, subject = new_thread_id(), self.rng.choice(SUBJECTS)
         if not self.sample_thread and length == 5:
             self.sample_thread = thread
-        parent: Letter | None = None
-        for depth, kind in enumerate(LIFECYCLE[:length]):
+        parent = self._lifecycle(opener, other, thread, subject, None, 0, length)
+        if length < len(LIFECYCLE) and parent is not None:
+            self.unfinished.append((opener, other, thread, subject, parent, length))
+        self.threads += 1
+
+    def _lifecycle(
+        self, opener: str, other: str, thread: str, subject: str, parent: Letter | None, first: int, end: int
+    ) -> Letter | None:
+        for depth in range(first, end):
+            kind = LIFECYCLE[depth]
             # the reporter owns the report and the verification; the fixer acks and fixes
             sender = opener if kind in ("report", "verify-result", "close") else other
             to = other if sender == opener else opener
             parent = self._store(sender, to, kind, thread, subject, parent, depth)
-        self.threads += 1
+        return parent
+
+    def _finish_open_threads(self) -> None:
+        for opener, other, thread, subject, parent, done in self.unfinished:
+            self._lifecycle(opener, other, thread, subject, parent, done, len(LIFECYCLE))
+        self.unfinished = []
 
     def _store(
         self, sender: str, to: str, kind: str, thread: str, subject: str, parent: Letter | None, depth: int

@@ -13,6 +13,7 @@ from pathlib import Path
 from conftest import LiveBus, opener, receive
 
 from agentmail import registry as registry_mod
+from agentmail.spool import Spool
 
 
 def _cli(home: Path, registry: Path, *args: str) -> tuple[int, str, str]:
@@ -38,7 +39,7 @@ def test_a_held_letter_leaves_only_after_approve(bus: LiveBus, token: str) -> No
     assert _cli(home, registry.root, "--as", me, "flush")[0] in (0, 1)
     code, out, _ = _cli(home, registry.root, "--as", me, "--json", "held")
     assert [x["id"] for x in json.loads(out)] == [held["id"]]  # flush left it where it was
-    assert list((home / "spool" / me / "sent").glob("*.eml")) == []
+    assert Spool(home / "spool" / me).ids("sent") == []
     code, out, _ = _cli(home, registry.root, "--as", me, "--json", "status", "--no-sync")
     assert [r["delivery"] for r in json.loads(out) if r["thread"] == held["thread"]] == ["held"]
     code, out, err = _cli(home, registry.root, "--as", me, "approve", held["id"])

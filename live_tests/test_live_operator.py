@@ -22,6 +22,7 @@ from agentmail.cli import main
 from agentmail.client import AgentMail
 from agentmail.credentials import Login, mailbox_login
 from agentmail.identity import Identity
+from agentmail.spool import Spool
 
 
 class NewBus:
@@ -85,8 +86,8 @@ class NewBus:
             os.umask(old)
 
     def spool(self, name: str, state: str) -> list[str]:
-        folder = self.home / "spool" / name / state
-        return sorted(p.name for p in folder.glob("*.eml")) if folder.is_dir() else []
+        root = self.home / "spool" / name  # the spool's spool.db says which letters are in ``state``
+        return Spool(root).ids(state) if (root / "spool.db").exists() else []
 
     def client(self, name: str) -> AgentMail:
         """A client of this new bus whose spool starts at the mailbox's current end."""

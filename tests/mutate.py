@@ -88,8 +88,8 @@ GROUPS: dict[str, Group] = {
         timeout=30,
     ),
 }
-# Not mutated this session: spool.py and transport/local.py are being rewritten (SQLite spool, the
-# local transport); transport/inotify.py and the rest of client.py wait on wakes.
+# Not mutated this session: spool.py (now spool/, on SQLite) and transport/local.py were being rewritten;
+# transport/inotify.py and the rest of client.py wait on wakes.
 
 
 def _config(group: Group) -> dict[str, object]:

@@ -18,6 +18,7 @@ FIGURES = {
     "startup_help",
     "send_throughput",
     "sync_throughput",
+    "sync_memory",
     "scale_inbox",
     "scale_thread",
     "scale_status",

@@ -46,7 +46,6 @@ def test_report_ack_fix_verify_close(alpha: AgentMail, beta: AgentMail) -> None:
 
 
 def test_status_follows_open_threads_and_rebuilds_its_cache(alpha: AgentMail, beta: AgentMail) -> None:
-    import shutil
 
     first = alpha.send("beta", "One", OPENER)
     second = alpha.send("beta", "Two", OPENER)
@@ -55,7 +54,7 @@ def test_status_follows_open_threads_and_rebuilds_its_cache(alpha: AgentMail, be
     beta.reply(got[first.thread], "Not ours; closing.", type="close")
     assert [(r["thread"], r["whose_move"]) for r in beta.status()] == [(second.thread, "me")]
     assert [(r["thread"], r["whose_move"]) for r in alpha.status()] == [(second.thread, "beta")]
-    shutil.rmtree(beta.spool.root / "index" / "open")  # a cache: rebuilt from the thread files
+    beta.spool.drop_caches()  # caches: rebuilt from the letter files
     assert [r["thread"] for r in beta.status()] == [second.thread]
 
 
@@ -153,7 +152,7 @@ def test_duplicates_are_dropped_silently_and_refetches_never_double(
     beta: AgentMail, alpha: AgentMail, home: Path
 ) -> None:
     alpha.send("beta", "Once", OPENER)
-    raw = next((home / "spool" / "alpha" / "sent").iterdir()).read_bytes()
+    raw = alpha.spool.raw(alpha.spool.ids("sent")[0])
     deliver(home / "postoffice" / "beta", raw)  # the MTA delivered it twice (RFC 5321 §6.1)
     report = beta.sync()
     assert (len(report.accepted), report.duplicates) == (1, 1)

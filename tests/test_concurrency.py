@@ -20,7 +20,7 @@ from pathlib import Path
 from agentmail.client import AgentMail
 from agentmail.identity import Identity
 from agentmail.registry import Registry
-from agentmail.spool import STATES
+from agentmail.spool import STATES, Spool
 from agentmail.transport.local import deliver
 
 from .conftest import make_signed_letters
@@ -107,18 +107,25 @@ def signed_letters(sender: AgentMail, to: str, n: int) -> list[tuple[str, bytes]
 
 
 def message_ids(folder: Path) -> list[str]:
-    """The Message-ID of every .eml in ``folder``, read from the files (with repeats)."""
-    found = []
-    for name in sorted(os.listdir(folder)) if folder.is_dir() else []:
-        if name.endswith(".eml"):
-            with open(folder / name, "rb") as f:
+    """The Message-ID of every letter in state ``folder.name`` of the spool ``folder.parent``:
+    the state from spool.db (a fresh connection), the Message-ID read from each .eml file."""
+    spool = Spool(folder.parent)
+    try:
+        found = []
+        for letter_id in spool.ids(folder.name):
+            with open(spool.path(folder.name, letter_id), "rb") as f:
                 found.append(str(BytesHeaderParser().parse(f)["Message-ID"]).strip())
-    return found
+        return sorted(found)
+    finally:
+        spool.db.close()
 
 
 def ids_in(spool_root: Path, state: str) -> set[str]:
-    folder = spool_root / state
-    return {n[:-4] for n in os.listdir(folder) if n.endswith(".eml")} if folder.is_dir() else set()
+    spool = Spool(spool_root)
+    try:
+        return set(spool.ids(state))
+    finally:
+        spool.db.close()
 
 
 # --- many consumers, one inbox ------------------------------------------------------------
@@ -246,6 +253,6 @@ def test_two_agents_of_one_platform_each_get_every_letter_once(
     # bob sent alice's note: his sync recognises its bytes as his own copy (a duplicate), or
     # skips it as a note for a sibling; either way at most once, and never files it.
     assert sum(r["skipped"] for r in results[1::2]) <= 1
-    assert not (home / "spool" / "beta" / "unread").exists()  # the platform's own mailbox was not touched
+    assert ids_in(home / "spool" / "beta", "unread") == set()  # the platform's own mailbox got nothing
     # Nothing was taken from anyone: the post office still holds every letter for the next agent.
     assert len(os.listdir(maildir / "cur")) == N_AGENTS + 2

@@ -36,7 +36,7 @@ from agentmail.compose import Draft, compose
 from agentmail.identity import Identity
 from agentmail.model import new_thread_id
 from agentmail.registry import Registry, load
-from agentmail.spool import STATES
+from agentmail.spool import STATES, Spool
 from agentmail.transport.local import Mailbox, deliver
 
 from .conftest import make_signed_letters
@@ -166,13 +166,13 @@ def message_id(path: Path) -> str:
 
 
 def states(spool_root: Path) -> dict[str, dict[str, str]]:
-    """state -> {local id: Message-ID}, read straight from the .eml files."""
-    found: dict[str, dict[str, str]] = {}
-    for state in STATES:
-        folder = spool_root / state
-        names = sorted(os.listdir(folder)) if folder.is_dir() else []
-        found[state] = {n[:-4]: message_id(folder / n) for n in names if n.endswith(".eml")}
-    return found
+    """state -> {local id: Message-ID}: each letter's state from spool.db (a fresh connection),
+    its Message-ID read straight from its .eml file."""
+    spool = Spool(spool_root)
+    try:
+        return {state: {i: message_id(spool.path(state, i)) for i in spool.ids(state)} for state in STATES}
+    finally:
+        spool.db.close()
 
 
 def assert_one_state_each(tree: dict[str, dict[str, str]]) -> None:
@@ -193,7 +193,11 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     expected = dict(letters)
     assert len(expected) == N_SYNC
     maildir = home / "postoffice" / "beta"
-    unread = beta.spool.root / "unread"
+    watcher = Spool(beta.spool.root)  # the postman's own view of the spool
+
+    def unread() -> int:
+        return len(watcher.ids("unread"))
+
     rng = random.Random(SEED)
     pace = random.Random(SEED + 1)
     delivered = threading.Event()
@@ -204,7 +208,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
         """The MTA keeps delivering while the syncer dies and restarts, staying at most
         BACKLOG letters ahead of what is filed, so the kills land all along the 300 letters."""
         for n, (_, raw) in enumerate(letters):
-            while not stop.is_set() and n - (len(os.listdir(unread)) if unread.is_dir() else 0) >= BACKLOG:
+            while not stop.is_set() and n - unread() >= BACKLOG:
                 time.sleep(0.002)
             deliver(maildir, raw)
             sent[0] = n + 1
@@ -233,7 +237,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
                             lambda target=target: checkpointed() >= target,
                             lambda target=target: (
                                 f"moved the checkpoint to the {target} letters delivered (it is at "
-                                f"{checkpointed()}; {len(os.listdir(unread))} filed)"
+                                f"{checkpointed()}; {unread()} filed)"
                             ),
                         )
                     )
@@ -249,7 +253,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     assert len(outcomes) >= 8
 
     spool = beta.spool.root
-    filed_by_victims = len(os.listdir(unread))
+    filed_by_victims = unread()
 
     report = beta.sync()  # a clean run after the last crash
     assert report.quarantined == [] and report.bounces == 0
@@ -263,7 +267,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     assert set(counts) == set(expected), (len(set(expected) - set(counts)), len(set(counts) - set(expected)))
     assert len(tree["unread"]) == N_SYNC
     for letter_id, mid in tree["unread"].items():
-        assert (spool / "unread" / f"{letter_id}.eml").read_bytes() == expected[mid], f"{letter_id} is torn"
+        assert beta.spool.path("unread", letter_id).read_bytes() == expected[mid], f"{letter_id} is torn"
         meta = beta.spool.meta(letter_id)
         assert (meta["message_id"], meta["from"], meta["state"]) == (mid, "alpha", "unread")
 
@@ -360,8 +364,10 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(
     spool = alpha.spool.root
     outcomes = []
 
-    def count(*folders: str) -> int:
-        return sum(len(os.listdir(spool / s)) for s in folders if (spool / s).is_dir())
+    watcher = Spool(spool)
+
+    def count(*states: str) -> int:
+        return sum(len(watcher.ids(s)) for s in states)
 
     with Zygote(home, "send", "alpha", None, "beta") as zygote:
         # Ends on the work done, never on a clock: every long life below adds a letter.
@@ -408,15 +414,15 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(
     assert sorted(received.values()) == sorted(mine.values()), "beta's letters differ from what alpha sent"
     by_mid = {mid: letter_id for letter_id, mid in mine.items()}
     for letter_id, mid in received.items():
-        sent_raw = (spool / "sent" / f"{by_mid[mid]}.eml").read_bytes()
-        assert (beta.spool.root / "unread" / f"{letter_id}.eml").read_bytes() == sent_raw
+        sent_raw = alpha.spool.path("sent", by_mid[mid]).read_bytes()
+        assert beta.spool.path("unread", letter_id).read_bytes() == sent_raw
 
     # A kill between delivery and outbox -> sent makes flush deliver again; an MTA may also
     # deliver twice. Either way the receiver files each Message-ID once.
     deliveries = len(os.listdir(home / "postoffice" / "beta" / "cur"))
     assert deliveries == len(mine) + report.duplicates
     for letter_id in mine:
-        deliver(home / "postoffice" / "beta", (spool / "sent" / f"{letter_id}.eml").read_bytes())
+        deliver(home / "postoffice" / "beta", alpha.spool.path("sent", letter_id).read_bytes())
     again = beta.sync()
     assert (again.accepted, again.duplicates) == ([], len(mine))
     assert states(beta.spool.root)["unread"] == received
@@ -426,17 +432,18 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(
     )
 
 
-# --- 4. the one window a kill rarely hits: between the thread entry and the commit ---------
+# --- 4. the one window a kill rarely hits: between the commit and the file's rename ------
 
 
-def test_letter_whose_thread_entry_outlived_a_crash_is_filed_once(
+def test_letter_committed_before_its_file_was_renamed_is_filed_once(
     registry: Registry, alpha: AgentMail, beta: AgentMail, home: Path
 ) -> None:
-    """A commit appends each letter's thread entry first, then renames the letter into its state
-    (views skip an id with no letter). A SIGKILL between the two is a window of microseconds;
-    this is the same state made deterministic: the rename into ``unread/`` fails, so the sync dies with the thread entry written and the letter not filed, and the
-    checkpoint unmoved. A fresh process (a restart) fetches the letter again and files it once;
-    the orphaned thread entry never shows as a letter."""
+    """A commit makes the batch's files durable in tmp/, commits their rows (the letters exist
+    from then on), then renames each file into letters/. A SIGKILL between the two is a window
+    of microseconds; this is the same state made deterministic: the rename into ``letters/``
+    fails, so the sync dies with the letter filed, its file still in tmp/, and the checkpoint
+    unmoved. The letter is readable at once; a fresh process (a restart) moves the file into
+    place, fetches the letter again and drops it as a duplicate: filed once, never twice."""
     recipient = registry.get("beta")
     thread = new_thread_id()
     letter, raw = compose(
@@ -447,26 +454,30 @@ def test_letter_whose_thread_entry_outlived_a_crash_is_filed_once(
     )
     rename = os.rename
 
-    def rename_but_not_into_unread(src: object, dst: object) -> None:
-        if Path(str(dst)).parent.name == "unread":
+    def rename_but_not_into_letters(src: object, dst: object) -> None:
+        if Path(str(dst)).parent.name == "letters":
             raise OSError("the instant of the kill")
         rename(src, dst)  # type: ignore[arg-type]
 
     deliver(home / "postoffice" / "beta", raw)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os, "rename", rename_but_not_into_unread)
+        patch.setattr(os, "rename", rename_but_not_into_letters)
         with pytest.raises(OSError, match="the instant of the kill"):
             beta.sync()
-    orphans = beta.spool.thread_ids(thread)
-    assert len(orphans) == 1 and beta.spool.locate(orphans[0]) is None, "not the state this test is about"
+    (filed,) = beta.spool.thread_ids(thread)
+    assert beta.spool.locate(filed) == "unread" and beta.spool.path("unread", filed).parent.name == "tmp"
+    assert beta.spool.raw(filed) == raw, "not the state this test is about"
     assert beta.spool.checkpoint("local") in (None, f"{Mailbox(home / 'postoffice' / 'beta').uidvalidity}:0")
 
     restarted = AgentMail(registry, Identity("beta"), home)
-    assert [x.message_id for x in restarted.sync().accepted] == [letter.message_id]
+    report = restarted.sync()
+    assert (report.accepted, report.duplicates) == ([], 1)
+    assert restarted.spool.path("unread", filed) == restarted.spool.root / "letters" / f"{filed}.eml"
     assert [x.message_id for x in restarted.inbox(sync=False)] == [letter.message_id]
     assert [x.message_id for x in restarted.thread(thread)] == [letter.message_id]
     assert [row["thread"] for row in restarted.status()] == [thread]
     assert restarted.sync().accepted == []
+    assert states(beta.spool.root)["unread"] == {filed: letter.message_id}
 
 
 # --- 5. a flush interrupted half-way ------------------------------------------------------
@@ -532,3 +543,55 @@ def test_a_torn_uid_counter_never_reuses_a_uid(alpha: AgentMail, beta: AgentMail
     uids = sorted(int(p.name.split(":")[0]) for p in (maildir / "cur").iterdir())
     assert uids == list(range(1, 7))  # six letters, six distinct UIDs in order
     assert len(beta.inbox()) == 6
+
+
+# --- 7. killed at every commit point of a sync ----------------------------------------------
+
+
+KILL_POINT = Path(__file__).parent / "helpers" / "kill_point.py"
+# Every place a sync batch can stop between "fetched" and "checkpoint moved" (in the order a
+# batch passes them): files durable in tmp/ · rows committed · first file renamed into letters/
+# · all renamed · checkpoint written. A kill before the commit must lose nothing (fetched
+# again); a kill after it must double nothing (the refetch is a duplicate).
+SYNC_POINTS = ("batch-durable", "batch-committed", "batch-publishing", "batch-published", "checkpoint-set")
+PER_ROUND = 60  # two batches of the local post office (50 + 10): the second hit always exists
+
+
+def test_sync_killed_at_every_commit_point_loses_and_doubles_nothing(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    rounds = [(point, nth) for point in SYNC_POINTS for nth in (1, 2)]
+    letters = signed_letters(alpha, "beta", PER_ROUND * len(rounds))
+    expected = dict(letters)
+    env = dict(os.environ, AGENTMAIL_HOME=str(home))
+    delivered: list[str] = []
+    for n, (point, nth) in enumerate(rounds):
+        for mid, raw in letters[n * PER_ROUND : (n + 1) * PER_ROUND]:
+            deliver(home / "postoffice" / "beta", raw)
+            delivered.append(mid)
+        victim = subprocess.run(
+            [sys.executable, str(KILL_POINT), "sync", point, str(nth), "beta"],
+            env=env,
+            capture_output=True,
+            timeout=HANG,
+        )
+        assert victim.returncode == -signal.SIGKILL, (point, nth, victim.returncode, victim.stderr[-2000:])
+        tree = states(beta.spool.root)
+        assert_one_state_each(tree)
+        filed = Counter(tree["unread"].values())
+        assert [m for m, c in filed.items() if c > 1] == [], f"filed twice after a kill at {point} #{nth}"
+        assert set(filed) <= set(delivered) and tree["quarantine"] == {}
+        for letter_id, mid in tree["unread"].items():  # complete, readable, byte for byte
+            assert beta.spool.path("unread", letter_id).read_bytes() == expected[mid], (point, nth, letter_id)
+
+    report = AgentMail(beta.registry, Identity("beta"), home).sync()  # a clean restart
+    assert report.quarantined == []
+    tree = states(beta.spool.root)
+    assert_one_state_each(tree)
+    assert sorted(tree["unread"].values()) == sorted(expected), "a letter was lost or doubled"
+    for letter_id in tree["unread"]:
+        assert (beta.spool.root / "letters" / f"{letter_id}.eml").exists(), "a rename a kill cut was never finished"
+    mailbox = Mailbox(home / "postoffice" / "beta")
+    assert beta.spool.checkpoint("local") == f"{mailbox.uidvalidity}:{len(letters)}"
+    again = beta.sync()
+    assert (again.accepted, again.duplicates, again.quarantined) == ([], 0, [])

@@ -52,8 +52,14 @@ def servers() -> Iterator[MailServers]:
 
 
 def _spool(home: Path, name: str, state: str) -> list[str]:
-    folder = home / "spool" / name / state
-    return sorted(p.name for p in folder.glob("*.eml")) if folder.is_dir() else []
+    """The letter files of one state (the state from spool.db, read by a fresh connection)."""
+    from agentmail.spool import Spool
+
+    spool = Spool(home / "spool" / name)
+    try:
+        return sorted(f"{i}.eml" for i in spool.ids(state))
+    finally:
+        spool.db.close()
 
 
 # --- never destroy -----------------------------------------------------------------------

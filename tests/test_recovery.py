@@ -10,13 +10,15 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentmail import guards
 from agentmail.client import AgentMail
 from agentmail.errors import Refused
-from agentmail.spool import Spool, _key
+from agentmail.spool import Spool
+from agentmail.spool.store import _key
 
 from .conftest import OPENER
 
@@ -44,7 +46,7 @@ def test_a_batch_that_fails_half_way_is_discarded_whole_and_fetched_again(
     with pytest.raises(OSError, match="No space"):
         beta.sync()
     assert os.listdir(beta.spool.root / "tmp") == []  # the first letter's file is gone, not half-filed
-    assert beta.spool.ids("unread") == [] and beta.spool._pending == {}
+    assert beta.spool.ids("unread") == [] and beta.spool._batch == []
     assert beta.spool.checkpoint("local") is None  # nothing committed: the checkpoint did not move
     monkeypatch.undo()
     monkeypatch.setenv("AGENTMAIL_HOME", str(beta.home))  # undo() also undid the autouse home fixture's env
@@ -69,10 +71,10 @@ def test_sync_sweeps_files_a_crash_left_in_tmp_and_keeps_fresh_ones(alpha: Agent
 def test_a_missing_meta_file_is_rebuilt_from_the_letter(alpha: AgentMail, beta: AgentMail) -> None:
     alpha.send("beta", "Quota 500s", OPENER, severity="high")
     (letter,) = beta.inbox()
-    meta = beta.spool.root / "meta" / f"{letter.id}.json"
-    meta.unlink()
+    sql = beta.spool.db.conn()
+    sql.execute("UPDATE letters SET meta=NULL WHERE id=?", (letter.id,))
     rebuilt = beta.show(letter.id)
-    assert meta.exists()  # the cache is written back
+    assert sql.execute("SELECT meta FROM letters WHERE id=?", (letter.id,)).fetchone()[0]  # written back
     assert (rebuilt.sender, rebuilt.type, rebuilt.thread, rebuilt.subject, rebuilt.severity, rebuilt.message_id) == (
         "alpha",
         "report",
@@ -86,21 +88,23 @@ def test_a_missing_meta_file_is_rebuilt_from_the_letter(alpha: AgentMail, beta: 
 def test_a_torn_meta_file_is_rebuilt_too(alpha: AgentMail, beta: AgentMail) -> None:
     alpha.send("beta", "Quota 500s", OPENER)
     (letter,) = beta.inbox()
-    meta = beta.spool.root / "meta" / f"{letter.id}.json"
-    meta.write_bytes(b'{"type": "rep')  # a crash mid-write of a non-durable cache
+    sql = beta.spool.db.conn()
+    sql.execute("""UPDATE letters SET meta='{"type": "rep' WHERE id=?""", (letter.id,))  # a torn cache
     assert beta.show(letter.id).type == "report"
-    assert json.loads(meta.read_bytes())["thread"] == letter.thread
+    (meta,) = sql.execute("SELECT meta FROM letters WHERE id=?", (letter.id,)).fetchone()
+    assert json.loads(meta)["thread"] == letter.thread
 
 
 def test_a_reply_reservation_whose_reply_never_got_written_is_cleared(alpha: AgentMail, beta: AgentMail) -> None:
     alpha.send("beta", "Quota 500s", OPENER)
     (letter,) = beta.inbox()
-    reservation = beta.spool.ensure().root / "index" / "replied" / _key(letter.message_id)
-    reservation.parent.mkdir(parents=True, exist_ok=True)
-    reservation.write_text("beta 01KILLEDBEFOREITSREPLYWASFILED")  # a crash between claim and store
+    sql = beta.spool.ensure().db.conn()
+    key = _key(letter.message_id)
+    beta.spool.replied_by(letter.message_id)  # the claims are built before the crash below
+    sql.execute("INSERT INTO claims VALUES(?, 'beta 01KILLEDBEFOREITSREPLYWASFILED')", (key,))  # claim, no store
     reply = beta.reply(letter, "Reproduced. Fixing.")
     assert reply is not None and reply.state == "sent", beta.why_refused(letter)
-    assert reservation.read_text() == f"beta {reply.id}"
+    assert sql.execute("SELECT holder FROM claims WHERE key=?", (key,)).fetchone() == (f"beta {reply.id}",)
     assert beta.reply(letter, "Twice?") is None  # a live reservation still refuses a second reply
 
 
@@ -131,3 +135,33 @@ def test_follow_up_refuses_past_the_depth_cap(
     with pytest.raises(Refused, match=r"is 3 letters deep \(cap 3\); it needs a human"):
         alpha.follow_up(thread, "And another.", type="question")
     assert len(alpha.thread(thread, sync=False)) == 3
+
+
+def test_a_full_disk_in_the_database_stops_the_sync_and_quarantines_nothing(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite says "database or disk is full" as an OperationalError: that is the machine
+    failing (as an OSError), so the batch is discarded and fetched again, never a letter
+    quarantined as malformed for it."""
+    import sqlite3
+
+    for n in range(3):
+        alpha.send("beta", f"Letter {n}", OPENER)
+    real = beta.spool._insert
+    calls = {"n": 0}
+
+    def insert(*args: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        real(*args)
+
+    monkeypatch.setattr(beta.spool, "_insert", insert)
+    with pytest.raises(OSError, match="database or disk is full"):
+        beta.sync()
+    assert beta.spool.ids("quarantine") == [] and beta.spool.ids("unread") == []
+    assert beta.spool.checkpoint("local") is None
+    monkeypatch.undo()
+    monkeypatch.setenv("AGENTMAIL_HOME", str(beta.home))
+    report = beta.sync()
+    assert (len(report.accepted), report.quarantined) == (3, [])

@@ -11,6 +11,7 @@ import pytest
 from agentmail import authenticity, guards, signing, wire
 from agentmail.client import AgentMail
 from agentmail.errors import BadInput, ConfigError, NotFound, Timeout
+from agentmail.model import Letter
 from agentmail.registry import Registry
 from agentmail.transport import inotify, local
 from agentmail.transport.base import Envelope, Outgoing
@@ -213,18 +214,21 @@ def test_spool_lookups_of_what_is_not_there(beta: AgentMail) -> None:
     assert spool.checkpoint("local") is None and spool.known("alpha", "<1@bus.test>") is None
 
 
+def _reply(letter_id: str) -> Letter:
+    return Letter(f"<{letter_id}@bus.test>", "beta", "beta@bus.test", "alpha", "alpha@bus.test", "ack",
+                  "thr-0000000000", "Re: x", "", "", in_reply_to="<1@bus.test>", id=letter_id)  # fmt: skip
+
+
 def test_a_reply_claim_is_taken_over_until_its_reply_is_filed_and_not_after(beta: AgentMail) -> None:
     spool = beta.spool.ensure()
     with spool.claim_reply("<1@bus.test>", "01FIRST") as holder:
         assert holder is None  # ours: but its reply is never filed (a crash)
     with spool.claim_reply("<1@bus.test>", "01SECOND") as holder:
         assert holder is None  # the claim names no letter: taken over
-    (spool.root / "failed").mkdir(exist_ok=True)
-    (spool.root / "failed" / "01SECOND.eml").write_bytes(b"x")
+    spool.store("failed", _reply("01SECOND"), b"x")
     with spool.claim_reply("<1@bus.test>", "01THIRD") as holder:
         assert holder is None  # a reply that failed answered nothing: taken over
-    (spool.root / "sent").mkdir(exist_ok=True)
-    (spool.root / "sent" / "01THIRD.eml").write_bytes(b"x")
+    spool.store("sent", _reply("01THIRD"), b"x")
     with spool.claim_reply("<1@bus.test>", "01FOURTH") as holder:
         assert holder == f"{spool.mailbox} 01THIRD"  # filed: the claim stands
 
@@ -235,7 +239,7 @@ def test_the_meta_of_a_quarantined_malformed_letter_is_rebuilt_with_its_reason(b
     local.deliver(beta.home / "postoffice" / "beta", raw)
     (held,) = beta.sync().quarantined
     assert (held.reason, held.detail) == ("malformed", "the letter declares its content without MIME-Version")
-    (beta.spool.root / "meta" / f"{held.id}.json").unlink()
+    beta.spool.db.conn().execute("UPDATE letters SET meta=NULL WHERE id=?", (held.id,))  # a lost cache
     meta = beta.spool.meta(held.id)
     assert (meta["state"], meta["reason"]) == ("quarantine", "malformed")
 
@@ -298,5 +302,5 @@ def test_a_letter_too_large_to_fetch_is_quarantined_once(alpha: AgentMail, beta:
 def test_status_skips_a_thread_whose_letters_are_gone(alpha: AgentMail, beta: AgentMail) -> None:
     kept = alpha.send("beta", "Kept", OPENER)
     gone = alpha.send("beta", "Gone", OPENER)
-    os.unlink(alpha.spool.path("sent", gone.id))  # a crash after the thread file, before the letter
+    alpha.spool.db.conn().execute("DELETE FROM letters WHERE id=?", (gone.id,))  # its thread still listed open
     assert [row["thread"] for row in alpha.status(sync=False)] == [kept.thread]

@@ -1,0 +1,717 @@
+"""One mailbox's spool over SQLite and letter files (DESIGN §7).
+
+A letter is born in ``tmp/``, made durable (fsync, or one ``syncfs`` per sync batch), then
+its row is committed (the letter exists from that instant, in exactly one state), then the
+file is renamed into ``letters/`` (a rename a crash interrupts is finished by the next sweep;
+until then the file is read from ``tmp/``). A state change is one conditional UPDATE. A sync
+batch is one transaction: its letters all appear at once, or none does and the batch is
+fetched again.
+
+Rows hold two kinds of column: the truth (id, state, filing order; the notes table; the
+checkpoints) and caches (everything else), which ``drop_caches`` clears and the next opening
+rebuilds from the letter files with the same answers. A letter's depth is its place in the
+local In-Reply-To chain: its parent's depth + 1, where the parent is a letter filed here before
+it, and never less than the number of References it carries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .._fs import fsync_dir, fsync_file, locked, sync_filesystem, write_new
+from ..errors import NotFound
+from ..model import Letter, new_ulid
+from . import db as dbmod
+from .db import Db, reached
+
+STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine")
+OUTGOING = ("outbox", "held", "sent", "failed")
+# A reply that failed (or that a person rejected) never reached anyone: the letter may be
+# answered again. One held for approval answers it, pending the person's decision.
+ANSWERING = ("outbox", "held", "sent")
+# What the new-thread quota counts: letters that left or wait to leave (failed ones never left).
+LEAVING = ("sent", "outbox", "held")
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_HOLDING = threading.local()  # the claims locks this thread holds (see Spool._claims_locked)
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+def _raw_key(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()[:40]
+
+
+def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
+    """The fields of a letter (or of its meta) that its depth depends on, as in meta."""
+    if isinstance(letter, Letter):
+        return {
+            "from": letter.sender,
+            "to": letter.to,
+            "in_reply_to": letter.in_reply_to,
+            "references": list(letter.references),
+        }
+    return letter
+
+
+def _ulid_floor(ms: int) -> str:
+    """The smallest ULID made at ``ms`` (its first ten characters): ids sort by creation."""
+    value = max(ms, 0) << 80
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, 75, -5))
+
+
+@contextmanager
+def _machine() -> Iterator[None]:
+    """The database failing (disk full, I/O error, locked for longer than the busy timeout) is
+    the machine failing, as an OSError is: it stops a sync, never quarantines a letter."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise OSError(f"spool database: {exc}") from exc
+
+
+def _loads(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+class Spool:
+    """One mailbox's spool at ``root``. ``platform_root`` is the spool of the platform itself
+    (``spool/<platform>``): its reply claims are shared by every agent of the platform.
+    ``name_of`` maps an address to a platform name, for rebuilding ``from``/``to``."""
+
+    def __init__(
+        self, root: Path, *, platform_root: Path | None = None, name_of: Callable[[str], str | None] | None = None
+    ) -> None:
+        self.root = root
+        self.platform_root = platform_root or root
+        self.name_of = name_of
+        self.db = Db(root, self._prepare)
+        self._batch: list[str] = []  # ids of the open sync batch, their files still in tmp/
+        self._platform: Spool | None = None
+
+    @property
+    def mailbox(self) -> str:
+        return self.root.name
+
+    def siblings(self) -> list[Spool]:
+        """The spools of the other mailboxes of this platform (platform and platform@agent)."""
+        base = self.platform_root
+        found = [base] + sorted(base.parent.glob(f"{base.name}@*")) if base.parent.is_dir() else []
+        return [Spool(p, platform_root=base, name_of=self.name_of) for p in found if p != self.root and p.is_dir()]
+
+    def _sql(self) -> sqlite3.Connection:
+        return self.db.conn()
+
+    # --- layout ----------------------------------------------------------------------------
+
+    def ensure(self) -> Spool:
+        for name in ("letters", "tmp"):
+            (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._sql()
+        return self
+
+    def path(self, state: str, letter_id: str) -> Path:
+        """The letter's file (``state`` is no part of it: a letter file never moves)."""
+        del state
+        final = self.root / "letters" / f"{letter_id}.eml"
+        if final.exists():
+            return final
+        born = self.root / "tmp" / f"{letter_id}.eml"
+        return born if born.exists() else final
+
+    def locate(self, letter_id: str) -> str | None:
+        """The state a letter is in, or None. Ids are ours: never a path from a letter."""
+        if not letter_id.isalnum():
+            return None
+        row = self._sql().execute("SELECT state FROM letters WHERE id=?", (letter_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    @contextmanager
+    def locked(self, name: str = "sync") -> Iterator[None]:
+        """One syncer per mailbox at a time (others wait): no double commit of one fetch."""
+        self.ensure()
+        with locked(self.root / f"{name}.lock"):
+            yield
+
+    @contextmanager
+    def platform_locked(self, name: str) -> Iterator[None]:
+        """One holder among every agent of the platform (the new-thread quota: count, then file)."""
+        self.platform_root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with locked(self.platform_root / f"{name}.lock"):
+            yield
+
+    # --- opening: create, convert, rebuild ---------------------------------------------------
+
+    def _prepare(self, db: Db) -> None:
+        """The file's version is not current: create it, convert an old spool, or rebuild caches."""
+        from . import migrate
+
+        with db.setup_lock():
+            conn = db.conn()
+            version = db.version()
+            if version == 0:
+                conn.execute("PRAGMA journal_mode=WAL")
+                with db.write() as tx:
+                    dbmod.create(tx)
+                    moving = migrate.import_rows(self, tx)
+                    tx.execute(f"PRAGMA user_version={dbmod.MOVING if moving else dbmod.CURRENT}")
+                reached("migration-rows")
+                version = db.version()
+            if version == dbmod.MOVING:
+                migrate.move_files(self)
+                with db.write() as tx:
+                    self._rebuild(tx)
+                    migrate.remove_old(self)
+                    reached("migration-cleaned")
+                    tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
+
+    def drop_caches(self) -> None:
+        """Forget every cache (parsed fields, depths, indexes, threads, claims); the next opening
+        rebuilds them from the letter files. For tests and for a person who distrusts them."""
+        with self.db.write() as tx:
+            tx.execute("UPDATE letters SET meta=NULL, thread=NULL, type=NULL, msgkey=NULL, rawkey=NULL")
+            tx.execute("DELETE FROM threads")
+            tx.execute("DELETE FROM claims")
+            tx.execute("DELETE FROM facts WHERE name='claims'")
+            tx.execute(f"PRAGMA user_version={dbmod.MOVING}")
+        self.db.close()
+
+    def _rebuild(self, tx: sqlite3.Connection) -> None:
+        """Fill every cache column a row lacks from its letter file, then depths and threads."""
+        rows = tx.execute("SELECT id, state, meta FROM letters ORDER BY seq").fetchall()
+        for letter_id, state, meta in rows:
+            data = _loads(meta)
+            if data is None:
+                data = self._rebuild_meta(letter_id, state)
+            quarantined = state == "quarantine"
+            tx.execute(
+                "UPDATE letters SET meta=?, thread=?, type=?, msgkey=?, rawkey=? WHERE id=?",
+                (
+                    json.dumps(data),
+                    None if quarantined else str(data.get("thread") or ""),
+                    str(data.get("type") or ""),
+                    None
+                    if quarantined or not data.get("message_id")
+                    else _key(str(data.get("from") or ""), data["message_id"]),
+                    _raw_key(self.path(state, letter_id).read_bytes()) if quarantined else None,
+                    letter_id,
+                ),
+            )
+        tx.execute("DELETE FROM threads")
+        for letter_id, state, _meta in rows:
+            if state == "quarantine":
+                continue
+            data = self._parsed(letter_id, state)
+            if "depth" not in data:
+                data["depth"] = self.depth_for(letter_id, data)
+                self._cache_meta(letter_id, data)
+            self._mark_thread(tx, str(data.get("thread") or ""), str(data.get("type") or ""))
+        tx.execute("DELETE FROM claims")
+        tx.execute("DELETE FROM facts WHERE name='claims'")
+
+    # --- writing ---------------------------------------------------------------------------
+
+    def store(
+        self,
+        state: str,
+        letter: Letter,
+        raw: bytes,
+        *,
+        extra: dict[str, Any] | None = None,
+        index: bool = True,
+        defer: bool = False,
+    ) -> Letter:
+        """File a new letter in ``state``; returns it with its id and state set.
+
+        ``index``: record its (sender, Message-ID) so a second copy is recognised (else its
+        bytes). ``defer``: part of a sync batch that ``commit`` makes durable and visible
+        together (one filesystem flush and one transaction for the batch).
+        """
+        self.ensure()
+        letter_id = letter.id or new_ulid()
+        letter = replace(letter, id=letter_id, state=state)
+        if defer:
+            with _machine():
+                self.db.begin_batch()
+        if state != "quarantine":
+            letter = replace(letter, depth=self.depth_for(letter_id, letter))
+        data = letter.to_json()
+        data.pop("state", None)
+        data.update(extra or {})
+        tmp = self._write_tmp(letter_id, raw, durable=not defer)
+        if defer:
+            with _machine():
+                self._insert(self._sql(), letter, data, raw, index)
+            self._batch.append(letter_id)
+            return letter
+        fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
+        with _machine(), self.db.write() as tx:
+            self._insert(tx, letter, data, raw, index)
+        reached("stored")
+        self._publish(letter_id)
+        return letter
+
+    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool) -> Path:
+        tmp = self.root / "tmp" / f"{letter_id}.eml"
+        write_new(tmp, raw, durable=durable)
+        return tmp
+
+    def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
+        quarantined = letter.state == "quarantine"
+        tx.execute(
+            "INSERT INTO letters(id, state, meta, thread, type, msgkey, rawkey) VALUES(?,?,?,?,?,?,?)",
+            (
+                letter.id,
+                letter.state,
+                json.dumps(data),
+                None if quarantined else letter.thread,
+                letter.type,
+                _key(letter.sender, letter.message_id) if index else None,
+                None if index else _raw_key(raw),
+            ),
+        )
+        # The verdict is no part of the letter: kept as a fact, not a cache. So is a person's
+        # letter as it was read (its platform, its thread, its new text): the file alone does not say.
+        fact = "quarantined" if quarantined else "person_letter" if data.get("person") else None
+        if fact:
+            self._annotate(tx, letter.id, {fact: {k: v for k, v in data.items() if k != "depth"}})
+        if not quarantined:
+            self._mark_thread(tx, letter.thread, letter.type)
+
+    @staticmethod
+    def _mark_thread(tx: sqlite3.Connection, thread: str, kind: str) -> None:
+        """Keep ``threads`` (and which are open) current, so ``status`` costs what is open."""
+        if kind == "note":  # a note neither opens nor closes a thread
+            tx.execute("INSERT OR IGNORE INTO threads(thread, open) VALUES(?, 0)", (thread,))
+        else:
+            tx.execute(
+                "INSERT INTO threads(thread, open) VALUES(?, ?) ON CONFLICT(thread) DO UPDATE SET open=excluded.open",
+                (thread, 0 if kind == "close" else 1),
+            )
+
+    def _publish(self, letter_id: str) -> None:
+        """Move a filed letter's file from tmp/ into letters/ (not fsynced: a rename lost in a
+        power cut leaves it in tmp/, where it is read from and the next sweep finishes it)."""
+        try:
+            os.rename(self.root / "tmp" / f"{letter_id}.eml", self.root / "letters" / f"{letter_id}.eml")
+        except FileNotFoundError:
+            if not (self.root / "letters" / f"{letter_id}.eml").exists():
+                raise
+
+    def commit(self) -> None:
+        """Make the batch's letter files durable, then commit its rows: all appear, or none."""
+        batch, self._batch = self._batch, []  # a failure below must not poison later syncs
+        if not self._sql().in_transaction:
+            return
+        try:
+            tmp_dir = self.root / "tmp"
+            if len(batch) > 4:
+                sync_filesystem(tmp_dir)
+            elif batch:
+                for letter_id in batch:
+                    fsync_file(tmp_dir / f"{letter_id}.eml")
+                fsync_dir(tmp_dir)
+            reached("batch-durable")
+            with _machine():
+                self.db.commit_batch()
+        except BaseException:
+            self._batch = batch
+            self.discard()
+            raise
+        reached("batch-committed")
+        for n, letter_id in enumerate(batch):
+            self._publish(letter_id)
+            if n == 0:
+                reached("batch-publishing")
+        reached("batch-published")
+
+    def discard(self) -> None:
+        """Forget a batch that failed half-way; its letters will be fetched again."""
+        self.db.rollback()
+        for letter_id in self._batch:
+            (self.root / "tmp" / f"{letter_id}.eml").unlink(missing_ok=True)
+        self._batch = []
+
+    def sweep_tmp(self, older_than: float = 3600.0) -> None:
+        """Finish what a crash left in tmp/: a filed letter's file is moved into letters/, and
+        files that are no letter (never committed) are removed once older than an hour."""
+        import time
+
+        cutoff = time.time() - older_than
+        try:
+            entries = list(os.scandir(self.root / "tmp"))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            try:
+                name = entry.name
+                if name.endswith(".eml") and self.locate(name[:-4]):
+                    self._publish(name[:-4])
+                elif entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+
+    def move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
+        """One conditional UPDATE; False when the letter is no longer in ``source`` (someone
+        else won). ``durable=False`` where losing it in a power cut is harmless (outbox → sent:
+        the letter is submitted again and the receiver drops the duplicate)."""
+        with self.db.write(durable=durable) as tx:
+            moved = tx.execute(
+                "UPDATE letters SET state=? WHERE id=? AND state=?", (target, letter_id, source)
+            ).rowcount
+        return moved == 1
+
+    def take(self, letter_ids: list[str], source: str, target: str) -> list[str]:
+        """Move those of ``letter_ids`` still in ``source`` in one durable transaction; the ids
+        this call moved (a claim: concurrent callers never both get one)."""
+        if not letter_ids:
+            return []
+        with self.db.write() as tx:
+            marks = ",".join("?" * len(letter_ids))
+            rows = tx.execute(
+                f"UPDATE letters SET state=? WHERE state=? AND id IN ({marks}) RETURNING id",
+                (target, source, *letter_ids),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    # --- dedup and indexes -----------------------------------------------------------------
+
+    def known(self, sender: str, message_id: str) -> str | None:
+        """The id of the stored letter with this (sender, Message-ID)."""
+        row = (
+            self._sql()
+            .execute("SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1", (_key(sender, message_id),))
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
+        """Are these exact bytes already filed (a refetch after a crash, a second delivery)?
+        Found by (sender, Message-ID) when given, else by their hash (quarantined letters)."""
+        if sender and message_id:
+            existing = self.known(sender, message_id)
+            if existing:
+                try:
+                    return self.raw(existing) == raw
+                except (NotFound, OSError):
+                    return False
+        row = self._sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
+        return row is not None
+
+    def _platform_spool(self) -> Spool:
+        if self.platform_root == self.root:
+            return self
+        if self._platform is None:
+            self._platform = Spool(self.platform_root, platform_root=self.platform_root, name_of=self.name_of)
+        return self._platform
+
+    def _claims(self) -> sqlite3.Connection:
+        """The platform's claims (its spool.db), rebuilt from its mailboxes' letters if unbuilt."""
+        platform = self._platform_spool().ensure()
+        conn = platform._sql()
+        if platform.db.fact("claims") != "built":
+            with platform.db.write(durable=False) as tx:
+                for spool in (platform, *platform.siblings()):
+                    for state in ANSWERING:
+                        for letter_id in spool.ids(state):
+                            parent = spool._parsed(letter_id, state).get("in_reply_to")
+                            if parent:
+                                tx.execute(
+                                    "INSERT OR IGNORE INTO claims(key, holder) VALUES(?, ?)",
+                                    (_key(parent), f"{spool.mailbox} {letter_id}"),
+                                )
+                tx.execute("INSERT OR REPLACE INTO facts(name, value) VALUES('claims', 'built')")
+        return conn
+
+    def replied_by(self, message_id: str) -> str | None:
+        """Which mailbox of this platform answered ``message_id``, as "<mailbox> <reply id>"."""
+        row = self._claims().execute("SELECT holder FROM claims WHERE key=?", (_key(message_id),)).fetchone()
+        holder = None if row is None else str(row[0])
+        return holder if holder and self._reply_exists(holder) else None
+
+    def _reply_exists(self, holder: str) -> bool:
+        """Does the reply a claim names exist (in any outgoing state of its mailbox)?"""
+        mailbox, _, reply_id = holder.rpartition(" ")
+        mailbox = mailbox or self.platform_root.name
+        base = self.platform_root.name
+        if not (mailbox == base or mailbox.startswith(base + "@")) or "/" in mailbox:
+            return False
+        if mailbox == self.mailbox:
+            spool = self
+        else:
+            root = self.platform_root.parent / mailbox
+            if not (root / dbmod.FILE).exists() and not root.is_dir():
+                return False
+            spool = Spool(root, platform_root=self.platform_root, name_of=self.name_of)
+        return spool.locate(reply_id) in ANSWERING
+
+    @contextmanager
+    def _claims_locked(self) -> Iterator[None]:
+        """The platform's claims.lock, taken once per thread: a follow-up to several
+        counterparts claims one key inside another (client._claim_all), and a second flock on
+        a new descriptor of the same file would wait for the first forever."""
+        path = self.platform_root / "claims.lock"
+        held: set[Path] = _HOLDING.__dict__.setdefault("claims", set())
+        if path in held:
+            yield
+            return
+        with locked(path):
+            held.add(path)
+            try:
+                yield
+            finally:
+                held.discard(path)
+
+    @contextmanager
+    def claim_reply(self, message_id: str, reply_id: str) -> Iterator[str | None]:
+        """Claim the one reply of this platform to ``message_id``, across processes and agents.
+
+        Yields None while the claim is ours: file the reply inside the block. Yields who
+        answered ("<mailbox> <id>") when another reply exists. The platform's claims are
+        locked while the reply is being filed, so a sibling waits and then sees the reply; a
+        claim whose reply never got filed (a crash) names no letter and is taken over."""
+        key = _key(message_id)
+        conn = self._claims()
+        platform = self._platform_spool()
+        with self._claims_locked():
+            row = conn.execute("SELECT holder FROM claims WHERE key=?", (key,)).fetchone()
+            holder = None if row is None else str(row[0])
+            if holder and self._reply_exists(holder):
+                yield holder
+                return
+            with platform.db.write() as tx:  # on disk before the reply is filed
+                tx.execute(
+                    "INSERT INTO claims(key, holder) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET holder=excluded.holder",
+                    (key, f"{self.mailbox} {reply_id}"),
+                )
+            yield None
+
+    def _annotate(self, tx: sqlite3.Connection, letter_id: str, fields: dict[str, Any]) -> None:
+        row = tx.execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()
+        data = _loads(row[0]) if row else None
+        data = data or {}
+        if all(data.get(k) == v for k, v in fields.items()):
+            return
+        data.update(fields)
+        tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(data)))
+
+    def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
+        """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""
+        if all(self.annotations(letter_id).get(k) == v for k, v in fields.items()):
+            return
+        with self.db.write(durable=durable) as tx:
+            self._annotate(tx, letter_id, fields)
+
+    def annotations(self, letter_id: str) -> dict[str, Any]:
+        row = self._sql().execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()
+        return (_loads(row[0]) if row else None) or {}
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def ids(self, state: str) -> list[str]:
+        """Ids in one state, oldest first (ids are ULIDs: they sort by creation)."""
+        rows = self._sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def fingerprints(self) -> dict[str, tuple[int, int]]:
+        """Per state: how many letters it holds and a checksum of which (their filing numbers,
+        scrambled and summed), read from the state index alone. A cache beside the spool (the
+        search index) compares them with what it saw: any filing or move changes both states'."""
+        rows = self._sql().execute(
+            "SELECT state, count(*), sum((seq * 2654435761 + 40503) % 4294967291) FROM letters GROUP BY state"
+        )
+        return {str(state): (int(count), int(checksum)) for state, count, checksum in rows}
+
+    def raw(self, letter_id: str) -> bytes:
+        state = self.locate(letter_id)
+        if state is None:
+            raise NotFound(f"no letter {letter_id}")
+        return self.path(state, letter_id).read_bytes()
+
+    def meta(self, letter_id: str, state: str | None = None) -> dict[str, Any]:
+        del state  # the row says which: a letter moved since it was listed shows where it is now
+        row = (
+            self._sql()
+            .execute(
+                "SELECT l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id WHERE l.id=?",
+                (letter_id,),
+            )
+            .fetchone()
+        )
+        if row is None or not letter_id.isalnum():
+            raise NotFound(f"no letter {letter_id}")
+        return self._complete(letter_id, *row)
+
+    def _complete(self, letter_id: str, state: str, meta: str | None, notes: str | None) -> dict[str, Any]:
+        data = _loads(meta)
+        if data is None:  # the cache is gone or torn: parsed again, and written back
+            data = self._rebuild_meta(letter_id, state)
+            if state != "quarantine":
+                data["depth"] = self.depth_for(letter_id, data)
+            self._cache_meta(letter_id, data)
+        elif state != "quarantine" and "depth" not in data:
+            data["depth"] = self.depth_for(letter_id, data)
+            self._cache_meta(letter_id, data)
+        data["id"] = letter_id
+        data["state"] = state
+        if state in OUTGOING:
+            data.update(_loads(notes) or {})
+        return data
+
+    def _parsed(self, letter_id: str, state: str) -> dict[str, Any]:
+        """The cached fields, or (gone or torn) the letter parsed again; no depth computed here."""
+        row = self._sql().execute("SELECT meta FROM letters WHERE id=?", (letter_id,)).fetchone()
+        data = _loads(row[0]) if row else None
+        return data if data is not None else self._rebuild_meta(letter_id, state)
+
+    def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None:
+        clean = {k: v for k, v in data.items() if k != "state"}
+        with self.db.write(durable=False) as tx:
+            tx.execute("UPDATE letters SET meta=? WHERE id=?", (json.dumps(clean), letter_id))
+
+    def _rebuild_meta(self, letter_id: str, state: str) -> dict[str, Any]:
+        """The cache is gone or torn: parse the letter again (no verdicts: it is already filed)."""
+        from .. import wire
+
+        verdict = self.annotations(letter_id).get("quarantined" if state == "quarantine" else "person_letter")
+        if isinstance(verdict, dict):  # what the verdict saw (or a person's letter as it was read)
+            return dict(verdict)
+        raw = self.path(state, letter_id).read_bytes()
+        try:
+            letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
+            data = letter.to_json()
+            del data["depth"]  # not in the letter file: depth_for walks the chain when it is asked
+            data["from"] = self._name(data["sender_address"])
+            data["to"] = self._name(data["to_address"])
+        except wire.Malformed as exc:
+            data = {"id": letter_id, "reason": exc.reason, "detail": exc.detail}
+        data["id"] = letter_id
+        data.pop("state", None)
+        return data
+
+    def _name(self, address: str) -> str:
+        """The platform an address belongs to (the registry's answer, else its local part)."""
+        if not address:
+            return ""
+        named = self.name_of(address) if self.name_of else None
+        return named or address.partition("@")[0].split("+")[0]
+
+    def depth_for(self, letter_id: str, letter: Letter | dict[str, Any]) -> int:
+        """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
+
+        Its parent's depth + 1, where the parent is the letter filed here before it whose
+        Message-ID it answers (sent by this platform or by either side of it), and never less
+        than its References count. Only the letter files go into it, so a lost cache gives the
+        same number."""
+        chain: list[tuple[str, dict[str, Any]]] = []
+        node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
+        base = -1
+        while node is not None:
+            node_id, facts = node
+            chain.append(node)
+            node = None
+            parent_mid = facts.get("in_reply_to")
+            if not parent_mid:
+                break
+            sides = (self.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
+            for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
+                parent_id = self.known(side, parent_mid)
+                if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
+                    parent = self._parsed(parent_id, self.locate(parent_id) or "")
+                    if "depth" in parent:
+                        base = int(parent["depth"])
+                    else:
+                        node = (parent_id, parent)
+                    break
+        depth = base
+        for node_id, facts in reversed(chain):
+            depth = max(depth + 1, len(facts.get("references") or ()))
+            if node_id != letter_id and self.locate(node_id):
+                self._cache_meta(node_id, {**facts, "depth": depth})
+        return depth
+
+    def letter(self, letter_id: str, state: str | None = None) -> Letter:
+        """The filed letter, with its state, depth and what was learnt about it later (``extra``)."""
+        return Letter.from_json(self.meta(letter_id, state))
+
+    def letters(self, state: str) -> list[Letter]:
+        rows = (
+            self._sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.state=? ORDER BY l.id",
+                (state,),
+            )
+            .fetchall()
+        )
+        return [Letter.from_json(self._complete(str(i), s, m, n)) for i, s, m, n in rows]
+
+    def thread_ids(self, thread: str) -> list[str]:
+        rows = (
+            self._sql()
+            .execute("SELECT id FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,))
+            .fetchall()
+        )
+        return [str(r[0]) for r in rows]
+
+    def open_threads(self) -> list[str]:
+        """Threads whose last letter is not a close (notes neither open nor close one)."""
+        rows = self._sql().execute("SELECT thread FROM threads WHERE open=1 ORDER BY thread").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def threads(self) -> list[str]:
+        rows = self._sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def opened_since(self, cutoff_ms: int) -> list[str]:
+        """The ids of the threads' first letters this *platform* (every agent's mailbox) sent or
+        queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
+        From the letters alone (the id is a ULID: its creation time), so the count survives
+        restarts and rebuilt caches."""
+        from ..model import ulid_ms
+
+        found: list[str] = []
+        floor = _ulid_floor(cutoff_ms)
+        for spool in (self, *self.siblings()):
+            rows = (
+                spool._sql()
+                .execute("SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?)", (floor, *LEAVING))
+                .fetchall()
+            )
+            for letter_id, state in rows:
+                if ulid_ms(letter_id) < cutoff_ms:
+                    continue
+                data = spool._parsed(letter_id, state)
+                if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
+                    found.append(letter_id)
+        return sorted(found)
+
+    # --- checkpoint ------------------------------------------------------------------------
+
+    def checkpoint(self, transport: str) -> str | None:
+        row = self._sql().execute("SELECT value FROM checkpoints WHERE transport=?", (transport,)).fetchone()
+        return None if row is None or not isinstance(row[0], str) else row[0]
+
+    def set_checkpoint(self, transport: str, value: str | None) -> None:
+        # Not durable: a checkpoint lost in a crash only means a refetch, and the spool drops
+        # what it already holds. It is written after the letters are durable, never before.
+        with self.db.write(durable=False) as tx:
+            tx.execute("INSERT OR REPLACE INTO checkpoints(transport, value) VALUES(?, ?)", (transport, value))
+        reached("checkpoint-set")

@@ -1,0 +1,45 @@
+"""A victim for the commit-point crash tests: run one operation and SIGKILL ourselves the Nth
+time it reaches a named crash point of the spool (``agentmail.spool.db.reached``).
+
+    python kill_point.py MODE POINT N [PLATFORM]     (AGENTMAIL_HOME from the environment)
+
+MODE: ``open`` (open the spools of alpha, beta and beta@bob, in that order: a conversion of
+the old layout runs here) · ``sync`` (one ``sync()`` of PLATFORM). Exits 0 when the operation
+ended before the point was reached N times, so the test can tell a kill that never happened.
+The points are deterministic places in the code, so which kill lands where never depends on
+the machine's speed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from agentmail.spool import db
+
+
+def main() -> None:
+    mode, point, nth = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    hits = [0]
+
+    def hook(name: str) -> None:
+        if name == point:
+            hits[0] += 1
+            if hits[0] == nth:
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    db.crash_point = hook
+    from agentmail.client import AgentMail
+
+    if mode == "open":
+        for platform, agent in (("alpha", None), ("beta", None), ("beta", "bob")):
+            AgentMail.from_env(platform, agent=agent).spool.ids("unread")
+    elif mode == "sync":
+        AgentMail.from_env(sys.argv[4]).sync()
+    else:
+        raise SystemExit(f"unknown mode {mode}")
+
+
+if __name__ == "__main__":
+    main()
