@@ -4,25 +4,19 @@ two-commit patch crosses Postfix/Dovecot, verifies against the pinned key, `agen
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import re
-import select
 import shutil
-import struct
 import subprocess
 import sys
-import termios
-import time
 from pathlib import Path
 
 import pytest
 from conftest import TIMEOUT, LiveBus, receive
+from mutt_screen import muttrc, run_on_pty
 
 from agentmail import evidence, signing
 from agentmail.authenticity import pinned_key
-from agentmail.credentials import mailbox_login
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -102,52 +96,14 @@ def _mutt_attachments(
     """Open the mailbox in mutt on a pseudo-terminal, as a person would, open the letter with
     ``token`` in its subject and its attachment menu (``v``), and read the menu off the screen:
     [(file name, type)] per part, each line drawn with a marker attach_format."""
-    imap = bus.registry.bus.imap
-    assert imap is not None
-    login = mailbox_login(home, platform, bus.registry.platforms[platform].address)
-    scheme = "imaps" if imap.tls == "implicit" else "imap"
-    user = login.username.replace("%", "%25").replace("@", "%40")
-    rc = tmp / "muttrc"
-    lines = [
-        f'set folder = "{scheme}://{user}@{imap.host}:{imap.port}/"',
-        'set spoolfile = "+INBOX"',
-        f'set imap_pass = "{login.password}"',
-        "set ssl_force_tls = yes",
-        f"set ssl_starttls = {'yes' if imap.tls == 'starttls' else 'no'}",
-        "set wait_key = no",
-        "set quit = yes",
-        'set attach_format = "ATT<%f><%m/%M>"',
-    ]
-    if bus.registry.bus.ca_file:
-        lines.append(f'set ssl_ca_certificates_file = "{bus.registry.bus.ca_file}"')
-    rc.write_text("\n".join(lines) + "\n")
-    rc.chmod(0o600)
+    rc = muttrc(bus, home, platform, tmp / "muttrc", 'set attach_format = "ATT<%f><%m/%M>"')
+
+    def menu(screen: bytes) -> list[tuple[str, str]]:
+        text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|[\x00-\x08\x0e-\x1f]", b"\n", screen)
+        return re.findall(r"ATT<([^<>\n]*)><([a-z0-9.+-]+/[a-z0-9.+-]+)>", text.decode(errors="replace"))
+
     keys = f"push '<limit>~s {token}<enter><view-attachments>'"
-    env = {**os.environ, "TERM": "vt100", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(tmp)}
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 200, 0, 0))
-    proc = subprocess.Popen([mutt, "-R", "-F", str(rc), "-e", keys], stdin=slave, stdout=slave, stderr=slave,
-                            env=env, cwd=tmp, start_new_session=True)  # fmt: skip
-    os.close(slave)
-    screen = b""
-    found: list[tuple[str, str]] = []
-    deadline = time.monotonic() + TIMEOUT + 30
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    screen += os.read(master, 65536)
-                except OSError:
-                    break
-            text = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b[()][0-9A-Za-z]|[\x00-\x08\x0e-\x1f]", b"\n", screen)
-            found = re.findall(r"ATT<([^<>\n]*)><([a-z0-9.+-]+/[a-z0-9.+-]+)>", text.decode(errors="replace"))
-            if len(found) >= 4:
-                break
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        os.close(master)
+    screen, _ = run_on_pty(mutt, rc, keys, tmp, term="vt100", cols=200, enough=lambda s: len(menu(s)) >= 4)
+    found = menu(screen)
     assert found, f"mutt showed no attachment menu; its screen ended with: {screen[-600:]!r}"
     return found

@@ -8,17 +8,12 @@ Each check opens its own thread with a unique subject, so leftovers never matter
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import re
-import select
 import shutil
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
 from email import message_from_bytes, policy
@@ -27,6 +22,7 @@ from pathlib import Path
 import livebus
 import pytest
 from conftest import TIMEOUT, LiveBus, eventually, opener, quarantined, receive
+from mutt_screen import muttrc, run_on_pty
 
 from agentmail import bus as bus_mod
 from agentmail import compose as compose_mod
@@ -34,7 +30,7 @@ from agentmail import registry as registry_mod
 from agentmail import signing, wire
 from agentmail.authenticity import pinned_key
 from agentmail.client import AgentMail
-from agentmail.credentials import mailbox_login, write_private_key
+from agentmail.credentials import write_private_key
 from agentmail.errors import ConfigError
 from agentmail.transport import Envelope, Outgoing
 
@@ -473,57 +469,12 @@ def _mutt_view(bus: LiveBus, mutt: str, platform: str, token: str, tmp: Path) ->
     """Open the platform's mailbox in mutt on a pseudo-terminal, as a human would, limit the
     index to the letter with ``token`` in its subject, and pipe it out decoded (pipe_decode:
     the headers a human sees by default, the body decoded to the terminal's charset)."""
-    imap = bus.registry.bus.imap
-    assert imap is not None
-    login = mailbox_login(bus.home, platform, bus.registry.platforms[platform].address)
-    scheme = "imaps" if imap.tls == "implicit" else "imap"
-    user = login.username.replace("%", "%25").replace("@", "%40")
-    out, catcher, rc = tmp / "shown.txt", tmp / "catch.sh", tmp / "muttrc"
+    out, catcher = tmp / "shown.txt", tmp / "catch.sh"
     catcher.write_text(f"#!/bin/sh\ncat > '{out}'\n")
     catcher.chmod(0o700)
-    lines = [
-        f'set folder = "{scheme}://{user}@{imap.host}:{imap.port}/"',
-        'set spoolfile = "+INBOX"',
-        f'set imap_pass = "{login.password}"',
-        "set ssl_force_tls = yes",
-        f"set ssl_starttls = {'yes' if imap.tls == 'starttls' else 'no'}",
-        "set wait_key = no",
-        "set quit = yes",
-        "set pipe_decode = yes",
-    ]
-    if bus.registry.bus.ca_file:
-        lines.append(f'set ssl_ca_certificates_file = "{bus.registry.bus.ca_file}"')
-    rc.write_text("\n".join(lines) + "\n")
-    rc.chmod(0o600)
+    rc = muttrc(bus, bus.home, platform, tmp / "muttrc", "set pipe_decode = yes")
     keys = f"push '<limit>~s {token}<enter><pipe-message>{catcher}<enter><quit>'"
-    env = {**os.environ, "TERM": "xterm", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": str(tmp)}
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    proc = subprocess.Popen(
-        [mutt, "-R", "-F", str(rc), "-e", keys],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env=env,
-        cwd=tmp,
-        start_new_session=True,
-    )
-    os.close(slave)
-    screen = b""
-    deadline = time.monotonic() + TIMEOUT + 30
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    screen += os.read(master, 65536)
-                except OSError:
-                    break
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        os.close(master)
+    screen, status = run_on_pty(mutt, rc, keys, tmp, term="xterm", cols=160)
     tail = re.sub(rb"\x1b\[[0-9;?]*[A-Za-z]", b" ", screen[-600:]).decode(errors="replace")
-    assert out.exists(), f"mutt showed nothing (exit {proc.returncode}); its screen ended with: {tail}"
+    assert out.exists(), f"mutt showed nothing (exit {status}); its screen ended with: {tail}"
     return out.read_text(encoding="utf-8")

@@ -5,24 +5,14 @@ from __future__ import annotations
 import pytest
 
 from agentmail import signing, wire
+from tests.helpers.letters import burst_bytes
 
 PRIVATE, PUBLIC = signing.generate_keypair()
 KEY = signing.PinnedKey("bus.test", "am1", "ed25519", PUBLIC)
 
 
 def signed(**changes: object) -> bytes:
-    fields: dict[str, object] = dict(
-        sender_address="alpha@bus.test",
-        sender_name="Alpha",
-        to_address="beta@bus.test",
-        type="report",
-        thread="thr-abc123def0",
-        subject="Burst",
-        body="Fired 14 submits.",
-        message_id="<01s.alpha@bus.test>",
-    )
-    fields.update(changes)
-    return signing.sign(wire.render(wire.draft_letter(**fields)), "bus.test", "am1", PRIVATE)  # type: ignore[arg-type]
+    return signing.sign(burst_bytes(**changes), "bus.test", "am1", PRIVATE)
 
 
 def test_a_signed_letter_verifies_against_the_pinned_key() -> None:

@@ -19,7 +19,8 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from agentmail import signing, wire
+from agentmail import signing
+from tests.helpers.letters import burst_bytes
 
 PRIVATE, PUBLIC = signing.generate_keypair()
 OTHER_PRIVATE, OTHER_PUBLIC = signing.generate_keypair()
@@ -84,17 +85,7 @@ def dns_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[TxtServer]:
 
 
 def signed(private: str = PRIVATE, selector: str = "am1") -> bytes:
-    draft = wire.draft_letter(
-        sender_address="alpha@bus.test",
-        sender_name="Alpha",
-        to_address="beta@bus.test",
-        type="report",
-        thread="thr-abc123def0",
-        subject="Burst",
-        body="Fired 14 submits.",
-        message_id="<01s.alpha@bus.test>",
-    )
-    return signing.sign(wire.render(draft), "bus.test", selector, private)
+    return signing.sign(burst_bytes(), "bus.test", selector, private)
 
 
 def test_a_key_published_in_dns_verifies_the_letter(dns_server: TxtServer) -> None:
@@ -130,18 +121,7 @@ def test_a_short_rsa_key_in_dns_is_refused(dns_server: TxtServer) -> None:
         serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
     )
     dns_server.records["am1._domainkey.bus.test."] = b"v=DKIM1; k=rsa; p=" + base64.b64encode(public_der)
-    raw = wire.render(
-        wire.draft_letter(
-            sender_address="alpha@bus.test",
-            sender_name="Alpha",
-            to_address="beta@bus.test",
-            type="report",
-            thread="thr-abc123def0",
-            subject="Burst",
-            body="Fired 14 submits.",
-            message_id="<01r.alpha@bus.test>",
-        )
-    )
+    raw = burst_bytes(message_id="<01r.alpha@bus.test>")
     header = dkim.sign(
         raw,
         b"am1",

@@ -14,6 +14,7 @@ import pytest
 
 from agentmail import wire
 from agentmail.model import Letter
+from tests.helpers.letters import burst
 
 MID = "<01x.alpha@bus.test>"
 START, END = "--- agentmail v1 ---", "--- end agentmail ---"
@@ -358,18 +359,7 @@ def test_the_recipient_thread_is_read_from_any_recipient_header_and_they_must_ag
 
 
 def draft(**changes: object) -> Letter:
-    fields: dict[str, object] = dict(
-        sender_address="alpha@bus.test",
-        sender_name="Alpha",
-        to_address="beta@bus.test",
-        type="report",
-        thread="thr-abc123def0",
-        subject="Burst",
-        body="Fired 14 submits.",
-        message_id=MID,
-    )
-    fields.update(changes)
-    return wire.draft_letter(**fields)  # type: ignore[arg-type]
+    return burst(**{"message_id": MID, **changes})
 
 
 def on_the_wire(letter: Letter) -> email.message.EmailMessage:
