@@ -16,7 +16,7 @@ import importlib
 import re
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,22 +125,13 @@ def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
     counts = header_counts(raw)
     mime_present = any(is_mime_header(name) for name in counts)
     found = False
-    for name, value in dkim.DKIM(raw).headers:
-        if name.lower() != b"dkim-signature":
-            continue
-        try:
-            tags = dkim.util.parse_tag_value(value)
-        except dkim.util.InvalidTagValueList:
-            continue
-        if tags.get(b"d", b"").strip().lower() != domain.lower().encode():
-            continue
+    for tags in _signatures_of(dkim.DKIM(raw).headers, domain):
         found = True
         if b"l" in tags:  # a body hash over the first l= bytes: a part or text appended after it is unsigned
             return f"{domain}'s signature limits the body length (l=), so what follows it is unsigned"
         if not mime_present:
             continue  # nothing for a relay to re-declare: RFC 2045's defaults apply
-        signed = [h.strip().lower() for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")]
-        problem = _coverage_problem(signed, counts, over_sign=False)
+        problem = _coverage_problem(_signed_names(tags), counts, over_sign=False)
         if problem:
             return f"{domain}'s signature: {problem}"
     return None if found or not mime_present else f"no DKIM-Signature by {domain} to vouch for the MIME headers"
@@ -154,20 +145,28 @@ def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
         headers = dkim.DKIM(raw).headers
     except _DKIM_ERRORS:  # headers dkimpy cannot split: it vouches for none of them
         return ()
+    for tags in _signatures_of(headers, domain):
+        names = {h.decode("ascii", "replace") for h in _signed_names(tags)}
+        covered = names if covered is None else covered & names
+    return tuple(sorted(covered or ()))
+
+
+def _signatures_of(headers: list[tuple[bytes, bytes]], domain: str) -> Iterator[dict[bytes, bytes]]:
+    """The tag lists of the DKIM-Signatures whose d= is ``domain`` (an unreadable one is none)."""
     for name, value in headers:
         if name.lower() != b"dkim-signature":
             continue
         try:
-            tags = dkim.util.parse_tag_value(value)
+            tags: dict[bytes, bytes] = dkim.util.parse_tag_value(value)
         except dkim.util.InvalidTagValueList:
             continue
-        if tags.get(b"d", b"").strip().lower() != domain.lower().encode():
-            continue
-        names = {
-            h.strip().lower().decode("ascii", "replace") for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")
-        }
-        covered = names if covered is None else covered & names
-    return tuple(sorted(covered or ()))
+        if tags.get(b"d", b"").strip().lower() == domain.lower().encode():
+            yield tags
+
+
+def _signed_names(tags: dict[bytes, bytes]) -> list[bytes]:
+    """The h= list of a signature, lowercased, in order (a name twice: signed twice)."""
+    return [h.strip().lower() for h in re.sub(rb"\s", b"", tags.get(b"h", b"")).split(b":")]
 
 
 def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:

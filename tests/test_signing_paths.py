@@ -155,4 +155,3 @@ def test_a_signature_over_a_letter_without_mime_headers_vouches_for_it() -> None
     limited = dkim.sign(no_mime, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
                         length=True, linesep=b"\r\n")  # fmt: skip
     assert "limits the body length" in (signing.aligned_coverage_problem(limited + no_mime, "bus.test") or "")
-
