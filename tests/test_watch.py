@@ -146,5 +146,5 @@ def test_sigterm_stops_the_watcher_cleanly(registry: object, home: Path, tmp_pat
     # state.json is written after the handler is installed: from then on SIGTERM is a clean stop.
     assert eventually((home / "spool" / "beta" / "watch" / "state.json").exists), "the watcher never started"
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(10) == 0
+    assert proc.wait(60) == 0  # a margin for a loaded machine: the stop is prompt, the bound is not the claim
     assert "agentmail watch: 0 run(s)" in proc.stderr.read()  # type: ignore[union-attr]
