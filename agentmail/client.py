@@ -38,6 +38,7 @@ from .model import (
 )
 from .registry import Registry
 from .spool import Spool
+from .spool.db import reached
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
 
 if TYPE_CHECKING:
@@ -785,7 +786,10 @@ class AgentMail:
     def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
         """File a signed letter in the outbox, or in held/ with why it waits for a person."""
         if held is None:
-            stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
+            # Submitted right after this (``_sent``): where "sent" is itself durable, the outbox
+            # copy is flushed only if the letter has to wait (the same order, one flush less per file).
+            durable = not self.transport.sent_is_durable
+            stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=durable)
             self._indexed(stored.id)  # search index
             return stored
         self.spool.ensure()
@@ -852,7 +856,14 @@ class AgentMail:
             ) from exc
         finally:
             self._dispatching = None
+            self._keep_if_queued(stored.id)
         return self.show(stored.id)
+
+    def _keep_if_queued(self, letter_id: str) -> None:
+        """A letter filed without a flush (``_file_outgoing``) that did not leave (queued, or
+        failed) is made durable now, before ``send`` returns or raises."""
+        if self.transport.sent_is_durable and self.spool.locate(letter_id) in ("outbox", "failed"):
+            self.spool.make_durable(letter_id)
 
     def _outgoing(self, letter_id: str) -> Outgoing | None:
         from . import wire
@@ -864,6 +875,12 @@ class AgentMail:
             return None
         if letter.state != "outbox":
             return None  # another process sent it meanwhile
+        if letter.message_id.encode() not in raw:
+            # A letter filed without a flush, then a power cut: its row outlived its bytes.
+            # Never submit what is left of it; say it did not go.
+            self.spool.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
+            self._move(letter_id, "outbox", "failed")
+            return None
         # Every recipient platform (several for a fan-out) at its thread address, and the
         # followers: one submission, one letter, one Message-ID. On the local post office a
         # person has no mailbox: the Cc header names them, nobody delivers.
@@ -894,6 +911,7 @@ class AgentMail:
         if result.status == "sent" and result.key != self._dispatching:
             self.flushed += 1
         if result.status == "sent":
+            reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
             self._move(result.key, "outbox", "sent", durable=False)
