@@ -129,6 +129,7 @@ class AgentMail:
         self.last_warnings: list[str] = []
         self.flushed = 0  # letters queued by an earlier command that this client has sent since
         self._dispatching: str | None = None
+        self._fresh: tuple[Letter, bytes] | None = None  # the letter being dispatched, as filed
         self._search: SearchIndex | None = None
 
     def _platform_name(self, address: str) -> str | None:
@@ -494,7 +495,7 @@ class AgentMail:
                       also_to=others, attachments=attachments)
             )  # fmt: skip
             stored = self._file_outgoing(letter, raw, self._hold_any(names, hold))
-        return self._sent(stored)
+        return self._sent(stored, raw)
 
     def _hold_any(self, names: Iterable[str], asked: bool) -> str | None:
         """A letter to several platforms waits for a person when any one of them is held."""
@@ -577,7 +578,7 @@ class AgentMail:
         stored = self._claim_all(keys, letter, raw, held)
         if stored is None:
             raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
-        return self._sent(stored)
+        return self._sent(stored, raw)
 
     def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None) -> Letter | None:
         """Claim every key (one per counterpart) and file the letter inside all claims; None when
@@ -656,7 +657,7 @@ class AgentMail:
             return None
         self._refusals.pop(parent_id, None)
         self._move(parent_id, "unread", "read")
-        return self._sent(stored)
+        return self._sent(stored, composed[1])
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
                   attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
@@ -682,7 +683,7 @@ class AgentMail:
         stored = self._file_answer(last, composed, self._hold(recipient.address, hold))
         if stored is None:
             raise Refused(self._refusals.pop(last.id, "refused"))
-        return self._sent(stored)
+        return self._sent(stored, composed[1])
 
     def why_refused(self, letter: str | Letter) -> str | None:
         """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""
@@ -838,14 +839,16 @@ class AgentMail:
         left queued, so fixing the configuration and sending again never delivers it twice."""
         letter, raw = composed
         stored = self._file_outgoing(letter, raw, held)
-        return stored if held else self._sent(stored)
+        return stored if held else self._sent(stored, raw)
 
-    def _sent(self, stored: Letter) -> Letter:
+    def _sent(self, stored: Letter, raw: bytes | None = None) -> Letter:
         """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now.
-        A held letter is not in the outbox: returned as it is, waiting for a person."""
+        A held letter is not in the outbox: returned as it is, waiting for a person. ``raw``:
+        the bytes just filed for ``stored``, handed to the transport rather than read back."""
         if stored.state == "held":
             return stored
         self._dispatching = stored.id
+        self._fresh = (stored, raw) if raw is not None else None
         try:
             self.flush()
         except ConfigError as exc:
@@ -856,6 +859,7 @@ class AgentMail:
             ) from exc
         finally:
             self._dispatching = None
+            self._fresh = None
             self._keep_if_queued(stored.id)
         return self.show(stored.id)
 
@@ -868,11 +872,14 @@ class AgentMail:
     def _outgoing(self, letter_id: str) -> Outgoing | None:
         from . import wire
 
-        try:
-            letter = self.spool.letter(letter_id, "outbox")
-            raw = self.spool.path("outbox", letter_id).read_bytes()
-        except (FileNotFoundError, NotFound):
-            return None
+        if self._fresh is not None and self._fresh[0].id == letter_id:
+            letter, raw = self._fresh  # listed in the outbox under its lock: still there
+        else:
+            try:
+                letter = self.spool.letter(letter_id, "outbox")
+                raw = self.spool.path("outbox", letter_id).read_bytes()
+            except (FileNotFoundError, NotFound):
+                return None
         if letter.state != "outbox":
             return None  # another process sent it meanwhile
         if letter.message_id.encode() not in raw:
