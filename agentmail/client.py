@@ -1097,12 +1097,24 @@ class AgentMail:
             self._indexed(letter_id)
         return moved
 
+    def _warm_receiving(self) -> None:
+        """Before blocking: judge one letter signed here for this platform (never filed), so
+        the first letter that lands pays no first-use costs (imports, the email and DKIM
+        packages' compiled patterns). Only with a pinned key: nothing here may reach a network."""
+        from . import authenticity, route  # noqa: F401
+
+        if self.platform.key_lookup != "pinned":
+            return
+        try:
+            draft = Draft(self.platform.name, "question", new_thread_id(), "warm-up", "Is this warm?")
+            authenticity.judge(self._compose(draft)[1], self.registry)
+        except Exception:  # a missing key, say: the letter that lands says so when it is judged
+            pass
+
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
         """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
 
         Raises Timeout. A matching letter already unread returns at once ("spool")."""
-        from . import authenticity  # noqa: F401  (loaded before blocking, not after the letter lands)
-
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:
@@ -1110,6 +1122,8 @@ class AgentMail:
             for letter in self.inbox(sync=False):
                 if (type is None or letter.type == type) and (thread is None or letter.thread == thread):
                     return letter, mechanism
+            if mechanism == "spool":
+                self._warm_receiving()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Timeout(f"no matching letter within {timeout:g}s")
