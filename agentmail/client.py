@@ -789,7 +789,7 @@ class AgentMail:
         if held is None:
             # Submitted right after this (``_sent``): where "sent" is itself durable, the outbox
             # copy is flushed only if the letter has to wait (the same order, one flush less per file).
-            durable = not self.transport.sent_is_durable
+            durable = not self._sent_is_durable()
             stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=durable)
             self._indexed(stored.id)  # search index
             return stored
@@ -866,8 +866,15 @@ class AgentMail:
     def _keep_if_queued(self, letter_id: str) -> None:
         """A letter filed without a flush (``_file_outgoing``) that did not leave (queued, or
         failed) is made durable now, before ``send`` returns or raises."""
-        if self.transport.sent_is_durable and self.spool.locate(letter_id) in ("outbox", "failed"):
+        if self._sent_is_durable() and self.spool.locate(letter_id) in ("outbox", "failed"):
             self.spool.make_durable(letter_id)
+
+    def _sent_is_durable(self) -> bool:
+        """``Transport.sent_is_durable``, without opening a transport to ask: opening one for
+        SMTP reads its credentials, and that failing is for ``flush`` to report."""
+        if self._transport is not None:
+            return self._transport.sent_is_durable
+        return self.registry.bus.transport == "local"
 
     def _outgoing(self, letter_id: str) -> Outgoing | None:
         from . import wire
