@@ -1107,7 +1107,8 @@ class AgentMail:
     def _warm_receiving(self) -> None:
         """Before blocking: judge one letter signed here for this platform (never filed), so
         the first letter that lands pays no first-use costs (imports, the email and DKIM
-        packages' compiled patterns, the database's first durable commit). Only with a pinned key: nothing here may reach a network."""
+        packages' compiled patterns, the database's first durable commit). Only with a pinned
+        key: nothing here may reach a network."""
         from . import authenticity, route  # noqa: F401
 
         self.spool.warm()
