@@ -236,12 +236,15 @@ class Spool:
         extra: dict[str, Any] | None = None,
         index: bool = True,
         defer: bool = False,
+        durable: bool = True,
     ) -> Letter:
         """File a new letter in ``state``; returns it with its id and state set.
 
         ``index``: record its (sender, Message-ID) so a second copy is recognised (else its
         bytes). ``defer``: part of a sync batch that ``commit`` makes durable and visible
-        together (one filesystem flush and one transaction for the batch).
+        together (one filesystem flush and one transaction for the batch). ``durable=False``:
+        filed in the same order, with no flush (a letter submitted at once to a transport whose
+        "sent" is itself durable); ``make_durable`` flushes it if it has to wait after all.
         """
         self.ensure()
         letter_id = letter.id or new_ulid()
@@ -254,18 +257,37 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})
-        tmp = self._write_tmp(letter_id, raw, durable=not defer)
+        tmp = self._write_tmp(letter_id, raw, durable=durable and not defer)
         if defer:
             with _machine():
                 self._insert(self._sql(), letter, data, raw, index)
             self._batch.append(letter_id)
             return letter
-        fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
-        with _machine(), self.db.write() as tx:
+        if durable:
+            fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
+        with _machine(), self.db.write(durable=durable) as tx:
             self._insert(tx, letter, data, raw, index)
         reached("stored")
         self._publish(letter_id)
         return letter
+
+    def make_durable(self, letter_id: str) -> None:
+        """Flush a letter filed with ``durable=False``: its file, its folder, then the database
+        (a durable commit fsyncs the write-ahead log, and the row is in it)."""
+        path = self.path("", letter_id)
+        fsync_file(path)
+        fsync_dir(path.parent)
+        with _machine(), self.db.write() as tx:
+            tx.execute("UPDATE letters SET state=state WHERE id=?", (letter_id,))
+        reached("made-durable")
+
+    def warm(self) -> None:
+        """A durable commit that changes nothing. SQLite fsyncs the mailbox's folder at a
+        connection's first durable commit (it opened the WAL to create it if missing): a waiter
+        pays that before it blocks, not in the commit of the letter it waits for."""
+        with _machine(), self.db.write() as tx:
+            version = int(tx.execute("PRAGMA user_version").fetchone()[0])
+            tx.execute(f"PRAGMA user_version={version}")
 
     def _write_tmp(self, letter_id: str, raw: bytes, durable: bool) -> Path:
         tmp = self.root / "tmp" / f"{letter_id}.eml"

@@ -93,6 +93,11 @@ class Transport(ABC):
     """``submit`` out, ``fetch``/``advance`` in, ``wait`` for news."""
 
     name: str
+    # "sent" means the letter is already on disk where its recipient reads it (the local post
+    # office fsyncs it before submit returns): the sender's outbox copy then need not be made
+    # durable before submitting, only if the letter stays queued. An SMTP server's 250 is the
+    # server's promise, kept durable here as before.
+    sent_is_durable: bool = False
 
     @abstractmethod
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:

@@ -146,6 +146,7 @@ class LocalTransport(Transport):
     """``resolve`` maps a recipient address to a platform name (None: no such mailbox)."""
 
     name = "local"
+    sent_is_durable = True  # deliver() fsyncs the copy in the post office before it returns
 
     def __init__(self, postoffice: Path, platform: str, resolve: Callable[[str], str | None]) -> None:
         self.postoffice = postoffice
