@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import cli, local, scale, search, smtpimap
 from .common import REPO, Settings, hermetic_environ, machine, remove_tree
+from .install import user_cli
 from .report import Figure, table, write_json
 
 Step = Callable[[Path, Settings], Figure | list[Figure]]
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="agentmail-bench-"))
     try:
         with hermetic_environ(root):
+            about["cli"] = user_cli(root).how  # what the CLI figures measured
             for name, step in STEPS.items():
                 if args.only and name not in args.only:
                     continue

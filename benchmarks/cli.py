@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -140,7 +139,7 @@ def import_costs(tb: TempBus, argv: list[str], runs: int = 3, top: int = 10) -> 
     """``python -X importtime`` of one CLI command: self time (ms) summed per top-level package
     (agentmail per module), the least of ``runs`` runs, the ``top`` costliest first."""
     script = tb.cli[0] if len(tb.cli) == 1 else None
-    command = [sys.executable, "-X", "importtime", *([script] if script else ["-m", "agentmail"]), *argv]
+    command = [tb.installed.python, "-X", "importtime", *([script] if script else ["-m", "agentmail"]), *argv]
     best: dict[str, float] = {}
     for _ in range(runs):
         done = subprocess.run(command, env=tb.env, cwd=tb.home, capture_output=True, text=True, timeout=120)

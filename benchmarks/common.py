@@ -74,7 +74,8 @@ class Runs:
 
 
 def agentmail_command() -> list[str]:
-    """How a user runs the CLI: the console script next to this interpreter."""
+    """The development install's console script (next to this interpreter); the figures run
+    the CLI installed from a wheel instead (``install.py``)."""
     script = Path(sys.executable).parent / "agentmail"
     return [str(script)] if script.exists() else [sys.executable, "-m", "agentmail"]
 
@@ -115,7 +116,10 @@ class TempBus:
                                            transport=transport,
                                            # the benchmarks open thousands of threads: no hourly cap
                                            endpoints={"new_threads_per_hour": 0, **(endpoints or {})})  # fmt: skip
-        self.cli = agentmail_command()
+        from .install import user_cli  # install imports this module
+
+        self.installed = user_cli(root)  # the CLI as a user has it: a wheel, not the editable install
+        self.cli = self.installed.argv
 
     def client(self, platform: str) -> AgentMail:
         return AgentMail(self.registry, Identity(platform), self.home)
