@@ -7,10 +7,12 @@ Letters are untrusted: control characters are stripped from everything printed a
 
 from __future__ import annotations
 
-import json
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec, PathFinder
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -89,6 +91,8 @@ def json_option(func: F) -> F:
 
 def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
     if ctx.json:
+        import json  # only for --json: --help and text output never load it
+
         click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
     else:
         text()
@@ -484,6 +488,8 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> Non
     new_threads_per_hour N (0: no cap), groups.NAME PLATFORM... (for 'send @NAME'; "" removes it), domain, name;
     attachments: attach_max_bytes BYTES (each), attach_max_total BYTES (per letter), attach_max_count N,
     attach_types TYPE... (the allow-list)."""
+    import json
+
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
@@ -1061,18 +1067,71 @@ def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: f
     emit(ctx, {"runs": runs}, lambda: click.echo(f"agentmail watch: {runs} run(s)", err=True))
 
 
+def _quiet_logging() -> None:
+    """Give the root logger a NullHandler (else logging's last resort prints e.g. asyncio's TLS
+    errors): now if logging is loaded, else the moment a library loads it. --help and a read
+    never load logging (issue 11: ~2 ms with traceback and string)."""
+    if "logging" in sys.modules:
+        _add_null_handler(sys.modules["logging"])
+    elif not any(isinstance(finder, _NullHandlerOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _NullHandlerOnImport())
+
+
+def _add_null_handler(logging: ModuleType) -> None:
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
+
+
+class _NullHandlerOnImport:
+    """An import hook for one module: finds ``logging`` as usual, runs it, then quiets it."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name != "logging":
+            return None
+        sys.meta_path.remove(self)
+        spec = PathFinder.find_spec(name, path)
+        if spec is not None and spec.loader is not None:
+            loader = spec.loader
+            run_module = loader.exec_module
+
+            def exec_module(module: ModuleType) -> None:
+                run_module(module)
+                _add_null_handler(module)
+
+            loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _help_width() -> int | None:
+    """The width click gives help text, measured as ``shutil.get_terminal_size`` does, without
+    importing shutil (and with it bz2, lzma and zlib: ~1.5 ms of every start). None when click's
+    test runner forces a width."""
+    if click.formatting.FORCED_WIDTH is not None:
+        return None
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout (None), not a terminal, closed
+            columns = 80
+    return max(min(columns, 80) - 2, 50)  # click's HelpFormatter: its max_width 80, less 2, at least 50
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches a user, nor a library's warning or log line."""
-    import logging
     import warnings
 
     if not sys.warnoptions:
         warnings.simplefilter("ignore")
-    root = logging.getLogger()
-    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
-        root.addHandler(logging.NullHandler())  # else logging's last resort prints e.g. asyncio's TLS errors
+    _quiet_logging()
     try:
-        code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False)
+        code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False, terminal_width=_help_width())
     except click.exceptions.Abort:
         click.echo("agentmail: interrupted", err=True)
         return 130
