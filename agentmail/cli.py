@@ -519,7 +519,7 @@ def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
 @pass_ctx
 def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start: bool) -> None:
     """Sync, then the unread authenticated letters (they stay until 'done' or a reply)."""
-    from .guards import DATA_NOT_ORDERS
+    from .text import DATA_NOT_ORDERS
 
     letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit, from_start=from_start)
     if letters and not ctx.json:  # where an agent reads its mail, it is told what a letter is
