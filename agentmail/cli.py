@@ -1091,17 +1091,18 @@ class _NullHandlerOnImport:
     ) -> ModuleSpec | None:
         if name != "logging":
             return None
-        sys.meta_path.remove(self)
         spec = PathFinder.find_spec(name, path)
-        if spec is not None and spec.loader is not None:
-            loader = spec.loader
-            run_module = loader.exec_module
+        if spec is None or spec.loader is None:
+            return None  # the other finders' turn
+        sys.meta_path.remove(self)  # found: the import system stops iterating meta_path here
+        loader = spec.loader
+        run_module = loader.exec_module
 
-            def exec_module(module: ModuleType) -> None:
-                run_module(module)
-                _add_null_handler(module)
+        def exec_module(module: ModuleType) -> None:
+            run_module(module)
+            _add_null_handler(module)
 
-            loader.exec_module = exec_module  # type: ignore[method-assign]
+        loader.exec_module = exec_module  # type: ignore[method-assign]
         return spec
 
 
