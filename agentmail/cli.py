@@ -11,7 +11,6 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec, PathFinder
-from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -21,6 +20,8 @@ from .errors import AgentmailError, BadInput
 from .text import for_terminal
 
 if TYPE_CHECKING:
+    from pathlib import Path  # at run time imported where used: --help loads no pathlib (issue 11)
+
     from .client import AgentMail
     from .model import Letter
 
@@ -100,6 +101,8 @@ def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
 
 def read_body(value: str) -> str:
     """``-b TEXT``, ``-b @FILE`` or ``-b -`` (standard input)."""
+    from pathlib import Path
+
     if value == "-":
         return sys.stdin.read()
     if value.startswith("@") and len(value) > 1:
@@ -457,6 +460,8 @@ def keygen(ctx: Ctx) -> None:
 @pass_ctx
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
     """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
+    from pathlib import Path
+
     from .identity import write_marker
     from .registry import load
 
@@ -563,6 +568,8 @@ def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
 @pass_ctx
 def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
     """'git am' letter ID's patches in the current checkout (a clean tree only); --check first."""
+    from pathlib import Path
+
     said = ctx.client().apply(letter_id, Path.cwd(), check=check)
     emit(ctx, {"applied": not check, "detail": said}, lambda: click.echo(clean(said)))
 
@@ -619,6 +626,8 @@ def attach_options(func: F) -> F:
 
 def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[Any, ...]:
     """The files and patches to attach, read now (limits are the bus's: exit 2 with the reason)."""
+    from pathlib import Path
+
     if not files and not patch:
         return ()
     from . import evidence
@@ -962,6 +971,8 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
 @pass_ctx
 def demo(ctx: Ctx, demo_home: str | None) -> None:
     """The whole lifecycle between two platforms on the embedded default."""
+    from pathlib import Path
+
     from .demo import run_demo
 
     run_demo(Path(demo_home) if demo_home else None, click.echo)
@@ -1026,6 +1037,8 @@ for _host, _label in (
 @pass_ctx
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
     """Merge agentmail's hooks into HOST's settings in this checkout (idempotent)."""
+    from pathlib import Path
+
     from . import hooks
 
     prefix = (
