@@ -72,6 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(table(figures))
     for figure in figures:
+        if "cpu_ms" in figure.details:
+            d = figure.details
+            print(
+                f"CPU time (user + system), {figure.title}: {d['cpu_ms']:.1f} ms vs {d['baseline_cpu_ms']:.1f} ms = {d['cpu_ratio']:.2f}x"
+            )
+    for figure in figures:
         for command, costs in figure.details.get("imports", {}).items():
             listed = ", ".join(f"{name} {ms:.1f}" for name, ms in costs)
             print(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -168,6 +169,14 @@ def timed(argv: Sequence[str], env: dict[str, str] | None = None, cwd: Path | No
     start = time.perf_counter()
     run(argv, env, cwd)
     return time.perf_counter() - start
+
+
+def children_cpu() -> float:
+    """CPU seconds (user + system) of every child process ended and waited for so far: the
+    difference around a process is its CPU time, which the machine's load inflates far less
+    than its wall-clock time (a shared machine's other jobs make a process wait, not work)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def machine() -> dict[str, Any]:
