@@ -39,7 +39,6 @@ from .model import (
 from .registry import Registry
 from .spool import Spool
 from .spool.db import reached
-from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
 
 if TYPE_CHECKING:
     from .attach import Attachment
@@ -47,6 +46,9 @@ if TYPE_CHECKING:
     from .guards import Outbound
     from .route import Facts
     from .search import Hit, Query, SearchIndex
+
+    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    from .transport import Incoming, Outgoing, SubmitResult, Transport
 
 MAX_REFERENCES = 20
 SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
@@ -155,6 +157,8 @@ class AgentMail:
     @property
     def transport(self) -> Transport:
         if self._transport is None:
+            from .transport import open_transport
+
             self._transport = open_transport(self.registry, self.me.platform, self.home)
         return self._transport
 
@@ -878,6 +882,7 @@ class AgentMail:
 
     def _outgoing(self, letter_id: str) -> Outgoing | None:
         from . import wire
+        from .transport import Envelope, Outgoing
 
         if self._fresh is not None and self._fresh[0].id == letter_id:
             letter, raw = self._fresh  # listed in the outbox under its lock: still there
@@ -914,6 +919,8 @@ class AgentMail:
             try:
                 results = self.transport.submit(items, on_result=self._record)
             except TransportError as exc:
+                from .transport import SubmitResult
+
                 results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
                 for result in results:
                     self._record(result)

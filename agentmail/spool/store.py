@@ -16,7 +16,6 @@ it, and never less than the number of References it carries.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -45,10 +44,14 @@ _HOLDING = threading.local()  # the claims locks this thread holds (see Spool._c
 
 
 def _key(*parts: str) -> str:
+    import hashlib  # here, not at the top: a read (inbox --no-sync) never loads OpenSSL for it (issue 11)
+
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
 
 
 def _raw_key(raw: bytes) -> str:
+    import hashlib
+
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
