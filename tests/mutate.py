@@ -87,9 +87,17 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
+    # The spool (SQLite rows + letter files) against its own tests: the Spool's exact answers, the
+    # conversion of the old layout, rebuilt caches, crash recovery (SIGKILL at each commit point).
+    "spool": Group(
+        ("spool/store.py", "spool/db.py", "spool/migrate.py"),
+        ("test_spool.py", "test_migration.py", "test_rebuild.py", "test_recovery.py"),
+        timeout=60,
+    ),
+    # The local post office: delivery, UIDs, fetch batches, the wait's wakes.
+    "local": Group(("transport/local.py",), ("test_local.py",), timeout=30),
 }
-# Not mutated this session: spool.py (now spool/, on SQLite) and transport/local.py were being rewritten;
-# transport/inotify.py and the rest of client.py wait on wakes.
+# Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
 
 def _config(group: Group) -> dict[str, object]:
