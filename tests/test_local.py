@@ -8,11 +8,14 @@ Each test states the exact outcome (file names, UIDs, batches, results): the mut
 from __future__ import annotations
 
 import os
+import re
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from agentmail._fs import locked
 from agentmail.transport import inotify
 from agentmail.transport.base import Envelope, Outgoing, SubmitResult
 from agentmail.transport.local import BATCH, LocalTransport, Mailbox, deliver
@@ -42,11 +45,21 @@ def test_deliver_makes_the_maildir_and_leaves_the_letter_in_new_only(tmp_path: P
     assert (maildir / "new" / name).read_bytes() == RAW
     assert _names(maildir / "tmp") == [] and _names(maildir / "cur") == []
     assert oct((maildir / "new").stat().st_mode & 0o777) == "0o700"
-    stamp, _, rest = name.partition(".")
-    assert stamp.isdigit() and rest.startswith(f"{os.getpid()}_")
-    assert rest.endswith("." + os.uname().nodename.replace("/", "_"))
+    # time.pid_random.host: 12 random hex digits make two deliveries in one nanosecond distinct
+    host = os.uname().nodename
+    assert re.fullmatch(rf"\d+\.{os.getpid()}_[0-9a-f]{{12}}\.{re.escape(host)}", name), name
     second = deliver(maildir, b"other")
     assert second != name and _names(maildir / "new") == sorted([name, second])
+
+
+def test_a_host_name_with_a_slash_makes_no_subfolder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.uname()
+    fake = type("uname", (), {"nodename": "rack/7"})()
+    monkeypatch.setattr(os, "uname", lambda: fake)
+    name = deliver(tmp_path / "beta", RAW)
+    monkeypatch.undo()
+    assert name.endswith(".rack_7") and os.listdir(tmp_path / "beta" / "new") == [name]
+    del real
 
 
 def test_deliver_remakes_a_maildir_whose_tmp_was_removed(tmp_path: Path) -> None:
@@ -100,6 +113,7 @@ def test_assign_numbers_new_letters_in_name_order_from_one(tmp_path: Path) -> No
     assert _names(box.dir / "cur") == ["000000000001:2,", "000000000002:2,", "000000000003:2,"]
     assert (box.dir / "cur" / "000000000001:2,").read_bytes() == b"1.x"
     assert (box.dir / ".uidnext").read_text() == "000000000004"
+    assert oct((box.dir / ".uidnext").stat().st_mode & 0o777) == "0o600"
     assert _names(box.dir / "new") == []
     (box.dir / "new" / "4.x").write_bytes(b"4.x")
     assert box.assign() == 5 and (box.dir / "cur" / "000000000004:2,").read_bytes() == b"4.x"
@@ -153,11 +167,30 @@ def test_the_uid_counter_is_a_cache_never_reused_whatever_it_says(tmp_path: Path
     assert box.assign() == 4 and (box.dir / "cur" / "000000000003:2,").read_bytes() == b"three"
 
 
-def test_a_counter_ahead_of_the_letters_is_kept(tmp_path: Path) -> None:
+def test_a_counter_ahead_of_the_letters_is_kept_and_one_below_one_is_one(tmp_path: Path) -> None:
     box = Mailbox(tmp_path / "beta")
     box.ensure()
     (box.dir / ".uidnext").write_text("000000000009")
     assert box._uidnext() == 9
+    for value in ("0", "-5", "1"):
+        (box.dir / ".uidnext").write_text(value)
+        assert box._uidnext() == 1
+
+
+def test_uids_are_assigned_under_the_post_offices_lock(tmp_path: Path) -> None:
+    """Every reader of the Maildir (other processes, older releases) takes ``.lock``: while
+    another holds it, no letter is numbered."""
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "new" / "a.x").write_bytes(b"a")
+    got: list[int] = []
+    with locked(box.dir / ".lock"):
+        reader = threading.Thread(target=lambda: got.append(box.assign()))
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive() and got == [] and _names(box.dir / "cur") == []
+    reader.join()
+    assert got == [2] and _names(box.dir / "cur") == ["000000000001:2,"]
 
 
 def test_read_finds_a_flagged_letter_and_leaves_a_large_one_undownloaded(tmp_path: Path) -> None:
@@ -252,12 +285,18 @@ def test_pending_says_whether_anything_is_past_the_checkpoint(tmp_path: Path) ->
     assert beta.pending(f"{validity}:5") is False
 
 
-def test_wait_returns_at_once_when_something_is_pending(tmp_path: Path) -> None:
+@pytest.mark.parametrize("with_inotify", [True, False])
+def test_wait_returns_at_once_when_something_is_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_inotify: bool
+) -> None:
     po = tmp_path / "po"
     beta = _transport(po)
     deliver(po / "beta", RAW)
-    expected = "inotify" if inotify.watch(po / "beta" / "new") is not None else "poll"
-    assert beta.wait(None, 600) == expected
+    if not with_inotify:
+        monkeypatch.setattr(inotify, "watch", lambda path: None)  # a system without inotify: polling
+    elif inotify.watch(po / "beta" / "new") is None:
+        pytest.skip("no inotify here")
+    assert beta.wait(None, 600) == ("inotify" if with_inotify else "poll")
 
 
 def test_wait_with_nothing_pending_times_out_with_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -266,8 +305,23 @@ def test_wait_with_nothing_pending_times_out_with_none(tmp_path: Path, monkeypat
     checkpoint = f"{beta.mailbox.uidvalidity}:0"
     assert beta.wait(checkpoint, 0) is None
     assert beta.wait(checkpoint, 0.2) is None
-    monkeypatch.setattr(inotify, "watch", lambda path: None)  # a system without inotify: polling
+    monkeypatch.setattr(inotify, "watch", lambda path: None)
     assert beta.wait(checkpoint, 0.2) is None
+
+
+def _after_the_first_look(beta: LocalTransport, monkeypatch: pytest.MonkeyPatch, arrive: Callable[[], object]) -> None:
+    """``arrive`` runs right after the wait's first look found nothing: news during the wait."""
+    real_pending = beta.pending
+    looks = [0]
+
+    def pending(value: str | None) -> bool:
+        found = real_pending(value)
+        looks[0] += 1
+        if looks[0] == 1:
+            arrive()
+        return found
+
+    monkeypatch.setattr(beta, "pending", pending)
 
 
 @pytest.mark.parametrize("with_inotify", [True, False])
@@ -279,22 +333,21 @@ def test_wait_wakes_on_a_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         monkeypatch.setattr(inotify, "watch", lambda path: None)
     elif inotify.watch(po / "beta" / "new") is None:
         pytest.skip("no inotify here")
-    checkpoint = f"{beta.mailbox.uidvalidity}:0"
-    started = threading.Event()
-    real_pending = beta.pending
-
-    def pending(value: str | None) -> bool:
-        started.set()  # the wait has looked once: the delivery lands during the wait
-        return real_pending(value)
-
-    monkeypatch.setattr(beta, "pending", pending)
-    postman = threading.Thread(target=lambda: (started.wait(60), deliver(po / "beta", RAW)))
-    postman.start()
-    try:
-        assert beta.wait(checkpoint, 600) == ("inotify" if with_inotify else "poll")
-    finally:
-        postman.join()
+    _after_the_first_look(beta, monkeypatch, lambda: deliver(po / "beta", RAW))
+    assert beta.wait(f"{beta.mailbox.uidvalidity}:0", 600) == ("inotify" if with_inotify else "poll")
     assert len(os.listdir(po / "beta" / "new")) == 1
+
+
+def test_wait_looks_again_for_news_no_event_announced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A letter numbered by another reader lands in cur/, not new/: no inotify event; the wait's
+    recheck (every RECHECK seconds) still finds it."""
+    po = tmp_path / "po"
+    beta = _transport(po)
+    beta.mailbox.ensure()
+    if inotify.watch(po / "beta" / "new") is None:
+        pytest.skip("no inotify here")
+    _after_the_first_look(beta, monkeypatch, lambda: (beta.mailbox.dir / "cur" / "000000000001:2,").write_bytes(RAW))
+    assert beta.wait(f"{beta.mailbox.uidvalidity}:0", 600) == "inotify"
 
 
 def test_the_wait_closes_its_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
