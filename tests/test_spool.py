@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from agentmail import wire
+from agentmail._fs import locked
 from agentmail.errors import NotFound
 from agentmail.model import Letter, new_ulid, ulid_ms
 from agentmail.spool import Spool, db
@@ -191,6 +192,15 @@ def test_a_commit_that_fails_discards_the_batch(tmp_path: Path, monkeypatch: pyt
     assert spool.ids("unread") == []
 
 
+def test_a_batch_without_letters_commits_its_other_writes(tmp_path: Path) -> None:
+    spool = _spool(tmp_path).ensure()
+    spool.db.begin_batch()  # a sync whose every letter was a duplicate: only its checkpoint moves
+    spool.set_checkpoint("local", "v:3")
+    assert _spool(tmp_path).checkpoint("local") is None
+    spool.commit()
+    assert _spool(tmp_path).checkpoint("local") == "v:3" and os.listdir(spool.root / "letters") == []
+
+
 def test_a_write_inside_a_batch_joins_it(tmp_path: Path) -> None:
     spool = _spool(tmp_path).ensure()
     deferred = spool.store("unread", *_letter(1), defer=True)
@@ -251,6 +261,20 @@ def test_publishing_twice_is_harmless_and_a_lost_file_is_an_error(tmp_path: Path
         spool._publish(filed.id)
 
 
+def test_one_syncer_per_mailbox_and_one_quota_holder_per_platform(tmp_path: Path) -> None:
+    beta = _spool(tmp_path)
+    bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root).ensure()
+    with beta.locked():
+        with pytest.raises(BlockingIOError), locked(beta.root / "sync.lock", wait=False):
+            pass
+        with locked(bob.root / "sync.lock", wait=False):  # another mailbox's syncer goes on
+            pass
+    with bob.platform_locked("quota"), pytest.raises(BlockingIOError), locked(beta.root / "quota.lock", wait=False):
+        pass
+    with locked(beta.root / "sync.lock", wait=False), locked(beta.root / "quota.lock", wait=False):
+        pass  # both released
+
+
 # --- notes, checkpoints --------------------------------------------------------------------------
 
 
@@ -263,6 +287,11 @@ def test_annotations_are_kept_per_letter_and_shown_for_outgoing_letters_only(tmp
     spool.annotate(sent.id, undeliverable="550 no such user")  # the same again: one value
     spool.annotate(sent.id, durable=False, queued="smtp down")
     spool.annotate(read.id, queued="x")
+    conn = spool.db.conn()
+    changes = conn.total_changes
+    with spool.db.write() as tx:  # what another process annotated meanwhile: not written again
+        spool._annotate(tx, sent.id, {"undeliverable": "550 no such user"})
+    assert conn.total_changes == changes
     assert spool.annotations(sent.id) == {"undeliverable": "550 no such user", "queued": "smtp down"}
     assert spool.meta(sent.id)["undeliverable"] == "550 no such user" and spool.meta(sent.id)["queued"] == "smtp down"
     assert "queued" not in spool.meta(read.id)
@@ -437,6 +466,7 @@ def test_opened_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> N
     beta.db.conn().execute("UPDATE letters SET meta=NULL WHERE id=?", (garbled.id,))  # parses to a reason
     old = beta.store("sent", replace(_letter(9)[0], id=_ulid_floor(now - 3_600_000) + "0" * 16), _letter(9)[1])
     assert ulid_ms(old.id) == now - 3_600_000
+    beta.store("sent", replace(_letter(10)[0], id="u" * 26), _letter(10)[1])  # no ULID: no creation time
     assert beta.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
     assert bob.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
     assert beta.opened_since(now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
