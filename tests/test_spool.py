@@ -114,6 +114,7 @@ def test_a_quarantined_letter_is_found_by_its_bytes_and_opens_no_thread(tmp_path
     assert spool.threads() == [] and spool.thread_ids("thr-abc123def0") == []
     assert spool.has_bytes(raw) is True and spool.has_bytes(raw + b"x") is False
     assert spool.known("alpha", "<1.alpha@bus.test>") is None
+    assert spool.has_bytes(raw, "alpha", None) is True and spool.has_bytes(raw, None, "<1.alpha@bus.test>") is True
     assert spool.annotations(held.id)["quarantined"]["reason"] == "unsigned"
     assert "depth" not in spool.meta(held.id) and spool.meta(held.id)["reason"] == "unsigned"
 
@@ -192,6 +193,42 @@ def test_a_commit_that_fails_discards_the_batch(tmp_path: Path, monkeypatch: pyt
     assert spool.ids("unread") == []
 
 
+def test_the_commit_points_come_in_order_and_each_where_its_name_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tests/test_crash.py SIGKILLs a sync at each of these points by name: each must be reached
+    once, in this order, with the letter files where the name says."""
+    spool = _spool(tmp_path).ensure()
+    seen: list[tuple[str, int, int]] = []
+
+    def point(name: str) -> None:
+        seen.append((name, len(os.listdir(spool.root / "tmp")), len(os.listdir(spool.root / "letters"))))
+
+    monkeypatch.setattr(db, "crash_point", point)
+    for n in (1, 2, 3):
+        spool.store("unread", *_letter(n), defer=True)
+    spool.commit()
+    spool.set_checkpoint("local", "v:3")
+    _file(spool, n=4)
+    assert seen == [
+        ("batch-durable", 3, 0),
+        ("batch-committed", 3, 0),
+        ("batch-publishing", 2, 1),  # after the first file's rename
+        ("batch-published", 0, 3),
+        ("checkpoint-set", 0, 3),
+        ("stored", 1, 3),  # the row is committed, the file not yet renamed
+    ]
+
+
+def test_a_discarded_letter_whose_file_is_already_gone_is_no_error(tmp_path: Path) -> None:
+    spool = _spool(tmp_path).ensure()
+    gone = spool.store("unread", *_letter(1), defer=True)
+    kept = spool.store("unread", *_letter(2), defer=True)
+    (spool.root / "tmp" / f"{gone.id}.eml").unlink()
+    spool.discard()
+    assert os.listdir(spool.root / "tmp") == [] and spool.ids("unread") == [] and spool.locate(kept.id) is None
+
+
 def test_a_batch_without_letters_commits_its_other_writes(tmp_path: Path) -> None:
     spool = _spool(tmp_path).ensure()
     spool.db.begin_batch()  # a sync whose every letter was a duplicate: only its checkpoint moves
@@ -223,6 +260,12 @@ def test_sweep_finishes_a_committed_letter_and_removes_only_old_strays(tmp_path:
     an_hour_ago = time.time() - 3601
     os.utime(old, (an_hour_ago, an_hour_ago))
     os.utime(odd, (an_hour_ago, an_hour_ago))
+    link = spool.root / "tmp" / "01LINK.eml"
+    link.symlink_to(spool.root / "tmp" / "nowhere")  # dangling: its own age counts, not a target's
+    os.utime(link, (an_hour_ago, an_hour_ago), follow_symlinks=False)
+    just_over = spool.root / "tmp" / "01JUSTOVER.eml"
+    just_over.write_bytes(b"x")
+    os.utime(just_over, (time.time() - 3600.5, time.time() - 3600.5))
     spool.sweep_tmp()
     assert sorted(os.listdir(spool.root / "tmp")) == ["01FRESH.eml"]
     assert (spool.root / "letters" / f"{filed.id}.eml").read_bytes() == _letter()[1]
@@ -413,13 +456,13 @@ def test_a_persons_letter_and_a_verdict_are_rebuilt_from_their_notes(tmp_path: P
 
 
 def test_names_are_rebuilt_from_the_registry_else_the_local_part(tmp_path: Path) -> None:
-    spool = Spool(tmp_path / "spool" / "beta", name_of={"beta@bus.test": "beta"}.get)
+    spool = Spool(tmp_path / "spool" / "beta", name_of={"beta@bus.test": "beta-platform"}.get)
     letter, raw = _letter()
-    raw = raw.replace(b"From: Alpha <alpha@bus.test>", b"From: Gamma <gamma+bot@elsewhere.test>")
+    raw = raw.replace(b"From: Alpha <alpha@bus.test>", b"From: Gamma <gamma@elsewhere.test>")
     filed = spool.store("unread", letter, raw)
     spool.drop_caches()
     data = spool.meta(filed.id)
-    assert (data["from"], data["to"]) == ("gamma", "beta")
+    assert (data["from"], data["to"]) == ("gamma", "beta-platform")
     assert spool._name("") == "" and Spool(tmp_path / "x")._name("delta+q@x.test") == "delta"
 
 
@@ -445,6 +488,8 @@ def test_dropped_caches_give_every_answer_again(tmp_path: Path) -> None:
         "known": spool.known("alpha", "<2.alpha@bus.test>"),
     }
     assert after == before and before["open"] == [] and before["known"] == b.id
+    for letter_id in (a.id, b.id):  # the cache holds no state: the row's column is the truth
+        assert "state" not in json.loads(_row(spool, letter_id, "meta"))
     assert spool.has_bytes(_letter(4)[1]) is True
 
 
@@ -466,7 +511,8 @@ def test_opened_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> N
     beta.db.conn().execute("UPDATE letters SET meta=NULL WHERE id=?", (garbled.id,))  # parses to a reason
     old = beta.store("sent", replace(_letter(9)[0], id=_ulid_floor(now - 3_600_000) + "0" * 16), _letter(9)[1])
     assert ulid_ms(old.id) == now - 3_600_000
-    beta.store("sent", replace(_letter(10)[0], id="u" * 26), _letter(10)[1])  # no ULID: no creation time
+    for state in ("held", "outbox", "sent"):  # ids that are no ULID: no creation time, never counted
+        beta.store(state, replace(_letter(10)[0], id="01u" + state), _letter(10)[1])
     assert beta.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
     assert bob.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
     assert beta.opened_since(now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
@@ -579,6 +625,30 @@ def test_durability_is_chosen_per_transaction(tmp_path: Path) -> None:
     spool.db.rollback()
 
 
+def test_each_write_is_as_durable_as_what_it_records(tmp_path: Path) -> None:
+    """FULL (fsynced at COMMIT) for a letter's state and facts; NORMAL where a power cut only
+    costs a refetch or a recomputation (checkpoints, caches) or a harmless resubmission."""
+    spool = _spool(tmp_path)
+    filed = _file(spool, "sent")
+    conn = spool.db.conn()
+
+    def synchronous() -> int:
+        return int(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    steps = [
+        (lambda: spool.set_checkpoint("local", "v:1"), 1),
+        (lambda: spool.move(filed.id, "sent", "read"), 2),
+        (lambda: spool.move(filed.id, "read", "sent", durable=False), 1),
+        (lambda: spool.annotate(filed.id, queued="a"), 2),
+        (lambda: spool.annotate(filed.id, durable=False, queued="b"), 1),
+        (lambda: spool.take([filed.id], "sent", "read"), 2),
+        (lambda: spool._cache_meta(filed.id, {"subject": "x"}), 1),
+    ]
+    for step, expected in steps:
+        step()
+        assert synchronous() == expected, step
+
+
 def test_a_failed_write_rolls_back_and_the_next_one_commits(tmp_path: Path) -> None:
     spool = _spool(tmp_path).ensure()
     with pytest.raises(ValueError, match="boom"), spool.db.write() as tx:
@@ -622,7 +692,10 @@ def test_an_opening_that_fails_is_tried_again_on_the_next_use(tmp_path: Path) ->
     with pytest.raises(OSError, match="disk full"):
         database.conn()
     assert database.version() == CURRENT and calls == [0, 0]
+    first = database.conn()
     database.close()
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")  # closed, not left open
     database.close()  # closing twice is harmless
     assert database.version() == CURRENT and calls == [0, 0]
 
