@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from agentmail.client import AgentMail
-from agentmail.errors import NotFound, Refused
+from agentmail.errors import NotFound, Refused, Timeout
 from agentmail.identity import Identity
 
 from .conftest import OPENER
@@ -155,3 +155,40 @@ def test_flush_skips_a_letter_sent_meanwhile(
     _after(alpha.spool, "ids", lambda: alpha.spool.move(queued.id, "outbox", "sent"), monkeypatch, nth=2)
     assert alpha.flush() == []
     assert [x.subject for x in beta.inbox()] == ["First"]
+
+
+def test_a_wait_whose_time_is_up_before_it_waits_gives_up(beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[float] = []
+    monkeypatch.setattr(beta.transport, "wait", lambda checkpoint, timeout: asked.append(timeout))
+    with pytest.raises(Timeout, match="^no matching letter within 0s$"):
+        beta.wait(0)
+    assert asked == []  # the transport was never asked to wait
+
+
+def test_a_wait_whose_transport_wait_ran_out_gives_up(beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The time runs out inside the transport's wait (a loaded machine: the sync took the rest)."""
+    asked: list[float] = []
+
+    def ran_out(checkpoint: str | None, timeout: float) -> None:
+        asked.append(timeout)
+
+    monkeypatch.setattr(beta.transport, "wait", ran_out)
+    with pytest.raises(Timeout, match="^no matching letter within 600s$"):
+        beta.wait(600)
+    assert len(asked) == 1 and 0 < asked[0] <= 600
+
+
+def test_a_failing_search_index_never_fails_a_state_change(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sqlite3
+
+    alpha.send("beta", "Quota 500s", OPENER)
+    (got,) = beta.inbox()
+    assert [h.id for h in beta.search("Quota", sync=False)] == [got.id]  # the index exists now
+
+    def broken(*letter_ids: str) -> None:
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+    monkeypatch.setattr(beta.search_index, "update", broken)
+    assert beta.done(got.id) == [got.id] and beta.spool.locate(got.id) == "read"
