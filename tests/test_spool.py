@@ -8,6 +8,7 @@ end-to-end crash tests (test_crash.py, test_migration.py) prove the same under S
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -111,6 +112,7 @@ def test_a_quarantined_letter_is_found_by_its_bytes_and_opens_no_thread(tmp_path
     letter, raw = _letter()
     held = spool.store("quarantine", replace(letter, reason="unsigned", detail="no signature"), raw, index=False)
     assert _row(spool, held.id, "thread") is None and _row(spool, held.id, "msgkey") is None
+    assert _row(spool, held.id, "rawkey") == hashlib.sha256(raw).hexdigest()[:40]  # as earlier releases wrote it
     assert spool.threads() == [] and spool.thread_ids("thr-abc123def0") == []
     assert spool.has_bytes(raw) is True and spool.has_bytes(raw + b"x") is False
     assert spool.known("alpha", "<1.alpha@bus.test>") is None
@@ -339,6 +341,7 @@ def test_annotations_are_kept_per_letter_and_shown_for_outgoing_letters_only(tmp
     assert spool.meta(sent.id)["undeliverable"] == "550 no such user" and spool.meta(sent.id)["queued"] == "smtp down"
     assert "queued" not in spool.meta(read.id)
     assert spool.letter(sent.id).extra == {"undeliverable": "550 no such user", "queued": "smtp down"}
+    assert [x.extra for x in spool.letters("sent")] == [{"undeliverable": "550 no such user", "queued": "smtp down"}]
     spool.db.conn().execute("UPDATE notes SET data='not json' WHERE id=?", (sent.id,))
     assert spool.annotations(sent.id) == {} and "undeliverable" not in spool.meta(sent.id)
     spool.annotate(sent.id, failed="yes")
@@ -472,22 +475,28 @@ def test_dropped_caches_give_every_answer_again(tmp_path: Path) -> None:
     b = _file(spool, "read", n=2, in_reply_to="<1.alpha@bus.test>", type="close")
     _file(spool, n=3, thread="thr-note000000", type="note")
     held = spool.store("quarantine", replace(_letter(4)[0], reason="unsigned"), _letter(4)[1], index=False)
+    later = _file(spool, n=5, thread="thr-late000000")  # filed after the quarantined letter
     before = {
-        "meta": [spool.meta(i) for i in (a.id, b.id, held.id)],
+        "meta": [spool.meta(i) for i in (a.id, b.id, held.id, later.id)],
         "threads": spool.threads(),
         "open": spool.open_threads(),
         "known": spool.known("alpha", "<2.alpha@bus.test>"),
+        "thread": spool.thread_ids("thr-abc123def0"),
     }
     spool.drop_caches()
     assert spool.db.version() == CURRENT  # rebuilt on the first use
     assert _row(spool, held.id, "rawkey") is not None and _row(spool, held.id, "thread") is None
     after = {
-        "meta": [spool.meta(i) for i in (a.id, b.id, held.id)],
+        "meta": [spool.meta(i) for i in (a.id, b.id, held.id, later.id)],
         "threads": spool.threads(),
         "open": spool.open_threads(),
         "known": spool.known("alpha", "<2.alpha@bus.test>"),
+        "thread": spool.thread_ids("thr-abc123def0"),
     }
-    assert after == before and before["open"] == [] and before["known"] == b.id
+    assert after == before and before["open"] == ["thr-late000000"] and before["known"] == b.id
+    assert before["thread"] == [a.id, b.id] and "thr-late000000" in before["threads"]
+    assert spool.known("alpha", "<4.alpha@bus.test>") is None  # a quarantined letter is found by its bytes only
+    assert spool.has_bytes(_letter(1)[1]) is False
     for letter_id in (a.id, b.id):  # the cache holds no state: the row's column is the truth
         assert "state" not in json.loads(_row(spool, letter_id, "meta"))
     assert spool.has_bytes(_letter(4)[1]) is True
@@ -744,14 +753,17 @@ def _old_spool(root: Path) -> dict[str, bytes]:
         (root / state / f"{letter_id}.eml").write_bytes(raw)
         letters[letter_id] = raw
         (root / "meta").mkdir(exist_ok=True)
-        if state == "unread":
-            meta = {**letter.to_json(), "id": letter_id, "state": "unread", "depth": 0}
+        if state == "unread":  # what the old release parsed is kept, not parsed again
+            meta = {**letter.to_json(), "id": letter_id, "state": "unread", "depth": 0, "subject": "As parsed then"}
             (root / "meta" / f"{letter_id}.json").write_text(json.dumps(meta))
         elif state == "sent":
             (root / "meta" / f"{letter_id}.json").write_text('{"torn')  # rebuilt from the letter
+        else:
+            (root / "meta" / f"{letter_id}.json").write_text("[1, 2]")  # JSON, but no meta: rebuilt
     (root / "unread" / "notes.txt").write_text("not a letter")  # kept for a person
     (root / "read").mkdir()
-    (root / "read" / "bad-name.eml").write_text("not one of our ids")
+    for odd in ("bad-name.eml", "abcd-.eml", "abcd-x.eml"):
+        (root / "read" / odd).write_text("not one of our ids")
     sent_id = sorted(letters)[1]
     (root / "index" / "annotations").mkdir(parents=True)
     (root / "annotations").mkdir()
@@ -775,7 +787,11 @@ def test_an_old_spool_is_converted_once_with_its_odd_corners(tmp_path: Path) -> 
     for letter_id, raw in letters.items():
         assert (root / "letters" / f"{letter_id}.eml").read_bytes() == raw
     assert spool.meta(sent)["undeliverable"] == "550 newer" and spool.meta(sent)["subject"] == "Letter 2"
-    assert spool.meta(unread)["subject"] == "Letter 1" and "state" not in json.loads(_row(spool, unread, "meta"))
+    assert spool.meta(unread)["subject"] == "As parsed then" and "state" not in json.loads(_row(spool, unread, "meta"))
+    assert spool.meta(held)["subject"] == "Letter 3"
+    assert [r[0] for r in spool.db.conn().execute("SELECT id FROM notes ORDER BY id")] == [sent]
+    for made in ("letters", "tmp"):
+        assert oct((root / made).stat().st_mode & 0o777) == "0o700"
     assert spool.checkpoint("local") == "1:5" and spool.checkpoint("imap") is None
     assert sorted(os.listdir(root)) == [
         "letters",
@@ -787,10 +803,28 @@ def test_an_old_spool_is_converted_once_with_its_odd_corners(tmp_path: Path) -> 
         "tmp",
         "unread",
     ]
-    assert os.listdir(root / "unread") == ["notes.txt"] and os.listdir(root / "read") == ["bad-name.eml"]
+    assert os.listdir(root / "unread") == ["notes.txt"]
+    assert sorted(os.listdir(root / "read")) == ["abcd-.eml", "abcd-x.eml", "bad-name.eml"]
     assert spool.db.version() == CURRENT and spool.has_bytes(letters[held]) is True
     assert spool.threads() == ["thr-abc123def0"]
     assert _spool(tmp_path).ids("unread") == [unread]  # a second opening converts nothing
+
+
+def test_the_conversion_points_come_in_order_with_the_files_where_their_names_say(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """test_migration.py SIGKILLs a conversion at each of these points by name."""
+    root = tmp_path / "spool" / "beta"
+    _old_spool(root)
+    seen: list[tuple[str, int]] = []
+
+    def point(name: str) -> None:
+        folder = root / "letters"
+        seen.append((name, len(os.listdir(folder)) if folder.is_dir() else -1))
+
+    monkeypatch.setattr(db, "crash_point", point)
+    _spool(tmp_path).ensure()
+    assert seen == [("migration-rows", 0), ("migration-moving", 1), ("migration-moved", 3), ("migration-cleaned", 3)]
 
 
 def test_a_new_spool_has_nothing_to_convert(tmp_path: Path) -> None:
