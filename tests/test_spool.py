@@ -68,11 +68,15 @@ def test_a_filed_letter_is_in_one_state_with_its_file_in_letters(tmp_path: Path)
     assert _row(spool, filed.id, "thread") == "thr-abc123def0" and _row(spool, filed.id, "type") == "report"
     assert _row(spool, filed.id, "msgkey") == _key("alpha", "<1.alpha@bus.test>")
     assert _row(spool, filed.id, "rawkey") is None
+    assert _row(spool, filed.id, "msgkey") == hashlib.sha256(b"alpha\0<1.alpha@bus.test>").hexdigest()[:40]
+    assert "state" not in json.loads(_row(spool, filed.id, "meta"))  # the row's column is the truth
     assert spool.threads() == ["thr-abc123def0"] and spool.open_threads() == ["thr-abc123def0"]
     assert spool.thread_ids("thr-abc123def0") == [filed.id]
     # the id a letter brings is kept
     kept = spool.store("read", replace(letter, id="01KEPT"), raw)
     assert kept.id == "01KEPT" and spool.locate("01KEPT") == "read"
+    extra = spool.store("sent", replace(letter, id="01EXTRA"), raw, extra={"held_reason": "asked"})
+    assert spool.meta(extra.id)["held_reason"] == "asked"  # what the file does not say is kept
 
 
 def test_move_is_conditional_on_the_source_state(tmp_path: Path) -> None:
@@ -116,6 +120,13 @@ def test_a_quarantined_letter_is_found_by_its_bytes_and_opens_no_thread(tmp_path
     assert spool.threads() == [] and spool.thread_ids("thr-abc123def0") == []
     assert spool.has_bytes(raw) is True and spool.has_bytes(raw + b"x") is False
     assert spool.known("alpha", "<1.alpha@bus.test>") is None
+    answering, answering_raw = _letter(9, in_reply_to="<1.alpha@bus.test>")
+    spool.store("unread", *_letter(1))
+    assert spool.store("quarantine", replace(answering, reason="unsigned"), answering_raw, index=False).depth == 0
+    deferred = _letter(10)
+    spool.store("quarantine", replace(deferred[0], reason="unsigned"), deferred[1], index=False, defer=True)
+    spool.commit()
+    assert spool.has_bytes(deferred[1]) is True
     assert spool.has_bytes(raw, "alpha", None) is True and spool.has_bytes(raw, None, "<1.alpha@bus.test>") is True
     assert spool.annotations(held.id)["quarantined"]["reason"] == "unsigned"
     assert "depth" not in spool.meta(held.id) and spool.meta(held.id)["reason"] == "unsigned"
@@ -385,6 +396,8 @@ def test_a_lost_cache_is_parsed_again_with_the_same_answers(tmp_path: Path) -> N
     assert after == before
     assert json.loads(_row(spool, filed.id, "meta"))["subject"] == "Letter 1"  # written back
     assert "state" not in json.loads(_row(spool, filed.id, "meta"))
+    spool.db.conn().execute("UPDATE letters SET meta='[1, 2]'")  # JSON, but no fields: parsed again
+    assert spool.meta(filed.id) == before
     spool.db.conn().execute("UPDATE letters SET meta='{\"torn'")
     assert spool.letters("sent")[0].to_json() == spool.letter(filed.id).to_json()
     assert spool.meta(filed.id) == before
@@ -426,6 +439,14 @@ def test_depth_follows_the_local_reply_chain_and_never_undercounts_references(tm
     assert spool.depth_for("00", {"in_reply_to": "<2.alpha@bus.test>", "from": "alpha"}) == 0
 
 
+def test_a_letter_answering_itself_is_no_chain(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    looped = _file(spool, n=1, in_reply_to="<1.alpha@bus.test>")
+    assert looped.depth == 0
+    spool.db.conn().execute("UPDATE letters SET meta=NULL")
+    assert spool.meta(looped.id)["depth"] == 0
+
+
 def test_depth_walks_a_chain_whose_caches_are_gone_and_caches_each_step(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     ids = [_file(spool, n=1).id]
@@ -454,6 +475,8 @@ def test_a_persons_letter_and_a_verdict_are_rebuilt_from_their_notes(tmp_path: P
     spool.db.conn().execute("UPDATE letters SET meta=NULL")
     assert spool.meta(person.id)["person"] == "carol@example.org" and spool.meta(person.id)["subject"] == "Letter 1"
     assert (spool.meta(held.id)["reason"], spool.meta(held.id)["detail"]) == ("forged", "bad")
+    spool.db.conn().execute("UPDATE letters SET meta=NULL")
+    assert "depth" not in spool.meta(held.id)
     assert "depth" not in spool.annotations(person.id)["person_letter"]
     del raw
 
@@ -549,6 +572,7 @@ def _reply(letter_id: str, mid: str = "<1.alpha@bus.test>") -> tuple[Letter, byt
 def test_a_claim_names_the_mailbox_that_answered(tmp_path: Path) -> None:
     beta = _spool(tmp_path).ensure()
     bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root, name_of=NAMES.get)
+    assert beta.replied_by("<1.alpha@bus.test>") is None  # the platform's claims are built now
     with bob.claim_reply("<1.alpha@bus.test>", "01BOBREPLY") as holder:
         assert holder is None
         bob.store("sent", *_reply("01BOBREPLY"))
@@ -565,17 +589,30 @@ def test_a_claim_names_the_mailbox_that_answered(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "holder", ["gamma 01X", "beta/../gamma 01X", "betamax 01X", "beta@ghost 01X", "beta 01NOSUCH", "01X"]
+    "holder",
+    [
+        "gamma 01X",
+        "alpha 01X",
+        "beta/../alpha 01X",
+        "beta@bob/../beta 01X",
+        "betamax 01X",
+        "beta@ghost 01X",
+        "beta 01NOSUCH",
+        "01X",
+    ],
 )
 def test_a_claim_naming_no_reply_of_this_platform_answers_nothing(tmp_path: Path, holder: str) -> None:
     beta = _spool(tmp_path).ensure()
     beta.store("sent", *_reply("01X"))  # beta's reply 01X exists: only a claim naming it stands
+    _spool(tmp_path, "alpha").store("sent", *_reply("01X"))  # another platform's letter of that id
+    _spool(tmp_path, "beta@bob").ensure()
     beta._claims()
     beta.db.conn().execute("UPDATE claims SET holder=?", (holder,))
     expected = "01X" if holder == "01X" else None  # no mailbox named: the platform's own
     assert beta.replied_by("<1.alpha@bus.test>") == expected
     with beta.claim_reply("<1.alpha@bus.test>", "01Y") as got:
         assert got == expected
+    assert sorted(os.listdir(tmp_path / "spool")) == ["alpha", "beta", "beta@bob"]  # no mailbox made by asking
 
 
 def test_claims_are_rebuilt_from_the_answering_letters_of_every_mailbox(tmp_path: Path) -> None:
@@ -612,6 +649,8 @@ def test_siblings_are_the_other_mailboxes_of_the_platform(tmp_path: Path) -> Non
 def test_the_database_is_private_in_wal_mode_and_current(tmp_path: Path) -> None:
     spool = _spool(tmp_path).ensure()
     assert oct(spool.db.path.stat().st_mode & 0o777) == "0o600"
+    for made in ("letters", "tmp"):
+        assert oct((spool.root / made).stat().st_mode & 0o777) == "0o700"
     conn = spool.db.conn()
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert spool.db.version() == CURRENT and conn.execute("PRAGMA busy_timeout").fetchone()[0] == db.BUSY_MS
@@ -652,6 +691,8 @@ def test_each_write_is_as_durable_as_what_it_records(tmp_path: Path) -> None:
         (lambda: spool.annotate(filed.id, durable=False, queued="b"), 1),
         (lambda: spool.take([filed.id], "sent", "read"), 2),
         (lambda: spool._cache_meta(filed.id, {"subject": "x"}), 1),
+        (lambda: spool.move(filed.id, "read", "sent"), 2),
+        (lambda: spool._claims(), 1),  # a cache: rebuilt if lost
     ]
     for step, expected in steps:
         step()
@@ -746,7 +787,7 @@ def test_the_schema_is_made_statement_by_statement_without_its_comments(tmp_path
 def _old_spool(root: Path) -> dict[str, bytes]:
     """A spool of the per-file layout with its odd corners; returns id -> bytes of its letters."""
     letters = {}
-    for state, n in (("unread", 1), ("sent", 2), ("quarantine", 3)):
+    for state, n in (("unread", 1), ("sent", 2), ("quarantine", 3), ("read", 4)):
         letter, raw = _letter(n)
         letter_id = new_ulid()
         (root / state).mkdir(parents=True, exist_ok=True)
@@ -758,16 +799,20 @@ def _old_spool(root: Path) -> dict[str, bytes]:
             (root / "meta" / f"{letter_id}.json").write_text(json.dumps(meta))
         elif state == "sent":
             (root / "meta" / f"{letter_id}.json").write_text('{"torn')  # rebuilt from the letter
-        else:
+        elif state == "quarantine":
             (root / "meta" / f"{letter_id}.json").write_text("[1, 2]")  # JSON, but no meta: rebuilt
+        else:  # a meta file of a release that kept no state in it
+            meta = {**letter.to_json(), "id": letter_id, "depth": 0}
+            del meta["state"]
+            (root / "meta" / f"{letter_id}.json").write_text(json.dumps(meta))
     (root / "unread" / "notes.txt").write_text("not a letter")  # kept for a person
-    (root / "read").mkdir()
     for odd in ("bad-name.eml", "abcd-.eml", "abcd-x.eml"):
         (root / "read" / odd).write_text("not one of our ids")
-    sent_id = sorted(letters)[1]
+    unread_id, sent_id = sorted(letters)[:2]
     (root / "index" / "annotations").mkdir(parents=True)
     (root / "annotations").mkdir()
     (root / "index" / "annotations" / f"{sent_id}.json").write_text('{"undeliverable": "old"}')
+    (root / "index" / "annotations" / f"{unread_id}.json").write_text('{"person_letter": {"subject": "kept"}}')
     (root / "annotations" / f"{sent_id}.json").write_text('{"undeliverable": "550 newer"}')  # the newer wins
     (root / "annotations" / "torn.json").write_text("[1, 2")
     (root / "annotations" / "list.json").write_text("[1, 2]")  # JSON, but no notes
@@ -781,15 +826,16 @@ def test_an_old_spool_is_converted_once_with_its_odd_corners(tmp_path: Path) -> 
     root = tmp_path / "spool" / "beta"
     letters = _old_spool(root)
     spool = _spool(tmp_path)
-    unread, sent, held = sorted(letters)
+    unread, sent, held, read = sorted(letters)
     assert spool.ids("unread") == [unread] and spool.ids("sent") == [sent] and spool.ids("quarantine") == [held]
-    assert spool.ids("read") == []
+    assert spool.ids("read") == [read] and spool.meta(read)["subject"] == "Letter 4"
+    assert spool.annotations(unread) == {"person_letter": {"subject": "kept"}}
     for letter_id, raw in letters.items():
         assert (root / "letters" / f"{letter_id}.eml").read_bytes() == raw
     assert spool.meta(sent)["undeliverable"] == "550 newer" and spool.meta(sent)["subject"] == "Letter 2"
     assert spool.meta(unread)["subject"] == "As parsed then" and "state" not in json.loads(_row(spool, unread, "meta"))
     assert spool.meta(held)["subject"] == "Letter 3"
-    assert [r[0] for r in spool.db.conn().execute("SELECT id FROM notes ORDER BY id")] == [sent]
+    assert [r[0] for r in spool.db.conn().execute("SELECT id FROM notes ORDER BY id")] == sorted([unread, sent])
     for made in ("letters", "tmp"):
         assert oct((root / made).stat().st_mode & 0o777) == "0o700"
     assert spool.checkpoint("local") == "1:5" and spool.checkpoint("imap") is None
@@ -824,11 +870,24 @@ def test_the_conversion_points_come_in_order_with_the_files_where_their_names_sa
 
     monkeypatch.setattr(db, "crash_point", point)
     _spool(tmp_path).ensure()
-    assert seen == [("migration-rows", 0), ("migration-moving", 1), ("migration-moved", 3), ("migration-cleaned", 3)]
+    assert seen == [("migration-rows", 0), ("migration-moving", 1), ("migration-moved", 4), ("migration-cleaned", 4)]
 
 
-def test_a_new_spool_has_nothing_to_convert(tmp_path: Path) -> None:
+def test_an_old_spool_of_letters_alone_is_converted(tmp_path: Path) -> None:
+    root = tmp_path / "spool" / "beta"
+    (root / "sent").mkdir(parents=True)
+    letter_id = new_ulid()
+    (root / "sent" / f"{letter_id}.eml").write_bytes(_letter(1)[1])
+    spool = _spool(tmp_path)
+    assert spool.ids("sent") == [letter_id] and spool.meta(letter_id)["subject"] == "Letter 1"
+    assert spool.checkpoint("local") is None and spool.annotations(letter_id) == {}
+
+
+def test_a_new_spool_has_nothing_to_convert(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    monkeypatch.setattr(db, "crash_point", seen.append)
     spool = _spool(tmp_path).ensure()
+    assert seen == ["migration-rows"]  # created CURRENT at once: no files to move, no caches to rebuild
     assert sorted(os.listdir(spool.root)) == [
         "letters",
         "setup.lock",
