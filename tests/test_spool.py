@@ -14,6 +14,7 @@ import os
 import sqlite3
 import time
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from agentmail.spool.store import _key, _ulid_floor
 from .helpers.letters import burst
 
 NAMES = {"alpha@bus.test": "alpha", "beta@bus.test": "beta"}
+DATE = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
 
 
 def _spool(tmp_path: Path, name: str = "beta") -> Spool:
@@ -38,7 +40,8 @@ def _spool(tmp_path: Path, name: str = "beta") -> Spool:
 
 def _letter(n: int = 1, **changes: Any) -> tuple[Letter, bytes]:
     """alpha's letter to beta (Message-ID <n.alpha@bus.test>), as filed: platform names set."""
-    raw = wire.render(burst(message_id=f"<{n}.alpha@bus.test>", subject=f"Letter {n}", **changes))
+    # a fixed Date: the same letter renders to the same bytes whenever it is rendered
+    raw = wire.render(burst(message_id=f"<{n}.alpha@bus.test>", subject=f"Letter {n}", date=DATE, **changes))
     letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))  # as a sync files it: Date and all
     return replace(letter, sender="alpha", to="beta"), raw
 
