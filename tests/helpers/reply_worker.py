@@ -25,9 +25,6 @@ from agentmail.client import AgentMail
 def main() -> None:
     platform, agent, out, wanted = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4:]
     am = AgentMail.from_env(platform, agent=agent)
-    # Both agents are new: whichever syncs second would start where its sibling stopped
-    # (DESIGN §7), past these letters. Each reads the backlog, as `inbox --from-start` does.
-    am.from_start()
     am.sync()
     ids = {letter.message_id: letter.id for letter in am.inbox(sync=False)}
     missing = [m for m in wanted if m not in ids]
