@@ -38,6 +38,7 @@ from .model import (
 )
 from .registry import Registry
 from .spool import Spool
+from .spool.filed import Filed
 from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
 
 if TYPE_CHECKING:
@@ -56,10 +57,12 @@ letter_from_meta = Letter.from_json  # the name this had before Letter could rea
 class SyncReport:
     """What one sync did with every letter it fetched: accepted + quarantined + duplicates +
     bounces + skipped == fetched. ``internal_errors`` counts letters quarantined because judging
-    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``)."""
+    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``).
+    ``accepted`` and ``quarantined`` read like lists of letters but hold ids: each letter is read
+    from the spool when asked for, so a sync of any size stays small in memory (``spool.filed.Filed``)."""
 
-    accepted: list[Letter] = field(default_factory=list)
-    quarantined: list[Letter] = field(default_factory=list)
+    accepted: Filed = field(default_factory=Filed)
+    quarantined: Filed = field(default_factory=Filed)
     duplicates: int = 0
     bounces: int = 0
     skipped: int = 0  # notes for a sibling agent
@@ -76,6 +79,11 @@ class SyncReport:
             "fetched": self.fetched,
             "internal_errors": self.internal_errors,
         }
+
+    def __post_init__(self) -> None:
+        for name in ("accepted", "quarantined"):  # a list given by a caller, as before
+            if not isinstance(getattr(self, name), Filed):
+                setattr(self, name, Filed(getattr(self, name)))
 
 
 # The stage a letter was in when something raised: the module of the deepest agentmail frame.
@@ -174,7 +182,7 @@ class AgentMail:
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
-        report = SyncReport()
+        report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
         self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
         if not transport.pending(self._checkpoint(transport.name)):
@@ -185,7 +193,7 @@ class AgentMail:
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
-                filed_before = len(report.accepted) + len(report.quarantined)
+                filed_before = (len(report.accepted), len(report.quarantined))
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -199,7 +207,9 @@ class AgentMail:
                     self.spool.discard()
                     raise
                 self.spool.commit()
-                self._indexed(*(x.id for x in [*report.accepted, *report.quarantined][filed_before:]))  # search index
+                self._indexed(  # search index
+                    *report.accepted.ids_since(filed_before[0]), *report.quarantined.ids_since(filed_before[1])
+                )
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
