@@ -280,7 +280,7 @@ class AgentMail:
                 f"({_class_name(exc)}); it is kept here for a bug report",
                 summary={"from": quick[0], "message_id": quick[1]} if quick else None,
             )
-            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report)
+            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report, item.copy)
 
     def _placeholder(self, item: Incoming) -> bytes:
         """Stands in for a letter not downloaded: its bytes name the mailbox slot, so a refetch is a duplicate."""
@@ -319,11 +319,11 @@ class AgentMail:
             report.bounces += 1
         elif filing.action == "quarantine":
             assert filing.verdict is not None
-            self._quarantine(filing.verdict, raw, report)
+            self._quarantine(filing.verdict, raw, report, item.copy if raw is item.raw else None)
         else:
             assert filing.verdict is not None and filing.verdict.letter is not None
             report.accepted.append(
-                self.spool.store("unread", filing.verdict.letter, raw, defer=True)
+                self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
 
     def _facts(self, verdict: Verdict) -> Facts:
@@ -358,7 +358,9 @@ class AgentMail:
             return self.spool.has_bytes(raw, platform.name, quick[1])
         return self.spool.has_bytes(raw)
 
-    def _quarantine(self, verdict: Verdict, raw: bytes, report: SyncReport) -> None:
+    def _quarantine(
+        self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
+    ) -> None:
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
             message_id=summary.get("message_id", ""),
@@ -373,7 +375,7 @@ class AgentMail:
             date=summary.get("date", ""),
         )
         letter = replace(base, id="", reason=verdict.reason, detail=verdict.detail)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True))
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
               from_start: bool = False) -> list[Letter]:  # fmt: skip

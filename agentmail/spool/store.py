@@ -20,6 +20,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -62,6 +63,25 @@ def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
             "references": list(letter.references),
         }
     return letter
+
+
+def _linked(copy: tuple[str, int, int], tmp: Path) -> bool:
+    """Hard-link a durable file that holds the letter's bytes (the local post office's, which
+    is never changed in place: a Maildir client writes a new file and renames) as the letter's
+    file: no new inode to create, nothing to write or flush. Only the very file that was read
+    (same device and inode, a plain file); anything else (another file system, a file renamed or
+    replaced since, links not allowed) is written as a copy. The file keeps the post office's
+    mode: the spool's folders (0700) are what keep it private."""
+    path, dev, ino = copy
+    try:
+        os.link(path, tmp, follow_symlinks=False)
+    except OSError:
+        return False
+    st = os.lstat(tmp)
+    if (st.st_dev, st.st_ino) == (dev, ino) and stat.S_ISREG(st.st_mode):
+        return True
+    os.unlink(tmp)
+    return False
 
 
 def _ulid_floor(ms: int) -> str:
@@ -236,12 +256,14 @@ class Spool:
         extra: dict[str, Any] | None = None,
         index: bool = True,
         defer: bool = False,
+        copy: tuple[str, int, int] | None = None,
     ) -> Letter:
         """File a new letter in ``state``; returns it with its id and state set.
 
         ``index``: record its (sender, Message-ID) so a second copy is recognised (else its
         bytes). ``defer``: part of a sync batch that ``commit`` makes durable and visible
-        together (one filesystem flush and one transaction for the batch).
+        together (one filesystem flush and one transaction for the batch). ``copy``: a durable
+        file holding exactly ``raw`` (path, st_dev, st_ino), hard-linked instead of written.
         """
         self.ensure()
         letter_id = letter.id or new_ulid()
@@ -254,7 +276,7 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})
-        tmp = self._write_tmp(letter_id, raw, durable=not defer)
+        tmp = self._write_tmp(letter_id, raw, durable=not defer, copy=copy)
         if defer:
             with _machine():
                 self._insert(self._sql(), letter, data, raw, index)
@@ -267,9 +289,10 @@ class Spool:
         self._publish(letter_id)
         return letter
 
-    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool) -> Path:
+    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> Path:
         tmp = self.root / "tmp" / f"{letter_id}.eml"
-        write_new(tmp, raw, durable=durable)
+        if copy is None or not _linked(copy, tmp):
+            write_new(tmp, raw, durable=durable)
         return tmp
 
     def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
