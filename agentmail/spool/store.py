@@ -265,7 +265,8 @@ class Spool:
         together (one filesystem flush and one transaction for the batch). ``copy``: a durable
         file holding exactly ``raw`` (path, st_dev, st_ino), hard-linked instead of written.
         """
-        self.ensure()
+        if not (defer and self._batch):  # a batch's first letter made the folders moments ago
+            self.ensure()
         letter_id = letter.id or new_ulid()
         letter = replace(letter, id=letter_id, state=state)
         if defer:
