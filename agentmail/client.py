@@ -39,6 +39,7 @@ from .model import (
 from .registry import Registry
 from .spool import Spool
 from .spool.db import reached
+from .spool.filed import Filed
 
 if TYPE_CHECKING:
     from .attach import Attachment
@@ -59,10 +60,12 @@ letter_from_meta = Letter.from_json  # the name this had before Letter could rea
 class SyncReport:
     """What one sync did with every letter it fetched: accepted + quarantined + duplicates +
     bounces + skipped == fetched. ``internal_errors`` counts letters quarantined because judging
-    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``)."""
+    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``).
+    ``accepted`` and ``quarantined`` read like lists of letters but hold ids: each letter is read
+    from the spool when asked for, so a sync of any size stays small in memory (``spool.filed.Filed``)."""
 
-    accepted: list[Letter] = field(default_factory=list)
-    quarantined: list[Letter] = field(default_factory=list)
+    accepted: Filed = field(default_factory=Filed)
+    quarantined: Filed = field(default_factory=Filed)
     duplicates: int = 0
     bounces: int = 0
     skipped: int = 0  # notes for a sibling agent
@@ -79,6 +82,11 @@ class SyncReport:
             "fetched": self.fetched,
             "internal_errors": self.internal_errors,
         }
+
+    def __post_init__(self) -> None:
+        for name in ("accepted", "quarantined"):  # a list given by a caller, as before
+            if not isinstance(getattr(self, name), Filed):
+                setattr(self, name, Filed(getattr(self, name)))
 
 
 # The stage a letter was in when something raised: the module of the deepest agentmail frame.
@@ -180,7 +188,7 @@ class AgentMail:
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
-        report = SyncReport()
+        report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
         self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
         if not transport.pending(self._checkpoint(transport.name)):
@@ -191,7 +199,7 @@ class AgentMail:
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
-                filed_before = len(report.accepted) + len(report.quarantined)
+                filed_before = (len(report.accepted), len(report.quarantined))
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -205,7 +213,9 @@ class AgentMail:
                     self.spool.discard()
                     raise
                 self.spool.commit()
-                self._indexed(*(x.id for x in [*report.accepted, *report.quarantined][filed_before:]))  # search index
+                self._indexed(  # search index
+                    *report.accepted.ids_since(filed_before[0]), *report.quarantined.ids_since(filed_before[1])
+                )
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
@@ -276,7 +286,7 @@ class AgentMail:
                 f"({_class_name(exc)}); it is kept here for a bug report",
                 summary={"from": quick[0], "message_id": quick[1]} if quick else None,
             )
-            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report)
+            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report, item.copy)
 
     def _placeholder(self, item: Incoming) -> bytes:
         """Stands in for a letter not downloaded: its bytes name the mailbox slot, so a refetch is a duplicate."""
@@ -315,11 +325,11 @@ class AgentMail:
             report.bounces += 1
         elif filing.action == "quarantine":
             assert filing.verdict is not None
-            self._quarantine(filing.verdict, raw, report)
+            self._quarantine(filing.verdict, raw, report, item.copy if raw is item.raw else None)
         else:
             assert filing.verdict is not None and filing.verdict.letter is not None
             report.accepted.append(
-                self.spool.store("unread", filing.verdict.letter, raw, defer=True)
+                self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
 
     def _facts(self, verdict: Verdict) -> Facts:
@@ -354,7 +364,9 @@ class AgentMail:
             return self.spool.has_bytes(raw, platform.name, quick[1])
         return self.spool.has_bytes(raw)
 
-    def _quarantine(self, verdict: Verdict, raw: bytes, report: SyncReport) -> None:
+    def _quarantine(
+        self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
+    ) -> None:
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
             message_id=summary.get("message_id", ""),
@@ -369,7 +381,7 @@ class AgentMail:
             date=summary.get("date", ""),
         )
         letter = replace(base, id="", reason=verdict.reason, detail=verdict.detail)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True))
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
               from_start: bool = False) -> list[Letter]:  # fmt: skip

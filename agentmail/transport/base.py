@@ -55,6 +55,10 @@ class Incoming:
     key: str
     raw: bytes | None
     size: int
+    # Where these exact bytes already lie durable on this machine (the local post office's
+    # file, and its st_dev/st_ino when they were read): the spool hard-links it rather than
+    # creating a copy (issue 11: a new file costs 0.2-0.5 ms here, a link ~20 µs). None elsewhere.
+    copy: tuple[str, int, int] | None = None
 
 
 OnResult = Callable[[SubmitResult], None]

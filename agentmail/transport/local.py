@@ -137,9 +137,12 @@ class Mailbox:
         path = self._find(uid)
         if path is None:
             return None
-        size = path.stat().st_size
-        raw = path.read_bytes() if size <= max_size else None
-        return Incoming(key=str(uid), raw=raw, size=size)
+        with open(path, "rb") as file:
+            stat = os.fstat(file.fileno())
+            if stat.st_size > max_size:
+                return Incoming(key=str(uid), raw=None, size=stat.st_size)
+            raw = file.read()
+        return Incoming(str(uid), raw, stat.st_size, (str(path), stat.st_dev, stat.st_ino))
 
 
 class LocalTransport(Transport):
