@@ -30,13 +30,14 @@ from . import mime
 from .mime import Refused, header_section
 
 MAX_NAME = 100
-_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$")
+# Strings, compiled by re's cache on first use: most letters carry no attachment (issue 11).
+_TYPE_RE = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$"
 # RFC 2046 §5.1.1: bchars, 1-70 of them, not ending in a space (agentmail never writes one).
-_BOUNDARY_RE = re.compile(r"^[0-9A-Za-z'()+_,./:=? -]{0,69}[0-9A-Za-z'()+_,./:=?-]$")
+_BOUNDARY_RE = r"^[0-9A-Za-z'()+_,./:=? -]{0,69}[0-9A-Za-z'()+_,./:=?-]$"
 _TOKEN = r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+"
 _QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
-_PARAM = re.compile(rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*")
-_DISPOSITION = re.compile(rf"[ \t]*({_TOKEN})[ \t]*((?:{_PARAM.pattern})*);?[ \t]*")
+_PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
+_DISPOSITION = rf"[ \t]*({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
 _PART_HEADERS = ("content-type", "content-transfer-encoding", "content-disposition", "content-description")
 _PARSER = BytesParser(policy=policy.compat32)
 
@@ -133,7 +134,7 @@ def limit_problem(attachments: tuple[Attachment, ...], limits: Limits) -> str | 
 
 def check(item: Attachment) -> Attachment:
     """``item`` with its name sanitised, or Refused for a type or description that cannot be written."""
-    if not _TYPE_RE.fullmatch(item.type) or item.type.startswith(("multipart/", "message/")):
+    if not re.fullmatch(_TYPE_RE, item.type) or item.type.startswith(("multipart/", "message/")):
         raise Refused(f"{item.name}: {item.type[:60]!r} is not a single-part MIME type")
     description = " ".join(item.description.split())[:200]
     if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in description):
@@ -204,7 +205,7 @@ def _boundary(msg: Message) -> str:
     if ctype != "multipart/mixed":
         raise Refused(f"the letter is {ctype[:60]}; agentmail reads multipart/mixed with a text part first")
     boundary = params.get("boundary", "")
-    if not _BOUNDARY_RE.fullmatch(boundary):
+    if not re.fullmatch(_BOUNDARY_RE, boundary):
         raise Refused("the multipart boundary is missing or not one RFC 2046 allows")
     return boundary
 
@@ -264,11 +265,11 @@ def _part_message(part: bytes, number: int) -> Message:
 
 
 def _param(value: str, what: str, number: int) -> tuple[str, dict[str, str]]:
-    match = _DISPOSITION.fullmatch(value)
+    match = re.fullmatch(_DISPOSITION, value)
     if not match:
         raise Refused(f"the {what} of MIME part {number} does not parse")
     params: dict[str, str] = {}
-    for pmatch in _PARAM.finditer(match.group(2)):
+    for pmatch in re.finditer(_PARAM, match.group(2)):
         name, raw = pmatch.group(1).lower(), pmatch.group(2)
         if name in params:
             raise Refused(f"the {what} of MIME part {number} declares {name[:40]} twice")

@@ -29,16 +29,17 @@ class MatterError(ValueError):
     """The block is present but not acceptable; the message says why."""
 
 
-_START_RE = re.compile(r"\A--- agentmail v1 ---[ \t]*\r?\n")
-_END_RE = re.compile(r"^--- end agentmail ---[ \t]*$", re.MULTILINE)
+# Strings, compiled by re's cache on first use: a send never splits a body (issue 11).
+_START_RE = r"\A--- agentmail v1 ---[ \t]*\r?\n"
+_END_RE = r"(?m)^--- end agentmail ---[ \t]*$"
 
 
 def _split_block(text: str) -> tuple[str, str]:
     """(the block's lines, the rest): the delimiters found by two regexes, nothing parsed."""
-    start = _START_RE.match(text)
+    start = re.match(_START_RE, text)
     if not start:
         raise MatterError("the body does not start with the agentmail block")
-    end = _END_RE.search(text, start.end())
+    end = re.compile(_END_RE).search(text, start.end())
     if not end:
         raise MatterError("the agentmail block is not terminated")
     return text[start.end() : end.start()], text[end.end() :]
@@ -59,7 +60,7 @@ def _handler() -> BaseHandler:
         FM_BOUNDARY = re.compile(r"^--- (?:end )?agentmail(?: v1)? ---[ \t]*$", re.MULTILINE)
 
         def detect(self, text: str) -> bool:
-            return bool(_START_RE.match(text))
+            return bool(re.match(_START_RE, text))
 
         def split(self, text: str) -> tuple[str, str]:
             return _split_block(text)
@@ -151,7 +152,7 @@ def _load_strict(fm: str) -> dict[str, str]:
 
 
 def has_block(body: str) -> bool:
-    return bool(_START_RE.match(body))
+    return bool(re.match(_START_RE, body))
 
 
 def split(body: str) -> tuple[dict[str, str], str]:

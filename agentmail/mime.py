@@ -46,14 +46,14 @@ def is_mime_header(name: str | bytes) -> bool:
     return low == "mime-version" or low.startswith("content-")
 
 
-_HEADER_NAME = re.compile(rb"^([!-9;-~]+)[ \t]*:", re.MULTILINE)
+_HEADER_NAME = rb"(?m)^([!-9;-~]+)[ \t]*:"
 
 
 def header_counts(raw: bytes) -> dict[bytes, int]:
     """How often each header name (lowercased) occurs, read the way DKIM reads names: a name
     followed by white space before its colon counts too."""
     counts: dict[bytes, int] = {}
-    for match in _HEADER_NAME.finditer(header_section(raw)):
+    for match in re.finditer(_HEADER_NAME, header_section(raw)):
         name = match.group(1).lower()
         counts[name] = counts.get(name, 0) + 1
     return counts
@@ -87,10 +87,11 @@ def _display(lower_name: str) -> str:
 _TOKEN = r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+"
 _QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
 _PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
-_CONTENT_TYPE = re.compile(rf"[ \t]*({_TOKEN})/({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*")
-_MIME_VERSION = re.compile(r"[ \t]*1\.0[ \t]*(?:\([^()\\]*\)[ \t]*)?")
-_QP_LINE = re.compile(rb"(?:[\t\x20-\x3c\x3e-\x7e]|=[0-9A-Fa-f]{2})*")
-_QP_ESCAPE = re.compile(rb"=([0-9A-Fa-f]{2})")
+# Strings, compiled by re's cache on first use: a send never parses MIME (issue 11: start-up).
+_CONTENT_TYPE = rf"[ \t]*({_TOKEN})/({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
+_MIME_VERSION = r"[ \t]*1\.0[ \t]*(?:\([^()\\]*\)[ \t]*)?"
+_QP_LINE = rb"(?:[\t\x20-\x3c\x3e-\x7e]|=[0-9A-Fa-f]{2})*"
+_QP_ESCAPE = rb"=([0-9A-Fa-f]{2})"
 
 
 def _one(msg: Message, name: str) -> str | None:
@@ -108,7 +109,7 @@ def _one(msg: Message, name: str) -> str | None:
 def _content_type(value: str) -> tuple[str, dict[str, str]]:
     """(type/subtype lowercased, parameters) of a plainly written Content-Type, or Malformed:
     no comments, no RFC 2231 continuations, no parameter twice."""
-    match = _CONTENT_TYPE.fullmatch(value)
+    match = re.fullmatch(_CONTENT_TYPE, value)
     if not match:
         raise Refused("the Content-Type header does not parse as type/subtype; parameters")
     ctype = f"{match.group(1)}/{match.group(2)}".lower()
@@ -131,11 +132,11 @@ def _decode_quoted_printable(data: bytes) -> bytes:
     for number, line in enumerate(lines):
         soft = line.endswith(b"=")
         body = line[:-1] if soft else line
-        if not _QP_LINE.fullmatch(body):
+        if not re.fullmatch(_QP_LINE, body):
             raise Refused(f"the quoted-printable body is not strictly encoded (line {number + 1})")
         if not soft and body.endswith((b" ", b"\t")):
             raise Refused(f"the quoted-printable body has unencoded trailing white space (line {number + 1})")
-        out.append(_QP_ESCAPE.sub(lambda m: bytes([int(m.group(1), 16)]), body))
+        out.append(re.sub(_QP_ESCAPE, lambda m: bytes([int(m.group(1), 16)]), body))
         if not soft and number < len(lines) - 1:
             out.append(b"\n")
     return b"".join(out)
@@ -167,7 +168,7 @@ def shown_text(msg: Message) -> str:
     cte_value = _one(msg, "Content-Transfer-Encoding")
     if version is None and (content_type is not None or cte_value is not None):
         raise Refused("the letter declares its content without MIME-Version")
-    if version is not None and not _MIME_VERSION.fullmatch(version):
+    if version is not None and not re.fullmatch(_MIME_VERSION, version):
         raise Refused(f"the letter declares MIME-Version {version.strip()[:20]!r}, not 1.0")
     ctype, params = _content_type(content_type) if content_type is not None else ("text/plain", {})
     if ctype.startswith("multipart/"):

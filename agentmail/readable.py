@@ -97,12 +97,13 @@ def html_to_text(html: str) -> str:
 
 # --- the quoted history ------------------------------------------------------------------
 
-_ATTRIBUTION = re.compile(r"^\s*On\b.{0,300}\bwrote:\s*$", re.IGNORECASE)
-_ATTRIBUTION_START = re.compile(r"^\s*On\b.{0,300}$", re.IGNORECASE)
-_ATTRIBUTION_END = re.compile(r"^.{0,300}\bwrote:\s*$", re.IGNORECASE)
-_FORWARDED = re.compile(r"^\s*-{2,}\s*(?:Original Message|Forwarded message)\s*-{2,}\s*$", re.IGNORECASE)
-_RULE = re.compile(r"^\s*_{10,}\s*$")
-_QUOTED = re.compile(r"^\s{0,3}>")
+# Strings, compiled by re's cache on first use: most letters quote nothing (issue 11: start-up).
+_ATTRIBUTION = r"(?i)^\s*On\b.{0,300}\bwrote:\s*$"
+_ATTRIBUTION_START = r"(?i)^\s*On\b.{0,300}$"
+_ATTRIBUTION_END = r"(?i)^.{0,300}\bwrote:\s*$"
+_FORWARDED = r"(?i)^\s*-{2,}\s*(?:Original Message|Forwarded message)\s*-{2,}\s*$"
+_RULE = r"^\s*_{10,}\s*$"
+_QUOTED = r"^\s{0,3}>"
 SIGNATURE = "-- "
 
 
@@ -119,9 +120,9 @@ def cut_quotes(text: str) -> str:
         line = lines[index]
         if line == SIGNATURE or (line == SIGNATURE.rstrip() and _rest_is_signature(lines, index)):
             break
-        if _FORWARDED.match(line) or _outlook_header(lines, index):
+        if re.match(_FORWARDED, line) or _outlook_header(lines, index):
             break
-        if _QUOTED.match(line):
+        if re.match(_QUOTED, line):
             index += 1
             continue
         span = _attribution(lines, index)
@@ -135,7 +136,7 @@ def cut_quotes(text: str) -> str:
 
 def _outlook_header(lines: list[str], index: int) -> bool:
     """Outlook's quoted history: a rule of underscores, then the original's "From:" line."""
-    if not _RULE.match(lines[index]):
+    if not re.match(_RULE, lines[index]):
         return False
     following = next((line for line in lines[index + 1 :] if line.strip()), "")
     return following.lstrip().lower().startswith("from:")
@@ -152,12 +153,12 @@ def _attribution(lines: list[str], index: int) -> int:
         chunk = lines[index : index + span]
         if len(chunk) < span:
             return 0
-        if span == 1 and not _ATTRIBUTION.match(chunk[0]):
+        if span == 1 and not re.match(_ATTRIBUTION, chunk[0]):
             continue
-        if span == 2 and not (_ATTRIBUTION_START.match(chunk[0]) and _ATTRIBUTION_END.match(chunk[1])):
+        if span == 2 and not (re.match(_ATTRIBUTION_START, chunk[0]) and re.match(_ATTRIBUTION_END, chunk[1])):
             continue
         following = [line for line in lines[index + span :] if line.strip()]
-        if not following or _QUOTED.match(following[0]):
+        if not following or re.match(_QUOTED, following[0]):
             return span
     return 0
 

@@ -40,9 +40,11 @@ from .text import describe, forbidden_in_header, one_line
 
 MAX_HEADER_BYTES = 65_536
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
-_ADDR_RE = re.compile(r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$")
-_TAG_RE = re.compile(r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@")
-_FOLD = re.compile(r"\r?\n(?=[ \t])")  # a line break inside a header value that only folds it
+# Patterns kept as strings here and below: re compiles (and caches) each on first use, since
+# a send never parses a letter and a read never renders one (issue 11: start-up).
+_ADDR_RE = r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$"
+_TAG_RE = r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@"
+_FOLD = r"\r?\n(?=[ \t])"  # a line break inside a header value that only folds it
 SIGNED_HEADERS = (
     "From",
     "To",
@@ -99,7 +101,7 @@ def base_address(address: str) -> str:
 
 
 def thread_of_address(address: str) -> str | None:
-    match = _TAG_RE.match(address.lower())
+    match = re.match(_TAG_RE, address.lower())
     return match.group(1) if match else None
 
 
@@ -161,7 +163,7 @@ def render(letter: Letter) -> bytes:
         if mid is not None and not MESSAGE_ID_RE.fullmatch(mid):
             raise ValueError(f"not a Message-ID: {mid!r}")
     for person in letter.cc:
-        if not _ADDR_RE.fullmatch(person):
+        if not re.fullmatch(_ADDR_RE, person):
             raise ValueError(f"not a plain address to copy: {person!r}")
     if letter.list_id is not None and not LIST_ID_RE.fullmatch(letter.list_id):
         raise ValueError(f"not a List-Id: {letter.list_id!r}")
@@ -186,10 +188,10 @@ def render(letter: Letter) -> bytes:
 
 # Values the fast path writes as they are: printable ASCII words with single spaces, no encoded
 # word ("=?"), nothing the email package would quote, encode or fold differently.
-_PLAIN_TEXT = re.compile(r"[!-~]+(?: [!-~]+)*")
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-]+(?: [A-Za-z0-9_-]+)*")
-_PLAIN_ID = re.compile(r"<[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*>")
-_PLAIN_ADDR = re.compile(r"[a-z0-9_+-]+(?:\.[a-z0-9_+-]+)*@[a-z0-9-]+(?:\.[a-z0-9-]+)*")  # dot-atoms
+_PLAIN_TEXT = r"[!-~]+(?: [!-~]+)*"
+_PLAIN_NAME = r"[A-Za-z0-9_-]+(?: [A-Za-z0-9_-]+)*"
+_PLAIN_ID = r"<[A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*>"
+_PLAIN_ADDR = r"[a-z0-9_+-]+(?:\.[a-z0-9_+-]+)*@[a-z0-9-]+(?:\.[a-z0-9-]+)*"  # dot-atoms
 _LINE = 78  # policy.SMTP's max_line_length
 
 
@@ -223,12 +225,12 @@ def _plain_header_block(letter: Letter, date: str) -> str | None:
     subject = letter.subject
     ids = [letter.message_id, *([letter.in_reply_to] if letter.in_reply_to else []), *letter.references]
     if (
-        (name and not _PLAIN_NAME.fullmatch(name))
-        or not _PLAIN_TEXT.fullmatch(subject)
+        (name and not re.fullmatch(_PLAIN_NAME, name))
+        or not re.fullmatch(_PLAIN_TEXT, subject)
         or "=?" in subject
-        or not _PLAIN_TEXT.fullmatch(date)
-        or not all(_PLAIN_ID.fullmatch(mid) for mid in ids)
-        or not all(_PLAIN_ADDR.fullmatch(a) for a in (letter.sender_address, letter.to_address, *letter.cc))
+        or not re.fullmatch(_PLAIN_TEXT, date)
+        or not all(re.fullmatch(_PLAIN_ID, mid) for mid in ids)
+        or not all(re.fullmatch(_PLAIN_ADDR, a) for a in (letter.sender_address, letter.to_address, *letter.cc))
     ):
         return None
     sender = f"{name} <{letter.sender_address}>" if name else letter.sender_address
@@ -279,7 +281,7 @@ def _render_with_email(letter: Letter, text: str, date: str) -> bytes:
     msg = EmailMessage(policy=policy.SMTP)
     msg["From"] = Address((letter.sender_name or ""), addr_spec=letter.sender_address)
     for address in letter.recipients:
-        if not _ADDR_RE.fullmatch(address):
+        if not re.fullmatch(_ADDR_RE, address):
             raise ValueError(f"not a plain recipient address: {address!r}")
     # A fan-out letter names every recipient platform, each at its thread address (DESIGN §6).
     msg["To"] = ", ".join(tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,))
@@ -321,29 +323,27 @@ def _registry() -> Any:
 # Every line of a header section is a field (a name of printable ASCII but ':', then ':') or
 # the continuation of one. dkimpy refuses anything else while the email package quietly starts
 # the body there, so the two would judge different letters: refused here, before either runs.
-_FIRST_HEADER_LINE = re.compile(rb"[!-9;-~]+[ \t]*:")
-_NOT_A_HEADER_LINE = re.compile(rb"\n(?![ \t]|[!-9;-~]+[ \t]*:)")  # a literal first: the fast search
+_FIRST_HEADER_LINE = rb"[!-9;-~]+[ \t]*:"
+_NOT_A_HEADER_LINE = rb"\n(?![ \t]|[!-9;-~]+[ \t]*:)"  # a literal first: the fast search
 
 
 def bad_header_line(head: bytes) -> int | None:
     """The 1-based number of the first line of ``head`` that is neither a field nor a continuation."""
-    if not _FIRST_HEADER_LINE.match(head):
+    if not re.match(_FIRST_HEADER_LINE, head):
         return 1
-    found = _NOT_A_HEADER_LINE.search(head.rstrip(b"\r\n"))
+    found = re.search(_NOT_A_HEADER_LINE, head.rstrip(b"\r\n"))
     return None if found is None else head.count(b"\n", 0, found.start()) + 2
 
 
-_QUICK_FROM = re.compile(
-    rb"^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$", re.IGNORECASE | re.MULTILINE
-)
-_QUICK_ID = re.compile(rb"^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+_QUICK_FROM = rb"(?im)^From:[^\r\n]*?<?([a-z0-9][a-z0-9.+_-]*@[a-z0-9.-]+)>?[ \t]*\r?$"
+_QUICK_ID = rb"(?im)^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$"
 
 
 def quick_identity(raw: bytes) -> tuple[str, str] | None:
     """(From address, Message-ID) read straight off simple headers, or None when anything is
     unusual. Only for recognising a copy of a letter already filed; never for judging one."""
     head = header_section(raw)
-    froms, ids = _QUICK_FROM.findall(head), _QUICK_ID.findall(head)
+    froms, ids = re.findall(_QUICK_FROM, head), re.findall(_QUICK_ID, head)
     if len(froms) != 1 or len(ids) != 1 or len(re.findall(rb"^From:", head, re.IGNORECASE | re.MULTILINE)) != 1:
         return None
     return froms[0].decode().lower(), ids[0].decode()
@@ -395,14 +395,14 @@ class _Addr(NamedTuple):
 
 # A header value of one plain address, bare or after a name of plain words: what every agentmail
 # letter carries. The email package's address parser (~0.3 ms a header) reads anything else.
-_PLAIN_MAILBOX = re.compile(
+_PLAIN_MAILBOX = (
     r"(?:([A-Za-z0-9_-]+(?: [A-Za-z0-9_-]+)*) <([A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>"
     r"|([A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*))"
 )
 
 
 def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
-    plain = _PLAIN_MAILBOX.fullmatch(value)
+    plain = re.fullmatch(_PLAIN_MAILBOX, value)
     if plain is not None:  # the same answer as the parser below (tests/test_render_fast.py)
         return (_Addr(plain.group(1) or "", plain.group(2) or plain.group(3)),)
     try:
@@ -421,7 +421,7 @@ def sender_of(msg: Message) -> tuple[str, str]:
     if len(addresses) != 1:
         raise Malformed("malformed", f"the From header holds {len(addresses)} addresses; exactly one is allowed")
     addr = addresses[0].addr_spec
-    if not addr.isascii() or not _ADDR_RE.fullmatch(addr.lower()):
+    if not addr.isascii() or not re.fullmatch(_ADDR_RE, addr.lower()):
         raise Malformed("unregistered-sender", f"the From address {addr!r} is not a plain ASCII address")
     return addr.lower(), one_line(addresses[0].display_name or "")[:100]
 
@@ -493,7 +493,7 @@ def subject_of(msg: Message) -> str:
         raise Malformed("malformed", "the letter has more than one Subject")
     # Unfolded first (a long subject is folded on the wire, RFC 5322 §2.2.3); the decoded text is
     # judged before strip(), which would drop a trailing U+2028 or \x1f a sender could never send.
-    subject = decoded(_FOLD.sub("", subjects[0]).strip(" \t"), "Subject") if subjects else ""
+    subject = decoded(re.sub(_FOLD, "", subjects[0]).strip(" \t"), "Subject") if subjects else ""
     bad = forbidden_in_header(subject)
     if bad is not None:  # the same judgement as for a subject we send
         raise Malformed("malformed", f"the Subject decodes to text with control characters ({describe(bad)})")
@@ -515,7 +515,7 @@ def recipients_of(msg: Message) -> tuple[str, ...]:
     for value in header_values(msg, "To"):
         for address in _addresses(value, "To"):
             spec = address.addr_spec.lower()
-            if spec.isascii() and _ADDR_RE.fullmatch(spec) and base_address(spec) not in recipients:
+            if spec.isascii() and re.fullmatch(_ADDR_RE, spec) and base_address(spec) not in recipients:
                 recipients.append(base_address(spec))
     return tuple(recipients)
 
@@ -530,7 +530,7 @@ def cc_of(msg: Message) -> tuple[str, ...]:
             continue  # a Cc is who else reads, never what an agent acts on: an odd one is ignored
         for address in copied:
             spec = address.addr_spec.lower()
-            if spec.isascii() and _ADDR_RE.fullmatch(spec) and spec not in cc:
+            if spec.isascii() and re.fullmatch(_ADDR_RE, spec) and spec not in cc:
                 cc.append(spec)
     return tuple(cc)
 

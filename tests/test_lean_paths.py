@@ -53,12 +53,17 @@ _HEAVY = ("dkim", "nacl", "yaml", "frontmatter", "email", "asyncio", "ssl", "aio
 
 
 def _imported(home: Path, *argv: str) -> set[str]:
+    return {name.split(".")[0] for name in _after_main(home, "sorted(sys.modules)", *argv)}
+
+
+def _after_main(home: Path, expression: str, *argv: str) -> list[str]:
+    """``expression`` (a list of str) evaluated in a real CLI process once ``main(argv)`` is done."""
     code = (
-        "import sys, json\n"
+        "import sys, json, re\n"
         "from agentmail.cli import main\n"
         "code = main(sys.argv[1:])\n"
         "sys.stdout.flush()\n"
-        "print('\\n' + json.dumps(sorted(sys.modules)), file=sys.stderr)\n"
+        f"print('\\n' + json.dumps({expression}), file=sys.stderr)\n"
         "sys.exit(code)\n"
     )
     # Not the test run's coverage either: its start-up hook (COVERAGE_PROCESS_START) imports plenty.
@@ -66,7 +71,8 @@ def _imported(home: Path, *argv: str) -> set[str]:
     env["AGENTMAIL_HOME"] = str(home)
     done = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    return {name.split(".")[0] for name in json.loads(done.stderr.strip().splitlines()[-1])}
+    result: list[str] = json.loads(done.stderr.strip().splitlines()[-1])
+    return result
 
 
 def test_help_and_inbox_no_sync_import_none_of_the_heavy_libraries(
@@ -151,3 +157,28 @@ def test_the_logging_hook_quiets_the_logging_it_finds_and_passes_over_the_rest()
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert any(isinstance(h, module.NullHandler) for h in module.getLogger().handlers)
+
+
+# The patterns re has compiled (its cache; Python 3.12+ keeps a second one), as repr strings.
+_COMPILED = "sorted({repr(key[1]) for cache in (re._cache, getattr(re, '_cache2', {})) for key in cache})"
+
+
+def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiting(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """Issue 11 (round trip): patterns a process may never use are strings compiled on first use,
+    and inotify (ctypes) loads only in a process that waits."""
+    from agentmail import attach, matter, mime, readable, wire
+
+    send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]
+    sent = set(_after_main(home, _COMPILED, *send))
+    read = set(_after_main(home, _COMPILED, "--as", "beta", "inbox"))
+    assert len(beta.inbox(sync=False)) == 1  # the read synced the letter, so it parsed one
+    rendering = {wire._PLAIN_TEXT, wire._PLAIN_ID}
+    parsing = {wire._QUICK_FROM, wire._PLAIN_MAILBOX, wire._NOT_A_HEADER_LINE, mime._CONTENT_TYPE, matter._END_RE}
+    rare = {attach._DISPOSITION, attach._BOUNDARY_RE, readable._ATTRIBUTION, readable._FORWARDED, mime._QP_LINE}
+    assert {repr(p) for p in rendering} <= sent and {repr(p) for p in parsing} <= read  # the check can see
+    assert not {repr(p) for p in parsing | rare} & sent
+    assert not {repr(p) for p in rendering | rare} & read
+    for argv in (send, ["--as", "beta", "inbox"]):
+        assert "ctypes" not in _imported(home, *argv), f"agentmail {' '.join(argv)} loaded inotify"

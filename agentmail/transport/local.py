@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from .._fs import locked, rename_into, write_new
-from . import inotify
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 BATCH = 50  # letters committed per checkpoint step: a killed sync redoes at most this many
@@ -209,6 +208,8 @@ class LocalTransport(Transport):
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
         self.mailbox.ensure()
         deadline = time.monotonic() + timeout
+        from . import inotify  # ctypes: only a process that waits needs it, never a send or a read
+
         watcher = inotify.watch(self.mailbox.dir / "new")
         try:
             if self.pending(checkpoint):
