@@ -21,7 +21,6 @@ import re
 import secrets
 import unicodedata
 from dataclasses import dataclass
-from email import policy
 from email.header import Header
 from email.message import Message
 from email.parser import BytesParser
@@ -39,7 +38,7 @@ _QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
 _PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
 _DISPOSITION = rf"[ \t]*({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
 _PART_HEADERS = ("content-type", "content-transfer-encoding", "content-disposition", "content-description")
-_PARSER = BytesParser(policy=policy.compat32)
+_PARSER = BytesParser()  # compat32, its default: importing email.policy costs a send ~5 ms
 
 
 @dataclass(frozen=True)

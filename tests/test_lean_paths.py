@@ -163,11 +163,11 @@ def test_the_logging_hook_quiets_the_logging_it_finds_and_passes_over_the_rest()
 _COMPILED = "sorted({repr(key[1]) for cache in (re._cache, getattr(re, '_cache2', {})) for key in cache})"
 
 
-def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiting(
+def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiting_or_policy(
     alpha: AgentMail, beta: AgentMail, home: Path
 ) -> None:
     """Issue 11 (round trip): patterns a process may never use are strings compiled on first use,
-    and inotify (ctypes) loads only in a process that waits."""
+    inotify (ctypes) loads only in a process that waits, and neither loads email.policy."""
     from agentmail import attach, matter, mime, readable, wire
 
     send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]
@@ -181,4 +181,6 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
     assert not {repr(p) for p in parsing | rare} & sent
     assert not {repr(p) for p in rendering | rare} & read
     for argv in (send, ["--as", "beta", "inbox"]):
-        assert "ctypes" not in _imported(home, *argv), f"agentmail {' '.join(argv)} loaded inotify"
+        # email.policy (its header registry and parser) serves only the rare slow paths of wire
+        loaded = {"ctypes", "email.policy", "email.headerregistry"} & set(_after_main(home, "list(sys.modules)", *argv))
+        assert not loaded, f"agentmail {' '.join(argv)} imported {sorted(loaded)}"
