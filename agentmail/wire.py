@@ -19,9 +19,9 @@ from email.header import decode_header, make_header
 from email.message import Message
 from email.parser import BytesParser
 from email.utils import format_datetime
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from . import attach, matter, mime
+from . import matter, mime
 from .mime import MIME_HEADERS, header_section
 from .model import (
     HUMAN,
@@ -37,6 +37,9 @@ from .model import (
     new_ulid,
 )
 from .text import describe, forbidden_in_header, one_line
+
+if TYPE_CHECKING:
+    from .attach import Attachment  # a send never parses: attach loads with the first letter read
 
 MAX_HEADER_BYTES = 65_536
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
@@ -449,9 +452,11 @@ def body_text(msg: Message) -> str:
         raise Malformed("malformed", str(exc)) from None
 
 
-def body_and_attachments(msg: Message) -> tuple[str, tuple[attach.Attachment, ...]]:
+def body_and_attachments(msg: Message) -> tuple[str, tuple[Attachment, ...]]:
     """The shown text and the attachments: an agent's multipart/mixed letter (attach.split),
     else the single text part (``body_text``). Malformed saying what was refused."""
+    from . import attach
+
     if not attach.is_mixed(msg):
         return body_text(msg), ()
     body = getattr(msg, _RAW_BODY, None)
