@@ -51,7 +51,17 @@ GROUPS: dict[str, Group] = {
         ("wire.py",),
         ("test_wire.py", "test_wire_exact.py", "test_model.py", "test_matter.py", "test_mime.py", *_JUDGING),
     ),
-    "signing": Group(("signing.py",), ("test_signing.py", "test_signing_exact.py", "test_signing_dns.py", *_JUDGING)),
+    "signing": Group(
+        ("signing.py",),
+        (
+            "test_signing.py",
+            "test_signing_exact.py",
+            "test_signing_paths.py",
+            "test_signing_covered.py",
+            "test_signing_dns.py",
+            *_JUDGING,
+        ),
+    ),
     "judging": Group(
         ("verdicts.py", "authenticity.py", "guards.py"),
         ("test_guards.py", "test_guards_exact.py", "test_wire.py", "test_signing_exact.py", *_JUDGING),
