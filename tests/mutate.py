@@ -64,7 +64,14 @@ GROUPS: dict[str, Group] = {
     ),
     "judging": Group(
         ("verdicts.py", "authenticity.py", "guards.py"),
-        ("test_guards.py", "test_guards_exact.py", "test_wire.py", "test_signing_exact.py", *_JUDGING),
+        (
+            "test_guards.py",
+            "test_guards_exact.py",
+            "test_wire.py",
+            "test_signing_exact.py",
+            "test_writing.py",  # a person's letter (authenticity._person), the aligned policy's Cc and List-Id
+            *_JUDGING,
+        ),
     ),
     # The routing stage: route.py, and the part of client.py that fetches, judges, routes and files
     # (sync and the methods it calls). The client's tests wait on wakes, hence the short timeout.
