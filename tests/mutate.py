@@ -49,7 +49,16 @@ _JUDGING = (
 GROUPS: dict[str, Group] = {
     "wire": Group(
         ("wire.py",),
-        ("test_wire.py", "test_wire_exact.py", "test_model.py", "test_matter.py", "test_mime.py", *_JUDGING),
+        (
+            "test_wire.py",
+            "test_wire_exact.py",
+            "test_attachments.py",
+            "test_fanout.py",
+            "test_model.py",
+            "test_matter.py",
+            "test_mime.py",
+            *_JUDGING,
+        ),
     ),
     "signing": Group(
         ("signing.py",),
