@@ -7,10 +7,11 @@ Letters are untrusted: control characters are stripped from everything printed a
 
 from __future__ import annotations
 
-import json
+import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Sequence
+from importlib.machinery import ModuleSpec, PathFinder
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -19,6 +20,8 @@ from .errors import AgentmailError, BadInput
 from .text import for_terminal
 
 if TYPE_CHECKING:
+    from pathlib import Path  # at run time imported where used: --help loads no pathlib (issue 11)
+
     from .client import AgentMail
     from .model import Letter
 
@@ -89,6 +92,8 @@ def json_option(func: F) -> F:
 
 def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
     if ctx.json:
+        import json  # only for --json: --help and text output never load it
+
         click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
     else:
         text()
@@ -96,6 +101,8 @@ def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
 
 def read_body(value: str) -> str:
     """``-b TEXT``, ``-b @FILE`` or ``-b -`` (standard input)."""
+    from pathlib import Path
+
     if value == "-":
         return sys.stdin.read()
     if value.startswith("@") and len(value) > 1:
@@ -453,6 +460,8 @@ def keygen(ctx: Ctx) -> None:
 @pass_ctx
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
     """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
+    from pathlib import Path
+
     from .identity import write_marker
     from .registry import load
 
@@ -484,6 +493,8 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> Non
     new_threads_per_hour N (0: no cap), groups.NAME PLATFORM... (for 'send @NAME'; "" removes it), domain, name;
     attachments: attach_max_bytes BYTES (each), attach_max_total BYTES (per letter), attach_max_count N,
     attach_types TYPE... (the allow-list)."""
+    import json
+
     from . import bus
 
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
@@ -513,7 +524,7 @@ def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
 @pass_ctx
 def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start: bool) -> None:
     """Sync, then the unread authenticated letters (they stay until 'done' or a reply)."""
-    from .guards import DATA_NOT_ORDERS
+    from .text import DATA_NOT_ORDERS
 
     letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit, from_start=from_start)
     if letters and not ctx.json:  # where an agent reads its mail, it is told what a letter is
@@ -557,6 +568,8 @@ def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
 @pass_ctx
 def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
     """'git am' letter ID's patches in the current checkout (a clean tree only); --check first."""
+    from pathlib import Path
+
     said = ctx.client().apply(letter_id, Path.cwd(), check=check)
     emit(ctx, {"applied": not check, "detail": said}, lambda: click.echo(clean(said)))
 
@@ -613,6 +626,8 @@ def attach_options(func: F) -> F:
 
 def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[Any, ...]:
     """The files and patches to attach, read now (limits are the bus's: exit 2 with the reason)."""
+    from pathlib import Path
+
     if not files and not patch:
         return ()
     from . import evidence
@@ -956,6 +971,8 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
 @pass_ctx
 def demo(ctx: Ctx, demo_home: str | None) -> None:
     """The whole lifecycle between two platforms on the embedded default."""
+    from pathlib import Path
+
     from .demo import run_demo
 
     run_demo(Path(demo_home) if demo_home else None, click.echo)
@@ -1020,6 +1037,8 @@ for _host, _label in (
 @pass_ctx
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
     """Merge agentmail's hooks into HOST's settings in this checkout (idempotent)."""
+    from pathlib import Path
+
     from . import hooks
 
     prefix = (
@@ -1061,18 +1080,72 @@ def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: f
     emit(ctx, {"runs": runs}, lambda: click.echo(f"agentmail watch: {runs} run(s)", err=True))
 
 
+def _quiet_logging() -> None:
+    """Give the root logger a NullHandler (else logging's last resort prints e.g. asyncio's TLS
+    errors): now if logging is loaded, else the moment a library loads it. --help and a read
+    never load logging (issue 11: ~2 ms with traceback and string)."""
+    if "logging" in sys.modules:
+        _add_null_handler(sys.modules["logging"])
+    elif not any(isinstance(finder, _NullHandlerOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _NullHandlerOnImport())
+
+
+def _add_null_handler(logging: ModuleType) -> None:
+    root = logging.getLogger()
+    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
+        root.addHandler(logging.NullHandler())
+
+
+class _NullHandlerOnImport:
+    """An import hook for one module: finds ``logging`` as usual, runs it, then quiets it."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if name != "logging":
+            return None
+        spec = PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None  # the other finders' turn
+        sys.meta_path.remove(self)  # found: the import system stops iterating meta_path here
+        loader = spec.loader
+        run_module = loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            run_module(module)
+            _add_null_handler(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _help_width() -> int | None:
+    """The width click gives help text, measured as ``shutil.get_terminal_size`` does, without
+    importing shutil (and with it bz2, lzma and zlib: ~1.5 ms of every start). None when click's
+    test runner forces a width."""
+    if click.formatting.FORCED_WIDTH is not None:
+        return None
+    try:
+        columns = int(os.environ["COLUMNS"])
+    except (KeyError, ValueError):
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # no stdout (None), not a terminal, closed
+            columns = 80
+    return max(min(columns, 80) - 2, 50)  # click's HelpFormatter: its max_width 80, less 2, at least 50
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches a user, nor a library's warning or log line."""
-    import logging
     import warnings
 
     if not sys.warnoptions:
         warnings.simplefilter("ignore")
-    root = logging.getLogger()
-    if not any(isinstance(h, logging.NullHandler) for h in root.handlers):
-        root.addHandler(logging.NullHandler())  # else logging's last resort prints e.g. asyncio's TLS errors
+    _quiet_logging()
     try:
-        code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False)
+        code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False, terminal_width=_help_width())
     except click.exceptions.Abort:
         click.echo("agentmail: interrupted", err=True)
         return 130

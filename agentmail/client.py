@@ -38,7 +38,8 @@ from .model import (
 )
 from .registry import Registry
 from .spool import Spool
-from .transport import Envelope, Incoming, Outgoing, SubmitResult, Transport, open_transport
+from .spool.db import reached
+from .spool.filed import Filed
 
 if TYPE_CHECKING:
     from .attach import Attachment
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
     from .guards import Outbound
     from .route import Facts
     from .search import Hit, Query, SearchIndex
+
+    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    from .transport import Incoming, Outgoing, SubmitResult, Transport
 
 MAX_REFERENCES = 20
 SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
@@ -56,10 +60,12 @@ letter_from_meta = Letter.from_json  # the name this had before Letter could rea
 class SyncReport:
     """What one sync did with every letter it fetched: accepted + quarantined + duplicates +
     bounces + skipped == fetched. ``internal_errors`` counts letters quarantined because judging
-    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``)."""
+    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``).
+    ``accepted`` and ``quarantined`` read like lists of letters but hold ids: each letter is read
+    from the spool when asked for, so a sync of any size stays small in memory (``spool.filed.Filed``)."""
 
-    accepted: list[Letter] = field(default_factory=list)
-    quarantined: list[Letter] = field(default_factory=list)
+    accepted: Filed = field(default_factory=Filed)
+    quarantined: Filed = field(default_factory=Filed)
     duplicates: int = 0
     bounces: int = 0
     skipped: int = 0  # notes for a sibling agent
@@ -76,6 +82,11 @@ class SyncReport:
             "fetched": self.fetched,
             "internal_errors": self.internal_errors,
         }
+
+    def __post_init__(self) -> None:
+        for name in ("accepted", "quarantined"):  # a list given by a caller, as before
+            if not isinstance(getattr(self, name), Filed):
+                setattr(self, name, Filed(getattr(self, name)))
 
 
 # The stage a letter was in when something raised: the module of the deepest agentmail frame.
@@ -128,6 +139,7 @@ class AgentMail:
         self.last_warnings: list[str] = []
         self.flushed = 0  # letters queued by an earlier command that this client has sent since
         self._dispatching: str | None = None
+        self._fresh: tuple[Letter, bytes] | None = None  # the letter being dispatched, as filed
         self._search: SearchIndex | None = None
 
     def _platform_name(self, address: str) -> str | None:
@@ -153,6 +165,8 @@ class AgentMail:
     @property
     def transport(self) -> Transport:
         if self._transport is None:
+            from .transport import open_transport
+
             self._transport = open_transport(self.registry, self.me.platform, self.home)
         return self._transport
 
@@ -174,7 +188,7 @@ class AgentMail:
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
-        report = SyncReport()
+        report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
         self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
         if not transport.pending(self._checkpoint(transport.name)):
@@ -185,7 +199,7 @@ class AgentMail:
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
-                filed_before = len(report.accepted) + len(report.quarantined)
+                filed_before = (len(report.accepted), len(report.quarantined))
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -199,7 +213,9 @@ class AgentMail:
                     self.spool.discard()
                     raise
                 self.spool.commit()
-                self._indexed(*(x.id for x in [*report.accepted, *report.quarantined][filed_before:]))  # search index
+                self._indexed(  # search index
+                    *report.accepted.ids_since(filed_before[0]), *report.quarantined.ids_since(filed_before[1])
+                )
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
@@ -270,7 +286,7 @@ class AgentMail:
                 f"({_class_name(exc)}); it is kept here for a bug report",
                 summary={"from": quick[0], "message_id": quick[1]} if quick else None,
             )
-            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report)
+            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report, item.copy)
 
     def _placeholder(self, item: Incoming) -> bytes:
         """Stands in for a letter not downloaded: its bytes name the mailbox slot, so a refetch is a duplicate."""
@@ -309,11 +325,11 @@ class AgentMail:
             report.bounces += 1
         elif filing.action == "quarantine":
             assert filing.verdict is not None
-            self._quarantine(filing.verdict, raw, report)
+            self._quarantine(filing.verdict, raw, report, item.copy if raw is item.raw else None)
         else:
             assert filing.verdict is not None and filing.verdict.letter is not None
             report.accepted.append(
-                self.spool.store("unread", filing.verdict.letter, raw, defer=True)
+                self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
 
     def _facts(self, verdict: Verdict) -> Facts:
@@ -348,7 +364,9 @@ class AgentMail:
             return self.spool.has_bytes(raw, platform.name, quick[1])
         return self.spool.has_bytes(raw)
 
-    def _quarantine(self, verdict: Verdict, raw: bytes, report: SyncReport) -> None:
+    def _quarantine(
+        self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
+    ) -> None:
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
             message_id=summary.get("message_id", ""),
@@ -363,7 +381,7 @@ class AgentMail:
             date=summary.get("date", ""),
         )
         letter = replace(base, id="", reason=verdict.reason, detail=verdict.detail)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True))
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
               from_start: bool = False) -> list[Letter]:  # fmt: skip
@@ -493,7 +511,7 @@ class AgentMail:
                       also_to=others, attachments=attachments)
             )  # fmt: skip
             stored = self._file_outgoing(letter, raw, self._hold_any(names, hold))
-        return self._sent(stored)
+        return self._sent(stored, raw)
 
     def _hold_any(self, names: Iterable[str], asked: bool) -> str | None:
         """A letter to several platforms waits for a person when any one of them is held."""
@@ -576,7 +594,7 @@ class AgentMail:
         stored = self._claim_all(keys, letter, raw, held)
         if stored is None:
             raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
-        return self._sent(stored)
+        return self._sent(stored, raw)
 
     def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None) -> Letter | None:
         """Claim every key (one per counterpart) and file the letter inside all claims; None when
@@ -655,7 +673,7 @@ class AgentMail:
             return None
         self._refusals.pop(parent_id, None)
         self._move(parent_id, "unread", "read")
-        return self._sent(stored)
+        return self._sent(stored, composed[1])
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
                   attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
@@ -681,7 +699,7 @@ class AgentMail:
         stored = self._file_answer(last, composed, self._hold(recipient.address, hold))
         if stored is None:
             raise Refused(self._refusals.pop(last.id, "refused"))
-        return self._sent(stored)
+        return self._sent(stored, composed[1])
 
     def why_refused(self, letter: str | Letter) -> str | None:
         """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""
@@ -785,7 +803,10 @@ class AgentMail:
     def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
         """File a signed letter in the outbox, or in held/ with why it waits for a person."""
         if held is None:
-            stored = self.spool.store("outbox", letter, raw, extra=letter.extra)
+            # Submitted right after this (``_sent``): where "sent" is itself durable, the outbox
+            # copy is flushed only if the letter has to wait (the same order, one flush less per file).
+            durable = not self._sent_is_durable()
+            stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=durable)
             self._indexed(stored.id)  # search index
             return stored
         self.spool.ensure()
@@ -834,14 +855,16 @@ class AgentMail:
         left queued, so fixing the configuration and sending again never delivers it twice."""
         letter, raw = composed
         stored = self._file_outgoing(letter, raw, held)
-        return stored if held else self._sent(stored)
+        return stored if held else self._sent(stored, raw)
 
-    def _sent(self, stored: Letter) -> Letter:
+    def _sent(self, stored: Letter, raw: bytes | None = None) -> Letter:
         """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now.
-        A held letter is not in the outbox: returned as it is, waiting for a person."""
+        A held letter is not in the outbox: returned as it is, waiting for a person. ``raw``:
+        the bytes just filed for ``stored``, handed to the transport rather than read back."""
         if stored.state == "held":
             return stored
         self._dispatching = stored.id
+        self._fresh = (stored, raw) if raw is not None else None
         try:
             self.flush()
         except ConfigError as exc:
@@ -852,18 +875,43 @@ class AgentMail:
             ) from exc
         finally:
             self._dispatching = None
+            self._fresh = None
+            self._keep_if_queued(stored.id)
         return self.show(stored.id)
+
+    def _keep_if_queued(self, letter_id: str) -> None:
+        """A letter filed without a flush (``_file_outgoing``) that did not leave (queued, or
+        failed) is made durable now, before ``send`` returns or raises."""
+        if self._sent_is_durable() and self.spool.locate(letter_id) in ("outbox", "failed"):
+            self.spool.make_durable(letter_id)
+
+    def _sent_is_durable(self) -> bool:
+        """``Transport.sent_is_durable``, without opening a transport to ask: opening one for
+        SMTP reads its credentials, and that failing is for ``flush`` to report."""
+        if self._transport is not None:
+            return self._transport.sent_is_durable
+        return self.registry.bus.transport == "local"
 
     def _outgoing(self, letter_id: str) -> Outgoing | None:
         from . import wire
+        from .transport import Envelope, Outgoing
 
-        try:
-            letter = self.spool.letter(letter_id, "outbox")
-            raw = self.spool.path("outbox", letter_id).read_bytes()
-        except (FileNotFoundError, NotFound):
-            return None
+        if self._fresh is not None and self._fresh[0].id == letter_id:
+            letter, raw = self._fresh  # listed in the outbox under its lock: still there
+        else:
+            try:
+                letter = self.spool.letter(letter_id, "outbox")
+                raw = self.spool.path("outbox", letter_id).read_bytes()
+            except (FileNotFoundError, NotFound):
+                return None
         if letter.state != "outbox":
             return None  # another process sent it meanwhile
+        if letter.message_id.encode() not in raw:
+            # A letter filed without a flush, then a power cut: its row outlived its bytes.
+            # Never submit what is left of it; say it did not go.
+            self.spool.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
+            self._move(letter_id, "outbox", "failed")
+            return None
         # Every recipient platform (several for a fan-out) at its thread address, and the
         # followers: one submission, one letter, one Message-ID. On the local post office a
         # person has no mailbox: the Cc header names them, nobody delivers.
@@ -883,6 +931,8 @@ class AgentMail:
             try:
                 results = self.transport.submit(items, on_result=self._record)
             except TransportError as exc:
+                from .transport import SubmitResult
+
                 results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
                 for result in results:
                     self._record(result)
@@ -894,6 +944,7 @@ class AgentMail:
         if result.status == "sent" and result.key != self._dispatching:
             self.flushed += 1
         if result.status == "sent":
+            reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
             self._move(result.key, "outbox", "sent", durable=False)
@@ -1072,12 +1123,26 @@ class AgentMail:
             self._indexed(letter_id)
         return moved
 
+    def _warm_receiving(self) -> None:
+        """Before blocking: judge one letter signed here for this platform (never filed), so
+        the first letter that lands pays no first-use costs (imports, the email and DKIM
+        packages' compiled patterns, the database's first durable commit). Only with a pinned
+        key: nothing here may reach a network."""
+        from . import authenticity, route  # noqa: F401
+
+        self.spool.warm()
+        if self.platform.key_lookup != "pinned":
+            return
+        try:
+            draft = Draft(self.platform.name, "question", new_thread_id(), "warm-up", "Is this warm?")
+            authenticity.judge(self._compose(draft)[1], self.registry)
+        except Exception:  # a missing key, say: the letter that lands says so when it is judged
+            pass
+
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
         """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
 
         Raises Timeout. A matching letter already unread returns at once ("spool")."""
-        from . import authenticity  # noqa: F401  (loaded before blocking, not after the letter lands)
-
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:
@@ -1085,6 +1150,8 @@ class AgentMail:
             for letter in self.inbox(sync=False):
                 if (type is None or letter.type == type) and (thread is None or letter.thread == thread):
                     return letter, mechanism
+            if mechanism == "spool":
+                self._warm_receiving()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Timeout(f"no matching letter within {timeout:g}s")

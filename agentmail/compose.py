@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .credentials import read_private_key_with_source
 from .errors import BadInput, ConfigError
 from .model import Letter, new_ulid
 from .registry import Platform, Registry
@@ -82,6 +81,8 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         raise BadInput(str(exc)) from exc
     if draft.attachments:
         letter, unsigned = _with_attachments(registry, letter, unsigned, draft.attachments)
+    from .credentials import read_private_key_with_source  # not for a read that only imports Draft
+
     key, source = read_private_key_with_source(home, me.name)
     _check_key_matches_pin(registry, me, key, source)
     try:

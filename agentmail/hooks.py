@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ._fs import write_atomic
 from .errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
 from .guards import DATA_NOT_ORDERS
+from .identity import checkout_root as checkout_root  # re-exported: `hook install` roots at the checkout
 from .text import for_terminal
 
 if TYPE_CHECKING:
@@ -170,15 +171,6 @@ def run(host: str, event: str, payload: str, make_client: Callable[[Path], Agent
 
 
 # --- install -------------------------------------------------------------------------------
-
-
-def checkout_root(start: Path) -> Path:
-    """The top of the git checkout holding ``start`` (else ``start`` itself)."""
-    start = start.resolve()
-    for directory in (start, *start.parents):
-        if (directory / ".git").exists():
-            return directory
-    return start
 
 
 def _present(entries: list[Any], host: str, event: str) -> bool:

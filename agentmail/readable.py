@@ -47,9 +47,7 @@ def _leaves(msg: Message) -> list[Message]:
         if part is not msg and part.get_content_type().startswith("message/"):
             continue  # a forwarded or attached letter: someone else's words, never shown as theirs
         if part.is_multipart():
-            payload = part.get_payload()
-            if not isinstance(payload, list):
-                raise mime.Refused("a multipart part of the letter does not parse")
+            payload = part.get_payload()  # a list: is_multipart() says the payload is one
             if part.get_content_type() == "multipart/alternative":
                 payload = sorted(payload, key=lambda p: p.get_content_type() != "text/plain")
             stack[0:0] = [p for p in payload if isinstance(p, Message)]

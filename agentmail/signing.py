@@ -12,6 +12,7 @@ that leaves the MIME headers out entirely is an older agentmail's, and says so.
 from __future__ import annotations
 
 import base64
+import functools
 import importlib
 import re
 import sys
@@ -78,6 +79,7 @@ def generate_keypair() -> tuple[str, str]:
     return base64.b64encode(bytes(key)).decode(), base64.b64encode(bytes(key.verify_key)).decode()
 
 
+@functools.lru_cache(maxsize=8)  # a pure function: a process signing many letters derives it once
 def public_key_of(private_b64: str) -> str:
     key = SigningKey(base64.b64decode(private_b64))
     return base64.b64encode(bytes(key.verify_key)).decode()

@@ -115,15 +115,8 @@ class Watcher:
         have been handled; returns how many runs were started. Running commands are waited for."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._exclusive(), ThreadPoolExecutor(self.jobs, thread_name_prefix="agentmail-watch") as pool:
-            self.state = State(self.dir / "state.json")
-            for key, entry in self.state.handled.items():
-                if entry.get("status") == "running":  # the last watcher died mid-run: say so, never re-run
-                    entry["status"] = "interrupted"
-                    self.log(
-                        f"agentmail watch: {entry.get('id', key)} was running when the last watcher stopped; not run again"
-                    )
-            self.state.save()
-            try:
+            try:  # from here on a stop is clean, even one that lands while the state is first saved
+                self._resume()
                 while not self._stop.is_set():
                     self._dispatch(pool)
                     if once:
@@ -137,6 +130,17 @@ class Watcher:
                 self._stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)  # queued, never started: not marked handled
         return self.started
+
+    def _resume(self) -> None:
+        """Load the state; a run the last watcher left running is marked, never run again."""
+        self.state = State(self.dir / "state.json")
+        for key, entry in self.state.handled.items():
+            if entry.get("status") == "running":  # the last watcher died mid-run: say so, never re-run
+                entry["status"] = "interrupted"
+                self.log(
+                    f"agentmail watch: {entry.get('id', key)} was running when the last watcher stopped; not run again"
+                )
+        self.state.save()
 
     def _wait(self, seconds: float) -> None:
         transport = self.am.transport

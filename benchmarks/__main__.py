@@ -17,6 +17,7 @@ from pathlib import Path
 
 from . import cli, local, scale, search, smtpimap
 from .common import REPO, Settings, hermetic_environ, machine, remove_tree
+from .install import user_cli
 from .report import Figure, table, write_json
 
 Step = Callable[[Path, Settings], Figure | list[Figure]]
@@ -55,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="agentmail-bench-"))
     try:
         with hermetic_environ(root):
+            about["cli"] = user_cli(root).how  # what the CLI figures measured
             for name, step in STEPS.items():
                 if args.only and name not in args.only:
                     continue
@@ -69,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     about["load_after"] = [round(x, 2) for x in os.getloadavg()]
     print()
     print(table(figures))
+    for figure in figures:
+        if "cpu_ms" in figure.details:
+            d = figure.details
+            print(
+                f"CPU time (user + system), {figure.title}: {d['cpu_ms']:.1f} ms vs {d['baseline_cpu_ms']:.1f} ms = {d['cpu_ratio']:.2f}x"
+            )
     for figure in figures:
         for command, costs in figure.details.get("imports", {}).items():
             listed = ", ".join(f"{name} {ms:.1f}" for name, ms in costs)

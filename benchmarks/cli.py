@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from . import bare, letters
-from .common import PYTHON, Settings, TempBus, timed
+from .common import PYTHON, Settings, TempBus, children_cpu, timed
 from .report import Figure, Target, median
 
 STDLIB_FLOOR = [PYTHON, "-c", "import email, ssl, asyncio"]
@@ -35,11 +34,12 @@ def round_trip(root: Path, settings: Settings) -> Figure:
     ours: list[float] = []
     base: list[float] = []
     bare_pair: list[float] = []
+    cpu: dict[str, list[float]] = {"ours": [], "base": []}
     for index in range(1 + settings.roundtrips):  # the first pair only warms caches
-        start = time.perf_counter()
+        cpu_start, start = children_cpu(), time.perf_counter()
         thread = tb.run("alpha", "send", "beta", "-s", f"Round trip {index}", "-b", body).stdout.split()[0]
         shown = tb.run("beta", "inbox").stdout
-        elapsed = time.perf_counter() - start
+        elapsed, cpu_used = time.perf_counter() - start, children_cpu() - cpu_start
         assert thread in shown, "inbox did not show the letter just sent"
         for letter in beta.inbox(sync=False):  # the next inbox lists as much as this one did
             beta.done(letter.id)
@@ -48,11 +48,15 @@ def round_trip(root: Path, settings: Settings) -> Figure:
         floor += timed([PYTHON, bare.__file__, "list", str(maildir)])
         for path in (maildir / "new").iterdir():
             path.unlink()
+        cpu_start = children_cpu()
         pair = timed(PARSER_PAIR) + timed(PARSER_PAIR)
+        pair_cpu = children_cpu() - cpu_start
         if index:
             ours.append(elapsed * 1e3)
             base.append(pair * 1e3)
             bare_pair.append(floor * 1e3)
+            cpu["ours"].append(cpu_used * 1e3)
+            cpu["base"].append(pair_cpu * 1e3)
     beta.close()
     tb.remove()
     return Figure(
@@ -68,6 +72,7 @@ def round_trip(root: Path, settings: Settings) -> Figure:
             "runs": [round(x, 1) for x in ours],
             "baseline_runs": [round(x, 1) for x in base],
             "bare_writer_reader_ms": median(bare_pair),
+            **_cpu_details(cpu["ours"], cpu["base"]),
             "peers_ms": "231-294",
         },
     )
@@ -89,11 +94,14 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
         "floor": STDLIB_FLOOR,
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
+    cpu: dict[str, list[float]] = {name: [] for name in commands}
     for index in range(1 + settings.startups):
         for name, argv in commands.items():
+            cpu_start = children_cpu()
             elapsed = timed(argv, tb.env, tb.home) * 1e3
             if index:
                 times[name].append(elapsed)
+                cpu[name].append((children_cpu() - cpu_start) * 1e3)
     runs = 1 if settings.quick else 3
     imports = {
         "inbox --no-sync": import_costs(tb, ["--as", "beta", "inbox", "--no-sync"], runs),
@@ -117,7 +125,11 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
             label,
             target,
             len(times["inbox"]),
-            {"runs": [round(x, 1) for x in times["inbox"]], "imports": imports},
+            {
+                "runs": [round(x, 1) for x in times["inbox"]],
+                "imports": imports,
+                **_cpu_details(cpu["inbox"], cpu["floor"]),
+            },
         ),
         Figure(
             "startup_help",
@@ -128,9 +140,19 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
             label,
             target,
             len(times["help"]),
-            {"runs": [round(x, 1) for x in times["help"]], "baseline_runs": [round(x, 1) for x in times["floor"]]},
+            {
+                "runs": [round(x, 1) for x in times["help"]],
+                "baseline_runs": [round(x, 1) for x in times["floor"]],
+                **_cpu_details(cpu["help"], cpu["floor"]),
+            },
         ),
     ]
+
+
+def _cpu_details(ours: list[float], base: list[float]) -> dict[str, float]:
+    """The same samples' CPU time (user + system, ms): under load it moves far less than the
+    wall clock, so its ratio is the steadier before/after comparison."""
+    return {"cpu_ms": median(ours), "baseline_cpu_ms": median(base), "cpu_ratio": median(ours) / median(base)}
 
 
 _IMPORTTIME = re.compile(r"import time:\s+(\d+) \|\s+\d+ \| (\s*)(\S+)")
@@ -140,7 +162,7 @@ def import_costs(tb: TempBus, argv: list[str], runs: int = 3, top: int = 10) -> 
     """``python -X importtime`` of one CLI command: self time (ms) summed per top-level package
     (agentmail per module), the least of ``runs`` runs, the ``top`` costliest first."""
     script = tb.cli[0] if len(tb.cli) == 1 else None
-    command = [sys.executable, "-X", "importtime", *([script] if script else ["-m", "agentmail"]), *argv]
+    command = [tb.installed.python, "-X", "importtime", *([script] if script else ["-m", "agentmail"]), *argv]
     best: dict[str, float] = {}
     for _ in range(runs):
         done = subprocess.run(command, env=tb.env, cwd=tb.home, capture_output=True, text=True, timeout=120)

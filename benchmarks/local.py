@@ -117,13 +117,25 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
     )
 
 
+# Started by a small interpreter, not by this process: Linux carries the peak RSS of the process
+# that forks (or vforks) into its child's rusage across exec, so a child of this one (which holds
+# every letter it made) reported this process's peak, not its own (the 77 MB of 5b before issue 11).
+_PEAK_RSS = """\
+import os, subprocess, sys
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)
+_, status, usage = os.wait4(proc.pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
 def _peak_rss_mb(tb: TempBus, *args: str) -> float:
     """The peak resident memory of one whole CLI process (its own rusage, from wait4)."""
-    proc = subprocess.Popen(tb.command("beta", *args), env=tb.env, cwd=tb.home, stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    assert proc.returncode == 0, f"{args} exited {proc.returncode}"
-    return usage.ru_maxrss / 1024  # Linux: kB
+    out = subprocess.run(
+        [PYTHON, "-c", _PEAK_RSS, *tb.command("beta", *args)], env=tb.env, cwd=tb.home, capture_output=True
+    )
+    code, peak_kb = (int(x) for x in out.stdout.split())
+    assert code == 0, f"{args} exited {code}: {out.stderr.decode(errors='replace')[-2000:]}"
+    return peak_kb / 1024  # Linux: kB
 
 
 def _sync_memory(tb: TempBus, files: list[Path]) -> Figure:
@@ -154,13 +166,16 @@ def sync_throughput(root: Path, settings: Settings) -> list[Figure]:
     """A fresh post office and spool for every run, filled with the same signed letters."""
     tb = TempBus(root, ("alpha", "gamma", "beta"))
     count = settings.sync_letters
-    raws = letters.make(tb.home, tb.registry.root, letters.conversation(("alpha", "gamma"), "beta", count))
+    made = max(count, settings.sync_memory_letters)
+    raws = letters.make(tb.home, tb.registry.root, letters.conversation(("alpha", "gamma"), "beta", made))
     source = root / "sync-source"
     source.mkdir()
-    files = []
+    every = []
     for index, raw in enumerate(raws):
-        files.append(source / f"{index:08d}.eml")
-        files[-1].write_bytes(raw)
+        every.append(source / f"{index:08d}.eml")
+        every[-1].write_bytes(raw)
+    del raws
+    files = every[:count]
     ours: list[float] = []
     base: list[float] = []
     for run in Runs(settings.repeats, settings.budget):
@@ -181,7 +196,7 @@ def sync_throughput(root: Path, settings: Settings) -> list[Figure]:
         bare.copy_durably(files, target)
         base.append(count / (time.perf_counter() - start))
         shutil.rmtree(target)
-    memory = _sync_memory(tb, files)
+    memory = _sync_memory(tb, every[: settings.sync_memory_letters])
     shutil.rmtree(source)
     tb.remove()
     throughput = Figure(

@@ -214,6 +214,10 @@ def test_two_agents_of_one_platform_each_get_every_letter_once(
 ) -> None:
     alice = AgentMail(registry, Identity("beta", "alice"), home)
     bob = AgentMail(registry, Identity("beta", "bob"), home)
+    # Both agents read from the start. A new agent otherwise starts where a sibling stopped
+    # (DESIGN §7): whichever agent's first sync ran second would skip the letters below.
+    alice.from_start()
+    bob.from_start()
     letters = signed_letters(alpha, "beta", N_AGENTS)
     maildir = home / "postoffice" / "beta"
     for _, raw in letters[: N_AGENTS // 2]:

@@ -595,3 +595,40 @@ def test_sync_killed_at_every_commit_point_loses_and_doubles_nothing(
     assert beta.spool.checkpoint("local") == f"{mailbox.uidvalidity}:{len(letters)}"
     again = beta.sync()
     assert (again.accepted, again.duplicates, again.quarantined) == ([], 0, [])
+
+
+# --- 8. killed at the commit points of a send ---------------------------------------------
+
+# On the local post office a letter is filed in the outbox with no flush (the copy in the post
+# office is the durable one): the order is what a kill can cut. Outbox row committed, nothing
+# delivered · delivered, still in the outbox. Either way flush makes it one letter at beta.
+SEND_POINTS = ("stored", "submitted")
+
+
+@pytest.mark.parametrize("point", SEND_POINTS)
+def test_send_killed_at_each_commit_point_loses_and_doubles_nothing(
+    point: str, alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    victim = subprocess.run(
+        [sys.executable, str(KILL_POINT), "send", point, "1", "alpha", OPENER],
+        env=dict(os.environ, AGENTMAIL_HOME=str(home)),
+        capture_output=True,
+        timeout=HANG,
+    )
+    assert victim.returncode == -signal.SIGKILL, (point, victim.returncode, victim.stderr[-2000:])
+    tree = states(alpha.spool.root)
+    assert_one_state_each(tree)
+    assert tree["sent"] == {} and len(tree["outbox"]) == 1, tree
+    [(letter_id, mid)] = tree["outbox"].items()
+    raw = alpha.spool.path("outbox", letter_id).read_bytes()
+    new = home / "postoffice" / "beta" / "new"
+    delivered = len(os.listdir(new)) if new.is_dir() else 0
+    assert delivered == (1 if point == "submitted" else 0)
+
+    assert [(r.key, r.status) for r in alpha.flush()] == [(letter_id, "sent")]
+    report = beta.sync()
+    assert report.quarantined == [] and report.duplicates == delivered
+    received = states(beta.spool.root)["unread"]
+    assert list(received.values()) == [mid], "lost or doubled"
+    assert beta.spool.path("unread", next(iter(received))).read_bytes() == raw
+    assert states(alpha.spool.root)["sent"] == {letter_id: mid}

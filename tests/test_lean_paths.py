@@ -79,6 +79,44 @@ def test_help_and_inbox_no_sync_import_none_of_the_heavy_libraries(
         assert not heavy, f"agentmail {' '.join(argv)} imported {sorted(heavy)}"
 
 
+# What the start-up of the light commands does without (issue 11, start-up): OpenSSL's hashes
+# (secrets, hashlib), logging and its traceback, shutil with bz2/lzma.
+_LIGHT_SKIPS = ("hashlib", "_hashlib", "secrets", "random", "base64", "logging", "traceback", "shutil", "bz2", "lzma")
+
+
+def test_help_and_inbox_no_sync_load_no_hashing_logging_or_archives(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    alpha.send("beta", "Quota", OPENER)
+    assert len(beta.inbox()) == 1
+    for argv in (
+        ["--help"],
+        ["send", "--help"],
+        ["--as", "beta", "inbox", "--no-sync"],
+    ):
+        loaded = set(_LIGHT_SKIPS) & _imported(home, *argv)
+        assert not loaded, f"agentmail {' '.join(argv)} imported {sorted(loaded)}"
+
+
+def test_a_library_that_loads_logging_after_start_up_still_logs_nothing(home: Path) -> None:
+    """main() installs no logging at start: the root logger's NullHandler comes when a library
+    first imports logging, so logging's last resort never prints to the user."""
+    code = (
+        "import sys\n"
+        "from agentmail.cli import main\n"
+        "main(['--help'])\n"
+        "assert 'logging' not in sys.modules\n"
+        "import logging\n"
+        "logging.getLogger('asyncio').error('a TLS error nobody asked to see')\n"
+        "print(sum(isinstance(h, logging.NullHandler) for h in logging.getLogger().handlers))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMAIL_", "COVERAGE_"))}
+    env["AGENTMAIL_HOME"] = str(home)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "1" and "TLS error" not in done.stderr
+
+
 def test_a_plain_send_writes_its_block_without_yaml(alpha: AgentMail, home: Path) -> None:
     imported = _imported(home, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert not {"yaml", "frontmatter"} & imported
@@ -96,3 +134,20 @@ def test_deliver_remakes_a_maildir_removed_under_a_long_lived_process(tmp_path: 
     shutil.rmtree(maildir)
     second = deliver(maildir, b"Subject: two\r\n\r\nbody\r\n")
     assert first != second and sorted(p.name for p in (maildir / "new").iterdir()) == [second]
+
+
+def test_the_logging_hook_quiets_the_logging_it_finds_and_passes_over_the_rest() -> None:
+    """In-process: the hook answers only for ``logging``, leaves sys.meta_path as it found it,
+    and the module it loads has the root NullHandler (a fresh module object, not sys.modules')."""
+    import importlib.util
+
+    from agentmail.cli import _NullHandlerOnImport
+
+    hook = _NullHandlerOnImport()
+    assert hook.find_spec("json") is None
+    sys.meta_path.insert(0, hook)
+    spec = hook.find_spec("logging")
+    assert hook not in sys.meta_path and spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert any(isinstance(h, module.NullHandler) for h in module.getLogger().handlers)

@@ -230,6 +230,8 @@ def test_two_agents_of_one_platform_answer_a_letter_once(registry: Registry, alp
 def test_two_processes_of_sibling_agents_race_for_the_same_letters(
     registry: Registry, alpha: AgentMail, home: Path
 ) -> None:
+    for agent in ("alice", "bob"):  # both read before the letters come: a mailbox that never read starts
+        AgentMail(registry, Identity("beta", agent), home).sync()  # where its siblings are, whoever syncs first
     reports = [alpha.send("beta", f"Report {i}", OPENER).message_id for i in range(12)]
     env = dict(os.environ, AGENTMAIL_HOME=str(home))
     procs, outs = [], []

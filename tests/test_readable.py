@@ -207,3 +207,44 @@ def _as_part(inner: EmailMessage) -> EmailMessage:
     part = EmailMessage()
     part.set_content(inner)
     return part
+
+
+# --- exact refusals and cuts the property tests reach only by chance (issue 15) ------------------
+
+
+def test_a_letter_of_too_many_parts_is_refused() -> None:
+    letter = EmailMessage()
+    letter.set_content("part 0")
+    for n in range(1, readable.MAX_PARTS + 2):  # 52 leaves under the root
+        letter.add_attachment(f"part {n}", filename=f"p{n}.txt")
+    with pytest.raises(mime.Refused, match=f"^the person's letter has more than {readable.MAX_PARTS} MIME parts$"):
+        readable.person_text(message_from_bytes(letter.as_bytes()))
+
+
+def test_one_part_fewer_is_still_a_letter() -> None:
+    letter = EmailMessage()
+    letter.set_content("part 0")
+    for n in range(1, readable.MAX_PARTS + 1):  # 51 leaves: the limit counts what is left to look at
+        letter.add_attachment(f"part {n}", filename=f"p{n}.txt")
+    assert readable.person_text(message_from_bytes(letter.as_bytes())) == "part 0\n"
+
+
+def test_a_transfer_encoding_agentmail_does_not_decode_is_refused() -> None:
+    raw = b"MIME-Version: 1.0\r\nContent-Type: text/plain\r\nContent-Transfer-Encoding: x-uuencode\r\n\r\nbegin\r\n"
+    with pytest.raises(mime.Refused, match="^the Content-Transfer-Encoding 'x-uuencode' is not one agentmail decodes$"):
+        readable.person_text(message_from_bytes(raw))
+
+
+def test_a_text_part_with_no_payload_is_refused() -> None:
+    from email.message import Message
+
+    part = Message()
+    part["Content-Type"] = "text/plain"
+    with pytest.raises(mime.Refused, match="^the letter's text part cannot be decoded$"):
+        readable.person_text(part)
+
+
+def test_an_attribution_line_that_quotes_nothing_is_text() -> None:
+    assert readable.cut_quotes("On Monday, Carol wrote:\nI think so.\n") == "On Monday, Carol wrote:\nI think so."
+    assert readable.cut_quotes("Yes.\nOn Monday, Carol wrote:\n> quoted\n") == "Yes."
+    assert readable.cut_quotes("Yes.\nOn Monday,\nCarol wrote:\n> quoted\n") == "Yes."

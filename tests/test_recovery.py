@@ -28,11 +28,11 @@ def _disk_full_on_write(spool: Spool, monkeypatch: pytest.MonkeyPatch, nth: int)
     real = spool._write_tmp
     calls = {"n": 0}
 
-    def write_tmp(letter_id: str, raw: bytes, durable: bool) -> Path:
+    def write_tmp(letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> Path:
         calls["n"] += 1
         if calls["n"] == nth:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(letter_id, raw, durable)
+        return real(letter_id, raw, durable, copy)
 
     monkeypatch.setattr(spool, "_write_tmp", write_tmp)
 

@@ -131,6 +131,20 @@ def test_a_new_letter_starts_the_command(alpha: AgentMail, beta: AgentMail, tmp_
     assert len(lines(out)) == 1
 
 
+def test_a_stop_while_the_state_is_first_saved_is_clean(beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A SIGTERM (a KeyboardInterrupt, cli.py) that lands while the watcher first saves its state
+    stops it like any other: seen under load, when the signal came right after state.json appeared."""
+    from agentmail import watch
+
+    def interrupted(self: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(watch.State, "save", interrupted)
+    said: list[str] = []
+    assert Watcher(beta, "true", log=said.append).run() == 0
+    assert "agentmail watch: stopping; waiting for running commands" in said
+
+
 def test_sigterm_stops_the_watcher_cleanly(registry: object, home: Path, tmp_path: Path) -> None:
     import os
     import signal

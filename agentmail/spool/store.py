@@ -16,10 +16,10 @@ it, and never less than the number of References it carries.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -45,10 +45,14 @@ _HOLDING = threading.local()  # the claims locks this thread holds (see Spool._c
 
 
 def _key(*parts: str) -> str:
+    import hashlib  # here, not at the top: a read (inbox --no-sync) never loads OpenSSL for it (issue 11)
+
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
 
 
 def _raw_key(raw: bytes) -> str:
+    import hashlib
+
     return hashlib.sha256(raw).hexdigest()[:40]
 
 
@@ -62,6 +66,25 @@ def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
             "references": list(letter.references),
         }
     return letter
+
+
+def _linked(copy: tuple[str, int, int], tmp: Path) -> bool:
+    """Hard-link a durable file that holds the letter's bytes (the local post office's, which
+    is never changed in place: a Maildir client writes a new file and renames) as the letter's
+    file: no new inode to create, nothing to write or flush. Only the very file that was read
+    (same device and inode, a plain file); anything else (another file system, a file renamed or
+    replaced since, links not allowed) is written as a copy. The file keeps the post office's
+    mode: the spool's folders (0700) are what keep it private."""
+    path, dev, ino = copy
+    try:
+        os.link(path, tmp, follow_symlinks=False)
+    except OSError:
+        return False
+    st = os.lstat(tmp)
+    if (st.st_dev, st.st_ino) == (dev, ino) and stat.S_ISREG(st.st_mode):
+        return True
+    os.unlink(tmp)
+    return False
 
 
 def _ulid_floor(ms: int) -> str:
@@ -236,14 +259,21 @@ class Spool:
         extra: dict[str, Any] | None = None,
         index: bool = True,
         defer: bool = False,
+        durable: bool = True,
+        copy: tuple[str, int, int] | None = None,
     ) -> Letter:
         """File a new letter in ``state``; returns it with its id and state set.
 
         ``index``: record its (sender, Message-ID) so a second copy is recognised (else its
         bytes). ``defer``: part of a sync batch that ``commit`` makes durable and visible
-        together (one filesystem flush and one transaction for the batch).
+        together (one filesystem flush and one transaction for the batch). ``durable=False``:
+        filed in the same order, with no flush (a letter submitted at once to a transport whose
+        "sent" is itself durable); ``make_durable`` flushes it if it has to wait after all.
+        ``copy``: a durable file holding exactly ``raw`` (path, st_dev, st_ino), hard-linked
+        instead of written.
         """
-        self.ensure()
+        if not (defer and self._batch):  # a batch's first letter made the folders moments ago
+            self.ensure()
         letter_id = letter.id or new_ulid()
         letter = replace(letter, id=letter_id, state=state)
         if defer:
@@ -254,22 +284,42 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})
-        tmp = self._write_tmp(letter_id, raw, durable=not defer)
+        tmp = self._write_tmp(letter_id, raw, durable=durable and not defer, copy=copy)
         if defer:
             with _machine():
                 self._insert(self._sql(), letter, data, raw, index)
             self._batch.append(letter_id)
             return letter
-        fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
-        with _machine(), self.db.write() as tx:
+        if durable:
+            fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
+        with _machine(), self.db.write(durable=durable) as tx:
             self._insert(tx, letter, data, raw, index)
         reached("stored")
         self._publish(letter_id)
         return letter
 
-    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool) -> Path:
+    def make_durable(self, letter_id: str) -> None:
+        """Flush a letter filed with ``durable=False``: its file, its folder, then the database
+        (a durable commit fsyncs the write-ahead log, and the row is in it)."""
+        path = self.path("", letter_id)
+        fsync_file(path)
+        fsync_dir(path.parent)
+        with _machine(), self.db.write() as tx:
+            tx.execute("UPDATE letters SET state=state WHERE id=?", (letter_id,))
+        reached("made-durable")
+
+    def warm(self) -> None:
+        """A durable commit that changes nothing. SQLite fsyncs the mailbox's folder at a
+        connection's first durable commit (it opened the WAL to create it if missing): a waiter
+        pays that before it blocks, not in the commit of the letter it waits for."""
+        with _machine(), self.db.write() as tx:
+            version = int(tx.execute("PRAGMA user_version").fetchone()[0])
+            tx.execute(f"PRAGMA user_version={version}")
+
+    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> Path:
         tmp = self.root / "tmp" / f"{letter_id}.eml"
-        write_new(tmp, raw, durable=durable)
+        if copy is None or not _linked(copy, tmp):
+            write_new(tmp, raw, durable=durable)
         return tmp
 
     def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:

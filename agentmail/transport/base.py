@@ -55,6 +55,10 @@ class Incoming:
     key: str
     raw: bytes | None
     size: int
+    # Where these exact bytes already lie durable on this machine (the local post office's
+    # file, and its st_dev/st_ino when they were read): the spool hard-links it rather than
+    # creating a copy (issue 11: a new file costs 0.2-0.5 ms here, a link ~20 µs). None elsewhere.
+    copy: tuple[str, int, int] | None = None
 
 
 OnResult = Callable[[SubmitResult], None]
@@ -93,6 +97,11 @@ class Transport(ABC):
     """``submit`` out, ``fetch``/``advance`` in, ``wait`` for news."""
 
     name: str
+    # "sent" means the letter is already on disk where its recipient reads it (the local post
+    # office fsyncs it before submit returns): the sender's outbox copy then need not be made
+    # durable before submitting, only if the letter stays queued. An SMTP server's 250 is the
+    # server's promise, kept durable here as before.
+    sent_is_durable: bool = False
 
     @abstractmethod
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:

@@ -137,15 +137,19 @@ class Mailbox:
         path = self._find(uid)
         if path is None:
             return None
-        size = path.stat().st_size
-        raw = path.read_bytes() if size <= max_size else None
-        return Incoming(key=str(uid), raw=raw, size=size)
+        with open(path, "rb") as file:
+            stat = os.fstat(file.fileno())
+            if stat.st_size > max_size:
+                return Incoming(key=str(uid), raw=None, size=stat.st_size)
+            raw = file.read()
+        return Incoming(str(uid), raw, stat.st_size, (str(path), stat.st_dev, stat.st_ino))
 
 
 class LocalTransport(Transport):
     """``resolve`` maps a recipient address to a platform name (None: no such mailbox)."""
 
     name = "local"
+    sent_is_durable = True  # deliver() fsyncs the copy in the post office before it returns
 
     def __init__(self, postoffice: Path, platform: str, resolve: Callable[[str], str | None]) -> None:
         self.postoffice = postoffice

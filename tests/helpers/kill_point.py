@@ -1,10 +1,11 @@
 """A victim for the commit-point crash tests: run one operation and SIGKILL ourselves the Nth
 time it reaches a named crash point of the spool (``agentmail.spool.db.reached``).
 
-    python kill_point.py MODE POINT N [PLATFORM]     (AGENTMAIL_HOME from the environment)
+    python kill_point.py MODE POINT N [PLATFORM [BODY]]     (AGENTMAIL_HOME from the environment)
 
 MODE: ``open`` (open the spools of alpha, beta and beta@bob, in that order: a conversion of
-the old layout runs here) · ``sync`` (one ``sync()`` of PLATFORM). Exits 0 when the operation
+the old layout runs here) · ``sync`` (one ``sync()`` of PLATFORM) · ``send`` (PLATFORM sends
+beta one letter whose body is the next argument). Exits 0 when the operation
 ended before the point was reached N times, so the test can tell a kill that never happened.
 The points are deterministic places in the code, so which kill lands where never depends on
 the machine's speed.
@@ -37,6 +38,8 @@ def main() -> None:
             AgentMail.from_env(platform, agent=agent).spool.ids("unread")
     elif mode == "sync":
         AgentMail.from_env(sys.argv[4]).sync()
+    elif mode == "send":  # PLATFORM sends one letter to beta
+        AgentMail.from_env(sys.argv[4]).send("beta", "Killed while sending", sys.argv[5])
     else:
         raise SystemExit(f"unknown mode {mode}")
 

@@ -1,0 +1,371 @@
+"""The local post office transport (transport/local.py) on its own: delivery into a Maildir, UIDs
+handed out as an IMAP server would, fetch in batches from a checkpoint, and the wait's wakes.
+
+Each test states the exact outcome (file names, UIDs, batches, results): the mutation group
+``local`` (tests/MUTATION.md) runs these against the module's mutants.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from agentmail._fs import locked
+from agentmail.transport import inotify
+from agentmail.transport.base import Envelope, Outgoing, SubmitResult
+from agentmail.transport.local import BATCH, LocalTransport, Mailbox, deliver
+
+RAW = b"From: a@bus.test\r\nTo: b@bus.test\r\nSubject: x\r\n\r\nbody\r\n"
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+def _transport(postoffice: Path, platform: str = "beta") -> LocalTransport:
+    known = {"alpha@bus.test": "alpha", "beta@bus.test": "beta", "beta+bob@bus.test": "beta"}
+    return LocalTransport(postoffice, platform, known.get)
+
+
+def _out(key: str, *rcpts: str) -> Outgoing:
+    return Outgoing(key, RAW, Envelope("alpha@bus.test", tuple(rcpts)))
+
+
+# --- delivery ------------------------------------------------------------------------------------
+
+
+def test_deliver_makes_the_maildir_and_leaves_the_letter_in_new_only(tmp_path: Path) -> None:
+    maildir = tmp_path / "po" / "beta"
+    name = deliver(maildir, RAW)
+    assert (maildir / "new" / name).read_bytes() == RAW
+    assert _names(maildir / "tmp") == [] and _names(maildir / "cur") == []
+    assert oct((maildir / "new").stat().st_mode & 0o777) == "0o700"
+    # time.pid_random.host: 12 random hex digits make two deliveries in one nanosecond distinct
+    host = os.uname().nodename
+    assert re.fullmatch(rf"\d+\.{os.getpid()}_[0-9a-f]{{12}}\.{re.escape(host)}", name), name
+    second = deliver(maildir, b"other")
+    assert second != name and _names(maildir / "new") == sorted([name, second])
+
+
+def test_a_host_name_with_a_slash_makes_no_subfolder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.uname()
+    fake = type("uname", (), {"nodename": "rack/7"})()
+    monkeypatch.setattr(os, "uname", lambda: fake)
+    name = deliver(tmp_path / "beta", RAW)
+    monkeypatch.undo()
+    assert name.endswith(".rack_7") and os.listdir(tmp_path / "beta" / "new") == [name]
+    del real
+
+
+def test_deliver_remakes_a_maildir_whose_tmp_was_removed(tmp_path: Path) -> None:
+    maildir = tmp_path / "beta"
+    deliver(maildir, RAW)  # this process now believes the Maildir complete
+    (maildir / "tmp").rmdir()
+    name = deliver(maildir, b"again")
+    assert (maildir / "new" / name).read_bytes() == b"again" and (maildir / "tmp").is_dir()
+
+
+# --- the mailbox: UIDVALIDITY, UIDs ----------------------------------------------------------------
+
+
+def test_ensure_writes_the_uidvalidity_once_and_keeps_it(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    value = box.uidvalidity
+    assert value.isdigit() and [n for n in os.listdir(box.dir) if n.startswith(".uidvalidity")] == [".uidvalidity"]
+    (box.dir / ".uidvalidity").write_text("12345\n")
+    Mailbox(box.dir).ensure()
+    assert Mailbox(box.dir).uidvalidity == "12345"
+    for sub in ("tmp", "new", "cur"):
+        assert oct((box.dir / sub).stat().st_mode & 0o777) == "0o700"
+
+
+def test_of_two_processes_making_the_uidvalidity_the_first_value_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Mailbox(tmp_path / "beta")
+    real_link = os.link
+
+    def other_process_first(source: object, target: object) -> None:
+        Path(str(target)).write_text("777")  # the other process linked its value in first
+        real_link(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", other_process_first)
+    box.ensure()
+    monkeypatch.undo()
+    assert box.uidvalidity == "777"
+    assert sorted(n for n in os.listdir(box.dir) if n.startswith(".uidvalidity")) == [".uidvalidity"]
+
+
+def test_assign_numbers_new_letters_in_name_order_from_one(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "beta")
+    assert box.assign() == 1  # nothing new, nothing assigned
+    assert not (box.dir / ".uidnext").exists()
+    for name in ("3.x", "1.x", "2.x"):
+        box.ensure()
+        (box.dir / "new" / name).write_bytes(name.encode())
+    assert box.assign() == 4
+    assert _names(box.dir / "cur") == ["000000000001:2,", "000000000002:2,", "000000000003:2,"]
+    assert (box.dir / "cur" / "000000000001:2,").read_bytes() == b"1.x"
+    assert (box.dir / ".uidnext").read_text() == "000000000004"
+    assert oct((box.dir / ".uidnext").stat().st_mode & 0o777) == "0o600"
+    assert _names(box.dir / "new") == []
+    (box.dir / "new" / "4.x").write_bytes(b"4.x")
+    assert box.assign() == 5 and (box.dir / "cur" / "000000000004:2,").read_bytes() == b"4.x"
+
+
+def test_a_letter_a_mail_client_took_meanwhile_gets_no_uid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "new" / "b.x").write_bytes(b"b")
+    real_listdir = os.listdir
+
+    def with_a_vanished_letter(path: object) -> list[str]:
+        names = real_listdir(path)  # type: ignore[arg-type]
+        return ["a.x", *names] if str(path).endswith("/new") else names  # a.x: moved by mutt meanwhile
+
+    monkeypatch.setattr(os, "listdir", with_a_vanished_letter)
+    assert box.assign() == 2
+    monkeypatch.undo()
+    assert _names(box.dir / "cur") == ["000000000001:2,"]
+    assert (box.dir / "cur" / "000000000001:2,").read_bytes() == b"b"
+
+
+def test_no_uid_counter_is_written_when_every_new_letter_vanished(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "new" / "a.x").write_bytes(b"a")
+    real_rename = os.rename
+
+    def taken_by_another_client(source: object, target: object) -> None:
+        os.unlink(source)  # type: ignore[arg-type]
+        real_rename(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", taken_by_another_client)
+    assert box.assign() == 1
+    monkeypatch.undo()
+    assert not (box.dir / ".uidnext").exists() and _names(box.dir / "cur") == []
+
+
+@pytest.mark.parametrize("counter", [None, "", "garbage", "0", "-5", "000000000002"])
+def test_the_uid_counter_is_a_cache_never_reused_whatever_it_says(tmp_path: Path, counter: str | None) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "cur" / "000000000001:2,").write_bytes(b"one")
+    (box.dir / "cur" / "000000000002:2,").write_bytes(b"two")
+    if counter is not None:
+        (box.dir / ".uidnext").write_text(counter)
+    assert box._uidnext() == 3
+    (box.dir / "new" / "n.x").write_bytes(b"three")
+    assert box.assign() == 4 and (box.dir / "cur" / "000000000003:2,").read_bytes() == b"three"
+
+
+def test_a_counter_ahead_of_the_letters_is_kept_and_one_below_one_is_one(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / ".uidnext").write_text("000000000009")
+    assert box._uidnext() == 9
+    for value in ("0", "-5", "1"):
+        (box.dir / ".uidnext").write_text(value)
+        assert box._uidnext() == 1
+
+
+def test_uids_are_assigned_under_the_post_offices_lock(tmp_path: Path) -> None:
+    """Every reader of the Maildir (other processes, older releases) takes ``.lock``: while
+    another holds it, no letter is numbered."""
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "new" / "a.x").write_bytes(b"a")
+    got: list[int] = []
+    with locked(box.dir / ".lock"):
+        reader = threading.Thread(target=lambda: got.append(box.assign()))
+        reader.start()
+        reader.join(0.5)
+        assert reader.is_alive() and got == [] and _names(box.dir / "cur") == []
+    reader.join()
+    assert got == [2] and _names(box.dir / "cur") == ["000000000001:2,"]
+
+
+def test_read_finds_a_flagged_letter_and_leaves_a_large_one_undownloaded(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "cur" / "000000000001:2,").write_bytes(b"12345")
+    (box.dir / "cur" / "000000000002:2,S").write_bytes(b"seen")  # a mail client flagged it
+    one = box.read(1, 5)
+    assert one is not None and (one.key, one.raw, one.size) == ("1", b"12345", 5)
+    big = box.read(1, 4)
+    assert big is not None and (big.key, big.raw, big.size) == ("1", None, 5)
+    flagged = box.read(2, 100)
+    assert flagged is not None and (flagged.key, flagged.raw) == ("2", b"seen")
+    assert box.read(3, 100) is None
+
+
+# --- the transport ---------------------------------------------------------------------------------
+
+
+def test_submit_delivers_to_each_known_recipient_and_reports_the_refused(tmp_path: Path) -> None:
+    po = tmp_path / "po"
+    heard: list[SubmitResult] = []
+    results = _transport(po, "alpha").submit(
+        [
+            _out("k1", "beta@bus.test", "ghost@bus.test", "beta+bob@bus.test"),
+            _out("k2", "ghost@bus.test", "nobody@bus.test"),
+            _out("k3"),
+        ],
+        heard.append,
+    )
+    assert heard == results
+    assert results[0] == SubmitResult(
+        "k1", "sent", "delivered to the local post office", (("ghost@bus.test", "550 no such mailbox on this bus"),)
+    )
+    assert results[1] == SubmitResult(
+        "k2",
+        "failed",
+        "ghost@bus.test: 550 no such mailbox on this bus; nobody@bus.test: 550 no such mailbox on this bus",
+        (("ghost@bus.test", "550 no such mailbox on this bus"), ("nobody@bus.test", "550 no such mailbox on this bus")),
+    )
+    assert results[2] == SubmitResult("k3", "failed", "no recipients", ())
+    # beta and beta+bob share the platform's Maildir: two copies there, none anywhere else
+    assert [(po / "beta" / "new" / n).read_bytes() for n in _names(po / "beta" / "new")] == [RAW, RAW]
+    assert sorted(os.listdir(po)) == ["beta"]
+    assert _transport(po, "alpha").submit([]) == []
+    assert _transport(po, "alpha").submit([_out("k4", "ghost@bus.test")])[0].status == "failed"  # nobody to tell
+
+
+def test_fetch_reads_from_the_checkpoint_in_batches_and_skips_missing_uids(tmp_path: Path) -> None:
+    po = tmp_path / "po"
+    for n in range(BATCH + 3):
+        deliver(po / "beta", f"letter {n:03d}".encode())
+    beta = _transport(po)
+    batches = list(beta.fetch(None, 1000))
+    assert [len(b) for b in batches] == [BATCH, 3]
+    assert [i.key for b in batches for i in b] == [str(u) for u in range(1, BATCH + 4)]
+    # the letters in delivery order (names start with the delivery time)
+    assert [i.raw for b in batches for i in b][:2] == [b"letter 000", b"letter 001"]
+    validity = beta.mailbox.uidvalidity
+    assert beta.advance(None, batches[0]) == f"{validity}:{BATCH}"
+    assert beta.advance(f"{validity}:60", batches[0]) == f"{validity}:60"  # never backwards
+    assert beta.advance("other:7", batches[1]) == f"{validity}:{BATCH + 3}"
+    (beta.mailbox.dir / "cur" / f"{BATCH + 2:012d}:2,").unlink()  # expunged by a mail client
+    rest = list(beta.fetch(f"{validity}:{BATCH}", 1000))
+    assert [[i.key for i in b] for b in rest] == [[str(BATCH + 1), str(BATCH + 3)]]
+    assert list(beta.fetch(f"{validity}:{BATCH + 3}", 1000)) == []
+    # a checkpoint of another UIDVALIDITY (a rebuilt post office) reads everything again
+    again = list(beta.fetch(f"not-{validity}:{BATCH + 3}", 1000))
+    assert sum(len(b) for b in again) == BATCH + 2
+
+
+def test_fetch_of_exactly_one_batch_yields_no_empty_one(tmp_path: Path) -> None:
+    po = tmp_path / "po"
+    for n in range(BATCH):
+        deliver(po / "beta", f"{n}".encode())
+    assert [len(b) for b in _transport(po).fetch(None, 1000)] == [BATCH]
+
+
+def test_pending_says_whether_anything_is_past_the_checkpoint(tmp_path: Path) -> None:
+    po = tmp_path / "po"
+    beta = _transport(po)
+    beta.mailbox.ensure()
+    validity = beta.mailbox.uidvalidity
+    assert beta.pending(f"{validity}:0") is False
+    assert beta.pending(None) is True  # no checkpoint of this mailbox yet
+    assert beta.pending("other:0") is True
+    deliver(po / "beta", RAW)
+    assert beta.pending(f"{validity}:0") is True  # waiting in new/
+    assert beta.mailbox.assign() == 2
+    assert beta.pending(f"{validity}:0") is True  # assigned, not yet committed
+    assert beta.pending(f"{validity}:1") is False
+    assert beta.pending(f"{validity}:5") is False
+
+
+@pytest.mark.parametrize("with_inotify", [True, False])
+def test_wait_returns_at_once_when_something_is_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_inotify: bool
+) -> None:
+    po = tmp_path / "po"
+    beta = _transport(po)
+    deliver(po / "beta", RAW)
+    if not with_inotify:
+        monkeypatch.setattr(inotify, "watch", lambda path: None)  # a system without inotify: polling
+    elif inotify.watch(po / "beta" / "new") is None:
+        pytest.skip("no inotify here")
+    assert beta.wait(None, 600) == ("inotify" if with_inotify else "poll")
+
+
+def test_wait_with_nothing_pending_times_out_with_none(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    beta = _transport(tmp_path / "po")
+    beta.mailbox.ensure()
+    checkpoint = f"{beta.mailbox.uidvalidity}:0"
+    assert beta.wait(checkpoint, 0) is None
+    assert beta.wait(checkpoint, 0.2) is None
+    monkeypatch.setattr(inotify, "watch", lambda path: None)
+    assert beta.wait(checkpoint, 0.2) is None
+
+
+def _after_the_first_look(beta: LocalTransport, monkeypatch: pytest.MonkeyPatch, arrive: Callable[[], object]) -> None:
+    """``arrive`` runs right after the wait's first look found nothing: news during the wait."""
+    real_pending = beta.pending
+    looks = [0]
+
+    def pending(value: str | None) -> bool:
+        found = real_pending(value)
+        looks[0] += 1
+        if looks[0] == 1:
+            arrive()
+        return found
+
+    monkeypatch.setattr(beta, "pending", pending)
+
+
+@pytest.mark.parametrize("with_inotify", [True, False])
+def test_wait_wakes_on_a_delivery(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, with_inotify: bool) -> None:
+    po = tmp_path / "po"
+    beta = _transport(po)
+    beta.mailbox.ensure()
+    if not with_inotify:
+        monkeypatch.setattr(inotify, "watch", lambda path: None)
+    elif inotify.watch(po / "beta" / "new") is None:
+        pytest.skip("no inotify here")
+    _after_the_first_look(beta, monkeypatch, lambda: deliver(po / "beta", RAW))
+    assert beta.wait(f"{beta.mailbox.uidvalidity}:0", 600) == ("inotify" if with_inotify else "poll")
+    assert len(os.listdir(po / "beta" / "new")) == 1
+
+
+def test_wait_looks_again_for_news_no_event_announced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A letter numbered by another reader lands in cur/, not new/: no inotify event; the wait's
+    recheck (every RECHECK seconds) still finds it."""
+    po = tmp_path / "po"
+    beta = _transport(po)
+    beta.mailbox.ensure()
+    if inotify.watch(po / "beta" / "new") is None:
+        pytest.skip("no inotify here")
+    _after_the_first_look(beta, monkeypatch, lambda: (beta.mailbox.dir / "cur" / "000000000001:2,").write_bytes(RAW))
+    assert beta.wait(f"{beta.mailbox.uidvalidity}:0", 600) == "inotify"
+
+
+def test_the_wait_closes_its_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[inotify.Watch] = []
+    real_watch = inotify.watch
+
+    def watch(path: Path) -> inotify.Watch | None:
+        found = real_watch(path)
+        if found is not None:
+            made.append(found)
+        return found
+
+    monkeypatch.setattr(inotify, "watch", watch)
+    beta = _transport(tmp_path / "po")
+    beta.mailbox.ensure()
+    beta.wait(f"{beta.mailbox.uidvalidity}:0", 0)
+    deliver(beta.mailbox.dir, RAW)
+    beta.wait(None, 0)
+    if not made:
+        pytest.skip("no inotify here")
+    assert len(made) == 2 and [w.fd for w in made] == [-1, -1]

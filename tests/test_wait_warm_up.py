@@ -1,0 +1,34 @@
+"""``wait`` judges one letter of its own before it blocks (issue 11: the first letter that lands
+then pays no first-use costs). The warm-up must leave no trace: nothing filed, sent or claimed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentmail import authenticity
+from agentmail.client import AgentMail
+from agentmail.errors import Timeout
+from agentmail.spool import STATES
+
+
+def test_the_warm_up_before_blocking_files_and_sends_nothing(
+    beta: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    verdicts: list[str] = []
+    real = authenticity.judge
+
+    def judge(raw: bytes, registry: object) -> authenticity.Verdict:
+        verdict = real(raw, registry)  # type: ignore[arg-type]
+        verdicts.append(verdict.route)
+        return verdict
+
+    monkeypatch.setattr(authenticity, "judge", judge)
+    with pytest.raises(Timeout):
+        beta.wait(timeout=0.05)
+    assert verdicts == ["accept"]  # the letter signed here passes the checks a real one meets
+    assert {state: beta.spool.ids(state) for state in STATES} == {state: [] for state in STATES}
+    postoffice = home / "postoffice"
+    assert not postoffice.exists() or not any(os.scandir(postoffice / "beta" / "new"))
