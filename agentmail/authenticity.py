@@ -31,7 +31,7 @@ class Verdict:
     summary: dict[str, str] | None = None  # from/subject/message_id for a quarantine listing
 
 
-def _quarantine(reason: str, detail: str, msg: Message | None = None, letter: Letter | None = None) -> Verdict:
+def _quarantine(reason: str, detail: str, msg: Message | None = None) -> Verdict:
     summary: dict[str, str] = {}
     if msg is not None:
         for key, header in (("from", "From"), ("subject", "Subject"), ("message_id", "Message-ID"), ("date", "Date")):
@@ -40,7 +40,7 @@ def _quarantine(reason: str, detail: str, msg: Message | None = None, letter: Le
             except Exception:
                 value = ""
             summary[key] = one_line(value)[:200]
-    return Verdict("quarantine", letter=letter, reason=reason, detail=detail, summary=summary)
+    return Verdict("quarantine", reason=reason, detail=detail, summary=summary)
 
 
 def _bounced_message_id(msg: Message) -> str | None:
@@ -52,9 +52,8 @@ def _bounced_message_id(msg: Message) -> str | None:
             text = ""
             if isinstance(payload, list) and payload and isinstance(payload[0], Message):
                 text = str(payload[0].get("Message-ID", ""))
-            elif isinstance(payload, str | bytes):
-                headers = payload if isinstance(payload, str) else payload.decode("ascii", "replace")
-                found = re.search(r"^Message-ID:\s*(<[^>\s]+>)", headers, re.IGNORECASE | re.MULTILINE)
+            elif isinstance(payload, str):  # the compat32 parser decodes every payload to str
+                found = re.search(r"^Message-ID:\s*(<[^>\s]+>)", payload, re.IGNORECASE | re.MULTILINE)
                 text = found.group(1) if found else ""
             text = text.strip()
             if wire.MESSAGE_ID_RE.fullmatch(text):
@@ -91,9 +90,8 @@ def _plain(header_value: str) -> str:
 def _dsn_reason(msg: Message) -> str:
     for part in msg.walk():
         if part.get_content_type() == "message/delivery-status":
-            text = str(part.get_payload()) if not part.is_multipart() else ""
-            if part.is_multipart():
-                text = "\n".join(str(p) for p in part.get_payload())
+            # the parser always splits message/delivery-status into its blocks (RFC 3464)
+            text = "\n".join(str(block) for block in part.get_payload())
             found = re.search(r"^Diagnostic-Code:\s*(.+)$", text, re.IGNORECASE | re.MULTILINE)
             status = re.search(r"^Status:\s*(\S+)", text, re.IGNORECASE | re.MULTILINE)
             bits = [b.group(1).strip() for b in (status, found) if b]

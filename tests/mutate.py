@@ -51,12 +51,38 @@ _JUDGING = (
 GROUPS: dict[str, Group] = {
     "wire": Group(
         ("wire.py",),
-        ("test_wire.py", "test_wire_exact.py", "test_model.py", "test_matter.py", "test_mime.py", *_JUDGING),
+        (
+            "test_wire.py",
+            "test_wire_exact.py",
+            "test_attachments.py",
+            "test_fanout.py",
+            "test_model.py",
+            "test_matter.py",
+            "test_mime.py",
+            *_JUDGING,
+        ),
     ),
-    "signing": Group(("signing.py",), ("test_signing.py", "test_signing_exact.py", "test_signing_dns.py", *_JUDGING)),
+    "signing": Group(
+        ("signing.py",),
+        (
+            "test_signing.py",
+            "test_signing_exact.py",
+            "test_signing_paths.py",
+            "test_signing_covered.py",
+            "test_signing_dns.py",
+            *_JUDGING,
+        ),
+    ),
     "judging": Group(
         ("verdicts.py", "authenticity.py", "guards.py"),
-        ("test_guards.py", "test_guards_exact.py", "test_wire.py", "test_signing_exact.py", *_JUDGING),
+        (
+            "test_guards.py",
+            "test_guards_exact.py",
+            "test_wire.py",
+            "test_signing_exact.py",
+            "test_writing.py",  # a person's letter (authenticity._person), the aligned policy's Cc and List-Id
+            *_JUDGING,
+        ),
     ),
     # The routing stage: route.py, and the part of client.py that fetches, judges, routes and files
     # (sync and the methods it calls). The client's tests wait on wakes, hence the short timeout.

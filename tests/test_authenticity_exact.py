@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity
+from agentmail import authenticity, wire
 from agentmail.registry import Registry
+from tests.helpers.letters import burst
 
-from .test_authenticity import DATA, letter_bytes, sign_as, trusting
+from .test_authenticity import DATA, letter_bytes, mta_signed, sign_as, trusting
 
 BOUNCE = (DATA / "bounce-template.eml").read_bytes().replace(b"{MESSAGE_ID}", b"<01sent.alpha@bus.test>")
 
@@ -176,3 +177,63 @@ def test_a_signed_letter_with_a_bad_block_is_malformed_with_its_summary(registry
     verdict = authenticity.judge(sign_as(registry, home, "alpha", (DATA / "yaml-tag.eml").read_bytes()), registry)
     assert verdict.reason == "malformed" and isinstance(verdict.detail, str) and verdict.detail
     assert verdict.summary and verdict.summary["from"] and verdict.summary["message_id"]
+
+
+def test_a_mime_header_twice_is_unauthenticated_before_any_signature_is_weighed(registry: Registry, home: Path) -> None:
+    signed = sign_as(registry, home, "alpha", letter_bytes())
+    doubled = signed.replace(b"Content-Type:", b"Content-Type: text/plain\r\nContent-Type:", 1)
+    verdict = authenticity.judge(doubled, registry)
+    assert (verdict.route, verdict.reason, verdict.detail) == (
+        "quarantine",
+        "unauthenticated",
+        "the letter carries 2 Content-Type headers; a MIME header may occur once",
+    )
+    assert verdict.summary and verdict.summary["subject"] == "Burst"
+
+
+def test_an_aligned_pass_not_vouching_for_the_mime_headers_is_worded_exactly(registry: Registry) -> None:
+    raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n" + letter_bytes()
+    verdict = authenticity.judge(raw, trusting(registry, "aligned"))
+    assert (verdict.reason, verdict.detail) == (
+        "unauthenticated",
+        "the mail server's aligned dkim=pass does not vouch for the MIME headers: "
+        "no DKIM-Signature by bus.test to vouch for the MIME headers",
+    )
+    assert verdict.summary and verdict.summary["message_id"] == "<01a.alpha@bus.test>"
+
+
+def test_under_the_aligned_policy_only_what_the_mtas_signature_covers_of_cc_and_list_id_is_kept(
+    registry: Registry,
+) -> None:
+    raw = wire.render(replace(burst(), cc=("carol@people.test",), list_id="<agentmail.bus.test>"))
+    mime_and_more = [b"from", b"to", b"subject", b"mime-version", b"content-type", b"content-transfer-encoding"]
+    aligned = trusting(registry, "aligned")
+    vouched = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail\r\n"
+    both = authenticity.judge(vouched + mta_signed(raw, [*mime_and_more, b"cc", b"list-id"]), aligned).letter
+    assert both is not None and (both.cc, both.list_id) == (("carol@people.test",), "<agentmail.bus.test>")
+    neither = authenticity.judge(vouched + mta_signed(raw, mime_and_more), aligned).letter
+    assert neither is not None and (neither.cc, neither.list_id) == ((), None)
+    only_cc = authenticity.judge(vouched + mta_signed(raw, [*mime_and_more, b"cc"]), aligned).letter
+    assert only_cc is not None and (only_cc.cc, only_cc.list_id) == (("carol@people.test",), None)
+
+
+def test_a_report_quoting_no_headers_at_all_is_automated(registry: Registry) -> None:
+    """An empty text/rfc822-headers part names no letter: an automated report, not a crash."""
+    cut = b"--dsn\r\nContent-Type: text/rfc822-headers\r\n"
+    empty = BOUNCE.split(cut)[0] + cut + b"\r\n--dsn--\r\n"
+    verdict = authenticity.judge(empty, registry)
+    assert (verdict.route, verdict.reason, verdict.detail) == (
+        "quarantine",
+        "automated",
+        "a multipart/report report (delivery-status), not a letter",
+    )
+
+
+def test_the_dsn_status_is_found_in_any_block_of_the_delivery_status(registry: Registry) -> None:
+    """The per-recipient block may start with its Status line (RFC 3464 sets no order)."""
+    old = b"Final-Recipient: rfc822; nosuch@bus.test\r\nAction: failed\r\nStatus: 5.1.1\r\n"
+    assert old in BOUNCE
+    raw = BOUNCE.replace(old, b"Status: 5.1.1\r\nFinal-Recipient: rfc822; nosuch@bus.test\r\nAction: failed\r\n")
+    assert authenticity.judge(raw, registry).detail == (
+        "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
+    )

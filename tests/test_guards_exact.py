@@ -118,3 +118,111 @@ def test_every_result_is_read_past_a_method_that_does_not_count() -> None:
 def test_only_a_dkim_pass_names_a_passing_domain(results: str, passes: tuple[str, ...]) -> None:
     found = verdicts.read([f"mail.bus.test; {results}"], TRUSTED)
     assert (found.fails, found.dkim_pass_domains) == ((), passes)  # a dmarc pass is read apart (test_writing)
+
+
+@pytest.mark.parametrize(
+    "results,dmarc",
+    [
+        ("dmarc=pass header.from=People.Test", ("people.test",)),
+        ("dmarc=pass", ()),  # no header.from: no domain
+        ("dmarc=fail header.from=people.test", ()),  # a fail, named among the fails
+        ("dmarc=none header.from=people.test", ()),
+        ("dkim=pass header.d=bus.test header.from=people.test", ()),  # a dkim pass is no dmarc pass
+        ("spf=pass header.from=people.test", ()),
+        ("dmarc=pass header.from=a.test; dmarc=pass header.from=b.test", ("a.test", "b.test")),
+    ],
+)
+def test_only_a_dmarc_pass_names_its_from_domain(results: str, dmarc: tuple[str, ...]) -> None:
+    assert verdicts.read([f"mail.bus.test; {results}"], TRUSTED).dmarc_pass_domains == dmarc
+
+
+def test_the_verdicts_are_read_whole() -> None:
+    found = verdicts.read(
+        ["mail.bus.test; dkim=pass header.d=bus.test; spf=fail smtp.mailfrom=x.test; dmarc=pass header.from=bus.test"],
+        TRUSTED,
+    )
+    assert found == verdicts.TrustedVerdicts(("spf=fail",), ("bus.test",), ("bus.test",))
+
+
+# --- follow-ups, the depth cap, the new-thread quota -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "parent,why",
+    [
+        (_parent(type="close"), "thread thr-abc123def0 is closed"),
+        (
+            _parent(type="ack"),
+            "thread thr-abc123def0 ends with beta's ack (01abc), which is never answered; a follow-up continues "
+            "only after your own last letter",
+        ),
+        (
+            _parent(type="question"),
+            "thread thr-abc123def0 ends with beta's question (01abc); answer it with reply, a follow-up continues "
+            "only after your own last letter",
+        ),
+        (
+            _parent(type=""),  # a letter filed without a type (a quarantined one's stand-in)
+            "thread thr-abc123def0 ends with beta's letter (01abc); answer it with reply, a follow-up continues "
+            "only after your own last letter",
+        ),
+        (_parent(sender="alpha", state="sent"), None),  # after one's own letter: free to follow up
+    ],
+)
+def test_follow_up_refusal_says_exactly_why(parent: Letter, why: str | None) -> None:
+    out = guards.Outbound(kind="report", body="Still failing.", me="alpha", parent=parent, follow_up=True, depth=2)
+    assert guards.refusal(out) == why
+
+
+def test_a_held_letter_is_ones_own_and_is_not_answered() -> None:
+    out = guards.Outbound(kind="reply", body="Thanks.", me="alpha", parent=_parent(state="held"), depth=1)
+    assert guards.refusal(out) == "letter 01abc is one you sent; answer the letters you received"
+
+
+def test_a_quarantined_parent_is_refused_as_such_even_past_the_depth_cap() -> None:
+    parent = _parent(state="quarantine", reason="unauthenticated")
+    out = guards.Outbound(kind="reply", body="Thanks.", me="alpha", parent=parent, depth=guards.MAX_DEPTH)
+    assert guards.refusal(out) == "letter 01abc is quarantined (unauthenticated); it cannot be answered"
+
+
+QUOTA = (
+    "new-thread quota reached: alpha opened 3 threads in the last hour (new_threads_per_hour = 3); the next "
+    "frees up at {frees}; replies and follow-ups in existing threads are not counted"
+)
+
+
+def test_the_new_thread_quota_counts_openers_only_and_says_when_one_frees_up() -> None:
+    def opener(kind: str, opened: int, frees: str = "") -> str | None:
+        return guards.refusal(
+            guards.Outbound(kind=kind, body="The quota endpoint fails.", me="alpha", opened_last_hour=opened,
+                            quota=3, quota_frees=frees)
+        )  # fmt: skip
+
+    assert opener("report", 2) is None
+    assert opener("report", 3, "10:42 UTC") == QUOTA.format(frees="10:42 UTC")
+    assert opener("report", 3) == QUOTA.format(frees="within the hour")
+    assert opener("note", 3) is None  # notes are not counted
+    assert guards.refusal(guards.Outbound(kind="report", body="x y", me="alpha", opened_last_hour=99)) is None
+
+
+# --- holding a letter for a person's approval ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address,rules,asked,why",
+    [
+        ("beta@bus.test", (), True, "held on request (--hold)"),
+        ("beta@bus.test", ("beta@bus.test",), False, "held by the bus rule hold = 'beta@bus.test'"),
+        ("Beta@Bus.Test", ("beta@bus.test",), False, "held by the bus rule hold = 'beta@bus.test'"),
+        ("beta+thr-abc123def0@bus.test", ("beta@bus.test",), False, "held by the bus rule hold = 'beta@bus.test'"),
+        ("beta@bus.test", ("bus.test",), False, "held by the bus rule hold = 'bus.test'"),
+        ('"a@b"@people.test', ("people.test",), False, "held by the bus rule hold = 'people.test'"),
+        ("beta@bus.test", ("gamma@bus.test", "people.test"), False, None),
+        ("beta+thr-abc123def0@bus.test", ("bus",), False, None),  # a rule names a whole domain or address
+        ("beta@bus.test", ("beta",), False, None),  # a local part alone is no rule
+        ("beta@bus.test", ("beta+thr-abc123def0@bus.test",), False, None),  # a tagged rule names that tag only
+        ("b@bus.test", ("@bus.test",), False, None),
+    ],
+)
+def test_hold_reason_says_which_rule_holds(address: str, rules: tuple[str, ...], asked: bool, why: str | None) -> None:
+    assert guards.hold_reason(address, rules, asked) == why

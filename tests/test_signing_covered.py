@@ -23,3 +23,17 @@ def test_an_unreadable_signature_vouches_for_nothing() -> None:
     assert covered_by(doubled, "people.test") == ()  # a tag given twice: no tag list at all
     assert covered_by(b"no colon here\r\n\r\nbody\r\n", "people.test") == ()  # headers dkimpy cannot split
     assert covered_by(b"From: c@people.test\r\n\r\nb\r\n", "people.test") == ()  # no signature
+
+
+def test_the_common_headers_whichever_signature_comes_first() -> None:
+    narrow_first = (
+        b"DKIM-Signature: v=1; d=people.test; h=from:to\r\n"
+        b"DKIM-Signature: v=1; d=people.test; h=from:to:subject\r\n"
+        b"From: carol@people.test\r\n\r\nbody\r\n"
+    )
+    assert covered_by(narrow_first, "people.test") == ("from", "to")
+
+
+def test_a_name_that_is_not_ascii_is_read_with_a_replacement_character() -> None:
+    raw = b"DKIM-Signature: v=1; d=people.test; h=from:\xffx\r\nFrom: carol@people.test\r\n\r\nbody\r\n"
+    assert covered_by(raw, "people.test") == ("from", "\ufffdx")

@@ -135,3 +135,20 @@ def test_a_short_rsa_key_in_dns_is_refused(dns_server: TxtServer) -> None:
     result = signing.verify(header + raw, signing.PinnedKey("bus.test", "am1", "rsa", ""))
     assert not result.ok
     assert "KeyFormatError" in result.detail and "1024" in result.detail
+
+
+def test_the_lookup_hands_the_timeout_on_to_the_resolver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dkimpy's timeout (5 s unless told) reaches the resolver: without it a lookup could wait on
+    dnspython's own lifetime, not the verifier's. Only the resolver is replaced, by one that
+    answers the real key and notes the timeout it was given."""
+    given: list[object] = []
+
+    def get_txt(name: bytes, timeout: object) -> bytes:
+        given.append(timeout)
+        return signing.PinnedKey("bus.test", "am1", "ed25519", PUBLIC).txt_record()
+
+    monkeypatch.setattr(signing, "_real_get_txt", get_txt)
+    assert signing.verify(signed(), DNS_KEY) == signing.DkimResult(True, "dkim=pass d=bus.test s=am1")
+    signing._dns_lookup(b"am1._domainkey.bus.test.", timeout=7)
+    signing._dns_lookup(b"am1._domainkey.bus.test.")
+    assert given == [5, 7, 5]

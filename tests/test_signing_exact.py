@@ -8,6 +8,7 @@ import pytest
 
 from agentmail import signing, wire
 from agentmail.mime import is_mime_header
+from tests.helpers.letters import burst_bytes
 
 from .test_signing import KEY, PRIVATE, signed
 
@@ -91,6 +92,76 @@ def test_a_signature_that_does_not_over_sign_names_the_headers() -> None:
     )
 
 
+def test_a_reply_to_signed_once_is_not_over_signed() -> None:
+    """A people header the letter carries, signed as often as it occurs (not once more), is named."""
+    raw = burst_bytes()
+    assert raw.count(b"\r\nReply-To:") == 1
+    twice = [h.lower().encode() for h in wire.SIGNED_HEADERS for _ in (0, 1)]
+    assert signing.verify(_signed_listing(raw, [*twice, b"reply-to"]), KEY).detail == (
+        "the signature does not over-sign reply-to"
+    )
+
+
+def _signed_listing(raw: bytes, include: list[bytes], canonicalize: tuple[bytes, bytes] | None = None) -> bytes:
+    header: bytes = dkim.sign(
+        raw,
+        b"am1",
+        b"bus.test",
+        PRIVATE.encode(),
+        signature_algorithm=b"ed25519-sha256",
+        canonicalize=canonicalize or signing.CANONICALIZATION,
+        include_headers=include,
+        linesep=b"\r\n",
+    )
+    return header + raw
+
+
+def test_an_unreadable_signature_is_named_with_dkimpys_reason_cut_at_160_characters() -> None:
+    top = b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=am1; h=from; bh=AAAA; b=" + b"!" * 200 + b"\r\n"
+    assert signing.verify(top + burst_bytes(), KEY).detail == (
+        "unreadable signature (b= value is not valid base64 (b'" + "!" * 128 + ")"
+    )
+
+
+def test_undecodable_d_and_s_are_named_with_replacement_characters_one_problem_per_signature() -> None:
+    raw = signed()
+    other_d = raw.replace(b"d=bus.test", b"d=bus\xff.test", 1).replace(b"i=@bus.test", b"i=@bus\xff.test", 1)
+    assert signing.verify(other_d, KEY).detail == "signature by d=bus\ufffd.test s=am1, not the pinned d=bus.test s=am1"
+    other_s = raw.replace(b"s=am1", b"s=am\xff", 1)
+    assert signing.verify(other_s, KEY).detail == "signature by d=bus.test s=am\ufffd, not the pinned d=bus.test s=am1"
+    both = _top_header(other_s) + other_d  # two signatures, two problems, top first
+    assert signing.verify(both, KEY).detail == (
+        "signature by d=bus.test s=am\ufffd, not the pinned d=bus.test s=am1; "
+        "signature by d=bus\ufffd.test s=am1, not the pinned d=bus.test s=am1"
+    )
+
+
+LOOSE = (
+    "the signature canonicalises the body loosely (c=.../relaxed), so white space in it could change "
+    "unnoticed; agentmail signs the body exactly (c=.../simple)"
+)
+
+
+def test_the_body_canonicalisation_is_read_as_dkim_reads_c() -> None:
+    """c= names header/body; an absent c= is simple/simple and a c= without a slash has a simple
+    body (RFC 6376 §3.5): those get as far as the signature check (which the edit then fails)."""
+    raw = signed()
+    assert b"c=relaxed/simple;" in raw
+    not_verified = "the signature does not verify against the pinned key"
+    assert signing.verify(raw.replace(b" c=relaxed/simple;", b"", 1), KEY).detail == not_verified
+    assert signing.verify(raw.replace(b"c=relaxed/simple", b"c=relaxed", 1), KEY).detail == not_verified
+    assert (
+        signing.verify(_signed_listing(burst_bytes(), signing._INCLUDE, (b"relaxed", b"relaxed")), KEY).detail == LOOSE
+    )
+    # what follows the first slash is the body's: "relaxed/simple" is not simple
+    assert signing.verify(raw.replace(b"c=relaxed/simple", b"c=simple/relaxed/simple", 1), KEY).detail == LOOSE
+    # a c= dkimpy cannot read: its words, cut at 120 characters
+    long_c = raw.replace(b"c=relaxed/simple", b"c=" + b"x" * 130 + b"/simple", 1)
+    assert signing.verify(long_c, KEY).detail == (
+        "the signature does not verify (MessageFormatError: invalid c= value: b'" + "x" * 100 + ")"
+    )
+
+
 @pytest.mark.parametrize(
     "bad_top",
     [
@@ -99,11 +170,21 @@ def test_a_signature_that_does_not_over_sign_names_the_headers() -> None:
         "algorithm",  # an algorithm not allowed
         "body",  # a signature over another body
         "unreadable",  # a signature dkimpy cannot read
+        "mime",  # a signature leaving the MIME headers out
+        "weak",  # a signature that does not over-sign
+        "relaxed",  # a signature over the body relaxed
     ],
 )
 def test_a_bad_signature_above_a_good_one_does_not_hide_it(bad_top: str) -> None:
     good = signed()
-    if bad_top == "evil":
+    once = [h.lower().encode() for h in wire.SIGNED_HEADERS]
+    if bad_top == "mime":
+        top = _top_header(_signed_listing(good, [h for h in once if not is_mime_header(h)]))
+    elif bad_top == "weak":
+        top = _top_header(_signed_listing(good, once + [h for h in once if is_mime_header(h)]))
+    elif bad_top == "relaxed":
+        top = _top_header(_signed_listing(good, signing._INCLUDE, (b"relaxed", b"relaxed")))
+    elif bad_top == "evil":
         attacker, _ = signing.generate_keypair()
         top = _top_header(signing.sign(good, "evil.test", "am1", attacker))
     elif bad_top == "l":

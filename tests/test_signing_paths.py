@@ -155,3 +155,27 @@ def test_a_signature_over_a_letter_without_mime_headers_vouches_for_it() -> None
     limited = dkim.sign(no_mime, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
                         length=True, linesep=b"\r\n")  # fmt: skip
     assert "limits the body length" in (signing.aligned_coverage_problem(limited + no_mime, "bus.test") or "")
+
+
+def test_every_signature_of_the_domain_is_read_on_a_letter_without_mime_headers() -> None:
+    """No MIME header to vouch for, but a body-length limit in any of the domain's signatures
+    still leaves what follows it unsigned: the second signature is read too."""
+    no_mime = b"From: alpha@bus.test\r\nTo: beta@bus.test\r\nSubject: s\r\n\r\nbody\r\n"
+    limited = dkim.sign(no_mime, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
+                        length=True, linesep=b"\r\n")  # fmt: skip
+    both = signing.sign(limited + no_mime, "bus.test", "am1", PRIVATE)  # the full one on top
+    assert signing.aligned_coverage_problem(both, "bus.test") == (
+        "bus.test's signature limits the body length (l=), so what follows it is unsigned"
+    )
+
+
+def test_a_trusted_mtas_signature_need_cover_only_the_mime_headers_present() -> None:
+    """A letter with a Content-Type and no MIME-Version or Content-Transfer-Encoding: a signature
+    covering the Content-Type vouches for it (the absent ones take RFC 2045's defaults)."""
+    raw = (
+        b"From: alpha@bus.test\r\nTo: beta@bus.test\r\nSubject: s\r\n"
+        b"Content-Type: text/plain; charset=utf-8\r\n\r\nbody\r\n"
+    )
+    header = dkim.sign(raw, b"am1", b"bus.test", PRIVATE.encode(), signature_algorithm=b"ed25519-sha256",
+                       include_headers=[b"from", b"to", b"subject", b"content-type"], linesep=b"\r\n")  # fmt: skip
+    assert signing.aligned_coverage_problem(header + raw, "bus.test") is None

@@ -425,3 +425,22 @@ def test_a_trusted_dmarc_pass_names_its_from_domain() -> None:
     assert (found.fails, found.dkim_pass_domains, found.dmarc_pass_domains) == ((), (), ("people.test",))
     untrusted = verdicts.read(["evil.test; dmarc=pass header.from=people.test"], ("mail.bus.test",))
     assert untrusted.dmarc_pass_domains == ()
+
+
+def test_a_person_listed_on_two_platforms_writes_for_the_one_not_addressed(people: Registry) -> None:
+    """carol writes for alpha and beta: to alpha's agent she writes for beta, to beta's for alpha;
+    dave, listed on both and writing for neither, is named with both platforms."""
+    bus.set_person(registry_mod.load(people.root), "alpha", CAROL, follows=False, writes=True)
+    bus.set_person(registry_mod.load(people.root), "alpha", "dave@people.test", follows=True, writes=False)
+    both = trusting(registry_mod.load(people.root))
+    to_alpha = _judge(both, vouched(client_letter("alpha@bus.test", "Hello")))
+    to_beta = _judge(both, vouched(client_letter("beta@bus.test", "Hello")))
+    assert to_alpha.letter is not None and to_beta.letter is not None
+    assert (to_alpha.letter.sender, to_beta.letter.sender) == ("beta", "alpha")
+    dave = _judge(both, vouched(client_letter("alpha@bus.test", "Hi", sender="dave@people.test")))
+    assert (dave.route, dave.reason, dave.detail) == (
+        "quarantine",
+        "unregistered-sender",
+        "dave@people.test is a person of alpha, beta who does not write (writes = false)",
+    )
+    assert dave.summary is not None and dave.summary["message_id"] == "<20261201.carol.1@people.test>"
