@@ -37,3 +37,12 @@ def test_the_common_headers_whichever_signature_comes_first() -> None:
 def test_a_name_that_is_not_ascii_is_read_with_a_replacement_character() -> None:
     raw = b"DKIM-Signature: v=1; d=people.test; h=from:\xffx\r\nFrom: carol@people.test\r\n\r\nbody\r\n"
     assert covered_by(raw, "people.test") == ("from", "\ufffdx")
+
+
+def test_a_name_with_white_space_inside_is_another_header() -> None:
+    """dkimpy signs "content- type" as a header of that name (none): it covers no Content-Type."""
+    raw = (
+        b"DKIM-Signature: v=1; d=people.test; h=from : to:\r\n content- type:subject\r\n"
+        b"From: carol@people.test\r\nContent-Type: text/plain\r\n\r\nbody\r\n"
+    )
+    assert covered_by(raw, "people.test") == ("content- type", "from", "subject", "to")
