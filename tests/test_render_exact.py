@@ -236,3 +236,44 @@ def test_references_are_folded_as_the_email_package_folds_them(words: list[str],
 def test_an_id_too_long_for_a_line_leaves_the_folding_to_the_email_package(words: list[str]) -> None:
     assert wire._folded("References", words) is None
     assert "=?utf-8?q?" in email_folds(words)  # which encodes it: not what the fast path writes
+
+
+# --- which letters the fast path writes itself (issue 11: ~1.5 ms a letter saved) ----------------
+
+
+@pytest.mark.parametrize(("changes", "expected"), [(c, e) for _, c, e in PLAIN], ids=[n for n, _, _ in PLAIN])
+def test_the_fast_path_writes_a_plain_letters_header_section_itself(
+    changes: dict[str, object], expected: bytes
+) -> None:
+    letter = letter_with(**changes)
+    head = wire._plain_header_block(letter, letter.date)
+    assert head is not None and head.encode() == expected.partition(b"\r\n\r\n")[0] + b"\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"sender_name": "Älpha"},  # non-ASCII
+        {"sender_name": "Alpha, Beta"},  # a comma the email package quotes
+        {"sender_name": "Alpha  Beta"},  # a double space
+        {"subject": "Café"},
+        {"subject": "=?utf-8?q?x?= trick"},  # plain characters that read as an encoded word
+        {"subject": "two  spaces"},
+        {"sender_name": "Älpha", "subject": "Burst"},
+        {"date": "Tue,  01 Dec 2026 11:00:00 +0000"},
+        {"message_id": "<01s/x.alpha@bus.test>"},  # a Message-ID the email package may fold differently
+        {"in_reply_to": "<00a/x.beta@bus.test>"},
+        {"references": ("<00a/x.beta@bus.test>",)},
+        {"sender_address": "Alpha@Bus.Test"},  # capitals
+        {"cc": ("carol..d@people.test",)},
+    ],
+    ids=lambda changes: repr(changes),
+)
+def test_the_fast_path_steps_aside_for_a_value_it_does_not_write(
+    changes: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    letter = letter_with(**{k: v for k, v in changes.items() if k != "date"})
+    if "date" in changes:
+        letter = replace(letter, date=changes["date"])  # type: ignore[arg-type]
+    assert wire._plain_header_block(letter, letter.date) is None
+    assert wire.render(letter) == general(letter, monkeypatch)

@@ -210,6 +210,23 @@ def test_subject_is_unfolded_decoded_and_stripped() -> None:
     assert parsed(no_subject).subject == ""
 
 
+def test_a_from_header_that_does_not_parse_is_refused_by_name() -> None:
+    assert refusal(raw_letter("From: alpha@bus.test, <")) == ("malformed", "the From header does not parse")
+
+
+def test_a_multipart_letter_without_a_body_cannot_be_read_as_sent() -> None:
+    # the email package gives no parts (no blank line, no body) while its type says multipart/mixed
+    raw = raw_letter("MIME-Version: 1.0", 'Content-Type: multipart/mixed; boundary="b"', body="")
+    assert refusal(raw.removesuffix(b"\r\n\r\n")) == ("malformed", "the multipart letter cannot be read as sent")
+
+
+def test_a_multipart_letter_with_bare_cr_line_ends_has_no_body_as_sent() -> None:
+    # the email package ends lines at a lone CR, the header section only at LF: no body follows it
+    body = "--b\nContent-Type: text/plain\n\nhi\n--b--\n"
+    raw = raw_letter("MIME-Version: 1.0", 'Content-Type: multipart/mixed; boundary="b"', body=body)
+    assert refusal(raw.replace(b"\r\n", b"\r")) == ("malformed", "the multipart letter has no closing MIME boundary")
+
+
 def test_a_control_character_at_the_end_of_the_raw_subject_is_refused_not_stripped() -> None:
     # only spaces and tabs are stripped before decoding: str.strip() would drop \x1f unseen
     assert refusal(raw_letter("Subject: Burst\x1f")) == (
