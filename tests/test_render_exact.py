@@ -73,6 +73,11 @@ PLAIN = [
             THREAD,
         ),
     ),
+    (
+        "a References line of exactly 78 characters",
+        {"references": ("<" + "r" * 55 + "@bus.test>",)},
+        lines(FROM, TO, REPLY_TO, SUBJECT, DATED, MID, "References: <" + "r" * 55 + "@bus.test>", AUTO, KIND, THREAD),
+    ),
 ]
 
 
@@ -171,7 +176,11 @@ def test_a_letter_the_email_package_writes_is_written_exactly(changes: dict[str,
         ("Café", 901, "quoted-printable"),
     ],
 )
-def test_an_ascii_body_is_7bit_up_to_900_characters_a_line(subject: str, longest: int, cte: str) -> None:
+def test_an_ascii_body_is_7bit_up_to_900_characters_a_line(
+    subject: str, longest: int, cte: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if (subject, cte) == ("Burst", "7bit"):  # the fast path writes it, the email package is not asked
+        monkeypatch.setattr(wire, "_render_with_email", lambda *args: pytest.fail("not the fast path"))
     raw = wire.render(letter_with(subject=subject, body="short\n" + "x" * longest))
     assert f"\r\nContent-Transfer-Encoding: {cte}\r\n".encode() in raw
     head, _, body = raw.partition(b"\r\n\r\n")
@@ -259,6 +268,7 @@ def test_the_fast_path_writes_a_plain_letters_header_section_itself(
         {"subject": "Café"},
         {"subject": "=?utf-8?q?x?= trick"},  # plain characters that read as an encoded word
         {"subject": "two  spaces"},
+        {"subject": " ".join(["word"] * 16)},  # a Subject line over 78 characters: the email package folds it
         {"sender_name": "Älpha", "subject": "Burst"},
         {"date": "Tue,  01 Dec 2026 11:00:00 +0000"},
         {"message_id": "<01s/x.alpha@bus.test>"},  # a Message-ID the email package may fold differently
@@ -277,3 +287,21 @@ def test_the_fast_path_steps_aside_for_a_value_it_does_not_write(
         letter = replace(letter, date=changes["date"])  # type: ignore[arg-type]
     assert wire._plain_header_block(letter, letter.date) is None
     assert wire.render(letter) == general(letter, monkeypatch)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"subject": "Burst\x07"}, "subject contains a control character (U+0007: CR, LF, NUL, bidi...); refused"),
+        ({"sender_name": "n" * 101}, "display name is 101 characters; the limit is 100"),
+    ],
+)
+def test_render_refuses_unsafe_header_text_naming_the_field(changes: dict[str, object], message: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        wire.render(letter_with(**changes))
+    assert str(refused.value) == message
+
+
+def test_a_display_name_of_100_characters_is_written() -> None:
+    raw = wire.render(letter_with(sender_name="n" * 100))
+    assert raw.startswith(b"From:\r\n " + b"n" * 100 + b"\r\n <alpha@bus.test>\r\nTo: ")
