@@ -54,6 +54,7 @@ GROUPS: dict[str, Group] = {
         (
             "test_wire.py",
             "test_wire_exact.py",
+            "test_render_exact.py",  # the fast render path's exact bytes (test_render_fast is too slow traced)
             "test_attachments.py",
             "test_fanout.py",
             "test_model.py",

@@ -210,6 +210,31 @@ def test_subject_is_unfolded_decoded_and_stripped() -> None:
     assert parsed(no_subject).subject == ""
 
 
+def test_a_from_header_that_does_not_parse_is_refused_by_name() -> None:
+    assert refusal(raw_letter("From: alpha@bus.test, <")) == ("malformed", "the From header does not parse")
+
+
+def test_a_multipart_letter_without_a_body_cannot_be_read_as_sent() -> None:
+    # the email package gives no parts (no blank line, no body) while its type says multipart/mixed
+    raw = raw_letter("MIME-Version: 1.0", 'Content-Type: multipart/mixed; boundary="b"', body="")
+    assert refusal(raw.removesuffix(b"\r\n\r\n")) == ("malformed", "the multipart letter cannot be read as sent")
+
+
+def test_a_multipart_letter_with_bare_cr_line_ends_has_no_body_as_sent() -> None:
+    # the email package ends lines at a lone CR, the header section only at LF: no body follows it
+    body = "--b\nContent-Type: text/plain\n\nhi\n--b--\n"
+    raw = raw_letter("MIME-Version: 1.0", 'Content-Type: multipart/mixed; boundary="b"', body=body)
+    assert refusal(raw.replace(b"\r\n", b"\r")) == ("malformed", "the multipart letter has no closing MIME boundary")
+
+
+def test_a_control_character_at_the_end_of_the_raw_subject_is_refused_not_stripped() -> None:
+    # only spaces and tabs are stripped before decoding: str.strip() would drop \x1f unseen
+    assert refusal(raw_letter("Subject: Burst\x1f")) == (
+        "malformed",
+        "the Subject decodes to text with control characters (U+001F)",
+    )
+
+
 def test_message_id_is_stripped_of_surrounding_space() -> None:
     assert parsed(raw_letter(f"Message-ID:    {MID}   ")).message_id == MID
 
@@ -225,6 +250,17 @@ def test_to_is_the_first_plain_address_without_its_tag() -> None:
     assert refusal(raw_letter("To: beta@bus.test, <")) == ("malformed", "the To header does not parse")
     no_to = raw_letter("From: a@bus.test", f"Message-ID: {MID}", "Subject: s", defaults=False)
     assert parsed(no_to).to_address == ""
+
+
+def test_recipients_are_every_plain_to_address_once_and_the_odd_left_out() -> None:
+    fan_out = raw_letter("To: Beta <beta+thr-abc123def0@bus.test>, o'brien@bus.test, bëta@bus.test, gamma@bus.test")
+    assert parsed(fan_out).recipients == ("beta@bus.test", "gamma@bus.test")
+    assert parsed(raw_letter("To: beta@bus.test, o'brien@bus.test")).recipients == ()  # one plain: no fan-out
+    # the first To names the recipient; a later one that does not parse is still refused, by name
+    assert refusal(raw_letter("To: beta@bus.test", "To: gamma@bus.test, <")) == (
+        "malformed",
+        "the To header does not parse",
+    )
 
 
 def test_cc_keeps_each_plain_address_once_and_ignores_the_odd() -> None:
@@ -291,6 +327,15 @@ def test_without_a_block_a_letter_is_human_and_its_thread_derived_from_its_id() 
     assert (letter.severity, letter.ref, letter.to_agent) == (None, None, None)
 
 
+def test_only_line_breaks_may_come_before_the_block() -> None:
+    for before in (" ", "X"):  # a space or a letter first: no block, the text is the body
+        letter = parsed(raw_letter(body=before + BLOCK + "Hello.\n"))
+        assert (letter.type, letter.body) == ("human", (before + BLOCK + "Hello.").replace("\r\n", "\n"))
+    letter = parsed(raw_letter(body=BLOCK + "X marks the spot X\n"))
+    assert (letter.type, letter.body) == ("report", "X marks the spot X")  # only line breaks stripped
+    assert letter.extra == {}  # no attachments: nothing said about them
+
+
 def test_block_fields_are_read() -> None:
     body = f"{START}\ntype: question\nthread: thr-abc123def0\nseverity: high\nref: src/x.py:12\nto-agent: fixer\n{END}\nQ?\n"
     letter = parsed(raw_letter(body=body))
@@ -353,6 +398,50 @@ def test_the_recipient_thread_is_read_from_any_recipient_header_and_they_must_ag
         raw_letter("Delivered-To: beta@bus.test", "To: x@y.test, Beta+thr-yyy888yyy8@Bus.Test", body="No block.\n")
     )
     assert untagged_first.thread == "thr-yyy888yyy8"
+
+
+MISMATCH = "the recipient addresses name different threads: "
+
+
+@pytest.mark.parametrize(
+    ("header", "named"),
+    [
+        ("Delivered-To: Beta+THR-ABC123DEF0@Bus.Test", "Delivered-To beta+thr-abc123def0@bus.test"),
+        ("X-Original-To: beta+thr-abc123def0@bus.test", "X-Original-To beta+thr-abc123def0@bus.test"),
+    ],
+)
+def test_a_thread_mismatch_names_each_header_address_and_thread(header: str, named: str) -> None:
+    assert refusal(raw_letter(header, "To: beta+thr-yyy888yyy8@bus.test", body="No block.\n")) == (
+        "thread-mismatch",
+        f"{MISMATCH}{named} says thr-abc123def0; To beta+thr-yyy888yyy8@bus.test says thr-yyy888yyy8",
+    )
+
+
+def test_a_thread_mismatch_is_cut_at_300_characters() -> None:
+    threads = [f"thr-{c * 10}" for c in "abcdefghij"]
+    to = "To: " + ", ".join(f"b+{t}@bus.test" for t in threads)
+    reason, detail = refusal(raw_letter(to, body="No block.\n"))
+    said = "To b+thr-aaaaaaaaaa@bus.test says thr-aaaaaaaaaa; To b+thr-bbbbbbbbbb@bus.test says thr-bbbbbbbbbb; "
+    assert (reason, detail[: len(MISMATCH) + len(said)]) == ("thread-mismatch", MISMATCH + said)
+    assert len(detail) == len(MISMATCH) + 300
+    assert detail.endswith("@bus.test says thr-ffffffffff; ")  # six of 50 characters; the seventh cut off
+
+
+def test_draft_letter_is_a_letter_before_the_spool_names_it() -> None:
+    draft = wire.draft_letter("alpha@bus.test", "", "beta@bus.test", "report", "thr-abc123def0", "Burst", "Fired.")
+    assert draft == Letter(
+        message_id="",
+        sender="",
+        sender_address="alpha@bus.test",
+        to="",
+        to_address="beta@bus.test",
+        type="report",
+        thread="thr-abc123def0",
+        subject="Burst",
+        body="Fired.",
+        date="",
+    )
+    assert draft.sender_name is None
 
 
 # --- rendering, read back by a plain parser ---------------------------------------------------
