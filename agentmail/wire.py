@@ -362,6 +362,10 @@ def parse_message(raw: bytes, max_size: int) -> Message:
         raise Malformed("malformed", f"the header section is larger than {MAX_HEADER_BYTES} bytes")
     if b"\x00" in raw:
         raise Malformed("malformed", "the letter contains NUL bytes")
+    if re.search(rb"\r(?!\n)", raw):
+        # RFC 5322 allows CR only in CRLF. The email package ends a line at a lone CR, the header
+        # split here and dkimpy do not: one letter would read two ways (which headers, which body).
+        raise Malformed("malformed", "the letter contains a bare CR (a carriage return without its line feed)")
     bad_line = bad_header_line(head)
     if bad_line is not None:
         raise Malformed("malformed", f"header line {bad_line} is neither a field nor the continuation of one")

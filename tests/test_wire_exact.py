@@ -220,11 +220,23 @@ def test_a_multipart_letter_without_a_body_cannot_be_read_as_sent() -> None:
     assert refusal(raw.removesuffix(b"\r\n\r\n")) == ("malformed", "the multipart letter cannot be read as sent")
 
 
-def test_a_multipart_letter_with_bare_cr_line_ends_has_no_body_as_sent() -> None:
-    # the email package ends lines at a lone CR, the header section only at LF: no body follows it
+BARE_CR = ("malformed", "the letter contains a bare CR (a carriage return without its line feed)")
+
+
+def test_a_letter_with_bare_cr_line_ends_is_refused_single_part_or_multipart() -> None:
+    # the email package ends lines at a lone CR, the header split and dkimpy only at LF: refused
+    # before either reads it, so no letter is read one way and verified another
     body = "--b\nContent-Type: text/plain\n\nhi\n--b--\n"
-    raw = raw_letter("MIME-Version: 1.0", 'Content-Type: multipart/mixed; boundary="b"', body=body)
-    assert refusal(raw.replace(b"\r\n", b"\r")) == ("malformed", "the multipart letter has no closing MIME boundary")
+    multipart = raw_letter("MIME-Version: 1.0", 'Content-Type: multipart/mixed; boundary="b"', body=body)
+    assert refusal(multipart.replace(b"\r\n", b"\r")) == BARE_CR
+    assert refusal(raw_letter().replace(b"\r\n", b"\r")) == BARE_CR
+
+
+def test_one_bare_cr_anywhere_is_refused_and_crlf_is_not() -> None:
+    plain = raw_letter()
+    assert refusal(plain.replace(b"Subject:", b"X-Note: a\rb\r\nSubject:", 1)) == BARE_CR
+    assert refusal(plain + b"trailing\r") == BARE_CR
+    assert parsed(plain).message_id == MID
 
 
 def test_a_control_character_at_the_end_of_the_raw_subject_is_refused_not_stripped() -> None:
