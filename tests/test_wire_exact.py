@@ -6,11 +6,14 @@ against how render builds its message, so a different rendering of the same lett
 from __future__ import annotations
 
 import email
+import re
 from dataclasses import replace
 from email import policy
 from email.utils import parsedate_to_datetime
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from agentmail import wire
 from agentmail.model import Letter
@@ -230,6 +233,18 @@ def test_a_letter_with_bare_cr_line_ends_is_refused_single_part_or_multipart() -
     multipart = raw_letter("MIME-Version: 1.0", 'Content-Type: multipart/mixed; boundary="b"', body=body)
     assert refusal(multipart.replace(b"\r\n", b"\r")) == BARE_CR
     assert refusal(raw_letter().replace(b"\r\n", b"\r")) == BARE_CR
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_cr_put_anywhere_without_its_lf_is_refused_first(data: st.DataObject) -> None:
+    """Wherever a lone CR lands (a header, the block, the body, before a CRLF), nothing else is
+    judged first: the letter is refused for it."""
+    plain = raw_letter()
+    at = data.draw(st.integers(0, len(plain)), label="at")
+    raw = plain[:at] + b"\r" + plain[at:]
+    assume(re.search(rb"\r(?!\n)", raw))  # a CR put just before an LF completes a CRLF
+    assert refusal(raw) == BARE_CR
 
 
 def test_one_bare_cr_anywhere_is_refused_and_crlf_is_not() -> None:
