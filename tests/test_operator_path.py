@@ -489,7 +489,8 @@ def test_no_library_log_line_reaches_the_terminal(home: Path) -> None:
         timeout=120,
         env={**os.environ, "AGENTMAIL_HOME": str(home)},
     )
-    assert done.returncode == 6 and "FAIL imap: 127.0.0.1:143" in done.stdout
+    # Refused, or answered by whatever listens on 143 here (CI's Dovecot): the wording differs.
+    assert done.returncode == 6 and "FAIL imap:" in done.stdout and "127.0.0.1:143" in done.stdout
     assert len(done.stderr.splitlines()) == 1 and done.stderr.endswith("check(s) failed\n"), done.stderr
 
 
