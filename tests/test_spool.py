@@ -502,23 +502,21 @@ def test_dropped_caches_give_every_answer_again(tmp_path: Path) -> None:
     _file(spool, n=3, thread="thr-note000000", type="note")
     held = spool.store("quarantine", replace(_letter(4)[0], reason="unsigned"), _letter(4)[1], index=False)
     later = _file(spool, n=5, thread="thr-late000000")  # filed after the quarantined letter
-    before = {
-        "meta": [spool.meta(i) for i in (a.id, b.id, held.id, later.id)],
-        "threads": spool.threads(),
-        "open": spool.open_threads(),
-        "known": spool.known("alpha", "<2.alpha@bus.test>"),
-        "thread": spool.thread_ids("thr-abc123def0"),
-    }
+
+    def snapshot() -> dict[str, object]:
+        return {
+            "meta": [spool.meta(i) for i in (a.id, b.id, held.id, later.id)],
+            "threads": spool.threads(),
+            "open": spool.open_threads(),
+            "known": spool.known("alpha", "<2.alpha@bus.test>"),
+            "thread": spool.thread_ids("thr-abc123def0"),
+        }
+
+    before = snapshot()
     spool.drop_caches()
     assert spool.db.version() == CURRENT  # rebuilt on the first use
     assert _row(spool, held.id, "rawkey") is not None and _row(spool, held.id, "thread") is None
-    after = {
-        "meta": [spool.meta(i) for i in (a.id, b.id, held.id, later.id)],
-        "threads": spool.threads(),
-        "open": spool.open_threads(),
-        "known": spool.known("alpha", "<2.alpha@bus.test>"),
-        "thread": spool.thread_ids("thr-abc123def0"),
-    }
+    after = snapshot()
     assert after == before and before["open"] == ["thr-late000000"] and before["known"] == b.id
     assert before["thread"] == [a.id, b.id] and "thr-late000000" in before["threads"]
     assert spool.known("alpha", "<4.alpha@bus.test>") is None  # a quarantined letter is found by its bytes only
