@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
+from ._value import Frozen, set_field
 from .errors import ConfigError, NotFound
 from .model import check_name
 from .registry import Registry
@@ -20,10 +20,15 @@ from .registry import Registry
 MARKER = ".agentmail"
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(Frozen):
+    __slots__ = ("platform", "agent")
+
     platform: str
-    agent: str | None = None
+    agent: str | None
+
+    def __init__(self, platform: str, agent: str | None = None) -> None:
+        set_field(self, "platform", platform)
+        set_field(self, "agent", agent)
 
     @property
     def mailbox(self) -> str:

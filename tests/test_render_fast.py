@@ -109,7 +109,7 @@ def test_a_plain_letter_takes_the_fast_path_and_an_awkward_one_does_not() -> Non
         {"sender_name": "A. Platform"},
         {"references": ("<" + "a" * 80 + "@bus.test>",)},  # one id longer than a line: no fold point
     ):
-        changed = Letter(**{**plain.__dict__, **awkward})
+        changed = plain.replace(**awkward)
         assert wire._plain_header_block(changed, "Tue, 01 Dec 2026 04:00:00 +0000") is None
         assert wire.render(changed) == _through_email(changed)
 
