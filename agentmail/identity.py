@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 
+from ._toml import BadToml, read_toml
 from ._value import Frozen, set_field
 from .errors import ConfigError, NotFound
 from .model import check_name
@@ -72,8 +72,8 @@ def _marker(directory: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        data = read_toml(path)
+    except (BadToml, OSError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     name = data.get("platform")
     if not isinstance(name, str):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from ._toml import BadToml, read_toml
 from ._value import Frozen, Value, set_field
 from .errors import ConfigError
 from .model import NAME_RE
@@ -271,8 +271,8 @@ class Registry(Value):
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+    """tomllib's reading of ``path`` (tomllib itself is imported only when the file changed)."""
+    return read_toml(path)
 
 
 # Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
@@ -533,9 +533,10 @@ def load(root: Path) -> Registry:
             f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)"
         )
     try:
-        bus = parse_bus(_read_toml(bus_file))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = _read_toml(bus_file)
+    except BadToml as exc:
         raise ConfigError(f"{bus_file}: {exc}") from exc
+    bus = parse_bus(data)
     if bus.ca_file and not Path(bus.ca_file).expanduser().is_absolute():
         bus = bus.replace(ca_file=str((root / bus.ca_file).resolve()))  # relative to the registry
     registry = Registry(root=root, bus=bus)
@@ -544,7 +545,7 @@ def load(root: Path) -> Registry:
     for path in entries:
         try:
             platform = parse_platform(_read_toml(path), path.stem)
-        except (ConfigError, tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        except (ConfigError, BadToml, OSError) as exc:
             registry.problems.append(f"{path}: {exc}; skipped")
             continue
         if registry.by_address(platform.address):

@@ -186,3 +186,42 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
         modules = set(_after_main(home, "list(sys.modules)", *argv))
         loaded = ({"ctypes", "email.policy", "email.headerregistry"} | skipped) & modules
         assert not loaded, f"agentmail {' '.join(argv)} imported {sorted(loaded)}"
+
+
+def test_no_command_on_the_start_up_paths_loads_dataclasses_difflib_or_tomllib(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """Issue 11, second pass: agentmail's values are written by hand (``@dataclass`` compiles each
+    generated method with exec at import), a short option (``-s``, ``-b``) never makes click rank
+    close option names with difflib, and registry files read as last time come from the TOML
+    cache (``_toml``). The read syncs a letter: the judging path too."""
+    alpha.send("beta", "Quota", OPENER)
+    for argv in (
+        ["--help"],
+        ["--as", "beta", "inbox", "--no-sync"],
+        ["--as", "beta", "inbox"],
+        ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER],
+    ):
+        loaded = {"dataclasses", "difflib", "tomllib"} & set(_after_main(home, "list(sys.modules)", *argv))
+        assert not loaded, f"agentmail {' '.join(argv[:4])} imported {sorted(loaded)}"
+    assert len(beta.inbox(sync=False)) == 1  # the read above filed it
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--subjct", "Quota", "-b", "x"], "No such option '--subjct'. Did you mean '--subject'?"),
+        (["-x", "Quota"], "No such option '-x'."),
+        (["-sQuota"], "Missing option '-b' / '--body'."),
+        (["-s"], "Option '-s' requires an argument."),
+    ],
+)
+def test_option_errors_read_as_click_writes_them(
+    capsys: pytest.CaptureFixture[str], alpha: AgentMail, args: list[str], error: str
+) -> None:
+    """Short options skip click's long-option detour, never its messages: a misspelt long option
+    still gets its suggestion, an unknown or incomplete short one its usual line."""
+    from agentmail.cli import main
+
+    assert main(["--as", "alpha", "send", "beta", *args]) == 2
+    assert capsys.readouterr().err == f"agentmail: {error}\n"
