@@ -91,8 +91,6 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     """The signed RFC-822 bytes of ``draft`` from platform ``sender``, and the Letter they carry
     (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
     ConfigError for a key that cannot sign or does not match the registry's pin."""
-    from email.utils import format_datetime  # with socket, ~10 ms: not for commands that only read
-
     from . import signing, wire  # loaded when a letter is written, not by every command
 
     me = registry.get(sender)
@@ -109,7 +107,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         thread=draft.thread,
         subject=draft.subject,
         body=draft.body.strip(),
-        date=format_datetime(datetime.now(UTC)),
+        date=wire.format_date(datetime.now(UTC)),
         severity=draft.severity,
         ref=draft.ref,
         in_reply_to=draft.in_reply_to,

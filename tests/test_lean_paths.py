@@ -128,6 +128,18 @@ def test_a_plain_send_writes_its_block_without_yaml(alpha: AgentMail, home: Path
     assert not {"yaml", "frontmatter"} & imported
 
 
+def test_a_send_and_a_reply_load_no_email_package_nor_socket(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    """Issue 11, second pass: a letter is written without the email package (its Date too, by
+    wire.format_date): that and the socket module it loads are for reading letters."""
+    skipped = {"email", "socket", "selectors", "calendar"}
+    imported = _imported(home, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+    assert not skipped & imported, sorted(skipped & imported)
+    (got,) = beta.inbox()
+    imported = _imported(home, "--as", "beta", "reply", got.id, "-b", "Reproduced; fixing it.", "-t", "ack")
+    assert not skipped & imported, sorted(skipped & imported)
+    assert [letter.type for letter in alpha.inbox()] == ["ack"]
+
+
 def test_deliver_remakes_a_maildir_removed_under_a_long_lived_process(tmp_path: Path) -> None:
     """deliver makes a Maildir's folders once per process (issue 11); one removed since (a
     rebuilt post office) is made again, and the letter still lands in new/."""
