@@ -42,26 +42,27 @@ def read_toml(path: Path) -> dict[str, Any]:
     entry = entries.get(key)
     if isinstance(entry, list) and len(entry) == 2 and entry[0] == text and isinstance(entry[1], str):
         try:
-            data: dict[str, Any] = json.loads(entry[1])
-            return data
+            data = json.loads(entry[1])
         except ValueError:
-            pass  # garbled: parse the file
+            data = None  # garbled: parse the file
+        if isinstance(data, dict):
+            return data
     import tomllib  # ~1.3 ms: only for a file the cache does not hold as it is now
 
     try:
-        data = tomllib.loads(text)
+        parsed = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise BadToml(str(exc)) from exc
     try:
-        encoded = json.dumps(data)
+        encoded = json.dumps(parsed)
     except (TypeError, ValueError):
-        return data  # a TOML date or time: no JSON for it, so never cached
-    if json.loads(encoded) == data:  # exactly what tomllib gave (JSON keeps str, int, float, bool, list, dict)
+        return parsed  # a TOML date or time: no JSON for it, so never cached
+    if json.loads(encoded) == parsed:  # exactly what tomllib gave (JSON keeps str, int, float, bool, list, dict)
         entries[key] = [text, encoded]
         for gone in [name for name in entries if not os.path.exists(name)]:
             del entries[gone]  # a file no longer there (a removed platform): its entry goes too
         _store(home, entries)
-    return data
+    return parsed
 
 
 def _entries(home: Path) -> dict[str, Any]:

@@ -31,9 +31,10 @@ class Value:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._fields = tuple(cls.__dict__.get("__slots__", ()))
+        own = tuple(cls.__dict__.get("__slots__", ()))  # a subclass adds its fields after its parent's
         if "_compare" not in cls.__dict__:
-            cls._compare = cls._fields
+            cls._compare = (*cls._compare, *own)
+        cls._fields = (*cls._fields, *own)
 
     def _values(self, names: tuple[str, ...]) -> tuple[Any, ...]:
         return tuple([getattr(self, name) for name in names])

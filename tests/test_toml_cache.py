@@ -76,6 +76,34 @@ def test_a_torn_or_foreign_cache_is_a_miss(home: Path, tmp_path: Path, garbage: 
     assert _cached(home)[str(path)] == ['name = "bus"\n', '{"name": "bus"}']
 
 
+@pytest.mark.parametrize("data", ["{not json", "[1, 2]"], ids=["garbled", "not a table"])
+def test_an_entry_with_the_right_text_but_unusable_data_is_a_miss(home: Path, tmp_path: Path, data: str) -> None:
+    path = tmp_path / "bus.toml"
+    path.write_text('name = "bus"\n')
+    (home / CACHE).parent.mkdir(parents=True)
+    entry = {str(path): ['name = "bus"\n', data]}
+    (home / CACHE).write_text(json.dumps({"format": _toml._FORMAT, "files": entry}))
+    assert read_toml(path) == {"name": "bus"}
+    assert _cached(home)[str(path)] == ['name = "bus"\n', '{"name": "bus"}']
+
+
+def test_a_value_json_cannot_give_back_is_never_cached(home: Path, tmp_path: Path) -> None:
+    path = tmp_path / "odd.toml"
+    path.write_text("x = nan\n")
+    (value,) = read_toml(path).values()
+    assert value != value and not (home / CACHE).exists()  # NaN: read, never cached
+
+
+def test_the_entry_of_a_removed_file_goes_with_the_next_write(home: Path, tmp_path: Path) -> None:
+    gone, kept = tmp_path / "gone.toml", tmp_path / "kept.toml"
+    gone.write_text('name = "gone"\n')
+    kept.write_text('name = "kept"\n')
+    read_toml(gone)
+    gone.unlink()
+    read_toml(kept)
+    assert list(_cached(home)) == [str(kept)]
+
+
 def test_bad_toml_and_bad_utf8_say_what_tomllib_and_the_decoder_say(home: Path, tmp_path: Path) -> None:
     path = tmp_path / "bus.toml"
     path.write_text("name = \n")
