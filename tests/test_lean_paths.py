@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pytest
 
 from agentmail import guards
@@ -237,3 +238,38 @@ def test_option_errors_read_as_click_writes_them(
 
     assert main(["--as", "alpha", "send", "beta", *args]) == 2
     assert capsys.readouterr().err == f"agentmail: {error}\n"
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    ctx = click.Context(group)
+    found = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        found.append((prefix + name, command))
+        if isinstance(command, click.Group):
+            found += _commands(command, f"{prefix}{name} ")
+    return found
+
+
+def test_help_builds_no_commands_options_and_every_declared_option_builds(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Options and arguments become click's objects when their command first needs them (issue 11):
+    ``--help`` lists the commands without building theirs, and every declaration builds."""
+    from agentmail import cli
+
+    built: list[tuple[str, ...]] = []
+    real = cli._Declared.build
+
+    def recording(declared: cli._Declared) -> click.Parameter:
+        built.append(declared.decls)
+        return real(declared)
+
+    monkeypatch.setattr(cli._Declared, "build", recording)
+    assert cli.main(["--help"]) == 0 and "Commands:" in capsys.readouterr().out
+    assert all(decls[0] in {"--as", "--agent", "--registry", "--json"} for decls in built)  # the group's own
+    commands = _commands(cli.main_group)
+    for name, command in commands:
+        assert all(isinstance(p, click.Parameter) for p in command.params), name
+    assert sum(len(command.params) for _, command in commands) > 150  # each command's, built now
