@@ -32,6 +32,12 @@ class Value:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         own = tuple(cls.__dict__.get("__slots__", ()))  # a subclass adds its fields after its parent's
+        # A field annotated without its slot (say, one added by a merge) would read as a class
+        # attribute and be refused by __init__: fail at import, not at the first letter.
+        stray = [name for name, kind in cls.__dict__.get("__annotations__", {}).items()
+                 if name not in own and "ClassVar" not in str(kind)]  # fmt: skip
+        if stray:
+            raise TypeError(f"{cls.__qualname__}: {', '.join(stray)} annotated but not in __slots__ and __init__")
         if "_compare" not in cls.__dict__:
             cls._compare = (*cls._compare, *own)
         cls._fields = (*cls._fields, *own)

@@ -132,3 +132,16 @@ def test_registry_values_keep_their_defaults_and_a_registry_stays_mutable() -> N
     report = SyncReport(accepted=[_letter()], duplicates=1)  # type: ignore[arg-type]  # a list, as before
     report.fetched += 2
     assert isinstance(report.accepted, Filed) and list(report.accepted) == [_letter()] and report.fetched == 2
+
+
+def test_a_field_annotated_without_its_slot_fails_at_import() -> None:
+    """A field added to a value's annotations alone (a merge of a dataclass edit, say) would read
+    as a class attribute and be refused by ``__init__``: the class is refused when defined."""
+    from agentmail._value import Frozen
+
+    with pytest.raises(TypeError, match="copy annotated but not in __slots__"):
+
+        class Outgoing(Frozen):
+            __slots__ = ("key",)
+            key: str
+            copy: tuple[str, int, int] | None = None
