@@ -127,6 +127,9 @@ class Spool:
         self.db = Db(root, self._prepare)
         self._batch: list[str] = []  # ids of the open sync batch, their files still in tmp/
         self._platform: Spool | None = None
+        self._made = False  # letters/ and tmp/ made by this object: no mkdirs per letter
+        self._tmp = f"{root}/tmp/"  # str paths on the hot path: a pathlib join costs more than the syscall
+        self._letters = f"{root}/letters/"
 
     @property
     def mailbox(self) -> str:
@@ -144,8 +147,10 @@ class Spool:
     # --- layout ----------------------------------------------------------------------------
 
     def ensure(self) -> Spool:
-        for name in ("letters", "tmp"):
-            (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self._made:
+            for name in ("letters", "tmp"):
+                (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._made = True
         self._sql()
         return self
 
@@ -158,6 +163,18 @@ class Spool:
         born = self.root / "tmp" / f"{letter_id}.eml"
         return born if born.exists() else final
 
+    def file_of(self, letter_id: str) -> tuple[str, int, int] | None:
+        """The letter's file as (path, st_dev, st_ino), for a transport to hard-link rather than
+        write the same bytes again (a letter file is never changed in place); None if missing."""
+        name = f"{letter_id}.eml"
+        for path in (self._letters + name, self._tmp + name):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            return (path, st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+        return None
+
     def locate(self, letter_id: str) -> str | None:
         """The state a letter is in, or None. Ids are ours: never a path from a letter."""
         if not letter_id.isalnum():
@@ -169,7 +186,7 @@ class Spool:
     def locked(self, name: str = "sync") -> Iterator[None]:
         """One syncer per mailbox at a time (others wait): no double commit of one fetch."""
         self.ensure()
-        with locked(self.root / f"{name}.lock"):
+        with locked(Path(f"{self.root}/{name}.lock")):
             yield
 
     @contextmanager
@@ -317,9 +334,14 @@ class Spool:
             tx.execute(f"PRAGMA user_version={version}")
 
     def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> Path:
-        tmp = self.root / "tmp" / f"{letter_id}.eml"
+        tmp = Path(f"{self._tmp}{letter_id}.eml")
         if copy is None or not _linked(copy, tmp):
-            write_new(tmp, raw, durable=durable)
+            try:
+                write_new(tmp, raw, durable=durable)
+            except FileNotFoundError:  # tmp/ was removed under a long-lived process: made again
+                self._made = False
+                self.ensure()
+                write_new(tmp, raw, durable=durable)
         return tmp
 
     def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
@@ -358,11 +380,17 @@ class Spool:
     def _publish(self, letter_id: str) -> None:
         """Move a filed letter's file from tmp/ into letters/ (not fsynced: a rename lost in a
         power cut leaves it in tmp/, where it is read from and the next sweep finishes it)."""
+        name = f"{letter_id}.eml"
         try:
-            os.rename(self.root / "tmp" / f"{letter_id}.eml", self.root / "letters" / f"{letter_id}.eml")
+            os.rename(self._tmp + name, self._letters + name)
         except FileNotFoundError:
-            if not (self.root / "letters" / f"{letter_id}.eml").exists():
+            if os.path.exists(self._letters + name):
+                return
+            if not os.path.exists(self._tmp + name):
                 raise
+            self._made = False  # letters/ was removed under a long-lived process: made again
+            self.ensure()
+            os.rename(self._tmp + name, self._letters + name)
 
     def commit(self) -> None:
         """Make the batch's letter files durable, then commit its rows: all appear, or none."""
