@@ -13,6 +13,7 @@ the CLI, the MCP server, the hooks and the watcher only translate.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -1115,7 +1116,7 @@ class AgentMail:
 
     def _indexed(self, *letter_ids: str) -> None:
         """SEARCH FEED: these letters were filed or changed state (best effort, never raises)."""
-        if self._search is None and not (self.spool.root / SEARCH_INDEX).exists():
+        if self._search is None and not os.path.exists(f"{self.spool.root}/{SEARCH_INDEX}"):
             return  # no index yet (the first search builds it): sqlite3 is not even imported
         try:
             self.search_index.update(letter_ids)

@@ -6,6 +6,7 @@ us, no group or other permission bits. Nothing here ever prints or logs a secret
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import time
@@ -83,6 +84,12 @@ _KEYS: dict[str, tuple[tuple[int, ...], str]] = {}
 _SETTLED_NS = 2_000_000_000
 
 
+@functools.lru_cache(maxsize=64)
+def _key_file(home: Path, platform: str) -> tuple[Path, str]:
+    path = key_path(home, platform)
+    return path, str(path)
+
+
 def read_private_key(home: Path, platform: str) -> str:
     """AGENTMAIL_DKIM_KEY when set (one platform per process), else the key file."""
     return read_private_key_with_source(home, platform)[0]
@@ -93,8 +100,7 @@ def read_private_key_with_source(home: Path, platform: str) -> tuple[str, str]:
     from_env = os.environ.get("AGENTMAIL_DKIM_KEY")
     if from_env:
         return from_env.strip(), "AGENTMAIL_DKIM_KEY"
-    path = key_path(home, platform)
-    name = str(path)
+    path, name = _key_file(home, platform)
     try:
         seen: os.stat_result | None = os.lstat(name)
     except OSError:

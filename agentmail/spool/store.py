@@ -127,7 +127,6 @@ class Spool:
         self.db = Db(root, self._prepare)
         self._batch: list[str] = []  # ids of the open sync batch, their files still in tmp/
         self._platform: Spool | None = None
-        self._made = False  # letters/ and tmp/ made by this object: no mkdirs per letter
         self._tmp = f"{root}/tmp/"  # str paths on the hot path: a pathlib join costs more than the syscall
         self._letters = f"{root}/letters/"
 
@@ -147,10 +146,9 @@ class Spool:
     # --- layout ----------------------------------------------------------------------------
 
     def ensure(self) -> Spool:
-        if not self._made:
+        if not (os.path.isdir(self._letters) and os.path.isdir(self._tmp)):  # two stats, not two mkdirs
             for name in ("letters", "tmp"):
                 (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._made = True
         self._sql()
         return self
 
@@ -186,7 +184,7 @@ class Spool:
     def locked(self, name: str = "sync") -> Iterator[None]:
         """One syncer per mailbox at a time (others wait): no double commit of one fetch."""
         self.ensure()
-        with locked(Path(f"{self.root}/{name}.lock")):
+        with locked(self.root / f"{name}.lock"):
             yield
 
     @contextmanager
@@ -334,14 +332,9 @@ class Spool:
             tx.execute(f"PRAGMA user_version={version}")
 
     def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> Path:
-        tmp = Path(f"{self._tmp}{letter_id}.eml")
+        tmp = self.root / "tmp" / f"{letter_id}.eml"
         if copy is None or not _linked(copy, tmp):
-            try:
-                write_new(tmp, raw, durable=durable)
-            except FileNotFoundError:  # tmp/ was removed under a long-lived process: made again
-                self._made = False
-                self.ensure()
-                write_new(tmp, raw, durable=durable)
+            write_new(tmp, raw, durable=durable)
         return tmp
 
     def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
@@ -384,13 +377,8 @@ class Spool:
         try:
             os.rename(self._tmp + name, self._letters + name)
         except FileNotFoundError:
-            if os.path.exists(self._letters + name):
-                return
-            if not os.path.exists(self._tmp + name):
+            if not os.path.exists(self._letters + name):
                 raise
-            self._made = False  # letters/ was removed under a long-lived process: made again
-            self.ensure()
-            os.rename(self._tmp + name, self._letters + name)
 
     def commit(self) -> None:
         """Make the batch's letter files durable, then commit its rows: all appear, or none."""
