@@ -29,16 +29,20 @@ class Envelope(Frozen):
 class Outgoing(Frozen):
     """One message to submit; ``key`` is the outbox id, echoed back in the result."""
 
-    __slots__ = ("key", "raw", "envelope")
+    __slots__ = ("key", "raw", "envelope", "copy")
 
     key: str
     raw: bytes
     envelope: Envelope
+    # A file on this machine holding exactly ``raw`` (the spool's copy: path, st_dev, st_ino),
+    # which the local post office hard-links instead of writing the bytes again. None elsewhere.
+    copy: tuple[str, int, int] | None
 
-    def __init__(self, key: str, raw: bytes, envelope: Envelope) -> None:
+    def __init__(self, key: str, raw: bytes, envelope: Envelope, copy: tuple[str, int, int] | None = None) -> None:
         set_field(self, "key", key)
         set_field(self, "raw", raw)
         set_field(self, "envelope", envelope)
+        set_field(self, "copy", copy)
 
 
 class SubmitResult(Frozen):
