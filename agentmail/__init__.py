@@ -40,7 +40,7 @@ if _typing.TYPE_CHECKING:
 # The client pulls in the email package and the transports their libraries: each of these is
 # imported only when asked for, so the CLI starts fast. name -> (module, attribute)
 _LAZY = {
-    "Letter": (".model", "Letter"),  # dataclasses pulls in inspect: not for --help
+    "Letter": (".model", "Letter"),  # the model compiles its patterns: not for --help
     "AgentMail": (".client", "AgentMail"),
     "SyncReport": (".client", "SyncReport"),
     "Identity": (".identity", "Identity"),

@@ -20,12 +20,12 @@ import hashlib
 import re
 import secrets
 import unicodedata
-from dataclasses import dataclass
 from email.header import Header
 from email.message import Message
 from email.parser import BytesParser
 
 from . import mime
+from ._value import Frozen, set_field
 from .mime import Refused, header_section
 
 MAX_NAME = 100
@@ -41,14 +41,21 @@ _PART_HEADERS = ("content-type", "content-transfer-encoding", "content-dispositi
 _PARSER = BytesParser()  # compat32, its default: importing email.policy costs a send ~5 ms
 
 
-@dataclass(frozen=True)
-class Attachment:
+class Attachment(Frozen):
     """One attachment: its (sanitised) file name, MIME type, bytes, and a one-line description."""
+
+    __slots__ = ("name", "type", "data", "description")
 
     name: str
     type: str
     data: bytes
-    description: str = ""
+    description: str
+
+    def __init__(self, name: str, type: str, data: bytes, description: str = "") -> None:
+        set_field(self, "name", name)
+        set_field(self, "type", type)
+        set_field(self, "data", data)
+        set_field(self, "description", description)
 
     @property
     def size(self) -> int:
@@ -66,15 +73,22 @@ class Attachment:
         return data
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(Frozen):
     """The bus's attachment settings (registry.Bus attach_*): decoded bytes per attachment and
     per letter, how many, which types."""
+
+    __slots__ = ("max_bytes", "max_total", "max_count", "types")
 
     max_bytes: int
     max_total: int
     max_count: int
     types: tuple[str, ...]
+
+    def __init__(self, max_bytes: int, max_total: int, max_count: int, types: tuple[str, ...]) -> None:
+        set_field(self, "max_bytes", max_bytes)
+        set_field(self, "max_total", max_total)
+        set_field(self, "max_count", max_count)
+        set_field(self, "types", types)
 
 
 def safe_name(name: str, fallback: str = "attachment") -> str:

@@ -9,10 +9,10 @@ that need local state — duplicates, ancestry, bounce routing, a sibling's note
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
 from email.message import Message
 
 from . import human, mime, signing, verdicts, wire
+from ._value import Frozen, set_field
 from .model import Letter
 from .registry import Platform, Registry
 from .text import one_line
@@ -21,14 +21,31 @@ MAX_HOPS = 50
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(Frozen):
+    __slots__ = ("route", "letter", "reason", "detail", "bounced_message_id", "summary")
+
     route: str  # accept | quarantine | bounce
-    letter: Letter | None = None
-    reason: str | None = None
-    detail: str | None = None
-    bounced_message_id: str | None = None  # for route == "bounce"
-    summary: dict[str, str] | None = None  # from/subject/message_id for a quarantine listing
+    letter: Letter | None
+    reason: str | None
+    detail: str | None
+    bounced_message_id: str | None  # for route == "bounce"
+    summary: dict[str, str] | None  # from/subject/message_id for a quarantine listing
+
+    def __init__(
+        self,
+        route: str,
+        letter: Letter | None = None,
+        reason: str | None = None,
+        detail: str | None = None,
+        bounced_message_id: str | None = None,
+        summary: dict[str, str] | None = None,
+    ) -> None:
+        set_field(self, "route", route)
+        set_field(self, "letter", letter)
+        set_field(self, "reason", reason)
+        set_field(self, "detail", detail)
+        set_field(self, "bounced_message_id", bounced_message_id)
+        set_field(self, "summary", summary)
 
 
 def _quarantine(reason: str, detail: str, msg: Message | None = None) -> Verdict:
@@ -181,11 +198,10 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
     to_platform = registry.by_address(letter.to_address)
-    letter = replace(letter, sender=platform.name, to=to_platform.name if to_platform else "")
+    letter = letter.replace(sender=platform.name, to=to_platform.name if to_platform else "")
     if not dkim.ok:  # let in by the MTA's aligned pass: what its signature leaves out is not trusted
         covered = signing.covered_by(raw, sender_address.rpartition("@")[2])
-        letter = replace(
-            letter,
+        letter = letter.replace(
             cc=letter.cc if "cc" in covered else (),
             list_id=letter.list_id if "list-id" in covered else None,
         )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -185,8 +184,8 @@ def attach_repo(registry: Registry, name: str, repo: str) -> Platform:
     """Add a checkout (path) or git remote to an existing platform's entry, for ``whoami``."""
     old = registry.get(name)
     remotes, paths = _repo_hint(repo)
-    updated = replace(
-        old, remotes=tuple(dict.fromkeys([*old.remotes, *remotes])), paths=tuple(dict.fromkeys([*old.paths, *paths]))
+    updated = old.replace(
+        remotes=tuple(dict.fromkeys([*old.remotes, *remotes])), paths=tuple(dict.fromkeys([*old.paths, *paths]))
     )
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated
@@ -211,7 +210,7 @@ def set_person(
         person = Person(address, follows, writes)
         # a change keeps the person's place in the list, so the file's order stays stable
         people = tuple(person if p.address == address else p for p in old.people) if kept else (*old.people, person)
-    updated = replace(old, people=people)
+    updated = old.replace(people=people)
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated
 
@@ -220,15 +219,7 @@ def keygen(home: Path, registry: Registry, name: str) -> Platform:
     """Rotate ``name``'s key: new selector, new pair, registry entry re-pinned."""
     old = registry.get(name)
     private, public = signing.generate_keypair()
-    updated = Platform(
-        **{
-            **old.__dict__,
-            "selector": _selector(name),
-            "public_key": public,
-            "algorithm": "ed25519",
-            "key_lookup": "pinned",
-        }
-    )
+    updated = old.replace(selector=_selector(name), public_key=public, algorithm="ed25519", key_lookup="pinned")
     # The private key first, written and fsynced: a crash in between leaves a pinned key whose
     # private half exists (run keygen again), never a pin whose private half is lost.
     write_private_key(home, name, private)

@@ -74,13 +74,13 @@ def json_option(func: F) -> F:
 
         return callback
 
-    func = click.option(
+    func = option(
         "--agent", "agent_after", metavar="NAME", expose_value=False, hidden=True, callback=remember("agent")
     )(func)
-    func = click.option(
+    func = option(
         "--as", "as_after", metavar="PLATFORM", expose_value=False, hidden=True, callback=remember("platform")
     )(func)
-    return click.option(
+    return option(
         "--json",
         "as_json",
         is_flag=True,
@@ -185,18 +185,95 @@ Exit codes:
 """
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
-@click.option(
+class _Declared:
+    """An option or argument as declared: built into click's object when its command is first
+    parsed, helped or completed, not at import (issue 11: ~180 options, ~1.5 ms a process)."""
+
+    __slots__ = ("kind", "decls", "attrs")
+
+    def __init__(self, kind: type[click.Parameter], decls: tuple[str, ...], attrs: dict[str, Any]) -> None:
+        self.kind, self.decls, self.attrs = kind, decls, attrs
+
+    def build(self) -> click.Parameter:
+        return self.kind(self.decls, **self.attrs)
+
+
+def _declare(kind: type[click.Parameter]) -> Callable[..., Callable[[F], F]]:
+    def declare(*decls: str, **attrs: Any) -> Callable[[F], F]:
+        def decorator(func: F) -> F:
+            declared = _Declared(kind, decls, attrs)
+            if isinstance(func, click.Command):  # under a command decorator: as click.option does
+                func.params.append(declared.build())
+            else:
+                func.__dict__.setdefault("__click_params__", []).append(declared)
+            return func
+
+        return decorator
+
+    return declare
+
+
+option = _declare(click.Option)  # click.option, built on first use
+argument = _declare(click.Argument)  # click.argument, built on first use
+
+
+class _Lean:
+    """Parses as click does, minus two costs. Parameters declared with ``option``/``argument``
+    become click's objects when the command first needs them (``--help``'s list of commands reads
+    no command's options). And click matches ``-s`` as a long option first and, for that failed
+    match, builds a NoSuchOption that imports difflib to rank close names, then drops it to try
+    the short options (every ``send -s -b``: ~1 ms, issue 11): an option with one prefix character
+    is sent straight on to that short-option step. Errors and output are the same."""
+
+    _declared: list[Any]
+
+    @property
+    def params(self) -> list[click.Parameter]:
+        if any(isinstance(item, _Declared) for item in self._declared):
+            self._declared = [item.build() if isinstance(item, _Declared) else item for item in self._declared]
+        return self._declared
+
+    @params.setter
+    def params(self, value: list[Any]) -> None:
+        self._declared = value
+
+    def make_parser(self, ctx: click.Context) -> Any:
+        parser = super().make_parser(ctx)  # type: ignore[misc]
+        match_long = getattr(parser, "_match_long_opt", None)
+        long_opts, prefixes = getattr(parser, "_long_opt", None), getattr(parser, "_opt_prefixes", None)
+        if match_long is None or not isinstance(long_opts, dict) or not isinstance(prefixes, set):
+            return parser  # another click inside: its own parser, unchanged
+
+        def short_first(opt: str, explicit_value: str | None, state: Any) -> None:
+            if opt not in long_opts and opt[:2] not in prefixes:
+                raise click.NoSuchOption(opt, ctx=ctx)  # caught by click, which then tries -s as short
+            match_long(opt, explicit_value, state)
+
+        parser._match_long_opt = short_first
+        return parser
+
+
+class _Command(_Lean, click.Command):
+    pass
+
+
+class _Group(_Lean, click.Group):
+    command_class = _Command
+    group_class = type  # a subgroup (``bus``, ``hook``...) is a _Group too
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
+@option(
     "--as",
     "platform",
     metavar="PLATFORM",
     help="Act as this platform (else AGENTMAIL_PLATFORM, marker, git remote, path).",
 )
-@click.option("--agent", metavar="NAME", help="One of several agents sharing this checkout (else AGENTMAIL_AGENT).")
-@click.option(
+@option("--agent", metavar="NAME", help="One of several agents sharing this checkout (else AGENTMAIL_AGENT).")
+@option(
     "--registry", metavar="DIR", help="The registry in force (else AGENTMAIL_REGISTRY, else $AGENTMAIL_HOME/registry)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.version_option(package_name="agentmail")
 @click.pass_context
 def main_group(
@@ -268,29 +345,29 @@ def platforms(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@click.argument("names", nargs=-1, required=True)
-@click.option("--domain", default="bus.localhost", show_default=True, help="Mail domain of the bus.")
-@click.option("--transport", type=click.Choice(["local", "smtp+imap"]), default="local", show_default=True)
-@click.option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
-@click.option("--imap", metavar="HOST:PORT", help="IMAP server (smtp+imap).")
-@click.option(
+@argument("names", nargs=-1, required=True)
+@option("--domain", default="bus.localhost", show_default=True, help="Mail domain of the bus.")
+@option("--transport", type=click.Choice(["local", "smtp+imap"]), default="local", show_default=True)
+@option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
+@option("--imap", metavar="HOST:PORT", help="IMAP server (smtp+imap).")
+@option(
     "--tls",
     "tls",
     multiple=True,
     metavar="MODE",
     help="implicit|starttls|none; once for both, or twice: SMTP then IMAP.",
 )
-@click.option("--ca-file", metavar="PEM", help="CA certificate(s) to trust for a self-signed server.")
-@click.option("--trust-authserv", multiple=True, metavar="ID", help="authserv-id whose Authentication-Results count.")
-@click.option(
+@option("--ca-file", metavar="PEM", help="CA certificate(s) to trust for a self-signed server.")
+@option("--trust-authserv", multiple=True, metavar="ID", help="authserv-id whose Authentication-Results count.")
+@option(
     "--policy",
     type=click.Choice(["pinned", "aligned"]),
     default="pinned",
     show_default=True,
     help="aligned: also accept a trusted MTA's aligned dkim=pass (a human's letter).",
 )
-@click.option("--sent-folder", metavar="FOLDER", help="Copy sent letters to this IMAP folder (e.g. Sent).")
-@click.option(
+@option("--sent-folder", metavar="FOLDER", help="Copy sent letters to this IMAP folder (e.g. Sent).")
+@option(
     "--force",
     is_flag=True,
     help="Rewrite an existing registry's files; existing keys are kept and re-pinned, never regenerated.",
@@ -385,11 +462,11 @@ def _person_roles(person: dict[str, Any]) -> str:
 
 
 @main_group.command()
-@click.argument("platform_name", metavar="PLATFORM")
-@click.argument("address")
-@click.option("--follows", is_flag=True, help="Copy (Cc) this person on every letter of the platform's threads.")
-@click.option("--writes", is_flag=True, help="This person may write into the platform's threads from a mail client.")
-@click.option("--remove", is_flag=True, help="Take this person off the platform's entry.")
+@argument("platform_name", metavar="PLATFORM")
+@argument("address")
+@option("--follows", is_flag=True, help="Copy (Cc) this person on every letter of the platform's threads.")
+@option("--writes", is_flag=True, help="This person may write into the platform's threads from a mail client.")
+@option("--remove", is_flag=True, help="Take this person off the platform's entry.")
 @json_option
 @pass_ctx
 def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bool, remove: bool) -> None:
@@ -422,9 +499,9 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
 
 
 @main_group.command()
-@click.argument("name")
-@click.option("--repo", metavar="PATH|REMOTE", help="The platform's checkout path or git remote (for whoami).")
-@click.option("--domain", help="Its mail domain, if not the bus's (a partner organisation).")
+@argument("name")
+@option("--repo", metavar="PATH|REMOTE", help="The platform's checkout path or git remote (for whoami).")
+@option("--domain", help="Its mail domain, if not the bus's (a partner organisation).")
 @json_option
 @pass_ctx
 def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
@@ -452,10 +529,8 @@ def keygen(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@click.argument("platform_name", metavar="PLATFORM")
-@click.option(
-    "--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory)."
-)
+@argument("platform_name", metavar="PLATFORM")
+@option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 @pass_ctx
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
@@ -481,9 +556,9 @@ def bus_group() -> None:
 
 
 @bus_group.command("set")
-@click.argument("key")
-@click.argument("values", nargs=-1, required=True)
-@click.option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
+@argument("key")
+@argument("values", nargs=-1, required=True)
+@option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
 @json_option
 @pass_ctx
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
@@ -516,10 +591,10 @@ def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
 
 
 @main_group.command()
-@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
-@click.option("--consume", is_flag=True, help="Mark what is shown as read (at-most-once).")
-@click.option("--limit", type=click.IntRange(min=1), help="Show at most N letters.")
-@click.option("--from-start", is_flag=True, help="Fetch the mailbox's whole history (a new agent starts at now).")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@option("--consume", is_flag=True, help="Mark what is shown as read (at-most-once).")
+@option("--limit", type=click.IntRange(min=1), help="Show at most N letters.")
+@option("--from-start", is_flag=True, help="Fetch the mailbox's whole history (a new agent starts at now).")
 @json_option
 @pass_ctx
 def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start: bool) -> None:
@@ -533,8 +608,8 @@ def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start:
 
 
 @main_group.command()
-@click.argument("letter_id", metavar="ID")
-@click.option("--raw", is_flag=True, help="The RFC-822 bytes as stored.")
+@argument("letter_id", metavar="ID")
+@option("--raw", is_flag=True, help="The RFC-822 bytes as stored.")
 @json_option
 @pass_ctx
 def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
@@ -550,9 +625,9 @@ def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
 
 
 @main_group.command()
-@click.argument("letter_id", metavar="ID")
-@click.option("--dir", "directory", default=".", show_default=True, metavar="DIR", help="Where to write them.")
-@click.option("--force", is_flag=True, help="Replace files of the same name.")
+@argument("letter_id", metavar="ID")
+@option("--dir", "directory", default=".", show_default=True, metavar="DIR", help="Where to write them.")
+@option("--force", is_flag=True, help="Replace files of the same name.")
 @json_option
 @pass_ctx
 def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
@@ -562,8 +637,8 @@ def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
 
 
 @main_group.command(name="apply")
-@click.argument("letter_id", metavar="ID")
-@click.option("--check", is_flag=True, help="Only 'git apply --check' the patches; change nothing.")
+@argument("letter_id", metavar="ID")
+@option("--check", is_flag=True, help="Only 'git apply --check' the patches; change nothing.")
 @json_option
 @pass_ctx
 def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
@@ -575,7 +650,7 @@ def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
 
 
 @main_group.command()
-@click.argument("letter_ids", metavar="ID...", nargs=-1, required=True)
+@argument("letter_ids", metavar="ID...", nargs=-1, required=True)
 @json_option
 @pass_ctx
 def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
@@ -616,10 +691,10 @@ _TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
 
 def attach_options(func: F) -> F:
     """``--attach FILE`` (repeatable) and ``--patch REV-RANGE`` for every command that writes a letter."""
-    func = click.option(
+    func = option(
         "--patch", "patch", metavar="REV-RANGE", help="Attach 'git format-patch REV-RANGE' (one part per commit)."
     )(func)
-    return click.option(
+    return option(
         "--attach", "attach", metavar="FILE", multiple=True, help="Attach a file (repeatable): evidence, a log..."
     )(func)
 
@@ -640,15 +715,15 @@ def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[A
 
 
 @main_group.command()
-@click.argument("to")
-@click.option("-s", "--subject", help="Subject of the new thread (required unless --thread).")
-@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
-@click.option("-t", "--type", "kind", default="report", show_default=True, metavar="TYPE", help=_TYPES_HELP + ".")
-@click.option("-S", "--severity", metavar="SEVERITY", help="low|medium|high|critical.")
-@click.option("-r", "--ref", metavar="REF", help="What it is about on your side: an issue, commit or URL.")
-@click.option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
-@click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
-@click.option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@argument("to")
+@option("-s", "--subject", help="Subject of the new thread (required unless --thread).")
+@option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
+@option("-t", "--type", "kind", default="report", show_default=True, metavar="TYPE", help=_TYPES_HELP + ".")
+@option("-S", "--severity", metavar="SEVERITY", help="low|medium|high|critical.")
+@option("-r", "--ref", metavar="REF", help="What it is about on your side: an issue, commit or URL.")
+@option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
+@option("--force", is_flag=True, help="Send even if the body looks like a credential.")
+@option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
 @attach_options
 @json_option
 @pass_ctx
@@ -670,17 +745,17 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 
 
 @main_group.command()
-@click.argument("letter_id", metavar="ID")
-@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
-@click.option(
+@argument("letter_id", metavar="ID")
+@option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
+@option(
     "-t",
     "--type",
     "kind",
     metavar="TYPE",
     help=_TYPES_HELP + ". Default: ack to a report, verify-result to a fix-notice, else question.",
 )
-@click.option("--force", is_flag=True, help="Send even if the body looks like a credential.")
-@click.option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@option("--force", is_flag=True, help="Send even if the body looks like a credential.")
+@option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
 @attach_options
 @json_option
 @pass_ctx
@@ -695,8 +770,8 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
 
 
 @main_group.command()
-@click.argument("thread_id", metavar="THREAD")
-@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@argument("thread_id", metavar="THREAD")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
 def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
@@ -744,7 +819,7 @@ def held(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@click.argument("letter_id", metavar="ID")
+@argument("letter_id", metavar="ID")
 @json_option
 @pass_ctx
 def approve(ctx: Ctx, letter_id: str) -> None:
@@ -754,8 +829,8 @@ def approve(ctx: Ctx, letter_id: str) -> None:
 
 
 @main_group.command()
-@click.argument("letter_id", metavar="ID")
-@click.option("-r", "--reason", required=True, help="Why; the agent reads it in 'sent'.")
+@argument("letter_id", metavar="ID")
+@option("-r", "--reason", required=True, help="Why; the agent reads it in 'sent'.")
 @json_option
 @pass_ctx
 def reject(ctx: Ctx, letter_id: str, reason: str) -> None:
@@ -789,7 +864,7 @@ def sent(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
 def quarantine(ctx: Ctx, no_sync: bool) -> None:
@@ -807,16 +882,16 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
 
 
 @main_group.command()
-@click.argument("query", default="")
-@click.option("--from", "sender", metavar="P", help="Only letters from platform P (or from address P).")
-@click.option("--type", "kind", metavar="T", help="Only letters of type T (report, ack, ..., human).")
-@click.option("--thread", "thread_id", metavar="THR", help="Only letters of thread THR.")
-@click.option("--since", metavar="DATE", help="Filed here since DATE: 2026-11-30, 2026-11-30T08:00 (UTC), 7d, 12h.")
-@click.option("--state", metavar="S", help="Only letters in state S (unread, read, sent, outbox, held, failed).")
-@click.option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
-@click.option("--quarantine", "include_quarantine", is_flag=True, help="Search quarantined letters too.")
-@click.option("--fts", "syntax", is_flag=True, help="QUERY is SQLite FTS5 syntax (AND, OR, NOT, NEAR, col:).")
-@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@argument("query", default="")
+@option("--from", "sender", metavar="P", help="Only letters from platform P (or from address P).")
+@option("--type", "kind", metavar="T", help="Only letters of type T (report, ack, ..., human).")
+@option("--thread", "thread_id", metavar="THR", help="Only letters of thread THR.")
+@option("--since", metavar="DATE", help="Filed here since DATE: 2026-11-30, 2026-11-30T08:00 (UTC), 7d, 12h.")
+@option("--state", metavar="S", help="Only letters in state S (unread, read, sent, outbox, held, failed).")
+@option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
+@option("--quarantine", "include_quarantine", is_flag=True, help="Search quarantined letters too.")
+@option("--fts", "syntax", is_flag=True, help="QUERY is SQLite FTS5 syntax (AND, OR, NOT, NEAR, col:).")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
 def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id: str | None, since: str | None,
@@ -841,10 +916,10 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 
 
 @main_group.command()
-@click.option("--to", "to_agent", metavar="AGENT", help="The sibling agent it is for (else whoever reads next).")
-@click.option("-s", "--subject", required=True)
-@click.option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
-@click.option("--force", is_flag=True)
+@option("--to", "to_agent", metavar="AGENT", help="The sibling agent it is for (else whoever reads next).")
+@option("-s", "--subject", required=True)
+@option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
+@option("--force", is_flag=True)
 @attach_options
 @json_option
 @pass_ctx
@@ -858,7 +933,7 @@ def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, a
 
 
 @main_group.command()
-@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 @pass_ctx
 def notes(ctx: Ctx, no_sync: bool) -> None:
@@ -867,8 +942,8 @@ def notes(ctx: Ctx, no_sync: bool) -> None:
 
 
 @main_group.command()
-@click.option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
-@click.option("--closed", is_flag=True, help="Include closed threads (reads the whole history).")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@option("--closed", is_flag=True, help="Include closed threads (reads the whole history).")
 @json_option
 @pass_ctx
 def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
@@ -896,9 +971,9 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
 
 
 @main_group.command()
-@click.option("--timeout", type=float, default=300.0, show_default=True, metavar="S")
-@click.option("--type", "kind", metavar="TYPE")
-@click.option("--thread", "thread_id", metavar="THREAD")
+@option("--timeout", type=float, default=300.0, show_default=True, metavar="S")
+@option("--type", "kind", metavar="TYPE")
+@option("--thread", "thread_id", metavar="THREAD")
 @json_option
 @pass_ctx
 def wait(ctx: Ctx, timeout: float, kind: str | None, thread_id: str | None) -> None:
@@ -941,12 +1016,8 @@ def flush(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@click.option(
-    "--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back."
-)
-@click.option(
-    "--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take."
-)
+@option("--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back.")
+@option("--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take.")
 @json_option
 @pass_ctx
 def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
@@ -967,7 +1038,7 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
 
 
 @main_group.command()
-@click.option("--home", "demo_home", metavar="DIR", help="Where to build the demo bus (default: a new temp dir).")
+@option("--home", "demo_home", metavar="DIR", help="Where to build the demo bus (default: a new temp dir).")
 @pass_ctx
 def demo(ctx: Ctx, demo_home: str | None) -> None:
     """The whole lifecycle between two platforms on the embedded default."""
@@ -998,7 +1069,7 @@ def hook() -> None:
 
 def _hook_command(host: str, label: str) -> None:
     @hook.command(host, help=f"{label}: EVENT is session-start or stop; silent when there is nothing to say.")
-    @click.argument("event")
+    @argument("event")
     @json_option
     @pass_ctx
     def command(ctx: Ctx, event: str) -> int:
@@ -1029,10 +1100,8 @@ for _host, _label in (
 
 
 @hook.command("install")
-@click.argument("host")
-@click.option(
-    "--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory)."
-)
+@argument("host")
+@option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 @pass_ctx
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
@@ -1053,13 +1122,11 @@ def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
 
 
 @main_group.command()
-@click.option("--exec", "command", required=True, metavar="CMD", help="Shell command run once per new letter.")
-@click.option("--jobs", type=click.IntRange(min=1), default=4, show_default=True, help="Commands running at once.")
-@click.option(
-    "--budget", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per thread per hour, at most."
-)
-@click.option("--once", is_flag=True, help="Handle the letters unread now, then exit.")
-@click.option("--timeout", type=float, metavar="S", help="Stop after S seconds.")
+@option("--exec", "command", required=True, metavar="CMD", help="Shell command run once per new letter.")
+@option("--jobs", type=click.IntRange(min=1), default=4, show_default=True, help="Commands running at once.")
+@option("--budget", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per thread per hour, at most.")
+@option("--once", is_flag=True, help="Handle the letters unread now, then exit.")
+@option("--timeout", type=float, metavar="S", help="Stop after S seconds.")
 @json_option
 @pass_ctx
 def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: float | None) -> None:

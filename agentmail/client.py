@@ -16,12 +16,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import identity
 from . import registry as registry_mod
+from ._value import Value
 from .compose import Draft, compose
 from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
@@ -57,21 +57,41 @@ SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never 
 letter_from_meta = Letter.from_json  # the name this had before Letter could read its own record
 
 
-@dataclass
-class SyncReport:
+class SyncReport(Value):
     """What one sync did with every letter it fetched: accepted + quarantined + duplicates +
     bounces + skipped == fetched. ``internal_errors`` counts letters quarantined because judging
     or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``).
     ``accepted`` and ``quarantined`` read like lists of letters but hold ids: each letter is read
     from the spool when asked for, so a sync of any size stays small in memory (``spool.filed.Filed``)."""
 
-    accepted: Filed = field(default_factory=Filed)
-    quarantined: Filed = field(default_factory=Filed)
-    duplicates: int = 0
-    bounces: int = 0
-    skipped: int = 0  # notes for a sibling agent
-    fetched: int = 0
-    internal_errors: int = 0
+    __slots__ = ("accepted", "quarantined", "duplicates", "bounces", "skipped", "fetched", "internal_errors")
+
+    accepted: Filed
+    quarantined: Filed
+    duplicates: int
+    bounces: int
+    skipped: int  # notes for a sibling agent
+    fetched: int
+    internal_errors: int
+
+    def __init__(
+        self,
+        accepted: Filed | None = None,
+        quarantined: Filed | None = None,
+        duplicates: int = 0,
+        bounces: int = 0,
+        skipped: int = 0,
+        fetched: int = 0,
+        internal_errors: int = 0,
+    ) -> None:
+        self.accepted = Filed() if accepted is None else accepted
+        self.quarantined = Filed() if quarantined is None else quarantined
+        self.duplicates = duplicates
+        self.bounces = bounces
+        self.skipped = skipped
+        self.fetched = fetched
+        self.internal_errors = internal_errors
+        self.__post_init__()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -381,7 +401,7 @@ class AgentMail:
             body="",
             date=summary.get("date", ""),
         )
-        letter = replace(base, id="", reason=verdict.reason, detail=verdict.detail)
+        letter = base.replace(id="", reason=verdict.reason, detail=verdict.detail)
         report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
@@ -406,7 +426,7 @@ class AgentMail:
             if consume:
                 if not self._move(letter_id, "unread", "read"):
                     continue  # another consumer claimed it first
-                letter = replace(letter, state="read")
+                letter = letter.replace(state="read")
             letters.append(letter)
         return letters
 

@@ -10,11 +10,11 @@ decides whether a letter may leave); the spool files what this returns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._value import Frozen, set_field
 from .errors import BadInput, ConfigError
 from .model import Letter, new_ulid
 from .registry import Platform, Registry
@@ -23,31 +23,74 @@ if TYPE_CHECKING:
     from .attach import Attachment
 
 
-@dataclass(frozen=True)
-class Draft:
+class Draft(Frozen):
     """What the sender chooses; everything else (Message-ID, date, id, signature) is generated."""
+
+    __slots__ = (
+        "to",
+        "type",
+        "thread",
+        "subject",
+        "body",
+        "severity",
+        "ref",
+        "in_reply_to",
+        "references",
+        "to_agent",
+        "attachments",
+        "cc",
+        "also_to",
+    )
 
     to: str  # the recipient platform's name (this platform itself for a note)
     type: str
     thread: str
     subject: str
     body: str
-    severity: str | None = None
-    ref: str | None = None
-    in_reply_to: str | None = None
-    references: tuple[str, ...] = ()
-    to_agent: str | None = None
-    attachments: tuple[Attachment, ...] = ()  # the letter becomes multipart/mixed (attach.mixed)
-    cc: tuple[str, ...] = ()  # people copied besides the followers (the person a reply answers)
-    also_to: tuple[str, ...] = ()  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
+    severity: str | None
+    ref: str | None
+    in_reply_to: str | None
+    references: tuple[str, ...]
+    to_agent: str | None
+    attachments: tuple[Attachment, ...]  # the letter becomes multipart/mixed (attach.mixed)
+    cc: tuple[str, ...]  # people copied besides the followers (the person a reply answers)
+    also_to: tuple[str, ...]  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
+
+    def __init__(
+        self,
+        to: str,
+        type: str,
+        thread: str,
+        subject: str,
+        body: str,
+        severity: str | None = None,
+        ref: str | None = None,
+        in_reply_to: str | None = None,
+        references: tuple[str, ...] = (),
+        to_agent: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
+        cc: tuple[str, ...] = (),
+        also_to: tuple[str, ...] = (),
+    ) -> None:
+        set_field(self, "to", to)
+        set_field(self, "type", type)
+        set_field(self, "thread", thread)
+        set_field(self, "subject", subject)
+        set_field(self, "body", body)
+        set_field(self, "severity", severity)
+        set_field(self, "ref", ref)
+        set_field(self, "in_reply_to", in_reply_to)
+        set_field(self, "references", references)
+        set_field(self, "to_agent", to_agent)
+        set_field(self, "attachments", attachments)
+        set_field(self, "cc", cc)
+        set_field(self, "also_to", also_to)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
     """The signed RFC-822 bytes of ``draft`` from platform ``sender``, and the Letter they carry
     (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
     ConfigError for a key that cannot sign or does not match the registry's pin."""
-    from email.utils import format_datetime  # with socket, ~10 ms: not for commands that only read
-
     from . import signing, wire  # loaded when a letter is written, not by every command
 
     me = registry.get(sender)
@@ -64,7 +107,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         thread=draft.thread,
         subject=draft.subject,
         body=draft.body.strip(),
-        date=format_datetime(datetime.now(UTC)),
+        date=wire.format_date(datetime.now(UTC)),
         severity=draft.severity,
         ref=draft.ref,
         in_reply_to=draft.in_reply_to,
@@ -113,7 +156,7 @@ def _with_attachments(
     except mime.Refused as exc:
         raise BadInput(f"attachment refused: {exc}") from None
     extra = {**letter.extra, "attachments": [item.meta() for item in items]}
-    return replace(letter, extra=extra), unsigned
+    return letter.replace(extra=extra), unsigned
 
 
 def followers(*platforms: Platform) -> tuple[str, ...]:

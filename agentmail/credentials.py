@@ -10,18 +10,24 @@ import functools
 import os
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ._fs import write_atomic
+from ._value import Frozen, set_field
 from .errors import ConfigError, SecretError
 
 
-@dataclass(frozen=True)
-class Login:
+class Login(Frozen):
+    __slots__ = ("username", "password", "source")
+
     username: str
     password: str
-    source: str = ""  # where the password came from, for error messages: "AGENTMAIL_PASSWORD" or a file
+    source: str  # where the password came from, for error messages: "AGENTMAIL_PASSWORD" or a file
+
+    def __init__(self, username: str, password: str, source: str = "") -> None:
+        set_field(self, "username", username)
+        set_field(self, "password", password)
+        set_field(self, "source", source)
 
     def __repr__(self) -> str:  # never let a password reach a log through repr()
         return f"Login(username={self.username!r}, password='***')"

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._value import Frozen, set_field
 from .errors import AgentmailError
 
 if TYPE_CHECKING:
@@ -22,11 +22,17 @@ if TYPE_CHECKING:
 PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(Frozen):
+    __slots__ = ("name", "ok", "detail")
+
     name: str
     ok: bool
     detail: str
+
+    def __init__(self, name: str, ok: bool, detail: str) -> None:
+        set_field(self, "name", name)
+        set_field(self, "ok", ok)
+        set_field(self, "detail", detail)
 
 
 def _secrets_mode(home: Path) -> Check:

@@ -10,8 +10,8 @@ the CLI into exit 4, the MCP server into a tool error.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from ._value import Frozen, set_field
 from .model import TERMINAL_TYPES, Letter
 from .text import (
     DATA_NOT_ORDERS as DATA_NOT_ORDERS,  # defined with the text policy: the inbox reads it without the guards
@@ -39,27 +39,66 @@ _CREDENTIALS = (
 _PATH_ONLY = r"^@?(?:~|\.{1,2})?/?(?:[\w.@-]+/)*[\w.@-]+\.[A-Za-z0-9]{1,8}$|^(?:~|\.{0,2})/\S+$"
 
 
-@dataclass(frozen=True)
-class Outbound:
+class Outbound(Frozen):
     """What the guards know about one letter about to leave.
 
     ``parent``: the letter it answers (None for a thread's first letter); for a
     follow-up, the thread's last letter. ``answered_by``: who of this platform already
     answered the parent ("<mailbox> <id>"). ``depth``: the new letter's depth."""
 
+    __slots__ = (
+        "kind",
+        "body",
+        "me",
+        "parent",
+        "follow_up",
+        "answered_by",
+        "depth",
+        "force",
+        "opened_last_hour",
+        "quota",
+        "quota_frees",
+    )
+
     kind: str
     body: str
     me: str  # this platform
-    parent: Letter | None = None
-    follow_up: bool = False
-    answered_by: str | None = None
-    depth: int = 0
-    force: bool = False  # the body checks only: never a way past the loop guards
+    parent: Letter | None
+    follow_up: bool
+    answered_by: str | None
+    depth: int
+    force: bool  # the body checks only: never a way past the loop guards
     # The new-thread quota (only for a letter that opens a thread; notes are not counted):
     # how many this platform opened in the last hour, the cap, and when the oldest frees up.
-    opened_last_hour: int = 0
-    quota: int | None = None
-    quota_frees: str = ""
+    opened_last_hour: int
+    quota: int | None
+    quota_frees: str
+
+    def __init__(
+        self,
+        kind: str,
+        body: str,
+        me: str,
+        parent: Letter | None = None,
+        follow_up: bool = False,
+        answered_by: str | None = None,
+        depth: int = 0,
+        force: bool = False,
+        opened_last_hour: int = 0,
+        quota: int | None = None,
+        quota_frees: str = "",
+    ) -> None:
+        set_field(self, "kind", kind)
+        set_field(self, "body", body)
+        set_field(self, "me", me)
+        set_field(self, "parent", parent)
+        set_field(self, "follow_up", follow_up)
+        set_field(self, "answered_by", answered_by)
+        set_field(self, "depth", depth)
+        set_field(self, "force", force)
+        set_field(self, "opened_last_hour", opened_last_hour)
+        set_field(self, "quota", quota)
+        set_field(self, "quota_frees", quota_frees)
 
 
 def refusal(out: Outbound) -> str | None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._fs import write_atomic
+from ._value import Frozen, set_field
 from .errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
 from .guards import DATA_NOT_ORDERS
 from .identity import checkout_root as checkout_root  # re-exported: `hook install` roots at the checkout
@@ -34,11 +34,17 @@ EVENTS = ("session-start", "stop")
 MAX_LINES = 20
 
 
-@dataclass(frozen=True)
-class Host:
+class Host(Frozen):
+    __slots__ = ("settings", "events", "block")
+
     settings: str | None  # the checkout's settings file, relative to its root
-    events: dict[str, str] = field(default_factory=dict)  # our event -> the host's event name
-    block: str = "block"  # the host's word for "do not stop yet"
+    events: dict[str, str]  # our event -> the host's event name
+    block: str  # the host's word for "do not stop yet"
+
+    def __init__(self, settings: str | None, events: dict[str, str] | None = None, block: str = "block") -> None:
+        set_field(self, "settings", settings)
+        set_field(self, "events", {} if events is None else events)
+        set_field(self, "block", block)
 
 
 HOSTS = {
@@ -48,11 +54,17 @@ HOSTS = {
 }
 
 
-@dataclass(frozen=True)
-class Outcome:
-    stdout: str = ""
-    stderr: str = ""
-    exit_code: int = 0
+class Outcome(Frozen):
+    __slots__ = ("stdout", "stderr", "exit_code")
+
+    stdout: str
+    stderr: str
+    exit_code: int
+
+    def __init__(self, stdout: str = "", stderr: str = "", exit_code: int = 0) -> None:
+        set_field(self, "stdout", stdout)
+        set_field(self, "stderr", stderr)
+        set_field(self, "exit_code", exit_code)
 
 
 def _compact(letter: Letter) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 
+from ._toml import BadToml, read_toml
+from ._value import Frozen, set_field
 from .errors import ConfigError, NotFound
 from .model import check_name
 from .registry import Registry
@@ -20,10 +20,15 @@ from .registry import Registry
 MARKER = ".agentmail"
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(Frozen):
+    __slots__ = ("platform", "agent")
+
     platform: str
-    agent: str | None = None
+    agent: str | None
+
+    def __init__(self, platform: str, agent: str | None = None) -> None:
+        set_field(self, "platform", platform)
+        set_field(self, "agent", agent)
 
     @property
     def mailbox(self) -> str:
@@ -67,8 +72,8 @@ def _marker(directory: Path) -> str | None:
     if not path.is_file():
         return None
     try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        data = read_toml(path)
+    except (BadToml, OSError) as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
     name = data.get("platform")
     if not isinstance(name, str):

@@ -13,7 +13,10 @@ from __future__ import annotations
 import binascii
 import codecs
 import re
-from email.message import Message
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from email.message import Message  # a send never parses: the email package loads with the first letter read
 
 # The headers that decide how the body is decoded: signed (and over-signed) like the rest, so a
 # relay cannot re-declare the charset, the transfer encoding or the structure of a signed body.

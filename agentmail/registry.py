@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ._toml import BadToml, read_toml
+from ._value import Frozen, Value, set_field
 from .errors import ConfigError
 from .model import NAME_RE
 
@@ -46,66 +46,181 @@ ATTACH_TYPES = (
     "image/png",
     "image/jpeg",
 )
+# A bus's attachment limits unless bus.toml says otherwise (decoded bytes; base64 adds a third).
+ATTACH_MAX_BYTES = 512 * 1024  # per attachment
+ATTACH_MAX_TOTAL = 700 * 1024  # per letter
+ATTACH_MAX_COUNT = 10
 ATTACH_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$")
 
 
-@dataclass(frozen=True)
-class Endpoint:
+class Endpoint(Frozen):
+    __slots__ = ("host", "port", "tls")
+
     host: str
     port: int
     tls: str  # implicit | starttls | none
 
+    def __init__(self, host: str, port: int, tls: str) -> None:
+        set_field(self, "host", host)
+        set_field(self, "port", port)
+        set_field(self, "tls", tls)
 
-@dataclass(frozen=True)
-class Bus:
+
+class Bus(Frozen):
+    __slots__ = (
+        "name",
+        "domain",
+        "transport",
+        "policy",
+        "trusted_authserv_ids",
+        "smtp",
+        "imap",
+        "ca_file",
+        "sent_folder",
+        "max_size",
+        "poll_interval",
+        "hold",
+        "new_threads_per_hour",
+        "attach_max_bytes",
+        "attach_max_total",
+        "attach_max_count",
+        "attach_types",
+        "groups",
+    )
+
     name: str
     domain: str
-    transport: str = "local"
-    policy: str = "pinned"
-    trusted_authserv_ids: tuple[str, ...] = ()
-    smtp: Endpoint | None = None
-    imap: Endpoint | None = None
-    ca_file: str | None = None
-    sent_folder: str | None = None  # None: the folder marked \\Sent (RFC 6154), if any; "": no copy
-    max_size: int = 1_048_576
-    poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
-    hold: tuple[str, ...] = ()  # domains or addresses whose letters wait for a person's approval
-    new_threads_per_hour: int = 20  # per platform; replies and follow-ups are not counted; 0: no cap
+    transport: str
+    policy: str
+    trusted_authserv_ids: tuple[str, ...]
+    smtp: Endpoint | None
+    imap: Endpoint | None
+    ca_file: str | None
+    sent_folder: str | None  # None: the folder marked \\Sent (RFC 6154), if any; "": no copy
+    max_size: int
+    poll_interval: float | None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
+    hold: tuple[str, ...]  # domains or addresses whose letters wait for a person's approval
+    new_threads_per_hour: int  # per platform; replies and follow-ups are not counted; 0: no cap
     # Attachments a letter may carry (decoded bytes; base64 adds a third: max_size stays the cap)
-    attach_max_bytes: int = 512 * 1024  # per attachment
-    attach_max_total: int = 700 * 1024  # per letter
-    attach_max_count: int = 10
-    attach_types: tuple[str, ...] = ATTACH_TYPES
+    attach_max_bytes: int  # per attachment
+    attach_max_total: int  # per letter
+    attach_max_count: int
+    attach_types: tuple[str, ...]
     # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
-    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    groups: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def __init__(
+        self,
+        name: str,
+        domain: str,
+        transport: str = "local",
+        policy: str = "pinned",
+        trusted_authserv_ids: tuple[str, ...] = (),
+        smtp: Endpoint | None = None,
+        imap: Endpoint | None = None,
+        ca_file: str | None = None,
+        sent_folder: str | None = None,
+        max_size: int = 1_048_576,
+        poll_interval: float | None = None,
+        hold: tuple[str, ...] = (),
+        new_threads_per_hour: int = 20,
+        attach_max_bytes: int = ATTACH_MAX_BYTES,
+        attach_max_total: int = ATTACH_MAX_TOTAL,
+        attach_max_count: int = ATTACH_MAX_COUNT,
+        attach_types: tuple[str, ...] = ATTACH_TYPES,
+        groups: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "domain", domain)
+        set_field(self, "transport", transport)
+        set_field(self, "policy", policy)
+        set_field(self, "trusted_authserv_ids", trusted_authserv_ids)
+        set_field(self, "smtp", smtp)
+        set_field(self, "imap", imap)
+        set_field(self, "ca_file", ca_file)
+        set_field(self, "sent_folder", sent_folder)
+        set_field(self, "max_size", max_size)
+        set_field(self, "poll_interval", poll_interval)
+        set_field(self, "hold", hold)
+        set_field(self, "new_threads_per_hour", new_threads_per_hour)
+        set_field(self, "attach_max_bytes", attach_max_bytes)
+        set_field(self, "attach_max_total", attach_max_total)
+        set_field(self, "attach_max_count", attach_max_count)
+        set_field(self, "attach_types", attach_types)
+        set_field(self, "groups", groups)
 
     def group(self, name: str) -> tuple[str, ...] | None:
         return next((members for group, members in self.groups if group == name), None)
 
 
-@dataclass(frozen=True)
-class Person:
+class Person(Frozen):
     """A person in the loop of a platform's threads (DESIGN §4): ``follows`` is copied (Cc) on
     every letter of the platform's threads; ``writes`` may write into them from a mail client."""
 
+    __slots__ = ("address", "follows", "writes")
+
     address: str
-    follows: bool = False
-    writes: bool = False
+    follows: bool
+    writes: bool
+
+    def __init__(self, address: str, follows: bool = False, writes: bool = False) -> None:
+        set_field(self, "address", address)
+        set_field(self, "follows", follows)
+        set_field(self, "writes", writes)
 
 
-@dataclass(frozen=True)
-class Platform:
+class Platform(Frozen):
+    __slots__ = (
+        "name",
+        "address",
+        "display_name",
+        "remotes",
+        "paths",
+        "dkim_domain",
+        "selector",
+        "algorithm",
+        "public_key",
+        "key_lookup",
+        "people",
+    )
+
     name: str
     address: str
-    display_name: str = ""
-    remotes: tuple[str, ...] = ()
-    paths: tuple[str, ...] = ()
-    dkim_domain: str = ""
-    selector: str = ""
-    algorithm: str = "ed25519"
-    public_key: str = ""  # base64, as in the DNS TXT record's p=
-    key_lookup: str = "pinned"  # or "dns" for partners who publish their key
-    people: tuple[Person, ...] = ()
+    display_name: str
+    remotes: tuple[str, ...]
+    paths: tuple[str, ...]
+    dkim_domain: str
+    selector: str
+    algorithm: str
+    public_key: str  # base64, as in the DNS TXT record's p=
+    key_lookup: str  # or "dns" for partners who publish their key
+    people: tuple[Person, ...]
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        display_name: str = "",
+        remotes: tuple[str, ...] = (),
+        paths: tuple[str, ...] = (),
+        dkim_domain: str = "",
+        selector: str = "",
+        algorithm: str = "ed25519",
+        public_key: str = "",
+        key_lookup: str = "pinned",
+        people: tuple[Person, ...] = (),
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "address", address)
+        set_field(self, "display_name", display_name)
+        set_field(self, "remotes", remotes)
+        set_field(self, "paths", paths)
+        set_field(self, "dkim_domain", dkim_domain)
+        set_field(self, "selector", selector)
+        set_field(self, "algorithm", algorithm)
+        set_field(self, "public_key", public_key)
+        set_field(self, "key_lookup", key_lookup)
+        set_field(self, "people", people)
 
     @property
     def followers(self) -> tuple[str, ...]:
@@ -119,12 +234,21 @@ class Platform:
         return f"v=DKIM1; k={self.algorithm}; p={self.public_key}"
 
 
-@dataclass
-class Registry:
+class Registry(Value):
+    __slots__ = ("root", "bus", "platforms", "problems")
+
     root: Path
     bus: Bus
-    platforms: dict[str, Platform] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+    platforms: dict[str, Platform]
+    problems: list[str]
+
+    def __init__(
+        self, root: Path, bus: Bus, platforms: dict[str, Platform] | None = None, problems: list[str] | None = None
+    ) -> None:
+        self.root = root
+        self.bus = bus
+        self.platforms = {} if platforms is None else platforms
+        self.problems = [] if problems is None else problems
 
     def by_address(self, address: str) -> Platform | None:
         """Exact, case-insensitive match on the whole address: never a suffix, never a name."""
@@ -147,8 +271,8 @@ class Registry:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    with path.open("rb") as fh:
-        return tomllib.load(fh)
+    """tomllib's reading of ``path`` (tomllib itself is imported only when the file changed)."""
+    return read_toml(path)
 
 
 # Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
@@ -272,8 +396,8 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
         raise ConfigError("bus.toml: new_threads_per_hour must be a whole number >= 0")
     sizes = {}
-    for key, default in (("attach_max_bytes", Bus.attach_max_bytes), ("attach_max_total", Bus.attach_max_total),
-                         ("attach_max_count", Bus.attach_max_count)):  # fmt: skip
+    for key, default in (("attach_max_bytes", ATTACH_MAX_BYTES), ("attach_max_total", ATTACH_MAX_TOTAL),
+                         ("attach_max_count", ATTACH_MAX_COUNT)):  # fmt: skip
         value = data.get(key, default)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ConfigError(f"bus.toml: {key} must be a whole number >= 0")
@@ -409,18 +533,19 @@ def load(root: Path) -> Registry:
             f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)"
         )
     try:
-        bus = parse_bus(_read_toml(bus_file))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = _read_toml(bus_file)
+    except BadToml as exc:
         raise ConfigError(f"{bus_file}: {exc}") from exc
+    bus = parse_bus(data)
     if bus.ca_file and not Path(bus.ca_file).expanduser().is_absolute():
-        bus = replace(bus, ca_file=str((root / bus.ca_file).resolve()))  # relative to the registry
+        bus = bus.replace(ca_file=str((root / bus.ca_file).resolve()))  # relative to the registry
     registry = Registry(root=root, bus=bus)
     folder = root / "platforms"
     entries = sorted(folder.glob("*.toml")) if folder.is_dir() else []
     for path in entries:
         try:
             platform = parse_platform(_read_toml(path), path.stem)
-        except (ConfigError, tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+        except (ConfigError, BadToml, OSError) as exc:
             registry.problems.append(f"{path}: {exc}; skipped")
             continue
         if registry.by_address(platform.address):

@@ -7,21 +7,29 @@ here because authres accepts any word as a result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import authres
 import authres.dmarc
+
+from ._value import Frozen, set_field
 
 _FAIL = {"fail", "permerror"}
 _KNOWN = {"pass", "fail", "none", "neutral", "softfail", "temperror", "permerror", "policy"}
 _CONTEXT = authres.FeatureContext(authres.dmarc)
 
 
-@dataclass(frozen=True)
-class TrustedVerdicts:
+class TrustedVerdicts(Frozen):
+    __slots__ = ("fails", "dkim_pass_domains", "dmarc_pass_domains")
+
     fails: tuple[str, ...]  # e.g. ("dmarc=fail",)
     dkim_pass_domains: tuple[str, ...]  # header.d of trusted dkim=pass results
-    dmarc_pass_domains: tuple[str, ...] = ()  # header.from of trusted dmarc=pass results (a person's letter)
+    dmarc_pass_domains: tuple[str, ...]  # header.from of trusted dmarc=pass results (a person's letter)
+
+    def __init__(
+        self, fails: tuple[str, ...], dkim_pass_domains: tuple[str, ...], dmarc_pass_domains: tuple[str, ...] = ()
+    ) -> None:
+        set_field(self, "fails", fails)
+        set_field(self, "dkim_pass_domains", dkim_pass_domains)
+        set_field(self, "dmarc_pass_domains", dmarc_pass_domains)
 
 
 def _header_prop(result: object, name: str) -> str:

@@ -14,11 +14,6 @@ import functools
 import hashlib
 import re
 from datetime import UTC, datetime
-from email.errors import HeaderParseError
-from email.header import decode_header, make_header
-from email.message import Message
-from email.parser import BytesParser
-from email.utils import format_datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from . import matter, mime
@@ -39,7 +34,10 @@ from .model import (
 from .text import describe, forbidden_in_header, one_line
 
 if TYPE_CHECKING:
-    from .attach import Attachment  # a send never parses: attach loads with the first letter read
+    from email.message import Message  # a send never parses: the email package loads with the first letter read
+    from email.parser import BytesParser
+
+    from .attach import Attachment  # likewise attach
 
 MAX_HEADER_BYTES = 65_536
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
@@ -108,6 +106,21 @@ def thread_of_address(address: str) -> str | None:
     return match.group(1) if match else None
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def format_date(when: datetime) -> str:
+    """The RFC 2822 Date of ``when``, as ``email.utils.format_datetime`` writes it (its English
+    names, never the locale's; ``-0000`` for a naive time): without the email package and the
+    socket module it loads, which a send does not otherwise need (issue 11)."""
+    zone = when.strftime("%z") if when.tzinfo is not None else "-0000"
+    return (
+        f"{_DAYS[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} {when.year:04d} "
+        f"{when.hour:02d}:{when.minute:02d}:{when.second:02d} {zone}"
+    )
+
+
 def draft_letter(
     sender_address: str,
     sender_name: str,
@@ -138,7 +151,7 @@ def draft_letter(
         thread=thread,
         subject=subject,
         body=body,
-        date=format_datetime(date) if date else "",
+        date=format_date(date) if date else "",
         severity=severity,
         ref=ref,
         in_reply_to=in_reply_to,
@@ -180,7 +193,7 @@ def render(letter: Letter) -> bytes:
     }
     text = matter.join({k: v for k, v in fields.items() if v is not None}, letter.body.strip())
 
-    date = letter.date or format_datetime(datetime.now(UTC))
+    date = letter.date or format_date(datetime.now(UTC))
     fast = _plain_header_block(letter, date)
     # text always holds the block's lines (matter.join), so max() always has a line to measure
     if fast is not None and text.isascii() and max(map(len, text.splitlines())) <= 900:
@@ -311,9 +324,15 @@ def _render_with_email(letter: Letter, text: str, date: str) -> bytes:
 
 # --- parsing ---------------------------------------------------------------------------------
 
+
 # compat32 keeps headers as the raw strings they are; the default policy would re-parse a header
 # on every access. Only the few headers we interpret are parsed, once, below.
-_PARSER = BytesParser()  # the default policy is compat32
+@functools.cache
+def _parser() -> BytesParser:
+    """compat32, BytesParser's default (the email package loads when the first letter is read)."""
+    from email.parser import BytesParser
+
+    return BytesParser()
 
 
 @functools.cache
@@ -370,7 +389,7 @@ def parse_message(raw: bytes, max_size: int) -> Message:
     if bad_line is not None:
         raise Malformed("malformed", f"header line {bad_line} is neither a field nor the continuation of one")
     try:
-        msg = _PARSER.parsebytes(raw)
+        msg = _parser().parsebytes(raw)
     except Exception as exc:  # the email package raises many types on hostile input
         raise Malformed("malformed", f"the letter does not parse as RFC-822 ({exc.__class__.__name__})") from exc
     if msg.is_multipart():  # its own split is lenient: attach.split reads the body as received
@@ -390,6 +409,9 @@ def header_values(msg: Message, name: str) -> list[str]:
 
 def decoded(value: str, name: str) -> str:
     """An RFC 2047 header value decoded to text; Malformed for an unknown charset or bad encoding."""
+    from email.errors import HeaderParseError
+    from email.header import decode_header, make_header
+
     try:
         return str(make_header(decode_header(value)))
     except (LookupError, UnicodeError, ValueError, HeaderParseError) as exc:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -35,7 +34,7 @@ def sign_as(registry: Registry, home: Path, platform: str, raw: bytes) -> bytes:
 
 
 def trusting(registry: Registry, policy: str = "pinned") -> Registry:
-    bus = replace(registry.bus, trusted_authserv_ids=("mail.bus.test",), policy=policy)
+    bus = registry.bus.replace(trusted_authserv_ids=("mail.bus.test",), policy=policy)
     return Registry(registry.root, bus, registry.platforms)
 
 

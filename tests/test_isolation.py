@@ -7,7 +7,6 @@ import importlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -92,7 +91,7 @@ def test_an_unexpected_exception_in_any_stage_stays_with_its_letter(
 ) -> None:
     target, label = STAGES[stage]
     letters = make_signed_letters(alpha, "beta", 3, "stage")
-    beta.registry = replace(registry, bus=replace(registry.bus, trusted_authserv_ids=("mx.bus.test",)))
+    beta.registry = registry.replace(bus=registry.bus.replace(trusted_authserv_ids=("mx.bus.test",)))
     for _mid, raw in letters:
         results = b"Authentication-Results: mx.bus.test; dkim=pass header.d=bus.test header.s=x\r\n"
         deliver(home / "postoffice" / "beta", results + raw)

@@ -9,7 +9,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 
 # Lower layers never import higher ones.
 LAYERS = [
-    {"errors", "text", "model", "home", "_fs"},
+    {"errors", "text", "model", "home", "_fs", "_value", "_toml"},
     {"matter", "mime", "attach", "readable", "wire"},
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport"},

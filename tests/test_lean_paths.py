@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import click
 import pytest
 
 from agentmail import guards
@@ -128,6 +129,18 @@ def test_a_plain_send_writes_its_block_without_yaml(alpha: AgentMail, home: Path
     assert not {"yaml", "frontmatter"} & imported
 
 
+def test_a_send_and_a_reply_load_no_email_package_nor_socket(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    """Issue 11, second pass: a letter is written without the email package (its Date too, by
+    wire.format_date): that and the socket module it loads are for reading letters."""
+    skipped = {"email", "socket", "selectors", "calendar"}
+    imported = _imported(home, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+    assert not skipped & imported, sorted(skipped & imported)
+    (got,) = beta.inbox()
+    imported = _imported(home, "--as", "beta", "reply", got.id, "-b", "Reproduced; fixing it.", "-t", "ack")
+    assert not skipped & imported, sorted(skipped & imported)
+    assert [letter.type for letter in alpha.inbox()] == ["ack"]
+
+
 def test_deliver_remakes_a_maildir_removed_under_a_long_lived_process(tmp_path: Path) -> None:
     """deliver makes a Maildir's folders once per process (issue 11); one removed since (a
     rebuilt post office) is made again, and the letter still lands in new/."""
@@ -186,3 +199,77 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
         modules = set(_after_main(home, "list(sys.modules)", *argv))
         loaded = ({"ctypes", "email.policy", "email.headerregistry"} | skipped) & modules
         assert not loaded, f"agentmail {' '.join(argv)} imported {sorted(loaded)}"
+
+
+def test_no_command_on_the_start_up_paths_loads_dataclasses_difflib_or_tomllib(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """Issue 11, second pass: agentmail's values are written by hand (``@dataclass`` compiles each
+    generated method with exec at import), a short option (``-s``, ``-b``) never makes click rank
+    close option names with difflib, and registry files read as last time come from the TOML
+    cache (``_toml``). The read syncs a letter: the judging path too."""
+    alpha.send("beta", "Quota", OPENER)
+    for argv in (
+        ["--help"],
+        ["--as", "beta", "inbox", "--no-sync"],
+        ["--as", "beta", "inbox"],
+        ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER],
+    ):
+        loaded = {"dataclasses", "difflib", "tomllib"} & set(_after_main(home, "list(sys.modules)", *argv))
+        assert not loaded, f"agentmail {' '.join(argv[:4])} imported {sorted(loaded)}"
+    assert len(beta.inbox(sync=False)) == 1  # the read above filed it
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--subjct", "Quota", "-b", "x"], "No such option '--subjct'. Did you mean '--subject'?"),
+        (["-x", "Quota"], "No such option '-x'."),
+        (["-sQuota"], "Missing option '-b' / '--body'."),
+        (["-s"], "Option '-s' requires an argument."),
+    ],
+)
+def test_option_errors_read_as_click_writes_them(
+    capsys: pytest.CaptureFixture[str], alpha: AgentMail, args: list[str], error: str
+) -> None:
+    """Short options skip click's long-option detour, never its messages: a misspelt long option
+    still gets its suggestion, an unknown or incomplete short one its usual line."""
+    from agentmail.cli import main
+
+    assert main(["--as", "alpha", "send", "beta", *args]) == 2
+    assert capsys.readouterr().err == f"agentmail: {error}\n"
+
+
+def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
+    ctx = click.Context(group)
+    found = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        found.append((prefix + name, command))
+        if isinstance(command, click.Group):
+            found += _commands(command, f"{prefix}{name} ")
+    return found
+
+
+def test_help_builds_no_commands_options_and_every_declared_option_builds(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Options and arguments become click's objects when their command first needs them (issue 11):
+    ``--help`` lists the commands without building theirs, and every declaration builds."""
+    from agentmail import cli
+
+    built: list[tuple[str, ...]] = []
+    real = cli._Declared.build
+
+    def recording(declared: cli._Declared) -> click.Parameter:
+        built.append(declared.decls)
+        return real(declared)
+
+    monkeypatch.setattr(cli._Declared, "build", recording)
+    assert cli.main(["--help"]) == 0 and "Commands:" in capsys.readouterr().out
+    assert all(decls[0] in {"--as", "--agent", "--registry", "--json"} for decls in built)  # the group's own
+    commands = _commands(cli.main_group)
+    for name, command in commands:
+        assert all(isinstance(p, click.Parameter) for p in command.params), name
+    assert sum(len(command.params) for _, command in commands) > 150  # each command's, built now

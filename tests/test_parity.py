@@ -134,13 +134,12 @@ def test_a_letter_state_means_one_thing(pair: tuple[AgentMail, AgentMail]) -> No
     alpha, _beta = pair
     sent = alpha.send("beta", "Quota", "Why 500s? Please say.", type="question")
     assert raise_for_state(sent) is sent
-    from dataclasses import replace
 
     with pytest.raises(TransportError, match="queued, not sent yet: the server is unreachable") as queued:
-        raise_for_state(replace(sent, state="outbox"))
+        raise_for_state(sent.replace(state="outbox"))
     assert not isinstance(queued.value, PermanentFailure)
     with pytest.raises(PermanentFailure, match="refused by the server: 554 no") as failed:
-        raise_for_state(replace(sent, state="failed", extra={"failed_reason": "554 no"}))
+        raise_for_state(sent.replace(state="failed", extra={"failed_reason": "554 no"}))
     assert failed.value.exit_code == 5
 
 

@@ -3,7 +3,6 @@ what a mail client sends, pinned with examples and with Hypothesis."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from email import message_from_bytes
 from email.message import EmailMessage
 
@@ -110,8 +109,8 @@ def _escape(text: str) -> str:
 
 def _people(registry: Registry) -> Registry:
     beta = registry.platforms["beta"]
-    platforms = {**registry.platforms, "beta": replace(beta, people=(Person("carol@people.test", writes=True),))}
-    return Registry(registry.root, replace(registry.bus, trusted_authserv_ids=("mail.bus.test",)), platforms)
+    platforms = {**registry.platforms, "beta": beta.replace(people=(Person("carol@people.test", writes=True),))}
+    return Registry(registry.root, registry.bus.replace(trusted_authserv_ids=("mail.bus.test",)), platforms)
 
 
 def _vouched(raw: bytes) -> bytes:

@@ -4,7 +4,7 @@ must step aside. Compared here on generated letters, plain and awkward alike."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -109,7 +109,7 @@ def test_a_plain_letter_takes_the_fast_path_and_an_awkward_one_does_not() -> Non
         {"sender_name": "A. Platform"},
         {"references": ("<" + "a" * 80 + "@bus.test>",)},  # one id longer than a line: no fold point
     ):
-        changed = Letter(**{**plain.__dict__, **awkward})
+        changed = plain.replace(**awkward)
         assert wire._plain_header_block(changed, "Tue, 01 Dec 2026 04:00:00 +0000") is None
         assert wire.render(changed) == _through_email(changed)
 
@@ -150,3 +150,21 @@ def test_reading_a_plain_address_agrees_with_the_email_parser(value: str) -> Non
     except wire.Malformed:
         got = None
     assert got == expected
+
+
+_ZONES = st.one_of(
+    st.none(),
+    st.timedeltas(min_value=timedelta(hours=-23, minutes=-59), max_value=timedelta(hours=23, minutes=59)).map(timezone),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(when=st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)), zone=_ZONES)
+def test_the_date_is_written_as_the_email_package_writes_it(when: datetime, zone: timezone | None) -> None:
+    """A send formats its Date without email.utils (and the socket module it loads): the same
+    text for every time and offset, naive ones as -0000."""
+    from email.utils import format_datetime
+
+    moment = when.replace(tzinfo=zone)
+    assert wire.format_date(moment) == format_datetime(moment)
+    assert wire.format_date(datetime(2026, 12, 1, 4, 0, tzinfo=UTC)) == "Tue, 01 Dec 2026 04:00:00 +0000"

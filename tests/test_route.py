@@ -21,7 +21,7 @@ LETTER = Letter(
     date="",
     in_reply_to="<01p.alpha@bus.test>",
 )
-NOTE_FOR_TESTER = Letter(**{**LETTER.__dict__, "type": "note", "to_agent": "tester", "extra": {}})
+NOTE_FOR_TESTER = LETTER.replace(type="note", to_agent="tester", extra={})
 ACCEPT = Verdict("accept", letter=LETTER)
 BOUNCE = Verdict("bounce", reason=None, detail="550 5.1.1 no such user", bounced_message_id="<01s.alpha@bus.test>")
 BAD = Verdict("quarantine", letter=LETTER, reason="bad-signature", detail="the signature does not verify")

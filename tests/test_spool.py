@@ -13,7 +13,6 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ def _letter(n: int = 1, **changes: Any) -> tuple[Letter, bytes]:
     # a fixed Date: the same letter renders to the same bytes whenever it is rendered
     raw = wire.render(burst(message_id=f"<{n}.alpha@bus.test>", subject=f"Letter {n}", date=DATE, **changes))
     letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))  # as a sync files it: Date and all
-    return replace(letter, sender="alpha", to="beta"), raw
+    return letter.replace(sender="alpha", to="beta"), raw
 
 
 def _file(spool: Spool, state: str = "unread", n: int = 1, **changes: Any) -> Letter:
@@ -76,9 +75,9 @@ def test_a_filed_letter_is_in_one_state_with_its_file_in_letters(tmp_path: Path)
     assert spool.threads() == ["thr-abc123def0"] and spool.open_threads() == ["thr-abc123def0"]
     assert spool.thread_ids("thr-abc123def0") == [filed.id]
     # the id a letter brings is kept
-    kept = spool.store("read", replace(letter, id="01KEPT"), raw)
+    kept = spool.store("read", letter.replace(id="01KEPT"), raw)
     assert kept.id == "01KEPT" and spool.locate("01KEPT") == "read"
-    extra = spool.store("sent", replace(letter, id="01EXTRA"), raw, extra={"held_reason": "asked"})
+    extra = spool.store("sent", letter.replace(id="01EXTRA"), raw, extra={"held_reason": "asked"})
     assert spool.meta(extra.id)["held_reason"] == "asked"  # what the file does not say is kept
 
 
@@ -117,7 +116,7 @@ def test_lookups_of_what_is_not_there(tmp_path: Path) -> None:
 def test_a_quarantined_letter_is_found_by_its_bytes_and_opens_no_thread(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     letter, raw = _letter()
-    held = spool.store("quarantine", replace(letter, reason="unsigned", detail="no signature"), raw, index=False)
+    held = spool.store("quarantine", letter.replace(reason="unsigned", detail="no signature"), raw, index=False)
     assert _row(spool, held.id, "thread") is None and _row(spool, held.id, "msgkey") is None
     assert _row(spool, held.id, "rawkey") == hashlib.sha256(raw).hexdigest()[:40]  # as earlier releases wrote it
     assert spool.threads() == [] and spool.thread_ids("thr-abc123def0") == []
@@ -125,9 +124,9 @@ def test_a_quarantined_letter_is_found_by_its_bytes_and_opens_no_thread(tmp_path
     assert spool.known("alpha", "<1.alpha@bus.test>") is None
     answering, answering_raw = _letter(9, in_reply_to="<1.alpha@bus.test>")
     spool.store("unread", *_letter(1))
-    assert spool.store("quarantine", replace(answering, reason="unsigned"), answering_raw, index=False).depth == 0
+    assert spool.store("quarantine", answering.replace(reason="unsigned"), answering_raw, index=False).depth == 0
     deferred = _letter(10)
-    spool.store("quarantine", replace(deferred[0], reason="unsigned"), deferred[1], index=False, defer=True)
+    spool.store("quarantine", deferred[0].replace(reason="unsigned"), deferred[1], index=False, defer=True)
     spool.commit()
     assert spool.has_bytes(deferred[1]) is True
     assert spool.has_bytes(raw, "alpha", None) is True and spool.has_bytes(raw, None, "<1.alpha@bus.test>") is True
@@ -435,7 +434,7 @@ def test_depth_follows_the_local_reply_chain_and_never_undercounts_references(tm
     assert f.depth == 0
     # letters answering letters of another side: beta's own reply to alpha's letter
     mine, raw = _letter(7, in_reply_to="<2.alpha@bus.test>")
-    reply = spool.store("sent", replace(mine, sender="beta", to="alpha", message_id="<7.beta@bus.test>"), raw)
+    reply = spool.store("sent", mine.replace(sender="beta", to="alpha", message_id="<7.beta@bus.test>"), raw)
     assert reply.depth == 2
     # a letter naming a parent filed after it (a cycle, or a clock) is not its child
     assert spool.depth_for("zzzzzzzzzzzzzz", {"in_reply_to": "<2.alpha@bus.test>", "from": "alpha"}) == 2
@@ -474,7 +473,7 @@ def test_a_persons_letter_and_a_verdict_are_rebuilt_from_their_notes(tmp_path: P
     spool = _spool(tmp_path)
     letter, raw = _letter()
     person = spool.store("unread", letter, b"garbled", extra={"person": "carol@example.org"})
-    held = spool.store("quarantine", replace(letter, reason="forged", detail="bad"), b"also garbled", index=False)
+    held = spool.store("quarantine", letter.replace(reason="forged", detail="bad"), b"also garbled", index=False)
     spool.db.conn().execute("UPDATE letters SET meta=NULL")
     assert spool.meta(person.id)["person"] == "carol@example.org" and spool.meta(person.id)["subject"] == "Letter 1"
     assert (spool.meta(held.id)["reason"], spool.meta(held.id)["detail"]) == ("forged", "bad")
@@ -500,7 +499,7 @@ def test_dropped_caches_give_every_answer_again(tmp_path: Path) -> None:
     a = _file(spool, n=1)
     b = _file(spool, "read", n=2, in_reply_to="<1.alpha@bus.test>", type="close")
     _file(spool, n=3, thread="thr-note000000", type="note")
-    held = spool.store("quarantine", replace(_letter(4)[0], reason="unsigned"), _letter(4)[1], index=False)
+    held = spool.store("quarantine", _letter(4)[0].replace(reason="unsigned"), _letter(4)[1], index=False)
     later = _file(spool, n=5, thread="thr-late000000")  # filed after the quarantined letter
 
     def snapshot() -> dict[str, object]:
@@ -542,10 +541,10 @@ def test_opened_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> N
     queued = _file(bob, "outbox", n=7)
     garbled = beta.store("sent", _letter(8)[0], b"garbled")
     beta.db.conn().execute("UPDATE letters SET meta=NULL WHERE id=?", (garbled.id,))  # parses to a reason
-    old = beta.store("sent", replace(_letter(9)[0], id=_ulid_floor(now - 3_600_000) + "0" * 16), _letter(9)[1])
+    old = beta.store("sent", _letter(9)[0].replace(id=_ulid_floor(now - 3_600_000) + "0" * 16), _letter(9)[1])
     assert ulid_ms(old.id) == now - 3_600_000
     for state in ("held", "outbox", "sent"):  # ids that are no ULID: no creation time, never counted
-        beta.store(state, replace(_letter(10)[0], id="01u" + state), _letter(10)[1])
+        beta.store(state, _letter(10)[0].replace(id="01u" + state), _letter(10)[1])
     assert beta.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
     assert bob.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
     assert beta.opened_since(now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
@@ -567,7 +566,7 @@ def test_the_ulid_floor_is_the_smallest_id_of_its_millisecond() -> None:
 
 def _reply(letter_id: str, mid: str = "<1.alpha@bus.test>") -> tuple[Letter, bytes]:
     letter, raw = _letter(50, in_reply_to=mid)
-    return replace(letter, sender="beta", to="alpha", message_id=f"<{letter_id}@bus.test>", id=letter_id), raw
+    return letter.replace(sender="beta", to="alpha", message_id=f"<{letter_id}@bus.test>", id=letter_id), raw
 
 
 def test_a_claim_names_the_mailbox_that_answered(tmp_path: Path) -> None:

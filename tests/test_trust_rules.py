@@ -4,7 +4,6 @@ when the rule it names is removed from the code."""
 from __future__ import annotations
 
 import base64
-from dataclasses import replace
 from pathlib import Path
 
 import dkim
@@ -141,7 +140,7 @@ def test_first_class_precedence_is_a_letter(registry: Registry, home: Path) -> N
 )
 def test_mail_system_senders_are_automated_even_when_registered(registry: Registry, home: Path, sender: str) -> None:
     local = sender.partition("@")[0]
-    entry = replace(registry.platforms["alpha"], address=sender.lower())
+    entry = registry.platforms["alpha"].replace(address=sender.lower())
     reg = Registry(registry.root, registry.bus, {**registry.platforms, "alpha": entry})
     raw = letter_bytes(sender=sender, name=local)
     verdict = authenticity.judge(sign_as(reg, home, "alpha", raw), reg)

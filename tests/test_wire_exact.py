@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import email
 import re
-from dataclasses import replace
 from email import policy
 from email.utils import parsedate_to_datetime
 
@@ -499,7 +498,7 @@ def test_render_writes_the_thread_into_to_and_reply_to() -> None:
 
 def test_render_writes_the_optional_headers_when_given() -> None:
     letter = draft(in_reply_to="<0.beta@bus.test>", references=("<a.beta@bus.test>", "<0.beta@bus.test>"))
-    msg = on_the_wire(replace(letter, cc=("gamma@bus.test", "delta@bus.test"), list_id="<agentmail.bus.test>"))
+    msg = on_the_wire(letter.replace(cc=("gamma@bus.test", "delta@bus.test"), list_id="<agentmail.bus.test>"))
     assert msg["In-Reply-To"] == "<0.beta@bus.test>"
     assert msg["References"] == "<a.beta@bus.test> <0.beta@bus.test>"
     assert msg["Cc"] == "gamma@bus.test, delta@bus.test"
@@ -548,7 +547,7 @@ def test_render_refuses_unsafe_values(changes: dict[str, object], message: str) 
     ],
 )
 def test_render_refuses_unsafe_people_headers(field: str, value: object, message: str) -> None:
-    letter = replace(draft(), **{field: value})
+    letter = draft().replace(**{field: value})
     with pytest.raises(ValueError) as caught:
         wire.render(letter)
     assert str(caught.value).startswith(message)

@@ -6,7 +6,6 @@ new text only; everything else from a person is quarantined with the usual reaso
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from email import message_from_bytes
 from email.message import EmailMessage
 from email.utils import format_datetime
@@ -37,7 +36,7 @@ MTA_HEADERS = [b"from", b"to", b"subject", b"date", b"message-id", b"in-reply-to
 
 
 def trusting(registry: Registry) -> Registry:
-    return Registry(registry.root, replace(registry.bus, trusted_authserv_ids=("mail.bus.test",)), registry.platforms)
+    return Registry(registry.root, registry.bus.replace(trusted_authserv_ids=("mail.bus.test",)), registry.platforms)
 
 
 @pytest.fixture
@@ -262,7 +261,7 @@ def test_unlisted_non_writing_and_untrusting_bus_are_refused_with_the_usual_code
     )
     got = _judge(people, vouched(client_letter("alpha@bus.test", "Hi", sender="dave@people.test")))
     assert got.reason == "unregistered-sender" and "does not write" in (got.detail or "")
-    untrusting = Registry(people.root, replace(people.bus, trusted_authserv_ids=()), people.platforms)
+    untrusting = Registry(people.root, people.bus.replace(trusted_authserv_ids=()), people.platforms)
     got = _judge(untrusting, vouched(client_letter("alpha@bus.test", "Hi")))
     assert got.reason == "unauthenticated" and "no trusted_authserv_ids" in (got.detail or "")
 
@@ -350,7 +349,7 @@ def test_an_unsigned_top_level_content_disposition_is_not_read(people: Registry,
 def test_under_the_aligned_policy_an_agents_unsigned_cc_and_list_id_are_left_out(registry: Registry) -> None:
     """A letter from a platform's own address written in a mail client (type human) and let in by
     the MTA's aligned pass: a Cc or List-Id its signature does not cover is not trusted."""
-    reg = Registry(registry.root, replace(trusting(registry).bus, policy="aligned"), registry.platforms)
+    reg = Registry(registry.root, trusting(registry).bus.replace(policy="aligned"), registry.platforms)
     msg = client_letter("beta@bus.test", "Written in mutt.", sender="alpha@bus.test", cc="mallory@evil.test")
     msg["List-Id"] = "<agentmail.bus.test>"
     raw = msg.as_bytes(policy=msg.policy.clone(linesep="\r\n"))

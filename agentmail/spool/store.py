@@ -23,7 +23,6 @@ import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -290,12 +289,12 @@ class Spool:
         if not (defer and self._batch):  # a batch's first letter made the folders moments ago
             self.ensure()
         letter_id = letter.id or new_ulid()
-        letter = replace(letter, id=letter_id, state=state)
+        letter = letter.replace(id=letter_id, state=state)
         if defer:
             with _machine():
                 self.db.begin_batch()
         if state != "quarantine":
-            letter = replace(letter, depth=self.depth_for(letter_id, letter))
+            letter = letter.replace(depth=self.depth_for(letter_id, letter))
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})

@@ -9,31 +9,43 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+
+from .._value import Frozen, set_field
 
 
-@dataclass(frozen=True)
-class Envelope:
+class Envelope(Frozen):
     """SMTP envelope: who pays for bounces, who receives."""
+
+    __slots__ = ("mail_from", "rcpt_to")
 
     mail_from: str
     rcpt_to: tuple[str, ...]
 
+    def __init__(self, mail_from: str, rcpt_to: tuple[str, ...]) -> None:
+        set_field(self, "mail_from", mail_from)
+        set_field(self, "rcpt_to", rcpt_to)
 
-@dataclass(frozen=True)
-class Outgoing:
+
+class Outgoing(Frozen):
     """One message to submit; ``key`` is the outbox id, echoed back in the result."""
+
+    __slots__ = ("key", "raw", "envelope", "copy")
 
     key: str
     raw: bytes
     envelope: Envelope
     # A file on this machine holding exactly ``raw`` (the spool's copy: path, st_dev, st_ino),
     # which the local post office hard-links instead of writing the bytes again. None elsewhere.
-    copy: tuple[str, int, int] | None = None
+    copy: tuple[str, int, int] | None
+
+    def __init__(self, key: str, raw: bytes, envelope: Envelope, copy: tuple[str, int, int] | None = None) -> None:
+        set_field(self, "key", key)
+        set_field(self, "raw", raw)
+        set_field(self, "envelope", envelope)
+        set_field(self, "copy", copy)
 
 
-@dataclass(frozen=True)
-class SubmitResult:
+class SubmitResult(Frozen):
     """What happened to one message.
 
     ``status``: "sent" (the server took responsibility: SMTP 250), "queued" (transient
@@ -41,19 +53,28 @@ class SubmitResult:
     ``refused`` lists recipients the server refused while accepting others.
     """
 
+    __slots__ = ("key", "status", "detail", "refused")
+
     key: str
     status: str
-    detail: str = ""
-    refused: tuple[tuple[str, str], ...] = ()
+    detail: str
+    refused: tuple[tuple[str, str], ...]
+
+    def __init__(self, key: str, status: str, detail: str = "", refused: tuple[tuple[str, str], ...] = ()) -> None:
+        set_field(self, "key", key)
+        set_field(self, "status", status)
+        set_field(self, "detail", detail)
+        set_field(self, "refused", refused)
 
 
-@dataclass(frozen=True)
-class Incoming:
+class Incoming(Frozen):
     """One message pulled from the mailbox.
 
     ``raw`` is None when the message is larger than the limit: the transport did not
     download it and ``size`` tells how big it claimed to be.
     """
+
+    __slots__ = ("key", "raw", "size", "copy")
 
     key: str
     raw: bytes | None
@@ -61,19 +82,30 @@ class Incoming:
     # Where these exact bytes already lie durable on this machine (the local post office's
     # file, and its st_dev/st_ino when they were read): the spool hard-links it rather than
     # creating a copy (issue 11: a new file costs 0.2-0.5 ms here, a link ~20 µs). None elsewhere.
-    copy: tuple[str, int, int] | None = None
+    copy: tuple[str, int, int] | None
+
+    def __init__(self, key: str, raw: bytes | None, size: int, copy: tuple[str, int, int] | None = None) -> None:
+        set_field(self, "key", key)
+        set_field(self, "raw", raw)
+        set_field(self, "size", size)
+        set_field(self, "copy", copy)
 
 
 OnResult = Callable[[SubmitResult], None]
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(Frozen):
     """Where a mailbox's fetch stopped: its UIDVALIDITY and the last UID committed, stored as
     ``"validity:uid"`` (the same for the local post office and IMAP)."""
 
-    validity: str = ""
-    last: int = 0
+    __slots__ = ("validity", "last")
+
+    validity: str
+    last: int
+
+    def __init__(self, validity: str = "", last: int = 0) -> None:
+        set_field(self, "validity", validity)
+        set_field(self, "last", last)
 
     @classmethod
     def parse(cls, value: str | None) -> Checkpoint:
