@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ def _entries(home: Path) -> dict[str, Any]:
     if home not in _loaded:
         entries: dict[str, Any] = {}
         try:
-            found = json.loads((home / CACHE).read_bytes())
+            found = json.loads(_read_own(home / CACHE))
             if isinstance(found, dict) and found.get("format") == _FORMAT and isinstance(found.get("files"), dict):
                 entries = found["files"]
         except (OSError, ValueError):
@@ -78,13 +79,24 @@ def _entries(home: Path) -> dict[str, Any]:
     return _loaded[home]
 
 
+def _read_own(path: Path) -> bytes:
+    """The cache's bytes, only from a plain file of ours that nobody else may write: the parse
+    it holds stands in for the registry's, so a file another user could plant is a miss."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise OSError(f"{path} is not a private file of this user")
+        return fh.read()
+
+
 def _store(home: Path, entries: dict[str, Any]) -> None:
     """Replace the cache whole (a rename: a reader sees the old or the new one, never half)."""
     path = home / CACHE
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump({"format": _FORMAT, "files": entries}, fh)
         os.replace(tmp, path)

@@ -76,6 +76,29 @@ def test_a_torn_or_foreign_cache_is_a_miss(home: Path, tmp_path: Path, garbage: 
     assert _cached(home)[str(path)] == ['name = "bus"\n', '{"name": "bus"}']
 
 
+@pytest.mark.parametrize("how", ["group-writable", "world-writable", "a symlink"])
+def test_a_cache_another_user_could_have_written_is_never_believed(home: Path, tmp_path: Path, how: str) -> None:
+    """The entry stands in for the registry's parse (its pinned keys): only a private file of
+    this user is read, so a forged parse planted by someone else is a miss."""
+    path = tmp_path / "bus.toml"
+    path.write_text('name = "bus"\n')
+    forged = json.dumps({"format": _toml._FORMAT, "files": {str(path): ['name = "bus"\n', '{"name": "forged"}']}})
+    (home / CACHE).parent.mkdir(parents=True)
+    if how == "a symlink":
+        planted = tmp_path / "planted.json"
+        planted.write_text(forged)
+        (home / CACHE).symlink_to(planted)
+    else:
+        (home / CACHE).write_text(forged)
+        os.chmod(home / CACHE, 0o620 if how == "group-writable" else 0o602)
+    assert read_toml(path) == {"name": "bus"}
+    _toml._loaded.clear()
+    (home / CACHE).unlink()
+    (home / CACHE).write_text(forged)
+    os.chmod(home / CACHE, 0o600)
+    assert read_toml(path) == {"name": "forged"}  # the same file, private: believed (the test's premise)
+
+
 @pytest.mark.parametrize("data", ["{not json", "[1, 2]"], ids=["garbled", "not a table"])
 def test_an_entry_with_the_right_text_but_unusable_data_is_a_miss(home: Path, tmp_path: Path, data: str) -> None:
     path = tmp_path / "bus.toml"
