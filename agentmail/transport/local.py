@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from .._fs import locked, rename_into, write_new
+from .._fs import fsync_dir, locked, rename_into, write_new
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 BATCH = 50  # letters committed per checkpoint step: a killed sync redoes at most this many
@@ -181,6 +181,13 @@ class LocalTransport(Transport):
         uidnext = self.mailbox.assign()
         # A rebuilt post office (new UIDVALIDITY) is read again; the spool drops duplicates.
         last = Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).last
+        if uidnext > last + 1:
+            # What this reader is about to read and commit past must keep its name after a power
+            # cut: the renames into cur/ (by whichever reader made them) are flushed once here.
+            # Else a checkpoint could outlive the rename that gave a UID, and the UID go to
+            # another letter that the checkpoint skips; and the spool files each letter as an
+            # unflushed link of this very file, restored from this name (DESIGN §7).
+            fsync_dir(self.mailbox.dir / "cur")
         batch: list[Incoming] = []
         for uid in range(last + 1, uidnext):
             item = self.mailbox.read(uid, max_size)
