@@ -171,7 +171,7 @@ class Spool:
         source, key = note.get("copy"), note.get("copy_key")
         if not isinstance(source, str) or not isinstance(key, str):
             return False
-        origin = Path(source)
+        origin = self.root / source
         for candidate in (origin, *sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))):
             try:
                 with open(candidate, "rb") as file:
@@ -320,7 +320,8 @@ class Spool:
             with _machine():
                 self._insert(self._sql(), letter, data, raw, index)
                 if linked and copy is not None:  # where its bytes lie durable, if this link is lost
-                    self._annotate(self._sql(), letter_id, {"copy": copy[0], "copy_key": _raw_key(raw)})
+                    source = os.path.relpath(copy[0], self.root)  # a moved home still finds it
+                    self._annotate(self._sql(), letter_id, {"copy": source, "copy_key": _raw_key(raw)})
             self._batch.append(letter_id)
             if not linked:
                 self._written.append(letter_id)

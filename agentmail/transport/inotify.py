@@ -49,6 +49,9 @@ class Watch:
             os.close(self.fd)
             self.fd = -1
 
+    def __del__(self) -> None:  # a transport dropped unclosed: its watch goes with it
+        self.close()
+
 
 def watch(directory: Path) -> Watch | None:
     try:
