@@ -351,7 +351,7 @@ def test_wait_looks_again_for_news_no_event_announced(tmp_path: Path, monkeypatc
 
 
 def test_the_waits_share_one_watch_that_close_closes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Closing an inotify instance waits for the kernel to retire it (2-13 ms here): kept open
+    """Closing an inotify instance waits for the kernel to retire it (~12 ms here): kept open
     from one wait to the next, it is closed by ``close``, never between a wake and its letter."""
     made: list[inotify.Watch] = []
     real_watch = inotify.watch
