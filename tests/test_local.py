@@ -20,6 +20,8 @@ from agentmail.transport import inotify
 from agentmail.transport.base import Envelope, Outgoing, SubmitResult
 from agentmail.transport.local import BATCH, LocalTransport, Mailbox, deliver
 
+from .conftest import eventually
+
 RAW = b"From: a@bus.test\r\nTo: b@bus.test\r\nSubject: x\r\n\r\nbody\r\n"
 
 
@@ -391,4 +393,39 @@ def test_a_wait_is_not_woken_by_events_from_before_it(tmp_path: Path) -> None:
     deliver(beta.mailbox.dir, RAW)
     uidnext = beta.mailbox.assign()  # read by this mailbox: nothing is pending any more
     assert beta.wait(f"{beta.mailbox.uidvalidity}:{uidnext - 1}", 0.05) is None
+    beta.close()
+
+
+def test_two_threads_wait_on_one_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept watch serves one waiting thread; a second one waits on a watch of its own, closed
+    when its wait ends. Both wake for the letter."""
+    probe = inotify.watch(tmp_path)
+    if probe is None:
+        pytest.skip("no inotify here")
+    probe.close()
+    made: list[inotify.Watch] = []
+    real_watch = inotify.watch
+
+    def watch(path: Path) -> inotify.Watch | None:
+        found = real_watch(path)
+        if found is not None:
+            made.append(found)
+        return found
+
+    monkeypatch.setattr(inotify, "watch", watch)
+    beta = _transport(tmp_path / "po")
+    beta.mailbox.ensure()
+    start = f"{beta.mailbox.uidvalidity}:0"
+    woke: list[str | None] = []
+    first = threading.Thread(target=lambda: woke.append(beta.wait(start, 600)))
+    first.start()
+    assert eventually(lambda: beta._watch is not None)
+    second = threading.Thread(target=lambda: woke.append(beta.wait(start, 600)))
+    second.start()
+    assert eventually(lambda: len(made) == 2)
+    deliver(beta.mailbox.dir, RAW)
+    first.join()
+    second.join()
+    assert woke == ["inotify", "inotify"]
+    assert made[0].fd >= 0 and made[1].fd == -1  # the kept one, and the second thread's own
     beta.close()

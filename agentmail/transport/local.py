@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -158,8 +159,9 @@ class LocalTransport(Transport):
         self.postoffice = postoffice
         self.mailbox = Mailbox(postoffice / platform)
         self.resolve = resolve
-        self._watch: inotify.Watch | None = None
+        self._watch: inotify.Watch | None = None  # kept from one wait to the next (_watcher)
         self._watch_inode = 0
+        self._waiting = threading.Lock()  # held by the thread waiting on the kept watch
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         results: list[SubmitResult] = []
@@ -220,10 +222,25 @@ class LocalTransport(Transport):
 
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
         self.mailbox.ensure()
+        if not self._waiting.acquire(blocking=False):  # another thread waits on the kept watch
+            from . import inotify
+
+            own = inotify.watch(self.mailbox.dir / "new")
+            try:
+                return self._wait(own, checkpoint, timeout)
+            finally:
+                if own is not None:
+                    own.close()
+        try:
+            watcher = self._watcher()
+            if watcher is not None:
+                watcher.wait(0)  # events from before this call: the look below covers them
+            return self._wait(watcher, checkpoint, timeout)
+        finally:
+            self._waiting.release()
+
+    def _wait(self, watcher: inotify.Watch | None, checkpoint: str | None, timeout: float) -> str | None:
         deadline = time.monotonic() + timeout
-        watcher = self._watcher()
-        if watcher is not None:
-            watcher.wait(0)  # events from before this call: the look below covers them
         if self.pending(checkpoint):
             return "inotify" if watcher else "poll"
         while True:
@@ -240,8 +257,8 @@ class LocalTransport(Transport):
 
     def _watcher(self) -> inotify.Watch | None:
         """The inotify watch on ``new/``, kept open until ``close``: closing one waits for the
-        kernel to retire it (measured here: median 12 ms, up to 24), which must not fall between a wake and
-        the letter it woke for. Made again if ``new/`` was replaced since."""
+        kernel to retire it (measured here: a median 12 ms, up to 24), which must not fall
+        between a wake and the letter it woke for. Made again if ``new/`` was replaced."""
         from . import inotify  # ctypes: only a process that waits needs it, never a send or a read
 
         folder = self.mailbox.dir / "new"
