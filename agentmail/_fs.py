@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 
-def fsync_dir(path: Path) -> None:
+def fsync_dir(path: str | Path) -> None:
     """Make a rename or create inside ``path`` durable."""
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
@@ -45,7 +45,7 @@ def sync_filesystem(path: Path) -> None:
         os.close(fd)
 
 
-def _write(path: Path, data: bytes, flags: int, mode: int, durable: bool) -> None:
+def _write(path: str | Path, data: bytes, flags: int, mode: int, durable: bool) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flags, mode)
     try:
         os.write(fd, data)
@@ -55,7 +55,7 @@ def _write(path: Path, data: bytes, flags: int, mode: int, durable: bool) -> Non
         os.close(fd)
 
 
-def write_new(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o600) -> None:
+def write_new(path: str | Path, data: bytes, *, durable: bool = True, mode: int = 0o600) -> None:
     """Create ``path`` (never over an existing file, never through a symlink) holding ``data``."""
     _write(path, data, os.O_EXCL, mode, durable)
 
@@ -74,7 +74,7 @@ def append(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def fsync_file(path: Path) -> None:
+def fsync_file(path: str | Path) -> None:
     """Make the contents of a file written with ``durable=False`` durable after all."""
     fd = os.open(path, os.O_RDONLY)
     try:

@@ -13,6 +13,7 @@ the CLI, the MCP server, the hooks and the watcher only translate.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -865,8 +866,10 @@ class AgentMail:
             return stored
         self._dispatching = stored.id
         self._fresh = (stored, raw) if raw is not None else None
+        sent: str | None = None
         try:
-            self.flush()
+            results = self.flush()
+            sent = next((r.status for r in results if r.key == stored.id), None)
         except ConfigError as exc:
             self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
             self._move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
@@ -876,7 +879,8 @@ class AgentMail:
         finally:
             self._dispatching = None
             self._fresh = None
-            self._keep_if_queued(stored.id)
+            if sent != "sent":
+                self._keep_if_queued(stored.id)
         return self.show(stored.id)
 
     def _keep_if_queued(self, letter_id: str) -> None:
@@ -896,8 +900,11 @@ class AgentMail:
         from . import wire
         from .transport import Envelope, Outgoing
 
+        copy = None
         if self._fresh is not None and self._fresh[0].id == letter_id:
             letter, raw = self._fresh  # listed in the outbox under its lock: still there
+            if self.registry.bus.transport == "local":  # its file holds these very bytes: linked, not rewritten
+                copy = self.spool.file_of(letter_id)
         else:
             try:
                 letter = self.spool.letter(letter_id, "outbox")
@@ -917,13 +924,13 @@ class AgentMail:
         # person has no mailbox: the Cc header names them, nobody delivers.
         rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
         copies = letter.cc if self.registry.bus.transport == "smtp+imap" else ()
-        return Outgoing(letter_id, raw, Envelope(self.platform.address, tuple(dict.fromkeys([*rcpts, *copies]))))
+        return Outgoing(letter_id, raw, Envelope(self.platform.address, tuple(dict.fromkeys([*rcpts, *copies]))), copy)
 
     def flush(self) -> list[SubmitResult]:
         """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
         time, so two processes never submit one letter twice."""
-        if not self.spool.ids("outbox"):
-            return []
+        if self._dispatching is None and not self.spool.ids("outbox"):
+            return []  # (a letter being dispatched was filed in the outbox moments ago)
         with self.spool.locked("outbox"):
             items = [o for o in map(self._outgoing, self.spool.ids("outbox")) if o is not None]
             if not items:
@@ -1109,7 +1116,7 @@ class AgentMail:
 
     def _indexed(self, *letter_ids: str) -> None:
         """SEARCH FEED: these letters were filed or changed state (best effort, never raises)."""
-        if self._search is None and not (self.spool.root / SEARCH_INDEX).exists():
+        if self._search is None and not os.path.exists(f"{self.spool.root}/{SEARCH_INDEX}"):
             return  # no index yet (the first search builds it): sqlite3 is not even imported
         try:
             self.search_index.update(letter_ids)

@@ -6,8 +6,10 @@ us, no group or other permission bits. Nothing here ever prints or logs a secret
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,18 @@ def write_private_key(home: Path, platform: str, private_b64: str) -> Path:
     return path
 
 
+# DKIM keys read by this process, by path: (the file's identity when read, the key). A process
+# sending many letters reads the file once, not once a letter (issue 11).
+_KEYS: dict[str, tuple[tuple[int, ...], str]] = {}
+_SETTLED_NS = 2_000_000_000
+
+
+@functools.lru_cache(maxsize=64)
+def _key_file(home: Path, platform: str) -> tuple[Path, str]:
+    path = key_path(home, platform)
+    return path, str(path)
+
+
 def read_private_key(home: Path, platform: str) -> str:
     """AGENTMAIL_DKIM_KEY when set (one platform per process), else the key file."""
     return read_private_key_with_source(home, platform)[0]
@@ -86,13 +100,33 @@ def read_private_key_with_source(home: Path, platform: str) -> tuple[str, str]:
     from_env = os.environ.get("AGENTMAIL_DKIM_KEY")
     if from_env:
         return from_env.strip(), "AGENTMAIL_DKIM_KEY"
-    path = key_path(home, platform)
+    path, name = _key_file(home, platform)
+    try:
+        seen: os.stat_result | None = os.lstat(name)
+    except OSError:
+        seen = None
+    # The file as it stands: a key rotated (renamed into place, rewritten, re-permissioned) is
+    # another identity, and read again with every owner-only check.
+    identity = (
+        ()
+        if seen is None
+        else (seen.st_dev, seen.st_ino, seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_mode)
+    )
+    cached = _KEYS.get(name)
+    if identity and cached is not None and cached[0] == identity:
+        return cached[1], name
     if not path.exists():
         raise ConfigError(
             f"no DKIM key for {platform}: {path} is missing (restore it from where the bus was made, or "
             f"run 'agentmail keygen --as {platform}' and commit the new registry entry)"
         )
-    return read_owner_only(path).strip(), str(path)
+    key = read_owner_only(path).strip()
+    # Kept for the next letter of this process, unless the file changed within the last two
+    # seconds: file times tick coarsely, so a rewrite in the same tick as this read could look
+    # unchanged (git's "racy" index entries, the same answer).
+    if seen is not None and stat.S_ISREG(seen.st_mode) and time.time_ns() - seen.st_ctime_ns > _SETTLED_NS:
+        _KEYS[name] = (identity, key)
+    return key, name
 
 
 def env_file(home: Path, platform: str) -> Path:

@@ -632,3 +632,44 @@ def test_send_killed_at_each_commit_point_loses_and_doubles_nothing(
     assert list(received.values()) == [mid], "lost or doubled"
     assert beta.spool.path("unread", next(iter(received))).read_bytes() == raw
     assert states(alpha.spool.root)["sent"] == {letter_id: mid}
+
+
+# --- 8b. killed between the steps of a delivery -----------------------------------------------
+
+# The post office's copy is the sender's spool file, hard-linked into tmp/, flushed there, then
+# renamed into new/ and new/ flushed (transport/local.py). A kill after each step: the letter is
+# in new/ only once its bytes were flushed, and flush makes it one letter at beta either way.
+# (call, which post-office call of that name, whether the letter is in new/ at the kill)
+DELIVERY_STEPS = (("link", 1, False), ("fsync", 1, False), ("rename", 1, True), ("fsync", 2, True))
+
+
+@pytest.mark.parametrize(("call", "nth", "visible"), DELIVERY_STEPS)
+def test_send_killed_between_the_steps_of_a_linked_delivery_loses_and_doubles_nothing(
+    call: str, nth: int, visible: bool, alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    victim = subprocess.run(
+        [sys.executable, str(KILL_POINT), "deliver", call, str(nth), "alpha", OPENER],
+        env=dict(os.environ, AGENTMAIL_HOME=str(home)),
+        capture_output=True,
+        timeout=HANG,
+    )
+    assert victim.returncode == -signal.SIGKILL, (call, nth, victim.returncode, victim.stderr[-2000:])
+    tree = states(alpha.spool.root)
+    assert_one_state_each(tree)
+    assert tree["sent"] == {} and len(tree["outbox"]) == 1, tree
+    [(letter_id, mid)] = tree["outbox"].items()
+    mine = alpha.spool.path("outbox", letter_id)
+    raw = mine.read_bytes()
+    maildir = home / "postoffice" / "beta"
+    in_new = os.listdir(maildir / "new")
+    assert len(in_new) == (1 if visible else 0), "in new/ before its bytes were flushed"
+    [there] = [maildir / "new" / n for n in in_new] or [maildir / "tmp" / n for n in os.listdir(maildir / "tmp")]
+    assert os.stat(there).st_ino == os.stat(mine).st_ino  # one file: the spool's, linked
+
+    assert [(r.key, r.status) for r in alpha.flush()] == [(letter_id, "sent")]
+    report = beta.sync()
+    assert report.quarantined == [] and report.duplicates == (1 if visible else 0)
+    received = states(beta.spool.root)["unread"]
+    assert list(received.values()) == [mid], "lost or doubled"
+    assert beta.spool.path("unread", next(iter(received))).read_bytes() == raw
+    assert states(alpha.spool.root)["sent"] == {letter_id: mid}

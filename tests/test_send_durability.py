@@ -8,6 +8,7 @@ send's commit points are in test_crash.py."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import pytest
 
 from agentmail.client import AgentMail
 from agentmail.spool import Spool
+from agentmail.transport.local import deliver
 
 from .conftest import OPENER
 
@@ -78,3 +80,66 @@ def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMai
     failed = Spool(alpha.spool.root).letter(stored.id)
     assert failed.state == "failed"
     assert "lost in a crash" in failed.extra["failed_reason"]
+
+
+# --- one file per letter: the post office's copy is the spool's, hard-linked ------------------
+
+
+def test_a_sent_letter_is_one_file_shared_by_the_spool_and_the_post_office(alpha: AgentMail, home: Path) -> None:
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    mine = alpha.spool.path("sent", letter.id)
+    [name] = os.listdir(home / "postoffice" / "beta" / "new")
+    there = home / "postoffice" / "beta" / "new" / name
+    assert os.stat(there).st_ino == os.stat(mine).st_ino and os.stat(mine).st_nlink == 2
+    assert there.read_bytes() == mine.read_bytes() and (os.stat(there).st_mode & 0o777) == 0o600
+    assert os.listdir(home / "postoffice" / "beta" / "tmp") == []
+
+
+def test_the_linked_copy_is_flushed_in_tmp_then_renamed_into_new_then_new_flushed(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order a reader and a power cut rely on: never a name in new/ for bytes not on disk."""
+    calls: list[tuple[str, str]] = []
+    maildir = str(home / "postoffice" / "beta")
+    for name in ("link", "rename", "fsync"):
+        real = getattr(os, name)
+
+        def wrapper(*args: object, _real: object = real, _name: str = name, **kwargs: object) -> object:
+            target = os.readlink(f"/proc/self/fd/{args[0]}") if _name == "fsync" else str(args[1])
+            if target.startswith(maildir):
+                calls.append((_name, target[len(maildir) :]))
+            return _real(*args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, wrapper)
+    alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    [name] = os.listdir(f"{maildir}/new")
+    assert calls == [("link", f"/tmp/{name}"), ("fsync", f"/tmp/{name}"), ("rename", f"/new/{name}"), ("fsync", "/new")]
+
+
+def test_a_copy_that_is_not_the_named_file_is_written_not_linked(tmp_path: Path) -> None:
+    raw = b"Subject: x\r\n\r\nbody\r\n"
+    source = tmp_path / "letter.eml"
+    source.write_bytes(raw)
+    st = os.stat(source)
+    for wrong in ((str(source), st.st_dev, st.st_ino + 1), (str(tmp_path / "gone.eml"), st.st_dev, st.st_ino)):
+        name = deliver(tmp_path / "po", raw, wrong)
+        delivered = tmp_path / "po" / "new" / name
+        assert delivered.read_bytes() == raw and os.stat(delivered).st_ino != st.st_ino
+    assert os.listdir(tmp_path / "po" / "tmp") == [] and os.stat(source).st_nlink == 1
+    # the right inode with other bytes than the letter's (a size that differs) is not linked either
+    name = deliver(tmp_path / "po", raw + b"more", (str(source), st.st_dev, st.st_ino))
+    assert (tmp_path / "po" / "new" / name).read_bytes() == raw + b"more" and os.stat(source).st_nlink == 1
+
+
+def test_a_copy_on_another_file_system_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = b"Subject: x\r\n\r\nbody\r\n"
+    source = tmp_path / "letter.eml"
+    source.write_bytes(raw)
+    st = os.stat(source)
+
+    def cross_device(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    name = deliver(tmp_path / "po", raw, (str(source), st.st_dev, st.st_ino))
+    assert (tmp_path / "po" / "new" / name).read_bytes() == raw and os.stat(source).st_nlink == 1

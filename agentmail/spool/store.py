@@ -129,6 +129,8 @@ class Spool:
         self._batch: list[str] = []  # ids of the open sync batch, their files still in tmp/
         self._written: list[str] = []  # those of them written here (not linked): commit flushes these
         self._platform: Spool | None = None
+        self._tmp = f"{root}/tmp/"  # str paths on the hot path: a pathlib join costs more than the syscall
+        self._letters = f"{root}/letters/"
 
     @property
     def mailbox(self) -> str:
@@ -146,8 +148,9 @@ class Spool:
     # --- layout ----------------------------------------------------------------------------
 
     def ensure(self) -> Spool:
-        for name in ("letters", "tmp"):
-            (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not (os.path.isdir(self._letters) and os.path.isdir(self._tmp)):  # two stats, not two mkdirs
+            for name in ("letters", "tmp"):
+                (self.root / name).mkdir(parents=True, exist_ok=True, mode=0o700)
         self._sql()
         return self
 
@@ -187,6 +190,18 @@ class Spool:
                 pass  # restored meanwhile by another reader
             return True
         return False
+
+    def file_of(self, letter_id: str) -> tuple[str, int, int] | None:
+        """The letter's file as (path, st_dev, st_ino), for a transport to hard-link rather than
+        write the same bytes again (a letter file is never changed in place); None if missing."""
+        name = f"{letter_id}.eml"
+        for path in (self._letters + name, self._tmp + name):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            return (path, st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+        return None
 
     def locate(self, letter_id: str) -> str | None:
         """The state a letter is in, or None. Ids are ours: never a path from a letter."""
@@ -396,10 +411,11 @@ class Spool:
     def _publish(self, letter_id: str) -> None:
         """Move a filed letter's file from tmp/ into letters/ (not fsynced: a rename lost in a
         power cut leaves it in tmp/, where it is read from and the next sweep finishes it)."""
+        name = f"{letter_id}.eml"
         try:
-            os.rename(self.root / "tmp" / f"{letter_id}.eml", self.root / "letters" / f"{letter_id}.eml")
+            os.rename(self._tmp + name, self._letters + name)
         except FileNotFoundError:
-            if not (self.root / "letters" / f"{letter_id}.eml").exists():
+            if not os.path.exists(self._letters + name):
                 raise
 
     def commit(self) -> None:

@@ -27,6 +27,9 @@ class Outgoing:
     key: str
     raw: bytes
     envelope: Envelope
+    # A file on this machine holding exactly ``raw`` (the spool's copy: path, st_dev, st_ino),
+    # which the local post office hard-links instead of writing the bytes again. None elsewhere.
+    copy: tuple[str, int, int] | None = None
 
 
 @dataclass(frozen=True)

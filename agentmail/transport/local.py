@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._fs import fsync_dir, locked, rename_into, write_new
+from .._fs import fsync_dir, fsync_file, locked, write_new
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 if TYPE_CHECKING:
@@ -41,25 +42,54 @@ def _make_maildir(maildir: Path) -> None:
     _made.add(maildir)
 
 
-def deliver(maildir: Path, raw: bytes) -> str:
+def deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None = None) -> str:
     """Deliver ``raw`` into a Maildir the durable way; returns the file name in ``new/``.
     Two fsyncs (the file, then ``new/`` after the rename): once this returns, the letter
-    survives a crash — that is what "sent" means on this transport."""
+    survives a crash — that is what "sent" means on this transport.
+
+    ``copy``: a file holding exactly ``raw`` (path, st_dev, st_ino: the sender's spool copy),
+    hard-linked into ``tmp/`` instead of written, then fsynced and renamed like a written one."""
     if maildir not in _made:
         _make_maildir(maildir)
     try:
-        return _deliver(maildir, raw)
+        return _deliver(maildir, raw, copy)
     except FileNotFoundError:  # the Maildir was removed under a long-lived process: make it again
         _make_maildir(maildir)
-        return _deliver(maildir, raw)
+        return _deliver(maildir, raw, copy)
 
 
-def _deliver(maildir: Path, raw: bytes) -> str:
+def _deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None) -> str:
     # os.uname().nodename is what socket.gethostname() returns, without importing socket
     name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{os.uname().nodename.replace('/', '_')}"
-    write_new(maildir / "tmp" / name, raw)
-    rename_into(maildir / "tmp" / name, maildir / "new" / name)
+    base = str(maildir)  # str paths: a pathlib join per step costs more than the syscall
+    tmp = f"{base}/tmp/{name}"
+    if copy is not None and _linked(copy, tmp, len(raw)):
+        # One inode for the sender's copy and the post office's: no new file to create (0.2-0.4 ms
+        # on a busy ext4, a link ~0.01 ms). Its bytes were written unflushed: flushed here, in tmp/,
+        # before the rename makes them visible in new/ (a reader never sees a letter not on disk).
+        fsync_file(tmp)
+    else:
+        write_new(tmp, raw)
+    os.rename(tmp, f"{base}/new/{name}")
+    fsync_dir(f"{base}/new")
     return name
+
+
+def _linked(copy: tuple[str, int, int], tmp: str, size: int) -> bool:
+    """Hard-link the very file ``copy`` names (same device and inode, a plain file of ``size``
+    bytes) as ``tmp``; False, with nothing left behind, for anything else: another file system,
+    a file replaced since, links not allowed. The file is never changed in place afterwards:
+    a spool never rewrites a letter file, and a Maildir client writes a new file and renames."""
+    path, dev, ino = copy
+    try:
+        os.link(path, tmp, follow_symlinks=False)
+    except OSError:
+        return False
+    st = os.lstat(tmp)
+    if (st.st_dev, st.st_ino, st.st_size) == (dev, ino, size) and stat.S_ISREG(st.st_mode):
+        return True
+    os.unlink(tmp)
+    return False
 
 
 class Mailbox:
@@ -173,7 +203,7 @@ class LocalTransport(Transport):
                 if target is None:
                     refused.append((rcpt, "550 no such mailbox on this bus"))
                     continue
-                deliver(self.postoffice / target, item.raw)
+                deliver(self.postoffice / target, item.raw, item.copy)
                 delivered += 1
             if delivered == 0:
                 detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"

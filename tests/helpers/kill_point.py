@@ -5,7 +5,9 @@ time it reaches a named crash point of the spool (``agentmail.spool.db.reached``
 
 MODE: ``open`` (open the spools of alpha, beta and beta@bob, in that order: a conversion of
 the old layout runs here) · ``sync`` (one ``sync()`` of PLATFORM) · ``send`` (PLATFORM sends
-beta one letter whose body is the next argument). Exits 0 when the operation
+beta one letter whose body is the next argument) · ``deliver``: the same send, killed right
+after the Nth ``os.POINT`` call (``link``, ``fsync``, ``rename``) on a path in the post office
+returns: the steps of a delivery, which has no spool commit point. Exits 0 when the operation
 ended before the point was reached N times, so the test can tell a kill that never happened.
 The points are deterministic places in the code, so which kill lands where never depends on
 the machine's speed.
@@ -31,6 +33,9 @@ def main() -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
 
     db.crash_point = hook
+    if mode == "deliver":
+        _kill_after_syscall(point, nth)
+        mode = "send"
     from agentmail.client import AgentMail
 
     if mode == "open":
@@ -42,6 +47,26 @@ def main() -> None:
         AgentMail.from_env(sys.argv[4]).send("beta", "Killed while sending", sys.argv[5])
     else:
         raise SystemExit(f"unknown mode {mode}")
+
+
+def _kill_after_syscall(name: str, nth: int) -> None:
+    """SIGKILL ourselves when the Nth ``os.<name>`` touching the post office has returned."""
+    real = getattr(os, name)
+    hits = [0]
+
+    def postoffice(arg: object) -> bool:
+        path = os.readlink(f"/proc/self/fd/{arg}") if isinstance(arg, int) else os.fspath(arg)  # type: ignore[arg-type]
+        return f"{os.sep}postoffice{os.sep}" in str(path)
+
+    def wrapper(*args: object, **kwargs: object) -> object:
+        result = real(*args, **kwargs)
+        if any(postoffice(a) for a in args[:2]):
+            hits[0] += 1
+            if hits[0] == nth:
+                os.kill(os.getpid(), signal.SIGKILL)
+        return result
+
+    setattr(os, name, wrapper)
 
 
 if __name__ == "__main__":
