@@ -23,6 +23,7 @@ import stat
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,7 @@ class Spool:
         self.name_of = name_of
         self.db = Db(root, self._prepare)
         self._batch: list[str] = []  # ids of the open sync batch, their files still in tmp/
+        self._written: list[str] = []  # those of them written here (not linked): commit flushes these
         self._platform: Spool | None = None
         self._tmp = f"{root}/tmp/"  # str paths on the hot path: a pathlib join costs more than the syscall
         self._letters = f"{root}/letters/"
@@ -158,7 +160,35 @@ class Spool:
         if final.exists():
             return final
         born = self.root / "tmp" / f"{letter_id}.eml"
-        return born if born.exists() else final
+        if born.exists() or (letter_id.isalnum() and self._restore(letter_id, born)):
+            return born
+        return final
+
+    def _restore(self, letter_id: str, tmp: Path) -> bool:
+        """A filed letter whose file is gone: one linked from the post office by a sync batch,
+        whose link was never flushed (DESIGN §7), after a power cut. Linked again from the
+        post-office file it was (its name there was flushed before the batch committed), if
+        that file still holds exactly its bytes; a mail client may have added flags to the name."""
+        note = self.annotations(letter_id)
+        source, key = note.get("copy"), note.get("copy_key")
+        if not isinstance(source, str) or not isinstance(key, str):
+            return False
+        origin = self.root / source
+        for candidate in (origin, *sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))):
+            try:
+                with open(candidate, "rb") as file:
+                    st = os.fstat(file.fileno())
+                    raw = file.read()
+            except OSError:
+                continue
+            if _raw_key(raw) != key:
+                continue
+            try:  # not flushed either: the note stays, and so does the post office's file
+                self._write_tmp(letter_id, raw, durable=False, copy=(str(candidate), st.st_dev, st.st_ino))
+            except FileExistsError:
+                pass  # restored meanwhile by another reader
+            return True
+        return False
 
     def file_of(self, letter_id: str) -> tuple[str, int, int] | None:
         """The letter's file as (path, st_dev, st_ino), for a transport to hard-link rather than
@@ -298,11 +328,17 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})
-        tmp = self._write_tmp(letter_id, raw, durable=durable and not defer, copy=copy)
+        linked = self._write_tmp(letter_id, raw, durable=durable and not defer, copy=copy)
+        tmp = self.root / "tmp" / f"{letter_id}.eml"
         if defer:
             with _machine():
                 self._insert(self._sql(), letter, data, raw, index)
+                if linked and copy is not None:  # where its bytes lie durable, if this link is lost
+                    source = os.path.relpath(copy[0], self.root)  # a moved home still finds it
+                    self._annotate(self._sql(), letter_id, {"copy": source, "copy_key": _raw_key(raw)})
             self._batch.append(letter_id)
+            if not linked:
+                self._written.append(letter_id)
             return letter
         if durable:
             fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
@@ -330,11 +366,13 @@ class Spool:
             version = int(tx.execute("PRAGMA user_version").fetchone()[0])
             tx.execute(f"PRAGMA user_version={version}")
 
-    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> Path:
+    def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> bool:
+        """The letter's file in tmp/: True if linked from ``copy``, False if written."""
         tmp = self.root / "tmp" / f"{letter_id}.eml"
-        if copy is None or not _linked(copy, tmp):
-            write_new(tmp, raw, durable=durable)
-        return tmp
+        if copy is not None and _linked(copy, tmp):
+            return True
+        write_new(tmp, raw, durable=durable)
+        return False
 
     def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
         quarantined = letter.state == "quarantine"
@@ -380,16 +418,19 @@ class Spool:
                 raise
 
     def commit(self) -> None:
-        """Make the batch's letter files durable, then commit its rows: all appear, or none."""
+        """Make the batch's letter files durable, then commit its rows: all appear, or none.
+        A file linked from the post office is not flushed here: its bytes and its name there
+        are durable already, and its row notes where (``_restore``; DESIGN §7)."""
         batch, self._batch = self._batch, []  # a failure below must not poison later syncs
+        written, self._written = self._written, []
         if not self._sql().in_transaction:
             return
         try:
             tmp_dir = self.root / "tmp"
-            if len(batch) > 4:
+            if len(written) > 4:
                 sync_filesystem(tmp_dir)
-            elif batch:
-                for letter_id in batch:
+            elif written:
+                for letter_id in written:
                     fsync_file(tmp_dir / f"{letter_id}.eml")
                 fsync_dir(tmp_dir)
             reached("batch-durable")
@@ -412,6 +453,7 @@ class Spool:
         for letter_id in self._batch:
             (self.root / "tmp" / f"{letter_id}.eml").unlink(missing_ok=True)
         self._batch = []
+        self._written = []
 
     def sweep_tmp(self, older_than: float = 3600.0) -> None:
         """Finish what a crash left in tmp/: a filed letter's file is moved into letters/, and

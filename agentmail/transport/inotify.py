@@ -22,6 +22,8 @@ IN_NONBLOCK = 0o4000
 class Watch:
     """Events for files moved or created in one directory."""
 
+    fd = -1  # until __init__ has one (a failed init still meets __del__)
+
     def __init__(self, directory: Path) -> None:
         c = libc()
         fd = c.inotify_init1(IN_CLOEXEC | IN_NONBLOCK)
@@ -48,6 +50,9 @@ class Watch:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+    def __del__(self) -> None:  # a transport dropped unclosed: its watch goes with it
+        self.close()
 
 
 def watch(directory: Path) -> Watch | None:
