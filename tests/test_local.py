@@ -136,9 +136,10 @@ def test_a_letter_a_mail_client_took_meanwhile_gets_no_uid(tmp_path: Path, monke
     monkeypatch.undo()
     assert _names(box.dir / "cur") == ["000000000001:2,"]
     assert (box.dir / "cur" / "000000000001:2,").read_bytes() == b"b"
+    assert box._uidnext() == 2  # the UID reserved for a.x is handed back: no gap at the end
 
 
-def test_no_uid_counter_is_written_when_every_new_letter_vanished(
+def test_a_letter_that_vanished_while_numbered_gives_its_uid_back(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     box = Mailbox(tmp_path / "beta")
@@ -151,9 +152,57 @@ def test_no_uid_counter_is_written_when_every_new_letter_vanished(
         real_rename(source, target)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "rename", taken_by_another_client)
-    assert box.assign() == 1
+    assert box.assign() == 1  # reserved before the rename, handed back after it
     monkeypatch.undo()
-    assert not (box.dir / ".uidnext").exists() and _names(box.dir / "cur") == []
+    assert (box.dir / ".uidnext").read_text() == "000000000001" and _names(box.dir / "cur") == []
+
+
+def test_the_counter_is_past_every_uid_before_the_first_letter_takes_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process killed among the renames must leave the counter past every UID it gave: were
+    the counter behind, and the letter flagged by a mail client before the next assign (so the
+    exact-name probe misses it), its UID would go to a second letter that readers skip."""
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    for name in ("1.x", "2.x", "3.x"):
+        (box.dir / "new" / name).write_bytes(name.encode())
+    seen: list[str] = []
+    real_rename = os.rename
+
+    def record_the_counter(source: object, target: object) -> None:
+        seen.append((box.dir / ".uidnext").read_text())
+        real_rename(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", record_the_counter)
+    assert box.assign() == 4
+    monkeypatch.undo()
+    assert seen == ["000000000004"] * 3
+    # What a kill after the first rename leaves, then a mail client's flag on that letter:
+    os.rename(box.dir / "cur" / "000000000001:2,", box.dir / "cur" / "000000000001:2,S")
+    for name in ("000000000002:2,", "000000000003:2,"):
+        os.rename(box.dir / "cur" / name, box.dir / "new" / name)
+    (box.dir / "new" / "4.x").write_bytes(b"4.x")
+    assert box.assign() == 7
+    uids = sorted(name.split(":")[0] for name in os.listdir(box.dir / "cur"))
+    assert uids == sorted(set(uids)) and len(uids) == 4  # no UID given twice
+
+
+@pytest.mark.parametrize("counter", [None, "", "garbage", "0", "-5"])
+def test_without_a_usable_counter_a_flagged_letter_keeps_its_uid(tmp_path: Path, counter: str | None) -> None:
+    """No counter (removed) or a torn one: the next UID comes from every name in cur/, flagged
+    ones included; a probe from 1 would stop at letter 1 flagged ``S`` and give UID 1 again."""
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "cur" / "000000000001:2,S").write_bytes(b"one, read in mutt")
+    (box.dir / "cur" / "000000000002:2,").write_bytes(b"two")
+    (box.dir / "cur" / "000000000003:2,RS").write_bytes(b"three, answered")
+    (box.dir / "cur" / "notes.txt").write_bytes(b"not a letter of ours")
+    if counter is not None:
+        (box.dir / ".uidnext").write_text(counter)
+    assert box._uidnext() == 4
+    (box.dir / "new" / "n.x").write_bytes(b"four")
+    assert box.assign() == 5 and (box.dir / "cur" / "000000000004:2,").read_bytes() == b"four"
 
 
 @pytest.mark.parametrize("counter", [None, "", "garbage", "0", "-5", "000000000002"])

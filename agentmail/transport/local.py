@@ -124,14 +124,30 @@ class Mailbox:
 
     def _uidnext(self) -> int:
         try:
-            value = max(int((self.dir / ".uidnext").read_text()), 1)
+            value = int((self.dir / ".uidnext").read_text())
         except (FileNotFoundError, ValueError):
-            value = 1
-        # The counter is a cache: a crash after a rename but before its update must not reuse a
-        # UID. Only the exact name is checked (a stat, not a listing of the whole history).
+            value = 0
+        if value < 1:
+            # No counter, or no usable one (removed, torn): every name in cur/ is read, flagged
+            # ones too. Probing from 1 would stop at the first letter a mail client had flagged
+            # (``…:2,S``) and give its UID again, to a letter that readers then skip: lost.
+            value = self._past_cur()
+        # The counter is a cache that assign() writes before its renames, so it is never behind
+        # them; a power cut can still lose its last write (never flushed). Only the exact name
+        # is checked (a stat, not a listing of the whole history).
         while (self.dir / "cur" / f"{value:012d}:2,").exists():
             value += 1
         return value
+
+    def _past_cur(self) -> int:
+        """One more than the highest UID named in cur/ (1 for none)."""
+        highest = 0
+        with os.scandir(self.dir / "cur") as entries:
+            for entry in entries:
+                head = entry.name.partition(":")[0]
+                if len(head) == 12 and head.isdigit():
+                    highest = max(highest, int(head))
+        return highest + 1
 
     def _find(self, uid: int) -> Path | None:
         exact = self.dir / "cur" / f"{uid:012d}:2,"
@@ -148,24 +164,35 @@ class Mailbox:
             return self._uidnext()
         with locked(self.dir / ".lock"):
             uid = self._uidnext()
-            moved = False
-            for name in sorted(os.listdir(self.dir / "new")):
+            names = sorted(os.listdir(self.dir / "new"))
+            # The UIDs are reserved before any letter takes one: a process killed among the
+            # renames leaves the counter past every UID it gave. Were it written after them, a
+            # kill in between left it behind a letter's UID, and if a mail client flagged that
+            # letter (``…:2,S``) before the next assign, the exact-name probe missed it and the
+            # UID went to a second letter, which every reader past it skips: lost. No fsync: a
+            # rename lost in a crash puts the letter back in new/, it gets a later UID, and the
+            # reader's spool drops the second copy. Overwritten in place (fixed width, no new
+            # file): a torn value is only a cache miss for _uidnext.
+            reserved = uid + len(names)
+            self._set_uidnext(reserved)
+            for name in names:
                 try:
                     os.rename(self.dir / "new" / name, self.dir / "cur" / f"{uid:012d}:2,")
                 except FileNotFoundError:
-                    continue
+                    continue  # taken by a mail client meanwhile
                 uid += 1
-                moved = True
-            if moved:
-                # No fsync: a rename lost in a crash puts the letter back in new/, it gets a
-                # later UID, and the reader's spool drops the second copy. Overwritten in place
-                # (fixed width, no new file): a torn value is only a cache miss for _uidnext.
-                fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-                try:
-                    os.pwrite(fd, f"{uid:012d}".encode(), 0)
-                finally:
-                    os.close(fd)
+            if uid != reserved:
+                # Handed back: a UID unused at the end would stay above every reader's
+                # checkpoint (nothing to commit there), and wait() would find it pending forever.
+                self._set_uidnext(uid)
             return uid
+
+    def _set_uidnext(self, value: int) -> None:
+        fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            os.pwrite(fd, f"{value:012d}".encode(), 0)
+        finally:
+            os.close(fd)
 
     def read(self, uid: int, max_size: int) -> Incoming | None:
         path = self._find(uid)
