@@ -132,14 +132,14 @@ def test_a_letter_a_mail_client_took_meanwhile_gets_no_uid(tmp_path: Path, monke
         return ["a.x", *names] if str(path).endswith("/new") else names  # a.x: moved by mutt meanwhile
 
     monkeypatch.setattr(os, "listdir", with_a_vanished_letter)
-    assert box.assign() == 2
+    assert box.assign() == 3  # two UIDs were reserved; the one a.x would have had stays unused
     monkeypatch.undo()
     assert _names(box.dir / "cur") == ["000000000001:2,"]
     assert (box.dir / "cur" / "000000000001:2,").read_bytes() == b"b"
-    assert box._uidnext() == 2  # the UID reserved for a.x is handed back: no gap at the end
+    assert box._uidnext() == 3
 
 
-def test_a_letter_that_vanished_while_numbered_gives_its_uid_back(
+def test_a_letter_that_vanished_while_numbered_leaves_its_uid_unused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     box = Mailbox(tmp_path / "beta")
@@ -152,9 +152,9 @@ def test_a_letter_that_vanished_while_numbered_gives_its_uid_back(
         real_rename(source, target)  # type: ignore[arg-type]
 
     monkeypatch.setattr(os, "rename", taken_by_another_client)
-    assert box.assign() == 1  # reserved before the rename, handed back after it
+    assert box.assign() == 2  # reserved before the rename, never given to another letter
     monkeypatch.undo()
-    assert (box.dir / ".uidnext").read_text() == "000000000001" and _names(box.dir / "cur") == []
+    assert (box.dir / ".uidnext").read_text() == "000000000002" and _names(box.dir / "cur") == []
 
 
 def test_the_counter_is_past_every_uid_before_the_first_letter_takes_one(
@@ -334,6 +334,110 @@ def test_pending_says_whether_anything_is_past_the_checkpoint(tmp_path: Path) ->
     assert beta.pending(f"{validity}:0") is True  # assigned, not yet committed
     assert beta.pending(f"{validity}:1") is False
     assert beta.pending(f"{validity}:5") is False
+
+
+def _read_all(beta: LocalTransport, checkpoint: str | None) -> tuple[str | None, list[str]]:
+    """What a sync does with the transport: every batch committed, then the closing advance."""
+    keys: list[str] = []
+    for batch in beta.fetch(checkpoint, 1 << 20):
+        keys += [item.key for item in batch]
+        checkpoint = beta.advance(checkpoint, batch)
+    return beta.advance(checkpoint, []), keys
+
+
+@pytest.mark.parametrize("gone", ["the newest", "all of them"])
+def test_letters_deleted_from_cur_before_they_were_read_are_not_pending_forever(tmp_path: Path, gone: str) -> None:
+    """A mail client deleting letters in cur/ that no reader had read leaves UIDs no file holds:
+    the checkpoint passes them at the close of the fetch, or wait() would find them pending
+    (and wake at once) until the next letter came."""
+    po = tmp_path / "po"
+    beta = _transport(po)
+    checkpoint, _ = _read_all(beta, None)
+    for _ in range(3):
+        deliver(po / "beta", RAW)
+    assert beta.mailbox.assign() == 4
+    doomed = ["000000000003:2,"] if gone == "the newest" else _names(po / "beta" / "cur")
+    for name in doomed:
+        (po / "beta" / "cur" / name).unlink()
+    assert beta.pending(checkpoint)
+    checkpoint, keys = _read_all(beta, checkpoint)
+    assert keys == (["1", "2"] if gone == "the newest" else [])
+    assert checkpoint is not None and checkpoint.endswith(":3") and not beta.pending(checkpoint)
+    assert beta.wait(checkpoint, 0) is None
+    deliver(po / "beta", RAW)  # the next letter gets a new UID and is read
+    assert beta.pending(checkpoint) and _read_all(beta, checkpoint)[1] == ["4"]
+
+
+def test_a_uid_a_vanished_letter_left_unused_is_passed_and_never_reused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    po = tmp_path / "po"
+    beta = _transport(po)
+    deliver(po / "beta", RAW)
+    deliver(po / "beta", RAW)
+    real_rename = os.rename
+    taken: list[str] = []
+
+    def the_second_taken_by_a_mail_client(source: object, target: object) -> None:
+        if str(source).split("/")[-2] == "new" and taken == [] and _names(po / "beta" / "cur"):
+            taken.append(str(source))
+            os.unlink(source)  # type: ignore[arg-type]
+        real_rename(source, target)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "rename", the_second_taken_by_a_mail_client)
+    checkpoint, keys = _read_all(beta, None)
+    monkeypatch.undo()
+    assert taken and keys == ["1"] and checkpoint is not None and checkpoint.endswith(":2")
+    assert not beta.pending(checkpoint)
+    deliver(po / "beta", RAW)
+    assert _read_all(beta, checkpoint)[1] == ["3"]
+
+
+def test_a_reader_never_passes_a_uid_another_reader_reserved_but_has_not_given_yet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two agents of one platform read one Maildir. Reader B reserves UID 2 (the counter says 3)
+    for a letter still in new/; reader A, looking in between, must not pass UID 2 as "no file":
+    A reads the counter before it looks at new/, so it sees the letter waiting and numbers it
+    under the lock itself. (Looking at new/ first, A saw it empty, then read B's counter, found
+    no UID 2, passed it, and B's letter landed under a UID behind A's checkpoint: lost to A.)"""
+    po = tmp_path / "po"
+    a = _transport(po)
+    deliver(po / "beta", RAW)
+    checkpoint, first = _read_all(a, None)
+    assert first == ["1"]
+    maildir = po / "beta"
+    real_uidnext = Mailbox._uidnext
+    interleaved: list[str] = []
+
+    def reader_b_reserves_meanwhile(box: Mailbox) -> int:
+        if not interleaved:
+            interleaved.append(deliver(maildir, RAW))  # the letter lands in new/...
+            (maildir / ".uidnext").write_text("000000000003")  # ...and B reserves UID 2 for it
+        return real_uidnext(box)
+
+    monkeypatch.setattr(Mailbox, "_uidnext", reader_b_reserves_meanwhile)
+    checkpoint, keys = _read_all(a, checkpoint)
+    monkeypatch.undo()
+    (name,) = interleaved
+    if (maildir / "new" / name).exists():  # B goes on: the letter takes the UID it reserved
+        os.rename(maildir / "new" / name, maildir / "cur" / "000000000002:2,")
+    keys += _read_all(a, checkpoint)[1]
+    assert len(keys) == 1  # B's letter, read by A exactly once
+
+
+def test_a_fetch_that_did_not_finish_passes_no_unread_uid(tmp_path: Path) -> None:
+    """Only a fetch read to its end lets the close pass UIDs: one cut short (an error while
+    filing) leaves the checkpoint where its last committed batch put it."""
+    po = tmp_path / "po"
+    beta = _transport(po)
+    for _ in range(BATCH + 3):
+        deliver(po / "beta", RAW)
+    batches = beta.fetch(None, 1 << 20)
+    first = next(batches)
+    checkpoint = beta.advance(None, first)
+    assert checkpoint is not None and checkpoint.endswith(f":{BATCH}")
+    assert beta.advance(checkpoint, []) == checkpoint and beta.pending(checkpoint)
 
 
 @pytest.mark.parametrize("with_inotify", [True, False])

@@ -158,6 +158,27 @@ def test_a_uidvalidity_change_resyncs_without_duplicates(
     assert [x.subject for x in beta.inbox()] == ["Three"]
 
 
+def test_a_message_expunged_before_it_was_read_is_not_pending_forever(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:
+    """A person deletes the newest letter in their mail client before the agent syncs: UIDNEXT
+    stays above it, and unless the checkpoint passes it at the close of the fetch, pending()
+    says yes on every look and wait() wakes at once, forever."""
+    alpha, beta = pair
+    alpha.send("beta", "One", OPENER)
+    alpha.send("beta", "Two", OPENER)
+    newest = max(m.uid for m in servers.store.messages("beta@bus.test"))
+    servers.store.set_flags("beta@bus.test", "INBOX", [newest], "+", ["\\Deleted"])
+    assert servers.store.expunge("beta@bus.test", "INBOX", [newest]) == [newest]
+    assert [x.subject for x in beta.inbox()] == ["One"]
+    checkpoint = beta.spool.checkpoint(beta.transport.name)
+    assert checkpoint is not None and checkpoint.endswith(f":{newest}")
+    assert not beta.transport.pending(checkpoint)
+    alpha.send("beta", "Three", OPENER)
+    assert beta.transport.pending(checkpoint)
+    assert [x.subject for x in beta.inbox()] == ["One", "Three"]
+
+
 def test_an_oversized_letter_is_quarantined_without_downloading_it(
     pair: tuple[AgentMail, AgentMail], servers: MailServers
 ) -> None:

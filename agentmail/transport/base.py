@@ -124,6 +124,12 @@ class Checkpoint(Frozen):
         """Moved past the UIDs of ``committed`` (never backwards)."""
         return Checkpoint(self.validity, max([self.last, *(int(item.key) for item in committed)]))
 
+    def through(self, uidnext: int) -> Checkpoint:
+        """Past every UID below ``uidnext``, for the close of a fetch that read them all: one it
+        found no message for (deleted or expunged before anyone read it) is never given again,
+        and left above the checkpoint it would look pending forever. Never backwards."""
+        return self if self.last >= uidnext - 1 else Checkpoint(self.validity, uidnext - 1)
+
     def __str__(self) -> str:
         return f"{self.validity}:{self.last}"
 

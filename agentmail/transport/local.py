@@ -159,9 +159,12 @@ class Mailbox:
     def assign(self) -> int:
         """Give every letter waiting in ``new/`` a UID; returns the next free UID."""
         self.ensure()
-        waiting = sorted(os.listdir(self.dir / "new"))
-        if not waiting:
-            return self._uidnext()
+        # Read before looking at new/: another reader numbering letters writes the counter
+        # before its renames, so a counter read while new/ then shows nothing has every UID
+        # below it in cur/ (or never used). A fetch may pass what it then finds missing.
+        settled = self._uidnext()
+        if not os.listdir(self.dir / "new"):
+            return settled
         with locked(self.dir / ".lock"):
             uid = self._uidnext()
             names = sorted(os.listdir(self.dir / "new"))
@@ -174,25 +177,18 @@ class Mailbox:
             # reader's spool drops the second copy. Overwritten in place (fixed width, no new
             # file): a torn value is only a cache miss for _uidnext.
             reserved = uid + len(names)
-            self._set_uidnext(reserved)
+            fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            try:
+                os.pwrite(fd, f"{reserved:012d}".encode(), 0)
+            finally:
+                os.close(fd)
             for name in names:
                 try:
                     os.rename(self.dir / "new" / name, self.dir / "cur" / f"{uid:012d}:2,")
                 except FileNotFoundError:
                     continue  # taken by a mail client meanwhile
                 uid += 1
-            if uid != reserved:
-                # Handed back: a UID unused at the end would stay above every reader's
-                # checkpoint (nothing to commit there), and wait() would find it pending forever.
-                self._set_uidnext(uid)
-            return uid
-
-    def _set_uidnext(self, value: int) -> None:
-        fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            os.pwrite(fd, f"{value:012d}".encode(), 0)
-        finally:
-            os.close(fd)
+            return reserved  # a UID a vanished letter left unused stays unused: never given twice
 
     def read(self, uid: int, max_size: int) -> Incoming | None:
         path = self._find(uid)
@@ -217,6 +213,7 @@ class LocalTransport(Transport):
         self.mailbox = Mailbox(postoffice / platform)
         self.resolve = resolve
         self._watch: inotify.Watch | None = None  # kept from one wait to the next (_watcher)
+        self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._watch_inode = 0
         self._waiting = threading.Lock()  # held by the thread waiting on the kept watch
 
@@ -243,6 +240,7 @@ class LocalTransport(Transport):
         return results
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+        self._fetched_to = 0
         uidnext = self.mailbox.assign()
         # A rebuilt post office (new UIDVALIDITY) is read again; the spool drops duplicates.
         last = Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).last
@@ -264,9 +262,13 @@ class LocalTransport(Transport):
                 batch = []
         if batch:
             yield batch
+        self._fetched_to = uidnext  # every UID below it was read and handed on, or is no file
 
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
-        return str(Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).past(committed))
+        seen = Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).past(committed)
+        # The close of a whole fetch (nothing committed with it) also passes the UIDs no file
+        # held: a letter a mail client deleted from cur/, or took from new/ while it was numbered.
+        return str(seen if committed else seen.through(self._fetched_to))
 
     def pending(self, checkpoint: str | None) -> bool:
         self.mailbox.ensure()

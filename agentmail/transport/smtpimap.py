@@ -216,6 +216,7 @@ class SmtpImapTransport(Transport):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._smtp_session: aiosmtplib.SMTP | None = None
         self._uidvalidity: str = ""
+        self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._copy_failures: dict[str, str] = {}
 
     @classmethod
@@ -435,10 +436,12 @@ class SmtpImapTransport(Transport):
             yield from self._fetch(checkpoint, max_size)
 
     def _fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
+        self._fetched_to = 0
         validity, uidnext = self._select()
         # The server renumbered the mailbox (new UIDVALIDITY): read it all, the spool drops duplicates.
         last = Checkpoint.parse(checkpoint).under(validity).last
         if uidnext and uidnext <= last + 1:
+            self._fetched_to = uidnext
             return
         client = self._connect()
         # "UID n:*" always returns at least the last message (RFC 3501 §6.4.8): filter, and sort
@@ -461,9 +464,13 @@ class SmtpImapTransport(Transport):
                     batch.append(Incoming(str(uid), None, size))
             if batch:
                 yield batch
+        self._fetched_to = uidnext  # every UID below it was searched: what SEARCH missed is expunged
 
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
-        return str(Checkpoint.parse(checkpoint).under(self._uidvalidity).past(committed))
+        seen = Checkpoint.parse(checkpoint).under(self._uidvalidity).past(committed)
+        # The close of a whole fetch (nothing committed with it) also passes UIDs expunged
+        # before anyone read them: UIDNEXT stays above them, and they would look pending forever.
+        return str(seen if committed else seen.through(self._fetched_to))
 
     def mark(self, outcomes: Mapping[str, str]) -> None:
         """Set ``$AgentmailVerified`` / ``$AgentmailQuarantined`` on the server's copies: a
