@@ -16,7 +16,6 @@ import secrets
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -109,7 +108,7 @@ class LiveBus:
             shutil.copytree(self.registry_dir, self.root / f"registry-{name}")
             registry = registry_mod.load(self.root / f"registry-{name}")
         if policy:
-            registry = replace(registry, bus=replace(registry.bus, policy=policy))
+            registry = registry.replace(bus=registry.bus.replace(policy=policy))
         return registry, home
 
     def close(self) -> None:

@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import replace
 from email.message import EmailMessage
 from email.utils import formatdate, make_msgid
 from pathlib import Path
@@ -132,7 +131,7 @@ class Bench:
 
 
 def agentmail_latency(b: Bench, samples: int, poll: float | None) -> list[float]:
-    registry = b.registry if poll is None else replace(b.registry, bus=replace(b.registry.bus, poll_interval=poll))
+    registry = b.registry if poll is None else b.registry.replace(bus=b.registry.bus.replace(poll_interval=poll))
     sender, receiver = b.client(b.cfg.sender, registry), b.client(b.cfg.receiver, registry)
     times = []
     try:
