@@ -145,6 +145,8 @@ class Zygote:
             if self.proc.poll() is None:
                 self.proc.kill()
                 self.proc.wait()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()  # else left to the collector: a ResourceWarning in a later test
             self._stderr.close()
 
     def __enter__(self) -> Zygote:
@@ -278,11 +280,14 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     assert sorted(x.message_id for x in shown) == sorted(expected)
     assert all(x.sender == "alpha" and x.state == "unread" for x in shown)
 
-    # The post office gave out every UID exactly once, and the checkpoint covers them all.
+    # The post office gave every letter one UID and no UID twice, and the checkpoint covers them
+    # all. (A syncer killed among its renames leaves the UIDs it had reserved for the letters
+    # still in new/ unused: those get later ones, so the UIDs need not be 1..N without a gap.)
     mailbox = Mailbox(maildir)
     assert os.listdir(maildir / "new") == []
-    assert sorted(int(n.split(":")[0]) for n in os.listdir(maildir / "cur")) == list(range(1, N_SYNC + 1))
-    assert beta.spool.checkpoint("local") == f"{mailbox.uidvalidity}:{N_SYNC}"
+    uids = sorted(int(n.split(":")[0]) for n in os.listdir(maildir / "cur"))
+    assert len(uids) == len(set(uids)) == N_SYNC
+    assert beta.spool.checkpoint("local") == f"{mailbox.uidvalidity}:{uids[-1]}"
 
     again = beta.sync()
     assert (again.accepted, again.duplicates, again.quarantined) == ([], 0, [])
