@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +73,24 @@ def append(path: Path, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+def link_same(copy: tuple[str, int, int], target: str | Path, size: int) -> bool:
+    """Hard-link the very file ``copy`` names (path, st_dev, st_ino: a plain file of ``size``
+    bytes) as ``target``: no new inode to create, nothing to write. False, with nothing left
+    behind, for anything else: another file system, a file replaced since, links not allowed.
+    Only for letter files, which nothing changes in place (a spool never rewrites one, a
+    Maildir client writes a new file and renames)."""
+    path, dev, ino = copy
+    try:
+        os.link(path, target, follow_symlinks=False)
+    except OSError:
+        return False
+    st = os.lstat(target)
+    if (st.st_dev, st.st_ino, st.st_size) == (dev, ino, size) and stat.S_ISREG(st.st_mode):
+        return True
+    os.unlink(target)
+    return False
 
 
 def fsync_file(path: str | Path) -> None:

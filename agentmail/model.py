@@ -144,32 +144,7 @@ class Letter(Frozen):
         "recipients",
         "extra",
     )
-    _compare = (
-        "message_id",
-        "sender",
-        "sender_address",
-        "to",
-        "to_address",
-        "type",
-        "thread",
-        "subject",
-        "body",
-        "date",
-        "severity",
-        "ref",
-        "in_reply_to",
-        "references",
-        "to_agent",
-        "sender_name",
-        "id",
-        "state",
-        "reason",
-        "detail",
-        "depth",
-        "cc",
-        "list_id",
-        "recipients",
-    )
+    _compare = tuple(name for name in __slots__ if name != "extra")  # extra: facts learnt later, not the letter
 
     message_id: str
     sender: str  # platform name of the From address ("" when unregistered)

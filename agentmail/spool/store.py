@@ -27,7 +27,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from .._fs import fsync_dir, fsync_file, locked, sync_filesystem, write_new
+from .._fs import fsync_dir, fsync_file, link_same, locked, sync_filesystem, write_new
 from ..errors import NotFound
 from ..model import Letter, new_ulid
 from . import db as dbmod
@@ -66,25 +66,6 @@ def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
             "references": list(letter.references),
         }
     return letter
-
-
-def _linked(copy: tuple[str, int, int], tmp: Path) -> bool:
-    """Hard-link a durable file that holds the letter's bytes (the local post office's, which
-    is never changed in place: a Maildir client writes a new file and renames) as the letter's
-    file: no new inode to create, nothing to write or flush. Only the very file that was read
-    (same device and inode, a plain file); anything else (another file system, a file renamed or
-    replaced since, links not allowed) is written as a copy. The file keeps the post office's
-    mode: the spool's folders (0700) are what keep it private."""
-    path, dev, ino = copy
-    try:
-        os.link(path, tmp, follow_symlinks=False)
-    except OSError:
-        return False
-    st = os.lstat(tmp)
-    if (st.st_dev, st.st_ino) == (dev, ino) and stat.S_ISREG(st.st_mode):
-        return True
-    os.unlink(tmp)
-    return False
 
 
 def _ulid_floor(ms: int) -> str:
@@ -369,7 +350,7 @@ class Spool:
     def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> bool:
         """The letter's file in tmp/: True if linked from ``copy``, False if written."""
         tmp = self.root / "tmp" / f"{letter_id}.eml"
-        if copy is not None and _linked(copy, tmp):
+        if copy is not None and link_same(copy, tmp, len(raw)):
             return True
         write_new(tmp, raw, durable=durable)
         return False
