@@ -505,19 +505,25 @@ def test_wait_looks_again_for_news_no_event_announced(tmp_path: Path, monkeypatc
     assert beta.wait(f"{beta.mailbox.uidvalidity}:0", 600) == "inotify"
 
 
-def test_the_waits_share_one_watch_that_close_closes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Closing an inotify instance waits for the kernel to retire it (~12 ms here): kept open
-    from one wait to the next, it is closed by ``close``, never between a wake and its letter."""
-    made: list[inotify.Watch] = []
+@pytest.fixture
+def made(monkeypatch: pytest.MonkeyPatch) -> list[inotify.Watch]:
+    """Every inotify watch the transport makes, in order (to see which are open, and when)."""
+    watches: list[inotify.Watch] = []
     real_watch = inotify.watch
 
     def watch(path: Path) -> inotify.Watch | None:
         found = real_watch(path)
         if found is not None:
-            made.append(found)
+            watches.append(found)
         return found
 
     monkeypatch.setattr(inotify, "watch", watch)
+    return watches
+
+
+def test_the_waits_share_one_watch_that_close_closes(tmp_path: Path, made: list[inotify.Watch]) -> None:
+    """Closing an inotify instance waits for the kernel to retire it (~12 ms here): kept open
+    from one wait to the next, it is closed by ``close``, never between a wake and its letter."""
     beta = _transport(tmp_path / "po")
     beta.mailbox.ensure()
     beta.wait(f"{beta.mailbox.uidvalidity}:0", 0)
@@ -549,23 +555,14 @@ def test_a_wait_is_not_woken_by_events_from_before_it(tmp_path: Path) -> None:
     beta.close()
 
 
-def test_two_threads_wait_on_one_transport(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_threads_wait_on_one_transport(tmp_path: Path, made: list[inotify.Watch]) -> None:
     """The kept watch serves one waiting thread; a second one waits on a watch of its own, closed
     when its wait ends. Both wake for the letter."""
     probe = inotify.watch(tmp_path)
     if probe is None:
         pytest.skip("no inotify here")
     probe.close()
-    made: list[inotify.Watch] = []
-    real_watch = inotify.watch
-
-    def watch(path: Path) -> inotify.Watch | None:
-        found = real_watch(path)
-        if found is not None:
-            made.append(found)
-        return found
-
-    monkeypatch.setattr(inotify, "watch", watch)
+    made.clear()  # the probe is not the transport's
     beta = _transport(tmp_path / "po")
     beta.mailbox.ensure()
     start = f"{beta.mailbox.uidvalidity}:0"
