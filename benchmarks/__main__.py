@@ -78,6 +78,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"CPU time (user + system), {figure.title}: {d['cpu_ms']:.1f} ms vs {d['baseline_cpu_ms']:.1f} ms = {d['cpu_ratio']:.2f}x"
             )
     for figure in figures:
+        if "click_floor_ms" in figure.details:
+            d = figure.details
+            print(
+                f"{figure.title}, its floor in the CLI's interpreter: `python -c pass` {d['interpreter_ms']:.1f} ms; "
+                f"a one-command click CLI printing the unread rows (click_floor.py) {d['click_floor_ms']:.1f} ms = "
+                f"{d['click_floor_ratio']:.2f}x baseline"
+            )
+    for figure in figures:
         for command, costs in figure.details.get("imports", {}).items():
             listed = ", ".join(f"{name} {ms:.1f}" for name, ms in costs)
             print(
