@@ -158,7 +158,9 @@ def has_block(body: str) -> bool:
 def split(body: str) -> tuple[dict[str, str], str]:
     """(fields, the rest of the body) — raises MatterError when the block is bad."""
     _split_block(body)  # frontmatter.parse hides a bad split as "no metadata"; say why first
-    fm, content = _split_block(body.strip())  # what frontmatter.parse splits
+    # What frontmatter.parse splits: CRLF made LF (its util.u), then stripped. A body whose text
+    # holds a CRLF (a quoted-printable =0D=0A) reads the same on either path.
+    fm, content = _split_block(body.replace("\r\n", "\n").strip())
     plain = _plain_fields(fm)
     if plain is not None:  # what the YAML path returns for these lines, without loading it
         return plain, content.strip()
