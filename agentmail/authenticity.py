@@ -185,8 +185,9 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         domain = sender_address.rpartition("@")[2]
         aligned = bus.policy == "aligned" and domain in trusted.dkim_pass_domains
         if not aligned:
+            whose = "pinned key" if platform.key_lookup == "pinned" else "key published in DNS"
             return _quarantine(
-                "unauthenticated", f"no valid signature by {platform.name}'s pinned key: {dkim.detail}", msg
+                "unauthenticated", f"no valid signature by {platform.name}'s {whose}: {dkim.detail}", msg
             )
         unvouched = signing.aligned_coverage_problem(raw, domain)
         if unvouched:

@@ -78,6 +78,26 @@ def main(argv: list[str] | None = None) -> int:
                 f"CPU time (user + system), {figure.title}: {d['cpu_ms']:.1f} ms vs {d['baseline_cpu_ms']:.1f} ms = {d['cpu_ratio']:.2f}x"
             )
     for figure in figures:
+        if "signed_floor_ratio" in figure.details:
+            d = figure.details
+            print(
+                f"{figure.title}, its floor signed with dkimpy (signed_floor.py, then the bare delivery): "
+                f"{d['signed_floor']:,.0f} letters/s = {d['signed_floor_ratio']:.2f}x baseline"
+            )
+        elif "signed_floor" in figure.details:
+            d = figure.details
+            print(
+                f"{figure.title}, its floor signed and verified with dkimpy (signed_floor.py: bare delivery, "
+                f"a reader that verifies and moves it to cur/ durably): median {d['signed_floor']:.1f} ms, p95 {d['signed_floor_p95']:.1f} ms"
+            )
+        if "click_floor_ms" in figure.details:
+            d = figure.details
+            print(
+                f"{figure.title}, its floor in the CLI's interpreter: `python -c pass` {d['interpreter_ms']:.1f} ms; "
+                f"a one-command click CLI printing the unread rows (click_floor.py) {d['click_floor_ms']:.1f} ms = "
+                f"{d['click_floor_ratio']:.2f}x baseline"
+            )
+    for figure in figures:
         for command, costs in figure.details.get("imports", {}).items():
             listed = ", ".join(f"{name} {ms:.1f}" for name, ms in costs)
             print(

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import bare, letters
+from . import bare, click_floor, letters
 from .common import PYTHON, Settings, TempBus, children_cpu, timed
 from .report import Figure, Target, median
 
@@ -88,10 +88,15 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
     beta = tb.client("beta")
     for letter in beta.inbox()[:2]:
         beta.done(letter.id)  # a small spool: 5 letters, 3 unread
+    python = str(tb.installed.python)
     commands = {
         "inbox": tb.command("beta", "inbox", "--no-sync"),
         "help": tb.command(None, "--help"),
         "floor": STDLIB_FLOOR,
+        # In the CLI's interpreter: the interpreter alone, and a one-command click CLI printing
+        # the same unread rows raw: what 3a costs before anything agentmail does of its own.
+        "interpreter": [python, "-c", "pass"],
+        "click": [python, click_floor.__file__, "--as", "beta", "inbox", "--no-sync"],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
@@ -129,6 +134,9 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
                 "runs": [round(x, 1) for x in times["inbox"]],
                 "imports": imports,
                 **_cpu_details(cpu["inbox"], cpu["floor"]),
+                "interpreter_ms": median(times["interpreter"]),
+                "click_floor_ms": median(times["click"]),
+                "click_floor_ratio": median(times["click"]) / floor,
             },
         ),
         Figure(

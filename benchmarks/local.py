@@ -14,7 +14,9 @@ import time
 from functools import partial
 from pathlib import Path
 
-from . import bare, letters
+from agentmail.credentials import read_private_key
+
+from . import bare, letters, signed_floor
 from .common import PYTHON, Runs, Settings, TempBus
 from .report import Figure, Target, median, p95
 from .waiting import time_answer
@@ -40,22 +42,35 @@ def warm_latency(root: Path, settings: Settings) -> Figure:
     waiter = tb.command("beta", "wait", "--timeout", "60")
     maildir = _maildir(root / "latency-maildir")
     reader = [PYTHON, bare.__file__, "wait", str(maildir)]
+    # The second floor: signed with dkimpy as agentmail signs, verified by dkimpy in the reader.
+    me = tb.registry.get("alpha")
+    dkim_domain, private = me.dkim_domain or me.domain, read_private_key(tb.home, "alpha")
+    signed_maildir = _maildir(root / "latency-signed-maildir")
+    signed_reader = [str(tb.installed.python), signed_floor.__file__, "wait", str(signed_maildir)]
+    signed_env = {**tb.env, "DKIM_RECORD": f"v=DKIM1; k=ed25519; p={me.public_key}"}
     raw = b""
     ours: list[float] = []
     ours_exit: list[float] = []
     base: list[float] = []
     base_exit: list[float] = []
+    signed: list[float] = []
     for index in range(WARMUP + settings.latency_samples):
         answer = time_answer(waiter, tb.env, tb.home, partial(alpha.send, "beta", "Latency probe", body))
         beta.done(answer.output.split()[0].decode())  # so the next waiter waits for a new letter
         raw = raw or alpha.spool.raw(alpha.spool.ids("sent")[-1])
         bare_answer = time_answer(reader, tb.env, tb.home, partial(bare.deliver, maildir, raw))
         (maildir / "new" / bare_answer.output.decode().strip()).unlink()
+        deliver_signed = partial(
+            signed_floor.deliver, signed_maildir, signed_floor.unsigned(raw), dkim_domain, me.selector, private
+        )
+        signed_answer = time_answer(signed_reader, signed_env, tb.home, deliver_signed)
+        (signed_maildir / "cur" / signed_answer.output.decode().strip()).unlink()
         if index >= WARMUP:
             ours.append(answer.to_output * 1e3)
             ours_exit.append(answer.to_exit * 1e3)
             base.append(bare_answer.to_output * 1e3)
             base_exit.append(bare_answer.to_exit * 1e3)
+            signed.append(signed_answer.to_output * 1e3)
     alpha.close()
     beta.close()
     tb.remove()
@@ -73,6 +88,8 @@ def warm_latency(root: Path, settings: Settings) -> Figure:
             "baseline_p95": p95(base),
             "median_to_exit": median(ours_exit),
             "baseline_median_to_exit": median(base_exit),
+            "signed_floor": median(signed),
+            "signed_floor_p95": p95(signed),
             "letter_bytes": len(raw),
             "measured_to": "the waiter's printed line (to_exit: its process exit)",
         },
@@ -85,8 +102,11 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
     body = _opener("alpha", "beta")
     for _ in range(5):  # imports and first-use caches are not throughput
         alpha.send("beta", "Warm-up", body)
+    me = tb.registry.get("alpha")
+    dkim_domain, private = me.dkim_domain or me.domain, read_private_key(tb.home, "alpha")
     ours: list[float] = []
     base: list[float] = []
+    signed: list[float] = []  # the same bytes signed with dkimpy as agentmail signs, then bare
     count = settings.send_letters
     for run in Runs(settings.repeats, settings.budget):
         before = set(alpha.spool.ids("sent"))
@@ -102,6 +122,13 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
             bare.deliver(maildir, raw)
         base.append(count / (time.perf_counter() - start))
         shutil.rmtree(maildir)
+        maildir = _maildir(root / f"send-signed-{run}")
+        unsigned = [signed_floor.unsigned(raw) for raw in raws]
+        start = time.perf_counter()
+        for raw in unsigned:
+            signed_floor.deliver(maildir, raw, dkim_domain, me.selector, private)
+        signed.append(count / (time.perf_counter() - start))
+        shutil.rmtree(maildir)
     alpha.close()
     tb.remove()
     return Figure(
@@ -113,7 +140,13 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
         "same bytes, fsync+rename+dir fsync",
         Target("ratio", ">=", 0.5, ">= 0.5x baseline"),
         len(ours),
-        {"letters_per_run": count, "runs": [round(r) for r in ours], "baseline_runs": [round(r) for r in base]},
+        {
+            "letters_per_run": count,
+            "runs": [round(r) for r in ours],
+            "baseline_runs": [round(r) for r in base],
+            "signed_floor": median(signed),
+            "signed_floor_ratio": median(signed) / median(base),
+        },
     )
 
 

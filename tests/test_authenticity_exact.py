@@ -120,6 +120,14 @@ def test_the_pinned_key_falls_back_to_the_address_domain_and_dns_means_no_key(re
     assert authenticity.pinned_key(entry.replace(key_lookup="dns")).public_key == ""
 
 
+def test_an_unsigned_letter_names_the_key_it_was_checked_against(registry: Registry) -> None:
+    pinned = authenticity.judge(letter_bytes(), registry)
+    assert pinned.detail == "no valid signature by alpha's pinned key: the letter carries no DKIM signature"
+    published = {**registry.platforms, "alpha": registry.platforms["alpha"].replace(key_lookup="dns")}
+    in_dns = authenticity.judge(letter_bytes(), Registry(registry.root, registry.bus, published))
+    assert in_dns.detail == "no valid signature by alpha's key published in DNS: the letter carries no DKIM signature"
+
+
 # --- delivery reports ----------------------------------------------------------------------------
 
 

@@ -60,5 +60,11 @@ def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None
         assert figure["runs"] >= 1, key
     for figure in data["figures"]:
         assert figure["title"] in done.stdout  # the table names every figure
+    floors = figures["startup_inbox"]["details"]
+    assert floors["interpreter_ms"] > 0 and floors["click_floor_ms"] > 0, floors  # 3a's floor, measured and printed
+    assert "click_floor.py" in done.stdout
+    assert figures["warm_latency"]["details"]["signed_floor"] > 0  # 1's floor, signed and verified
+    assert figures["send_throughput"]["details"]["signed_floor"] > 0  # 4's floor, signed
+    assert "signed_floor.py" in done.stdout
     assert os.listdir(tmp) == [], "the suite left files in its temp folder"
     assert not (user_home / ".agentmail").exists(), "the suite touched ~/.agentmail"
