@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentmail import guards
 from agentmail.model import Letter
@@ -94,3 +98,53 @@ def test_opener_advice_is_exempt_for_ack_and_close() -> None:
     assert guards.opener_warnings("ack", "ok") == []
     assert guards.opener_warnings("close", "done") == []
     assert len(guards.opener_warnings("report", "broken")) >= 6
+
+
+# --- the literal prefilter: the same answers as searching every pattern --------------------
+
+# Fragments that come near every pattern and its literals, in odd cases, and Unicode that re's
+# case folding matches to ASCII letters (the Kelvin sign is a k, the long s an s).
+_FRAGMENTS = st.sampled_from(
+    [
+        "password", "PassWord", "PA\u017fSWORD", "passwd", "pwd", "PWD", "=", ":", " = ", ": '", "secret",
+        "API_KEY", "export ", "TOKEN", "AKIA", "ABCDEFGHIJKLMNOP", "ghp_", "gh", "xoxb-", "sk-", "sk-live_",
+        "eyJ", "abcdefghij", ".", "-----BEGIN ", "RSA ", "PRIVATE KEY-----", "\n", " ", "as discussed",
+        "AS MENTIONED", "see above", "see my last", "see my previous", "SEE MY", "you know the one",
+        "the same bug as before", "my logs", "my terminal", "the issue from earlier", "\u212a", "\u017f",
+        "\u0130", "\u00e9", "x",
+    ]
+)  # fmt: skip
+_BODIES = st.one_of(
+    st.text(max_size=200), st.lists(st.one_of(_FRAGMENTS, st.text(max_size=8)), max_size=30).map("".join)
+)
+
+
+def _searched_credential(body: str) -> str | None:
+    """body_refusal's credential check as it was: every pattern searched."""
+    return next((what for pattern, what, _, _ in guards._CREDENTIALS if re.search(pattern, body)), None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_BODIES)
+def test_the_literal_prefilter_never_changes_a_credential_verdict(body: str) -> None:
+    what = _searched_credential(body)
+    refusal = guards.body_refusal(body)
+    if what is None:
+        assert refusal is None or "looks like it contains" not in refusal
+    else:
+        assert refusal == f"the body looks like it contains {what}; remove it (or pass --force if it is not a secret)"
+
+
+@settings(max_examples=400, deadline=None)
+@given(_BODIES)
+def test_the_literal_prefilter_never_changes_the_invisible_context_advice(body: str) -> None:
+    found = re.search(guards._INVISIBLE, body)
+    invisible = [w for w in guards.opener_warnings("report", body) if "leans on something" in w]
+    assert invisible == (
+        [] if found is None else [f"opener: '{found.group(0)}' leans on something the reader cannot see"]
+    )
+
+
+def test_a_secret_spelt_with_a_long_s_is_still_refused() -> None:
+    # re folds "\u017f" to "s"; str.lower does not: the prefilter must not skip the search
+    assert "a password assignment" in (guards.body_refusal("my pa\u017fsword: hunter2hunter2") or "")
