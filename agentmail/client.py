@@ -209,10 +209,16 @@ class AgentMail:
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
+        return self._sync()
+
+    def _sync(self, *, woken: bool = False) -> SyncReport:
+        """``woken``: the transport has just said something arrived (``wait``), so neither the
+        outbox nor the cheap look first: straight to the fetch, the letter is waited for."""
         report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
-        self.flush()  # talking to the server anyway: retry what waits in the outbox
+        if not woken:
+            self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
-        if not transport.pending(self._checkpoint(transport.name)):
+        if not woken and not transport.pending(self._checkpoint(transport.name)):
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
@@ -1181,7 +1187,7 @@ class AgentMail:
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:
-            self.sync()
+            self._sync(woken=mechanism != "spool")
             for letter in self.inbox(sync=False):
                 if (type is None or letter.type == type) and (thread is None or letter.thread == thread):
                     return letter, mechanism
