@@ -100,17 +100,21 @@ class Mailbox:
                 aside.unlink()
         self._ensured = True
 
-    @property
-    def uidvalidity(self) -> str:
-        fd = os.open(f"{self.dir}/.uidvalidity", os.O_RDONLY)  # read on every look: no pathlib, no text layer
+    def _small(self, name: str) -> bytes:
+        """A counter file's bytes; read on every look, so no pathlib and no text layer."""
+        fd = os.open(f"{self.dir}/{name}", os.O_RDONLY)
         try:
-            return os.read(fd, 4096).decode().strip()
+            return os.read(fd, 4096)
         finally:
             os.close(fd)
 
+    @property
+    def uidvalidity(self) -> str:
+        return self._small(".uidvalidity").decode().strip()
+
     def _uidnext(self) -> int:
         try:
-            value = int((self.dir / ".uidnext").read_text())
+            value = int(self._small(".uidnext"))
         except (FileNotFoundError, ValueError):
             value = 0
         if value < 1:
@@ -121,7 +125,7 @@ class Mailbox:
         # The counter is a cache that assign() writes before its renames, so it is never behind
         # them; a power cut can still lose its last write (never flushed). Only the exact name
         # is checked (a stat, not a listing of the whole history).
-        while (self.dir / "cur" / f"{value:012d}:2,").exists():
+        while os.path.exists(f"{self.dir}/cur/{value:012d}:2,"):
             value += 1
         return value
 
