@@ -209,10 +209,16 @@ class AgentMail:
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
+        return self._sync()
+
+    def _sync(self, *, woken: bool = False) -> SyncReport:
+        """``woken``: the transport has just said something arrived (``wait``), so neither the
+        outbox nor the cheap look first: straight to the fetch, the letter is waited for."""
         report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
-        self.flush()  # talking to the server anyway: retry what waits in the outbox
+        if not woken:
+            self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
-        if not transport.pending(self._checkpoint(transport.name)):
+        if not woken and not transport.pending(self._checkpoint(transport.name)):
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
@@ -328,11 +334,8 @@ class AgentMail:
             )
             raw = self._placeholder(item)
             facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
-        elif self._filed_already(raw):
-            verdict, facts = None, Facts(self.me.agent, bytes_filed=True)
         else:
-            verdict = authenticity.judge(raw, self.registry)
-            facts = self._facts(verdict)
+            verdict, facts = self._judged(raw)
         filing = route(verdict, facts)
         if filing.action == "duplicate":
             report.duplicates += 1
@@ -352,6 +355,17 @@ class AgentMail:
             report.accepted.append(
                 self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
+
+    def _judged(self, raw: bytes) -> tuple[Verdict | None, Facts]:
+        """The verdict on a fetched letter (None: its bytes are filed already) and what the
+        spool knows that routing it needs; reads, never writes."""
+        from . import authenticity
+        from .route import Facts
+
+        if self._filed_already(raw):
+            return None, Facts(self.me.agent, bytes_filed=True)
+        verdict = authenticity.judge(raw, self.registry)
+        return verdict, self._facts(verdict)
 
     def _facts(self, verdict: Verdict) -> Facts:
         """What the spool knows that routing ``verdict`` needs (looked up only where it matters)."""
@@ -1151,18 +1165,18 @@ class AgentMail:
         return moved
 
     def _warm_receiving(self) -> None:
-        """Before blocking: judge one letter signed here for this platform (never filed), so
-        the first letter that lands pays no first-use costs (imports, the email and DKIM
-        packages' compiled patterns, the database's first durable commit). Only with a pinned
-        key: nothing here may reach a network."""
-        from . import authenticity, route  # noqa: F401
+        """Before blocking: judge and route one letter signed here for this platform (never
+        filed), as ``_file`` would, so the first letter that lands pays no first-use costs
+        (imports, the email and DKIM packages' compiled patterns, the duplicate check's, the
+        database's first durable commit). Only with a pinned key: nothing here may reach a network."""
+        from .route import route
 
         self.spool.warm()
         if self.platform.key_lookup != "pinned":
             return
         try:
             draft = Draft(self.platform.name, "question", new_thread_id(), "warm-up", "Is this warm?")
-            authenticity.judge(self._compose(draft)[1], self.registry)
+            route(*self._judged(self._compose(draft)[1]))
         except Exception:  # a missing key, say: the letter that lands says so when it is judged
             pass
 
@@ -1173,7 +1187,7 @@ class AgentMail:
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:
-            self.sync()
+            self._sync(woken=mechanism != "spool")
             for letter in self.inbox(sync=False):
                 if (type is None or letter.type == type) and (thread is None or letter.thread == thread):
                     return letter, mechanism

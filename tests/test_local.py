@@ -205,6 +205,14 @@ def test_without_a_usable_counter_a_flagged_letter_keeps_its_uid(tmp_path: Path,
     assert box.assign() == 5 and (box.dir / "cur" / "000000000004:2,").read_bytes() == b"four"
 
 
+def test_a_counter_of_bytes_that_are_no_text_is_no_usable_counter(tmp_path: Path) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / "cur" / "000000000001:2,").write_bytes(b"one")
+    (box.dir / ".uidnext").write_bytes(b"\xff\xfe00000000")  # torn by a disk fault: read, not decoded
+    assert box._uidnext() == 2
+
+
 @pytest.mark.parametrize("counter", [None, "", "garbage", "0", "-5", "000000000002"])
 def test_the_uid_counter_is_a_cache_never_reused_whatever_it_says(tmp_path: Path, counter: str | None) -> None:
     box = Mailbox(tmp_path / "beta")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity
+from agentmail import authenticity, wire
 from agentmail.client import AgentMail
 from agentmail.errors import Timeout
 from agentmail.spool import STATES
@@ -25,10 +25,19 @@ def test_the_warm_up_before_blocking_files_and_sends_nothing(
         verdicts.append(verdict.route)
         return verdict
 
+    looked: list[object] = []
+    quick = wire.quick_identity
+
+    def quick_identity(raw: bytes) -> tuple[str, str] | None:
+        looked.append(quick(raw))
+        return looked[-1]  # type: ignore[return-value]
+
     monkeypatch.setattr(authenticity, "judge", judge)
+    monkeypatch.setattr(wire, "quick_identity", quick_identity)
     with pytest.raises(Timeout):
         beta.wait(timeout=0.05)
     assert verdicts == ["accept"]  # the letter signed here passes the checks a real one meets
+    assert len(looked) == 1 and looked[0] is not None  # and the duplicate check before judging ran too
     assert {state: beta.spool.ids(state) for state in STATES} == {state: [] for state in STATES}
     postoffice = home / "postoffice"
     assert not postoffice.exists() or not any(os.scandir(postoffice / "beta" / "new"))

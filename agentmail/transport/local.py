@@ -100,13 +100,21 @@ class Mailbox:
                 aside.unlink()
         self._ensured = True
 
+    def _small(self, name: str) -> bytes:
+        """A counter file's bytes; read on every look, so no pathlib and no text layer."""
+        fd = os.open(f"{self.dir}/{name}", os.O_RDONLY)
+        try:
+            return os.read(fd, 4096)
+        finally:
+            os.close(fd)
+
     @property
     def uidvalidity(self) -> str:
-        return (self.dir / ".uidvalidity").read_text().strip()
+        return self._small(".uidvalidity").decode().strip()
 
     def _uidnext(self) -> int:
         try:
-            value = int((self.dir / ".uidnext").read_text())
+            value = int(self._small(".uidnext"))
         except (FileNotFoundError, ValueError):
             value = 0
         if value < 1:
@@ -117,7 +125,7 @@ class Mailbox:
         # The counter is a cache that assign() writes before its renames, so it is never behind
         # them; a power cut can still lose its last write (never flushed). Only the exact name
         # is checked (a stat, not a listing of the whole history).
-        while (self.dir / "cur" / f"{value:012d}:2,").exists():
+        while os.path.exists(f"{self.dir}/cur/{value:012d}:2,"):
             value += 1
         return value
 
@@ -196,6 +204,7 @@ class LocalTransport(Transport):
         self.resolve = resolve
         self._watch: inotify.Watch | None = None  # kept from one wait to the next (_watcher)
         self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
+        self._fetched_under: str | None = None  # the UIDVALIDITY the last fetch read under
         self._watch_inode = 0
         self._waiting = threading.Lock()  # held by the thread waiting on the kept watch
 
@@ -225,7 +234,8 @@ class LocalTransport(Transport):
         self._fetched_to = 0
         uidnext = self.mailbox.assign()
         # A rebuilt post office (new UIDVALIDITY) is read again; the spool drops duplicates.
-        last = Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).last
+        self._fetched_under = validity = self.mailbox.uidvalidity
+        last = Checkpoint.parse(checkpoint).under(validity).last
         if uidnext > last + 1:
             # What this reader is about to read and commit past must keep its name after a power
             # cut: the renames into cur/ (by whichever reader made them) are flushed once here.
@@ -247,7 +257,9 @@ class LocalTransport(Transport):
         self._fetched_to = uidnext  # every UID below it was read and handed on, or is no file
 
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
-        seen = Checkpoint.parse(checkpoint).under(self.mailbox.uidvalidity).past(committed)
+        # The UIDs handed out belong to the UIDVALIDITY they were read under (read once per fetch)
+        validity = self._fetched_under if self._fetched_under is not None else self.mailbox.uidvalidity
+        seen = Checkpoint.parse(checkpoint).under(validity).past(committed)
         # The close of a whole fetch (nothing committed with it) also passes the UIDs no file
         # held: a letter a mail client deleted from cur/, or took from new/ while it was numbered.
         return str(seen if committed else seen.through(self._fetched_to))
