@@ -95,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{figure.title}, its floor in the CLI's interpreter: `python -c pass` {d['interpreter_ms']:.1f} ms; "
                 f"a one-command click CLI printing the unread rows (click_floor.py) {d['click_floor_ms']:.1f} ms = "
-                f"{d['click_floor_ratio']:.2f}x baseline"
+                f"{d['click_floor_ratio']:.2f}x baseline; the same on argparse (argparse_floor.py) "
+                f"{d['argparse_floor_ms']:.1f} ms = {d['argparse_floor_ratio']:.2f}x"
             )
     for figure in figures:
         for command, costs in figure.details.get("imports", {}).items():

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import bare, click_floor, letters
+from . import argparse_floor, bare, click_floor, letters
 from .common import PYTHON, Settings, TempBus, children_cpu, timed
 from .report import Figure, Target, median
 
@@ -97,6 +97,7 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
         # the same unread rows raw: what 3a costs before anything agentmail does of its own.
         "interpreter": [python, "-c", "pass"],
         "click": [python, click_floor.__file__, "--as", "beta", "inbox", "--no-sync"],
+        "argparse": [python, argparse_floor.__file__, "--as", "beta", "inbox", "--no-sync"],  # without click
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
@@ -137,6 +138,8 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
                 "interpreter_ms": median(times["interpreter"]),
                 "click_floor_ms": median(times["click"]),
                 "click_floor_ratio": median(times["click"]) / floor,
+                "argparse_floor_ms": median(times["argparse"]),
+                "argparse_floor_ratio": median(times["argparse"]) / floor,
             },
         ),
         Figure(
