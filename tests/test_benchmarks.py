@@ -68,3 +68,27 @@ def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None
     assert "signed_floor.py" in done.stdout
     assert os.listdir(tmp) == [], "the suite left files in its temp folder"
     assert not (user_home / ".agentmail").exists(), "the suite touched ~/.agentmail"
+
+
+def test_the_timeline_wraps_every_step_it_names(tmp_path: Path) -> None:
+    """``python -m benchmarks.timeline``: a renamed function it wraps fails it, a step never run is missing."""
+    from benchmarks import timeline
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.timeline", "2"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    shown = {line[6:40].strip() for line in done.stdout.splitlines()}
+    # Every step but the wake's wait (printed only when it blocked, which a loaded machine may skip)
+    expected = {label for _, _, label in timeline.SEND + timeline.RECEIVE if not label.startswith("inotify")}
+    assert expected <= shown, expected - shown
+    assert "line read: median" in done.stdout
+    assert os.listdir(tmp) == [], "the timeline left files in its temp folder"
