@@ -72,20 +72,24 @@ def _watch(directory: Path) -> int:
     return fd
 
 
-def wait_for_letter(maildir: Path) -> str:
+def next_letter(maildir: Path) -> tuple[str, bytes]:
+    """Block on inotify until ``new/`` holds a file: its name and bytes."""
     new = maildir / "new"
     fd = _watch(new)
     while True:
         names = os.listdir(new)
         if names:
-            (new / names[0]).read_bytes()
-            return names[0]
+            return names[0], (new / names[0]).read_bytes()
         select.select([fd], [], [], 1.0)
         try:
             while os.read(fd, 65536):
                 pass
         except BlockingIOError:
             pass
+
+
+def wait_for_letter(maildir: Path) -> str:
+    return next_letter(maildir)[0]
 
 
 def imap_wait(host: str, port: int, user: str, password: str, cafile: str) -> str:

@@ -14,7 +14,6 @@ spool: what is left between this and figure 1 is agentmail's own.
 from __future__ import annotations
 
 import os
-import select
 import sys
 from pathlib import Path
 
@@ -43,25 +42,14 @@ def unsigned(raw: bytes) -> bytes:
 
 
 def wait_and_verify(maildir: Path, record: bytes) -> str:
-    new = maildir / "new"
-    fd = bare._watch(new)
-    while True:
-        names = os.listdir(new)
-        if names:
-            raw = (new / names[0]).read_bytes()
-            if not dkim.verify(raw, dnsfunc=lambda name, timeout=5: record):
-                raise SystemExit(f"{names[0]} does not verify")
-            # Shown once: the letter moves to cur/ durably before it is shown (a reader that
-            # crashes after printing must not show it again as new).
-            os.rename(new / names[0], maildir / "cur" / names[0])
-            bare.fsync_dir(maildir / "cur")
-            return names[0]
-        select.select([fd], [], [], 1.0)
-        try:
-            while os.read(fd, 65536):
-                pass
-        except BlockingIOError:
-            pass
+    name, raw = bare.next_letter(maildir)
+    if not dkim.verify(raw, dnsfunc=lambda _name, timeout=5: record):
+        raise SystemExit(f"{name} does not verify")
+    # Shown once: the letter moves to cur/ durably before it is shown (a reader that crashes
+    # after printing must not show it again as new).
+    os.rename(maildir / "new" / name, maildir / "cur" / name)
+    bare.fsync_dir(maildir / "cur")
+    return name
 
 
 if __name__ == "__main__":
