@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import re
+import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentmail._fs import locked
 from agentmail.transport import inotify
@@ -351,6 +354,45 @@ def _read_all(beta: LocalTransport, checkpoint: str | None) -> tuple[str | None,
         keys += [item.key for item in batch]
         checkpoint = beta.advance(checkpoint, batch)
     return beta.advance(checkpoint, []), keys
+
+
+@settings(max_examples=60, deadline=None)
+@given(validity=st.one_of(st.none(), st.binary(max_size=24)), counter=st.one_of(st.none(), st.binary(max_size=24)))
+def test_damaged_counter_files_stop_no_reader_and_lose_no_letter(validity: bytes | None, counter: bytes | None) -> None:
+    """.uidvalidity and .uidnext removed or holding any bytes (a torn write, a stray edit): the
+    next look and fetch work, no letter is skipped, and no UID is given twice."""
+    with tempfile.TemporaryDirectory() as folder:
+        po = Path(folder) / "po"
+        deliver(po / "beta", b"before 1")
+        deliver(po / "beta", b"before 2")
+        beta = _transport(po)
+        checkpoint, _ = _read_all(beta, None)
+        for name, value in ((".uidvalidity", validity), (".uidnext", counter)):
+            path = beta.mailbox.dir / name
+            path.unlink() if value is None else path.write_bytes(value)
+        deliver(po / "beta", b"after 1")
+        deliver(po / "beta", b"after 2")
+        reader = _transport(po)  # a new process: nothing remembered of the files as they were
+        assert reader.pending(checkpoint)
+        moved, keys = _read_all(reader, checkpoint)
+        cur = reader.mailbox.dir / "cur"
+        read = [(cur / f"{int(key):012d}:2,").read_bytes() for key in keys]
+        assert read[-2:] == [b"after 1", b"after 2"] and len(set(keys)) == len(keys)  # renumbered: all again
+        uids = sorted(int(name.partition(":")[0]) for name in os.listdir(cur))
+        assert len(uids) == len(set(uids)) == 4  # no UID given twice (a gap is allowed)
+        assert reader.mailbox.uidvalidity.isdigit() and moved == f"{reader.mailbox.uidvalidity}:{uids[-1]}"
+        assert not reader.pending(moved)
+
+
+def test_a_uidvalidity_that_cannot_be_written_again_is_a_machine_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    (box.dir / ".uidvalidity").write_bytes(b"torn\xff")
+    monkeypatch.setattr(Mailbox, "_number", lambda self, replace: None)  # the write does not land
+    with pytest.raises(OSError, match="damaged and could not be written again"):
+        assert box.uidvalidity
 
 
 @pytest.mark.parametrize("gone", ["the newest", "all of them"])

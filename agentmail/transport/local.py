@@ -86,19 +86,24 @@ class Mailbox:
             return
         for sub in ("tmp", "new", "cur"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
-        validity = self.dir / ".uidvalidity"
-        if not validity.exists():
-            # Written aside, then linked into place: a reader never sees it empty, and of two
-            # processes racing here exactly one value wins.
-            aside = self.dir / f".uidvalidity.{os.getpid()}"
-            aside.write_text(str(int(time.time())))
-            try:
-                os.link(aside, validity)
-            except FileExistsError:
-                pass
-            finally:
-                aside.unlink()
+        if not os.path.exists(f"{self.dir}/.uidvalidity"):
+            self._number(replace=False)
         self._ensured = True
+
+    def _number(self, *, replace: bool) -> None:
+        """A new UIDVALIDITY, written aside, then linked into place (or, over a damaged one,
+        renamed): a reader never sees it empty, and of two processes racing to make the first
+        one exactly one value wins."""
+        aside = f"{self.dir}/.uidvalidity.{os.getpid()}"
+        with open(aside, "w") as out:
+            out.write(str(int(time.time())))
+        try:
+            (os.replace if replace else os.link)(aside, f"{self.dir}/.uidvalidity")
+        except FileExistsError:
+            pass
+        finally:
+            if os.path.exists(aside):
+                os.unlink(aside)
 
     def _small(self, name: str) -> bytes:
         """A counter file's bytes; read on every look, so no pathlib and no text layer."""
@@ -110,7 +115,18 @@ class Mailbox:
 
     @property
     def uidvalidity(self) -> str:
-        return self._small(".uidvalidity").decode().strip()
+        """Digits, as IMAP's. One removed, torn or edited into anything else is replaced by a new
+        value: every reader then reads the post office from the start again and its spool drops
+        what it already holds (a rebuilt post office), rather than every sync failing on it."""
+        for _ in range(2):
+            try:
+                value: bytes | None = self._small(".uidvalidity").strip()
+            except FileNotFoundError:
+                value = None
+            if value is not None and value.isdigit():  # bytes: ASCII digits only
+                return value.decode()
+            self._number(replace=value is not None)
+        raise OSError(f"{self.dir}/.uidvalidity is damaged and could not be written again")
 
     def _uidnext(self) -> int:
         try:
