@@ -74,6 +74,9 @@ def _deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None) -> st
     return name
 
 
+_COUNTER_WIDTH = 12  # .uidnext, overwritten in place at a fixed width
+
+
 class Mailbox:
     """One platform's Maildir with UIDs, as an IMAP server would keep it."""
 
@@ -185,7 +188,12 @@ class Mailbox:
             reserved = uid + len(names)
             fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
             try:
-                os.pwrite(fd, f"{reserved:012d}".encode(), 0)
+                if os.fstat(fd).st_size > _COUNTER_WIDTH:
+                    # A longer (damaged) file would keep its tail after the value: "…05" + "0" is
+                    # 50. Emptied first, which a reader takes as no counter (cur/ is read), never
+                    # as a wrong one.
+                    os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{reserved:0{_COUNTER_WIDTH}d}".encode(), 0)
             finally:
                 os.close(fd)
             for name in names:
