@@ -7,15 +7,13 @@ Letters are untrusted: control characters are stripped from everything printed a
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import click
-
+from ._args import Exit, Group, Version, argument, at_least, echo, option
 from .errors import AgentmailError, BadInput
 from .text import for_terminal
 
@@ -56,45 +54,23 @@ class Ctx:
         """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
         if self._client is not None:
             if self._client.flushed:
-                click.echo(
-                    f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True
-                )
+                echo(f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True)
             self._client.close()
             self._client = None
 
 
 def json_option(func: F) -> F:
     """``--json``, ``--as`` and ``--agent`` are accepted before or after the command name."""
-
-    def remember(attr: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-        def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
-            if value:
-                setattr(ctx.find_object(Ctx), attr, value)
-            return value
-
-        return callback
-
-    func = option(
-        "--agent", "agent_after", metavar="NAME", expose_value=False, hidden=True, callback=remember("agent")
-    )(func)
-    func = option(
-        "--as", "as_after", metavar="PLATFORM", expose_value=False, hidden=True, callback=remember("platform")
-    )(func)
-    return option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        expose_value=False,
-        callback=remember("json"),
-        help="Machine-readable output.",
-    )(func)
+    func = option("--agent", "agent_after", metavar="NAME", hidden=True, into_ctx="agent")(func)
+    func = option("--as", "as_after", metavar="PLATFORM", hidden=True, into_ctx="platform")(func)
+    return option("--json", "as_json", is_flag=True, into_ctx="json", help="Machine-readable output.")(func)
 
 
 def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
     if ctx.json:
         import json  # only for --json: --help and text output never load it
 
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
     else:
         text()
 
@@ -185,124 +161,36 @@ Exit codes:
 """
 
 
-class _Declared:
-    """An option or argument as declared: built into click's object when its command is first
-    parsed, helped or completed, not at import (issue 11: ~180 options, ~1.5 ms a process)."""
-
-    __slots__ = ("kind", "decls", "attrs")
-
-    def __init__(self, kind: type[click.Parameter], decls: tuple[str, ...], attrs: dict[str, Any]) -> None:
-        self.kind, self.decls, self.attrs = kind, decls, attrs
-
-    def build(self) -> click.Parameter:
-        return self.kind(self.decls, **self.attrs)
-
-
-def _declare(kind: type[click.Parameter]) -> Callable[..., Callable[[F], F]]:
-    def declare(*decls: str, **attrs: Any) -> Callable[[F], F]:
-        def decorator(func: F) -> F:
-            declared = _Declared(kind, decls, attrs)
-            if isinstance(func, click.Command):  # under a command decorator: as click.option does
-                func.params.append(declared.build())
-            else:
-                func.__dict__.setdefault("__click_params__", []).append(declared)
-            return func
-
-        return decorator
-
-    return declare
-
-
-option = _declare(click.Option)  # click.option, built on first use
-argument = _declare(click.Argument)  # click.argument, built on first use
-
-
-class _Lean:
-    """Parses as click does, minus two costs. Parameters declared with ``option``/``argument``
-    become click's objects when the command first needs them (``--help``'s list of commands reads
-    no command's options). And click matches ``-s`` as a long option first and, for that failed
-    match, builds a NoSuchOption that imports difflib to rank close names, then drops it to try
-    the short options (every ``send -s -b``: ~1 ms, issue 11): an option with one prefix character
-    is sent straight on to that short-option step. Errors and output are the same."""
-
-    _declared: list[Any]
-
-    @property
-    def params(self) -> list[click.Parameter]:
-        if any(isinstance(item, _Declared) for item in self._declared):
-            self._declared = [item.build() if isinstance(item, _Declared) else item for item in self._declared]
-        return self._declared
-
-    @params.setter
-    def params(self, value: list[Any]) -> None:
-        self._declared = value
-
-    def make_parser(self, ctx: click.Context) -> Any:
-        parser = super().make_parser(ctx)  # type: ignore[misc]
-        match_long = getattr(parser, "_match_long_opt", None)
-        long_opts, prefixes = getattr(parser, "_long_opt", None), getattr(parser, "_opt_prefixes", None)
-        if match_long is None or not isinstance(long_opts, dict) or not isinstance(prefixes, set):
-            return parser  # another click inside: its own parser, unchanged
-
-        def short_first(opt: str, explicit_value: str | None, state: Any) -> None:
-            if opt not in long_opts and opt[:2] not in prefixes:
-                raise click.NoSuchOption(opt, ctx=ctx)  # caught by click, which then tries -s as short
-            match_long(opt, explicit_value, state)
-
-        parser._match_long_opt = short_first
-        return parser
-
-
-class _Command(_Lean, click.Command):
-    pass
-
-
-class _Group(_Lean, click.Group):
-    command_class = _Command
-    group_class = type  # a subgroup (``bus``, ``hook``...) is a _Group too
-
-
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
-@option(
-    "--as",
-    "platform",
-    metavar="PLATFORM",
-    help="Act as this platform (else AGENTMAIL_PLATFORM, marker, git remote, path).",
-)
+@option("--as", "platform", metavar="PLATFORM",
+        help="Act as this platform (else AGENTMAIL_PLATFORM, marker, git remote, path).")  # fmt: skip
 @option("--agent", metavar="NAME", help="One of several agents sharing this checkout (else AGENTMAIL_AGENT).")
 @option(
     "--registry", metavar="DIR", help="The registry in force (else AGENTMAIL_REGISTRY, else $AGENTMAIL_HOME/registry)."
 )
 @option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@click.version_option(package_name="agentmail")
-@click.pass_context
-def main_group(
-    ctx: click.Context, platform: str | None, agent: str | None, registry: str | None, as_json: bool
-) -> None:
+@option("--version", action=Version, help="Show the version and exit.")
+def _main_group(ctx: Ctx, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
     """agentmail: defect reports between coding agents, over real email."""
-    ctx.obj = Ctx(platform, agent, registry, as_json)
-    ctx.call_on_close(ctx.obj.close)
+    ctx.platform, ctx.agent, ctx.registry, ctx.json = platform, agent, registry, as_json
 
 
-pass_ctx = click.make_pass_decorator(Ctx)
+main_group = Group("agentmail", _main_group, epilog=_EPILOG)
 
 
 @main_group.command()
 @json_option
-@pass_ctx
 def whoami(ctx: Ctx) -> None:
     """This checkout's platform[@agent]; exit 1 if none."""
     me = ctx.client().me
     emit(
         ctx,
         {"platform": me.platform, "agent": me.agent, "address": ctx.client().platform.address},
-        lambda: click.echo(me.mailbox),
+        lambda: echo(me.mailbox),
     )
 
 
 @main_group.command()
 @json_option
-@pass_ctx
 def platforms(ctx: Ctx) -> None:
     """The registry: every platform, its address and pinned key."""
     from .registry import load
@@ -323,11 +211,11 @@ def platforms(ctx: Ctx) -> None:
     ]
 
     def text() -> None:
-        click.echo(f"bus {reg.bus.name} ({reg.bus.transport}, policy {reg.bus.policy}) at {reg.root}")
+        echo(f"bus {reg.bus.name} ({reg.bus.transport}, policy {reg.bus.policy}) at {reg.root}")
         for r in rows:
-            click.echo(f"  {r['name']:<16} {r['address']:<32} s={r['selector']}")
+            echo(f"  {r['name']:<16} {r['address']:<32} s={r['selector']}")
             for person in r["people"]:
-                click.echo(f"    person {person['address']:<32} {_person_roles(person)}")
+                echo(f"    person {person['address']:<32} {_person_roles(person)}")
 
     emit(
         ctx,
@@ -341,13 +229,13 @@ def platforms(ctx: Ctx) -> None:
         text,
     )
     for problem in reg.problems:
-        click.echo(f"agentmail: warning: {problem}", err=True)
+        echo(f"agentmail: warning: {problem}", err=True)
 
 
 @main_group.command()
 @argument("names", nargs=-1, required=True)
 @option("--domain", default="bus.localhost", show_default=True, help="Mail domain of the bus.")
-@option("--transport", type=click.Choice(["local", "smtp+imap"]), default="local", show_default=True)
+@option("--transport", choices=["local", "smtp+imap"], default="local", show_default=True)
 @option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
 @option("--imap", metavar="HOST:PORT", help="IMAP server (smtp+imap).")
 @option(
@@ -361,7 +249,7 @@ def platforms(ctx: Ctx) -> None:
 @option("--trust-authserv", multiple=True, metavar="ID", help="authserv-id whose Authentication-Results count.")
 @option(
     "--policy",
-    type=click.Choice(["pinned", "aligned"]),
+    choices=["pinned", "aligned"],
     default="pinned",
     show_default=True,
     help="aligned: also accept a trusted MTA's aligned dkim=pass (a human's letter).",
@@ -373,7 +261,6 @@ def platforms(ctx: Ctx) -> None:
     help="Rewrite an existing registry's files; existing keys are kept and re-pinned, never regenerated.",
 )
 @json_option
-@pass_ctx
 def init(
     ctx: Ctx,
     names: tuple[str, ...],
@@ -410,13 +297,13 @@ def init(
     entries = [reg.platforms[n] for n in names if n in reg.platforms]
 
     def text() -> None:
-        click.echo(
+        echo(
             f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
             f"keys in {ctx.home / 'secrets'}" + (f" (kept the existing keys of {', '.join(kept)})" if kept else "")
         )
-        click.echo("# DNS TXT records, for partners who look keys up (one per platform):")
+        echo("# DNS TXT records, for partners who look keys up (one per platform):")
         for platform in entries:
-            click.echo(_txt_line(platform))
+            echo(_txt_line(platform))
 
     emit(
         ctx,
@@ -437,9 +324,9 @@ def _txt_line(platform: Any) -> str:
 def _entry_text(ctx: Ctx, platform: Any) -> None:
     from . import bus
 
-    click.echo(f"# {ctx.registry_root() / 'platforms' / (platform.name + '.toml')}")
-    click.echo(bus.entry_toml(platform))
-    click.echo(f"# DNS TXT record, for partners who look keys up:\n{_txt_line(platform)}")
+    echo(f"# {ctx.registry_root() / 'platforms' / (platform.name + '.toml')}")
+    echo(bus.entry_toml(platform))
+    echo(f"# DNS TXT record, for partners who look keys up:\n{_txt_line(platform)}")
 
 
 def _entry_json(platform: Any) -> dict[str, Any]:
@@ -468,7 +355,6 @@ def _person_roles(person: dict[str, Any]) -> str:
 @option("--writes", is_flag=True, help="This person may write into the platform's threads from a mail client.")
 @option("--remove", is_flag=True, help="Take this person off the platform's entry.")
 @json_option
-@pass_ctx
 def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bool, remove: bool) -> None:
     """List a person of PLATFORM (set their flags; run again to change them), or --remove them.
 
@@ -489,7 +375,7 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
 
     def text() -> None:
         current = next((p for p in people if p["address"] == shown), None)
-        click.echo(
+        echo(
             f"{path}: "
             + (f"{shown} removed" if current is None else f"{shown} {_person_roles(current)}")
             + "; commit it so every clone knows"
@@ -503,7 +389,6 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
 @option("--repo", metavar="PATH|REMOTE", help="The platform's checkout path or git remote (for whoami).")
 @option("--domain", help="Its mail domain, if not the bus's (a partner organisation).")
 @json_option
-@pass_ctx
 def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
     """Add a platform to the bus; prints its registry entry and DNS TXT record.
 
@@ -518,7 +403,6 @@ def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
 
 @main_group.command()
 @json_option
-@pass_ctx
 def keygen(ctx: Ctx) -> None:
     """Rotate this platform's key; prints the new registry entry and DNS TXT record."""
     from . import bus
@@ -532,7 +416,6 @@ def keygen(ctx: Ctx) -> None:
 @argument("platform_name", metavar="PLATFORM")
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
-@pass_ctx
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
     """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
     from pathlib import Path
@@ -546,12 +429,12 @@ def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
     emit(
         ctx,
         {"marker": str(path), "platform": platform_name, "previous": previous},
-        lambda: click.echo(f'{path}: platform = "{platform_name}"{note}; commit it so every clone knows'),
+        lambda: echo(f'{path}: platform = "{platform_name}"{note}; commit it so every clone knows'),
     )
 
 
 @main_group.group("bus")
-def bus_group() -> None:
+def bus_group(_ctx: Ctx) -> None:
     """Change the bus's settings in bus.toml (no re-init; keys untouched)."""
 
 
@@ -560,7 +443,6 @@ def bus_group() -> None:
 @argument("values", nargs=-1, required=True)
 @option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
 @json_option
-@pass_ctx
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
     """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
     smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
@@ -576,16 +458,16 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> Non
     emit(
         ctx,
         {"key": key, "value": stored},
-        lambda: click.echo(f"{ctx.registry_root() / 'bus.toml'}: {key} = {json.dumps(stored)}"),
+        lambda: echo(f"{ctx.registry_root() / 'bus.toml'}: {key} = {json.dumps(stored)}"),
     )
 
 
 def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
     def text() -> None:
         if not letters:
-            click.echo(empty)
+            echo(empty)
         for letter in letters:
-            click.echo(line(letter))
+            echo(line(letter))
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
@@ -593,17 +475,16 @@ def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
 @main_group.command()
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @option("--consume", is_flag=True, help="Mark what is shown as read (at-most-once).")
-@option("--limit", type=click.IntRange(min=1), help="Show at most N letters.")
+@option("--limit", type=at_least(1), help="Show at most N letters.")
 @option("--from-start", is_flag=True, help="Fetch the mailbox's whole history (a new agent starts at now).")
 @json_option
-@pass_ctx
 def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start: bool) -> None:
     """Sync, then the unread authenticated letters (they stay until 'done' or a reply)."""
     from .text import DATA_NOT_ORDERS
 
     letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit, from_start=from_start)
     if letters and not ctx.json:  # where an agent reads its mail, it is told what a letter is
-        click.echo(f"{len(letters)} unread letter{'s' if len(letters) != 1 else ''}. {DATA_NOT_ORDERS}")
+        echo(f"{len(letters)} unread letter{'s' if len(letters) != 1 else ''}. {DATA_NOT_ORDERS}")
     _letters(ctx, letters, "no unread letters")
 
 
@@ -611,7 +492,6 @@ def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start:
 @argument("letter_id", metavar="ID")
 @option("--raw", is_flag=True, help="The RFC-822 bytes as stored.")
 @json_option
-@pass_ctx
 def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
     """One letter, in full."""
     if raw:
@@ -621,7 +501,7 @@ def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
     letter = ctx.client().show(letter_id)
     how = ctx.client().authentication(letter)
     text = full(letter).replace("\n\n", clean(f"\nauth:     {how}") + "\n\n", 1)
-    emit(ctx, {**letter.to_json(), "authentication": how}, lambda: click.echo(text))
+    emit(ctx, {**letter.to_json(), "authentication": how}, lambda: echo(text))
 
 
 @main_group.command()
@@ -629,34 +509,31 @@ def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
 @option("--dir", "directory", default=".", show_default=True, metavar="DIR", help="Where to write them.")
 @option("--force", is_flag=True, help="Replace files of the same name.")
 @json_option
-@pass_ctx
 def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
     """Write letter ID's attachments into DIR (0600; never outside DIR; nothing is opened or run)."""
     paths = ctx.client().save(letter_id, directory, force=force)
-    emit(ctx, {"saved": [str(p) for p in paths]}, lambda: click.echo("\n".join(clean(str(p)) for p in paths)))
+    emit(ctx, {"saved": [str(p) for p in paths]}, lambda: echo("\n".join(clean(str(p)) for p in paths)))
 
 
 @main_group.command(name="apply")
 @argument("letter_id", metavar="ID")
 @option("--check", is_flag=True, help="Only 'git apply --check' the patches; change nothing.")
 @json_option
-@pass_ctx
 def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
     """'git am' letter ID's patches in the current checkout (a clean tree only); --check first."""
     from pathlib import Path
 
     said = ctx.client().apply(letter_id, Path.cwd(), check=check)
-    emit(ctx, {"applied": not check, "detail": said}, lambda: click.echo(clean(said)))
+    emit(ctx, {"applied": not check, "detail": said}, lambda: echo(clean(said)))
 
 
 @main_group.command()
 @argument("letter_ids", metavar="ID...", nargs=-1, required=True)
 @json_option
-@pass_ctx
 def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
     """Mark letters consumed."""
     moved = ctx.client().done(*letter_ids)
-    emit(ctx, {"done": moved}, lambda: click.echo(f"marked {len(moved)} read"))
+    emit(ctx, {"done": moved}, lambda: echo(f"marked {len(moved)} read"))
 
 
 def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
@@ -664,25 +541,25 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
 
     advice = [w.removeprefix("opener: ") for w in warnings if w.startswith("opener: ")]
     if advice:  # advice, never an error: one line
-        click.echo(clean("agentmail: advice for an opener (sent anyway): " + "; ".join(advice)), err=True)
+        echo(clean("agentmail: advice for an opener (sent anyway): " + "; ".join(advice)), err=True)
     for warning in (w for w in warnings if not w.startswith("opener: ")):
-        click.echo(clean(f"agentmail: note: {warning}"), err=True)
+        echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
-        click.echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
+        echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
     if letter.extra.get("sent_copy_failed"):
-        click.echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
+        echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":
         why = letter.extra.get("queued_reason") or "the server is unreachable"
-        emit(ctx, letter.to_json(), lambda: click.echo(clean(
+        emit(ctx, letter.to_json(), lambda: echo(clean(
             f"{letter.thread} {letter.id} queued (not sent): {why}; it goes out with the next command or "
             "'agentmail flush'; do not send it again")))  # fmt: skip
     elif letter.state == "held":
         why = letter.extra.get("held_reason") or "held"
-        emit(ctx, letter.to_json(), lambda: click.echo(clean(
+        emit(ctx, letter.to_json(), lambda: echo(clean(
             f"{letter.thread} {letter.id} held (not sent): {why}; it waits for a person: "
             f"'agentmail approve {letter.id}' sends it, 'agentmail reject {letter.id} -r REASON' drops it")))  # fmt: skip
     else:
-        emit(ctx, letter.to_json(), lambda: click.echo(f"{letter.thread} {letter.id} {letter.state}"))
+        emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} {letter.state}"))
     raise_for_state(letter)
 
 
@@ -726,7 +603,6 @@ def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[A
 @option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
 @attach_options
 @json_option
-@pass_ctx
 def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
          thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
     """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
@@ -758,7 +634,6 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 @option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
 @attach_options
 @json_option
-@pass_ctx
 def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool, attach: tuple[str, ...],
           patch: str | None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
@@ -773,7 +648,6 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
 @argument("thread_id", metavar="THREAD")
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-@pass_ctx
 def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
     """The whole thread, both ways, as a person would read it."""
     letters = ctx.client().thread(thread_id, sync=not no_sync)
@@ -788,32 +662,31 @@ def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
                 undeliverable += f"  FAILED: {letter.extra.get('failed_reason') or ''}"
             elif letter.state == "held":
                 undeliverable += f"  HELD (waiting for a person): {letter.extra.get('held_reason') or ''}"
-            click.echo(
+            echo(
                 clean(
                     f"── {arrow} {letter.type} from {attribution(letter)} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"
                 )
             )
-            click.echo(clean(f"   {letter.subject}"))
-            click.echo("")
+            echo(clean(f"   {letter.subject}"))
+            echo("")
             for body_line in clean(letter.body).splitlines():
-                click.echo(f"   {body_line}")
-            click.echo("")
+                echo(f"   {body_line}")
+            echo("")
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
 
 @main_group.command()
 @json_option
-@pass_ctx
 def held(ctx: Ctx) -> None:
     """Letters waiting for a person's approval (never sent until 'approve')."""
     letters = ctx.client().held()
 
     def text() -> None:
         if not letters:
-            click.echo("nothing held")
+            echo("nothing held")
         for letter in letters:
-            click.echo(line(letter) + clean(f"  (held: {letter.extra.get('held_reason') or ''})"))
+            echo(line(letter) + clean(f"  (held: {letter.extra.get('held_reason') or ''})"))
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
@@ -821,7 +694,6 @@ def held(ctx: Ctx) -> None:
 @main_group.command()
 @argument("letter_id", metavar="ID")
 @json_option
-@pass_ctx
 def approve(ctx: Ctx, letter_id: str) -> None:
     """A person's decision: send held letter ID now (as 'send' does); prints THREAD ID STATE."""
     client = ctx.client()
@@ -832,33 +704,31 @@ def approve(ctx: Ctx, letter_id: str) -> None:
 @argument("letter_id", metavar="ID")
 @option("-r", "--reason", required=True, help="Why; the agent reads it in 'sent'.")
 @json_option
-@pass_ctx
 def reject(ctx: Ctx, letter_id: str, reason: str) -> None:
     """A person's decision: held letter ID never leaves (it moves to failed/ with REASON)."""
     letter = ctx.client().reject(letter_id, reason)
     emit(
         ctx,
         letter.to_json(),
-        lambda: click.echo(clean(f"{letter.thread} {letter.id} rejected: {letter.extra.get('rejected')}")),
+        lambda: echo(clean(f"{letter.thread} {letter.id} rejected: {letter.extra.get('rejected')}")),
     )
 
 
 @main_group.command()
 @json_option
-@pass_ctx
 def sent(ctx: Ctx) -> None:
     """What I sent (held, queued, failed and delivered)."""
     letters = ctx.client().sent()
 
     def text() -> None:
         if not letters:
-            click.echo("nothing sent")
+            echo("nothing sent")
         for letter in letters:
             mark = " UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
             state = {"outbox": "queued, not sent yet", "failed": "FAILED", "held": "HELD, waiting for a person"
                      }.get(letter.state, letter.state)  # fmt: skip
             why = f": {letter.extra['rejected']}" if letter.state == "failed" and letter.extra.get("rejected") else ""
-            click.echo(line(letter) + clean(f"  ({state}{' (rejected)' if why else ''}{why}{mark})"))
+            echo(line(letter) + clean(f"  ({state}{' (rejected)' if why else ''}{why}{mark})"))
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
@@ -866,17 +736,16 @@ def sent(ctx: Ctx) -> None:
 @main_group.command()
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-@pass_ctx
 def quarantine(ctx: Ctx, no_sync: bool) -> None:
     """What was rejected, and why."""
     letters = ctx.client().quarantined(sync=not no_sync)
 
     def text() -> None:
         if not letters:
-            click.echo("quarantine is empty")
+            echo("quarantine is empty")
         for letter in letters:
-            click.echo(clean(f"{letter.id}  {letter.reason:<20} {letter.sender_address or '?':<28} {letter.subject}"))
-            click.echo(clean(f"    {letter.detail}"))
+            echo(clean(f"{letter.id}  {letter.reason:<20} {letter.sender_address or '?':<28} {letter.subject}"))
+            echo(clean(f"    {letter.detail}"))
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
@@ -888,12 +757,11 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
 @option("--thread", "thread_id", metavar="THR", help="Only letters of thread THR.")
 @option("--since", metavar="DATE", help="Filed here since DATE: 2026-11-30, 2026-11-30T08:00 (UTC), 7d, 12h.")
 @option("--state", metavar="S", help="Only letters in state S (unread, read, sent, outbox, held, failed).")
-@option("--limit", type=click.IntRange(min=1, max=1000), default=20, show_default=True)
+@option("--limit", type=at_least(1, 1000), default=20, show_default=True)
 @option("--quarantine", "include_quarantine", is_flag=True, help="Search quarantined letters too.")
 @option("--fts", "syntax", is_flag=True, help="QUERY is SQLite FTS5 syntax (AND, OR, NOT, NEAR, col:).")
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-@pass_ctx
 def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id: str | None, since: str | None,
            state: str | None, limit: int, include_quarantine: bool, syntax: bool, no_sync: bool) -> None:  # fmt: skip
     """Search every letter of this mailbox, sent and received, best match first.
@@ -905,12 +773,12 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 
     def text() -> None:
         if not hits:
-            click.echo("no letters match")
+            echo("no letters match")
         for hit in hits:
             flag = f" [{hit.severity}]" if hit.severity else ""
-            click.echo(clean(f"{hit.id}  {hit.state:<10} {hit.type or '-':<13} {hit.sender or '?':<14} "
+            echo(clean(f"{hit.id}  {hit.state:<10} {hit.type or '-':<13} {hit.sender or '?':<14} "
                              f"{hit.thread or '-':<16} {hit.subject}{flag}"))  # fmt: skip
-            click.echo(clean(f"    {hit.snippet}"))
+            echo(clean(f"    {hit.snippet}"))
 
     emit(ctx, [hit.to_json() for hit in hits], text)
 
@@ -922,7 +790,6 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 @option("--force", is_flag=True)
 @attach_options
 @json_option
-@pass_ctx
 def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, attach: tuple[str, ...],
          patch: str | None) -> None:  # fmt: skip
     """A handover to a sibling agent sharing this platform."""
@@ -935,7 +802,6 @@ def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, a
 @main_group.command()
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-@pass_ctx
 def notes(ctx: Ctx, no_sync: bool) -> None:
     """Notes for me (not consumed)."""
     _letters(ctx, ctx.client().notes(sync=not no_sync), "no notes")
@@ -945,14 +811,13 @@ def notes(ctx: Ctx, no_sync: bool) -> None:
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @option("--closed", is_flag=True, help="Include closed threads (reads the whole history).")
 @json_option
-@pass_ctx
 def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
     """Open threads, where each stands, and whose move it is."""
     rows = ctx.client().status(sync=not no_sync, closed=closed)
 
     def text() -> None:
         if not rows:
-            click.echo("no threads")
+            echo("no threads")
         for r in rows:
             flag = "  UNDELIVERABLE" if r.undeliverable else ""
             if r.delivery == "queued":
@@ -961,11 +826,9 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
                 flag += f"  FAILED: {r.delivery_detail}"
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
-            click.echo(
-                clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}")
-            )
+            echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}"))
             for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
-                click.echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
+                echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
 
     emit(ctx, [r.to_json() for r in rows], text)
 
@@ -975,26 +838,23 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
 @option("--type", "kind", metavar="TYPE")
 @option("--thread", "thread_id", metavar="THREAD")
 @json_option
-@pass_ctx
 def wait(ctx: Ctx, timeout: float, kind: str | None, thread_id: str | None) -> None:
     """Block until a matching unread letter is here; exit 3 on timeout."""
     letter, mechanism = ctx.client().wait(timeout, type=kind, thread=thread_id)
-    emit(ctx, {**letter.to_json(), "woke_by": mechanism}, lambda: click.echo(line(letter) + f"  (woke by {mechanism})"))
+    emit(ctx, {**letter.to_json(), "woke_by": mechanism}, lambda: echo(line(letter) + f"  (woke by {mechanism})"))
 
 
 @main_group.command()
 @json_option
-@pass_ctx
 def sync(ctx: Ctx) -> None:
     """Pull now."""
     report = ctx.client().sync()
     data = report.to_json()
-    emit(ctx, data, lambda: click.echo(", ".join(f"{v} {k}" for k, v in data.items())))
+    emit(ctx, data, lambda: echo(", ".join(f"{v} {k}" for k, v in data.items())))
 
 
 @main_group.command()
 @json_option
-@pass_ctx
 def flush(ctx: Ctx) -> None:
     """Retry the outbox."""
     from .errors import TransportError
@@ -1006,9 +866,9 @@ def flush(ctx: Ctx) -> None:
 
     def text() -> None:
         for r in data:
-            click.echo(f"{r['id']} {r['status']} {clean(r['detail'])}")
+            echo(f"{r['id']} {r['status']} {clean(r['detail'])}")
         sent_count = sum(r["status"] == "sent" for r in data)
-        click.echo(f"sent {sent_count} of {len(data)} queued letter(s)" if data else "outbox is empty")
+        echo(f"sent {sent_count} of {len(data)} queued letter(s)" if data else "outbox is empty")
 
     emit(ctx, data, text)
     if any(r.status != "sent" for r in results):
@@ -1019,7 +879,6 @@ def flush(ctx: Ctx) -> None:
 @option("--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back.")
 @option("--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take.")
 @json_option
-@pass_ctx
 def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
     """Check configuration, credentials, permissions, keys, connectivity; exit 6 if any check fails."""
     from .doctor import run_checks
@@ -1028,7 +887,7 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
 
     def text() -> None:
         for check in checks:
-            click.echo(clean(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}"))
+            echo(clean(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}"))
 
     emit(ctx, [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks], text)
     if not all(c.ok for c in checks):
@@ -1039,14 +898,13 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
 
 @main_group.command()
 @option("--home", "demo_home", metavar="DIR", help="Where to build the demo bus (default: a new temp dir).")
-@pass_ctx
 def demo(ctx: Ctx, demo_home: str | None) -> None:
     """The whole lifecycle between two platforms on the embedded default."""
     from pathlib import Path
 
     from .demo import run_demo
 
-    run_demo(Path(demo_home) if demo_home else None, click.echo)
+    run_demo(Path(demo_home) if demo_home else None, echo)
 
 
 # --- integrations: MCP, host hooks, watch (each module imported only when its command runs) ---
@@ -1054,7 +912,6 @@ def demo(ctx: Ctx, demo_home: str | None) -> None:
 
 @main_group.command()
 @json_option
-@pass_ctx
 def mcp(ctx: Ctx) -> None:
     """The same operations as MCP tools over stdio (needs the extra agentmail[mcp])."""
     from .mcp_server import serve
@@ -1063,7 +920,7 @@ def mcp(ctx: Ctx) -> None:
 
 
 @main_group.group()
-def hook() -> None:
+def hook(_ctx: Ctx) -> None:
     """Session hooks for coding-agent hosts: HOST EVENT, or install HOST."""
 
 
@@ -1071,7 +928,6 @@ def _hook_command(host: str, label: str) -> None:
     @hook.command(host, help=f"{label}: EVENT is session-start or stop; silent when there is nothing to say.")
     @argument("event")
     @json_option
-    @pass_ctx
     def command(ctx: Ctx, event: str) -> int:
         from . import hooks
         from .client import AgentMail
@@ -1085,9 +941,9 @@ def _hook_command(host: str, label: str) -> None:
             lambda cwd: AgentMail.from_env(ctx.platform, agent=ctx.agent, registry=ctx.registry_root(), cwd=cwd),
         )
         if outcome.stdout:
-            click.echo(outcome.stdout)
+            echo(outcome.stdout)
         if outcome.stderr:
-            click.echo(outcome.stderr, err=True)
+            echo(outcome.stderr, err=True)
         return outcome.exit_code
 
 
@@ -1103,7 +959,6 @@ for _host, _label in (
 @argument("host")
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
-@pass_ctx
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
     """Merge agentmail's hooks into HOST's settings in this checkout (idempotent)."""
     from pathlib import Path
@@ -1117,18 +972,17 @@ def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
     emit(
         ctx,
         {"settings": str(path), "added": added},
-        lambda: click.echo(f"{path}: added {', '.join(added)}" if added else f"{path}: already installed"),
+        lambda: echo(f"{path}: added {', '.join(added)}" if added else f"{path}: already installed"),
     )
 
 
 @main_group.command()
 @option("--exec", "command", required=True, metavar="CMD", help="Shell command run once per new letter.")
-@option("--jobs", type=click.IntRange(min=1), default=4, show_default=True, help="Commands running at once.")
-@option("--budget", type=click.IntRange(min=1), default=6, show_default=True, help="Runs per thread per hour, at most.")
+@option("--jobs", type=at_least(1), default=4, show_default=True, help="Commands running at once.")
+@option("--budget", type=at_least(1), default=6, show_default=True, help="Runs per thread per hour, at most.")
 @option("--once", is_flag=True, help="Handle the letters unread now, then exit.")
 @option("--timeout", type=float, metavar="S", help="Stop after S seconds.")
 @json_option
-@pass_ctx
 def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: float | None) -> None:
     """Run CMD once per new authenticated letter, with AGENTMAIL_LETTER_ID, _THREAD, _TYPE... set."""
     import signal
@@ -1144,7 +998,7 @@ def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: f
         runs = watcher.run(timeout=timeout, once=once)
     finally:
         signal.signal(signal.SIGTERM, previous)  # main() run in-process (tests, embedders) keeps its own handler
-    emit(ctx, {"runs": runs}, lambda: click.echo(f"agentmail watch: {runs} run(s)", err=True))
+    emit(ctx, {"runs": runs}, lambda: echo(f"agentmail watch: {runs} run(s)", err=True))
 
 
 def _quiet_logging() -> None:
@@ -1186,24 +1040,6 @@ class _NullHandlerOnImport:
         return spec
 
 
-def _help_width() -> int | None:
-    """The width click gives help text, measured as ``shutil.get_terminal_size`` does, without
-    importing shutil (and with it bz2, lzma and zlib: ~1.5 ms of every start). None when click's
-    test runner forces a width."""
-    if click.formatting.FORCED_WIDTH is not None:
-        return None
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns <= 0:
-        try:
-            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
-        except (AttributeError, ValueError, OSError):  # no stdout (None), not a terminal, closed
-            columns = 80
-    return max(min(columns, 80) - 2, 50)  # click's HelpFormatter: its max_width 80, less 2, at least 50
-
-
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches a user, nor a library's warning or log line."""
     import warnings
@@ -1211,29 +1047,27 @@ def main(argv: list[str] | None = None) -> int:
     if not sys.warnoptions:
         warnings.simplefilter("ignore")
     _quiet_logging()
+    ctx = Ctx(None, None, None, False)
     try:
-        code = main_group.main(args=argv, prog_name="agentmail", standalone_mode=False, terminal_width=_help_width())
-    except click.exceptions.Abort:
-        click.echo("agentmail: interrupted", err=True)
-        return 130
-    except click.ClickException as exc:
-        click.echo(f"agentmail: {exc.format_message()}", err=True)
-        return 2 if exc.exit_code in (1, 2) else exc.exit_code
-    except click.exceptions.Exit as exc:
-        return int(exc.exit_code)
+        try:
+            code = main_group.run(sys.argv[1:] if argv is None else argv, "agentmail", ctx)
+        finally:
+            ctx.close()
+    except Exit as exc:
+        return exc.code
     except AgentmailError as exc:
-        click.echo(f"agentmail: {clean(exc)}", err=True)
+        echo(f"agentmail: {clean(exc)}", err=True)
         return exc.exit_code
     except KeyboardInterrupt:
-        click.echo("agentmail: interrupted", err=True)
+        echo("agentmail: interrupted", err=True)
         return 130
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        click.echo(f"agentmail: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", err=True)
+        echo(f"agentmail: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", err=True)
         return 1
     except Exception as exc:  # the promise: one line, never a traceback
-        click.echo(f"agentmail: internal error: {exc.__class__.__name__}: {clean(exc)}", err=True)
+        echo(f"agentmail: internal error: {exc.__class__.__name__}: {clean(exc)}", err=True)
         return 1
     return code if isinstance(code, int) else 0  # a command may end quietly with a code (hooks)
 

@@ -1,7 +1,10 @@
-"""``click_floor.py`` with the standard library's argparse instead of click: figure 3a's floor
-if the CLI were built on argparse (what replacing click would leave to agentmail's own work).
+"""The least an argparse CLI can do for ``inbox --no-sync``: figure 3a's floor.
 
     python argparse_floor.py --as PLATFORM inbox --no-sync    # AGENTMAIL_HOME names the spools
+
+One command in one group, parsed by the standard library's argparse (as agentmail's CLI is); the
+mailbox's unread rows read from its SQLite spool and printed raw. No registry, no checkout, no
+rendering: what is left between this and ``agentmail inbox --no-sync`` is agentmail's own.
 """
 
 from __future__ import annotations

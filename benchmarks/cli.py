@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import argparse_floor, bare, click_floor, letters
+from . import argparse_floor, bare, letters
 from .common import PYTHON, Settings, TempBus, children_cpu, timed
 from .report import Figure, Target, median
 
@@ -93,11 +93,10 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
         "inbox": tb.command("beta", "inbox", "--no-sync"),
         "help": tb.command(None, "--help"),
         "floor": STDLIB_FLOOR,
-        # In the CLI's interpreter: the interpreter alone, and a one-command click CLI printing
+        # In the CLI's interpreter: the interpreter alone, and a one-command argparse CLI printing
         # the same unread rows raw: what 3a costs before anything agentmail does of its own.
         "interpreter": [python, "-c", "pass"],
-        "click": [python, click_floor.__file__, "--as", "beta", "inbox", "--no-sync"],
-        "argparse": [python, argparse_floor.__file__, "--as", "beta", "inbox", "--no-sync"],  # without click
+        "argparse": [python, argparse_floor.__file__, "--as", "beta", "inbox", "--no-sync"],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     cpu: dict[str, list[float]] = {name: [] for name in commands}
@@ -136,8 +135,6 @@ def start_up(root: Path, settings: Settings) -> list[Figure]:
                 "imports": imports,
                 **_cpu_details(cpu["inbox"], cpu["floor"]),
                 "interpreter_ms": median(times["interpreter"]),
-                "click_floor_ms": median(times["click"]),
-                "click_floor_ratio": median(times["click"]) / floor,
                 "argparse_floor_ms": median(times["argparse"]),
                 "argparse_floor_ratio": median(times["argparse"]) / floor,
             },

@@ -4,7 +4,7 @@ throw-away venv of the same interpreter the baselines run (issue 11).
 A development checkout (``pip install -e``) starts every process through the editable install's
 import finder, loaded by ``site`` from a ``.pth`` file (pathlib, urllib.parse, importlib.util:
 ~8 ms a process on a quiet machine) that no user's wheel install pays. Only agentmail is
-installed into the venv; its dependencies (click, PyNaCl, dkimpy...) are the running
+installed into the venv; its dependencies (PyNaCl, dkimpy...) are the running
 environment's own, reached through a plain path line in a ``.pth`` file, which adds a folder to
 ``sys.path`` and runs none of that folder's ``.pth`` files (so not the editable finder).
 """

@@ -50,7 +50,7 @@ RECEIVE = [
     ("agentmail.spool.store", "Spool._publish", "rename into letters/"),
     ("agentmail.spool.store", "Spool.set_checkpoint", "checkpoint"),
     ("agentmail.client", "AgentMail.inbox", "inbox (read back)"),
-    ("click", "echo", "print"),
+    ("agentmail.cli", "echo", "print"),
 ]
 # The sender's side, from the call to send() to its return.
 SEND = [

@@ -61,8 +61,8 @@ def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None
     for figure in data["figures"]:
         assert figure["title"] in done.stdout  # the table names every figure
     floors = figures["startup_inbox"]["details"]
-    assert floors["interpreter_ms"] > 0 and floors["click_floor_ms"] > 0 and floors["argparse_floor_ms"] > 0, floors
-    assert "click_floor.py" in done.stdout
+    assert floors["interpreter_ms"] > 0 and floors["argparse_floor_ms"] > 0, floors
+    assert "argparse_floor.py" in done.stdout
     assert figures["warm_latency"]["details"]["signed_floor"] > 0  # 1's floor, signed and verified
     assert figures["send_throughput"]["details"]["signed_floor"] > 0  # 4's floor, signed
     assert "signed_floor.py" in done.stdout

@@ -10,8 +10,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-import click
 import pytest
 
 from agentmail import guards
@@ -223,53 +223,70 @@ def test_no_command_on_the_start_up_paths_loads_dataclasses_difflib_or_tomllib(
 @pytest.mark.parametrize(
     ("args", "error"),
     [
-        (["--subjct", "Quota", "-b", "x"], "No such option '--subjct'. Did you mean '--subject'?"),
-        (["-x", "Quota"], "No such option '-x'."),
-        (["-sQuota"], "Missing option '-b' / '--body'."),
-        (["-s"], "Option '-s' requires an argument."),
+        (["--subjct", "Quota", "-b", "x"], "no such option '--subjct'; did you mean '--subject'?"),
+        (["-x", "Quota"], "no such option '-x'"),  # named before the missing -b it also has
+        (["-sQuota"], "the following arguments are required: -b/--body"),
+        (["-s"], "argument -s/--subject: expected one argument"),
+        (["-s", "Q", "-b", "x", "surplus"], "unexpected argument 'surplus'"),
+        (["-s", "Q", "-b", "x", "-t"], "argument -t/--type: expected one argument"),
+        (["-s", "Q", "-b", "x", "--subj=Q"], "no such option '--subj'; did you mean '--subject'?"),
     ],
 )
-def test_option_errors_read_as_click_writes_them(
+def test_usage_errors_are_one_line_with_where_the_help_is(
     capsys: pytest.CaptureFixture[str], alpha: AgentMail, args: list[str], error: str
 ) -> None:
-    """Short options skip click's long-option detour, never its messages: a misspelt long option
-    still gets its suggestion, an unknown or incomplete short one its usual line."""
+    """A misspelt option gets a suggestion, and long options are never abbreviated (click's
+    rule, kept: ``--subj`` is not ``--subject``)."""
     from agentmail.cli import main
 
     assert main(["--as", "alpha", "send", "beta", *args]) == 2
-    assert capsys.readouterr().err == f"agentmail: {error}\n"
+    assert capsys.readouterr().err == f"agentmail: {error} (see 'agentmail send --help')\n"
 
 
-def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
-    ctx = click.Context(group)
+def _commands(group: Any, prefix: str = "agentmail") -> list[tuple[str, Any]]:
+    from agentmail._args import Group
+
     found = []
-    for name in group.list_commands(ctx):
-        command = group.get_command(ctx, name)
-        assert command is not None
-        found.append((prefix + name, command))
-        if isinstance(command, click.Group):
-            found += _commands(command, f"{prefix}{name} ")
+    for name, command in sorted(group.commands.items()):
+        found.append((f"{prefix} {name}", command))
+        if isinstance(command, Group):
+            found += _commands(command, f"{prefix} {name}")
     return found
 
 
-def test_help_builds_no_commands_options_and_every_declared_option_builds(
+def test_help_builds_no_commands_parser_and_every_command_parses_its_help(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Options and arguments become click's objects when their command first needs them (issue 11):
-    ``--help`` lists the commands without building theirs, and every declaration builds."""
-    from agentmail import cli
+    """A command's parser is built when that command runs or helps (issue 11): ``--help`` lists
+    the commands from their docstrings, and every command's own parser builds and helps."""
+    from agentmail import _args, cli
 
-    built: list[tuple[str, ...]] = []
-    real = cli._Declared.build
+    built: list[str] = []
+    real = _args._Param.add_to
 
-    def recording(declared: cli._Declared) -> click.Parameter:
-        built.append(declared.decls)
-        return real(declared)
+    def recording(param: _args._Param, parser: Any) -> None:
+        built.append(param.decls[0])
+        real(param, parser)
 
-    monkeypatch.setattr(cli._Declared, "build", recording)
+    monkeypatch.setattr(_args._Param, "add_to", recording)
     assert cli.main(["--help"]) == 0 and "Commands:" in capsys.readouterr().out
-    assert all(decls[0] in {"--as", "--agent", "--registry", "--json"} for decls in built)  # the group's own
+    assert set(built) == {"--as", "--agent", "--registry", "--json", "--version"}  # the group's own
     commands = _commands(cli.main_group)
-    for name, command in commands:
-        assert all(isinstance(p, click.Parameter) for p in command.params), name
-    assert sum(len(command.params) for _, command in commands) > 150  # each command's, built now
+    assert len(commands) >= 34
+    for name, _ in commands:
+        assert cli.main([*name.split()[1:], "--help"]) == 0, name
+        out = capsys.readouterr().out
+        assert out.startswith(f"Usage: {name} "), out
+    assert len(built) > 150  # every command's options, each added once per --help above
+
+
+def test_json_as_and_agent_are_taken_after_the_command_name_too(
+    capsys: pytest.CaptureFixture[str], alpha: AgentMail, beta: AgentMail
+) -> None:
+    from agentmail.cli import main
+
+    alpha.send("beta", "Quota", OPENER)
+    assert main(["inbox", "--as", "beta", "--json"]) == 0
+    (letter,) = json.loads(capsys.readouterr().out)
+    assert main(["done", "--as", "beta", letter["id"], "--json"]) == 0  # options between arguments
+    assert json.loads(capsys.readouterr().out) == {"done": [letter["id"]]}

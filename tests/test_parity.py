@@ -77,12 +77,12 @@ def test_every_option_has_its_tool_argument_or_a_reason(name: str) -> None:
     command = main_group.commands[name]
     expected = set()
     for param in command.params:
-        if not param.expose_value or param.name is None:
+        if param.attrs.get("into_ctx"):
             continue  # --json, --as, --agent: the server's identity and output are fixed
-        if param.name == "no_sync":
+        if param.dest == "no_sync":
             assert NO_SYNC is None
             continue
-        mapped = OPTIONS.get((name, param.name), param.name)
+        mapped = OPTIONS.get((name, param.dest), param.dest)
         if mapped is not None:
             expected.add(mapped)
     assert set(TOOLS[name][1]["properties"]) == expected
@@ -145,4 +145,4 @@ def test_a_letter_state_means_one_thing(pair: tuple[AgentMail, AgentMail]) -> No
 
 def test_the_parity_tables_name_only_real_commands_and_options() -> None:
     for name, option in OPTIONS:
-        assert option in {p.name for p in main_group.commands[name].params}, (name, option)
+        assert option in {p.dest for p in main_group.commands[name].params}, (name, option)
