@@ -166,6 +166,11 @@ class Command:
         return parser
 
     def run(self, argv: Sequence[str], prog: str, ctx: Any) -> Any:
+        command, keywords = self.resolve(argv, prog, ctx)
+        return command.func(ctx, **keywords)
+
+    def resolve(self, argv: Sequence[str], prog: str, ctx: Any) -> tuple[Command, dict[str, Any]]:
+        """The command ``argv`` names and its keywords, parsed; nothing is run."""
         parser = self.parser(prog)
         try:
             values, extra = parser.parse_known_intermixed_args(argv)
@@ -174,7 +179,7 @@ class Command:
             raise
         if extra:
             parser.fail_extra(extra)
-        return self.func(ctx, **_keywords(self.params, vars(values), ctx))
+        return self, _keywords(self.params, vars(values), ctx)
 
 
 def _keywords(params: list[_Param], values: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -203,9 +208,8 @@ class Group(Command):
 
     def command(self, name: str | None = None, help: str | None = None) -> Callable[[F], F]:  # noqa: A002
         def decorator(func: F) -> F:
-            self.commands[name or func.__name__.replace("_", "-")] = Command(
-                name or func.__name__.replace("_", "-"), func, help
-            )
+            command = Command(name or func.__name__.replace("_", "-"), func, help)
+            self.commands[command.name] = command
             return func
 
         return decorator
@@ -241,18 +245,18 @@ class Group(Command):
             lines.append(f"  {name:<{width}}{summary}")
         return "\n".join(lines)
 
-    def run(self, argv: Sequence[str], prog: str, ctx: Any) -> Any:
+    def resolve(self, argv: Sequence[str], prog: str, ctx: Any) -> tuple[Command, dict[str, Any]]:
         parser = self.parser(prog)
         if not argv:
             sys.stderr.write(parser.format_help())
-            return 2
+            raise Exit(2)
         values = vars(parser.parse_args(argv))
         name, *rest = values.pop("command")
         self.func(ctx, **_keywords(self.params, values, ctx))
         command = self.commands.get(name)
         if command is None:
             parser.fail(f"no such command {name!r}{_did_you_mean(name, list(self.commands))}")
-        return command.run(rest, f"{prog} {name}", ctx)
+        return command.resolve(rest, f"{prog} {name}", ctx)
 
 
 def _did_you_mean(word: str, choices: Sequence[str]) -> str:

@@ -233,7 +233,7 @@ def platforms(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@argument("names", nargs=-1, required=True)
+@argument("names", metavar="NAME", nargs=-1, required=True)
 @option("--domain", default="bus.localhost", show_default=True, help="Mail domain of the bus.")
 @option("--transport", choices=["local", "smtp+imap"], default="local", show_default=True)
 @option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
@@ -440,7 +440,7 @@ def bus_group(_ctx: Ctx) -> None:
 
 @bus_group.command("set")
 @argument("key")
-@argument("values", nargs=-1, required=True)
+@argument("values", metavar="VALUE", nargs=-1, required=True)
 @option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
 @json_option
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
@@ -528,7 +528,7 @@ def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
 
 
 @main_group.command()
-@argument("letter_ids", metavar="ID...", nargs=-1, required=True)
+@argument("letter_ids", metavar="ID", nargs=-1, required=True)
 @json_option
 def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
     """Mark letters consumed."""
