@@ -330,6 +330,18 @@ class _Formatter(argparse.HelpFormatter):
     def add_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None = None) -> None:
         super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
 
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        """``-s, --subject SUBJECT``, not argparse's ``-s SUBJECT, --subject SUBJECT``."""
+        if not action.option_strings or action.nargs == 0:
+            return super()._format_action_invocation(action)
+        value = self._format_args(action, self._get_default_metavar_for_optional(action))
+        return f"{', '.join(action.option_strings)} {value}"
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)  # keeps verify-result whole
+
     def _fill_text(self, text: str, width: int, indent: str) -> str:
         import textwrap
 
