@@ -13,6 +13,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any, NoReturn, TypeVar
 
 from .errors import BadInput
@@ -121,7 +122,6 @@ def at_least(low: int, high: int | None = None) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{value} is not {bound}")
         return value
 
-    number.__name__ = "number"
     return number
 
 
@@ -356,6 +356,7 @@ class _Formatter(argparse.HelpFormatter):
         return "\n\n".join(paragraphs)
 
 
+@cache  # argparse makes a formatter for every option it adds: measure the terminal once
 def _help_width() -> int:
     """The terminal's width as ``shutil.get_terminal_size`` measures it, without importing
     shutil (and with it bz2, lzma and zlib: ~1.5 ms of every start), at most 80."""

@@ -31,21 +31,27 @@ FIGURES = {
 }
 
 
+def _run(tmp_path: Path, *argv: str, timeout: float, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m ARGV`` from the repository, its temp files in ``tmp_path/tmp`` (left empty)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", *argv],
+        cwd=REPO,
+        env={**os.environ, "TMPDIR": str(tmp), **env},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 @pytest.mark.timeout(600)  # one process after another: on a loaded shared machine well past two minutes
 def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None:
     out, tmp, user_home = tmp_path / "figures.json", tmp_path / "tmp", tmp_path / "user"
-    tmp.mkdir()
     user_home.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp), "HOME": str(user_home)}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--quick", "--json-out", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _run(tmp_path, "benchmarks", "--quick", "--json-out", str(out), timeout=600, HOME=str(user_home))
     data = json.loads(out.read_text())
     assert data["mode"] == "quick"
     assert {"cores", "python", "interpreter"} <= set(data["machine"])
@@ -74,21 +80,10 @@ def test_the_timeline_wraps_every_step_it_names(tmp_path: Path) -> None:
     """``python -m benchmarks.timeline``: a renamed function it wraps fails it, a step never run is missing."""
     from benchmarks import timeline
 
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
-    env = {**os.environ, "TMPDIR": str(tmp)}
-    done = subprocess.run(
-        [sys.executable, "-m", "benchmarks.timeline", "2"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _run(tmp_path, "benchmarks.timeline", "2", timeout=300)
     shown = {line[6:40].strip() for line in done.stdout.splitlines()}
     # Every step but the wake's wait (printed only when it blocked, which a loaded machine may skip)
     expected = {label for _, _, label in timeline.SEND + timeline.RECEIVE if not label.startswith("inotify")}
     assert expected <= shown, expected - shown
     assert "line read: median" in done.stdout
-    assert os.listdir(tmp) == [], "the timeline left files in its temp folder"
+    assert os.listdir(tmp_path / "tmp") == [], "the timeline left files in its temp folder"

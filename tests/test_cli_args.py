@@ -16,16 +16,17 @@ from agentmail._args import Command, Exit, Group, UsageError
 from agentmail.cli import Ctx, main_group
 
 
-def _paths(group: Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
+def command_paths(group: Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
+    """Every command and group under ``group``, each with the words that name it."""
     found: list[tuple[tuple[str, ...], Command]] = []
     for name, command in sorted(group.commands.items()):
         found.append(((*prefix, name), command))
         if isinstance(command, Group):
-            found += _paths(command, (*prefix, name))
+            found += command_paths(command, (*prefix, name))
     return found
 
 
-PATHS = [(path, command) for path, command in _paths(main_group) if not isinstance(command, Group)]
+PATHS = [(path, command) for path, command in command_paths(main_group) if not isinstance(command, Group)]
 FLAGS = sorted({d for _, c in PATHS for p in c.params for d in p.decls if d.startswith("-")} | {"-", "--", "-h"})
 
 

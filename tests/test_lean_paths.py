@@ -18,6 +18,7 @@ from agentmail import guards
 from agentmail.client import AgentMail
 
 from .conftest import OPENER
+from .test_cli_args import command_paths
 
 
 @pytest.fixture
@@ -243,17 +244,6 @@ def test_usage_errors_are_one_line_with_where_the_help_is(
     assert capsys.readouterr().err == f"agentmail: {error} (see 'agentmail send --help')\n"
 
 
-def _commands(group: Any, prefix: str = "agentmail") -> list[tuple[str, Any]]:
-    from agentmail._args import Group
-
-    found = []
-    for name, command in sorted(group.commands.items()):
-        found.append((f"{prefix} {name}", command))
-        if isinstance(command, Group):
-            found += _commands(command, f"{prefix} {name}")
-    return found
-
-
 def test_help_builds_no_commands_parser_and_every_command_parses_its_help(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -271,12 +261,12 @@ def test_help_builds_no_commands_parser_and_every_command_parses_its_help(
     monkeypatch.setattr(_args._Param, "add_to", recording)
     assert cli.main(["--help"]) == 0 and "Commands:" in capsys.readouterr().out
     assert set(built) == {"--as", "--agent", "--registry", "--json", "--version"}  # the group's own
-    commands = _commands(cli.main_group)
+    commands = command_paths(cli.main_group)
     assert len(commands) >= 34
-    for name, _ in commands:
-        assert cli.main([*name.split()[1:], "--help"]) == 0, name
+    for path, _ in commands:
+        assert cli.main([*path, "--help"]) == 0, path
         out = capsys.readouterr().out
-        assert out.startswith(f"Usage: {name} "), out
+        assert out.startswith(f"Usage: agentmail {' '.join(path)} "), out
     assert len(built) > 150  # every command's options, each added once per --help above
 
 
