@@ -316,7 +316,10 @@ class AgentMail:
             self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report, item.copy)
 
     def _placeholder(self, item: Incoming) -> bytes:
-        """Stands in for a letter not downloaded: its bytes name the mailbox slot, so a refetch is a duplicate."""
+        """Stands in for a letter not downloaded (or an entry that is no letter): its bytes name
+        the mailbox slot, so a refetch is a duplicate."""
+        if item.problem is not None:
+            return f"X-Agentmail-Not-Read: no letter ({self.transport.name} {item.key})\r\n\r\n".encode()
         return f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
 
     def _file(self, item: Incoming, report: SyncReport) -> None:
@@ -325,9 +328,20 @@ class AgentMail:
         from .route import Facts, route
 
         raw = item.raw
-        if raw is None:
-            limit = self.registry.bus.max_size
+        if raw is None and item.problem is not None:
+            from .text import one_line  # a mail client's flags in the name are not ours to trust
+
             verdict: authenticity.Verdict | None = authenticity.Verdict(
+                "quarantine",
+                reason="malformed",
+                detail=f"the post office entry {one_line(item.problem)[:300]}: not read, left where it is "
+                "(once it is a readable letter, 'agentmail inbox --from-start' reads it)",
+            )
+            raw = self._placeholder(item)
+            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+        elif raw is None:
+            limit = self.registry.bus.max_size
+            verdict = authenticity.Verdict(
                 "quarantine",
                 reason="too-large",
                 detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)",

@@ -27,7 +27,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from .._fs import fsync_dir, fsync_file, link_same, locked, sync_filesystem, write_new
+from .._fs import fsync_dir, fsync_file, link_same, locked, read_plain, sync_filesystem, write_new
 from ..errors import NotFound
 from ..model import Letter, new_ulid
 from . import db as dbmod
@@ -156,13 +156,11 @@ class Spool:
             return False
         origin = self.root / source
         for candidate in (origin, *sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))):
-            try:
-                with open(candidate, "rb") as file:
-                    st = os.fstat(file.fileno())
-                    raw = file.read()
+            try:  # a FIFO or a symbolic link put there is never opened or followed
+                raw, st = read_plain(candidate)
             except OSError:
                 continue
-            if _raw_key(raw) != key:
+            if raw is None or _raw_key(raw) != key:
                 continue
             try:  # not flushed either: the note stays, and so does the post office's file
                 self._write_tmp(letter_id, raw, durable=False, copy=(str(candidate), st.st_dev, st.st_ino))
