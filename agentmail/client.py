@@ -416,6 +416,11 @@ class AgentMail:
     def _quarantine(
         self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
     ) -> None:
+        letter = self._quarantined(verdict)
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
+
+    def _quarantined(self, verdict: Verdict) -> Letter:
+        """The letter a quarantine verdict files (what it saw of the letter, with why)."""
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
             message_id=summary.get("message_id", ""),
@@ -429,8 +434,51 @@ class AgentMail:
             body="",
             date=summary.get("date", ""),
         )
-        letter = base.replace(id="", reason=verdict.reason, detail=verdict.detail)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
+        return base.replace(id="", reason=verdict.reason, detail=verdict.detail)
+
+    def rebuild(self) -> dict[str, Any]:
+        """Make this mailbox's spool.db again from its letter files, after it was lost or damaged
+        (DESIGN §7). Every letter is judged again as a sync would; one this platform sent is
+        ``sent`` (its reply claim taken again), one it answered ``read``, another ``unread`` or
+        ``quarantine`` as judged now. What was there is kept aside. NotFound when spool.db is in
+        order (nothing to rebuild)."""
+        from . import authenticity
+        from .errors import StorageError
+        from .route import route
+
+        try:
+            self.spool.check()
+        except StorageError:
+            pass
+        else:
+            raise NotFound(f"{self.spool.db.path} is in order: nothing to rebuild")
+        me = self.me
+
+        def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
+            del letter_id
+            if raw.startswith((b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")):
+                return "quarantine", self._quarantined(
+                    authenticity.Verdict(
+                        "quarantine",
+                        reason="too-large" if raw.startswith(b"X-Agentmail-Not-Downloaded:") else "malformed",
+                        detail="not read when it arrived; the rest of its note was in the spool.db that was lost",
+                    )
+                )
+            verdict = authenticity.judge(raw, self.registry)
+            letter = verdict.letter
+            if verdict.route == "accept" and letter is not None and letter.sender == me.platform:
+                if not letter.extra.get("person") and not (letter.type == "note" and letter.to_agent and letter.to_agent == me.agent):
+                    return "sent", letter  # ours: the only letters from this platform a mailbox files
+            filing = route(verdict, self._facts(verdict))
+            if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
+                return "unread", filing.verdict.letter
+            if filing.action == "quarantine" and filing.verdict is not None:
+                return "quarantine", self._quarantined(filing.verdict)
+            return None
+
+        outcome = self.spool.recover(classify)
+        (self.spool.root / SEARCH_INDEX).unlink(missing_ok=True)  # a cache of the old rows
+        return outcome
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
               from_start: bool = False) -> list[Letter]:  # fmt: skip
