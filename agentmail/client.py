@@ -466,9 +466,8 @@ class AgentMail:
                 )
             verdict = authenticity.judge(raw, self.registry)
             letter = verdict.letter
-            if verdict.route == "accept" and letter is not None and letter.sender == me.platform:
-                if not letter.extra.get("person") and not (letter.type == "note" and letter.to_agent and letter.to_agent == me.agent):
-                    return "sent", letter  # ours: the only letters from this platform a mailbox files
+            if verdict.route == "accept" and letter is not None and _ours(letter, me):
+                return "sent", letter
             filing = route(verdict, self._facts(verdict))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 return "unread", filing.verdict.letter
@@ -1262,6 +1261,13 @@ class AgentMail:
             if woke is None:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
+
+
+def _ours(letter: Letter, me: Identity) -> bool:
+    """A letter this mailbox wrote, among its files (rebuild): from its platform, not a person's,
+    and not a sibling's note to this agent (the only letters from its platform a mailbox files)."""
+    to_me = letter.type == "note" and letter.to_agent is not None and letter.to_agent == me.agent
+    return letter.sender == me.platform and not letter.extra.get("person") and not to_me
 
 
 def _fan_out_key(message_id: str, party: str) -> str:

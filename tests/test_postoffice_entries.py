@@ -163,12 +163,19 @@ def test_read_plain_refuses_what_is_no_regular_file_without_opening_it(tmp_path:
     (tmp_path / "zero").symlink_to("/dev/zero")
     (tmp_path / "link").symlink_to(tmp_path / "fifo")
     (tmp_path / "dir").mkdir()
-    for name, kind in (("fifo", "a FIFO"), ("zero", "a symbolic link"), ("link", "a symbolic link"), ("dir", "a directory")):
+    for name, kind in (
+        ("fifo", "a FIFO"),
+        ("zero", "a symbolic link"),
+        ("link", "a symbolic link"),
+        ("dir", "a directory"),
+    ):
         with pytest.raises(NotAFile, match=f"^.*{kind}, not a regular file"):
             read_plain(tmp_path / name, 10)
 
 
-def test_a_file_that_grows_past_its_limit_while_read_is_too_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_file_that_grows_past_its_limit_while_read_is_too_large(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """fstat said small, the reads find more: never more than limit + 1 bytes taken."""
     path = tmp_path / "growing"
     path.write_bytes(b"x" * 10)

@@ -81,7 +81,7 @@ def storage_error(exc: sqlite3.Error, path: Path) -> StorageError:
         return StorageError(
             "db-io", f"{path} could not be read or written ({exc}): check the disk, then 'agentmail doctor'"
         )
-    return StorageError("db-error", f"spool database {path}: {exc}")
+    return StorageError("db-error", f"spool database: {exc} ({path})")
 
 
 class _Connection(sqlite3.Connection):

@@ -290,7 +290,9 @@ class Spool:
         counts["kept_aside"] = aside
         return counts
 
-    def _recover_rows(self, classify: Callable[[str, bytes], tuple[str, Letter] | None], counts: dict[str, Any]) -> None:
+    def _recover_rows(
+        self, classify: Callable[[str, bytes], tuple[str, Letter] | None], counts: dict[str, Any]
+    ) -> None:
         self.ensure()
         with self.db.write() as tx:
             # Not tmp/: a file there may be a letter never committed (no letter), and what was
@@ -301,7 +303,7 @@ class Spool:
                 except OSError:
                     raw = None
                 judged = classify(letter_id, raw) if raw is not None else None
-                if judged is None:
+                if judged is None or raw is None:
                     counts["left"] += 1
                     continue
                 state, letter = judged
