@@ -6,6 +6,7 @@ fsync the folder. ``durable=False`` skips the fsyncs where a lost write only cos
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import functools
 import os
@@ -91,6 +92,55 @@ def link_same(copy: tuple[str, int, int], target: str | Path, size: int) -> bool
         return True
     os.unlink(target)
     return False
+
+
+class NotAFile(OSError):
+    """A path that is no regular file: a FIFO, a directory, a device, a socket, a symbolic link."""
+
+
+def _kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISLNK, "a symbolic link"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    ):
+        if test(mode):
+            return name
+    return "no regular file"
+
+
+def read_plain(path: str | Path, limit: int | None = None) -> tuple[bytes | None, os.stat_result]:
+    """The bytes of the regular file ``path`` and its stat; None for the bytes when it holds
+    more than ``limit``. Never through a symbolic link, never blocking, never more than
+    ``limit`` + 1 bytes read; anything but a regular file is NotAFile, and is never even opened
+    (opening a FIFO waits for a writer, opening a device may act)."""
+    before = os.lstat(path)
+    if not stat.S_ISREG(before.st_mode):
+        raise NotAFile(errno.EINVAL, f"{_kind(before.st_mode)}, not a regular file", str(path))
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise NotAFile(errno.EINVAL, "replaced while it was opened", str(path))
+        if limit is not None and st.st_size > limit:
+            return None, st
+        data = b""
+        want = st.st_size + 1  # one more than it says: a file that grew since is seen
+        while True:
+            if limit is not None:
+                want = min(want, limit + 1 - len(data))
+            chunk = os.read(fd, want)
+            data += chunk
+            if limit is not None and len(data) > limit:
+                return None, st
+            if len(chunk) < want:  # a short read of a regular file: its end
+                return data, st
+            want = 1 << 16
+    finally:
+        os.close(fd)
 
 
 def fsync_file(path: str | Path) -> None:

@@ -7,6 +7,7 @@ Letters are untrusted: control characters are stripped from everything printed a
 
 from __future__ import annotations
 
+import errno
 import sys
 from collections.abc import Callable, Sequence
 from importlib.machinery import ModuleSpec, PathFinder
@@ -876,6 +877,22 @@ def flush(ctx: Ctx) -> None:
 
 
 @main_group.command()
+@json_option
+def rebuild(ctx: Ctx) -> None:
+    """Make a lost or damaged spool.db again from the letter files (what was there is kept aside)."""
+    data = ctx.client().rebuild()
+
+    def text() -> None:
+        states = ", ".join(f"{data[s]} {s}" for s in ("sent", "read", "unread", "quarantine") if data[s])
+        aside = f"; kept aside: {', '.join(data['kept_aside'])}" if data["kept_aside"] else ""
+        left = f"; {data['left']} file(s) left as they were (no letter of this mailbox)" if data["left"] else ""
+        echo(f"rebuilt from the letter files: {states or 'no letters'}{left}{aside}")
+        echo("the next sync reads the post office from the start; what is filed already is not filed twice")
+
+    emit(ctx, data, text)
+
+
+@main_group.command()
 @option("--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back.")
 @option("--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take.")
 @json_option
@@ -1064,7 +1081,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except OSError as exc:
-        echo(f"agentmail: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", err=True)
+        where = f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):  # StorageError's disk-full, met outside SQLite: exit 7
+            echo(
+                f"agentmail: the disk is full ({where}): nothing filed is lost; free some space, then "
+                "'agentmail status' shows any letter still queued (do not send it again)",
+                err=True,
+            )
+            return 7
+        echo(f"agentmail: {where}", err=True)
         return 1
     except Exception as exc:  # the promise: one line, never a traceback
         echo(f"agentmail: internal error: {exc.__class__.__name__}: {clean(exc)}", err=True)

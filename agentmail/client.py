@@ -316,7 +316,10 @@ class AgentMail:
             self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report, item.copy)
 
     def _placeholder(self, item: Incoming) -> bytes:
-        """Stands in for a letter not downloaded: its bytes name the mailbox slot, so a refetch is a duplicate."""
+        """Stands in for a letter not downloaded (or an entry that is no letter): its bytes name
+        the mailbox slot, so a refetch is a duplicate."""
+        if item.problem is not None:
+            return f"X-Agentmail-Not-Read: no letter ({self.transport.name} {item.key})\r\n\r\n".encode()
         return f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
 
     def _file(self, item: Incoming, report: SyncReport) -> None:
@@ -325,9 +328,20 @@ class AgentMail:
         from .route import Facts, route
 
         raw = item.raw
-        if raw is None:
-            limit = self.registry.bus.max_size
+        if raw is None and item.problem is not None:
+            from .text import one_line  # a mail client's flags in the name are not ours to trust
+
             verdict: authenticity.Verdict | None = authenticity.Verdict(
+                "quarantine",
+                reason="malformed",
+                detail=f"the post office entry {one_line(item.problem)[:300]}: not read, left where it is "
+                "(once it is a readable letter, 'agentmail inbox --from-start' reads it)",
+            )
+            raw = self._placeholder(item)
+            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+        elif raw is None:
+            limit = self.registry.bus.max_size
+            verdict = authenticity.Verdict(
                 "quarantine",
                 reason="too-large",
                 detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)",
@@ -402,6 +416,11 @@ class AgentMail:
     def _quarantine(
         self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
     ) -> None:
+        letter = self._quarantined(verdict)
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
+
+    def _quarantined(self, verdict: Verdict) -> Letter:
+        """The letter a quarantine verdict files (what it saw of the letter, with why)."""
         summary = verdict.summary or {}
         base: Letter = verdict.letter or Letter(
             message_id=summary.get("message_id", ""),
@@ -415,8 +434,50 @@ class AgentMail:
             body="",
             date=summary.get("date", ""),
         )
-        letter = base.replace(id="", reason=verdict.reason, detail=verdict.detail)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
+        return base.replace(id="", reason=verdict.reason, detail=verdict.detail)
+
+    def rebuild(self) -> dict[str, Any]:
+        """Make this mailbox's spool.db again from its letter files, after it was lost or damaged
+        (DESIGN §7). Every letter is judged again as a sync would; one this platform sent is
+        ``sent`` (its reply claim taken again), one it answered ``read``, another ``unread`` or
+        ``quarantine`` as judged now. What was there is kept aside. NotFound when spool.db is in
+        order (nothing to rebuild)."""
+        from . import authenticity
+        from .errors import StorageError
+        from .route import route
+
+        try:
+            self.spool.check()
+        except StorageError:
+            pass
+        else:
+            raise NotFound(f"{self.spool.db.path} is in order: nothing to rebuild")
+        me = self.me
+
+        def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
+            del letter_id
+            if raw.startswith((b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")):
+                return "quarantine", self._quarantined(
+                    authenticity.Verdict(
+                        "quarantine",
+                        reason="too-large" if raw.startswith(b"X-Agentmail-Not-Downloaded:") else "malformed",
+                        detail="not read when it arrived; the rest of its note was in the spool.db that was lost",
+                    )
+                )
+            verdict = authenticity.judge(raw, self.registry)
+            letter = verdict.letter
+            if verdict.route == "accept" and letter is not None and _ours(letter, me):
+                return "sent", letter
+            filing = route(verdict, self._facts(verdict))
+            if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
+                return "unread", filing.verdict.letter
+            if filing.action == "quarantine" and filing.verdict is not None:
+                return "quarantine", self._quarantined(filing.verdict)
+            return None
+
+        outcome = self.spool.recover(classify)
+        (self.spool.root / SEARCH_INDEX).unlink(missing_ok=True)  # a cache of the old rows
+        return outcome
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
               from_start: bool = False) -> list[Letter]:  # fmt: skip
@@ -1200,6 +1261,13 @@ class AgentMail:
             if woke is None:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
+
+
+def _ours(letter: Letter, me: Identity) -> bool:
+    """A letter this mailbox wrote, among its files (rebuild): from its platform, not a person's,
+    and not a sibling's note to this agent (the only letters from its platform a mailbox files)."""
+    to_me = letter.type == "note" and letter.to_agent is not None and letter.to_agent == me.agent
+    return letter.sender == me.platform and not letter.extra.get("person") and not to_me
 
 
 def _fan_out_key(message_id: str, party: str) -> str:

@@ -116,7 +116,11 @@ def run_checks(
         checks.append(Check("dkim key", False, f"the key file is not a valid ed25519 key ({exc.__class__.__name__})"))
     client = AgentMail(reg, me, home)
     try:
-        checks.append(_outbox(client))
+        try:  # a spool that cannot be used is reported, never the end of the checks
+            checks.append(Check("spool", True, client.spool.check()))
+            checks.append(_outbox(client))
+        except AgentmailError as exc:
+            checks.append(Check("spool", False, str(exc)))
         if reg.bus.transport == "local":
             checks.append(Check("post office", True, f"local transport at {home / 'postoffice'}"))
         else:

@@ -7,8 +7,11 @@
     ├── Refused                         exit 4  an outbound guard said no; .reason says why
     ├── TransportError (ConnectionError) exit 5 the server could not take it now; letter queued
     │   └── PermanentFailure            exit 5  the server refused it for good (5xx)
-    └── ConfigError                     exit 6  registry, identity, secrets, TLS, login: retrying
-        └── SecretError (PermissionError)       cannot help, so a letter is never queued behind it
+    ├── ConfigError                     exit 6  registry, identity, secrets, TLS, login: retrying
+    │   └── SecretError (PermissionError)       cannot help, so a letter is never queued behind it
+    └── StorageError (OSError)          exit 7  the spool cannot be used: its database is missing,
+                                                damaged or beside stale WAL files, or the disk is
+                                                full; .reason says which, the line how to recover
 
 Library exceptions are translated at the module that wraps the library (``raise ... from``),
 so callers never see an aiosmtplib or imapclient type.
@@ -57,3 +60,19 @@ class ConfigError(AgentmailError):
 
 class SecretError(ConfigError, PermissionError):
     exit_code = 6
+
+
+class StorageError(AgentmailError, OSError):
+    """The spool's storage failed (DESIGN §7, §8); nothing was filed or changed by the command.
+
+    ``reason``: ``db-missing`` (spool.db gone while letters are filed), ``db-stale-wal`` (its
+    ``-wal``/``-shm`` without it), ``db-damaged`` (not a database, or a malformed one),
+    ``disk-full``, ``db-io`` (the disk failed reading or writing it), ``db-error`` (anything else
+    SQLite says). An OSError, so a sync stops on it (the batch is fetched again), never
+    quarantining a letter for it."""
+
+    exit_code = 7
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason

@@ -25,6 +25,7 @@ CLI_ONLY = {
     "init": "operator setup: creates the bus and its keys",
     "keygen": "operator setup: rotates a key (the registry entry must be committed)",
     "mcp": "the MCP server itself",
+    "rebuild": "recovery after a lost or damaged spool.db is the operator's step; the tool error names it (issue 23)",
     "reject": "a person's decision to drop a held letter, never an agent's (issue 12)",
     "person": "operator setup: who follows or writes into a platform's threads is a reviewed registry commit",
     "platforms": "send's error names the registered platforms (and the closest match)",

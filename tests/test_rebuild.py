@@ -171,3 +171,38 @@ def test_deleting_meta_and_index_changes_no_answer(registry: Registry, home: Pat
         report = am.sync()
         assert (report.accepted, report.quarantined) == ([], []), am.me.mailbox
     assert answers(registry, home) == before
+
+
+def test_a_lost_spool_db_rebuilt_from_the_letter_files_gives_the_guards_the_same_answers(
+    registry: Registry, home: Path
+) -> None:
+    """Every spool.db of the bus deleted (issue 23): ``rebuild`` makes each again from its letter
+    files, and after a sync (the post office read again from the start) every guard answers as
+    before — who replied, why a reply is refused, depths, threads, dedup. The one thing not in
+    the files: a letter read (``done``) but never answered comes back unread (shown again, never
+    lost; a letter this platform answered is read)."""
+    build_bus(registry, home)
+    before = answers(registry, home)
+    for root in (home / "spool").iterdir():
+        for name in ("spool.db", "spool.db-wal", "spool.db-shm"):
+            (root / name).unlink(missing_ok=True)
+    clients = [AgentMail(registry, Identity(platform, agent), home) for platform, agent in MAILBOXES]
+    for am in clients:  # all first: a mailbox's sync asks its siblings where they stand
+        am.rebuild()
+    for am in clients:
+        report = am.sync()
+        assert (report.accepted, report.quarantined) == ([], []), am.me.mailbox
+    after = answers(registry, home)
+    came_back = 0
+    for mailbox in before:
+        assert set(after[mailbox]) == set(before[mailbox]), mailbox
+        for key, was in before[mailbox].items():
+            now = after[mailbox][key]
+            if isinstance(was, dict) and was.get("state") == "read" and now.get("state") == "unread":
+                assert was["replied_by"] is None, f"{mailbox} {key}: an answered letter came back unread"
+                came_back += 1
+                now = {**now, "state": "read"}
+            if key == "status":
+                continue  # whose move and delivery per thread: compared through the letters
+            assert now == was, f"{mailbox} {key}"
+    assert came_back > 0  # the scene has such letters: the exception above is exercised

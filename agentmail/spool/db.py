@@ -21,8 +21,13 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .._fs import locked
+from ..errors import StorageError
 
 FILE = "spool.db"
+STALE = (f"{FILE}-wal", f"{FILE}-shm")  # SQLite's files beside it: alone, they are no database
+# SQLite's primary result codes (the low byte of sqlite_errorcode) that name a storage failure
+_FULL, _CORRUPT, _NOTADB, _IOERR = 13, 11, 26, 10
+RECOVER = "run 'agentmail rebuild' to rebuild it from the letter files (or restore it from a backup)"
 # user_version: 0 a new file · MOVING the rows are in, letter files still being moved out of
 # the state folders of the old layout · CURRENT ready.
 MOVING = 1
@@ -62,6 +67,39 @@ def reached(point: str) -> None:
         crash_point(point)
 
 
+def storage_error(exc: sqlite3.Error, path: Path) -> StorageError:
+    """What SQLite said, as the one line a person acts on (DESIGN §8, exit 7)."""
+    code = (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+    if code == _FULL:
+        return StorageError(
+            "disk-full",
+            f"the disk holding {path} is full ({exc}): nothing was changed; free some space and run the command again",
+        )
+    if code in (_CORRUPT, _NOTADB):
+        return StorageError("db-damaged", f"{path} is damaged ({exc}): {RECOVER}")
+    if code == _IOERR:
+        return StorageError(
+            "db-io", f"{path} could not be read or written ({exc}): check the disk, then 'agentmail doctor'"
+        )
+    return StorageError("db-error", f"spool database: {exc} ({path})")
+
+
+class _Connection(sqlite3.Connection):
+    """Every statement's storage failure translated at the one place SQLite is called."""
+
+    where: Path
+
+    def execute(self, sql: str, parameters: object = (), /) -> sqlite3.Cursor:
+        try:
+            return super().execute(sql, parameters)  # type: ignore[arg-type]
+        except sqlite3.OperationalError as exc:
+            raise storage_error(exc, self.where) from exc
+        except sqlite3.DatabaseError as exc:
+            if type(exc) is not sqlite3.DatabaseError:  # IntegrityError and the like: our own logic's
+                raise
+            raise storage_error(exc, self.where) from exc
+
+
 class Db:
     """One mailbox's database: a connection per thread (and per process: never across fork)."""
 
@@ -81,17 +119,28 @@ class Db:
             conn = self._connect()
             self._local.conn = conn
             self._local.durable = True
-            if conn.execute("PRAGMA user_version").fetchone()[0] != CURRENT:
-                try:
+            try:
+                if conn.execute("PRAGMA user_version").fetchone()[0] != CURRENT:
                     self._prepare(self)
-                except BaseException:
-                    self.close()
-                    raise
+            except BaseException:
+                self.close()
+                raise
         return conn
 
     def _connect(self) -> sqlite3.Connection:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
-        conn = sqlite3.connect(self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False)
+        if not os.path.exists(self.path):
+            stale = [name for name in STALE if os.path.lexists(self.root / name)]
+            if stale:  # SQLite would open a new, empty file beside them, or fail on them
+                raise StorageError(
+                    "db-stale-wal",
+                    f"{self.path} is missing but {' and '.join(stale)} from a removed database lie beside "
+                    f"it: the mailbox's states, notes, claims and checkpoints are not in them; {RECOVER}",
+                )
+        conn = sqlite3.connect(
+            self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False, factory=_Connection
+        )
+        conn.where = self.path
         conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
         os.chmod(self.path, 0o600)
         return conn

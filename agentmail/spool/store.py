@@ -22,13 +22,13 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from .._fs import fsync_dir, fsync_file, link_same, locked, sync_filesystem, write_new
-from ..errors import NotFound
+from .._fs import fsync_dir, fsync_file, link_same, locked, read_plain, sync_filesystem, write_new
+from ..errors import NotFound, StorageError
 from ..model import Letter, new_ulid
 from . import db as dbmod
 from .db import Db, reached
@@ -111,6 +111,7 @@ class Spool:
         self._platform: Spool | None = None
         self._tmp = f"{root}/tmp/"  # str paths on the hot path: a pathlib join costs more than the syscall
         self._letters = f"{root}/letters/"
+        self._recovering = False  # recover() is making spool.db again: no refusal, its lock held
 
     @property
     def mailbox(self) -> str:
@@ -156,13 +157,11 @@ class Spool:
             return False
         origin = self.root / source
         for candidate in (origin, *sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))):
-            try:
-                with open(candidate, "rb") as file:
-                    st = os.fstat(file.fileno())
-                    raw = file.read()
+            try:  # a FIFO or a symbolic link put there is never opened or followed
+                raw, st = read_plain(candidate)
             except OSError:
                 continue
-            if _raw_key(raw) != key:
+            if raw is None or _raw_key(raw) != key:
                 continue
             try:  # not flushed either: the note stays, and so does the post office's file
                 self._write_tmp(letter_id, raw, durable=False, copy=(str(candidate), st.st_dev, st.st_ino))
@@ -210,9 +209,11 @@ class Spool:
         """The file's version is not current: create it, convert an old spool, or rebuild caches."""
         from . import migrate
 
-        with db.setup_lock():
+        with nullcontext() if self._recovering else db.setup_lock():  # recover() holds it already
             conn = db.conn()
             version = db.version()
+            if version == 0 and not self._recovering and not migrate.has_old_layout(self.root):
+                self._refuse_if_lost()
             if version == 0:
                 conn.execute("PRAGMA journal_mode=WAL")
                 with db.write() as tx:
@@ -228,6 +229,110 @@ class Spool:
                     migrate.remove_old(self)
                     reached("migration-cleaned")
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
+
+    def _letter_files(self, *, born: bool = True) -> list[str]:
+        """The ids of the letter files on disk in ``letters/`` (and ``tmp/``: ``born``), whatever
+        spool.db says, in filing order."""
+        found: list[str] = []
+        for folder in (self._letters, self._tmp) if born else (self._letters,):
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                continue
+            found += [n[:-4] for n in names if n.endswith(".eml") and n[:-4].isalnum()]
+        return sorted(set(found))
+
+    def _refuse_if_lost(self) -> None:
+        """A new spool.db beside filed letters is a lost one: their states, notes, claims and the
+        checkpoints were in it. Starting afresh would read the post office from the start, every
+        letter unread again and every reply claim gone (a second answer to an answered letter):
+        refused, until it is rebuilt from the letter files or restored."""
+        held = self._letter_files()
+        if held:
+            raise StorageError(
+                "db-missing",
+                f"{self.root / dbmod.FILE} is missing (or empty) but {len(held)} letter file(s) lie in "
+                f"{self.root}: their states, notes, reply claims and checkpoints were in it; {dbmod.RECOVER}",
+            )
+
+    def recover(self, classify: Callable[[str, bytes], tuple[str, Letter] | None]) -> dict[str, Any]:
+        """Make spool.db again from the letter files (``agentmail rebuild``; DESIGN §7).
+
+        What is there (spool.db, its -wal and -shm) is kept aside as ``<name>.lost-<time>``, never
+        deleted. Each file in ``letters/`` is given to ``classify`` (id, bytes) in filing order,
+        which says its state and letter (None: not restored, the file is left). A received
+        letter that one of the restored letters answers is ``read``. No checkpoint is restored:
+        the next sync reads the post office from the start and drops what is filed already."""
+        import time
+
+        counts: dict[str, Any] = {state: 0 for state in STATES}
+        counts["left"] = 0
+        with self.db.setup_lock(), locked(self.root / "sync.lock"):
+            self.db.close()
+            stamp = time.strftime("%Y%m%dT%H%M%S")
+            aside = []
+            for name in (dbmod.FILE, *dbmod.STALE):
+                path = self.root / name
+                if not os.path.lexists(path):
+                    continue
+                if name == dbmod.FILE and os.lstat(path).st_size == 0:
+                    path.unlink()  # the empty file an opening made: nothing to keep
+                    continue
+                os.rename(path, self.root / f"{name}.lost-{stamp}")
+                aside.append(f"{name}.lost-{stamp}")
+            fsync_dir(self.root)
+            self._recovering = True
+            try:
+                self._recover_rows(classify, counts)
+            finally:
+                self._recovering = False
+                self.db.close()
+        counts["kept_aside"] = aside
+        return counts
+
+    def _recover_rows(
+        self, classify: Callable[[str, bytes], tuple[str, Letter] | None], counts: dict[str, Any]
+    ) -> None:
+        self.ensure()
+        with self.db.write() as tx:
+            # Not tmp/: a file there may be a letter never committed (no letter), and what was
+            # received is fetched again from the post office anyway.
+            for letter_id in self._letter_files(born=False):
+                try:
+                    raw, _st = read_plain(self.path("", letter_id))
+                except OSError:
+                    raw = None
+                judged = classify(letter_id, raw) if raw is not None else None
+                if judged is None or raw is None:
+                    counts["left"] += 1
+                    continue
+                state, letter = judged
+                letter = letter.replace(id=letter_id, state=state)
+                if state != "quarantine":
+                    letter = letter.replace(depth=self.depth_for(letter_id, letter))
+                data = letter.to_json()
+                data.pop("state", None)
+                if state in OUTGOING:
+                    data.update(letter.extra)
+                self._insert(tx, letter, data, raw, index=state != "quarantine")
+                counts[state] += 1
+            answering = tx.execute("SELECT meta FROM letters WHERE state IN ('outbox', 'held', 'sent')").fetchall()
+            answered = {(_loads(meta) or {}).get("in_reply_to") for (meta,) in answering} - {None, ""}
+            for letter_id, meta in tx.execute("SELECT id, meta FROM letters WHERE state='unread'").fetchall():
+                if (_loads(meta) or {}).get("message_id") in answered:
+                    tx.execute("UPDATE letters SET state='read' WHERE id=?", (letter_id,))
+                    counts["unread"] -= 1
+                    counts["read"] += 1
+
+    def check(self) -> str:
+        """A look at spool.db as ``doctor`` takes it: what it holds, or StorageError saying why it
+        cannot be used (SQLite's quick_check reads every page: a damaged one is found here)."""
+        conn = self._sql()
+        problems = [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall() if r[0] != "ok"]
+        if problems:
+            raise StorageError("db-damaged", f"{self.db.path} is damaged ({problems[0][:200]}): {dbmod.RECOVER}")
+        count = int(conn.execute("SELECT count(*) FROM letters").fetchone()[0])
+        return f"{self.db.path}: {count} letter(s)"
 
     def drop_caches(self) -> None:
         """Forget every cache (parsed fields, depths, indexes, threads, claims); the next opening

@@ -71,10 +71,12 @@ class Incoming(Frozen):
     """One message pulled from the mailbox.
 
     ``raw`` is None when the message is larger than the limit: the transport did not
-    download it and ``size`` tells how big it claimed to be.
+    download it and ``size`` tells how big it claimed to be. ``raw`` is None too when the
+    mailbox's entry is no letter to read (``problem`` says why: a FIFO, a directory, a symbolic
+    link, a file that cannot be read); it is left where it is.
     """
 
-    __slots__ = ("key", "raw", "size", "copy")
+    __slots__ = ("key", "raw", "size", "copy", "problem")
 
     key: str
     raw: bytes | None
@@ -83,12 +85,21 @@ class Incoming(Frozen):
     # file, and its st_dev/st_ino when they were read): the spool hard-links it rather than
     # creating a copy (issue 11: a new file costs 0.2-0.5 ms here, a link ~20 µs). None elsewhere.
     copy: tuple[str, int, int] | None
+    problem: str | None
 
-    def __init__(self, key: str, raw: bytes | None, size: int, copy: tuple[str, int, int] | None = None) -> None:
+    def __init__(
+        self,
+        key: str,
+        raw: bytes | None,
+        size: int,
+        copy: tuple[str, int, int] | None = None,
+        problem: str | None = None,
+    ) -> None:
         set_field(self, "key", key)
         set_field(self, "raw", raw)
         set_field(self, "size", size)
         set_field(self, "copy", copy)
+        set_field(self, "problem", problem)
 
 
 OnResult = Callable[[SubmitResult], None]

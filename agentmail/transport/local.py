@@ -11,6 +11,7 @@ without stealing each other's mail. A fetch costs what is new, never the history
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import threading
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._fs import fsync_dir, fsync_file, link_same, locked, write_new
+from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 if TYPE_CHECKING:
@@ -74,6 +75,10 @@ def _deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None) -> st
     return name
 
 
+# What an entry that is no readable letter gives when opened: it is noted and passed, never retried
+# forever (a symbolic link swapped in after the look, a file this user may not read).
+_NOT_A_LETTER = {errno.ELOOP, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.ETXTBSY}
+
 _COUNTER_WIDTH = 12  # .uidnext, overwritten in place at a fixed width
 
 
@@ -110,7 +115,7 @@ class Mailbox:
 
     def _small(self, name: str) -> bytes:
         """A counter file's bytes; read on every look, so no pathlib and no text layer."""
-        fd = os.open(f"{self.dir}/{name}", os.O_RDONLY)
+        fd = os.open(f"{self.dir}/{name}", os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there never blocks
         try:
             return os.read(fd, 4096)
         finally:
@@ -160,7 +165,7 @@ class Mailbox:
 
     def _find(self, uid: int) -> Path | None:
         exact = self.dir / "cur" / f"{uid:012d}:2,"
-        if exact.exists():
+        if os.path.lexists(exact):  # a symbolic link there is found (and refused), never followed
             return exact
         flagged = list((self.dir / "cur").glob(f"{uid:012d}:2,*"))  # rare: a mail client flagged it
         return flagged[0] if flagged else None
@@ -205,15 +210,25 @@ class Mailbox:
             return reserved  # a UID a vanished letter left unused stays unused: never given twice
 
     def read(self, uid: int, max_size: int) -> Incoming | None:
+        """The letter with ``uid``: None if no entry has it (any more). An entry that is no
+        readable regular file (a FIFO, a directory, a device, a symbolic link wherever it points,
+        a file this user may not read) is never followed, opened or waited for: it comes back
+        with ``problem`` set, so the reader notes it and reads the next letter (DESIGN §2)."""
         path = self._find(uid)
         if path is None:
             return None
-        with open(path, "rb") as file:
-            stat = os.fstat(file.fileno())
-            if stat.st_size > max_size:
-                return Incoming(key=str(uid), raw=None, size=stat.st_size)
-            raw = file.read()
-        return Incoming(str(uid), raw, stat.st_size, (str(path), stat.st_dev, stat.st_ino))
+        try:
+            raw, st = read_plain(path, max_size)
+        except FileNotFoundError:
+            return None  # taken by a mail client meanwhile
+        except OSError as exc:
+            if not isinstance(exc, NotAFile) and exc.errno not in _NOT_A_LETTER:
+                raise  # the machine failing (I/O error, no file descriptors left): the sync stops
+            why = exc.strerror if isinstance(exc, NotAFile) else f"a file that cannot be read ({exc.strerror})"
+            return Incoming(str(uid), None, 0, problem=f"{self.dir.name}/cur/{path.name} is {why}")
+        if raw is None:
+            return Incoming(key=str(uid), raw=None, size=st.st_size)
+        return Incoming(str(uid), raw, len(raw), (str(path), st.st_dev, st.st_ino))
 
 
 class LocalTransport(Transport):
