@@ -460,10 +460,29 @@ class AgentMail:
         if letter.state == "quarantine":
             raise BadInput(f"letter {letter.id} is quarantined ({letter.reason}); its attachments are not handed out")
         raw = self.raw(letter.id)
+        self._still_as_filed(letter, raw)
         try:
             return wire.body_and_attachments(wire.parse_message(raw, len(raw) + 1))[1]
         except wire.Malformed as exc:
             raise BadInput(f"letter {letter.id}: {exc.detail}") from None
+
+    def _still_as_filed(self, letter: Letter, raw: bytes) -> None:
+        """What save/apply hand out is what was verified: the bytes whose hash was noted at
+        filing, or (a letter filed before agentmail noted one) bytes whose signature still
+        verifies against the sender's pin. BadInput, one line, otherwise."""
+        same = self.spool.unchanged(letter.id, raw)
+        platform = self.registry.platforms.get(letter.sender)
+        if same is None and platform is not None and not letter.extra.get("person"):
+            from .authenticity import pinned_key
+            from .signing import verify
+
+            same = verify(raw, pinned_key(platform)).ok
+        if same is False:
+            raise BadInput(f"letter {letter.id}: its file changed after it was filed (not the bytes that were "
+                           "verified); its attachments are not handed out ('show --raw' shows what is there now)")  # fmt: skip
+        if same is None:
+            raise BadInput(f"letter {letter.id}: filed without a record of its bytes and not signed by a pinned key, "
+                           "so it cannot be re-verified; its attachments are not handed out")  # fmt: skip
 
     def save(self, letter_id: str | Letter, directory: str | Path = ".", *, force: bool = False) -> list[Path]:
         """Write a letter's attachments into ``directory`` (0600, never outside it, never over a
@@ -486,7 +505,11 @@ class AgentMail:
         """How ``letter`` was authenticated: which key, which trusted verdicts (for ``show``)."""
         from .provenance import describe
 
-        return describe(self.raw(letter.id), self.registry, letter.state, letter.sender, letter.type)
+        raw = self.raw(letter.id)
+        how = describe(raw, self.registry, letter.state, letter.sender, letter.type)
+        if self.spool.unchanged(letter.id, raw) is False:
+            how += "; BUT its file changed after it was filed: what it shows now was never verified"
+        return how
 
     def done(self, *letter_ids: str) -> list[str]:
         """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound."""
