@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentmail import attach, evidence
 from agentmail.cli import main
@@ -365,3 +368,25 @@ def test_the_sender_editing_its_sent_copy_changes_nothing_the_reader_filed(
     assert saved.read_bytes() == b"ERROR boom\n"
     with pytest.raises(BadInput, match="its file changed after it was filed"):
         alpha.save(sent.id, tmp_path / "mine")
+
+
+_PART = st.sampled_from(["..", ".", "a", "b", "logs", ""])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    link=st.lists(st.sampled_from(["a", "b", "logs"]), min_size=1, max_size=3).map("/".join),
+    target=st.lists(_PART, min_size=1, max_size=6).map("/".join).filter(lambda t: t and not t.startswith("/")),
+)
+def test_property_a_relative_symlink_leaves_exactly_when_the_file_system_says_so(
+    tmp_path: Path, link: str, target: str
+) -> None:
+    """The check a letter's symlinks meet agrees with the kernel's own resolution, for any
+    relative target: it never lets one out that resolves outside, nor refuses one that stays."""
+    scratch = Path(tempfile.mkdtemp(dir=tmp_path))
+    (scratch / link).parent.mkdir(parents=True, exist_ok=True)
+    (scratch / link).symlink_to(target)
+    real = os.path.realpath(scratch / link)
+    top = os.path.realpath(scratch)
+    inside = real == top or real.startswith(top + os.sep)
+    assert evidence._leaves(link, target, scratch, scratch) == (not inside), (link, target, real)
