@@ -2,8 +2,10 @@
 attachments, saving a letter's attachments, and ``git am`` of its patches.
 
 Nothing here runs or opens an attachment: saving writes bytes (0600, never outside the chosen
-directory, never over a file without ``force``); applying hands patch text to git in the
-current checkout, and only when the tree is clean.
+directory, never over a file without ``force``); applying hands patch text to git, with every
+hook off, first in a scratch worktree, then only what was checked into a clean checkout.
+Reading a file to attach is confined: no symlink, no special file, nothing of the agentmail
+home (DESIGN §10).
 """
 
 from __future__ import annotations
@@ -289,7 +291,7 @@ def _quiet_git(hooks: Path) -> list[str]:
 
 
 def _am_flags(root: Path) -> list[str]:
-    """``--no-verify`` where this git's am has it (git 2.40 on); hooksPath covers older ones."""
+    """``--no-verify`` where this git's am has it (newer gits; 2.39 has none); hooksPath covers every git."""
     probe = _git(["am", "-h"], root, "apply")
     return ["--no-verify"] if b"--no-verify" in probe.stdout + probe.stderr else []
 
