@@ -143,6 +143,16 @@ def read_plain(path: str | Path, limit: int | None = None) -> tuple[bytes | None
         os.close(fd)
 
 
+def is_same(copy: tuple[str, int, int], size: int) -> bool:
+    """Is ``copy`` (path, st_dev, st_ino) still that very plain file, of ``size`` bytes?"""
+    path, dev, ino = copy
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino, st.st_size) == (dev, ino, size) and stat.S_ISREG(st.st_mode)
+
+
 def fsync_file(path: str | Path) -> None:
     """Make the contents of a file written with ``durable=False`` durable after all."""
     fd = os.open(path, os.O_RDONLY)

@@ -518,14 +518,17 @@ def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
 
 @main_group.command(name="apply")
 @argument("letter_id", metavar="ID")
-@option("--check", is_flag=True, help="Only 'git apply --check' the patches; change nothing.")
+@option("--check", is_flag=True, help="Try them in a scratch worktree and list the commits; change nothing.")
+@option("--series", is_flag=True, help="Let one attachment carry several commits (each is listed before it lands).")
 @json_option
-def apply_cmd(ctx: Ctx, letter_id: str, check: bool) -> None:
-    """'git am' letter ID's patches in the current checkout (a clean tree only); --check first."""
+def apply_cmd(ctx: Ctx, letter_id: str, check: bool, series: bool) -> None:
+    """'git am' letter ID's patches in the current checkout (a clean tree only; no hook runs):
+    every commit is listed (author, subject, paths); --check lists them and changes nothing."""
     from pathlib import Path
 
-    said = ctx.client().apply(letter_id, Path.cwd(), check=check)
-    emit(ctx, {"applied": not check, "detail": said}, lambda: echo(clean(said)))
+    done = ctx.client().apply(letter_id, Path.cwd(), check=check, series=series)
+    emit(ctx, {"applied": done.landed, "detail": done.detail, "commits": [c.to_json() for c in done.commits]},
+         lambda: echo(clean(str(done))))  # fmt: skip
 
 
 @main_group.command()
@@ -585,8 +588,9 @@ def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[A
         return ()
     from . import evidence
 
-    limit = ctx.client().registry.bus.attach_max_bytes
-    items = [evidence.from_file(name, limit) for name in files]
+    client = ctx.client()
+    limit = client.registry.bus.attach_max_bytes
+    items = [evidence.from_file(name, limit, home=client.home) for name in files]
     if patch:
         items.extend(evidence.from_patches(patch, Path.cwd()))
     return tuple(items)

@@ -45,6 +45,7 @@ from .spool.filed import Filed
 if TYPE_CHECKING:
     from .attach import Attachment
     from .authenticity import Verdict
+    from .evidence import Applied
     from .guards import Outbound
     from .route import Facts
     from .search import Hit, Query, SearchIndex
@@ -520,10 +521,29 @@ class AgentMail:
         if letter.state == "quarantine":
             raise BadInput(f"letter {letter.id} is quarantined ({letter.reason}); its attachments are not handed out")
         raw = self.raw(letter.id)
+        self._still_as_filed(letter, raw)
         try:
             return wire.body_and_attachments(wire.parse_message(raw, len(raw) + 1))[1]
         except wire.Malformed as exc:
             raise BadInput(f"letter {letter.id}: {exc.detail}") from None
+
+    def _still_as_filed(self, letter: Letter, raw: bytes) -> None:
+        """What save/apply hand out is what was verified: the bytes whose hash was noted at
+        filing, or (a letter filed before agentmail noted one) bytes whose signature still
+        verifies against the sender's pin. BadInput, one line, otherwise."""
+        same = self.spool.unchanged(letter.id, raw)
+        platform = self.registry.platforms.get(letter.sender)
+        if same is None and platform is not None and not letter.extra.get("person"):
+            from .authenticity import pinned_key
+            from .signing import verify
+
+            same = verify(raw, pinned_key(platform)).ok
+        if same is False:
+            raise BadInput(f"letter {letter.id}: its file changed after it was filed (not the bytes that were "
+                           "verified); its attachments are not handed out ('show --raw' shows what is there now)")  # fmt: skip
+        if same is None:
+            raise BadInput(f"letter {letter.id}: filed without a record of its bytes and not signed by a pinned key, "
+                           "so it cannot be re-verified; its attachments are not handed out")  # fmt: skip
 
     def save(self, letter_id: str | Letter, directory: str | Path = ".", *, force: bool = False) -> list[Path]:
         """Write a letter's attachments into ``directory`` (0600, never outside it, never over a
@@ -532,18 +552,25 @@ class AgentMail:
 
         return evidence.save(self.attachments(letter_id), directory, force=force)
 
-    def apply(self, letter_id: str | Letter, cwd: str | Path = ".", *, check: bool = False) -> str:
-        """``git am`` a letter's patches in the checkout at ``cwd`` (``check``: ``git apply
-        --check`` only), refusing a dirty tree. Returns what happened, one line."""
+    def apply(self, letter_id: str | Letter, cwd: str | Path = ".", *, check: bool = False,
+              series: bool = False) -> Applied:  # fmt: skip
+        """``git am`` a letter's patches in the checkout at ``cwd``, tried first in a scratch
+        worktree (``check``: only that), no hook run, refusing a dirty tree, a symlink that leaves
+        the checkout and (unless ``series``) an attachment of several commits. Returns every
+        commit (author, subject, paths) and a summary line (``str()`` prints both)."""
         from . import evidence
 
-        return evidence.apply(self.attachments(letter_id), cwd, check_only=check)
+        return evidence.apply(self.attachments(letter_id), cwd, check_only=check, series=series)
 
     def authentication(self, letter: Letter) -> str:
         """How ``letter`` was authenticated: which key, which trusted verdicts (for ``show``)."""
         from .provenance import describe
 
-        return describe(self.raw(letter.id), self.registry, letter.state, letter.sender, letter.type)
+        raw = self.raw(letter.id)
+        how = describe(raw, self.registry, letter.state, letter.sender, letter.type)
+        if self.spool.unchanged(letter.id, raw) is False:
+            how += "; BUT its file changed after it was filed: what it shows now was never verified"
+        return how
 
     def done(self, *letter_ids: str) -> list[str]:
         """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound."""
@@ -598,7 +625,7 @@ class AgentMail:
         with self.spool.platform_locked("quota"):
             opened, quota, frees = self._quota()
             self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
-                                        quota=quota, quota_frees=frees))  # fmt: skip
+                                        quota=quota, quota_frees=frees, attachments=attachments))  # fmt: skip
             # Advice is for reports that open a thread, not for a one-line question.
             one_liner = type == "question" and len(body.strip().splitlines()) <= 1
             self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
@@ -673,7 +700,8 @@ class AgentMail:
                 thread, last, name
             )
             reason = guards.refusal(guards.Outbound(type, body, self.me.platform, parent=last, follow_up=True,
-                                                    force=force, answered_by=answered, depth=last.depth + 1))  # fmt: skip
+                                                    force=force, answered_by=answered, depth=last.depth + 1,
+                                                    attachments=attachments))  # fmt: skip
             if reason is not None:
                 raise Refused(f"{name}: {reason}")
             lasts[name] = last
@@ -720,7 +748,7 @@ class AgentMail:
         from . import guards
 
         self.last_warnings = []
-        self._check(guards.Outbound("note", body, self.me.platform, force=force))
+        self._check(guards.Outbound("note", body, self.me.platform, force=force, attachments=attachments))
         if to_agent is not None and to_agent != self.me.agent:
             self._register_sibling(check_name("agent", to_agent))
         composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
@@ -749,7 +777,7 @@ class AgentMail:
         parent_id = self._id(to)
         parent = self.spool.letter(parent_id)
         kind = check_type(type or _default_reply_type(parent.type))
-        reason = self._refusal(parent, kind, body, force=force)
+        reason = self._refusal(parent, kind, body, force=force, attachments=attachments)
         recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
@@ -784,7 +812,7 @@ class AgentMail:
             raise BadInput("use note() for a note to a sibling agent")
         letters = self.thread(thread)
         last = self._last_of_platform_thread(thread, letters)
-        reason = self._refusal(last, type, body, force=force, follow_up=True)
+        reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments)
         if reason is not None:
             raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
@@ -807,7 +835,8 @@ class AgentMail:
 
     # --- the guards ------------------------------------------------------------------------
 
-    def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False) -> str | None:
+    def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False,
+                 attachments: tuple[Attachment, ...] = ()) -> str | None:  # fmt: skip
         """The one guard, with the facts it needs gathered the same way for every path."""
         from . import guards
 
@@ -821,6 +850,7 @@ class AgentMail:
                 force=force,
                 answered_by=self.spool.replied_by(parent.message_id),
                 depth=parent.depth + 1,
+                attachments=attachments,
             )
         )
 

@@ -10,12 +10,16 @@ the CLI into exit 4, the MCP server into a tool error.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from ._value import Frozen, set_field
 from .model import TERMINAL_TYPES, Letter
 from .text import (
     DATA_NOT_ORDERS as DATA_NOT_ORDERS,  # defined with the text policy: the inbox reads it without the guards
 )
+
+if TYPE_CHECKING:
+    from .attach import Attachment
 
 MAX_DEPTH = 20
 
@@ -45,6 +49,14 @@ _CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ),
     ((r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"), "a password assignment", ("pass", "pwd"), True),
 )
+# Names secret files go by (leading dots stripped: attach.safe_name strips them too, so ".env"
+# is "env" by then): key stores and private keys, dotenv files (agentmail's own secrets/<p>.env
+# among them), SSH keys (id_rsa, id_ed25519_sk: no extension; id_rsa.pub is public), and the
+# login files of common tools.
+_SECRET_NAME = (
+    r"(?i)^(?:.+\.(?:key|pem|p12|pfx|jks|keystore|ppk|kdbx|env)|env(?:\..*)?|id_[a-z0-9_]+"
+    r"|netrc|_netrc|pgpass|htpasswd|npmrc|pypirc|git-credentials|credentials(?:\.json)?)$"
+)
 _PATH_ONLY = r"^@?(?:~|\.{1,2})?/?(?:[\w.@-]+/)*[\w.@-]+\.[A-Za-z0-9]{1,8}$|^(?:~|\.{0,2})/\S+$"
 
 
@@ -67,6 +79,7 @@ class Outbound(Frozen):
         "opened_last_hour",
         "quota",
         "quota_frees",
+        "attachments",
     )
 
     kind: str
@@ -82,6 +95,7 @@ class Outbound(Frozen):
     opened_last_hour: int
     quota: int | None
     quota_frees: str
+    attachments: tuple[Attachment, ...]  # scanned like the body, names too (``force`` skips both)
 
     def __init__(
         self,
@@ -96,6 +110,7 @@ class Outbound(Frozen):
         opened_last_hour: int = 0,
         quota: int | None = None,
         quota_frees: str = "",
+        attachments: tuple[Attachment, ...] = (),
     ) -> None:
         set_field(self, "kind", kind)
         set_field(self, "body", body)
@@ -108,6 +123,7 @@ class Outbound(Frozen):
         set_field(self, "opened_last_hour", opened_last_hour)
         set_field(self, "quota", quota)
         set_field(self, "quota_frees", quota_frees)
+        set_field(self, "attachments", attachments)
 
 
 def refusal(out: Outbound) -> str | None:
@@ -125,7 +141,7 @@ def refusal(out: Outbound) -> str | None:
         return (f"new-thread quota reached: {out.me} opened {out.opened_last_hour} threads in the last hour "
                 f"(new_threads_per_hour = {out.quota}); the next frees up at {out.quota_frees or 'within the hour'}; "
                 "replies and follow-ups in existing threads are not counted")  # fmt: skip
-    return None if out.force else body_refusal(out.body)
+    return None if out.force else body_refusal(out.body) or attachment_refusal(out.attachments)
 
 
 def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
@@ -193,17 +209,39 @@ def _may_match(body: str, folded: str | None, needles: tuple[str, ...], fold: bo
     return folded is None or any(needle in folded for needle in needles)
 
 
+def credential_in(text: str) -> str | None:
+    """What kind of credential ``text`` looks like it holds ("a private key"...), or None."""
+    folded = text.lower() if text.isascii() else None
+    for pattern, what, needles, fold in _CREDENTIALS:
+        if _may_match(text, folded, needles, fold) and re.search(pattern, text):
+            return what
+    return None
+
+
 def body_refusal(body: str) -> str | None:
     """Refuse bodies that leak a credential or that are only a path the reader cannot open."""
-    folded = body.lower() if body.isascii() else None
-    for pattern, what, needles, fold in _CREDENTIALS:
-        if _may_match(body, folded, needles, fold) and re.search(pattern, body):
-            return f"the body looks like it contains {what}; remove it (or pass --force if it is not a secret)"
+    what = credential_in(body)
+    if what:
+        return f"the body looks like it contains {what}; remove it (or pass --force if it is not a secret)"
     stripped = body.strip()
     if not stripped:
         return "the body is empty"
     if "\n" not in stripped and " " not in stripped and re.match(_PATH_ONLY, stripped):
         return f"the body is only a path ({stripped[:80]}); the reader cannot open your files — send the content (-b @FILE)"
+    return None
+
+
+def attachment_refusal(attachments: tuple[Attachment, ...]) -> str | None:
+    """Refuse an attachment (a file or a patch) whose name is a secret file's, or whose bytes
+    hold what the body's credential scan refuses: the same rule for every byte that leaves."""
+    for item in attachments:
+        if re.match(_SECRET_NAME, item.name.lstrip(".")):
+            return (f"attachment {item.name} is named like a secret file (a key, a .env, a login file); "
+                    "attach something else (or pass --force if it is not a secret)")  # fmt: skip
+        what = credential_in(item.data.decode("utf-8", "replace"))
+        if what:
+            return (f"attachment {item.name} looks like it contains {what}; remove it "
+                    "(or pass --force if it is not a secret)")  # fmt: skip
     return None
 
 

@@ -312,11 +312,16 @@ def test_send_a_log_and_two_commits_then_show_save_and_apply(
     code, _, err = run(capsys, "--as", "beta", "apply", letter["id"])
     assert code == 2 and "uncommitted changes" in err
     git(target, "checkout", "quota.py")
+    listed = (
+        "commit 1/2: Raise the quota limit\n  author: t <t@x>\n  M quota.py\n"
+        "commit 2/2: Handle the free plan — ünïcode\n  author: t <t@x>\n  A plan.py\n"
+    )
     code, out, _ = run(capsys, "--as", "beta", "apply", "--check", letter["id"])
-    assert code == 0 and out.strip() == "2 patch(es) would apply cleanly"
+    assert code == 0 and out == listed + "2 patch(es) would apply cleanly\n"
     assert git(target, "log", "--format=%s") == "first\n"
+    assert git(target, "worktree", "list", "--porcelain").count("worktree ") == 1  # the scratch one is gone
     code, out, _ = run(capsys, "--as", "beta", "apply", letter["id"])
-    assert code == 0 and out.strip() == "applied 2 patch(es) with git am"
+    assert code == 0 and out == listed + "applied 2 patch(es) with git am\n"
     assert git(target, "log", "--format=%s") == "Handle the free plan — ünïcode\nRaise the quota limit\nfirst\n"
     assert (target / "quota.py").read_text() == "LIMIT = 10\n" and (target / "plan.py").exists()
     code, _, err = run(capsys, "--as", "beta", "apply", letter["id"])  # applied already: git am fails, aborted

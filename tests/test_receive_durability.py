@@ -1,13 +1,12 @@
 """What a sync flushes, and what a power cut may take from it (DESIGN §7, issue 11's receive path).
 
-A letter synced from the local post office is filed as a hard link of the post-office file,
-whose bytes the sender flushed and whose name in ``cur/`` the reader flushes before it commits;
-the link itself is never flushed. So a power cut may take the spool's file of any letter a
-batch linked, and nothing else of it: its row and the checkpoint past it were committed by one
-durable commit. These tests make that loss deterministic (the files are deleted, as the cut
-would leave them) and check that every letter is still there, once, byte for byte: its file is
-linked again from the post office.
-"""
+A letter synced from the local post office is filed as a copy of the post-office file (its own
+file: issue 23), whose bytes the sender flushed and whose name in ``cur/`` the reader flushes
+before it commits; the copy itself is never flushed. So a power cut may take the spool's file of
+any letter a batch copied, and nothing else of it: its row and the checkpoint past it were
+committed by one durable commit. These tests make that loss deterministic (the files are
+deleted, as the cut would leave them) and check that every letter is still there, once, byte for
+byte: its file is copied again from the post office."""
 
 from __future__ import annotations
 
@@ -35,15 +34,17 @@ LETTER = Letter("<m@x>", "alpha", "a@x", "beta", "b@x", "note", "thr-0123456789"
 
 
 def power_cut(spool_root: Path) -> list[str]:
-    """Take what a sync never flushed in the spool: every letter file that is a link of a
-    post-office file (in tmp/ or letters/). The database keeps its durable commits. Returns the
-    ids whose files were taken."""
+    """Take what a sync never flushed in the spool: every letter file copied from a post-office
+    file without a flush (its row notes the ``copy``; in tmp/ or letters/). The database keeps
+    its durable commits. Returns the ids whose files were taken."""
+    spool = Spool(spool_root)
     taken = []
     for folder in ("tmp", "letters"):
         for path in sorted((spool_root / folder).glob("*.eml")):
-            if path.stat().st_nlink > 1:
+            if "copy" in spool.annotations(path.stem):
                 path.unlink()
                 taken.append(path.stem)
+    spool.db.close()
     return taken
 
 

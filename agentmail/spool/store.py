@@ -27,7 +27,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
 
-from .._fs import fsync_dir, fsync_file, link_same, locked, read_plain, sync_filesystem, write_new
+from .._fs import fsync_dir, fsync_file, is_same, locked, read_plain, sync_filesystem, write_new
 from ..errors import NotFound, StorageError
 from ..model import Letter, new_ulid
 from . import db as dbmod
@@ -54,6 +54,12 @@ def _raw_key(raw: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(raw).hexdigest()[:40]
+
+
+def _sha256(raw: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(raw).hexdigest()
 
 
 def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
@@ -107,7 +113,7 @@ class Spool:
         self.name_of = name_of
         self.db = Db(root, self._prepare)
         self._batch: list[str] = []  # ids of the open sync batch, their files still in tmp/
-        self._written: list[str] = []  # those of them written here (not linked): commit flushes these
+        self._written: list[str] = []  # those of them not copied from a durable file: commit flushes these
         self._platform: Spool | None = None
         self._tmp = f"{root}/tmp/"  # str paths on the hot path: a pathlib join costs more than the syscall
         self._letters = f"{root}/letters/"
@@ -147,8 +153,8 @@ class Spool:
         return final
 
     def _restore(self, letter_id: str, tmp: Path) -> bool:
-        """A filed letter whose file is gone: one linked from the post office by a sync batch,
-        whose link was never flushed (DESIGN §7), after a power cut. Linked again from the
+        """A filed letter whose file is gone: one copied from the post office by a sync batch,
+        whose copy was never flushed (DESIGN §7), after a power cut. Copied again from the
         post-office file it was (its name there was flushed before the batch committed), if
         that file still holds exactly its bytes; a mail client may have added flags to the name."""
         note = self.annotations(letter_id)
@@ -399,8 +405,9 @@ class Spool:
         together (one filesystem flush and one transaction for the batch). ``durable=False``:
         filed in the same order, with no flush (a letter submitted at once to a transport whose
         "sent" is itself durable); ``make_durable`` flushes it if it has to wait after all.
-        ``copy``: a durable file holding exactly ``raw`` (path, st_dev, st_ino), hard-linked
-        instead of written.
+        ``copy``: a durable file holding exactly ``raw`` (path, st_dev, st_ino): in a batch, the
+        spool's own copy is then written without a flush, and the row notes where the bytes lie
+        durable (``_restore``).
         """
         if not (defer and self._batch):  # a batch's first letter made the folders moments ago
             self.ensure()
@@ -414,16 +421,16 @@ class Spool:
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})
-        linked = self._write_tmp(letter_id, raw, durable=durable and not defer, copy=copy)
+        copied = self._write_tmp(letter_id, raw, durable=durable and not defer, copy=copy if defer else None)
         tmp = self.root / "tmp" / f"{letter_id}.eml"
         if defer:
             with _machine():
                 self._insert(self._sql(), letter, data, raw, index)
-                if linked and copy is not None:  # where its bytes lie durable, if this link is lost
+                if copied and copy is not None:  # where its bytes lie durable, if this copy is lost
                     source = os.path.relpath(copy[0], self.root)  # a moved home still finds it
                     self._annotate(self._sql(), letter_id, {"copy": source, "copy_key": _raw_key(raw)})
             self._batch.append(letter_id)
-            if not linked:
+            if not copied:
                 self._written.append(letter_id)
             return letter
         if durable:
@@ -453,9 +460,14 @@ class Spool:
             tx.execute(f"PRAGMA user_version={version}")
 
     def _write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> bool:
-        """The letter's file in tmp/: True if linked from ``copy``, False if written."""
+        """The letter's file in tmp/, always a file of its own: never a link of the post-office
+        file, which is the sender's sent copy too (one inode on the local post office), so an
+        edit there would change what this spool hands out. True when ``copy`` is still the very
+        file the bytes were read from (durable there: this one is not flushed, DESIGN §7),
+        False when written and flushed like any other."""
         tmp = self.root / "tmp" / f"{letter_id}.eml"
-        if copy is not None and link_same(copy, tmp, len(raw)):
+        if copy is not None and is_same(copy, len(raw)):
+            write_new(tmp, raw, durable=False)
             return True
         write_new(tmp, raw, durable=durable)
         return False
@@ -479,6 +491,8 @@ class Spool:
         fact = "quarantined" if quarantined else "person_letter" if data.get("person") else None
         if fact:
             self._annotate(tx, letter.id, {fact: {k: v for k, v in data.items() if k != "depth"}})
+        if data.get("attachments") and not quarantined:  # what save/apply check the file against later
+            self._annotate(tx, letter.id, {"sha256": _sha256(raw)})
         if not quarantined:
             self._mark_thread(tx, letter.thread, letter.type)
 
@@ -505,7 +519,7 @@ class Spool:
 
     def commit(self) -> None:
         """Make the batch's letter files durable, then commit its rows: all appear, or none.
-        A file linked from the post office is not flushed here: its bytes and its name there
+        A file copied from the post office is not flushed here: its bytes and its name there
         are durable already, and its row notes where (``_restore``; DESIGN §7)."""
         batch, self._batch = self._batch, []  # a failure below must not poison later syncs
         written, self._written = self._written, []
@@ -731,6 +745,17 @@ class Spool:
             "SELECT state, count(*), sum((seq * 2654435761 + 40503) % 4294967291) FROM letters GROUP BY state"
         )
         return {str(state): (int(count), int(checksum)) for state, count, checksum in rows}
+
+    def unchanged(self, letter_id: str, raw: bytes) -> bool | None:
+        """Are ``raw`` the bytes this letter was filed with? From the hash noted at filing (a
+        letter with attachments, or one synced from the post office); None: nothing was noted."""
+        note = self.annotations(letter_id)
+        full, key = note.get("sha256"), note.get("copy_key")
+        if isinstance(full, str):
+            return _sha256(raw) == full
+        if isinstance(key, str):
+            return _raw_key(raw) == key
+        return None
 
     def raw(self, letter_id: str) -> bytes:
         state = self.locate(letter_id)
