@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
+import re
 import sys
 import sysconfig
 from collections.abc import Awaitable, Callable
@@ -14,6 +16,8 @@ from typing import Any
 import anyio
 import mcp.client.stdio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
 from agentmail import mcp_server
@@ -397,3 +401,119 @@ def test_arguments_are_never_coerced(home: Path, alpha: AgentMail, beta: AgentMa
     assert answers["limit 1.0"][0] is False and len(answers["limit 1.0"][1]) == 1
     [unread] = beta.inbox()  # "false" did not consume it
     assert unread.subject == "Quota"
+
+
+# A violation of a tool's schema, built from what the schema declares (so it is one by construction).
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+_KINDS = {"string": (str,), "boolean": (bool,), "integer": (int,), "number": (int, float), "array": (list,)}
+
+
+def _kind_of(value: Any) -> type:
+    return bool if isinstance(value, bool) else type(value)
+
+
+def _wrong_type(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
+    if "enum" in prop:
+        return _JSON.filter(lambda v: not any(_kind_of(v) is _kind_of(e) and v == e for e in prop["enum"]))
+    allowed = _KINDS[prop["type"]]
+    return _JSON.filter(lambda v: _kind_of(v) not in allowed)
+
+
+def _out_of_range(prop: dict[str, Any]) -> st.SearchStrategy[Any] | None:
+    kind = prop.get("type")
+    low, high = prop.get("minimum"), prop.get("maximum")
+    if kind == "integer":
+        return (
+            st.integers(max_value=low - 1)
+            | st.integers(min_value=high + 1)
+            | st.floats().filter(lambda x: not x.is_integer())
+        )
+    if kind == "number":
+        return (
+            st.floats(max_value=low, exclude_max=True)
+            | st.floats(min_value=high, exclude_min=True)
+            | st.sampled_from([math.nan, math.inf, -math.inf])
+        )
+    if kind == "array":
+        return st.just([]) | _wrong_type(prop["items"]).map(lambda item: [item])
+    if kind != "string":
+        return None
+    options = []
+    if "maxLength" in prop:
+        options.append(st.text(min_size=prop["maxLength"] + 1, max_size=prop["maxLength"] + 20))
+    if prop.get("minLength"):
+        options.append(st.just(""))
+    if "pattern" in prop:
+        body = prop["pattern"].removeprefix("^").removesuffix("$")
+        options.append(st.text(max_size=30).filter(lambda v: re.fullmatch(body, v) is None))
+        options.append(st.from_regex(f"\\A{body}\\Z").map(lambda v: v + "\n"))  # Python's "$" matches before it
+    return st.one_of(options) if options else None
+
+
+@st.composite
+def schema_violations(draw: st.DrawFn, valid: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any], str]:
+    name = draw(st.sampled_from(sorted(TOOLS)))
+    schema = TOOLS[name][1]
+    args = dict(valid[name])
+    props = schema["properties"]
+    ways = ["unknown"] + (["missing"] if schema.get("required") else [])
+    ways += [f"type:{p}" for p in props] + [f"range:{p}" for p in props if _out_of_range(props[p]) is not None]
+    way = draw(st.sampled_from(ways))
+    if way == "unknown":
+        key = draw(st.text(min_size=1, max_size=10).filter(lambda k: k not in props))
+        args[key] = draw(_JSON)
+    elif way == "missing":
+        del args[draw(st.sampled_from(schema["required"]))]
+    else:
+        kind, prop = way.split(":")
+        strategy = _wrong_type(props[prop]) if kind == "type" else _out_of_range(props[prop])
+        assert strategy is not None
+        args[prop] = draw(strategy)
+    return name, args, way
+
+
+def test_every_schema_violation_is_a_tool_error_and_changes_nothing(
+    home: Path, alpha: AgentMail, beta: AgentMail, tmp_path: Path
+) -> None:
+    """Random arguments of wrong JSON types, out of range, unknown or missing, for every tool, through
+    the SDK's client: each is a one-line tool error, and no file of the home or the save folder moves."""
+    report = alpha.send("beta", "Log", OPENER, attachments=(Attachment("run.log", "text/x-log", b"ERROR boom\n"),))
+    [letter] = beta.inbox()
+    checkout = tmp_path / "checkout"
+    (checkout / "evidence").mkdir(parents=True)
+    valid = {name: {} for name in TOOLS} | {
+        "show": {"id": letter.id},
+        "save": {"id": letter.id},
+        "done": {"ids": [letter.id]},
+        "send": {"to": "alpha", "subject": "Quota", "body": OPENER},
+        "reply": {"id": letter.id, "body": "Reproduced; fixing."},
+        "thread": {"thread": report.thread},
+        "note": {"subject": "Handover", "body": "On branch q."},
+    }
+    for name in TOOLS:  # the base arguments are valid: only the drawn violation is wrong
+        assert mcp_server.check_arguments(name, valid[name]) == valid[name]
+    before = tree(home, checkout)
+
+    with (
+        anyio.from_thread.start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(Client(mcp_server.server(lambda: beta, checkout))) as client,
+    ):
+
+        @given(schema_violations(valid))
+        @settings(
+            max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+        )
+        def violation_is_refused(case: tuple[str, dict[str, Any], str]) -> None:
+            name, args, way = case
+            result = portal.call(client.call_tool, name, args)
+            text = result.content[0].text  # type: ignore[union-attr]
+            assert result.is_error, (way, args, text)
+            assert text.startswith(f"bad arguments for {name}: ") and "\n" not in text, (way, text)
+            assert tree(home, checkout) == before, (way, args)
+
+        violation_is_refused()
+    assert [x.id for x in beta.inbox(sync=False)] == [letter.id]  # still unread, nothing answered
