@@ -268,7 +268,7 @@ def _below(root: Path, directory: str) -> Path:
     """``root``/``directory``, opened one folder at a time without following a symlink: a
     relative path (or an absolute one inside ``root``) of real folders, none hidden, no "..".
     Returns the folder's real path."""
-    given = Path(directory)
+    root, given = Path(os.path.abspath(root)), Path(directory)
     if given.is_absolute():
         inside = next((given.relative_to(r) for r in (root, root.resolve()) if given.is_relative_to(r)), None)
         if inside is None:

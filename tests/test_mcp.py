@@ -66,7 +66,7 @@ def session(
         # coverage's own: without COVERAGE_PROCESS_CONFIG the server's lines would not be measured.
         env={
             "AGENTMAIL_HOME": str(home),
-            "PYTHONPATH": os.pathsep.join(sys.path),
+            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),  # an empty entry is the server's cwd
             **{k: v for k, v in os.environ.items() if k.startswith("COVERAGE_")},
         },
         cwd=str(cwd),
@@ -368,12 +368,40 @@ def test_save_refuses_dot_dot_and_hidden_folders(home: Path, alpha: AgentMail, b
 
 
 def test_the_save_folder_is_the_working_directory_or_the_configured_one(
-    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    home: Path, alpha: AgentMail, beta: AgentMail, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    alpha.send("beta", "Log", OPENER, attachments=(Attachment("run.log", "text/x-log", b"ERROR boom\n"),))
+    [letter] = beta.inbox()
     assert mcp_server.save_folder() == Path.cwd()
-    monkeypatch.setenv(mcp_server.SAVE_DIR_ENV, str(tmp_path / "evidence"))
-    assert mcp_server.save_folder() == tmp_path / "evidence"
-    assert mcp_server.Tools(lambda: pytest.fail("no client needed")).save_root == tmp_path / "evidence"
+    monkeypatch.setenv(mcp_server.SAVE_DIR_ENV, "evidence")  # relative to the working directory
+    tools = mcp_server.Tools(lambda: beta)
+    assert mcp_server.save_folder() == tools.save_root == tmp_path / "evidence"
+    text, failed = tools.run("save", {"id": letter.id})
+    assert failed and text.startswith(f"save: {tmp_path / 'evidence'} ({mcp_server.SAVE_DIR_ENV} or the working")
+    (tmp_path / "evidence").mkdir()
+    assert tools.run("save", {"id": letter.id}) == (
+        json.dumps({"saved": [str(tmp_path / "evidence" / "run.log")]}, separators=(",", ":")),
+        False,
+    )
+    text, failed = tools.run("save", {"id": letter.id, "dir": str(tmp_path)})
+    assert (
+        failed
+        and text
+        == f"save: {tmp_path} is not below {tmp_path / 'evidence'}, the only folder save writes to ({mcp_server.SAVE_DIR_ENV})"
+    )
+
+
+@given(
+    letter_id=st.from_regex(r"\A[0-9A-Za-z]{1,26}\Z"),
+    limit=st.integers(1, mcp_server.MAX_INBOX) | st.integers(1, mcp_server.MAX_INBOX).map(float),
+    timeout=st.floats(0, mcp_server.MAX_WAIT),
+)
+@settings(max_examples=100, deadline=None)
+def test_what_the_schemas_allow_they_let_through(letter_id: str, limit: float, timeout: float) -> None:
+    """The other half: the schema refuses no value it declares (a ULID in any case, 3.0 for 3)."""
+    assert mcp_server.check_arguments("show", {"id": letter_id}) == {"id": letter_id}
+    assert mcp_server.check_arguments("inbox", {"limit": limit, "consume": False})["limit"] == limit
+    assert mcp_server.check_arguments("wait", {"timeout": timeout, "type": "human"})["timeout"] == timeout
 
 
 def test_arguments_are_never_coerced(home: Path, alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
@@ -401,6 +429,7 @@ def test_arguments_are_never_coerced(home: Path, alpha: AgentMail, beta: AgentMa
     assert answers["limit 1.0"][0] is False and len(answers["limit 1.0"][1]) == 1
     [unread] = beta.inbox()  # "false" did not consume it
     assert unread.subject == "Quota"
+    assert mcp_server.Tools(lambda: beta).run("nosuch", {}) == ("no tool nosuch", True)
 
 
 # A violation of a tool's schema, built from what the schema declares (so it is one by construction).
