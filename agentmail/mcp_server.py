@@ -5,20 +5,32 @@ only one that imports it, and the CLI imports this module only when ``mcp`` is a
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
 deliberately small: fifteen tools, one line of description each, schemas with no titles or
-defaults. Each tool maps onto one client call with the same guards and the client's rules
-(``send`` with ``thread``, ``raise_for_state``); an error (a refused reply, a queued or failed
-letter, an unknown letter, a timeout) comes back as a tool error whose text is the reason.
+defaults. The schemas are exact (types, ranges, id patterns, no other argument), and every call
+is checked against its tool's schema before anything runs. Each tool maps onto one client call
+with the same guards and the client's rules (``send`` with ``thread``, ``raise_for_state``); an
+error (arguments the schema refuses, a refused reply, a queued or failed letter, an unknown
+letter, a timeout) comes back as a tool error whose text is the reason. ``save`` writes only
+below the server's working directory (or $AGENTMAIL_MCP_SAVE_DIR), never where agentmail or
+Python would trust what it wrote (DESIGN §10).
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
+import os
+import re
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import AgentmailError, BadInput, NotFound
 from .guards import DATA_NOT_ORDERS
+from .model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, SEVERITIES, TYPES
+from .search import MAX_QUERY
 from .text import for_terminal
 
 if TYPE_CHECKING:
@@ -26,16 +38,23 @@ if TYPE_CHECKING:
     from .model import Letter
 
 INBOX_BODY = 500  # inbox shows the start of each body; show gives all of it
-MAX_WAIT = 600.0
+MAX_WAIT = 600  # seconds
+MAX_INBOX = 1000
 SEARCH_HITS = 10  # the best ten: a narrower query, not a longer list, finds the rest
+SAVE_DIR_ENV = "AGENTMAIL_MCP_SAVE_DIR"  # the folder save writes below; else the server's working directory
 
+# Every schema is the whole contract: each argument is checked against it (jsonschema) before a
+# tool runs, and an argument it does not allow is a tool error, never coerced (issue 23).
 _S: dict[str, Any] = {"type": "string"}
-_ID = _S  # "id" says it; every description costs context
-_KIND = {"type": "string", "enum": ["report", "question", "fix-notice", "verify-result", "ack", "close"]}
+_TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
+_ID = {"type": "string", "pattern": "^[0-9A-Za-z]{1,26}$"}  # a letter id, in any case; "id" says the rest
+_THREAD = {"type": "string", "pattern": "^thr-[0-9a-z]{6,26}$"}
+_KIND = {"enum": ["report", "question", "fix-notice", "verify-result", "ack", "close"]}
+_ANY_KIND = {"enum": [*TYPES, HUMAN]}
 
 
-def _schema(required: tuple[str, ...] = (), **props: dict[str, Any]) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": props}
+def _schema(required: tuple[str, ...] = (), /, **props: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
     if required:
         schema["required"] = list(required)
     return schema
@@ -47,50 +66,63 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "whoami": ("My platform[@agent] and address.", _schema()),
     "inbox": (
         "Sync, then my unread authenticated letters, oldest first (bodies cut); unread until done or reply.",
-        _schema(limit={"type": "integer", "minimum": 1}, consume={"type": "boolean", "description": "mark them read"}),
+        _schema(
+            limit={"type": "integer", "minimum": 1, "maximum": MAX_INBOX},
+            consume={"type": "boolean", "description": "mark them read"},
+        ),
     ),
     "show": ("One letter in full.", _schema(("id",), id=_ID)),
     "save": (
-        "Write a letter's attachments into dir.",
-        _schema(("id",), id=_ID, dir=_S, force={"type": "boolean"}),
+        "Write a letter's attachments into dir, below the server's working directory.",
+        _schema(("id",), id=_ID, dir=_S),
     ),
-    "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _S})),
+    "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _ID, "minItems": 1})),
     "send": (
         "Open a thread with another platform (thread: continue it after your own last letter). A report gives "
         "who you are, a runnable reproduction, verbatim output, expected vs actual, version, blast radius, the ask.",
         _schema(
             ("to", "subject", "body"),
-            to=_S,
-            subject=_S,
-            body=_S,
+            to=_TEXT,
+            subject={"type": "string", "minLength": 1, "maxLength": MAX_SUBJECT},
+            body=_TEXT,
             type=_KIND,
-            severity={"enum": ["low", "medium", "high", "critical"]},
-            ref=_S,
-            thread=_S,
+            severity={"enum": list(SEVERITIES)},
+            ref={"type": "string", "maxLength": MAX_REF},
+            thread=_THREAD,
             hold=_HOLD,
         ),
     ),
     "reply": (
         "Answer a letter (default type: ack to a report, verify-result to a fix-notice, else question). "
         "One reply per letter per platform; ack and close are never answered.",
-        _schema(("id", "body"), id=_ID, body=_S, type=_KIND, hold=_HOLD),
+        _schema(("id", "body"), id=_ID, body=_TEXT, type=_KIND, hold=_HOLD),
     ),
     "held": ("My letters awaiting a person's approval.", _schema()),
-    "thread": ("A thread's letters, both ways.", _schema(("thread",), thread=_S)),
+    "thread": ("A thread's letters, both ways.", _schema(("thread",), thread=_THREAD)),
     "note": (
         "A note for a sibling agent of this platform (to: its name, else whoever reads next).",
-        _schema(("subject", "body"), subject=_S, body=_S, to=_S),
+        _schema(("subject", "body"), subject=_TEXT, body=_TEXT, to={"type": "string", "pattern": NAME_RE.pattern}),
     ),
     "notes": ("Notes for me.", _schema()),
     "quarantine": ("Rejected letters and why.", _schema()),
     "status": ("Open threads: state and whose move it is.", _schema()),
     "search": (
         "Search my letters (sent too), best first.",
-        {"type": "object", "properties": {"query": _S, "from": _S, "type": _S, "thread": _S, "since": _S}},
+        _schema(
+            query={"type": "string", "maxLength": MAX_QUERY},
+            **{"from": {"type": "string", "maxLength": 320}},
+            type=_ANY_KIND,
+            thread=_THREAD,
+            since=_S,
+        ),
     ),
     "wait": (
         "Block until a matching letter is unread.",
-        _schema(timeout={"type": "number", "description": "seconds, default 60"}, type=_S, thread=_S),
+        _schema(
+            timeout={"type": "number", "minimum": 0, "maximum": MAX_WAIT, "description": "seconds, default 60"},
+            type=_ANY_KIND,
+            thread=_THREAD,
+        ),
     ),
 }
 
@@ -125,47 +157,76 @@ def _letter(letter: Letter, body_limit: int | None = None) -> dict[str, Any]:
     return data
 
 
-def _args(name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-    args = dict(arguments or {})
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """``pattern`` as JSON Schema means it (ECMA-262): "$" ends the text. Python's "$" also
+    matches before a final newline, so "id\\n" would pass jsonschema's own check."""
+    from jsonschema.exceptions import ValidationError
+
+    if isinstance(instance, str) and not re.search(re.sub(r"(?<!\\)\$$", r"\\Z", pattern), instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    """The checker of one tool's arguments: its declared schema, by jsonschema (Draft 2020-12),
+    where a number is a finite one (NaN and infinities pass every minimum and maximum)."""
+    from jsonschema import Draft202012Validator, validators
+
+    numbers = Draft202012Validator.TYPE_CHECKER.redefine(
+        "number", lambda _c, x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    )
+    strict = validators.extend(Draft202012Validator, {"pattern": _pattern}, type_checker=numbers)
     schema = TOOLS[name][1]
-    unknown = set(args) - set(schema["properties"])
-    if unknown:
-        raise BadInput(f"{name} takes no argument {', '.join(sorted(unknown))}")
-    missing = [k for k in schema.get("required", ()) if args.get(k) in (None, "")]
-    if missing:
-        raise BadInput(f"{name} needs {', '.join(missing)}")
-    return args
+    strict.check_schema(schema)
+    return strict(schema)
 
 
-def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
-    """Run one tool against the client; returns what goes back as JSON. Errors raise."""
+def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
+    """The arguments of one call, as its schema allows them, else BadInput with one line: a
+    wrong type, a value out of range, an unknown or a missing argument is never coerced."""
+    from jsonschema.exceptions import best_match
+
     if name not in TOOLS:
         raise NotFound(f"no tool {name}")
-    a = _args(name, arguments)
+    args = {} if arguments is None else arguments
+    error = best_match(_validator(name).iter_errors(args))
+    if error is None:
+        return dict(args)
+    where = "/".join(map(str, error.absolute_path))
+    text = " ".join(error.message.split())
+    text = text if len(text) <= 200 else text[:199] + "…"  # the message quotes the value, which may be long
+    raise BadInput(f"bad arguments for {name}: {where + ': ' if where else ''}{text}")
+
+
+def call(am: AgentMail, name: str, arguments: dict[str, Any] | None, *, save_root: Path | None = None) -> Any:
+    """Run one tool against the client; returns what goes back as JSON. Errors raise.
+    ``save_root``: the folder ``save`` writes below (default: ``save_folder()``)."""
+    return _run(am, name, check_arguments(name, arguments), save_root)
+
+
+def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) -> Any:
     if name == "whoami":
         return {"platform": am.me.platform, "agent": am.me.agent, "address": am.platform.address}
     if name == "inbox":
-        limit = a.get("limit")
-        letters = am.inbox(consume=bool(a.get("consume")), limit=int(limit) if limit else None)
+        limit = a.get("limit")  # an integer, which JSON may also write 3.0
+        letters = am.inbox(consume=a.get("consume", False), limit=None if limit is None else int(limit))
         return [_letter(x, INBOX_BODY) for x in letters]
     if name == "show":
-        return _letter(am.show(str(a["id"])))
+        return _letter(am.show(a["id"]))
     if name == "save":
-        return {"saved": [str(p) for p in am.save(str(a["id"]), str(a.get("dir") or "."), force=bool(a.get("force")))]}
+        return {"saved": [str(p) for p in _save(am, a["id"], a.get("dir", "."), save_root)]}
     if name == "done":
-        ids = a["ids"] if isinstance(a["ids"], list) else [a["ids"]]
-        return {"done": am.done(*map(str, ids))}
+        return {"done": am.done(*a["ids"])}
     if name == "send":
         return _sent(am, a)
     if name == "reply":
-        letter = am.reply(str(a["id"]), str(a["body"]), type=a.get("type"), raise_refused=True,
-                          hold=bool(a.get("hold")))  # fmt: skip
+        letter = am.reply(a["id"], a["body"], type=a.get("type"), raise_refused=True, hold=a.get("hold", False))
         assert letter is not None  # raise_refused: a refusal raised
         return _outcome(letter, am.last_warnings)
     if name == "thread":
-        return [_letter(x) for x in am.thread(str(a["thread"]))]
+        return [_letter(x) for x in am.thread(a["thread"])]
     if name == "note":
-        return _outcome(am.note(str(a["subject"]), str(a["body"]), to_agent=a.get("to")), am.last_warnings)
+        return _outcome(am.note(a["subject"], a["body"], to_agent=a.get("to")), am.last_warnings)
     if name == "notes":
         return [_letter(x) for x in am.notes()]
     if name == "held":
@@ -175,18 +236,89 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None) -> Any:
     if name == "status":
         return [row.to_json() for row in am.status()]
     if name == "search":
-        hits = am.search(str(a.get("query") or ""), sender=a.get("from"), type=a.get("type"), thread=a.get("thread"),
+        hits = am.search(a.get("query", ""), sender=a.get("from"), type=a.get("type"), thread=a.get("thread"),
                          since=a.get("since"), limit=SEARCH_HITS)  # fmt: skip
         return [{k: v for k, v in hit.to_json().items() if v not in (None, "")} for hit in hits]
-    timeout = min(float(a.get("timeout") or 60.0), MAX_WAIT)
-    letter, mechanism = am.wait(timeout, type=a.get("type"), thread=a.get("thread"))
+    letter, mechanism = am.wait(float(a.get("timeout", 60.0)), type=a.get("type"), thread=a.get("thread"))
     return {**_letter(letter, INBOX_BODY), "woke_by": mechanism}
 
 
+# --- save: where a tool may write --------------------------------------------------------------
+
+
+def save_folder() -> Path:
+    """The folder the ``save`` tool writes below: $AGENTMAIL_MCP_SAVE_DIR, else the working directory."""
+    return Path(os.environ.get(SAVE_DIR_ENV) or ".").absolute()
+
+
+def _protected(am: AgentMail) -> list[tuple[Path, str]]:
+    """The folders nothing is saved below: what agentmail trusts, and where Python finds code
+    (a module or a ``.pth`` file there runs with the next interpreter)."""
+    import site
+    import sysconfig
+
+    places = [(am.home, "the agentmail home"), (am.registry.root, "the registry")]
+    code = [*sys.path, *site.getsitepackages(), site.getusersitepackages()]
+    code += [sysconfig.get_path(key) for key in ("purelib", "platlib", "stdlib", "platstdlib")]
+    places += [(Path(entry), "a Python path") for entry in code]
+    return [(Path(os.path.realpath(path)), what) for path, what in places]
+
+
+def _below(root: Path, directory: str) -> Path:
+    """``root``/``directory``, opened one folder at a time without following a symlink: a
+    relative path (or an absolute one inside ``root``) of real folders, none hidden, no "..".
+    Returns the folder's real path."""
+    root, given = Path(os.path.abspath(root)), Path(directory)
+    if given.is_absolute():
+        inside = next((given.relative_to(r) for r in (root, root.resolve()) if given.is_relative_to(r)), None)
+        if inside is None:
+            raise BadInput(f"save: {directory} is not below {root}, the only folder save writes to ({SAVE_DIR_ENV})")
+        given = inside
+    parts = [part for part in given.parts if part != "."]
+    for part in parts:
+        if part == ".." or part.startswith("."):
+            raise BadInput(f"save: {directory}: {part!r} is not allowed (no '..', no hidden folder)")
+    real = Path(os.path.realpath(root))
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise BadInput(f"save: {root} ({SAVE_DIR_ENV} or the working directory): {exc.strerror}") from None
+    try:
+        for part in parts:
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                raise BadInput(f"save: {directory}: there is no folder {part}") from None
+            except (OSError, ValueError):  # ELOOP or ENOTDIR: a symlink, a file; ValueError: a NUL
+                raise BadInput(f"save: {directory}: {part} is not a folder (save follows no symlink)") from None
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    return real.joinpath(*parts)
+
+
+def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path | None) -> list[Path]:
+    """The ``save`` tool: a letter's attachments into a folder below the save folder, never
+    below the agentmail home, the registry or a Python path, never over a file, through no
+    symlink. The MCP server runs one tool at a time, so nothing of agentmail's moves the
+    folder between this check and the write (which, besides, follows no symlink)."""
+    from .attach import unique_names
+
+    target = _below(save_folder() if save_root is None else save_root, directory)
+    for place, what in _protected(am):
+        if target.is_relative_to(place):
+            raise BadInput(f"save: {target} is inside {what} ({place}); choose a folder of the checkout")
+    attachments = am.attachments(letter_id)
+    for name in unique_names(attachments):
+        if os.path.lexists(target / name):
+            raise BadInput(f"save: {target / name} exists; save never replaces a file (choose another dir)")
+    return am.save(letter_id, target)
+
+
 def _sent(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
-    letter = am.send(str(a["to"]), str(a["subject"]), str(a["body"]), type=str(a.get("type") or "report"),
-                     severity=a.get("severity"), ref=a.get("ref"), thread=a.get("thread"),
-                     hold=bool(a.get("hold")))  # fmt: skip
+    letter = am.send(a["to"], a["subject"], a["body"], type=a.get("type", "report"), severity=a.get("severity"),
+                     ref=a.get("ref"), thread=a.get("thread"), hold=a.get("hold", False))  # fmt: skip
     return _outcome(letter, am.last_warnings)
 
 
@@ -204,12 +336,14 @@ def _outcome(letter: Letter, warnings: list[str]) -> dict[str, Any]:
 
 class Tools:
     """The client calls behind the tools, one at a time; ``wait`` gets its own client so a
-    long wait never holds up the other tools."""
+    long wait never holds up the other tools. ``save_root``: the folder ``save`` writes below,
+    fixed when the server starts (default: ``save_folder()``)."""
 
-    def __init__(self, make_client: Callable[[], AgentMail]) -> None:
+    def __init__(self, make_client: Callable[[], AgentMail], save_root: Path | None = None) -> None:
         self._make = make_client
         self._client: AgentMail | None = None
         self._lock = threading.Lock()
+        self.save_root = save_folder() if save_root is None else save_root
 
     def _am(self) -> AgentMail:
         if self._client is None:
@@ -217,39 +351,40 @@ class Tools:
         return self._client
 
     def run(self, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
-        """(text, is_error) for one tool call."""
+        """(text, is_error) for one tool call. The arguments are checked before anything is
+        opened: a call its schema refuses touches no file."""
         try:
+            args = check_arguments(name, arguments)
             if name == "wait":
                 from .client import AgentMail
 
                 with self._lock:
                     base = self._am()
                 with AgentMail(base.registry, base.me, base.home) as own:
-                    result = call(own, name, arguments)
+                    result = _run(own, name, args, self.save_root)
             else:
                 with self._lock:
-                    result = call(self._am(), name, arguments)
+                    result = _run(self._am(), name, args, self.save_root)
         except AgentmailError as exc:
             return _clean(str(exc)), True
         except (TypeError, ValueError) as exc:  # arguments of the wrong shape
-            return f"bad arguments for {name}: {exc}", True
+            return _clean(f"bad arguments for {name}: {exc}"), True
         return json.dumps(_clean(result), ensure_ascii=False, separators=(",", ":"), default=str), False
 
 
-def serve(make_client: Callable[[], AgentMail]) -> None:
-    """Serve the tools over stdin/stdout until the client hangs up."""
+def server(make_client: Callable[[], AgentMail], save_root: Path | None = None) -> Any:
+    """The MCP server (the SDK's low-level ``Server``) of these tools, not yet running."""
     try:
         import anyio
         import mcp_types as types
         from mcp.server.lowlevel import Server
-        from mcp.server.stdio import stdio_server
     except ImportError as exc:
         from .errors import ConfigError
 
         raise ConfigError("the MCP server needs the optional extra: pip install 'agentmail[mcp]'") from exc
     from importlib.metadata import version
 
-    tools = Tools(make_client)
+    tools = Tools(make_client, save_root)
     listing = [types.Tool(name=n, description=d, input_schema=s) for n, (d, s) in TOOLS.items()]
 
     async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
@@ -260,16 +395,24 @@ def serve(make_client: Callable[[], AgentMail]) -> None:
         text, failed = await anyio.to_thread.run_sync(tools.run, params.name, params.arguments)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
 
-    server: Server[Any] = Server(
+    made: Server[Any] = Server(
         "agentmail",
         version=version("agentmail"),
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+    return made
+
+
+def serve(make_client: Callable[[], AgentMail]) -> None:
+    """Serve the tools over stdin/stdout until the client hangs up."""
+    made = server(make_client)
+    import anyio
+    from mcp.server.stdio import stdio_server
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await server.run(read_stream, write_stream, server.create_initialization_options())
+            await made.run(read_stream, write_stream, made.create_initialization_options())
 
     anyio.run(main)

@@ -31,6 +31,7 @@ OWNERS = {
     "mcp": {"mcp_server"},
     "mcp_types": {"mcp_server"},
     "anyio": {"mcp_server"},
+    "jsonschema": {"mcp_server"},
 }
 
 

@@ -63,6 +63,8 @@ OPTIONS = {
 # Attaching is the shell's (files and git are there; issue 13 gives MCP the list in show and save)
 OPTIONS.update({(cmd, opt): None for cmd in ("send", "reply", "note") for opt in ("attach", "patch")})
 OPTIONS.update({("save", "letter_id"): "id", ("save", "directory"): "dir"})
+# save --force replaces a file: a person's decision; the tool never replaces anything (issue 23)
+OPTIONS[("save", "force")] = None
 NO_SYNC = None  # every tool syncs first: a tool's view is never stale
 
 
