@@ -461,6 +461,8 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
     defects = [str(d) for d in header.defects if str(d) not in _HARMLESS_DEFECTS]
     if defects:
         raise Malformed("malformed", f"the {name} header does not parse cleanly ({one_line(defects[0])[:100]})")
+    if name in _ONE_MAILBOX and any(group.display_name is not None for group in header.groups):
+        raise Malformed("malformed", f"the {name} header holds a group (RFC 5322: a mailbox only)")
     for address in found:
         own = address.addr_spec.lower()
         for text in (address.display_name, *_comments(header)):
@@ -508,8 +510,8 @@ def address_headers(msg: Message) -> dict[str, tuple[_Addr, ...]]:
     for name in ADDRESS_HEADERS:
         values = header_values(msg, name)
         if len(values) > 1 or (name == "From" and not values):
-            raise Malformed("malformed", f"the letter has {len(values)} {name} headers; exactly one is allowed"
-                            if name == "From" else f"the letter has {len(values)} {name} headers; at most one is allowed")  # fmt: skip
+            allowed = "exactly one is" if name == "From" else "at most one is"
+            raise Malformed("malformed", f"the letter has {len(values)} {name} headers; {allowed} allowed")
         if not values:
             continue
         found = _addresses(values[0], name)
