@@ -232,7 +232,7 @@ def _to(
     to: str, *, recipients: tuple[str, ...] = (), cc: tuple[str, ...] = (), sender: str = "alpha@bus.test"
 ) -> Letter:
     return Letter(message_id="<1.alpha@bus.test>", sender="alpha", sender_address=sender, to="", to_address=to,
-                  type="report", thread="thr-abc123def0", subject="s", body="b", recipients=recipients, cc=cc)  # fmt: skip
+                  type="report", thread="thr-abc123def0", subject="s", body="b", date="", recipients=recipients, cc=cc)  # fmt: skip
 
 
 @pytest.mark.parametrize(
