@@ -145,7 +145,10 @@ def test_an_added_in_reply_to_above_the_signed_one_is_malformed(people: Registry
     raw = vouched(client_letter("alpha@bus.test", "Hello", in_reply_to="<a@people.test>"))
     forged = raw.replace(b"From:", b"In-Reply-To: <b@bus.test>\r\nFrom:", 1)
     verdict = authenticity.judge(forged, people)
-    assert (verdict.reason, verdict.detail) == ("malformed", "the letter has 2 In-Reply-To headers; at most one is allowed")
+    assert (verdict.reason, verdict.detail) == (
+        "malformed",
+        "the letter has 2 In-Reply-To headers; at most one is allowed",
+    )
 
 
 # --- the differential property ---------------------------------------------------------------
