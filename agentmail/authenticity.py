@@ -80,7 +80,10 @@ def _bounced_message_id(msg: Message) -> str | None:
 
 def _automated(msg: Message) -> Verdict | None:
     ctype = msg.get_content_type()
-    from_mail_system = bool(_AUTOMATED_SENDERS.search(_plain(str(msg.get("From", "")))))
+    try:  # the one strict reading of From (a From that does not parse is judged malformed later)
+        from_mail_system = bool(_AUTOMATED_SENDERS.search(wire.sender_of(msg)[0]))
+    except wire.Malformed:
+        from_mail_system = False
     if ctype == "multipart/report" or (from_mail_system and msg.is_multipart()):
         report = str(msg.get_param("report-type", "") or "").lower()
         if ctype != "multipart/report" or report in ("delivery-status", ""):
@@ -99,11 +102,6 @@ def _automated(msg: Message) -> Verdict | None:
     return None
 
 
-def _plain(header_value: str) -> str:
-    found = re.search(r"<([^<>]+)>", header_value)
-    return (found.group(1) if found else header_value).strip()
-
-
 def _dsn_reason(msg: Message) -> str:
     for part in msg.walk():
         if part.get_content_type() == "message/delivery-status":
@@ -115,6 +113,17 @@ def _dsn_reason(msg: Message) -> str:
             if bits:
                 return one_line(" ".join(bits))[:300]
     return "the mail system reported the letter undeliverable"
+
+
+# Headers that decide where an agent's letter goes (the thread tag and the platform it is for, the
+# letter it answers): under ``aligned`` each present must be covered by the vouching signatures.
+_DECIDING = ("To", "In-Reply-To", "References")
+
+
+def _unvouched_deciding(raw: bytes, msg: Message, domain: str) -> str | None:
+    covered = signing.covered_by(raw, domain)
+    missing = [h for h in _DECIDING if msg.get(h) is not None and h.lower() not in covered]
+    return f"{domain}'s signature does not cover {', '.join(missing)}" if missing else None
 
 
 def pinned_key(platform: Platform) -> signing.PinnedKey:
@@ -133,13 +142,16 @@ def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdi
     if not listing:
         return _quarantine("unregistered-sender", f"{address} is not a registered platform of this bus", msg)
     try:
-        writer = human.writes_for(registry, address, wire.to_address_of(msg))
-        if writer is None:
+        if not any(writes for _, writes in listing):
             names = ", ".join(platform.name for platform, _ in listing)
             raise wire.Malformed(
                 "unregistered-sender", f"{address} is a person of {names} who does not write (writes = false)"
             )
-        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer))
+        _signer, covered = human.vouched(raw, msg, registry, address)
+        # Which platform they write for follows the addressee: read only from a To the server vouched for.
+        writer = human.writes_for(registry, address, wire.to_address_of(msg) if "to" in covered else "")
+        assert writer is not None  # one listing writes
+        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer, covered))
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
 
@@ -192,6 +204,10 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         unvouched = signing.aligned_coverage_problem(raw, domain)
         if unvouched:
             detail = f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {unvouched}"
+            return _quarantine("unauthenticated", detail, msg)
+        unplaced = _unvouched_deciding(raw, msg, domain)
+        if unplaced:
+            detail = f"the mail server's aligned dkim=pass does not vouch for where the letter goes: {unplaced}"
             return _quarantine("unauthenticated", detail, msg)
 
     try:

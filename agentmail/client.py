@@ -633,14 +633,8 @@ class AgentMail:
                 Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
                       also_to=others, attachments=attachments)
             )  # fmt: skip
-            stored = self._file_outgoing(letter, raw, self._hold_any(names, hold))
+            stored = self._file_outgoing(letter, raw, self._hold(letter, hold))
         return self._sent(stored, raw)
-
-    def _hold_any(self, names: Iterable[str], asked: bool) -> str | None:
-        """A letter to several platforms waits for a person when any one of them is held."""
-        return next(
-            (why for why in (self._hold(self.registry.get(n).address, asked) for n in names) if why is not None), None
-        )
 
     def _send_in_thread(self, to: str | list[str] | tuple[str, ...], thread: str, body: str, *, type: str,
                         force: bool, hold: bool, attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
@@ -712,8 +706,8 @@ class AgentMail:
         composed = self._compose(Draft(chosen[0], type, thread, reply_subject(letters[0].subject), body,
                                        in_reply_to=last.message_id, references=_references(last),
                                        also_to=chosen[1:], attachments=attachments))  # fmt: skip
-        held = self._hold_any(chosen, hold)
         letter, raw = composed
+        held = self._hold(letter, hold)
         keys = [_fan_out_key(last.message_id, n) for n in chosen]
         stored = self._claim_all(keys, letter, raw, held)
         if stored is None:
@@ -753,7 +747,8 @@ class AgentMail:
             self._register_sibling(check_name("agent", to_agent))
         composed = self._compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
                                        attachments=attachments))  # fmt: skip
-        return self._dispatch(composed)
+        # A note copies the platform's own followers: a hold rule naming one holds it too.
+        return self._dispatch(composed, self._hold(composed[0], False))
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
               raise_refused: bool = False, hold: bool = False,
@@ -792,7 +787,7 @@ class AgentMail:
         composed = self._compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
                                        body, in_reply_to=parent.message_id, references=_references(parent),
                                        attachments=attachments, cc=(person,) if person else ()))  # fmt: skip
-        stored = self._file_answer(parent, composed, self._hold(recipient.address, hold))
+        stored = self._file_answer(parent, composed, self._hold(composed[0], hold))
         if stored is None:
             return None
         self._refusals.pop(parent_id, None)
@@ -820,7 +815,7 @@ class AgentMail:
         composed = self._compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
                                        in_reply_to=last.message_id, references=_references(last),
                                        attachments=attachments))  # fmt: skip
-        stored = self._file_answer(last, composed, self._hold(recipient.address, hold))
+        stored = self._file_answer(last, composed, self._hold(composed[0], hold))
         if stored is None:
             raise Refused(self._refusals.pop(last.id, "refused"))
         return self._sent(stored, composed[1])
@@ -904,10 +899,12 @@ class AgentMail:
     def _compose(self, draft: Draft) -> tuple[Letter, bytes]:
         return compose(self.registry, self.home, self.me.platform, draft)
 
-    def _hold(self, address: str, asked: bool) -> str | None:
+    def _hold(self, letter: Letter, asked: bool) -> str | None:
+        """Why ``letter`` waits for a person: asked, or a bus ``hold`` rule naming any of its
+        envelope recipients (every To, every Cc: a follower, the person a reply answers)."""
         from . import guards
 
-        return guards.hold_reason(address, self.registry.bus.hold, asked)
+        return guards.letter_hold_reason(letter, self.registry.bus.hold, asked)
 
     def _quota(self) -> tuple[int, int | None, str]:
         """This platform's new threads in the last hour (from the letter files), the cap (None:

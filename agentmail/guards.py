@@ -195,6 +195,22 @@ def hold_reason(address: str, rules: tuple[str, ...], asked: bool) -> str | None
     return None
 
 
+def letter_hold_reason(letter: Letter, rules: tuple[str, ...], asked: bool) -> str | None:
+    """``hold_reason`` judged on every envelope recipient of ``letter`` (DESIGN §6): each platform
+    it is to (a fan-out names several), and everyone it copies (the followers of every platform
+    involved, the person a reply answers); never the sender's own address (a note's)."""
+    if asked:
+        return hold_reason(letter.to_address, rules, asked)
+    own = letter.sender_address.lower()
+    to = [a for a in letter.recipients or (letter.to_address,) if _untagged(a.lower()) != own]
+    copied = [a for a in letter.cc if _untagged(a.lower()) != own]
+    for address, role in [*((a, "") for a in to), *((a, f" ({a} is copied)") for a in copied)]:
+        why = hold_reason(address, rules, asked)
+        if why is not None:
+            return why + role
+    return None
+
+
 def _untagged(address: str) -> str:
     local, _, domain = address.partition("@")
     return f"{local.split('+')[0]}@{domain}"

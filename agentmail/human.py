@@ -18,6 +18,9 @@ from . import mime, readable, signing, verdicts, wire
 from .model import HUMAN, Letter
 from .registry import Platform, Registry
 
+# The headers that place a person's letter: the addressee and thread tag, the letter it answers.
+PLACEMENT = ("in-reply-to", "references", "to")
+
 
 def listed(registry: Registry, address: str) -> list[tuple[Platform, bool]]:
     """The platforms that list ``address`` as a person, with whether it ``writes`` for each."""
@@ -46,7 +49,8 @@ def _aligned(domain: str, signer: str) -> bool:
 
 def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple[str | None, tuple[str, ...]]:
     """Whether the bus's trusted mail server vouches for a letter from ``address``: (the aligned
-    signing domain that did, or "" for a dmarc=pass alone; the headers its signature covers).
+    signing domain that did, or "" for a dmarc=pass alone; the headers it vouches for: those its
+    signature covers, or for a dmarc=pass alone the placement ones, PLACEMENT).
     Raises wire.Malformed ``verdict-fail`` / ``unauthenticated`` with a sentence otherwise."""
     bus = registry.bus
     domain = address.rpartition("@")[2]
@@ -69,7 +73,10 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
             f"from the bus's mail server ({ids})",
         )
     if signer is None:
-        return "", ()
+        # dmarc=pass with no aligned signature: SPF-aligned, the letter came straight from the
+        # domain's own server, so where it goes (To, In-Reply-To, References) is as that server
+        # sent it. Who else reads (Cc) is never taken without a signature.
+        return "", PLACEMENT
     covered = signing.covered_by(raw, signer)
     # The headers that decide how the body is read must be signed: a relay could re-declare
     # them. (Not Content-Disposition, which clients add and MTAs rarely sign: the top-level
@@ -85,19 +92,21 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
     return signer, covered
 
 
-def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform) -> Letter:
+def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform, covered: tuple[str, ...]) -> Letter:
     """The Letter a person's vouched-for letter is, attributed to ``platform`` (the one the
-    person writes for). Raises wire.Malformed (a DESIGN §8 reason) when it cannot be one."""
+    person writes for); ``covered``: the headers the vouching signature covers (``vouched``).
+    Only those decide anything: the To (the thread tag, the addressee), In-Reply-To and
+    References (the letter it answers), Cc (who else reads); one that is not covered is not
+    read (DESIGN §5). Raises wire.Malformed (a DESIGN §8 reason) when it cannot be one."""
     sender_address, sender_name = wire.sender_of(msg)
-    _signer, covered = vouched(raw, msg, registry, sender_address)
     message_id = wire.message_id_of(msg)
     subject = wire.subject_of(msg)
-    to_address = wire.to_address_of(msg)
+    to_address = wire.to_address_of(msg) if "to" in covered else ""
     try:
         text = readable.person_text(msg)
     except mime.Refused as exc:
         raise wire.Malformed("malformed", str(exc)) from None
-    tag = wire.recipient_thread(msg)
+    tag = wire.recipient_thread(msg, to_trusted="to" in covered)
     in_reply_to, references = wire.answered_ids(msg)
     to_platform = registry.by_address(to_address)
     return Letter(
@@ -113,8 +122,8 @@ def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform) 
         subject=subject,
         body=readable.cut_quotes(text),
         date=" ".join(str(msg.get("Date", "")).split()),
-        in_reply_to=in_reply_to,
-        references=references,
+        in_reply_to=in_reply_to if "in-reply-to" in covered else None,
+        references=references if "references" in covered else (),
         cc=wire.cc_of(msg) if "cc" in covered else (),  # an unsigned Cc could name anyone
         extra={"person": sender_address},
     )

@@ -429,31 +429,105 @@ _PLAIN_MAILBOX = (
     r"(?:([A-Za-z0-9_-]+(?: [A-Za-z0-9_-]+)*) <([A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>"
     r"|([A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*))"
 )
+# The headers that say who a letter is from and for (DESIGN §5.1): each at most once, each read
+# once and strictly (``address_headers``), so agentmail, DKIM/DMARC and every mail client name the
+# same mailboxes. From and Sender hold exactly one mailbox.
+ADDRESS_HEADERS = ("From", "Sender", "Reply-To", "To", "Cc")
+_ONE_MAILBOX = ("From", "Sender")
+# The one defect the email package reports that names no other mailbox: an unquoted period in a
+# display name (``J. Smith <j@x>``, RFC 5322 obs-phrase), which clients still write.
+_HARMLESS_DEFECTS = ("period in 'phrase'",)
+_ADDRESS_CACHE = "agentmail_addresses"
 
 
 def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
+    """The mailboxes of one address header value, read strictly: the plain forms agentmail writes
+    directly, anything else by the email package's header registry, which must report no defect
+    (but an unquoted period in a name). A display name or comment that names an address other
+    than the mailbox's own (``alice@x <mallory@x>`` is read as alice by lenient parsers and as
+    mallory by mail clients) is Malformed."""
     plain = re.fullmatch(_PLAIN_MAILBOX, value)
     if plain is not None:  # the same answer as the parser below (tests/test_render_fast.py)
         return (_Addr(plain.group(1) or "", plain.group(2) or plain.group(3)),)
+    if not value.isascii():  # raw 8-bit: the email package reads it as U+FFFD, a client as it likes
+        raise Malformed(
+            "malformed", f"the {name} header holds 8-bit bytes: an address is ASCII, a name an RFC 2047 encoded word"
+        )
     try:
-        parsed = _registry()(name, value).addresses  # From, To and Cc: address headers, all of them
-        return tuple(_Addr(a.display_name, a.addr_spec) for a in parsed)
+        header = _registry()(name, re.sub(_FOLD, "", value))  # From, To and Cc: address headers, all of them
+        found = tuple(_Addr(a.display_name, a.addr_spec) for a in header.addresses)
     except Exception as exc:
         raise Malformed("malformed", f"the {name} header does not parse") from exc
+    defects = [str(d) for d in header.defects if str(d) not in _HARMLESS_DEFECTS]
+    if defects:
+        raise Malformed("malformed", f"the {name} header does not parse cleanly ({one_line(defects[0])[:100]})")
+    if name in _ONE_MAILBOX and any(group.display_name is not None for group in header.groups):
+        raise Malformed("malformed", f"the {name} header holds a group (RFC 5322: a mailbox only)")
+    for address in found:
+        own = address.addr_spec.lower()
+        for text in (address.display_name, *_comments(header)):
+            if _names_another(text, own):
+                raise Malformed(
+                    "malformed",
+                    f"the {name} header's display name or comment names another address than {own!r}: "
+                    f"{one_line(text)[:80]!r}",
+                )
+    return found
+
+
+def _comments(header: Any) -> list[str]:
+    """The text of every comment in a parsed address header (``(...)``): clients show some."""
+    found: list[str] = []
+    stack = [getattr(header, "_parse_tree", None)]
+    while stack:
+        token = stack.pop()
+        if getattr(token, "token_type", None) == "comment":
+            found.append(str(token))
+        elif isinstance(token, list):
+            stack.extend(token)
+    return found
+
+
+def _names_another(text: str, own: str) -> bool:
+    """Whether a display name or comment holds an ``@`` (after NFKC, so ``＠`` counts) and is not
+    just the mailbox's own address (a name such as "alice@x" beside <alice@x> is common)."""
+    import unicodedata
+
+    folded = unicodedata.normalize("NFKC", text)
+    if "@" not in folded:
+        return False
+    return folded.strip(" \t\"'<>()").lower() != own
+
+
+def address_headers(msg: Message) -> dict[str, tuple[_Addr, ...]]:
+    """Every header of ADDRESS_HEADERS present, read once and strictly (cached on ``msg``): more
+    than one copy of one, a parser defect, or From/Sender without exactly one mailbox is
+    Malformed ``malformed``. Every other reading of these headers goes through this one."""
+    cached = getattr(msg, _ADDRESS_CACHE, None)
+    if isinstance(cached, dict):
+        return cached
+    read: dict[str, tuple[_Addr, ...]] = {}
+    for name in ADDRESS_HEADERS:
+        values = header_values(msg, name)
+        if len(values) > 1 or (name == "From" and not values):
+            allowed = "exactly one is" if name == "From" else "at most one is"
+            raise Malformed("malformed", f"the letter has {len(values)} {name} headers; {allowed} allowed")
+        if not values:
+            continue
+        found = _addresses(values[0], name)
+        if name in _ONE_MAILBOX and len(found) != 1:
+            raise Malformed("malformed", f"the {name} header holds {len(found)} addresses; exactly one is allowed")
+        read[name] = found
+    setattr(msg, _ADDRESS_CACHE, read)
+    return read
 
 
 def sender_of(msg: Message) -> tuple[str, str]:
     """(the one plain From address lowercased, its display name); Malformed otherwise."""
-    values = header_values(msg, "From")
-    if len(values) != 1:
-        raise Malformed("malformed", f"the letter has {len(values)} From headers; exactly one is allowed")
-    addresses = _addresses(values[0], "From")
-    if len(addresses) != 1:
-        raise Malformed("malformed", f"the From header holds {len(addresses)} addresses; exactly one is allowed")
-    addr = addresses[0].addr_spec
+    name, addr = address_headers(msg)["From"][0]
     if not addr.isascii() or not re.fullmatch(_ADDR_RE, addr.lower()):
         raise Malformed("unregistered-sender", f"the From address {addr!r} is not a plain ASCII address")
-    return addr.lower(), one_line(addresses[0].display_name or "")[:100]
+    return addr.lower(), one_line(name or "")[:100]
 
 
 def message_id_of(msg: Message) -> str:
@@ -495,17 +569,25 @@ def body_and_attachments(msg: Message) -> tuple[str, tuple[Attachment, ...]]:
         raise Malformed("malformed", str(exc)) from None
 
 
-def recipient_thread(msg: Message) -> str | None:
+def recipient_thread(msg: Message, *, to_trusted: bool = True) -> str | None:
     """The thread id from the plus tags of the recipient headers (Delivered-To keeps it through
     an MTA). A fan-out letter has several To addresses: every tag must name the same thread, so
-    an extra To (or a Delivered-To) tagged for another thread is Malformed ``thread-mismatch``."""
-    tags: dict[str, str] = {}
-    for name in ("Delivered-To", "X-Original-To", "To"):
+    an extra To (or a Delivered-To) tagged for another thread is Malformed ``thread-mismatch``.
+    The To header is read as parsed (``address_headers``: its mailboxes, never a display name).
+    ``to_trusted`` False (a person's letter whose To no vouching signature covers): no tag at all,
+    since then nothing ties the envelope's to the letter its sender wrote (DESIGN §5)."""
+    if not to_trusted:
+        return None
+    found: list[tuple[str, str]] = []
+    for name in ("Delivered-To", "X-Original-To"):
         for value in header_values(msg, name):
-            for addr in re.findall(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9.-]+", value):
-                tag = thread_of_address(addr)
-                if tag:
-                    tags.setdefault(tag, f"{name} {addr.lower()}")
+            found += [(name, addr) for addr in re.findall(r"[A-Za-z0-9.+_-]+@[A-Za-z0-9.-]+", value)]
+    found += [("To", a.addr_spec) for a in address_headers(msg).get("To", ())]
+    tags: dict[str, str] = {}
+    for name, addr in found:
+        tag = thread_of_address(addr)
+        if tag:
+            tags.setdefault(tag, f"{name} {addr.lower()}")
     if len(tags) > 1:
         said = "; ".join(f"{where} says {tag}" for tag, where in tags.items())
         raise Malformed("thread-mismatch", f"the recipient addresses name different threads: {one_line(said)[:300]}")
@@ -534,41 +616,38 @@ def subject_of(msg: Message) -> str:
 
 def to_address_of(msg: Message) -> str:
     """The first To address, lowercased and without its plus tag ("" when there is none)."""
-    for value in header_values(msg, "To"):
-        addresses = _addresses(value, "To")
-        if addresses and addresses[0].addr_spec.isascii():
-            return base_address(addresses[0].addr_spec.lower())
-    return ""
+    addresses = address_headers(msg).get("To", ())
+    return base_address(addresses[0].addr_spec.lower()) if addresses else ""
 
 
 def recipients_of(msg: Message) -> tuple[str, ...]:
     """Every plain To address, lowercased, untagged, once (a fan-out letter names several)."""
     recipients: list[str] = []
-    for value in header_values(msg, "To"):
-        for address in _addresses(value, "To"):
-            spec = address.addr_spec.lower()
-            if spec.isascii() and re.fullmatch(_ADDR_RE, spec) and base_address(spec) not in recipients:
-                recipients.append(base_address(spec))
+    for address in address_headers(msg).get("To", ()):
+        spec = address.addr_spec.lower()
+        if re.fullmatch(_ADDR_RE, spec) and base_address(spec) not in recipients:
+            recipients.append(base_address(spec))
     return tuple(recipients)
 
 
 def cc_of(msg: Message) -> tuple[str, ...]:
-    """The plain addresses of the Cc headers, each once; an odd one is left out."""
+    """The plain addresses of the Cc header, each once (one that is no plain address is left out)."""
     cc: list[str] = []
-    for value in header_values(msg, "Cc"):
-        try:
-            copied = _addresses(value, "Cc")
-        except Malformed:
-            continue  # a Cc is who else reads, never what an agent acts on: an odd one is ignored
-        for address in copied:
-            spec = address.addr_spec.lower()
-            if spec.isascii() and re.fullmatch(_ADDR_RE, spec) and spec not in cc:
-                cc.append(spec)
+    for address in address_headers(msg).get("Cc", ()):
+        spec = address.addr_spec.lower()
+        if re.fullmatch(_ADDR_RE, spec) and spec not in cc:
+            cc.append(spec)
     return tuple(cc)
 
 
 def answered_ids(msg: Message) -> tuple[str | None, tuple[str, ...]]:
-    """(the In-Reply-To Message-ID, the References), only ids of a sane shape."""
+    """(the In-Reply-To Message-ID, the References), only ids of a sane shape. Each header at
+    most once (RFC 5322 §3.6): with two, a signature vouches for the lower and this would read
+    the upper, so the letter's place would be read two ways — Malformed."""
+    for name in ("In-Reply-To", "References"):
+        count = len(msg.get_all(name) or [])
+        if count > 1:
+            raise Malformed("malformed", f"the letter has {count} {name} headers; at most one is allowed")
     in_reply_to = _ids(msg.get("In-Reply-To"))
     return (in_reply_to[0] if in_reply_to else None), _ids(msg.get("References"))
 

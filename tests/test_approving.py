@@ -171,3 +171,96 @@ def test_on_smtp_imap_held_never_leaves_and_approve_sends_exactly_once(home: Pat
         assert len(servers.store.accepted) == 1
         (got,) = beta.inbox()
         assert got.message_id == letter.message_id
+
+
+# --- every rule on every recipient (issue 23, class 4) ---------------------------------------
+# Written as the attack: hold = ["people.test"] kept a letter *to* a held platform, but one that
+# only copied someone at the held domain (a follower, the person a reply answers) left at once.
+
+
+def _follower(home: Path, platform: str, address: str, hold: list[str]) -> Registry:
+    bus.set_person(registry_mod.load(home / "registry"), platform, address, follows=True, writes=False)
+    return _with(home, "hold", hold)
+
+
+def test_a_letter_copying_a_follower_at_a_held_domain_is_held(registry: Registry, home: Path) -> None:
+    reg = _follower(home, "beta", "carol@people.test", ["people.test"])
+    alpha, beta = AgentMail(reg, Identity("alpha"), home), AgentMail(reg, Identity("beta"), home)
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    assert letter.cc == ("carol@people.test",)
+    assert (letter.state, letter.extra["held_reason"]) == (
+        "held",
+        "held by the bus rule hold = 'people.test' (carol@people.test is copied)",
+    )
+    assert beta.inbox() == []
+    assert alpha.approve(letter.id).state == "sent"
+    (got,) = beta.inbox()  # beta's answer copies carol too: held on beta's side as well
+    answer = beta.reply(got, "Reproduced.", type="ack")
+    assert (
+        answer is not None and answer.state == "held" and "carol@people.test is copied" in answer.extra["held_reason"]
+    )
+
+
+def test_a_follow_up_and_a_note_copying_a_held_follower_are_held(registry: Registry, home: Path) -> None:
+    reg = _follower(home, "alpha", "carol@people.test", [])
+    alpha = AgentMail(reg, Identity("alpha"), home)
+    first = alpha.send("beta", "Quota 500s", OPENER)
+    assert first.state == "sent"
+    reg = _with(home, "hold", ["people.test"])
+    alpha = AgentMail(reg, Identity("alpha"), home)
+    more = alpha.send("beta", "", "Also the 502s.", type="report", thread=first.thread)
+    assert more.state == "held" and "carol@people.test is copied" in more.extra["held_reason"]
+    note = alpha.note("Handover", "The quota thread waits on beta.")
+    assert note.state == "held" and note.cc == ("carol@people.test",)
+
+
+def test_a_note_is_not_held_for_the_platforms_own_address(registry: Registry, home: Path) -> None:
+    reg = _with(home, "hold", ["alpha@bus.test"])  # a rule naming the writer itself: its notes stay its own
+    assert AgentMail(reg, Identity("alpha"), home).note("Handover", "The quota thread waits on beta.").state == "sent"
+
+
+def test_a_reply_copying_the_person_it_answers_at_a_held_domain_is_held(registry: Registry, home: Path) -> None:
+    from .test_writing import client_letter, trusting, vouched
+
+    bus.set_person(registry, "beta", "carol@people.test", follows=False, writes=True)
+    reg = trusting(_with(home, "hold", ["people.test"]))
+    alpha = AgentMail(reg, Identity("alpha"), home)
+    from agentmail.transport.local import deliver
+
+    deliver(home / "postoffice" / "alpha", vouched(client_letter("alpha@bus.test", "The free plan lost its quota.")))
+    (person,) = alpha.inbox()
+    assert person.extra["person"] == "carol@people.test" and person.sender == "beta"
+    answer = alpha.reply(person, "Restored it; please retry.", type="question")
+    assert answer is not None and answer.cc == ("carol@people.test",)
+    assert (answer.state, answer.extra["held_reason"]) == (
+        "held",
+        "held by the bus rule hold = 'people.test' (carol@people.test is copied)",
+    )
+    assert AgentMail(reg, Identity("beta"), home).inbox() == []
+
+
+def test_a_fan_out_with_one_held_recipient_is_held_whole(home: Path) -> None:
+    bus.init(home, home / "registry", ["alpha", "beta", "gamma"], domain="bus.test",
+             endpoints={"new_threads_per_hour": 0})  # fmt: skip
+    reg = _with(home, "hold", ["gamma@bus.test"])
+    alpha = AgentMail(reg, Identity("alpha"), home)
+    letter = alpha.send("beta,gamma", "Quota 500s", OPENER)
+    assert (letter.state, letter.extra["held_reason"]) == ("held", "held by the bus rule hold = 'gamma@bus.test'")
+    assert AgentMail(reg, Identity("beta"), home).inbox() == []  # one letter: nobody gets it before approval
+    # and a fan-out whose only held party is a follower of one recipient
+    reg = _follower(home, "gamma", "carol@people.test", ["people.test"])
+    letter = AgentMail(reg, Identity("alpha"), home).send("beta,gamma", "Quota 502s", OPENER)
+    assert letter.state == "held" and "carol@people.test is copied" in letter.extra["held_reason"]
+
+
+def test_on_smtp_imap_a_held_follower_gets_nothing_until_approved(home: Path, servers: MailServers) -> None:
+    servers.store.add_user("carol@bus.test", "carol-pw")
+    make_bus(home, servers)
+    reg = _follower(home, "beta", "carol@bus.test", ["carol@bus.test"])
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        letter = alpha.send("beta", "Quota", OPENER)
+        assert letter.state == "held"
+        alpha.flush()
+        assert servers.store.accepted == [] and servers.store.messages("carol@bus.test") == []
+        assert alpha.approve(letter.id).state == "sent"
+        assert len(servers.store.messages("carol@bus.test")) == 1

@@ -333,12 +333,17 @@ def test_a_recipient_tagged_for_another_thread_is_quarantined_thread_mismatch(
     assert gamma.inbox() == [] and [q.reason for q in gamma.quarantined(sync=False)] == ["thread-mismatch"]
 
 
-def test_an_added_to_header_breaks_the_signature(three: Registry, home: Path) -> None:
+def test_an_added_to_header_is_refused_before_any_signature_is_weighed(three: Registry, home: Path) -> None:
+    """A second To (over-signing would also break the signature): one To at most (issue 23)."""
     thread = new_thread_id()
     raw = _signed(three, home, f"beta+{thread}@bus.test", thread)
     forged = raw.replace(b"Subject:", f"To: gamma+{thread}@bus.test\r\nSubject:".encode(), 1)
     verdict = judge(forged, three)
-    assert (verdict.route, verdict.reason) == ("quarantine", "unauthenticated")
+    assert (verdict.route, verdict.reason, verdict.detail) == (
+        "quarantine",
+        "malformed",
+        "the letter has 2 To headers; at most one is allowed",
+    )
 
 
 # --- a new agent starts at the platform's position ------------------------------------------

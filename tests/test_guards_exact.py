@@ -226,3 +226,42 @@ def test_the_new_thread_quota_counts_openers_only_and_says_when_one_frees_up() -
 )
 def test_hold_reason_says_which_rule_holds(address: str, rules: tuple[str, ...], asked: bool, why: str | None) -> None:
     assert guards.hold_reason(address, rules, asked) == why
+
+
+def _to(
+    to: str, *, recipients: tuple[str, ...] = (), cc: tuple[str, ...] = (), sender: str = "alpha@bus.test"
+) -> Letter:
+    return Letter(message_id="<1.alpha@bus.test>", sender="alpha", sender_address=sender, to="", to_address=to,
+                  type="report", thread="thr-abc123def0", subject="s", body="b", date="", recipients=recipients, cc=cc)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "letter,rules,why",
+    [
+        (_to("beta@bus.test"), ("beta@bus.test",), "held by the bus rule hold = 'beta@bus.test'"),
+        (
+            _to("beta@bus.test", cc=("carol@people.test",)),
+            ("people.test",),
+            "held by the bus rule hold = 'people.test' (carol@people.test is copied)",
+        ),  # fmt: skip
+        (
+            _to("beta@bus.test", recipients=("beta@bus.test", "gamma@bus.test")),
+            ("gamma@bus.test",),
+            "held by the bus rule hold = 'gamma@bus.test'",
+        ),  # fmt: skip
+        (
+            _to("beta@bus.test", cc=("a@x.test", "carol@people.test")),
+            ("carol@people.test",),
+            "held by the bus rule hold = 'carol@people.test' (carol@people.test is copied)",
+        ),  # fmt: skip
+        (_to("beta@bus.test", cc=("carol@people.test",)), ("bus.test",), "held by the bus rule hold = 'bus.test'"),
+        (_to("alpha@bus.test"), ("alpha@bus.test",), None),  # a note: the writer's own mailbox
+        (_to("alpha@bus.test", cc=("alpha+x@bus.test",)), ("alpha@bus.test",), None),
+        (_to("beta@bus.test", cc=("carol@people.test",)), ("evil.test",), None),
+    ],
+)
+def test_letter_hold_reason_judges_every_envelope_recipient(
+    letter: Letter, rules: tuple[str, ...], why: str | None
+) -> None:
+    assert guards.letter_hold_reason(letter, rules, False) == why
+    assert guards.letter_hold_reason(letter, rules, True) == "held on request (--hold)"

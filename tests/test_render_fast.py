@@ -4,6 +4,7 @@ must step aside. Compared here on generated letters, plain and awkward alike."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta, timezone
 
 from hypothesis import given, settings
@@ -149,7 +150,11 @@ def test_reading_a_plain_address_agrees_with_the_email_parser(value: str) -> Non
         got = tuple((a.display_name, a.addr_spec) for a in wire._addresses(value, "From"))
     except wire.Malformed:
         got = None
-    assert got == expected
+    # The plain path reads what the parser reads; the strict reading may refuse more (issue 23:
+    # a defect, a name that is an address), never read something else.
+    assert got is None or got == expected
+    if re.fullmatch(wire._PLAIN_MAILBOX, value):
+        assert got == expected
 
 
 _ZONES = st.one_of(
