@@ -202,7 +202,7 @@ def set_person(
     if not PERSON_RE.fullmatch(address):
         inner = re.search(r"<([^<>]*)>", typed)  # "Carol <carol@example.org>": the address alone is wanted
         hint = f"; give the address alone, e.g. {inner.group(1).strip().lower()!r}" if inner else ""
-        raise BadInput(f"{typed!r} is not a plain ASCII address (user@domain){hint}")
+        raise BadInput(f"{typed!r} is not a plain lowercase ASCII address (user@domain){hint}")
     others = tuple(p for p in old.people if p.address != address)
     if remove:
         if len(others) == len(old.people):

@@ -569,7 +569,7 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
     def text() -> None:
         echo(f"marked {len(read)} read" + (f", dismissed {len(gone)} failed letter(s)" if gone else ""))
 
-    emit(ctx, {"done": read, "dismissed": gone}, text)
+    emit(ctx, {"done": read, **({"dismissed": gone} if gone else {})}, text)
 
 
 def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
