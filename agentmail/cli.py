@@ -798,7 +798,7 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
 @option("--thread", "thread_id", metavar="THR", help="Only letters of thread THR.")
 @option("--since", metavar="DATE", help="Filed here since DATE: 2026-11-30, 2026-11-30T08:00 (UTC), 7d, 12h.")
 @option("--state", metavar="S", help="Only letters in state S (unread, read, sent, outbox, held, failed).")
-@option("--limit", type=at_least(1, 1000), default=20, show_default=True)
+@option("--limit", type=at_least(1, 1000), default=20, show_default=True, help="Show at most N letters.")
 @option("--quarantine", "include_quarantine", is_flag=True, help="Search quarantined letters too.")
 @option("--fts", "syntax", is_flag=True, help="QUERY is SQLite FTS5 syntax (AND, OR, NOT, NEAR, col:).")
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")

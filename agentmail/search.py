@@ -378,9 +378,7 @@ class SearchIndex:
         """Parse ``match`` against an empty table of the same shape: only the query can fail here."""
         if self._checker is None:
             self._checker = sqlite3.connect(":memory:", check_same_thread=False)
-            self._checker.execute(
-                f"CREATE VIRTUAL TABLE words USING fts5({COLUMNS}, tokenize='{TOKENIZER}')"
-            )
+            self._checker.execute(f"CREATE VIRTUAL TABLE words USING fts5({COLUMNS}, tokenize='{TOKENIZER}')")
         try:
             self._checker.execute("SELECT rowid FROM words WHERE words MATCH ?", (match,)).fetchall()
         except sqlite3.Error as exc:

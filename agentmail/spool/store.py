@@ -525,7 +525,7 @@ class Spool:
         lowered = text.lower()
         if lowered.isascii() and lowered.isalnum() and self.locate(lowered):
             return [lowered]
-        forms = list(dict.fromkeys(t[1:-1] if t.startswith("<") and t.endswith(">") else t for t in (text, lowered)))
+        forms = list(dict.fromkeys(t.removeprefix("<").removesuffix(">") for t in (text, lowered)))
         if not forms[0] or not forms[0].isprintable() or len(forms[0]) > 998:
             return []
         whole = (self.known(sender, f"<{form}>") for form in forms for sender in senders)
