@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentmail import bus
 from agentmail import registry as registry_mod
@@ -443,3 +445,60 @@ def test_a_forger_reusing_a_message_id_never_takes_the_name_of_the_real_letter(
     stored = beta.spool.store("quarantine", forged, b"X-Forged: yes\r\n\r\nhi\r\n", index=False)
     assert beta.show(got.message_id).id == got.id
     assert beta.show(stored.id).state == "quarantine"  # its own id still names it
+
+
+# --- hostile input: any text as an id, any bytes as a body ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def named_spool(tmp_path_factory: pytest.TempPathFactory) -> tuple[AgentMail, list[tuple[str, str]]]:
+    home = tmp_path_factory.mktemp("named")
+    reg = bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test", endpoints={"new_threads_per_hour": 0})
+    alpha = AgentMail(reg, Identity("alpha"), home)
+    letters = [alpha.send("beta", f"Letter {n}", OPENER) for n in range(3)]
+    return alpha, [(x.id, x.message_id) for x in letters]
+
+
+@settings(max_examples=300, deadline=None)
+@given(ref=st.one_of(st.text(max_size=40), st.sampled_from(["<", ">", "<>", "@", "%", "_", "~", "\0", " <x@y> "])))
+def test_any_text_as_an_id_names_one_letter_it_matches_or_is_one_line_of_bad_input_or_not_found(
+    named_spool: tuple[AgentMail, list[tuple[str, str]]], ref: str
+) -> None:
+    alpha, letters = named_spool
+    try:
+        letter_id = alpha._id(ref)
+    except (BadInput, NotFound) as exc:
+        assert "\n" not in str(exc) and str(exc)
+        return
+    match = [i for i, mid in letters if i == letter_id]
+    if match:  # it named a letter: the text is its id, its Message-ID, or a prefix of one of them
+        mid = dict(letters)[letter_id]
+        bare = ref.strip().removeprefix("<").removesuffix(">")
+        assert len(bare) >= 6 or ref.strip().lower() == letter_id
+        assert letter_id.startswith(ref.strip().lower()) or mid.lower().startswith("<" + bare.lower())
+
+
+@pytest.mark.parametrize("ref", ["id", "mid", "bare", "prefix"])
+def test_each_form_of_a_letters_name_names_it(named_spool: tuple[AgentMail, list[tuple[str, str]]], ref: str) -> None:
+    alpha, letters = named_spool
+    letter_id, mid = letters[1]
+    typed = {"id": letter_id.upper(), "mid": mid, "bare": mid[1:-1], "prefix": mid[:-1]}[ref]
+    assert alpha._id(typed) == letter_id
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=64))
+def test_any_bytes_as_a_body_are_utf8_text_or_one_line_saying_so(data: bytes) -> None:
+    from agentmail.cli import read_body
+
+    stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
+    try:
+        text = read_body("-")
+    except BadInput as exc:
+        assert str(exc) == f"standard input: {NOT_TEXT}"
+        return
+    finally:
+        sys.stdin = stdin
+    assert "\0" not in text and "\r" not in text
+    assert text == data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
