@@ -125,6 +125,17 @@ def at_least(low: int, high: int | None = None) -> Callable[[str], int]:
     return number
 
 
+def seconds(text: str) -> float:
+    """A duration option (``--timeout S``): a finite number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 <= value < float("inf"):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds from 0 up")
+    return value
+
+
 # --- commands and groups ------------------------------------------------------------------------
 
 

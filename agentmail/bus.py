@@ -7,6 +7,7 @@ Writes registry data files and key pairs. The private half goes to
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from pathlib import Path
@@ -196,10 +197,12 @@ def set_person(
 ) -> Platform:
     """Add, change or (``remove``) remove a person of platform ``name``; the entry is validated
     before it is written, and nothing else in it changes."""
-    old = registry.get(name)
-    address = address.strip().lower()
+    old = registry.named(name)
+    typed, address = address, address.strip().lower()
     if not PERSON_RE.fullmatch(address):
-        raise BadInput(f"{address!r} is not a plain lowercase ASCII address")
+        inner = re.search(r"<([^<>]*)>", typed)  # "Carol <carol@example.org>": the address alone is wanted
+        hint = f"; give the address alone, e.g. {inner.group(1).strip().lower()!r}" if inner else ""
+        raise BadInput(f"{typed!r} is not a plain lowercase ASCII address (user@domain){hint}")
     others = tuple(p for p in old.people if p.address != address)
     if remove:
         if len(others) == len(old.people):

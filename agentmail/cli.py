@@ -14,7 +14,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._args import Exit, Group, Version, argument, at_least, echo, option
+from ._args import Exit, Group, Version, argument, at_least, echo, option, seconds
 from .errors import AgentmailError, BadInput
 from .text import for_terminal
 
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 clean = for_terminal  # untrusted text made safe for a terminal (text.py: the one policy)
+_TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
+_ID_HELP = "A letter: its id (any case), its Message-ID, or a unique prefix of either."
 
 
 class Ctx:
@@ -76,19 +78,34 @@ def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
         text()
 
 
+NOT_TEXT = "the body must be UTF-8 text; convert it (iconv) or send the file with --attach"
+
+
 def read_body(value: str) -> str:
-    """``-b TEXT``, ``-b @FILE`` or ``-b -`` (standard input)."""
+    """``-b TEXT``, ``-b @FILE`` or ``-b -`` (standard input), which must be UTF-8 text: read
+    as bytes and decoded strictly (whatever the locale), newlines as text mode reads them."""
     from pathlib import Path
 
+    where = "-b"
+    data: bytes | str = value
     if value == "-":
-        return sys.stdin.read()
-    if value.startswith("@") and len(value) > 1:
+        where = "standard input"
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read() if stream is not None else sys.stdin.read()
+    elif value.startswith("@") and len(value) > 1:
         path = Path(value[1:]).expanduser()
+        where = str(path)
         try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BadInput(f"cannot read body file {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    return value
+            data = path.read_bytes()
+        except OSError as exc:
+            raise BadInput(f"cannot read body file {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data.encode("utf-8").decode("utf-8")
+    except UnicodeError:  # undecodable bytes, or an argument's bytes the locale could not decode (surrogates)
+        raise BadInput(f"{where}: {NOT_TEXT}") from None
+    if "\x00" in text:  # a NUL: a binary file that happens to decode
+        raise BadInput(f"{where}: {NOT_TEXT}")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if isinstance(data, bytes) else text
 
 
 def attribution(letter: Letter) -> str:
@@ -97,8 +114,14 @@ def attribution(letter: Letter) -> str:
     return f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?"
 
 
-def line(letter: Letter) -> str:
-    sender = attribution(letter)
+def addressees(letter: Letter) -> str:
+    """Whom a letter went to: every platform of a fan-out (``to_platforms``), else ``to``."""
+    return ",".join(letter.extra.get("to_platforms") or ()) or letter.to or "?"
+
+
+def line(letter: Letter, who: str | None = None) -> str:
+    """One letter in a list; ``who`` replaces the sender column (``sent``: the recipients)."""
+    sender = attribution(letter) if who is None else who
     flag = f" [{letter.severity}]" if letter.severity else ""
     return clean(
         f"{letter.id}  {letter.type or '-':<13} {sender:<14} {letter.thread or '-':<16} {letter.subject}{flag}"
@@ -234,9 +257,15 @@ def platforms(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@argument("names", metavar="NAME", nargs=-1, required=True)
+@argument("names", metavar="NAME", nargs=-1, required=True, help="The platforms of the bus (a key pair each).")
 @option("--domain", default="bus.localhost", show_default=True, help="Mail domain of the bus.")
-@option("--transport", choices=["local", "smtp+imap"], default="local", show_default=True)
+@option(
+    "--transport",
+    choices=["local", "smtp+imap"],
+    default="local",
+    show_default=True,
+    help="local: the embedded post office on this machine; smtp+imap: a mail server.",
+)
 @option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
 @option("--imap", metavar="HOST:PORT", help="IMAP server (smtp+imap).")
 @option(
@@ -350,8 +379,8 @@ def _person_roles(person: dict[str, Any]) -> str:
 
 
 @main_group.command()
-@argument("platform_name", metavar="PLATFORM")
-@argument("address")
+@argument("platform_name", metavar="PLATFORM", help="The platform the person belongs to.")
+@argument("address", help="Their email address alone (carol@example.org).")
 @option("--follows", is_flag=True, help="Copy (Cc) this person on every letter of the platform's threads.")
 @option("--writes", is_flag=True, help="This person may write into the platform's threads from a mail client.")
 @option("--remove", is_flag=True, help="Take this person off the platform's entry.")
@@ -386,7 +415,7 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
 
 
 @main_group.command()
-@argument("name")
+@argument("name", help="The new platform's name (lowercase letters, digits, dashes).")
 @option("--repo", metavar="PATH|REMOTE", help="The platform's checkout path or git remote (for whoami).")
 @option("--domain", help="Its mail domain, if not the bus's (a partner organisation).")
 @json_option
@@ -414,7 +443,7 @@ def keygen(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@argument("platform_name", metavar="PLATFORM")
+@argument("platform_name", metavar="PLATFORM", help="The platform this checkout is (a name from 'platforms').")
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
@@ -424,7 +453,7 @@ def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
     from .identity import write_marker
     from .registry import load
 
-    load(ctx.registry_root()).get(platform_name)  # an unknown name says "did you mean"
+    load(ctx.registry_root()).named(platform_name)  # an unknown name says "did you mean" (exit 2)
     path, previous = write_marker(Path(root) if root else None, platform_name)
     note = f" (was {previous})" if previous and previous != platform_name else ""
     emit(
@@ -440,8 +469,8 @@ def bus_group(_ctx: Ctx) -> None:
 
 
 @bus_group.command("set")
-@argument("key")
-@argument("values", metavar="VALUE", nargs=-1, required=True)
+@argument("key", help="The setting (listed above).")
+@argument("values", metavar="VALUE", nargs=-1, required=True, help="Its value, or several for a list.")
 @option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
 @json_option
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
@@ -490,7 +519,7 @@ def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start:
 
 
 @main_group.command()
-@argument("letter_id", metavar="ID")
+@argument("letter_id", metavar="ID", help=_ID_HELP)
 @option("--raw", is_flag=True, help="The RFC-822 bytes as stored.")
 @json_option
 def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
@@ -506,7 +535,7 @@ def show(ctx: Ctx, letter_id: str, raw: bool) -> None:
 
 
 @main_group.command()
-@argument("letter_id", metavar="ID")
+@argument("letter_id", metavar="ID", help=_ID_HELP)
 @option("--dir", "directory", default=".", show_default=True, metavar="DIR", help="Where to write them.")
 @option("--force", is_flag=True, help="Replace files of the same name.")
 @json_option
@@ -517,7 +546,7 @@ def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
 
 
 @main_group.command(name="apply")
-@argument("letter_id", metavar="ID")
+@argument("letter_id", metavar="ID", help=_ID_HELP)
 @option("--check", is_flag=True, help="Try them in a scratch worktree and list the commits; change nothing.")
 @option("--series", is_flag=True, help="Let one attachment carry several commits (each is listed before it lands).")
 @json_option
@@ -532,31 +561,44 @@ def apply_cmd(ctx: Ctx, letter_id: str, check: bool, series: bool) -> None:
 
 
 @main_group.command()
-@argument("letter_ids", metavar="ID", nargs=-1, required=True)
+@argument("letter_ids", metavar="ID", nargs=-1, required=True, help=_ID_HELP)
 @json_option
 def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
-    """Mark letters consumed."""
-    moved = ctx.client().done(*letter_ids)
-    emit(ctx, {"done": moved}, lambda: echo(f"marked {len(moved)} read"))
+    """Mark letters consumed (read); a failed letter of mine is dismissed (status stops showing it)."""
+    client = ctx.client()
+    moved = client.done(*letter_ids)
+    read = [i for i in moved if i not in client.dismissed]
+    gone = [i for i in moved if i in client.dismissed]
+
+    def text() -> None:
+        echo(f"marked {len(read)} read" + (f", dismissed {len(gone)} failed letter(s)" if gone else ""))
+
+    emit(ctx, {"done": read, **({"dismissed": gone} if gone else {})}, text)
 
 
 def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
     from .client import raise_for_state
 
     advice = [w.removeprefix("opener: ") for w in warnings if w.startswith("opener: ")]
-    if advice:  # advice, never an error: one line
-        echo(clean("agentmail: advice for an opener (sent anyway): " + "; ".join(advice)), err=True)
+    if advice:  # advice, never an error: one line, saying what became of the letter all the same
+        went = {"held": "held anyway", "outbox": "queued anyway", "failed": "not a refusal"}.get(
+            letter.state, "sent anyway"
+        )
+        echo(clean(f"agentmail: advice for an opener ({went}): " + "; ".join(advice)), err=True)
     for warning in (w for w in warnings if not w.startswith("opener: ")):
         echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
         echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
     if letter.extra.get("sent_copy_failed"):
         echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
-    if letter.state == "outbox":
+    if letter.state == "outbox":  # THREAD ID STATE on stdout; why, once, on stderr (exit 5)
+        from .errors import TransportError
+
         why = letter.extra.get("queued_reason") or "the server is unreachable"
-        emit(ctx, letter.to_json(), lambda: echo(clean(
-            f"{letter.thread} {letter.id} queued (not sent): {why}; it goes out with the next command or "
-            "'agentmail flush'; do not send it again")))  # fmt: skip
+        emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} queued"))
+        raise TransportError(
+            f"queued (not sent): {why}; it goes out with the next command or 'agentmail flush'; do not send it again"
+        )
     elif letter.state == "held":
         why = letter.extra.get("held_reason") or "held"
         emit(ctx, letter.to_json(), lambda: echo(clean(
@@ -565,9 +607,6 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
     else:
         emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} {letter.state}"))
     raise_for_state(letter)
-
-
-_TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
 
 
 def attach_options(func: F) -> F:
@@ -597,7 +636,7 @@ def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[A
 
 
 @main_group.command()
-@argument("to")
+@argument("to", metavar="TO", help="A platform, several (beta,gamma) or a group (@NAME).")
 @option("-s", "--subject", help="Subject of the new thread (required unless --thread).")
 @option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
 @option("-t", "--type", "kind", default="report", show_default=True, metavar="TYPE", help=_TYPES_HELP + ".")
@@ -626,8 +665,8 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 
 
 @main_group.command()
-@argument("letter_id", metavar="ID")
-@option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
+@argument("letter_id", metavar="ID", help=_ID_HELP)
+@option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
 @option(
     "-t",
     "--type",
@@ -650,7 +689,7 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
 
 
 @main_group.command()
-@argument("thread_id", metavar="THREAD")
+@argument("thread_id", metavar="THREAD", help="A thread id (thr-..., any case).")
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
@@ -669,7 +708,7 @@ def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
                 undeliverable += f"  HELD (waiting for a person): {letter.extra.get('held_reason') or ''}"
             echo(
                 clean(
-                    f"── {arrow} {letter.type} from {attribution(letter)} to {letter.to} · {letter.date} · {letter.id}{undeliverable}"
+                    f"── {arrow} {letter.type} from {attribution(letter)} to {addressees(letter)} · {letter.date} · {letter.id}{undeliverable}"
                 )
             )
             echo(clean(f"   {letter.subject}"))
@@ -697,7 +736,7 @@ def held(ctx: Ctx) -> None:
 
 
 @main_group.command()
-@argument("letter_id", metavar="ID")
+@argument("letter_id", metavar="ID", help=_ID_HELP)
 @json_option
 def approve(ctx: Ctx, letter_id: str) -> None:
     """A person's decision: send held letter ID now (as 'send' does); prints THREAD ID STATE."""
@@ -706,7 +745,7 @@ def approve(ctx: Ctx, letter_id: str) -> None:
 
 
 @main_group.command()
-@argument("letter_id", metavar="ID")
+@argument("letter_id", metavar="ID", help=_ID_HELP)
 @option("-r", "--reason", required=True, help="Why; the agent reads it in 'sent'.")
 @json_option
 def reject(ctx: Ctx, letter_id: str, reason: str) -> None:
@@ -733,7 +772,9 @@ def sent(ctx: Ctx) -> None:
             state = {"outbox": "queued, not sent yet", "failed": "FAILED", "held": "HELD, waiting for a person"
                      }.get(letter.state, letter.state)  # fmt: skip
             why = f": {letter.extra['rejected']}" if letter.state == "failed" and letter.extra.get("rejected") else ""
-            echo(line(letter) + clean(f"  ({state}{' (rejected)' if why else ''}{why}{mark})"))
+            echo(
+                line(letter, "→ " + addressees(letter)) + clean(f"  ({state}{' (rejected)' if why else ''}{why}{mark})")
+            )
 
     emit(ctx, [letter.to_json() for letter in letters], text)
 
@@ -756,13 +797,13 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
 
 
 @main_group.command()
-@argument("query", default="")
+@argument("query", default="", help='Plain words, all required ("a phrase", prefix*); none: filters alone.')
 @option("--from", "sender", metavar="P", help="Only letters from platform P (or from address P).")
 @option("--type", "kind", metavar="T", help="Only letters of type T (report, ack, ..., human).")
 @option("--thread", "thread_id", metavar="THR", help="Only letters of thread THR.")
 @option("--since", metavar="DATE", help="Filed here since DATE: 2026-11-30, 2026-11-30T08:00 (UTC), 7d, 12h.")
 @option("--state", metavar="S", help="Only letters in state S (unread, read, sent, outbox, held, failed).")
-@option("--limit", type=at_least(1, 1000), default=20, show_default=True)
+@option("--limit", type=at_least(1, 1000), default=20, show_default=True, help="Show at most N letters.")
 @option("--quarantine", "include_quarantine", is_flag=True, help="Search quarantined letters too.")
 @option("--fts", "syntax", is_flag=True, help="QUERY is SQLite FTS5 syntax (AND, OR, NOT, NEAR, col:).")
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
@@ -790,9 +831,9 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 
 @main_group.command()
 @option("--to", "to_agent", metavar="AGENT", help="The sibling agent it is for (else whoever reads next).")
-@option("-s", "--subject", required=True)
-@option("-b", "--body", required=True, metavar="TEXT|@FILE|-")
-@option("--force", is_flag=True)
+@option("-s", "--subject", required=True, help="What the note is about.")
+@option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
+@option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @attach_options
 @json_option
 def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, attach: tuple[str, ...],
@@ -818,17 +859,19 @@ def notes(ctx: Ctx, no_sync: bool) -> None:
 @json_option
 def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
     """Open threads, where each stands, and whose move it is."""
-    rows = ctx.client().status(sync=not no_sync, closed=closed)
+    client = ctx.client()
+    rows = client.status(sync=not no_sync, closed=closed)
 
     def text() -> None:
         if not rows:
-            echo("no threads")
+            shut = 0 if closed else client.closed_threads()
+            echo(f"no open threads ({shut} closed: 'agentmail status --closed' lists them)" if shut else "no threads")
         for r in rows:
             flag = "  UNDELIVERABLE" if r.undeliverable else ""
             if r.delivery == "queued":
                 flag += f"  QUEUED (not sent): {r.delivery_detail}"
             elif r.delivery == "failed":
-                flag += f"  FAILED: {r.delivery_detail}"
+                flag += f"  FAILED: {r.delivery_detail} ('agentmail done {r.delivery_id}' dismisses it)"
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
             echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}"))
@@ -839,9 +882,11 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
 
 
 @main_group.command()
-@option("--timeout", type=float, default=300.0, show_default=True, metavar="S")
-@option("--type", "kind", metavar="TYPE")
-@option("--thread", "thread_id", metavar="THREAD")
+@option(
+    "--timeout", type=seconds, default=300.0, show_default=True, metavar="S", help="Give up after S seconds (exit 3)."
+)
+@option("--type", "kind", metavar="TYPE", help="Only a letter of this type (report, ack, fix-notice, ..., human).")
+@option("--thread", "thread_id", metavar="THREAD", help="Only a letter of this thread.")
 @json_option
 def wait(ctx: Ctx, timeout: float, kind: str | None, thread_id: str | None) -> None:
     """Block until a matching unread letter is here; exit 3 on timeout."""
@@ -898,7 +943,9 @@ def rebuild(ctx: Ctx) -> None:
 
 @main_group.command()
 @option("--round-trip", is_flag=True, help="Also send a letter to this platform's own thread address and read it back.")
-@option("--timeout", type=float, default=60.0, show_default=True, metavar="S", help="How long the round trip may take.")
+@option(
+    "--timeout", type=seconds, default=60.0, show_default=True, metavar="S", help="How long the round trip may take."
+)
 @json_option
 def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
     """Check configuration, credentials, permissions, keys, connectivity; exit 6 if any check fails."""
@@ -919,13 +966,15 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
 
 @main_group.command()
 @option("--home", "demo_home", metavar="DIR", help="Where to build the demo bus (default: a new temp dir).")
+@json_option
 def demo(ctx: Ctx, demo_home: str | None) -> None:
-    """The whole lifecycle between two platforms on the embedded default."""
+    """The whole lifecycle between two platforms on the embedded default (--json: its summary)."""
     from pathlib import Path
 
     from .demo import run_demo
 
-    run_demo(Path(demo_home) if demo_home else None, echo)
+    summary = run_demo(Path(demo_home) if demo_home else None, (lambda _: None) if ctx.json else echo)
+    emit(ctx, summary, lambda: None)
 
 
 # --- integrations: MCP, host hooks, watch (each module imported only when its command runs) ---
@@ -947,7 +996,7 @@ def hook(_ctx: Ctx) -> None:
 
 def _hook_command(host: str, label: str) -> None:
     @hook.command(host, help=f"{label}: EVENT is session-start or stop; silent when there is nothing to say.")
-    @argument("event")
+    @argument("event", help="session-start or stop.")
     @json_option
     def command(ctx: Ctx, event: str) -> int:
         from . import hooks
@@ -977,7 +1026,7 @@ for _host, _label in (
 
 
 @hook.command("install")
-@argument("host")
+@argument("host", help="claude or gemini.")
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
@@ -1002,7 +1051,7 @@ def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
 @option("--jobs", type=at_least(1), default=4, show_default=True, help="Commands running at once.")
 @option("--budget", type=at_least(1), default=6, show_default=True, help="Runs per thread per hour, at most.")
 @option("--once", is_flag=True, help="Handle the letters unread now, then exit.")
-@option("--timeout", type=float, metavar="S", help="Stop after S seconds.")
+@option("--timeout", type=seconds, metavar="S", help="Stop after S seconds.")
 @json_option
 def watch(ctx: Ctx, command: str, jobs: int, budget: int, once: bool, timeout: float | None) -> None:
     """Run CMD once per new authenticated letter, with AGENTMAIL_LETTER_ID, _THREAD, _TYPE... set."""

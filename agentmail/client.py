@@ -31,11 +31,13 @@ from .model import (
     Letter,
     ThreadStatus,
     check_name,
+    check_sendable,
     check_severity,
     check_thread,
     check_type,
     new_thread_id,
     reply_subject,
+    thread_id,
 )
 from .registry import Registry
 from .spool import Spool
@@ -160,6 +162,7 @@ class AgentMail:
         self._refusals: dict[str, str] = {}
         self.last_warnings: list[str] = []
         self.flushed = 0  # letters queued by an earlier command that this client has sent since
+        self.dismissed: list[str] = []  # the failed letters the last ``done`` dismissed
         self._dispatching: str | None = None
         self._fresh: tuple[Letter, bytes] | None = None  # the letter being dispatched, as filed
         self._search: SearchIndex | None = None
@@ -507,7 +510,7 @@ class AgentMail:
         return letters
 
     def show(self, letter_id: str) -> Letter:
-        return self.spool.letter(self._id(letter_id))
+        return self._addressed(self.spool.letter(self._id(letter_id)))
 
     def raw(self, letter_id: str) -> bytes:
         return self.spool.raw(self._id(letter_id))
@@ -573,8 +576,13 @@ class AgentMail:
         return how
 
     def done(self, *letter_ids: str) -> list[str]:
-        """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound."""
-        moved = []
+        """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound.
+
+        A failed letter of mine (refused for good, not sent and not queued, or rejected by a
+        person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it.
+        Those ids are returned too, and listed in ``dismissed``."""
+        moved: list[str] = []
+        self.dismissed = []
         for letter_id in letter_ids:
             letter_id = self._id(letter_id)  # ids are accepted in any case
             state = self.spool.locate(letter_id)
@@ -582,13 +590,31 @@ class AgentMail:
                 raise NotFound(f"no letter {letter_id}")
             if state == "unread" and self._move(letter_id, "unread", "read"):
                 moved.append(letter_id)
+            elif state == "failed" and not self.spool.annotations(letter_id).get("dismissed"):
+                self.spool.annotate(letter_id, dismissed="true")
+                moved.append(letter_id)
+                self.dismissed.append(letter_id)
         return moved
 
     def _id(self, ref: str | Letter) -> str:
-        letter_id = ref.id if isinstance(ref, Letter) else str(ref).strip().lower()  # ids in any case
-        if not (letter_id.isascii() and letter_id.isalnum()):
-            raise BadInput(f"{letter_id!r} is not a letter id")
-        return letter_id
+        """THE place a letter a user names becomes its id here: the id (any case), the letter's
+        Message-ID — the one name both sides share — or a unique prefix of either (``Spool.named``).
+        An id that names nothing is returned for the caller to say "no letter"."""
+        if isinstance(ref, Letter):
+            return ref.id
+        text = str(ref).strip()
+        found = self.spool.named(text, tuple(self.registry.platforms))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+            raise BadInput(f"{text!r} names several letters ({shown}); give more of it")
+        lowered = text.lower()
+        if lowered.isascii() and lowered.isalnum():
+            return lowered
+        if "@" in text or text.startswith("<"):
+            raise NotFound(f"no letter with Message-ID {text}")
+        raise BadInput(f"{text!r} is not a letter id or Message-ID")
 
     # --- sending ---------------------------------------------------------------------------
 
@@ -612,14 +638,14 @@ class AgentMail:
         from . import guards
         from .recipients import resolve
 
+        _check_body(body, force)
         if thread:
+            thread = thread_id(thread)
             return self._send_in_thread(to, thread, body, type=type, force=force, hold=hold, attachments=attachments)
-        check_type(type)
+        check_sendable(type)
         check_severity(severity)
         names = resolve(self.registry, to, self.me.platform)
         recipient, others = self.registry.get(names[0]), names[1:]
-        if type == "note":
-            raise BadInput("use note() for a note to a sibling agent")
         # Counting and filing under one platform-wide lock: two sends at the quota's edge (two
         # agents, two processes) never both see room for one more thread.
         with self.spool.platform_locked("quota"):
@@ -675,9 +701,7 @@ class AgentMail:
         from . import guards
         from .recipients import resolve
 
-        check_type(type)
-        if type == "note":
-            raise BadInput("use note() for a note to a sibling agent")
+        check_sendable(type)
         try:
             chosen = resolve(self.registry, to, self.me.platform)
         except (BadInput, ConfigError):
@@ -742,6 +766,7 @@ class AgentMail:
         from . import guards
 
         self.last_warnings = []
+        _check_body(body, force)
         self._check(guards.Outbound("note", body, self.me.platform, force=force, attachments=attachments))
         if to_agent is not None and to_agent != self.me.agent:
             self._register_sibling(check_name("agent", to_agent))
@@ -769,6 +794,7 @@ class AgentMail:
         attachments: tuple[Attachment, ...] = (),
     ) -> Letter | None:  # fmt: skip
         self.last_warnings = []
+        _check_body(body, force)
         parent_id = self._id(to)
         parent = self.spool.letter(parent_id)
         kind = check_type(type or _default_reply_type(parent.type))
@@ -801,10 +827,9 @@ class AgentMail:
         same guards as a reply (never after the other side's ack or close; the same depth cap;
         one letter after each letter per platform). Raises Refused otherwise."""
         self.last_warnings = []
-        check_type(type)
-        check_thread(thread)
-        if type == "note":
-            raise BadInput("use note() for a note to a sibling agent")
+        _check_body(body, force)
+        check_sendable(type)
+        thread = thread_id(thread)
         letters = self.thread(thread)
         last = self._last_of_platform_thread(thread, letters)
         reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments)
@@ -1086,20 +1111,32 @@ class AgentMail:
     # --- views -----------------------------------------------------------------------------
 
     def thread(self, thread: str, *, sync: bool = True) -> list[Letter]:
-        """Both directions of one thread, in the order they were filed here."""
+        """Both directions of one thread, in the order they were filed here (the id in any case)."""
+        thread = thread_id(thread)
         if sync:
             self.sync()
         letters = []
         for letter_id in self.spool.thread_ids(thread):
             state = self.spool.locate(letter_id)
             if state and state != "quarantine":
-                letters.append(self.spool.letter(letter_id, state))
+                letters.append(self._addressed(self.spool.letter(letter_id, state)))
         if not letters:
             raise NotFound(f"no thread {thread}")
         return letters
 
     def sent(self) -> list[Letter]:
-        return [letter for state in ("held", "outbox", "failed", "sent") for letter in self.spool.letters(state)]
+        return [
+            self._addressed(letter)
+            for state in ("held", "outbox", "failed", "sent")
+            for letter in self.spool.letters(state)
+        ]
+
+    def _addressed(self, letter: Letter) -> Letter:
+        """A fan-out letter with ``to_platforms``: every recipient's platform name, in To order
+        (``to`` names the first, as it always did; ``recipients`` are the addresses)."""
+        if not letter.recipients:
+            return letter
+        return letter.replace(extra={**letter.extra, "to_platforms": self._names(letter.recipients)})
 
     def quarantined(self, *, sync: bool = True) -> list[Letter]:
         if sync:
@@ -1124,8 +1161,9 @@ class AgentMail:
             self.sync()
         rows = []
         undelivered = {state: set(self.spool.ids(state)) for state in ("held", "outbox", "failed")}
+        dismissed = {i for i in undelivered["failed"] if self.spool.annotations(i).get("dismissed")}
         for thread in self.spool.threads() if closed else self.spool.open_threads():
-            ids = self.spool.thread_ids(thread)
+            ids = [i for i in self.spool.thread_ids(thread) if i not in dismissed]
             first, last = self._filed(ids), self._filed(reversed(ids))
             if first is None or last is None:
                 continue
@@ -1134,13 +1172,19 @@ class AgentMail:
             mine = last.sender == self.me.platform
             other = last.to if mine else last.sender
             move = self._whose_move(last, other)
-            delivery, delivery_detail = self._delivery(ids, undelivered, mine or first.sender == self.me.platform)
+            delivery, delivery_detail, delivery_id = self._delivery(
+                ids, undelivered, mine or first.sender == self.me.platform
+            )
             if delivery == "failed" and mine:
                 move = "me"  # my letter never reached them: sending it again is my move
             parts: tuple[dict[str, Any], ...] = ()
+            state = _lifecycle(last.type)
             if first.recipients and first.sender == self.me.platform:  # a fan-out I opened: per counterpart
                 parts = self._parts(thread, ids)
                 if len(parts) > 1:
+                    going = [p for p in parts if p["state"] != "closed"]
+                    if going and last.type == "close":  # one part closed, another still going
+                        state = str(max(going, key=lambda p: str(p["last_id"]))["state"])
                     moves = [str(p["whose_move"]) for p in parts]
                     waiting = [m for m in dict.fromkeys(moves) if m != "nobody"]
                     move = "me" if "me" in moves else ",".join(waiting) or "nobody"
@@ -1149,7 +1193,7 @@ class AgentMail:
                 ThreadStatus(
                     thread=thread,
                     subject=first.subject,
-                    state=_lifecycle(last.type),
+                    state=state,
                     last_type=last.type,
                     whose_move=move,
                     letters=len(ids),
@@ -1159,9 +1203,14 @@ class AgentMail:
                     delivery=delivery,
                     delivery_detail=delivery_detail,
                     recipients=parts if len(parts) > 1 else (),
+                    delivery_id=delivery_id,
                 )
             )
         return rows
+
+    def closed_threads(self) -> int:
+        """How many threads ``status --closed`` adds (counted, not read)."""
+        return self.spool.closed_threads()
 
     @staticmethod
     def _whose_move(last: Letter, other: str, mine: bool | None = None) -> str:
@@ -1192,16 +1241,17 @@ class AgentMail:
                          "last_type": last.type, "last_id": last.id})  # fmt: skip
         return tuple(rows)
 
-    def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str]:
+    def _delivery(self, ids: list[str], undelivered: dict[str, set[str]], mine: bool) -> tuple[str, str, str]:
         """How far my letters in a thread got: "queued" (in the outbox), "failed" (refused, with
-        the server's words), else "sent"; "received" when the thread holds none of mine.
+        the server's words), else "sent"; "received" when the thread holds none of mine; with
+        the detail and the id of the letter it is about.
         ``undelivered``: the ids in outbox/ and failed/, listed once per ``status``."""
         for state, label, key in (("held", "held", "held_reason"), ("outbox", "queued", "queued_reason"),
                                   ("failed", "failed", "failed_reason")):  # fmt: skip
             for letter_id in ids:
                 if letter_id in undelivered[state]:
-                    return label, str(self.spool.letter(letter_id, state).extra.get(key) or "")
-        return ("sent" if mine else "received"), ""
+                    return label, str(self.spool.letter(letter_id, state).extra.get(key) or ""), letter_id
+        return ("sent" if mine else "received"), "", ""
 
     def _filed(self, ids: Iterable[str]) -> Letter | None:
         """The first letter of ``ids`` that is filed (a crash can leave a listed id absent)."""
@@ -1223,6 +1273,8 @@ class AgentMail:
         from .search import Query, check_query
 
         wanted = query if isinstance(query, Query) else Query(text=query, **filters)
+        if wanted.thread is not None:
+            wanted = wanted.replace(thread=thread_id(wanted.thread))
         check_query(wanted)  # a bad filter is refused before the sync
         if sync:
             self.sync()
@@ -1272,6 +1324,7 @@ class AgentMail:
         """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
 
         Raises Timeout. A matching letter already unread returns at once ("spool")."""
+        thread = None if thread is None else thread_id(thread)
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:
@@ -1295,6 +1348,13 @@ def _ours(letter: Letter, me: Identity) -> bool:
     and not a sibling's note to this agent (the only letters from its platform a mailbox files)."""
     to_me = letter.type == "note" and letter.to_agent is not None and letter.to_agent == me.agent
     return letter.sender == me.platform and not letter.extra.get("person") and not to_me
+
+
+def _check_body(body: str, force: bool) -> None:
+    """An empty letter is bad input (exit 2), said before any guard is asked (``--force``, which
+    the guard honours for an empty body too, still sends one)."""
+    if not force and not body.strip():
+        raise BadInput("the body is empty: write what the reader needs (-b TEXT, -b @FILE or -b - for standard input)")
 
 
 def _fan_out_key(message_id: str, party: str) -> str:

@@ -10,6 +10,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from . import bus, signing, wire
 from .client import AgentMail
@@ -54,7 +55,8 @@ def _forged_letter(victim: AgentMail, claimed_from: str, claimed_name: str, doma
     return signing.sign(wire.render(outline), domain, selector, attacker_key)
 
 
-def run_demo(home: Path | None, echo: Callable[[str], None]) -> Path:
+def run_demo(home: Path | None, echo: Callable[[str], None]) -> dict[str, Any]:
+    """Run the tour, telling ``echo`` each step; returns its summary (``demo --json``)."""
     started = time.perf_counter()
     home = home or Path(tempfile.mkdtemp(prefix="agentmail-demo-"))
     home.mkdir(parents=True, exist_ok=True)
@@ -104,7 +106,8 @@ def run_demo(home: Path | None, echo: Callable[[str], None]) -> Path:
     step("runflow closes the thread")
     (close,) = tokengate.inbox()
     refused = tokengate.reply(close, "You're welcome!")
-    step(f"tokengate tries to answer the close: refused — {tokengate.why_refused(close)}" if refused is None else "?!")
+    why_refused = tokengate.why_refused(close)
+    step(f"tokengate tries to answer the close: refused — {why_refused}" if refused is None else "?!")
     tokengate.done(close.id)
 
     echo(f"\nThe thread, as tokengate sees it (agentmail thread {thread}):\n")
@@ -137,4 +140,13 @@ def run_demo(home: Path | None, echo: Callable[[str], None]) -> Path:
     echo(f"   registry and keys:      {home / 'registry'}  ·  {home / 'secrets'} (0600)")
     echo(f"   try: AGENTMAIL_HOME={home} agentmail --as runflow thread {thread}")
     echo(f"\ndone in {time.perf_counter() - started:.2f} s")
-    return home
+    return {
+        "home": str(home),
+        "thread": thread,
+        "letters": [{"id": x.id, "type": x.type, "from": x.sender, "to": x.to} for x in tokengate.thread(thread)],
+        "refused_answer_to_close": why_refused,
+        "forgery": {"id": caught.id, "reason": caught.reason, "detail": caught.detail},
+        "status": status.to_json(),
+        "spool": str(tokengate.spool.root),
+        "registry": str(home / "registry"),
+    }

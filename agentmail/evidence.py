@@ -214,7 +214,8 @@ def save(attachments: tuple[Attachment, ...], directory: str | Path, *, force: b
         raise NotFound("the letter carries no attachments")
     target = Path(directory).expanduser()
     if not target.is_dir():
-        raise BadInput(f"--dir {directory}: not a directory")
+        missing = not target.exists() and not target.is_symlink()
+        raise BadInput(f"--dir {directory}: " + ("does not exist (create it first)" if missing else "not a directory"))
     root = target.resolve()
     paths = []
     for name in unique_names(attachments):

@@ -58,6 +58,18 @@ def check_type(value: str) -> str:
     return value
 
 
+_NOTE_ADVICE = "a note to a sibling agent: use note() in Python, 'agentmail note' on the command line"
+
+
+def check_sendable(value: str) -> str:
+    """A type a letter to another platform may have: the six ``send -t`` lists (not ``note``)."""
+    if value == "note":
+        raise BadInput(f"type 'note' is {_NOTE_ADVICE}")
+    if value not in TYPES:
+        raise BadInput(f"unknown type {value!r}; one of: {', '.join(TYPES[:-1])} ({_NOTE_ADVICE})")
+    return value
+
+
 def check_severity(value: str | None) -> str | None:
     if value is not None and value not in SEVERITIES:
         raise BadInput(f"unknown severity {value!r}; one of: {', '.join(SEVERITIES)}")
@@ -68,6 +80,15 @@ def check_thread(value: str) -> str:
     if not THREAD_RE.fullmatch(value or ""):
         raise BadInput(f"thread id {value!r} must match thr-<6-26 lowercase letters/digits>")
     return value
+
+
+def thread_id(value: str) -> str:
+    """A thread id as a user typed it: any case and surrounding space accepted, as letter ids
+    are (``THR-9F2A41`` is ``thr-9f2a41``); checked like ``check_thread`` once lowered."""
+    lowered = str(value).strip().lower()
+    if not THREAD_RE.fullmatch(lowered):
+        raise BadInput(f"thread id {value!r} must match thr-<6-26 letters/digits> (any case)")
+    return lowered
 
 
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
@@ -285,6 +306,7 @@ class ThreadStatus(Frozen):
         "delivery",
         "delivery_detail",
         "recipients",
+        "delivery_id",
     )
 
     thread: str
@@ -301,6 +323,7 @@ class ThreadStatus(Frozen):
     # A fan-out thread (opened to several platforms): one row per counterpart, each with its own
     # ``with``/``whose_move``/``state``/``last_type``/``last_id``; empty for a two-party thread.
     recipients: tuple[dict[str, Any], ...]
+    delivery_id: str  # the letter ``delivery`` is about (held, queued or failed), "" for sent/received
 
     def __init__(
         self,
@@ -316,6 +339,7 @@ class ThreadStatus(Frozen):
         delivery: str,
         delivery_detail: str = "",
         recipients: tuple[dict[str, Any], ...] = (),
+        delivery_id: str = "",
     ) -> None:
         set_field(self, "thread", thread)
         set_field(self, "subject", subject)
@@ -329,11 +353,13 @@ class ThreadStatus(Frozen):
         set_field(self, "delivery", delivery)
         set_field(self, "delivery_detail", delivery_detail)
         set_field(self, "recipients", recipients)
+        set_field(self, "delivery_id", delivery_id)
 
     def to_json(self) -> dict[str, Any]:
         row = {
             "delivery": self.delivery,
             "delivery_detail": self.delivery_detail,
+            "delivery_id": self.delivery_id,
             "thread": self.thread,
             "subject": self.subject,
             "state": self.state,

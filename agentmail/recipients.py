@@ -4,7 +4,7 @@ names (DESIGN §6 fan-out).
     recipients.resolve(registry, "@consumers-of-runflow,beta", sender="alpha")  # -> ("tokengate", "highway", "beta")
 
 Pure: the registry is data. A name or group that does not exist, an empty list or the sender
-itself is BadInput / ConfigError with one sentence; duplicates collapse, order is kept.
+itself is BadInput with one sentence; duplicates collapse, order is kept.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def split(text: str) -> tuple[str, ...]:
 
 def resolve(registry: Registry, to: str | tuple[str, ...] | list[str], sender: str | None = None) -> tuple[str, ...]:
     """TO as the registry's platform names, groups expanded, each once, in order. ``sender``
-    (the writing platform) is dropped from a group and refused in a list of several (alone, it
-    is what ``send`` always did with it)."""
+    (the writing platform) is dropped from a group and refused when named: a letter to itself
+    would be dropped as a duplicate by its own sync and wait for an answer for ever."""
     items = split(to) if isinstance(to, str) else split(",".join(to))
     names: list[str] = []
     for item in items:
@@ -42,8 +42,9 @@ def resolve(registry: Registry, to: str | tuple[str, ...] | list[str], sender: s
                 known = ", ".join("@" + g for g, _ in registry.bus.groups) or "none"
                 raise BadInput(f"no group {item} in {registry.root / 'bus.toml'} (known: {known})")
             names.extend(m for m in members if m != sender)  # a platform of a group writing to it
-        elif item == sender and len(items) > 1:
-            raise BadInput(f"{item} is the sending platform itself; a fan-out goes to other platforms")
+        elif item == sender:
+            raise BadInput(f"{item} is the sending platform itself; a letter goes to other platforms "
+                           "(a handover to a sibling agent is 'agentmail note')")  # fmt: skip
         else:
             names.append(item)
     chosen = tuple(dict.fromkeys(names))
@@ -52,5 +53,5 @@ def resolve(registry: Registry, to: str | tuple[str, ...] | list[str], sender: s
     if len(chosen) > MAX_RECIPIENTS:
         raise BadInput(f"{len(chosen)} recipients; one letter goes to at most {MAX_RECIPIENTS}")
     for name in chosen:
-        registry.get(name)  # ConfigError with "did you mean" for an unknown platform
+        registry.named(name)  # BadInput with "did you mean" for an unknown platform
     return chosen

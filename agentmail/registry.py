@@ -13,7 +13,7 @@ from typing import Any
 
 from ._toml import BadToml, read_toml
 from ._value import Frozen, Value, set_field
-from .errors import ConfigError
+from .errors import BadInput, ConfigError
 from .model import NAME_RE
 
 ADDRESS_RE = re.compile(
@@ -266,8 +266,17 @@ class Registry(Value):
 
             known = ", ".join(sorted(self.platforms)) or "none"
             close = difflib.get_close_matches(name, list(self.platforms), n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            raise ConfigError(f"no platform {name!r} in the registry at {self.root}; {hint}(known: {known})") from None
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"no platform {name!r} in the registry at {self.root}{hint} (known: {known})") from None
+
+    def named(self, name: str) -> Platform:
+        """A platform a user typed (``send TO``, ``person PLATFORM``): an unknown name is bad
+        input (exit 2), the same sentence as ``get``'s; ``get`` is for names the configuration
+        gives (an identity, a marker), where it is a configuration problem (exit 6)."""
+        try:
+            return self.get(name)
+        except ConfigError as exc:
+            raise BadInput(str(exc)) from None
 
 
 def _read_toml(path: Path) -> dict[str, Any]:

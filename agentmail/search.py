@@ -31,18 +31,23 @@ from typing import Any, TypeVar
 
 from ._value import Frozen, set_field
 from .errors import BadInput
-from .model import HUMAN, TYPES, check_thread
+from .model import HUMAN, TYPES, check_thread, strip_re
 from .spool import STATES, Spool
 from .text import FORBIDDEN
 
 INDEX_FILE = "search.sqlite"
-SCHEMA = 2  # PRAGMA user_version: an index of another schema is built again
+SCHEMA = 3  # PRAGMA user_version: an index of another schema is built again (3: the inherited column)
 MAX_QUERY = 1000  # characters
 MAX_TERMS = 32
 MAX_LIMIT = 1000
 SNIPPET_TOKENS = 12
 RANK_WINDOW = 2000  # the newest letters matching the words that are ranked (see _search)
-WEIGHTS = (8.0, 1.0, 2.0)  # bm25 column weights: subject, body, people
+# bm25 column weights: subject, body, people, inherited. A reply's "Re: ..." subject is the
+# thread's, not its own title: it weighs as its body does, so the report that has a word in its
+# subject and its body ranks above the short replies that only inherited it (bm25 normalises by
+# the whole row's length, so a long report would otherwise lose to every one-line answer).
+WEIGHTS = (8.0, 1.0, 2.0, 1.0)
+COLUMNS = "subject, body, people, inherited"
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 _DDL = f"""
@@ -53,7 +58,7 @@ CREATE TABLE IF NOT EXISTS letters (
 CREATE INDEX IF NOT EXISTS letters_state ON letters(state, id);
 CREATE INDEX IF NOT EXISTS letters_thread ON letters(thread);
 CREATE TABLE IF NOT EXISTS stamps (state TEXT PRIMARY KEY, count INTEGER NOT NULL, checksum INTEGER NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5(subject, body, people, tokenize='{TOKENIZER}');
+CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5({COLUMNS}, tokenize='{TOKENIZER}');
 """
 _CONTROL = re.compile(f"[{FORBIDDEN}]")
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
@@ -373,9 +378,7 @@ class SearchIndex:
         """Parse ``match`` against an empty table of the same shape: only the query can fail here."""
         if self._checker is None:
             self._checker = sqlite3.connect(":memory:", check_same_thread=False)
-            self._checker.execute(
-                f"CREATE VIRTUAL TABLE words USING fts5(subject, body, people, tokenize='{TOKENIZER}')"
-            )
+            self._checker.execute(f"CREATE VIRTUAL TABLE words USING fts5({COLUMNS}, tokenize='{TOKENIZER}')")
         try:
             self._checker.execute("SELECT rowid FROM words WHERE words MATCH ?", (match,)).fetchall()
         except sqlite3.Error as exc:
@@ -452,9 +455,12 @@ class SearchIndex:
             text(k) for k in ("from", "sender_address", "sender_name", "to", "to_address", "to_agent", "thread", "ref")
         )
         body = text("body") + ("\n" + text("detail") if text("detail") else "")
+        subject, inherited = text("subject"), ""
+        if text("in_reply_to") and strip_re(subject) != subject:  # a reply's "Re: <the thread's subject>"
+            subject, inherited = "", subject
         db.execute(
-            "INSERT INTO words(rowid, subject, body, people) VALUES (?, ?, ?, ?)",
-            (cursor.lastrowid, text("subject"), body, people),
+            f"INSERT INTO words(rowid, {COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+            (cursor.lastrowid, subject, body, people, inherited),
         )
 
     def _search(self, db: sqlite3.Connection, query: Query, match: str | None) -> list[Hit]:

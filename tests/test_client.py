@@ -218,9 +218,7 @@ def test_opener_warnings_are_advice_and_exempt_ack(alpha: AgentMail) -> None:
 
 
 def test_unknown_recipient_type_and_severity_are_refused(alpha: AgentMail) -> None:
-    from agentmail.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="no platform 'gamma'"):
+    with pytest.raises(BadInput, match="no platform 'gamma'"):  # a typed name: bad input (issue 29)
         alpha.send("gamma", "Hi", OPENER)
     with pytest.raises(BadInput):
         alpha.send("beta", "Hi", OPENER, type="rant")

@@ -95,7 +95,8 @@ def test_resolve_expands_groups_drops_duplicates_and_keeps_first_seen_order(item
         ("@nobody", BadInput, "no group @nobody"),
         ("@Bad!", BadInput, "not a group name"),
         ("beta,alpha", BadInput, "sending platform itself"),
-        ("beta,gmma", ConfigError, "did you mean gamma"),
+        ("beta,gmma", BadInput, "did you mean gamma"),  # a typed name: bad input (exit 2), issue 29
+        ("alpha", BadInput, "sending platform itself"),  # a letter to itself, issue 29
     ],
 )
 def test_a_bad_recipient_list_is_refused_in_one_line(three: Registry, to: str, error: type, words: str) -> None:

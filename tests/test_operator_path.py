@@ -182,8 +182,9 @@ def test_a_transient_failure_queues_says_so_and_the_next_command_sends_it(
     cli_bus(home, servers)
     servers.stop_smtp()
     code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
-    assert code == 5
-    assert "queued (not sent): nothing is listening on 127.0.0.1:" in out and "do not send it again" in out
+    assert code == 5 and out.split()[2:] == ["queued"]  # THREAD ID queued; the news once, on stderr (issue 29)
+    assert "queued (not sent): nothing is listening on 127.0.0.1:" in err and "do not send it again" in err
+    assert err.count("\n") == 1 and "queued" not in err.partition("queued")[2]
     thread = out.split()[0]
     code, out, _ = run(capsys, "--as", "alpha", "--json", "status", "--no-sync")
     assert [r["delivery"] for r in json.loads(out)] == ["queued"]
@@ -281,8 +282,8 @@ def test_nothing_listening_is_named_and_queues(home: Path, capsys: pytest.Captur
             endpoints=bus.endpoints(f"127.0.0.1:{port}", f"127.0.0.1:{port}", ("none",), None, ()),
         )
         write_login(home, "alpha", Login("alpha@bus.test", "x"))
-        code, out, _ = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
-    assert code == 5 and f"nothing is listening on 127.0.0.1:{port}" in out
+        code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+    assert code == 5 and f"nothing is listening on 127.0.0.1:{port}" in err
 
 
 def test_unknown_platform_and_outside_a_checkout(home: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -73,7 +73,7 @@ def test_person_adds_changes_and_removes_and_platforms_shows_them(
         (("alpha", "not an address", "--follows"), 2, "not a plain lowercase ASCII address"),
         (("alpha", "a@b.test\r\nBcc: x@evil.test", "--follows"), 2, "not a plain"),
         (("alpha", "a@b.test", "--remove", "--follows"), 2, "--remove takes no"),
-        (("alpah", "a@b.test", "--follows"), 6, "did you mean alpha"),
+        (("alpah", "a@b.test", "--follows"), 2, "did you mean alpha"),  # a typed name: exit 2 (issue 29)
     ],
 )
 def test_person_refuses_bad_input_in_one_line(

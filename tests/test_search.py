@@ -93,6 +93,22 @@ def test_the_subject_weighs_more_than_the_body(alpha: AgentMail, beta: AgentMail
     assert hits[0].score > hits[1].score
 
 
+def test_the_report_ranks_above_the_replies_that_only_inherited_its_subject(alpha: AgentMail, beta: AgentMail) -> None:
+    """bm25 normalises by the whole row: a long report would lose to every short "Re:" answer
+    if the answer's inherited subject counted as a title of its own (issue 29)."""
+    report = alpha.send("beta", "Cursor pagination skips rows", "The cursor of /list skips a row per page. " + OPENER)
+    for n in range(4):
+        (got,) = beta.inbox()
+        beta.reply(got, f"Looking at it, round {n}.", type="question")
+        (answer,) = alpha.inbox()
+        alpha.reply(answer, f"Here is what we see, round {n}.", type="question")
+    hits = alpha.search("cursor", sync=False)
+    assert len(hits) == 9 and hits[0].id == report.id and hits[0].score > hits[1].score
+    assert all(h.subject == "Re: Cursor pagination skips rows" for h in hits[1:])
+    assert "**cursor**" in hits[0].snippet.lower()
+    assert beta.search("cursor")[0].subject == "Cursor pagination skips rows"  # beta's side ranks the same way
+
+
 def test_filters_narrow_and_filters_alone_list_newest_first(beta: AgentMail, exchanged: dict[str, str]) -> None:
     assert {h.id for h in beta.search("quota", sender="beta")} == {exchanged["ack"]}
     assert {h.id for h in beta.search("quota", sender="beta@bus.test")} == {exchanged["ack"]}
@@ -472,7 +488,10 @@ def test_ranking_widens_its_window_until_the_filters_find_enough(
 
     monkeypatch.setattr(search, "RANK_WINDOW", 1)
     newest_first = beta.search("quota", sync=False, limit=1)
-    assert [h.id for h in newest_first] == [exchanged["ack"]]  # the window held the newest match only
+    # The newest match is the quarantined forgery, which the filters drop: the window widens to
+    # every match, and the report (the word in its subject and body) ranks above the ack that
+    # only inherited its "Re:" subject (issue 29).
+    assert [h.id for h in newest_first] == [exchanged["quota_id"]]
     assert [h.id for h in beta.search("quota", sync=False, sender="alpha")] == [exchanged["quota_id"]]
     assert [h.id for h in beta.search("quota", sync=False, thread=exchanged["quota"], limit=5)] == [
         exchanged["ack"],

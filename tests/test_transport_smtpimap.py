@@ -319,7 +319,7 @@ def test_the_password_appears_in_no_output_or_log(
     out, err = capsys.readouterr()
     everything = out + err + caplog.text
     assert CANARY not in everything
-    assert "queued (not sent)" in out and "refused the login 'beta@bus.test'" in out
+    assert "queued (not sent)" in err and "refused the login 'beta@bus.test'" in out
     transport = SmtpImapTransport.from_registry(registry_mod.load(home / "registry"), "alpha", home)
     assert CANARY not in repr(transport)
 

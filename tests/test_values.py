@@ -19,6 +19,7 @@ from agentmail.transport.base import Checkpoint
 STATUS_FIELDS = {
     "delivery",
     "delivery_detail",
+    "delivery_id",
     "thread",
     "subject",
     "state",

@@ -41,6 +41,7 @@ ANSWERING = ("outbox", "held", "sent")
 # What the new-thread quota counts: letters that left or wait to leave (failed ones never left).
 LEAVING = ("sent", "outbox", "held")
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+MIN_PREFIX = 6  # the shortest prefix of an id or a Message-ID that names a letter
 _HOLDING = threading.local()  # the claims locks this thread holds (see Spool._claims_locked)
 
 
@@ -380,7 +381,7 @@ class Spool:
             if "depth" not in data:
                 data["depth"] = self.depth_for(letter_id, data)
                 self._cache_meta(letter_id, data)
-            self._mark_thread(tx, str(data.get("thread") or ""), str(data.get("type") or ""))
+            self._mark_thread(tx, str(data.get("thread") or ""), str(data.get("type") or ""))  # in filing order
         tx.execute("DELETE FROM claims")
         tx.execute("DELETE FROM facts WHERE name='claims'")
 
@@ -496,16 +497,36 @@ class Spool:
         if not quarantined:
             self._mark_thread(tx, letter.thread, letter.type)
 
-    @staticmethod
-    def _mark_thread(tx: sqlite3.Connection, thread: str, kind: str) -> None:
-        """Keep ``threads`` (and which are open) current, so ``status`` costs what is open."""
+    def _mark_thread(self, tx: sqlite3.Connection, thread: str, kind: str) -> None:
+        """Keep ``threads`` (and which are open) current, so ``status`` costs what is open. A
+        close ends the thread, or in a fan-out this platform opened, one counterpart's part of
+        it: the thread stays open while another part has no close."""
         if kind == "note":  # a note neither opens nor closes a thread
             tx.execute("INSERT OR IGNORE INTO threads(thread, open) VALUES(?, 0)", (thread,))
         else:
+            still_open = kind != "close" or self._parts_open(tx, thread)
             tx.execute(
                 "INSERT INTO threads(thread, open) VALUES(?, ?) ON CONFLICT(thread) DO UPDATE SET open=excluded.open",
-                (thread, 0 if kind == "close" else 1),
+                (thread, 1 if still_open else 0),
             )
+
+    def _parts_open(self, tx: sqlite3.Connection, thread: str) -> bool:
+        """Is a part of this fan-out thread still without a close? (False: not a fan-out of mine.)
+        From the thread's records, as filed: the same answer when the caches are rebuilt."""
+        me = self.platform_root.name
+        parties: list[str] = []
+        closed: set[str] = set()
+        rows = tx.execute("SELECT meta FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,))
+        for (meta,) in rows:
+            data = _loads(meta) or {}
+            sender, recipients = str(data.get("from") or ""), data.get("recipients") or []
+            mine = sender == me
+            between = [self._name(str(a)) for a in recipients] if mine and recipients else [str(data.get("to") or "")]
+            if mine and recipients:
+                parties += between
+            if data.get("type") == "close":
+                closed.update(between if mine else [sender])
+        return any(party not in closed for party in parties if party != me)
 
     def _publish(self, letter_id: str) -> None:
         """Move a filed letter's file from tmp/ into letters/ (not fsynced: a rename lost in a
@@ -608,6 +629,43 @@ class Spool:
             .fetchone()
         )
         return None if row is None else str(row[0])
+
+    def named(self, ref: str, senders: tuple[str, ...] = (), most: int = 5) -> list[str]:
+        """The letters ``ref`` names, as a user may quote one (DESIGN §8): its id here (any
+        case), its Message-ID (with or without the angle brackets; the one name both sides of
+        the wire share), or a prefix of either of at least ``MIN_PREFIX`` characters. At most
+        ``most`` ids; where several match, the authenticated ones (a forger may reuse a
+        Message-ID, into quarantine). ``senders``: the platforms whose (sender, Message-ID)
+        index is asked first. Typed text: compared, never parsed or used as a path.
+
+        An id or a whole Message-ID costs an index lookup; a prefix of a Message-ID reads every
+        letter's record (a quarter of a second at 100,000 letters)."""
+        text = ref.strip()
+        lowered = text.lower()
+        if lowered.isascii() and lowered.isalnum() and self.locate(lowered):
+            return [lowered]
+        forms = list(dict.fromkeys(t.removeprefix("<").removesuffix(">") for t in (text, lowered)))
+        if not forms[0] or not forms[0].isprintable() or len(forms[0]) > 998:
+            return []
+        whole = (self.known(sender, f"<{form}>") for form in forms for sender in senders)
+        found = {(i, self.locate(i) or "") for i in whole if i}
+        if not found and len(forms[0]) >= MIN_PREFIX:
+            ids = self._sql().execute(  # ids are [0-9a-z]: "~" sorts after every one
+                "SELECT id, state FROM letters WHERE id >= ? AND id <= ? LIMIT ?", (lowered, lowered + "~", most + 1)
+            )
+            found = {(str(i), str(state)) for i, state in ids}
+            patterns = [json.dumps(f"<{form}")[:-1] for form in forms]  # as the record spells it, open-ended
+            rows = self._sql().execute(
+                f"SELECT id, state, meta FROM letters WHERE {' OR '.join(['instr(meta, ?) > 0'] * len(patterns))}",
+                patterns,
+            )
+            for letter_id, state, meta in rows:
+                message_id = str((_loads(meta) or {}).get("message_id") or "")
+                if any(message_id.startswith(f"<{form}") for form in forms):
+                    found.add((str(letter_id), str(state)))
+        ordered = sorted(found)
+        trusted = [i for i, state in ordered if state != "quarantine"]
+        return (trusted or [i for i, _ in ordered])[:most]
 
     def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
         """Are these exact bytes already filed (a refetch after a crash, a second delivery)?
@@ -893,6 +951,19 @@ class Spool:
         """Threads whose last letter is not a close (notes neither open nor close one)."""
         rows = self._sql().execute("SELECT thread FROM threads WHERE open=1 ORDER BY thread").fetchall()
         return [str(r[0]) for r in rows]
+
+    def closed_threads(self) -> int:
+        """How many threads are closed (notes' threads are none): one count over the threads
+        cache, for the "no open threads" line, without reading their letters."""
+        row = (
+            self._sql()
+            .execute(
+                "SELECT count(*) FROM threads t WHERE open=0 AND EXISTS (SELECT 1 FROM letters l"
+                " WHERE l.thread=t.thread AND l.type != 'note' AND l.state != 'quarantine')"
+            )
+            .fetchone()
+        )
+        return int(row[0])
 
     def threads(self) -> list[str]:
         rows = self._sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
