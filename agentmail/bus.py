@@ -21,6 +21,7 @@ from .credentials import key_path, read_owner_only, write_private_key
 from .errors import AgentmailError, BadInput, ConfigError, NotFound
 from .model import check_name
 from .registry import (
+    AUTH_MECHANISMS,
     DOMAIN_RE,
     PERSON_RE,
     TLS_MODES,
@@ -61,6 +62,8 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
     else:
         dkim["public_key"] = platform.public_key
     entry["dkim"] = dkim
+    if platform.auth:
+        entry["auth"] = platform.auth
     if platform.people:
         entry["people"] = [{"address": p.address, "follows": p.follows, "writes": p.writes} for p in platform.people]
     return entry
@@ -299,11 +302,18 @@ def _one(key: str, values: list[str]) -> str:
     return values[0]
 
 
-def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = None) -> Any:
+def set_setting(
+    root: Path, key: str, values: list[str], *, tls: str | None = None, platform: str | None = None
+) -> Any:
     """Change one ``bus.toml`` setting in place, validated like a load; returns what was stored.
 
     ``ca_file`` copies the PEM into the registry (``ca.pem``) and stores that relative path,
-    so the registry can be committed and checked out anywhere."""
+    so the registry can be committed and checked out anywhere. ``platform``: the setting of
+    that platform's entry instead (``auth`` only; ``""`` goes back to the bus's)."""
+    if platform is not None:
+        if key != "auth":
+            raise BadInput(f"only auth is set per platform (--platform), not {key!r}")
+        return _set_platform_auth(root, platform, _one(key, values))
     data = _read_bus(root)
     if key in ("smtp", "imap"):
         host, port = _host_port(_one(key, values), key)
@@ -352,18 +362,37 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
             raise BadInput("new_threads_per_hour is a whole number") from None
     elif key.startswith("groups.") or key.startswith("group."):
         stored = _set_group(root, data, key.partition(".")[2], values)
+    elif key == "auth":
+        stored = data[key] = _auth(_one(key, values))
     elif key in ("sent_folder", "policy", "domain", "name", "transport"):
         stored = data[key] = _one(key, values)
     else:
         raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
                        f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, groups.NAME, "
-                       f"domain, name, transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types")  # fmt: skip
+                       f"domain, name, transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types, "
+                       f"auth")  # fmt: skip
     try:
         parse_bus(data)  # refuse a configuration we could not load back
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
     _write_toml(root / "bus.toml", data)
     return stored
+
+
+def _auth(value: str) -> str:
+    if value not in AUTH_MECHANISMS:
+        raise BadInput(f"auth must be one of {', '.join(AUTH_MECHANISMS)}, not {value!r}")
+    return value
+
+
+def _set_platform_auth(root: Path, name: str, value: str) -> str:
+    """``bus set auth MECHANISM --platform NAME``: that platform's login mechanism, written into
+    its entry (``""``: the bus's again). Returns what the platform now uses."""
+    registry = load(root)
+    old = registry.named(name)
+    updated = old.replace(auth=_auth(value) if value else "")
+    _write_toml(root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated.auth or registry.bus.auth
 
 
 def _set_group(root: Path, data: dict[str, Any], name: str, values: list[str]) -> list[str]:

@@ -472,24 +472,26 @@ def bus_group(_ctx: Ctx) -> None:
 @argument("key", help="The setting (listed above).")
 @argument("values", metavar="VALUE", nargs=-1, required=True, help="Its value, or several for a list.")
 @option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
+@option("--platform", metavar="NAME", help='With auth: set it for this platform only ("" goes back to the bus\'s).')
 @json_option
-def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None) -> None:
+def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platform: str | None) -> None:
     """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
     smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
     policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
     new_threads_per_hour N (0: no cap), groups.NAME PLATFORM... (for 'send @NAME'; "" removes it), domain, name;
     attachments: attach_max_bytes BYTES (each), attach_max_total BYTES (per letter), attach_max_count N,
-    attach_types TYPE... (the allow-list)."""
+    attach_types TYPE... (the allow-list); auth password|xoauth2|oauthbearer (how platforms log in to their
+    mailboxes; with --platform NAME for one platform, written into its entry)."""
     import json
 
     from . import bus
 
-    stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls)
-    emit(
-        ctx,
-        {"key": key, "value": stored},
-        lambda: echo(f"{ctx.registry_root() / 'bus.toml'}: {key} = {json.dumps(stored)}"),
-    )
+    stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
+    where = ctx.registry_root() / ("bus.toml" if platform is None else f"platforms/{platform}.toml")
+    data: dict[str, Any] = {"key": key, "value": stored}
+    if platform is not None:
+        data["platform"] = platform
+    emit(ctx, data, lambda: echo(f"{where}: {key} = {json.dumps(stored)}"))
 
 
 def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:

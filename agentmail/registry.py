@@ -29,6 +29,9 @@ HOLD_RE = re.compile(r"^(?:[a-z0-9][a-z0-9._+-]{0,63}@)?" + DOMAIN_RE.pattern[1:
 SELECTOR_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 POLICIES = ("pinned", "aligned")
 TLS_MODES = ("implicit", "starttls", "none")
+# How a mailbox login is proved (DESIGN §2): a password, or an OAuth2 access token by SASL
+# XOAUTH2 (Google's and Microsoft's) or OAUTHBEARER (RFC 7628).
+AUTH_MECHANISMS = ("password", "xoauth2", "oauthbearer")
 
 
 # The attachment types a bus takes unless bus.toml's attach_types says otherwise: evidence
@@ -86,6 +89,7 @@ class Bus(Frozen):
         "attach_max_count",
         "attach_types",
         "groups",
+        "auth",
     )
 
     name: str
@@ -108,6 +112,7 @@ class Bus(Frozen):
     attach_types: tuple[str, ...]
     # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
     groups: tuple[tuple[str, tuple[str, ...]], ...]
+    auth: str  # how every platform logs in to the mailbox, unless its entry says otherwise
 
     def __init__(
         self,
@@ -129,6 +134,7 @@ class Bus(Frozen):
         attach_max_count: int = ATTACH_MAX_COUNT,
         attach_types: tuple[str, ...] = ATTACH_TYPES,
         groups: tuple[tuple[str, tuple[str, ...]], ...] = (),
+        auth: str = "password",
     ) -> None:
         set_field(self, "name", name)
         set_field(self, "domain", domain)
@@ -148,6 +154,7 @@ class Bus(Frozen):
         set_field(self, "attach_max_count", attach_max_count)
         set_field(self, "attach_types", attach_types)
         set_field(self, "groups", groups)
+        set_field(self, "auth", auth)
 
     def group(self, name: str) -> tuple[str, ...] | None:
         return next((members for group, members in self.groups if group == name), None)
@@ -182,6 +189,7 @@ class Platform(Frozen):
         "public_key",
         "key_lookup",
         "people",
+        "auth",
     )
 
     name: str
@@ -195,6 +203,7 @@ class Platform(Frozen):
     public_key: str  # base64, as in the DNS TXT record's p=
     key_lookup: str  # or "dns" for partners who publish their key
     people: tuple[Person, ...]
+    auth: str  # this platform's mailbox login mechanism; "": the bus's
 
     def __init__(
         self,
@@ -209,6 +218,7 @@ class Platform(Frozen):
         public_key: str = "",
         key_lookup: str = "pinned",
         people: tuple[Person, ...] = (),
+        auth: str = "",
     ) -> None:
         set_field(self, "name", name)
         set_field(self, "address", address)
@@ -221,6 +231,7 @@ class Platform(Frozen):
         set_field(self, "public_key", public_key)
         set_field(self, "key_lookup", key_lookup)
         set_field(self, "people", people)
+        set_field(self, "auth", auth)
 
     @property
     def followers(self) -> tuple[str, ...]:
@@ -269,6 +280,10 @@ class Registry(Value):
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ConfigError(f"no platform {name!r} in the registry at {self.root}{hint} (known: {known})") from None
 
+    def auth_of(self, name: str) -> str:
+        """How platform ``name`` logs in to its mailbox: its entry's ``auth``, else the bus's."""
+        return self.get(name).auth or self.bus.auth
+
     def named(self, name: str) -> Platform:
         """A platform a user typed (``send TO``, ``person PLATFORM``): an unknown name is bad
         input (exit 2), the same sentence as ``get``'s; ``get`` is for names the configuration
@@ -301,10 +316,11 @@ TOP_KEYS = (
     "attach_max_total",
     "attach_max_count",
     "attach_types",
+    "auth",
 )
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
 FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
-PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people")
+PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people", "auth")
 PERSON_KEYS = ("address", "follows", "writes")
 DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup")
 
@@ -415,6 +431,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     if not isinstance(types, list) or not all(isinstance(t, str) and ATTACH_TYPE_RE.fullmatch(t) for t in types):
         raise ConfigError('bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])')
     groups = parse_groups(data.get("groups", {}))
+    auth = parse_auth(data.get("auth", "password"), "bus.toml: auth")
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
     poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
     if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
@@ -438,7 +455,14 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         attach_types=tuple(dict.fromkeys(types)),
         **sizes,
         groups=groups,
+        auth=auth,
     )
+
+
+def parse_auth(value: Any, where: str) -> str:
+    if value not in AUTH_MECHANISMS:
+        raise ConfigError(f"{where} must be one of {', '.join(AUTH_MECHANISMS)}, not {value!r}")
+    return str(value)
 
 
 def parse_groups(data: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -497,6 +521,7 @@ def parse_platform(data: dict[str, Any], stem: str) -> Platform:
         if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
             raise ConfigError(f"{label} must be a list of strings")
     people = parse_people(data.get("people", []))
+    auth = parse_auth(data["auth"], "auth") if "auth" in data else ""
     return Platform(
         name=name,
         address=address,
@@ -509,6 +534,7 @@ def parse_platform(data: dict[str, Any], stem: str) -> Platform:
         public_key=public_key if isinstance(public_key, str) else "",
         key_lookup=lookup,
         people=people,
+        auth=auth,
     )
 
 

@@ -1,7 +1,8 @@
 """The ``smtp+imap`` transport: submit with aiosmtplib, pull with imapclient (DESIGN §2).
 
-Submission: TLS as configured (certificates verified; ``ca_file`` adds a private CA), AUTH,
-all queued letters over one connection. A 250 moves a letter to sent; a 4xx, a timeout or an
+Submission: TLS as configured (certificates verified; ``ca_file`` adds a private CA), AUTH
+(a password, or an OAuth2 token by SASL XOAUTH2 or OAUTHBEARER, RFC 7628: ``auth`` in
+bus.toml), all queued letters over one connection. A 250 moves a letter to sent; a 4xx, a timeout or an
 unreachable server leaves it queued; a 5xx fails it with the server's words.
 
 Pull: ``BODY.PEEK[]`` (never sets \\Seen, so a human's mail client is undisturbed), sizes
@@ -13,6 +14,8 @@ already holds. Nothing from a letter is ever put into an IMAP command.
 from __future__ import annotations
 
 import asyncio
+import base64
+import re
 import selectors
 import socket
 import ssl
@@ -37,6 +40,9 @@ BATCH = 200
 TIMEOUT = 30.0  # one command once logged in (a large DATA or FETCH)
 HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS, login: a wrong TLS mode fails in seconds
 IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
+# SASL names of the bus.toml ``auth`` values that send a token (RFC 7628, Google's XOAUTH2).
+SASL = {"xoauth2": "XOAUTH2", "oauthbearer": "OAUTHBEARER"}
+BEARER_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")  # RFC 6750 §2.1 b64token: all a token may be
 
 
 def tls_context(ca_file: str | None) -> ssl.SSLContext:
@@ -74,7 +80,14 @@ def _chain(exc: BaseException) -> list[BaseException]:
     return seen
 
 
-def problem(endpoint: Endpoint, what: str, exc: BaseException, login: Login | None = None) -> AgentmailError:
+def secret_noun(auth: str) -> str:
+    """What the secret of ``auth`` is called in messages: ``password`` or ``XOAUTH2 token``."""
+    return f"{SASL[auth]} token" if auth in SASL else "password"
+
+
+def problem(
+    endpoint: Endpoint, what: str, exc: BaseException, login: Login | None = None, auth: str = "password"
+) -> AgentmailError:
     """What a failure to connect or log in means: a ConfigError (fix something; retrying will not
     help, so a letter is never queued behind it) or a TransportError (try again later)."""
     where = _where(endpoint)
@@ -86,6 +99,11 @@ def problem(endpoint: Endpoint, what: str, exc: BaseException, login: Login | No
         if 400 <= code < 500:
             return TransportError(f"{where} could not check the login now ({code}); try again later")
         detail = f" ({code} {getattr(exc, 'message', '')})" if code else ""
+        if auth in SASL:
+            return ConfigError(
+                f"{where} refused the {login.named(secret_noun(auth))}{detail}: the token has expired or was "
+                f"revoked, or is not for this mailbox; see what the token command prints, then 'agentmail doctor'"
+            )
         return ConfigError(
             f"{where} refused the {login.origin}{detail}; fix the password there, then 'agentmail doctor'"
         )
@@ -120,7 +138,55 @@ def problem(endpoint: Endpoint, what: str, exc: BaseException, login: Login | No
     return TransportError(f"cannot reach {where}: {exc.__class__.__name__}: {exc}")
 
 
-async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) -> None:
+def bearer_token(login: Login, secret: str, auth: str) -> str:
+    """The secret as an OAuth2 access token, refused (never shown) when it cannot be one: a
+    password given with ``auth = xoauth2``, or a helper's JSON instead of its token."""
+    if not BEARER_RE.fullmatch(secret):
+        raise ConfigError(
+            f"the secret from {login.source or 'the caller'} is not an OAuth2 access token (RFC 6750: letters, "
+            f"digits, -._~+/ and = at the end), but auth is {auth}: give the command that prints the "
+            f"access token alone, or set auth = \"password\""
+        )
+    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in login.username) or "," in login.username:
+        raise ConfigError(f"the login {login.username!r} cannot be sent in SASL {SASL[auth]} (control or comma)")
+    return secret
+
+
+def oauthbearer_response(username: str, token: str, host: str, port: int) -> bytes:
+    """RFC 7628 §3.1's initial client response: the GS2 header naming the user, host, port and
+    the bearer token, each ended by ^A."""
+    user = username.replace("=", "=3D").replace(",", "=2C")
+    return f"n,a={user},\x01host={host}\x01port={port}\x01auth=Bearer {token}\x01\x01".encode()
+
+
+def offered(methods: Sequence[str]) -> str:
+    return " ".join(m.upper() for m in methods) or "none"
+
+
+async def _smtp_authenticate(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, auth: str) -> None:
+    if auth not in SASL:
+        await client.login(login.username, login.secret())
+        return
+    name = SASL[auth]
+    if auth not in client.server_auth_methods:
+        raise ConfigError(
+            f"{_where(endpoint)} does not offer AUTH {name} (it offers {offered(client.server_auth_methods)}): "
+            f"set auth to what the server takes ('agentmail bus set auth ...')"
+        )
+    token = bearer_token(login, login.secret(), auth)  # asked for now: a fresh token each connection
+    if auth == "xoauth2":
+        await client.auth_xoauth2(login.username, token)
+        return
+    response = await client.execute_command(
+        b"AUTH", b"OAUTHBEARER", base64.b64encode(oauthbearer_response(login.username, token, endpoint.host, endpoint.port))
+    )
+    if response.code == 334:  # RFC 7628 §3.2.3: the error is a challenge; a lone ^A ends the exchange
+        response = await client.execute_command(base64.b64encode(b"\x01"))
+    if response.code != 235:
+        raise aiosmtplib.SMTPAuthenticationError(response.code, response.message)
+
+
+async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, auth: str = "password") -> None:
     """Connect and authenticate, or raise what :func:`problem` makes of the failure."""
     try:
         await client.connect()
@@ -134,7 +200,7 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) 
                 "(587 STARTTLS or 465 implicit TLS)"
             )
             raise ConfigError(f"{_where(endpoint)} offers no AUTH{hint}")
-        await client.login(login.username, login.password)
+        await _smtp_authenticate(client, endpoint, login, auth)
     except BaseException as exc:
         connection = client.transport
         client.close()
@@ -144,7 +210,7 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login) 
                 # for the peer): abort it and let the loop turn, or the socket outlives the loop.
                 connection.abort()
                 await asyncio.sleep(0)
-            raise problem(endpoint, "smtp", exc, login) from exc
+            raise problem(endpoint, "smtp", exc, login, auth) from exc
         raise
 
 
@@ -203,11 +269,13 @@ class SmtpImapTransport(Transport):
         ca_file: str | None = None,
         sent_folder: str | None = None,
         poll_interval: float | None = None,
+        auth: str = "password",
     ) -> None:
         for endpoint in (smtp, imap):
             if endpoint.tls == "none" and not is_loopback(endpoint.host):
                 raise ConfigError(f"plaintext to {_where(endpoint)} is refused: tls = none is only for loopback")
-        self.smtp, self.imap, self.login = smtp, imap, login
+        self.smtp, self.imap, self.login, self.auth = smtp, imap, login, auth
+        self._imap_offered: tuple[bytes, ...] = ()  # CAPABILITY before the last IMAP login
         self.context = tls_context(ca_file)
         self.sent_folder = sent_folder  # None: find the \\Sent folder; "": copy nowhere
         self._found_sent: str | None = None
@@ -231,6 +299,7 @@ class SmtpImapTransport(Transport):
             ca_file=bus.ca_file,
             sent_folder=bus.sent_folder,
             poll_interval=bus.poll_interval,
+            auth=registry.auth_of(platform),
         )
 
     # --- submission ------------------------------------------------------------------------
@@ -277,7 +346,7 @@ class SmtpImapTransport(Transport):
                 client.close()
         self._smtp_session = None
         client = self._smtp_client()
-        await smtp_login(client, self.smtp, self.login)
+        await smtp_login(client, self.smtp, self.login, self.auth)
         client.timeout = TIMEOUT  # the handshake was short; a large DATA may take longer
         self._smtp_session = client
         return client
@@ -395,16 +464,36 @@ class SmtpImapTransport(Transport):
                 client.socket().settimeout(HANDSHAKE_TIMEOUT)
                 client.starttls(self.context)
                 client.socket().settimeout(TIMEOUT)
-            client.login(self.login.username, self.login.password)
-        except (TimeoutError, IMAPClientError, OSError) as exc:
+            self._imap_login(client)
+        except (TimeoutError, IMAPClientError, OSError, AgentmailError) as exc:
             if client is not None:
                 try:
                     client.shutdown()
                 except Exception:
                     pass
-            raise problem(self.imap, "imap", exc, self.login) from exc
+            raise problem(self.imap, "imap", exc, self.login, self.auth) from exc
         self._client = client
         return client
+
+    def _imap_login(self, client: imapclient.IMAPClient) -> None:
+        """LOGIN with the password, or AUTHENTICATE with a token asked for now (imapclient's
+        ``oauth2_login`` / ``oauthbearer_login``), once the server says it takes that mechanism."""
+        self._imap_offered = tuple(client.capabilities())
+        if self.auth not in SASL:
+            client.login(self.login.username, self.login.secret())
+            return
+        name = SASL[self.auth]
+        if b"AUTH=" + name.encode() not in self._imap_offered:
+            methods = [c.decode("ascii", "replace")[5:] for c in self._imap_offered if c.startswith(b"AUTH=")]
+            raise ConfigError(
+                f"{_where(self.imap)} does not offer AUTHENTICATE {name} (it offers {offered(methods)}): "
+                f"set auth to what the server takes ('agentmail bus set auth ...')"
+            )
+        token = bearer_token(self.login, self.login.secret(), self.auth)
+        if self.auth == "xoauth2":
+            client.oauth2_login(self.login.username, token)
+        else:
+            client.oauthbearer_login(self.login.username, token)
 
     def _select(self) -> tuple[str, int]:
         """(UIDVALIDITY, UIDNEXT) of INBOX, read-only so no flag ever changes."""
@@ -573,13 +662,20 @@ class SmtpImapTransport(Transport):
 
     def doctor(self, address: str = "") -> list[tuple[str, bool, str]]:
         """Connectivity checks for ``agentmail doctor``; never includes a secret."""
-        checks: list[tuple[str, bool, str]] = [
-            ("mailbox login", True, f"{self.login.username} (password from {self.login.source or 'the caller'})")
-        ]
+        noun = secret_noun(self.auth)
+        how = f"{self.login.username}, auth {self.auth} ({noun} from {self.login.source or 'the caller'})"
+        try:
+            if self.login.command or self.login.keyring:
+                self.login.secret()  # the source answers (each connection below asks it again)
+            checks: list[tuple[str, bool, str]] = [("mailbox login", True, how)]
+        except AgentmailError as exc:
+            checks = [("mailbox login", False, f"{how}: {exc}")]
+        methods: list[str] = []
 
         async def probe() -> tuple[bool, str]:
             client = self._smtp_client()
-            await smtp_login(client, self.smtp, self.login)
+            await smtp_login(client, self.smtp, self.login, self.auth)
+            methods.extend(client.server_auth_methods)
             try:
                 if not address:
                     return True, ""
@@ -612,7 +708,14 @@ class SmtpImapTransport(Transport):
         loop = asyncio.new_event_loop()
         try:
             may_send, refusal = loop.run_until_complete(probe())
-            checks.append(("smtp", True, f"{_where(self.smtp)} {self.smtp.tls} TLS, AUTH accepted"))
+            used = f"AUTH {SASL[self.auth]}" if self.auth in SASL else "AUTH with the password"
+            checks.append(
+                (
+                    "smtp",
+                    True,
+                    f"{_where(self.smtp)} {self.smtp.tls} TLS, {used} accepted (EHLO offers AUTH {offered(methods)})",
+                )
+            )
             if address:
                 own = self.login.username.lower() == address.lower()
                 detail = (
@@ -627,12 +730,20 @@ class SmtpImapTransport(Transport):
         except AgentmailError as exc:
             checks.append(("smtp", False, str(exc)))
         except Exception as exc:
-            checks.append(("smtp", False, str(problem(self.smtp, "smtp", exc, self.login))))
+            checks.append(("smtp", False, str(problem(self.smtp, "smtp", exc, self.login, self.auth))))
         finally:
             loop.close()
         try:
             client = self._connect()
-            checks.append(("imap", True, f"{_where(self.imap)} {self.imap.tls} TLS, login accepted"))
+            used = f"AUTHENTICATE {SASL[self.auth]}" if self.auth in SASL else "LOGIN with the password"
+            caps = " ".join(c.decode("ascii", "replace") for c in self._imap_offered if c.startswith(b"AUTH="))
+            checks.append(
+                (
+                    "imap",
+                    True,
+                    f"{_where(self.imap)} {self.imap.tls} TLS, {used} accepted (CAPABILITY offers {caps or 'no AUTH='})",
+                )
+            )
             idle = b"IDLE" in client.capabilities()
             checks.append(
                 ("imap idle", idle, "IDLE supported" if idle else "no IDLE: set poll_interval in bus.toml [imap]")
@@ -668,7 +779,7 @@ class SmtpImapTransport(Transport):
         except AgentmailError as exc:
             checks.append(("imap", False, str(exc)))
         except (IMAPClientError, OSError) as exc:
-            checks.append(("imap", False, str(problem(self.imap, "imap", exc, self.login))))
+            checks.append(("imap", False, str(problem(self.imap, "imap", exc, self.login, self.auth))))
         return checks
 
     def __repr__(self) -> str:

@@ -1,6 +1,6 @@
 """A compact IMAP4rev1 server over a :class:`MailStore`, for imapclient/imaplib clients.
 
-Supported: CAPABILITY NOOP LOGOUT STARTTLS LOGIN AUTHENTICATE(PLAIN) SELECT EXAMINE
+Supported: CAPABILITY NOOP LOGOUT STARTTLS LOGIN AUTHENTICATE(PLAIN XOAUTH2 OAUTHBEARER) SELECT EXAMINE
 CREATE LIST LSUB STATUS APPEND SUBSCRIBE UNSUBSCRIBE NAMESPACE ID ENABLE IDLE CHECK
 CLOSE UNSELECT EXPUNGE SEARCH FETCH STORE COPY MOVE and their UID forms, literals
 (``{n}`` and ``{n+}``) both ways, with extensions IDLE, UIDPLUS, MOVE, UNSELECT,
@@ -8,6 +8,8 @@ LITERAL+, SASL-IR, SPECIAL-USE. Everything else is answered BAD, loudly.
 
 Behaviour worth knowing in tests:
 - In STARTTLS mode LOGIN/AUTHENTICATE are refused until STARTTLS (LOGINDISABLED).
+- AUTH= lists ``store.mechanisms``; a refused token gets RFC 7628's error challenge (``+ <base64
+  JSON>``), the client's next line, then NO [AUTHENTICATIONFAILED].
 - ``UID n:*`` includes the last message even when its UID is below ``n`` (RFC 3501).
 - Changing a folder's UIDVALIDITY disconnects sessions that have it selected (BYE).
 - IDLE pushes ``* n EXISTS`` as soon as a delivery lands (after ``store.idle_delay``).
@@ -36,7 +38,7 @@ from .imapwire import (
     quote,
     tokenize,
 )
-from .smtp import TlsMode
+from .smtp import TOKEN_ERROR, TlsMode, token_login
 from .store import MailStore, StoredMessage
 
 log = logging.getLogger(__name__)
@@ -258,7 +260,7 @@ class _Session:
             if self.server.tls == "starttls" and not self.tls_active:
                 caps += " STARTTLS LOGINDISABLED"
             else:
-                caps += " AUTH=PLAIN"
+                caps += "".join(f" AUTH={m}" for m in self.store.mechanisms if m != "LOGIN")
         return caps.encode()
 
     async def _sync(self, *, expunges: bool = True) -> None:
@@ -345,8 +347,9 @@ class _Session:
         return self._login(user, password)
 
     async def cmd_authenticate(self, args: list[Token], uid: bool) -> str:
-        if not args or not isinstance(args[0], str) or args[0].upper() != "PLAIN":
-            raise _No("only AUTHENTICATE PLAIN is supported")
+        mechanism = args[0].upper() if args and isinstance(args[0], str) else ""
+        if mechanism not in self.store.mechanisms or mechanism == "LOGIN":
+            raise _No(f"AUTHENTICATE {mechanism or '?'} is not offered")
         if len(args) > 1 and isinstance(args[1], str):
             response = args[1].encode()
         else:
@@ -355,10 +358,34 @@ class _Session:
         if response == b"*":
             raise _Bad("AUTHENTICATE cancelled")
         try:
-            _authz, user, password = base64.b64decode(response, validate=True).split(b"\0")
+            decoded = base64.b64decode(response, validate=True)
         except (binascii.Error, ValueError):
+            raise _Bad(f"malformed {mechanism} response") from None
+        if mechanism != "PLAIN":
+            return await self._token_login(mechanism, decoded)
+        try:
+            _authz, user, password = decoded.split(b"\0")
+        except ValueError:
             raise _Bad("malformed PLAIN response") from None
         return self._login(user.decode("utf-8", "replace"), password.decode("utf-8", "replace"))
+
+    async def _token_login(self, mechanism: str, payload: bytes) -> str:
+        if self.account is not None:
+            raise _Bad("already authenticated")
+        if self.server.tls == "starttls" and not self.tls_active:
+            raise _No("[PRIVACYREQUIRED] STARTTLS first")
+        parsed = token_login(mechanism, payload)
+        account = self.store.authenticate_token(*parsed, "imap", mechanism) if parsed else None
+        if account is None:
+            self.store.bump("imap.auth_failed")
+            # RFC 7628 §3.2.2: the error as a challenge; whatever the client answers, it failed
+            await self._send(b"+ " + base64.b64encode(TOKEN_ERROR))
+            await self.reader.readline()
+            raise _No("[AUTHENTICATIONFAILED] Authentication failed.")
+        self.account = account
+        self.store.bump("imap.auth")
+        self.store.bump(f"imap.auth.{mechanism}")
+        return "[CAPABILITY " + self._capabilities().decode() + "] Logged in"
 
     def _login(self, user: str, password: str) -> str:
         if self.account is not None:

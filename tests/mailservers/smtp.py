@@ -1,6 +1,7 @@
 """A real SMTP submission server (aiosmtpd) that delivers into a :class:`MailStore`.
 
-It behaves like a submission port: AUTH PLAIN/LOGIN required before MAIL, delivery by
+It behaves like a submission port: AUTH PLAIN/LOGIN, or an OAuth2 token by XOAUTH2 or
+OAUTHBEARER (RFC 7628, the error challenge included), required before MAIL, delivery by
 the envelope recipient (plus tags honoured), 550 at RCPT for unknown recipients, and
 the store's injected faults answered at DATA.
 """
@@ -8,12 +9,16 @@ the store's injected faults answered at DATA.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
 import logging
+from collections import defaultdict
 import ssl
 import weakref
 from typing import Any, Literal
 
-from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
+from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
 
 from .store import AcceptedMessage, MailStore
 
@@ -23,8 +28,49 @@ TlsMode = Literal["implicit", "starttls", "none"]
 logging.getLogger("mail.log").setLevel(logging.ERROR)
 
 
+# RFC 7628 §3.2.2's error status, sent base64-encoded as a 334 challenge (Gmail sends the same for XOAUTH2).
+TOKEN_ERROR = json.dumps({"status": "invalid_token", "schemes": "bearer", "scope": "mail"}).encode()
+
+
+def token_login(mechanism: str, payload: bytes) -> tuple[str, str] | None:
+    """(user, token) of an XOAUTH2 (``user=U^Aauth=Bearer T^A^A``) or OAUTHBEARER
+    (``n,a=U,^A...auth=Bearer T^A^A``) client response; None when it is malformed."""
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not text.endswith("\x01\x01"):
+        return None
+    fields = text[:-2].split("\x01")
+    user = ""
+    if mechanism == "OAUTHBEARER":
+        gs2, fields = fields[0], fields[1:]
+        parts = gs2.split(",")
+        if len(parts) != 3 or parts[0] != "n" or not parts[1].startswith("a="):
+            return None
+        user = parts[1][2:].replace("=2C", ",").replace("=3D", "=")
+    pairs = dict(f.partition("=")[::2] for f in fields)
+    user = pairs.get("user", user)
+    auth = pairs.get("auth", "")
+    if not user or not auth.startswith("Bearer ") or len(auth) <= 7:
+        return None
+    return user, auth[7:]
+
+
+class _Submission(SMTP):
+    """aiosmtpd with RFC 4954's AUTH line of up to 12288 octets: an OAuth2 token is ~2 KB."""
+
+    line_length_limit = 12288
+    command_size_limits: dict[str, int] = defaultdict(lambda: SMTP.command_size_limit)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.command_size_limits["AUTH"] = self.line_length_limit
+
+
 class _Handler:
-    """aiosmtpd hooks; each returns the SMTP reply line."""
+    """aiosmtpd hooks; each returns the SMTP reply line. ``auth_XOAUTH2``/``auth_OAUTHBEARER``
+    are aiosmtpd's custom mechanisms (offered beside its own PLAIN and LOGIN)."""
 
     def __init__(self, store: MailStore, *, sender_login_check: bool = False, auth: bool = True) -> None:
         self.store = store
@@ -38,6 +84,37 @@ class _Handler:
         if self.auth:
             return responses
         return [r for r in responses if not r.startswith("250-AUTH")]  # an MX offers no AUTH
+
+    async def auth_XOAUTH2(self, server: SMTP, args: list[str]) -> AuthResult:
+        return await self._token_auth(server, args, "XOAUTH2")
+
+    async def auth_OAUTHBEARER(self, server: SMTP, args: list[str]) -> AuthResult:
+        return await self._token_auth(server, args, "OAUTHBEARER")
+
+    async def _token_auth(self, server: SMTP, args: list[str], mechanism: str) -> AuthResult:
+        if len(args) > 1:
+            try:
+                payload = base64.b64decode(args[1], validate=True)
+            except (binascii.Error, ValueError):
+                return AuthResult(success=False, handled=False, message="501 5.5.2 Can't decode base64")
+        else:
+            got = await server.challenge_auth("")
+            if got is MISSING:
+                return AuthResult(success=False, handled=True)
+            assert isinstance(got, bytes)
+            payload = got
+        parsed = token_login(mechanism, payload)
+        account = self.store.authenticate_token(*parsed, "smtp", mechanism) if parsed else None
+        if account is not None:
+            self.store.bump("smtp.auth")
+            self.store.bump(f"smtp.auth.{mechanism}")
+            return AuthResult(success=True, auth_data=account)
+        self.store.bump("smtp.auth_failed")
+        # RFC 7628 §3.2.2: the failure is a challenge; the client's next line ends the exchange
+        reply = await server.challenge_auth(TOKEN_ERROR)
+        if reply is MISSING:  # "*": aiosmtpd has answered 501 already
+            return AuthResult(success=False, handled=True)
+        return AuthResult(success=False, handled=False, message="535 5.7.8 Username and token not accepted")
 
     async def handle_MAIL(
         self,
@@ -136,7 +213,8 @@ class SmtpServer:
 
     def _protocol(self) -> SMTP:
         self.store.bump("smtp.connect")
-        smtp = SMTP(
+        offered = set(self.store.mechanisms)
+        smtp = _Submission(
             self._handler,
             hostname=self._hostname,
             ident="agentmail-test-smtpd",
@@ -147,6 +225,7 @@ class SmtpServer:
             require_starttls=self.tls == "starttls",
             # Implicit TLS is invisible to aiosmtpd, so it would refuse AUTH there.
             auth_require_tls=self.tls == "starttls",
+            auth_exclude_mechanism=[m for m in ("PLAIN", "LOGIN", "XOAUTH2", "OAUTHBEARER") if m not in offered],
             loop=asyncio.get_running_loop(),
         )
         self._live.add(smtp)

@@ -9,7 +9,9 @@ Counters in :attr:`MailStore.counts` (a ``collections.Counter``):
 - ``smtp.connect``, ``smtp.auth`` (successful), ``smtp.auth_failed``,
   ``smtp.accepted`` (DATA answered 250), ``smtp.refused`` (recipients refused)
 - ``imap.connect``, ``imap.auth`` (successful LOGIN or AUTHENTICATE),
-  ``imap.auth_failed``, and ``imap.<COMMAND>`` for every IMAP command received, with
+  ``imap.auth_failed``, and
+- ``smtp.auth.XOAUTH2``, ``imap.auth.OAUTHBEARER``...: logins by each token mechanism, and
+ ``imap.<COMMAND>`` for every IMAP command received, with
   ``UID`` kept (``imap.UID FETCH``, ``imap.SELECT``, ``imap.IDLE``)
 """
 
@@ -110,6 +112,12 @@ class MailStore:
         """When set, every delivery gets this MTA's Received hop and an Authentication-Results
         header under this id carrying ``results`` (as Postfix with OpenDKIM/OpenDMARC adds)."""
         self.results: str = "dkim=pass"
+        self.mechanisms: tuple[str, ...] = ("PLAIN", "LOGIN", "XOAUTH2", "OAUTHBEARER")
+        """The SASL mechanisms both servers offer now (EHLO's AUTH, CAPABILITY's AUTH=; IMAP's
+        LOGIN command is always there)."""
+        self._tokens: dict[str, Callable[[str], bool]] = {}
+        self.tokens_received: list[tuple[str, str, str]] = []
+        """(protocol, mechanism, token) of every token login tried, in order."""
         self._listeners: list[Listener] = []
         self._counts: Counter[str] = Counter()
         for login, password in users.items():
@@ -144,6 +152,21 @@ class MailStore:
         account = login.lower()
         with self._lock:
             ok = not self._refuse_logins and account in self._passwords and self._passwords[account] == password
+        return account if ok else None
+
+    def set_token(self, account: str, token: str | Callable[[str], bool]) -> None:
+        """The OAuth2 access token ``account`` logs in with now: the one string accepted, or a
+        check (``token -> ok``), e.g. "the one the issuer minted last". Any other is refused."""
+        with self._lock:
+            self._tokens[account.lower()] = token if callable(token) else token.__eq__
+
+    def authenticate_token(self, user: str, token: str, protocol: str, mechanism: str) -> str | None:
+        """The account when ``token`` is its current token, else ``None``."""
+        account = user.lower()
+        with self._lock:
+            self.tokens_received.append((protocol, mechanism, token))
+            check = self._tokens.get(account)
+            ok = not self._refuse_logins and check is not None and bool(check(token))
         return account if ok else None
 
     # -- delivery and injection -----------------------------------------------------
