@@ -302,9 +302,7 @@ def _one(key: str, values: list[str]) -> str:
     return values[0]
 
 
-def set_setting(
-    root: Path, key: str, values: list[str], *, tls: str | None = None, platform: str | None = None
-) -> Any:
+def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = None, platform: str | None = None) -> Any:
     """Change one ``bus.toml`` setting in place, validated like a load; returns what was stored.
 
     ``ca_file`` copies the PEM into the registry (``ca.pem``) and stores that relative path,

@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import functools
 import os
-import selectors
-import shlex
 import stat
-import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ._fs import write_atomic
 from ._value import Frozen, set_field
 from .errors import ConfigError, SecretError
+
+if TYPE_CHECKING:
+    import subprocess
+
+# subprocess, selectors and shlex are imported where a command is run: a send that signs with
+# the key file never loads them (tests/test_lean_paths.py).
 
 # The ways to give a mailbox secret, in the environment or in secrets/<platform>.env (one of them).
 SECRET_KEYS = ("AGENTMAIL_PASSWORD", "AGENTMAIL_PASSWORD_CMD", "AGENTMAIL_PASSWORD_KEYRING")
@@ -235,12 +239,16 @@ def mailbox_login(home: Path, platform: str, default_username: str) -> Login:
         where = f"the command of AGENTMAIL_PASSWORD_CMD in {place} (program {Path(argv[0]).name!r})"
         return Login(login, "", where, command=argv)
     service = value.strip()
-    return Login(login, "", f"the system keyring (service {service!r}, AGENTMAIL_PASSWORD_KEYRING in {place})", keyring=service)
+    return Login(
+        login, "", f"the system keyring (service {service!r}, AGENTMAIL_PASSWORD_KEYRING in {place})", keyring=service
+    )
 
 
 def command_line(value: str, where: str) -> tuple[str, ...]:
     """A command line split as a POSIX shell would split words, and run without a shell: no
     pipes, expansions or redirections (a command that needs them says ``sh -c '...'``)."""
+    import shlex
+
     try:
         argv = shlex.split(value)
     except ValueError:
@@ -275,6 +283,8 @@ def run_secret_command(argv: tuple[str, ...], where: str, timeout: float = COMMA
     """Run a secret's command: no shell, no standard input, its error output discarded (a helper
     may print a token or a refresh URL there), at most ``timeout`` seconds, its output checked
     by :func:`secret_from_output`."""
+    import subprocess
+
     what = where
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -308,6 +318,9 @@ def run_secret_command(argv: tuple[str, ...], where: str, timeout: float = COMMA
 def _read_bounded(proc: subprocess.Popen[bytes], deadline: float) -> bytes | None:
     """The command's whole output once it has exited, or None when the deadline comes first; one
     byte more than the limit is enough to refuse it (never read without end)."""
+    import selectors
+    import subprocess
+
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
     chunks: list[bytes] = []

@@ -111,7 +111,7 @@ def test_a_bus_on_tokens_sends_and_reads_with_a_fresh_token_for_each_connection(
     assert code == 0, err
     assert [r["subject"] for r in json.loads(out)] == ["Quota"]
     counts = servers.store.counts
-    assert counts["smtp.auth.%s" % sasl] == 1 and counts["imap.auth.%s" % sasl] >= 2  # Sent copy, beta's read
+    assert counts[f"smtp.auth.{sasl}"] == 1 and counts[f"imap.auth.{sasl}"] >= 2  # Sent copy, beta's read
     assert counts["smtp.auth_failed"] == counts["imap.auth_failed"] == 0
     tokens = [t for _, mechanism, t in servers.store.tokens_received if mechanism == sasl]
     # one run of the command for each connection: each token new, each the last one minted
@@ -119,9 +119,7 @@ def test_a_bus_on_tokens_sends_and_reads_with_a_fresh_token_for_each_connection(
     assert all(len(t) > 2000 for t in tokens)
 
 
-def test_a_long_running_client_takes_the_renewed_token_on_its_next_connection(
-    home: Path, servers: MailServers
-) -> None:
+def test_a_long_running_client_takes_the_renewed_token_on_its_next_connection(home: Path, servers: MailServers) -> None:
     states = oauth_bus(home, servers)
     reg = registry_mod.load(home / "registry")
     with AgentMail(reg, Identity("alpha"), home) as alpha:
@@ -150,7 +148,12 @@ def test_an_expired_token_exits_6_in_one_line_and_queues_nothing(
     assert servers.store.accepted == []
     # the IMAP side says the same, and a later command has nothing queued to retry
     code, out, err = run(capsys, "--as", "alpha", "inbox")
-    assert code == 6 and err.count("\n") == 1 and "refused the login 'alpha@bus.test' (XOAUTH2 token" in err and CANARY not in err
+    assert (
+        code == 6
+        and err.count("\n") == 1
+        and "refused the login 'alpha@bus.test' (XOAUTH2 token" in err
+        and CANARY not in err
+    )
     command, _ = minting(home, "alpha")
     secrets(home, "alpha", f"AGENTMAIL_PASSWORD_CMD={command}\n")
     assert run(capsys, "--as", "alpha", "flush")[0] == 0
@@ -252,7 +255,7 @@ def test_a_password_given_where_a_token_is_wanted_is_refused_unshown(
     secrets(home, "alpha", f'AGENTMAIL_PASSWORD="{CANARY} with spaces!"\n')
     code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 6 and err.count("\n") == 1 and "is not an OAuth2 access token" in err and CANARY not in err
-    helper_json = script(home, "json", f"print('{{\"access_token\": \"{CANARY}\", \"expires_in\": 3599}}')")
+    helper_json = script(home, "json", f'print(\'{{"access_token": "{CANARY}", "expires_in": 3599}}\')')
     secrets(home, "alpha", f"AGENTMAIL_PASSWORD_CMD={helper_json}\n")
     code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 6 and "is not an OAuth2 access token" in err and CANARY not in err
@@ -377,3 +380,12 @@ def test_the_password_path_is_unchanged_for_existing_users(
     assert run(capsys, "--as", "beta", "inbox")[0] == 0
     assert servers.store.tokens_received == [] and servers.store.counts["imap.LOGIN"] >= 2
     assert os.stat(env_file(home, "alpha")).st_mode & 0o777 == 0o600
+
+
+def test_the_oauthbearer_response_is_rfc_7628s_with_the_user_escaped() -> None:
+    from agentmail.transport.smtpimap import oauthbearer_response
+
+    assert oauthbearer_response("user@example.com", "vF9dft4qmT", "server.example.com", 143) == (
+        b"n,a=user@example.com,\x01host=server.example.com\x01port=143\x01auth=Bearer vF9dft4qmT\x01\x01"
+    )  # RFC 7628 §4.1, with the authzid
+    assert oauthbearer_response("a,b=c@x.test", "t", "h", 1).startswith(b"n,a=a=2Cb=3Dc@x.test,\x01")

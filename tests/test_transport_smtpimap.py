@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -298,7 +299,7 @@ def test_a_bounce_marks_the_sent_letter_undeliverable(pair: tuple[AgentMail, Age
 
 
 def test_the_password_appears_in_no_output_or_log(
-    home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+    home: Path, servers: MailServers, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     from agentmail.cli import main
 
@@ -316,12 +317,51 @@ def test_the_password_appears_in_no_output_or_log(
     main(["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER])
     write_login(home, "beta", Login("beta@bus.test", CANARY + "-wrong"))
     main(["--as", "beta", "doctor"])
-    out, err = capsys.readouterr()
+    out, err = capfd.readouterr()
     everything = out + err + caplog.text
     assert CANARY not in everything
     assert "queued (not sent)" in err and "refused the login 'beta@bus.test'" in out
     transport = SmtpImapTransport.from_registry(registry_mod.load(home / "registry"), "alpha", home)
     assert CANARY not in repr(transport)
+
+    # The same with OAuth2 tokens from a command (issue 24): neither the tokens, nor what the
+    # command writes to its error output, nor a token that was refused ever shows.
+    servers.start_smtp()
+    write_login(home, "beta", Login("beta@bus.test", USERS["beta@bus.test"]))
+    assert main(["bus", "set", "auth", "xoauth2"]) == 0
+    helper = home / "token-helper"
+    helper.write_text(
+        f"#!{sys.executable}\nimport sys\nsys.stderr.write('{CANARY} refreshing\\n')\n"
+        f"print(open(sys.argv[1]).read().strip())\n"
+    )
+    helper.chmod(0o700)
+    for name in ("alpha", "beta"):
+        (home / f"{name}.tok").write_text(f"{CANARY}-{name}-token")
+        servers.store.set_token(f"{name}@bus.test", f"{CANARY}-{name}-token")
+        path = home / "secrets" / f"{name}.env"
+        path.write_text(f"AGENTMAIL_PASSWORD_CMD={helper} {home / f'{name}.tok'}\n")
+    for args in (
+        ["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER],
+        ["--as", "beta", "inbox", "--json"],
+        ["--as", "alpha", "doctor"],
+        ["--as", "beta", "--json", "doctor"],
+        ["--as", "beta", "wait", "--timeout", "0.2"],
+    ):
+        assert main(args) == 0, capfd.readouterr()
+    (home / "beta.tok").write_text(f"{CANARY}-beta-expired")
+    main(["--as", "beta", "doctor"])
+    main(["--as", "beta", "send", "alpha", "-s", "Hi", "-b", OPENER])
+    (home / "alpha.tok").unlink()  # the helper fails with a traceback of its own, on its stderr
+    main(["--as", "alpha", "send", "beta", "-s", "Hi", "-b", OPENER])
+    main(["--as", "alpha", "--json", "doctor"])
+    out, err = capfd.readouterr()
+    everything = out + err + caplog.text
+    assert CANARY not in everything and "Traceback" not in everything
+    assert "refused the login 'beta@bus.test' (XOAUTH2 token from the command of" in out + err
+    assert "(program 'token-helper') exited with status 1" in err
+    assert len(servers.store.tokens_received) >= 6  # the tokens did go to the server
+    transport = SmtpImapTransport.from_registry(registry_mod.load(home / "registry"), "beta", home)
+    assert CANARY not in repr(transport) + repr(transport.login)
 
 
 def test_doctor_reports_each_check(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]) -> None:

@@ -145,10 +145,10 @@ def bearer_token(login: Login, secret: str, auth: str) -> str:
         raise ConfigError(
             f"the secret from {login.source or 'the caller'} is not an OAuth2 access token (RFC 6750: letters, "
             f"digits, -._~+/ and = at the end), but auth is {auth}: give the command that prints the "
-            f"access token alone, or set auth = \"password\""
+            f'access token alone, or set auth = "password"'
         )
-    if any(ord(c) < 0x21 or ord(c) == 0x7F for c in login.username) or "," in login.username:
-        raise ConfigError(f"the login {login.username!r} cannot be sent in SASL {SASL[auth]} (control or comma)")
+    if not login.username or any(ord(c) < 0x20 or ord(c) == 0x7F for c in login.username):
+        raise ConfigError(f"the login {login.username!r} cannot be sent in SASL {SASL[auth]} (empty, or a control)")
     return secret
 
 
@@ -178,7 +178,9 @@ async def _smtp_authenticate(client: aiosmtplib.SMTP, endpoint: Endpoint, login:
         await client.auth_xoauth2(login.username, token)
         return
     response = await client.execute_command(
-        b"AUTH", b"OAUTHBEARER", base64.b64encode(oauthbearer_response(login.username, token, endpoint.host, endpoint.port))
+        b"AUTH",
+        b"OAUTHBEARER",
+        base64.b64encode(oauthbearer_response(login.username, token, endpoint.host, endpoint.port)),
     )
     if response.code == 334:  # RFC 7628 §3.2.3: the error is a challenge; a lone ^A ends the exchange
         response = await client.execute_command(base64.b64encode(b"\x01"))

@@ -13,9 +13,9 @@ import base64
 import binascii
 import json
 import logging
-from collections import defaultdict
 import ssl
 import weakref
+from collections import defaultdict
 from typing import Any, Literal
 
 from aiosmtpd.smtp import MISSING, SMTP, AuthResult, Envelope, LoginPassword, Session
