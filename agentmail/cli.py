@@ -175,6 +175,8 @@ Environment:
   AGENTMAIL_REGISTRY  the registry directory (default $AGENTMAIL_HOME/registry)
   AGENTMAIL_PLATFORM  act as this platform (like --as); AGENTMAIL_AGENT like --agent
   AGENTMAIL_USERNAME, AGENTMAIL_PASSWORD  the mailbox login (else secrets/PLATFORM.env)
+  AGENTMAIL_PASSWORD_CMD      instead: a command printing the password or OAuth2 token (no shell)
+  AGENTMAIL_PASSWORD_KEYRING  instead: a system keyring service (pip install 'agentmail[keyring]')
   AGENTMAIL_DKIM_KEY  the base64 private key (else secrets/PLATFORM.key)
 
 \b

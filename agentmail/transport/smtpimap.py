@@ -665,7 +665,13 @@ class SmtpImapTransport(Transport):
     def doctor(self, address: str = "") -> list[tuple[str, bool, str]]:
         """Connectivity checks for ``agentmail doctor``; never includes a secret."""
         noun = secret_noun(self.auth)
-        how = f"{self.login.username}, auth {self.auth} ({noun} from {self.login.source or 'the caller'})"
+        source = f"{noun} from {self.login.source or 'the caller'}"
+        # the password line as it always was; a token names its mechanism
+        how = (
+            f"{self.login.username} ({source})"
+            if self.auth not in SASL
+            else f"{self.login.username}, auth {self.auth} ({source})"
+        )
         try:
             if self.login.command or self.login.keyring:
                 self.login.secret()  # the source answers (each connection below asks it again)
