@@ -239,6 +239,8 @@ def mailbox_login(home: Path, platform: str, default_username: str) -> Login:
         where = f"the command of AGENTMAIL_PASSWORD_CMD in {place} (program {Path(argv[0]).name!r})"
         return Login(login, "", where, command=argv)
     service = value.strip()
+    if not service:
+        raise ConfigError(f"AGENTMAIL_PASSWORD_KEYRING in {place} is empty: give the keyring service's name")
     return Login(
         login, "", f"the system keyring (service {service!r}, AGENTMAIL_PASSWORD_KEYRING in {place})", keyring=service
     )

@@ -191,3 +191,31 @@ def test_importing_agentmail_does_not_import_keyring() -> None:
     code = "import sys, agentmail.cli, agentmail.transport.smtpimap; print('keyring' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_each_secret_source_is_read_from_the_environment_or_the_file(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = credentials.env_file(home, "gamma")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text("AGENTMAIL_USERNAME=g@bus.test\nAGENTMAIL_PASSWORD_CMD='/opt/tok en' --for g\n")
+    path.chmod(0o600)
+    login = credentials.mailbox_login(home, "gamma", "gamma@bus.test")
+    assert (login.username, login.password, login.command) == ("g@bus.test", "", ("/opt/tok en", "--for", "g"))
+    assert login.source == f"the command of AGENTMAIL_PASSWORD_CMD in {path} (program 'tok en')"
+    monkeypatch.setenv("AGENTMAIL_PASSWORD_KEYRING", " agentmail ")
+    login = credentials.mailbox_login(home, "gamma", "gamma@bus.test")
+    assert (login.username, login.keyring, login.command) == ("gamma@bus.test", "agentmail", ())
+    assert "AGENTMAIL_PASSWORD_KEYRING in the environment" in login.source
+    monkeypatch.setenv("AGENTMAIL_PASSWORD_KEYRING", "")
+    with pytest.raises(ConfigError, match="AGENTMAIL_PASSWORD_KEYRING in the environment is empty"):
+        credentials.mailbox_login(home, "gamma", "gamma@bus.test")
+    monkeypatch.delenv("AGENTMAIL_PASSWORD_KEYRING")
+    monkeypatch.setenv("AGENTMAIL_PASSWORD", "pw")  # today's way, unchanged
+    assert credentials.mailbox_login(home, "gamma", "gamma@bus.test") == credentials.Login(
+        "gamma@bus.test", "pw", "the environment (AGENTMAIL_PASSWORD)"
+    )
+    path.write_text("AGENTMAIL_USERNAME=g@bus.test\n")
+    monkeypatch.delenv("AGENTMAIL_PASSWORD")
+    with pytest.raises(ConfigError, match="has no AGENTMAIL_PASSWORD line \\(nor AGENTMAIL_PASSWORD_CMD, _KEYRING\\)"):
+        credentials.mailbox_login(home, "gamma", "gamma@bus.test")
