@@ -2,8 +2,8 @@
 
 Submission: TLS as configured (certificates verified; ``ca_file`` adds a private CA), AUTH
 (a password, or an OAuth2 token by SASL XOAUTH2 or OAUTHBEARER, RFC 7628: ``auth`` in
-bus.toml), all queued letters over one connection. A 250 moves a letter to sent; a 4xx, a timeout or an
-unreachable server leaves it queued; a 5xx fails it with the server's words.
+bus.toml), all queued letters over one connection. A 250 moves a letter to sent; a 4xx, a
+timeout or an unreachable server leaves it queued; a 5xx fails it with the server's words.
 
 Pull: ``BODY.PEEK[]`` (never sets \\Seen, so a human's mail client is undisturbed), sizes
 checked with RFC822.SIZE before download, batched FETCH, and a checkpoint of UIDVALIDITY and
