@@ -612,7 +612,7 @@ class AgentMail:
         lowered = text.lower()
         if lowered.isascii() and lowered.isalnum():
             return lowered
-        if "@" in text or text.startswith("<"):
+        if ("@" in text or text.startswith("<")) and text.isprintable():
             raise NotFound(f"no letter with Message-ID {text}")
         raise BadInput(f"{text!r} is not a letter id or Message-ID")
 

@@ -47,8 +47,10 @@ SAVE_DIR_ENV = "AGENTMAIL_MCP_SAVE_DIR"  # the folder save writes below; else th
 # tool runs, and an argument it does not allow is a tool error, never coerced (issue 23).
 _S: dict[str, Any] = {"type": "string"}
 _TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
-_ID = {"type": "string", "pattern": "^[0-9A-Za-z]{1,26}$"}  # a letter id, in any case; "id" says the rest
-_THREAD = {"type": "string", "pattern": "^thr-[0-9a-z]{6,26}$"}
+# A letter as the CLI names one (DESIGN §8): its id in any case, its Message-ID with or without
+# "<>", or a prefix of either: printable ASCII without spaces, as long as a header line allows.
+_ID = {"type": "string", "pattern": "^[!-~]{1,998}$"}
+_THREAD = {"type": "string", "pattern": "^[Tt][Hh][Rr]-[0-9A-Za-z]{6,26}$"}  # in any case, as the CLI takes it
 _KIND = {"enum": ["report", "question", "fix-notice", "verify-result", "ack", "close"]}
 _ANY_KIND = {"enum": [*TYPES, HUMAN]}
 

@@ -123,7 +123,12 @@ def no_leaks() -> Iterator[None]:
     handlers = {s: signal.getsignal(s) for s in _SIGNALS}
     threads = set(threading.enumerate())
     environ = _environ()
+    # The last test's garbage goes now, and what outlived it (caches, modules it imported) joins
+    # the frozen generation, so this test's collections walk only what it makes. Not frozen at
+    # the last test's teardown: pytest still held its fixtures then, and a fixture frozen in a
+    # reference cycle would never be collected (its file descriptors kept open for good).
     gc.collect()
+    gc.freeze()
     sockets = _sockets()
     yield
     problems: list[str] = []
@@ -152,9 +157,6 @@ def no_leaks() -> Iterator[None]:
     leaked = _sockets() - sockets
     if leaked:
         problems.append(f"{len(leaked)} socket(s) left open")
-    # What outlived the test (caches, modules it imported) joins the frozen generation, so the
-    # next test's collections stay as small as that test.
-    gc.freeze()
     if problems:
         pytest.fail("the test leaked: " + "; ".join(problems), pytrace=False)
 

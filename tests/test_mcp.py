@@ -392,14 +392,17 @@ def test_the_save_folder_is_the_working_directory_or_the_configured_one(
 
 
 @given(
-    letter_id=st.from_regex(r"\A[0-9A-Za-z]{1,26}\Z"),
+    letter_id=st.from_regex(r"\A[0-9A-Za-z]{1,26}\Z") | st.from_regex(r"\A<?[0-9a-z]{26}\.[a-z]+@[a-z.]+>?\Z"),
+    thread=st.from_regex(r"\A[Tt][Hh][Rr]-[0-9A-Za-z]{6,26}\Z"),
     limit=st.integers(1, mcp_server.MAX_INBOX) | st.integers(1, mcp_server.MAX_INBOX).map(float),
     timeout=st.floats(0, mcp_server.MAX_WAIT),
 )
 @settings(max_examples=100, deadline=None)
-def test_what_the_schemas_allow_they_let_through(letter_id: str, limit: float, timeout: float) -> None:
-    """The other half: the schema refuses no value it declares (a ULID in any case, 3.0 for 3)."""
+def test_what_the_schemas_allow_they_let_through(letter_id: str, thread: str, limit: float, timeout: float) -> None:
+    """The other half: the schema refuses no value it declares (a ULID in any case or a Message-ID,
+    as the CLI names a letter; a thread id in any case; 3.0 for 3)."""
     assert mcp_server.check_arguments("show", {"id": letter_id}) == {"id": letter_id}
+    assert mcp_server.check_arguments("thread", {"thread": thread}) == {"thread": thread}
     assert mcp_server.check_arguments("inbox", {"limit": limit, "consume": False})["limit"] == limit
     assert mcp_server.check_arguments("wait", {"timeout": timeout, "type": "human"})["timeout"] == timeout
 
