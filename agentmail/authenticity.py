@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from email.message import Message
+from typing import NamedTuple
 
 from . import human, mime, signing, verdicts, wire
 from ._value import Frozen, set_field
 from .model import Letter
 from .registry import Platform, Registry
-from .text import one_line
+from .text import one_line, visible
 
 MAX_HOPS = 50
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
@@ -139,9 +140,37 @@ def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdi
             raise wire.Malformed(
                 "unregistered-sender", f"{address} is a person of {names} who does not write (writes = false)"
             )
-        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer))
+        return Verdict("accept", letter=shown(human.to_letter(raw, msg, registry, writer)))
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
+
+
+def shown(letter: Letter) -> Letter:
+    """``letter`` as an agent may be shown it, whoever wrote it: every character of the one
+    policy (text.py: controls, format characters, the tag characters) in its body written out
+    as ``<U+...>``. A Subject with one is ``malformed`` (wire.subject_of), a display name is
+    made visible where it is read (wire.sender_of), an attachment's name is refused (attach)."""
+    body = visible(letter.body)
+    return letter if body == letter.body else letter.replace(body=body)
+
+
+class _Listed(NamedTuple):
+    name: str
+    type: str
+    size: int
+
+
+def _attachments_over_limits(letter: Letter, registry: Registry) -> str | None:
+    """Why the attachments a letter carries break the bus's limits (the sender's own, attach.py),
+    or None: a hostile or misconfigured sender is held to them on receipt too."""
+    listed = letter.extra.get("attachments")
+    if not isinstance(listed, list) or not listed:
+        return None
+    from . import attach
+
+    items = [_Listed(str(a["name"]), str(a["type"]), int(a["size"])) for a in listed]
+    problem = attach.limit_problem(items, attach.limits_of(registry.bus))
+    return f"the letter's attachments break this bus's limits: {problem}" if problem else None
 
 
 def judge(raw: bytes, registry: Registry) -> Verdict:
@@ -198,6 +227,9 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         letter = wire.to_letter(msg)
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
+    over = _attachments_over_limits(letter, registry)
+    if over:
+        return _quarantine("attachment-refused", over, msg)
     to_platform = registry.by_address(letter.to_address)
     letter = letter.replace(sender=platform.name, to=to_platform.name if to_platform else "")
     if not dkim.ok:  # let in by the MTA's aligned pass: what its signature leaves out is not trusted
@@ -206,4 +238,4 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
             cc=letter.cc if "cc" in covered else (),
             list_id=letter.list_id if "list-id" in covered else None,
         )
-    return Verdict("accept", letter=letter)
+    return Verdict("accept", letter=shown(letter))
