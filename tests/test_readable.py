@@ -99,7 +99,7 @@ def _letter(body: str, shape: str, charset: str, cte: str | None) -> EmailMessag
     else:
         msg.set_content(body, charset=charset, cte=cte)
         if shape == "alternative":
-            msg.add_alternative("<p>ignored</p>", subtype="html")
+            msg.add_alternative(f"<p>{_escape(body)}</p>", subtype="html")  # the same words, as clients write it
     return msg
 
 
