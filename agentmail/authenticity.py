@@ -174,7 +174,15 @@ def _attachments_over_limits(letter: Letter, registry: Registry) -> str | None:
 
 
 def judge(raw: bytes, registry: Registry) -> Verdict:
-    """Everything DESIGN §5 asks that needs no local history, in order."""
+    """Everything DESIGN §5 asks that needs no local history, in order. Never raises: a letter
+    that makes any reader fail (a codec, a parser, a bug) is quarantined ``malformed``, naming it."""
+    try:
+        return _judge(raw, registry)
+    except Exception as exc:  # a hostile letter must not stop a sync, nor reach an agent unjudged
+        return _quarantine("malformed", f"the letter could not be read ({exc.__class__.__name__}); it is not shown")
+
+
+def _judge(raw: bytes, registry: Registry) -> Verdict:
     bus = registry.bus
     try:
         msg = wire.parse_message(raw, bus.max_size)

@@ -79,8 +79,8 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
         return "", ()
     covered = signing.covered_by(raw, signer)
     # The headers that decide how the body is read must be signed: a relay could re-declare
-    # them. (Not Content-Disposition, which clients add and MTAs rarely sign: a top-level one
-    # disposing the letter as an attachment only makes it refused, readable.person_text.)
+    # them. (Not Content-Disposition, which clients add and MTAs rarely sign: a top-level one is
+    # read only when signed, readable.person_text.)
     present = mime.header_counts(raw)
     unsigned = [h for h in mime.MIME_HEADERS if h.lower().encode() in present and h.lower() not in covered]
     if unsigned:
@@ -101,7 +101,7 @@ def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform) 
     subject = wire.subject_of(msg)
     to_address = wire.to_address_of(msg)
     try:
-        text = readable.person_text(msg, cut=True)
+        text = readable.person_text(msg, cut=True, disposition_signed="content-disposition" in covered)
     except mime.Refused as exc:
         raise wire.Malformed("malformed", str(exc)) from None
     tag = wire.recipient_thread(msg)

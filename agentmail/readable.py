@@ -36,12 +36,14 @@ MAX_PARTS = 50  # a person's letter with more parts than this is not a letter a 
 _CLIENT_WORDS = frozenset({"image", "mailto", "http", "https", "www", "cid"})
 
 
-def person_text(msg: Message, *, cut: bool = False) -> str:
+def person_text(msg: Message, *, cut: bool = False, disposition_signed: bool = True) -> str:
     """The text of a person's letter, as a mail client displays it (with ``cut``, its quoted
     history cut): the first text part of the letter, an alternative's plain text when its HTML
     says the same words (else refused), else the HTML's visible text. ``mime.Refused`` says why
-    when there is none, or when a person and the agent would be shown different texts."""
-    if _is_attachment(msg):
+    when there is none, or when a person and the agent would be shown different texts. The
+    letter's own Content-Disposition is read only when ``disposition_signed`` (MTAs seldom sign
+    it: one a relay added is not what the person sent)."""
+    if disposition_signed and _is_attachment(msg):
         raise mime.Refused("the person's letter is disposed as an attachment: a mail client shows no text, only a file")
     plain, html = _body(msg)
     if plain is None and html is None:
@@ -123,8 +125,7 @@ def _leaves(msg: Message) -> list[Message]:
 
 
 def _is_attachment(part: Message) -> bool:
-    """A part marked as an attachment. (The letter's own Content-Disposition is often unsigned:
-    a relay adding one can only make the letter refused, never change what it shows.)"""
+    """A part marked as an attachment (an inner part's headers are signed as body bytes)."""
     return str(part.get("Content-Disposition", "")).strip().lower().startswith("attachment")
 
 
