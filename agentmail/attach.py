@@ -20,13 +20,19 @@ import hashlib
 import re
 import secrets
 import unicodedata
+from collections.abc import Sequence
 from email.header import Header
 from email.message import Message
 from email.parser import BytesParser
+from typing import TYPE_CHECKING, Protocol
 
 from . import mime
 from ._value import Frozen, set_field
 from .mime import Refused, header_section
+from .text import describe, forbidden_in_header, forbidden_in_text, visible
+
+if TYPE_CHECKING:
+    from .registry import Bus
 
 MAX_NAME = 100
 # Strings, compiled by re's cache on first use: most letters carry no attachment (issue 11).
@@ -125,8 +131,24 @@ def unique_names(attachments: list[Attachment] | tuple[Attachment, ...]) -> list
     return out
 
 
-def limit_problem(attachments: tuple[Attachment, ...], limits: Limits) -> str | None:
-    """Why these attachments may not leave under ``limits`` (one sentence), or None."""
+class Listed(Protocol):
+    """What the limits read of an attachment: an Attachment, or one a letter lists (``meta``)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def size(self) -> int: ...
+
+
+def limits_of(bus: Bus) -> Limits:
+    """The attachment limits a bus sets: what a sender refuses and a reader quarantines."""
+    return Limits(bus.attach_max_bytes, bus.attach_max_total, bus.attach_max_count, bus.attach_types)
+
+
+def limit_problem(attachments: Sequence[Listed], limits: Limits) -> str | None:
+    """Why these attachments may not leave (or be taken in) under ``limits`` (one sentence), or None."""
     if len(attachments) > limits.max_count:
         return f"{len(attachments)} attachments; this bus takes at most {limits.max_count} (bus set attach_max_count)"
     for item in attachments:
@@ -149,9 +171,15 @@ def check(item: Attachment) -> Attachment:
     """``item`` with its name sanitised, or Refused for a type or description that cannot be written."""
     if not re.fullmatch(_TYPE_RE, item.type) or item.type.startswith(("multipart/", "message/")):
         raise Refused(f"{item.name}: {item.type[:60]!r} is not a single-part MIME type")
+    bad = forbidden_in_text(item.name)
+    if bad is not None:  # the one character policy (text.py): nothing a person cannot see
+        raise Refused(
+            f"{safe_name(item.name)}: the file name contains an invisible or control character ({describe(bad)})"
+        )
     description = " ".join(item.description.split())[:200]
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in description):
-        raise Refused(f"{item.name}: the description contains a control character")
+    bad = forbidden_in_header(description)
+    if bad is not None:
+        raise Refused(f"{item.name}: the description contains an invisible or control character ({describe(bad)})")
     return Attachment(safe_name(item.name), item.type, item.data, description)
 
 
@@ -304,6 +332,7 @@ def _attachment(msg: Message, number: int) -> Attachment:
         _kind, dparams = _param(re.sub(r"\r?\n(?=[ \t])", "", str(disposition)), "Content-Disposition", number)
         name = dparams.get("filename", name)
     name = mime.decode_words(name) if "=?" in name else name
+    name = visible(name)  # an invisible character stays in sight as U_E0069_ (text.py), never dropped unseen
     cte = str(msg.get("Content-Transfer-Encoding", "7bit")).strip().lower()
     if cte not in mime.TRANSFER_ENCODINGS:
         raise Refused(f"MIME part {number} uses the transfer encoding {cte[:40]!r}")
@@ -313,8 +342,7 @@ def _attachment(msg: Message, number: int) -> Attachment:
     data = mime.decode_transfer(payload.encode("ascii", "surrogateescape").replace(b"\r\n", b"\n"), cte)
     description = str(msg.get("Content-Description", ""))
     description = " ".join(mime.decode_words(description).split())[:200] if description else ""
-    if any(unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp") for c in description):
-        description = ""  # shown, never trusted: a hostile one is dropped rather than shown
+    description = visible(description)  # shown, never trusted: nothing in it hidden (text.py)
     return Attachment(safe_name(name, f"attachment-{number - 1}"), ctype, data, description)
 
 

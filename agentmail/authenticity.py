@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import re
 from email.message import Message
+from typing import NamedTuple
 
 from . import human, mime, signing, verdicts, wire
 from ._value import Frozen, set_field
 from .model import Letter
 from .registry import Platform, Registry
-from .text import one_line
+from .text import one_line, visible
 
 MAX_HOPS = 50
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
@@ -151,13 +152,49 @@ def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdi
         # Which platform they write for follows the addressee: read only from a To the server vouched for.
         writer = human.writes_for(registry, address, wire.to_address_of(msg) if "to" in covered else "")
         assert writer is not None  # one listing writes
-        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer, covered))
+        return Verdict("accept", letter=shown(human.to_letter(raw, msg, registry, writer, covered)))
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
 
 
+def shown(letter: Letter) -> Letter:
+    """``letter`` as an agent may be shown it, whoever wrote it: every character of the one
+    policy (text.py: controls, format characters, the tag characters) in its body written out
+    as ``<U+...>``. A Subject with one is ``malformed`` (wire.subject_of), a display name is
+    made visible where it is read (wire.sender_of), an attachment's name is refused (attach)."""
+    body = visible(letter.body)
+    return letter if body == letter.body else letter.replace(body=body)
+
+
+class _Listed(NamedTuple):
+    name: str
+    type: str
+    size: int
+
+
+def _attachments_over_limits(letter: Letter, registry: Registry) -> str | None:
+    """Why the attachments a letter carries break the bus's limits (the sender's own, attach.py),
+    or None: a hostile or misconfigured sender is held to them on receipt too."""
+    listed = letter.extra.get("attachments")
+    if not isinstance(listed, list) or not listed:
+        return None
+    from . import attach
+
+    items = [_Listed(str(a["name"]), str(a["type"]), int(a["size"])) for a in listed]
+    problem = attach.limit_problem(items, attach.limits_of(registry.bus))
+    return f"the letter's attachments break this bus's limits: {problem}" if problem else None
+
+
 def judge(raw: bytes, registry: Registry) -> Verdict:
-    """Everything DESIGN §5 asks that needs no local history, in order."""
+    """Everything DESIGN §5 asks that needs no local history, in order. Never raises: a letter
+    that makes any reader fail (a codec, a parser, a bug) is quarantined ``malformed``, naming it."""
+    try:
+        return _judge(raw, registry)
+    except Exception as exc:  # a hostile letter must not stop a sync, nor reach an agent unjudged
+        return _quarantine("malformed", f"the letter could not be read ({exc.__class__.__name__}); it is not shown")
+
+
+def _judge(raw: bytes, registry: Registry) -> Verdict:
     bus = registry.bus
     try:
         msg = wire.parse_message(raw, bus.max_size)
@@ -214,6 +251,9 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
         letter = wire.to_letter(msg)
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
+    over = _attachments_over_limits(letter, registry)
+    if over:
+        return _quarantine("attachment-refused", over, msg)
     to_platform = registry.by_address(letter.to_address)
     letter = letter.replace(sender=platform.name, to=to_platform.name if to_platform else "")
     if not dkim.ok:  # let in by the MTA's aligned pass: what its signature leaves out is not trusted
@@ -222,4 +262,4 @@ def judge(raw: bytes, registry: Registry) -> Verdict:
             cc=letter.cc if "cc" in covered else (),
             list_id=letter.list_id if "list-id" in covered else None,
         )
-    return Verdict("accept", letter=letter)
+    return Verdict("accept", letter=shown(letter))

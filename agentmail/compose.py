@@ -92,7 +92,11 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
     ConfigError for a key that cannot sign or does not match the registry's pin."""
     from . import signing, wire  # loaded when a letter is written, not by every command
+    from .text import describe, forbidden_in_text
 
+    bad = forbidden_in_text(draft.body)
+    if bad is not None:  # the one character policy (text.py): a reader would be shown it as <U+...>
+        raise BadInput(f"the body contains an invisible or control character ({describe(bad)}); refused")
     me = registry.get(sender)
     recipient = registry.get(draft.to)
     others = tuple(registry.get(name) for name in draft.also_to if name != draft.to)
@@ -132,10 +136,24 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
     except Exception as exc:  # dkimpy raises its own types for a bad key
         raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
-    if draft.attachments and len(raw) > registry.bus.max_size:
-        raise BadInput(f"the letter with its attachments is {len(raw)} bytes; this bus takes at most "
-                       f"{registry.bus.max_size} (max_size)")  # fmt: skip
+    limit = send_limit(registry.bus.max_size)
+    if len(raw) > limit:  # every reader would quarantine it too-large: refused here instead
+        what = "the letter with its attachments" if draft.attachments else "the letter"
+        raise BadInput(
+            f"{what} is {len(raw)} bytes; this bus takes at most {registry.bus.max_size} (max_size), "
+            f"{limit} as sent, leaving room for the headers mail servers add"
+        )
     return letter, raw
+
+
+# What mail servers add on the way (Received, Authentication-Results, their own DKIM-Signature,
+# Return-Path, Delivered-To): a letter the sender lets through must still fit the reader's max_size.
+TRANSIT_HEADROOM = 8192
+
+
+def send_limit(max_size: int) -> int:
+    """The largest signed letter a sender lets leave for a bus taking ``max_size`` bytes."""
+    return max_size - min(TRANSIT_HEADROOM, max_size // 4)
 
 
 def _with_attachments(
@@ -147,9 +165,7 @@ def _with_attachments(
     bus = registry.bus
     try:
         items = tuple(attach.check(item) for item in attachments)
-        problem = attach.limit_problem(
-            items, attach.Limits(bus.attach_max_bytes, bus.attach_max_total, bus.attach_max_count, bus.attach_types)
-        )
+        problem = attach.limit_problem(items, attach.limits_of(bus))
         if problem:
             raise BadInput(f"attachment refused: {problem}")
         unsigned = attach.mixed(unsigned, items)

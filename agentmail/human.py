@@ -72,6 +72,13 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
             f"a person's letter from {address} carries no dkim=pass aligned with {domain} nor dmarc=pass "
             f"from the bus's mail server ({ids})",
         )
+    limited = signing.length_limited(raw, domain)
+    if limited is not None:
+        raise wire.Malformed(
+            "unauthenticated",
+            f"{limited}'s signature limits the body length (l=), so what follows it is unsigned (a relay may have "
+            "added it); refused for people as for agents",
+        )
     if signer is None:
         # dmarc=pass with no aligned signature: SPF-aligned, the letter came straight from the
         # domain's own server, so where it goes (To, In-Reply-To, References) is as that server
@@ -79,8 +86,8 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
         return "", PLACEMENT
     covered = signing.covered_by(raw, signer)
     # The headers that decide how the body is read must be signed: a relay could re-declare
-    # them. (Not Content-Disposition, which clients add and MTAs rarely sign: the top-level
-    # one is never read, readable.person_text.)
+    # them. (Not Content-Disposition, which clients add and MTAs rarely sign: a top-level one is
+    # read only when signed, readable.person_text.)
     present = mime.header_counts(raw)
     unsigned = [h for h in mime.MIME_HEADERS if h.lower().encode() in present and h.lower() not in covered]
     if unsigned:
@@ -103,7 +110,7 @@ def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform, 
     subject = wire.subject_of(msg)
     to_address = wire.to_address_of(msg) if "to" in covered else ""
     try:
-        text = readable.person_text(msg)
+        text = readable.person_text(msg, cut=True, disposition_signed="content-disposition" in covered)
     except mime.Refused as exc:
         raise wire.Malformed("malformed", str(exc)) from None
     tag = wire.recipient_thread(msg, to_trusted="to" in covered)
@@ -120,7 +127,7 @@ def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform, 
         # No tag: a thread of its own, unless routing finds the letter it answers (route.route).
         thread=tag or wire.derived_thread(message_id),
         subject=subject,
-        body=readable.cut_quotes(text),
+        body=text,
         date=" ".join(str(msg.get("Date", "")).split()),
         in_reply_to=in_reply_to if "in-reply-to" in covered else None,
         references=references if "references" in covered else (),

@@ -16,25 +16,95 @@ from email.message import Message
 
 from . import mime
 
-# Charsets that change meaning with state or escape sequences: "+ADw-" is "<" in utf-7. Refused
-# for people too; every other charset Python knows is a plain byte → text mapping.
-_REFUSED_CHARSETS = {"utf-7", "utf7", "unicode-1-1-utf-7", "csunicode11utf7", "hz", "hz-gb-2312"}
-_REFUSED_CODECS = {"utf_7", "hz", "iso2022_jp", "iso2022_jp_1", "iso2022_jp_2", "iso2022_jp_2004",
-                   "iso2022_jp_3", "iso2022_jp_ext", "iso2022_kr"}  # fmt: skip
+# The charsets a person's letter may be in: plain byte → text mappings (codecs.lookup's names).
+# Not utf-7, HZ or ISO-2022 (they change meaning by escape sequences: "+ADw-" is "<" in utf-7),
+# not unicode_escape and its kin ("\\u0069gnore" would read "ignore"), never a bytes-to-bytes
+# codec (rot13, base64, zlib...). A charset outside this set is refused, naming it.
+TEXT_CODECS = frozenset(
+    {"ascii", "utf-8", "utf-8-sig", "utf-16", "utf-16-be", "utf-16-le", "utf-32", "utf-32-be", "utf-32-le",
+     "latin-1", "iso8859-1", *(f"iso8859-{n}" for n in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16)),
+     *(f"cp{n}" for n in (437, 720, 737, 775, 850, 852, 855, 856, 857, 858, 860, 861, 862, 863, 864, 865,
+                          866, 869, 874, 932, 949, 950, 1125, 1250, 1251, 1252, 1253, 1254, 1255, 1256,
+                          1257, 1258)),
+     "koi8-r", "koi8-u", "koi8-t", "kz1048", "ptcp154", "tis-620", "mac-roman", "mac-cyrillic", "mac-greek",
+     "mac-iceland", "mac-latin2", "mac-turkish", "big5", "big5hkscs", "gb2312", "gbk", "gb18030", "euc_jp",
+     "euc_jis_2004", "euc_jisx0213", "euc_kr", "shift_jis", "shift_jis_2004", "shift_jisx0213", "johab"}
+)  # fmt: skip
 MAX_PARTS = 50  # a person's letter with more parts than this is not a letter a person wrote
+# Words a mail client adds when it writes the text version of an HTML letter (Gmail's "[image: …]",
+# a link's address): not a difference between what the two versions say.
+_CLIENT_WORDS = frozenset({"image", "mailto", "http", "https", "www", "cid"})
 
 
-def person_text(msg: Message) -> str:
-    """The text of a person's letter, whole (quoted history included): the first text/plain part,
-    else the first text/html part as text. ``mime.Refused`` says why when there is none."""
-    parts = list(_leaves(msg))
-    for wanted in ("text/plain", "text/html"):
-        for part in parts:
-            if part.get_content_type() == wanted and (part is msg or not _is_attachment(part)):
-                text = _decode(part)
-                return html_to_text(text) if wanted == "text/html" else text
-    kinds = ", ".join(sorted({p.get_content_type()[:40] for p in parts})) or "nothing"
-    raise mime.Refused(f"the person's letter holds no text or HTML part ({kinds})")
+def person_text(msg: Message, *, cut: bool = False, disposition_signed: bool = True) -> str:
+    """The text of a person's letter, as a mail client displays it (with ``cut``, its quoted
+    history cut): the first text part of the letter, an alternative's plain text when its HTML
+    says the same words (else refused), else the HTML's visible text. ``mime.Refused`` says why
+    when there is none, or when a person and the agent would be shown different texts. The
+    letter's own Content-Disposition is read only when ``disposition_signed`` (MTAs seldom sign
+    it: one a relay added is not what the person sent)."""
+    if disposition_signed and _is_attachment(msg):
+        raise mime.Refused("the person's letter is disposed as an attachment: a mail client shows no text, only a file")
+    plain, html = _body(msg)
+    if plain is None and html is None:
+        kinds = ", ".join(sorted({p.get_content_type()[:40] for p in _leaves(msg)})) or "nothing"
+        raise mime.Refused(f"the person's letter holds no text or HTML part ({kinds})")
+    if html is None:
+        assert plain is not None
+        text = _decode(plain)
+        return cut_quotes(text) if cut else text
+    markup = _decode(html)
+    if plain is None:
+        return _html(markup, cut)
+    text = _decode(plain)
+    differ = _words_differ(text, _html(markup, False), _link_words(markup))
+    if differ:
+        raise mime.Refused(
+            "the person's letter says different things in its text and HTML versions (a mail client shows one, "
+            f"the agent would be shown the other): {differ}"
+        )
+    return cut_quotes(text) if cut else text
+
+
+def _body(msg: Message) -> tuple[Message | None, Message | None]:
+    """(the text/plain part, the text/html part) a mail client shows as the letter: the first
+    text leaf in order; an alternative's plain and HTML versions. Refused when that first text
+    part is disposed as an attachment (clients differ on whether it is the letter or a file)."""
+    for part in _leaves(msg):
+        ctype = part.get_content_type()
+        if ctype not in ("text/plain", "text/html"):
+            continue
+        if part is not msg and _is_attachment(part):
+            raise mime.Refused(
+                "the person's letter's first text part is disposed as an attachment: a mail client shows it as a "
+                "file, not as the letter"
+            )
+        parent = _alternative_of(msg, part)
+        if parent is None:
+            return (part, None) if ctype == "text/plain" else (None, part)
+        versions = [p for p in _leaves(parent) if not _is_attachment(p)]
+        plain = next((p for p in versions if p.get_content_type() == "text/plain"), None)
+        html = next((p for p in reversed(versions) if p.get_content_type() == "text/html"), None)
+        return plain, html
+    return None, None
+
+
+def _alternative_of(msg: Message, leaf: Message) -> Message | None:
+    """The nearest multipart/alternative holding ``leaf``, or None."""
+    found: Message | None = None
+
+    def walk(part: Message, inside: Message | None) -> bool:
+        nonlocal found
+        if part is leaf:
+            found = inside
+            return True
+        if not part.is_multipart():
+            return False
+        here = part if part.get_content_type() == "multipart/alternative" else inside
+        return any(walk(child, here) for child in part.get_payload() if isinstance(child, Message))
+
+    walk(msg, None)
+    return found
 
 
 def _leaves(msg: Message) -> list[Message]:
@@ -48,8 +118,6 @@ def _leaves(msg: Message) -> list[Message]:
             continue  # a forwarded or attached letter: someone else's words, never shown as theirs
         if part.is_multipart():
             payload = part.get_payload()  # a list: is_multipart() says the payload is one
-            if part.get_content_type() == "multipart/alternative":
-                payload = sorted(payload, key=lambda p: p.get_content_type() != "text/plain")
             stack[0:0] = [p for p in payload if isinstance(p, Message)]
         else:
             found.append(part)
@@ -57,42 +125,71 @@ def _leaves(msg: Message) -> list[Message]:
 
 
 def _is_attachment(part: Message) -> bool:
-    """An inner part marked as an attachment (its headers are signed as body bytes). The letter's
-    own Content-Disposition is not read: MTAs seldom sign it, so a relay could add one."""
+    """A part marked as an attachment (an inner part's headers are signed as body bytes)."""
     return str(part.get("Content-Disposition", "")).strip().lower().startswith("attachment")
 
 
 def _decode(part: Message) -> str:
     charset = str(part.get_param("charset", "us-ascii") or "us-ascii").strip().lower()
-    if charset in _REFUSED_CHARSETS:
-        raise mime.Refused(f"the letter's charset {charset[:40]!r} is refused (it changes meaning by escapes)")
     try:
-        codec = codecs.lookup(charset).name
-    except LookupError:
+        info = codecs.lookup(charset)
+    except (LookupError, ValueError):  # ValueError: a name with a NUL in it
         raise mime.Refused(f"the letter uses an unknown charset {charset[:40]!r}") from None
-    if codec in _REFUSED_CODECS or codec.replace("-", "_") in _REFUSED_CODECS:
-        raise mime.Refused(f"the letter's charset {charset[:40]!r} is refused (it changes meaning by escapes)")
+    if info.name not in TEXT_CODECS or not getattr(info, "_is_text_encoding", True):
+        raise mime.Refused(
+            f"the letter's charset {charset[:40]!r} is refused (not a plain text encoding: it changes meaning "
+            "by escapes, or is not text)"
+        )
     cte = str(part.get("Content-Transfer-Encoding", "7bit")).strip().lower()
     if cte not in mime.TRANSFER_ENCODINGS:
         raise mime.Refused(f"the Content-Transfer-Encoding {cte[:40]!r} is not one agentmail decodes")
     data = part.get_payload(decode=True)
     if not isinstance(data, bytes):
         raise mime.Refused("the letter's text part cannot be decoded")
-    text = data.decode(codec, errors="replace").replace("\r\n", "\n").replace("\r", "\n")
+    text = data.decode(info.name, errors="replace").replace("\r\n", "\n").replace("\r", "\n")
     return text.replace("\x00", "")
 
 
+def _html(markup: str, cut: bool) -> str:
+    from . import html_text
+
+    text = html_text.render(markup, cut=cut)
+    return cut_quotes(text) if cut else text
+
+
 def html_to_text(html: str) -> str:
-    """What a person's HTML says, as plain text (inscriptis: it keeps the layout of paragraphs,
-    lists and tables and never runs scripts or fetches anything)."""
-    if not html.strip():
-        return ""
-    from inscriptis import get_text  # loaded only for the rare HTML letter
+    """What a person's HTML shows, as plain text (html_text: hidden elements removed; inscriptis
+    keeps the layout of paragraphs, lists and tables and never runs scripts or fetches anything)."""
+    return _html(html, False)
+
+
+def _link_words(markup: str) -> set[str]:
+    """The words of the HTML's link targets and image texts: a client writes them into the text version."""
+    from lxml.etree import ParserError
+    from lxml.html import document_fromstring
 
     try:
-        return str(get_text(html)).strip("\n")
-    except Exception:  # lxml raises several types on hostile markup
-        raise mime.Refused("the letter's HTML part does not parse") from None
+        tree = document_fromstring(markup)
+    except (ParserError, ValueError):
+        return set()
+    said = " ".join(str(e.get(a) or "") for e in tree.iter() if isinstance(e.tag, str) for a in ("href", "alt", "src"))
+    return _words(said)
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.casefold()))
+
+
+def _words_differ(plain: str, html: str, links: set[str]) -> str | None:
+    """A sentence naming the words one version has and the other lacks, or None when they agree."""
+    plain_words, html_words = _words(plain), _words(html)
+    only_plain = sorted(plain_words - html_words - links - _CLIENT_WORDS)
+    only_html = sorted(html_words - plain_words)
+    if not only_plain and not only_html:
+        return None
+    said = [f"only the text says {', '.join(only_plain[:5])}" if only_plain else "",
+            f"only the HTML shows {', '.join(only_html[:5])}" if only_html else ""]  # fmt: skip
+    return "; ".join(s for s in said if s)[:300]
 
 
 # --- the quoted history ------------------------------------------------------------------
@@ -101,7 +198,7 @@ def html_to_text(html: str) -> str:
 _ATTRIBUTION = r"(?i)^\s*On\b.{0,300}\bwrote:\s*$"
 _ATTRIBUTION_START = r"(?i)^\s*On\b.{0,300}$"
 _ATTRIBUTION_END = r"(?i)^.{0,300}\bwrote:\s*$"
-_FORWARDED = r"(?i)^\s*-{2,}\s*(?:Original Message|Forwarded message)\s*-{2,}\s*$"
+_FORWARDED = r"(?i)^\s*(?:-{2,}\s*(?:Original Message|Forwarded message)\s*-{2,}|Begin forwarded message:)\s*$"
 _RULE = r"^\s*_{10,}\s*$"
 _QUOTED = r"^\s{0,3}>"
 SIGNATURE = "-- "

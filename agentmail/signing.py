@@ -152,6 +152,27 @@ def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
     return None if found or not mime_present else f"no DKIM-Signature by {domain} to vouch for the MIME headers"
 
 
+def length_limited(raw: bytes, from_domain: str) -> str | None:
+    """The d= of a DKIM-Signature aligned with ``from_domain`` (the same domain, or a parent of
+    it) that limits the body length (``l=``), or None. What follows its l= bytes is unsigned: a
+    relay may have appended it, so a person's letter vouched by one is refused (as an agent's)."""
+    try:
+        headers = dkim.DKIM(raw).headers
+    except _DKIM_ERRORS:
+        return None
+    for name, value in headers:
+        if name.lower() != b"dkim-signature":
+            continue
+        try:
+            tags: dict[bytes, bytes] = dkim.util.parse_tag_value(value)
+        except dkim.util.InvalidTagValueList:
+            continue
+        signer = tags.get(b"d", b"").strip().lower().decode("ascii", "replace")
+        if b"l" in tags and signer and (from_domain == signer or from_domain.endswith("." + signer)):
+            return signer
+    return None
+
+
 def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
     """The header names (lowercased) that every DKIM-Signature of ``domain`` covers: what a
     trusted MTA's dkim=pass for ``domain`` vouches for (a person's letter, DESIGN §5)."""

@@ -31,7 +31,7 @@ from .model import (
     check_type,
     new_ulid,
 )
-from .text import describe, forbidden_in_header, one_line
+from .text import describe, forbidden_in_header, one_line, visible_line
 
 if TYPE_CHECKING:
     from email.message import Message  # a send never parses: the email package loads with the first letter read
@@ -527,7 +527,7 @@ def sender_of(msg: Message) -> tuple[str, str]:
     name, addr = address_headers(msg)["From"][0]
     if not addr.isascii() or not re.fullmatch(_ADDR_RE, addr.lower()):
         raise Malformed("unregistered-sender", f"the From address {addr!r} is not a plain ASCII address")
-    return addr.lower(), one_line(name or "")[:100]
+    return addr.lower(), visible_line(name or "")[:100]
 
 
 def message_id_of(msg: Message) -> str:

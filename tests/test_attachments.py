@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentmail import attach, bus, evidence, mcp_server, signing, wire
+from agentmail import text as policy_text
 from agentmail.authenticity import pinned_key
 from agentmail.cli import main
 from agentmail.client import AgentMail
@@ -199,12 +200,12 @@ def test_a_hostile_name_is_listed_and_saved_only_as_a_plain_name(
     raw = raw.replace(b'filename="x.log"', b'filename="../..\\\\../.bashrc\x1b[2J"')
     assert arrive(beta, sign(alpha, raw)) == ("accepted", "")
     [letter] = beta.inbox()
-    assert [m["name"] for m in letter.extra["attachments"]] == ["bashrc_2J"]
+    assert [m["name"] for m in letter.extra["attachments"]] == ["bashrc_U+001B_2J"]  # the escape in sight
     out = tmp_path / "out"
     out.mkdir()
     [path] = beta.save(letter.id, out)
-    assert path == out.resolve() / "bashrc_2J" and path.read_bytes() == b"payload"
-    assert [p.name for p in out.iterdir()] == ["bashrc_2J"]
+    assert path == out.resolve() / "bashrc_U+001B_2J" and path.read_bytes() == b"payload"
+    assert [p.name for p in out.iterdir()] == ["bashrc_U+001B_2J"]
     assert not [p for p in tmp_path.rglob("*bashrc*") if p.parent != out]
 
 
@@ -387,10 +388,12 @@ def test_property_a_safe_name_is_only_a_name(name: str) -> None:
 _ITEMS = st.lists(
     st.builds(
         attach.Attachment,
-        st.text(min_size=1, max_size=40),
+        st.text(min_size=1, max_size=40).filter(lambda n: policy_text.forbidden_in_text(n) is None),
         st.sampled_from(["text/plain", "text/x-diff", "image/png", "application/json"]),
         st.binary(max_size=600),
-        st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Zl", "Zp", "Cs")), max_size=60),
+        st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cf", "Zl", "Zp", "Cs")), max_size=60).filter(
+            lambda d: policy_text.forbidden_in_header(" ".join(d.split())) is None
+        ),
     ),
     max_size=4,
 )

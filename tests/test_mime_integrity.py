@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import authenticity, wire
+from agentmail import authenticity, text, wire
 from agentmail.client import AgentMail
 from agentmail.compose import Draft, compose
 from agentmail.credentials import read_private_key
@@ -316,7 +316,7 @@ bodies = (
         max_size=12,
     )
     .map("".join)
-    .filter(lambda b: b.strip() != "" and "---" not in b)
+    .filter(lambda b: b.strip() != "" and "---" not in b and text.forbidden_in_text(b) is None)  # sendable
 )
 NAMES = ["MIME-Version", "Content-Type", "Content-Transfer-Encoding", "Content-Disposition"]
 VALUES = [

@@ -285,8 +285,11 @@ def test_html_only_and_alternative_letters_are_shown_as_text(people: Registry) -
     assert only.route == "accept" and only.letter is not None
     assert "The row is back." in only.letter.body and "free" in only.letter.body
     assert "<" not in only.letter.body and "alert" not in only.letter.body
-    both = _judge(people, vouched(client_letter("alpha@bus.test", "Plain wins.", html="<p>HTML loses</p>")))
-    assert both.letter is not None and both.letter.body == "Plain wins."
+    both = _judge(people, vouched(client_letter("alpha@bus.test", "Plain *wins*.", html="<p>Plain <b>wins</b>.</p>")))
+    assert both.letter is not None and both.letter.body == "Plain *wins*."  # the same words: the text version
+    differ = _judge(people, vouched(client_letter("alpha@bus.test", "Plain wins.", html="<p>HTML loses</p>")))
+    assert differ.route == "quarantine" and differ.reason == "malformed"  # a client shows the HTML (issue 23)
+    assert "says different things in its text and HTML versions" in (differ.detail or "")
     latin = _judge(people, vouched(client_letter("alpha@bus.test", "Grüße aus Köln", charset="iso-8859-1")))
     assert latin.letter is not None and latin.letter.body == "Grüße aus Köln"
 
