@@ -122,6 +122,40 @@ GROUPS: dict[str, Group] = {
     "spool": Group(("spool/store.py", "spool/db.py", "spool/migrate.py"), ("test_spool.py",), timeout=30),
     # The local post office: delivery, UIDs, fetch batches, the wait's wakes.
     "local": Group(("transport/local.py",), ("test_local.py",), timeout=30),
+    # Issue 23's modules. Evidence: --attach confined, attachments scanned and split, save and apply.
+    "evidence": Group(
+        ("evidence.py", "attach.py"),
+        ("test_attachments.py", "test_evidence_confinement.py", "test_mcp.py"),
+        timeout=30,
+    ),
+    # The MCP server: exact schemas, save confined below the working directory.
+    "mcp": Group(("mcp_server.py",), ("test_mcp.py", "test_parity.py", "test_search.py"), timeout=30),
+    # People's letters: the judging of a person's letter and the text a person would have seen.
+    "people": Group(
+        ("human.py", "readable.py"),
+        (
+            "test_people.py",
+            "test_readable.py",
+            "test_writing.py",
+            "test_identity_headers.py",
+            "test_authenticity.py",
+            "test_trust_rules.py",
+        ),
+        timeout=30,
+    ),
+    # The registry: parsing hostile platform/person/bus files, the caches, identities.
+    "registry": Group(
+        ("registry.py",),
+        (
+            "test_registry.py",
+            "test_toml_cache.py",
+            "test_bus_settings_hostile.py",
+            "test_values.py",
+            "test_identity.py",
+            "test_identity_headers.py",
+        ),
+        timeout=30,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
