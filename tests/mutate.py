@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tomllib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,6 +41,7 @@ class Group:
     tests: tuple[str, ...]  # test files under tests/ run against them (only those reaching the function)
     functions: tuple[str, ...] = ()  # mutant-name globs: only these functions (default: all of the modules)
     timeout: int = 60  # pytest-timeout per test, seconds
+    whole: tuple[str, ...] = ()  # the test files of --whole, if not ``tests`` (the fast ones that kill)
     deselect: tuple[str, ...] = ()  # test ids never run (they cannot see a mutant, or fail under mutmut)
 
 
@@ -167,6 +170,7 @@ GROUPS: dict[str, Group] = {
             )
         ),
         timeout=30,
+        whole=("test_attachments.py", "test_evidence_confinement.py"),
         deselect=_MCP_STDIO,
     ),
     # The MCP server: exact schemas, save confined below the working directory.
@@ -250,7 +254,7 @@ def run(name: str, group: Group, children: int | None, only: list[str] | None = 
     subprocess.run(command, cwd=where, check=False)
 
 
-KILLED = ("killed", "timeout")
+KILLED = {"killed", "timeout"}
 
 
 def _saved(name: str) -> Path:
@@ -293,12 +297,42 @@ def recheck(name: str, group: Group, children: int | None) -> None:
     _saved(name).write_text(json.dumps(before, indent=1, sort_keys=True))
 
 
+def _whole_run(where: Path, group: Group, mutant: str) -> str:
+    """One mutant against every test of the group's files, in its copy's ``mutants`` tree."""
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:randomly", *_config(group)["pytest_add_cli_args"]]  # type: ignore[misc]
+    command += [f"tests/{t}" for t in group.whole or group.tests if (ROOT / "tests" / t).exists()]
+    env = {**os.environ, "MUTANT_UNDER_TEST": mutant}
+    try:
+        proc = subprocess.run(command, cwd=where / "mutants", env=env, capture_output=True, timeout=30 * 60)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    return {0: "survived", 1: "killed"}.get(proc.returncode, f"error {proc.returncode}")
+
+
+def whole(name: str, group: Group, children: int | None) -> None:
+    """Run each of the last run's survivors against the group's whole test files, not only the
+    tests mutmut saw reach the function: a test that reaches it only through a child process
+    (the CLI, a git hook) is not in mutmut's list, yet kills the mutant, because the child
+    inherits MUTANT_UNDER_TEST and imports the copy's mutated tree."""
+    before = collect(name)
+    survivors = [m for statuses in before.values() for m, s in statuses.items() if s not in KILLED | {"not checked"}]
+    where = WORK / name
+    print(f"== {name}: {len(survivors)} survivors against the whole of {', '.join(group.tests)}", flush=True)
+    with ThreadPoolExecutor(max_workers=children or 2) as pool:
+        for mutant, status in zip(survivors, pool.map(lambda m: _whole_run(where, group, m), survivors), strict=True):
+            print(f"  {status}: {mutant}", flush=True)
+            module = mutant.split(".x", 1)[0]
+            before[module][mutant] = "killed" if status == "killed" else before[module][mutant]
+    _saved(name).write_text(json.dumps(before, indent=1, sort_keys=True))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("groups", nargs="*", help=f"some of {', '.join(GROUPS)} (default: all)")
     parser.add_argument("--list", action="store_true", help="print the groups and exit")
     parser.add_argument("--report", action="store_true", help="only report the groups' last runs")
     parser.add_argument("--survivors", action="store_true", help="re-run only the last run's survivors")
+    parser.add_argument("--whole", action="store_true", help="the last run's survivors against the whole test files")
     parser.add_argument("--max-children", type=int, default=None, help="parallel mutants (mutmut's default: CPUs)")
     args = parser.parse_args()
     if args.list:
@@ -310,7 +344,9 @@ def main() -> int:
         parser.error(f"no such group: {', '.join(unknown)} (groups: {', '.join(GROUPS)})")
     table: dict[str, dict[str, str]] = {}
     for name in args.groups or list(GROUPS):
-        if args.survivors:
+        if args.whole:
+            whole(name, GROUPS[name], args.max_children)
+        elif args.survivors:
             recheck(name, GROUPS[name], args.max_children)
         elif not args.report:
             _saved(name).unlink(missing_ok=True)
