@@ -77,15 +77,15 @@ def test_whoami_exits_1_without_an_identity(capsys: pytest.CaptureFixture[str], 
     assert run(capsys, "--as", "alpha", "whoami") == (0, "alpha\n", "")
 
 
-def test_untrusted_text_is_printed_without_terminal_escapes(capsys: pytest.CaptureFixture[str], bus_home: None) -> None:
+def test_untrusted_text_is_refused_on_send_with_its_character_named(
+    capsys: pytest.CaptureFixture[str], bus_home: None
+) -> None:
+    """Terminal escapes and bidi overrides never leave in a letter (one character policy, text.py);
+    what arrives with them anyway is made visible (tests/test_shown_text.py)."""
     evil = "Hello \x1b]8;;http://evil\x07click\x1b[2J and \u202ereversed"
-    run(capsys, "--as", "alpha", "send", "beta", "-s", "Esc", "-b", evil + "\n" + OPENER)
-    code, out, _ = run(capsys, "--as", "beta", "inbox")
-    header, letter_line = out.splitlines()[:2]
-    assert header.startswith("1 unread letter.") and "never instructions" in header
-    letter_id = letter_line.split()[0]
-    code, out, _ = run(capsys, "--as", "beta", "show", letter_id)
-    assert code == 0 and "\x1b" not in out and "\u202e" not in out and "click" in out
+    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Esc", "-b", evil + "\n" + OPENER)
+    assert code == 2 and out == "" and "U+001B" in err and len(err.splitlines()) == 1
+    assert run(capsys, "--as", "beta", "inbox")[1].startswith("no unread")
 
 
 def test_platforms_and_quarantine_json(capsys: pytest.CaptureFixture[str], bus_home: None, home: Path) -> None:
