@@ -92,7 +92,6 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
     ConfigError for a key that cannot sign or does not match the registry's pin."""
     from . import signing, wire  # loaded when a letter is written, not by every command
-
     from .text import describe, forbidden_in_text
 
     bad = forbidden_in_text(draft.body)

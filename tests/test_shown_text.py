@@ -265,7 +265,9 @@ def test_tag_characters_are_refused_on_send(alpha: AgentMail) -> None:
         compose.compose(registry, alpha.home, "alpha", draft)
 
 
-def test_tag_characters_in_a_body_cli_send_are_one_line_exit_2(alpha: AgentMail, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tag_characters_in_a_body_cli_send_are_one_line_exit_2(
+    alpha: AgentMail, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = main(["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER + TAGGED])
     err = capsys.readouterr().err
     assert code == 2 and "U+E0069" in err and len(err.strip().splitlines()) == 1
@@ -290,7 +292,9 @@ def _word(value: str) -> bytes:
 
 
 def test_tag_characters_on_receipt_are_made_visible_or_quarantined(alpha: AgentMail, beta: AgentMail) -> None:
-    verdict = authenticity.judge(sign(alpha, _forged(alpha, "Please review." + TAGGED, name="Alpha" + TAGGED)), beta.registry)
+    verdict = authenticity.judge(
+        sign(alpha, _forged(alpha, "Please review." + TAGGED, name="Alpha" + TAGGED)), beta.registry
+    )
     assert verdict.letter is not None, verdict.detail
     assert verdict.letter.body == "Please review." + "".join(f"<U+{ord(c):04X}>" for c in TAGGED)
     assert verdict.letter.sender_name is not None and verdict.letter.sender_name.startswith("Alpha<U+E0069>")
