@@ -24,15 +24,12 @@ from collections.abc import Sequence
 from email.header import Header
 from email.message import Message
 from email.parser import BytesParser
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from . import mime
 from ._value import Frozen, set_field
 from .mime import Refused, header_section
 from .text import describe, forbidden_in_header, forbidden_in_text, visible
-
-if TYPE_CHECKING:
-    from .registry import Bus
 
 MAX_NAME = 100
 # Strings, compiled by re's cache on first use: most letters carry no attachment (issue 11).
@@ -142,7 +139,20 @@ class Listed(Protocol):
     def size(self) -> int: ...
 
 
-def limits_of(bus: Bus) -> Limits:
+class Settings(Protocol):
+    """The bus settings the limits come from (registry.Bus)."""
+
+    @property
+    def attach_max_bytes(self) -> int: ...
+    @property
+    def attach_max_total(self) -> int: ...
+    @property
+    def attach_max_count(self) -> int: ...
+    @property
+    def attach_types(self) -> tuple[str, ...]: ...
+
+
+def limits_of(bus: Settings) -> Limits:
     """The attachment limits a bus sets: what a sender refuses and a reader quarantines."""
     return Limits(bus.attach_max_bytes, bus.attach_max_total, bus.attach_max_count, bus.attach_types)
 

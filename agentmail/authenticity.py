@@ -16,7 +16,7 @@ from . import human, mime, signing, verdicts, wire
 from ._value import Frozen, set_field
 from .model import Letter
 from .registry import Platform, Registry
-from .text import one_line, visible
+from .text import one_line
 
 MAX_HOPS = 50
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
@@ -152,18 +152,9 @@ def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdi
         # Which platform they write for follows the addressee: read only from a To the server vouched for.
         writer = human.writes_for(registry, address, wire.to_address_of(msg) if "to" in covered else "")
         assert writer is not None  # one listing writes
-        return Verdict("accept", letter=shown(human.to_letter(raw, msg, registry, writer, covered)))
+        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer, covered))
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
-
-
-def shown(letter: Letter) -> Letter:
-    """``letter`` as an agent may be shown it, whoever wrote it: every character of the one
-    policy (text.py: controls, format characters, the tag characters) in its body written out
-    as ``<U+...>``. A Subject with one is ``malformed`` (wire.subject_of), a display name is
-    made visible where it is read (wire.sender_of), an attachment's name is refused (attach)."""
-    body = visible(letter.body)
-    return letter if body == letter.body else letter.replace(body=body)
 
 
 class _Listed(NamedTuple):
@@ -262,4 +253,4 @@ def _judge(raw: bytes, registry: Registry) -> Verdict:
             cc=letter.cc if "cc" in covered else (),
             list_id=letter.list_id if "list-id" in covered else None,
         )
-    return Verdict("accept", letter=shown(letter))
+    return Verdict("accept", letter=letter)

@@ -74,6 +74,19 @@ def render(html: str, *, cut: bool) -> str:
         raise Refused("the letter's HTML part does not parse") from None
 
 
+def link_texts(html: str) -> str:
+    """The link targets and image texts of ``html`` (``href``, ``src``, ``alt``), space-separated:
+    what a client writes into the text version of an HTML letter."""
+    from lxml.etree import ParserError
+    from lxml.html import document_fromstring
+
+    try:
+        tree = document_fromstring(html)
+    except (ParserError, ValueError, TypeError, LookupError):
+        return ""
+    return " ".join(str(e.get(a) or "") for e in tree.iter() if isinstance(e.tag, str) for a in ("href", "alt", "src"))
+
+
 def _check_sheets(tree: HtmlElement) -> None:
     for sheet in tree.iter("style"):
         found = re.search(_SHEET_HIDES, sheet.text_content() or "")

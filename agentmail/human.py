@@ -17,6 +17,7 @@ from email.message import Message
 from . import mime, readable, signing, verdicts, wire
 from .model import HUMAN, Letter
 from .registry import Platform, Registry
+from .text import visible
 
 # The headers that place a person's letter: the addressee and thread tag, the letter it answers.
 PLACEMENT = ("in-reply-to", "references", "to")
@@ -127,7 +128,7 @@ def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform, 
         # No tag: a thread of its own, unless routing finds the letter it answers (route.route).
         thread=tag or wire.derived_thread(message_id),
         subject=subject,
-        body=text,
+        body=visible(text),  # nothing invisible reaches an agent (text.py): <U+E0069>
         date=" ".join(str(msg.get("Date", "")).split()),
         in_reply_to=in_reply_to if "in-reply-to" in covered else None,
         references=references if "references" in covered else (),

@@ -3,8 +3,8 @@
 Agents' letters keep ``mime.shown_text``'s one strict shape. A person writes from an ordinary
 mail client (mutt, Thunderbird, a phone), whose letters are often ``multipart/alternative``,
 HTML only, or in a legacy charset: for a letter the bus's mail server vouched for, this module
-picks the text part (else the HTML part, turned into text by inscriptis), decodes it, and cuts
-the quoted history so the agent is shown only the new text. The whole letter stays in the
+picks the part a mail client shows (an HTML part turned into its visible text by ``html_text``),
+decodes it, and cuts the quoted history so the agent is shown only the new text. The whole letter stays in the
 spool (``show --raw``).
 """
 
@@ -57,7 +57,9 @@ def person_text(msg: Message, *, cut: bool = False, disposition_signed: bool = T
     if plain is None:
         return _html(markup, cut)
     text = _decode(plain)
-    differ = _words_differ(text, _html(markup, False), _link_words(markup))
+    from . import html_text
+
+    differ = _words_differ(text, _html(markup, False), _words(html_text.link_texts(markup)))
     if differ:
         raise mime.Refused(
             "the person's letter says different things in its text and HTML versions (a mail client shows one, "
@@ -161,19 +163,6 @@ def html_to_text(html: str) -> str:
     """What a person's HTML shows, as plain text (html_text: hidden elements removed; inscriptis
     keeps the layout of paragraphs, lists and tables and never runs scripts or fetches anything)."""
     return _html(html, False)
-
-
-def _link_words(markup: str) -> set[str]:
-    """The words of the HTML's link targets and image texts: a client writes them into the text version."""
-    from lxml.etree import ParserError
-    from lxml.html import document_fromstring
-
-    try:
-        tree = document_fromstring(markup)
-    except (ParserError, ValueError):
-        return set()
-    said = " ".join(str(e.get(a) or "") for e in tree.iter() if isinstance(e.tag, str) for a in ("href", "alt", "src"))
-    return _words(said)
 
 
 def _words(text: str) -> set[str]:

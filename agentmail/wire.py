@@ -31,7 +31,7 @@ from .model import (
     check_type,
     new_ulid,
 )
-from .text import describe, forbidden_in_header, one_line, visible_line
+from .text import describe, forbidden_in_header, one_line, visible, visible_line
 
 if TYPE_CHECKING:
     from email.message import Message  # a send never parses: the email package loads with the first letter read
@@ -694,7 +694,7 @@ def to_letter(msg: Message) -> Letter:
         type=kind,
         thread=thread,
         subject=subject,
-        body=text.strip("\n"),
+        body=visible(text.strip("\n")),  # nothing invisible reaches an agent (text.py): <U+E0069>
         date=" ".join(str(msg.get("Date", "")).split()),
         severity=severity,
         ref=ref,

@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 # Lower layers never import higher ones.
 LAYERS = [
     {"errors", "text", "model", "home", "_fs", "_value", "_toml"},
-    {"matter", "mime", "attach", "readable", "wire"},
+    {"matter", "mime", "attach", "html_text", "readable", "wire"},
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
@@ -24,7 +24,8 @@ OWNERS = {
     "dkim": {"signing"},
     "nacl": {"signing"},
     "authres": {"verdicts"},
-    "inscriptis": {"readable"},
+    "inscriptis": {"html_text"},
+    "lxml": {"html_text"},
     "aiosmtplib": {"transport"},
     "imapclient": {"transport"},
     "tomli_w": {"bus"},
