@@ -1,0 +1,103 @@
+"""Reading a file to attach, saving a letter's attachments and their names, exact (written for
+mutation testing's survivors, tests/MUTATION.md run 6): the size limit at its edge, which home is
+confined, each refusal's wording, and the names saved."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentmail import evidence
+from agentmail.attach import Attachment, unique_names
+from agentmail.errors import BadInput, NotFound
+
+
+def refused(call: object, *args: object, **kwargs: object) -> str:
+    with pytest.raises((BadInput, NotFound)) as caught:
+        call(*args, **kwargs)  # type: ignore[operator]
+    return str(caught.value)
+
+
+def test_a_file_of_exactly_the_limit_is_attached_whole_and_one_byte_more_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "run.log").write_bytes(b"x" * 10)
+    item = evidence.from_file(tmp_path / "run.log", 10, home=tmp_path / "home")
+    assert (item.name, item.type, item.data) == ("run.log", "text/x-log", b"x" * 10)
+    assert refused(evidence.from_file, tmp_path / "run.log", 9, home=tmp_path / "home") == (
+        "attachment refused: run.log is larger than 9 bytes, what an attachment may be (bus set attach_max_bytes)"
+    )
+
+
+def test_the_home_given_is_the_one_confined_else_agentmail_home(home: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other-home"
+    other.mkdir()
+    (other / "key.txt").write_text("secret")
+    (home / "note.txt").write_text("mine")
+    assert refused(evidence.from_file, other / "key.txt", 100, home=other) == (
+        f"--attach {other / 'key.txt'}: lies inside the agentmail home ({other.resolve()}); its keys, "
+        "logins and spools are never attached"
+    )
+    assert evidence.from_file(home / "note.txt", 100, home=other).data == b"mine"  # not the home given
+    assert refused(evidence.from_file, home / "note.txt", 100).startswith(f"--attach {home / 'note.txt'}: lies inside")
+    assert evidence.from_file(other / "key.txt", 100).data == b"secret"  # $AGENTMAIL_HOME is home
+
+
+def test_a_file_that_cannot_be_read_is_named_with_the_reason(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads a 0000 file")
+    locked = tmp_path / "locked.log"
+    locked.write_text("x")
+    locked.chmod(0)
+    assert refused(evidence.from_file, locked, 100, home=tmp_path / "home") == (f"--attach {locked}: Permission denied")
+
+
+def test_a_directory_is_not_a_regular_file(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    assert refused(evidence.from_file, tmp_path / "logs", 100, home=tmp_path / "home") == (
+        f"--attach {tmp_path / 'logs'}: not a regular file"
+    )
+
+
+def test_save_refuses_nothing_to_save_a_missing_folder_and_a_file(tmp_path: Path) -> None:
+    one = (Attachment("a.log", "text/x-log", b"A"),)
+    assert refused(evidence.save, (), tmp_path) == "the letter carries no attachments"
+    assert (
+        refused(evidence.save, one, tmp_path / "nosuch")
+        == f"--dir {tmp_path / 'nosuch'}: does not exist (create it first)"
+    )
+    (tmp_path / "afile").write_text("x")
+    assert refused(evidence.save, one, tmp_path / "afile") == f"--dir {tmp_path / 'afile'}: not a directory"
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    assert refused(evidence.save, one, tmp_path / "dangling") == f"--dir {tmp_path / 'dangling'}: not a directory"
+
+
+def test_save_never_replaces_a_file_unless_forced(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    (tmp_path / "a.log").write_bytes(b"old")
+    one = (Attachment("a.log", "text/x-log", b"new"),)
+    assert refused(evidence.save, one, tmp_path) == f"{tmp_path.resolve() / 'a.log'} exists; --force replaces it"
+    assert (tmp_path / "a.log").read_bytes() == b"old"
+    assert evidence.save(one, tmp_path, force=True) == [tmp_path.resolve() / "a.log"]
+    assert (tmp_path / "a.log").read_bytes() == b"new" and (tmp_path / "a.log").stat().st_mode & 0o777 == 0o600
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.log"]  # no temporary file left
+
+
+def test_save_writes_each_attachment_under_its_unique_name(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    items = (
+        Attachment("run.log", "text/x-log", b"1"),
+        Attachment("RUN.log", "text/x-log", b"2"),
+        Attachment("run.log", "text/x-log", b"3"),
+        Attachment("", "text/plain", b"4"),
+        Attachment("notes", "text/plain", b"5"),
+        Attachment("notes", "text/plain", b"6"),
+        Attachment("a.tar.gz", "application/gzip", b"7"),
+        Attachment("a.tar.gz", "application/gzip", b"8"),
+    )
+    names = ["run.log", "RUN-2.log", "run-3.log", "attachment-4", "notes", "notes-2", "a.tar.gz", "a.tar-2.gz"]
+    assert unique_names(items) == names
+    assert evidence.save(items, tmp_path) == [tmp_path.resolve() / n for n in names]
+    assert [(tmp_path / n).read_bytes() for n in names] == [str(i).encode() for i in range(1, 9)]
