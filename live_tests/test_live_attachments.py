@@ -79,7 +79,9 @@ def test_a_log_and_two_patches_cross_the_mail_system_verify_and_apply(bus: LiveB
     assert check.returncode == 0, check.stderr
     # Every commit is listed before anything lands (issue 23), then the verdict.
     assert check.stdout.splitlines()[0] == "commit 1/2: Raise the quota limit", check.stdout
-    assert "  A plan.py" in check.stdout.splitlines() and check.stdout.strip().endswith("2 patch(es) would apply cleanly")
+    assert "  A plan.py" in check.stdout.splitlines() and check.stdout.strip().endswith(
+        "2 patch(es) would apply cleanly"
+    )
     applied = _cli(bus, home, receiver.me.platform, target, "apply", letter.id)
     assert applied.returncode == 0, applied.stderr
     assert _git(target, "log", "--format=%s") == "Handle the free plan\nRaise the quota limit\nfirst\n"
