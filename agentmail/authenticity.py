@@ -176,16 +176,54 @@ def _attachments_over_limits(letter: Letter, registry: Registry) -> str | None:
     return f"the letter's attachments break this bus's limits: {problem}" if problem else None
 
 
+# The stage a letter was in when something raised: the module of the deepest agentmail frame.
+_STAGES = {
+    "agentmail.wire": "parsing",
+    "agentmail.signing": "DKIM verification",
+    "agentmail.verdicts": "Authentication-Results",
+    "agentmail.matter": "front matter",
+    "agentmail.authenticity": "judging",
+}
+
+
+def class_name(exc: BaseException) -> str:
+    module = exc.__class__.__module__
+    return exc.__class__.__qualname__ if module == "builtins" else f"{module}.{exc.__class__.__qualname__}"
+
+
+def failed_stage(exc: BaseException) -> str:
+    import traceback
+
+    stage = "filing"  # client and spool: deciding where the letter goes and writing it there
+    for frame, _line in traceback.walk_tb(exc.__traceback__):
+        module = str(frame.f_globals.get("__name__", ""))
+        if module.startswith("agentmail."):
+            stage = _STAGES.get(module, "filing")
+    return stage
+
+
+def failure_detail(exc: BaseException) -> str:
+    """What a quarantine says of a letter agentmail failed on: the stage and the exception's class."""
+    return (
+        f"agentmail failed on this letter in {failed_stage(exc)} ({class_name(exc)}); it is kept here for a bug report"
+    )
+
+
 def judge(raw: bytes, registry: Registry) -> Verdict:
     """Everything DESIGN §5 asks that needs no local history, in order. Never raises: a letter
     that makes any reader fail (a codec, a parser, a bug) is quarantined ``malformed``, naming it."""
     try:
-        return _judge(raw, registry)
+        return judge_unguarded(raw, registry)
     except Exception as exc:  # a hostile letter must not stop a sync, nor reach an agent unjudged
-        return _quarantine("malformed", f"the letter could not be read ({exc.__class__.__name__}); it is not shown")
+        quick = wire.quick_identity(raw)
+        summary = {"from": quick[0], "message_id": quick[1]} if quick else None
+        return Verdict("quarantine", reason="malformed", detail=failure_detail(exc), summary=summary)
 
 
-def _judge(raw: bytes, registry: Registry) -> Verdict:
+def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
+    """``judge`` without its catch-all, for the sync: its one per-letter boundary
+    (``AgentMail._file_isolated``) quarantines what this raises, counts it as an internal error
+    and names the stage, so an operator sees agentmail's own failures apart from bad letters."""
     bus = registry.bus
     try:
         msg = wire.parse_message(raw, bus.max_size)

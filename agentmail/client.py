@@ -113,32 +113,6 @@ class SyncReport(Value):
                 setattr(self, name, Filed(getattr(self, name)))
 
 
-# The stage a letter was in when something raised: the module of the deepest agentmail frame.
-_STAGES = {
-    "agentmail.wire": "parsing",
-    "agentmail.signing": "DKIM verification",
-    "agentmail.verdicts": "Authentication-Results",
-    "agentmail.matter": "front matter",
-    "agentmail.authenticity": "judging",
-}
-
-
-def _class_name(exc: BaseException) -> str:
-    module = exc.__class__.__module__
-    return exc.__class__.__qualname__ if module == "builtins" else f"{module}.{exc.__class__.__qualname__}"
-
-
-def _failed_stage(exc: BaseException) -> str:
-    import traceback
-
-    stage = "filing"  # client and spool: deciding where the letter goes and writing it there
-    for frame, _line in traceback.walk_tb(exc.__traceback__):
-        module = str(frame.f_globals.get("__name__", ""))
-        if module.startswith("agentmail."):
-            stage = _STAGES.get(module, "filing")
-    return stage
-
-
 def _references(parent: Letter) -> tuple[str, ...]:
     return tuple([*parent.references, parent.message_id][-MAX_REFERENCES:])
 
@@ -313,8 +287,7 @@ class AgentMail:
             verdict = authenticity.Verdict(
                 "quarantine",
                 reason="malformed",
-                detail=f"agentmail failed on this letter in {_failed_stage(exc)} "
-                f"({_class_name(exc)}); it is kept here for a bug report",
+                detail=authenticity.failure_detail(exc),
                 summary={"from": quick[0], "message_id": quick[1]} if quick else None,
             )
             self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report, item.copy)
@@ -382,7 +355,7 @@ class AgentMail:
 
         if self._filed_already(raw):
             return None, Facts(self.me.agent, bytes_filed=True)
-        verdict = authenticity.judge(raw, self.registry)
+        verdict = authenticity.judge_unguarded(raw, self.registry)
         return verdict, self._facts(verdict)
 
     def _facts(self, verdict: Verdict) -> Facts:

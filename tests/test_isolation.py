@@ -97,7 +97,7 @@ def test_an_unexpected_exception_in_any_stage_stays_with_its_letter(
         deliver(home / "postoffice" / "beta", results + raw)
     bad_message_id = letters[1][0]
     judging: list[bytes] = []
-    real_judge = authenticity.judge
+    real_judge = authenticity.judge_unguarded
 
     def judge(raw: bytes, registry: Registry) -> authenticity.Verdict:
         judging[:] = [raw]
@@ -110,7 +110,7 @@ def test_an_unexpected_exception_in_any_stage_stays_with_its_letter(
             raise LookupError("a class no stage expects")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(authenticity, "judge", judge)
+    monkeypatch.setattr(authenticity, "judge_unguarded", judge)
     monkeypatch.setattr(target, only_for_the_middle_letter)
     report = beta.sync()
     assert [x.message_id for x in report.accepted] == [letters[0][0], letters[2][0]]
@@ -209,14 +209,14 @@ def test_the_boundary_holds_on_the_imap_transport(home: Path, monkeypatch: pytes
             killer = KILLERS["control byte in a header name"](letters[2][1])
             for _mid, raw in [*letters[:2], (letters[2][0], killer)]:
                 servers.store.deliver("beta@bus.test", raw)
-            real_judge = authenticity.judge
+            real_judge = authenticity.judge_unguarded
 
             def judge(raw: bytes, registry: Registry) -> authenticity.Verdict:
                 if letters[1][0].encode() in raw:
                     raise RecursionError("an unknown bug")
                 return real_judge(raw, registry)
 
-            monkeypatch.setattr(authenticity, "judge", judge)
+            monkeypatch.setattr(authenticity, "judge_unguarded", judge)
             report = beta.sync()
             assert [x.message_id for x in report.accepted] == [letters[0][0]]
             assert [q.reason for q in report.quarantined] == ["malformed", "malformed"]
