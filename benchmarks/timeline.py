@@ -43,7 +43,7 @@ RECEIVE = [
     ("agentmail.mime", "header_problem", "MIME header checks"),
     ("agentmail.signing", "verify", "DKIM verify"),
     ("agentmail.wire", "to_letter", "to_letter"),
-    ("agentmail.authenticity", "judge", "judge (parse..to_letter)"),
+    ("agentmail.authenticity", "judge_unguarded", "judge (parse..to_letter)"),
     ("agentmail.client", "AgentMail._facts", "route facts"),
     ("agentmail.spool.store", "Spool.store", "spool store (link, rows)"),
     ("agentmail.spool.db", "Db.commit_batch", "COMMIT (WAL fsync)"),

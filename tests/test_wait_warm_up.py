@@ -18,7 +18,7 @@ def test_the_warm_up_before_blocking_files_and_sends_nothing(
     beta: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     verdicts: list[str] = []
-    real = authenticity.judge
+    real = authenticity.judge_unguarded
 
     def judge(raw: bytes, registry: object) -> authenticity.Verdict:
         verdict = real(raw, registry)  # type: ignore[arg-type]
@@ -32,7 +32,7 @@ def test_the_warm_up_before_blocking_files_and_sends_nothing(
         looked.append(quick(raw))
         return looked[-1]  # type: ignore[return-value]
 
-    monkeypatch.setattr(authenticity, "judge", judge)
+    monkeypatch.setattr(authenticity, "judge_unguarded", judge)
     monkeypatch.setattr(wire, "quick_identity", quick_identity)
     with pytest.raises(Timeout):
         beta.wait(timeout=0.05)
