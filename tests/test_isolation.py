@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity, cli
+from agentmail import authenticity, cli, signing
 from agentmail.client import AgentMail, SyncReport
 from agentmail.identity import Identity
 from agentmail.registry import Registry
@@ -225,3 +225,21 @@ def test_the_boundary_holds_on_the_imap_transport(home: Path, monkeypatch: pytes
             assert "(RecursionError)" in (report.quarantined[0].detail or "")
             monkeypatch.undo()
             assert beta.sync().fetched == 0
+
+
+def test_judge_itself_never_raises_and_names_the_stage_and_the_letter(
+    alpha: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``judge`` (rebuild, the API) keeps its own catch-all: what the sync's boundary would say."""
+    ((message_id, raw),) = make_signed_letters(alpha, "beta", 1, "judge")
+
+    def broken(*args: object, **kwargs: object) -> object:
+        raise LookupError("a class no stage expects")
+
+    monkeypatch.setattr(signing, "verify", broken)
+    verdict = authenticity.judge(raw, alpha.registry)
+    assert verdict.route == "quarantine" and verdict.reason == "malformed"
+    assert verdict.detail == (
+        "agentmail failed on this letter in judging (LookupError); it is kept here for a bug report"
+    )
+    assert verdict.summary is not None and verdict.summary["message_id"] == message_id
