@@ -50,11 +50,19 @@ def sync_filesystem(path: Path) -> None:
 def _write(path: str | Path, data: bytes, flags: int, mode: int, durable: bool) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | flags, mode)
     try:
-        os.write(fd, data)
+        write_all(fd, data)
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data``: ``os.write`` may write fewer (a filling disk, a signal),
+    and a letter cut short and fsynced would be a lost letter that looks filed."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def write_new(path: str | Path, data: bytes, *, durable: bool = True, mode: int = 0o600) -> None:
@@ -62,18 +70,6 @@ def write_new(path: str | Path, data: bytes, *, durable: bool = True, mode: int 
     _write(path, data, os.O_EXCL, mode, durable)
 
 
-def touch(path: Path) -> None:
-    """Make sure ``path`` exists (an empty marker); an existing file is left as it is."""
-    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600))
-
-
-def append(path: Path, data: bytes) -> None:
-    """Append ``data`` in one write (O_APPEND: concurrent appenders never interleave a line)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
 
 
 def link_same(copy: tuple[str, int, int], target: str | Path, size: int) -> bool:
@@ -161,12 +157,6 @@ def fsync_file(path: str | Path) -> None:
     finally:
         os.close(fd)
 
-
-def rename_into(source: Path, target: Path, *, durable: bool = True) -> None:
-    """Rename ``source`` to ``target``; durable: the rename survives a crash once this returns."""
-    os.rename(source, target)
-    if durable:
-        fsync_dir(target.parent)
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:

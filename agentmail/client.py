@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 
 MAX_REFERENCES = 20
 SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
-letter_from_meta = Letter.from_json  # the name this had before Letter could read its own record
 
 
 class SyncReport(Value):

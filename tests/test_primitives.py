@@ -48,6 +48,27 @@ def test_write_atomic_replaces_whole_and_leaves_no_temporary_file(tmp_path: Path
     assert (folder / "f").read_bytes() == b"new" and os.listdir(folder) == ["f"]
 
 
+def test_a_short_write_is_carried_on_until_every_byte_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # os.write may write fewer bytes than asked (a filling disk, a signal): a letter cut short
+    # and fsynced would look filed. Here the kernel takes at most 3 bytes a call.
+    real_write = os.write
+    calls: list[int] = []
+
+    def stingy(fd: int, data: bytes | memoryview) -> int:
+        calls.append(len(data))
+        return real_write(fd, bytes(data[:3]))
+
+    monkeypatch.setattr(os, "write", stingy)
+    _fs.write_new(tmp_path / "new", b"0123456789")
+    _fs.write_atomic(tmp_path / "atomic", b"abcdefgh", durable=False)
+    monkeypatch.undo()
+    assert (tmp_path / "new").read_bytes() == b"0123456789"
+    assert (tmp_path / "atomic").read_bytes() == b"abcdefgh"
+    assert calls == [10, 7, 4, 1, 8, 5, 2]
+
+
 def test_a_lock_is_exclusive_until_released(tmp_path: Path) -> None:
     with _fs.locked(tmp_path / "lock"), pytest.raises(BlockingIOError), _fs.locked(tmp_path / "lock", wait=False):
         pass  # flock locks belong to an open file: a second open conflicts, even in-process
