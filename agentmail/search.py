@@ -36,18 +36,22 @@ from .spool import STATES, Spool
 from .text import FORBIDDEN
 
 INDEX_FILE = "search.sqlite"
-SCHEMA = 3  # PRAGMA user_version: an index of another schema is built again (3: the inherited column)
+SCHEMA = 4  # PRAGMA user_version: an index of another schema is built again (4: the rest column)
 MAX_QUERY = 1000  # characters
 MAX_TERMS = 32
 MAX_LIMIT = 1000
 SNIPPET_TOKENS = 12
 RANK_WINDOW = 2000  # the newest letters matching the words that are ranked (see _search)
-# bm25 column weights: subject, body, people, inherited. A reply's "Re: ..." subject is the
+# bm25 column weights: subject, body, people, inherited, rest (a long body's words past
+# BODY_LEAD: matched and ranked as the body's, never marked up for a snippet). A reply's "Re: ..." subject is the
 # thread's, not its own title: it weighs as its body does, so the report that has a word in its
 # subject and its body ranks above the short replies that only inherited it (bm25 normalises by
 # the whole row's length, so a long report would otherwise lose to every one-line answer).
-WEIGHTS = (8.0, 1.0, 2.0, 1.0)
-COLUMNS = "subject, body, people, inherited"
+WEIGHTS = (8.0, 1.0, 2.0, 1.0, 1.0)
+COLUMNS = "subject, body, people, inherited, rest"
+# A body is indexed whole; its first BODY_LEAD characters are the part a snippet is cut from, so
+# marking the matches for one costs the same for a 5 MB letter as for a 16 KB one.
+BODY_LEAD = 16_384
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 _DDL = f"""
@@ -60,6 +64,13 @@ CREATE INDEX IF NOT EXISTS letters_thread ON letters(thread);
 CREATE TABLE IF NOT EXISTS stamps (state TEXT PRIMARY KEY, count INTEGER NOT NULL, checksum INTEGER NOT NULL);
 CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5({COLUMNS}, tokenize='{TOKENIZER}');
 """
+# The passage of a hit: the columns looked in for its first match, body first; the marks
+# highlight() puts around a match (controls: text in the index never holds them, see _CONTROL's
+# policy); how many words before the match it starts; how much text after it is read.
+_SNIPPET_COLUMNS = (1, 0, 3, 2)  # body, subject, inherited, people
+_MARKS = ("\x02", "\x03")
+_LEAD_IN = 3
+_LEAD_CHARS = 4096
 _CONTROL = re.compile(f"[{FORBIDDEN}]")
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
 _CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
@@ -454,13 +465,13 @@ class SearchIndex:
         people = " ".join(
             text(k) for k in ("from", "sender_address", "sender_name", "to", "to_address", "to_agent", "thread", "ref")
         )
-        body = text("body") + ("\n" + text("detail") if text("detail") else "")
+        body, rest = _lead_and_rest(text("body") + ("\n" + text("detail") if text("detail") else ""))
         subject, inherited = text("subject"), ""
         if text("in_reply_to") and strip_re(subject) != subject:  # a reply's "Re: <the thread's subject>"
             subject, inherited = "", subject
         db.execute(
-            f"INSERT INTO words(rowid, {COLUMNS}) VALUES (?, ?, ?, ?, ?)",
-            (cursor.lastrowid, subject, body, people, inherited),
+            f"INSERT INTO words(rowid, {COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (cursor.lastrowid, subject, body, people, inherited, rest),
         )
 
     def _search(self, db: sqlite3.Connection, query: Query, match: str | None) -> list[Hit]:
@@ -480,8 +491,8 @@ class SearchIndex:
             ).fetchall()
             snippets = {
                 n: _lead(body)
-                for n, body in db.execute(
-                    f"SELECT rowid, body FROM words WHERE rowid IN ({','.join('?' * len(rows))})",
+                for n, body in db.execute(  # the lead of a huge body only: its first words are shown
+                    f"SELECT rowid, substr(body, 1, {_LEAD_CHARS}) FROM words WHERE rowid IN ({','.join('?' * len(rows))})",
                     [r[0] for r in rows],
                 )
             }
@@ -509,14 +520,18 @@ class SearchIndex:
                 if cutoff is None or len(rows) >= query.limit:
                     break
                 window *= 4
-            # Snippets for the letters shown only, not for every match that was ranked.
-            snippets = dict(
-                db.execute(
-                    f"SELECT rowid, snippet(words, -1, '**', '**', '…', {SNIPPET_TOKENS}) FROM words"
-                    f" WHERE words MATCH ? AND rowid IN ({','.join('?' * len(rows))})",
-                    (match, *[r[0] for r in rows]),
+            # Snippets for the letters shown only, not for every match that was ranked. Not
+            # FTS5's snippet(): it scores every match against every other, so a word repeated
+            # 9,000 times in one 900 KB letter took 2 s a search. highlight() marks the matches
+            # of the bounded columns in about one pass; the passage is cut around the first.
+            marked = ", ".join(f"highlight(words, {column}, ?, ?)" for column in _SNIPPET_COLUMNS)
+            snippets = {
+                row[0]: _passage(row[1:])
+                for row in db.execute(
+                    f"SELECT rowid, {marked} FROM words WHERE words MATCH ? AND rowid IN ({','.join('?' * len(rows))})",
+                    (*_MARKS * len(_SNIPPET_COLUMNS), match, *[r[0] for r in rows]),
                 )
-            )
+            }
         return [
             Hit(
                 id=r[1],
@@ -602,6 +617,38 @@ def _strings(meta: dict[str, Any]) -> Callable[[str], str]:
         return value if isinstance(value, str) else ""
 
     return text
+
+
+def _passage(columns: tuple[object, ...], words: int = SNIPPET_TOKENS) -> str:
+    """About ``words`` words around the first match of the first column that has one (the
+    columns as highlight() marked them), matched words in ``**``; "…" where the text was cut.
+    A letter matched only past its BODY_LEAD shows its body's first words."""
+    start, end = _MARKS
+    for text in columns:
+        text = str(text or "")
+        at = text.find(start)
+        if at < 0:
+            continue
+        before = text[:at].split()[-_LEAD_IN:]
+        after = text[at : at + _LEAD_CHARS].split()
+        taken = (before + after)[:words]
+        cut_before = len(before) < len(text[:at].split())
+        cut_after = len(before) + len(after) > words or at + _LEAD_CHARS < len(text)
+        passage = " ".join(taken)
+        if passage.count(start) > passage.count(end):
+            passage += end  # a phrase cut by the window's end still closes its mark
+        passage = passage.replace(start, "**").replace(end, "**")
+        return ("…" if cut_before else "") + passage + ("…" if cut_after else "")
+    return _lead(columns[0] if columns else "", words)
+
+
+def _lead_and_rest(body: str) -> tuple[str, str]:
+    """``body`` cut at the last white space before BODY_LEAD (a word is never split in two)."""
+    if len(body) <= BODY_LEAD:
+        return body, ""
+    cut = max(body.rfind(" ", 0, BODY_LEAD), body.rfind("\n", 0, BODY_LEAD))
+    cut = cut if cut > 0 else BODY_LEAD
+    return body[:cut], body[cut:]
 
 
 def _lead(body: object, words: int = SNIPPET_TOKENS) -> str:

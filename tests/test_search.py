@@ -505,3 +505,84 @@ def test_ranking_widens_its_window_until_the_filters_find_enough(
         exchanged["ack"],
         exchanged["quota_id"],
     }
+
+
+# --- snippets of long letters (issue 28: search that big letters cannot stall) -------------------
+
+
+def _marked_columns(spool_root: Path, query: str) -> list[tuple[Any, ...]]:
+    """What highlight() makes of each matching letter's snippet columns, as search asks for it."""
+    from agentmail import search
+
+    with closing(sqlite3.connect(spool_root / INDEX_FILE)) as db:
+        marked = ", ".join(f"highlight(words, {c}, ?, ?)" for c in search._SNIPPET_COLUMNS)
+        return db.execute(
+            f"SELECT {marked} FROM words WHERE words MATCH ?", (*search._MARKS * 4, to_fts(query))
+        ).fetchall()
+
+
+def test_a_long_letter_is_indexed_whole_and_its_snippet_comes_from_its_lead(
+    alpha: AgentMail, beta: AgentMail
+) -> None:
+    """The body past BODY_LEAD is found and ranked, but never marked up for a snippet: marking a
+    word repeated thousands of times in a 900 KB letter (FTS5's snippet() scores each match
+    against every other) stalled every search for seconds."""
+    from agentmail import search
+
+    filler = "lorem ipsum widget " * 4000  # 76 KB: the lead holds ~860 of its "widget"s
+    deep = "the zanzibar checksum mismatch is only at the very end"
+    alpha.send("beta", "Logs of the failing run", OPENER + filler + deep)
+    (hit,) = beta.search("zanzibar")
+    assert hit.snippet == " ".join(OPENER.split()[: search.SNIPPET_TOKENS]) + "…"  # the body's lead
+    (hit,) = beta.search("widget")
+    assert hit.snippet.startswith("…") and "**widget**" in hit.snippet
+    with closing(sqlite3.connect(beta.spool.root / INDEX_FILE)) as db:
+        ((body, rest),) = db.execute("SELECT body, rest FROM words").fetchall()
+    assert len(body) <= search.BODY_LEAD < len(body) + len(rest)
+    assert (body + rest).rstrip() == (OPENER + filler + deep).rstrip()  # every word indexed
+    assert not body.endswith(("lore", "ips", "widg")) and rest[:1].isspace()  # cut between words
+
+
+def test_lead_and_rest_cut_at_white_space_and_keep_every_character() -> None:
+    from agentmail.search import BODY_LEAD, _lead_and_rest
+
+    assert _lead_and_rest("short body") == ("short body", "")
+    word = "x" * (BODY_LEAD + 10)  # no white space at all: cut at the lead
+    assert _lead_and_rest(word) == (word[:BODY_LEAD], word[BODY_LEAD:])
+    text = "a" * (BODY_LEAD - 3) + " bcdef"
+    assert _lead_and_rest(text) == ("a" * (BODY_LEAD - 3), " bcdef")
+
+
+@given(
+    before=st.lists(st.sampled_from(["alpha", "beta", "gamma", "x", "1.2"]), max_size=30),
+    after=st.lists(st.sampled_from(["delta", "eps", "zeta", "y", "3"]), max_size=30),
+    phrase=st.integers(1, 3),
+)
+def test_a_passage_is_a_run_of_the_text_around_its_first_match(before: list[str], after: list[str], phrase: int) -> None:
+    """The words shown are consecutive words of the column, the first match among them and
+    marked whole (a phrase cut by the window still closes its mark), at most SNIPPET_TOKENS of
+    them, with "…" exactly where words were left out."""
+    from agentmail.search import _MARKS, SNIPPET_TOKENS, _passage
+
+    start, end = _MARKS
+    match = ["quota"] * phrase
+    words = [*before, start + match[0], *match[1:]]
+    words[-1] += end
+    words += after
+    passage = _passage((" ".join(words), "a subject"))
+    shown = passage.removeprefix("…").removesuffix("…").split()
+    plain = [w.replace(start, "").replace(end, "") for w in words]
+    assert 1 <= len(shown) <= SNIPPET_TOKENS and shown[0].replace("*", "") in plain
+    at = plain.index(shown[0].replace("*", ""), max(0, len(before) - 3))
+    assert [w.replace("*", "") for w in shown] == plain[at : at + len(shown)]
+    assert shown[min(3, len(before))].startswith("**quota")
+    assert passage.count("**") % 2 == 0
+    assert passage.startswith("…") == (at > 0)
+    assert passage.endswith("…") == (at + len(shown) < len(plain))
+
+
+def test_a_passage_without_a_mark_is_the_lead_of_the_body() -> None:
+    from agentmail.search import _passage
+
+    assert _passage(("one two", "subject with none")) == "one two"
+    assert _passage(("", "a \x02subject\x03 match")) == "a **subject** match"
