@@ -70,8 +70,6 @@ def write_new(path: str | Path, data: bytes, *, durable: bool = True, mode: int 
     _write(path, data, os.O_EXCL, mode, durable)
 
 
-
-
 def link_same(copy: tuple[str, int, int], target: str | Path, size: int) -> bool:
     """Hard-link the very file ``copy`` names (path, st_dev, st_ino: a plain file of ``size``
     bytes) as ``target``: no new inode to create, nothing to write. False, with nothing left
@@ -156,7 +154,6 @@ def fsync_file(path: str | Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = True) -> None:

@@ -521,9 +521,7 @@ def _marked_columns(spool_root: Path, query: str) -> list[tuple[Any, ...]]:
         ).fetchall()
 
 
-def test_a_long_letter_is_indexed_whole_and_its_snippet_comes_from_its_lead(
-    alpha: AgentMail, beta: AgentMail
-) -> None:
+def test_a_long_letter_is_indexed_whole_and_its_snippet_comes_from_its_lead(alpha: AgentMail, beta: AgentMail) -> None:
     """The body past BODY_LEAD is found and ranked, but never marked up for a snippet: marking a
     word repeated thousands of times in a 900 KB letter (FTS5's snippet() scores each match
     against every other) stalled every search for seconds."""
@@ -558,7 +556,9 @@ def test_lead_and_rest_cut_at_white_space_and_keep_every_character() -> None:
     after=st.lists(st.sampled_from(["delta", "eps", "zeta", "y", "3"]), max_size=30),
     phrase=st.integers(1, 3),
 )
-def test_a_passage_is_a_run_of_the_text_around_its_first_match(before: list[str], after: list[str], phrase: int) -> None:
+def test_a_passage_is_a_run_of_the_text_around_its_first_match(
+    before: list[str], after: list[str], phrase: int
+) -> None:
     """The words shown are consecutive words of the column, the first match among them and
     marked whole (a phrase cut by the window still closes its mark), at most SNIPPET_TOKENS of
     them, with "…" exactly where words were left out."""
