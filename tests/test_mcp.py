@@ -452,6 +452,8 @@ def _wrong_type(prop: dict[str, Any]) -> st.SearchStrategy[Any]:
     if "enum" in prop:
         return _JSON.filter(lambda v: not any(_kind_of(v) is _kind_of(e) and v == e for e in prop["enum"]))
     allowed = _KINDS[prop["type"]]
+    if prop["type"] == "integer":  # JSON Schema: a number with no fraction (1.0) is an integer
+        return _JSON.filter(lambda v: _kind_of(v) not in allowed and not (isinstance(v, float) and v.is_integer()))
     return _JSON.filter(lambda v: _kind_of(v) not in allowed)
 
 
