@@ -13,13 +13,21 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from agentmail import bus
 from agentmail.client import AgentMail
 from agentmail.identity import Identity
 from agentmail.registry import Registry
 
+from .depth import examples
+
 _PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
+
+# A property test that names no max_examples draws Hypothesis's 100 under CI, fewer in the
+# quick run (tests/depth.py).
+settings.register_profile("agentmail", max_examples=examples(100))
+settings.load_profile("agentmail")
 
 
 def _coverage_floors() -> dict[str, float]:

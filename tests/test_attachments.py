@@ -29,6 +29,7 @@ from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
 
 from .conftest import OPENER
+from .depth import examples
 from .mailservers import MailServers
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
@@ -373,7 +374,7 @@ def test_patches_need_a_range_of_commits(tmp_path: Path) -> None:
 
 # --- properties ----------------------------------------------------------------------------
 
-PROPS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @PROPS

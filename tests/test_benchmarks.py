@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from .depth import THOROUGH
+
 REPO = Path(__file__).resolve().parent.parent
 FIGURES = {
     "warm_latency",
@@ -47,6 +49,7 @@ def _run(tmp_path: Path, *argv: str, timeout: float, **env: str) -> subprocess.C
     return done
 
 
+@pytest.mark.skipif(not THOROUGH, reason="a minute of benchmarks: CI runs it (AGENTMAIL_TESTS=thorough)")
 @pytest.mark.timeout(600)  # one process after another: on a loaded shared machine well past two minutes
 def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None:
     out, tmp, user_home = tmp_path / "figures.json", tmp_path / "tmp", tmp_path / "user"

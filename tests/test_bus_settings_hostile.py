@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from agentmail import registry
 from agentmail.errors import ConfigError
 
+from .depth import examples
+
 # What TOML can hold: scalars, lists, tables, nested.
 TOML = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -29,7 +31,7 @@ KEYS = st.sampled_from(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(KEYS, TOML, max_size=4))
 def test_any_value_for_the_new_settings_is_a_bus_or_one_config_error(values: dict[str, object]) -> None:
     try:

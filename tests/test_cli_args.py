@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from agentmail._args import Command, Exit, Group, UsageError
 from agentmail.cli import Ctx, main_group
 
+from .depth import examples
+
 
 def command_paths(group: Group, prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Command]]:
     """Every command and group under ``group``, each with the words that name it."""
@@ -37,7 +39,7 @@ def _resolve(argv: list[str]) -> tuple[Command, dict[str, Any], Ctx]:
     return command, keywords, ctx
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     which=st.sampled_from(PATHS),
     tokens=st.lists(st.one_of(st.sampled_from(FLAGS), st.text(max_size=12)), max_size=8),

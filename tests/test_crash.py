@@ -40,6 +40,7 @@ from agentmail.spool import STATES, Spool
 from agentmail.transport.local import Mailbox, deliver
 
 from .conftest import make_signed_letters
+from .depth import THOROUGH
 
 OPENER = """\
 I am the agent of alpha (billing); we call beta's /quota endpoint for every invoice.
@@ -565,7 +566,8 @@ PER_ROUND = 60  # two batches of the local post office (50 + 10): the second hit
 def test_sync_killed_at_every_commit_point_loses_and_doubles_nothing(
     alpha: AgentMail, beta: AgentMail, home: Path
 ) -> None:
-    rounds = [(point, nth) for point in SYNC_POINTS for nth in (1, 2)]
+    # the second occurrence of each point (a later batch) only under CI: tests/depth.py
+    rounds = [(point, nth) for point in SYNC_POINTS for nth in ((1, 2) if THOROUGH else (1,))]
     letters = signed_letters(alpha, "beta", PER_ROUND * len(rounds))
     expected = dict(letters)
     env = dict(os.environ, AGENTMAIL_HOME=str(home))

@@ -21,6 +21,7 @@ from agentmail.client import AgentMail
 from agentmail.errors import BadInput, Refused
 
 from .conftest import OPENER
+from .depth import examples
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -373,7 +374,7 @@ def test_the_sender_editing_its_sent_copy_changes_nothing_the_reader_filed(
 _PART = st.sampled_from(["..", ".", "a", "b", "logs", ""])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     link=st.lists(st.sampled_from(["a", "b", "logs"]), min_size=1, max_size=3).map("/".join),
     target=st.lists(_PART, min_size=1, max_size=6).map("/".join).filter(lambda t: t and not t.startswith("/")),

@@ -25,6 +25,7 @@ from agentmail.model import new_thread_id
 from agentmail.registry import Registry
 
 from .conftest import OPENER
+from .depth import examples
 from .mailservers import MailServers
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
@@ -55,14 +56,14 @@ def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
 NAMES = st.from_regex(r"[a-z0-9][a-z0-9-]{0,8}", fullmatch=True)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(NAMES, min_size=1, max_size=6), st.lists(st.sampled_from(["", " ", "\t"]), min_size=12, max_size=12))
 def test_split_keeps_every_name_once_in_order_whatever_the_spacing(names: list[str], pads: list[str]) -> None:
     text = ",".join(f"{pads[i % 12]}{n}{pads[(i + 5) % 12]}" for i, n in enumerate(names)) + ","
     assert recipients.split(text) == tuple(names)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.text(max_size=40))
 def test_split_never_raises_anything_but_bad_input_and_never_returns_an_empty_item(text: str) -> None:
     try:
@@ -72,7 +73,7 @@ def test_split_never_raises_anything_but_bad_input_and_never_returns_an_empty_it
     assert items and all(item and item == item.strip() and "," not in item for item in items)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.sampled_from(["beta", "gamma", "delta", "@consumers", "@all"]), min_size=1, max_size=8))
 def test_resolve_expands_groups_drops_duplicates_and_keeps_first_seen_order(items: list[str]) -> None:
     reg = Registry(root=Path("/nonexistent"), bus=registry_mod.parse_bus({"domain": "bus.test", "groups": {

@@ -40,6 +40,7 @@ from agentmail.identity import Identity
 from agentmail.model import Letter, new_thread_id
 from agentmail.transport.local import deliver
 
+from .depth import examples
 from .mailservers import MailServers
 from .test_transport_smtpimap import USERS, make_bus
 
@@ -424,7 +425,7 @@ def check_sync(mail: Bus, hostile: list[Sent], label: str) -> SyncReport:
     return report
 
 
-@settings(FUZZ, max_examples=120 * SCALE)
+@settings(FUZZ, max_examples=examples(120) * SCALE)
 @given(kind=st.sampled_from(KINDS), edits=st.lists(mutations, min_size=1, max_size=3))
 @example(kind="report", edits=[Mutation("dkim-tag", 9, b"\xe9")])  # bh=: binascii.Error from dkimpy
 @example(kind="report", edits=[Mutation("header-name", 3, b"X-\x01Bad")])  # dkim.MessageFormatError
@@ -444,7 +445,7 @@ def test_mutated_signed_letters(mail: Bus, kind: str, edits: list[Mutation]) -> 
     check_sync(mail, [Sent(mutant, rcpt, letter.message_id, letter if same_mime else None)], "mutated")
 
 
-@settings(FUZZ, max_examples=40 * SCALE)
+@settings(FUZZ, max_examples=examples(40) * SCALE)
 @given(batch=st.lists(st.tuples(st.sampled_from(KINDS), mutations), min_size=2, max_size=6))
 def test_many_hostile_letters_in_one_sync(mail: Bus, batch: list[tuple[str, Mutation]]) -> None:
     sent = []
@@ -463,7 +464,7 @@ def test_the_mutations_reach_every_verdict(local_bus: Bus) -> None:
     reasons: set[str] = set()
     accepted = 0
 
-    @settings(FUZZ, max_examples=60 * SCALE)
+    @settings(FUZZ, max_examples=examples(60) * SCALE)
     @given(kind=st.sampled_from(KINDS), edit=mutations)
     def sample(kind: str, edit: Mutation) -> None:
         nonlocal accepted
@@ -626,7 +627,7 @@ _well_formed = st.builds(
 hostile_letters = st.one_of(_well_formed, _anything())
 
 
-@settings(FUZZ, max_examples=100 * SCALE)
+@settings(FUZZ, max_examples=examples(100) * SCALE)
 @given(hostile=hostile_letters)
 @example(hostile=Hostile(subject="Quota", body="see below\n", block="HONEST"))
 @example(hostile=Hostile(subject="x", body="y", block="type: &a report\nthread: *a"))
@@ -638,7 +639,7 @@ def test_hostile_letters_are_accepted_often_enough_to_check_integrity(local_bus:
     """Integrity is only checked on accepted letters: a fair share of the signed ones must be."""
     checked = 0
 
-    @settings(FUZZ, max_examples=40)
+    @settings(FUZZ, max_examples=40)  # a share of 40: never fewer
     @given(hostile=hostile_letters)
     def sample(hostile: Hostile) -> None:
         nonlocal checked

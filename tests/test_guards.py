@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from agentmail import guards
 from agentmail.model import Letter
 
+from .depth import examples
+
 
 @pytest.mark.parametrize(
     "body",
@@ -124,7 +126,7 @@ def _searched_credential(body: str) -> str | None:
     return next((what for pattern, what, _, _ in guards._CREDENTIALS if re.search(pattern, body)), None)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_BODIES)
 def test_the_literal_prefilter_never_changes_a_credential_verdict(body: str) -> None:
     what = _searched_credential(body)
@@ -135,7 +137,7 @@ def test_the_literal_prefilter_never_changes_a_credential_verdict(body: str) -> 
         assert refusal == f"the body looks like it contains {what}; remove it (or pass --force if it is not a secret)"
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(_BODIES)
 def test_the_literal_prefilter_never_changes_the_invisible_context_advice(body: str) -> None:
     found = re.search(guards._INVISIBLE, body)

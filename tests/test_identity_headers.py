@@ -26,6 +26,7 @@ from agentmail.identity import Identity
 from agentmail.registry import Registry
 from agentmail.transport.local import deliver
 
+from .depth import examples
 from .test_authenticity import letter_bytes, sign_as, trusting
 from .test_writing import CAROL, client_letter, people, vouched  # noqa: F401  (people: the fixture)
 
@@ -208,7 +209,7 @@ def _strict(name: str, value: str) -> tuple[list[str], list[str]]:
     return [a.addr_spec.lower() for a in header.addresses], [str(d) for d in header.defects]
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=examples(600), deadline=None)
 @given(st.sampled_from(wire.ADDRESS_HEADERS), address_values())
 def test_agentmail_and_the_email_package_never_name_different_mailboxes(name: str, value: str) -> None:
     """Whatever agentmail reads from an address header, the email package's strict parse reads
@@ -231,7 +232,7 @@ def test_agentmail_and_the_email_package_never_name_different_mailboxes(name: st
         assert "@" not in address.display_name or address.display_name.lower() == address.addr_spec.lower()
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=address_values())
 def test_a_vouched_letter_is_filed_as_the_one_mailbox_every_reader_names_or_refused(
     people: Registry,  # noqa: F811

@@ -24,6 +24,7 @@ from agentmail.transport.base import Envelope, Outgoing, SubmitResult
 from agentmail.transport.local import BATCH, LocalTransport, Mailbox, deliver
 
 from .conftest import eventually
+from .depth import examples
 
 RAW = b"From: a@bus.test\r\nTo: b@bus.test\r\nSubject: x\r\n\r\nbody\r\n"
 
@@ -356,7 +357,7 @@ def _read_all(beta: LocalTransport, checkpoint: str | None) -> tuple[str | None,
     return beta.advance(checkpoint, []), keys
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(validity=st.one_of(st.none(), st.binary(max_size=24)), counter=st.one_of(st.none(), st.binary(max_size=24)))
 @example(validity=b"1", counter=b"0" * 13)  # a counter longer than its width: "…05" written over it read 50
 def test_damaged_counter_files_stop_no_reader_and_lose_no_letter(validity: bytes | None, counter: bytes | None) -> None:

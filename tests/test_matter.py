@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from agentmail import matter
 
+from .depth import examples
+
 
 def block(*lines: str, body: str = "the body") -> str:
     return "\n".join([matter.START, *lines, matter.END, "", body])
@@ -79,7 +81,7 @@ def _through_yaml_split(text: str) -> tuple[dict[str, str], str] | str:
     return {k: str(v) for k, v in metadata.items()}, content
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.dictionaries(st.sampled_from(matter.KEYS), _VALUE, min_size=1), st.text(max_size=60))
 @example({"type": "report"}, "0\r\n0")  # a CRLF in the text: frontmatter makes it LF, so must split
 def test_join_and_split_write_and_read_what_yaml_does(fields: dict[str, str], content: str) -> None:
@@ -101,7 +103,7 @@ def test_join_and_split_write_and_read_what_yaml_does(fields: dict[str, str], co
     assert got == _through_yaml_split(expected)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(st.sampled_from([*(f"{k}: v1" for k in matter.KEYS), "type: yes", "ref: a #b", "x: y", "", " ",
                                  "type: report", "thread: thr-abcdef", "ref: 'q'", "ref: &a x", "ref: *a", "- a"]),
                 min_size=0, max_size=6))  # fmt: skip

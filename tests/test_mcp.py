@@ -26,6 +26,7 @@ from agentmail.client import AgentMail
 from agentmail.mcp_server import TOOLS, tool_list_json
 
 from .conftest import OPENER
+from .depth import examples
 
 TOOL_NAMES = {
     "whoami",
@@ -397,7 +398,7 @@ def test_the_save_folder_is_the_working_directory_or_the_configured_one(
     limit=st.integers(1, mcp_server.MAX_INBOX) | st.integers(1, mcp_server.MAX_INBOX).map(float),
     timeout=st.floats(0, mcp_server.MAX_WAIT),
 )
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 def test_what_the_schemas_allow_they_let_through(letter_id: str, thread: str, limit: float, timeout: float) -> None:
     """The other half: the schema refuses no value it declares (a ULID in any case or a Message-ID,
     as the CLI names a letter; a thread id in any case; 3.0 for 3)."""
@@ -539,7 +540,9 @@ def test_every_schema_violation_is_a_tool_error_and_changes_nothing(
 
         @given(schema_violations(valid))
         @settings(
-            max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
+            max_examples=examples(400),
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
         )
         def violation_is_refused(case: tuple[str, dict[str, Any], str]) -> None:
             name, args, way = case

@@ -23,6 +23,7 @@ from agentmail.identity import Identity
 from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
 
+from .depth import examples
 from .mailservers import MailServers
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
@@ -345,7 +346,7 @@ generated = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(body=bodies, mutation=generated)
 def test_property_any_mime_mutation_is_quarantined_or_shows_the_signed_text(
     alpha: AgentMail, beta: AgentMail, body: str, mutation: Callable[[bytes], bytes]

@@ -23,6 +23,7 @@ from agentmail.identity import Identity
 from agentmail.registry import Registry
 
 from .conftest import OPENER
+from .depth import examples
 
 NOT_TEXT = "the body must be UTF-8 text; convert it (iconv) or send the file with --attach"
 
@@ -459,7 +460,7 @@ def named_spool(tmp_path_factory: pytest.TempPathFactory) -> tuple[AgentMail, li
     return alpha, [(x.id, x.message_id) for x in letters]
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(ref=st.one_of(st.text(max_size=40), st.sampled_from(["<", ">", "<>", "@", "%", "_", "~", "\0", " <x@y> "])))
 def test_any_text_as_an_id_names_one_letter_it_matches_or_is_one_line_of_bad_input_or_not_found(
     named_spool: tuple[AgentMail, list[tuple[str, str]]], ref: str
@@ -486,7 +487,7 @@ def test_each_form_of_a_letters_name_names_it(named_spool: tuple[AgentMail, list
     assert alpha._id(typed) == letter_id
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=64))
 def test_any_bytes_as_a_body_are_utf8_text_or_one_line_saying_so(data: bytes) -> None:
     from agentmail.cli import read_body

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from agentmail import authenticity, mime, readable, signing, text
 from agentmail.registry import Person, Registry
 
+from .depth import examples
+
 # --- the quote cutter -------------------------------------------------------------------------
 
 
@@ -50,7 +52,7 @@ _quoted_line = st.builds(lambda pre, s: pre + ">" + s, st.sampled_from(["", " ",
 
 
 @given(st.lists(st.one_of(_plain_line, _quoted_line), max_size=30), st.lists(_plain_line, max_size=5))
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 def test_cut_quotes_keeps_every_new_line_in_order_and_no_quoted_or_signature_line(
     lines: list[str], signature: list[str]
 ) -> None:
@@ -69,7 +71,7 @@ def test_cut_quotes_keeps_every_new_line_in_order_and_no_quoted_or_signature_lin
 
 
 @given(st.text(max_size=400))
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 def test_cut_quotes_on_anything_returns_a_selection_of_its_lines(text: str) -> None:
     cut = readable.cut_quotes(text)
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
@@ -136,7 +138,7 @@ def _sign(raw: bytes) -> bytes:
     charset=st.sampled_from(["utf-8"]),
     cte=st.sampled_from([None, "quoted-printable", "base64"]),
 )
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_a_vouched_person_letter_shows_its_new_text_whatever_the_client_encoding(
     registry: Registry, body: str, shape: str, charset: str, cte: str | None
 ) -> None:
@@ -149,7 +151,7 @@ def test_a_vouched_person_letter_shows_its_new_text_whatever_the_client_encoding
 
 
 @given(body=_body)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 def test_html_text_is_the_texts_words(body: str) -> None:
     msg = _letter(body, "html", "utf-8", None)
     shown = readable.person_text(message_from_bytes(msg.as_bytes()))
@@ -158,7 +160,7 @@ def test_html_text_is_the_texts_words(body: str) -> None:
 
 
 @given(junk=st.binary(max_size=300), at=st.integers(min_value=0, max_value=2000))
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_hostile_bytes_in_a_vouched_person_letter_give_a_verdict_never_an_exception(
     registry: Registry, junk: bytes, at: int
 ) -> None:

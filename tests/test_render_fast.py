@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 from agentmail import matter, wire
 from agentmail.model import SEVERITIES, TYPES, Letter
 
+from .depth import examples
+
 _ID = st.from_regex(r"<[A-Za-z0-9._+-]{1,40}@[a-z0-9.-]{1,30}>", fullmatch=True)
 _ADDR = st.one_of(
     st.from_regex(r"[a-z0-9][a-z0-9_-]{0,12}(?:\.[a-z0-9_-]{1,8})?@[a-z0-9]{1,12}\.[a-z]{2,6}", fullmatch=True),
@@ -78,7 +80,7 @@ def _through_email(letter: Letter) -> bytes:
     return wire._render_with_email(letter, text, letter.date)
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(letters())
 def test_render_writes_what_the_email_package_writes(letter: Letter) -> None:
     fast: bytes | type[BaseException]
@@ -139,7 +141,7 @@ _HEADER_VALUE = st.one_of(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(_HEADER_VALUE)
 def test_reading_a_plain_address_agrees_with_the_email_parser(value: str) -> None:
     try:
@@ -163,7 +165,7 @@ _ZONES = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(when=st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31)), zone=_ZONES)
 def test_the_date_is_written_as_the_email_package_writes_it(when: datetime, zone: timezone | None) -> None:
     """A send formats its Date without email.utils (and the socket module it loads): the same

@@ -25,6 +25,7 @@ from agentmail.search import INDEX_FILE, Query, SearchIndex, since_ms, to_fts
 from agentmail.spool import STATES, Spool
 
 from .conftest import OPENER
+from .depth import examples
 
 LOGIN = "The login page times out after 30 seconds for SSO users; the IdP answers in 2 seconds."
 
@@ -390,7 +391,7 @@ _HOSTILE = st.text(alphabet=st.sampled_from("\"*()^:+-.,;{}[]\\'`~ \t\x00\x1b\u2
 def test_any_text_is_a_result_or_one_bad_input(corpus: tuple[SearchIndex, dict[str, str]]) -> None:
     index, _ids = corpus
 
-    @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.one_of(st.text(max_size=80), st.lists(st.one_of(_HOSTILE, st.sampled_from(
         ["AND", "OR", "NOT", "NEAR", "subject:", "body:", "NEAR(", "*", '"', "quota", "\ud800", "-", "^"])), max_size=8
     ).map(" ".join)), st.booleans())  # fmt: skip
@@ -416,7 +417,7 @@ def test_a_word_wrapped_in_operators_still_finds_its_letter(corpus: tuple[Search
         "résumé": "gamma", "snake_case": "delta", "dotted.name": "delta", "path/to": "delta",
     }  # fmt: skip
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(st.sampled_from(sorted(words)), _HOSTILE, _HOSTILE, st.sampled_from(["", "*"]))
     def check(word: str, before: str, after: str, star: str) -> None:
         query = f"{before} {word}{star} {after}".replace("*", "") if star == "" else f"{before} {word}{star} {after}"

@@ -13,6 +13,8 @@ from agentmail import text, wire
 from agentmail.errors import BadInput
 from agentmail.model import MAX_SUBJECT, check_header_text
 
+from .depth import examples
+
 # Text biased towards the characters the policy is about, mixed with any Unicode.
 TRICKY = "\x00\x07\t\n\r\x1b\x1f\x7f\x85\x9b\u061c\u200b\u200d\u200e\u202e\u2066\u2069\u2028\u2029\u2060\ufeff"
 texts = st.text(st.sampled_from(TRICKY) | st.characters(exclude_categories=["Cs"]), max_size=40)
@@ -55,7 +57,7 @@ def test_one_line_is_one_safe_line_of_the_same_length(value: str) -> None:
     assert len(flat) == len(value) and "\t" not in flat and text.forbidden_in_header(flat) is None
 
 
-@settings(max_examples=150)
+@settings(max_examples=examples(150))
 @given(texts.filter(lambda s: s.strip() != "" and len(s) <= MAX_SUBJECT))
 @example("line\u2028separator")
 @example("trailing separator\u2029")

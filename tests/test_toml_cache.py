@@ -20,6 +20,8 @@ from agentmail._toml import CACHE, BadToml, read_toml
 from agentmail.errors import ConfigError
 from agentmail.registry import Registry, load
 
+from .depth import examples
+
 
 @pytest.fixture(autouse=True)
 def fresh_process_view() -> None:
@@ -211,7 +213,7 @@ def _dump(data: dict[str, Any]) -> str:
     return tomli_w.dumps(data)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.dictionaries(_KEYS, _VALUES, max_size=6), garbage=st.binary(max_size=40))
 def test_what_the_cache_returns_is_what_tomllib_returns(
     home: Path, tmp_path: Path, data: dict[str, Any], garbage: bytes

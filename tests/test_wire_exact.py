@@ -18,6 +18,8 @@ from agentmail import wire
 from agentmail.model import Letter
 from tests.helpers.letters import burst
 
+from .depth import examples
+
 MID = "<01x.alpha@bus.test>"
 START, END = "--- agentmail v1 ---", "--- end agentmail ---"
 UTF8 = ("MIME-Version: 1.0", "Content-Type: text/plain; charset=utf-8", "Content-Transfer-Encoding: 8bit")
@@ -234,7 +236,7 @@ def test_a_letter_with_bare_cr_line_ends_is_refused_single_part_or_multipart() -
     assert refusal(raw_letter().replace(b"\r\n", b"\r")) == BARE_CR
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.data())
 def test_a_cr_put_anywhere_without_its_lf_is_refused_first(data: st.DataObject) -> None:
     """Wherever a lone CR lands (a header, the block, the body, before a CRLF), nothing else is
