@@ -18,8 +18,16 @@ def test_the_package_is_clean_under_mypy_strict() -> None:
     done = subprocess.run(
         # incremental, with the cache beside the code (.mypy_cache, git-ignored): a second run
         # re-checks only what changed (mypy's own cache; a clean clone checks everything)
-        [sys.executable, "-m", "mypy", "--strict", "--ignore-missing-imports", "--cache-dir",
-         str(package.parent / ".mypy_cache"), str(package)],  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--ignore-missing-imports",
+            "--cache-dir",
+            str(package.parent / ".mypy_cache"),
+            str(package),
+        ],  # fmt: skip
         capture_output=True,
         text=True,
         env=env,
