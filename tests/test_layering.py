@@ -87,3 +87,31 @@ def test_the_command_line_is_parsed_by_the_standard_library() -> None:
     """click's import was 18 ms of a 50 ms start (issue 11): argparse (``_args``) parses argv."""
     for name, path in _modules():
         assert "!click" not in {target for target, _ in _imports(path)}, f"{name} imports click"
+
+
+def _section(path: Path, heading: str) -> str:
+    text = path.read_text()
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end != -1 else len(text)]
+
+
+def test_the_readme_code_map_and_design_1_name_every_module_of_the_layers() -> None:
+    """The docs list what the code has: every module of LAYERS (the package's top-level modules
+    and folders) in README's code map and in DESIGN §1's layer order, and nothing else."""
+    import re
+
+    root = PACKAGE.parent
+    names = set().union(*LAYERS) - {"__init__"}
+    present = {p.stem for p in PACKAGE.glob("*.py")} | {
+        p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()
+    }
+    assert names == present - {"__init__"}, "LAYERS and the package differ"
+    code_map = _section(root / "README.md", "## Code map")
+    layers = _section(root / "docs" / "DESIGN.md", "## 1. Data flow")
+    for where, text in (("README's code map", code_map), ("DESIGN §1", layers)):
+        named = set(re.findall(r"`([A-Za-z_]+)/?`", text)) | {
+            n for cell in re.findall(r"`([a-z_,\s]+)`", text) for n in re.split(r",\s*", cell)
+        }
+        missing = sorted(names - named)
+        assert not missing, f"{where} does not name {missing}"
