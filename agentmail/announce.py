@@ -32,8 +32,8 @@ def deliver(client: AgentMail, to: tuple[str, ...], message_id: str, raw: bytes)
     results: list[Any] = []
     try:
         client.transport.submit([Outgoing(message_id, raw, Envelope(client.platform.address, to))], results.append)
-    except AgentmailError as exc:  # unreachable (transient) or a configuration to fix: not sent, try later
-        return "queued", str(exc)
+    except (AgentmailError, OSError) as exc:  # unreachable, a configuration to fix, a Maildir that
+        return "queued", str(exc) or exc.__class__.__name__  # cannot be written: not sent, tried later
     if not results:
         return "queued", "the transport gave no result"
     result = results[-1]

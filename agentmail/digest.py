@@ -91,16 +91,16 @@ def gather(client: AgentMail, since: str | None = None, *, sync: bool = True) ->
     stale_after = client.registry.bus.stale_after or DEFAULT_STALE
     rows = [r for r in client.status(sync=False) if r.whose_move != "nobody" or r.delivery in ("held", "failed")]
     rows.sort(key=lambda r: (not r.idle(now) > stale_after, r.moved_ms if r.idle(now) > stale_after else r.opened_ms))
-    quarantined = tuple(x for x in client.quarantined(sync=False) if ulid_ms(x.id) >= start)
+    quarantined = tuple(x for x in client.quarantined(sync=False) if ulid_ms(x.id) > start)
     bounced = []
     for letter in client.sent():
         notes = client.spool.annotations(letter.id)
         if notes.get("undeliverable"):
             when = str(notes.get("undeliverable_at") or "")
             at = int(when) if when.isdigit() else ulid_ms(letter.id)
-            if at >= start:
+            if at > start:
                 bounced.append(letter)
-    announced = tuple(r for r in escalation.records(client) if int(r.get("at", 0)) >= start)
+    announced = tuple(r for r in escalation.records(client) if int(r.get("at", 0)) > start)
     return Digest(client.platform.name, now, start, stale_after, tuple(rows), tuple(client.held()), quarantined,
                   tuple(bounced), announced)  # fmt: skip
 
