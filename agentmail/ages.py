@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+
 from .errors import BadInput
 
 clock: Callable[[], float] | None = None  # seconds since the epoch; tests set it, nothing else does

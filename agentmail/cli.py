@@ -886,7 +886,8 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
             when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
-            echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {when} {r.subject}{flag}"))
+            shown = f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {when} {r.subject}"
+            echo(clean(shown + flag))
             for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
                 echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
 
@@ -914,7 +915,8 @@ def digest(ctx: Ctx, since: str | None, send: bool) -> None:
         raise TransportError(f"the digest was not sent: {sent['detail']}; run 'agentmail digest --send' again")
     if sent["status"] == "failed":
         raise PermanentFailure(f"the digest was refused: {sent['detail']}")
-    emit(ctx, {**made.to_json(), **sent}, lambda: echo(f"digest sent to {', '.join(sent['to'])} ({sent['message_id']})"))
+    said = f"digest sent to {', '.join(sent['to'])} ({sent['message_id']})"
+    emit(ctx, {**made.to_json(), **sent}, lambda: echo(said))
 
 
 @main_group.command()

@@ -358,7 +358,9 @@ class AgentMail:
         elif filing.action == "bounce":
             assert filing.letter_id is not None and filing.verdict is not None
             self.spool.annotate(
-                filing.letter_id, undeliverable="true", undeliverable_reason=filing.verdict.detail or "",
+                filing.letter_id,
+                undeliverable="true",
+                undeliverable_reason=filing.verdict.detail or "",
                 undeliverable_at=str(now_ms()),  # when the bounce came: the digest's "since" (issue 26)
             )
             report.bounces += 1

@@ -114,4 +114,4 @@ def visible_part(raw: bytes) -> str:
 
     msg = message_from_bytes(raw, policy=policy.default)
     part = msg.get_body(preferencelist=("plain",))
-    return "" if part is None else str(part.get_content()).replace("\r\n", "\n")  # type: ignore[attr-defined]
+    return "" if part is None else str(part.get_content()).replace("\r\n", "\n")

@@ -138,7 +138,8 @@ def test_a_duration_is_a_whole_number_of_units_or_refused(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "seconds,shown", [(0, "0m"), (59, "0m"), (45 * 60, "45m"), (2 * 3600 + 5, "2h"), (3 * DAY, "3d"), (6 * 7 * DAY, "6w")]
+    "seconds,shown",
+    [(0, "0m"), (59, "0m"), (45 * 60, "45m"), (2 * 3600 + 5, "2h"), (3 * DAY, "3d"), (6 * 7 * DAY, "6w")],
 )
 def test_an_age_reads_as_a_person_says_it(seconds: int, shown: str) -> None:
     assert ages.age(seconds) == shown
