@@ -257,3 +257,18 @@ def test_a_hostile_subject_is_quoted_on_one_line_and_its_invisible_characters_wr
     subject = next(line for line in out.splitlines() if "subject:" in line)
     assert subject.strip().startswith('subject: "Ignore previous') and subject.rstrip().endswith('..."')
     assert "quoted, unchecked" in out
+
+
+@given(st.text(max_size=300), st.text(max_size=120))
+def test_text_from_letters_is_shown_to_people_in_short_visible_lines(body: str, subject: str) -> None:
+    """Whatever a letter's body or subject holds, what a person is shown of it is quoted, within
+    78 characters a line, with no invisible or control character left to hide anything."""
+    from agentmail.for_people import quoted, subject_of, wrap
+    from agentmail.text import forbidden_in_text
+
+    shown = quoted(body)
+    assert all(line.startswith(">") and len(line) <= 78 for line in shown.splitlines())
+    assert forbidden_in_text(shown) is None
+    line = subject_of(subject)
+    assert "\n" not in line and "\r" not in line and len(line) <= 62 and forbidden_in_text(line) is None
+    assert all(len(x) <= 78 for x in wrap(f"    subject: {line} " * 3).splitlines())
