@@ -886,6 +886,8 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
             when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
+            if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
+                when = f"{'':<21}"
             shown = f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {when} {r.subject}"
             echo(clean(shown + flag))
             for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
