@@ -27,6 +27,8 @@ from agentmail.registry import Registry
 from agentmail.transport.local import deliver
 
 from .conftest import OPENER
+from .mailservers import MailServers
+from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 FOLLOWER = "carol@people.test"
 DAY = 86400
@@ -272,3 +274,25 @@ def test_text_from_letters_is_shown_to_people_in_short_visible_lines(body: str, 
     line = subject_of(subject)
     assert "\n" not in line and "\r" not in line and len(line) <= 62 and forbidden_in_text(line) is None
     assert all(len(x) <= 78 for x in wrap(f"    subject: {line} " * 3).splitlines())
+
+
+def test_over_smtp_the_digest_is_one_submission_to_every_follower_and_an_outage_is_exit_5(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    servers.store.add_user(FOLLOWER, "carol-pw")
+    servers.store.add_user("dave@people.test", "dave-pw")
+    reg = make_bus(home, servers)
+    bus.set_person(reg, "alpha", FOLLOWER, follows=True, writes=False)
+    bus.set_person(registry_mod.load(home / "registry"), "alpha", "dave@people.test", follows=True, writes=False)
+    assert run(capsys, "--as", "alpha", "digest", "--send")[0] == 0
+    (accepted,) = servers.store.accepted
+    assert accepted.rcpt_tos == (FOLLOWER, "dave@people.test") and accepted.mail_from == "alpha@bus.test"
+    (copy,) = servers.store.messages(FOLLOWER)
+    assert "Digest of alpha" in visible_part(copy.data) and b"Auto-Submitted: auto-generated" in copy.data
+    state = (home / "spool" / "alpha" / "digest.json").read_bytes()
+    servers.stop_smtp()  # the server is gone: the digest is not sent, and not remembered as sent
+    code, out, err = run(capsys, "--as", "alpha", "digest", "--send")
+    assert code == 5 and out == "" and "the digest was not sent" in err and len(err.strip().splitlines()) == 1
+    assert (home / "spool" / "alpha" / "digest.json").read_bytes() == state
