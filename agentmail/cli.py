@@ -938,7 +938,10 @@ def wait(ctx: Ctx, timeout: float, kind: str | None, thread_id: str | None) -> N
 @json_option
 def sync(ctx: Ctx) -> None:
     """Pull now."""
-    report = ctx.client().sync()
+    client = ctx.client()
+    report = client.sync()
+    if client.escalation_problem:  # issue 26: the followers were not told what needs them
+        echo(f"agentmail: {client.escalation_problem}", err=True)
     data = report.to_json()
     emit(ctx, data, lambda: echo(", ".join(f"{v} {k}" for k, v in data.items())))
 

@@ -24,7 +24,7 @@ from . import registry as registry_mod
 from ._value import Value
 from .ages import now_ms
 from .compose import Draft, compose
-from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
+from .errors import AgentmailError, BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
 from .identity import Identity
 from .model import (
@@ -209,8 +209,8 @@ class AgentMail:
         try:
             self.escalated += escalation.run(self)
             self.escalation_problem = None
-        except (ConfigError, TransportError) as exc:  # the sync itself went well: said, never raised
-            self.escalation_problem = f"could not announce to the followers: {exc}"
+        except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
+            self.escalation_problem = f"could not announce to the followers: {exc or exc.__class__.__name__}"
 
     def _sync(self, *, woken: bool = False) -> SyncReport:
         """``woken``: the transport has just said something arrived (``wait``), so neither the

@@ -189,3 +189,19 @@ def run_digest(capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     code = main(["--as", "alpha", "digest"])
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def test_an_announcement_that_cannot_be_made_never_fails_the_sync_and_is_said(
+    followed: Registry, home: Path, clock: Clock, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alpha, _ = clients(followed, home)
+    alpha.send("beta", "Quota 500s", OPENER)
+    clock.advance(4 * DAY)
+    (home / "secrets" / "alpha.key").rename(home / "alpha.key.aside")  # the letter cannot be signed
+    code, out, err = main(["--as", "alpha", "sync"]), *capsys.readouterr()
+    assert code == 0 and "fetched" in out
+    assert err.startswith("agentmail: could not announce to the followers:") and len(err.strip().splitlines()) == 1
+    assert records(home) == [] and mailbox_of(home, FOLLOWER) == []  # nothing recorded: tried again later
+    (home / "alpha.key.aside").rename(home / "secrets" / "alpha.key")
+    clock.advance(2 * MINUTE)
+    assert main(["--as", "alpha", "sync"]) == 0 and len(mailbox_of(home, FOLLOWER)) == 1
