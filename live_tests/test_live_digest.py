@@ -36,8 +36,10 @@ def _as_mutt_shows_it(mutt: str, rc: Path, message_id: str, tmp: Path) -> str | 
     out = tmp / f"shown-{message_id.strip('<>').split('.')[0]}.txt"
     out.unlink(missing_ok=True)
     wanted = message_id.strip("<>").split("@")[0]
-    keys = (f"set pipe_decode = yes; push '<limit>~i {wanted}<enter><pipe-message>cat > {out}<enter>"
-            f"<exit><quit>'")  # fmt: skip
+    keys = (
+        f"set pipe_decode = yes; set wait_key = no; push '<limit>~i {wanted}<enter>"
+        f"<pipe-message>cat > {out}.part && mv {out}.part {out}<enter><exit><quit>'"
+    )
     run_on_pty(mutt, rc, keys, tmp, term="vt100", cols=120, enough=lambda _: out.is_file() and out.stat().st_size > 0)
     return out.read_text() if out.is_file() and out.stat().st_size else None
 
