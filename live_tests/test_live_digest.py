@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+import imapclient
 import pytest
 from conftest import LiveBus, eventually, opener
 from mutt_screen import run_on_pty
@@ -16,6 +17,7 @@ from mutt_screen import run_on_pty
 from agentmail import ages, digest, model
 from agentmail import bus as bus_mod
 from agentmail import registry as registry_mod
+from agentmail.transport.smtpimap import tls_context
 
 PERSON = "carol@bus.test"  # a person's mailbox on the stack (live_tests/mailstack/up BASE_USERS)
 
@@ -28,6 +30,19 @@ def _mutt_rc(bus: LiveBus) -> tuple[str, Path]:
     if not rc.is_file():
         pytest.fail(f"no mutt configuration {rc}: restart the stack with live_tests/mailstack/up", pytrace=False)
     return mutt, rc
+
+
+def _arrived(bus: LiveBus, message_id: str) -> bool | None:
+    """True once ``message_id`` is in the person's INBOX (their own login, read-only)."""
+    users = {u["address"]: u["password"] for u in (bus.cfg.stack or {}).get("users", [])}
+    imap = bus.registry.bus.imap
+    assert imap is not None and PERSON in users, f"{PERSON} has no mailbox on the stack: restart it"
+    with imapclient.IMAPClient(
+        imap.host, port=imap.port, ssl=True, ssl_context=tls_context(bus.registry.bus.ca_file)
+    ) as person:
+        person.login(PERSON, users[PERSON])
+        person.select_folder("INBOX", readonly=True)
+        return bool(person.search(["HEADER", "Message-ID", message_id])) or None
 
 
 def _as_mutt_shows_it(mutt: str, rc: Path, message_id: str, tmp: Path) -> str | None:
@@ -60,7 +75,9 @@ def test_a_follower_reads_the_digest_and_the_needs_a_person_letter_in_mutt(
 
     made = digest.send(agent, digest.gather(agent))
     assert made["status"] == "sent", made
-    shown = eventually(lambda: _as_mutt_shows_it(mutt, rc, made["message_id"], tmp_path), f"{PERSON}: the digest")
+    eventually(lambda: _arrived(bus, made["message_id"]), f"{PERSON}: the digest")
+    shown = _as_mutt_shows_it(mutt, rc, made["message_id"], tmp_path)
+    assert shown, "mutt did not show the digest"
     assert f"Digest of {bus.cfg.sender}" in shown and sent.thread in shown and f'"Digest {token}"' in shown
     assert "--- agentmail" not in shown and "type: " not in shown
     body = shown.split("\n\n", 1)[1]
@@ -72,7 +89,9 @@ def test_a_follower_reads_the_digest_and_the_needs_a_person_letter_in_mutt(
     agent.sync()
     (record,) = [r for r in agent.escalated if r["thread"] == sent.thread]
     assert record["state"] == "sent", record
-    shown = eventually(lambda: _as_mutt_shows_it(mutt, rc, record["message_id"], tmp_path), f"{PERSON}: the escalation")
+    eventually(lambda: _arrived(bus, record["message_id"]), f"{PERSON}: the escalation")
+    shown = _as_mutt_shows_it(mutt, rc, record["message_id"], tmp_path)
+    assert shown, "mutt did not show the escalation"
     assert f"Thread {sent.thread} between {bus.cfg.sender} and {bus.cfg.receiver} needs a person." in shown
     assert "[needs a person]" in shown and "> " in shown and "--- agentmail" not in shown
     again = bus.client(bus.cfg.sender, home=home, registry=registry)  # a restart: said once, not again
