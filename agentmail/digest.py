@@ -174,7 +174,8 @@ def send(client: AgentMail, digest: Digest) -> dict[str, Any]:
     earlier = [m for m in state.get("message_ids", []) if isinstance(m, str)][-2:]  # first and last: a thread
     to = client.platform.followers
     stale = sum(digest.stale(r) for r in digest.threads)
-    subject = f"{digest.platform}: digest, {len(digest.threads)} open threads, {stale} stale, {len(digest.held)} held"
+    count = len(digest.threads)
+    subject = f"{digest.platform}: digest, {count} open thread{'' if count == 1 else 's'}, {stale} stale, {len(digest.held)} held"
     message_id, raw = compose_for_people(
         client.registry, client.home, digest.platform, to, subject, render(digest),
         in_reply_to=earlier[-1] if earlier else None, references=tuple(earlier),

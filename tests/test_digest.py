@@ -207,7 +207,7 @@ def test_digest_send_reaches_the_follower_as_a_readable_letter(
     assert msg["Auto-Submitted"] == "auto-generated" and msg["List-Id"] == "<agentmail.bus.test>"
     assert msg.get_content_type() == "text/plain" and not msg.is_multipart()
     assert "DKIM-Signature" in msg and msg["X-Agentmail-Type"] is None
-    assert msg["Subject"] == "alpha: digest, 1 open threads, 0 stale, 0 held"
+    assert msg["Subject"] == "alpha: digest, 1 open thread, 0 stale, 0 held"
     text = visible_part(raw)
     assert sent.thread in text and "Quota 500s" in text and "--- agentmail" not in text
     assert all(len(line) <= 78 for line in raw.decode().splitlines())  # headers folded, body wrapped
