@@ -125,7 +125,7 @@ def render(digest: Digest) -> str:
                 "",
                 f"  {mark}{row.thread} with {row.with_}: {row.state}, {move}",
                 f"    opened {ages.age((now - row.opened_ms) / 1000)} ago, last move "
-                f"{ages.age(row.idle(now))} ago, {row.letters} letters",
+                f"{ages.age(row.idle(now))} ago, {row.letters} letter{'' if row.letters == 1 else 's'}",
                 f"    subject: {subject_of(row.subject)}",
             ]
             if row.delivery in ("held", "queued", "failed"):
