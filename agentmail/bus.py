@@ -362,13 +362,22 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
         stored = _set_group(root, data, key.partition(".")[2], values)
     elif key == "auth":
         stored = data[key] = _auth(_one(key, values))
+    elif key == "stale_after":  # issue 26: "" takes it off (no escalation for staleness)
+        stored = _one(key, values).strip()
+        if stored:
+            from .ages import duration
+
+            duration(stored, "stale_after")
+            data[key] = stored
+        else:
+            data.pop(key, None)
     elif key in ("sent_folder", "policy", "domain", "name", "transport"):
         stored = data[key] = _one(key, values)
     else:
         raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
                        f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, groups.NAME, "
                        f"domain, name, transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types, "
-                       f"auth")  # fmt: skip
+                       f"auth, stale_after")  # fmt: skip
     try:
         parse_bus(data)  # refuse a configuration we could not load back
     except ConfigError as exc:

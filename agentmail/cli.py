@@ -860,14 +860,21 @@ def notes(ctx: Ctx, no_sync: bool) -> None:
 @main_group.command()
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @option("--closed", is_flag=True, help="Include closed threads (reads the whole history).")
+@option("--stale", metavar="DURATION", help="Only threads with no move for longer than DURATION: 30m, 12h, 3d, 2w.")
 @json_option
-def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
-    """Open threads, where each stands, and whose move it is."""
+def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
+    """Open threads, where each stands, whose move it is, their age and time since the last move."""
+    from .ages import age, duration, now_ms
+
+    idle = None if stale is None else duration(stale, "--stale")  # bad input before any sync
     client = ctx.client()
-    rows = client.status(sync=not no_sync, closed=closed)
+    rows = client.status(sync=not no_sync, closed=closed, stale=idle)
+    now = now_ms()
 
     def text() -> None:
-        if not rows:
+        if not rows and stale is not None:
+            echo(f"no thread without a move for over {stale}")
+        elif not rows:
             shut = 0 if closed else client.closed_threads()
             echo(f"no open threads ({shut} closed: 'agentmail status --closed' lists them)" if shut else "no threads")
         for r in rows:
@@ -878,11 +885,40 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
                 flag += f"  FAILED: {r.delivery_detail} ('agentmail done {r.delivery_id}' dismisses it)"
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
-            echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}"))
+            when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
+            if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
+                when = f"{'':<21}"
+            shown = f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {when} {r.subject}"
+            echo(clean(shown + flag))
             for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
                 echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
 
     emit(ctx, [r.to_json() for r in rows], text)
+
+
+@main_group.command()
+@option("--since", metavar="DURATION", help="Quarantined and bounced letters of the last DURATION (3d, 12h, 2w), "
+        "not since the last digest sent.")  # fmt: skip
+@option("--send", is_flag=True, help="Mail it to this platform's followers (and remember it as the last digest).")
+@json_option
+def digest(ctx: Ctx, since: str | None, send: bool) -> None:
+    """One summary for people: open threads by age and whose move (stale first), letters held
+    for approval, what was quarantined or bounced since the last digest. Printed, or mailed."""
+    from . import digest as digest_mod
+    from .errors import PermanentFailure, TransportError
+
+    client = ctx.client()
+    made = digest_mod.gather(client, since)
+    if not send:
+        emit(ctx, {**made.to_json(), "text": digest_mod.render(made)}, lambda: echo(digest_mod.render(made).rstrip()))
+        return
+    sent = digest_mod.send(client, made)
+    if sent["status"] == "queued":
+        raise TransportError(f"the digest was not sent: {sent['detail']}; run 'agentmail digest --send' again")
+    if sent["status"] == "failed":
+        raise PermanentFailure(f"the digest was refused: {sent['detail']}")
+    said = f"digest sent to {', '.join(sent['to'])} ({sent['message_id']})"
+    emit(ctx, {**made.to_json(), **sent}, lambda: echo(said))
 
 
 @main_group.command()
@@ -902,7 +938,10 @@ def wait(ctx: Ctx, timeout: float, kind: str | None, thread_id: str | None) -> N
 @json_option
 def sync(ctx: Ctx) -> None:
     """Pull now."""
-    report = ctx.client().sync()
+    client = ctx.client()
+    report = client.sync()
+    if client.escalation_problem:  # issue 26: the followers were not told what needs them
+        echo(f"agentmail: {client.escalation_problem}", err=True)
     data = report.to_json()
     emit(ctx, data, lambda: echo(", ".join(f"{v} {k}" for k, v in data.items())))
 

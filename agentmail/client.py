@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 from . import identity
 from . import registry as registry_mod
 from ._value import Value
+from .ages import now_ms
 from .compose import Draft, compose
-from .errors import BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
+from .errors import AgentmailError, BadInput, ConfigError, NotFound, PermanentFailure, Refused, Timeout, TransportError
 from .home import agentmail_home
 from .identity import Identity
 from .model import (
@@ -38,6 +39,7 @@ from .model import (
     new_thread_id,
     reply_subject,
     thread_id,
+    ulid_ms,
 )
 from .registry import Registry
 from .spool import Spool
@@ -139,6 +141,10 @@ class AgentMail:
         self._dispatching: str | None = None
         self._fresh: tuple[Letter, bytes] | None = None  # the letter being dispatched, as filed
         self._search: SearchIndex | None = None
+        # Escalation (issue 26, escalation.py): what this client announced to people, and why not
+        self.escalated: list[dict[str, Any]] = []
+        self.escalation_problem: str | None = None
+        self._escalated_at = -(1 << 62)
 
     def _platform_name(self, address: str) -> str | None:
         platform = self.registry.by_address(address)
@@ -185,8 +191,25 @@ class AgentMail:
     # --- receiving -------------------------------------------------------------------------
 
     def sync(self) -> SyncReport:
-        """Pull what is new, judge it, file it; the checkpoint moves only after the commit."""
-        return self._sync()
+        """Pull what is new, judge it, file it; the checkpoint moves only after the commit.
+        Then announce to the followers what needs a person (escalation.py), at most once a minute."""
+        report = self._sync()
+        if self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
+            self._escalate()
+        return report
+
+    def _escalate(self) -> None:
+        from . import ages, escalation
+
+        now = ages.now_ms()
+        if now - self._escalated_at < escalation.EVERY_MS:
+            return
+        self._escalated_at = now
+        try:
+            self.escalated += escalation.run(self)
+            self.escalation_problem = None
+        except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
+            self.escalation_problem = f"could not announce to the followers: {exc or exc.__class__.__name__}"
 
     def _sync(self, *, woken: bool = False) -> SyncReport:
         """``woken``: the transport has just said something arrived (``wait``), so neither the
@@ -334,7 +357,10 @@ class AgentMail:
         elif filing.action == "bounce":
             assert filing.letter_id is not None and filing.verdict is not None
             self.spool.annotate(
-                filing.letter_id, undeliverable="true", undeliverable_reason=filing.verdict.detail or ""
+                filing.letter_id,
+                undeliverable="true",
+                undeliverable_reason=filing.verdict.detail or "",
+                undeliverable_at=str(now_ms()),  # when the bounce came: the digest's "since" (issue 26)
             )
             report.bounces += 1
         elif filing.action == "quarantine":
@@ -1126,9 +1152,12 @@ class AgentMail:
                     found.append(letter)
         return sorted(found, key=lambda letter: letter.id)
 
-    def status(self, *, sync: bool = True, closed: bool = False) -> list[ThreadStatus]:
+    def status(self, *, sync: bool = True, closed: bool = False, stale: float | None = None) -> list[ThreadStatus]:
         """Per open thread: where it stands in report → ack → fix-notice → verify-result → close.
-        ``closed`` adds the closed threads too (that walks the whole history)."""
+        ``closed`` adds the closed threads too (that walks the whole history); ``stale``: only the
+        threads with no move for longer than that many seconds."""
+        if stale is not None:
+            return [r for r in self.status(sync=sync, closed=closed) if r.idle(now_ms()) > stale]
         if sync:
             self.sync()
         rows = []
@@ -1176,6 +1205,8 @@ class AgentMail:
                     delivery_detail=delivery_detail,
                     recipients=parts if len(parts) > 1 else (),
                     delivery_id=delivery_id,
+                    opened_ms=ulid_ms(first.id),
+                    moved_ms=ulid_ms(last.id),
                 )
             )
         return rows

@@ -13,6 +13,7 @@ import threading
 import time
 from typing import Any
 
+from . import ages
 from ._value import Frozen, set_field
 from .errors import BadInput
 from .text import describe, forbidden_in_header
@@ -101,7 +102,7 @@ def new_ulid() -> str:
     creation. Within one millisecond the random part counts up, so they still sort in order
     (monotonic ULIDs). Ten lines instead of a dependency whose import costs ~15 ms."""
     global _last_ulid
-    now = time.time_ns() // 1_000_000
+    now = time.time_ns() // 1_000_000 if ages.clock is None else ages.now_ms()  # tests move the clock
     with _ulid_lock:
         # os.urandom is what secrets uses; importing secrets would load hashlib and OpenSSL (~3 ms)
         rand = _last_ulid[1] + 1 if now <= _last_ulid[0] else int.from_bytes(os.urandom(10))
@@ -307,6 +308,8 @@ class ThreadStatus(Frozen):
         "delivery_detail",
         "recipients",
         "delivery_id",
+        "opened_ms",
+        "moved_ms",
     )
 
     thread: str
@@ -324,6 +327,10 @@ class ThreadStatus(Frozen):
     # ``with``/``whose_move``/``state``/``last_type``/``last_id``; empty for a two-party thread.
     recipients: tuple[dict[str, Any], ...]
     delivery_id: str  # the letter ``delivery`` is about (held, queued or failed), "" for sent/received
+    # When the thread's first and last letters were filed here (their ids' time, ms; -1: unknown):
+    # its age, and the time since its last move (issue 26).
+    opened_ms: int
+    moved_ms: int
 
     def __init__(
         self,
@@ -340,6 +347,8 @@ class ThreadStatus(Frozen):
         delivery_detail: str = "",
         recipients: tuple[dict[str, Any], ...] = (),
         delivery_id: str = "",
+        opened_ms: int = -1,
+        moved_ms: int = -1,
     ) -> None:
         set_field(self, "thread", thread)
         set_field(self, "subject", subject)
@@ -354,6 +363,12 @@ class ThreadStatus(Frozen):
         set_field(self, "delivery_detail", delivery_detail)
         set_field(self, "recipients", recipients)
         set_field(self, "delivery_id", delivery_id)
+        set_field(self, "opened_ms", opened_ms)
+        set_field(self, "moved_ms", moved_ms)
+
+    def idle(self, now_ms: int) -> float:
+        """Seconds since the thread's last move."""
+        return max(0, now_ms - self.moved_ms) / 1000
 
     def to_json(self) -> dict[str, Any]:
         row = {
@@ -370,6 +385,9 @@ class ThreadStatus(Frozen):
             "last_id": self.last_id,
             "undeliverable": self.undeliverable,
         }
+        if self.opened_ms >= 0:  # ISO 8601 UTC (issue 26)
+            row["opened_at"] = ages.iso(self.opened_ms)
+            row["last_move_at"] = ages.iso(self.moved_ms)
         if self.recipients:
             row["recipients"] = [dict(r) for r in self.recipients]
         return row

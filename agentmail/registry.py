@@ -90,6 +90,7 @@ class Bus(Frozen):
         "attach_types",
         "groups",
         "auth",
+        "stale_after",
     )
 
     name: str
@@ -113,6 +114,9 @@ class Bus(Frozen):
     # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
     groups: tuple[tuple[str, tuple[str, ...]], ...]
     auth: str  # how every platform logs in to the mailbox, unless its entry says otherwise
+    # Seconds without a move after which an open thread is announced to its followers (issue 26);
+    # None: never for staleness (the depth cap is announced all the same).
+    stale_after: int | None
 
     def __init__(
         self,
@@ -135,6 +139,7 @@ class Bus(Frozen):
         attach_types: tuple[str, ...] = ATTACH_TYPES,
         groups: tuple[tuple[str, tuple[str, ...]], ...] = (),
         auth: str = "password",
+        stale_after: int | None = None,
     ) -> None:
         set_field(self, "name", name)
         set_field(self, "domain", domain)
@@ -155,6 +160,7 @@ class Bus(Frozen):
         set_field(self, "attach_types", attach_types)
         set_field(self, "groups", groups)
         set_field(self, "auth", auth)
+        set_field(self, "stale_after", stale_after)
 
     def group(self, name: str) -> tuple[str, ...] | None:
         return next((members for group, members in self.groups if group == name), None)
@@ -317,6 +323,7 @@ TOP_KEYS = (
     "attach_max_count",
     "attach_types",
     "auth",
+    "stale_after",
 )
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
 FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
@@ -431,6 +438,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     if not isinstance(types, list) or not all(isinstance(t, str) and ATTACH_TYPE_RE.fullmatch(t) for t in types):
         raise ConfigError('bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])')
     groups = parse_groups(data.get("groups", {}))
+    stale_after = parse_stale_after(data.get("stale_after"))
     auth = parse_auth(data.get("auth", "password"), "bus.toml: auth")
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
     poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
@@ -456,7 +464,22 @@ def parse_bus(data: dict[str, Any]) -> Bus:
         **sizes,
         groups=groups,
         auth=auth,
+        stale_after=stale_after,
     )
+
+
+def parse_stale_after(value: Any) -> int | None:
+    """``stale_after``: a duration as a person writes it (``3d``), kept as text in bus.toml."""
+    if value is None:
+        return None
+    from .ages import duration
+
+    try:
+        if isinstance(value, str):
+            return duration(value, "stale_after")
+    except BadInput:
+        pass
+    raise ConfigError(f"bus.toml: stale_after must be a duration such as 3d, not {str(value)[:40]!r}")
 
 
 def parse_auth(value: Any, where: str) -> str:

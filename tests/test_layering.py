@@ -9,13 +9,13 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 
 # Lower layers never import higher ones.
 LAYERS = [
-    {"errors", "text", "model", "home", "_fs", "_value", "_toml"},
+    {"errors", "text", "model", "home", "_fs", "_value", "_toml", "ages"},
     {"matter", "mime", "attach", "html_text", "readable", "wire"},
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
-    {"guards", "compose", "route", "search", "evidence"},
-    {"client", "bus", "doctor"},
+    {"guards", "compose", "route", "search", "evidence", "for_people"},
+    {"client", "bus", "doctor", "announce", "digest", "escalation"},
     {"demo", "_args", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]
 OWNERS = {

@@ -19,6 +19,7 @@ CLI_ONLY = {
     "bind": "operator setup: writes the checkout's .agentmail marker, once",
     "bus": "operator setup: the bus's servers and TLS",
     "demo": "a tour for a person, in a temporary home",
+    "digest": "a letter for people, mailed to the followers; an agent has status, whose rows carry the times (issue 26)",
     "doctor": "a diagnosis for the operator; a tool error already says what is wrong",
     "flush": "every tool that syncs or sends flushes the outbox first",
     "hook": "the hooks are another shell for hosts without MCP",
@@ -46,6 +47,7 @@ OPTIONS = {
     ("wait", "kind"): "type",
     ("note", "to_agent"): "to",
     ("status", "closed"): None,  # an agent works on what is open
+    ("status", "stale"): None,  # each row has opened_at and last_move_at: the tool list stays short (issue 26)
     ("search", "sender"): "from",
     ("search", "kind"): "type",
     ("search", "thread_id"): "thread",

@@ -29,6 +29,8 @@ STATUS_FIELDS = {
     "with",
     "last_id",
     "undeliverable",
+    "opened_at",  # issue 26: ISO 8601 UTC
+    "last_move_at",
 }
 
 

@@ -19,7 +19,13 @@ def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
             from ..wire import base_address
 
             found = registry.by_address(base_address(address.lower()))
-            return found.name if found else None
+            if found is not None:
+                return found.name
+            # A person listed on the bus gets the letters written for people (digest, "needs a
+            # person": issue 26) in a Maildir named by their address, which no platform name can be.
+            wanted = address.lower()
+            listed = any(p.address == wanted for entry in registry.platforms.values() for p in entry.people)
+            return wanted if listed else None
 
         return LocalTransport(home / "postoffice", platform, resolve)
     from .smtpimap import SmtpImapTransport
