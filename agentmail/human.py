@@ -90,7 +90,12 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
 
 
 def to_letter(
-    raw: bytes, msg: Message, registry: Registry, platform: Platform, covered: tuple[str, ...], signer: str | None = None
+    raw: bytes,
+    msg: Message,
+    registry: Registry,
+    platform: Platform,
+    covered: tuple[str, ...],
+    signer: str | None = None,
 ) -> Letter:
     """The Letter a person's vouched-for letter is, attributed to ``platform`` (the one the
     person writes for); ``covered``: the headers the vouching signature covers (``vouched``).

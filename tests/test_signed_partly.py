@@ -198,8 +198,12 @@ def test_a_base64_body_redeclared_as_7bit_is_quarantined_naming_the_header(peopl
     raw = vouched(_base64(), headers=[h.encode() for h in SIGNERS["no-cte"].split(":")])
     got = authenticity.judge(_redeclare(raw, b"Content-Transfer-Encoding", b"7bit"), people)
     assert (got.route, got.reason) == ("quarantine", "unauthenticated")
-    assert got.detail is not None and "as declared they read the signed body otherwise than its bytes allow" in got.detail
-    assert got.detail.endswith("the person's mail server must sign Content-Transfer-Encoding (h=…:content-transfer-encoding)")
+    assert (
+        got.detail is not None and "as declared they read the signed body otherwise than its bytes allow" in got.detail
+    )
+    assert got.detail.endswith(
+        "the person's mail server must sign Content-Transfer-Encoding (h=…:content-transfer-encoding)"
+    )
 
 
 def test_a_charset_redeclared_under_stock_opendkim_is_quarantined(people: Registry) -> None:  # noqa: F811
