@@ -51,7 +51,9 @@ def person_text(raw: bytes, msg: Message, unsigned: tuple[str, ...], *, disposit
     for reading in readings(body, msg, unsigned):
         outcomes.setdefault(_outcome(reading, body, disposition), []).append(reading)
     if not outcomes:
-        raise Ambiguous(unsigned, "its 8-bit bytes are not UTF-8, and only a signed Content-Type names their charset")
+        raise Ambiguous(
+            unsigned, "no charset can be derived from its bytes: 8-bit bytes that are not UTF-8 need one named"
+        )
     if len(outcomes) > 1:
         raise Ambiguous(unsigned, _differ(outcomes))
     ((only, _),) = outcomes.items()
@@ -108,23 +110,22 @@ def readings(body: bytes, msg: Message, unsigned: tuple[str, ...]) -> list[Readi
         charset = params.get("charset", "us-ascii")
         if cte_signed:
             return [(signed_ct, signed_cte)]
-        cte = _derived_encoding(lf, charset)
-        return [(signed_ct, cte)] if cte else []
+        return [(signed_ct, _derived_encoding(lf, charset))]
     boundaries = multipart_boundaries(lf)
     if boundaries:  # a body with a multipart's delimiters is one: never its raw MIME as text
-        cte = signed_cte or _IDENTITY
-        return [(f'multipart/{sub}; boundary="{b}"', cte) for b in boundaries for sub in ("mixed", "alternative")]
+        whole = signed_cte or _IDENTITY
+        return [(f'multipart/{sub}; boundary="{b}"', whole) for b in boundaries for sub in ("mixed", "alternative")]
+    cte = signed_cte if cte_signed else _derived_encoding(lf, None)
+    decoded = _decoded(lf, cte)
+    named = _derived_charset(decoded) if decoded is not None else None
+    if decoded is None or named is None:
+        return []
+    text = decoded.decode(named)
     found: list[Reading] = []
-    for cte in [signed_cte] if cte_signed else [_derived_encoding(lf, None) or ""]:
-        decoded = _decoded(lf, cte) if cte else None
-        charset = _derived_charset(decoded) if decoded is not None else None
-        if decoded is None or charset is None:
-            continue
-        text = decoded.decode(charset)
-        if not re.match(_HTML_DOCUMENT, text):
-            found.append((f"text/plain; charset={charset}", cte))
-        if re.search(_HTML_MARKUP, text):
-            found.append((f"text/html; charset={charset}", cte))
+    if not re.match(_HTML_DOCUMENT, text):
+        found.append((f"text/plain; charset={named}", cte))
+    if re.search(_HTML_MARKUP, text):
+        found.append((f"text/html; charset={named}", cte))
     return found
 
 
@@ -162,10 +163,10 @@ def _decoded(lf_body: bytes, cte: str) -> bytes | None:
         return None
 
 
-def _derived_encoding(lf_body: bytes, charset: str | None) -> str | None:
+def _derived_encoding(lf_body: bytes, charset: str | None) -> str:
     """The transfer encoding the signed bytes are in: base64 if they are strictly base64 of text,
     else quoted-printable if they are strictly quoted-printable with an escape or a soft line
-    break, else as written (7bit or 8bit); None if as written they are no text either."""
+    break, else as written (7bit or 8bit)."""
     for cte in ("base64", "quoted-printable"):
         if cte == "quoted-printable" and not re.search(_QP_ESCAPE, lf_body):
             continue

@@ -100,7 +100,7 @@ SHOWN = {
     "plain-with-html-tags": "Wrap it in <b>bold</b> then.",
 }
 _UNSIGNED = {"opendkim-stock": ALL_THREE, "opendkim-stock+thread": ALL_THREE, "no-content-type": ("Content-Type",)}
-_CHARSET = "its 8-bit bytes are not UTF-8, and only a signed Content-Type names their charset"
+_CHARSET = "no charset can be derived from its bytes: 8-bit bytes that are not UTF-8 need one named"
 _TAGS = "as text/plain 7bit it shows 'Wrap it in <b>bold</b> then.'; as text/html 7bit it shows 'Wrap it in bold then.'"
 # The quarantined cells; every other cell is accepted with SHOWN[kind].
 QUARANTINED = {(signer, kind): why for signer in _UNSIGNED for kind, why in
@@ -219,3 +219,74 @@ def test_the_dmarc_pass_path_and_agents_keep_their_rules(people: Registry) -> No
     dmarc = b"Authentication-Results: mail.bus.test; spf=pass smtp.mailfrom=people.test; dmarc=pass header.from=people.test\r\n"
     got = authenticity.judge(vouched(_plain(), verdict=dmarc, headers=[b"from", b"to"]), people)
     assert got.route == "accept" and got.letter is not None and got.letter.body == SHOWN["plain-ascii"]
+
+
+def _sign(msg: EmailMessage | bytes, signed: str) -> bytes:
+    return vouched(msg, headers=[h.encode() for h in signed.split(":")])
+
+
+def test_a_letter_every_reading_refuses_alike_stays_malformed(people: Registry) -> None:  # noqa: F811
+    msg = client_letter(TO, "x")
+    msg.set_content(b"%PDF-1.4\n", maintype="application", subtype="pdf", filename="log.pdf")
+    msg.make_mixed()
+    got = authenticity.judge(_sign(msg, SIGNERS["opendkim-stock"]), people)
+    assert (got.route, got.reason, got.detail) == (
+        "quarantine", "malformed", "the person's letter holds no text or HTML part (application/pdf)"
+    )  # fmt: skip
+
+
+def test_an_encoded_multipart_is_refused_as_rfc_2045_says(people: Registry) -> None:  # noqa: F811
+    raw = _redeclare(_sign(_alternative(), SIGNERS["no-cte"]), b"Content-Transfer-Encoding", b"base64")
+    got = authenticity.judge(raw, people)
+    assert (got.route, got.reason) == ("quarantine", "malformed")
+    assert got.detail == "the letter is multipart/alternative encoded 'base64' (RFC 2045 §6.4: never encoded)"
+
+
+def test_only_mime_version_unsigned_reads_as_signed(people: Registry) -> None:  # noqa: F811
+    got = authenticity.judge(_sign(_qp(), "from:to:subject:date:content-type:content-transfer-encoding"), people)
+    assert got.letter is not None and got.letter.body == SHOWN["utf8-qp"]
+    got = authenticity.judge(_redeclare(_sign(_qp(), "from:to:content-type"), b"MIME-Version", b"2.0"), people)
+    assert (got.route, got.reason, got.detail) == (
+        "quarantine",
+        "malformed",
+        "the letter declares MIME-Version '2.0', not 1.0",
+    )
+
+
+def test_a_signed_top_level_disposition_is_read_under_a_partial_list(people: Registry) -> None:  # noqa: F811
+    msg = _plain()
+    msg["Content-Disposition"] = "attachment; filename=notes.txt"
+    got = authenticity.judge(_sign(msg, "from:to:subject:date:content-disposition"), people)
+    assert (got.route, got.reason) == ("quarantine", "malformed")
+    assert got.detail == "the person's letter is disposed as an attachment: a mail client shows no text, only a file"
+    msg.replace_header("Content-Disposition", "inline")
+    got = authenticity.judge(_sign(msg, "from:to:subject:date:content-disposition"), people)
+    assert got.letter is not None and got.letter.body == SHOWN["plain-ascii"]
+
+
+def test_an_html_document_and_a_nested_multipart_derive_one_reading(people: Registry) -> None:  # noqa: F811
+    html = client_letter(TO, "", html="<!DOCTYPE html><html><body><p>The row is <b>back</b>.</p></body></html>\n")
+    got = authenticity.judge(_sign(html, SIGNERS["opendkim-stock"]), people)
+    assert got.letter is not None and got.letter.body == "The row is back."
+    nested = _alternative()
+    nested.add_attachment(b"log\n", maintype="application", subtype="octet-stream", filename="a.log")
+    got = authenticity.judge(_sign(nested, SIGNERS["opendkim-stock"]), people)  # two boundaries, one text
+    assert got.letter is not None and got.letter.body == SHOWN["alternative-html"]
+
+
+def test_an_unknown_signed_encoding_has_no_reading(people: Registry) -> None:  # noqa: F811
+    msg = _plain()
+    msg.replace_header("Content-Transfer-Encoding", "x-uuencode")
+    got = authenticity.judge(_sign(msg, "from:to:subject:date:content-transfer-encoding"), people)
+    assert (got.route, got.reason) == ("quarantine", "unauthenticated")
+    assert (got.detail or "").endswith("must sign MIME-Version and Content-Type (h=…:mime-version:content-type)"), (
+        got.detail
+    )
+
+
+def test_a_relay_removing_mime_version_above_a_content_type_is_refused(people: Registry) -> None:  # noqa: F811
+    got = authenticity.judge(_redeclare(_sign(_qp(), SIGNERS["no-content-type"].replace("mime-version:", "")),
+                                        b"MIME-Version", None), people)  # fmt: skip
+    assert (got.route, got.reason, got.detail) == (
+        "quarantine", "malformed", "the letter declares its content without MIME-Version"
+    )  # fmt: skip
