@@ -72,6 +72,16 @@ def _attachment() -> EmailMessage:
     return msg
 
 
+def _mutt_8bit() -> EmailMessage:
+    """mutt's way with UTF-8 text (an 8BITMIME server): 8bit, and Content-Disposition: inline."""
+    msg = client_letter(TO, "Grüße, die Zeile ist zurück.\n\nOn Tue, Dec 01, 2026, alpha wrote:\n> a quote\n")
+    msg.set_payload("Grüße, die Zeile ist zurück.\n\nOn Tue, Dec 01, 2026, alpha wrote:\n> a quote\n".encode(), "utf-8")
+    del msg["Content-Transfer-Encoding"]
+    msg["Content-Transfer-Encoding"] = "8bit"
+    msg["Content-Disposition"] = "inline"
+    return msg
+
+
 def _latin1() -> EmailMessage:
     return client_letter(TO, "Grüße aus Köln.\n", charset="iso-8859-1", in_reply_to=REPLY)
 
@@ -81,7 +91,7 @@ def _tags() -> EmailMessage:
 
 
 LETTERS = {"plain-ascii": _plain, "utf8-qp": _qp, "base64": _base64, "alternative-html": _alternative,
-           "attachment": _attachment, "latin1-qp": _latin1, "plain-with-html-tags": _tags}  # fmt: skip
+           "attachment": _attachment, "mutt-utf8-8bit": _mutt_8bit, "latin1-qp": _latin1, "plain-with-html-tags": _tags}  # fmt: skip
 
 
 def _judged(people: Registry, kind: str, signer: str) -> authenticity.Verdict:  # noqa: F811
@@ -96,6 +106,7 @@ SHOWN = {
     "base64": "Привет, строка квоты восстановлена.",
     "alternative-html": "The row is *back*.",
     "attachment": "Log attached.",
+    "mutt-utf8-8bit": "Grüße, die Zeile ist zurück.",
     "latin1-qp": "Grüße aus Köln.",
     "plain-with-html-tags": "Wrap it in <b>bold</b> then.",
 }
