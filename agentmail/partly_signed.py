@@ -11,6 +11,7 @@ headers show it too. Anything else is refused, naming the headers the person's s
 
 from __future__ import annotations
 
+import itertools
 import re
 from email.message import Message
 from email.parser import BytesParser
@@ -29,6 +30,8 @@ _HTML_MARKUP = (
     r"blockquote|pre|font|style|script|h[1-6]|hr|em|strong|meta|title|center|section)\b[^<>]*>)"
 )
 _HTML_DOCUMENT = r"(?is)\s*<(?:!doctype\s+html|html)\b"
+_PART_HEADER_LINES = 50  # a part's header block longer than this is not one a mail client wrote
+MAX_BOUNDARIES = 8  # readings are tried per boundary: a body holding more is refused as ambiguous
 _QP_ESCAPE = rb"=(?:[0-9A-Fa-f]{2}|\n)"
 _MIME_VERSION = r"[ \t]*1\.0[ \t]*(?:\(.*\))?[ \t]*"
 
@@ -112,6 +115,8 @@ def readings(body: bytes, msg: Message, unsigned: tuple[str, ...]) -> list[Readi
             return [(signed_ct, signed_cte)]
         return [(signed_ct, _derived_encoding(lf, charset))]
     boundaries = multipart_boundaries(lf)
+    if len(boundaries) > MAX_BOUNDARIES:
+        raise Ambiguous(unsigned, f"it holds the delimiters of more than {MAX_BOUNDARIES} multipart boundaries")
     if boundaries:  # a body with a multipart's delimiters is one: never its raw MIME as text
         whole = signed_cte or _IDENTITY
         return [(f'multipart/{sub}; boundary="{b}"', whole) for b in boundaries for sub in ("mixed", "alternative")]
@@ -132,18 +137,21 @@ def readings(body: bytes, msg: Message, unsigned: tuple[str, ...]) -> list[Readi
 def multipart_boundaries(lf_body: bytes) -> list[str]:
     """The boundaries B the body holds as a multipart: an opening ``--B`` line whose part begins
     with MIME headers (a Content-Type among them), and a closing ``--B--`` line after it."""
-    lines = lf_body.split(b"\n")
-    stripped = [line.rstrip(b" \t") for line in lines]
+    stripped = [line.rstrip(b" \t") for line in lf_body.split(b"\n")]
+    last = {
+        line: index for index, line in enumerate(stripped) if line.startswith(b"--")
+    }  # one pass: no n² on hostile bodies
     found: list[str] = []
     for index, line in enumerate(stripped):
-        match = re.fullmatch(b"--(" + _BOUNDARY + b")", line)
+        match = re.fullmatch(b"--(" + _BOUNDARY + b")", line) if line.startswith(b"--") else None
         if not match or match.group(1).decode() in found:
             continue
-        close = b"--" + match.group(1) + b"--"
-        headers = stripped[index + 1 : stripped.index(b"", index + 1) if b"" in stripped[index + 1 :] else None]
+        headers = itertools.takewhile(bool, stripped[index + 1 : index + 1 + _PART_HEADER_LINES])
         has_type = any(h.lower().startswith(b"content-type:") for h in headers)
-        if has_type and close in stripped[index + 1 :]:
+        if has_type and last.get(b"--" + match.group(1) + b"--", -1) > index:
             found.append(match.group(1).decode())
+            if len(found) > MAX_BOUNDARIES:
+                break
     return found
 
 

@@ -301,3 +301,30 @@ def test_a_relay_removing_mime_version_above_a_content_type_is_refused(people: R
     assert (got.route, got.reason, got.detail) == (
         "quarantine", "malformed", "the letter declares its content without MIME-Version"
     )  # fmt: skip
+
+
+def _raw_letter(body: bytes) -> bytes:
+    return (
+        b"From: Carol <carol@people.test>\r\nTo: " + TO.encode() + b"\r\nSubject: Re: Quota 500s\r\n"
+        b"Date: Tue, 01 Dec 2026 05:00:00 +0000\r\nMessage-ID: <20261201.carol.9@people.test>\r\n"
+        b"MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary=b0\r\n\r\n" + body
+    )
+
+
+def test_a_body_holding_too_many_boundaries_is_ambiguous(people: Registry) -> None:  # noqa: F811
+    from agentmail.partly_signed import MAX_BOUNDARIES
+
+    body = b"".join(
+        b"--b%d\r\nContent-Type: text/plain\r\n\r\nx\r\n--b%d--\r\n" % (i, i) for i in range(MAX_BOUNDARIES + 1)
+    )
+    got = authenticity.judge(_sign(_raw_letter(body), SIGNERS["opendkim-stock"]), people)
+    assert (got.route, got.reason) == ("quarantine", "unauthenticated")
+    assert f"it holds the delimiters of more than {MAX_BOUNDARIES} multipart boundaries" in (got.detail or "")
+
+
+def test_a_hostile_body_of_delimiter_like_lines_is_judged_in_one_pass(people: Registry) -> None:  # noqa: F811
+    """50,000 delimiter-like lines (no boundary: no part headers follow, no closing line): each
+    read once (a quadratic scan, 2.5e9 steps, would not finish in the test's timeout), kept as text."""
+    body = b"--b0\r\nContent-Type: text/plain\r\n\r\nHi\r\n" + b"--b1\r\n" * 50_000 + b"--b0--\r\n"
+    got = authenticity.judge(_sign(_raw_letter(body), SIGNERS["opendkim-stock"]), people)
+    assert got.letter is not None and got.letter.body == "\n".join(["Hi", *["--b1"] * 50_000])
