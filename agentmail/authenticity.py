@@ -148,11 +148,11 @@ def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdi
             raise wire.Malformed(
                 "unregistered-sender", f"{address} is a person of {names} who does not write (writes = false)"
             )
-        _signer, covered = human.vouched(raw, msg, registry, address)
+        signer, covered = human.vouched(raw, msg, registry, address)
         # Which platform they write for follows the addressee: read only from a To the server vouched for.
         writer = human.writes_for(registry, address, wire.to_address_of(msg) if "to" in covered else "")
         assert writer is not None  # one listing writes
-        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer, covered))
+        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer, covered, signer))
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from email.message import Message
 
-from . import mime, readable, signing, verdicts, wire
+from . import mime, partly_signed, readable, signing, verdicts, wire
 from .model import HUMAN, Letter
 from .registry import Platform, Registry
 from .text import visible
@@ -85,33 +85,42 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
         # domain's own server, so where it goes (To, In-Reply-To, References) is as that server
         # sent it. Who else reads (Cc) is never taken without a signature.
         return "", PLACEMENT
-    covered = signing.covered_by(raw, signer)
-    # The headers that decide how the body is read must be signed: a relay could re-declare
-    # them. (Not Content-Disposition, which clients add and MTAs rarely sign: a top-level one is
-    # read only when signed, readable.person_text.)
-    present = mime.header_counts(raw)
-    unsigned = [h for h in mime.MIME_HEADERS if h.lower().encode() in present and h.lower() not in covered]
-    if unsigned:
-        raise wire.Malformed(
-            "unauthenticated",
-            f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {signer}'s signature "
-            f"does not cover {', '.join(unsigned)}",
-        )
-    return signer, covered
+    # The MIME headers it leaves out are weighed when the text is read (to_letter, partly_signed).
+    return signer, signing.covered_by(raw, signer)
 
 
-def to_letter(raw: bytes, msg: Message, registry: Registry, platform: Platform, covered: tuple[str, ...]) -> Letter:
+def to_letter(
+    raw: bytes,
+    msg: Message,
+    registry: Registry,
+    platform: Platform,
+    covered: tuple[str, ...],
+    signer: str | None = None,
+) -> Letter:
     """The Letter a person's vouched-for letter is, attributed to ``platform`` (the one the
     person writes for); ``covered``: the headers the vouching signature covers (``vouched``).
     Only those decide anything: the To (the thread tag, the addressee), In-Reply-To and
     References (the letter it answers), Cc (who else reads); one that is not covered is not
-    read (DESIGN §5). Raises wire.Malformed (a DESIGN §8 reason) when it cannot be one."""
+    read (DESIGN §5); ``signer``: the aligned signing domain (``vouched``), whose signature may
+    leave MIME headers out (then partly_signed decides whether the text can depend on them).
+    Raises wire.Malformed (a DESIGN §8 reason) when it cannot be one."""
     sender_address, sender_name = wire.sender_of(msg)
     message_id = wire.message_id_of(msg)
     subject = wire.subject_of(msg)
     to_address = wire.to_address_of(msg) if "to" in covered else ""
+    disposition_signed = "content-disposition" in covered
+    unsigned = partly_signed.unsigned_of(covered) if signer else ()
     try:
-        text = readable.person_text(msg, cut=True, disposition_signed="content-disposition" in covered)
+        if unsigned:
+            text = partly_signed.person_text(raw, msg, unsigned, disposition_signed=disposition_signed)
+        else:
+            text = readable.person_text(msg, cut=True, disposition_signed=disposition_signed)
+    except (partly_signed.Ambiguous, partly_signed.Disagrees) as exc:
+        raise wire.Malformed(
+            "unauthenticated",
+            f"the mail server's aligned dkim=pass does not vouch for the MIME headers: {signer}'s signature does not "
+            f"cover {partly_signed.names(unsigned)}, and {exc}",
+        ) from None
     except mime.Refused as exc:
         raise wire.Malformed("malformed", str(exc)) from None
     tag = wire.recipient_thread(msg, to_trusted="to" in covered)

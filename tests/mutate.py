@@ -186,9 +186,10 @@ GROUPS: dict[str, Group] = {
     ),
     # People's letters: the judging of a person's letter and the text a person would have seen.
     "people": Group(
-        ("human.py", "readable.py"),
+        ("human.py", "readable.py", "partly_signed.py"),
         (
             "test_people.py",
+            "test_signed_partly.py",
             "test_readable.py",
             "test_writing.py",
             "test_identity_headers.py",

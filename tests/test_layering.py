@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).parent.parent / "agentmail"
 # Lower layers never import higher ones.
 LAYERS = [
     {"errors", "text", "model", "home", "_fs", "_value", "_toml", "ages"},
-    {"matter", "mime", "attach", "html_text", "readable", "wire"},
+    {"matter", "mime", "attach", "html_text", "readable", "partly_signed", "wire"},
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport"},
     {"spool"},

@@ -266,10 +266,18 @@ def test_unlisted_non_writing_and_untrusting_bus_are_refused_with_the_usual_code
     assert got.reason == "unauthenticated" and "no trusted_authserv_ids" in (got.detail or "")
 
 
-def test_the_mail_servers_signature_must_cover_the_mime_headers(people: Registry) -> None:
-    raw = vouched(client_letter("alpha@bus.test", "Hi"), headers=[b"from", b"to", b"subject", b"mime-version"])
-    got = _judge(people, raw)
+def test_unsigned_mime_headers_are_weighed_by_what_the_signed_body_can_mean(people: Registry) -> None:
+    """Issue 24 (partly_signed): a plain letter reads one way whatever the unsigned headers say;
+    a legacy charset needs a signed Content-Type, and the reason names what to sign."""
+    partial = [b"from", b"to", b"subject", b"mime-version"]
+    got = _judge(people, vouched(client_letter("alpha@bus.test", "Hi"), headers=partial))
+    assert got.route == "accept" and got.letter is not None and got.letter.body == "Hi"
+    latin = client_letter("alpha@bus.test", "Grüße", charset="iso-8859-1")
+    got = _judge(people, vouched(latin, headers=partial))
     assert got.reason == "unauthenticated" and "does not vouch for the MIME headers" in (got.detail or "")
+    assert (got.detail or "").endswith(
+        "must sign Content-Type and Content-Transfer-Encoding (h=…:content-type:content-transfer-encoding)"
+    )
 
 
 def test_a_person_letter_is_never_read_as_an_agents_block(people: Registry) -> None:
