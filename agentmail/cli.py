@@ -784,10 +784,17 @@ def sent(ctx: Ctx) -> None:
 
 
 @main_group.command()
+@argument(
+    "words", metavar="[recheck [ID...]]", nargs=-1, help="recheck: judge quarantined letters (IDs; none: all) again."
+)
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-def quarantine(ctx: Ctx, no_sync: bool) -> None:
-    """What was rejected, and why."""
+def quarantine(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+    """What was rejected, and why; 'quarantine recheck [ID...]' judges those letters again against
+    today's registry and files the ones that pass now (after a key or a platform was added)."""
+    if words:
+        _recheck(ctx, words, no_sync)
+        return
     letters = ctx.client().quarantined(sync=not no_sync)
 
     def text() -> None:
@@ -798,6 +805,27 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
             echo(clean(f"    {letter.detail}"))
 
     emit(ctx, [letter.to_json() for letter in letters], text)
+
+
+def _recheck(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+    if words[0] != "recheck":
+        raise BadInput(
+            f"quarantine takes no {words[0]!r}: 'agentmail quarantine' lists, 'quarantine recheck [ID...]' rechecks"
+        )
+    results = ctx.client().recheck_quarantine(*words[1:], sync=not no_sync)
+
+    def text() -> None:
+        if not results:
+            echo("quarantine is empty")
+        for item in results:
+            if item["outcome"] == "filed":
+                echo(f"{item['id']}  filed: it passes today's registry (now in the inbox)")
+            elif item["outcome"] == "duplicate":
+                echo(f"{item['id']}  dropped: a copy of letter {item['filed_as']}, filed already")
+            else:
+                echo(clean(f"{item['id']}  still quarantined: {item['reason']}: {item['detail']}"))
+
+    emit(ctx, results, text)
 
 
 @main_group.command()

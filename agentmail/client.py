@@ -1116,6 +1116,15 @@ class AgentMail:
             self.sync()
         return self.spool.letters("quarantine")
 
+    def recheck_quarantine(self, *refs: str, sync: bool = True) -> list[dict[str, Any]]:
+        """Judge quarantined letters (those ``refs`` name; none: all) again against today's
+        registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
+        from .recheck import recheck
+
+        if sync:
+            self.sync()
+        return recheck(self, tuple(refs))
+
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
         if sync:

@@ -15,7 +15,7 @@ LAYERS = [
     {"transport"},
     {"spool"},
     {"guards", "compose", "route", "search", "evidence"},
-    {"client", "bus", "doctor"},
+    {"client", "bus", "doctor", "recheck"},
     {"demo", "_args", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]
 OWNERS = {
