@@ -28,6 +28,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 clean = for_terminal  # untrusted text made safe for a terminal (text.py: the one policy)
 _TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
 _ID_HELP = "A letter: its id (any case), its Message-ID, or a unique prefix of either."
+_OUTCOME_HELP = "With -t verify-result: confirmed|still-broken (still-broken: the fixer's move again)."
 
 
 class Ctx:
@@ -649,10 +650,12 @@ def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[A
 @option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
 @option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@option("--outcome", metavar="OUTCOME", help=_OUTCOME_HELP)
 @attach_options
 @json_option
 def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
-         thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
+         thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None,
+         outcome: str | None = None) -> None:  # fmt: skip
     """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
 
     TO may be several (beta,gamma) or a group of the bus (@NAME, 'bus set groups.NAME ...'):
@@ -664,7 +667,8 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
     letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
-                         thread=thread, hold=hold, attachments=_attachments(ctx, attach, patch))  # fmt: skip
+                         thread=thread, hold=hold, attachments=_attachments(ctx, attach, patch),
+                         outcome=outcome)  # fmt: skip
     _report_sent(ctx, letter, client.last_warnings)
 
 
@@ -680,14 +684,15 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 )
 @option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@option("--outcome", metavar="OUTCOME", help=_OUTCOME_HELP)
 @attach_options
 @json_option
 def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool, attach: tuple[str, ...],
-          patch: str | None) -> None:  # fmt: skip
+          patch: str | None, outcome: str | None = None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
     client = ctx.client()
     letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
-                          attachments=_attachments(ctx, attach, patch))  # fmt: skip
+                          attachments=_attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
     assert letter is not None  # raise_refused: a refusal raised
     _report_sent(ctx, letter, client.last_warnings)
 
@@ -906,6 +911,8 @@ def status(ctx: Ctx, no_sync: bool, closed: bool) -> None:
                 flag += f"  FAILED: {r.delivery_detail} ('agentmail done {r.delivery_id}' dismisses it)"
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
+            if r.outcome:
+                flag += f"  outcome: {r.outcome}"
             echo(clean(f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {r.subject}{flag}"))
             for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
                 echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
