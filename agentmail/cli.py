@@ -14,7 +14,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._args import Exit, Group, Version, argument, at_least, echo, option, seconds
+from ._args import Exit, Group, Version, argument, at_least, duration, echo, option, seconds
 from .errors import AgentmailError, BadInput
 from .text import for_terminal
 
@@ -435,13 +435,22 @@ def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
 
 
 @main_group.command()
+@option("--rotate", metavar="WINDOW", type=duration, help="Keep the old key valid beside the new one for WINDOW (7d).")
+@option("--retire", is_flag=True, help="Drop the old key a --rotate kept (no new key).")
 @json_option
-def keygen(ctx: Ctx) -> None:
-    """Rotate this platform's key; prints the new registry entry and DNS TXT record."""
+def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
+    """Rotate this platform's key; prints the new registry entry and DNS TXT record. With
+    --rotate WINDOW letters signed with the old key are accepted until WINDOW ends (both
+    selectors valid; ONBOARDING "Rotating keys"); --retire drops the old key afterwards."""
     from . import bus
 
+    if rotate is not None and retire:
+        raise BadInput("--rotate makes a new key, --retire drops the old one: one at a time")
     client = ctx.client()
-    platform = bus.keygen(ctx.home, client.registry, client.me.platform)
+    if retire:
+        platform = bus.retire(client.registry, client.me.platform)
+    else:
+        platform = bus.keygen(ctx.home, client.registry, client.me.platform, overlap=rotate)
     emit(ctx, _entry_json(platform), lambda: _entry_text(ctx, platform))
 
 
