@@ -136,6 +136,20 @@ def seconds(text: str) -> float:
     return value
 
 
+def duration(text: str) -> float:
+    """A window (``keygen --rotate 7d``): a whole number of minutes, hours, days or weeks
+    (30m, 12h, 7d, 2w), at least a minute and at most a year; in seconds."""
+    import re
+
+    found = re.fullmatch(r"([0-9]{1,6})([mhdw])", text.strip())
+    if not found:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a duration like 30m, 12h, 7d or 2w")
+    value = int(found.group(1)) * {"m": 60, "h": 3600, "d": 86400, "w": 604800}[found.group(2)]
+    if not 60 <= value <= 366 * 86400:
+        raise argparse.ArgumentTypeError(f"{text} is outside 1 minute to 1 year")
+    return float(value)
+
+
 # --- commands and groups ------------------------------------------------------------------------
 
 

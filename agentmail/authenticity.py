@@ -136,6 +136,26 @@ def pinned_key(platform: Platform) -> signing.PinnedKey:
     )
 
 
+def _by_retiring_key(raw: bytes, platform: Platform, current: signing.DkimResult) -> tuple[signing.DkimResult, str]:
+    """A letter the current key does not verify, tried against the key before the rotation:
+    (its result, "" while the window lasts; else why it is refused). An old key's signature
+    after the window is refused with a reason that says so, never as "no valid signature"."""
+    import time
+
+    old = platform.retiring
+    assert old is not None
+    key = signing.PinnedKey(platform.dkim_domain or platform.domain, old.selector, old.algorithm, old.public_key)
+    result = signing.verify(raw, key)
+    if not result.ok:
+        return current, ""
+    if not old.valid_at(time.time()):
+        return current, (
+            f"signed with {platform.name}'s previous key (s={old.selector}), whose overlap ended at {old.until}; "
+            f"the registry pins s={platform.selector} now: ask {platform.name} to send it again"
+        )
+    return result, ""
+
+
 def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdict:
     """A letter from no platform: a person's, if a platform lists them as one who writes
     (human.py), and the bus's mail server vouches for it; quarantined otherwise."""
@@ -259,6 +279,10 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
         return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
 
     dkim = signing.verify(raw, key)
+    if not dkim.ok and platform.retiring is not None:  # a rotation's overlap (keygen --rotate)
+        dkim, expired = _by_retiring_key(raw, platform, dkim)
+        if expired:
+            return _quarantine("unauthenticated", expired, msg)
     if not dkim.ok:
         domain = sender_address.rpartition("@")[2]
         aligned = bus.policy == "aligned" and domain in trusted.dkim_pass_domains

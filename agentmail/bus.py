@@ -61,6 +61,11 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
         dkim["lookup"] = "dns"
     else:
         dkim["public_key"] = platform.public_key
+    old = platform.retiring
+    if old is not None:  # ``keygen --rotate``: the key before, until its window ends
+        dkim["previous"] = {"selector": old.selector, "algorithm": old.algorithm, "until": old.until}
+        if old.public_key:
+            dkim["previous"]["public_key"] = old.public_key
     entry["dkim"] = dkim
     if platform.auth:
         entry["auth"] = platform.auth
@@ -221,14 +226,41 @@ def set_person(
     return updated
 
 
-def keygen(home: Path, registry: Registry, name: str) -> Platform:
-    """Rotate ``name``'s key: new selector, new pair, registry entry re-pinned."""
+def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None = None) -> Platform:
+    """Rotate ``name``'s key: new selector, new pair, registry entry re-pinned. ``overlap``
+    (seconds, ``keygen --rotate``): the old key stays pinned beside the new one as
+    ``[dkim.previous]`` until now + overlap, so letters it signed that are still in flight are
+    accepted; without it the old key is dropped at once (as before)."""
+    import time
+
+    from .registry import RetiringKey
+
     old = registry.get(name)
     private, public = signing.generate_keypair()
-    updated = old.replace(selector=_selector(name), public_key=public, algorithm="ed25519", key_lookup="pinned")
+    retiring = None
+    if overlap is not None:
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + overlap))
+        retiring = RetiringKey(old.selector, old.algorithm, old.public_key if old.key_lookup == "pinned" else "", until)
+    selector = _selector(name)
+    while selector == old.selector:  # two random hex digits a day: a rotation never reuses one
+        selector = _selector(name)
+    updated = old.replace(selector=selector, public_key=public, algorithm="ed25519", key_lookup="pinned",
+                          retiring=retiring)  # fmt: skip
     # The private key first, written and fsynced: a crash in between leaves a pinned key whose
     # private half exists (run keygen again), never a pin whose private half is lost.
     write_private_key(home, name, private)
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated
+
+
+def retire(registry: Registry, name: str) -> Platform:
+    """``keygen --retire``: drop the key a rotation kept beside the new one. NotFound when none is."""
+    from .errors import NotFound
+
+    platform = registry.get(name)
+    if platform.retiring is None:
+        raise NotFound(f"{name} has no previous key to retire ('keygen --rotate DURATION' keeps one)")
+    updated = platform.replace(retiring=None)
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated
 

@@ -14,7 +14,7 @@ from importlib.machinery import ModuleSpec, PathFinder
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ._args import Exit, Group, Version, argument, at_least, echo, option, seconds
+from ._args import Exit, Group, Version, argument, at_least, duration, echo, option, seconds
 from .errors import AgentmailError, BadInput
 from .text import for_terminal
 
@@ -28,6 +28,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 clean = for_terminal  # untrusted text made safe for a terminal (text.py: the one policy)
 _TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
 _ID_HELP = "A letter: its id (any case), its Message-ID, or a unique prefix of either."
+_OUTCOME_HELP = "With -t verify-result: confirmed|still-broken (still-broken: the fixer's move again)."
 
 
 class Ctx:
@@ -434,13 +435,22 @@ def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
 
 
 @main_group.command()
+@option("--rotate", metavar="WINDOW", type=duration, help="Keep the old key valid beside the new one for WINDOW (7d).")
+@option("--retire", is_flag=True, help="Drop the old key a --rotate kept (no new key).")
 @json_option
-def keygen(ctx: Ctx) -> None:
-    """Rotate this platform's key; prints the new registry entry and DNS TXT record."""
+def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
+    """Rotate this platform's key; prints the new registry entry and DNS TXT record. With
+    --rotate WINDOW letters signed with the old key are accepted until WINDOW ends (both
+    selectors valid; ONBOARDING "Rotating keys"); --retire drops the old key afterwards."""
     from . import bus
 
+    if rotate is not None and retire:
+        raise BadInput("--rotate makes a new key, --retire drops the old one: one at a time")
     client = ctx.client()
-    platform = bus.keygen(ctx.home, client.registry, client.me.platform)
+    if retire:
+        platform = bus.retire(client.registry, client.me.platform)
+    else:
+        platform = bus.keygen(ctx.home, client.registry, client.me.platform, overlap=rotate)
     emit(ctx, _entry_json(platform), lambda: _entry_text(ctx, platform))
 
 
@@ -649,10 +659,12 @@ def _attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[A
 @option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
 @option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@option("--outcome", metavar="OUTCOME", help=_OUTCOME_HELP)
 @attach_options
 @json_option
 def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
-         thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
+         thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None,
+         outcome: str | None = None) -> None:  # fmt: skip
     """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
 
     TO may be several (beta,gamma) or a group of the bus (@NAME, 'bus set groups.NAME ...'):
@@ -664,7 +676,8 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
     letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
-                         thread=thread, hold=hold, attachments=_attachments(ctx, attach, patch))  # fmt: skip
+                         thread=thread, hold=hold, attachments=_attachments(ctx, attach, patch),
+                         outcome=outcome)  # fmt: skip
     _report_sent(ctx, letter, client.last_warnings)
 
 
@@ -680,14 +693,15 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 )
 @option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")
+@option("--outcome", metavar="OUTCOME", help=_OUTCOME_HELP)
 @attach_options
 @json_option
 def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool, attach: tuple[str, ...],
-          patch: str | None) -> None:  # fmt: skip
+          patch: str | None, outcome: str | None = None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
     client = ctx.client()
     letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
-                          attachments=_attachments(ctx, attach, patch))  # fmt: skip
+                          attachments=_attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
     assert letter is not None  # raise_refused: a refusal raised
     _report_sent(ctx, letter, client.last_warnings)
 
@@ -784,10 +798,17 @@ def sent(ctx: Ctx) -> None:
 
 
 @main_group.command()
+@argument(
+    "words", metavar="[recheck [ID...]]", nargs=-1, help="recheck: judge quarantined letters (IDs; none: all) again."
+)
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-def quarantine(ctx: Ctx, no_sync: bool) -> None:
-    """What was rejected, and why."""
+def quarantine(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+    """What was rejected, and why; 'quarantine recheck [ID...]' judges those letters again against
+    today's registry and files the ones that pass now (after a key or a platform was added)."""
+    if words:
+        _recheck(ctx, words, no_sync)
+        return
     letters = ctx.client().quarantined(sync=not no_sync)
 
     def text() -> None:
@@ -798,6 +819,27 @@ def quarantine(ctx: Ctx, no_sync: bool) -> None:
             echo(clean(f"    {letter.detail}"))
 
     emit(ctx, [letter.to_json() for letter in letters], text)
+
+
+def _recheck(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+    if words[0] != "recheck":
+        raise BadInput(
+            f"quarantine takes no {words[0]!r}: 'agentmail quarantine' lists, 'quarantine recheck [ID...]' rechecks"
+        )
+    results = ctx.client().recheck_quarantine(*words[1:], sync=not no_sync)
+
+    def text() -> None:
+        if not results:
+            echo("quarantine is empty")
+        for item in results:
+            if item["outcome"] == "filed":
+                echo(f"{item['id']}  filed: it passes today's registry (now in the inbox)")
+            elif item["outcome"] == "duplicate":
+                echo(f"{item['id']}  dropped: a copy of letter {item['filed_as']}, filed already")
+            else:
+                echo(clean(f"{item['id']}  still quarantined: {item['reason']}: {item['detail']}"))
+
+    emit(ctx, results, text)
 
 
 @main_group.command()
@@ -885,6 +927,8 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
                 flag += f"  FAILED: {r.delivery_detail} ('agentmail done {r.delivery_id}' dismisses it)"
             elif r.delivery == "held":
                 flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
+            if r.outcome:
+                flag += f"  outcome: {r.outcome}"
             when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
             if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
                 when = f"{'':<21}"

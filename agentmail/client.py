@@ -32,6 +32,7 @@ from .model import (
     Letter,
     ThreadStatus,
     check_name,
+    check_outcome,
     check_sendable,
     check_severity,
     check_thread,
@@ -619,7 +620,8 @@ class AgentMail:
     def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",
              severity: str | None = None,
              ref: str | None = None, force: bool = False, thread: str | None = None,
-             hold: bool = False, attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+             hold: bool = False, attachments: tuple[Attachment, ...] = (),
+             outcome: str | None = None) -> Letter:  # fmt: skip
         """Open a thread, or with ``thread`` continue it after this platform's own last letter
         (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
         Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
@@ -637,9 +639,11 @@ class AgentMail:
         from .recipients import resolve
 
         _check_body(body, force)
+        check_outcome(outcome, type)  # ``outcome``: a verify-result's (model.OUTCOMES)
         if thread:
             thread = thread_id(thread)
-            return self._send_in_thread(to, thread, body, type=type, force=force, hold=hold, attachments=attachments)
+            return self._send_in_thread(to, thread, body, type=type, force=force, hold=hold, attachments=attachments,
+                                        outcome=outcome)  # fmt: skip
         check_sendable(type)
         check_severity(severity)
         names = resolve(self.registry, to, self.me.platform)
@@ -655,13 +659,14 @@ class AgentMail:
             self.last_warnings = [] if one_liner else guards.opener_warnings(type, body)
             letter, raw = self._compose(
                 Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
-                      also_to=others, attachments=attachments)
+                      also_to=others, attachments=attachments, outcome=outcome)
             )  # fmt: skip
             stored = self._file_outgoing(letter, raw, self._hold(letter, hold))
         return self._sent(stored, raw)
 
     def _send_in_thread(self, to: str | list[str] | tuple[str, ...], thread: str, body: str, *, type: str,
-                        force: bool, hold: bool, attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+                        force: bool, hold: bool, attachments: tuple[Attachment, ...] = (),
+                        outcome: str | None = None) -> Letter:  # fmt: skip
         """``send --thread``: a follow-up. In a fan-out thread this platform opened, ``to`` picks
         the counterparts (one letter to those whose part of the thread stands at the same letter)."""
         check_thread(thread)
@@ -670,9 +675,12 @@ class AgentMail:
         except NotFound:
             parties = []  # follow_up says what is wrong
         if len(parties) > 1:
+            if outcome is not None:
+                raise BadInput("an outcome is for a verify-result between two platforms, not a fan-out follow-up")
             return self._fan_out_follow_up(to, thread, parties, body, type=type, force=force, hold=hold,
                                            attachments=attachments)  # fmt: skip
-        letter = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments)
+        letter = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments,
+                                outcome=outcome)  # fmt: skip
         wanted = ",".join(to) if not isinstance(to, str) else to
         self.last_warnings = [] if letter.to == wanted else [f"thread {thread} is with {letter.to}; sent there"]
         return letter
@@ -775,27 +783,28 @@ class AgentMail:
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
               raise_refused: bool = False, hold: bool = False,
-              attachments: tuple[Attachment, ...] = ()) -> Letter | None:  # fmt: skip
+              attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter | None:  # fmt: skip
         """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
         documented, compatible form); with ``raise_refused`` Refused, as every other sending
         method does (the convention; the CLI and MCP server use it).
 
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
-        letter = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments)
+        letter = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome)
         if letter is None and raise_refused:
             raise Refused(self.why_refused(to) or "refused")
         return letter
 
     def _reply(
         self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False,
-        attachments: tuple[Attachment, ...] = (),
+        attachments: tuple[Attachment, ...] = (), outcome: str | None = None,
     ) -> Letter | None:  # fmt: skip
         self.last_warnings = []
         _check_body(body, force)
         parent_id = self._id(to)
         parent = self.spool.letter(parent_id)
         kind = check_type(type or _default_reply_type(parent.type))
+        check_outcome(outcome, kind)
         reason = self._refusal(parent, kind, body, force=force, attachments=attachments)
         recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
@@ -810,7 +819,8 @@ class AgentMail:
         person = str(parent.extra.get("person") or "")  # a person's letter: they read the answer too
         composed = self._compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
                                        body, in_reply_to=parent.message_id, references=_references(parent),
-                                       attachments=attachments, cc=(person,) if person else ()))  # fmt: skip
+                                       attachments=attachments, cc=(person,) if person else (),
+                                       outcome=outcome))  # fmt: skip
         stored = self._file_answer(parent, composed, self._hold(composed[0], hold))
         if stored is None:
             return None
@@ -819,7 +829,7 @@ class AgentMail:
         return self._sent(stored, composed[1])
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
-                  attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+                  attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter:  # fmt: skip
         """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
         after its ack). It answers this platform's own last letter of the thread, under the
         same guards as a reply (never after the other side's ack or close; the same depth cap;
@@ -827,20 +837,26 @@ class AgentMail:
         self.last_warnings = []
         _check_body(body, force)
         check_sendable(type)
+        check_outcome(outcome, type)
         thread = thread_id(thread)
         letters = self.thread(thread)
         last = self._last_of_platform_thread(thread, letters)
-        reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments)
+        # After the other side's ack of my own letter, the reporter may add evidence or withdraw
+        # (guards.AFTER_ACK): the letter continues my acknowledged letter, never answers the ack.
+        acked = self._acked_own(last, letters)
+        reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments,
+                               acked=acked)  # fmt: skip
         if reason is not None:
             raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
         recipient = self.registry.get(counterpart)
+        answered = acked or last
         composed = self._compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
-                                       in_reply_to=last.message_id, references=_references(last),
-                                       attachments=attachments))  # fmt: skip
-        stored = self._file_answer(last, composed, self._hold(composed[0], hold))
+                                       in_reply_to=answered.message_id, references=_references(last),
+                                       attachments=attachments, outcome=outcome))  # fmt: skip
+        stored = self._file_answer(answered, composed, self._hold(composed[0], hold))
         if stored is None:
-            raise Refused(self._refusals.pop(last.id, "refused"))
+            raise Refused(self._refusals.pop(answered.id, "refused"))
         return self._sent(stored, composed[1])
 
     def why_refused(self, letter: str | Letter) -> str | None:
@@ -854,8 +870,9 @@ class AgentMail:
     # --- the guards ------------------------------------------------------------------------
 
     def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False,
-                 attachments: tuple[Attachment, ...] = ()) -> str | None:  # fmt: skip
-        """The one guard, with the facts it needs gathered the same way for every path."""
+                 attachments: tuple[Attachment, ...] = (), acked: Letter | None = None) -> str | None:  # fmt: skip
+        """The one guard, with the facts it needs gathered the same way for every path.
+        ``acked``: this platform's own letter that ``parent`` (the other side's ack) answers."""
         from . import guards
 
         return guards.refusal(
@@ -866,11 +883,18 @@ class AgentMail:
                 parent=parent,
                 follow_up=follow_up,
                 force=force,
-                answered_by=self.spool.replied_by(parent.message_id),
+                answered_by=self.spool.replied_by((acked or parent).message_id),
                 depth=parent.depth + 1,
                 attachments=attachments,
+                acks_mine=acked is not None,
             )
         )
+
+    def _acked_own(self, last: Letter, letters: list[Letter]) -> Letter | None:
+        """This platform's letter that ``last`` acknowledges, when ``last`` is the other side's ack."""
+        if last.type != "ack" or last.sender == self.me.platform or not last.in_reply_to:
+            return None
+        return next((x for x in letters if x.message_id == last.in_reply_to and x.sender == self.me.platform), None)
 
     def _check(self, out: Outbound) -> None:
         from . import guards
@@ -1141,6 +1165,15 @@ class AgentMail:
             self.sync()
         return self.spool.letters("quarantine")
 
+    def recheck_quarantine(self, *refs: str, sync: bool = True) -> list[dict[str, Any]]:
+        """Judge quarantined letters (those ``refs`` name; none: all) again against today's
+        registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
+        from .recheck import recheck
+
+        if sync:
+            self.sync()
+        return recheck(self, tuple(refs))
+
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
         if sync:
@@ -1179,7 +1212,7 @@ class AgentMail:
             if delivery == "failed" and mine:
                 move = "me"  # my letter never reached them: sending it again is my move
             parts: tuple[dict[str, Any], ...] = ()
-            state = _lifecycle(last.type)
+            state = _state_of(last)
             if first.recipients and first.sender == self.me.platform:  # a fan-out I opened: per counterpart
                 parts = self._parts(thread, ids)
                 if len(parts) > 1:
@@ -1207,6 +1240,7 @@ class AgentMail:
                     delivery_id=delivery_id,
                     opened_ms=ulid_ms(first.id),
                     moved_ms=ulid_ms(last.id),
+                    outcome=last.outcome or "",
                 )
             )
         return rows
@@ -1240,7 +1274,7 @@ class AgentMail:
             move = self._whose_move(last, party, mine)
             if mine and last.state == "failed":
                 move = "me"
-            rows.append({"with": party, "whose_move": move, "state": _lifecycle(last.type),
+            rows.append({"with": party, "whose_move": move, "state": _state_of(last),
                          "last_type": last.type, "last_id": last.id})  # fmt: skip
         return tuple(rows)
 
@@ -1378,6 +1412,14 @@ def raise_for_state(letter: Letter) -> Letter:
     if letter.state == "failed":
         raise PermanentFailure(f"refused by the server: {letter.extra.get('failed_reason')}")
     return letter
+
+
+def _state_of(last: Letter) -> str:
+    """The lifecycle word for a thread whose last letter is ``last``: a verify-result that says
+    ``still-broken`` is "still broken" (the fixer's move again); confirmed or unstated, "verified"."""
+    if last.type == "verify-result" and last.outcome == "still-broken":
+        return "still broken"
+    return _lifecycle(last.type)
 
 
 def _lifecycle(kind: str) -> str:

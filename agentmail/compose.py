@@ -40,6 +40,7 @@ class Draft(Frozen):
         "attachments",
         "cc",
         "also_to",
+        "outcome",
     )
 
     to: str  # the recipient platform's name (this platform itself for a note)
@@ -55,6 +56,7 @@ class Draft(Frozen):
     attachments: tuple[Attachment, ...]  # the letter becomes multipart/mixed (attach.mixed)
     cc: tuple[str, ...]  # people copied besides the followers (the person a reply answers)
     also_to: tuple[str, ...]  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
+    outcome: str | None  # a verify-result's: confirmed | still-broken (model.OUTCOMES)
 
     def __init__(
         self,
@@ -71,6 +73,7 @@ class Draft(Frozen):
         attachments: tuple[Attachment, ...] = (),
         cc: tuple[str, ...] = (),
         also_to: tuple[str, ...] = (),
+        outcome: str | None = None,
     ) -> None:
         set_field(self, "to", to)
         set_field(self, "type", type)
@@ -85,6 +88,7 @@ class Draft(Frozen):
         set_field(self, "attachments", attachments)
         set_field(self, "cc", cc)
         set_field(self, "also_to", also_to)
+        set_field(self, "outcome", outcome)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
@@ -121,6 +125,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         cc=tuple(dict.fromkeys((*followers(me, recipient, *others), *draft.cc))),
         list_id=wire.list_id(registry.bus.domain),
         recipients=tuple(dict.fromkeys(p.address for p in (recipient, *others))) if others else (),
+        extra={"outcome": draft.outcome} if draft.outcome is not None else None,
     )
     try:
         unsigned = wire.render(letter)

@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from .attach import Attachment
 
 MAX_DEPTH = 20
+# What a reporter may send after the other side's ack of its own letter (DESIGN §6, issue 26):
+# more evidence (a report) or a withdrawal (a close). It continues the acknowledged letter
+# (In-Reply-To), never answers the ack, and its References count the ack toward the cap.
+AFTER_ACK = ("report", "close")
 
 # Patterns as text: re compiles (and caches) each on first use, so a process that never sends
 # pays nothing for them, and one that only replies never compiles the opener advice.
@@ -80,6 +84,7 @@ class Outbound(Frozen):
         "quota",
         "quota_frees",
         "attachments",
+        "acks_mine",
     )
 
     kind: str
@@ -96,6 +101,7 @@ class Outbound(Frozen):
     quota: int | None
     quota_frees: str
     attachments: tuple[Attachment, ...]  # scanned like the body, names too (``force`` skips both)
+    acks_mine: bool  # a follow-up whose ``parent`` is the other side's ack of this platform's letter
 
     def __init__(
         self,
@@ -111,6 +117,7 @@ class Outbound(Frozen):
         quota: int | None = None,
         quota_frees: str = "",
         attachments: tuple[Attachment, ...] = (),
+        acks_mine: bool = False,
     ) -> None:
         set_field(self, "kind", kind)
         set_field(self, "body", body)
@@ -124,6 +131,7 @@ class Outbound(Frozen):
         set_field(self, "quota", quota)
         set_field(self, "quota_frees", quota_frees)
         set_field(self, "attachments", attachments)
+        set_field(self, "acks_mine", acks_mine)
 
 
 def refusal(out: Outbound) -> str | None:
@@ -162,6 +170,13 @@ def _follow_up_refusal(out: Outbound, parent: Letter) -> str | None:
         return f"thread {thread} is closed"
     if parent.sender != out.me:
         kind = parent.type or "letter"
+        if kind == "ack" and out.acks_mine:
+            if out.kind in AFTER_ACK:
+                return _answered(parent, out.answered_by)
+            return (
+                f"thread {thread} ends with {parent.sender}'s ack ({parent.id}) of your letter; after it you may "
+                "add evidence (-t report) or withdraw (-t close), nothing else, until they move"
+            )
         if kind in TERMINAL_TYPES:
             return (
                 f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}), which is never "

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 START = "--- agentmail v1 ---"
 END = "--- end agentmail ---"
-KEYS = ("type", "thread", "severity", "ref", "to-agent")
+KEYS = ("type", "thread", "severity", "ref", "to-agent", "outcome")
 MAX_BLOCK = 4096
 
 
@@ -79,7 +79,7 @@ def _handler() -> BaseHandler:
 
 # A line whose value YAML's base loader reads back verbatim as a plain string, and which
 # yaml.safe_dump writes unquoted (safe_dump quotes the words it would read as bool or null).
-_PLAIN_LINE = re.compile(r"(type|thread|severity|ref|to-agent): ([A-Za-z0-9][A-Za-z0-9._/-]*)")
+_PLAIN_LINE = re.compile(r"(type|thread|severity|ref|to-agent|outcome): ([A-Za-z0-9][A-Za-z0-9._/-]*)")
 _QUOTED_BY_DUMP = re.compile(r"yes|no|true|false|on|off|null|y|n|[0-9].*", re.IGNORECASE)  # or might
 
 

@@ -22,6 +22,9 @@ TYPES = ("report", "question", "fix-notice", "verify-result", "ack", "close", "n
 HUMAN = "human"  # a letter with no front-matter block, written in a mail client
 TERMINAL_TYPES = ("ack", "close")
 SEVERITIES = ("low", "medium", "high", "critical")
+# What a verify-result says happened (issue 26). Absent: not stated (an older sender, or none
+# given); ``status`` then reads "verified", as it always did, and the text says the rest.
+OUTCOMES = ("confirmed", "still-broken")
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 THREAD_RE = re.compile(r"^thr-[0-9a-z]{6,26}$")
@@ -74,6 +77,17 @@ def check_sendable(value: str) -> str:
 def check_severity(value: str | None) -> str | None:
     if value is not None and value not in SEVERITIES:
         raise BadInput(f"unknown severity {value!r}; one of: {', '.join(SEVERITIES)}")
+    return value
+
+
+def check_outcome(value: str | None, kind: str) -> str | None:
+    """An outcome is one of OUTCOMES, and only a verify-result carries one."""
+    if value is None:
+        return None
+    if value not in OUTCOMES:
+        raise BadInput(f"unknown outcome {value!r}; one of: {', '.join(OUTCOMES)}")
+    if kind != "verify-result":
+        raise BadInput(f"an outcome is for a verify-result, not a {kind}")
     return value
 
 
@@ -250,6 +264,13 @@ class Letter(Frozen):
         set_field(self, "recipients", recipients)
         set_field(self, "extra", {} if extra is None else extra)
 
+    @property
+    def outcome(self) -> str | None:
+        """A verify-result's ``outcome`` (OUTCOMES), None when not stated. Kept in ``extra`` so
+        every other letter's record and ``--json`` shape stay as they were."""
+        value = self.extra.get("outcome")
+        return value if value in OUTCOMES else None
+
     def to_json(self) -> dict[str, Any]:
         """The documented ``--json`` shape (DESIGN §8)."""
         # Field by field, not dataclasses.asdict: its deep copy of every tuple and string cost a
@@ -310,6 +331,7 @@ class ThreadStatus(Frozen):
         "delivery_id",
         "opened_ms",
         "moved_ms",
+        "outcome",
     )
 
     thread: str
@@ -331,6 +353,7 @@ class ThreadStatus(Frozen):
     # its age, and the time since its last move (issue 26).
     opened_ms: int
     moved_ms: int
+    outcome: str  # the last letter's outcome when it is a verify-result that states one, else ""
 
     def __init__(
         self,
@@ -349,6 +372,7 @@ class ThreadStatus(Frozen):
         delivery_id: str = "",
         opened_ms: int = -1,
         moved_ms: int = -1,
+        outcome: str = "",
     ) -> None:
         set_field(self, "thread", thread)
         set_field(self, "subject", subject)
@@ -365,6 +389,7 @@ class ThreadStatus(Frozen):
         set_field(self, "delivery_id", delivery_id)
         set_field(self, "opened_ms", opened_ms)
         set_field(self, "moved_ms", moved_ms)
+        set_field(self, "outcome", outcome)
 
     def idle(self, now_ms: int) -> float:
         """Seconds since the thread's last move."""
@@ -384,6 +409,7 @@ class ThreadStatus(Frozen):
             "with": self.with_,
             "last_id": self.last_id,
             "undeliverable": self.undeliverable,
+            "outcome": self.outcome,
         }
         if self.opened_ms >= 0:  # ISO 8601 UTC (issue 26)
             row["opened_at"] = ages.iso(self.opened_ms)

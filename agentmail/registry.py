@@ -196,6 +196,7 @@ class Platform(Frozen):
         "key_lookup",
         "people",
         "auth",
+        "retiring",
     )
 
     name: str
@@ -210,6 +211,7 @@ class Platform(Frozen):
     key_lookup: str  # or "dns" for partners who publish their key
     people: tuple[Person, ...]
     auth: str  # this platform's mailbox login mechanism; "": the bus's
+    retiring: RetiringKey | None  # the key before ``keygen --rotate``, valid until its window ends
 
     def __init__(
         self,
@@ -225,6 +227,7 @@ class Platform(Frozen):
         key_lookup: str = "pinned",
         people: tuple[Person, ...] = (),
         auth: str = "",
+        retiring: RetiringKey | None = None,
     ) -> None:
         set_field(self, "name", name)
         set_field(self, "address", address)
@@ -238,6 +241,7 @@ class Platform(Frozen):
         set_field(self, "key_lookup", key_lookup)
         set_field(self, "people", people)
         set_field(self, "auth", auth)
+        set_field(self, "retiring", retiring)
 
     @property
     def followers(self) -> tuple[str, ...]:
@@ -329,7 +333,64 @@ TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "
 FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people", "auth")
 PERSON_KEYS = ("address", "follows", "writes")
-DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup")
+DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup", "previous")
+PREVIOUS_KEYS = ("selector", "algorithm", "public_key", "until")
+_UNTIL_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+class RetiringKey(Frozen):
+    """A platform's key before ``keygen --rotate`` (``[dkim.previous]``): a letter it signed is
+    accepted until ``until`` (UTC, ``YYYY-MM-DDTHH:MM:SSZ``), refused after, saying why."""
+
+    __slots__ = ("selector", "algorithm", "public_key", "until")
+
+    selector: str
+    algorithm: str
+    public_key: str  # "" when the platform's key is looked up in DNS
+    until: str
+
+    def __init__(self, selector: str, algorithm: str, public_key: str, until: str) -> None:
+        set_field(self, "selector", selector)
+        set_field(self, "algorithm", algorithm)
+        set_field(self, "public_key", public_key)
+        set_field(self, "until", until)
+
+    def valid_at(self, now: float) -> bool:
+        import calendar
+        import time
+
+        return now <= calendar.timegm(time.strptime(self.until, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def parse_previous(value: Any, selector: str, lookup: str) -> RetiringKey | None:
+    """``[dkim.previous]``, validated as hostile input: a table of known keys, another selector
+    than the current one, a pinned key when the platform pins, a real UTC time."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError("[dkim.previous] must be a table")
+    for key in value:
+        if key not in PREVIOUS_KEYS:
+            raise ConfigError(f"unknown key {key!r} in [dkim.previous] (known: {', '.join(PREVIOUS_KEYS)})")
+    old = value.get("selector", "")
+    if not isinstance(old, str) or not SELECTOR_RE.fullmatch(old) or old == selector:
+        raise ConfigError(f"dkim.previous.selector {old!r} is missing, invalid or the current selector")
+    algorithm = value.get("algorithm", "ed25519")
+    if algorithm not in ("ed25519", "rsa"):
+        raise ConfigError("dkim.previous.algorithm must be 'ed25519' or 'rsa'")
+    public_key = value.get("public_key", "")
+    if not isinstance(public_key, str) or (lookup == "pinned" and not re.fullmatch(r"[A-Za-z0-9+/=]{40,}", public_key)):
+        raise ConfigError("dkim.previous.public_key (base64) is required when the key is pinned")
+    until = value.get("until", "")
+    if not isinstance(until, str) or not _UNTIL_RE.fullmatch(until):
+        raise ConfigError(f"dkim.previous.until {until!r} must be a UTC time like 2026-12-09T14:00:00Z")
+    import time
+
+    try:
+        time.strptime(until, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise ConfigError(f"dkim.previous.until {until!r} is not a real time") from None
+    return RetiringKey(old, algorithm, public_key if lookup == "pinned" else "", until)
 
 
 def default_tls(port: int) -> str:
@@ -545,6 +606,7 @@ def parse_platform(data: dict[str, Any], stem: str) -> Platform:
             raise ConfigError(f"{label} must be a list of strings")
     people = parse_people(data.get("people", []))
     auth = parse_auth(data["auth"], "auth") if "auth" in data else ""
+    retiring = parse_previous(dkim.get("previous"), selector, lookup)
     return Platform(
         name=name,
         address=address,
@@ -558,6 +620,7 @@ def parse_platform(data: dict[str, Any], stem: str) -> Platform:
         key_lookup=lookup,
         people=people,
         auth=auth,
+        retiring=retiring,
     )
 
 

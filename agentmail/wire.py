@@ -26,6 +26,7 @@ from .model import (
     Letter,
     check_header_text,
     check_name,
+    check_outcome,
     check_severity,
     check_thread,
     check_type,
@@ -137,6 +138,7 @@ def draft_letter(
     to_agent: str | None = None,
     message_id: str = "",
     date: datetime | None = None,
+    outcome: str | None = None,
 ) -> Letter:
     """A Letter as a sender writes it, before it has a spool id: what ``render`` reads.
     (compose builds one from the registry; tests and tools that forge letters use this.)"""
@@ -157,6 +159,7 @@ def draft_letter(
         in_reply_to=in_reply_to,
         references=references,
         to_agent=to_agent,
+        extra={"outcome": outcome} if outcome is not None else None,
     )
 
 
@@ -166,6 +169,7 @@ def render(letter: Letter) -> bytes:
     check_type(letter.type)
     check_thread(letter.thread)
     check_severity(letter.severity)
+    outcome = check_outcome(letter.extra.get("outcome"), letter.type)
     check_header_text("subject", letter.subject, MAX_SUBJECT)
     if letter.ref is not None:
         check_header_text("ref", letter.ref, MAX_REF)
@@ -190,6 +194,7 @@ def render(letter: Letter) -> bytes:
         "severity": letter.severity,
         "ref": letter.ref,
         "to-agent": letter.to_agent,
+        "outcome": outcome,
     }
     text = matter.join({k: v for k, v in fields.items() if v is not None}, letter.body.strip())
 
@@ -677,6 +682,7 @@ def to_letter(msg: Message) -> Letter:
             check_header_text("ref", ref, MAX_REF)
         to_agent = check_name("agent", fields["to-agent"]) if "to-agent" in fields else None
         block_thread = check_thread(fields["thread"]) if "thread" in fields else None
+        outcome = check_outcome(fields.get("outcome"), kind)
     except ValueError as exc:
         raise Malformed("malformed", f"the agentmail block: {exc}") from exc
     if tag and block_thread and tag != block_thread:
@@ -703,6 +709,9 @@ def to_letter(msg: Message) -> Letter:
         to_agent=to_agent,
         cc=cc,
         list_id=list_ids[0] if len(list_ids) == 1 and LIST_ID_RE.fullmatch(list_ids[0]) else None,
-        extra={"attachments": [a.meta() for a in attachments]} if attachments else {},
+        extra={
+            **({"attachments": [a.meta() for a in attachments]} if attachments else {}),
+            **({"outcome": outcome} if outcome is not None else {}),
+        },
         recipients=recipients if len(recipients) > 1 else (),
     )

@@ -15,7 +15,7 @@ LAYERS = [
     {"transport"},
     {"spool"},
     {"guards", "compose", "route", "search", "evidence", "for_people"},
-    {"client", "bus", "doctor", "announce", "digest", "escalation"},
+    {"client", "bus", "doctor", "announce", "digest", "escalation", "recheck"},
     {"demo", "_args", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]
 OWNERS = {

@@ -67,6 +67,10 @@ OPTIONS.update({(cmd, opt): None for cmd in ("send", "reply", "note") for opt in
 OPTIONS.update({("save", "letter_id"): "id", ("save", "directory"): "dir"})
 # save --force replaces a file: a person's decision; the tool never replaces anything (issue 23)
 OPTIONS[("save", "force")] = None
+# issue 26: the tool list's budget (test_mcp) has no room; an MCP agent says the outcome in the text
+OPTIONS.update({("send", "outcome"): None, ("reply", "outcome"): None})
+# quarantine recheck follows a registry fix, a person's step (the registry is theirs to change)
+OPTIONS[("quarantine", "words")] = None
 NO_SYNC = None  # every tool syncs first: a tool's view is never stale
 
 

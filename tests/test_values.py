@@ -18,6 +18,7 @@ from agentmail.transport.base import Checkpoint
 
 STATUS_FIELDS = {
     "delivery",
+    "outcome",  # issue 26: a verify-result's, "" otherwise
     "delivery_detail",
     "delivery_id",
     "thread",

@@ -442,6 +442,47 @@ class Spool:
         self._publish(letter_id)
         return letter
 
+    def release(self, letter_id: str, letter: Letter) -> bool:
+        """A quarantined letter that passes today's judgement (``quarantine recheck``): its row
+        becomes the ``unread`` letter it is, in place (same id, same file, same filing order),
+        in one durable transaction; its verdict fact goes. False when it is no longer in
+        quarantine (another recheck won)."""
+        letter = letter.replace(id=letter_id, state="unread")
+        letter = letter.replace(depth=self.depth_for(letter_id, letter))
+        data = letter.to_json()
+        data.pop("state", None)
+        with _machine(), self.db.write() as tx:
+            moved = tx.execute(
+                "UPDATE letters SET state='unread', meta=?, thread=?, type=?, msgkey=?, rawkey=NULL "
+                "WHERE id=? AND state='quarantine'",
+                (json.dumps(data), letter.thread, letter.type, _key(letter.sender, letter.message_id), letter_id),
+            ).rowcount
+            if moved != 1:
+                return False
+            row = tx.execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()
+            notes = (_loads(row[0]) if row else None) or {}
+            notes.pop("quarantined", None)
+            if data.get("person"):
+                notes["person_letter"] = {k: v for k, v in data.items() if k != "depth"}
+            tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(notes)))
+            self._mark_thread(tx, letter.thread, letter.type)
+        return True
+
+    def drop_quarantined(self, letter_id: str) -> bool:
+        """Forget a quarantined copy of a letter filed already (``quarantine recheck``: it now
+        passes, and the inbox holds it): what a sync does with a duplicate. Row first, then file."""
+        with _machine(), self.db.write() as tx:
+            gone = tx.execute("DELETE FROM letters WHERE id=? AND state='quarantine'", (letter_id,)).rowcount
+            if gone == 1:
+                tx.execute("DELETE FROM notes WHERE id=?", (letter_id,))
+        if gone == 1:
+            for folder in (self._letters, self._tmp):
+                try:
+                    os.unlink(f"{folder}{letter_id}.eml")
+                except FileNotFoundError:
+                    pass
+        return gone == 1
+
     def make_durable(self, letter_id: str) -> None:
         """Flush a letter filed with ``durable=False``: its file, its folder, then the database
         (a durable commit fsyncs the write-ahead log, and the row is in it)."""
@@ -674,9 +715,12 @@ class Spool:
             existing = self.known(sender, message_id)
             if existing:
                 try:
-                    return self.raw(existing) == raw
+                    if self.raw(existing) == raw:
+                        return True
                 except (NotFound, OSError):
-                    return False
+                    pass
+                # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
+                # hash, so a quarantined forgery is recorded once, not again on every resync.
         row = self._sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
         return row is not None
 

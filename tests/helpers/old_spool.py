@@ -32,7 +32,8 @@ Blast radius: all invoices for users on the free plan. Please fix or tell us the
 """
 
 
-ADDED_SINCE = {"delivery_id"}  # status row fields newer than the recording in spool-8664ef0.tar.gz
+# status row fields newer than the recording in spool-8664ef0.tar.gz (outcome: issue 26)
+ADDED_SINCE = {"delivery_id", "outcome"}
 
 
 def answers(home: Path) -> dict[str, Any]:
