@@ -33,7 +33,7 @@ Blast radius: all invoices for users on the free plan. Please fix or tell us the
 
 
 # status row fields newer than the recording in spool-8664ef0.tar.gz (outcome: issue 26)
-ADDED_SINCE = {"delivery_id", "outcome"}
+ADDED_SINCE = {"delivery_id", "outcome", "opened_at", "last_move_at"}
 
 
 def answers(home: Path) -> dict[str, Any]:
