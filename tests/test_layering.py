@@ -12,7 +12,7 @@ LAYERS = [
     {"errors", "text", "model", "home", "_fs", "_value", "_toml"},
     {"matter", "mime", "attach", "html_text", "readable", "wire"},
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
-    {"transport"},
+    {"transport", "claims"},
     {"spool"},
     {"guards", "compose", "route", "search", "evidence"},
     {"client", "bus", "doctor"},
