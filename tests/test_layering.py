@@ -12,7 +12,7 @@ LAYERS = [
     {"errors", "text", "model", "home", "_fs", "_value", "_toml", "ages"},
     {"matter", "mime", "attach", "html_text", "readable", "partly_signed", "wire"},
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
-    {"transport"},
+    {"transport", "claims"},
     {"spool"},
     {"guards", "compose", "route", "search", "evidence", "for_people"},
     {"client", "bus", "doctor", "announce", "digest", "escalation", "recheck"},
