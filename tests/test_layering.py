@@ -14,7 +14,7 @@ LAYERS = [
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport"},
     {"spool"},
-    {"guards", "compose", "route", "search", "evidence"},
+    {"guards", "compose", "route", "search", "evidence", "approval"},
     {"client", "bus", "doctor"},
     {"demo", "_args", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]
