@@ -139,11 +139,11 @@ def check_key(registry: Registry, key_file: str | None) -> None:
 def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) -> Path:
     """Write a fresh approval key to ``key_file`` (a new file, 0600, outside AGENTMAIL_HOME)
     and pin its SHA-256; replacing a pinned key needs the old one."""
-    if _pin(registry) is not None:
-        check_key(registry, old_key)
     target = Path(key_file).expanduser().resolve()
     if target.is_relative_to(home.resolve()) or target.is_relative_to(registry.root.resolve()):
         raise BadInput(f"{target} is inside AGENTMAIL_HOME or the registry: keep the approval key where the agent cannot read it")
+    if _pin(registry) is not None:
+        check_key(registry, old_key)
     import os
 
     try:

@@ -514,9 +514,17 @@ def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
 
     if not approval.every_approver(reg):
         return
-    from .errors import ConfigError
+    from .errors import AgentmailError, ConfigError
 
-    failed = ctx.client().announce_hold_change(list(reg.bus.hold), after)
+    try:
+        client = ctx.client()  # this checkout's platform tells them
+    except AgentmailError:  # the operator, outside any checkout: the first platform with an approver
+        from .client import AgentMail
+        from .identity import Identity
+
+        sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
+        client = AgentMail(reg, Identity(sender), ctx.home)
+    failed = client.announce_hold_change(list(reg.bus.hold), after)
     if failed:
         raise ConfigError(f"the hold rule is unchanged: the approvers could not be told ({failed})")
 
