@@ -1020,7 +1020,7 @@ class AgentMail:
         for letter_id in accepted:
             letter = self.spool.letter(letter_id)
             target = held.get(letter.in_reply_to or "")
-            if letter.type != "human" or target is None:
+            if letter.type != "human" or letter.extra.get("person") != letter.sender_address or target is None:
                 continue
             decided = approval.decision(letter.body)
             if letter.sender_address not in allowed:
