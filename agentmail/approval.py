@@ -79,6 +79,7 @@ def announcement(registry: Registry, platform: str, letter: Letter, reason: str)
 
 def hold_change(registry: Registry, platform: str, before: list[str], after: list[str]) -> tuple[str, bytes]:
     """The announcement of a change of the bus's ``hold`` rule to every approver."""
+
     def shown(rule: list[str]) -> str:
         return ", ".join(rule) if rule else "(none: nothing is held by rule)"
 
@@ -141,7 +142,9 @@ def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) 
     and pin its SHA-256; replacing a pinned key needs the old one."""
     target = Path(key_file).expanduser().resolve()
     if target.is_relative_to(home.resolve()) or target.is_relative_to(registry.root.resolve()):
-        raise BadInput(f"{target} is inside AGENTMAIL_HOME or the registry: keep the approval key where the agent cannot read it")
+        raise BadInput(
+            f"{target} is inside AGENTMAIL_HOME or the registry: keep the approval key where the agent cannot read it"
+        )
     if _pin(registry) is not None:
         check_key(registry, old_key)
     import os

@@ -66,7 +66,12 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
         entry["auth"] = platform.auth
     if platform.people:
         entry["people"] = [
-            {"address": p.address, "follows": p.follows, "writes": p.writes, **({"approves": True} if p.approves else {})}
+            {
+                "address": p.address,
+                "follows": p.follows,
+                "writes": p.writes,
+                **({"approves": True} if p.approves else {}),
+            }
             for p in platform.people
         ]
     return entry
@@ -199,7 +204,13 @@ def attach_repo(registry: Registry, name: str, repo: str) -> Platform:
 
 
 def set_person(
-    registry: Registry, name: str, address: str, *, follows: bool, writes: bool, remove: bool = False,
+    registry: Registry,
+    name: str,
+    address: str,
+    *,
+    follows: bool,
+    writes: bool,
+    remove: bool = False,
     approves: bool = False,
 ) -> Platform:
     """Add, change or (``remove``) remove a person of platform ``name``; the entry is validated

@@ -401,7 +401,12 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
     if remove and (follows or writes or approves):
         raise BadInput("--remove takes no --follows, --writes or --approves")
     platform = bus.set_person(
-        load(ctx.registry_root()), platform_name, address, follows=follows, writes=writes, remove=remove,
+        load(ctx.registry_root()),
+        platform_name,
+        address,
+        follows=follows,
+        writes=writes,
+        remove=remove,
         approves=approves,
     )
     path = ctx.registry_root() / "platforms" / f"{platform.name}.toml"

@@ -969,7 +969,9 @@ class AgentMail:
         if not approval.approvers(self.registry, self.me.platform):
             return
         message_id, raw = approval.announcement(self.registry, self.me.platform, letter, reason)
-        failed = self._mail_people(f"{letter.id}.announcement", raw, approval.approvers(self.registry, self.me.platform))
+        failed = self._mail_people(
+            f"{letter.id}.announcement", raw, approval.approvers(self.registry, self.me.platform)
+        )
         if failed:
             self.spool.annotate(letter.id, announce_failed=failed)
         else:
@@ -1024,7 +1026,9 @@ class AgentMail:
                 continue
             decided = approval.decision(letter.body)
             if letter.sender_address not in allowed:
-                self.spool.annotate(letter_id, approval_ignored=f"{letter.sender_address} does not approve {self.me.platform}")
+                self.spool.annotate(
+                    letter_id, approval_ignored=f"{letter.sender_address} does not approve {self.me.platform}"
+                )
             elif decided is None:
                 self.spool.annotate(letter_id, approval_ignored='the first word is neither "approve" nor "reject"')
             elif decided[0] == "approve":

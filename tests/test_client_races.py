@@ -19,8 +19,8 @@ from agentmail.client import AgentMail
 from agentmail.errors import NotFound, Refused, Timeout
 from agentmail.identity import Identity
 
-from .helpers.approval_key import operator_key
 from .conftest import OPENER
+from .helpers.approval_key import operator_key
 
 
 def _after(obj: object, name: str, step: Callable[[], object], monkeypatch: pytest.MonkeyPatch, nth: int = 1) -> None:
