@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from email.message import EmailMessage
-from email.utils import format_datetime, make_msgid
 from pathlib import Path
 
 from .errors import BadInput, Refused
@@ -42,6 +40,8 @@ def every_approver(registry: Registry) -> tuple[str, ...]:
 def _letter(registry: Registry, platform: str, to: tuple[str, ...], subject: str, body: str) -> tuple[str, bytes]:
     """A plain-text letter a person reads in any client, marked as automatic (RFC 3834)."""
     import datetime
+    from email.message import EmailMessage  # only here: a plain send never loads the email package
+    from email.utils import format_datetime, make_msgid
 
     sender = registry.platforms[platform]
     msg = EmailMessage()
