@@ -13,6 +13,8 @@ from email.message import EmailMessage
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentmail import approval, bus, mcp_server
 from agentmail import registry as registry_mod
@@ -232,3 +234,17 @@ def test_a_crash_between_release_and_send_sends_it_once(
     restarted.flush()
     assert restarted.spool.locate(letter_id) == "sent"
     assert [x.message_id for x in beta.inbox()] == [alpha.show(letter_id).message_id]
+
+
+@given(st.text(max_size=300))
+def test_the_decision_parser_never_fails_and_decides_only_on_the_first_written_word(body: str) -> None:
+    decided = approval.decision(body)
+    written = [line.strip() for line in body.splitlines() if line.strip() and not line.strip().startswith(">")]
+    if decided is None:
+        assert not written or written[0].partition(" ")[0].strip(".,:;!").lower() not in (
+            "approve", "approved", "reject", "rejected",
+        )  # fmt: skip
+    else:
+        assert written and decided[0] in ("approve", "reject")
+        assert "\n" not in decided[1] and "\r" not in decided[1]
+        assert (decided[1] == "") == (decided[0] == "approve")
