@@ -70,7 +70,15 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
     if platform.auth:
         entry["auth"] = platform.auth
     if platform.people:
-        entry["people"] = [{"address": p.address, "follows": p.follows, "writes": p.writes} for p in platform.people]
+        entry["people"] = [
+            {
+                "address": p.address,
+                "follows": p.follows,
+                "writes": p.writes,
+                **({"approves": True} if p.approves else {}),
+            }
+            for p in platform.people
+        ]
     return entry
 
 
@@ -201,7 +209,14 @@ def attach_repo(registry: Registry, name: str, repo: str) -> Platform:
 
 
 def set_person(
-    registry: Registry, name: str, address: str, *, follows: bool, writes: bool, remove: bool = False
+    registry: Registry,
+    name: str,
+    address: str,
+    *,
+    follows: bool,
+    writes: bool,
+    remove: bool = False,
+    approves: bool = False,
 ) -> Platform:
     """Add, change or (``remove``) remove a person of platform ``name``; the entry is validated
     before it is written, and nothing else in it changes."""
@@ -218,7 +233,7 @@ def set_person(
         people = others
     else:
         kept = [p for p in old.people if p.address == address]
-        person = Person(address, follows, writes)
+        person = Person(address, follows, writes, approves)
         # a change keeps the person's place in the list, so the file's order stays stable
         people = tuple(person if p.address == address else p for p in old.people) if kept else (*old.people, person)
     updated = old.replace(people=people)

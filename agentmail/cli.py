@@ -373,11 +373,11 @@ def _entry_json(platform: Any) -> dict[str, Any]:
 
 
 def _person_json(person: Any) -> dict[str, Any]:
-    return {"address": person.address, "follows": person.follows, "writes": person.writes}
+    return {"address": person.address, "follows": person.follows, "writes": person.writes, "approves": person.approves}
 
 
 def _person_roles(person: dict[str, Any]) -> str:
-    roles = [role for role in ("follows", "writes") if person[role]]
+    roles = [role for role in ("follows", "writes", "approves") if person[role]]
     return ", ".join(roles) or "listed (neither follows nor writes)"
 
 
@@ -386,9 +386,11 @@ def _person_roles(person: dict[str, Any]) -> str:
 @argument("address", help="Their email address alone (carol@example.org).")
 @option("--follows", is_flag=True, help="Copy (Cc) this person on every letter of the platform's threads.")
 @option("--writes", is_flag=True, help="This person may write into the platform's threads from a mail client.")
+@option("--approves", is_flag=True, help="This person releases or rejects the platform's held letters by mail.")
 @option("--remove", is_flag=True, help="Take this person off the platform's entry.")
 @json_option
-def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bool, remove: bool) -> None:
+def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bool, approves: bool,
+           remove: bool) -> None:  # fmt: skip
     """List a person of PLATFORM (set their flags; run again to change them), or --remove them.
 
     The flags given are the person's flags from now on: 'person P ADDR' alone keeps them listed
@@ -397,10 +399,16 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
     from . import bus
     from .registry import load
 
-    if remove and (follows or writes):
-        raise BadInput("--remove takes no --follows or --writes")
+    if remove and (follows or writes or approves):
+        raise BadInput("--remove takes no --follows, --writes or --approves")
     platform = bus.set_person(
-        load(ctx.registry_root()), platform_name, address, follows=follows, writes=writes, remove=remove
+        load(ctx.registry_root()),
+        platform_name,
+        address,
+        follows=follows,
+        writes=writes,
+        remove=remove,
+        approves=approves,
     )
     path = ctx.registry_root() / "platforms" / f"{platform.name}.toml"
     people = [_person_json(p) for p in platform.people]
@@ -498,12 +506,42 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
 
     from . import bus
 
+    if key == "hold":
+        _announce_hold_change(ctx, list(values))
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
     where = ctx.registry_root() / ("bus.toml" if platform is None else f"platforms/{platform}.toml")
     data: dict[str, Any] = {"key": key, "value": stored}
     if platform is not None:
         data["platform"] = platform
     emit(ctx, data, lambda: echo(f"{where}: {key} = {json.dumps(stored)}"))
+
+
+def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
+    """A change of ``hold`` is told to every approver first (issue 26): one that cannot be told
+    is not made (exit 6), so a hold is never lifted silently."""
+    from .registry import load
+
+    reg = load(ctx.registry_root())
+    after = [v.strip().lower() for v in values if v.strip()]
+    if after == list(reg.bus.hold):
+        return
+    from . import approval
+
+    if not approval.every_approver(reg):
+        return
+    from .errors import AgentmailError, ConfigError
+
+    try:
+        client = ctx.client()  # this checkout's platform tells them
+    except AgentmailError:  # the operator, outside any checkout: the first platform with an approver
+        from .client import AgentMail
+        from .identity import Identity
+
+        sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
+        client = AgentMail(reg, Identity(sender), ctx.home)
+    failed = client.announce_hold_change(list(reg.bus.hold), after)
+    if failed:
+        raise ConfigError(f"the hold rule is unchanged: the approvers could not be told ({failed})")
 
 
 def _letters(ctx: Ctx, letters: list[Letter], empty: str) -> None:
@@ -616,8 +654,8 @@ def _report_sent(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
     elif letter.state == "held":
         why = letter.extra.get("held_reason") or "held"
         emit(ctx, letter.to_json(), lambda: echo(clean(
-            f"{letter.thread} {letter.id} held (not sent): {why}; it waits for a person: "
-            f"'agentmail approve {letter.id}' sends it, 'agentmail reject {letter.id} -r REASON' drops it")))  # fmt: skip
+            f"{letter.thread} {letter.id} held (not sent): {why}; it waits for a person's approval "
+            f"({_approvers_told(letter)}); 'agentmail sent' shows what they decided")))  # fmt: skip
     else:
         emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} {letter.state}"))
     raise_for_state(letter)
@@ -753,13 +791,38 @@ def held(ctx: Ctx) -> None:
     emit(ctx, [letter.to_json() for letter in letters], text)
 
 
+def _approvers_told(letter: Letter) -> str:
+    if letter.extra.get("announced"):
+        return "the approvers were told by mail"
+    if letter.extra.get("announce_failed"):
+        return f"the approvers could not be told: {letter.extra['announce_failed']}"
+    return "the platform lists no approver: the operator decides"
+
+
 @main_group.command()
-@argument("letter_id", metavar="ID", help=_ID_HELP)
+@argument("letter_id", metavar="ID", required=False, help=_ID_HELP)
+@option("--key-file", metavar="FILE", help="The operator's approval key (pinned in the registry; never the agent's).")
+@option("--new-key", metavar="FILE", help="Write a new approval key to FILE (outside AGENTMAIL_HOME) and pin it; "
+        "replacing a pinned key needs the old one in --key-file.")  # fmt: skip
 @json_option
-def approve(ctx: Ctx, letter_id: str) -> None:
-    """A person's decision: send held letter ID now (as 'send' does); prints THREAD ID STATE."""
+def approve(ctx: Ctx, letter_id: str | None, key_file: str | None, new_key: str | None) -> None:
+    """The operator's decision: send held letter ID now (as 'send' does); prints THREAD ID STATE.
+    Needs --key-file, the approval key the agent does not hold (exit 4 without it); approvers
+    answer the announcement by mail instead."""
+    if new_key is not None:
+        from . import approval
+        from .registry import load
+
+        if letter_id is not None:
+            raise BadInput("--new-key takes no ID")
+        written = approval.new_key(load(ctx.registry_root()), new_key, ctx.home, key_file)
+        emit(ctx, {"key_file": str(written)}, lambda: echo(f"{written}: a new approval key, pinned in the registry; "
+                                                            "keep it where the agent cannot read it"))  # fmt: skip
+        return
+    if letter_id is None:
+        raise BadInput("give the held letter's ID (or --new-key FILE)")
     client = ctx.client()
-    _report_sent(ctx, client.approve(letter_id), [])
+    _report_sent(ctx, client.approve(letter_id, key_file=key_file), [])
 
 
 @main_group.command()

@@ -250,6 +250,7 @@ class AgentMail:
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)
+        self._decide_by_mail(report.accepted.ids_since(0))  # approvers' answers, after the commit
         return report
 
     def _checkpoint(self, transport: str) -> str | None:
@@ -983,35 +984,132 @@ class AgentMail:
         self.spool.annotate(letter.id, held_reason=held)  # before the letter: never a held letter without why
         stored = self.spool.store("held", letter, raw, extra=letter.extra)
         self._indexed(stored.id)  # search index
+        self._announce_held(self.show(stored.id), held)
         return self.show(stored.id)
 
     def held(self) -> list[Letter]:
         """Letters waiting for a person's approval, oldest first (never sent until approved)."""
         return self.spool.letters("held")
 
-    def approve(self, letter_id: str | Letter) -> Letter:
-        """A person's decision: release a held letter to the outbox (one rename) and send it,
-        as ``send`` does. Returns it as it is now (``sent``, or queued, or failed)."""
-        letter_id = self._id(letter_id)
+    def approve(self, letter_id: str | Letter, *, key_file: str | None = None) -> Letter:
+        """The operator's decision: release a held letter to the outbox (one rename) and send it,
+        as ``send`` does. Needs ``key_file``, the approval key the registry pins (issue 26: the
+        agent does not hold it; approvers answer by mail instead). Refused (exit 4) without it.
+        Returns the letter as it is now (``sent``, or queued, or failed)."""
+        from . import approval
+
+        approval.check_key(self.registry, key_file)
+        return self._release(self._id(letter_id), "the operator's approval key")
+
+    def _release(self, letter_id: str, approved_by: str) -> Letter:
+        """Held → outbox with one rename, then sent: a crash after the rename leaves it in the
+        outbox (the next flush sends it once); a second release finds it no longer held."""
         if not self._move(letter_id, "held", "outbox"):
             state = self.spool.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
-        self.spool.annotate(letter_id, approved="true")
+        self.spool.annotate(letter_id, approved="true", approved_by=approved_by)
         return self._sent(self.spool.letter(letter_id, "outbox"))
 
+    def _announce_held(self, letter: Letter, reason: str) -> None:
+        """Mail the platform's approvers that ``letter`` waits (never raises: the letter stays
+        held whatever happens to its announcement; a failure is recorded on it)."""
+        from . import approval
+
+        if not approval.approvers(self.registry, self.me.platform):
+            return
+        message_id, raw = approval.announcement(self.registry, self.me.platform, letter, reason)
+        failed = self._mail_people(
+            f"{letter.id}.announcement", raw, approval.approvers(self.registry, self.me.platform)
+        )
+        if failed:
+            self.spool.annotate(letter.id, announce_failed=failed)
+        else:
+            self.spool.annotate(letter.id, announced=message_id)
+
+    def _mail_people(self, key: str, raw: bytes, to: tuple[str, ...]) -> str:
+        """Send an automatic letter to people; "" when it left, else why not. On the local
+        transport a person's mailbox is the Maildir ``postoffice/<address>/`` (no platform
+        name holds an ``@``), which a person's mail client can read."""
+        from .errors import AgentmailError
+        from .transport.base import Envelope, Outgoing
+
+        try:
+            if self.registry.bus.transport == "local":
+                from .transport.local import deliver
+
+                for address in to:
+                    deliver(self.home / "postoffice" / address, raw)
+                return ""
+            (result,) = self.transport.submit([Outgoing(key, raw, Envelope(self.platform.address, to))])
+            return "" if result.status == "sent" else result.detail or result.status
+        except (AgentmailError, OSError) as exc:
+            return str(exc) or type(exc).__name__
+
+    def announce_hold_change(self, before: list[str], after: list[str]) -> str:
+        """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
+        approves), else why not."""
+        from . import approval
+
+        to = approval.every_approver(self.registry)
+        if not to:
+            return ""
+        _, raw = approval.hold_change(self.registry, self.me.platform, before, after)
+        return self._mail_people("hold-change", raw, to)
+
+    def _decide_by_mail(self, accepted: list[str]) -> None:
+        """Act on approvers' answers among the letters just filed: a person's letter answering a
+        held letter's announcement, from one of this platform's approvers (authenticated as any
+        person's letter: DESIGN §5), releases or rejects it. Anything else decides nothing and
+        is recorded on the letter (``approval_ignored``)."""
+        from . import approval
+        from .errors import AgentmailError
+
+        held = {x.extra.get("announced"): x for x in self.held() if x.extra.get("announced")}
+        if not held:
+            return
+        allowed = approval.approvers(self.registry, self.me.platform)
+        for letter_id in accepted:
+            letter = self.spool.letter(letter_id)
+            target = held.get(letter.in_reply_to or "")
+            if letter.type != "human" or letter.extra.get("person") != letter.sender_address or target is None:
+                continue
+            decided = approval.decision(letter.body)
+            if letter.sender_address not in allowed:
+                self.spool.annotate(
+                    letter_id, approval_ignored=f"{letter.sender_address} does not approve {self.me.platform}"
+                )
+            elif decided is None:
+                self.spool.annotate(letter_id, approval_ignored='the first word is neither "approve" nor "reject"')
+            elif decided[0] == "approve":
+                try:
+                    self._release(target.id, letter.sender_address)
+                except NotFound:
+                    self.spool.annotate(letter_id, approval_ignored=f"{target.id} is no longer held")
+                except AgentmailError:
+                    pass  # released: it waits in the outbox and the next flush sends it (once)
+            else:
+                self._reject(target.id, decided[1], letter.sender_address)
+            if decided is not None and letter.sender_address in allowed:
+                self.done(letter_id)  # the answer was acted on: it needs nothing from the agent
+
     def reject(self, letter_id: str | Letter, reason: str) -> Letter:
-        """A person's decision: a held letter never leaves. It moves to failed/ with the reason
-        (``sent`` shows it to the agent); a rejected reply frees its claim on the letter."""
+        """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it
+        to the agent); a rejected reply frees its claim on the letter. Anyone may drop a
+        letter that has not left (the agent too): it releases nothing."""
         from .text import one_line
 
         letter_id = self._id(letter_id)
         reason = one_line(reason or "").strip()
         if not reason:
             raise BadInput("say why (-r REASON): the agent reads it")
+        return self._reject(letter_id, reason, "")
+
+    def _reject(self, letter_id: str, reason: str, by: str) -> Letter:
         if self.spool.locate(letter_id) != "held":
             state = self.spool.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
-        self.spool.annotate(letter_id, rejected=reason, failed_reason=f"rejected by a person: {reason}")
+        who = f"by {by}" if by else "by a person"
+        self.spool.annotate(letter_id, rejected=reason, failed_reason=f"rejected {who}: {reason}")
         if not self._move(letter_id, "held", "failed"):
             raise NotFound(f"letter {letter_id} is not held")
         return self.show(letter_id)

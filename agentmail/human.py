@@ -24,9 +24,10 @@ PLACEMENT = ("in-reply-to", "references", "to")
 
 
 def listed(registry: Registry, address: str) -> list[tuple[Platform, bool]]:
-    """The platforms that list ``address`` as a person, with whether it ``writes`` for each."""
+    """The platforms that list ``address`` as a person, with whether it ``writes`` for each (an
+    approver writes too: their answer to an announcement is a letter like any person's)."""
     return [
-        (platform, person.writes)
+        (platform, person.writes or person.approves)
         for platform in sorted(registry.platforms.values(), key=lambda p: p.name)
         for person in platform.people
         if person.address == address

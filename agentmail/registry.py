@@ -170,16 +170,18 @@ class Person(Frozen):
     """A person in the loop of a platform's threads (DESIGN §4): ``follows`` is copied (Cc) on
     every letter of the platform's threads; ``writes`` may write into them from a mail client."""
 
-    __slots__ = ("address", "follows", "writes")
+    __slots__ = ("address", "follows", "writes", "approves")
 
     address: str
     follows: bool
     writes: bool
+    approves: bool  # releases or rejects the platform's held letters by answering their announcement
 
-    def __init__(self, address: str, follows: bool = False, writes: bool = False) -> None:
+    def __init__(self, address: str, follows: bool = False, writes: bool = False, approves: bool = False) -> None:
         set_field(self, "address", address)
         set_field(self, "follows", follows)
         set_field(self, "writes", writes)
+        set_field(self, "approves", approves)
 
 
 class Platform(Frozen):
@@ -332,7 +334,7 @@ TOP_KEYS = (
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
 FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people", "auth")
-PERSON_KEYS = ("address", "follows", "writes")
+PERSON_KEYS = ("address", "follows", "writes", "approves")
 DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup", "previous")
 PREVIOUS_KEYS = ("selector", "algorithm", "public_key", "until")
 _UNTIL_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -639,9 +641,10 @@ def parse_people(data: Any) -> tuple[Person, ...]:
         if any(p.address == address for p in people):
             raise ConfigError(f"people: {address} is listed twice")
         follows, writes = entry.get("follows", False), entry.get("writes", False)
-        if not isinstance(follows, bool) or not isinstance(writes, bool):
-            raise ConfigError(f"people: follows and writes of {address} must be true or false")
-        people.append(Person(address, follows, writes))
+        approves = entry.get("approves", False)
+        if not all(isinstance(flag, bool) for flag in (follows, writes, approves)):
+            raise ConfigError(f"people: follows, writes and approves of {address} must be true or false")
+        people.append(Person(address, follows, writes, approves))
     return tuple(people)
 
 

@@ -18,6 +18,7 @@ from agentmail.identity import Identity
 from agentmail.registry import Registry
 
 from .conftest import OPENER
+from .helpers.approval_key import operator_key
 from .mailservers import MailServers
 from .test_transport_smtpimap import USERS, make_bus
 
@@ -39,12 +40,14 @@ def test_a_held_letter_is_signed_kept_and_never_flushed_until_approved(registry:
     assert [x.id for x in alpha.held()] == [letter.id]
     (row,) = alpha.status()
     assert row["delivery"] == "held" and "hold" in row["delivery_detail"]
-    sent = alpha.approve(letter.id)
+    with pytest.raises(Refused, match="approval key"):
+        alpha.approve(letter.id)  # the agent alone cannot release it (issue 26)
+    sent = alpha.approve(letter.id, key_file=operator_key(home))
     assert sent.state == "sent" and alpha.held() == []
     (got,) = beta.inbox()
     assert got.message_id == letter.message_id
     with pytest.raises(NotFound, match="not held"):
-        alpha.approve(letter.id)  # approving twice never sends twice
+        alpha.approve(letter.id, key_file=operator_key(home))  # approving twice never sends twice
     assert len(beta.inbox()) == 1
 
 
@@ -78,7 +81,7 @@ def test_reject_drops_the_letter_with_the_reason_and_frees_the_reply_claim(alpha
 
 
 def test_approve_is_one_rename_held_to_outbox(
-    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+    alpha: AgentMail, beta: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A crash right after the rename leaves the letter in the outbox (the next flush sends
     it once); a crash before it leaves it held. Never both, never neither."""
@@ -88,8 +91,9 @@ def test_approve_is_one_rename_held_to_outbox(
         raise KeyboardInterrupt  # the process dies after the rename, before submitting
 
     monkeypatch.setattr(alpha, "flush", crash)
+    key = operator_key(home)
     with pytest.raises(KeyboardInterrupt):
-        alpha.approve(letter.id)
+        alpha.approve(letter.id, key_file=key)
     assert alpha.spool.locate(letter.id) == "outbox" and alpha.held() == []
     monkeypatch.undo()
     alpha.flush()
@@ -128,16 +132,22 @@ def test_the_cli_holds_lists_approves_and_rejects(capsys: pytest.CaptureFixture[
     assert run("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
     assert run("bus", "set", "hold", "bus.test")[0] == 0
     code, out, _ = run("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
-    assert code == 0 and " held (not sent)" in out and "agentmail approve" in out
+    assert code == 0 and " held (not sent)" in out and "agentmail approve" not in out  # nothing the agent can run
+    assert "no approver" in out
     thread, letter_id = out.split()[:2]
     code, out, _ = run("--as", "alpha", "--json", "status")
     assert json.loads(out)[0]["delivery"] == "held"
     assert "WAITING FOR A PERSON" in run("--as", "alpha", "status")[1]
     assert letter_id in run("--as", "alpha", "held")[1]
     assert thread not in run("--as", "beta", "inbox")[1]  # held: beta got nothing
-    code, out, _ = run("--as", "alpha", "approve", letter_id)
+    code, out, err = run("--as", "alpha", "approve", letter_id)  # the agent, without the key
+    assert (code, out) == (4, "") and len(err.strip().splitlines()) == 1 and "approval key" in err
+    key = str(Path.cwd() / "operator.key")  # the test's cwd is beside AGENTMAIL_HOME, not in it
+    code, out, err = run("approve", "--new-key", key)
+    assert code == 0 and "pinned" in out, err
+    code, out, _ = run("--as", "alpha", "approve", letter_id, "--key-file", key)
     assert code == 0 and out.split() == [thread, letter_id, "sent"]
-    assert run("--as", "alpha", "approve", letter_id)[0] == 1
+    assert run("--as", "alpha", "approve", letter_id, "--key-file", key)[0] == 1
     code, out, _ = run("--as", "alpha", "send", "beta", "-s", "Other", "-b", OPENER)
     second = out.split()[1]
     code, out, _ = run("--as", "alpha", "reject", second, "-r", "wrong partner")
@@ -165,7 +175,7 @@ def test_on_smtp_imap_held_never_leaves_and_approve_sends_exactly_once(home: Pat
         alpha.inbox()
         alpha.status()
         assert servers.store.accepted == [] and beta.inbox() == []
-        assert alpha.approve(letter.id).state == "sent"
+        assert alpha.approve(letter.id, key_file=operator_key(home)).state == "sent"
         alpha.flush()
         alpha.sync()
         assert len(servers.store.accepted) == 1
@@ -193,7 +203,7 @@ def test_a_letter_copying_a_follower_at_a_held_domain_is_held(registry: Registry
         "held by the bus rule hold = 'people.test' (carol@people.test is copied)",
     )
     assert beta.inbox() == []
-    assert alpha.approve(letter.id).state == "sent"
+    assert alpha.approve(letter.id, key_file=operator_key(home)).state == "sent"
     (got,) = beta.inbox()  # beta's answer copies carol too: held on beta's side as well
     answer = beta.reply(got, "Reproduced.", type="ack")
     assert (
@@ -262,5 +272,5 @@ def test_on_smtp_imap_a_held_follower_gets_nothing_until_approved(home: Path, se
         assert letter.state == "held"
         alpha.flush()
         assert servers.store.accepted == [] and servers.store.messages("carol@bus.test") == []
-        assert alpha.approve(letter.id).state == "sent"
+        assert alpha.approve(letter.id, key_file=operator_key(home)).state == "sent"
         assert len(servers.store.messages("carol@bus.test")) == 1

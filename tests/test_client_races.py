@@ -20,6 +20,7 @@ from agentmail.errors import NotFound, Refused, Timeout
 from agentmail.identity import Identity
 
 from .conftest import OPENER
+from .helpers.approval_key import operator_key
 
 
 def _after(obj: object, name: str, step: Callable[[], object], monkeypatch: pytest.MonkeyPatch, nth: int = 1) -> None:
@@ -137,7 +138,8 @@ def test_reject_of_a_letter_approved_meanwhile_is_not_found(
 ) -> None:
     held = alpha.send("beta", "Quota 500s", OPENER, hold=True)
     other = _twin(alpha)
-    _after(alpha.spool, "annotate", lambda: other.approve(held.id), monkeypatch)  # after the look
+    key = operator_key(alpha.home)
+    _after(alpha.spool, "annotate", lambda: other.approve(held.id, key_file=key), monkeypatch)  # after the look
     with pytest.raises(NotFound, match=f"letter {held.id} is not held"):
         alpha.reject(held.id, "not today")
     assert alpha.spool.locate(held.id) == "sent"

@@ -14,7 +14,7 @@ LAYERS = [
     {"signing", "verdicts", "registry", "recipients", "credentials", "identity", "human", "authenticity", "provenance"},
     {"transport", "claims"},
     {"spool"},
-    {"guards", "compose", "route", "search", "evidence", "for_people"},
+    {"guards", "compose", "route", "search", "evidence", "for_people", "approval"},
     {"client", "bus", "doctor", "announce", "digest", "escalation", "recheck"},
     {"demo", "_args", "cli", "__main__", "__init__", "mcp_server", "hooks", "watch"},
 ]

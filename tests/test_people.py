@@ -54,9 +54,9 @@ def test_person_adds_changes_and_removes_and_platforms_shows_them(
     code, out, _ = run(capsys, "--json", "platforms")
     rows = {r["name"]: r for r in json.loads(out)["platforms"]}
     assert rows["alpha"]["people"] == [
-        {"address": "carol@people.test", "follows": False, "writes": True},
-        {"address": "dave@people.test", "follows": True, "writes": True},
-    ]
+        {"address": "carol@people.test", "follows": False, "writes": True, "approves": False},
+        {"address": "dave@people.test", "follows": True, "writes": True, "approves": False},
+    ]  # "approves": issue 26
     assert rows["beta"]["people"] == []
     code, out, _ = run(capsys, "platforms")
     assert "person carol@people.test" in out and "follows, writes" in out

@@ -1,0 +1,17 @@
+"""The operator's approval key for tests (issue 26): written outside AGENTMAIL_HOME, pinned in
+the registry, as ``agentmail approve --new-key FILE`` does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentmail import approval
+from agentmail import registry as registry_mod
+
+
+def operator_key(home: Path) -> str:
+    path = home.parent / "operator" / "approval.key"
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        approval.new_key(registry_mod.load(home / "registry"), str(path), home, None)
+    return str(path)
