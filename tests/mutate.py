@@ -189,6 +189,7 @@ GROUPS: dict[str, Group] = {
         ("human.py", "readable.py"),
         (
             "test_people.py",
+            "test_people_exact.py",
             "test_readable.py",
             "test_writing.py",
             "test_identity_headers.py",
@@ -202,6 +203,7 @@ GROUPS: dict[str, Group] = {
         ("registry.py",),
         (
             "test_registry.py",
+            "test_registry_exact.py",
             "test_toml_cache.py",
             "test_bus_settings_hostile.py",
             "test_values.py",
