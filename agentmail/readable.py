@@ -137,7 +137,7 @@ def _decode(part: Message) -> str:
         info = codecs.lookup(charset)
     except (LookupError, ValueError):  # ValueError: a name with a NUL in it
         raise mime.Refused(f"the letter uses an unknown charset {charset[:40]!r}") from None
-    if info.name not in TEXT_CODECS or not getattr(info, "_is_text_encoding", True):
+    if info.name not in TEXT_CODECS:  # every name in it is a text encoding (a bytes-to-bytes codec is not in it)
         raise mime.Refused(
             f"the letter's charset {charset[:40]!r} is refused (not a plain text encoding: it changes meaning "
             "by escapes, or is not text)"

@@ -190,6 +190,7 @@ GROUPS: dict[str, Group] = {
         (
             "test_people.py",
             "test_signed_partly.py",
+            "test_people_exact.py",
             "test_readable.py",
             "test_writing.py",
             "test_identity_headers.py",
@@ -203,6 +204,7 @@ GROUPS: dict[str, Group] = {
         ("registry.py",),
         (
             "test_registry.py",
+            "test_registry_exact.py",
             "test_toml_cache.py",
             "test_bus_settings_hostile.py",
             "test_values.py",
