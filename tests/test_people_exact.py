@@ -147,12 +147,8 @@ def test_the_refusals_of_vouched_whole(people: Registry) -> None:
         "verdict-fail",
         "the bus's mail server reported dkim=fail, dmarc=fail",
     )
-    some = vouched(letter, headers=[b"from", b"to", b"subject", b"mime-version"])
-    assert _vouch_refusal(people, some) == (
-        "unauthenticated",
-        "the mail server's aligned dkim=pass does not vouch for the MIME headers: people.test's signature does not "
-        "cover Content-Type, Content-Transfer-Encoding",
-    )
+    # A signature that leaves the MIME headers out is weighed by partly_signed (issue 24), pinned
+    # cell by cell in tests/test_signed_partly.py.
 
 
 def test_a_signature_that_limits_the_body_length_is_refused(people: Registry) -> None:

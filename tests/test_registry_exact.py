@@ -68,7 +68,7 @@ def people_refusal(data: Any) -> str:
             {"groups": {}, "bogus": 1},  # a free table first: the keys after it are still checked
             "bus.toml: unknown key 'bogus' (known: name, domain, transport, policy, trusted_authserv_ids, ca_file, "
             "sent_folder, max_size, hold, new_threads_per_hour, attach_max_bytes, attach_max_total, "
-            "attach_max_count, attach_types, auth, [smtp], [imap], [groups])",
+            "attach_max_count, attach_types, auth, stale_after, [smtp], [imap], [groups])",
         ),
     ],
 )
@@ -385,7 +385,7 @@ def test_a_platform_whose_key_is_in_dns_needs_no_pinned_key() -> None:
         ),
         (
             {**PLATFORM, "dkim": {"selector": "s1", "bogus": 1}},
-            "unknown key 'bogus' in [dkim] (known: domain, selector, algorithm, public_key, lookup)",
+            "unknown key 'bogus' in [dkim] (known: domain, selector, algorithm, public_key, lookup, previous)",
         ),
         ({**PLATFORM, "dkim": "s1"}, "[dkim] must be a table"),
         ({**PLATFORM, "name": "Alpha"}, f"name 'Alpha' must match {NAME_RE.pattern}"),
@@ -460,9 +460,9 @@ PEOPLE = "people must be a list of tables ([[people]] address = ..., follows = .
         ([{"address": "carol@people.test"}, "dave@people.test"], PEOPLE),
         (
             [{"address": "carol@people.test", "reads": True}],
-            "unknown key 'reads' in [[people]] (known: address, follows, writes)",
+            "unknown key 'reads' in [[people]] (known: address, follows, writes, approves)",
         ),
-        ([{"follows": True, "bogus": 1}], "unknown key 'bogus' in [[people]] (known: address, follows, writes)"),
+        ([{"follows": True, "bogus": 1}], "unknown key 'bogus' in [[people]] (known: address, follows, writes, approves)"),
         ([{"follows": True}], "people: address None is not a plain lowercase ASCII address"),
         (
             [{"address": "Carol@people.test"}],
@@ -474,11 +474,11 @@ PEOPLE = "people must be a list of tables ([[people]] address = ..., follows = .
         ),
         (
             [{"address": "carol@people.test", "follows": "yes"}],
-            "people: follows and writes of carol@people.test must be true or false",
+            "people: follows, writes and approves of carol@people.test must be true or false",
         ),
         (
             [{"address": "carol@people.test", "writes": 1}],
-            "people: follows and writes of carol@people.test must be true or false",
+            "people: follows, writes and approves of carol@people.test must be true or false",
         ),
     ],
 )
