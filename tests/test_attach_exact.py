@@ -44,7 +44,11 @@ def test_nothing_left_is_the_fallback() -> None:
 
 
 def test_a_name_without_an_extension_gets_its_number_at_the_end() -> None:
-    items = [Attachment("notes", "text/plain", b""), Attachment("NOTES", "text/plain", b""), Attachment("", "text/plain", b"")]
+    items = [
+        Attachment("notes", "text/plain", b""),
+        Attachment("NOTES", "text/plain", b""),
+        Attachment("", "text/plain", b""),
+    ]
     assert unique_names(items) == ["notes", "NOTES-2", "attachment-3"]
 
 
@@ -68,7 +72,9 @@ def test_each_limit_refuses_one_past_it_with_its_sentence() -> None:
         "a.bin: type application/octet-stream is not in this bus's allow-list (text/plain, text/x-log; "
         "bus set attach_types)"
     )
-    assert limit_problem([_item("a", 11)], LIMITS) == "a is 11 bytes; an attachment may be 10 (bus set attach_max_bytes)"
+    assert (
+        limit_problem([_item("a", 11)], LIMITS) == "a is 11 bytes; an attachment may be 10 (bus set attach_max_bytes)"
+    )
     assert limit_problem([_item("a", 10), _item("b", 6)], LIMITS) == (
         "the attachments are 16 bytes together; a letter may carry 15 (bus set attach_max_total)"
     )

@@ -199,3 +199,10 @@ def test_apply_without_git_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     with pytest.raises(ConfigError) as caught:
         evidence._am_flags(tmp_path)
     assert str(caught.value) == "apply needs git, which is not installed"
+
+
+def test_a_file_of_no_known_type_is_typed_by_its_bytes(tmp_path: Path) -> None:
+    (tmp_path / "notes.zzq").write_bytes(b"plain words")
+    (tmp_path / "blob.zzq").write_bytes(b"\xff\x00")
+    assert evidence.from_file(tmp_path / "notes.zzq", 100, home=tmp_path / "home").type == "text/plain"
+    assert evidence.from_file(tmp_path / "blob.zzq", 100, home=tmp_path / "home").type == "application/octet-stream"
