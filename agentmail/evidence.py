@@ -84,7 +84,7 @@ def _open_confined(file: Path, home: Path, shown: str) -> int:
     (realpath) and checked to lie outside the home, then walked one component at a time
     with O_NOFOLLOW (a directory swapped for a symlink after the check fails the walk),
     and the file itself never one of the home's secrets under another name (a hard link)."""
-    if file.name in ("", ".", ".."):
+    if file.name in ("", ".."):  # pathlib drops "." components: Path(".").name is ""
         raise BadInput(f"--attach {shown}: not a regular file")
     try:
         if file.is_symlink():

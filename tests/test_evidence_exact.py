@@ -206,3 +206,14 @@ def test_a_file_of_no_known_type_is_typed_by_its_bytes(tmp_path: Path) -> None:
     (tmp_path / "blob.zzq").write_bytes(b"\xff\x00")
     assert evidence.from_file(tmp_path / "notes.zzq", 100, home=tmp_path / "home").type == "text/plain"
     assert evidence.from_file(tmp_path / "blob.zzq", 100, home=tmp_path / "home").type == "application/octet-stream"
+
+
+def test_a_socket_is_refused_with_the_system_s_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    monkeypatch.chdir(tmp_path)  # a short relative path: a socket's address is at most 108 bytes
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("s.sock")
+        assert refused(evidence.from_file, tmp_path / "s.sock", 100, home=tmp_path / "home") == (
+            f"--attach {tmp_path / 's.sock'}: No such device or address"
+        )
