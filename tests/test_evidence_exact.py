@@ -101,6 +101,7 @@ def test_save_writes_each_attachment_under_its_unique_name(tmp_path: Path) -> No
     assert unique_names(items) == names
     assert evidence.save(items, tmp_path) == [tmp_path.resolve() / n for n in names]
     assert [(tmp_path / n).read_bytes() for n in names] == [str(i).encode() for i in range(1, 9)]
+    assert {(tmp_path / n).stat().st_mode & 0o777 for n in names} == {0o600}  # a new file too, not only a replaced one
 
 
 # --- run 7: the confined open's refusals, the secrets check, the git probes -------------------
