@@ -103,9 +103,9 @@ def safe_name(name: str, fallback: str = "attachment") -> str:
     cleaned = re.sub(r"_{2,}", "_", cleaned).lstrip(".-_")
     if len(cleaned) > MAX_NAME:
         stem, dot, ext = cleaned.rpartition(".")
-        ext = ext[:20] if dot and stem else ""
+        ext = ext[:20] if dot else ""  # never a dot first (lstrip): a dot always has a stem
         cleaned = cleaned[: MAX_NAME - len(ext) - (1 if ext else 0)].rstrip(".") + ("." + ext if ext else "")
-    if not cleaned.strip("._") or cleaned in (".", ".."):
+    if not cleaned:  # nothing but dots, dashes and _ (lstrip took them all): "." and ".." too
         return fallback
     return cleaned
 
@@ -117,7 +117,7 @@ def unique_names(attachments: list[Attachment] | tuple[Attachment, ...]) -> list
     for number, item in enumerate(attachments, 1):
         name = safe_name(item.name, f"attachment-{number}")
         stem, dot, ext = name.rpartition(".")
-        if not dot or not stem:
+        if not dot:  # a safe name never starts with a dot: one with a dot has a stem
             stem, ext = name, ""
         candidate, count = name, 1
         while candidate.lower() in seen:

@@ -84,7 +84,7 @@ def _open_confined(file: Path, home: Path, shown: str) -> int:
     (realpath) and checked to lie outside the home, then walked one component at a time
     with O_NOFOLLOW (a directory swapped for a symlink after the check fails the walk),
     and the file itself never one of the home's secrets under another name (a hard link)."""
-    if file.name in ("", ".", ".."):
+    if file.name in ("", ".."):  # pathlib drops "." components: Path(".").name is ""
         raise BadInput(f"--attach {shown}: not a regular file")
     try:
         if file.is_symlink():
@@ -97,15 +97,14 @@ def _open_confined(file: Path, home: Path, shown: str) -> int:
     if _inside(real, real_home):
         raise BadInput(f"--attach {shown}: lies inside the agentmail home ({real_home}); its keys, "
                        "logins and spools are never attached")  # fmt: skip
-    nofollow = getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(os.sep, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        fd = os.open(os.sep, os.O_RDONLY | os.O_DIRECTORY)
         try:
             for part in [p for p in real.split(os.sep) if p][:-1]:
-                nxt = os.open(part, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | nofollow, dir_fd=fd)
+                nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
                 os.close(fd)
                 fd = nxt
-            leaf = os.open(file.name, os.O_RDONLY | nofollow | getattr(os, "O_NONBLOCK", 0), dir_fd=fd)
+            leaf = os.open(file.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
         finally:
             os.close(fd)
     except FileNotFoundError:
@@ -191,7 +190,7 @@ def _write_new(path: Path, data: bytes, force: bool) -> None:
     """Write ``data`` to ``path`` (mode 0600): a new file, or with ``force`` replacing what is
     there by a rename (a symlink is replaced, never followed)."""
     if not force:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
         return

@@ -145,7 +145,13 @@ GROUPS: dict[str, Group] = {
     # Evidence: --attach confined, save, apply's hooks/series/symlink checks, names and limits.
     "evidence": Group(
         ("evidence.py", "attach.py"),
-        ("test_attachments.py", "test_evidence_confinement.py", "test_mcp.py"),
+        (
+            "test_attachments.py",
+            "test_evidence_confinement.py",
+            "test_evidence_exact.py",
+            "test_attach_exact.py",
+            "test_mcp.py",
+        ),
         functions=tuple(
             f"agentmail.{name}__mutmut_*"
             for name in (
@@ -170,7 +176,7 @@ GROUPS: dict[str, Group] = {
             )
         ),
         timeout=30,
-        whole=("test_attachments.py", "test_evidence_confinement.py"),
+        whole=("test_attachments.py", "test_evidence_confinement.py", "test_evidence_exact.py", "test_attach_exact.py"),
         deselect=_MCP_STDIO,
     ),
     # The MCP server: exact schemas, save confined below the working directory.

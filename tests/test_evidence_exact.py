@@ -11,7 +11,7 @@ import pytest
 
 from agentmail import evidence
 from agentmail.attach import Attachment, unique_names
-from agentmail.errors import BadInput, NotFound
+from agentmail.errors import BadInput, ConfigError, NotFound
 
 
 def refused(call: object, *args: object, **kwargs: object) -> str:
@@ -101,3 +101,120 @@ def test_save_writes_each_attachment_under_its_unique_name(tmp_path: Path) -> No
     assert unique_names(items) == names
     assert evidence.save(items, tmp_path) == [tmp_path.resolve() / n for n in names]
     assert [(tmp_path / n).read_bytes() for n in names] == [str(i).encode() for i in range(1, 9)]
+    assert {(tmp_path / n).stat().st_mode & 0o777 for n in names} == {0o600}  # a new file too, not only a replaced one
+
+
+# --- run 7: the confined open's refusals, the secrets check, the git probes -------------------
+
+
+def test_a_name_that_is_no_file_name_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert refused(evidence.from_file, ".", 100, home=tmp_path / "home") == "--attach .: not a regular file"
+    assert refused(evidence.from_file, "a/..", 100, home=tmp_path / "home") == "--attach a/..: not a regular file"
+
+
+def test_each_refusal_of_the_confined_open_is_whole(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (tmp_path / "real.log").write_text("x")
+    (tmp_path / "link.log").symlink_to(tmp_path / "real.log")
+    assert refused(evidence.from_file, tmp_path / "link.log", 100, home=home) == (
+        f"--attach {tmp_path / 'link.log'}: is a symbolic link; attach the file itself, not a link to it"
+    )
+    assert refused(evidence.from_file, tmp_path / "gone.log", 100, home=home) == (
+        f"--attach {tmp_path / 'gone.log'}: not a readable file (it does not exist)"
+    )
+    through = tmp_path / "real.log" / "x.log"  # a file where a folder should be
+    assert refused(evidence.from_file, through, 100, home=home) == (
+        f"--attach {through}: a symbolic link appeared on its path while it was opened"
+    )
+    long = tmp_path / ("a" * 300)
+    assert refused(evidence.from_file, long, 100, home=home) == f"--attach {long}: File name too long"
+
+
+def test_a_home_at_the_root_holds_every_path() -> None:
+    assert evidence._inside("/etc/hosts", "/")
+    assert evidence._inside("/h", "/h") and evidence._inside("/h/x", "/h/")
+    assert not evidence._inside("/hx", "/h")
+
+
+def test_a_hard_link_to_a_secret_is_named_and_other_hard_links_are_not_secrets(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "secrets").mkdir(parents=True)
+    (home / "secrets" / "key.pem").write_text("KEY")
+    os.link(home / "secrets" / "key.pem", tmp_path / "key-copy.txt")  # two links: the least there is
+    assert refused(evidence.from_file, tmp_path / "key-copy.txt", 100, home=home) == (
+        f"--attach {tmp_path / 'key-copy.txt'}: is a file of the agentmail home's secrets under another name (a hard link)"
+    )
+    (tmp_path / "log.txt").write_text("LOG")
+    os.link(tmp_path / "log.txt", tmp_path / "log-2.txt")
+    (home / "secrets" / "log-link").symlink_to(tmp_path / "log.txt")  # a link in secrets: not its target
+    assert evidence.from_file(tmp_path / "log.txt", 100, home=home).data == b"LOG"
+    assert evidence.from_file(tmp_path / "log.txt", 100, home=tmp_path / "no-home").data == b"LOG"  # no secrets/
+
+
+def test_patches_are_the_diff_typed_parts_and_the_patch_or_diff_named_ones() -> None:
+    items = (
+        Attachment("fix.txt", evidence.PATCH_TYPE, b"1"),
+        Attachment("a.patch", "text/plain", b"2"),
+        Attachment("b.diff", "text/plain", b"3"),
+        Attachment("c.log", "text/plain", b"4"),
+        Attachment("d.PATCH", "text/plain", b"5"),
+    )
+    assert evidence.patches_of(items) == items[:3]
+
+
+def test_git_runs_without_the_checkout_s_hooks_pager_or_editor(tmp_path: Path) -> None:
+    assert evidence._quiet_git(tmp_path) == [
+        *("-c", f"core.hooksPath={tmp_path}", "-c", "core.pager=cat", "-c", "core.editor=false")
+    ]
+
+
+def _fake_git(tmp_path: Path, help_text: str, to: str) -> Path:
+    """A git whose ``am -h`` prints ``help_text`` (to stdout or stderr) and logs where and how it ran:
+    the probe of a newer git than this machine's 2.39, which has no ``git am --no-verify``."""
+    folder = tmp_path / f"bin-{to}"
+    folder.mkdir()
+    log = tmp_path / f"git-{to}.log"
+    redirect = " >&2" if to == "stderr" else ""
+    (folder / "git").write_text(f'#!/bin/sh\necho "$(pwd -P) $*" >> {log}\necho "{help_text}"{redirect}\nexit 129\n')
+    (folder / "git").chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize("to", ["stdout", "stderr"])
+def test_am_gets_no_verify_where_git_lists_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, to: str) -> None:
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    monkeypatch.setenv("PATH", str(_fake_git(tmp_path, "usage: git am [--no-verify] [--3way]", to)))
+    assert evidence._am_flags(checkout) == ["--no-verify"]
+    assert (tmp_path / f"git-{to}.log").read_text() == f"{checkout.resolve()} am -h\n"
+
+
+def test_am_gets_no_flag_where_git_does_not_list_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(_fake_git(tmp_path, "usage: git am [--3way] [--NO-VERIFY]", "stdout")))
+    assert evidence._am_flags(tmp_path) == []
+
+
+def test_apply_without_git_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ConfigError) as caught:
+        evidence._am_flags(tmp_path)
+    assert str(caught.value) == "apply needs git, which is not installed"
+
+
+def test_a_file_of_no_known_type_is_typed_by_its_bytes(tmp_path: Path) -> None:
+    (tmp_path / "notes.zzq").write_bytes(b"plain words")
+    (tmp_path / "blob.zzq").write_bytes(b"\xff\x00")
+    assert evidence.from_file(tmp_path / "notes.zzq", 100, home=tmp_path / "home").type == "text/plain"
+    assert evidence.from_file(tmp_path / "blob.zzq", 100, home=tmp_path / "home").type == "application/octet-stream"
+
+
+def test_a_socket_is_refused_with_the_system_s_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    monkeypatch.chdir(tmp_path)  # a short relative path: a socket's address is at most 108 bytes
+    with socket.socket(socket.AF_UNIX) as listener:
+        listener.bind("s.sock")
+        assert refused(evidence.from_file, tmp_path / "s.sock", 100, home=tmp_path / "home") == (
+            f"--attach {tmp_path / 's.sock'}: No such device or address"
+        )
