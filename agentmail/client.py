@@ -220,6 +220,8 @@ class AgentMail:
             self.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
         if not woken and not transport.pending(self._checkpoint(transport.name)):
+            if self.spool.ids("held"):  # an approver's answer a dead sync filed but never acted on
+                self._decide_by_mail([])
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
@@ -1057,10 +1059,11 @@ class AgentMail:
         return self._mail_people("hold-change", raw, to)
 
     def _decide_by_mail(self, accepted: list[str]) -> None:
-        """Act on approvers' answers among the letters just filed: a person's letter answering a
-        held letter's announcement, from one of this platform's approvers (authenticated as any
-        person's letter: DESIGN §5), releases or rejects it. Anything else decides nothing and
-        is recorded on the letter (``approval_ignored``)."""
+        """Act on approvers' answers among the letters just filed, and among the unread ones a
+        crash kept from being acted on: a person's letter answering a held letter's
+        announcement, from one of this platform's approvers (authenticated as any person's
+        letter: DESIGN §5), releases or rejects it. Anything else decides nothing and is
+        recorded on the letter (``approval_ignored``)."""
         from . import approval
         from .errors import AgentmailError
 
@@ -1068,11 +1071,16 @@ class AgentMail:
         if not held:
             return
         allowed = approval.approvers(self.registry, self.me.platform)
-        for letter_id in accepted:
+        # An answer filed by a sync that died before acting on it is still unread and carries no
+        # approval_ignored: it is taken up now (only while a held letter waits for one).
+        waiting = [i for i in self.spool.ids("unread") if i not in set(accepted)]
+        for letter_id in [*accepted, *waiting]:
             letter = self.spool.letter(letter_id)
             target = held.get(letter.in_reply_to or "")
             if letter.type != "human" or letter.extra.get("person") != letter.sender_address or target is None:
                 continue
+            if letter_id not in accepted and "approval_ignored" in letter.extra:
+                continue  # weighed before: it decided nothing
             decided = approval.decision(letter.body)
             if letter.sender_address not in allowed:
                 self.spool.annotate(

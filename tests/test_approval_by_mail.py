@@ -236,6 +236,29 @@ def test_a_crash_between_release_and_send_sends_it_once(
     assert [x.message_id for x in beta.inbox()] == [alpha.show(letter_id).message_id]
 
 
+def test_an_answer_filed_by_a_sync_that_died_before_acting_on_it_is_acted_on_by_the_next(
+    approving: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alpha, beta = AgentMail(approving, Identity("alpha"), home), AgentMail(approving, Identity("beta"), home)
+    letter_id, news = held_and_announced(alpha, home)
+    answer(home, news, "approve")
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt  # the answer is filed and committed; the process dies before acting
+
+    monkeypatch.setattr(alpha, "_decide_by_mail", crash)
+    with pytest.raises(KeyboardInterrupt):
+        alpha.sync()
+    monkeypatch.undo()
+    assert alpha.spool.locate(letter_id) == "held"
+    restarted = AgentMail(approving, Identity("alpha"), home)
+    restarted.sync()  # nothing new arrives: the unread answer is taken up
+    restarted.flush()
+    assert restarted.spool.locate(letter_id) == "sent"
+    assert restarted.show(letter_id).extra["approved_by"] == CAROL
+    assert [x.message_id for x in beta.inbox()] == [alpha.show(letter_id).message_id]
+
+
 @given(st.text(max_size=300))
 def test_the_decision_parser_never_fails_and_decides_only_on_the_first_written_word(body: str) -> None:
     decided = approval.decision(body)
