@@ -58,11 +58,16 @@ def test_a_held_letter_leaves_only_after_approve(bus: LiveBus, token: str, tmp_p
     assert got.message_id == held["message_id"]
 
 
-def test_mutt_approves_a_held_letter_by_replying_to_its_announcement(bus: LiveBus, token: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("answer", ["approve", "reject the figures in it are wrong"])
+def test_mutt_decides_a_held_letter_by_replying_to_its_announcement(
+    bus: LiveBus, token: str, tmp_path: Path, answer: str
+) -> None:
+    """carol, an approver, answers the announcement from mutt: "approve" releases the letter
+    once, "reject REASON" drops it with her reason for the agent (issue 26)."""
     if not bus.cfg.is_stack:
         pytest.skip("needs the loopback stack's person mailbox and mutt configuration")
     (mutt, rc), _ = _mutt(bus), _password(bus)
-    registry, home = bus.variant("approving-by-mail", own_registry=True)
+    registry, home = bus.variant(f"approving-by-mail-{answer.split()[0]}", own_registry=True)
     me, them = bus.cfg.sender, bus.cfg.receiver
     bus_mod.set_person(registry, me, PERSON, follows=False, writes=False, approves=True)
     code, _, err = _cli(home, registry.root, "bus", "set", "hold", registry.platforms[them].address)
@@ -79,7 +84,7 @@ def test_mutt_approves_a_held_letter_by_replying_to_its_announcement(bus: LiveBu
     draft.write_text(
         f"From: Carol <{PERSON}>\nTo: {news['From']}\nSubject: Re: {news['Subject']}\n"
         f"In-Reply-To: {news['Message-ID']}\nReferences: {news['Message-ID']}\n\n"
-        f"approve\n\nOn {news['Date']}, agentmail wrote:\n{quoted}\n"
+        f"{answer}\n\nOn {news['Date']}, agentmail wrote:\n{quoted}\n"
     )
     done = subprocess.run(  # batch mode: the draft is sent as it is, from carol's own login
         [mutt, "-n", "-F", str(rc), "-e", "set record=''", "-H", str(draft)],
@@ -92,6 +97,12 @@ def test_mutt_approves_a_held_letter_by_replying_to_its_announcement(bus: LiveBu
         state = agent.spool.locate(held.id)
         return state if state != "held" else None
 
+    if answer != "approve":
+        assert eventually(released, "the agent reading carol's rejection") == "failed"
+        assert agent.show(held.id).extra["failed_reason"] == f"rejected by {PERSON}: the figures in it are wrong"
+        agent.flush()
+        assert not [x for x in receiver.inbox() if x.thread == held.thread]  # it never left
+        return
     assert eventually(released, "the agent reading carol's approval") == "sent"
     assert agent.show(held.id).extra["approved_by"] == PERSON
     (got,) = receive(receiver, held.thread)
