@@ -86,7 +86,8 @@ def _twenty_deep(alpha: AgentMail, beta: AgentMail) -> tuple[str, str]:
 
 
 CASES: dict[str, tuple[Callable[[AgentMail, AgentMail], tuple[str, str]], str]] = {
-    "their ack": (lambda a, b: _ended_with_their("ack", a, b), "never answered"),
+    # a follow-up after their ack says what the reporter may still send (issue 26's rule)
+    "their ack": (lambda a, b: _ended_with_their("ack", a, b), "never answered|may add evidence .* nothing else"),
     "their close": (lambda a, b: _ended_with_their("close", a, b), "closed|never answered"),
     "depth cap": (_twenty_deep, "cap 20"),
 }

@@ -462,7 +462,10 @@ PEOPLE = "people must be a list of tables ([[people]] address = ..., follows = .
             [{"address": "carol@people.test", "reads": True}],
             "unknown key 'reads' in [[people]] (known: address, follows, writes, approves)",
         ),
-        ([{"follows": True, "bogus": 1}], "unknown key 'bogus' in [[people]] (known: address, follows, writes, approves)"),
+        (
+            [{"follows": True, "bogus": 1}],
+            "unknown key 'bogus' in [[people]] (known: address, follows, writes, approves)",
+        ),
         ([{"follows": True}], "people: address None is not a plain lowercase ASCII address"),
         (
             [{"address": "Carol@people.test"}],
