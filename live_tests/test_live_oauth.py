@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,7 @@ class TokenBus:
         assert not self.registry.problems, self.registry.problems
         assert [self.registry.auth_of(p) for p in MECHANISMS] == ["xoauth2", "oauthbearer"]
         self.bus = bus
+        self.clients: list[AgentMail] = []
 
     def token_command(self, platform: str, *options: str) -> None:
         """secrets/<platform>.env: the login, and mint-token (with ``options``) as its secret."""
@@ -77,7 +79,14 @@ class TokenBus:
         return [(sha, int(exp)) for _, sha, exp in (line.split() for line in lines)]
 
     def client(self, platform: str) -> AgentMail:
-        return self.bus.client(platform, home=self.home, registry=self.registry)
+        am = self.bus.client(platform, home=self.home, registry=self.registry)
+        self.clients.append(am)
+        return am
+
+    def close(self) -> None:
+        """Log out now: Dovecot allows a login 10 connections, and the session's clients live on."""
+        for am in self.clients:
+            am.close()
 
     def cli(self, platform: str, *args: str) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("AGENTMAIL_")}
@@ -100,10 +109,12 @@ class TokenBus:
 
 
 @pytest.fixture
-def tokens(bus: LiveBus, request: pytest.FixtureRequest) -> TokenBus:
+def tokens(bus: LiveBus, request: pytest.FixtureRequest) -> Iterator[TokenBus]:
     if not bus.cfg.is_stack:
         pytest.skip("needs the loopback stack's token-only logins and its token key")
-    return TokenBus(bus, request.node.name[:40])
+    made = TokenBus(bus, request.node.name[:40])
+    yield made
+    made.close()
 
 
 def test_a_bus_on_oauth2_tokens_sends_syncs_and_replies_over_xoauth2_and_oauthbearer(
