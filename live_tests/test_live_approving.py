@@ -60,7 +60,7 @@ def test_a_held_letter_leaves_only_after_approve(bus: LiveBus, token: str, tmp_p
 
 @pytest.mark.parametrize("answer", ["approve", "reject the figures in it are wrong"])
 def test_mutt_decides_a_held_letter_by_replying_to_its_announcement(
-    bus: LiveBus, token: str, tmp_path: Path, answer: str
+    bus: LiveBus, token: str, tmp_path: Path, answer: str, request: pytest.FixtureRequest
 ) -> None:
     """carol, an approver, answers the announcement from mutt: "approve" releases the letter
     once, "reject REASON" drops it with her reason for the agent (issue 26)."""
@@ -75,6 +75,8 @@ def test_mutt_decides_a_held_letter_by_replying_to_its_announcement(
     registry = registry_mod.load(registry.root)
     receiver = bus.client(them, home=home, registry=registry)
     agent = bus.client(me, home=home, registry=registry)
+    for client in (receiver, agent):  # logged out at the end: Dovecot allows 10 logins per user and IP
+        request.addfinalizer(client.close)
     held = agent.send(them, f"Held {token}", opener(me, them, token))
     assert held.state == "held" and held.extra.get("announced"), held.extra
     news = eventually(lambda: _copy_in_person_inbox(bus, token), f"{PERSON} waiting for the announcement")
