@@ -263,15 +263,24 @@ def test_a_link_leads_out_as_made_or_as_the_tree_now_has_it(tmp_path: Path) -> N
     (scratch / "now").symlink_to("../out")  # made pointing inside, changed by a later patch
     links = [("1.patch", "now", "inside"), ("2.patch", "gone", "../out"), ("3.patch", "fine", "x")]
     assert evidence._leading_out(links, scratch, scratch) == ["1.patch: now -> inside", "2.patch: gone -> ../out"]
-    assert evidence._leading_out([("4.patch", "abs", "/etc/passwd")], scratch, scratch) == ["4.patch: abs -> /etc/passwd"]
+    absolute = [("4.patch", "abs", "/etc/passwd")]
+    assert evidence._leading_out(absolute, scratch, scratch) == ["4.patch: abs -> /etc/passwd"]
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@x",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@x",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def _git_at(repo: Path, *args: str) -> str:
     import subprocess
 
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@x", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@x", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
-    return subprocess.run(["git", *args], cwd=repo, env=env, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=True).stdout
 
 
 def _repos(tmp_path: Path) -> tuple[Path, Path]:
@@ -288,8 +297,8 @@ def _repos(tmp_path: Path) -> tuple[Path, Path]:
 def test_apply_refuses_links_out_and_several_commits_in_its_own_words(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name, value in (("GIT_COMMITTER_NAME", "t"), ("GIT_COMMITTER_EMAIL", "t@x"), ("GIT_CONFIG_GLOBAL", "/dev/null")):
-        monkeypatch.setenv(name, value)
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)  # git am in the scratch tree needs a committer
     fixer, target = _repos(tmp_path)
     (fixer / "a").symlink_to("/etc/passwd")
     (fixer / "b").symlink_to("../..")
