@@ -280,7 +280,9 @@ GIT_ENV = {
 def _git_at(repo: Path, *args: str) -> str:
     import subprocess
 
-    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def _repos(tmp_path: Path) -> tuple[Path, Path]:
