@@ -263,6 +263,11 @@ def test_a_link_leads_out_as_made_or_as_the_tree_now_has_it(tmp_path: Path) -> N
     (scratch / "now").symlink_to("../out")  # made pointing inside, changed by a later patch
     links = [("1.patch", "now", "inside"), ("2.patch", "gone", "../out"), ("3.patch", "fine", "x")]
     assert evidence._leading_out(links, scratch, scratch) == ["1.patch: now -> inside", "2.patch: gone -> ../out"]
+    (scratch / "back").symlink_to("../tree/x")  # resolves inside, but its words climb out
+    assert evidence._leading_out([("5.patch", "back", "inside")], scratch, scratch) == ["5.patch: back -> inside"]
+    (scratch / "abs").symlink_to(scratch / "x")  # an absolute link into the scratch tree, not the checkout
+    now_absolute = [("6.patch", "abs", "inside")]
+    assert evidence._leading_out(now_absolute, scratch, tmp_path / "checkout") == ["6.patch: abs -> inside"]
     absolute = [("4.patch", "abs", "/etc/passwd")]
     assert evidence._leading_out(absolute, scratch, scratch) == ["4.patch: abs -> /etc/passwd"]
 
