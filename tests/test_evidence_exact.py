@@ -324,6 +324,10 @@ def test_apply_refuses_links_out_and_several_commits_in_its_own_words(
         "'apply --series' lists and lands each of them ('apply --check --series' only lists)"
     )
     assert _git_at(target, "log", "--format=%s") == "first\n"
+    checked = evidence.apply((more,), target, check_only=True)
+    assert checked.commits == (evidence.Commit(more.name, "t <t@x>", "More", ("M quota.py",)),)
+    words = refused(evidence.apply, (Attachment("bad.patch", evidence.PATCH_TYPE, b"not a patch\n"),), target)
+    assert words.startswith("git am failed (aborted, nothing changed): bad.patch: ") and len(words) > 54
 
 
 def _scripted_git(tmp_path: Path, body: str) -> Path:
