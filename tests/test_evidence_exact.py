@@ -328,6 +328,8 @@ def test_apply_refuses_links_out_and_several_commits_in_its_own_words(
     assert checked.commits == (evidence.Commit(more.name, "t <t@x>", "More", ("M quota.py",)),)
     words = refused(evidence.apply, (Attachment("bad.patch", evidence.PATCH_TYPE, b"not a patch\n"),), target)
     assert words.startswith("git am failed (aborted, nothing changed): bad.patch: ") and len(words) > 54
+    assert evidence.apply((more,), target).detail == "applied 1 patch(es) with git am"
+    assert _git_at(target, "log", "--format=%s") == "More\nfirst\n"
 
 
 def _scripted_git(tmp_path: Path, body: str) -> Path:
