@@ -218,3 +218,149 @@ def test_a_socket_is_refused_with_the_system_s_reason(tmp_path: Path, monkeypatc
         assert refused(evidence.from_file, tmp_path / "s.sock", 100, home=tmp_path / "home") == (
             f"--attach {tmp_path / 's.sock'}: No such device or address"
         )
+
+
+# --- run 7, second part: save's own checks, the symlink check, apply's refusals whole -------------
+
+
+def test_save_refuses_a_name_that_would_leave_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    one = (Attachment("a.log", "text/x-log", b"A"),)
+    for name in ("../a.log", ".."):  # safe_name never gives these; the check stands behind it
+        monkeypatch.setattr(evidence, "unique_names", lambda _items, n=name: [n])
+        assert refused(evidence.save, one, tmp_path) == f"the attachment name {name!r} would leave {tmp_path.resolve()}"
+    assert sorted(tmp_path.iterdir()) == []
+
+
+def test_save_writes_nothing_when_a_later_name_exists_and_names_a_folder_in_the_way(tmp_path: Path) -> None:
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    (tmp_path / "b.log").write_bytes(b"old")
+    two = (Attachment("a.log", "text/x-log", b"A"), Attachment("b.log", "text/x-log", b"B"))
+    assert refused(evidence.save, two, tmp_path) == f"{tmp_path.resolve() / 'b.log'} exists; --force replaces it"
+    assert not (tmp_path / "a.log").exists() and (tmp_path / "b.log").read_bytes() == b"old"
+    (tmp_path / "a.log").mkdir()
+    assert refused(evidence.save, two, tmp_path, force=True) == f"{tmp_path.resolve() / 'a.log'} is a directory"
+    assert (tmp_path / "b.log").read_bytes() == b"old"
+
+
+def test_a_link_leaves_by_its_own_climb_or_an_absolute_target_outside(tmp_path: Path) -> None:
+    scratch, checkout = tmp_path / "tree", tmp_path / "checkout"
+    scratch.mkdir()
+    checkout.mkdir()
+    leaves = evidence._leaves  # the links named are not in the tree: only the words decide
+    assert leaves("a", "..", scratch, checkout) and leaves("a", "../x", scratch, checkout)
+    assert leaves("logs/a", "../../x", scratch, checkout) and leaves("a", "b/../../x", scratch, checkout)
+    assert not leaves("logs/a", "../quota.py", scratch, checkout) and not leaves("a", "b/..", scratch, checkout)
+    assert not leaves("a", str(checkout / "x"), scratch, checkout) and not leaves("a", str(checkout), scratch, checkout)
+    assert leaves("a", str(scratch / "x"), scratch, checkout) and leaves("a", "/etc", scratch, checkout)
+
+
+def test_a_link_leads_out_as_made_or_as_the_tree_now_has_it(tmp_path: Path) -> None:
+    scratch = tmp_path / "tree"
+    scratch.mkdir()
+    (scratch / "now").symlink_to("../out")  # made pointing inside, changed by a later patch
+    links = [("1.patch", "now", "inside"), ("2.patch", "gone", "../out"), ("3.patch", "fine", "x")]
+    assert evidence._leading_out(links, scratch, scratch) == ["1.patch: now -> inside", "2.patch: gone -> ../out"]
+    (scratch / "back").symlink_to("../tree/x")  # resolves inside, but its words climb out
+    assert evidence._leading_out([("5.patch", "back", "inside")], scratch, scratch) == ["5.patch: back -> inside"]
+    (scratch / "abs").symlink_to(scratch / "x")  # an absolute link into the scratch tree, not the checkout
+    now_absolute = [("6.patch", "abs", "inside")]
+    assert evidence._leading_out(now_absolute, scratch, tmp_path / "checkout") == ["6.patch: abs -> inside"]
+    absolute = [("4.patch", "abs", "/etc/passwd")]
+    assert evidence._leading_out(absolute, scratch, scratch) == ["4.patch: abs -> /etc/passwd"]
+
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@x",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@x",
+    "GIT_CONFIG_GLOBAL": "/dev/null",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def _git_at(repo: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(
+        ["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def _repos(tmp_path: Path) -> tuple[Path, Path]:
+    fixer, target = tmp_path / "fixer", tmp_path / "target"
+    fixer.mkdir()
+    _git_at(fixer, "init", "-q", "-b", "main")
+    (fixer / "quota.py").write_text("LIMIT = 5\n")
+    _git_at(fixer, "add", ".")
+    _git_at(fixer, "commit", "-qm", "first")
+    _git_at(tmp_path, "clone", "-q", str(fixer), str(target))
+    return fixer, target
+
+
+def test_apply_refuses_links_out_and_several_commits_in_its_own_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in GIT_ENV.items():
+        monkeypatch.setenv(name, value)  # git am in the scratch tree needs a committer
+    fixer, target = _repos(tmp_path)
+    (fixer / "a").symlink_to("/etc/passwd")
+    (fixer / "b").symlink_to("../..")
+    _git_at(fixer, "add", "-A")
+    _git_at(fixer, "commit", "-qm", "Links")
+    (fixer / "quota.py").write_text("LIMIT = 6\n")
+    _git_at(fixer, "commit", "-qam", "More")
+    [links, more] = evidence.from_patches("HEAD~2..", fixer)
+    assert refused(evidence.apply, (links,), target, check_only=True) == (
+        f"refused: the patches make symlinks that lead outside the checkout ({links.name}: a -> /etc/passwd; "
+        f"{links.name}: b -> ../..); nothing applied"
+    )
+    both = Attachment("both.patch", evidence.PATCH_TYPE, links.data + more.data)
+    assert refused(evidence.apply, (both,), target) == (
+        "attachment both.patch holds 2 commits (several in one file); nothing applied; "
+        "'apply --series' lists and lands each of them ('apply --check --series' only lists)"
+    )
+    assert _git_at(target, "log", "--format=%s") == "first\n"
+    checked = evidence.apply((more,), target, check_only=True)
+    assert checked.commits == (evidence.Commit(more.name, "t <t@x>", "More", ("M quota.py",)),)
+    words = refused(evidence.apply, (Attachment("bad.patch", evidence.PATCH_TYPE, b"not a patch\n"),), target)
+    assert words.startswith("git am failed (aborted, nothing changed): bad.patch: ") and len(words) > 54
+    assert evidence.apply((more,), target).detail == "applied 1 patch(es) with git am"
+    assert _git_at(target, "log", "--format=%s") == "More\nfirst\n"
+
+
+def _scripted_git(tmp_path: Path, body: str) -> Path:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "git").write_text(f"#!/bin/sh\n{body}\n")
+    (folder / "git").chmod(0o755)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("script", "words"),
+    [
+        ("echo 'fatal: no HEAD' >&2; exit 128", "apply: git rev-parse failed in the scratch worktree: fatal: no HEAD"),
+        ('/bin/rm -- "$0"; echo 0123', "apply needs git, which is not installed"),  # git gone before `am`
+    ],
+)
+def test_a_git_that_fails_or_vanishes_in_the_scratch_tree_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str, words: str
+) -> None:
+    (tmp_path / "tree").mkdir()
+    monkeypatch.setenv("PATH", str(_scripted_git(tmp_path, script)))
+    patch = (Attachment("x.patch", evidence.PATCH_TYPE, b"From 0 Mon Sep 17 00:00:00 2001\n"),)
+    with pytest.raises((BadInput, ConfigError)) as caught:
+        evidence._try_in(tmp_path / "tree", tmp_path / "tree", patch, [], [], False)
+    assert str(caught.value) == words
+
+
+def test_the_scratch_tree_without_git_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "tree").mkdir()
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ConfigError) as caught:
+        evidence._try_in(tmp_path / "tree", tmp_path / "tree", (), [], [], False)
+    assert str(caught.value) == "apply needs git, which is not installed"
