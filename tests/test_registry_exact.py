@@ -462,7 +462,10 @@ PEOPLE = "people must be a list of tables ([[people]] address = ..., follows = .
             [{"address": "carol@people.test", "reads": True}],
             "unknown key 'reads' in [[people]] (known: address, follows, writes, approves)",
         ),
-        ([{"follows": True, "bogus": 1}], "unknown key 'bogus' in [[people]] (known: address, follows, writes, approves)"),
+        (
+            [{"follows": True, "bogus": 1}],
+            "unknown key 'bogus' in [[people]] (known: address, follows, writes, approves)",
+        ),
         ([{"follows": True}], "people: address None is not a plain lowercase ASCII address"),
         (
             [{"address": "Carol@people.test"}],
@@ -652,3 +655,9 @@ def test_an_endpoint_keeps_each_field_as_given() -> None:
     assert (bus.smtp.host, bus.smtp.port, bus.smtp.tls) == ("mail.bus.test", 587, "starttls")
     made = Endpoint("h", 1, "none")
     assert (made.host, made.port, made.tls) == ("h", 1, "none")
+
+
+def test_a_registry_keeps_the_problems_it_is_given(tmp_path: Path) -> None:
+    bus = registry.parse_bus({"domain": "bus.test"})
+    assert Registry(tmp_path, bus, problems=["alpha.toml: bad"]).problems == ["alpha.toml: bad"]
+    assert Registry(tmp_path, bus).problems == []
