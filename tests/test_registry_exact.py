@@ -646,3 +646,18 @@ def test_the_registry_folder_is_the_flag_else_the_environment_else_the_homes(
     assert registry.registry_dir("/flag", tmp_path) == Path("/flag")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert registry.registry_dir("~/flag", tmp_path) == tmp_path / "flag"
+
+
+def test_an_endpoint_keeps_each_field_as_given() -> None:
+    # Compared field by field: Endpoint == Endpoint would hold with a field lost on both sides.
+    bus = registry.parse_bus({"domain": "bus.test", "smtp": {"host": "mail.bus.test", "port": 587}})
+    assert bus.smtp is not None
+    assert (bus.smtp.host, bus.smtp.port, bus.smtp.tls) == ("mail.bus.test", 587, "starttls")
+    made = Endpoint("h", 1, "none")
+    assert (made.host, made.port, made.tls) == ("h", 1, "none")
+
+
+def test_a_registry_keeps_the_problems_it_is_given(tmp_path: Path) -> None:
+    bus = registry.parse_bus({"domain": "bus.test"})
+    assert Registry(tmp_path, bus, problems=["alpha.toml: bad"]).problems == ["alpha.toml: bad"]
+    assert Registry(tmp_path, bus).problems == []
