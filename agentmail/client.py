@@ -1073,7 +1073,8 @@ class AgentMail:
         allowed = approval.approvers(self.registry, self.me.platform)
         # An answer filed by a sync that died before acting on it is still unread and carries no
         # approval_ignored: it is taken up now (only while a held letter waits for one).
-        waiting = [i for i in self.spool.ids("unread") if i not in set(accepted)]
+        fresh = set(accepted)
+        waiting = [i for i in self.spool.ids("unread") if i not in fresh]
         for letter_id in [*accepted, *waiting]:
             letter = self.spool.letter(letter_id)
             target = held.get(letter.in_reply_to or "")

@@ -213,46 +213,32 @@ def test_a_hold_change_that_cannot_be_announced_is_not_made(
     assert registry_mod.load(home / "registry").bus.hold == ("beta@bus.test",)
 
 
-def test_a_crash_between_release_and_send_sends_it_once(
-    approving: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("dies_in", "left_in"),
+    [
+        ("_sent", "outbox"),  # after the release's rename, before submitting
+        ("_decide_by_mail", "held"),  # after the answer is filed and committed, before acting on it
+    ],
+)
+def test_a_crash_anywhere_after_the_answer_sends_the_letter_once(
+    approving: Registry, home: Path, monkeypatch: pytest.MonkeyPatch, dies_in: str, left_in: str
 ) -> None:
     alpha, beta = AgentMail(approving, Identity("alpha"), home), AgentMail(approving, Identity("beta"), home)
     letter_id, news = held_and_announced(alpha, home)
     answer(home, news, "approve")
 
     def crash(*args: object, **kwargs: object) -> None:
-        raise KeyboardInterrupt  # the process dies after the rename, before submitting
+        raise KeyboardInterrupt  # the process dies here
 
-    monkeypatch.setattr(alpha, "_sent", crash)
-    with pytest.raises(KeyboardInterrupt):
-        alpha.sync()
-    assert alpha.spool.locate(letter_id) == "outbox"
-    monkeypatch.undo()
-    restarted = AgentMail(approving, Identity("alpha"), home)
-    answer(home, news, "approve", n=2)  # and she approves again meanwhile
-    restarted.sync()
-    restarted.flush()
-    assert restarted.spool.locate(letter_id) == "sent"
-    assert [x.message_id for x in beta.inbox()] == [alpha.show(letter_id).message_id]
-
-
-def test_an_answer_filed_by_a_sync_that_died_before_acting_on_it_is_acted_on_by_the_next(
-    approving: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    alpha, beta = AgentMail(approving, Identity("alpha"), home), AgentMail(approving, Identity("beta"), home)
-    letter_id, news = held_and_announced(alpha, home)
-    answer(home, news, "approve")
-
-    def crash(*args: object, **kwargs: object) -> None:
-        raise KeyboardInterrupt  # the answer is filed and committed; the process dies before acting
-
-    monkeypatch.setattr(alpha, "_decide_by_mail", crash)
+    monkeypatch.setattr(alpha, dies_in, crash)
     with pytest.raises(KeyboardInterrupt):
         alpha.sync()
     monkeypatch.undo()
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.locate(letter_id) == left_in
     restarted = AgentMail(approving, Identity("alpha"), home)
-    restarted.sync()  # nothing new arrives: the unread answer is taken up
+    if dies_in == "_sent":
+        answer(home, news, "approve", n=2)  # and she approves again meanwhile
+    restarted.sync()  # for the unread answer: nothing new arrives, it is taken up
     restarted.flush()
     assert restarted.spool.locate(letter_id) == "sent"
     assert restarted.show(letter_id).extra["approved_by"] == CAROL
