@@ -25,14 +25,14 @@ from .errors import (
 )
 
 if _typing.TYPE_CHECKING:
-    from . import compose
-    from .bus import init as init_bus
-    from .client import AgentMail, SyncReport
-    from .compose import Draft
-    from .identity import Identity
+    from .admin.bus import init as init_bus
+    from .client.facade import AgentMail, SyncReport
+    from .config.identity import Identity
+    from .config.registry import Platform, Registry
+    from .config.registry import load as load_registry
     from .model import Letter
-    from .registry import Platform, Registry
-    from .registry import load as load_registry
+    from .stages import compose
+    from .stages.compose import Draft
     from .transport import Transport, open_transport
     from .transport.local import LocalTransport
     from .transport.smtpimap import SmtpImapTransport
@@ -43,16 +43,16 @@ _LAZY = {
     "Letter": (".model", "Letter"),  # the model compiles its patterns: not for --help
     "AgentMail": (".client", "AgentMail"),
     "SyncReport": (".client", "SyncReport"),
-    "Identity": (".identity", "Identity"),
-    "Registry": (".registry", "Registry"),
-    "Platform": (".registry", "Platform"),
-    "load_registry": (".registry", "load"),
-    "init_bus": (".bus", "init"),
+    "Identity": (".config.identity", "Identity"),
+    "Registry": (".config.registry", "Registry"),
+    "Platform": (".config.registry", "Platform"),
+    "load_registry": (".config.registry", "load"),
+    "init_bus": (".admin.bus", "init"),
     "Transport": (".transport", "Transport"),
     "open_transport": (".transport", "open_transport"),
     "LocalTransport": (".transport.local", "LocalTransport"),
     "SmtpImapTransport": (".transport.smtpimap", "SmtpImapTransport"),
-    "Draft": (".compose", "Draft"),
+    "Draft": (".stages.compose", "Draft"),
 }
 # Composing a letter without sending it: ``agentmail.compose.compose(registry, home, sender, Draft(...))``.
 # The function is not exported as ``agentmail.compose``: that name is its module's (importing the
@@ -76,7 +76,7 @@ __all__ = sorted(
 
 def __getattr__(name: str) -> _typing.Any:
     if name == "compose":
-        return _importlib.import_module(".compose", __name__)
+        return _importlib.import_module(".stages.compose", __name__)
     if name not in _LAZY:
         raise AttributeError(f"module 'agentmail' has no attribute {name!r}")
     module, attribute = _LAZY[name]

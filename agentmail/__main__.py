@@ -10,7 +10,7 @@ import sys
 
 def run() -> None:
     try:
-        from .cli import main
+        from .cli.app import main
 
         code = main()
     except KeyboardInterrupt:

@@ -22,10 +22,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from agentmail import bus
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 
 DOMAIN = "bus.test"
 REPO = Path(__file__).resolve().parent.parent

@@ -27,11 +27,11 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from agentmail import bus
-from agentmail.client import AgentMail
-from agentmail.compose import Draft, compose
-from agentmail.identity import Identity
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.model import new_thread_id
+from agentmail.stages.compose import Draft, compose
 from agentmail.transport.local import deliver
 
 PYTHON = sys.executable  # the venv's own: its realpath would lose the venv's packages

@@ -13,10 +13,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from agentmail import registry as registry_mod
-from agentmail import signing, wire
-from agentmail.credentials import read_private_key
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import read_private_key
+from agentmail.letter import wire
 from agentmail.model import new_thread_id
+from agentmail.trust import signing
 
 # A first letter that satisfies the opener checks: ~700 bytes, like a real report.
 OPENER = """\

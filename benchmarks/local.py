@@ -14,7 +14,7 @@ import time
 from functools import partial
 from pathlib import Path
 
-from agentmail.credentials import read_private_key
+from agentmail.config.credentials import read_private_key
 
 from . import bare, letters, signed_floor
 from .common import PYTHON, Runs, Settings, TempBus

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentmail.search import INDEX_FILE, RANK_WINDOW, TOKENIZER
+from agentmail.spool.search import INDEX_FILE, RANK_WINDOW, TOKENIZER
 
 from .common import Runs, Settings, TempBus
 from .report import Figure, Target, median

@@ -24,7 +24,7 @@ try:
 except ImportError:  # run as a script
     import bare  # type: ignore[no-redef]
 
-from agentmail import signing
+from agentmail.trust import signing
 
 
 def deliver(maildir: Path, unsigned: bytes, domain: str, selector: str, private_b64: str) -> str:

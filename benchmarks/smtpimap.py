@@ -74,8 +74,8 @@ def _servers() -> Iterator[Any]:
 
 
 def _bus(root: Path, servers: Any) -> TempBus:
-    from agentmail import bus
-    from agentmail.credentials import Login, write_login
+    from agentmail.admin import bus
+    from agentmail.config.credentials import Login, write_login
 
     endpoints = bus.endpoints(
         f"127.0.0.1:{servers.smtp_port}",

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-from agentmail import signing, wire
-from agentmail.credentials import read_private_key
+from agentmail.config.credentials import read_private_key
+from agentmail.letter import wire
 from agentmail.model import Letter, new_thread_id, reply_subject
 from agentmail.spool import Spool
 from agentmail.transport.local import Mailbox
+from agentmail.trust import signing
 
 from .common import TempBus
 from .letters import FOLLOW_UP, OPENER, SUBJECTS

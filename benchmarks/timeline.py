@@ -33,37 +33,37 @@ EVENTS: list[Event] = []
 # (module, attribute path, label). The waiter's side: from the wake to the printed line.
 RECEIVE = [
     ("agentmail.transport.inotify", "Watch.wait", "inotify wait (wake)"),
-    ("agentmail.client", "AgentMail._sync", "client sync"),
+    ("agentmail.client.facade", "AgentMail._sync", "client sync"),
     ("agentmail.spool.store", "Spool.sweep_tmp", "sweep tmp/"),
     ("agentmail.transport.local", "Mailbox.assign", "assign UIDs (rename into cur/)"),
     ("agentmail.transport.local", "fsync_dir", "fsync cur/"),
     ("agentmail.transport.local", "Mailbox.read", "read the letter"),
-    ("agentmail.client", "AgentMail._filed_already", "duplicate check"),
-    ("agentmail.wire", "parse_message", "parse"),
-    ("agentmail.mime", "header_problem", "MIME header checks"),
-    ("agentmail.signing", "verify", "DKIM verify"),
-    ("agentmail.wire", "to_letter", "to_letter"),
-    ("agentmail.authenticity", "judge_unguarded", "judge (parse..to_letter)"),
-    ("agentmail.client", "AgentMail._facts", "route facts"),
+    ("agentmail.client.facade", "AgentMail._filed_already", "duplicate check"),
+    ("agentmail.letter.wire", "parse_message", "parse"),
+    ("agentmail.letter.mime", "header_problem", "MIME header checks"),
+    ("agentmail.trust.signing", "verify", "DKIM verify"),
+    ("agentmail.letter.wire", "to_letter", "to_letter"),
+    ("agentmail.trust.authenticity", "judge_unguarded", "judge (parse..to_letter)"),
+    ("agentmail.client.facade", "AgentMail._facts", "route facts"),
     ("agentmail.spool.store", "Spool.store", "spool store (link, rows)"),
     ("agentmail.spool.db", "Db.commit_batch", "COMMIT (WAL fsync)"),
     ("agentmail.spool.store", "Spool._publish", "rename into letters/"),
     ("agentmail.spool.store", "Spool.set_checkpoint", "checkpoint"),
-    ("agentmail.client", "AgentMail.inbox", "inbox (read back)"),
-    ("agentmail.cli", "echo", "print"),
+    ("agentmail.client.facade", "AgentMail.inbox", "inbox (read back)"),
+    ("agentmail.cli.app", "echo", "print"),
 ]
 # The sender's side, from the call to send() to its return.
 SEND = [
-    ("agentmail.client", "AgentMail.send", "send"),
-    ("agentmail.client", "AgentMail._check", "guards"),
-    ("agentmail.client", "compose", "compose (render + sign)"),
-    ("agentmail.signing", "sign", "DKIM sign"),
-    ("agentmail.client", "AgentMail._file_outgoing", "outbox (file, row)"),
+    ("agentmail.client.facade", "AgentMail.send", "send"),
+    ("agentmail.client.facade", "AgentMail._check", "guards"),
+    ("agentmail.client.facade", "compose", "compose (render + sign)"),
+    ("agentmail.trust.signing", "sign", "DKIM sign"),
+    ("agentmail.client.facade", "AgentMail._file_outgoing", "outbox (file, row)"),
     ("agentmail.transport.local", "deliver", "deliver"),
     ("agentmail.transport.local", "fsync_file", "fsync post-office file"),
     ("agentmail.transport.local", "fsync_dir", "fsync new/"),
-    ("agentmail.client", "AgentMail._record", "outbox -> sent"),
-    ("agentmail.client", "AgentMail.show", "read back"),
+    ("agentmail.client.facade", "AgentMail._record", "outbox -> sent"),
+    ("agentmail.client.facade", "AgentMail.show", "read back"),
 ]
 
 
@@ -95,7 +95,7 @@ def _waiter(argv: list[str]) -> None:
             out.write(json.dumps(EVENTS) + "\n")
 
     atexit.register(save)
-    from agentmail.cli import main
+    from agentmail.cli.app import main
 
     code = main(argv)
     sys.stdout.flush()
@@ -113,9 +113,9 @@ def _rows(side: str, events: list[Event], start: float, into: dict[tuple[str, st
 
 
 def main(samples: int) -> None:
-    from agentmail import bus
-    from agentmail.client import AgentMail
-    from agentmail.identity import Identity
+    from agentmail.admin import bus
+    from agentmail.client.facade import AgentMail
+    from agentmail.config.identity import Identity
 
     from . import letters
     from .common import REPO, hermetic_environ

@@ -22,11 +22,11 @@ from typing import Any, TypeVar
 import livebus
 import pytest
 
-from agentmail import registry as registry_mod
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.model import Letter
-from agentmail.registry import Registry
 
 collect_ignore = ["mailstack"]  # the stack's run dir holds Maildirs, not tests
 

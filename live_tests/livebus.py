@@ -6,7 +6,7 @@ Two ways to name the bus the live checks run against (live_tests/README.md):
   ``run/stack.json``; :func:`prepare` then builds ``run/livebus/``: ``registry/`` (a copy of
   the repo's top-level ``registry/``, the stack's CA beside it as ``ca.pem``, the endpoints
   and authserv-id of the running stack, and every platform re-keyed with
-  :func:`agentmail.bus.keygen`, i.e. ``agentmail keygen``) and ``home/secrets/`` (each
+  :func:`agentmail.admin.bus.keygen`, i.e. ``agentmail keygen``) and ``home/secrets/`` (each
   platform's private key and mailbox login, 0600). The tracked tree is never written.
   It is rebuilt only when its inputs change (the registry files, the stack's users and
   passwords, its CA), so the keys stay put across ``up``/``down``.
@@ -160,9 +160,9 @@ def prepared_paths(folder: Path | None = None) -> tuple[Path, Path]:
 
 def prepare(stack: dict[str, Any], *, force: bool = False) -> tuple[Path, Path]:
     """``run/livebus/{registry,home}`` for the running stack; rebuilt only when its inputs changed."""
-    from agentmail import bus
-    from agentmail import registry as registry_mod
-    from agentmail.credentials import Login, write_login
+    from agentmail.admin import bus
+    from agentmail.config import registry as registry_mod
+    from agentmail.config.credentials import Login, write_login
 
     folder = Path(stack.get("MAILSTACK_DIR") or stack_dir())
     registry_dir, home = prepared_paths(folder)

@@ -41,13 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import imapclient  # noqa: E402
 import livebus  # noqa: E402
 
-from agentmail import registry as registry_mod  # noqa: E402
-from agentmail.client import AgentMail  # noqa: E402
-from agentmail.compose import Draft, compose  # noqa: E402
-from agentmail.credentials import mailbox_login  # noqa: E402
-from agentmail.identity import Identity  # noqa: E402
+from agentmail.client.facade import AgentMail  # noqa: E402
+from agentmail.config import registry as registry_mod  # noqa: E402
+from agentmail.config.credentials import mailbox_login  # noqa: E402
+from agentmail.config.identity import Identity  # noqa: E402
+from agentmail.config.registry import Registry  # noqa: E402
 from agentmail.model import new_thread_id  # noqa: E402
-from agentmail.registry import Registry  # noqa: E402
+from agentmail.stages.compose import Draft, compose  # noqa: E402
 
 BODY = (
     "I am the agent of {me}; measuring the live bus ({token}).\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from conftest import TIMEOUT, LiveBus
 
-from agentmail.credentials import mailbox_login
+from agentmail.config.credentials import mailbox_login
 
 
 def muttrc(bus: LiveBus, home: Path, platform: str, path: Path, *extra: str) -> Path:

@@ -16,8 +16,8 @@ import pytest
 from conftest import LiveBus, eventually, opener, receive
 from test_live_writing import PERSON, _copy_in_person_inbox, _mutt, _password
 
-from agentmail import bus as bus_mod
-from agentmail import registry as registry_mod
+from agentmail.admin import bus as bus_mod
+from agentmail.config import registry as registry_mod
 from agentmail.spool import Spool
 
 

@@ -15,8 +15,9 @@ import pytest
 from conftest import TIMEOUT, LiveBus, receive
 from mutt_screen import muttrc, run_on_pty
 
-from agentmail import evidence, signing
-from agentmail.authenticity import pinned_key
+from agentmail.stages import evidence
+from agentmail.trust import signing
+from agentmail.trust.authenticity import pinned_key
 
 
 def _git(repo: Path, *args: str) -> str:

@@ -24,15 +24,16 @@ import pytest
 from conftest import TIMEOUT, LiveBus, eventually, opener, quarantined, receive
 from mutt_screen import muttrc, run_on_pty
 
-from agentmail import bus as bus_mod
-from agentmail import compose as compose_mod
-from agentmail import registry as registry_mod
-from agentmail import signing, wire
-from agentmail.authenticity import pinned_key
-from agentmail.client import AgentMail
-from agentmail.credentials import write_private_key
+from agentmail.admin import bus as bus_mod
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import write_private_key
 from agentmail.errors import ConfigError
+from agentmail.letter import wire
+from agentmail.stages import compose as compose_mod
 from agentmail.transport import Envelope, Outgoing
+from agentmail.trust import signing
+from agentmail.trust.authenticity import pinned_key
 
 # --- one letter, across the wire -------------------------------------------------------------
 

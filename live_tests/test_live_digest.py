@@ -14,9 +14,10 @@ import pytest
 from conftest import LiveBus, eventually, opener
 from mutt_screen import run_on_pty
 
-from agentmail import ages, digest, model
-from agentmail import bus as bus_mod
-from agentmail import registry as registry_mod
+from agentmail import ages, model
+from agentmail.admin import bus as bus_mod
+from agentmail.config import registry as registry_mod
+from agentmail.people import digest
 from agentmail.transport.smtpimap import tls_context
 
 PERSON = "carol@bus.test"  # a person's mailbox on the stack (live_tests/mailstack/up BASE_USERS)

@@ -9,8 +9,8 @@ from email import message_from_bytes
 import pytest
 from conftest import LiveBus, opener, receive
 
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 
 
 @pytest.fixture(scope="module")

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from conftest import TIMEOUT, LiveBus, eventually, opener, receive
 
-from agentmail import bus as bus_mod
-from agentmail import registry as registry_mod
-from agentmail import signing
-from agentmail.authenticity import pinned_key
-from agentmail.client import AgentMail
-from agentmail.credentials import env_file
+from agentmail.admin import bus as bus_mod
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import env_file
+from agentmail.config.registry import Registry
 from agentmail.model import Letter
-from agentmail.registry import Registry
 from agentmail.spool import Spool
+from agentmail.trust import signing
+from agentmail.trust.authenticity import pinned_key
 
 MECHANISMS = {"delta": "xoauth2", "echo": "oauthbearer"}  # the stack's token-only logins (mailstack/up OAUTH_USERS)
 

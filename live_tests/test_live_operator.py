@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 from conftest import LiveBus, opener, receive
 
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.credentials import Login, mailbox_login
-from agentmail.identity import Identity
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import Login, mailbox_login
+from agentmail.config.identity import Identity
 from agentmail.spool import Spool
 
 

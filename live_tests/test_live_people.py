@@ -11,8 +11,8 @@ import imapclient
 import pytest
 from conftest import LiveBus, eventually, opener, receive
 
-from agentmail import bus as bus_mod
-from agentmail import registry as registry_mod
+from agentmail.admin import bus as bus_mod
+from agentmail.config import registry as registry_mod
 from agentmail.transport.smtpimap import tls_context
 
 FOLLOWER = "carol@bus.test"  # a person's mailbox on the stack (live_tests/mailstack/up BASE_USERS)

@@ -18,8 +18,8 @@ import imapclient
 import pytest
 from conftest import LiveBus, eventually, opener, receive
 
-from agentmail import bus as bus_mod
-from agentmail import registry as registry_mod
+from agentmail.admin import bus as bus_mod
+from agentmail.config import registry as registry_mod
 from agentmail.transport.smtpimap import tls_context
 
 PERSON = "dave@people.test"  # a person on the stock-OpenDKIM domain (live_tests/mailstack/up BASE_USERS)

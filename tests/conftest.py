@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from agentmail import bus
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 
 from .depth import examples
 
@@ -208,8 +208,8 @@ Blast radius: all invoices for users on the free plan. Please fix or tell us the
 
 def make_signed_letters(sender: AgentMail, to: str, n: int, label: str) -> list[tuple[str, bytes]]:
     """``n`` rendered, DKIM-signed letters (Message-ID, raw), each opening its own thread."""
-    from agentmail.compose import Draft, compose
     from agentmail.model import new_thread_id
+    from agentmail.stages.compose import Draft, compose
 
     recipient = sender.registry.get(to)
     letters = []

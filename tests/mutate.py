@@ -68,7 +68,7 @@ _MCP_STDIO = tuple(
 
 GROUPS: dict[str, Group] = {
     "wire": Group(
-        ("wire.py",),
+        ("letter/wire.py",),
         (
             "test_wire.py",
             "test_wire_exact.py",
@@ -82,7 +82,7 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "signing": Group(
-        ("signing.py",),
+        ("trust/signing.py",),
         (
             "test_signing.py",
             "test_signing_exact.py",
@@ -93,7 +93,7 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "judging": Group(
-        ("verdicts.py", "authenticity.py", "guards.py"),
+        ("trust/verdicts.py", "trust/authenticity.py", "stages/guards.py"),
         (
             "test_guards.py",
             "test_guards_exact.py",
@@ -106,7 +106,7 @@ GROUPS: dict[str, Group] = {
     # The routing stage: route.py, and the part of client.py that fetches, judges, routes and files
     # (sync and the methods it calls). The client's tests wait on wakes, hence the short timeout.
     "route": Group(
-        ("route.py", "client.py"),
+        ("stages/route.py", "client/facade.py"),
         (
             "test_route.py",
             "test_client.py",
@@ -118,9 +118,9 @@ GROUPS: dict[str, Group] = {
             "test_trust_paths.py",
         ),
         functions=(
-            "agentmail.route.*",
+            "agentmail.stages.route.*",
             *(
-                f"agentmail.client.xǁAgentMailǁ{name}__mutmut_*"
+                f"agentmail.client.facade.xǁAgentMailǁ{name}__mutmut_*"
                 for name in (
                     "sync",
                     "_file_isolated",
@@ -144,7 +144,7 @@ GROUPS: dict[str, Group] = {
     # module did not fit in this session's time; the rest of each module is named in MUTATION.md).
     # Evidence: --attach confined, save, apply's hooks/series/symlink checks, names and limits.
     "evidence": Group(
-        ("evidence.py", "attach.py"),
+        ("stages/evidence.py", "letter/attach.py"),
         (
             "test_attachments.py",
             "test_evidence_confinement.py",
@@ -181,10 +181,10 @@ GROUPS: dict[str, Group] = {
     ),
     # The MCP server: exact schemas, save confined below the working directory.
     "mcp": Group(
-        ("mcp_server.py",),
+        ("cli/mcp_server.py",),
         ("test_mcp.py", "test_parity.py"),
         functions=tuple(
-            f"agentmail.mcp_server.x_{f}__mutmut_*"
+            f"agentmail.cli.mcp_server.x_{f}__mutmut_*"
             for f in ("_pattern", "_validator", "check_arguments", "_protected", "_below", "_save", "save_folder")
         ),
         timeout=60,
@@ -192,7 +192,7 @@ GROUPS: dict[str, Group] = {
     ),
     # People's letters: the judging of a person's letter and the text a person would have seen.
     "people": Group(
-        ("human.py", "readable.py", "partly_signed.py"),
+        ("trust/human.py", "letter/readable.py", "letter/partly_signed.py"),
         (
             "test_people.py",
             "test_signed_partly.py",
@@ -207,7 +207,7 @@ GROUPS: dict[str, Group] = {
     ),
     # The registry: parsing hostile platform/person/bus files, the caches, identities.
     "registry": Group(
-        ("registry.py",),
+        ("config/registry.py",),
         (
             "test_registry.py",
             "test_registry_exact.py",
@@ -271,7 +271,7 @@ def _saved(name: str) -> Path:
 
 
 def collect(name: str) -> dict[str, dict[str, str]]:
-    """A group's mutants' statuses per module (``agentmail.wire`` -> name -> status): the merged
+    """A group's mutants' statuses per module (``agentmail.letter.wire`` -> name -> status): the merged
     result of its last run and any ``--survivors`` re-runs after it."""
     where = WORK / name
     if _saved(name).exists():

@@ -16,13 +16,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentmail import approval, bus, mcp_server
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.admin import bus
+from agentmail.cli import mcp_server
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import Refused
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.people import approval
 from agentmail.transport.local import deliver
 
 from .conftest import OPENER

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentmail.attach import Attachment, Limits, check, limit_problem, safe_name, unique_names
-from agentmail.mime import Refused
+from agentmail.letter.attach import Attachment, Limits, check, limit_problem, safe_name, unique_names
+from agentmail.letter.mime import Refused
 
 
 @pytest.mark.parametrize(

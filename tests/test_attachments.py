@@ -17,16 +17,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import attach, bus, evidence, mcp_server, signing, wire
 from agentmail import text as policy_text
-from agentmail.authenticity import pinned_key
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.compose import Draft, compose
-from agentmail.credentials import read_private_key
+from agentmail.admin import bus
+from agentmail.cli import mcp_server
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config.credentials import read_private_key
 from agentmail.errors import BadInput
+from agentmail.letter import attach, wire
 from agentmail.model import new_thread_id
+from agentmail.stages import evidence
+from agentmail.stages.compose import Draft, compose
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
+from agentmail.trust.authenticity import pinned_key
 
 from .conftest import OPENER
 from .depth import examples
@@ -436,7 +440,7 @@ def test_an_aligned_pass_whose_signature_stops_early_lets_no_appended_part_in(al
     unsigned: refused, for multipart and single-part letters alike."""
     import dkim
 
-    from agentmail import authenticity
+    from agentmail.trust import authenticity
 
     from .test_authenticity import MTA_KEY, trusting
 
@@ -459,7 +463,7 @@ def test_an_aligned_pass_whose_signature_stops_early_lets_no_appended_part_in(al
 
 def test_over_smtp_and_imap_the_attachments_arrive_intact(home: Path, servers: MailServers) -> None:  # noqa: F811
     """The other transport: through the in-process SMTP and IMAP servers."""
-    from agentmail.identity import Identity
+    from agentmail.config.identity import Identity
 
     reg = make_bus(home, servers)
     with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:

@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity, signing, wire
-from agentmail.credentials import read_private_key
-from agentmail.registry import Registry
+from agentmail.config.credentials import read_private_key
+from agentmail.config.registry import Registry
+from agentmail.letter import wire
+from agentmail.trust import authenticity, signing
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity, wire
-from agentmail.registry import Registry
+from agentmail.config.registry import Registry
+from agentmail.letter import wire
+from agentmail.trust import authenticity
 from tests.helpers.letters import burst
 
 from .test_authenticity import DATA, letter_bytes, mta_signed, sign_as, trusting

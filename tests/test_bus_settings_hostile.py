@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentmail import registry
+from agentmail.config import registry
 from agentmail.errors import ConfigError
 
 from .depth import examples

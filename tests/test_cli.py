@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail.cli import main
+from agentmail.cli.app import main
 
 from .conftest import OPENER
 

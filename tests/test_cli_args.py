@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentmail._args import Command, Exit, Group, UsageError
-from agentmail.cli import Ctx, main_group
+from agentmail.cli.app import Ctx, main_group
+from agentmail.cli.args import Command, Exit, Group, UsageError
 
 from .depth import examples
 

@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import signing, wire
-from agentmail.client import AgentMail
-from agentmail.credentials import read_private_key
+from agentmail.client.facade import AgentMail
+from agentmail.config.credentials import read_private_key
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, NotFound, Refused
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.letter import wire
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
 from .conftest import OPENER
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.errors import NotFound, Refused, Timeout
-from agentmail.identity import Identity
 
 from .conftest import OPENER
 from .helpers.approval_key import operator_key

@@ -17,9 +17,9 @@ from collections import Counter
 from email.parser import BytesHeaderParser
 from pathlib import Path
 
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.spool import STATES, Spool
 from agentmail.transport.local import deliver
 

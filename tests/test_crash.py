@@ -30,13 +30,13 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus
-from agentmail.client import AgentMail
-from agentmail.compose import Draft, compose
-from agentmail.identity import Identity
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry, load
 from agentmail.model import new_thread_id
-from agentmail.registry import Registry, load
 from agentmail.spool import STATES, Spool
+from agentmail.stages.compose import Draft, compose
 from agentmail.transport.local import Mailbox, deliver
 
 from .conftest import make_signed_letters

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import credentials
+from agentmail.config import credentials
 from agentmail.errors import ConfigError, SecretError
-from agentmail.signing import generate_keypair
+from agentmail.trust.signing import generate_keypair
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_a_real_command_printing_any_bytes_gives_the_secret_or_one_line(data: by
 
 
 def test_importing_agentmail_does_not_import_keyring() -> None:
-    code = "import sys, agentmail.cli, agentmail.transport.smtpimap; print('keyring' in sys.modules)"
+    code = "import sys, agentmail.cli.app, agentmail.transport.smtpimap; print('keyring' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -16,14 +16,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agentmail import ages, bus, model
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail import ages, model
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import BadInput
-from agentmail.for_people import visible_part
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.people.for_people import visible_part
 from agentmail.transport.local import deliver
 
 from .conftest import OPENER
@@ -265,7 +266,7 @@ def test_a_hostile_subject_is_quoted_on_one_line_and_its_invisible_characters_wr
 def test_text_from_letters_is_shown_to_people_in_short_visible_lines(body: str, subject: str) -> None:
     """Whatever a letter's body or subject holds, what a person is shown of it is quoted, within
     78 characters a line, with no invisible or control character left to hide anything."""
-    from agentmail.for_people import quoted, subject_of, wrap
+    from agentmail.people.for_people import quoted, subject_of, wrap
     from agentmail.text import forbidden_in_text
 
     shown = quoted(body)

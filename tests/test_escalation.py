@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import announce, bus
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.for_people import visible_part
-from agentmail.guards import MAX_DEPTH
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+from agentmail.people import announce
+from agentmail.people.for_people import visible_part
+from agentmail.stages.guards import MAX_DEPTH
 
 from .conftest import OPENER
 from .test_digest import DAY, FOLLOWER, Clock, clock, mailbox_of  # noqa: F401  (the fixture)

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import attach, evidence
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
 from agentmail.errors import BadInput, Refused
+from agentmail.letter import attach
+from agentmail.stages import evidence
 
 from .conftest import OPENER
 from .depth import examples

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import evidence
-from agentmail.attach import Attachment, unique_names
 from agentmail.errors import BadInput, ConfigError, NotFound
+from agentmail.letter.attach import Attachment, unique_names
+from agentmail.stages import evidence
 
 
 def refused(call: object, *args: object, **kwargs: object) -> str:

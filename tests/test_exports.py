@@ -83,7 +83,7 @@ def test_errors_map_to_the_documented_exit_codes_and_builtins() -> None:
 
 
 def test_compose_is_the_module_so_importing_it_never_changes_what_the_name_means() -> None:
-    from agentmail import compose
+    from agentmail.stages import compose
 
-    assert isinstance(compose, ModuleType) and agentmail.compose is compose
+    assert isinstance(compose, ModuleType) and agentmail.stages.compose is compose
     assert callable(compose.compose) and agentmail.Draft is compose.Draft

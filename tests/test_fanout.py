@@ -13,16 +13,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentmail import bus, recipients, wire
-from agentmail import registry as registry_mod
-from agentmail.authenticity import judge
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.credentials import Login, read_private_key, write_login
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import recipients
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import Login, read_private_key, write_login
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, ConfigError, Refused
-from agentmail.identity import Identity
+from agentmail.letter import wire
 from agentmail.model import new_thread_id
-from agentmail.registry import Registry
+from agentmail.trust.authenticity import judge
 
 from .conftest import OPENER
 from .depth import examples
@@ -247,7 +249,7 @@ def test_a_follow_up_to_every_recipient_is_one_letter_when_their_parts_stand_tog
 
 
 def test_the_depth_cap_holds_in_a_fan_out_thread(three: Registry, home: Path) -> None:
-    from agentmail.guards import MAX_DEPTH
+    from agentmail.stages.guards import MAX_DEPTH
 
     alpha, beta = mailbox(three, home, "alpha"), mailbox(three, home, "beta")
     sent = alpha.send("beta,gamma", "Ping-pong", OPENER, type="question")
@@ -295,7 +297,7 @@ def test_the_cli_sends_to_a_list_and_to_a_group(
 
 def _signed(reg: Registry, home: Path, to_header: str, thread: str, delivered_to: str | None = None) -> bytes:
     """A letter from alpha with the given To header, signed with alpha's key (a sender's own choice)."""
-    from agentmail import signing
+    from agentmail.trust import signing
 
     me = reg.get("alpha")
     letter = wire.draft_letter(me.address, "", "beta@bus.test", "report", thread, "Quota", "Body.\n",

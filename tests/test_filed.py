@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail.client import AgentMail, SyncReport
+from agentmail.client.facade import AgentMail, SyncReport
 from agentmail.model import Letter
 from agentmail.spool.filed import Filed
 from agentmail.transport.local import BATCH, deliver

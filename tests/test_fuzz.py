@@ -32,13 +32,14 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from agentmail import bus, signing
-from agentmail.client import AgentMail, SyncReport
-from agentmail.compose import Draft, compose
-from agentmail.credentials import read_private_key
-from agentmail.identity import Identity
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail, SyncReport
+from agentmail.config.credentials import read_private_key
+from agentmail.config.identity import Identity
 from agentmail.model import Letter, new_thread_id
+from agentmail.stages.compose import Draft, compose
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
 from .depth import examples
 from .mailservers import MailServers

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentmail import guards
 from agentmail.model import Letter
+from agentmail.stages import guards
 
 from .depth import examples
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentmail import guards, verdicts
 from agentmail.model import Letter
+from agentmail.stages import guards
+from agentmail.trust import verdicts
 
 TRUSTED = ("mail.bus.test",)
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
 
 from .conftest import OPENER
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, identity, registry
+from agentmail.admin import bus
+from agentmail.config import identity, registry
 from agentmail.errors import BadInput, ConfigError, NotFound
 
 

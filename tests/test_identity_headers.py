@@ -20,11 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import authenticity, wire
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+from agentmail.letter import wire
 from agentmail.transport.local import deliver
+from agentmail.trust import authenticity
 
 from .depth import examples
 from .test_authenticity import letter_bytes, sign_as, trusting

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentmail.credentials import Login
-from agentmail.registry import Endpoint
+from agentmail.config.credentials import Login
+from agentmail.config.registry import Endpoint
 from agentmail.transport.smtpimap import SmtpImapTransport
 
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.watch import Watcher
+from agentmail.cli.app import main
+from agentmail.cli.watch import Watcher
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 
 from .conftest import OPENER
 from .mailservers import MailServers

@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity, cli, signing
-from agentmail.client import AgentMail, SyncReport
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.cli import app as cli
+from agentmail.client.facade import AgentMail, SyncReport
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.transport.local import deliver
+from agentmail.trust import authenticity, signing
 
 from .conftest import make_signed_letters
 
@@ -66,11 +67,11 @@ def test_a_killer_letter_is_quarantined_and_the_mailbox_goes_on(
 # Where an unknown bug may hide, and how to make one appear there: a library (or our own code
 # in that stage) raising a class nobody expects. The boundary must hold for each.
 STAGES = {
-    "parsing": ("agentmail.wire.body_text", "parsing"),
+    "parsing": ("agentmail.letter.wire.body_text", "parsing"),
     "dkim": ("dkim.DKIM.verify_sig", "DKIM verification"),
-    "authentication-results": ("agentmail.verdicts._header_prop", "Authentication-Results"),
-    # a plain block is read by agentmail.matter itself (python-frontmatter only for the rest)
-    "front matter": ("agentmail.matter._plain_fields", "front matter"),
+    "authentication-results": ("agentmail.trust.verdicts._header_prop", "Authentication-Results"),
+    # a plain block is read by agentmail.letter.matter itself (python-frontmatter only for the rest)
+    "front matter": ("agentmail.letter.matter._plain_fields", "front matter"),
 }
 
 

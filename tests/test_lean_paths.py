@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agentmail import guards
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
+from agentmail.stages import guards
 
 from .conftest import OPENER
 from .test_cli_args import command_paths
@@ -62,7 +62,7 @@ def _after_main(home: Path, expression: str, *argv: str) -> list[str]:
     """``expression`` (a list of str) evaluated in a real CLI process once ``main(argv)`` is done."""
     code = (
         "import sys, json, re\n"
-        "from agentmail.cli import main\n"
+        "from agentmail.cli.app import main\n"
         "code = main(sys.argv[1:])\n"
         "sys.stdout.flush()\n"
         f"print('\\n' + json.dumps({expression}), file=sys.stderr)\n"
@@ -111,7 +111,7 @@ def test_a_library_that_loads_logging_after_start_up_still_logs_nothing(home: Pa
     first imports logging, so logging's last resort never prints to the user."""
     code = (
         "import sys\n"
-        "from agentmail.cli import main\n"
+        "from agentmail.cli.app import main\n"
         "main(['--help'])\n"
         "assert 'logging' not in sys.modules\n"
         "import logging\n"
@@ -161,7 +161,7 @@ def test_the_logging_hook_quiets_the_logging_it_finds_and_passes_over_the_rest()
     and the module it loads has the root NullHandler (a fresh module object, not sys.modules')."""
     import importlib.util
 
-    from agentmail.cli import _NullHandlerOnImport
+    from agentmail.cli.app import _NullHandlerOnImport
 
     hook = _NullHandlerOnImport()
     assert hook.find_spec("json") is None
@@ -182,7 +182,7 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
 ) -> None:
     """Issue 11 (round trip): patterns a process may never use are strings compiled on first use,
     inotify (ctypes) loads only in a process that waits, and neither loads email.policy."""
-    from agentmail import attach, matter, mime, readable, wire
+    from agentmail.letter import attach, matter, mime, readable, wire
 
     send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]
     sent = set(_after_main(home, _COMPILED, *send))
@@ -196,7 +196,7 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
     assert not {repr(p) for p in rendering | rare} & read
     # email.policy (its header registry and parser) serves only the rare slow paths of wire;
     # attach only a letter read (or sent) with attachments
-    for argv, skipped in ((send, {"agentmail.attach"}), (["--as", "beta", "inbox"], set())):
+    for argv, skipped in ((send, {"agentmail.letter.attach"}), (["--as", "beta", "inbox"], set())):
         modules = set(_after_main(home, "list(sys.modules)", *argv))
         loaded = ({"ctypes", "email.policy", "email.headerregistry"} | skipped) & modules
         assert not loaded, f"agentmail {' '.join(argv)} imported {sorted(loaded)}"
@@ -238,7 +238,7 @@ def test_usage_errors_are_one_line_with_where_the_help_is(
 ) -> None:
     """A misspelt option gets a suggestion, and long options are never abbreviated (click's
     rule, kept: ``--subj`` is not ``--subject``)."""
-    from agentmail.cli import main
+    from agentmail.cli.app import main
 
     assert main(["--as", "alpha", "send", "beta", *args]) == 2
     assert capsys.readouterr().err == f"agentmail: {error} (see 'agentmail send --help')\n"
@@ -249,7 +249,8 @@ def test_help_builds_no_commands_parser_and_every_command_parses_its_help(
 ) -> None:
     """A command's parser is built when that command runs or helps (issue 11): ``--help`` lists
     the commands from their docstrings, and every command's own parser builds and helps."""
-    from agentmail import _args, cli
+    from agentmail.cli import app as cli
+    from agentmail.cli import args as _args
 
     built: list[str] = []
     real = _args._Param.add_to
@@ -273,7 +274,7 @@ def test_help_builds_no_commands_parser_and_every_command_parses_its_help(
 def test_json_as_and_agent_are_taken_after_the_command_name_too(
     capsys: pytest.CaptureFixture[str], alpha: AgentMail, beta: AgentMail
 ) -> None:
-    from agentmail.cli import main
+    from agentmail.cli.app import main
 
     alpha.send("beta", "Quota", OPENER)
     assert main(["inbox", "--as", "beta", "--json"]) == 0

@@ -11,12 +11,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from agentmail.claims import Claims
+from agentmail.spool.claims import Claims
 
 RACER = """
 import json, sys
 from pathlib import Path
-from agentmail.claims import Claims
+from agentmail.spool.claims import Claims
 root, me, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 sys.stdin.readline()  # start together
 won = [i for i in range(n) if Claims(root).claim(f"<letter-{i}@alpha.test>", me) is None]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentmail import matter
+from agentmail.letter import matter
 
 from .depth import examples
 
@@ -118,7 +118,7 @@ def test_split_of_any_block_agrees_with_the_yaml_path(lines: list[str]) -> None:
 
 def test_a_plain_block_is_read_and_written_without_yaml() -> None:
     code = (
-        "import sys; from agentmail import matter; "
+        "import sys; from agentmail.letter import matter; "
         "t = matter.join({'type': 'report', 'thread': 'thr-abcdef1234', 'severity': 'high'}, 'body'); "
         "assert matter.split(t)[0]['severity'] == 'high'; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('yaml', 'frontmatter')))"

@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
-from agentmail import mcp_server
-from agentmail.attach import Attachment
-from agentmail.client import AgentMail
-from agentmail.mcp_server import TOOLS, tool_list_json
+from agentmail.cli import mcp_server
+from agentmail.cli.mcp_server import TOOLS, tool_list_json
+from agentmail.client.facade import AgentMail
+from agentmail.letter.attach import Attachment
 
 from .conftest import OPENER
 from .depth import examples

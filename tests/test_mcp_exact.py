@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, mcp_server
-from agentmail.attach import Attachment
-from agentmail.client import AgentMail
+from agentmail.admin import bus
+from agentmail.cli import mcp_server
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.errors import BadInput
-from agentmail.identity import Identity
+from agentmail.letter.attach import Attachment
 
 from .conftest import OPENER
 

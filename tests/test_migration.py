@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import load
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import load
 
 from .helpers.old_spool import MAILBOXES, answers
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentmail import mime, wire
+from agentmail.letter import mime, wire
 
 
 def shown(headers: str, body: bytes) -> str:

@@ -15,13 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import authenticity, text, wire
-from agentmail.client import AgentMail
-from agentmail.compose import Draft, compose
-from agentmail.credentials import read_private_key
-from agentmail.identity import Identity
+from agentmail import text
+from agentmail.client.facade import AgentMail
+from agentmail.config.credentials import read_private_key
+from agentmail.config.identity import Identity
+from agentmail.letter import wire
 from agentmail.model import new_thread_id
+from agentmail.stages.compose import Draft, compose
 from agentmail.transport.local import deliver
+from agentmail.trust import authenticity
 
 from .depth import examples
 from .mailservers import MailServers

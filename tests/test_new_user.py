@@ -14,13 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentmail import bus
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, NotFound
-from agentmail.identity import Identity
-from agentmail.registry import Registry
 
 from .conftest import OPENER
 from .depth import examples
@@ -320,7 +320,7 @@ class Interrupt:
     '''Ctrl-C, deterministically: the moment the command's modules start loading.'''
 
     def find_spec(self, name, path=None, target=None):
-        if name == "agentmail.cli":
+        if name == "agentmail.cli.app":
             raise KeyboardInterrupt
         return None
 
@@ -354,7 +354,7 @@ def test_the_entry_point_imports_nothing_but_sys_before_the_command() -> None:
 
 
 def test_every_option_and_argument_has_help_text() -> None:
-    from agentmail.cli import main_group
+    from agentmail.cli.app import main_group
 
     from .test_cli_args import command_paths
 
@@ -372,7 +372,7 @@ def test_every_option_and_argument_has_help_text() -> None:
 
 
 def test_the_type_help_and_the_type_error_list_the_same_types(alpha: AgentMail) -> None:
-    from agentmail.cli import _TYPES_HELP
+    from agentmail.cli.app import _TYPES_HELP
 
     with pytest.raises(BadInput) as caught:
         alpha.send("beta", "Hi", OPENER, type="rant")
@@ -490,7 +490,7 @@ def test_each_form_of_a_letters_name_names_it(named_spool: tuple[AgentMail, list
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=64))
 def test_any_bytes_as_a_body_are_utf8_text_or_one_line_saying_so(data: bytes) -> None:
-    from agentmail.cli import read_body
+    from agentmail.cli.app import read_body
 
     stdin = sys.stdin
     sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.credentials import Login, env_file, write_login
-from agentmail.identity import Identity
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import Login, env_file, write_login
+from agentmail.config.identity import Identity
 
 from .conftest import OPENER
 from .mailservers import MailServers

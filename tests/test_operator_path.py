@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.credentials import Login, key_path, write_login
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import Login, key_path, write_login
 from agentmail.errors import ConfigError
 
 from .conftest import OPENER
@@ -81,7 +81,7 @@ def test_init_again_refuses_names_what_exists_and_keeps_the_keys(
     assert code == 0 and "kept the existing keys of alpha, beta" in out
     assert {n: key_path(home, n).read_bytes() for n in ("alpha", "beta")} == before
     reg = registry_mod.load(home / "registry")
-    from agentmail.signing import public_key_of
+    from agentmail.trust.signing import public_key_of
 
     assert reg.platforms["alpha"].public_key == public_key_of(before["alpha"].decode().strip())
 
@@ -109,7 +109,7 @@ def test_add_never_overwrites_a_key_and_add_repo_attaches_a_checkout(
 
 
 def test_send_refuses_a_key_that_does_not_match_the_pin(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from agentmail.signing import generate_keypair
+    from agentmail.trust.signing import generate_keypair
 
     bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
     key_path(home, "alpha").write_text(generate_keypair()[0] + "\n")
@@ -231,8 +231,8 @@ def test_a_port_without_auth_is_called_an_mx(home: Path, capsys: pytest.CaptureF
 
 
 def test_implicit_tls_against_a_starttls_port_says_which_mode(home: Path, servers: MailServers) -> None:
-    from agentmail.client import AgentMail
-    from agentmail.identity import Identity
+    from agentmail.client.facade import AgentMail
+    from agentmail.config.identity import Identity
 
     cli_bus(home, servers, tls=("implicit", "implicit"))
     with AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home) as alpha:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.cli.app import main
+from agentmail.cli.watch import Watcher
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError
-from agentmail.identity import Identity
-from agentmail.registry import Registry
-from agentmail.watch import Watcher
 
 from .conftest import OPENER, eventually
 from .mailservers import MailServers

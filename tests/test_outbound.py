@@ -26,13 +26,15 @@ from typing import Any
 
 import pytest
 
-from agentmail import cli, guards, hooks, mcp_server
-from agentmail.client import AgentMail
+from agentmail.cli import app as cli
+from agentmail.cli import hooks, mcp_server
+from agentmail.cli.watch import Watcher
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import Refused
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.stages import guards
 from agentmail.transport.local import deliver
-from agentmail.watch import Watcher
 
 from .conftest import OPENER
 
@@ -284,7 +286,7 @@ def test_two_processes_of_sibling_agents_race_for_the_same_letters(
 
 CLAIMER = """
 import os, sys
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 am = AgentMail.from_env("beta", agent="alice")
 (letter,) = am.inbox()
 with am.spool.claim_reply(letter.message_id, "01deadclaim0000000000000000") as holder:
@@ -342,7 +344,7 @@ def test_letter_ids_are_accepted_in_any_case_and_an_unknown_id_is_exit_1(
 def test_keygen_writes_the_private_key_before_it_pins_the_public_key(
     registry: Registry, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agentmail.registry import load
+    from agentmail.config.registry import load
 
     entry = registry.root / "platforms" / "alpha.toml"
     pinned = entry.read_text()
@@ -370,8 +372,9 @@ def _hostile_answer(
     beta: AgentMail, registry: Registry, home: Path, parent: Any, *, to: str, references: tuple[str, ...]
 ) -> None:
     """beta (authenticated, but hostile) answers ``parent`` with the headers it likes, into alpha's mailbox."""
-    from agentmail import signing, wire
-    from agentmail.credentials import read_private_key
+    from agentmail.config.credentials import read_private_key
+    from agentmail.letter import wire
+    from agentmail.trust import signing
 
     outline = wire.draft_letter(
         "beta@bus.test",

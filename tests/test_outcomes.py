@@ -19,15 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import bus, signing, wire
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, Refused
-from agentmail.guards import MAX_DEPTH
-from agentmail.identity import Identity
+from agentmail.letter import wire
 from agentmail.model import TERMINAL_TYPES
-from agentmail.registry import Registry
+from agentmail.stages.guards import MAX_DEPTH
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
 from .conftest import OPENER
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentmail.cli import main_group
-from agentmail.client import AgentMail, raise_for_state
+from agentmail.cli.app import main_group
+from agentmail.cli.mcp_server import TOOLS, Tools, call
+from agentmail.client.facade import AgentMail, raise_for_state
 from agentmail.errors import PermanentFailure, Refused, TransportError
-from agentmail.mcp_server import TOOLS, Tools, call
 
 # CLI commands an agent's MCP tool list does without, and why (each one costs context in every conversation).
 CLI_ONLY = {
@@ -106,7 +106,7 @@ def test_send_with_a_thread_is_one_rule_for_both_shells(
     pair: tuple[AgentMail, AgentMail], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``send --thread`` to the wrong platform: the client warns, the CLI prints it, the tool returns it."""
-    from agentmail.cli import main
+    from agentmail.cli.app import main
 
     alpha, beta = pair
     opened = alpha.send(

@@ -11,13 +11,15 @@ from pathlib import Path
 import dkim
 import pytest
 
-from agentmail import bus, signing, wire
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.credentials import read_private_key
-from agentmail.identity import Identity
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import read_private_key
+from agentmail.config.identity import Identity
+from agentmail.letter import wire
 from agentmail.model import new_thread_id
+from agentmail.trust import signing
 
 from .conftest import OPENER
 from .mailservers import MailServers
@@ -296,7 +298,7 @@ def test_accepted_and_quarantined_letters_are_marked_with_keywords_and_seen_is_u
 def test_a_server_that_keeps_no_keywords_is_named_by_doctor_and_nothing_breaks(
     home: Path, servers: MailServers
 ) -> None:  # noqa: F811
-    from agentmail.doctor import run_checks
+    from agentmail.admin.doctor import run_checks
 
     servers.store.keywords = False
     reg = make_bus(home, servers)

@@ -11,8 +11,9 @@ from email.message import EmailMessage, Message
 import dkim
 import pytest
 
-from agentmail import human, mime, readable
-from agentmail.registry import Registry
+from agentmail.config.registry import Registry
+from agentmail.letter import mime, readable
+from agentmail.trust import human
 
 from .test_writing import CAROL, MTA_HEADERS, MTA_KEY, TRUSTED, _judge, client_letter, people, vouched  # noqa: F401
 
@@ -108,7 +109,7 @@ def _vouch(people: Registry, raw: bytes) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _vouch_refusal(people: Registry, raw: bytes) -> tuple[str, str]:
-    from agentmail import wire
+    from agentmail.letter import wire
 
     with pytest.raises(wire.Malformed) as refused:
         _vouch(people, raw)

@@ -26,10 +26,10 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agentmail import bus
 from agentmail._fs import NotAFile, read_plain
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.spool import Spool
 from agentmail.transport.local import Mailbox
 

@@ -13,13 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, signing, wire
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+from agentmail.letter import wire
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
 from .conftest import OPENER
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus
-from agentmail.client import AgentMail
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.errors import Refused
-from agentmail.identity import Identity
 from agentmail.spool import Spool
 
 from .conftest import OPENER

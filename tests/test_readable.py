@@ -11,8 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import authenticity, mime, readable, signing, text
-from agentmail.registry import Person, Registry
+from agentmail import text
+from agentmail.config.registry import Person, Registry
+from agentmail.letter import mime, readable
+from agentmail.trust import authenticity, signing
 
 from .depth import examples
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentmail import signing, wire
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+from agentmail.letter import wire
 from agentmail.spool import STATES, Spool
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
 from .conftest import OPENER
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from agentmail import _fs
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.model import Letter
 from agentmail.spool import Spool
 from agentmail.spool import store as store_module

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from agentmail import guards
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 from agentmail.errors import Refused
 from agentmail.spool import Spool
 from agentmail.spool.store import _key
+from agentmail.stages import guards
 
 from .conftest import OPENER
 

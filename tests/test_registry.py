@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus, registry
+from agentmail.admin import bus
+from agentmail.config import registry
 from agentmail.errors import ConfigError
 
 
@@ -85,7 +86,7 @@ def test_tls_none_is_refused_for_a_remote_host() -> None:
 
 
 def test_secret_files_readable_by_others_are_refused(home: Path) -> None:
-    from agentmail.credentials import key_path, read_private_key
+    from agentmail.config.credentials import key_path, read_private_key
     from agentmail.errors import SecretError
 
     bus.init(home, home / "registry", ["alpha"], domain="bus.test")

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from agentmail import registry
+from agentmail.config import registry
+from agentmail.config.registry import Bus, Endpoint, Person, Platform, Registry
 from agentmail.errors import BadInput, ConfigError
 from agentmail.model import NAME_RE
-from agentmail.registry import Bus, Endpoint, Person, Platform, Registry
 
 KEY = "A" * 40  # the shortest public key a pinned platform may have
 PLATFORM = {"address": "alpha@bus.test", "dkim": {"selector": "s1", "public_key": KEY}}

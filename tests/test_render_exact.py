@@ -11,7 +11,7 @@ from email.message import EmailMessage
 
 import pytest
 
-from agentmail import wire
+from agentmail.letter import wire
 from agentmail.model import Letter
 from tests.helpers.letters import burst
 

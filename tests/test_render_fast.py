@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentmail import matter, wire
+from agentmail.letter import matter, wire
 from agentmail.model import SEVERITIES, TYPES, Letter
 
 from .depth import examples

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import NotFound
-from agentmail.identity import Identity
-from agentmail.registry import Registry
 
 from .conftest import OPENER
 

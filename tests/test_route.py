@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentmail.authenticity import Verdict
 from agentmail.model import Letter
-from agentmail.route import Facts, route
+from agentmail.stages.route import Facts, route
+from agentmail.trust.authenticity import Verdict
 
 LETTER = Letter(
     message_id="<01a.beta@bus.test>",

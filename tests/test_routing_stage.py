@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 from agentmail.transport import local
 
 from .conftest import OPENER

@@ -16,13 +16,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.cli.app import main
+from agentmail.cli.mcp_server import call
+from agentmail.client.facade import AgentMail
 from agentmail.errors import BadInput
-from agentmail.mcp_server import call
 from agentmail.model import Letter
-from agentmail.search import INDEX_FILE, Query, SearchIndex, since_ms, to_fts
 from agentmail.spool import STATES, Spool
+from agentmail.spool.search import INDEX_FILE, Query, SearchIndex, since_ms, to_fts
 
 from .conftest import OPENER
 from .depth import examples
@@ -225,7 +225,7 @@ def test_the_feed_files_letters_into_an_existing_index_without_listing(alpha: Ag
 
 
 def test_the_client_names_the_index_file_as_search_does() -> None:
-    from agentmail import client
+    from agentmail.client import facade as client
 
     assert client.SEARCH_INDEX == INDEX_FILE
 
@@ -485,7 +485,7 @@ def test_ranking_widens_its_window_until_the_filters_find_enough(
 ) -> None:
     """Only the newest RANK_WINDOW letters matching the words are ranked; filters that leave
     too few hits widen it, so an old letter a filter asks for is never lost to the window."""
-    from agentmail import search
+    from agentmail.spool import search
 
     monkeypatch.setattr(search, "RANK_WINDOW", 1)
     newest_first = beta.search("quota", sync=False, limit=1)
@@ -513,7 +513,7 @@ def test_ranking_widens_its_window_until_the_filters_find_enough(
 
 def _marked_columns(spool_root: Path, query: str) -> list[tuple[Any, ...]]:
     """What highlight() makes of each matching letter's snippet columns, as search asks for it."""
-    from agentmail import search
+    from agentmail.spool import search
 
     with closing(sqlite3.connect(spool_root / INDEX_FILE)) as db:
         marked = ", ".join(f"highlight(words, {c}, ?, ?)" for c in search._SNIPPET_COLUMNS)
@@ -526,7 +526,7 @@ def test_a_long_letter_is_indexed_whole_and_its_snippet_comes_from_its_lead(alph
     """The body past BODY_LEAD is found and ranked, but never marked up for a snippet: marking a
     word repeated thousands of times in a 900 KB letter (FTS5's snippet() scores each match
     against every other) stalled every search for seconds."""
-    from agentmail import search
+    from agentmail.spool import search
 
     filler = "lorem ipsum widget " * 4000  # 76 KB: the lead holds ~860 of its "widget"s
     deep = "the zanzibar checksum mismatch is only at the very end"
@@ -543,7 +543,7 @@ def test_a_long_letter_is_indexed_whole_and_its_snippet_comes_from_its_lead(alph
 
 
 def test_lead_and_rest_cut_at_white_space_and_keep_every_character() -> None:
-    from agentmail.search import BODY_LEAD, _lead_and_rest
+    from agentmail.spool.search import BODY_LEAD, _lead_and_rest
 
     assert _lead_and_rest("short body") == ("short body", "")
     word = "x" * (BODY_LEAD + 10)  # no white space at all: cut at the lead
@@ -563,7 +563,7 @@ def test_a_passage_is_a_run_of_the_text_around_its_first_match(
     """The words shown are consecutive words of the column, the first match among them and
     marked whole (a phrase cut by the window still closes its mark), at most SNIPPET_TOKENS of
     them, with "…" exactly where words were left out."""
-    from agentmail.search import _MARKS, SNIPPET_TOKENS, _passage
+    from agentmail.spool.search import _MARKS, SNIPPET_TOKENS, _passage
 
     start, end = _MARKS
     match = ["quota"] * phrase
@@ -583,7 +583,7 @@ def test_a_passage_is_a_run_of_the_text_around_its_first_match(
 
 
 def test_a_passage_without_a_mark_is_the_lead_of_the_body() -> None:
-    from agentmail.search import _passage
+    from agentmail.spool.search import _passage
 
     assert _passage(("one two", "subject with none")) == "one two"
     assert _passage(("", "a \x02subject\x03 match")) == "a **subject** match"

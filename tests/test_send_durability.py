@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 from agentmail.spool import Spool
 from agentmail.transport.local import deliver
 
@@ -68,8 +68,8 @@ def test_a_sent_letter_is_durable_in_the_post_office_before_send_returns(
 def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMail, home: Path, left: bytes) -> None:
     """A power cut can keep a row filed with no flush and lose its bytes (an empty file, or
     zeros): flush says it did not go rather than deliver what is left."""
-    from agentmail.compose import Draft
     from agentmail.model import new_thread_id
+    from agentmail.stages.compose import Draft
 
     letter, raw = alpha._compose(Draft("beta", "report", new_thread_id(), "Quota endpoint returns 500", OPENER))
     stored = alpha.spool.store("outbox", letter, raw, extra=letter.extra, durable=False)

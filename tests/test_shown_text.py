@@ -15,12 +15,15 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from agentmail import attach, authenticity, compose, mime, readable, text, wire
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail import text
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config.registry import Registry
 from agentmail.errors import BadInput
+from agentmail.letter import attach, mime, readable, wire
 from agentmail.model import new_thread_id
-from agentmail.registry import Registry
+from agentmail.stages import compose
+from agentmail.trust import authenticity
 
 from .conftest import OPENER
 from .depth import examples

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import authenticity
-from agentmail.registry import Registry
+from agentmail.config.registry import Registry
+from agentmail.trust import authenticity
 
 from .test_writing import client_letter, people, vouched  # noqa: F401  (the fixture)
 
@@ -312,7 +312,7 @@ def _raw_letter(body: bytes) -> bytes:
 
 
 def test_a_body_holding_too_many_boundaries_is_ambiguous(people: Registry) -> None:  # noqa: F811
-    from agentmail.partly_signed import MAX_BOUNDARIES
+    from agentmail.letter.partly_signed import MAX_BOUNDARIES
 
     body = b"".join(
         b"--b%d\r\nContent-Type: text/plain\r\n\r\nx\r\n--b%d--\r\n" % (i, i) for i in range(MAX_BOUNDARIES + 1)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentmail import signing, wire
+from agentmail.letter import wire
+from agentmail.trust import signing
 from tests.helpers.letters import burst_bytes
 
 PRIVATE, PUBLIC = signing.generate_keypair()

@@ -4,7 +4,7 @@ vouches for nothing."""
 
 from __future__ import annotations
 
-from agentmail.signing import covered_by
+from agentmail.trust.signing import covered_by
 
 
 def test_only_the_domains_own_signatures_count_and_their_common_headers() -> None:

@@ -19,7 +19,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from agentmail import signing
+from agentmail.trust import signing
 from tests.helpers.letters import burst_bytes
 
 PRIVATE, PUBLIC = signing.generate_keypair()
@@ -75,7 +75,7 @@ def dns_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[TxtServer]:
     resolver.search = []
     monkeypatch.setattr(dns.resolver, "default_resolver", resolver)
     monkeypatch.setattr(signing, "_real_get_txt", None)  # the first lookup of a process loads the plug
-    # ... in the state agentmail.signing leaves a process it was imported into before dkimpy: its
+    # ... in the state agentmail.trust.signing leaves a process it was imported into before dkimpy: its
     # stand-in plug in sys.modules, which the first lookup must replace by dkimpy's own
     stand_in = types.ModuleType("dkim.dnsplug")
     stand_in.get_txt = signing._dns_lookup  # type: ignore[attr-defined]

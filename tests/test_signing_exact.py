@@ -6,8 +6,9 @@ from __future__ import annotations
 import dkim
 import pytest
 
-from agentmail import signing, wire
-from agentmail.mime import is_mime_header
+from agentmail.letter import wire
+from agentmail.letter.mime import is_mime_header
+from agentmail.trust import signing
 from tests.helpers.letters import burst_bytes
 
 from .test_signing import KEY, PRIVATE, signed

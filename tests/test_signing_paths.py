@@ -9,7 +9,7 @@ import sys
 
 import dkim
 
-from agentmail import signing
+from agentmail.trust import signing
 from tests.helpers.letters import burst_bytes
 
 PRIVATE, PUBLIC = signing.generate_keypair()
@@ -76,7 +76,8 @@ def test_the_mime_coverage_of_a_trusted_mtas_signature() -> None:
 
 _DKIM_FIRST = r"""
 import dkim  # a host process that uses dkimpy itself, before agentmail is imported
-from agentmail import signing, wire
+from agentmail.letter import wire
+from agentmail.trust import signing
 private, public = signing.generate_keypair()
 raw = wire.render(wire.draft_letter("alpha@bus.test", "Alpha", "beta@bus.test", "report", "thr-abc123def0",
                                     "Burst", "Fired.", message_id="<1.alpha@bus.test>"))

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from agentmail import wire
 from agentmail._fs import locked
 from agentmail.errors import NotFound
+from agentmail.letter import wire
 from agentmail.model import Letter, new_ulid, ulid_ms
 from agentmail.spool import Spool, db
 from agentmail.spool.db import CURRENT, MOVING, Db

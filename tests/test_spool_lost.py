@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from agentmail import _fs
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
 from agentmail.errors import StorageError
 from agentmail.spool import Spool
 

@@ -3,7 +3,7 @@ passes now is released in place, once; a copy of a letter filed already is dropp
 
 from __future__ import annotations
 
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 from agentmail.model import Letter
 
 

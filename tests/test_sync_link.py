@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 from agentmail.model import Letter
 from agentmail.spool import Spool
 from agentmail.transport.local import deliver

@@ -9,8 +9,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentmail import text, wire
+from agentmail import text
 from agentmail.errors import BadInput
+from agentmail.letter import wire
 from agentmail.model import MAX_SUBJECT, check_header_text
 
 from .depth import examples

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail import _toml
-from agentmail._toml import CACHE, BadToml, read_toml
+from agentmail.config import _toml
+from agentmail.config._toml import CACHE, BadToml, read_toml
+from agentmail.config.registry import Registry, load
 from agentmail.errors import ConfigError
-from agentmail.registry import Registry, load
 
 from .depth import examples
 
@@ -180,7 +180,7 @@ def test_a_bad_platform_file_is_skipped_with_tomllibs_reason(registry: Registry)
 def test_a_command_with_unchanged_files_imports_no_tomllib(registry: Registry, home: Path) -> None:
     bus_toml = registry.root / "bus.toml"
     bus_toml.write_text(bus_toml.read_text() + "# edited by hand\n")  # not what the cache holds
-    code = "import sys\nfrom agentmail.cli import main\nmain(sys.argv[1:])\nprint('tomllib' in sys.modules)\n"
+    code = "import sys\nfrom agentmail.cli.app import main\nmain(sys.argv[1:])\nprint('tomllib' in sys.modules)\n"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMAIL_", "COVERAGE_"))}
     env["AGENTMAIL_HOME"] = str(home)
     runs = [

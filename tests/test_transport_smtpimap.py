@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import bus
-from agentmail import registry as registry_mod
-from agentmail.client import AgentMail
-from agentmail.credentials import Login, write_login
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import Login, write_login
+from agentmail.config.identity import Identity
 from agentmail.errors import ConfigError
-from agentmail.identity import Identity
 from agentmail.transport.base import Envelope, Outgoing
 from agentmail.transport.smtpimap import SmtpImapTransport
 
@@ -252,7 +252,7 @@ def test_sent_letters_are_copied_to_the_sent_folder(home: Path, servers: MailSer
 def test_a_refused_copy_to_the_sent_folder_is_recorded_not_swallowed(
     home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agentmail.cli import main
+    from agentmail.cli.app import main
 
     make_bus(home, servers, sent_folder="Sent")
     servers.store.refuse_appends(1)
@@ -301,7 +301,7 @@ def test_a_bounce_marks_the_sent_letter_undeliverable(pair: tuple[AgentMail, Age
 def test_the_password_appears_in_no_output_or_log(
     home: Path, servers: MailServers, capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    from agentmail.cli import main
+    from agentmail.cli.app import main
 
     caplog.set_level(logging.DEBUG)
     make_bus(home, servers)
@@ -365,7 +365,7 @@ def test_the_password_appears_in_no_output_or_log(
 
 
 def test_doctor_reports_each_check(home: Path, servers: MailServers, capsys: pytest.CaptureFixture[str]) -> None:
-    from agentmail.cli import main
+    from agentmail.cli.app import main
 
     make_bus(home, servers)
     assert main(["--as", "alpha", "doctor"]) == 0

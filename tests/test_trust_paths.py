@@ -8,13 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity, guards, signing, wire
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
+from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, ConfigError, NotFound, Timeout
+from agentmail.letter import wire
 from agentmail.model import Letter
-from agentmail.registry import Registry
+from agentmail.stages import guards
 from agentmail.transport import inotify, local
 from agentmail.transport.base import Envelope, Outgoing
+from agentmail.trust import authenticity, signing
 
 from .conftest import OPENER
 from .test_authenticity import DATA, letter_bytes, sign_as
@@ -189,7 +191,7 @@ def test_wait_with_nothing_coming_times_out(beta: AgentMail) -> None:
 
 
 def test_a_damaged_signing_key_is_a_config_error(alpha: AgentMail, home: Path) -> None:
-    from agentmail.credentials import read_private_key
+    from agentmail.config.credentials import read_private_key
 
     key_files = [p for p in (home / "secrets").iterdir() if read_private_key(home, "alpha") in p.read_text()]
     assert key_files, "the key file of alpha was not found"

@@ -11,11 +11,12 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from agentmail import authenticity, signing, verdicts, wire
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
+from agentmail.config.registry import Endpoint, Registry
 from agentmail.errors import ConfigError
-from agentmail.registry import Endpoint, Registry
+from agentmail.letter import wire
 from agentmail.transport.smtpimap import SmtpImapTransport
+from agentmail.trust import authenticity, signing, verdicts
 
 from .conftest import OPENER
 from .test_authenticity import DATA, letter_bytes, sign_as, trusting
@@ -187,7 +188,7 @@ def test_a_bounce_for_a_letter_this_mailbox_sent_marks_it_undeliverable(alpha: A
 
 @pytest.mark.parametrize("which", ["smtp", "imap"])
 def test_plaintext_toward_a_non_loopback_host_is_refused(which: str) -> None:
-    from agentmail.credentials import Login
+    from agentmail.config.credentials import Login
 
     safe, plain = Endpoint("127.0.0.1", 25, "none"), Endpoint("mail.example.org", 25, "none")
     smtp, imap = (plain, safe) if which == "smtp" else (safe, plain)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agentmail.client import AgentMail, SyncReport
+from agentmail.client.facade import AgentMail, SyncReport
+from agentmail.config.registry import Bus, Person, Platform, Registry
 from agentmail.model import Letter, ThreadStatus
-from agentmail.registry import Bus, Person, Platform, Registry
 from agentmail.spool.filed import Filed
 from agentmail.transport.base import Checkpoint
 

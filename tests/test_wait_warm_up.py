@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import authenticity, wire
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 from agentmail.errors import Timeout
+from agentmail.letter import wire
 from agentmail.spool import STATES
+from agentmail.trust import authenticity
 
 
 def test_the_warm_up_before_blocking_files_and_sends_nothing(

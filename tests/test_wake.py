@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import watch as watch_mod
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
+from agentmail.cli import watch as watch_mod
+from agentmail.cli.watch import Watcher
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.transport import inotify, local
-from agentmail.watch import Watcher
 
 from .conftest import OPENER, eventually
 from .mailservers import MailServers

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.cli.app import main
+from agentmail.cli.watch import Watcher
+from agentmail.client.facade import AgentMail
 from agentmail.errors import ConfigError
-from agentmail.watch import Watcher
 
 from .conftest import OPENER, eventually
 
@@ -134,7 +134,7 @@ def test_a_new_letter_starts_the_command(alpha: AgentMail, beta: AgentMail, tmp_
 def test_a_stop_while_the_state_is_first_saved_is_clean(beta: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
     """A SIGTERM (a KeyboardInterrupt, cli.py) that lands while the watcher first saves its state
     stops it like any other: seen under load, when the signal came right after state.json appeared."""
-    from agentmail import watch
+    from agentmail.cli import watch
 
     def interrupted(self: object) -> None:
         raise KeyboardInterrupt

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import wire
+from agentmail.letter import wire
 from agentmail.model import HUMAN, Letter
 
 DATA = Path(__file__).parent / "data"

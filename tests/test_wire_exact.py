@@ -14,7 +14,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from agentmail import wire
+from agentmail.letter import wire
 from agentmail.model import Letter
 from tests.helpers.letters import burst
 

@@ -14,15 +14,16 @@ from pathlib import Path
 import dkim
 import pytest
 
-from agentmail import authenticity, bus, signing
-from agentmail import registry as registry_mod
-from agentmail.cli import main
-from agentmail.client import AgentMail
+from agentmail.admin import bus
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import Refused
-from agentmail.guards import MAX_DEPTH
-from agentmail.identity import Identity
-from agentmail.registry import Registry
+from agentmail.stages.guards import MAX_DEPTH
 from agentmail.transport.local import deliver
+from agentmail.trust import authenticity, signing
 
 from .conftest import OPENER
 from .mailservers import MailServers
@@ -307,7 +308,7 @@ def test_an_agents_multipart_letter_stays_malformed(registry: Registry, home: Pa
     reg = trusting(registry)
     msg = client_letter("beta@bus.test", "x", html="<p>x</p>", sender="alpha@bus.test")
     entry = reg.platforms["alpha"]
-    from agentmail.credentials import read_private_key
+    from agentmail.config.credentials import read_private_key
 
     raw = signing.sign(msg.as_bytes(), entry.dkim_domain, entry.selector, read_private_key(home, "alpha"))
     got = authenticity.judge(raw, reg)
@@ -428,7 +429,7 @@ def test_over_smtp_imap_a_follower_answers_and_the_agent_files_it_and_marks_it_v
 
 
 def test_a_trusted_dmarc_pass_names_its_from_domain() -> None:
-    from agentmail import verdicts
+    from agentmail.trust import verdicts
 
     found = verdicts.read(["mail.bus.test; spf=pass smtp.mailfrom=x.test; dmarc=pass header.from=People.Test"],
                           ("mail.bus.test",))  # fmt: skip

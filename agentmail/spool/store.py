@@ -908,7 +908,7 @@ class Spool:
 
     def _rebuild_meta(self, letter_id: str, state: str) -> dict[str, Any]:
         """The cache is gone or torn: parse the letter again (no verdicts: it is already filed)."""
-        from .. import wire
+        from ..letter import wire
 
         verdict = self.annotations(letter_id).get("quarantined" if state == "quarantine" else "person_letter")
         if isinstance(verdict, dict):  # what the verdict saw (or a person's letter as it was read)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..registry import Registry
+from ..config.registry import Registry
 from .base import Checkpoint, Envelope, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
 __all__ = ["Checkpoint", "Envelope", "Incoming", "OnResult", "Outgoing", "SubmitResult", "Transport", "open_transport"]
@@ -16,7 +16,7 @@ def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
         from .local import LocalTransport
 
         def resolve(address: str) -> str | None:
-            from ..wire import base_address
+            from ..letter.wire import base_address
 
             found = registry.by_address(base_address(address.lower()))
             if found is not None:

@@ -29,9 +29,9 @@ import aiosmtplib
 import imapclient
 from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
 
-from ..credentials import Login, mailbox_login
+from ..config.credentials import Login, mailbox_login
+from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
-from ..registry import Endpoint, Registry, is_loopback
 from . import diagnose
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentmail import approval
-from agentmail import registry as registry_mod
+from agentmail.config import registry as registry_mod
+from agentmail.people import approval
 
 
 def operator_key(home: Path) -> str:

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
 
 _FIRST = [True]
 
@@ -45,7 +45,7 @@ def main() -> None:
     mode, platform, agent, out = sys.argv[1], sys.argv[2], sys.argv[3], Path(sys.argv[4])
     am = AgentMail.from_env(platform, agent=None if agent == "-" else agent)
     am.spool.ensure()
-    from agentmail import authenticity  # noqa: F401  (imported before the start line, not after)
+    from agentmail.trust import authenticity  # noqa: F401  (imported before the start line, not after)
 
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":

@@ -32,8 +32,8 @@ import time
 import dkim  # noqa: F401  (preloaded so children start working at once)
 import nacl.signing  # noqa: F401
 
-from agentmail import authenticity, signing, wire  # noqa: F401
-from agentmail.client import AgentMail
+from agentmail.client.facade import AgentMail
+from agentmail.letter import wire  # noqa: F401
 
 BODY = (
     "Crash test letter. Reproduction: run the crash test; expected: every letter exactly once.\n"

@@ -36,7 +36,7 @@ def main() -> None:
     if mode == "deliver":
         _kill_after_syscall(point, nth)
         mode = "send"
-    from agentmail.client import AgentMail
+    from agentmail.client.facade import AgentMail
 
     if mode == "open":
         for platform, agent in (("alpha", None), ("beta", None), ("beta", "bob")):

@@ -3,7 +3,7 @@ test names only what it changes."""
 
 from __future__ import annotations
 
-from agentmail import wire
+from agentmail.letter import wire
 from agentmail.model import Letter
 
 BURST: dict[str, object] = dict(

@@ -17,10 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentmail import bus
-from agentmail.client import AgentMail
-from agentmail.identity import Identity
-from agentmail.registry import load
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import load
 from agentmail.transport.local import deliver
 
 MAILBOXES = (("alpha", None), ("beta", None), ("beta", "bob"))

@@ -18,8 +18,8 @@ import os
 import sys
 from pathlib import Path
 
-from agentmail import cli
-from agentmail.client import AgentMail
+from agentmail.cli import app as cli
+from agentmail.client.facade import AgentMail
 
 
 def main() -> None:
@@ -30,7 +30,7 @@ def main() -> None:
     missing = [m for m in wanted if m not in ids]
     if missing:
         raise SystemExit(f"{agent} did not receive {missing}")
-    from agentmail import authenticity, guards, signing, wire  # noqa: F401  (loaded before the start line)
+    from agentmail.letter import wire  # noqa: F401  (loaded before the start line)
 
     print("ready", flush=True)
     if sys.stdin.readline().strip() != "go":

@@ -1,0 +1,1 @@
+"""Setting up and checking a bus: bus administration, doctor, the demo."""

@@ -1,0 +1,474 @@
+"""Creating and changing a bus: ``init``, ``add``, ``keygen`` (DESIGN §4, §8).
+
+Writes registry data files and key pairs. The private half goes to
+``$AGENTMAIL_HOME/secrets/<platform>.key`` (0600, folder 0700); the public half is pinned in
+``platforms/<platform>.toml`` and printed as the DNS TXT record a partner may publish.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from .._fs import write_atomic
+from ..config.credentials import key_path, read_owner_only, write_private_key
+from ..config.registry import (
+    AUTH_MECHANISMS,
+    DOMAIN_RE,
+    PERSON_RE,
+    TLS_MODES,
+    Person,
+    Platform,
+    Registry,
+    default_tls,
+    is_loopback,
+    load,
+    parse_bus,
+)
+from ..errors import AgentmailError, BadInput, ConfigError, NotFound
+from ..model import check_name
+from ..trust import signing
+
+
+def _selector(name: str) -> str:
+    """A fresh selector per platform and key: two platforms of one domain never share a DNS
+    name (``<selector>._domainkey.<domain>``), and a rotated key never collides with an old one."""
+    return f"{name}-" + time.strftime("%Y%m%d", time.gmtime()) + secrets.token_hex(2)
+
+
+def _write_toml(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, tomli_w.dumps(data).encode(), mode=0o644)
+
+
+def platform_entry(platform: Platform) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": platform.name, "address": platform.address}
+    if platform.display_name:
+        entry["display_name"] = platform.display_name
+    entry["remotes"] = list(platform.remotes)
+    entry["paths"] = list(platform.paths)
+    dkim: dict[str, Any] = {
+        "domain": platform.dkim_domain,
+        "selector": platform.selector,
+        "algorithm": platform.algorithm,
+    }
+    if platform.key_lookup == "dns":
+        dkim["lookup"] = "dns"
+    else:
+        dkim["public_key"] = platform.public_key
+    old = platform.retiring
+    if old is not None:  # ``keygen --rotate``: the key before, until its window ends
+        dkim["previous"] = {"selector": old.selector, "algorithm": old.algorithm, "until": old.until}
+        if old.public_key:
+            dkim["previous"]["public_key"] = old.public_key
+    entry["dkim"] = dkim
+    if platform.auth:
+        entry["auth"] = platform.auth
+    if platform.people:
+        entry["people"] = [
+            {
+                "address": p.address,
+                "follows": p.follows,
+                "writes": p.writes,
+                **({"approves": True} if p.approves else {}),
+            }
+            for p in platform.people
+        ]
+    return entry
+
+
+def entry_toml(platform: Platform) -> str:
+    return tomli_w.dumps(platform_entry(platform))
+
+
+def _repo_hint(repo: str | None) -> tuple[list[str], list[str]]:
+    """(remotes, paths): an existing directory is a path hint, anything else a git remote."""
+    if not repo:
+        return [], []
+    if Path(repo).expanduser().exists():
+        return [], [str(Path(repo).expanduser().resolve())]
+    return [repo], []
+
+
+def _existing_public_key(home: Path, name: str) -> str | None:
+    """The public half of ``secrets/<name>.key`` if that file exists (never regenerated here)."""
+    if not key_path(home, name).exists():
+        return None
+    try:
+        return signing.public_key_of(read_owner_only(key_path(home, name)).strip())
+    except AgentmailError:
+        raise
+    except Exception as exc:
+        raise ConfigError(
+            f"{key_path(home, name)} exists but is not a valid ed25519 key ({exc.__class__.__name__}); "
+            f"move it away yourself if it is really not needed"
+        ) from None
+
+
+def _new_platform(home: Path, name: str, domain: str, repo: str | None, *, reuse_key: bool = False) -> Platform:
+    check_name("platform", name)
+    public = _existing_public_key(home, name) if reuse_key else None
+    if public is None:
+        private, public = signing.generate_keypair()
+        write_private_key(home, name, private)
+    remotes, paths = _repo_hint(repo)
+    return Platform(
+        name=name,
+        address=f"{name}@{domain}",
+        display_name=f"{name} agent",
+        remotes=tuple(remotes),
+        paths=tuple(paths),
+        dkim_domain=domain,
+        selector=_selector(name),
+        public_key=public,
+    )
+
+
+def existing_state(home: Path, root: Path, platforms: list[str]) -> list[Path]:
+    """What ``init`` would replace: the registry's bus.toml and any of the platforms' keys."""
+    found = [root / "bus.toml"] if (root / "bus.toml").exists() else []
+    return found + [key_path(home, name) for name in platforms if key_path(home, name).exists()]
+
+
+def init(
+    home: Path,
+    root: Path,
+    platforms: list[str],
+    *,
+    domain: str = "bus.localhost",
+    transport: str = "local",
+    endpoints: dict[str, Any] | None = None,
+    force: bool = False,
+) -> Registry:
+    """A new bus at ``root`` with ``platforms``, each with a fresh key pair."""
+    if not platforms:
+        raise BadInput("name at least one platform")
+    if not DOMAIN_RE.fullmatch(domain):
+        raise BadInput(f"{domain!r} is not a valid domain")
+    for name in platforms:
+        check_name("platform", name)
+    existing = existing_state(home, root, platforms)
+    if existing and not force:
+        raise ConfigError(
+            f"refusing to init: {', '.join(map(str, existing))} already exist(s), and init makes a NEW bus. "
+            f"To use the existing bus set AGENTMAIL_REGISTRY={root} (or --registry); to add a platform run "
+            f"'agentmail add NAME'; to rotate a key 'agentmail keygen --as NAME'. --force rewrites the registry "
+            f"files but keeps (re-pins) existing keys; it never regenerates one"
+        )
+    bus: dict[str, Any] = {
+        "name": domain,
+        "domain": domain,
+        "transport": transport,
+        "policy": "pinned",
+        "trusted_authserv_ids": [],
+    }
+    bus.update(endpoints or {})
+    parse_bus(bus)  # refuse a configuration we could not load back
+    if bus.get("ca_file"):
+        bus["ca_file"] = _copy_ca(root, Path(bus["ca_file"]))
+    _write_toml(root / "bus.toml", bus)
+    for name in platforms:
+        entry = platform_entry(_new_platform(home, name, domain, None, reuse_key=True))
+        _write_toml(root / "platforms" / f"{name}.toml", entry)
+    return load(root)
+
+
+def add(home: Path, registry: Registry, name: str, *, repo: str | None = None, domain: str | None = None) -> Platform:
+    """A new platform with a fresh key pair; on an existing platform ``repo`` only adds a hint."""
+    if name in registry.platforms:
+        if repo and not domain:
+            return attach_repo(registry, name, repo)
+        raise ConfigError(
+            f"platform {name} is already on this bus; 'agentmail add {name} --repo PATH|REMOTE' adds a "
+            f"checkout to it, 'agentmail keygen --as {name}' rotates its key"
+        )
+    if key_path(home, name).exists():
+        raise ConfigError(
+            f"{key_path(home, name)} already exists: a key for {name} from another bus? add never "
+            f"overwrites a key; move it away yourself, or use another name"
+        )
+    platform = _new_platform(home, name, domain or registry.bus.domain, repo)
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(platform))
+    return platform
+
+
+def attach_repo(registry: Registry, name: str, repo: str) -> Platform:
+    """Add a checkout (path) or git remote to an existing platform's entry, for ``whoami``."""
+    old = registry.get(name)
+    remotes, paths = _repo_hint(repo)
+    updated = old.replace(
+        remotes=tuple(dict.fromkeys([*old.remotes, *remotes])), paths=tuple(dict.fromkeys([*old.paths, *paths]))
+    )
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated
+
+
+def set_person(
+    registry: Registry,
+    name: str,
+    address: str,
+    *,
+    follows: bool,
+    writes: bool,
+    remove: bool = False,
+    approves: bool = False,
+) -> Platform:
+    """Add, change or (``remove``) remove a person of platform ``name``; the entry is validated
+    before it is written, and nothing else in it changes."""
+    old = registry.named(name)
+    typed, address = address, address.strip().lower()
+    if not PERSON_RE.fullmatch(address):
+        inner = re.search(r"<([^<>]*)>", typed)  # "Carol <carol@example.org>": the address alone is wanted
+        hint = f"; give the address alone, e.g. {inner.group(1).strip().lower()!r}" if inner else ""
+        raise BadInput(f"{typed!r} is not a plain lowercase ASCII address (user@domain){hint}")
+    others = tuple(p for p in old.people if p.address != address)
+    if remove:
+        if len(others) == len(old.people):
+            raise NotFound(f"{address} is not a person of {name}")
+        people = others
+    else:
+        kept = [p for p in old.people if p.address == address]
+        person = Person(address, follows, writes, approves)
+        # a change keeps the person's place in the list, so the file's order stays stable
+        people = tuple(person if p.address == address else p for p in old.people) if kept else (*old.people, person)
+    updated = old.replace(people=people)
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated
+
+
+def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None = None) -> Platform:
+    """Rotate ``name``'s key: new selector, new pair, registry entry re-pinned. ``overlap``
+    (seconds, ``keygen --rotate``): the old key stays pinned beside the new one as
+    ``[dkim.previous]`` until now + overlap, so letters it signed that are still in flight are
+    accepted; without it the old key is dropped at once (as before)."""
+    import time
+
+    from ..config.registry import RetiringKey
+
+    old = registry.get(name)
+    private, public = signing.generate_keypair()
+    retiring = None
+    if overlap is not None:
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + overlap))
+        retiring = RetiringKey(old.selector, old.algorithm, old.public_key if old.key_lookup == "pinned" else "", until)
+    selector = _selector(name)
+    while selector == old.selector:  # two random hex digits a day: a rotation never reuses one
+        selector = _selector(name)
+    updated = old.replace(selector=selector, public_key=public, algorithm="ed25519", key_lookup="pinned",
+                          retiring=retiring)  # fmt: skip
+    # The private key first, written and fsynced: a crash in between leaves a pinned key whose
+    # private half exists (run keygen again), never a pin whose private half is lost.
+    write_private_key(home, name, private)
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated
+
+
+def retire(registry: Registry, name: str) -> Platform:
+    """``keygen --retire``: drop the key a rotation kept beside the new one. NotFound when none is."""
+    from ..errors import NotFound
+
+    platform = registry.get(name)
+    if platform.retiring is None:
+        raise NotFound(f"{name} has no previous key to retire ('keygen --rotate DURATION' keeps one)")
+    updated = platform.replace(retiring=None)
+    _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated
+
+
+def tls_mode(value: str) -> str:
+    if value not in TLS_MODES:
+        raise BadInput(f"the TLS mode must be one of {', '.join(TLS_MODES)}")
+    return value
+
+
+def _host_port(value: str | None, what: str) -> tuple[str, int]:
+    if not value or ":" not in value:
+        raise BadInput(f"the {what} endpoint must be HOST:PORT")
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise BadInput(f"the {what} endpoint must be HOST:PORT, not {value!r}")
+    return host, int(port)
+
+
+def endpoints(
+    smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file: str | None, trust: tuple[str, ...]
+) -> dict[str, Any]:
+    """The ``bus.toml`` tables for an smtp+imap bus; no secrets ever go here."""
+    if len(tls) > 2:
+        raise BadInput("a TLS mode is given once (both endpoints) or twice (SMTP, then IMAP)")
+    modes = [tls_mode(t) for t in tls]
+    result: dict[str, Any] = {}
+    for index, (what, value) in enumerate((("smtp", smtp), ("imap", imap))):
+        host, port = _host_port(value, what)
+        mode = modes[min(index, len(modes) - 1)] if modes else default_tls(port)
+        if mode == "none" and not is_loopback(host):
+            raise BadInput(f"TLS mode none is refused for {host}: plaintext is allowed only to a loopback address")
+        result[what] = {"host": host, "port": port, "tls": mode}
+    if ca_file:
+        path = Path(ca_file).expanduser()
+        if not path.is_file():
+            raise BadInput(f"the CA file {path} does not exist")
+        result["ca_file"] = str(path.resolve())
+    result["trusted_authserv_ids"] = list(trust)
+    return result
+
+
+def _copy_ca(root: Path, source: Path) -> str:
+    """Copy a CA certificate beside bus.toml: the registry then works from any checkout."""
+    import shutil
+
+    from ..transport.smtpimap import tls_context
+
+    tls_context(str(source))  # refuse a file that is not a CA certificate, before copying it
+    target = root / "ca.pem"
+    root.mkdir(parents=True, exist_ok=True)
+    if not target.exists() or source.resolve() != target.resolve():
+        shutil.copyfile(source, target)
+    return "ca.pem"
+
+
+def _read_bus(root: Path) -> dict[str, Any]:
+    import tomllib
+
+    path = root / "bus.toml"
+    if not path.is_file():
+        load(root)  # raises the "no registry at ..." error
+    with path.open("rb") as fh:
+        return tomllib.load(fh)
+
+
+def _one(key: str, values: list[str]) -> str:
+    if len(values) != 1:
+        raise BadInput(f"'bus set {key}' takes one value")
+    return values[0]
+
+
+def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = None, platform: str | None = None) -> Any:
+    """Change one ``bus.toml`` setting in place, validated like a load; returns what was stored.
+
+    ``ca_file`` copies the PEM into the registry (``ca.pem``) and stores that relative path,
+    so the registry can be committed and checked out anywhere. ``platform``: the setting of
+    that platform's entry instead (``auth`` only; ``""`` goes back to the bus's)."""
+    if platform is not None:
+        if key != "auth":
+            raise BadInput(f"only auth is set per platform (--platform), not {key!r}")
+        return _set_platform_auth(root, platform, _one(key, values))
+    data = _read_bus(root)
+    if key in ("smtp", "imap"):
+        host, port = _host_port(_one(key, values), key)
+        mode = tls_mode(tls) if tls else default_tls(port)
+        if mode == "none" and not is_loopback(host):
+            raise BadInput(f"tls none is refused for {host}: plaintext is allowed only to a loopback address")
+        table = dict(data.get(key) or {})
+        table.update({"host": host, "port": port, "tls": mode})
+        data[key] = table
+        stored: Any = table
+    elif key in ("smtp.tls", "imap.tls"):
+        table_name = key.split(".")[0]
+        if not isinstance(data.get(table_name), dict):
+            raise BadInput(f"bus.toml has no [{table_name}] yet: 'agentmail bus set {table_name} HOST:PORT' first")
+        stored = data[table_name]["tls"] = tls_mode(_one(key, values))
+    elif key == "poll_interval":
+        if not isinstance(data.get("imap"), dict):
+            raise BadInput("bus.toml has no [imap] yet: 'agentmail bus set imap HOST:PORT' first")
+        try:
+            stored = data["imap"]["poll_interval"] = float(_one(key, values))
+        except ValueError:
+            raise BadInput("poll_interval is a number of seconds") from None
+    elif key == "ca_file":
+        source = Path(_one(key, values)).expanduser()
+        if not source.is_file():
+            raise BadInput(f"{source} does not exist")
+        stored = data["ca_file"] = _copy_ca(root, source)
+    elif key == "trusted_authserv_ids":
+        stored = data[key] = [v for v in values if v]
+    elif key == "max_size":
+        try:
+            stored = data[key] = int(_one(key, values))
+        except ValueError:
+            raise BadInput("max_size is a number of bytes") from None
+    elif key in ("attach_max_bytes", "attach_max_total", "attach_max_count"):
+        try:
+            stored = data[key] = int(_one(key, values))
+        except ValueError:
+            raise BadInput(f"{key} is a whole number") from None
+    elif key == "attach_types" or key == "hold":
+        stored = data[key] = [v.strip().lower() for v in values if v.strip()]
+    elif key == "new_threads_per_hour":
+        try:
+            stored = data[key] = int(_one(key, values))
+        except ValueError:
+            raise BadInput("new_threads_per_hour is a whole number") from None
+    elif key.startswith("groups.") or key.startswith("group."):
+        stored = _set_group(root, data, key.partition(".")[2], values)
+    elif key == "auth":
+        stored = data[key] = _auth(_one(key, values))
+    elif key == "stale_after":  # issue 26: "" takes it off (no escalation for staleness)
+        stored = _one(key, values).strip()
+        if stored:
+            from ..ages import duration
+
+            duration(stored, "stale_after")
+            data[key] = stored
+        else:
+            data.pop(key, None)
+    elif key in ("sent_folder", "policy", "domain", "name", "transport"):
+        stored = data[key] = _one(key, values)
+    else:
+        raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
+                       f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, groups.NAME, "
+                       f"domain, name, transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types, "
+                       f"auth, stale_after")  # fmt: skip
+    try:
+        parse_bus(data)  # refuse a configuration we could not load back
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    _write_toml(root / "bus.toml", data)
+    return stored
+
+
+def _auth(value: str) -> str:
+    if value not in AUTH_MECHANISMS:
+        raise BadInput(f"auth must be one of {', '.join(AUTH_MECHANISMS)}, not {value!r}")
+    return value
+
+
+def _set_platform_auth(root: Path, name: str, value: str) -> str:
+    """``bus set auth MECHANISM --platform NAME``: that platform's login mechanism, written into
+    its entry (``""``: the bus's again). Returns what the platform now uses."""
+    registry = load(root)
+    old = registry.named(name)
+    updated = old.replace(auth=_auth(value) if value else "")
+    _write_toml(root / "platforms" / f"{name}.toml", platform_entry(updated))
+    return updated.auth or registry.bus.auth
+
+
+def _set_group(root: Path, data: dict[str, Any], name: str, values: list[str]) -> list[str]:
+    """``bus set groups.NAME PLATFORM...``: the group's members (each a registered platform,
+    once); ``""`` alone removes the group. Returns the members stored ([] when removed)."""
+    from ..config.recipients import split
+
+    check_name("group", name)
+    given = ",".join(values)
+    members = list(dict.fromkeys(split(given))) if given.replace(",", "").strip() else []
+    groups = dict(data.get("groups") or {})
+    if not members:
+        groups.pop(name, None)
+    else:
+        registry = load(root)
+        for member in members:
+            if member.startswith("@"):
+                raise BadInput(f"group {name}: {member} is a group; a group lists platforms")
+            registry.get(member)  # ConfigError with "did you mean" for an unknown platform
+        groups[name] = members
+    if groups:
+        data["groups"] = groups
+    else:
+        data.pop("groups", None)
+    return members

@@ -1,0 +1,239 @@
+"""Session hooks for coding-agent hosts: ``agentmail hook <host> <event>`` and ``hook install``.
+
+Busy agents do not look at their mail; their host can make them. At session start the agent
+is shown its unread letters in a few lines; when it tries to stop while letters still need an
+answer, the stop is held once with a one-line reason. Each letter holds a stop at most once
+(remembered under the mailbox's spool), and never while the host says a hook already made
+the agent continue, so a hook can never keep an agent going in a loop.
+
+A hook must never break a session: a checkout that is no platform, or a transport that is
+down, is silence (the spool as last synced is shown); only a broken setup exits 1, which hosts
+show as a warning. Nothing here ever exits 2, the code hosts read as "block".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._fs import write_atomic
+from .._value import Frozen, set_field
+from ..config.identity import checkout_root as checkout_root  # re-exported: `hook install` roots at the checkout
+from ..errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
+from ..stages.guards import DATA_NOT_ORDERS
+from ..text import for_terminal
+
+if TYPE_CHECKING:
+    from ..client.facade import AgentMail
+    from ..model import Letter
+
+EVENTS = ("session-start", "stop")
+MAX_LINES = 20
+
+
+class Host(Frozen):
+    __slots__ = ("settings", "events", "block")
+
+    settings: str | None  # the checkout's settings file, relative to its root
+    events: dict[str, str]  # our event -> the host's event name
+    block: str  # the host's word for "do not stop yet"
+
+    def __init__(self, settings: str | None, events: dict[str, str] | None = None, block: str = "block") -> None:
+        set_field(self, "settings", settings)
+        set_field(self, "events", {} if events is None else events)
+        set_field(self, "block", block)
+
+
+HOSTS = {
+    "claude": Host(".claude/settings.json", {"session-start": "SessionStart", "stop": "Stop"}),
+    "gemini": Host(".gemini/settings.json", {"session-start": "SessionStart", "stop": "AfterAgent"}, "deny"),
+    "generic": Host(None),  # any host that can run a shell command and show its output
+}
+
+
+class Outcome(Frozen):
+    __slots__ = ("stdout", "stderr", "exit_code")
+
+    stdout: str
+    stderr: str
+    exit_code: int
+
+    def __init__(self, stdout: str = "", stderr: str = "", exit_code: int = 0) -> None:
+        set_field(self, "stdout", stdout)
+        set_field(self, "stderr", stderr)
+        set_field(self, "exit_code", exit_code)
+
+
+def _compact(letter: Letter) -> str:
+    subject = letter.subject if len(letter.subject) <= 80 else letter.subject[:79] + "…"
+    flag = f" [{letter.severity}]" if letter.severity else ""
+    person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM" (issue 12)
+    sender = f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?"
+    return for_terminal(f'{letter.id} {letter.type or "-"} from {sender}{flag} {letter.thread or "-"} "{subject}"')
+
+
+def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
+    """Unread letters in a compact form for the agent's context."""
+    noun = "letter" if len(letters) == 1 else "letters"
+    lines = [
+        f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (read: agentmail show ID · "
+        "answer: agentmail reply ID -b TEXT · no answer due: agentmail done ID). " + DATA_NOT_ORDERS
+    ]
+    lines += [_compact(x) for x in letters[:MAX_LINES]]
+    if len(letters) > MAX_LINES:
+        lines.append(f"… and {len(letters) - MAX_LINES} more: agentmail inbox")
+    return "\n".join(lines)
+
+
+def needs_answer(am: AgentMail, letters: list[Letter]) -> list[Letter]:
+    """Unread letters a reply is expected to and the guards would let through."""
+    return [x for x in letters if am.why_refused(x) is None]  # the one guard every reply passes
+
+
+class Nagged:
+    """Which letters already held a stop: each letter holds one stop, once."""
+
+    def __init__(self, am: AgentMail) -> None:
+        self.path = am.spool.root / "hooks" / "nagged.json"
+
+    def load(self) -> set[str]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (FileNotFoundError, ValueError):
+            return set()
+        return {str(x) for x in data.get("nagged", [])} if isinstance(data, dict) else set()
+
+    def save(self, ids: set[str]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        write_atomic(self.path, json.dumps({"nagged": sorted(ids)}).encode())
+
+
+def _unread(am: AgentMail) -> list[Letter]:
+    try:
+        am.sync()
+    except (TransportError, OSError):
+        pass  # the server is away: the spool as last synced is still worth showing
+    return am.inbox(sync=False)
+
+
+def session_start(am: AgentMail) -> str | None:
+    letters = _unread(am)
+    return inbox_text(am, letters) if letters else None
+
+
+def stop(am: AgentMail) -> str | None:
+    """The one-line reason to hold the stop, or None to let the agent stop."""
+    letters = _unread(am)
+    nagged = Nagged(am)
+    seen = nagged.load()
+    unread_ids = {x.id for x in letters}
+    fresh = [x for x in needs_answer(am, letters) if x.id not in seen]
+    if not fresh:
+        if seen - unread_ids:
+            nagged.save(seen & unread_ids)  # forget letters that are no longer unread
+        return None
+    nagged.save((seen & unread_ids) | {x.id for x in fresh})
+    listed = "; ".join(_compact(x) for x in fresh[:5]) + (f"; and {len(fresh) - 5} more" if len(fresh) > 5 else "")
+    noun = "letter needs" if len(fresh) == 1 else "letters need"
+    return (
+        f"agentmail: {len(fresh)} unread {noun} an answer before you stop: {listed}. Read with "
+        "`agentmail show ID`, answer with `agentmail reply ID -b TEXT`, or `agentmail done ID` if none is due. "
+        + DATA_NOT_ORDERS
+    )
+
+
+def run(host: str, event: str, payload: str, make_client: Callable[[Path], AgentMail]) -> Outcome:
+    """Speak one host's hook protocol for one event. ``payload`` is what the host sent on stdin."""
+    spec = HOSTS.get(host)
+    if spec is None or event not in EVENTS:
+        return Outcome(
+            stderr=f"agentmail: unknown hook {host} {event} (hosts: {', '.join(HOSTS)}; events: {', '.join(EVENTS)})",
+            exit_code=1,
+        )
+    data: dict[str, Any] = {}
+    if spec.settings is not None and payload.strip():
+        try:
+            loaded = json.loads(payload)
+            data = loaded if isinstance(loaded, dict) else {}
+        except ValueError:
+            data = {}
+    if event == "stop" and data.get("stop_hook_active"):
+        return Outcome()  # the agent is already continuing because of a stop hook: never twice
+    cwd = Path(str(data.get("cwd") or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()))
+    try:
+        with make_client(cwd) as am:
+            text = session_start(am) if event == "session-start" else stop(am)
+    except NotFound:
+        return Outcome()  # this checkout is no platform on this bus: nothing to say
+    except AgentmailError as exc:
+        return Outcome(stderr=f"agentmail: hook {host} {event}: {exc}", exit_code=1)
+    if text is None:
+        return Outcome()
+    if spec.settings is None:  # generic: plain text; a held stop exits 1
+        return Outcome(stdout=text, exit_code=1 if event == "stop" else 0)
+    out: dict[str, object]
+    if event == "session-start":
+        out = {"hookSpecificOutput": {"hookEventName": spec.events[event], "additionalContext": text}}
+    else:
+        out = {"decision": spec.block, "reason": text}
+    return Outcome(stdout=json.dumps(out, ensure_ascii=False))
+
+
+# --- install -------------------------------------------------------------------------------
+
+
+def _present(entries: list[Any], host: str, event: str) -> bool:
+    needle = f"hook {host} {event}"
+    for entry in entries:
+        for hook in (entry.get("hooks") or []) if isinstance(entry, dict) else []:
+            command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
+            if "agentmail" in command and command.rstrip().endswith(needle):
+                return True
+    return False
+
+
+def install(host: str, root: Path, prefix: str = "agentmail") -> tuple[Path, list[str]]:
+    """Merge this host's hooks into the checkout's settings; returns (file, commands added).
+
+    Other settings and other hooks are kept as they are; a hook already there is not added
+    again; a settings file that is not a JSON object is refused, never overwritten."""
+    spec = HOSTS.get(host)
+    if spec is None:
+        raise BadInput(f"unknown host {host!r}; one of: {', '.join(HOSTS)}")
+    if spec.settings is None:
+        raise BadInput(
+            "a generic host has no settings file to edit: have it run `agentmail hook generic session-start` "
+            "when a session starts and `agentmail hook generic stop` before it stops"
+        )
+    path = root / spec.settings
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON ({exc}); fix it by hand, agentmail will not overwrite it"
+        ) from None
+    hooks = data.setdefault("hooks", {}) if isinstance(data, dict) else None
+    if not isinstance(hooks, dict):
+        raise ConfigError(f'{path}: expected a JSON object with a "hooks" object; agentmail will not overwrite it')
+    added = []
+    for event, name in spec.events.items():
+        entries = hooks.setdefault(name, [])
+        if not isinstance(entries, list):
+            raise ConfigError(f"{path}: hooks.{name} is not a list; agentmail will not overwrite it")
+        if _present(entries, host, event):
+            continue
+        command = f"{prefix} hook {host} {event}"
+        hook: dict[str, Any] = {"type": "command", "command": command}
+        if host == "gemini":
+            entries.append({"hooks": [{"name": f"agentmail-{event}", **hook}]})  # gemini: matcher omitted = all
+        else:
+            entries.append({"matcher": "", "hooks": [hook]})
+        added.append(command)
+    if added:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644  # a settings file is committed
+        write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode=mode)
+    return path, added

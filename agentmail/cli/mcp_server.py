@@ -1,0 +1,420 @@
+"""``agentmail mcp``: the client's operations as Model Context Protocol tools over stdio.
+
+Built on the official ``mcp`` SDK (the optional extra ``agentmail[mcp]``); this module is the
+only one that imports it, and the CLI imports this module only when ``mcp`` is asked for.
+
+The tool list is sent into every conversation of every agent that connects, so it is kept
+deliberately small: fifteen tools, one line of description each, schemas with no titles or
+defaults. The schemas are exact (types, ranges, id patterns, no other argument), and every call
+is checked against its tool's schema before anything runs. Each tool maps onto one client call
+with the same guards and the client's rules (``send`` with ``thread``, ``raise_for_state``); an
+error (arguments the schema refuses, a refused reply, a queued or failed letter, an unknown
+letter, a timeout) comes back as a tool error whose text is the reason. ``save`` writes only
+below the server's working directory (or $AGENTMAIL_MCP_SAVE_DIR), never where agentmail or
+Python would trust what it wrote (DESIGN §10).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import AgentmailError, BadInput, NotFound
+from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, SEVERITIES, TYPES
+from ..spool.search import MAX_QUERY
+from ..stages.guards import DATA_NOT_ORDERS
+from ..text import for_terminal
+
+if TYPE_CHECKING:
+    from ..client.facade import AgentMail
+    from ..model import Letter
+
+INBOX_BODY = 500  # inbox shows the start of each body; show gives all of it
+MAX_WAIT = 600  # seconds
+MAX_INBOX = 1000
+SEARCH_HITS = 10  # the best ten: a narrower query, not a longer list, finds the rest
+SAVE_DIR_ENV = "AGENTMAIL_MCP_SAVE_DIR"  # the folder save writes below; else the server's working directory
+
+# Every schema is the whole contract: each argument is checked against it (jsonschema) before a
+# tool runs, and an argument it does not allow is a tool error, never coerced (issue 23).
+_S: dict[str, Any] = {"type": "string"}
+_TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
+# A letter as the CLI names one (DESIGN §8): its id in any case, its Message-ID with or without
+# "<>", or a prefix of either: printable ASCII without spaces, as long as a header line allows.
+_ID = {"type": "string", "pattern": "^[!-~]{1,998}$"}
+_THREAD = {"type": "string", "pattern": "^[Tt][Hh][Rr]-[0-9A-Za-z]{6,26}$"}  # in any case, as the CLI takes it
+_KIND = {"enum": ["report", "question", "fix-notice", "verify-result", "ack", "close"]}
+_ANY_KIND = {"enum": [*TYPES, HUMAN]}
+
+
+def _schema(required: tuple[str, ...] = (), /, **props: dict[str, Any]) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
+    if required:
+        schema["required"] = list(required)
+    return schema
+
+
+# name -> (description, input schema). The descriptions carry the protocol an agent needs.
+_HOLD = {"type": "boolean", "description": "a person approves first"}
+TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "whoami": ("My platform[@agent] and address.", _schema()),
+    "inbox": (
+        "Sync, then my unread authenticated letters, oldest first (bodies cut); unread until done or reply.",
+        _schema(
+            limit={"type": "integer", "minimum": 1, "maximum": MAX_INBOX},
+            consume={"type": "boolean", "description": "mark them read"},
+        ),
+    ),
+    "show": ("One letter in full.", _schema(("id",), id=_ID)),
+    "save": (
+        "Write a letter's attachments into dir, below the server's working directory.",
+        _schema(("id",), id=_ID, dir=_S),
+    ),
+    "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _ID, "minItems": 1})),
+    "send": (
+        "Open a thread with another platform (thread: continue it after your own last letter). A report gives "
+        "who you are, a runnable reproduction, verbatim output, expected vs actual, version, blast radius, the ask.",
+        _schema(
+            ("to", "subject", "body"),
+            to=_TEXT,
+            subject={"type": "string", "minLength": 1, "maxLength": MAX_SUBJECT},
+            body=_TEXT,
+            type=_KIND,
+            severity={"enum": list(SEVERITIES)},
+            ref={"type": "string", "maxLength": MAX_REF},
+            thread=_THREAD,
+            hold=_HOLD,
+        ),
+    ),
+    "reply": (
+        "Answer a letter (default type: ack to a report, verify-result to a fix-notice, else question). "
+        "One reply per letter per platform; ack and close are never answered.",
+        _schema(("id", "body"), id=_ID, body=_TEXT, type=_KIND, hold=_HOLD),
+    ),
+    "held": ("My letters awaiting a person's approval.", _schema()),
+    "thread": ("A thread's letters, both ways.", _schema(("thread",), thread=_THREAD)),
+    "note": (
+        "A note for a sibling agent of this platform (to: its name, else whoever reads next).",
+        _schema(("subject", "body"), subject=_TEXT, body=_TEXT, to={"type": "string", "pattern": NAME_RE.pattern}),
+    ),
+    "notes": ("Notes for me.", _schema()),
+    "quarantine": ("Rejected letters and why.", _schema()),
+    "status": ("Open threads: state and whose move it is.", _schema()),
+    "search": (
+        "Search my letters (sent too), best first.",
+        _schema(
+            query={"type": "string", "maxLength": MAX_QUERY},
+            **{"from": {"type": "string", "maxLength": 320}},
+            type=_ANY_KIND,
+            thread=_THREAD,
+            since=_S,
+        ),
+    ),
+    "wait": (
+        "Block until a matching letter is unread.",
+        _schema(
+            timeout={"type": "number", "minimum": 0, "maximum": MAX_WAIT, "description": "seconds, default 60"},
+            type=_ANY_KIND,
+            thread=_THREAD,
+        ),
+    ),
+}
+
+INSTRUCTIONS = (
+    "Mail between the agents of different platforms. Check inbox when you start and answer "
+    "what needs an answer. " + DATA_NOT_ORDERS
+)
+
+
+def tool_list_json() -> str:
+    """The tool list as a client receives it (names, descriptions, schemas): what it costs."""
+    return json.dumps([{"name": n, "description": d, "inputSchema": s} for n, (d, s) in TOOLS.items()])
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, str):
+        return for_terminal(value)  # the one sanitiser for untrusted letter text
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    return value
+
+
+def _letter(letter: Letter, body_limit: int | None = None) -> dict[str, Any]:
+    """A letter with its empty fields dropped: every token here is paid for in context."""
+    skip = {"references", "sender_address", "to_address", "sender_name", "depth", "message_id"}
+    data = {k: v for k, v in letter.to_json().items() if v not in (None, "", [], False) and k not in skip}
+    body = str(data.get("body", ""))
+    if body_limit is not None and len(body) > body_limit:
+        data["body"] = body[:body_limit] + f"… [{len(body) - body_limit} more chars: show {letter.id}]"
+    return data
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+    """``pattern`` as JSON Schema means it (ECMA-262): "$" ends the text. Python's "$" also
+    matches before a final newline, so "id\\n" would pass jsonschema's own check."""
+    from jsonschema.exceptions import ValidationError
+
+    if isinstance(instance, str) and not re.search(re.sub(r"(?<!\\)\$$", r"\\Z", pattern), instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+@functools.cache
+def _validator(name: str) -> Any:
+    """The checker of one tool's arguments: its declared schema, by jsonschema (Draft 2020-12),
+    where a number is a finite one (NaN and infinities pass every minimum and maximum)."""
+    from jsonschema import Draft202012Validator, validators
+
+    numbers = Draft202012Validator.TYPE_CHECKER.redefine(
+        "number", lambda _c, x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    )
+    strict = validators.extend(Draft202012Validator, {"pattern": _pattern}, type_checker=numbers)
+    schema = TOOLS[name][1]
+    strict.check_schema(schema)
+    return strict(schema)
+
+
+def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
+    """The arguments of one call, as its schema allows them, else BadInput with one line: a
+    wrong type, a value out of range, an unknown or a missing argument is never coerced."""
+    from jsonschema.exceptions import best_match
+
+    if name not in TOOLS:
+        raise NotFound(f"no tool {name}")
+    args = {} if arguments is None else arguments
+    error = best_match(_validator(name).iter_errors(args))
+    if error is None:
+        return dict(args)
+    where = "/".join(map(str, error.absolute_path))
+    text = " ".join(error.message.split())
+    text = text if len(text) <= 200 else text[:199] + "…"  # the message quotes the value, which may be long
+    raise BadInput(f"bad arguments for {name}: {where + ': ' if where else ''}{text}")
+
+
+def call(am: AgentMail, name: str, arguments: dict[str, Any] | None, *, save_root: Path | None = None) -> Any:
+    """Run one tool against the client; returns what goes back as JSON. Errors raise.
+    ``save_root``: the folder ``save`` writes below (default: ``save_folder()``)."""
+    return _run(am, name, check_arguments(name, arguments), save_root)
+
+
+def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) -> Any:
+    if name == "whoami":
+        return {"platform": am.me.platform, "agent": am.me.agent, "address": am.platform.address}
+    if name == "inbox":
+        limit = a.get("limit")  # an integer, which JSON may also write 3.0
+        letters = am.inbox(consume=a.get("consume", False), limit=None if limit is None else int(limit))
+        return [_letter(x, INBOX_BODY) for x in letters]
+    if name == "show":
+        return _letter(am.show(a["id"]))
+    if name == "save":
+        return {"saved": [str(p) for p in _save(am, a["id"], a.get("dir", "."), save_root)]}
+    if name == "done":
+        return {"done": am.done(*a["ids"])}
+    if name == "send":
+        return _sent(am, a)
+    if name == "reply":
+        letter = am.reply(a["id"], a["body"], type=a.get("type"), raise_refused=True, hold=a.get("hold", False))
+        assert letter is not None  # raise_refused: a refusal raised
+        return _outcome(letter, am.last_warnings)
+    if name == "thread":
+        return [_letter(x) for x in am.thread(a["thread"])]
+    if name == "note":
+        return _outcome(am.note(a["subject"], a["body"], to_agent=a.get("to")), am.last_warnings)
+    if name == "notes":
+        return [_letter(x) for x in am.notes()]
+    if name == "held":
+        return [_letter(x) for x in am.held()]
+    if name == "quarantine":
+        return [_letter(x) for x in am.quarantined()]
+    if name == "status":
+        return [row.to_json() for row in am.status()]
+    if name == "search":
+        hits = am.search(a.get("query", ""), sender=a.get("from"), type=a.get("type"), thread=a.get("thread"),
+                         since=a.get("since"), limit=SEARCH_HITS)  # fmt: skip
+        return [{k: v for k, v in hit.to_json().items() if v not in (None, "")} for hit in hits]
+    letter, mechanism = am.wait(float(a.get("timeout", 60.0)), type=a.get("type"), thread=a.get("thread"))
+    return {**_letter(letter, INBOX_BODY), "woke_by": mechanism}
+
+
+# --- save: where a tool may write --------------------------------------------------------------
+
+
+def save_folder() -> Path:
+    """The folder the ``save`` tool writes below: $AGENTMAIL_MCP_SAVE_DIR, else the working directory."""
+    return Path(os.environ.get(SAVE_DIR_ENV) or ".").absolute()
+
+
+def _protected(am: AgentMail) -> list[tuple[Path, str]]:
+    """The folders nothing is saved below: what agentmail trusts, and where Python finds code
+    (a module or a ``.pth`` file there runs with the next interpreter)."""
+    import site
+    import sysconfig
+
+    places = [(am.home, "the agentmail home"), (am.registry.root, "the registry")]
+    code = [*sys.path, *site.getsitepackages(), site.getusersitepackages()]
+    code += [sysconfig.get_path(key) for key in ("purelib", "platlib", "stdlib", "platstdlib")]
+    places += [(Path(entry), "a Python path") for entry in code]
+    return [(Path(os.path.realpath(path)), what) for path, what in places]
+
+
+def _below(root: Path, directory: str) -> Path:
+    """``root``/``directory``, opened one folder at a time without following a symlink: a
+    relative path (or an absolute one inside ``root``) of real folders, none hidden, no "..".
+    Returns the folder's real path."""
+    root, given = Path(os.path.abspath(root)), Path(directory)
+    if given.is_absolute():
+        inside = next((given.relative_to(r) for r in (root, root.resolve()) if given.is_relative_to(r)), None)
+        if inside is None:
+            raise BadInput(f"save: {directory} is not below {root}, the only folder save writes to ({SAVE_DIR_ENV})")
+        given = inside
+    parts = [part for part in given.parts if part != "."]
+    for part in parts:
+        if part == ".." or part.startswith("."):
+            raise BadInput(f"save: {directory}: {part!r} is not allowed (no '..', no hidden folder)")
+    real = Path(os.path.realpath(root))
+    try:
+        fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        raise BadInput(f"save: {root} ({SAVE_DIR_ENV} or the working directory): {exc.strerror}") from None
+    try:
+        for part in parts:
+            try:
+                inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except FileNotFoundError:
+                raise BadInput(f"save: {directory}: there is no folder {part}") from None
+            except (OSError, ValueError):  # ELOOP or ENOTDIR: a symlink, a file; ValueError: a NUL
+                raise BadInput(f"save: {directory}: {part} is not a folder (save follows no symlink)") from None
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    return real.joinpath(*parts)
+
+
+def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path | None) -> list[Path]:
+    """The ``save`` tool: a letter's attachments into a folder below the save folder, never
+    below the agentmail home, the registry or a Python path, never over a file, through no
+    symlink. The MCP server runs one tool at a time, so nothing of agentmail's moves the
+    folder between this check and the write (which, besides, follows no symlink)."""
+    from ..letter.attach import unique_names
+
+    target = _below(save_folder() if save_root is None else save_root, directory)
+    for place, what in _protected(am):
+        if target.is_relative_to(place):
+            raise BadInput(f"save: {target} is inside {what} ({place}); choose a folder of the checkout")
+    attachments = am.attachments(letter_id)
+    for name in unique_names(attachments):
+        if os.path.lexists(target / name):
+            raise BadInput(f"save: {target / name} exists; save never replaces a file (choose another dir)")
+    return am.save(letter_id, target)
+
+
+def _sent(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
+    letter = am.send(a["to"], a["subject"], a["body"], type=a.get("type", "report"), severity=a.get("severity"),
+                     ref=a.get("ref"), thread=a.get("thread"), hold=a.get("hold", False))  # fmt: skip
+    return _outcome(letter, am.last_warnings)
+
+
+def _outcome(letter: Letter, warnings: list[str]) -> dict[str, Any]:
+    from ..client.facade import raise_for_state
+
+    raise_for_state(letter)  # queued or failed: a tool error, as the CLI's exit 5
+    out: dict[str, Any] = {"id": letter.id, "thread": letter.thread, "to": letter.to, "state": letter.state}
+    if letter.state == "held":
+        out["held_reason"] = letter.extra.get("held_reason") or ""
+    if warnings:
+        out["warnings"] = warnings
+    return out
+
+
+class Tools:
+    """The client calls behind the tools, one at a time; ``wait`` gets its own client so a
+    long wait never holds up the other tools. ``save_root``: the folder ``save`` writes below,
+    fixed when the server starts (default: ``save_folder()``)."""
+
+    def __init__(self, make_client: Callable[[], AgentMail], save_root: Path | None = None) -> None:
+        self._make = make_client
+        self._client: AgentMail | None = None
+        self._lock = threading.Lock()
+        self.save_root = save_folder() if save_root is None else save_root
+
+    def _am(self) -> AgentMail:
+        if self._client is None:
+            self._client = self._make()  # identity errors surface as tool errors, not a dead server
+        return self._client
+
+    def run(self, name: str, arguments: dict[str, Any] | None) -> tuple[str, bool]:
+        """(text, is_error) for one tool call. The arguments are checked before anything is
+        opened: a call its schema refuses touches no file."""
+        try:
+            args = check_arguments(name, arguments)
+            if name == "wait":
+                from ..client.facade import AgentMail
+
+                with self._lock:
+                    base = self._am()
+                with AgentMail(base.registry, base.me, base.home) as own:
+                    result = _run(own, name, args, self.save_root)
+            else:
+                with self._lock:
+                    result = _run(self._am(), name, args, self.save_root)
+        except AgentmailError as exc:
+            return _clean(str(exc)), True
+        except (TypeError, ValueError) as exc:  # arguments of the wrong shape
+            return _clean(f"bad arguments for {name}: {exc}"), True
+        return json.dumps(_clean(result), ensure_ascii=False, separators=(",", ":"), default=str), False
+
+
+def server(make_client: Callable[[], AgentMail], save_root: Path | None = None) -> Any:
+    """The MCP server (the SDK's low-level ``Server``) of these tools, not yet running."""
+    try:
+        import anyio
+        import mcp_types as types
+        from mcp.server.lowlevel import Server
+    except ImportError as exc:
+        from ..errors import ConfigError
+
+        raise ConfigError("the MCP server needs the optional extra: pip install 'agentmail[mcp]'") from exc
+    from importlib.metadata import version
+
+    tools = Tools(make_client, save_root)
+    listing = [types.Tool(name=n, description=d, input_schema=s) for n, (d, s) in TOOLS.items()]
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listing)
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        # The client is blocking (file locks, IMAP): run it off the event loop.
+        text, failed = await anyio.to_thread.run_sync(tools.run, params.name, params.arguments)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
+
+    made: Server[Any] = Server(
+        "agentmail",
+        version=version("agentmail"),
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+    return made
+
+
+def serve(make_client: Callable[[], AgentMail]) -> None:
+    """Serve the tools over stdin/stdout until the client hangs up."""
+    made = server(make_client)
+    import anyio
+    from mcp.server.stdio import stdio_server
+
+    async def main() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await made.run(read_stream, write_stream, made.create_initialization_options())
+
+    anyio.run(main)

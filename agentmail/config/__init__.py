@@ -1,0 +1,1 @@
+"""What a bus and a platform are told: the registry, who I am, credentials, who receives."""

@@ -1,0 +1,697 @@
+"""The registry: which platforms exist on this bus, their addresses and pinned keys.
+
+Data, not code: ``bus.toml`` plus ``platforms/<name>.toml``. Each platform file is validated
+on its own; a bad one is reported in ``Registry.problems`` and skipped, never fatal to the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from .._value import Frozen, Value, set_field
+from ..errors import BadInput, ConfigError
+from ..model import NAME_RE
+from ._toml import BadToml, read_toml
+
+ADDRESS_RE = re.compile(
+    r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
+)
+# A person's mailbox may carry a plus tag or an underscore (a platform's may not: its plus tag is the thread)
+PERSON_RE = re.compile(
+    r"^[a-z0-9][a-z0-9.+_-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
+)
+DOMAIN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
+# A hold rule: a domain (every address in it) or one address (a plus tag allowed).
+HOLD_RE = re.compile(r"^(?:[a-z0-9][a-z0-9._+-]{0,63}@)?" + DOMAIN_RE.pattern[1:])
+SELECTOR_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+POLICIES = ("pinned", "aligned")
+TLS_MODES = ("implicit", "starttls", "none")
+# How a mailbox login is proved (DESIGN §2): a password, or an OAuth2 access token by SASL
+# XOAUTH2 (Google's and Microsoft's) or OAUTHBEARER (RFC 7628).
+AUTH_MECHANISMS = ("password", "xoauth2", "oauthbearer")
+
+
+# The attachment types a bus takes unless bus.toml's attach_types says otherwise: evidence
+# (logs, HAR/JSON, CSV, screenshots, PDFs, archives) and patches.
+ATTACH_TYPES = (
+    "text/plain",
+    "text/x-diff",
+    "text/x-log",
+    "text/csv",
+    "text/markdown",
+    "application/json",
+    "application/pdf",
+    "application/gzip",
+    "application/zip",
+    "image/png",
+    "image/jpeg",
+)
+# A bus's attachment limits unless bus.toml says otherwise (decoded bytes; base64 adds a third).
+ATTACH_MAX_BYTES = 512 * 1024  # per attachment
+ATTACH_MAX_TOTAL = 700 * 1024  # per letter
+ATTACH_MAX_COUNT = 10
+ATTACH_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$")
+
+
+class Endpoint(Frozen):
+    __slots__ = ("host", "port", "tls")
+
+    host: str
+    port: int
+    tls: str  # implicit | starttls | none
+
+    def __init__(self, host: str, port: int, tls: str) -> None:
+        set_field(self, "host", host)
+        set_field(self, "port", port)
+        set_field(self, "tls", tls)
+
+
+class Bus(Frozen):
+    __slots__ = (
+        "name",
+        "domain",
+        "transport",
+        "policy",
+        "trusted_authserv_ids",
+        "smtp",
+        "imap",
+        "ca_file",
+        "sent_folder",
+        "max_size",
+        "poll_interval",
+        "hold",
+        "new_threads_per_hour",
+        "attach_max_bytes",
+        "attach_max_total",
+        "attach_max_count",
+        "attach_types",
+        "groups",
+        "auth",
+        "stale_after",
+    )
+
+    name: str
+    domain: str
+    transport: str
+    policy: str
+    trusted_authserv_ids: tuple[str, ...]
+    smtp: Endpoint | None
+    imap: Endpoint | None
+    ca_file: str | None
+    sent_folder: str | None  # None: the folder marked \\Sent (RFC 6154), if any; "": no copy
+    max_size: int
+    poll_interval: float | None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
+    hold: tuple[str, ...]  # domains or addresses whose letters wait for a person's approval
+    new_threads_per_hour: int  # per platform; replies and follow-ups are not counted; 0: no cap
+    # Attachments a letter may carry (decoded bytes; base64 adds a third: max_size stays the cap)
+    attach_max_bytes: int  # per attachment
+    attach_max_total: int  # per letter
+    attach_max_count: int
+    attach_types: tuple[str, ...]
+    # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
+    groups: tuple[tuple[str, tuple[str, ...]], ...]
+    auth: str  # how every platform logs in to the mailbox, unless its entry says otherwise
+    # Seconds without a move after which an open thread is announced to its followers (issue 26);
+    # None: never for staleness (the depth cap is announced all the same).
+    stale_after: int | None
+
+    def __init__(
+        self,
+        name: str,
+        domain: str,
+        transport: str = "local",
+        policy: str = "pinned",
+        trusted_authserv_ids: tuple[str, ...] = (),
+        smtp: Endpoint | None = None,
+        imap: Endpoint | None = None,
+        ca_file: str | None = None,
+        sent_folder: str | None = None,
+        max_size: int = 1_048_576,
+        poll_interval: float | None = None,
+        hold: tuple[str, ...] = (),
+        new_threads_per_hour: int = 20,
+        attach_max_bytes: int = ATTACH_MAX_BYTES,
+        attach_max_total: int = ATTACH_MAX_TOTAL,
+        attach_max_count: int = ATTACH_MAX_COUNT,
+        attach_types: tuple[str, ...] = ATTACH_TYPES,
+        groups: tuple[tuple[str, tuple[str, ...]], ...] = (),
+        auth: str = "password",
+        stale_after: int | None = None,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "domain", domain)
+        set_field(self, "transport", transport)
+        set_field(self, "policy", policy)
+        set_field(self, "trusted_authserv_ids", trusted_authserv_ids)
+        set_field(self, "smtp", smtp)
+        set_field(self, "imap", imap)
+        set_field(self, "ca_file", ca_file)
+        set_field(self, "sent_folder", sent_folder)
+        set_field(self, "max_size", max_size)
+        set_field(self, "poll_interval", poll_interval)
+        set_field(self, "hold", hold)
+        set_field(self, "new_threads_per_hour", new_threads_per_hour)
+        set_field(self, "attach_max_bytes", attach_max_bytes)
+        set_field(self, "attach_max_total", attach_max_total)
+        set_field(self, "attach_max_count", attach_max_count)
+        set_field(self, "attach_types", attach_types)
+        set_field(self, "groups", groups)
+        set_field(self, "auth", auth)
+        set_field(self, "stale_after", stale_after)
+
+    def group(self, name: str) -> tuple[str, ...] | None:
+        return next((members for group, members in self.groups if group == name), None)
+
+
+class Person(Frozen):
+    """A person in the loop of a platform's threads (DESIGN §4): ``follows`` is copied (Cc) on
+    every letter of the platform's threads; ``writes`` may write into them from a mail client."""
+
+    __slots__ = ("address", "follows", "writes", "approves")
+
+    address: str
+    follows: bool
+    writes: bool
+    approves: bool  # releases or rejects the platform's held letters by answering their announcement
+
+    def __init__(self, address: str, follows: bool = False, writes: bool = False, approves: bool = False) -> None:
+        set_field(self, "address", address)
+        set_field(self, "follows", follows)
+        set_field(self, "writes", writes)
+        set_field(self, "approves", approves)
+
+
+class Platform(Frozen):
+    __slots__ = (
+        "name",
+        "address",
+        "display_name",
+        "remotes",
+        "paths",
+        "dkim_domain",
+        "selector",
+        "algorithm",
+        "public_key",
+        "key_lookup",
+        "people",
+        "auth",
+        "retiring",
+    )
+
+    name: str
+    address: str
+    display_name: str
+    remotes: tuple[str, ...]
+    paths: tuple[str, ...]
+    dkim_domain: str
+    selector: str
+    algorithm: str
+    public_key: str  # base64, as in the DNS TXT record's p=
+    key_lookup: str  # or "dns" for partners who publish their key
+    people: tuple[Person, ...]
+    auth: str  # this platform's mailbox login mechanism; "": the bus's
+    retiring: RetiringKey | None  # the key before ``keygen --rotate``, valid until its window ends
+
+    def __init__(
+        self,
+        name: str,
+        address: str,
+        display_name: str = "",
+        remotes: tuple[str, ...] = (),
+        paths: tuple[str, ...] = (),
+        dkim_domain: str = "",
+        selector: str = "",
+        algorithm: str = "ed25519",
+        public_key: str = "",
+        key_lookup: str = "pinned",
+        people: tuple[Person, ...] = (),
+        auth: str = "",
+        retiring: RetiringKey | None = None,
+    ) -> None:
+        set_field(self, "name", name)
+        set_field(self, "address", address)
+        set_field(self, "display_name", display_name)
+        set_field(self, "remotes", remotes)
+        set_field(self, "paths", paths)
+        set_field(self, "dkim_domain", dkim_domain)
+        set_field(self, "selector", selector)
+        set_field(self, "algorithm", algorithm)
+        set_field(self, "public_key", public_key)
+        set_field(self, "key_lookup", key_lookup)
+        set_field(self, "people", people)
+        set_field(self, "auth", auth)
+        set_field(self, "retiring", retiring)
+
+    @property
+    def followers(self) -> tuple[str, ...]:
+        return tuple(p.address for p in self.people if p.follows)
+
+    @property
+    def domain(self) -> str:
+        return self.address.rpartition("@")[2]
+
+    def txt_record(self) -> str:
+        return f"v=DKIM1; k={self.algorithm}; p={self.public_key}"
+
+
+class Registry(Value):
+    __slots__ = ("root", "bus", "platforms", "problems")
+
+    root: Path
+    bus: Bus
+    platforms: dict[str, Platform]
+    problems: list[str]
+
+    def __init__(
+        self, root: Path, bus: Bus, platforms: dict[str, Platform] | None = None, problems: list[str] | None = None
+    ) -> None:
+        self.root = root
+        self.bus = bus
+        self.platforms = {} if platforms is None else platforms
+        self.problems = [] if problems is None else problems
+
+    def by_address(self, address: str) -> Platform | None:
+        """Exact, case-insensitive match on the whole address: never a suffix, never a name."""
+        wanted = address.lower()
+        for platform in self.platforms.values():
+            if platform.address == wanted:
+                return platform
+        return None
+
+    def get(self, name: str) -> Platform:
+        try:
+            return self.platforms[name]
+        except KeyError:
+            import difflib
+
+            known = ", ".join(sorted(self.platforms)) or "none"
+            close = difflib.get_close_matches(name, list(self.platforms), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"no platform {name!r} in the registry at {self.root}{hint} (known: {known})") from None
+
+    def auth_of(self, name: str) -> str:
+        """How platform ``name`` logs in to its mailbox: its entry's ``auth``, else the bus's."""
+        return self.get(name).auth or self.bus.auth
+
+    def named(self, name: str) -> Platform:
+        """A platform a user typed (``send TO``, ``person PLATFORM``): an unknown name is bad
+        input (exit 2), the same sentence as ``get``'s; ``get`` is for names the configuration
+        gives (an identity, a marker), where it is a configuration problem (exit 6)."""
+        try:
+            return self.get(name)
+        except ConfigError as exc:
+            raise BadInput(str(exc)) from None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """tomllib's reading of ``path`` (tomllib itself is imported only when the file changed)."""
+    return read_toml(path)
+
+
+# Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
+# (TOML's trap: a top-level key written after [imap] silently lands inside [imap].)
+TOP_KEYS = (
+    "name",
+    "domain",
+    "transport",
+    "policy",
+    "trusted_authserv_ids",
+    "ca_file",
+    "sent_folder",
+    "max_size",
+    "hold",
+    "new_threads_per_hour",
+    "attach_max_bytes",
+    "attach_max_total",
+    "attach_max_count",
+    "attach_types",
+    "auth",
+    "stale_after",
+)
+TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
+FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
+PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people", "auth")
+PERSON_KEYS = ("address", "follows", "writes", "approves")
+DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup", "previous")
+PREVIOUS_KEYS = ("selector", "algorithm", "public_key", "until")
+_UNTIL_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+
+
+class RetiringKey(Frozen):
+    """A platform's key before ``keygen --rotate`` (``[dkim.previous]``): a letter it signed is
+    accepted until ``until`` (UTC, ``YYYY-MM-DDTHH:MM:SSZ``), refused after, saying why."""
+
+    __slots__ = ("selector", "algorithm", "public_key", "until")
+
+    selector: str
+    algorithm: str
+    public_key: str  # "" when the platform's key is looked up in DNS
+    until: str
+
+    def __init__(self, selector: str, algorithm: str, public_key: str, until: str) -> None:
+        set_field(self, "selector", selector)
+        set_field(self, "algorithm", algorithm)
+        set_field(self, "public_key", public_key)
+        set_field(self, "until", until)
+
+    def valid_at(self, now: float) -> bool:
+        import calendar
+        import time
+
+        return now <= calendar.timegm(time.strptime(self.until, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+def parse_previous(value: Any, selector: str, lookup: str) -> RetiringKey | None:
+    """``[dkim.previous]``, validated as hostile input: a table of known keys, another selector
+    than the current one, a pinned key when the platform pins, a real UTC time."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise ConfigError("[dkim.previous] must be a table")
+    for key in value:
+        if key not in PREVIOUS_KEYS:
+            raise ConfigError(f"unknown key {key!r} in [dkim.previous] (known: {', '.join(PREVIOUS_KEYS)})")
+    old = value.get("selector", "")
+    if not isinstance(old, str) or not SELECTOR_RE.fullmatch(old) or old == selector:
+        raise ConfigError(f"dkim.previous.selector {old!r} is missing, invalid or the current selector")
+    algorithm = value.get("algorithm", "ed25519")
+    if algorithm not in ("ed25519", "rsa"):
+        raise ConfigError("dkim.previous.algorithm must be 'ed25519' or 'rsa'")
+    public_key = value.get("public_key", "")
+    if not isinstance(public_key, str) or (lookup == "pinned" and not re.fullmatch(r"[A-Za-z0-9+/=]{40,}", public_key)):
+        raise ConfigError("dkim.previous.public_key (base64) is required when the key is pinned")
+    until = value.get("until", "")
+    if not isinstance(until, str) or not _UNTIL_RE.fullmatch(until):
+        raise ConfigError(f"dkim.previous.until {until!r} must be a UTC time like 2026-12-09T14:00:00Z")
+    import time
+
+    try:
+        time.strptime(until, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise ConfigError(f"dkim.previous.until {until!r} is not a real time") from None
+    return RetiringKey(old, algorithm, public_key if lookup == "pinned" else "", until)
+
+
+def default_tls(port: int) -> str:
+    """The TLS mode a well-known port speaks: 465/993 implicit, 587/143/25 STARTTLS."""
+    return "starttls" if port in (587, 143, 25) else "implicit"
+
+
+def _home_of(key: str) -> str:
+    if key in TOP_KEYS:
+        return "at the top of bus.toml, before any [table]"
+    tables = [t for t, keys in TABLE_KEYS.items() if key in keys]
+    return "under " + " or ".join(f"[{t}]" for t in tables) if tables else ""
+
+
+def check_bus_keys(data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        if key in FREE_TABLES:
+            continue
+        if key in TABLE_KEYS:
+            if not isinstance(value, dict):
+                raise ConfigError(f"bus.toml: [{key}] must be a table")
+            for inner in value:
+                if inner not in TABLE_KEYS[key]:
+                    where = _home_of(inner)
+                    raise ConfigError(
+                        f"bus.toml: unknown key {inner!r} in [{key}]"
+                        + (f"; it belongs {where}" if where else f" (known: {', '.join(TABLE_KEYS[key])})")
+                    )
+        elif key not in TOP_KEYS:
+            where = _home_of(key)
+            raise ConfigError(
+                f"bus.toml: unknown key {key!r}"
+                + (f"; it belongs {where}" if where else f" (known: {', '.join(TOP_KEYS)}, [smtp], [imap], [groups])")
+            )
+
+
+def _check_platform_keys(data: dict[str, Any]) -> None:
+    for key in data:
+        if key not in PLATFORM_KEYS:
+            where = "under [dkim]" if key in DKIM_KEYS else ""
+            raise ConfigError(
+                f"unknown key {key!r}" + (f"; it belongs {where}" if where else f" (known: {', '.join(PLATFORM_KEYS)})")
+            )
+    dkim = data.get("dkim")
+    if isinstance(dkim, dict):
+        for key in dkim:
+            if key not in DKIM_KEYS:
+                where = "at the top, before [dkim]" if key in PLATFORM_KEYS else ""
+                raise ConfigError(
+                    f"unknown key {key!r} in [dkim]"
+                    + (f"; it belongs {where}" if where else f" (known: {', '.join(DKIM_KEYS)})")
+                )
+
+
+def _endpoint(data: Any, what: str) -> Endpoint | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise ConfigError(f"bus.toml: [{what}] must be a table")
+    host, port = data.get("host"), data.get("port")
+    tls = data.get("tls", default_tls(port) if isinstance(port, int) else "implicit")
+    if not isinstance(host, str) or not host or not isinstance(port, int) or not 0 < port < 65536:
+        raise ConfigError(f"bus.toml: [{what}] needs host (text) and port (1-65535)")
+    if tls not in TLS_MODES:
+        raise ConfigError(f"bus.toml: [{what}] tls must be one of {', '.join(TLS_MODES)}")
+    return Endpoint(host, port, tls)
+
+
+def parse_bus(data: dict[str, Any]) -> Bus:
+    check_bus_keys(data)
+    domain = data.get("domain")
+    if not isinstance(domain, str) or not DOMAIN_RE.fullmatch(domain):
+        raise ConfigError(f"bus.toml: domain {domain!r} is not a valid domain")
+    transport = data.get("transport", "local")
+    if transport not in ("local", "smtp+imap"):
+        raise ConfigError(f"bus.toml: transport must be 'local' or 'smtp+imap', not {transport!r}")
+    policy = data.get("policy", "pinned")
+    if policy not in POLICIES:
+        raise ConfigError(f"bus.toml: policy must be one of {', '.join(POLICIES)}")
+    sent_folder = data.get("sent_folder")
+    if sent_folder is not None and not isinstance(sent_folder, str):
+        raise ConfigError('bus.toml: sent_folder must be a folder name ("" for none)')
+    ca_file = data.get("ca_file")
+    if ca_file is not None and not isinstance(ca_file, str):
+        raise ConfigError("bus.toml: ca_file must be a path (relative to the registry directory)")
+    ids = data.get("trusted_authserv_ids", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+        raise ConfigError("bus.toml: trusted_authserv_ids must be a list of names")
+    max_size = data.get("max_size", 1_048_576)
+    if not isinstance(max_size, int) or max_size < 4096:
+        raise ConfigError("bus.toml: max_size must be a number of bytes >= 4096")
+    hold = data.get("hold", [])
+    if not isinstance(hold, list) or not all(isinstance(h, str) and HOLD_RE.fullmatch(h) for h in hold):
+        raise ConfigError('bus.toml: hold must be a list of lowercase domains or addresses (e.g. ["partner.example"])')
+    quota = data.get("new_threads_per_hour", 20)
+    if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
+        raise ConfigError("bus.toml: new_threads_per_hour must be a whole number >= 0")
+    sizes = {}
+    for key, default in (("attach_max_bytes", ATTACH_MAX_BYTES), ("attach_max_total", ATTACH_MAX_TOTAL),
+                         ("attach_max_count", ATTACH_MAX_COUNT)):  # fmt: skip
+        value = data.get(key, default)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ConfigError(f"bus.toml: {key} must be a whole number >= 0")
+        sizes[key] = value
+    types = data.get("attach_types", list(ATTACH_TYPES))
+    if not isinstance(types, list) or not all(isinstance(t, str) and ATTACH_TYPE_RE.fullmatch(t) for t in types):
+        raise ConfigError('bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])')
+    groups = parse_groups(data.get("groups", {}))
+    stale_after = parse_stale_after(data.get("stale_after"))
+    auth = parse_auth(data.get("auth", "password"), "bus.toml: auth")
+    smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
+    poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
+    if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
+        raise ConfigError("bus.toml: [imap] poll_interval must be seconds between 0 and 3600")
+    if transport == "smtp+imap" and (smtp is None or imap is None):
+        raise ConfigError("bus.toml: the smtp+imap transport needs [smtp] and [imap] endpoints")
+    return Bus(
+        name=str(data.get("name", domain)),
+        domain=domain,
+        transport=transport,
+        policy=policy,
+        trusted_authserv_ids=tuple(ids),
+        smtp=smtp,
+        imap=imap,
+        ca_file=ca_file or None,
+        sent_folder=sent_folder,
+        max_size=max_size,
+        poll_interval=float(poll) if poll is not None else None,
+        hold=tuple(dict.fromkeys(hold)),
+        new_threads_per_hour=quota,
+        attach_types=tuple(dict.fromkeys(types)),
+        **sizes,
+        groups=groups,
+        auth=auth,
+        stale_after=stale_after,
+    )
+
+
+def parse_stale_after(value: Any) -> int | None:
+    """``stale_after``: a duration as a person writes it (``3d``), kept as text in bus.toml."""
+    if value is None:
+        return None
+    from ..ages import duration
+
+    try:
+        if isinstance(value, str):
+            return duration(value, "stale_after")
+    except BadInput:
+        pass
+    raise ConfigError(f"bus.toml: stale_after must be a duration such as 3d, not {str(value)[:40]!r}")
+
+
+def parse_auth(value: Any, where: str) -> str:
+    if value not in AUTH_MECHANISMS:
+        raise ConfigError(f"{where} must be one of {', '.join(AUTH_MECHANISMS)}, not {value!r}")
+    return str(value)
+
+
+def parse_groups(data: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``[groups]``: each a name (as a platform's) = a non-empty list of platform names, once each.
+    Whether the members exist is the registry's to say when a letter is addressed (a platform
+    file skipped for a problem must not make the whole bus unreadable)."""
+    if not isinstance(data, dict):
+        raise ConfigError('bus.toml: [groups] must be a table (name = ["platform", ...])')
+    groups: list[tuple[str, tuple[str, ...]]] = []
+    for name, members in data.items():
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+            raise ConfigError(f"bus.toml: group name {name!r} must match {NAME_RE.pattern}")
+        if (
+            not isinstance(members, list)
+            or not members
+            or not all(isinstance(m, str) and NAME_RE.fullmatch(m) for m in members)
+        ):
+            raise ConfigError(f"bus.toml: group {name} must be a non-empty list of platform names")
+        if len(set(members)) != len(members):
+            raise ConfigError(f"bus.toml: group {name} names a platform twice")
+        groups.append((name, tuple(members)))
+    return tuple(groups)
+
+
+def parse_platform(data: dict[str, Any], stem: str) -> Platform:
+    """One platform entry; raises ConfigError naming what is wrong."""
+    _check_platform_keys(data)
+    name = data.get("name", stem)
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise ConfigError(f"name {name!r} must match {NAME_RE.pattern}")
+    if name != stem:
+        raise ConfigError(f"name {name!r} does not match its file name {stem}.toml")
+    address = data.get("address")
+    if not isinstance(address, str) or not ADDRESS_RE.fullmatch(address):
+        raise ConfigError(f"address {address!r} is not a plain lowercase ASCII address")
+    dkim = data.get("dkim", {})
+    if not isinstance(dkim, dict):
+        raise ConfigError("[dkim] must be a table")
+    lookup = dkim.get("lookup", "pinned")
+    if lookup not in ("pinned", "dns"):
+        raise ConfigError("dkim.lookup must be 'pinned' or 'dns'")
+    selector = dkim.get("selector", "")
+    if not isinstance(selector, str) or not SELECTOR_RE.fullmatch(selector):
+        raise ConfigError(f"dkim.selector {selector!r} is missing or invalid")
+    algorithm = dkim.get("algorithm", "ed25519")
+    if algorithm not in ("ed25519", "rsa"):
+        raise ConfigError("dkim.algorithm must be 'ed25519' or 'rsa'")
+    public_key = dkim.get("public_key", "")
+    if lookup == "pinned" and not (isinstance(public_key, str) and re.fullmatch(r"[A-Za-z0-9+/=]{40,}", public_key)):
+        raise ConfigError("dkim.public_key (base64) is required when the key is pinned")
+    dkim_domain = dkim.get("domain", address.rpartition("@")[2])
+    if not isinstance(dkim_domain, str) or not DOMAIN_RE.fullmatch(dkim_domain):
+        raise ConfigError(f"dkim.domain {dkim_domain!r} is not a valid domain")
+    remotes, paths = data.get("remotes", []), data.get("paths", [])
+    for label, items in (("remotes", remotes), ("paths", paths)):
+        if not isinstance(items, list) or not all(isinstance(i, str) and i for i in items):
+            raise ConfigError(f"{label} must be a list of strings")
+    people = parse_people(data.get("people", []))
+    auth = parse_auth(data["auth"], "auth") if "auth" in data else ""
+    retiring = parse_previous(dkim.get("previous"), selector, lookup)
+    return Platform(
+        name=name,
+        address=address,
+        display_name=str(data.get("display_name", "")),
+        remotes=tuple(remotes),
+        paths=tuple(paths),
+        dkim_domain=dkim_domain,
+        selector=selector,
+        algorithm=algorithm,
+        public_key=public_key if isinstance(public_key, str) else "",
+        key_lookup=lookup,
+        people=people,
+        auth=auth,
+        retiring=retiring,
+    )
+
+
+def parse_people(data: Any) -> tuple[Person, ...]:
+    """``[[people]]`` entries: a plain address each (once), ``follows`` and ``writes`` true/false."""
+    if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
+        raise ConfigError("people must be a list of tables ([[people]] address = ..., follows = ..., writes = ...)")
+    people: list[Person] = []
+    for entry in data:
+        for key in entry:
+            if key not in PERSON_KEYS:
+                raise ConfigError(f"unknown key {key!r} in [[people]] (known: {', '.join(PERSON_KEYS)})")
+        address = entry.get("address")
+        if not isinstance(address, str) or not PERSON_RE.fullmatch(address):
+            raise ConfigError(f"people: address {address!r} is not a plain lowercase ASCII address")
+        if any(p.address == address for p in people):
+            raise ConfigError(f"people: {address} is listed twice")
+        follows, writes = entry.get("follows", False), entry.get("writes", False)
+        approves = entry.get("approves", False)
+        if not all(isinstance(flag, bool) for flag in (follows, writes, approves)):
+            raise ConfigError(f"people: follows, writes and approves of {address} must be true or false")
+        people.append(Person(address, follows, writes, approves))
+    return tuple(people)
+
+
+def load(root: Path) -> Registry:
+    """Read a registry directory. A missing or broken ``bus.toml`` is fatal; a bad platform is not."""
+    bus_file = root / "bus.toml"
+    if not bus_file.is_file():
+        raise ConfigError(
+            f"no registry at {root} (bus.toml missing): point at your bus's registry with "
+            f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)"
+        )
+    try:
+        data = _read_toml(bus_file)
+    except BadToml as exc:
+        raise ConfigError(f"{bus_file}: {exc}") from exc
+    bus = parse_bus(data)
+    if bus.ca_file and not Path(bus.ca_file).expanduser().is_absolute():
+        bus = bus.replace(ca_file=str((root / bus.ca_file).resolve()))  # relative to the registry
+    registry = Registry(root=root, bus=bus)
+    folder = root / "platforms"
+    entries = sorted(folder.glob("*.toml")) if folder.is_dir() else []
+    for path in entries:
+        try:
+            platform = parse_platform(_read_toml(path), path.stem)
+        except (ConfigError, BadToml, OSError) as exc:
+            registry.problems.append(f"{path}: {exc}; skipped")
+            continue
+        if registry.by_address(platform.address):
+            registry.problems.append(f"{path}: address {platform.address} is already taken; skipped")
+            continue
+        registry.platforms[platform.name] = platform
+    return registry
+
+
+def is_loopback(host: str) -> bool:
+    """Plaintext is allowed only to these: the traffic never leaves the machine."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def registry_dir(explicit: str | None, home: Path) -> Path:
+    """``--registry``, else AGENTMAIL_REGISTRY, else ``$AGENTMAIL_HOME/registry``."""
+    chosen = explicit or os.environ.get("AGENTMAIL_REGISTRY")
+    return Path(chosen).expanduser() if chosen else home / "registry"

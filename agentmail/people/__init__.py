@@ -1,0 +1,1 @@
+"""Letters for people: plain-text notices, approval by mail, announcements, the digest, escalation."""

@@ -1,0 +1,162 @@
+"""Approval by a person (DESIGN §6, issue 26): a held letter is announced by mail to the
+platform's approvers (people listed with ``approves``); an approver's authenticated reply whose
+first word is ``approve`` or ``reject`` decides it. The operator's CLI path needs the approval
+key, a file the agent is not given: only its SHA-256 is pinned in the registry.
+
+Nothing here sends or moves a letter of the spool: it builds the announcements, reads the
+decision in a reply and checks the key; the client acts on them."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from pathlib import Path
+
+from ..config.registry import Registry
+from ..errors import BadInput, Refused
+from ..model import Letter
+from ..text import one_line
+
+PIN_FILE = "approval-key.sha256"  # in the registry folder: the hex SHA-256 of the operator's key
+HOW_TO_ANSWER = 'To decide, reply to this letter with "approve" or "reject REASON" as the first word.'
+NO_KEY = (
+    "approving from the command line needs the operator's approval key (--key-file FILE, "
+    "pinned in the registry's approval-key.sha256); the agent does not hold it: an approver "
+    "answers the announcement by mail instead"
+)
+
+
+def approvers(registry: Registry, platform: str) -> tuple[str, ...]:
+    """The addresses of the people who approve ``platform``'s held letters."""
+    entry = registry.platforms.get(platform)
+    return tuple(p.address for p in entry.people if p.approves) if entry else ()
+
+
+def every_approver(registry: Registry) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(a for name in sorted(registry.platforms) for a in approvers(registry, name)))
+
+
+def _letter(registry: Registry, platform: str, to: tuple[str, ...], subject: str, body: str) -> tuple[str, bytes]:
+    """A plain-text letter a person reads in any client, marked as automatic (RFC 3834)."""
+    import datetime
+    from email.message import EmailMessage  # only here: a plain send never loads the email package
+    from email.utils import format_datetime, make_msgid
+
+    sender = registry.platforms[platform]
+    msg = EmailMessage()
+    msg["From"] = f"agentmail for {platform} <{sender.address}>"
+    msg["To"] = ", ".join(to)
+    msg["Subject"] = one_line(subject)[:200]
+    msg["Date"] = format_datetime(datetime.datetime.now(datetime.UTC))
+    message_id = make_msgid("approval", domain=sender.address.rpartition("@")[2])
+    msg["Message-ID"] = message_id
+    msg["Auto-Submitted"] = "auto-generated"
+    msg.set_content(body, charset="utf-8")
+    return message_id, msg.as_bytes(policy=msg.policy.clone(linesep="\r\n"))
+
+
+def announcement(registry: Registry, platform: str, letter: Letter, reason: str) -> tuple[str, bytes]:
+    """The announcement of a held letter to ``platform``'s approvers: why it waits, the letter
+    itself (as the agent wrote it), and how to answer."""
+    lines = [
+        f"A letter from {platform} waits for your approval before it is sent.",
+        f"Why it waits: {one_line(reason)}",
+        "",
+        f"Letter: {letter.id} (thread {letter.thread})",
+        f"To: {letter.to_address}",
+        f"Subject: {one_line(letter.subject)}",
+        f"Type: {letter.type}",
+        "",
+        letter.body.rstrip(),
+        "",
+        "-- ",
+        HOW_TO_ANSWER,
+    ]
+    subject = f"Approve? {letter.subject} ({letter.id})"
+    return _letter(registry, platform, approvers(registry, platform), subject, "\n".join(lines) + "\n")
+
+
+def hold_change(registry: Registry, platform: str, before: list[str], after: list[str]) -> tuple[str, bytes]:
+    """The announcement of a change of the bus's ``hold`` rule to every approver."""
+
+    def shown(rule: list[str]) -> str:
+        return ", ".join(rule) if rule else "(none: nothing is held by rule)"
+
+    body = (
+        f"The bus's hold rule was changed from {platform}'s checkout.\n\n"
+        f"Before: {shown(before)}\nNow:    {shown(after)}\n\n"
+        "Nothing needs an answer; if you did not expect this, ask the operator.\n"
+    )
+    return _letter(registry, platform, every_approver(registry), "The hold rule changed", body)
+
+
+def decision(body: str) -> tuple[str, str] | None:
+    """``("approve", "")`` or ``("reject", REASON)`` from the first word of a reply's first
+    written line (quoted lines skipped); None when the reply decides nothing."""
+    for raw_line in body.splitlines():
+        text = raw_line.strip()
+        if not text or text.startswith(">"):
+            continue
+        word, _, rest = text.partition(" ")
+        word = word.strip(".,:;!").lower()
+        if word in ("approve", "approved"):
+            return "approve", ""
+        if word in ("reject", "rejected"):
+            return "reject", one_line(rest).strip(" .,:;-") or "no reason given"
+        return None
+    return None
+
+
+def _pin(registry: Registry) -> str | None:
+    path = registry.root / PIN_FILE
+    try:
+        value = path.read_text(encoding="ascii").strip().lower()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return value if len(value) == 64 and all(c in "0123456789abcdef" for c in value) else None
+
+
+def _read_key(key_file: str) -> bytes:
+    try:
+        data = Path(key_file).expanduser().read_bytes()
+    except OSError as exc:
+        raise Refused(f"the approval key {key_file} cannot be read ({exc.strerror or exc})") from None
+    if not data.strip():
+        raise Refused(f"the approval key {key_file} is empty")
+    return data.strip()
+
+
+def check_key(registry: Registry, key_file: str | None) -> None:
+    """Refused unless ``key_file`` holds the key whose SHA-256 the registry pins."""
+    pin = _pin(registry)
+    if key_file is None or pin is None:
+        raise Refused(NO_KEY)
+    digest = hashlib.sha256(_read_key(key_file)).hexdigest()
+    if not hmac.compare_digest(digest, pin):
+        raise Refused(f"{key_file} is not the approval key pinned in the registry")
+
+
+def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) -> Path:
+    """Write a fresh approval key to ``key_file`` (a new file, 0600, outside AGENTMAIL_HOME)
+    and pin its SHA-256; replacing a pinned key needs the old one."""
+    target = Path(key_file).expanduser().resolve()
+    if target.is_relative_to(home.resolve()) or target.is_relative_to(registry.root.resolve()):
+        raise BadInput(
+            f"{target} is inside AGENTMAIL_HOME or the registry: keep the approval key where the agent cannot read it"
+        )
+    if _pin(registry) is not None:
+        check_key(registry, old_key)
+    import os
+
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise BadInput(f"{target} exists: name a new file") from None
+    except OSError as exc:
+        raise BadInput(f"{target} cannot be written ({exc.strerror or exc})") from None
+    key = secrets.token_urlsafe(32).encode()
+    with os.fdopen(fd, "wb") as out:
+        out.write(key + b"\n")
+    (registry.root / PIN_FILE).write_text(hashlib.sha256(key).hexdigest() + "\n", encoding="ascii")
+    return target

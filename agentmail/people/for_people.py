@@ -1,0 +1,118 @@
+"""Letters written for people, not agents (issue 26): the digest and the "needs a person"
+announcement. A person reads them in any mail client, so they are plain text in short lines
+(at most 78 characters), with no agentmail front matter and no X-Agentmail-Type: an agent
+never files one (they go only to people), and a person's client threads them by In-Reply-To.
+
+    message_id, raw = compose_for_people(registry, home, "alpha", ("carol@people.test",),
+                                         "alpha: digest", "Open threads: 2 ...")
+
+Like ``compose``, no I/O but reading the platform's private key; the letter is signed with it
+(DKIM, as every letter of the platform), ``Auto-Submitted: auto-generated`` (RFC 3834: no
+vacation responder answers it).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ..config.registry import Registry
+from ..errors import BadInput, ConfigError
+from ..text import one_line, visible
+
+LINE = 78  # RFC 5322's "SHOULD" for a line, and what every client shows without wrapping
+
+
+def wrap(text: str, width: int = LINE) -> str:
+    """Every line of ``text`` at most ``width`` characters: a long line is wrapped at its spaces,
+    continuing at its own indent (a word longer than a line is cut)."""
+    out: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= width:
+            out.append(line)
+            continue
+        indent = line[: len(line) - len(line.lstrip(" "))][: width // 2]
+        out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_long_words=True, break_on_hyphens=False)  # fmt: skip
+    return "\n".join(out)
+
+
+def quoted(text: str, limit: int = 400) -> str:
+    """Text from another party, shown to a person as what it is: every line quoted with ``> ``,
+    invisible characters written out (``<U+202E>``), at most ``limit`` characters."""
+    shown = visible(text).strip()
+    if len(shown) > limit:
+        shown = shown[:limit].rstrip() + " [...]"
+    lines = wrap(shown, LINE - 2).splitlines() or [""]
+    return "\n".join(("> " + line).rstrip() for line in lines)
+
+
+def subject_of(text: str, limit: int = 60) -> str:
+    """A subject from a letter, as one safe line within ``limit`` characters, in quotes."""
+    line = one_line(text).strip()
+    return '"' + (line if len(line) <= limit else line[: limit - 3].rstrip() + "...") + '"'
+
+
+def compose_for_people(
+    registry: Registry,
+    home: Path,
+    sender: str,
+    to: tuple[str, ...],
+    subject: str,
+    body: str,
+    *,
+    reply_to: str | None = None,
+    in_reply_to: str | None = None,
+    references: tuple[str, ...] = (),
+) -> tuple[str, bytes]:
+    """The Message-ID and signed bytes of a letter from platform ``sender`` to the people ``to``."""
+    from email import policy
+    from email.headerregistry import Address
+    from email.message import EmailMessage
+
+    from ..config.credentials import read_private_key_with_source
+    from ..letter import wire
+    from ..text import describe, forbidden_in_text
+    from ..trust import signing
+
+    me = registry.get(sender)
+    if not to:
+        raise ConfigError(f"{sender} has no followers to write to ('agentmail person {sender} ADDRESS --follows')")
+    text = wrap(body.strip()) + "\n"
+    bad = forbidden_in_text(text)
+    if bad is not None:  # quoted text went through visible(): this is agentmail's own text failing
+        raise BadInput(f"the letter for people contains {describe(bad)}; refused")
+    message_id = wire.new_message_id(me.name, me.domain)
+    msg = EmailMessage(policy=policy.SMTP)
+    msg["From"] = Address(me.display_name or "", addr_spec=me.address)
+    msg["To"] = ", ".join(to)
+    if reply_to:
+        msg["Reply-To"] = reply_to
+    msg["Subject"] = one_line(subject)
+    msg["Date"] = wire.format_date(datetime.now(UTC))
+    msg["Message-ID"] = message_id
+    if in_reply_to:
+        msg["In-Reply-To"] = in_reply_to
+    if references:
+        msg["References"] = " ".join(references)
+    msg["Auto-Submitted"] = "auto-generated"
+    msg["List-Id"] = wire.list_id(registry.bus.domain)
+    cte = "7bit" if text.isascii() else "quoted-printable"
+    msg.set_content(text, charset="utf-8", cte=cte)
+    unsigned = msg.as_bytes()
+    key, _ = read_private_key_with_source(home, me.name)
+    try:
+        raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
+    except Exception as exc:  # dkimpy raises its own types for a bad key
+        raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
+    return message_id, raw
+
+
+def visible_part(raw: bytes) -> str:
+    """The text a mail client shows of such a letter (tests and ``digest`` read it back)."""
+    from email import message_from_bytes, policy
+
+    msg = message_from_bytes(raw, policy=policy.default)
+    part = msg.get_body(preferencelist=("plain",))
+    return "" if part is None else str(part.get_content()).replace("\r\n", "\n")

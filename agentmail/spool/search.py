@@ -1,0 +1,667 @@
+"""Full-text search over one mailbox's letters (DESIGN §7, §8): an index that is a cache.
+
+    spool/<platform>[@agent]/search.sqlite   SQLite FTS5 (the standard library's sqlite3)
+
+The letter files are the truth. The index holds, per letter, the fields ``search`` filters on
+and its subject, body and people as FTS5 text; it is fed when letters are filed or change
+state (``AgentMail`` calls ``update``), and whatever a feed missed (a crash between the commit
+and the feed, another version of agentmail, a failed update) is caught by the staleness check
+every search runs first: the spool's per-state fingerprints (how many letters each state
+holds and a checksum of which, one query over the spool's state index), compared with those
+recorded when the index last listed that state. A state that changed is listed again and its
+difference filed (new ids read, moved ids re-stated, gone ids dropped). A missing index is
+that check finding every state changed; a corrupt one, or one of another schema, is deleted
+and built again from the letter files — never an error for the user.
+
+Queries are hostile input. By default the text is not FTS5 syntax: each word (or "quoted
+phrase") becomes one quoted FTS5 phrase, all of them required (AND), a trailing ``*`` keeps a
+prefix search; nothing a user types can be an operator or a column filter. ``syntax=True``
+passes FTS5 query syntax through (AND/OR/NOT, NEAR, column:); it is parsed first against an
+empty in-memory table, so a syntax error is ``BadInput`` (exit 2), never a rebuild.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from .._value import Frozen, set_field
+from ..errors import BadInput
+from ..model import HUMAN, TYPES, check_thread, strip_re
+from ..text import FORBIDDEN
+from . import STATES, Spool
+
+INDEX_FILE = "search.sqlite"
+SCHEMA = 4  # PRAGMA user_version: an index of another schema is built again (4: the rest column)
+MAX_QUERY = 1000  # characters
+MAX_TERMS = 32
+MAX_LIMIT = 1000
+SNIPPET_TOKENS = 12
+RANK_WINDOW = 2000  # the newest letters matching the words that are ranked (see _search)
+# bm25 column weights: subject, body, people, inherited, rest (a long body's words past
+# BODY_LEAD: matched and ranked as the body's, never marked up for a snippet). A reply's "Re: ..." subject is the
+# thread's, not its own title: it weighs as its body does, so the report that has a word in its
+# subject and its body ranks above the short replies that only inherited it (bm25 normalises by
+# the whole row's length, so a long report would otherwise lose to every one-line answer).
+WEIGHTS = (8.0, 1.0, 2.0, 1.0, 1.0)
+COLUMNS = "subject, body, people, inherited, rest"
+# A body is indexed whole; its first BODY_LEAD characters are the part a snippet is cut from, so
+# marking the matches for one costs the same for a 5 MB letter as for a 16 KB one.
+BODY_LEAD = 16_384
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+_DDL = f"""
+CREATE TABLE IF NOT EXISTS letters (
+    n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, state TEXT NOT NULL, type TEXT NOT NULL,
+    sender TEXT NOT NULL, sender_address TEXT NOT NULL, recipient TEXT NOT NULL,
+    thread TEXT NOT NULL, subject TEXT NOT NULL, date TEXT NOT NULL, severity TEXT, reason TEXT);
+CREATE INDEX IF NOT EXISTS letters_state ON letters(state, id);
+CREATE INDEX IF NOT EXISTS letters_thread ON letters(thread);
+CREATE TABLE IF NOT EXISTS stamps (state TEXT PRIMARY KEY, count INTEGER NOT NULL, checksum INTEGER NOT NULL);
+CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5({COLUMNS}, tokenize='{TOKENIZER}');
+"""
+# The passage of a hit: the columns looked in for its first match, body first; the marks
+# highlight() puts around a match (controls: text in the index never holds them, see _CONTROL's
+# policy); how many words before the match it starts; how much text after it is read.
+_SNIPPET_COLUMNS = (1, 0, 3, 2)  # body, subject, inherited, people
+_MARKS = ("\x02", "\x03")
+_LEAD_IN = 3
+_LEAD_CHARS = 4096
+_CONTROL = re.compile(f"[{FORBIDDEN}]")
+_TERM = re.compile(r'"([^"]*)"?|(\S+)')
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_DURATION = re.compile(r"^(\d{1,6})([mhdw])$")
+_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
+T = TypeVar("T")
+
+
+class Query(Frozen):
+    """What to look for. ``text``: words (or FTS5 syntax with ``syntax``); the filters narrow
+    it; no words and at least one filter lists the matching letters, newest first."""
+
+    __slots__ = ("text", "sender", "type", "thread", "since", "state", "limit", "quarantine", "syntax")
+
+    text: str
+    sender: str | None  # a platform name or an address
+    type: str | None
+    thread: str | None
+    since: str | None  # 2026-11-30, 2026-11-30T08:00 (UTC unless an offset), or 7d / 12h / 30m / 2w
+    state: str | None
+    limit: int
+    quarantine: bool  # quarantined letters too (``state="quarantine"`` implies it)
+    syntax: bool
+
+    def __init__(
+        self,
+        text: str = "",
+        sender: str | None = None,
+        type: str | None = None,
+        thread: str | None = None,
+        since: str | None = None,
+        state: str | None = None,
+        limit: int = 20,
+        quarantine: bool = False,
+        syntax: bool = False,
+    ) -> None:
+        set_field(self, "text", text)
+        set_field(self, "sender", sender)
+        set_field(self, "type", type)
+        set_field(self, "thread", thread)
+        set_field(self, "since", since)
+        set_field(self, "state", state)
+        set_field(self, "limit", limit)
+        set_field(self, "quarantine", quarantine)
+        set_field(self, "syntax", syntax)
+
+
+class Hit(Frozen):
+    """One letter found: enough to choose which one to ``show``, and why it matched."""
+
+    __slots__ = (
+        "id",
+        "state",
+        "type",
+        "sender",
+        "to",
+        "thread",
+        "subject",
+        "date",
+        "severity",
+        "reason",
+        "score",
+        "snippet",
+    )
+
+    id: str
+    state: str
+    type: str
+    sender: str
+    to: str
+    thread: str
+    subject: str
+    date: str
+    severity: str | None
+    reason: str | None
+    score: float  # bm25 relevance, higher is better (0.0 when listing by filters alone)
+    snippet: str  # the best-matching passage, matched terms in **double asterisks**
+
+    def __init__(
+        self,
+        id: str,
+        state: str,
+        type: str,
+        sender: str,
+        to: str,
+        thread: str,
+        subject: str,
+        date: str,
+        severity: str | None,
+        reason: str | None,
+        score: float,
+        snippet: str,
+    ) -> None:
+        set_field(self, "id", id)
+        set_field(self, "state", state)
+        set_field(self, "type", type)
+        set_field(self, "sender", sender)
+        set_field(self, "to", to)
+        set_field(self, "thread", thread)
+        set_field(self, "subject", subject)
+        set_field(self, "date", date)
+        set_field(self, "severity", severity)
+        set_field(self, "reason", reason)
+        set_field(self, "score", score)
+        set_field(self, "snippet", snippet)
+
+    def to_json(self) -> dict[str, Any]:
+        """The documented ``search --json`` shape (DESIGN §8)."""
+        return {
+            "id": self.id,
+            "state": self.state,
+            "type": self.type,
+            "from": self.sender,
+            "to": self.to,
+            "thread": self.thread,
+            "subject": self.subject,
+            "date": self.date,
+            "severity": self.severity,
+            "reason": self.reason,
+            "score": self.score,
+            "snippet": self.snippet,
+        }
+
+
+# --- query text -------------------------------------------------------------------------------
+
+
+def to_fts(text: str) -> str | None:
+    """User text as a safe FTS5 query: every word or "quoted phrase" one quoted phrase, all
+    required; ``word*`` a prefix. None when the text has no word to look for."""
+    text = _clean_query(text)
+    terms = []
+    for match in _TERM.finditer(text):
+        phrase, word = match.group(1), match.group(2)
+        prefix = False
+        if word is not None:
+            stripped = word.rstrip("*")
+            prefix = stripped != word
+            phrase = stripped.replace('"', " ")  # a stray quote inside a word separates, as in a phrase
+        if not phrase or not any(ch.isalnum() for ch in phrase):
+            continue  # punctuation alone is no token: an empty phrase would match nothing
+        terms.append('"' + phrase.replace('"', '""') + '"' + ("*" if prefix else ""))
+    if len(terms) > MAX_TERMS:
+        raise BadInput(f"the query has {len(terms)} terms; at most {MAX_TERMS}")
+    return " ".join(terms) or None
+
+
+def _clean_query(text: str) -> str:
+    if len(text) > MAX_QUERY:
+        raise BadInput(f"the query is {len(text)} characters; at most {MAX_QUERY}")
+    # Control characters go; a lone surrogate (undecodable argv bytes) becomes U+FFFD.
+    return _CONTROL.sub(" ", text).encode("utf-8", "replace").decode("utf-8")
+
+
+def since_ms(value: str, now: float | None = None) -> int:
+    """``--since``: an ISO date or date-time (UTC unless it says), or a duration back from now."""
+    import datetime
+
+    value = value.strip()
+    found = _DURATION.match(value)
+    if found:
+        seconds = int(found.group(1)) * _UNITS[found.group(2)]
+        return int(((time.time() if now is None else now) - seconds) * 1000)
+    try:
+        when = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise BadInput(
+            f"--since {value[:40]!r}: give a date (2026-11-30), a date-time (2026-11-30T08:00) or 7d / 12h / 30m / 2w"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0, int(when.timestamp() * 1000))
+
+
+def _ulid_floor(ms: int) -> str:
+    """The smallest id filed at ``ms`` or later (ids are ULIDs: 48 bits of ms, then random)."""
+    value = min(ms, (1 << 48) - 1) << 80
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
+
+def check_query(query: Query) -> None:
+    """Refuse a bad filter with one line (exit 2) before anything is opened."""
+    if query.type is not None and query.type not in (*TYPES, HUMAN):
+        raise BadInput(f"unknown type {query.type!r}; one of: {', '.join((*TYPES, HUMAN))}")
+    if query.state is not None and query.state not in STATES:
+        raise BadInput(f"unknown state {query.state!r}; one of: {', '.join(STATES)}")
+    if query.thread is not None:
+        check_thread(query.thread)
+    if not 1 <= query.limit <= MAX_LIMIT:
+        raise BadInput(f"--limit must be 1 to {MAX_LIMIT}")
+    if query.sender is not None and (len(query.sender) > 320 or _CONTROL.search(query.sender)):
+        raise BadInput("--from is a platform name or a mail address")
+    if query.since is not None:
+        since_ms(query.since)
+
+
+# --- the index ----------------------------------------------------------------------------------
+
+
+class SearchIndex:
+    """The search index of one mailbox's spool. Reads letters only through the spool's public
+    calls (``fingerprints``, ``ids``, ``locate``, ``meta``), so any spool layout that keeps
+    them feeds it."""
+
+    def __init__(self, spool: Spool) -> None:
+        self.spool = spool
+        self.path = spool.root / INDEX_FILE
+        self._db: sqlite3.Connection | None = None
+        self._checker: sqlite3.Connection | None = None
+
+    def close(self) -> None:
+        for db in (self._db, self._checker):
+            if db is not None:
+                db.close()
+        self._db = self._checker = None
+
+    # --- searching (the hot path) ----------------------------------------------------------
+
+    def search(self, query: Query) -> list[Hit]:
+        """The letters that match, best first. Brings the index up to date first (cheap when
+        nothing changed: one query of the spool's per-state fingerprints)."""
+        check_query(query)
+        match = query.text if query.syntax else to_fts(query.text)
+        if query.syntax:
+            match = _clean_query(match or "").strip() or None
+        if match is not None:
+            self._check_syntax(match)
+        elif not any((query.sender, query.type, query.thread, query.since, query.state)):
+            raise BadInput(
+                "nothing to search for: give words, or a filter (--from, --type, --thread, --since, --state)"
+            )
+        return self._resilient(lambda db: self._search(db, query, match))
+
+    def refresh(self) -> list[str]:
+        """Make the index match the spool; returns the states it had to list."""
+        return self._resilient(self._refresh)
+
+    def stale(self) -> list[str]:
+        """The states that changed since the index last listed them (the cheap check; every
+        state when there is no index yet)."""
+        if not self.path.exists():
+            return list(STATES)
+        return self._resilient(lambda db: self._stale(db, self.spool.fingerprints()))
+
+    def update(self, letter_ids: Iterable[str]) -> None:
+        """Feed: these letters were filed or moved. Best effort and only into an index that
+        exists (the first search builds it): a feed that fails is repaired by the staleness
+        check, so filing a letter never fails or waits long because of its index."""
+        ids = [i for i in letter_ids if i]
+        if not ids or not self.path.exists():
+            return
+        try:
+            db = self._connect(busy_ms=200)
+            with _transaction(db):
+                for letter_id in ids:
+                    state = self.spool.locate(letter_id)
+                    if state is None:
+                        _delete(db, [letter_id])
+                    else:
+                        self._put(db, letter_id, state)
+        except (sqlite3.Error, OSError, ValueError):
+            self.close()  # the next search checks, and rebuilds if it must
+
+    # --- inside -----------------------------------------------------------------------------
+
+    def _resilient(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``work`` on the index; a corrupt or foreign index file is deleted and built again
+        from the letters, and if the folder cannot hold one, an index in memory answers."""
+        try:
+            return work(self._connect())
+        except sqlite3.OperationalError as exc:
+            if not _damaged(exc):
+                raise
+        except sqlite3.DatabaseError:
+            pass
+        self.close()
+        try:
+            self._remove_files()
+            return work(self._connect())
+        except (sqlite3.DatabaseError, OSError):
+            self.close()
+        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._db.executescript(_DDL)
+        return work(self._db)
+
+    def _connect(self, busy_ms: int = 30_000) -> sqlite3.Connection:
+        if self._db is None:
+            if not self.path.exists():
+                self.spool.ensure()
+                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # owner-only from the start
+            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            try:
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, SCHEMA):
+                    raise sqlite3.DatabaseError(f"search index of schema {version}")
+                if version == 0:
+                    db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
+                    db.executescript(_DDL)
+                    db.execute(f"PRAGMA user_version={SCHEMA}")
+                db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is found stale again
+            except BaseException:
+                db.close()
+                raise
+            self._db = db
+        self._db.execute(f"PRAGMA busy_timeout={busy_ms}")
+        return self._db
+
+    def _remove_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            try:
+                os.unlink(f"{self.path}{suffix}")
+            except FileNotFoundError:
+                pass
+
+    def _check_syntax(self, match: str) -> None:
+        """Parse ``match`` against an empty table of the same shape: only the query can fail here."""
+        if self._checker is None:
+            self._checker = sqlite3.connect(":memory:", check_same_thread=False)
+            self._checker.execute(f"CREATE VIRTUAL TABLE words USING fts5({COLUMNS}, tokenize='{TOKENIZER}')")
+        try:
+            self._checker.execute("SELECT rowid FROM words WHERE words MATCH ?", (match,)).fetchall()
+        except sqlite3.Error as exc:
+            raise BadInput(
+                f"not a search query: {_one_line(str(exc))} (FTS5 syntax; drop --fts for plain words)"
+            ) from None
+
+    def _stale(self, db: sqlite3.Connection, now: dict[str, tuple[int, int]]) -> list[str]:
+        recorded = {row[0]: (row[1], row[2]) for row in db.execute("SELECT state, count, checksum FROM stamps")}
+        return [state for state in STATES if recorded.get(state) != now.get(state, (0, 0))]
+
+    def _refresh(self, db: sqlite3.Connection) -> list[str]:
+        changed = self._stale(db, self.spool.fingerprints())
+        if not changed:
+            return []
+        with _transaction(db):
+            # Again, under the write lock: another process may have done it. The fingerprints
+            # are taken before listing: a change made meanwhile shows as stale next time.
+            now = self.spool.fingerprints()
+            changed = self._stale(db, now)
+            new: list[tuple[str, str]] = []
+            for state in changed:
+                new += self._reconcile(db, state, now.get(state, (0, 0)))
+            for letter_id, state in sorted(new):  # in id order, so rowids follow filing order
+                self._put(db, letter_id, state)
+        return changed
+
+    def _reconcile(self, db: sqlite3.Connection, state: str, stamp: tuple[int, int]) -> list[tuple[str, str]]:
+        """List one state and file the difference; stamp it with its fingerprint taken before
+        listing. Returns the (id, state) of letters it holds that the index lacks."""
+        in_spool = set(self.spool.ids(state))
+        indexed = {row[0] for row in db.execute("SELECT id FROM letters WHERE state = ?", (state,))}
+        new = [(letter_id, state) for letter_id in in_spool - indexed]
+        gone = indexed - in_spool
+        if gone:
+            moved = {i: self.spool.locate(i) for i in gone}
+            _delete(db, [i for i, where in moved.items() if where is None])
+            for letter_id, where in moved.items():
+                if where is not None:
+                    db.execute("UPDATE letters SET state = ? WHERE id = ?", (where, letter_id))
+        db.execute("INSERT OR REPLACE INTO stamps(state, count, checksum) VALUES (?, ?, ?)", (state, *stamp))
+        return new
+
+    def _put(self, db: sqlite3.Connection, letter_id: str, state: str) -> None:
+        """Index one letter as its meta has it (a letter that cannot be read is left out)."""
+        row = db.execute("SELECT n, state FROM letters WHERE id = ?", (letter_id,)).fetchone()
+        if row is not None:
+            if row[1] != state:
+                db.execute("UPDATE letters SET state = ? WHERE n = ?", (state, row[0]))
+            return  # a letter's content never changes: only its state does
+        try:
+            meta = self.spool.meta(letter_id, state)
+        except (OSError, ValueError, LookupError):
+            return  # moved or removed meanwhile: the state's next listing has it
+        text = _strings(meta)
+        cursor = db.execute(
+            "INSERT INTO letters(id, state, type, sender, sender_address, recipient, thread, subject, date,"
+            " severity, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                letter_id,
+                state,
+                text("type"),
+                text("from"),
+                text("sender_address").lower(),
+                text("to"),
+                text("thread"),
+                text("subject"),
+                text("date"),
+                text("severity") or None,
+                text("reason") or None,
+            ),
+        )
+        people = " ".join(
+            text(k) for k in ("from", "sender_address", "sender_name", "to", "to_address", "to_agent", "thread", "ref")
+        )
+        body, rest = _lead_and_rest(text("body") + ("\n" + text("detail") if text("detail") else ""))
+        subject, inherited = text("subject"), ""
+        if text("in_reply_to") and strip_re(subject) != subject:  # a reply's "Re: <the thread's subject>"
+            subject, inherited = "", subject
+        db.execute(
+            f"INSERT INTO words(rowid, {COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+            (cursor.lastrowid, subject, body, people, inherited, rest),
+        )
+
+    def _search(self, db: sqlite3.Connection, query: Query, match: str | None) -> list[Hit]:
+        try:
+            self._refresh(db)
+        except sqlite3.OperationalError as exc:
+            if _damaged(exc):
+                raise
+            # another process holds the index for longer than the busy timeout (a rebuild):
+            # answer from the index as it stands; the next search brings it up to date
+        where, params = _filters(query)
+        columns = "l.n, l.id, l.state, l.type, l.sender, l.recipient, l.thread, l.subject, l.date, l.severity, l.reason"
+        if match is None:
+            rows = db.execute(
+                f"SELECT {columns}, 0.0 FROM letters l WHERE {where} ORDER BY l.id DESC LIMIT ?",
+                (*params, query.limit),
+            ).fetchall()
+            snippets = {
+                n: _lead(body)
+                for n, body in db.execute(  # the lead of a huge body only: its first words are shown
+                    f"SELECT rowid, substr(body, 1, {_LEAD_CHARS}) FROM words WHERE rowid IN ({','.join('?' * len(rows))})",
+                    [r[0] for r in rows],
+                )
+            }
+        else:
+            # Ranking costs per matching letter (~4 µs, and a join per letter when filtered): a
+            # word in most of a 100k history would take ~400 ms. So the newest RANK_WINDOW
+            # letters matching the words are ranked (found in rowid order, which is filing
+            # order, without ranking), and the filters narrow those; when they leave fewer hits
+            # than asked for, the window widens fourfold until it holds every match.
+            joined = f"FROM words JOIN letters l ON l.n = words.rowid WHERE words MATCH ? AND {where}"
+            weights = ", ".join(map(str, WEIGHTS))
+            lowest, highest = _bounds(db, query, params)
+            window, rows = RANK_WINDOW, []
+            while lowest <= highest:
+                cutoff = db.execute(
+                    "SELECT rowid FROM words WHERE words MATCH ? AND rowid BETWEEN ? AND ?"
+                    " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
+                    (match, lowest, highest, window - 1),
+                ).fetchone()
+                rows = db.execute(
+                    f"SELECT {columns}, bm25(words, {weights}) AS score {joined} AND words.rowid BETWEEN ? AND ?"
+                    " ORDER BY score, l.id DESC LIMIT ?",
+                    (match, *params, max(lowest, cutoff[0] if cutoff else 0), highest, query.limit),
+                ).fetchall()
+                if cutoff is None or len(rows) >= query.limit:
+                    break
+                window *= 4
+            # Snippets for the letters shown only, not for every match that was ranked. Not
+            # FTS5's snippet(): it scores every match against every other, so a word repeated
+            # 9,000 times in one 900 KB letter took 2 s a search. highlight() marks the matches
+            # of the bounded columns in about one pass; the passage is cut around the first.
+            marked = ", ".join(f"highlight(words, {column}, ?, ?)" for column in _SNIPPET_COLUMNS)
+            snippets = {
+                row[0]: _passage(row[1:])
+                for row in db.execute(
+                    f"SELECT rowid, {marked} FROM words WHERE words MATCH ? AND rowid IN ({','.join('?' * len(rows))})",
+                    (*_MARKS * len(_SNIPPET_COLUMNS), match, *[r[0] for r in rows]),
+                )
+            }
+        return [
+            Hit(
+                id=r[1],
+                state=r[2],
+                type=r[3],
+                sender=r[4],
+                to=r[5],
+                thread=r[6],
+                subject=r[7],
+                date=r[8],
+                severity=r[9],
+                reason=r[10],
+                score=float(f"{-float(r[11]):.6g}") + 0.0,  # bm25 is lower-is-better; shown higher-is-better
+                snippet=" ".join(str(snippets.get(r[0], "")).split()),
+            )
+            for r in rows
+        ]
+
+
+def _bounds(db: sqlite3.Connection, query: Query, params: list[Any]) -> tuple[int, int]:
+    """The rowids a thread's or a --since query's letters lie between (rowids are filing
+    order), so ranking never walks the rest of the history; (1, 0) when none can match."""
+    lowest, highest = 0, 1 << 62
+    if query.thread is not None:
+        low, high = db.execute("SELECT min(n), max(n) FROM letters WHERE thread = ?", (query.thread,)).fetchone()
+        lowest, highest = (low, high) if low is not None else (1, 0)
+    if query.since is not None:
+        floor = params[-1]  # _filters puts the --since bound last
+        # n + 0: no min() shortcut walking every rowid; the id index finds the range instead
+        (first,) = db.execute("SELECT min(n + 0) FROM letters WHERE id >= ?", (floor,)).fetchone()
+        lowest = max(lowest, first) if first is not None else highest + 1
+    return lowest, highest
+
+
+def _filters(query: Query) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if query.state is not None:
+        clauses.append("l.state = ?")
+        params.append(query.state)
+    elif not query.quarantine:
+        clauses.append("l.state != 'quarantine'")
+    if query.sender is not None:
+        clauses.append("(l.sender = ? OR l.sender_address = ?)")
+        params += [query.sender, query.sender.strip().lower()]
+    if query.type is not None:
+        clauses.append("l.type = ?")
+        params.append(query.type)
+    if query.thread is not None:
+        clauses.append("l.thread = ?")
+        params.append(query.thread)
+    if query.since is not None:
+        clauses.append("l.id >= ?")
+        params.append(_ulid_floor(since_ms(query.since)))
+    return " AND ".join(clauses) or "1", params
+
+
+def _delete(db: sqlite3.Connection, letter_ids: list[str]) -> None:
+    for letter_id in letter_ids:
+        row = db.execute("SELECT n FROM letters WHERE id = ?", (letter_id,)).fetchone()
+        if row is not None:
+            db.execute("DELETE FROM words WHERE rowid = ?", (row[0],))
+            db.execute("DELETE FROM letters WHERE n = ?", (row[0],))
+
+
+class _transaction:
+    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any error): one writer at a time, all or nothing."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
+
+
+def _strings(meta: dict[str, Any]) -> Callable[[str], str]:
+    def text(key: str) -> str:
+        value = meta.get(key)
+        return value if isinstance(value, str) else ""
+
+    return text
+
+
+def _passage(columns: tuple[object, ...], words: int = SNIPPET_TOKENS) -> str:
+    """About ``words`` words around the first match of the first column that has one (the
+    columns as highlight() marked them), matched words in ``**``; "…" where the text was cut.
+    A letter matched only past its BODY_LEAD shows its body's first words."""
+    start, end = _MARKS
+    for text in columns:
+        text = str(text or "")
+        at = text.find(start)
+        if at < 0:
+            continue
+        before = text[:at].split()[-_LEAD_IN:]
+        after = text[at : at + _LEAD_CHARS].split()
+        taken = (before + after)[:words]
+        cut_before = len(before) < len(text[:at].split())
+        cut_after = len(before) + len(after) > words or at + _LEAD_CHARS < len(text)
+        passage = " ".join(taken)
+        if passage.count(start) > passage.count(end):
+            passage += end  # a phrase cut by the window's end still closes its mark
+        passage = passage.replace(start, "**").replace(end, "**")
+        return ("…" if cut_before else "") + passage + ("…" if cut_after else "")
+    return _lead(columns[0] if columns else "", words)
+
+
+def _lead_and_rest(body: str) -> tuple[str, str]:
+    """``body`` cut at the last white space before BODY_LEAD (a word is never split in two)."""
+    if len(body) <= BODY_LEAD:
+        return body, ""
+    cut = max(body.rfind(" ", 0, BODY_LEAD), body.rfind("\n", 0, BODY_LEAD))
+    cut = cut if cut > 0 else BODY_LEAD
+    return body[:cut], body[cut:]
+
+
+def _lead(body: object, words: int = SNIPPET_TOKENS) -> str:
+    """The start of a body, as the snippet of a letter listed by filters alone."""
+    parts = str(body or "").split()
+    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
+
+
+def _damaged(exc: sqlite3.OperationalError) -> bool:
+    """An error that says the file is not a usable index (not: busy, locked, out of memory)."""
+    text = str(exc).lower()
+    return not any(word in text for word in ("locked", "busy", "interrupted", "out of memory"))
+
+
+def _one_line(text: str) -> str:
+    return " ".join(_CONTROL.sub(" ", text).split())[:200]

@@ -1,0 +1,209 @@
+"""Composing: what a sender chose, rendered, signed, and the Letter it is (the first stage of
+a letter's path: compose → guards → wire → signing → transport).
+
+    letter, raw = compose(registry, home, "alpha", Draft(to="beta", type="question",
+                          thread=new_thread_id(), subject="Quota", body="Why 500s?"))
+
+No I/O apart from reading the sender's private key. The guards run before this (the client
+decides whether a letter may leave); the spool files what this returns.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._value import Frozen, set_field
+from ..config.registry import Platform, Registry
+from ..errors import BadInput, ConfigError
+from ..model import Letter, new_ulid
+
+if TYPE_CHECKING:
+    from ..letter.attach import Attachment
+
+
+class Draft(Frozen):
+    """What the sender chooses; everything else (Message-ID, date, id, signature) is generated."""
+
+    __slots__ = (
+        "to",
+        "type",
+        "thread",
+        "subject",
+        "body",
+        "severity",
+        "ref",
+        "in_reply_to",
+        "references",
+        "to_agent",
+        "attachments",
+        "cc",
+        "also_to",
+        "outcome",
+    )
+
+    to: str  # the recipient platform's name (this platform itself for a note)
+    type: str
+    thread: str
+    subject: str
+    body: str
+    severity: str | None
+    ref: str | None
+    in_reply_to: str | None
+    references: tuple[str, ...]
+    to_agent: str | None
+    attachments: tuple[Attachment, ...]  # the letter becomes multipart/mixed (attach.mixed)
+    cc: tuple[str, ...]  # people copied besides the followers (the person a reply answers)
+    also_to: tuple[str, ...]  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
+    outcome: str | None  # a verify-result's: confirmed | still-broken (model.OUTCOMES)
+
+    def __init__(
+        self,
+        to: str,
+        type: str,
+        thread: str,
+        subject: str,
+        body: str,
+        severity: str | None = None,
+        ref: str | None = None,
+        in_reply_to: str | None = None,
+        references: tuple[str, ...] = (),
+        to_agent: str | None = None,
+        attachments: tuple[Attachment, ...] = (),
+        cc: tuple[str, ...] = (),
+        also_to: tuple[str, ...] = (),
+        outcome: str | None = None,
+    ) -> None:
+        set_field(self, "to", to)
+        set_field(self, "type", type)
+        set_field(self, "thread", thread)
+        set_field(self, "subject", subject)
+        set_field(self, "body", body)
+        set_field(self, "severity", severity)
+        set_field(self, "ref", ref)
+        set_field(self, "in_reply_to", in_reply_to)
+        set_field(self, "references", references)
+        set_field(self, "to_agent", to_agent)
+        set_field(self, "attachments", attachments)
+        set_field(self, "cc", cc)
+        set_field(self, "also_to", also_to)
+        set_field(self, "outcome", outcome)
+
+
+def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
+    """The signed RFC-822 bytes of ``draft`` from platform ``sender``, and the Letter they carry
+    (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
+    ConfigError for a key that cannot sign or does not match the registry's pin."""
+    from ..letter import wire  # loaded when a letter is written, not by every command
+    from ..text import describe, forbidden_in_text
+    from ..trust import signing
+
+    bad = forbidden_in_text(draft.body)
+    if bad is not None:  # the one character policy (text.py): a reader would be shown it as <U+...>
+        raise BadInput(f"the body contains an invisible or control character ({describe(bad)}); refused")
+    me = registry.get(sender)
+    recipient = registry.get(draft.to)
+    others = tuple(registry.get(name) for name in draft.also_to if name != draft.to)
+    letter = Letter(
+        message_id=wire.new_message_id(me.name, me.domain),
+        sender=me.name,
+        sender_address=me.address,
+        sender_name=me.display_name or None,
+        to=recipient.name,
+        to_address=recipient.address,
+        type=draft.type,
+        thread=draft.thread,
+        subject=draft.subject,
+        body=draft.body.strip(),
+        date=wire.format_date(datetime.now(UTC)),
+        severity=draft.severity,
+        ref=draft.ref,
+        in_reply_to=draft.in_reply_to,
+        references=draft.references,
+        to_agent=draft.to_agent,
+        id=new_ulid(),
+        cc=tuple(dict.fromkeys((*followers(me, recipient, *others), *draft.cc))),
+        list_id=wire.list_id(registry.bus.domain),
+        recipients=tuple(dict.fromkeys(p.address for p in (recipient, *others))) if others else (),
+        extra={"outcome": draft.outcome} if draft.outcome is not None else None,
+    )
+    try:
+        unsigned = wire.render(letter)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from exc
+    if draft.attachments:
+        letter, unsigned = _with_attachments(registry, letter, unsigned, draft.attachments)
+    from ..config.credentials import read_private_key_with_source  # not for a read that only imports Draft
+
+    key, source = read_private_key_with_source(home, me.name)
+    _check_key_matches_pin(registry, me, key, source)
+    try:
+        raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
+    except Exception as exc:  # dkimpy raises its own types for a bad key
+        raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
+    limit = send_limit(registry.bus.max_size)
+    if len(raw) > limit:  # every reader would quarantine it too-large: refused here instead
+        what = "the letter with its attachments" if draft.attachments else "the letter"
+        raise BadInput(
+            f"{what} is {len(raw)} bytes; this bus takes at most {registry.bus.max_size} (max_size), "
+            f"{limit} as sent, leaving room for the headers mail servers add"
+        )
+    return letter, raw
+
+
+# What mail servers add on the way (Received, Authentication-Results, their own DKIM-Signature,
+# Return-Path, Delivered-To): a letter the sender lets through must still fit the reader's max_size.
+TRANSIT_HEADROOM = 8192
+
+
+def send_limit(max_size: int) -> int:
+    """The largest signed letter a sender lets leave for a bus taking ``max_size`` bytes."""
+    return max_size - min(TRANSIT_HEADROOM, max_size // 4)
+
+
+def _with_attachments(
+    registry: Registry, letter: Letter, unsigned: bytes, attachments: tuple[Attachment, ...]
+) -> tuple[Letter, bytes]:
+    """The rendered letter as multipart/mixed, within the bus's limits; BadInput saying why not."""
+    from ..letter import attach, mime
+
+    bus = registry.bus
+    try:
+        items = tuple(attach.check(item) for item in attachments)
+        problem = attach.limit_problem(items, attach.limits_of(bus))
+        if problem:
+            raise BadInput(f"attachment refused: {problem}")
+        unsigned = attach.mixed(unsigned, items)
+    except mime.Refused as exc:
+        raise BadInput(f"attachment refused: {exc}") from None
+    extra = {**letter.extra, "attachments": [item.meta() for item in items]}
+    return letter.replace(extra=extra), unsigned
+
+
+def followers(*platforms: Platform) -> tuple[str, ...]:
+    """Who is copied on a letter between these platforms: the followers of each, once, in registry
+    order; never a platform's own address (its agents get the letter as To already)."""
+    own = {p.address for p in platforms}
+    return tuple(dict.fromkeys(a for p in platforms for a in p.followers if a not in own))
+
+
+def _check_key_matches_pin(registry: Registry, me: Platform, key: str, source: str) -> None:
+    """A letter signed with a key other than the pinned one lands in the reader's quarantine
+    while this side says "sent": refuse before signing instead."""
+    from ..trust import signing
+
+    if me.key_lookup != "pinned":
+        return
+    try:
+        matches = signing.public_key_of(key) == me.public_key
+    except Exception:
+        matches = False
+    if not matches:
+        raise ConfigError(
+            f"the private key of {me.name} ({source}) does not match the public key pinned in "
+            f"{registry.root / 'platforms' / (me.name + '.toml')} (s={me.selector}): "
+            f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
+            f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
+            f"{me.name}' and commit the new entry"
+        )

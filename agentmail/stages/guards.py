@@ -1,0 +1,324 @@
+"""Outbound guards and opener advice (DESIGN §6). Pure: they read facts, they decide nothing else.
+
+``refusal`` is the one guard every letter that leaves passes — send, note, reply, a follow-up
+in a thread (``send --thread``), and through those the MCP tools, the hooks and whatever a
+``watch`` command runs. A guard that refuses returns the reason as one sentence; the client
+turns it into ``Refused`` (or, for the documented ``reply()``, ``None`` with ``why_refused``),
+the CLI into exit 4, the MCP server into a tool error.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .._value import Frozen, set_field
+from ..model import TERMINAL_TYPES, Letter
+from ..text import DATA_NOT_ORDERS as DATA_NOT_ORDERS
+
+if TYPE_CHECKING:
+    from ..letter.attach import Attachment
+
+MAX_DEPTH = 20
+# What a reporter may send after the other side's ack of its own letter (DESIGN §6, issue 26):
+# more evidence (a report) or a withdrawal (a close). It continues the acknowledged letter
+# (In-Reply-To), never answers the ack, and its References count the ack toward the cap.
+AFTER_ACK = ("report", "close")
+
+# Patterns as text: re compiles (and caches) each on first use, so a process that never sends
+# pays nothing for them, and one that only replies never compiles the opener advice.
+# Each with the literals one of which every match contains, and whether they are matched
+# case-insensitively. A body holding none of them is not searched: a search walks the whole
+# body, and most bodies hold none of these (issue 11: the scan was ~5% of a send's CPU).
+# Case-insensitive literals are looked for in an ASCII body only, lowercased (Unicode case
+# folding matches more: "ſ" is an "s" to re, not to str.lower). A pattern edited means its
+# literals checked: tests/test_guards.py refuses a sample of each and holds the verdicts equal
+# to searching every pattern, but a property finds a literal that was forgotten only by chance.
+_CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
+    ((r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"), "a private key", ("PRIVATE KEY-----",), False),
+    ((r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id", ("AKIA",), False),
+    ((r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"), "a GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),
+    ((r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token", ("xox",), False),
+    ((r"\bsk-(?:live|test|proj|ant)?[-_]?[A-Za-z0-9]{20,}"), "an API secret key", ("sk-",), False),
+    ((r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), "a JSON Web Token", ("eyJ",), False),
+    (
+        (
+            r"(?im)^\s*(?:export\s+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)[A-Z0-9_]*\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"
+        ),
+        "a password or token assignment",
+        (":", "="),
+        False,
+    ),
+    ((r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"), "a password assignment", ("pass", "pwd"), True),
+)
+# Names secret files go by (leading dots stripped: attach.safe_name strips them too, so ".env"
+# is "env" by then): key stores and private keys, dotenv files (agentmail's own secrets/<p>.env
+# among them), SSH keys (id_rsa, id_ed25519_sk: no extension; id_rsa.pub is public), and the
+# login files of common tools.
+_SECRET_NAME = (
+    r"(?i)^(?:.+\.(?:key|pem|p12|pfx|jks|keystore|ppk|kdbx|env)|env(?:\..*)?|id_[a-z0-9_]+"
+    r"|netrc|_netrc|pgpass|htpasswd|npmrc|pypirc|git-credentials|credentials(?:\.json)?)$"
+)
+_PATH_ONLY = r"^@?(?:~|\.{1,2})?/?(?:[\w.@-]+/)*[\w.@-]+\.[A-Za-z0-9]{1,8}$|^(?:~|\.{0,2})/\S+$"
+
+
+class Outbound(Frozen):
+    """What the guards know about one letter about to leave.
+
+    ``parent``: the letter it answers (None for a thread's first letter); for a
+    follow-up, the thread's last letter. ``answered_by``: who of this platform already
+    answered the parent ("<mailbox> <id>"). ``depth``: the new letter's depth."""
+
+    __slots__ = (
+        "kind",
+        "body",
+        "me",
+        "parent",
+        "follow_up",
+        "answered_by",
+        "depth",
+        "force",
+        "opened_last_hour",
+        "quota",
+        "quota_frees",
+        "attachments",
+        "acks_mine",
+    )
+
+    kind: str
+    body: str
+    me: str  # this platform
+    parent: Letter | None
+    follow_up: bool
+    answered_by: str | None
+    depth: int
+    force: bool  # the body checks only: never a way past the loop guards
+    # The new-thread quota (only for a letter that opens a thread; notes are not counted):
+    # how many this platform opened in the last hour, the cap, and when the oldest frees up.
+    opened_last_hour: int
+    quota: int | None
+    quota_frees: str
+    attachments: tuple[Attachment, ...]  # scanned like the body, names too (``force`` skips both)
+    acks_mine: bool  # a follow-up whose ``parent`` is the other side's ack of this platform's letter
+
+    def __init__(
+        self,
+        kind: str,
+        body: str,
+        me: str,
+        parent: Letter | None = None,
+        follow_up: bool = False,
+        answered_by: str | None = None,
+        depth: int = 0,
+        force: bool = False,
+        opened_last_hour: int = 0,
+        quota: int | None = None,
+        quota_frees: str = "",
+        attachments: tuple[Attachment, ...] = (),
+        acks_mine: bool = False,
+    ) -> None:
+        set_field(self, "kind", kind)
+        set_field(self, "body", body)
+        set_field(self, "me", me)
+        set_field(self, "parent", parent)
+        set_field(self, "follow_up", follow_up)
+        set_field(self, "answered_by", answered_by)
+        set_field(self, "depth", depth)
+        set_field(self, "force", force)
+        set_field(self, "opened_last_hour", opened_last_hour)
+        set_field(self, "quota", quota)
+        set_field(self, "quota_frees", quota_frees)
+        set_field(self, "attachments", attachments)
+        set_field(self, "acks_mine", acks_mine)
+
+
+def refusal(out: Outbound) -> str | None:
+    """Why this letter may not leave, or None when it may: the one guard for every path."""
+    parent = out.parent
+    if parent is not None:
+        if out.depth >= MAX_DEPTH and parent.state != "quarantine":  # first: whatever else, a human
+            return f"thread {parent.thread} is {out.depth} letters deep (cap {MAX_DEPTH}); it needs a human"
+        reason = _follow_up_refusal(out, parent) if out.follow_up else _reply_refusal(out, parent)
+        if reason:
+            return reason
+        if out.kind == "note":
+            return "a note is not an answer; use note()"
+    elif out.kind != "note" and out.quota is not None and out.opened_last_hour >= out.quota:
+        return (f"new-thread quota reached: {out.me} opened {out.opened_last_hour} threads in the last hour "
+                f"(new_threads_per_hour = {out.quota}); the next frees up at {out.quota_frees or 'within the hour'}; "
+                "replies and follow-ups in existing threads are not counted")  # fmt: skip
+    return None if out.force else body_refusal(out.body) or attachment_refusal(out.attachments)
+
+
+def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
+    if parent.state == "quarantine":
+        return f"letter {parent.id} is quarantined ({parent.reason}); it cannot be answered"
+    if parent.state in ("sent", "outbox", "failed", "held"):
+        return f"letter {parent.id} is one you sent; answer the letters you received"
+    if parent.type in (*TERMINAL_TYPES, "note"):
+        article = "an" if parent.type == "ack" else "a"
+        return f"letter {parent.id} is {article} {parent.type}, which is never answered"
+    return _answered(parent, out.answered_by)
+
+
+def _follow_up_refusal(out: Outbound, parent: Letter) -> str | None:
+    """A follow-up continues after this platform's own last letter, nothing else."""
+    thread = parent.thread
+    if parent.type == "close":
+        return f"thread {thread} is closed"
+    if parent.sender != out.me:
+        kind = parent.type or "letter"
+        if kind == "ack" and out.acks_mine:
+            if out.kind in AFTER_ACK:
+                return _answered(parent, out.answered_by)
+            return (
+                f"thread {thread} ends with {parent.sender}'s ack ({parent.id}) of your letter; after it you may "
+                "add evidence (-t report) or withdraw (-t close), nothing else, until they move"
+            )
+        if kind in TERMINAL_TYPES:
+            return (
+                f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}), which is never "
+                "answered; a follow-up continues only after your own last letter"
+            )
+        return (
+            f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}); answer it with "
+            "reply, a follow-up continues only after your own last letter"
+        )
+    return _answered(parent, out.answered_by)
+
+
+def _answered(parent: Letter, answered_by: str | None) -> str | None:
+    if not answered_by:
+        return None
+    mailbox, _, reply_id = answered_by.rpartition(" ")
+    who = f"{mailbox}, letter {reply_id}" if mailbox else f"letter {reply_id}"
+    return f"letter {parent.id} was already answered (by {who}); one reply per letter per platform"
+
+
+def hold_reason(address: str, rules: tuple[str, ...], asked: bool) -> str | None:
+    """Why a letter to ``address`` waits for a person's approval (``held/``), or None: the
+    sender asked (``send --hold``), or a bus ``hold`` rule names the address or its domain."""
+    if asked:
+        return "held on request (--hold)"
+    address = address.lower()
+    domain = address.rpartition("@")[2]
+    for rule in rules:
+        if rule in (address, domain) or ("@" in rule and rule == _untagged(address)):
+            return f"held by the bus rule hold = {rule!r}"
+    return None
+
+
+def letter_hold_reason(letter: Letter, rules: tuple[str, ...], asked: bool) -> str | None:
+    """``hold_reason`` judged on every envelope recipient of ``letter`` (DESIGN §6): each platform
+    it is to (a fan-out names several), and everyone it copies (the followers of every platform
+    involved, the person a reply answers); never the sender's own address (a note's)."""
+    if asked:
+        return hold_reason(letter.to_address, rules, asked)
+    own = letter.sender_address.lower()
+    to = [a for a in letter.recipients or (letter.to_address,) if _untagged(a.lower()) != own]
+    copied = [a for a in letter.cc if _untagged(a.lower()) != own]
+    for address, role in [*((a, "") for a in to), *((a, f" ({a} is copied)") for a in copied)]:
+        why = hold_reason(address, rules, asked)
+        if why is not None:
+            return why + role
+    return None
+
+
+def _untagged(address: str) -> str:
+    local, _, domain = address.partition("@")
+    return f"{local.split('+')[0]}@{domain}"
+
+
+def _may_match(body: str, folded: str | None, needles: tuple[str, ...], fold: bool) -> bool:
+    """False only when no match can exist: ``body`` holds none of the ``needles`` (lowercase
+    ones for a case-insensitive pattern, looked for in ``folded``: the body lowercased, or None
+    when it is not ASCII and so searched whatever it holds)."""
+    if not fold:
+        return any(needle in body for needle in needles)
+    return folded is None or any(needle in folded for needle in needles)
+
+
+def credential_in(text: str) -> str | None:
+    """What kind of credential ``text`` looks like it holds ("a private key"...), or None."""
+    folded = text.lower() if text.isascii() else None
+    for pattern, what, needles, fold in _CREDENTIALS:
+        if _may_match(text, folded, needles, fold) and re.search(pattern, text):
+            return what
+    return None
+
+
+def body_refusal(body: str) -> str | None:
+    """Refuse bodies that leak a credential or that are only a path the reader cannot open."""
+    what = credential_in(body)
+    if what:
+        return f"the body looks like it contains {what}; remove it (or pass --force if it is not a secret)"
+    stripped = body.strip()
+    if not stripped:
+        return "the body is empty"
+    if "\n" not in stripped and " " not in stripped and re.match(_PATH_ONLY, stripped):
+        return f"the body is only a path ({stripped[:80]}); the reader cannot open your files — send the content (-b @FILE)"
+    return None
+
+
+def attachment_refusal(attachments: tuple[Attachment, ...]) -> str | None:
+    """Refuse an attachment (a file or a patch) whose name is a secret file's, or whose bytes
+    hold what the body's credential scan refuses: the same rule for every byte that leaves."""
+    for item in attachments:
+        if re.match(_SECRET_NAME, item.name.lstrip(".")):
+            return (f"attachment {item.name} is named like a secret file (a key, a .env, a login file); "
+                    "attach something else (or pass --force if it is not a secret)")  # fmt: skip
+        what = credential_in(item.data.decode("utf-8", "replace"))
+        if what:
+            return (f"attachment {item.name} looks like it contains {what}; remove it "
+                    "(or pass --force if it is not a secret)")  # fmt: skip
+    return None
+
+
+_ADVICE = (
+    (
+        (r"(?i)\b(i am|i'm|we are|this is|from the|maintainer|platform|agent for)\b"),
+        "say who you are and what you integrate with",
+    ),
+    (
+        (r"(?im)^\s*(?:\$ |>>> |curl |python|pytest|agentmail |git |make |npm |go |cargo )|```|reproduc|steps to"),
+        "include a reproduction the reader can run without your setup",
+    ),
+    ((r"(?im)```|^ {4}\S|\b(output|error|traceback|got|returned|status)\b"), "paste the verbatim output"),
+    (
+        (r"(?i)\b(expected|should|according to|per the|documented|spec|contract|previously)\b"),
+        "say what you expected and on what authority",
+    ),
+    (
+        (r"(?i)\b(v?\d+\.\d+(\.\d+)?|version|commit|[0-9a-f]{7,40}|20\d\d-\d\d-\d\d|utc|today|since)\b"),
+        "anchor it in a version, commit or time",
+    ),
+    ((r"(?i)\b(affect|impact|blast|users?|every|all|only|breaks?|blocks?)\b"), "state the blast radius"),
+    (
+        (r"(?i)\b(please|could you|can you|want|need|asking|request|would like)\b"),
+        "say what you want from the reader",
+    ),
+)
+_INVISIBLE_PHRASES = (
+    "the issue from earlier",
+    "as discussed",
+    "as mentioned",
+    "see above",
+    "see my ",
+    "you know the one",
+    "the same bug as before",
+    "my logs",
+    "my terminal",
+)  # what _INVISIBLE matches, lowercased: a body without any of them is not searched
+_INVISIBLE = r"(?i)\b(the issue from earlier|as discussed|as mentioned|see above|see my (?:last|previous)|you know the one|the same bug as before|my logs|my terminal)\b"
+
+
+def opener_warnings(kind: str, body: str) -> list[str]:
+    """Advice for the first letter of a thread; never blocks. ``ack``/``close`` are exempt."""
+    if kind in TERMINAL_TYPES:
+        return []
+    warnings = [f"opener: {advice}" for pattern, advice in _ADVICE if not re.search(pattern, body)]
+    folded = body.lower() if body.isascii() else None
+    invisible = re.search(_INVISIBLE, body) if _may_match(body, folded, _INVISIBLE_PHRASES, True) else None
+    if invisible:
+        warnings.append(f"opener: '{invisible.group(0)}' leans on something the reader cannot see")
+    return warnings

@@ -1,0 +1,100 @@
+"""Routing: where a judged letter goes, from its verdict and what this mailbox already holds.
+
+``authenticity.judge`` answers what a letter *is* from its bytes alone; ``route`` adds the
+facts only the spool knows (is it a copy of a filed letter, does a bounce name a letter this
+mailbox sent, does it answer a letter of another thread, is it a sibling's note) and returns
+one Filing. Pure: the client gathers the Facts and carries the Filing out.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .._value import Frozen, set_field
+from ..letter import wire
+from ..model import HUMAN
+from ..trust.authenticity import Verdict
+
+Action = Literal["file", "quarantine", "bounce", "duplicate", "skip"]
+
+
+class Facts(Frozen):
+    """What the spool says about one judged letter (gathered by the client)."""
+
+    __slots__ = ("me_agent", "bytes_filed", "bounced_id", "filed_as", "parent_thread")
+
+    me_agent: str | None  # this mailbox's agent (None: the platform's own mailbox)
+    bytes_filed: bool  # these exact bytes are filed already (a refetch)
+    bounced_id: str | None  # the id of the sent letter a bounce reports on, if this mailbox sent it
+    filed_as: str | None  # the id of a filed letter with the same (sender, Message-ID)
+    parent_thread: str | None  # the thread of the filed letter it answers (In-Reply-To)
+
+    def __init__(
+        self,
+        me_agent: str | None = None,
+        bytes_filed: bool = False,
+        bounced_id: str | None = None,
+        filed_as: str | None = None,
+        parent_thread: str | None = None,
+    ) -> None:
+        set_field(self, "me_agent", me_agent)
+        set_field(self, "bytes_filed", bytes_filed)
+        set_field(self, "bounced_id", bounced_id)
+        set_field(self, "filed_as", filed_as)
+        set_field(self, "parent_thread", parent_thread)
+
+
+class Filing(Frozen):
+    """What to do with the letter: ``file`` it unread, ``quarantine`` it (``verdict`` says why),
+    note a ``bounce`` on sent letter ``letter_id``, drop a ``duplicate``, ``skip`` a sibling's note."""
+
+    __slots__ = ("action", "verdict", "letter_id")
+
+    action: Action
+    verdict: Verdict | None
+    letter_id: str | None
+
+    def __init__(self, action: Action, verdict: Verdict | None = None, letter_id: str | None = None) -> None:
+        set_field(self, "action", action)
+        set_field(self, "verdict", verdict)
+        set_field(self, "letter_id", letter_id)
+
+
+def route(verdict: Verdict | None, facts: Facts) -> Filing:
+    """The one decision after judging. ``verdict`` None: not judged (``facts.bytes_filed``)."""
+    if facts.bytes_filed:
+        return Filing("duplicate")  # the same bytes are filed already: no need to judge them again
+    if verdict is None:
+        raise ValueError("a letter whose bytes are not filed needs a verdict")
+    if verdict.route == "bounce":
+        if facts.bounced_id:
+            return Filing("bounce", verdict, facts.bounced_id)
+        return Filing(
+            "quarantine",
+            Verdict(
+                "quarantine", reason="automated", detail="a delivery report about a letter this mailbox did not send"
+            ),
+        )
+    if verdict.route != "accept" or verdict.letter is None:
+        return Filing("quarantine", verdict)
+    letter = verdict.letter
+    if letter.type == "note" and letter.to_agent and letter.to_agent != facts.me_agent:
+        return Filing("skip")  # a sibling's note: not ours to read or to mark
+    if facts.filed_as:
+        return Filing("duplicate")
+    if letter.type == HUMAN and facts.parent_thread and letter.thread == wire.derived_thread(letter.message_id):
+        # A person's reply without a plus tag (a client that ignored Reply-To): the thread of the
+        # known letter it answers (DESIGN §5).
+        letter = letter.replace(thread=facts.parent_thread)
+        return Filing("file", verdict.replace(letter=letter))
+    if facts.parent_thread is not None and facts.parent_thread != letter.thread:
+        return Filing(
+            "quarantine",
+            Verdict(
+                "quarantine",
+                letter=letter,
+                reason="thread-mismatch",
+                detail=f"it answers a letter of {facts.parent_thread} but is tagged {letter.thread}",
+            ),
+        )
+    return Filing("file", verdict)
