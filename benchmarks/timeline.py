@@ -33,37 +33,37 @@ EVENTS: list[Event] = []
 # (module, attribute path, label). The waiter's side: from the wake to the printed line.
 RECEIVE = [
     ("agentmail.transport.inotify", "Watch.wait", "inotify wait (wake)"),
-    ("agentmail.client.facade", "AgentMail._sync", "client sync"),
+    ("agentmail.client.receiver", "Receiver.sync", "client sync"),
     ("agentmail.spool.store", "Spool.sweep_tmp", "sweep tmp/"),
     ("agentmail.transport.local", "Mailbox.assign", "assign UIDs (rename into cur/)"),
     ("agentmail.transport.local", "fsync_dir", "fsync cur/"),
     ("agentmail.transport.local", "Mailbox.read", "read the letter"),
-    ("agentmail.client.facade", "AgentMail._filed_already", "duplicate check"),
+    ("agentmail.client.receiver", "Receiver._filed_already", "duplicate check"),
     ("agentmail.letter.wire", "parse_message", "parse"),
     ("agentmail.letter.mime", "header_problem", "MIME header checks"),
     ("agentmail.trust.signing", "verify", "DKIM verify"),
     ("agentmail.letter.wire", "to_letter", "to_letter"),
     ("agentmail.trust.authenticity", "judge_unguarded", "judge (parse..to_letter)"),
-    ("agentmail.client.facade", "AgentMail._facts", "route facts"),
+    ("agentmail.client.receiver", "Receiver.facts", "route facts"),
     ("agentmail.spool.store", "Spool.store", "spool store (link, rows)"),
     ("agentmail.spool.db", "Db.commit_batch", "COMMIT (WAL fsync)"),
     ("agentmail.spool.store", "Spool._publish", "rename into letters/"),
     ("agentmail.spool.store", "Spool.set_checkpoint", "checkpoint"),
-    ("agentmail.client.facade", "AgentMail.inbox", "inbox (read back)"),
+    ("agentmail.client.receiver", "Receiver.inbox", "inbox (read back)"),
     ("agentmail.cli.app", "echo", "print"),
 ]
 # The sender's side, from the call to send() to its return.
 SEND = [
     ("agentmail.client.facade", "AgentMail.send", "send"),
-    ("agentmail.client.facade", "AgentMail._check", "guards"),
-    ("agentmail.client.facade", "compose", "compose (render + sign)"),
+    ("agentmail.client.sender", "Sender._check", "guards"),
+    ("agentmail.client.mailbox", "compose", "compose (render + sign)"),
     ("agentmail.trust.signing", "sign", "DKIM sign"),
-    ("agentmail.client.facade", "AgentMail._file_outgoing", "outbox (file, row)"),
+    ("agentmail.client.outbox", "Outbox.file", "outbox (file, row)"),
     ("agentmail.transport.local", "deliver", "deliver"),
     ("agentmail.transport.local", "fsync_file", "fsync post-office file"),
     ("agentmail.transport.local", "fsync_dir", "fsync new/"),
-    ("agentmail.client.facade", "AgentMail._record", "outbox -> sent"),
-    ("agentmail.client.facade", "AgentMail.show", "read back"),
+    ("agentmail.client.outbox", "Outbox._record", "outbox -> sent"),
+    ("agentmail.client.mailbox", "Mailbox.show", "read back"),
 ]
 
 

@@ -216,14 +216,14 @@ def test_a_hold_change_that_cannot_be_announced_is_not_made(
 
 
 @pytest.mark.parametrize(
-    ("dies_in", "left_in"),
+    ("stage", "dies_in", "left_in"),
     [
-        ("_sent", "outbox"),  # after the release's rename, before submitting
-        ("_decide_by_mail", "held"),  # after the answer is filed and committed, before acting on it
+        ("outbox", "send_now", "outbox"),  # after the release's rename, before submitting
+        ("holds", "decide_by_mail", "held"),  # after the answer is filed and committed, before acting on it
     ],
 )
 def test_a_crash_anywhere_after_the_answer_sends_the_letter_once(
-    approving: Registry, home: Path, monkeypatch: pytest.MonkeyPatch, dies_in: str, left_in: str
+    approving: Registry, home: Path, monkeypatch: pytest.MonkeyPatch, stage: str, dies_in: str, left_in: str
 ) -> None:
     alpha, beta = AgentMail(approving, Identity("alpha"), home), AgentMail(approving, Identity("beta"), home)
     letter_id, news = held_and_announced(alpha, home)
@@ -232,13 +232,13 @@ def test_a_crash_anywhere_after_the_answer_sends_the_letter_once(
     def crash(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt  # the process dies here
 
-    monkeypatch.setattr(alpha, dies_in, crash)
+    monkeypatch.setattr(getattr(alpha, stage), dies_in, crash)
     with pytest.raises(KeyboardInterrupt):
         alpha.sync()
     monkeypatch.undo()
     assert alpha.spool.locate(letter_id) == left_in
     restarted = AgentMail(approving, Identity("alpha"), home)
-    if dies_in == "_sent":
+    if dies_in == "send_now":
         answer(home, news, "approve", n=2)  # and she approves again meanwhile
     restarted.sync()  # for the unread answer: nothing new arrives, it is taken up
     restarted.flush()

@@ -90,7 +90,7 @@ def test_approve_is_one_rename_held_to_outbox(
     def crash() -> None:
         raise KeyboardInterrupt  # the process dies after the rename, before submitting
 
-    monkeypatch.setattr(alpha, "flush", crash)
+    monkeypatch.setattr(alpha.outbox, "flush", crash)
     key = operator_key(home)
     with pytest.raises(KeyboardInterrupt):
         alpha.approve(letter.id, key_file=key)

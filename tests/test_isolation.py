@@ -92,7 +92,7 @@ def test_an_unexpected_exception_in_any_stage_stays_with_its_letter(
 ) -> None:
     target, label = STAGES[stage]
     letters = make_signed_letters(alpha, "beta", 3, "stage")
-    beta.registry = registry.replace(bus=registry.bus.replace(trusted_authserv_ids=("mx.bus.test",)))
+    beta = AgentMail(registry.replace(bus=registry.bus.replace(trusted_authserv_ids=("mx.bus.test",))), beta.me, home)
     for _mid, raw in letters:
         results = b"Authentication-Results: mx.bus.test; dkim=pass header.d=bus.test header.s=x\r\n"
         deliver(home / "postoffice" / "beta", results + raw)

@@ -467,7 +467,7 @@ def test_any_text_as_an_id_names_one_letter_it_matches_or_is_one_line_of_bad_inp
 ) -> None:
     alpha, letters = named_spool
     try:
-        letter_id = alpha._id(ref)
+        letter_id = alpha.box.id_of(ref)
     except (BadInput, NotFound) as exc:
         assert "\n" not in str(exc) and str(exc)
         return
@@ -484,7 +484,7 @@ def test_each_form_of_a_letters_name_names_it(named_spool: tuple[AgentMail, list
     alpha, letters = named_spool
     letter_id, mid = letters[1]
     typed = {"id": letter_id.upper(), "mid": mid, "bare": mid[1:-1], "prefix": mid[:-1]}[ref]
-    assert alpha._id(typed) == letter_id
+    assert alpha.box.id_of(typed) == letter_id
 
 
 @settings(max_examples=examples(300), deadline=None)

@@ -13,6 +13,7 @@ import pytest
 
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
+from agentmail.client.sender import Sender
 from agentmail.config.identity import Identity
 from agentmail.errors import Refused
 from agentmail.spool import Spool
@@ -26,7 +27,7 @@ def test_two_sends_at_the_quota_edge_never_both_pass(home: Path, monkeypatch: py
     AgentMail(reg, Identity("alpha"), home).send("beta", "first", OPENER)  # one of two used
     first_counted = threading.Event()
     second_arrived = threading.Event()  # counting, or waiting for the lock: either way, it is there
-    counting = AgentMail._quota
+    counting = Sender._quota
     locking: Callable[[Spool, str], AbstractContextManager[None]] = Spool.platform_locked
 
     def quota(self: AgentMail) -> tuple[int, int | None, str]:
@@ -46,7 +47,7 @@ def test_two_sends_at_the_quota_edge_never_both_pass(home: Path, monkeypatch: py
         with locking(self, name):
             yield
 
-    monkeypatch.setattr(AgentMail, "_quota", quota)
+    monkeypatch.setattr(Sender, "_quota", quota)
     monkeypatch.setattr(Spool, "platform_locked", platform_locked)
     outcomes: dict[str, str] = {}
 

@@ -225,9 +225,9 @@ def test_the_feed_files_letters_into_an_existing_index_without_listing(alpha: Ag
 
 
 def test_the_client_names_the_index_file_as_search_does() -> None:
-    from agentmail.client import facade as client
+    from agentmail.client import mailbox
 
-    assert client.SEARCH_INDEX == INDEX_FILE
+    assert mailbox.SEARCH_INDEX == INDEX_FILE
 
 
 def test_no_index_is_made_by_filing_alone(alpha: AgentMail, beta: AgentMail) -> None:

@@ -71,7 +71,7 @@ def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMai
     from agentmail.model import new_thread_id
     from agentmail.stages.compose import Draft
 
-    letter, raw = alpha._compose(Draft("beta", "report", new_thread_id(), "Quota endpoint returns 500", OPENER))
+    letter, raw = alpha.box.compose(Draft("beta", "report", new_thread_id(), "Quota endpoint returns 500", OPENER))
     stored = alpha.spool.store("outbox", letter, raw, extra=letter.extra, durable=False)
     Path(alpha.spool.path("outbox", stored.id)).write_bytes(left)
 

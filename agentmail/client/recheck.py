@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from ..errors import NotFound
 
 if TYPE_CHECKING:
-    from .facade import AgentMail
+    from .receiver import Receiver
 
 _PLACEHOLDERS = (b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")
 
 
-def recheck(client: AgentMail, refs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """One result per quarantined letter asked about (none asked: all of them), oldest first:
     ``{"id", "outcome": "filed" | "duplicate" | "quarantined", "reason", "detail", "filed_as"}``."""
     from ..stages.route import route
@@ -40,7 +40,7 @@ def recheck(client: AgentMail, refs: tuple[str, ...] = ()) -> list[dict[str, Any
                 results.append(_result(letter_id, "quarantined", old.reason, old.detail))
                 continue
             verdict = authenticity.judge(raw, client.registry)
-            filing = route(verdict, client._facts(verdict))
+            filing = route(verdict, client.facts(verdict))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 if spool.release(letter_id, filing.verdict.letter):
                     released.append(letter_id)
@@ -53,11 +53,11 @@ def recheck(client: AgentMail, refs: tuple[str, ...] = ()) -> list[dict[str, Any
                 why = filing.verdict or verdict
                 results.append(_result(letter_id, "quarantined", why.reason, why.detail))
         if released:
-            client._indexed(*released)  # search index: the letter is searchable as a letter now
+            client.box.indexed(*released)  # search index: the letter is searchable as a letter now
     return results
 
 
-def _chosen(client: AgentMail, refs: tuple[str, ...]) -> list[str]:
+def _chosen(client: Receiver, refs: tuple[str, ...]) -> list[str]:
     """The quarantined letters ``refs`` name (an id, a Message-ID, a prefix), or all of them."""
     spool = client.spool
     if not refs:

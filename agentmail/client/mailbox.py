@@ -1,0 +1,171 @@
+"""A mailbox and the base of its stages: what every stage of ``AgentMail`` works on (DESIGN §1)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..config.identity import Identity
+from ..config.registry import Registry
+from ..errors import (
+    BadInput,
+    NotFound,
+)
+from ..model import (
+    Letter,
+)
+from ..spool import Spool
+from ..stages.compose import Draft, compose
+
+if TYPE_CHECKING:
+    from ..config.registry import Platform
+    from ..spool.search import SearchIndex
+
+    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    from ..transport import Transport
+
+
+SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
+
+
+class Mailbox:
+    """One platform[@agent]'s mailbox: the registry, who I am, the spool, the transport (opened
+    when first used) and the search index. Every stage works on one; nothing here decides."""
+
+    def __init__(self, registry: Registry, me: Identity, home: Path, transport: Transport | None = None) -> None:
+        self.registry = registry
+        self.me = me
+        self.home = home
+        self.platform = registry.get(me.platform)
+        self.spool = Spool(
+            home / "spool" / me.mailbox, platform_root=home / "spool" / me.platform, name_of=self.platform_name
+        )
+        self._transport = transport
+        self._search: SearchIndex | None = None
+
+    def platform_name(self, address: str) -> str | None:
+        platform = self.registry.by_address(address)
+        return platform.name if platform else None
+
+    @property
+    def transport(self) -> Transport:
+        if self._transport is None:
+            from ..transport import open_transport
+
+            self._transport = open_transport(self.registry, self.me.platform, self.home)
+        return self._transport
+
+    def close(self) -> None:
+        if self._search is not None:
+            self._search.close()
+            self._search = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def names(self, addresses: Iterable[str]) -> list[str]:
+        return [self.platform_name(a) or a.partition("@")[0] for a in addresses]
+
+    def counterparts(self, letter: Letter) -> list[str]:
+        """Whom ``letter`` is between this platform and: its recipients if it is mine, else its sender."""
+        if letter.sender == self.me.platform:
+            return self.names(letter.recipients) if letter.recipients else [letter.to]
+        return [letter.sender]
+
+    def parties(self, letters: Iterable[Letter]) -> list[str]:
+        """The platforms this one talks with in a thread, in order (several: a fan-out it opened)."""
+        found = [p for x in letters for p in self.counterparts(x) if p and p != self.me.platform]
+        return list(dict.fromkeys(found))
+
+    def id_of(self, ref: str | Letter) -> str:
+        """THE place a letter a user names becomes its id here: the id (any case), the letter's
+        Message-ID — the one name both sides share — or a unique prefix of either (``Spool.named``).
+        An id that names nothing is returned for the caller to say "no letter"."""
+        if isinstance(ref, Letter):
+            return ref.id
+        text = str(ref).strip()
+        found = self.spool.named(text, tuple(self.registry.platforms))
+        if len(found) == 1:
+            return found[0]
+        if found:
+            shown = ", ".join(found[:3]) + (", ..." if len(found) > 3 else "")
+            raise BadInput(f"{text!r} names several letters ({shown}); give more of it")
+        lowered = text.lower()
+        if lowered.isascii() and lowered.isalnum():
+            return lowered
+        if ("@" in text or text.startswith("<")) and text.isprintable():
+            raise NotFound(f"no letter with Message-ID {text}")
+        raise BadInput(f"{text!r} is not a letter id or Message-ID")
+
+    def show(self, letter_id: str) -> Letter:
+        return self.addressed(self.spool.letter(self.id_of(letter_id)))
+
+    def raw(self, letter_id: str) -> bytes:
+        return self.spool.raw(self.id_of(letter_id))
+
+    def addressed(self, letter: Letter) -> Letter:
+        """A fan-out letter with ``to_platforms``: every recipient's platform name, in To order
+        (``to`` names the first, as it always did; ``recipients`` are the addresses)."""
+        if not letter.recipients:
+            return letter
+        return letter.replace(extra={**letter.extra, "to_platforms": self.names(letter.recipients)})
+
+    def compose(self, draft: Draft) -> tuple[Letter, bytes]:
+        return compose(self.registry, self.home, self.me.platform, draft)
+
+    @property
+    def search_index(self) -> SearchIndex:
+        if self._search is None:
+            from ..spool.search import SearchIndex
+
+            self._search = SearchIndex(self.spool)
+        return self._search
+
+    def indexed(self, *letter_ids: str) -> None:
+        """SEARCH FEED: these letters were filed or changed state (best effort, never raises)."""
+        if self._search is None and not os.path.exists(f"{self.spool.root}/{SEARCH_INDEX}"):
+            return  # no index yet (the first search builds it): sqlite3 is not even imported
+        try:
+            self.search_index.update(letter_ids)
+        except Exception:  # a cache: the next search's staleness check repairs it
+            pass
+
+    def move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
+        """``Spool.move``, then the search feed (SEARCH FEED: the one state-change call site)."""
+        moved = self.spool.move(letter_id, source, target, durable=durable)
+        if moved:
+            self.indexed(letter_id)
+        return moved
+
+
+class Stage:
+    """A stage of one mailbox: it reaches the registry, identity, spool and transport through it."""
+
+    def __init__(self, box: Mailbox) -> None:
+        self.box = box
+
+    @property
+    def registry(self) -> Registry:
+        return self.box.registry
+
+    @property
+    def me(self) -> Identity:
+        return self.box.me
+
+    @property
+    def home(self) -> Path:
+        return self.box.home
+
+    @property
+    def platform(self) -> Platform:
+        return self.box.platform
+
+    @property
+    def spool(self) -> Spool:
+        return self.box.spool
+
+    @property
+    def transport(self) -> Transport:
+        return self.box.transport

@@ -1,0 +1,158 @@
+"""The outbox: a signed letter filed durably, then submitted; one flusher per mailbox (DESIGN §7)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import (
+    ConfigError,
+    NotFound,
+    PermanentFailure,
+    TransportError,
+)
+from ..model import (
+    Letter,
+)
+from ..spool.db import reached
+from .mailbox import Stage
+
+if TYPE_CHECKING:
+    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    from ..transport import Outgoing, SubmitResult
+    from .mailbox import Mailbox
+
+
+class Outbox(Stage):
+    """What waits to leave, and its submission: filed durably first, sent once, one flusher at a time."""
+
+    def __init__(self, box: Mailbox) -> None:
+        super().__init__(box)
+        self.flushed = 0  # letters queued by an earlier command that this client has sent since
+        self._dispatching: str | None = None
+        self._fresh: tuple[Letter, bytes] | None = None  # the letter being dispatched, as filed
+
+    def file(self, letter: Letter, raw: bytes) -> Letter:
+        """File a signed letter in the outbox. Submitted right after this (``send_now``): where
+        "sent" is itself durable, the outbox copy is flushed only if the letter has to wait (the
+        same order, one flush less per file)."""
+        stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=not self._sent_is_durable())
+        self.box.indexed(stored.id)  # search index
+        return stored
+
+    def send_now(self, stored: Letter, raw: bytes | None = None) -> Letter:
+        """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now.
+        A held letter is not in the outbox: returned as it is, waiting for a person. ``raw``:
+        the bytes just filed for ``stored``, handed to the transport rather than read back."""
+        if stored.state == "held":
+            return stored
+        self._dispatching = stored.id
+        self._fresh = (stored, raw) if raw is not None else None
+        sent: str | None = None
+        try:
+            results = self.flush()
+            sent = next((r.status for r in results if r.key == stored.id), None)
+        except ConfigError as exc:
+            self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
+            self.box.move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
+            raise ConfigError(
+                f"{exc} — the letter was not sent and not queued; send it again once this is fixed"
+            ) from exc
+        finally:
+            self._dispatching = None
+            self._fresh = None
+            if sent != "sent":
+                self._keep_if_queued(stored.id)
+        return self.box.show(stored.id)
+
+    def _keep_if_queued(self, letter_id: str) -> None:
+        """A letter filed without a flush (``_file_outgoing``) that did not leave (queued, or
+        failed) is made durable now, before ``send`` returns or raises."""
+        if self._sent_is_durable() and self.spool.locate(letter_id) in ("outbox", "failed"):
+            self.spool.make_durable(letter_id)
+
+    def _sent_is_durable(self) -> bool:
+        """``Transport.sent_is_durable``, without opening a transport to ask: opening one for
+        SMTP reads its credentials, and that failing is for ``flush`` to report."""
+        if self.box._transport is not None:
+            return self.box._transport.sent_is_durable
+        return self.registry.bus.transport == "local"
+
+    def _outgoing(self, letter_id: str) -> Outgoing | None:
+        from ..letter import wire
+        from ..transport import Envelope, Outgoing
+
+        copy = None
+        if self._fresh is not None and self._fresh[0].id == letter_id:
+            letter, raw = self._fresh  # listed in the outbox under its lock: still there
+            if self.registry.bus.transport == "local":  # its file holds these very bytes: linked, not rewritten
+                copy = self.spool.file_of(letter_id)
+        else:
+            try:
+                letter = self.spool.letter(letter_id, "outbox")
+                raw = self.spool.path("outbox", letter_id).read_bytes()
+            except (FileNotFoundError, NotFound):
+                return None
+        if letter.state != "outbox":
+            return None  # another process sent it meanwhile
+        if letter.message_id.encode() not in raw:
+            # A letter filed without a flush, then a power cut: its row outlived its bytes.
+            # Never submit what is left of it; say it did not go.
+            self.spool.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
+            self.box.move(letter_id, "outbox", "failed")
+            return None
+        # Every recipient platform (several for a fan-out) at its thread address, and the
+        # followers: one submission, one letter, one Message-ID. On the local post office a
+        # person has no mailbox: the Cc header names them, nobody delivers.
+        rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
+        copies = letter.cc if self.registry.bus.transport == "smtp+imap" else ()
+        return Outgoing(letter_id, raw, Envelope(self.platform.address, tuple(dict.fromkeys([*rcpts, *copies]))), copy)
+
+    def flush(self) -> list[SubmitResult]:
+        """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
+        time, so two processes never submit one letter twice."""
+        if self._dispatching is None and not self.spool.ids("outbox"):
+            return []  # (a letter being dispatched was filed in the outbox moments ago)
+        with self.spool.locked("outbox"):
+            items = [o for o in map(self._outgoing, self.spool.ids("outbox")) if o is not None]
+            if not items:
+                return []
+            try:
+                results = self.transport.submit(items, on_result=self._record)
+            except TransportError as exc:
+                from ..transport import SubmitResult
+
+                results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
+                for result in results:
+                    self._record(result)
+            for key, why in self.transport.copy_failures().items():  # delivered all the same: noted
+                self.spool.annotate(key, sent_copy_failed=why, durable=False)
+        return results
+
+    def _record(self, result: SubmitResult) -> None:
+        if result.status == "sent" and result.key != self._dispatching:
+            self.flushed += 1
+        if result.status == "sent":
+            reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
+            if result.refused:
+                self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
+            self.box.move(result.key, "outbox", "sent", durable=False)
+        elif result.status == "failed":
+            self.spool.annotate(result.key, failed_reason=result.detail)
+            self.box.move(result.key, "outbox", "failed")
+        else:
+            self.spool.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
+
+
+def raise_for_state(letter: Letter) -> Letter:
+    """The one rule for what a sent letter's state means to whoever asked for it to go: ``sent``
+    is returned; ``outbox`` (queued: it goes out with the next sync or send) raises
+    TransportError; ``failed`` (the server refused it for good) raises PermanentFailure.
+    Both exit 5 from the CLI and are tool errors from the MCP server."""
+    if letter.state == "outbox":
+        why = letter.extra.get("queued_reason") or "the server is unreachable"
+        raise TransportError(
+            f"queued, not sent yet: {why}; it goes out with the next sync or send — do not send it again"
+        )
+    if letter.state == "failed":
+        raise PermanentFailure(f"refused by the server: {letter.extra.get('failed_reason')}")
+    return letter

@@ -1,0 +1,470 @@
+"""Receiving: fetch from the checkpoint, judge, route, file, one letter isolated from the next (DESIGN §1, §7)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from .._value import Value
+from ..ages import now_ms
+from ..config.identity import Identity
+from ..errors import (
+    NotFound,
+    Timeout,
+)
+from ..model import (
+    Letter,
+    new_thread_id,
+    thread_id,
+)
+from ..spool import Spool
+from ..spool.filed import Filed
+from ..stages.compose import Draft
+from .mailbox import SEARCH_INDEX, Stage
+
+if TYPE_CHECKING:
+    from ..stages.route import Facts
+
+    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    from ..transport import Incoming
+    from ..trust.authenticity import Verdict
+    from .holds import Holds
+    from .mailbox import Mailbox
+    from .outbox import Outbox
+
+
+class SyncReport(Value):
+    """What one sync did with every letter it fetched: accepted + quarantined + duplicates +
+    bounces + skipped == fetched. ``internal_errors`` counts letters quarantined because judging
+    or filing them raised something unexpected (an agentmail bug; they are in ``quarantined``).
+    ``accepted`` and ``quarantined`` read like lists of letters but hold ids: each letter is read
+    from the spool when asked for, so a sync of any size stays small in memory (``spool.filed.Filed``)."""
+
+    __slots__ = ("accepted", "quarantined", "duplicates", "bounces", "skipped", "fetched", "internal_errors")
+
+    accepted: Filed
+    quarantined: Filed
+    duplicates: int
+    bounces: int
+    skipped: int  # notes for a sibling agent
+    fetched: int
+    internal_errors: int
+
+    def __init__(
+        self,
+        accepted: Filed | None = None,
+        quarantined: Filed | None = None,
+        duplicates: int = 0,
+        bounces: int = 0,
+        skipped: int = 0,
+        fetched: int = 0,
+        internal_errors: int = 0,
+    ) -> None:
+        self.accepted = Filed() if accepted is None else accepted
+        self.quarantined = Filed() if quarantined is None else quarantined
+        self.duplicates = duplicates
+        self.bounces = bounces
+        self.skipped = skipped
+        self.fetched = fetched
+        self.internal_errors = internal_errors
+        self.__post_init__()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accepted": len(self.accepted),
+            "quarantined": len(self.quarantined),
+            "duplicates": self.duplicates,
+            "bounces": self.bounces,
+            "skipped": self.skipped,
+            "fetched": self.fetched,
+            "internal_errors": self.internal_errors,
+        }
+
+    def __post_init__(self) -> None:
+        for name in ("accepted", "quarantined"):  # a list given by a caller, as before
+            if not isinstance(getattr(self, name), Filed):
+                setattr(self, name, Filed(getattr(self, name)))
+
+
+class Receiver(Stage):
+    """What arrives: fetched from the checkpoint, judged, routed and filed, one letter isolated from the next; read and consumed."""
+
+    def __init__(self, box: Mailbox, outbox: Outbox, holds: Holds) -> None:
+        super().__init__(box)
+        self.outbox, self.holds = outbox, holds
+        self.dismissed: list[str] = []  # the failed letters the last ``done`` dismissed
+
+    def sync(self, *, woken: bool = False) -> SyncReport:
+        """``woken``: the transport has just said something arrived (``wait``), so neither the
+        outbox nor the cheap look first: straight to the fetch, the letter is waited for."""
+        report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
+        if not woken:
+            self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
+        transport = self.transport
+        if not woken and not transport.pending(self._checkpoint(transport.name)):
+            if self.spool.ids("held"):  # an approver's answer a dead sync filed but never acted on
+                self.holds.decide_by_mail([])
+            return report  # nothing new: no lock, and none of the parsing and checking code loaded
+
+        with self.spool.locked():
+            self.spool.sweep_tmp()
+            checkpoint = self._checkpoint(transport.name)
+            for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
+                outcomes: dict[str, str] = {}
+                filed_before = (len(report.accepted), len(report.quarantined))
+                try:
+                    for item in batch:
+                        report.fetched += 1
+                        before = (len(report.accepted), len(report.quarantined))
+                        self._file_isolated(item, report)
+                        if len(report.accepted) > before[0]:
+                            outcomes[item.key] = "verified"
+                        elif len(report.quarantined) > before[1]:
+                            outcomes[item.key] = "quarantined"
+                except BaseException:
+                    self.spool.discard()
+                    raise
+                self.spool.commit()
+                self.box.indexed(  # search index
+                    *report.accepted.ids_since(filed_before[0]), *report.quarantined.ids_since(filed_before[1])
+                )
+                checkpoint = transport.advance(checkpoint, batch)
+                self.spool.set_checkpoint(transport.name, checkpoint)
+                transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
+            settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
+            if settled != checkpoint:
+                self.spool.set_checkpoint(transport.name, settled)
+        self.holds.decide_by_mail(report.accepted.ids_since(0))  # approvers' answers, after the commit
+        return report
+
+    def _checkpoint(self, transport: str) -> str | None:
+        """Where this mailbox's fetch stopped. A new mailbox of a platform whose other mailboxes
+        already read (a new agent name) starts where they are, not at the platform's whole
+        history (DESIGN §7; ``inbox --from-start`` reads the backlog). Stored at once, so the
+        start never moves on with the siblings."""
+        value = self.spool.checkpoint(transport)
+        if value is not None:
+            return value
+        start = self._siblings_position(transport)
+        if start is not None and not (self.spool.ids("unread") or self.spool.ids("read")):
+            self.spool.ensure()
+            self.spool.set_checkpoint(transport, start)
+            return start
+        return None
+
+    def _siblings_position(self, transport: str) -> str | None:
+        """The furthest checkpoint of this platform's other mailboxes on ``transport`` (None: none read yet)."""
+        from ..transport import Checkpoint
+
+        found = [c for c in (s.checkpoint(transport) for s in self.spool.siblings()) if c]
+        return max(found, key=lambda c: Checkpoint.parse(c).last) if found else None
+
+    def from_start(self) -> None:
+        """Read this mailbox's whole history again with the next sync (the backlog a new agent
+        skipped): the checkpoint goes back to the beginning; what is filed already is dropped
+        as a duplicate, so nothing is filed twice."""
+        from ..transport import Checkpoint
+
+        with self.spool.locked():
+            self.spool.set_checkpoint(self.transport.name, str(Checkpoint()))
+
+    def register_sibling(self, agent: str) -> None:
+        """A note for an agent that has never read: its mailbox starts at this one's position,
+        before the note, so the note is not skipped as history (``_checkpoint``)."""
+        sibling = Spool(self.home / "spool" / f"{self.me.platform}@{agent}", platform_root=self.spool.platform_root)
+        name = self.transport.name
+        position = self._checkpoint(name)
+        if position is not None and sibling.checkpoint(name) is None and not sibling.ids("unread"):
+            sibling.ensure()
+            sibling.set_checkpoint(name, position)
+
+    def _file_isolated(self, item: Incoming, report: SyncReport) -> None:
+        """The one boundary around a letter: whatever judging or filing it raises stays with it.
+        The letter is quarantined as malformed and committed with its batch, so the checkpoint
+        passes it and the next letter is judged; only the machine failing (OSError: a full
+        disk, a lost permission) stops the sync, and then the batch is fetched again."""
+        from ..letter import wire
+        from ..trust import authenticity
+
+        try:
+            self._file(item, report)
+        except OSError:
+            raise
+        except Exception as exc:
+            report.internal_errors += 1
+            quick = wire.quick_identity(item.raw) if item.raw is not None else None
+            verdict = authenticity.Verdict(
+                "quarantine",
+                reason="malformed",
+                detail=authenticity.failure_detail(exc),
+                summary={"from": quick[0], "message_id": quick[1]} if quick else None,
+            )
+            self._quarantine(verdict, item.raw if item.raw is not None else self._placeholder(item), report, item.copy)
+
+    def _placeholder(self, item: Incoming) -> bytes:
+        """Stands in for a letter not downloaded (or an entry that is no letter): its bytes name
+        the mailbox slot, so a refetch is a duplicate."""
+        if item.problem is not None:
+            return f"X-Agentmail-Not-Read: no letter ({self.transport.name} {item.key})\r\n\r\n".encode()
+        return f"X-Agentmail-Not-Downloaded: {item.size} bytes ({self.transport.name} {item.key})\r\n\r\n".encode()
+
+    def _file(self, item: Incoming, report: SyncReport) -> None:
+        """Judge one letter (authenticity), route it (route), and carry the filing out."""
+        from ..stages.route import Facts, route
+        from ..trust import authenticity  # already loaded by sync(); a dictionary lookup here
+
+        raw = item.raw
+        if raw is None and item.problem is not None:
+            from ..text import one_line  # a mail client's flags in the name are not ours to trust
+
+            verdict: authenticity.Verdict | None = authenticity.Verdict(
+                "quarantine",
+                reason="malformed",
+                detail=f"the post office entry {one_line(item.problem)[:300]}: not read, left where it is "
+                "(once it is a readable letter, 'agentmail inbox --from-start' reads it)",
+            )
+            raw = self._placeholder(item)
+            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+        elif raw is None:
+            limit = self.registry.bus.max_size
+            verdict = authenticity.Verdict(
+                "quarantine",
+                reason="too-large",
+                detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)",
+            )
+            raw = self._placeholder(item)
+            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+        else:
+            verdict, facts = self._judged(raw)
+        filing = route(verdict, facts)
+        if filing.action == "duplicate":
+            report.duplicates += 1
+        elif filing.action == "skip":
+            report.skipped += 1
+        elif filing.action == "bounce":
+            assert filing.letter_id is not None and filing.verdict is not None
+            self.spool.annotate(
+                filing.letter_id,
+                undeliverable="true",
+                undeliverable_reason=filing.verdict.detail or "",
+                undeliverable_at=str(now_ms()),  # when the bounce came: the digest's "since" (issue 26)
+            )
+            report.bounces += 1
+        elif filing.action == "quarantine":
+            assert filing.verdict is not None
+            self._quarantine(filing.verdict, raw, report, item.copy if raw is item.raw else None)
+        else:
+            assert filing.verdict is not None and filing.verdict.letter is not None
+            report.accepted.append(
+                self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
+            )  # depth: from the chain
+
+    def _judged(self, raw: bytes) -> tuple[Verdict | None, Facts]:
+        """The verdict on a fetched letter (None: its bytes are filed already) and what the
+        spool knows that routing it needs; reads, never writes."""
+        from ..stages.route import Facts
+        from ..trust import authenticity
+
+        if self._filed_already(raw):
+            return None, Facts(self.me.agent, bytes_filed=True)
+        verdict = authenticity.judge_unguarded(raw, self.registry)
+        return verdict, self.facts(verdict)
+
+    def facts(self, verdict: Verdict) -> Facts:
+        """What the spool knows that routing ``verdict`` needs (looked up only where it matters)."""
+        from ..stages.route import Facts
+
+        if verdict.route == "bounce":
+            return Facts(self.me.agent, bounced_id=self.spool.known(self.me.platform, verdict.bounced_message_id or ""))
+        letter = verdict.letter
+        if verdict.route != "accept" or letter is None:
+            return Facts(self.me.agent)
+        parent_thread = None
+        # A person's client may keep only References (or answer a letter it quotes further up).
+        answered = (
+            [letter.in_reply_to, *reversed(letter.references)] if letter.extra.get("person") else [letter.in_reply_to]
+        )
+        for message_id in filter(None, answered):
+            parent_id = self.spool.known(self.me.platform, message_id) or self.spool.known(letter.sender, message_id)
+            if parent_id:
+                parent_thread = self.spool.letter(parent_id).thread
+                break
+        return Facts(
+            self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread
+        )
+
+    def _filed_already(self, raw: bytes) -> bool:
+        from ..letter import wire
+
+        quick = wire.quick_identity(raw)
+        platform = self.registry.by_address(quick[0]) if quick else None
+        if quick and platform:
+            return self.spool.has_bytes(raw, platform.name, quick[1])
+        return self.spool.has_bytes(raw)
+
+    def _quarantine(
+        self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
+    ) -> None:
+        letter = self._quarantined(verdict)
+        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
+
+    def _quarantined(self, verdict: Verdict) -> Letter:
+        """The letter a quarantine verdict files (what it saw of the letter, with why)."""
+        summary = verdict.summary or {}
+        base: Letter = verdict.letter or Letter(
+            message_id=summary.get("message_id", ""),
+            sender="",
+            sender_address=summary.get("from", ""),
+            to=self.me.platform,
+            to_address=self.platform.address,
+            type="",
+            thread="",
+            subject=summary.get("subject", ""),
+            body="",
+            date=summary.get("date", ""),
+        )
+        return base.replace(id="", reason=verdict.reason, detail=verdict.detail)
+
+    def rebuild(self) -> dict[str, Any]:
+        """Make this mailbox's spool.db again from its letter files, after it was lost or damaged
+        (DESIGN §7). Every letter is judged again as a sync would; one this platform sent is
+        ``sent`` (its reply claim taken again), one it answered ``read``, another ``unread`` or
+        ``quarantine`` as judged now. What was there is kept aside. NotFound when spool.db is in
+        order (nothing to rebuild)."""
+        from ..errors import StorageError
+        from ..stages.route import route
+        from ..trust import authenticity
+
+        try:
+            self.spool.check()
+        except StorageError:
+            pass
+        else:
+            raise NotFound(f"{self.spool.db.path} is in order: nothing to rebuild")
+        me = self.me
+
+        def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
+            del letter_id
+            if raw.startswith((b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")):
+                return "quarantine", self._quarantined(
+                    authenticity.Verdict(
+                        "quarantine",
+                        reason="too-large" if raw.startswith(b"X-Agentmail-Not-Downloaded:") else "malformed",
+                        detail="not read when it arrived; the rest of its note was in the spool.db that was lost",
+                    )
+                )
+            verdict = authenticity.judge(raw, self.registry)
+            letter = verdict.letter
+            if verdict.route == "accept" and letter is not None and _ours(letter, me):
+                return "sent", letter
+            filing = route(verdict, self.facts(verdict))
+            if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
+                return "unread", filing.verdict.letter
+            if filing.action == "quarantine" and filing.verdict is not None:
+                return "quarantine", self._quarantined(filing.verdict)
+            return None
+
+        outcome = self.spool.recover(classify)
+        (self.spool.root / SEARCH_INDEX).unlink(missing_ok=True)  # a cache of the old rows
+        return outcome
+
+    def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
+              from_start: bool = False) -> list[Letter]:  # fmt: skip
+        """Unread authenticated letters, oldest first. They stay unread until ``done`` or a reply,
+        unless ``consume`` (at-most-once: only the letters this call claimed are returned).
+        ``from_start``: fetch the mailbox's whole history first (``from_start()``)."""
+        if from_start:
+            self.from_start()
+            sync = True
+        if sync:
+            self.sync()
+        ids = self.spool.ids("unread")
+        letters: list[Letter] = []
+        for letter_id in ids:
+            if limit is not None and len(letters) >= limit:
+                break
+            try:
+                letter = self.spool.letter(letter_id, "unread")
+            except NotFound:
+                continue
+            if consume:
+                if not self.box.move(letter_id, "unread", "read"):
+                    continue  # another consumer claimed it first
+                letter = letter.replace(state="read")
+            letters.append(letter)
+        return letters
+
+    def done(self, *letter_ids: str) -> list[str]:
+        """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound.
+
+        A failed letter of mine (refused for good, not sent and not queued, or rejected by a
+        person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it.
+        Those ids are returned too, and listed in ``dismissed``."""
+        moved: list[str] = []
+        self.dismissed = []
+        for letter_id in letter_ids:
+            letter_id = self.box.id_of(letter_id)  # ids are accepted in any case
+            state = self.spool.locate(letter_id)
+            if state is None:
+                raise NotFound(f"no letter {letter_id}")
+            if state == "unread" and self.box.move(letter_id, "unread", "read"):
+                moved.append(letter_id)
+            elif state == "failed" and not self.spool.annotations(letter_id).get("dismissed"):
+                self.spool.annotate(letter_id, dismissed="true")
+                moved.append(letter_id)
+                self.dismissed.append(letter_id)
+        return moved
+
+    def recheck_quarantine(self, *refs: str, sync: bool = True) -> list[dict[str, Any]]:
+        """Judge quarantined letters (those ``refs`` name; none: all) again against today's
+        registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
+        from .recheck import recheck
+
+        if sync:
+            self.sync()
+        return recheck(self, tuple(refs))
+
+    def _warm_receiving(self) -> None:
+        """Before blocking: judge and route one letter signed here for this platform (never
+        filed), as ``_file`` would, so the first letter that lands pays no first-use costs
+        (imports, the email and DKIM packages' compiled patterns, the duplicate check's, the
+        database's first durable commit). Only with a pinned key: nothing here may reach a network."""
+        from ..stages.route import route
+
+        self.spool.warm()
+        if self.platform.key_lookup != "pinned":
+            return
+        try:
+            draft = Draft(self.platform.name, "question", new_thread_id(), "warm-up", "Is this warm?")
+            route(*self._judged(self.box.compose(draft)[1]))
+        except Exception:  # a missing key, say: the letter that lands says so when it is judged
+            pass
+
+    def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
+        """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
+
+        Raises Timeout. A matching letter already unread returns at once ("spool")."""
+        thread = None if thread is None else thread_id(thread)
+        deadline = time.monotonic() + timeout
+        mechanism = "spool"
+        while True:
+            self.sync(woken=mechanism != "spool")
+            for letter in self.inbox(sync=False):
+                if (type is None or letter.type == type) and (thread is None or letter.thread == thread):
+                    return letter, mechanism
+            if mechanism == "spool":
+                self._warm_receiving()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Timeout(f"no matching letter within {timeout:g}s")
+            woke = self.transport.wait(self._checkpoint(self.transport.name), left)
+            if woke is None:
+                raise Timeout(f"no matching letter within {timeout:g}s")
+            mechanism = woke
+
+
+def _ours(letter: Letter, me: Identity) -> bool:
+    """A letter this mailbox wrote, among its files (rebuild): from its platform, not a person's,
+    and not a sibling's note to this agent (the only letters from its platform a mailbox files)."""
+    to_me = letter.type == "note" and letter.to_agent is not None and letter.to_agent == me.agent
+    return letter.sender == me.platform and not letter.extra.get("person") and not to_me

@@ -1,0 +1,431 @@
+"""Sending: new threads, replies, follow-ups, notes — each through the one guard, claimed once per platform (DESIGN §6)."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from .._value import Frozen, set_field
+from ..errors import (
+    BadInput,
+    ConfigError,
+    NotFound,
+    Refused,
+)
+from ..model import (
+    Letter,
+    check_name,
+    check_outcome,
+    check_sendable,
+    check_severity,
+    check_thread,
+    check_type,
+    new_thread_id,
+    reply_subject,
+    thread_id,
+)
+from ..stages.compose import Draft
+from .mailbox import Stage
+
+if TYPE_CHECKING:
+    from ..letter.attach import Attachment
+    from ..stages.guards import Outbound
+
+    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    from .holds import Holds
+    from .mailbox import Mailbox
+    from .outbox import Outbox
+    from .receiver import Receiver
+    from .threads import Threads
+
+
+MAX_REFERENCES = 20
+
+
+class Sent(Frozen):
+    """What ``send`` did: the letter as it is now, and the advice and warnings for its writer
+    (an opener's gaps, prefixed ``opener: ``; a thread that is with another platform than asked)."""
+
+    __slots__ = ("letter", "warnings")
+
+    letter: Letter
+    warnings: tuple[str, ...]
+
+    def __init__(self, letter: Letter, warnings: tuple[str, ...] = ()) -> None:
+        set_field(self, "letter", letter)
+        set_field(self, "warnings", warnings)
+
+
+class Sender(Stage):
+    """What an agent sends: new threads, replies, follow-ups and notes, each through the one guard, claimed once per platform, then handed to the outbox."""
+
+    def __init__(self, box: Mailbox, outbox: Outbox, holds: Holds, threads: Threads, receiver: Receiver) -> None:
+        super().__init__(box)
+        self.outbox, self.holds, self.threads, self.receiver = outbox, holds, threads, receiver
+        self._refusals: dict[str, str] = {}
+
+    def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
+        """File a signed letter in the outbox, or in held/ with why it waits for a person."""
+        return self.outbox.file(letter, raw) if held is None else self.holds.file(letter, raw, held)
+
+    def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",
+             severity: str | None = None,
+             ref: str | None = None, force: bool = False, thread: str | None = None,
+             hold: bool = False, attachments: tuple[Attachment, ...] = (),
+             outcome: str | None = None) -> Sent:  # fmt: skip
+        """Open a thread, or with ``thread`` continue it after this platform's own last letter
+        (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
+        Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
+        now; ``flush`` retries) or ``failed`` — ``raise_for_state`` turns the last two into
+        errors. Advice (an opener's gaps, a thread that is with another platform than ``to``)
+        comes back beside the letter (``Sent.warnings``). A guard that refuses raises Refused (the new-thread quota
+        among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
+        letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``.
+        ``attachments`` (``evidence.from_file``/``from_patches``) make it multipart/mixed.
+
+        ``to`` may name several platforms (``"beta,gamma"``, a list) or a registry group
+        (``"@consumers"``): a fan-out, one letter with one Message-ID to all of them, one thread
+        (DESIGN §6); it counts as one new thread."""
+        from ..config.recipients import resolve
+        from ..stages import guards
+
+        _check_body(body, force)
+        check_outcome(outcome, type)  # ``outcome``: a verify-result's (model.OUTCOMES)
+        if thread:
+            thread = thread_id(thread)
+            return self._send_in_thread(to, thread, body, type=type, force=force, hold=hold, attachments=attachments,
+                                        outcome=outcome)  # fmt: skip
+        check_sendable(type)
+        check_severity(severity)
+        names = resolve(self.registry, to, self.me.platform)
+        recipient, others = self.registry.get(names[0]), names[1:]
+        # Counting and filing under one platform-wide lock: two sends at the quota's edge (two
+        # agents, two processes) never both see room for one more thread.
+        with self.spool.platform_locked("quota"):
+            opened, quota, frees = self._quota()
+            self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
+                                        quota=quota, quota_frees=frees, attachments=attachments))  # fmt: skip
+            # Advice is for reports that open a thread, not for a one-line question.
+            one_liner = type == "question" and len(body.strip().splitlines()) <= 1
+            warnings = () if one_liner else tuple(guards.opener_warnings(type, body))
+            letter, raw = self.box.compose(
+                Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
+                      also_to=others, attachments=attachments, outcome=outcome)
+            )  # fmt: skip
+            stored = self._file_outgoing(letter, raw, self._hold(letter, hold))
+        return Sent(self.outbox.send_now(stored, raw), warnings)
+
+    def _send_in_thread(self, to: str | list[str] | tuple[str, ...], thread: str, body: str, *, type: str,
+                        force: bool, hold: bool, attachments: tuple[Attachment, ...] = (),
+                        outcome: str | None = None) -> Sent:  # fmt: skip
+        """``send --thread``: a follow-up. In a fan-out thread this platform opened, ``to`` picks
+        the counterparts (one letter to those whose part of the thread stands at the same letter)."""
+        check_thread(thread)
+        try:
+            parties = self.box.parties(self.threads.thread(thread))  # synced: the counterparts' latest letters count
+        except NotFound:
+            parties = []  # follow_up says what is wrong
+        if len(parties) > 1:
+            if outcome is not None:
+                raise BadInput("an outcome is for a verify-result between two platforms, not a fan-out follow-up")
+            letter = self._fan_out_follow_up(to, thread, parties, body, type=type, force=force, hold=hold,
+                                             attachments=attachments)  # fmt: skip
+            return Sent(letter, ())
+        letter = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments,
+                                outcome=outcome)  # fmt: skip
+        wanted = ",".join(to) if not isinstance(to, str) else to
+        return Sent(letter, () if letter.to == wanted else (f"thread {thread} is with {letter.to}; sent there",))
+
+    def _fan_out_follow_up(self, to: str | list[str] | tuple[str, ...], thread: str, parties: list[str], body: str,
+                           *, type: str, force: bool, hold: bool,
+                           attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+        """A follow-up in a fan-out thread: the guards judge each counterpart's part of the thread
+        (its letters and mine to it) on its own, as they would a two-party thread."""
+        from ..config.recipients import resolve
+        from ..stages import guards
+
+        check_sendable(type)
+        try:
+            chosen = resolve(self.registry, to, self.me.platform)
+        except (BadInput, ConfigError):
+            chosen = ()  # said below, with the platforms the thread is with
+        strangers = [n for n in chosen if n not in parties]
+        if not chosen or strangers:
+            raise BadInput(f"thread {thread} is with {', '.join(parties)}; name one or several of them "
+                           f"(e.g. 'send {parties[0]} --thread {thread}')")  # fmt: skip
+        letters = self.threads.thread(thread, sync=False)
+        lasts: dict[str, Letter] = {}
+        for name in chosen:
+            last = self._last_of_platform_thread(thread, letters, party=name)
+            answered = self.spool.replied_by(_fan_out_key(last.message_id, name)) or self._answered_to(
+                thread, last, name
+            )
+            reason = guards.refusal(guards.Outbound(type, body, self.me.platform, parent=last, follow_up=True,
+                                                    force=force, answered_by=answered, depth=last.depth + 1,
+                                                    attachments=attachments))  # fmt: skip
+            if reason is not None:
+                raise Refused(f"{name}: {reason}")
+            lasts[name] = last
+        if len({x.id for x in lasts.values()}) > 1:
+            stands = ", ".join(f"{n} at {x.id}" for n, x in lasts.items())
+            raise BadInput(f"thread {thread} stands at different letters ({stands}); follow up with each on its own")
+        last = next(iter(lasts.values()))
+        composed = self.box.compose(Draft(chosen[0], type, thread, reply_subject(letters[0].subject), body,
+                                       in_reply_to=last.message_id, references=_references(last),
+                                       also_to=chosen[1:], attachments=attachments))  # fmt: skip
+        letter, raw = composed
+        held = self._hold(letter, hold)
+        keys = [_fan_out_key(last.message_id, n) for n in chosen]
+        stored = self._claim_all(keys, letter, raw, held)
+        if stored is None:
+            raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
+        return self.outbox.send_now(stored, raw)
+
+    def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None) -> Letter | None:
+        """Claim every key (one per counterpart) and file the letter inside all claims; None when
+        another mailbox of this platform holds one of them (nothing is filed then)."""
+        if not keys:
+            return self._file_outgoing(letter, raw, held)
+        with self.spool.claim_reply(keys[0], letter.id) as holder:
+            if holder is not None:
+                return None
+            return self._claim_all(keys[1:], letter, raw, held)
+
+    def _answered_to(self, thread: str, parent: Letter, party: str) -> str | None:
+        """Did a mailbox of this platform already send ``party`` a letter after ``parent``? (From
+        the letter files: the claim index is a cache.)"""
+        for spool in (self.spool, *self.spool.siblings()):
+            for letter_id in spool.thread_ids(thread):
+                state = spool.locate(letter_id)
+                if state in ("outbox", "held", "sent"):
+                    sent = spool.letter(letter_id, state)
+                    if sent.in_reply_to == parent.message_id and party in self.box.counterparts(sent):
+                        return f"{spool.mailbox} {letter_id}"
+        return None
+
+    def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
+             attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+        """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
+        from ..stages import guards
+
+        _check_body(body, force)
+        self._check(guards.Outbound("note", body, self.me.platform, force=force, attachments=attachments))
+        if to_agent is not None and to_agent != self.me.agent:
+            self.receiver.register_sibling(check_name("agent", to_agent))
+        composed = self.box.compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
+                                       attachments=attachments))  # fmt: skip
+        # A note copies the platform's own followers: a hold rule naming one holds it too.
+        return self._dispatch(composed, self._hold(composed[0], False))
+
+    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
+              raise_refused: bool = False, hold: bool = False,
+              attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter | None:  # fmt: skip
+        """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
+        documented, compatible form); with ``raise_refused`` Refused, as every other sending
+        method does (the convention; the CLI and MCP server use it).
+
+        One reply per letter per platform: the first agent of the platform to answer claims
+        the letter (across processes); the others are refused, told who answered."""
+        letter = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome)
+        if letter is None and raise_refused:
+            raise Refused(self.why_refused(to) or "refused")
+        return letter
+
+    def _reply(
+        self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False,
+        attachments: tuple[Attachment, ...] = (), outcome: str | None = None,
+    ) -> Letter | None:  # fmt: skip
+        _check_body(body, force)
+        parent_id = self.box.id_of(to)
+        parent = self.spool.letter(parent_id)
+        kind = check_type(type or _default_reply_type(parent.type))
+        check_outcome(outcome, kind)
+        reason = self._refusal(parent, kind, body, force=force, attachments=attachments)
+        recipient = self.registry.platforms.get(parent.sender)
+        if reason is None and recipient is None:
+            reason = f"the sender of {parent_id} is no longer in the registry"
+        if reason is None and parent.extra.get("person") and parent.sender == self.me.platform:
+            reason = (f"letter {parent_id} is from {parent.extra['person']}, a person of {parent.sender} itself: "
+                      "there is no other platform to answer; write to them from a mail client")  # fmt: skip
+        if reason is not None:
+            self._refusals[parent_id] = reason
+            return None
+        assert recipient is not None
+        person = str(parent.extra.get("person") or "")  # a person's letter: they read the answer too
+        composed = self.box.compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
+                                       body, in_reply_to=parent.message_id, references=_references(parent),
+                                       attachments=attachments, cc=(person,) if person else (),
+                                       outcome=outcome))  # fmt: skip
+        stored = self._file_answer(parent, composed, self._hold(composed[0], hold))
+        if stored is None:
+            return None
+        self._refusals.pop(parent_id, None)
+        self.box.move(parent_id, "unread", "read")
+        return self.outbox.send_now(stored, composed[1])
+
+    def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
+                  attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter:  # fmt: skip
+        """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
+        after its ack). It answers this platform's own last letter of the thread, under the
+        same guards as a reply (never after the other side's ack or close; the same depth cap;
+        one letter after each letter per platform). Raises Refused otherwise."""
+        _check_body(body, force)
+        check_sendable(type)
+        check_outcome(outcome, type)
+        thread = thread_id(thread)
+        letters = self.threads.thread(thread)
+        last = self._last_of_platform_thread(thread, letters)
+        # After the other side's ack of my own letter, the reporter may add evidence or withdraw
+        # (guards.AFTER_ACK): the letter continues my acknowledged letter, never answers the ack.
+        acked = self._acked_own(last, letters)
+        reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments,
+                               acked=acked)  # fmt: skip
+        if reason is not None:
+            raise Refused(reason)
+        counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
+        recipient = self.registry.get(counterpart)
+        answered = acked or last
+        composed = self.box.compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
+                                       in_reply_to=answered.message_id, references=_references(last),
+                                       attachments=attachments, outcome=outcome))  # fmt: skip
+        stored = self._file_answer(answered, composed, self._hold(composed[0], hold))
+        if stored is None:
+            raise Refused(self._refusals.pop(answered.id, "refused"))
+        return self.outbox.send_now(stored, composed[1])
+
+    def why_refused(self, letter: str | Letter) -> str | None:
+        """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""
+        letter_id = self.box.id_of(letter)
+        if letter_id in self._refusals:
+            return self._refusals[letter_id]
+        parent = self.spool.letter(letter_id)
+        return self._refusal(parent, _default_reply_type(parent.type), "", force=True)
+
+    def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False,
+                 attachments: tuple[Attachment, ...] = (), acked: Letter | None = None) -> str | None:  # fmt: skip
+        """The one guard, with the facts it needs gathered the same way for every path.
+        ``acked``: this platform's own letter that ``parent`` (the other side's ack) answers."""
+        from ..stages import guards
+
+        return guards.refusal(
+            guards.Outbound(
+                kind,
+                body,
+                self.me.platform,
+                parent=parent,
+                follow_up=follow_up,
+                force=force,
+                answered_by=self.spool.replied_by((acked or parent).message_id),
+                depth=parent.depth + 1,
+                attachments=attachments,
+                acks_mine=acked is not None,
+            )
+        )
+
+    def _acked_own(self, last: Letter, letters: list[Letter]) -> Letter | None:
+        """This platform's letter that ``last`` acknowledges, when ``last`` is the other side's ack."""
+        if last.type != "ack" or last.sender == self.me.platform or not last.in_reply_to:
+            return None
+        return next((x for x in letters if x.message_id == last.in_reply_to and x.sender == self.me.platform), None)
+
+    def _check(self, out: Outbound) -> None:
+        from ..stages import guards
+
+        reason = guards.refusal(out)
+        if reason:
+            raise Refused(reason)
+
+    def _last_of_platform_thread(self, thread: str, letters: list[Letter], party: str | None = None) -> Letter:
+        """The thread's last letter as this *platform* sees it: the letters here, and those the
+        platform's other agents sent in it. Last = deepest (ties: the latest filed). ``party``:
+        only the part of a fan-out thread with that platform."""
+        candidates = list(letters)
+        for sibling in self.spool.siblings():
+            for letter_id in sibling.thread_ids(thread):
+                state = sibling.locate(letter_id)
+                if state in ("outbox", "held", "sent", "failed"):
+                    candidates.append(sibling.letter(letter_id, state))
+        if party is not None:
+            candidates = [x for x in candidates if party in self.box.counterparts(x)]
+        return max(candidates, key=lambda x: (x.depth, x.id))
+
+    def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes], held: str | None = None) -> Letter | None:
+        """Claim ``parent`` for this platform and file the answer in the outbox (or in held/:
+        a held reply answers the letter, pending approval), as one step. None (with the reason
+        remembered) when another agent of the platform answered first."""
+        letter, raw = composed
+        with self.spool.claim_reply(parent.message_id, letter.id) as holder:
+            if holder is None:
+                return self._file_outgoing(letter, raw, held)
+        from ..stages import guards
+
+        self._refusals[parent.id] = (
+            guards.refusal(
+                guards.Outbound(
+                    letter.type,
+                    "",
+                    self.me.platform,
+                    parent=parent,
+                    answered_by=holder,
+                    force=True,
+                    follow_up=parent.sender == self.me.platform,
+                )
+            )
+            or "already answered"
+        )
+        return None
+
+    def _hold(self, letter: Letter, asked: bool) -> str | None:
+        """Why ``letter`` waits for a person: asked, or a bus ``hold`` rule naming any of its
+        envelope recipients (every To, every Cc: a follower, the person a reply answers)."""
+        from ..stages import guards
+
+        return guards.letter_hold_reason(letter, self.registry.bus.hold, asked)
+
+    def _quota(self) -> tuple[int, int | None, str]:
+        """This platform's new threads in the last hour (from the letter files), the cap (None:
+        ``new_threads_per_hour = 0``, no cap), and when the oldest leaves the window (UTC)."""
+        import datetime
+
+        if self.registry.bus.new_threads_per_hour == 0:
+            return 0, None, ""
+        now_ms = time.time_ns() // 1_000_000
+        opened = self.spool.opened_since(now_ms - 3_600_000)
+        frees = ""
+        if opened:
+            from ..model import ulid_ms
+
+            at = datetime.datetime.fromtimestamp((ulid_ms(opened[0]) + 3_600_000) / 1000, datetime.UTC)
+            frees = at.strftime("%Y-%m-%d %H:%M:%S UTC")
+        return len(opened), self.registry.bus.new_threads_per_hour, frees
+
+    def _dispatch(self, composed: tuple[Letter, bytes], held: str | None = None) -> Letter:
+        """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
+        Letters still queued from earlier ride along on the same connection.
+
+        A configuration error (login refused, untrusted certificate, no AUTH, wrong TLS mode,
+        unreadable credentials) is not transient: the new letter is moved to failed/ rather than
+        left queued, so fixing the configuration and sending again never delivers it twice."""
+        letter, raw = composed
+        stored = self._file_outgoing(letter, raw, held)
+        return stored if held else self.outbox.send_now(stored, raw)
+
+
+def _references(parent: Letter) -> tuple[str, ...]:
+    return tuple([*parent.references, parent.message_id][-MAX_REFERENCES:])
+
+
+def _default_reply_type(parent_type: str) -> str:
+    return {"report": "ack", "fix-notice": "verify-result", "note": "note"}.get(parent_type, "question")
+
+
+def _check_body(body: str, force: bool) -> None:
+    """An empty letter is bad input (exit 2), said before any guard is asked (``--force``, which
+    the guard honours for an empty body too, still sends one)."""
+    if not force and not body.strip():
+        raise BadInput("the body is empty: write what the reader needs (-b TEXT, -b @FILE or -b - for standard input)")
+
+
+def _fan_out_key(message_id: str, party: str) -> str:
+    """What a follow-up in a fan-out thread claims: the letter it follows, per counterpart."""
+    return f"{message_id} to {party}"
