@@ -410,8 +410,14 @@ def server(make_client: Callable[[], AgentMail], save_root: Path | None = None) 
 def serve(make_client: Callable[[], AgentMail]) -> None:
     """Serve the tools over stdin/stdout until the client hangs up."""
     made = server(make_client)
+    import logging
+
     import anyio
     from mcp.server.stdio import stdio_server
+
+    # The process is the server's alone, and the SDK's stack (mcp, anyio, asyncio, httpx2, ...)
+    # logs under many names: one NullHandler on the root keeps them all off the host's stderr.
+    logging.getLogger().addHandler(logging.NullHandler())
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):
