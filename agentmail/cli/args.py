@@ -68,7 +68,7 @@ class _Param:
         longest = max(self.decls, key=lambda d: (d.startswith("--"), len(d)))
         return longest.lstrip("-").replace("-", "_")
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    def add_to(self, parser: _Parser) -> None:
         attrs = dict(self.attrs)
         attrs.pop("into_ctx", None)
         help_text = attrs.pop("help", None)
