@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import re
@@ -410,8 +411,6 @@ def server(make_client: Callable[[], AgentMail], save_root: Path | None = None) 
 def serve(make_client: Callable[[], AgentMail]) -> None:
     """Serve the tools over stdin/stdout until the client hangs up."""
     made = server(make_client)
-    import logging
-
     import anyio
     from mcp.server.stdio import stdio_server
 
