@@ -1,4 +1,4 @@
-"""The command line's grammar (``agentmail/_args.py`` on argparse): any argv parses into the named
+"""The command line's grammar (``agentmail/cli/args.py`` on argparse): any argv parses into the named
 command's keywords or fails as a usage error, never otherwise; and what click allowed still parses."""
 
 from __future__ import annotations
@@ -96,3 +96,33 @@ def test_a_usage_error_says_what_and_where_the_help_is(argv: list[str], error: s
     with pytest.raises(UsageError) as raised:
         _resolve(argv)
     assert str(raised.value).startswith(error) and str(raised.value).endswith("--help')")
+
+
+def test_the_grammar_touches_no_private_part_of_argparse() -> None:
+    """Issue 27: ``cli/args`` uses argparse's public API; the one underscore name it reaches is
+    the help formatter's hook it overrides (and its own ``Group._listing``)."""
+    import ast
+    from pathlib import Path
+
+    from agentmail.cli import args
+
+    tree = ast.parse(Path(args.__file__).read_text())
+    private = {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+    }
+    assert private == {"_format_action_invocation", "_listing"}
+
+
+def test_every_module_of_commands_is_in_the_root_and_no_name_twice() -> None:
+    from agentmail.cli import agent, integrations, operator
+    from agentmail.cli.args import Commands
+
+    parts = (agent.commands, operator.commands, integrations.commands)
+    assert set(main_group.commands) == {name for part in parts for name in part.commands}
+    assert sum(len(part.commands) for part in parts) == len(main_group.commands)
+    again = Commands()
+    again.command("inbox")(lambda ctx: None)
+    with pytest.raises(ValueError, match=r"commands declared twice: \['inbox'\]"):
+        Group("agentmail", lambda ctx: None, parts=[agent.commands, again])

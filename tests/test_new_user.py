@@ -372,7 +372,7 @@ def test_every_option_and_argument_has_help_text() -> None:
 
 
 def test_the_type_help_and_the_type_error_list_the_same_types(alpha: AgentMail) -> None:
-    from agentmail.cli.app import _TYPES_HELP
+    from agentmail.cli.context import TYPES_HELP as _TYPES_HELP
 
     with pytest.raises(BadInput) as caught:
         alpha.send("beta", "Hi", OPENER, type="rant")
@@ -490,7 +490,7 @@ def test_each_form_of_a_letters_name_names_it(named_spool: tuple[AgentMail, list
 @settings(max_examples=examples(300), deadline=None)
 @given(data=st.binary(max_size=64))
 def test_any_bytes_as_a_body_are_utf8_text_or_one_line_saying_so(data: bytes) -> None:
-    from agentmail.cli.app import read_body
+    from agentmail.cli.context import read_body
 
     stdin = sys.stdin
     sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")

@@ -5,6 +5,12 @@ A command is a function declared with decorators beside it (``@group.command()``
 ``@argument``), and its parser is built only when that command runs or shows its help: a start
 pays for one command's options, not for all ~180. Usage errors raise ``UsageError`` (exit 2, one
 line that says where the help is); ``--help`` and ``--version`` raise ``Exit(0)`` after printing.
+
+Only argparse's public API is used (issue 27): parsers, argument groups, the ``Action`` objects
+``add_argument`` returns, ``error``/``exit``/``format_help`` overridden as documented. The one
+subclass of argparse's own is the help formatter, through the hooks argparse's own formatters
+override (``_fill_text``, ``_split_lines``; ``_format_action_invocation`` for click's
+``-s, --subject SUBJECT``).
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ class _Param:
         longest = max(self.decls, key=lambda d: (d.startswith("--"), len(d)))
         return longest.lstrip("-").replace("-", "_")
 
-    def add_to(self, parser: argparse.ArgumentParser) -> None:
+    def add_to(self, parser: _Parser) -> None:
         attrs = dict(self.attrs)
         attrs.pop("into_ctx", None)
         help_text = attrs.pop("help", None)
@@ -81,13 +87,13 @@ class _Param:
             elif not required:
                 attrs["nargs"] = "?"
             attrs.setdefault("metavar", self.dest.upper())
-            parser.add_argument(self.dest, help=help_text, **attrs)
+            parser.declare(self.dest, help=help_text, **attrs)
             return
         if attrs.pop("is_flag", False):
             attrs["action"] = "store_true"
         elif attrs.pop("multiple", False):
             attrs["action"] = "append"
-        parser.add_argument(*flags, dest=self.dest, help=help_text, **attrs)
+        parser.declare(*flags, dest=self.dest, help=help_text, **attrs)
 
 
 def _declare(kind: str) -> Callable[..., Callable[[F], F]]:
@@ -166,11 +172,11 @@ class Command:
     """A function run with the context object and its parsed options as keywords."""
 
     def __init__(self, name: str, func: Callable[..., Any], help_text: str | None) -> None:
-        self.name, self.func, self._help = name, func, help_text
+        self.name, self.func, self.help_text = name, func, help_text
 
     @property
     def help(self) -> str:
-        return _doc(self._help if self._help is not None else self.func.__doc__)
+        return _doc(self.help_text if self.help_text is not None else self.func.__doc__)
 
     @property
     def params(self) -> list[_Param]:
@@ -223,12 +229,11 @@ def _keywords(params: list[_Param], values: dict[str, Any], ctx: Any) -> dict[st
     return values
 
 
-class Group(Command):
-    """A command of commands: ``agentmail``, ``agentmail bus``, ``agentmail hook``."""
+class Commands:
+    """The commands a module declares (``commands = Commands()``, then ``@commands.command()``
+    on each function), for the group that takes them in: ``Group(..., parts=[commands])``."""
 
-    def __init__(self, name: str, func: Callable[..., Any], help_text: str | None = None, epilog: str = "") -> None:
-        super().__init__(name, func, help_text)
-        self.epilog = epilog
+    def __init__(self) -> None:
         self.commands: dict[str, Command] = {}
 
     def command(self, name: str | None = None, help: str | None = None) -> Callable[[F], F]:  # noqa: A002
@@ -247,6 +252,21 @@ class Group(Command):
 
         return decorator
 
+
+class Group(Command, Commands):
+    """A command of commands: ``agentmail``, ``agentmail bus``, ``agentmail hook``."""
+
+    def __init__(self, name: str, func: Callable[..., Any], help_text: str | None = None, epilog: str = "",
+                 parts: Sequence[Commands] = ()) -> None:  # fmt: skip
+        Command.__init__(self, name, func, help_text)
+        Commands.__init__(self)
+        self.epilog = epilog
+        for part in parts:
+            clash = set(part.commands) & set(self.commands)
+            if clash:
+                raise ValueError(f"commands declared twice: {sorted(clash)}")
+            self.commands.update(part.commands)
+
     def texts(self) -> tuple[str, str]:
         listing = self._listing()
         return self.help, f"{listing}\n\n{_doc(self.epilog)}" if self.epilog else listing
@@ -255,7 +275,7 @@ class Group(Command):
         parser = _Parser(prog, self.texts, usage=f"{prog} [OPTIONS] COMMAND [ARGS]...")
         for param in self.params:
             param.add_to(parser)
-        parser.add_argument("command", nargs=argparse.PARSER, help=argparse.SUPPRESS)
+        parser.declare("command", nargs=argparse.PARSER, help=argparse.SUPPRESS)
         return parser
 
     def _listing(self) -> str:
@@ -296,7 +316,11 @@ def _did_you_mean(word: str, choices: Sequence[str]) -> str:
 
 class _Parser(argparse.ArgumentParser):
     """argparse with click's conventions: ``-h``/``--help``, no abbreviated long options, help
-    wrapped to the terminal, and errors raised (never ``sys.exit``) as one line."""
+    wrapped to the terminal, and errors raised (never ``sys.exit``) as one line.
+
+    Everything is declared through ``declare``, into the groups titled as click titles them
+    ("Arguments", "Options"; argparse's own two stay empty, and an empty section is not
+    printed), and the actions it makes are kept in ``declared``."""
 
     def __init__(self, prog: str, texts: Callable[[], tuple[str, str]], usage: str | None = None) -> None:
         super().__init__(
@@ -306,12 +330,20 @@ class _Parser(argparse.ArgumentParser):
             formatter_class=_formatter,
             add_help=False,
         )
-        self._positionals.title, self._optionals.title = "Arguments", "Options"
-        self.add_argument("-h", "--help", action="help", help="Show this message and exit.")
-        self._texts = texts
+        self.arguments, self.options = self.add_argument_group("Arguments"), self.add_argument_group("Options")
+        self.declared: list[argparse.Action] = []
+        self.texts = texts
+        self.declare("-h", "--help", action="help", help="Show this message and exit.")
+
+    def declare(self, *names: str, **attrs: Any) -> argparse.Action:
+        """``add_argument`` into its group: an option (``-x``) or an argument (a name)."""
+        group = self.options if names[0].startswith("-") else self.arguments
+        action = group.add_argument(*names, **attrs)
+        self.declared.append(action)
+        return action
 
     def format_help(self) -> str:
-        self.description, self.epilog = self._texts()
+        self.description, self.epilog = self.texts()
         return super().format_help()
 
     def fail(self, message: str) -> NoReturn:
@@ -319,7 +351,7 @@ class _Parser(argparse.ArgumentParser):
 
     def fail_on_unknown(self, argv: Sequence[str]) -> None:
         """Fail on the first unknown option of ``argv``, if it has one."""
-        for action in self._actions:
+        for action in self.declared:
             action.required = False
         try:
             _, extra = self.parse_known_intermixed_args(argv)
@@ -331,7 +363,7 @@ class _Parser(argparse.ArgumentParser):
     def fail_extra(self, extra: list[str]) -> NoReturn:
         word = extra[0]
         if word.startswith("-") and len(word) > 1 and word != "--":
-            known = [flag for action in self._actions for flag in action.option_strings]
+            known = [flag for action in self.declared for flag in action.option_strings]
             self.fail(f"no such option {word.split('=')[0]!r}{_did_you_mean(word.split('=')[0], known)}")
         self.fail(f"unexpected argument {word!r}")
 
@@ -359,8 +391,7 @@ class _Formatter(argparse.HelpFormatter):
         """``-s, --subject SUBJECT``, not argparse's ``-s SUBJECT, --subject SUBJECT``."""
         if not action.option_strings or action.nargs == 0:
             return super()._format_action_invocation(action)
-        value = self._format_args(action, self._get_default_metavar_for_optional(action))
-        return f"{', '.join(action.option_strings)} {value}"
+        return f"{', '.join(action.option_strings)} {_value_name(action)}"
 
     def _split_lines(self, text: str, width: int) -> list[str]:
         import textwrap
@@ -379,6 +410,16 @@ class _Formatter(argparse.HelpFormatter):
                     textwrap.fill(" ".join(paragraph.split()), width, initial_indent=indent, subsequent_indent=indent)
                 )
         return "\n\n".join(paragraphs)
+
+
+def _value_name(action: argparse.Action) -> str:
+    """An option's value in help, as argparse names it: the metavar, else ``{choice,...}``, else
+    the destination in capitals (every option here takes one value)."""
+    if action.metavar is not None:
+        return str(action.metavar)
+    if action.choices is not None:
+        return "{" + ",".join(str(choice) for choice in action.choices) + "}"
+    return action.dest.upper()
 
 
 @cache  # argparse makes a formatter for every option it adds: measure the terminal once

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import os
 import re
@@ -412,6 +413,10 @@ def serve(make_client: Callable[[], AgentMail]) -> None:
     made = server(make_client)
     import anyio
     from mcp.server.stdio import stdio_server
+
+    # The process is the server's alone, and the SDK's stack (mcp, anyio, asyncio, httpx2, ...)
+    # logs under many names: one NullHandler on the root keeps them all off the host's stderr.
+    logging.getLogger().addHandler(logging.NullHandler())
 
     async def main() -> None:
         async with stdio_server() as (read_stream, write_stream):

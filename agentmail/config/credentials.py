@@ -360,6 +360,11 @@ def keyring_secret(service: str, username: str, where: str) -> str:
         raise ConfigError(
             f"{what} is configured, but the keyring library is not installed: pip install 'agentmail[keyring]'"
         ) from None
+    import logging  # keyring loaded it already
+
+    log = logging.getLogger("keyring")  # its backend warnings: the ConfigError below says what failed
+    if not any(isinstance(handler, logging.NullHandler) for handler in log.handlers):
+        log.addHandler(logging.NullHandler())
     try:
         value = keyring.get_password(service, username)
     except keyring.errors.NoKeyringError:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import logging
 import re
 import selectors
 import socket
@@ -34,6 +35,13 @@ from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
+
+# What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
+# module as a TransportError, or is noise: a NullHandler on their loggers keeps logging's last
+# resort from printing it on a user's terminal (DESIGN §8). An application that configures
+# logging still receives their records (a NullHandler stops no propagation).
+for _logger in ("asyncio", "imapclient"):
+    logging.getLogger(_logger).addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 BATCH = 200

@@ -1,0 +1,116 @@
+"""What every command is handed: the context (the options given before or after its name, the
+client made once and closed at the end), the options several commands share, and how a body is read."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import BadInput
+from .args import echo, option
+
+if TYPE_CHECKING:
+    from pathlib import Path  # at run time imported where used: --help loads no pathlib (issue 11)
+
+    from ..client.facade import AgentMail
+
+F = TypeVar("F", bound=Callable[..., Any])
+TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
+ID_HELP = "A letter: its id (any case), its Message-ID, or a unique prefix of either."
+OUTCOME_HELP = "With -t verify-result: confirmed|still-broken (still-broken: the fixer's move again)."
+
+
+class Ctx:
+    def __init__(self, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
+        self.platform, self.agent, self.registry, self.json = platform, agent, registry, as_json
+        self._client: AgentMail | None = None
+
+    @property
+    def home(self) -> Path:
+        from ..home import agentmail_home
+
+        return agentmail_home()
+
+    def registry_root(self) -> Path:
+        from ..config.registry import registry_dir
+
+        return registry_dir(self.registry, self.home)
+
+    def client(self) -> AgentMail:
+        if self._client is None:
+            from ..client.facade import AgentMail
+
+            self._client = AgentMail.from_env(self.platform, agent=self.agent, registry=self.registry_root())
+        return self._client
+
+    def close(self) -> None:
+        """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
+        if self._client is not None:
+            if self._client.flushed:
+                echo(f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True)
+            self._client.close()
+            self._client = None
+
+
+def json_option(func: F) -> F:
+    """``--json``, ``--as`` and ``--agent`` are accepted before or after the command name."""
+    func = option("--agent", "agent_after", metavar="NAME", hidden=True, into_ctx="agent")(func)
+    func = option("--as", "as_after", metavar="PLATFORM", hidden=True, into_ctx="platform")(func)
+    return option("--json", "as_json", is_flag=True, into_ctx="json", help="Machine-readable output.")(func)
+
+
+def attach_options(func: F) -> F:
+    """``--attach FILE`` (repeatable) and ``--patch REV-RANGE`` for every command that writes a letter."""
+    func = option(
+        "--patch", "patch", metavar="REV-RANGE", help="Attach 'git format-patch REV-RANGE' (one part per commit)."
+    )(func)
+    return option(
+        "--attach", "attach", metavar="FILE", multiple=True, help="Attach a file (repeatable): evidence, a log..."
+    )(func)
+
+
+NOT_TEXT = "the body must be UTF-8 text; convert it (iconv) or send the file with --attach"
+
+
+def read_body(value: str) -> str:
+    """``-b TEXT``, ``-b @FILE`` or ``-b -`` (standard input), which must be UTF-8 text: read
+    as bytes and decoded strictly (whatever the locale), newlines as text mode reads them."""
+    from pathlib import Path
+
+    where = "-b"
+    data: bytes | str = value
+    if value == "-":
+        where = "standard input"
+        stream = getattr(sys.stdin, "buffer", None)
+        data = stream.read() if stream is not None else sys.stdin.read()
+    elif value.startswith("@") and len(value) > 1:
+        path = Path(value[1:]).expanduser()
+        where = str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise BadInput(f"cannot read body file {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data.encode("utf-8").decode("utf-8")
+    except UnicodeError:  # undecodable bytes, or an argument's bytes the locale could not decode (surrogates)
+        raise BadInput(f"{where}: {NOT_TEXT}") from None
+    if "\x00" in text:  # a NUL: a binary file that happens to decode
+        raise BadInput(f"{where}: {NOT_TEXT}")
+    return text.replace("\r\n", "\n").replace("\r", "\n") if isinstance(data, bytes) else text
+
+
+def attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[Any, ...]:
+    """The files and patches to attach, read now (limits are the bus's: exit 2 with the reason)."""
+    from pathlib import Path
+
+    if not files and not patch:
+        return ()
+    from ..stages import evidence
+
+    client = ctx.client()
+    limit = client.registry.bus.attach_max_bytes
+    items = [evidence.from_file(name, limit, home=client.home) for name in files]
+    if patch:
+        items.extend(evidence.from_patches(patch, Path.cwd()))
+    return tuple(items)
