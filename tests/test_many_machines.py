@@ -1,4 +1,4 @@
-"""Reply claims across homes sharing one post office (issue 25, step 1: agentmail/claims.py)."""
+"""Reply claims across homes and machines of one platform (issue 25): the post office's claims, the IMAP claim, and the wired reply path."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from agentmail.spool.claims import Claims
+from agentmail.transport.claims import Claims
 
 RACER = """
 import json, sys
 from pathlib import Path
-from agentmail.spool.claims import Claims
+from agentmail.transport.claims import Claims
 root, me, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 sys.stdin.readline()  # start together
 won = [i for i in range(n) if Claims(root).claim(f"<letter-{i}@alpha.test>", me) is None]

@@ -758,15 +758,17 @@ class AgentMail:
             raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
         return self._sent(stored, raw)
 
-    def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None) -> Letter | None:
+    def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None,
+                   taken: tuple[str, ...] = ()) -> Letter | None:  # fmt: skip
         """Claim every key (one per counterpart) and file the letter inside all claims; None when
         another mailbox of this platform holds one of them (nothing is filed then)."""
-        if not keys:
-            return self._file_outgoing(letter, raw, held)
+        if not keys:  # every per-home claim is ours: now the one on the server (issue 25)
+            claimed = [(k.partition(" ")[0], k) for k in taken]
+            return None if self._server_claim(letter.id, claimed) else self._file_outgoing(letter, raw, held)
         with self.spool.claim_reply(keys[0], letter.id) as holder:
             if holder is not None:
                 return None
-            return self._claim_all(keys[1:], letter, raw, held)
+            return self._claim_all(keys[1:], letter, raw, held, (*taken, keys[0]))
 
     def _answered_to(self, thread: str, parent: Letter, party: str) -> str | None:
         """Did a mailbox of this platform already send ``party`` a letter after ``parent``? (From
@@ -937,6 +939,8 @@ class AgentMail:
         remembered) when another agent of the platform answered first."""
         letter, raw = composed
         with self.spool.claim_reply(parent.message_id, letter.id) as holder:
+            if holder is None:  # ours here: now on the server, for every machine (issue 25)
+                holder = self._server_claim(letter.id, [(parent.message_id, parent.message_id)])
             if holder is None:
                 return self._file_outgoing(letter, raw, held)
         from ..stages import guards
@@ -956,6 +960,16 @@ class AgentMail:
             or "already answered"
         )
         return None
+
+    def _server_claim(self, letter_id: str, claimed: list[tuple[str, str]]) -> str | None:
+        """The claim on the server (spool/claims.py): None when ours, else who answered."""
+        from ..spool import claims
+
+        who = claims.claim(self.spool, self.transport, letter_id, claimed)
+        warning = getattr(self.transport, "claim_warning", None)
+        if warning and warning not in self.last_warnings:
+            self.last_warnings.append(warning)
+        return who
 
     def _compose(self, draft: Draft) -> tuple[Letter, bytes]:
         return compose(self.registry, self.home, self.me.platform, draft)
@@ -1200,6 +1214,16 @@ class AgentMail:
                 return None
         if letter.state != "outbox":
             return None  # another process sent it meanwhile
+        from ..spool import claims
+
+        try:
+            answered = claims.confirm(self.spool, self.transport, letter_id)
+        except TransportError:
+            return None  # the server cannot say whose the claim is: the letter waits, queued
+        if answered is not None:
+            self.spool.annotate(letter_id, failed_reason=f"not sent: the letter it answers was answered meanwhile (by {answered})")
+            self._move(letter_id, "outbox", "failed")
+            return None
         if letter.message_id.encode() not in raw:
             # A letter filed without a flush, then a power cut: its row outlived its bytes.
             # Never submit what is left of it; say it did not go.
@@ -1242,6 +1266,9 @@ class AgentMail:
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
             self._move(result.key, "outbox", "sent", durable=False)
+            from ..spool import claims
+
+            claims.sent(self.spool, self.transport, result.key)  # its claim on the server answered
         elif result.status == "failed":
             self.spool.annotate(result.key, failed_reason=result.detail)
             self._move(result.key, "outbox", "failed")
