@@ -26,7 +26,7 @@ from agentmail.transport import open_transport
 from agentmail.transport.base import Transport
 from agentmail.transport.claims import MAX_KEYWORD, STALE_AFTER, Claims, ImapClaim
 from agentmail.transport.local import LocalTransport
-from agentmail.transport.smtpimap import SmtpImapTransport
+from agentmail.transport.smtpimap import NO_CONDSTORE, SmtpImapTransport
 
 from .conftest import OPENER
 from .mailservers import MailServers
@@ -240,7 +240,7 @@ def _check_race(results: list[list[dict[str, object]]], message_ids: list[str], 
     for i, message_id in enumerate(message_ids):
         codes = sorted(int(str(r[i]["exit"])) for r in results)
         losers = [str(r[i]["stderr"]) for r in results if r[i]["exit"] == 4]
-        assert codes == [0, 4] and "already answered (by beta@" in losers[0] and losers[0].count("\n") == 1
+        assert codes == [0, 4] and "already answered (by beta@" in losers[0] and losers[0].count("\n") == 1, (i, results)
         duplicates += sent(message_id) > 1
         lost += sent(message_id) == 0
     wins = [sum(r[i]["exit"] == 0 for i in range(len(message_ids))) for r in results]
@@ -345,3 +345,40 @@ def test_a_post_office_home_killed_between_claim_and_send_is_taken_over_after_th
     box = home / "postoffice" / "alpha"
     _takeover(home, other, transport, clock,
               lambda: sum(f"In-Reply-To: {mid}".encode() in p.read_bytes() for d in ("new", "cur") for p in (box / d).glob("*")))  # fmt: skip
+
+
+def _reply_costs(home: Path, servers: MailServers, *, condstore: bool, n: int = 5) -> tuple[int, float]:
+    """(IMAP commands, ms) of ``n`` replies, each from a fresh process's view (a new client)."""
+    servers.store.condstore = condstore
+    reg = make_bus(home, servers, new_threads_per_hour=0)
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        for i in range(n):
+            alpha.send("beta", f"Quota {i}", OPENER)
+    with AgentMail(reg, Identity("beta"), home) as beta:
+        letters = beta.inbox()
+    servers.store.reset_counts()
+    started = time.perf_counter()
+    for letter in letters:
+        with AgentMail(reg, Identity("beta"), home) as beta:
+            assert beta.reply(letter.id, "On it.", type="ack") is not None
+            warnings = beta.last_warnings
+        assert (NO_CONDSTORE in warnings) == (not condstore)  # said, in one line, when it cannot claim
+    ms = (time.perf_counter() - started) * 1000 / n
+    commands = sum(v for k, v in servers.store.counts.items() if k.startswith("imap.") and k != "imap.connect")
+    return commands // n, ms
+
+
+def test_what_a_claim_costs_per_reply_and_a_server_without_condstore_claims_per_machine(
+    home: Path, tmp_path: Path
+) -> None:
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as plain:
+        without, ms_without = _reply_costs(home, plain, condstore=False)
+        assert not any(f.startswith("$am") for m in plain.store.messages("beta@bus.test") for f in m.flags)  # none made
+    second = tmp_path / "second"
+    second.mkdir()
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as ms:
+        with_claims, ms_with = _reply_costs(second, ms, condstore=True)
+        assert all(sum(f.startswith("$ams-") for f in m.flags) == 1 for m in ms.store.messages("beta@bus.test"))
+    print(f"per reply: {without} IMAP commands and {ms_without:.1f} ms without a claim, "
+          f"{with_claims} and {ms_with:.1f} ms with one (+{with_claims - without} round trips)")  # fmt: skip
+    assert with_claims - without == 7  # claim: SELECT, SEARCH, FETCH, STORE; sent: SELECT, FETCH, STORE (DESIGN §10)

@@ -5,7 +5,7 @@ One reply per letter must hold across every home (machine) of a platform, not on
 ``spool.db``. A claim is a file created with ``O_EXCL`` in ``<postoffice>/<platform>/.claims/``,
 so the file system applies it for exactly one of several racing homes:
 
-    <key>.<generation>        "<holder>\\n<claimed at, ms since the epoch>\\n"   (O_EXCL)
+    <key>.<generation>        "<holder>\\n<claimed at, ms since the epoch>\\n"   (written aside, then link()ed: whole or not at all)
     <key>.<generation>.sent   the holder's reply went out                    (O_EXCL)
 
 ``key`` is the SHA-256 of the answered letter's Message-ID (first 32 hex digits). The current
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .._fs import write_new
+from .._fs import fsync_dir, write_new
 
 STALE_AFTER = 600.0
 """Seconds after which a claim whose reply never went out (the home died) may be taken over."""
@@ -90,12 +90,26 @@ class Claims:
                 if owner == holder:
                     return None
                 if not at or self.now() - at < self.stale_after:
-                    return owner or "another home"  # in flight (a claim half-written is in flight too)
-            try:
-                write_new(self.root / f"{key}.{gen + 1}", f"{holder}\n{int(self.now() * 1000)}\n".encode())
-            except FileExistsError:
-                continue  # another home took this generation first: read it
-            return None
+                    return owner or "another home"  # in flight
+            if self._create(f"{key}.{gen + 1}", f"{holder}\n{int(self.now() * 1000)}\n".encode()):
+                return None
+            # another home took this generation first: read it
+        return "another home"
+
+    def _create(self, name: str, data: bytes) -> bool:
+        """Create ``name`` holding ``data`` whole, or nothing when it exists: written aside,
+        then hard-linked in (``link`` fails on an existing name, like ``O_EXCL``), so no home
+        ever reads a claim half-written."""
+        aside = self.root / f".{name}.{os.getpid()}.{time.monotonic_ns()}"
+        write_new(aside, data)
+        try:
+            os.link(aside, self.root / name)
+        except FileExistsError:
+            return False
+        finally:
+            aside.unlink(missing_ok=True)
+        fsync_dir(self.root)
+        return True
         return "another home"
 
     def holder(self, message_id: str) -> str | None:

@@ -306,6 +306,7 @@ class SmtpImapTransport(Transport):
         self.stale_after = STALE_AFTER
         self.claim_warning: str | None = None
         self.claim_commands = 0
+        self._claim_places: dict[str, tuple[str, str, int]] = {}  # Message-ID -> (folder, UIDVALIDITY, UID)
 
     @classmethod
     def from_registry(cls, registry: Registry, platform: str, home: Path) -> SmtpImapTransport:
@@ -629,49 +630,54 @@ class SmtpImapTransport(Transport):
             return None
         if not SEARCHABLE_ID.fullmatch(message_id.strip()):
             return None  # not a Message-ID one can search for: the per-home claim alone holds
-        try:
-            place = self._claim_place(client, message_id.strip())
-            if place is None:
-                return None  # not on the server (deleted, or a letter never copied to sent)
-            uid = place
-            for _ in range(32):  # each round wins, loses, or sees the letter changed meanwhile
-                self.claim_commands += 1
-                got = client.fetch([uid], ["FLAGS", "MODSEQ"]).get(uid)
-                if got is None:
-                    return None  # expunged meanwhile
-                modseq = got[b"MODSEQ"][0] if isinstance(got.get(b"MODSEQ"), tuple) else got.get(b"MODSEQ")
-                state = ImapClaim(key, got.get(b"FLAGS", ()), now=self.now(), stale_after=self.stale_after)
-                if sent:
-                    keyword = state.sent_keyword(holder)
-                    if keyword is None:
-                        return state.who()
-                    keywords = [keyword]
-                else:
-                    who, keywords = state.decide(holder)
-                    if who is not None or not keywords:
-                        return who
-                if self._store_unless_modified(client, uid, int(modseq or 0), keywords):
-                    return None
-            return "another machine"
-        finally:
+        uid = self._claim_place(client, message_id.strip())
+        if uid is None:
+            return None  # not on the server (deleted, or a letter never copied to sent)
+        for _ in range(32):  # each round wins, loses, or sees the letter changed meanwhile
             self.claim_commands += 1
-            client.select_folder("INBOX", readonly=True)
+            got = client.fetch([uid], ["FLAGS", "MODSEQ"]).get(uid)
+            if got is None:
+                return None  # expunged meanwhile
+            modseq = got[b"MODSEQ"][0] if isinstance(got.get(b"MODSEQ"), tuple) else got.get(b"MODSEQ")
+            state = ImapClaim(key, got.get(b"FLAGS", ()), now=self.now(), stale_after=self.stale_after)
+            if sent:
+                keyword = state.sent_keyword(holder)
+                if keyword is None:
+                    return state.who()
+                keywords = [keyword]
+            else:
+                who, keywords = state.decide(holder)
+                if who is not None or not keywords:
+                    return who
+            if self._store_unless_modified(client, uid, int(modseq or 0), keywords):
+                return None
+        return "another machine"
 
     def _claim_place(self, client: imapclient.IMAPClient, message_id: str) -> int | None:
         """Select (writable) the folder holding ``message_id`` and return its UID there (the
-        lowest, so racing machines pick the same copy); None when no folder holds it."""
+        lowest, so racing machines pick the same copy); None when no folder holds it. The place
+        is remembered (under the folder's UIDVALIDITY): the mark after sending skips the SEARCH.
+        The folder stays selected: every other IMAP step here selects what it reads first."""
         folders = ["INBOX"]
         sent_folder = self._sent_folder(client)
         if sent_folder:
             folders.append(sent_folder)
+        known = self._claim_places.get(message_id)
+        if known is not None:
+            folders = [known[0]]
         for folder in folders:
-            self.claim_commands += 2
+            self.claim_commands += 1
             info = client.select_folder(folder, readonly=False)
             if not _keeps_keywords(info):
                 self.claim_warning = "the IMAP server keeps no keywords: replies are claimed per machine only"
                 return None
+            validity = str(info.get(b"UIDVALIDITY", b""))
+            if known is not None and known[1] == validity:
+                return known[2]
+            self.claim_commands += 1
             hits = client.search(["HEADER", "Message-ID", message_id])
             if hits:
+                self._claim_places[message_id] = (folder, validity, min(hits))
                 return min(hits)
         return None
 
