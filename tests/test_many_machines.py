@@ -151,7 +151,9 @@ ULIDS = st.text("0123456789ABCDEFGHJKMNPQRSTVWXYZ", min_size=26, max_size=26)
 
 
 @given(key=st.text(max_size=80), mailbox=st.text(max_size=80), reply=ULIDS, at=st.floats(1e6, 4e9))
-def test_imap_claim_keywords_fit_dovecot_and_read_back_as_the_same_claim(key: str, mailbox: str, reply: str, at: float) -> None:
+def test_imap_claim_keywords_fit_dovecot_and_read_back_as_the_same_claim(
+    key: str, mailbox: str, reply: str, at: float
+) -> None:
     words = ImapClaim(key, (), now=at).keywords(0, f"{mailbox} {reply}")
     assert all(len(w) <= MAX_KEYWORD and re.fullmatch(r"\$[A-Za-z0-9@._+-]+", w) for w in words)
     back = ImapClaim(key, [w.encode() for w in words], now=at + 1)
@@ -240,11 +242,16 @@ def _check_race(results: list[list[dict[str, object]]], message_ids: list[str], 
     for i, message_id in enumerate(message_ids):
         codes = sorted(int(str(r[i]["exit"])) for r in results)
         losers = [str(r[i]["stderr"]) for r in results if r[i]["exit"] == 4]
-        assert codes == [0, 4] and "already answered (by beta@" in losers[0] and losers[0].count("\n") == 1, (i, results)
+        assert codes == [0, 4] and "already answered (by beta@" in losers[0] and losers[0].count("\n") == 1, (
+            i,
+            results,
+        )
         duplicates += sent(message_id) > 1
         lost += sent(message_id) == 0
     wins = [sum(r[i]["exit"] == 0 for i in range(len(message_ids))) for r in results]
-    print(f"race: {len(message_ids)} letters, {len(results)} machines, wins {wins}, duplicates {duplicates}, lost {lost}")
+    print(
+        f"race: {len(message_ids)} letters, {len(results)} machines, wins {wins}, duplicates {duplicates}, lost {lost}"
+    )
     assert duplicates == lost == 0
 
 

@@ -1221,7 +1221,9 @@ class AgentMail:
         except TransportError:
             return None  # the server cannot say whose the claim is: the letter waits, queued
         if answered is not None:
-            self.spool.annotate(letter_id, failed_reason=f"not sent: the letter it answers was answered meanwhile (by {answered})")
+            self.spool.annotate(
+                letter_id, failed_reason=f"not sent: the letter it answers was answered meanwhile (by {answered})"
+            )
             self._move(letter_id, "outbox", "failed")
             return None
         if letter.message_id.encode() not in raw:

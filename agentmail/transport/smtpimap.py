@@ -225,7 +225,7 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, 
 # The keywords a person's mail client can show or filter on (RFC 3501 keywords, "$" by custom).
 KEYWORDS = {"verified": b"$AgentmailVerified", "quarantined": b"$AgentmailQuarantined"}
 # A Message-ID fit to search for: printable ASCII in angle brackets, no quote, no backslash.
-SEARCHABLE_ID = re.compile(r'<[!#-\[\]-~]{1,250}>')
+SEARCHABLE_ID = re.compile(r"<[!#-\[\]-~]{1,250}>")
 NO_CONDSTORE = (
     "the IMAP server does not offer CONDSTORE (RFC 7162): replies are claimed per machine only; "
     "run this platform on one machine, or on a server with CONDSTORE (Dovecot has it)"
@@ -675,7 +675,7 @@ class SmtpImapTransport(Transport):
             if known is not None and known[1] == validity:
                 return known[2]
             self.claim_commands += 1
-            hits = client.search(["HEADER", "Message-ID", message_id])
+            hits = [int(u) for u in client.search(["HEADER", "Message-ID", message_id])]
             if hits:
                 self._claim_places[message_id] = (folder, validity, min(hits))
                 return min(hits)
@@ -688,7 +688,9 @@ class SmtpImapTransport(Transport):
         self.claim_commands += 1
         imap = client._imap
         imap.untagged_responses.pop("MODIFIED", None)
-        typ, data = imap.uid("STORE", str(uid), f"(UNCHANGEDSINCE {modseq})", "+FLAGS.SILENT", f"({' '.join(keywords)})")
+        typ, data = imap.uid(
+            "STORE", str(uid), f"(UNCHANGEDSINCE {modseq})", "+FLAGS.SILENT", f"({' '.join(keywords)})"
+        )
         modified = imap.untagged_responses.pop("MODIFIED", None)
         imap.untagged_responses.pop("FETCH", None)
         if typ != "OK":

@@ -627,7 +627,12 @@ class _Session:
         unchangedsince = None
         if len(args) > 1 and isinstance(args[1], list):  # STORE set (UNCHANGEDSINCE n) item flags
             modifier = [str(t).upper() for t in args[1]]
-            if not self.store.condstore or len(modifier) != 2 or modifier[0] != "UNCHANGEDSINCE" or not modifier[1].isdigit():
+            if (
+                not self.store.condstore
+                or len(modifier) != 2
+                or modifier[0] != "UNCHANGEDSINCE"
+                or not modifier[1].isdigit()
+            ):
                 raise _Bad(f"bad STORE modifier {args[1]}")
             unchangedsince = int(modifier[1])
             self.condstore_on = True
