@@ -1486,6 +1486,11 @@ class AgentMail:
         moved = self.spool.move(letter_id, source, target, durable=durable)
         if moved:
             self._indexed(letter_id)
+        if moved and target == "failed":  # it never goes: its claim on the server is free again
+            from ..spool import claims
+
+            if claims.noted(self.spool, letter_id):
+                claims.release(self.spool, self.transport, letter_id)
         return moved
 
     def _warm_receiving(self) -> None:

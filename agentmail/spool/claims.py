@@ -11,7 +11,8 @@ holds across machines is made there, through the transport (``Transport.claim_re
    queued or held): ``confirm`` takes the claims again. Still ours (or free again): it goes. Taken over
    by another machine after ``STALE_AFTER`` (this one died, or waited that long): it does not
    go, and fails naming who answered;
-3. once the server took the letter: ``sent`` marks the claims answered, never taken over.
+3. once the server took the letter: ``sent`` marks the claims answered, never taken over;
+   a letter that will never go (rejected by a person, failed for good): ``release`` frees them.
 
 A crash between 1 and 3 leaves a claim that another machine takes over after the stated time;
 the letter left behind here is then refused at 2. Two replies need a machine that confirmed,
@@ -91,3 +92,13 @@ def sent(spool: Spool, transport: Transport, letter_id: str) -> None:
     holder = f"{spool.mailbox} {letter_id}"
     for message_id, key in noted(spool, letter_id):
         transport.reply_sent(message_id, key, holder)
+
+
+def release(spool: Spool, transport: Transport, letter_id: str) -> None:
+    """``letter_id`` will never go (rejected, failed for good): its claims are free at once."""
+    holder = f"{spool.mailbox} {letter_id}"
+    for message_id, key in noted(spool, letter_id):
+        try:
+            transport.release_reply(message_id, key, holder)
+        except TransportError:
+            return  # not freed: taken over after the stated time

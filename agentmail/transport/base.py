@@ -201,6 +201,10 @@ class Transport(ABC):
         no longer ``holder``'s (taken over: this reply went out late). Best effort otherwise."""
         return True
 
+    def release_reply(self, message_id: str, key: str, holder: str) -> None:  # noqa: B027  (optional: a no-op by default)
+        """``holder``'s reply will never go (rejected, failed for good): its claim is free at
+        once. Best effort: a claim not freed is taken over after the stated time."""
+
     def copy_failures(self) -> dict[str, str]:
         """Letters the last ``submit`` sent but could not copy to a sent folder (key -> why).
         They were delivered all the same; the client records why. Only IMAP keeps copies."""

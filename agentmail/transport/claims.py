@@ -7,6 +7,7 @@ so the file system applies it for exactly one of several racing homes:
 
     <key>.<generation>        "<holder>\\n<claimed at, ms since the epoch>\\n"   (written aside, then link()ed: whole or not at all)
     <key>.<generation>.sent   the holder's reply went out                    (O_EXCL)
+    <key>.<generation>.free   the holder's reply will never go (rejected, failed): claim again at once
 
 ``key`` is the SHA-256 of the answered letter's Message-ID (first 32 hex digits). The current
 claim is the highest generation. A claim with no ``.sent`` older than ``stale_after`` seconds is
@@ -21,6 +22,7 @@ letter's flags, what to add; ``transport/smtpimap.py`` does the round trips):
     $amc-<part>-<generation>-<claimed at, base 36 s>-<mailbox>   the claim (who, when)
     $amh-<part>-<generation>-<reply id>                           the reply that holds it
     $ams-<part>-<generation>                                      the holder's reply went out
+    $amf-<part>-<generation>                                      it never will: free at once
 
 ``part``: 10 hex digits of the SHA-256 of the claim key (the answered Message-ID, or the
 Message-ID and counterpart of a fan-out follow-up), so one letter carries several claims.
@@ -87,9 +89,10 @@ class Claims:
                 owner, at = self._read(key, gen)
                 if (self.root / f"{key}.{gen}.sent").exists():
                     return owner or "another home"  # answered, by this holder too: never twice
-                if owner == holder:
+                freed = (self.root / f"{key}.{gen}.free").exists()  # given up: the next is anyone's
+                if not freed and owner == holder:
                     return None
-                if not at or self.now() - at < self.stale_after:
+                if not freed and (not at or self.now() - at < self.stale_after):
                     return owner or "another home"  # in flight
             if self._create(f"{key}.{gen + 1}", f"{holder}\n{int(self.now() * 1000)}\n".encode()):
                 return None
@@ -118,6 +121,16 @@ class Claims:
         gen = self._current(key)
         return self._read(key, gen)[0] or None if gen >= 0 else None
 
+    def release(self, message_id: str, holder: str) -> None:
+        """``holder``'s reply will never go: its claim is free at once (not after ``stale_after``)."""
+        key = self.key(message_id)
+        gen = self._current(key)
+        if gen >= 0 and self._read(key, gen)[0] == holder and not (self.root / f"{key}.{gen}.sent").exists():
+            try:
+                write_new(self.root / f"{key}.{gen}.free", b"")
+            except FileExistsError:
+                pass
+
     def sent(self, message_id: str, holder: str) -> bool:
         """Mark ``holder``'s reply sent, so the claim is never taken over. False when the claim
         is no longer ``holder``'s (it was taken over: the reply went out late, say so)."""
@@ -135,7 +148,7 @@ class Claims:
 MAX_KEYWORD = 50
 """Dovecot's default ``mail_max_keyword_length``: longer keywords are refused."""
 
-_KEYWORD = re.compile(r"\$am([chs])-([0-9a-f]{10})-([0-9]{1,6})(?:-([0-9a-z]{1,40})(?:-(.+))?)?", re.ASCII | re.I)
+_KEYWORD = re.compile(r"\$am([chsf])-([0-9a-f]{10})-([0-9]{1,6})(?:-([0-9a-z]{1,40})(?:-(.+))?)?", re.ASCII | re.I)
 _ATOM_SAFE = re.compile(r"[^A-Za-z0-9@._+-]")
 
 
@@ -161,6 +174,7 @@ class ImapClaim:
         self.claims: dict[int, tuple[float, str]] = {}  # generation -> (claimed at, mailbox)
         self.holders: dict[int, str] = {}  # generation -> reply id
         self.sent: set[int] = set()
+        self.freed: set[int] = set()
         for flag in flags if isinstance(flags, list | tuple | set | frozenset) else ():
             text = flag.decode("ascii", "replace") if isinstance(flag, bytes) else str(flag)
             m = _KEYWORD.fullmatch(text)
@@ -173,11 +187,13 @@ class ImapClaim:
                 self.holders[gen] = m[4].upper()
             elif kind == "s" and not m[4]:
                 self.sent.add(gen)
+            elif kind == "f" and not m[4]:
+                self.freed.add(gen)
 
     @property
     def generation(self) -> int:
         """The current generation (-1: never claimed)."""
-        return max([*self.claims, *self.holders, *self.sent], default=-1)
+        return max([*self.claims, *self.holders, *self.sent, *self.freed], default=-1)
 
     def who(self, gen: int | None = None) -> str:
         """The holder of a generation as the spool names one: "<mailbox> <reply id>"."""
@@ -193,6 +209,8 @@ class ImapClaim:
         if gen >= 0:
             if gen in self.sent:
                 return self.who(gen), []  # answered, by this holder too: never twice
+            if gen in self.freed:
+                return None, self.keywords(gen + 1, holder)  # given up by its holder
             if self.holders.get(gen) == reply_id:
                 return None, []
             at = self.claims.get(gen, (0.0, ""))[0]
@@ -206,10 +224,12 @@ class ImapClaim:
         mailbox = _ATOM_SAFE.sub("_", mailbox)[: MAX_KEYWORD - len(claim)]
         return [claim + mailbox if mailbox else claim.rstrip("-"), f"$amh-{self.part}-{gen}-{reply_id.lower()}"]
 
-    def sent_keyword(self, holder: str) -> str | None:
-        """The keyword that marks ``holder``'s reply sent; None when the claim is no longer its
-        (taken over: the reply went out late)."""
+    def sent_keyword(self, holder: str, kind: str = "s") -> str | None:
+        """The keyword that marks ``holder``'s reply sent (``kind`` "f": given up); None when the
+        claim is no longer its (taken over: the reply went out late), or is marked already."""
         gen = self.generation
-        if gen < 0 or self.holders.get(gen) != holder.rpartition(" ")[2].upper():
+        if gen < 0 or self.holders.get(gen) != holder.rpartition(" ")[2].upper() or gen in self.freed:
             return None
-        return f"$ams-{self.part}-{gen}"
+        if kind == "f" and gen in self.sent:
+            return None
+        return f"$am{kind}-{self.part}-{gen}"

@@ -279,6 +279,9 @@ class LocalTransport(Transport):
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
         return self.claims.sent(key, holder)
 
+    def release_reply(self, message_id: str, key: str, holder: str) -> None:
+        self.claims.release(key, holder)
+
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0
         uidnext = self.mailbox.assign()

@@ -620,7 +620,14 @@ class SmtpImapTransport(Transport):
         except TransportError:
             return True  # the reply is out: unmarked, its claim can be taken over after the stated time (DESIGN)
 
-    def _claim(self, message_id: str, key: str, holder: str, *, sent: bool) -> str | None:
+    def release_reply(self, message_id: str, key: str, holder: str) -> None:
+        try:
+            with self._imap_failures():
+                self._claim(message_id, key, holder, sent=True, kind="f")
+        except TransportError:
+            pass  # not freed: taken over after the stated time
+
+    def _claim(self, message_id: str, key: str, holder: str, *, sent: bool, kind: str = "s") -> str | None:
         """Claim (or, ``sent``, mark answered) ``key`` on the letter ``message_id``: in INBOX,
         else in the sent folder. None: ours (or the server holds no such letter, or offers no
         CONDSTORE: ``claim_warning`` says so); a string: who holds it (``sent``: taken over)."""
@@ -641,7 +648,7 @@ class SmtpImapTransport(Transport):
             modseq = got[b"MODSEQ"][0] if isinstance(got.get(b"MODSEQ"), tuple) else got.get(b"MODSEQ")
             state = ImapClaim(key, got.get(b"FLAGS", ()), now=self.now(), stale_after=self.stale_after)
             if sent:
-                keyword = state.sent_keyword(holder)
+                keyword = state.sent_keyword(holder, kind)
                 if keyword is None:
                     return state.who()
                 keywords = [keyword]
