@@ -389,3 +389,117 @@ def test_what_a_claim_costs_per_reply_and_a_server_without_condstore_claims_per_
     print(f"per reply: {without} IMAP commands and {ms_without:.1f} ms without a claim, "
           f"{with_claims} and {ms_with:.1f} ms with one (+{with_claims - without} round trips)")  # fmt: skip
     assert with_claims - without == 7  # claim: SELECT, SEARCH, FETCH, STORE; sent: SELECT, FETCH, STORE (DESIGN §10)
+
+
+# --- the wired path under a state machine: homes reply, crash, rejoin, time passes ------------
+
+
+class Killed(BaseException):
+    """The process dies here (raised from the spool's crash-point hook, never caught by agentmail)."""
+
+
+class Machines(RuleBasedStateMachine):
+    """Three homes of beta on one post office answer alpha's letters through ``AgentMail.reply``;
+    a home may die right after its reply was claimed and filed (before it left), come back and
+    flush, while time passes. Never two replies to one letter; at the end, with the stated time
+    past, every letter is answered exactly once (nothing lost)."""
+
+    LETTERS = 3
+
+    def __init__(self) -> None:
+        super().__init__()
+        import tempfile
+
+        from agentmail.admin import bus
+
+        self.root = Path(tempfile.mkdtemp())
+        base = self.root / "h0"
+        base.mkdir()
+        reg = bus.init(base, base / "registry", ["alpha", "beta"], domain="bus.test",
+                       endpoints={"new_threads_per_hour": 0})  # fmt: skip
+        with AgentMail(reg, Identity("alpha"), base) as alpha:
+            self.ids = [alpha.send("beta", f"Quota {i}", OPENER).message_id for i in range(self.LETTERS)]
+        self.homes = [base] + [_second_home(base, self.root, f"h{i}", share_postoffice=True) for i in (1, 2)]
+        self.clock = [time.time()]
+        self.clients: list[AgentMail | None] = [None, None, None]
+        self.armed = False
+
+    def _client(self, h: int) -> AgentMail:
+        if self.clients[h] is None:
+            reg = registry_mod.load(self.homes[h] / "registry")
+            transport = open_transport(reg, "beta", self.homes[h])
+            assert isinstance(transport, LocalTransport)
+            transport.claims.now = lambda: self.clock[0]
+            self.clients[h] = AgentMail(reg, Identity("beta"), self.homes[h], transport=transport)
+        client = self.clients[h]
+        assert client is not None
+        return client
+
+    def _reply(self, h: int, letter: int) -> None:
+        client = self._client(h)
+        mine = {x.message_id: x for x in client.inbox()}
+        if self.ids[letter] in mine:
+            client.reply(mine[self.ids[letter]], "On it.", type="ack")
+
+    @rule(h=st.integers(0, 2), letter=st.integers(0, LETTERS - 1))
+    def reply(self, h: int, letter: int) -> None:
+        self._reply(h, letter)
+
+    @rule(h=st.integers(0, 2), letter=st.integers(0, LETTERS - 1))
+    def crash_between_claim_and_send(self, h: int, letter: int) -> None:
+        from agentmail.spool import db
+
+        def die(point: str) -> None:
+            if point == "stored" and self.armed:
+                raise Killed
+
+        client = self._client(h)
+        mine = {x.message_id: x for x in client.inbox()}
+        if self.ids[letter] not in mine:
+            return
+        db.crash_point, self.armed = die, True
+        try:
+            client.reply(mine[self.ids[letter]], "On it.", type="ack")
+        except Killed:
+            pass
+        finally:
+            db.crash_point, self.armed = None, False
+        client.close()
+        self.clients[h] = None  # dead; its home keeps what was on disk
+
+    @rule(h=st.integers(0, 2))
+    def rejoin(self, h: int) -> None:
+        self._client(h).flush()
+
+    @rule(seconds=st.sampled_from([1.0, 300.0, STALE_AFTER + 1]))
+    def time_passes(self, seconds: float) -> None:
+        self.clock[0] += seconds
+
+    def replies(self, message_id: str) -> int:
+        box = self.homes[0] / "postoffice" / "alpha"
+        return sum(
+            f"In-Reply-To: {message_id}".encode() in p.read_bytes() for d in ("new", "cur") for p in (box / d).glob("*")
+        )
+
+    @invariant()
+    def never_two_replies(self) -> None:
+        assert all(self.replies(m) <= 1 for m in self.ids)
+
+    def teardown(self) -> None:
+        try:
+            self.clock[0] += STALE_AFTER + 1
+            for h in range(3):
+                self._client(h).flush()  # every home back; what it left behind confirms first
+            for letter, message_id in enumerate(self.ids):
+                if self.replies(message_id) == 0:
+                    self._reply(letter % 3, letter)
+                assert self.replies(message_id) == 1, f"letter {letter}: {self.replies(message_id)} replies"
+        finally:
+            for client in self.clients:
+                if client is not None:
+                    client.close()
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+TestMachines = Machines.TestCase
+TestMachines.settings = settings(max_examples=15, stateful_step_count=12, deadline=None)

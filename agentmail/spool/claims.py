@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -36,10 +37,11 @@ NOTE = "server_claims"
 """The annotation naming a letter's claims on the server: JSON [[Message-ID, key], ...]."""
 
 FRESH = 60.0
-"""Seconds during which this process's own claim needs no confirming before it is submitted
-(far below STALE_AFTER: nobody may take it over yet)."""
+"""Seconds during which a claim made through this transport needs no confirming before it is
+submitted (far below STALE_AFTER: nobody may take it over yet)."""
 
-_fresh: dict[tuple[str, str], float] = {}  # (mailbox, letter id) -> when this process claimed it
+# Per transport (one process's connection): (mailbox, letter id) -> when it made the claim.
+_fresh: weakref.WeakKeyDictionary[Transport, dict[tuple[str, str], float]] = weakref.WeakKeyDictionary()
 
 
 def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[tuple[str, str]]) -> str | None:
@@ -59,7 +61,7 @@ def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[t
             return who
     spool.annotate(letter_id, durable=False, **{NOTE: json.dumps([list(c) for c in claims])})
     if made:
-        _fresh[(spool.mailbox, letter_id)] = time.monotonic()
+        _fresh.setdefault(transport, {})[(spool.mailbox, letter_id)] = time.monotonic()
     return None
 
 
@@ -76,9 +78,9 @@ def confirm(spool: Spool, transport: Transport, letter_id: str) -> str | None:
     """Before ``letter_id`` is submitted: None when its claims are (still, or again) its own,
     else who answered meanwhile (the letter must not go). Raises TransportError when the server
     cannot be asked (the letter stays queued)."""
-    at = _fresh.pop((spool.mailbox, letter_id), None)
+    at = _fresh.get(transport, {}).pop((spool.mailbox, letter_id), None)
     if at is not None and time.monotonic() - at < FRESH:
-        return None  # claimed by this very process moments ago
+        return None  # claimed through this very transport moments ago
     holder = f"{spool.mailbox} {letter_id}"
     for message_id, key in noted(spool, letter_id):
         who = transport.claim_reply(message_id, key, holder)
