@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import imaplib
 import smtplib
 import socket
 import ssl
@@ -501,3 +502,72 @@ def test_imap_goes_down_and_comes_back_on_the_same_port(ms: MailServers) -> None
     ms.start_imap()
     assert ms.imap_port == port
     imap(ms).logout()
+
+
+# -- CONDSTORE (RFC 7162) -------------------------------------------------------------
+
+
+def _conditional_store(client: IMAPClient, uid: int, modseq: int, keyword: str) -> tuple[str, list[Any]]:
+    """``UID STORE uid (UNCHANGEDSINCE modseq) +FLAGS.SILENT (keyword)``: (tagged status, MODIFIED data)."""
+    imap = client._imap
+    imap.untagged_responses.pop("MODIFIED", None)
+    typ, _ = imap.uid("STORE", str(uid), f"(UNCHANGEDSINCE {modseq})", "+FLAGS.SILENT", f"({keyword})")
+    imap.untagged_responses.pop("FETCH", None)
+    return typ, imap.untagged_responses.pop("MODIFIED", [])
+
+
+def test_condstore_modseqs_grow_with_each_change_and_a_stale_conditional_store_is_refused(ms: MailServers) -> None:
+    submit(ms, ["beta@bus.test"])
+    client = imap(ms)
+    assert b"CONDSTORE" in client.capabilities()
+    info = client.select_folder("INBOX")
+    first = client.fetch([1], ["MODSEQ"])[1][b"MODSEQ"][0]
+    assert info[b"HIGHESTMODSEQ"] == first
+    assert _conditional_store(client, 1, first, "$one") == ("OK", [])
+    second = client.fetch([1], ["MODSEQ", "FLAGS"])[1]
+    assert second[b"MODSEQ"][0] > first and b"$one" in second[b"FLAGS"]
+    assert _conditional_store(client, 1, first, "$two") == ("OK", [b"1"])  # changed since: left as it was
+    assert "$two" not in ms.store.messages("beta@bus.test")[0].flags
+    client.add_flags([1], [b"$one"])  # a STORE that changes nothing changes no modseq
+    assert client.fetch([1], ["MODSEQ"])[1][b"MODSEQ"][0] == second[b"MODSEQ"][0]
+    client.logout()
+
+
+def test_of_clients_racing_one_conditional_store_exactly_one_wins(ms: MailServers) -> None:
+    submit(ms, ["beta@bus.test"])
+    clients = [imap(ms) for _ in range(6)]
+    for client in clients:
+        client.select_folder("INBOX")
+    modseq = clients[0].fetch([1], ["MODSEQ"])[1][b"MODSEQ"][0]
+    start = threading.Barrier(len(clients))
+    outcomes: list[tuple[str, list[Any]]] = [("", [])] * len(clients)
+
+    def race(i: int) -> None:
+        start.wait()
+        outcomes[i] = _conditional_store(clients[i], 1, modseq, f"$won-{i}")
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    winners = [i for i, (typ, modified) in enumerate(outcomes) if typ == "OK" and not modified]
+    assert len(winners) == 1
+    assert {f for f in ms.store.messages("beta@bus.test")[0].flags if f.startswith("$won")} == {f"$won-{winners[0]}"}
+    for client in clients:
+        client.logout()
+
+
+def test_a_server_without_condstore_offers_none_of_it(ms: MailServers) -> None:
+    ms.store.condstore = False
+    submit(ms, ["beta@bus.test"])
+    client = imap(ms)
+    try:
+        assert b"CONDSTORE" not in client.capabilities()
+        assert b"HIGHESTMODSEQ" not in client.select_folder("INBOX")
+        with pytest.raises(IMAPClientError):
+            client.fetch([1], ["MODSEQ"])
+        with pytest.raises(imaplib.IMAP4.error, match="bad STORE modifier"):
+            client._imap.uid("STORE", "1", "(UNCHANGEDSINCE 1)", "+FLAGS", "($x)")
+    finally:
+        client.logout()

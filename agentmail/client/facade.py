@@ -128,6 +128,11 @@ class AgentMail:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _claim_warning(self) -> list[str]:
+        """The server's word that its claim holds per machine only (issue 25), once per call."""
+        warning, self.sender.claim_warning = self.sender.claim_warning, None
+        return [warning] if warning else []
+
     def _escalate(self) -> None:
         from .. import ages
         from ..people import escalation
@@ -245,7 +250,7 @@ class AgentMail:
             attachments=attachments,
             outcome=outcome,
         )
-        self.last_warnings = list(sent.warnings)
+        self.last_warnings = [*sent.warnings, *self._claim_warning()]
         return sent.letter
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
@@ -264,7 +269,7 @@ class AgentMail:
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
         self.last_warnings = []
-        return self.sender.reply(
+        letter = self.sender.reply(
             to,
             body,
             type=type,
@@ -274,6 +279,8 @@ class AgentMail:
             attachments=attachments,
             outcome=outcome,
         )
+        self.last_warnings = self._claim_warning()
+        return letter
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
                   attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter:  # fmt: skip
@@ -282,9 +289,11 @@ class AgentMail:
         same guards as a reply (never after the other side's ack or close; the same depth cap;
         one letter after each letter per platform). Raises Refused otherwise."""
         self.last_warnings = []
-        return self.sender.follow_up(
+        letter = self.sender.follow_up(
             thread, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome
         )
+        self.last_warnings = self._claim_warning()
+        return letter
 
     def why_refused(self, letter: str | Letter) -> str | None:
         """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""

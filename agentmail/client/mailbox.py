@@ -137,6 +137,11 @@ class Mailbox:
         moved = self.spool.move(letter_id, source, target, durable=durable)
         if moved:
             self.indexed(letter_id)
+        if moved and target == "failed":  # it never goes: its claim on the server is free again
+            from ..spool import claims
+
+            if claims.noted(self.spool, letter_id):
+                claims.release(self.spool, self.transport, letter_id)
         return moved
 
 

@@ -94,6 +94,18 @@ class Outbox(Stage):
                 return None
         if letter.state != "outbox":
             return None  # another process sent it meanwhile
+        from ..spool import claims
+
+        try:
+            answered = claims.confirm(self.spool, self.transport, letter_id)
+        except TransportError:
+            return None  # the server cannot say whose the claim is: the letter waits, queued
+        if answered is not None:
+            self.spool.annotate(
+                letter_id, failed_reason=f"not sent: the letter it answers was answered meanwhile (by {answered})"
+            )
+            self.box.move(letter_id, "outbox", "failed")
+            return None
         if letter.message_id.encode() not in raw:
             # A letter filed without a flush, then a power cut: its row outlived its bytes.
             # Never submit what is left of it; say it did not go.
@@ -136,6 +148,9 @@ class Outbox(Stage):
             if result.refused:
                 self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
             self.box.move(result.key, "outbox", "sent", durable=False)
+            from ..spool import claims
+
+            claims.sent(self.spool, self.transport, result.key)  # its claim on the server answered
         elif result.status == "failed":
             self.spool.annotate(result.key, failed_reason=result.detail)
             self.box.move(result.key, "outbox", "failed")

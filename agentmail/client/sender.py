@@ -63,6 +63,7 @@ class Sender(Stage):
         super().__init__(box)
         self.outbox, self.holds, self.threads, self.receiver = outbox, holds, threads, receiver
         self._refusals: dict[str, str] = {}
+        self.claim_warning: str | None = None  # the server cannot claim for every machine (said once per call)
 
     def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
         """File a signed letter in the outbox, or in held/ with why it waits for a person."""
@@ -181,15 +182,25 @@ class Sender(Stage):
             raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
         return self.outbox.send_now(stored, raw)
 
-    def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None) -> Letter | None:
+    def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None,
+                   taken: tuple[str, ...] = ()) -> Letter | None:  # fmt: skip
         """Claim every key (one per counterpart) and file the letter inside all claims; None when
         another mailbox of this platform holds one of them (nothing is filed then)."""
-        if not keys:
-            return self._file_outgoing(letter, raw, held)
+        if not keys:  # every per-home claim is ours: now the one on the server (issue 25)
+            claimed = [(k.partition(" ")[0], k) for k in taken]
+            return None if self._server_claim(letter.id, claimed) else self._file_outgoing(letter, raw, held)
         with self.spool.claim_reply(keys[0], letter.id) as holder:
             if holder is not None:
                 return None
-            return self._claim_all(keys[1:], letter, raw, held)
+            return self._claim_all(keys[1:], letter, raw, held, (*taken, keys[0]))
+
+    def _server_claim(self, letter_id: str, claimed: list[tuple[str, str]]) -> str | None:
+        """The claim on the server (spool/claims.py): None when ours, else who answered."""
+        from ..spool import claims
+
+        who = claims.claim(self.spool, self.transport, letter_id, claimed)
+        self.claim_warning = getattr(self.transport, "claim_warning", None) or self.claim_warning
+        return who
 
     def _answered_to(self, thread: str, parent: Letter, party: str) -> str | None:
         """Did a mailbox of this platform already send ``party`` a letter after ``parent``? (From
@@ -355,6 +366,8 @@ class Sender(Stage):
         remembered) when another agent of the platform answered first."""
         letter, raw = composed
         with self.spool.claim_reply(parent.message_id, letter.id) as holder:
+            if holder is None:  # ours here: now on the server, for every machine (issue 25)
+                holder = self._server_claim(letter.id, [(parent.message_id, parent.message_id)])
             if holder is None:
                 return self._file_outgoing(letter, raw, held)
         from ..stages import guards

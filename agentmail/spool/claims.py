@@ -1,103 +1,106 @@
-"""Reply claims shared by several homes through one post office (issue 25, step 1).
+"""The reply claim on the mail server, around a letter that answers a letter (issue 25).
 
-One reply per letter must hold across every home (machine) of a platform, not only inside one
-``spool.db``. A claim is a file created with ``O_EXCL`` in ``<postoffice>/<platform>/.claims/``,
-so the file system applies it for exactly one of several racing homes:
+The per-home claim (``Spool.claim_reply``) keeps one reply per letter among the agents of one
+home. Every machine of a platform reaches the server (or one post office), so the claim that
+holds across machines is made there, through the transport (``Transport.claim_reply``: an
+``O_EXCL`` file on the post office, a conditional STORE on IMAP):
 
-    <key>.<generation>        "<holder>\\n<claimed at, ms since the epoch>\\n"   (O_EXCL)
-    <key>.<generation>.sent   the holder's reply went out                    (O_EXCL)
+1. inside the per-home claim, before the reply is filed: ``claim`` takes each key on the
+   server and notes them on the letter (``server_claims``); a loser files nothing;
+2. right before any submission of the letter (now, or a later flush after a crash or while
+   queued or held): ``confirm`` takes the claims again. Still ours (or free again): it goes. Taken over
+   by another machine after ``STALE_AFTER`` (this one died, or waited that long): it does not
+   go, and fails naming who answered;
+3. once the server took the letter: ``sent`` marks the claims answered, never taken over;
+   a letter that will never go (rejected by a person, failed for good): ``release`` frees them.
 
-``key`` is the SHA-256 of the answered letter's Message-ID (first 32 hex digits). The current
-claim is the highest generation. A claim with no ``.sent`` older than ``stale_after`` seconds is
-taken over by creating the next generation, again with ``O_EXCL``: of several homes taking over
-at once exactly one wins. The clock is injectable (``now``), so tests never sleep.
+A crash between 1 and 3 leaves a claim that another machine takes over after the stated time;
+the letter left behind here is then refused at 2. Two replies need a machine that confirmed,
+then stalled for ``STALE_AFTER`` before its SMTP server took the letter (DESIGN §10).
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
+import json
 import time
-from collections.abc import Callable
-from pathlib import Path
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .._fs import write_new
+from ..errors import TransportError
 
-STALE_AFTER = 600.0
-"""Seconds after which a claim whose reply never went out (the home died) may be taken over."""
+if TYPE_CHECKING:
+    from ..transport.base import Transport
+    from .store import Spool
+
+NOTE = "server_claims"
+"""The annotation naming a letter's claims on the server: JSON [[Message-ID, key], ...]."""
+
+FRESH = 60.0
+"""Seconds during which a claim made through this transport needs no confirming before it is
+submitted (far below STALE_AFTER: nobody may take it over yet)."""
+
+# Per transport (one process's connection): (mailbox, letter id) -> when it made the claim.
+_fresh: weakref.WeakKeyDictionary[Transport, dict[tuple[str, str], float]] = weakref.WeakKeyDictionary()
 
 
-class Claims:
-    """The reply claims of one platform, in a folder every home of the platform reaches."""
-
-    def __init__(self, root: Path, *, stale_after: float = STALE_AFTER,
-                 now: Callable[[], float] = time.time) -> None:  # fmt: skip
-        self.root, self.stale_after, self.now = root, stale_after, now
-
-    @staticmethod
-    def key(message_id: str) -> str:
-        return hashlib.sha256(message_id.strip().encode("utf-8", "replace")).hexdigest()[:32]
-
-    def _current(self, key: str) -> int:
-        """The highest generation of ``key`` (-1: never claimed)."""
-        best = -1
+def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[tuple[str, str]]) -> str | None:
+    """Claim every (answered Message-ID, key) on the server for ``letter_id``: None when all are
+    ours (noted on the letter, so a later submission confirms them), else who holds one. The
+    server unreachable: noted all the same, the letter waits in the outbox, and the claim is
+    made when it is submitted (``confirm``)."""
+    holder = f"{spool.mailbox} {letter_id}"
+    made = True
+    for message_id, key in claims:
         try:
-            names = os.listdir(self.root)
-        except FileNotFoundError:
-            return -1
-        for name in names:
-            stem, _, gen = name.partition(".")
-            if stem == key and gen.isdigit():
-                best = max(best, int(gen))
-        return best
+            who = transport.claim_reply(message_id, key, holder)
+        except TransportError:
+            made = False
+            break
+        if who is not None:
+            return who
+    spool.annotate(letter_id, durable=False, **{NOTE: json.dumps([list(c) for c in claims])})
+    if made:
+        _fresh.setdefault(transport, {})[(spool.mailbox, letter_id)] = time.monotonic()
+    return None
 
-    def _read(self, key: str, gen: int) -> tuple[str, float]:
-        """(holder, claimed at in seconds) of one generation; ("", 0) while it is being written."""
+
+def noted(spool: Spool, letter_id: str) -> list[tuple[str, str]]:
+    """The claims ``letter_id`` made on the server (none: it made none, or it answers nothing)."""
+    try:
+        found = json.loads(str(spool.annotations(letter_id).get(NOTE) or "[]"))
+    except ValueError:
+        return []
+    return [(str(c[0]), str(c[1])) for c in found if isinstance(c, list) and len(c) == 2]
+
+
+def confirm(spool: Spool, transport: Transport, letter_id: str) -> str | None:
+    """Before ``letter_id`` is submitted: None when its claims are (still, or again) its own,
+    else who answered meanwhile (the letter must not go). Raises TransportError when the server
+    cannot be asked (the letter stays queued)."""
+    at = _fresh.get(transport, {}).pop((spool.mailbox, letter_id), None)
+    if at is not None and time.monotonic() - at < FRESH:
+        return None  # claimed through this very transport moments ago
+    holder = f"{spool.mailbox} {letter_id}"
+    for message_id, key in noted(spool, letter_id):
+        who = transport.claim_reply(message_id, key, holder)
+        if who is not None:
+            return who
+    return None
+
+
+def sent(spool: Spool, transport: Transport, letter_id: str) -> None:
+    """The server took ``letter_id``: its claims are answered (never taken over)."""
+    holder = f"{spool.mailbox} {letter_id}"
+    for message_id, key in noted(spool, letter_id):
+        transport.reply_sent(message_id, key, holder)
+
+
+def release(spool: Spool, transport: Transport, letter_id: str) -> None:
+    """``letter_id`` will never go (rejected, failed for good): its claims are free at once."""
+    holder = f"{spool.mailbox} {letter_id}"
+    for message_id, key in noted(spool, letter_id):
         try:
-            text = (self.root / f"{key}.{gen}").read_text("utf-8", "replace")
-        except FileNotFoundError:
-            return "", 0.0
-        holder, _, rest = text.partition("\n")
-        at = rest.strip()
-        return holder, (int(at) / 1000 if at.isdigit() else 0.0)
-
-    def claim(self, message_id: str, holder: str) -> str | None:
-        """Claim the one reply to ``message_id`` for ``holder``: None when the claim is ours
-        (send the reply, then call ``sent``), else who holds it."""
-        key = self.key(message_id)
-        self.root.mkdir(parents=True, exist_ok=True)
-        for _ in range(64):  # each round either wins, loses, or sees a newer generation
-            gen = self._current(key)
-            if gen >= 0:
-                owner, at = self._read(key, gen)
-                if (self.root / f"{key}.{gen}.sent").exists():
-                    return owner or "another home"  # answered, by this holder too: never twice
-                if owner == holder:
-                    return None
-                if not at or self.now() - at < self.stale_after:
-                    return owner or "another home"  # in flight (a claim half-written is in flight too)
-            try:
-                write_new(self.root / f"{key}.{gen + 1}", f"{holder}\n{int(self.now() * 1000)}\n".encode())
-            except FileExistsError:
-                continue  # another home took this generation first: read it
-            return None
-        return "another home"
-
-    def holder(self, message_id: str) -> str | None:
-        """Who holds the claim on ``message_id`` now (None: nobody)."""
-        key = self.key(message_id)
-        gen = self._current(key)
-        return self._read(key, gen)[0] or None if gen >= 0 else None
-
-    def sent(self, message_id: str, holder: str) -> bool:
-        """Mark ``holder``'s reply sent, so the claim is never taken over. False when the claim
-        is no longer ``holder``'s (it was taken over: the reply went out late, say so)."""
-        key = self.key(message_id)
-        gen = self._current(key)
-        if gen < 0 or self._read(key, gen)[0] != holder:
-            return False
-        try:
-            write_new(self.root / f"{key}.{gen}.sent", b"")
-        except FileExistsError:
-            pass
-        return True
+            transport.release_reply(message_id, key, holder)
+        except TransportError:
+            return  # not freed: taken over after the stated time

@@ -187,6 +187,24 @@ class Transport(ABC):
         maps a message's key to ``verified`` or ``quarantined``. Best effort, never raises, never
         touches \\Seen; a transport with no place for such marks (the local post office) does nothing."""
 
+    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
+        """Claim, where every machine of the platform sees it, the one reply under ``key`` (the
+        answered Message-ID, or it and a counterpart) to the letter ``message_id``, for
+        ``holder`` ("<mailbox> <reply id>"): None when the claim is ours (or this transport has
+        no shared place: the per-home claim alone holds), else who holds it. Applied for exactly
+        one of several racing machines; a claim whose reply never went out is taken over after
+        ``claims.STALE_AFTER`` seconds, again for exactly one."""
+        return None
+
+    def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
+        """Mark ``holder``'s claim answered, so it is never taken over. False when the claim is
+        no longer ``holder``'s (taken over: this reply went out late). Best effort otherwise."""
+        return True
+
+    def release_reply(self, message_id: str, key: str, holder: str) -> None:  # noqa: B027  (optional: a no-op by default)
+        """``holder``'s reply will never go (rejected, failed for good): its claim is free at
+        once. Best effort: a claim not freed is taken over after the stated time."""
+
     def copy_failures(self) -> dict[str, str]:
         """Letters the last ``submit`` sent but could not copy to a sent folder (key -> why).
         They were delivered all the same; the client records why. Only IMAP keeps copies."""

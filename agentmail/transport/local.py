@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .claims import Claims
 
 if TYPE_CHECKING:
     from . import inotify
@@ -246,6 +247,9 @@ class LocalTransport(Transport):
         self._fetched_under: str | None = None  # the UIDVALIDITY the last fetch read under
         self._watch_inode = 0
         self._waiting = threading.Lock()  # held by the thread waiting on the kept watch
+        # Reply claims every home sharing this post office sees (O_EXCL files; the clock is
+        # injectable: ``claims.now``).
+        self.claims = Claims(postoffice / platform / ".claims")
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         results: list[SubmitResult] = []
@@ -268,6 +272,15 @@ class LocalTransport(Transport):
             if on_result is not None:
                 on_result(result)
         return results
+
+    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
+        return self.claims.claim(key, holder)
+
+    def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
+        return self.claims.sent(key, holder)
+
+    def release_reply(self, message_id: str, key: str, holder: str) -> None:
+        self.claims.release(key, holder)
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0

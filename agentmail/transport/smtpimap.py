@@ -8,7 +8,12 @@ timeout or an unreachable server leaves it queued; a 5xx fails it with the serve
 Pull: ``BODY.PEEK[]`` (never sets \\Seen, so a human's mail client is undisturbed), sizes
 checked with RFC822.SIZE before download, batched FETCH, and a checkpoint of UIDVALIDITY and
 the last committed UID. A changed UIDVALIDITY re-reads the mailbox; the spool drops what it
-already holds. Nothing from a letter is ever put into an IMAP command.
+already holds. Nothing from a letter is ever put into an IMAP command but the Message-ID a
+reply claim searches for, and only one of printable ASCII without quotes or backslashes.
+
+Reply claims (issue 25): keywords on the answered letter, added with a conditional STORE
+(CONDSTORE's ``UNCHANGEDSINCE``), so of several machines of a platform exactly one answers
+(``claims.ImapClaim`` says what the keywords mean).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .claims import STALE_AFTER, ImapClaim
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
 # module as a TransportError, or is noise: a NullHandler on their loggers keeps logging's last
@@ -226,6 +232,12 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, 
 
 # The keywords a person's mail client can show or filter on (RFC 3501 keywords, "$" by custom).
 KEYWORDS = {"verified": b"$AgentmailVerified", "quarantined": b"$AgentmailQuarantined"}
+# A Message-ID fit to search for: printable ASCII in angle brackets, no quote, no backslash.
+SEARCHABLE_ID = re.compile(r"<[!#-\[\]-~]{1,250}>")
+NO_CONDSTORE = (
+    "the IMAP server does not offer CONDSTORE (RFC 7162): replies are claimed per machine only; "
+    "run this platform on one machine, or on a server with CONDSTORE (Dovecot has it)"
+)
 
 
 def _keeps_keywords(select_info: Mapping[bytes, Any]) -> bool:
@@ -296,6 +308,13 @@ class SmtpImapTransport(Transport):
         self._uidvalidity: str = ""
         self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._copy_failures: dict[str, str] = {}
+        # Reply claims: their clock (injectable: tests never sleep) and the takeover time; what
+        # the last claim could not do (no CONDSTORE), said once by the client; round trips counted.
+        self.now = time.time
+        self.stale_after = STALE_AFTER
+        self.claim_warning: str | None = None
+        self.claim_commands = 0
+        self._claim_places: dict[str, tuple[str, str, int]] = {}  # Message-ID -> (folder, UIDVALIDITY, UID)
 
     @classmethod
     def from_registry(cls, registry: Registry, platform: str, home: Path) -> SmtpImapTransport:
@@ -595,6 +614,103 @@ class SmtpImapTransport(Transport):
                     self._client.select_folder("INBOX", readonly=True)
                 except (TimeoutError, IMAPClientError, OSError):
                     self._drop()
+
+    # --- reply claims (issue 25) -----------------------------------------------------------
+
+    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
+        with self._imap_failures(" while claiming the reply on the server"):
+            return self._claim(message_id, key, holder, sent=False)
+
+    def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
+        try:
+            with self._imap_failures():
+                return self._claim(message_id, key, holder, sent=True) is None
+        except TransportError:
+            return True  # the reply is out: unmarked, its claim can be taken over after the stated time (DESIGN)
+
+    def release_reply(self, message_id: str, key: str, holder: str) -> None:
+        try:
+            with self._imap_failures():
+                self._claim(message_id, key, holder, sent=True, kind="f")
+        except TransportError:
+            pass  # not freed: taken over after the stated time
+
+    def _claim(self, message_id: str, key: str, holder: str, *, sent: bool, kind: str = "s") -> str | None:
+        """Claim (or, ``sent``, mark answered) ``key`` on the letter ``message_id``: in INBOX,
+        else in the sent folder. None: ours (or the server holds no such letter, or offers no
+        CONDSTORE: ``claim_warning`` says so); a string: who holds it (``sent``: taken over)."""
+        client = self._connect()
+        if b"CONDSTORE" not in client.capabilities():
+            self.claim_warning = NO_CONDSTORE
+            return None
+        if not SEARCHABLE_ID.fullmatch(message_id.strip()):
+            return None  # not a Message-ID one can search for: the per-home claim alone holds
+        uid = self._claim_place(client, message_id.strip())
+        if uid is None:
+            return None  # not on the server (deleted, or a letter never copied to sent)
+        for _ in range(32):  # each round wins, loses, or sees the letter changed meanwhile
+            self.claim_commands += 1
+            got = client.fetch([uid], ["FLAGS", "MODSEQ"]).get(uid)
+            if got is None:
+                return None  # expunged meanwhile
+            modseq = got[b"MODSEQ"][0] if isinstance(got.get(b"MODSEQ"), tuple) else got.get(b"MODSEQ")
+            state = ImapClaim(key, got.get(b"FLAGS", ()), now=self.now(), stale_after=self.stale_after)
+            if sent:
+                keyword = state.sent_keyword(holder, kind)
+                if keyword is None:
+                    return state.who()
+                keywords = [keyword]
+            else:
+                who, keywords = state.decide(holder)
+                if who is not None or not keywords:
+                    return who
+            if self._store_unless_modified(client, uid, int(modseq or 0), keywords):
+                return None
+        return "another machine"
+
+    def _claim_place(self, client: imapclient.IMAPClient, message_id: str) -> int | None:
+        """Select (writable) the folder holding ``message_id`` and return its UID there (the
+        lowest, so racing machines pick the same copy); None when no folder holds it. The place
+        is remembered (under the folder's UIDVALIDITY): the mark after sending skips the SEARCH.
+        The folder stays selected: every other IMAP step here selects what it reads first."""
+        folders = ["INBOX"]
+        sent_folder = self._sent_folder(client)
+        if sent_folder:
+            folders.append(sent_folder)
+        known = self._claim_places.get(message_id)
+        if known is not None:
+            folders = [known[0]]
+        for folder in folders:
+            self.claim_commands += 1
+            info = client.select_folder(folder, readonly=False)
+            if not _keeps_keywords(info):
+                self.claim_warning = "the IMAP server keeps no keywords: replies are claimed per machine only"
+                return None
+            validity = str(info.get(b"UIDVALIDITY", b""))
+            if known is not None and known[1] == validity:
+                return known[2]
+            self.claim_commands += 1
+            hits = [int(u) for u in client.search(["HEADER", "Message-ID", message_id])]
+            if hits:
+                self._claim_places[message_id] = (folder, validity, min(hits))
+                return min(hits)
+        return None
+
+    def _store_unless_modified(self, client: imapclient.IMAPClient, uid: int, modseq: int, keywords: list[str]) -> bool:
+        """``UID STORE uid (UNCHANGEDSINCE modseq) +FLAGS.SILENT (keywords)``: True when the
+        server applied it, False when the letter changed since ``modseq`` ([MODIFIED]).
+        imapclient 4.1 has no UNCHANGEDSINCE: the command goes through its imaplib."""
+        self.claim_commands += 1
+        imap = client._imap
+        imap.untagged_responses.pop("MODIFIED", None)
+        typ, data = imap.uid(
+            "STORE", str(uid), f"(UNCHANGEDSINCE {modseq})", "+FLAGS.SILENT", f"({' '.join(keywords)})"
+        )
+        modified = imap.untagged_responses.pop("MODIFIED", None)
+        imap.untagged_responses.pop("FETCH", None)
+        if typ != "OK":
+            raise TransportError(f"IMAP {_where(self.imap)} refused the claim's STORE: {data!r}"[:300])
+        return not modified
 
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
         with self._imap_failures(" while waiting"):

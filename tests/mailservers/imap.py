@@ -4,7 +4,9 @@ Supported: CAPABILITY NOOP LOGOUT STARTTLS LOGIN AUTHENTICATE(PLAIN XOAUTH2 OAUT
 CREATE LIST LSUB STATUS APPEND SUBSCRIBE UNSUBSCRIBE NAMESPACE ID ENABLE IDLE CHECK
 CLOSE UNSELECT EXPUNGE SEARCH FETCH STORE COPY MOVE and their UID forms, literals
 (``{n}`` and ``{n+}``) both ways, with extensions IDLE, UIDPLUS, MOVE, UNSELECT,
-LITERAL+, SASL-IR, SPECIAL-USE. Everything else is answered BAD, loudly.
+LITERAL+, SASL-IR, SPECIAL-USE, CONDSTORE (RFC 7162: HIGHESTMODSEQ at SELECT, FETCH MODSEQ, STORE
+(UNCHANGEDSINCE n) answered [MODIFIED uids] for what changed since; ``store.condstore = False``
+takes it away). Everything else is answered BAD, loudly.
 
 Behaviour worth knowing in tests:
 - In STARTTLS mode LOGIN/AUTHENTICATE are refused until STARTTLS (LOGINDISABLED).
@@ -141,6 +143,7 @@ class _Session:
         self.uidvalidity = 0
         self.view: list[int] = []  # UIDs as this client knows them; index = seq - 1
         self.uidnext_seen = 1
+        self.condstore_on = False  # RFC 7162 §3.1: MODSEQ in FETCH responses once the client used CONDSTORE
         self._changed = asyncio.Event()
         # Work that must wait until the tagged OK is out (TLS upgrade, hang-up).
         self._after_ok: Callable[[], Awaitable[None]] | None = None
@@ -255,7 +258,7 @@ class _Session:
         return func
 
     def _capabilities(self) -> bytes:
-        caps = _EXTENSIONS
+        caps = _EXTENSIONS + (" CONDSTORE" if self.store.condstore else "")
         if self.account is None:
             if self.server.tls == "starttls" and not self.tls_active:
                 caps += " STARTTLS LOGINDISABLED"
@@ -431,6 +434,8 @@ class _Session:
             await self._send(b"* OK [UNSEEN %d] first unseen" % unseen[0])
         await self._send(b"* OK [UIDVALIDITY %d] UIDs valid" % state.uidvalidity)
         await self._send(b"* OK [UIDNEXT %d] predicted next UID" % state.uidnext)
+        if self.store.condstore:
+            await self._send(b"* OK [HIGHESTMODSEQ %d] modseqs valid" % self.store.highest_modseq(self.account, name))
         return "[READ-ONLY] EXAMINE completed" if readonly else "[READ-WRITE] SELECT completed"
 
     async def cmd_create(self, args: list[Token], uid: bool) -> str:
@@ -453,7 +458,12 @@ class _Session:
         return "NAMESPACE completed"
 
     async def cmd_enable(self, args: list[Token], uid: bool) -> str:
-        await self._send(b"* ENABLED")  # nothing this server could enable
+        wanted = {str(a).upper() for a in args}
+        if self.store.condstore and wanted & {"CONDSTORE", "QRESYNC"}:
+            self.condstore_on = True
+            await self._send(b"* ENABLED CONDSTORE")
+        else:
+            await self._send(b"* ENABLED")  # nothing else this server could enable
         return "ENABLE completed"
 
     async def cmd_list(self, args: list[Token], uid: bool) -> str:
@@ -591,6 +601,10 @@ class _Session:
         if len(args) != 2:
             raise _Bad("FETCH set items")
         items = parse_fetch_items(args[1])
+        if any(i.name == "MODSEQ" for i in items):
+            if not self.store.condstore:
+                raise _Bad("fetch item MODSEQ needs CONDSTORE")
+            self.condstore_on = True
         if uid and not any(i.name == "UID" for i in items):
             items.insert(0, parse_fetch_items("UID")[0])  # UID FETCH always reports UID
         targets = self._targets(args[0], uid)
@@ -610,6 +624,19 @@ class _Session:
         assert self.account is not None and self.selected is not None
         if self.readonly:
             raise _No("[READ-ONLY] mailbox is read-only")
+        unchangedsince = None
+        if len(args) > 1 and isinstance(args[1], list):  # STORE set (UNCHANGEDSINCE n) item flags
+            modifier = [str(t).upper() for t in args[1]]
+            if (
+                not self.store.condstore
+                or len(modifier) != 2
+                or modifier[0] != "UNCHANGEDSINCE"
+                or not modifier[1].isdigit()
+            ):
+                raise _Bad(f"bad STORE modifier {args[1]}")
+            unchangedsince = int(modifier[1])
+            self.condstore_on = True
+            args = [args[0], *args[2:]]
         if len(args) < 3 or not isinstance(args[1], str):
             raise _Bad("STORE set (+|-)FLAGS[.SILENT] flags")
         m = re.fullmatch(r"([+-]?)FLAGS(\.SILENT)?", args[1].upper())
@@ -620,15 +647,23 @@ class _Session:
             flags = [f for f in flags if f.startswith("\\")]  # keywords are not kept (RFC 3501 §7.1)
         targets = self._targets(args[0], uid)
         seq_of = {u: s for s, u in targets}
-        changed = self.store.set_flags(self.account, self.selected, [u for _, u in targets], m[1] or "=", flags)
-        if not m[2]:
+        changed, modified = self.store.store_unless_modified(
+            self.account, self.selected, [u for _, u in targets], m[1] or "=", flags, unchangedsince
+        )
+        if not m[2] or unchangedsince is not None:  # RFC 7162 §3.1.3: the new MODSEQ even when silent
             for msg in changed:
-                await self._send(self._flags_response(seq_of[msg.uid], msg, uid))
+                await self._send(self._flags_response(seq_of[msg.uid], msg, uid, silent=bool(m[2])))
+        if modified:
+            listed = ",".join(str(u if uid else seq_of[u]) for u in modified)
+            return f"[MODIFIED {listed}] Conditional STORE failed"
         return "STORE completed"
 
-    def _flags_response(self, seq: int, msg: StoredMessage, uid: bool) -> bytes:
+    def _flags_response(self, seq: int, msg: StoredMessage, uid: bool, *, silent: bool = False) -> bytes:
         uid_part = b"UID %d " % msg.uid if uid else b""
-        return b"* %d FETCH (%sFLAGS %s)" % (seq, uid_part, flag_list(msg.flags))
+        modseq = b" MODSEQ (%d)" % msg.modseq if self.condstore_on else b""
+        if silent:
+            return b"* %d FETCH (%s%s)" % (seq, uid_part, modseq.lstrip())
+        return b"* %d FETCH (%sFLAGS %s%s)" % (seq, uid_part, flag_list(msg.flags), modseq)
 
     async def cmd_copy(self, args: list[Token], uid: bool) -> str:
         code = await self._copy(args, uid)

@@ -23,7 +23,7 @@ from .imapwire import (
 from .store import StoredMessage
 
 _BODY_ITEM = re.compile(r"(BODY(?:\.PEEK)?)\[([^\]]*)\](?:<(\d+)(?:\.(\d+))?>)?")
-_SIMPLE = {"UID", "FLAGS", "INTERNALDATE", "RFC822.SIZE", "RFC822", "RFC822.HEADER", "RFC822.TEXT"}
+_SIMPLE = {"UID", "FLAGS", "MODSEQ", "INTERNALDATE", "RFC822.SIZE", "RFC822", "RFC822.HEADER", "RFC822.TEXT"}
 _MACROS = {"FAST": ["FLAGS", "INTERNALDATE", "RFC822.SIZE"]}
 
 
@@ -70,6 +70,8 @@ def render_fetch_item(item: FetchItem, msg: StoredMessage) -> bytes:
         return b"UID %d" % msg.uid
     if item.name == "FLAGS":
         return b"FLAGS " + flag_list(msg.flags)
+    if item.name == "MODSEQ":
+        return b"MODSEQ (%d)" % msg.modseq
     if item.name == "INTERNALDATE":
         return b"INTERNALDATE " + format_internaldate(msg.internaldate)
     if item.name == "RFC822.SIZE":

@@ -41,6 +41,8 @@ class StoredMessage:
     data: bytes
     flags: frozenset[str]
     internaldate: dt.datetime
+    modseq: int = 1
+    """CONDSTORE (RFC 7162): the folder's modification sequence when this message last changed."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class _Folder:
     uidvalidity: int
     uidnext: int = 1
     messages: dict[int, StoredMessage] = field(default_factory=dict)
+    highestmodseq: int = 1
+    # One lock per mailbox: a conditional STORE compares and changes under it, so of several
+    # clients racing with the same UNCHANGEDSINCE exactly one wins.
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,8 @@ class MailStore:
         """Seconds an IDLE session waits before pushing a change (latency tests)."""
         self.keywords: bool = True
         """False: like a server that keeps no keywords (PERMANENTFLAGS without \\*; STORE drops them)."""
+        self.condstore: bool = True
+        """False: like a server without CONDSTORE (RFC 7162): no capability, no MODSEQ, no UNCHANGEDSINCE."""
         self._lock = threading.RLock()
         self._passwords: dict[str, str] = {}
         self._accounts: dict[str, dict[str, _Folder]] = {}
@@ -420,7 +428,8 @@ class MailStore:
             box = self._folder(account, folder)
             uid = box.uidnext
             box.uidnext += 1
-            box.messages[uid] = StoredMessage(uid, bytes(data), frozenset(flags), when)
+            box.highestmodseq += 1
+            box.messages[uid] = StoredMessage(uid, bytes(data), frozenset(flags), when, box.highestmodseq)
             result = box.uidvalidity, uid
         self._notify(account, folder)
         return result
@@ -429,20 +438,42 @@ class MailStore:
         self, account: str, folder: str, uids: Iterable[int], op: str, flags: Iterable[str]
     ) -> list[StoredMessage]:
         """``op`` is ``"="``, ``"+"`` or ``"-"``; returns the updated messages."""
+        return self.store_unless_modified(account, folder, uids, op, flags)[0]
+
+    def store_unless_modified(
+        self, account: str, folder: str, uids: Iterable[int], op: str, flags: Iterable[str],
+        unchangedsince: int | None = None,
+    ) -> tuple[list[StoredMessage], list[int]]:  # fmt: skip
+        """A STORE, conditional when ``unchangedsince`` is given (RFC 7162 §3.1.3): a message
+        whose modseq is above it is left as it is and listed in the second item (the MODIFIED
+        response code). Returns (the messages stored, the UIDs that failed). A
+        change gets the folder's next modseq; a STORE that changes nothing changes no modseq."""
         wanted = frozenset(flags)
         changed: list[StoredMessage] = []
+        modified: list[int] = []
         with self._lock:
-            messages = self._folder(account, folder).messages
+            box = self._folder(account, folder)
+        with box.lock:
+            messages = box.messages
             for uid in uids:
                 if uid not in messages:
                     continue
+                if unchangedsince is not None and messages[uid].modseq > unchangedsince:
+                    modified.append(uid)
+                    continue
                 old = messages[uid].flags
                 new = wanted if op == "=" else old | wanted if op == "+" else old - wanted
-                messages[uid] = replace(messages[uid], flags=new)
+                if new != old:
+                    box.highestmodseq += 1
+                    messages[uid] = replace(messages[uid], flags=new, modseq=box.highestmodseq)
                 changed.append(messages[uid])
         if changed:
             self._notify(account, folder)
-        return changed
+        return changed, modified
+
+    def highest_modseq(self, account: str, folder: str) -> int:
+        with self._lock:
+            return self._folder(account, folder).highestmodseq
 
     def expunge(self, account: str, folder: str, uids: Iterable[int] | None = None) -> list[int]:
         """Remove ``\\Deleted`` messages (only among ``uids`` when given)."""
