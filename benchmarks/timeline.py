@@ -50,7 +50,7 @@ RECEIVE = [
     ("agentmail.spool.store", "Spool._publish", "rename into letters/"),
     ("agentmail.spool.store", "Spool.set_checkpoint", "checkpoint"),
     ("agentmail.client.receiver", "Receiver.inbox", "inbox (read back)"),
-    ("agentmail.cli.app", "echo", "print"),
+    ("agentmail.cli.agent", "echo", "print"),
 ]
 # The sender's side, from the call to send() to its return.
 SEND = [
