@@ -26,7 +26,7 @@ from email.message import Message
 from email.parser import BytesParser
 from typing import Protocol
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..text import describe, forbidden_in_header, forbidden_in_text, visible
 from . import mime
 from .mime import Refused, header_section
@@ -47,18 +47,10 @@ _PARSER = BytesParser()  # compat32, its default: importing email.policy costs a
 class Attachment(Frozen):
     """One attachment: its (sanitised) file name, MIME type, bytes, and a one-line description."""
 
-    __slots__ = ("name", "type", "data", "description")
-
     name: str
     type: str
     data: bytes
-    description: str
-
-    def __init__(self, name: str, type: str, data: bytes, description: str = "") -> None:
-        set_field(self, "name", name)
-        set_field(self, "type", type)
-        set_field(self, "data", data)
-        set_field(self, "description", description)
+    description: str = ""
 
     @property
     def size(self) -> int:
@@ -80,18 +72,10 @@ class Limits(Frozen):
     """The bus's attachment settings (registry.Bus attach_*): decoded bytes per attachment and
     per letter, how many, which types."""
 
-    __slots__ = ("max_bytes", "max_total", "max_count", "types")
-
     max_bytes: int
     max_total: int
     max_count: int
     types: tuple[str, ...]
-
-    def __init__(self, max_bytes: int, max_total: int, max_count: int, types: tuple[str, ...]) -> None:
-        set_field(self, "max_bytes", max_bytes)
-        set_field(self, "max_total", max_total)
-        set_field(self, "max_count", max_count)
-        set_field(self, "types", types)
 
 
 def safe_name(name: str, fallback: str = "attachment") -> str:

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..errors import BadInput
 from ..model import HUMAN, TYPES, check_thread, strip_re
 from ..text import FORBIDDEN
@@ -83,58 +83,19 @@ class Query(Frozen):
     """What to look for. ``text``: words (or FTS5 syntax with ``syntax``); the filters narrow
     it; no words and at least one filter lists the matching letters, newest first."""
 
-    __slots__ = ("text", "sender", "type", "thread", "since", "state", "limit", "quarantine", "syntax")
-
-    text: str
-    sender: str | None  # a platform name or an address
-    type: str | None
-    thread: str | None
-    since: str | None  # 2026-11-30, 2026-11-30T08:00 (UTC unless an offset), or 7d / 12h / 30m / 2w
-    state: str | None
-    limit: int
-    quarantine: bool  # quarantined letters too (``state="quarantine"`` implies it)
-    syntax: bool
-
-    def __init__(
-        self,
-        text: str = "",
-        sender: str | None = None,
-        type: str | None = None,
-        thread: str | None = None,
-        since: str | None = None,
-        state: str | None = None,
-        limit: int = 20,
-        quarantine: bool = False,
-        syntax: bool = False,
-    ) -> None:
-        set_field(self, "text", text)
-        set_field(self, "sender", sender)
-        set_field(self, "type", type)
-        set_field(self, "thread", thread)
-        set_field(self, "since", since)
-        set_field(self, "state", state)
-        set_field(self, "limit", limit)
-        set_field(self, "quarantine", quarantine)
-        set_field(self, "syntax", syntax)
+    text: str = ""
+    sender: str | None = None  # a platform name or an address
+    type: str | None = None
+    thread: str | None = None
+    since: str | None = None  # 2026-11-30, 2026-11-30T08:00 (UTC unless an offset), or 7d / 12h / 30m / 2w
+    state: str | None = None
+    limit: int = 20
+    quarantine: bool = False  # quarantined letters too (``state="quarantine"`` implies it)
+    syntax: bool = False
 
 
 class Hit(Frozen):
     """One letter found: enough to choose which one to ``show``, and why it matched."""
-
-    __slots__ = (
-        "id",
-        "state",
-        "type",
-        "sender",
-        "to",
-        "thread",
-        "subject",
-        "date",
-        "severity",
-        "reason",
-        "score",
-        "snippet",
-    )
 
     id: str
     state: str
@@ -148,34 +109,6 @@ class Hit(Frozen):
     reason: str | None
     score: float  # bm25 relevance, higher is better (0.0 when listing by filters alone)
     snippet: str  # the best-matching passage, matched terms in **double asterisks**
-
-    def __init__(
-        self,
-        id: str,
-        state: str,
-        type: str,
-        sender: str,
-        to: str,
-        thread: str,
-        subject: str,
-        date: str,
-        severity: str | None,
-        reason: str | None,
-        score: float,
-        snippet: str,
-    ) -> None:
-        set_field(self, "id", id)
-        set_field(self, "state", state)
-        set_field(self, "type", type)
-        set_field(self, "sender", sender)
-        set_field(self, "to", to)
-        set_field(self, "thread", thread)
-        set_field(self, "subject", subject)
-        set_field(self, "date", date)
-        set_field(self, "severity", severity)
-        set_field(self, "reason", reason)
-        set_field(self, "score", score)
-        set_field(self, "snippet", snippet)
 
     def to_json(self) -> dict[str, Any]:
         """The documented ``search --json`` shape (DESIGN §8)."""
