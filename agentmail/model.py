@@ -106,7 +106,7 @@ def thread_id(value: str) -> str:
     return lowered
 
 
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"  # the one alphabet of ids (ULIDs, threads)
 _last_ulid = (0, 0)
 _ulid_lock = threading.Lock()
 
@@ -123,7 +123,18 @@ def new_ulid() -> str:
         now = max(now, _last_ulid[0])  # a clock step back never makes a smaller id
         _last_ulid = (now, rand)
     value = (now << 80) | (rand & ((1 << 80) - 1))
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return _base32(value, 26)
+
+
+def _base32(value: int, chars: int) -> str:
+    """The last ``chars`` * 5 bits of ``value``, in Crockford base32 (lowercase), most significant first."""
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(5 * chars - 5, -1, -5))
+
+
+def ulid_floor(ms: int) -> str:
+    """The smallest ULID made at ``ms`` (clamped to a ULID's 48 bits of ms): every id made at
+    ``ms`` or later sorts at or after it; its first ten characters are the time alone."""
+    return _base32(min(max(ms, 0), (1 << 48) - 1) << 80, 26)
 
 
 def ulid_ms(ulid: str) -> int:
@@ -137,7 +148,7 @@ def ulid_ms(ulid: str) -> int:
 def new_thread_id() -> str:
     """``thr-`` + 10 lowercase base32 characters (50 bits of randomness)."""
     value = int.from_bytes(os.urandom(7)) >> 6  # 56 random bits, 50 kept: each character uniform
-    return "thr-" + "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(45, -1, -5))
+    return "thr-" + _base32(value, 10)
 
 
 def strip_re(subject: str) -> str:

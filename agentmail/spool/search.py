@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from .._value import Frozen
 from ..errors import BadInput
-from ..model import HUMAN, TYPES, check_thread, strip_re
+from ..model import HUMAN, TYPES, check_thread, strip_re, ulid_floor
 from ..text import FORBIDDEN
 from . import STATES, Spool
 
@@ -73,7 +73,6 @@ _LEAD_IN = 3
 _LEAD_CHARS = 4096
 _CONTROL = re.compile(f"[{FORBIDDEN}]")
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 _DURATION = re.compile(r"^(\d{1,6})([mhdw])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
 T = TypeVar("T")
@@ -176,12 +175,6 @@ def since_ms(value: str, now: float | None = None) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
     return max(0, int(when.timestamp() * 1000))
-
-
-def _ulid_floor(ms: int) -> str:
-    """The smallest id filed at ``ms`` or later (ids are ULIDs: 48 bits of ms, then random)."""
-    value = min(ms, (1 << 48) - 1) << 80
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def check_query(query: Query) -> None:
@@ -518,7 +511,7 @@ def _filters(query: Query) -> tuple[str, list[Any]]:
         params.append(query.thread)
     if query.since is not None:
         clauses.append("l.id >= ?")
-        params.append(_ulid_floor(since_ms(query.since)))
+        params.append(ulid_floor(since_ms(query.since)))  # the smallest id filed since then
     return " AND ".join(clauses) or "1", params
 
 
