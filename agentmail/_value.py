@@ -1,46 +1,135 @@
-"""Value classes written by hand: what ``@dataclass`` gave agentmail's values, minus its cost.
+"""Value classes: each field declared once, as an annotation (with its default, if any).
 
-``@dataclass`` compiles every generated method with ``exec`` when its module is imported:
-~0.3-0.9 ms a class, ~20 of them on the path of every command (issue 11, start-up). A value
-class here lists its fields in ``__slots__`` (constructor order) and writes its own
-``__init__``; this base adds what the dataclass generated from the fields, compiled once with
-this module: equality, hash, repr, ``replace``, pickling and copying. Nothing is generated.
+``@dataclass`` would do this, but it compiles every generated method with ``exec`` when its
+module is imported, and imports ``inspect``: ~0.75 ms a class and ~7 ms once, ~20 classes on
+the path of every command (issues 11 and 27, start-up). Here a value class only annotates its
+fields; its metaclass reads the annotations once, when the class is defined, and makes them its
+``__slots__`` (in order, after a parent's), its constructor's parameters and defaults, its
+equality, hash, repr, ``replace``, pickling and copying. Nothing is compiled: the constructor,
+like every other method, is this module's, shared by every value class, and reads the class's
+field table. ``typing.dataclass_transform`` tells type checkers it is a dataclass.
 
-``Frozen`` values refuse assignment after ``__init__`` (which sets fields with ``set_field``), as a
-frozen dataclass did; ``Value`` is the mutable kind (unhashable, as a dataclass with ``eq``).
+    class Endpoint(Frozen):
+        host: str
+        port: int = 0
+        extra: dict[str, str] = field(default_factory=dict, compare=False)
+
+``Frozen`` values refuse assignment (``FrozenError``), as a frozen dataclass did; ``Value`` is
+the mutable kind (unhashable, as a dataclass with ``eq``). A ``__post_init__`` runs after the
+fields are set (a frozen one sets a field with ``set_field``). ``ClassVar`` annotations are not
+fields.
 """
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NoReturn, Self
+from collections.abc import Callable
+from typing import Any, ClassVar, NoReturn, Self, dataclass_transform
 
-set_field = object.__setattr__  # how a frozen value's __init__ sets its fields
+set_field = object.__setattr__  # how a frozen value's __post_init__ sets a field
+_MISSING: Any = object()
 
 
 class FrozenError(AttributeError):
     """Assigning to (or deleting) a field of a frozen value."""
 
 
-class Value:
-    """Fields are ``__slots__``; ``_compare`` names those equality (and a frozen hash) look at."""
+class Field:
+    """A field's declaration beyond its annotation: what :func:`field` returns."""
+
+    __slots__ = ("default", "default_factory", "compare")
+
+    def __init__(self, default: Any, default_factory: Callable[[], Any] | None, compare: bool) -> None:
+        self.default, self.default_factory, self.compare = default, default_factory, compare
+
+
+def field(*, default: Any = _MISSING, default_factory: Callable[[], Any] | None = None, compare: bool = True) -> Any:
+    """A field whose default is made per value (``default_factory``) or that equality and hash
+    leave out (``compare=False``: facts learnt later, say), as ``dataclasses.field``."""
+    return Field(default, default_factory, compare)
+
+
+class _Fields(type):
+    """Turns a value class's annotations into its fields when the class is defined."""
+
+    def __new__(mcs, name: str, bases: tuple[type, ...], namespace: dict[str, Any], **kwargs: Any) -> _Fields:
+        annotations = namespace.get("__annotations__", {})
+        own = tuple(attr for attr, kind in annotations.items() if "ClassVar" not in str(kind))
+        if own and "__slots__" in namespace:
+            raise TypeError(f"{name}: a value's fields are its annotations; no __slots__")
+        defaults: dict[str, Any] = {}
+        factories: dict[str, Callable[[], Any]] = {}
+        uncompared: set[str] = set()
+        for attr in own:
+            declared = namespace.pop(attr, _MISSING)  # a class attribute of that name would shadow the slot
+            if isinstance(declared, Field):
+                if declared.default_factory is not None:
+                    factories[attr] = declared.default_factory
+                elif declared.default is not _MISSING:
+                    defaults[attr] = declared.default
+                if not declared.compare:
+                    uncompared.add(attr)
+            elif declared is not _MISSING:
+                defaults[attr] = declared
+        namespace.setdefault("__slots__", own)
+        made = super().__new__(mcs, name, bases, namespace, **kwargs)
+        if not own:
+            return made
+        cls: Any = made  # the field table's attributes are _Base's
+        fields = (*getattr(cls, "_fields", ()), *own)  # a subclass adds its fields after its parent's
+        defaults = {**getattr(cls, "_defaults", {}), **defaults}
+        factories = {**getattr(cls, "_factories", {}), **factories}
+        optional = False
+        for attr in fields:
+            if attr in defaults or attr in factories:
+                optional = True
+            elif optional:
+                raise TypeError(f"{name}: field {attr!r} has no default but follows one that has")
+        cls._fields = fields
+        cls._defaults = defaults
+        cls._factories = factories
+        cls._compare = (*getattr(cls, "_compare", ()), *(f for f in own if f not in uncompared))
+        cls._setters = (*getattr(cls, "_setters", ()), *(cls.__dict__[attr].__set__ for attr in own))
+        cls._post_init = getattr(cls, "__post_init__", None)
+        return made
+
+
+class _Base(metaclass=_Fields):
+    """What every value has: a constructor over its fields, equality, repr, ``replace``, pickling."""
 
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
-    _compare: ClassVar[tuple[str, ...]] = ()
-    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable, as a dataclass with eq was
+    _compare: ClassVar[tuple[str, ...]] = ()  # the fields equality (and a frozen hash) look at
+    _defaults: ClassVar[dict[str, Any]] = {}
+    _factories: ClassVar[dict[str, Callable[[], Any]]] = {}
+    _setters: ClassVar[tuple[Callable[[Any, Any], None], ...]] = ()
+    _post_init: ClassVar[Callable[[Any], None] | None] = None
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        own = tuple(cls.__dict__.get("__slots__", ()))  # a subclass adds its fields after its parent's
-        # A field annotated without its slot (say, one added by a merge) would read as a class
-        # attribute and be refused by __init__: fail at import, not at the first letter.
-        stray = [name for name, kind in cls.__dict__.get("__annotations__", {}).items()
-                 if name not in own and "ClassVar" not in str(kind)]  # fmt: skip
-        if stray:
-            raise TypeError(f"{cls.__qualname__}: {', '.join(stray)} annotated but not in __slots__ and __init__")
-        if "_compare" not in cls.__dict__:
-            cls._compare = (*cls._compare, *own)
-        cls._fields = (*cls._fields, *own)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        cls = self.__class__
+        names = cls._fields
+        values = cls._defaults.copy()
+        if args:
+            if len(args) > len(names):
+                raise TypeError(f"{cls.__qualname__}() takes {len(names)} arguments but {len(args)} were given")
+            if kwargs and not kwargs.keys().isdisjoint(names[: len(args)]):
+                raise TypeError(
+                    f"{cls.__qualname__}() got an argument twice: {sorted(kwargs.keys() & names[: len(args)])}"
+                )
+            values.update(zip(names, args, strict=False))
+        if kwargs:
+            values.update(kwargs)
+        for name, factory in cls._factories.items():
+            if name not in values:
+                values[name] = factory()
+        if len(values) > len(names):
+            raise TypeError(f"{cls.__qualname__}() got unknown arguments: {sorted(values.keys() - set(names))}")
+        try:  # each slot's own setter: a third cheaper than object.__setattr__ (looked up each time)
+            for setter, name in zip(cls._setters, names, strict=True):
+                setter(self, values[name])
+        except KeyError as missing:
+            raise TypeError(f"{cls.__qualname__}() missing argument {missing}") from None
+        if cls._post_init is not None:
+            cls._post_init(self)
 
     def _values(self, names: tuple[str, ...]) -> tuple[Any, ...]:
         return tuple([getattr(self, name) for name in names])
@@ -65,12 +154,21 @@ class Value:
         return self.__class__(**values)
 
 
-class Frozen(Value):
+@dataclass_transform(eq_default=True, field_specifiers=(field,))
+class Value(_Base):
+    """A mutable value: unhashable, as a dataclass with ``eq``."""
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass_transform(eq_default=True, frozen_default=True, field_specifiers=(field,))
+class Frozen(_Base):
     """An immutable value: hashable over its compared fields."""
 
     __slots__ = ()
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:
         return hash(self._values(self._compare))
 
     def __setattr__(self, name: str, value: Any) -> NoReturn:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from . import ages
-from ._value import Frozen, set_field
+from ._value import Frozen, field
 from .errors import BadInput
 from .text import describe, forbidden_in_header
 
@@ -106,7 +106,7 @@ def thread_id(value: str) -> str:
     return lowered
 
 
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
+_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"  # the one alphabet of ids (ULIDs, threads)
 _last_ulid = (0, 0)
 _ulid_lock = threading.Lock()
 
@@ -123,7 +123,18 @@ def new_ulid() -> str:
         now = max(now, _last_ulid[0])  # a clock step back never makes a smaller id
         _last_ulid = (now, rand)
     value = (now << 80) | (rand & ((1 << 80) - 1))
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return _base32(value, 26)
+
+
+def _base32(value: int, chars: int) -> str:
+    """The last ``chars`` * 5 bits of ``value``, in Crockford base32 (lowercase), most significant first."""
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(5 * chars - 5, -1, -5))
+
+
+def ulid_floor(ms: int) -> str:
+    """The smallest ULID made at ``ms`` (clamped to a ULID's 48 bits of ms): every id made at
+    ``ms`` or later sorts at or after it; its first ten characters are the time alone."""
+    return _base32(min(max(ms, 0), (1 << 48) - 1) << 80, 26)
 
 
 def ulid_ms(ulid: str) -> int:
@@ -137,7 +148,7 @@ def ulid_ms(ulid: str) -> int:
 def new_thread_id() -> str:
     """``thr-`` + 10 lowercase base32 characters (50 bits of randomness)."""
     value = int.from_bytes(os.urandom(7)) >> 6  # 56 random bits, 50 kept: each character uniform
-    return "thr-" + "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(45, -1, -5))
+    return "thr-" + _base32(value, 10)
 
 
 def strip_re(subject: str) -> str:
@@ -153,35 +164,6 @@ def reply_subject(subject: str) -> str:
 class Letter(Frozen):
     """One letter as agentmail understands it, parsed from or rendered to RFC-822."""
 
-    __slots__ = (
-        "message_id",
-        "sender",
-        "sender_address",
-        "to",
-        "to_address",
-        "type",
-        "thread",
-        "subject",
-        "body",
-        "date",
-        "severity",
-        "ref",
-        "in_reply_to",
-        "references",
-        "to_agent",
-        "sender_name",
-        "id",
-        "state",
-        "reason",
-        "detail",
-        "depth",
-        "cc",
-        "list_id",
-        "recipients",
-        "extra",
-    )
-    _compare = tuple(name for name in __slots__ if name != "extra")  # extra: facts learnt later, not the letter
-
     message_id: str
     sender: str  # platform name of the From address ("" when unregistered)
     sender_address: str
@@ -192,77 +174,23 @@ class Letter(Frozen):
     subject: str
     body: str  # front matter stripped
     date: str  # RFC 2822 date as on the wire
-    severity: str | None
-    ref: str | None
-    in_reply_to: str | None
-    references: tuple[str, ...]
-    to_agent: str | None
-    sender_name: str | None  # display name: shown, never trusted
-    id: str  # local spool id, assigned when stored
-    state: str
-    reason: str | None  # quarantine reason code
-    detail: str | None  # quarantine sentence
-    depth: int  # its place in the thread's In-Reply-To chain (set when filed; none in quarantine)
-    cc: tuple[str, ...]  # the people copied (the followers of both platforms, DESIGN §3)
-    list_id: str | None  # the bus's List-Id, for a person's one filter rule
+    severity: str | None = None
+    ref: str | None = None
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
+    to_agent: str | None = None
+    sender_name: str | None = None  # display name: shown, never trusted
+    id: str = ""  # local spool id, assigned when stored
+    state: str = ""
+    reason: str | None = None  # quarantine reason code
+    detail: str | None = None  # quarantine sentence
+    depth: int = 0  # its place in the thread's In-Reply-To chain (set when filed; none in quarantine)
+    cc: tuple[str, ...] = ()  # the people copied (the followers of both platforms, DESIGN §3)
+    list_id: str | None = None  # the bus's List-Id, for a person's one filter rule
     # A fan-out letter's every recipient platform address, in To order (DESIGN §6); empty for a
     # letter to one platform (``to_address`` says who), so such letters read as they always did.
-    recipients: tuple[str, ...]
-    extra: dict[str, Any]  # facts learnt later (annotations)
-
-    def __init__(
-        self,
-        message_id: str,
-        sender: str,
-        sender_address: str,
-        to: str,
-        to_address: str,
-        type: str,
-        thread: str,
-        subject: str,
-        body: str,
-        date: str,
-        severity: str | None = None,
-        ref: str | None = None,
-        in_reply_to: str | None = None,
-        references: tuple[str, ...] = (),
-        to_agent: str | None = None,
-        sender_name: str | None = None,
-        id: str = "",
-        state: str = "",
-        reason: str | None = None,
-        detail: str | None = None,
-        depth: int = 0,
-        cc: tuple[str, ...] = (),
-        list_id: str | None = None,
-        recipients: tuple[str, ...] = (),
-        extra: dict[str, Any] | None = None,
-    ) -> None:
-        set_field(self, "message_id", message_id)
-        set_field(self, "sender", sender)
-        set_field(self, "sender_address", sender_address)
-        set_field(self, "to", to)
-        set_field(self, "to_address", to_address)
-        set_field(self, "type", type)
-        set_field(self, "thread", thread)
-        set_field(self, "subject", subject)
-        set_field(self, "body", body)
-        set_field(self, "date", date)
-        set_field(self, "severity", severity)
-        set_field(self, "ref", ref)
-        set_field(self, "in_reply_to", in_reply_to)
-        set_field(self, "references", references)
-        set_field(self, "to_agent", to_agent)
-        set_field(self, "sender_name", sender_name)
-        set_field(self, "id", id)
-        set_field(self, "state", state)
-        set_field(self, "reason", reason)
-        set_field(self, "detail", detail)
-        set_field(self, "depth", depth)
-        set_field(self, "cc", cc)
-        set_field(self, "list_id", list_id)
-        set_field(self, "recipients", recipients)
-        set_field(self, "extra", {} if extra is None else extra)
+    recipients: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)  # facts learnt later (annotations)
 
     @property
     def outcome(self) -> str | None:
@@ -315,25 +243,6 @@ class ThreadStatus(Frozen):
     """Where one thread stands (a row of ``status``). ``to_json`` is the documented ``--json`` row;
     ``row["thread"]`` still reads it as the dict ``status()`` returned before."""
 
-    __slots__ = (
-        "thread",
-        "subject",
-        "state",
-        "last_type",
-        "whose_move",
-        "letters",
-        "with_",
-        "last_id",
-        "undeliverable",
-        "delivery",
-        "delivery_detail",
-        "recipients",
-        "delivery_id",
-        "opened_ms",
-        "moved_ms",
-        "outcome",
-    )
-
     thread: str
     subject: str
     state: str  # the lifecycle word: reported, acknowledged, fix announced, verified, closed...
@@ -344,52 +253,16 @@ class ThreadStatus(Frozen):
     last_id: str
     undeliverable: bool
     delivery: str  # sent | queued | failed | received
-    delivery_detail: str
+    delivery_detail: str = ""
     # A fan-out thread (opened to several platforms): one row per counterpart, each with its own
     # ``with``/``whose_move``/``state``/``last_type``/``last_id``; empty for a two-party thread.
-    recipients: tuple[dict[str, Any], ...]
-    delivery_id: str  # the letter ``delivery`` is about (held, queued or failed), "" for sent/received
+    recipients: tuple[dict[str, Any], ...] = ()
+    delivery_id: str = ""  # the letter ``delivery`` is about (held, queued or failed), "" for sent/received
     # When the thread's first and last letters were filed here (their ids' time, ms; -1: unknown):
     # its age, and the time since its last move (issue 26).
-    opened_ms: int
-    moved_ms: int
-    outcome: str  # the last letter's outcome when it is a verify-result that states one, else ""
-
-    def __init__(
-        self,
-        thread: str,
-        subject: str,
-        state: str,
-        last_type: str,
-        whose_move: str,
-        letters: int,
-        with_: str,
-        last_id: str,
-        undeliverable: bool,
-        delivery: str,
-        delivery_detail: str = "",
-        recipients: tuple[dict[str, Any], ...] = (),
-        delivery_id: str = "",
-        opened_ms: int = -1,
-        moved_ms: int = -1,
-        outcome: str = "",
-    ) -> None:
-        set_field(self, "thread", thread)
-        set_field(self, "subject", subject)
-        set_field(self, "state", state)
-        set_field(self, "last_type", last_type)
-        set_field(self, "whose_move", whose_move)
-        set_field(self, "letters", letters)
-        set_field(self, "with_", with_)
-        set_field(self, "last_id", last_id)
-        set_field(self, "undeliverable", undeliverable)
-        set_field(self, "delivery", delivery)
-        set_field(self, "delivery_detail", delivery_detail)
-        set_field(self, "recipients", recipients)
-        set_field(self, "delivery_id", delivery_id)
-        set_field(self, "opened_ms", opened_ms)
-        set_field(self, "moved_ms", moved_ms)
-        set_field(self, "outcome", outcome)
+    opened_ms: int = -1
+    moved_ms: int = -1
+    outcome: str = ""  # the last letter's outcome when it is a verify-result that states one, else ""
 
     def idle(self, now_ms: int) -> float:
         """Seconds since the thread's last move."""

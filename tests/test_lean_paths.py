@@ -200,7 +200,7 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
     assert len(beta.inbox(sync=False)) == 1  # the read synced the letter, so it parsed one
     rendering = {wire._PLAIN_TEXT, wire._PLAIN_ID}
     parsing = {wire._QUICK_FROM, wire._PLAIN_MAILBOX, wire._NOT_A_HEADER_LINE, mime._CONTENT_TYPE, matter._END_RE}
-    rare = {attach._DISPOSITION, attach._BOUNDARY_RE, readable._ATTRIBUTION, readable._FORWARDED, mime._QP_LINE}
+    rare = {mime._DISPOSITION, attach._BOUNDARY_RE, readable._ATTRIBUTION, readable._FORWARDED, mime._QP_LINE}
     assert {repr(p) for p in rendering} <= sent and {repr(p) for p in parsing} <= read  # the check can see
     assert not {repr(p) for p in parsing | rare} & sent
     assert not {repr(p) for p in rendering | rare} & read

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentmail.letter import mime, wire
 
@@ -126,3 +128,38 @@ def test_a_mime_header_twice_or_read_two_ways_is_named(extra: str, words: str) -
 def test_plain_mime_headers_have_no_problem() -> None:
     raw = b"From: a@bus.test\r\n" + PLAIN.encode() + b"Content-Transfer-Encoding: 7bit\r\n\r\nx"
     assert mime.header_problem(raw, wire.parse_message(raw, 10**6)) is None
+
+
+_NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,10}", fullmatch=True)
+_VALUES = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=20)
+
+
+@given(params=st.dictionaries(_NAMES, _VALUES, max_size=4), quoted=st.booleans())
+def test_property_content_type_and_disposition_share_one_parameter_grammar(
+    params: dict[str, str], quoted: bool
+) -> None:
+    """Issue 27: one MIME parameter grammar (mime._parameters) for a Content-Type and a part's
+    Content-Disposition: the same parameters read the same, quoted or bare tokens alike."""
+
+    def written(value: str) -> str:
+        token = value and all(c.isalnum() or c in "!#$%&'*+-.^_`{|}~" for c in value)
+        if token and not quoted:
+            return value
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    tail = "".join(f"; {name}={written(value)}" for name, value in params.items())
+    assert mime.parse_content_type("Text/Plain" + tail) == ("text/plain", params)
+    assert mime.parse_disposition("Attachment" + tail, "the part") == ("attachment", params)
+
+
+def test_a_disposition_keeps_its_own_refusals_in_the_one_grammar() -> None:
+    assert mime.parse_disposition("attachment; filename*=utf-8''a.txt", "x") == (
+        "attachment",
+        {"filename*": "utf-8''a.txt"},
+    )
+    with pytest.raises(mime.Refused, match="the part declares filename twice"):
+        mime.parse_disposition("attachment; filename=a; FILENAME=b", "the part")
+    with pytest.raises(mime.Refused, match="^the part does not parse$"):
+        mime.parse_disposition("attachment; =", "the part")
+    with pytest.raises(mime.Refused, match="RFC 2231"):
+        mime.parse_content_type("text/plain; name*=utf-8''a.txt")

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+import agentmail
 from agentmail._fs import locked
 from agentmail.errors import NotFound
 from agentmail.letter import wire
-from agentmail.model import Letter, new_ulid, ulid_ms
+from agentmail.model import Letter, new_ulid, ulid_floor, ulid_ms
 from agentmail.spool import Spool, db
 from agentmail.spool.db import CURRENT, MOVING, Db
 from agentmail.spool.store import _key, _ulid_floor
@@ -559,6 +560,18 @@ def test_the_ulid_floor_is_the_smallest_id_of_its_millisecond() -> None:
     assert _ulid_floor(-5) == "0" * 10 and _ulid_floor(0) == "0" * 10
     assert _ulid_floor(now) < _ulid_floor(now + 1)
     assert _ulid_floor(1) == "0000000001" and _ulid_floor(32) == "0000000010"
+
+
+def test_ids_have_one_alphabet_and_one_floor() -> None:
+    """Issue 27: the Crockford alphabet is written once (model), and the spool's and search's
+    floors are model's: the full floor sorts at or before every id made in its millisecond."""
+    package = Path(agentmail.__file__).parent
+    copies = [p for p in package.rglob("*.py") if "0123456789abcdefghjkmnpqrstvwxyz" in p.read_text().lower()]
+    assert copies == [package / "model.py"]
+    made = new_ulid()
+    floor = ulid_floor(ulid_ms(made))
+    assert len(floor) == 26 and floor <= made and floor[:10] == _ulid_floor(ulid_ms(made)) == made[:10]
+    assert ulid_floor(1 << 60) == "7" + "z" * 9 + "0" * 16  # clamped to a ULID's 48 bits of ms
 
 
 # --- reply claims --------------------------------------------------------------------------------

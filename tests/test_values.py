@@ -138,14 +138,71 @@ def test_registry_values_keep_their_defaults_and_a_registry_stays_mutable() -> N
     assert isinstance(report.accepted, Filed) and list(report.accepted) == [_letter()] and report.fetched == 2
 
 
-def test_a_field_annotated_without_its_slot_fails_at_import() -> None:
-    """A field added to a value's annotations alone (a merge of a dataclass edit, say) would read
-    as a class attribute and be refused by ``__init__``: the class is refused when defined."""
+def test_a_field_is_declared_once_as_an_annotation() -> None:
+    """Issue 27: a value's annotations are its fields (slots, constructor parameters in order,
+    defaults, a factory per value, fields left out of equality); a subclass adds its own after its
+    parent's; ``ClassVar`` is no field; the constructor is the one shared method, nothing compiled."""
+    from typing import ClassVar
+
+    from agentmail._value import Frozen, FrozenError, Value, field
+
+    class Point(Frozen):
+        x: int
+        y: int = 0
+        tags: dict[str, str] = field(default_factory=dict, compare=False)
+        ORIGIN: ClassVar[str] = "0,0"
+
+    class Labelled(Point):
+        label: str = "p"
+
+    point = Point(1)
+    assert Point.__slots__ == ("x", "y", "tags") and Labelled.__slots__ == ("label",)
+    assert (point.x, point.y, point.tags, Point.ORIGIN) == (1, 0, {}, "0,0")
+    assert Point(1).tags is not point.tags and Point(1, tags={"a": "b"}) == point  # tags: not compared
+    assert hash(Point(1, tags={"a": "b"})) == hash(point) and Point(1, 2) != point
+    assert repr(Labelled(3, label="q")).endswith(".Labelled(x=3, y=0, tags={}, label='q')")
+    assert Labelled(3, 4, {}, "q").replace(y=5) == Labelled(3, 5, label="q")
+    assert "__init__" not in Point.__dict__ and Point.__init__ is Value.__init__
+    with pytest.raises(FrozenError):
+        point.x = 2  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        point.z = 2  # type: ignore[attr-defined]  # slots: no other attribute
+    with pytest.raises(TypeError, match="missing argument 'x'"):
+        Point()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'colour'"):
+        Point(1, colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'x'"):
+        Point(1, x=2)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="takes 3 arguments but 4"):
+        Point(1, 2, {}, 4)  # type: ignore[call-arg]
+
+
+def test_post_init_runs_on_construction_replace_and_unpickling() -> None:
+    from agentmail._value import Frozen, set_field
+
+    class Argv(Frozen):
+        words: tuple[str, ...] = ()
+
+        def __post_init__(self) -> None:
+            set_field(self, "words", tuple(self.words))
+
+    argv = Argv(["a", "b"])  # type: ignore[arg-type]  # a list, made a tuple
+    assert argv.words == ("a", "b") and argv.replace(words=["c"]).words == ("c",)  # type: ignore[arg-type]
+
+
+def test_a_value_declared_the_old_way_or_out_of_order_fails_at_import() -> None:
+    """Fields in ``__slots__`` as well as annotations (a merge of the old form) or a field without
+    a default after one with: the class is refused when defined, not at the first letter."""
     from agentmail._value import Frozen
 
-    with pytest.raises(TypeError, match="copy annotated but not in __slots__"):
+    with pytest.raises(TypeError, match="no __slots__"):
 
         class Outgoing(Frozen):
             __slots__ = ("key",)
             key: str
-            copy: tuple[str, int, int] | None = None
+
+    with pytest.raises(TypeError, match="'copy' has no default but follows one"):
+
+        class Late(Frozen):  # type: ignore[misc]
+            key: str = ""
+            copy: str

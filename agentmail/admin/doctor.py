@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..errors import AgentmailError
 
 if TYPE_CHECKING:
@@ -23,16 +23,9 @@ PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no 
 
 
 class Check(Frozen):
-    __slots__ = ("name", "ok", "detail")
-
     name: str
     ok: bool
     detail: str
-
-    def __init__(self, name: str, ok: bool, detail: str) -> None:
-        set_field(self, "name", name)
-        set_field(self, "ok", ok)
-        set_field(self, "detail", detail)
 
 
 def _secrets_mode(home: Path) -> Check:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._fs import write_atomic
-from .._value import Frozen, set_field
+from .._value import Frozen, field
 from ..config.identity import checkout_root as checkout_root  # re-exported: `hook install` roots at the checkout
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
 from ..stages.guards import DATA_NOT_ORDERS
@@ -35,16 +35,9 @@ MAX_LINES = 20
 
 
 class Host(Frozen):
-    __slots__ = ("settings", "events", "block")
-
     settings: str | None  # the checkout's settings file, relative to its root
-    events: dict[str, str]  # our event -> the host's event name
-    block: str  # the host's word for "do not stop yet"
-
-    def __init__(self, settings: str | None, events: dict[str, str] | None = None, block: str = "block") -> None:
-        set_field(self, "settings", settings)
-        set_field(self, "events", {} if events is None else events)
-        set_field(self, "block", block)
+    events: dict[str, str] = field(default_factory=dict)  # our event -> the host's event name
+    block: str = "block"  # the host's word for "do not stop yet"
 
 
 HOSTS = {
@@ -55,16 +48,9 @@ HOSTS = {
 
 
 class Outcome(Frozen):
-    __slots__ = ("stdout", "stderr", "exit_code")
-
-    stdout: str
-    stderr: str
-    exit_code: int
-
-    def __init__(self, stdout: str = "", stderr: str = "", exit_code: int = 0) -> None:
-        set_field(self, "stdout", stdout)
-        set_field(self, "stderr", stderr)
-        set_field(self, "exit_code", exit_code)
+    stdout: str = ""
+    stderr: str = ""
+    exit_code: int = 0
 
 
 def _compact(letter: Letter) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._value import Value
+from .._value import Value, field
 from ..ages import now_ms
 from ..config.identity import Identity
 from ..errors import (
@@ -40,34 +40,13 @@ class SyncReport(Value):
     ``accepted`` and ``quarantined`` read like lists of letters but hold ids: each letter is read
     from the spool when asked for, so a sync of any size stays small in memory (``spool.filed.Filed``)."""
 
-    __slots__ = ("accepted", "quarantined", "duplicates", "bounces", "skipped", "fetched", "internal_errors")
-
-    accepted: Filed
-    quarantined: Filed
-    duplicates: int
-    bounces: int
-    skipped: int  # notes for a sibling agent
-    fetched: int
-    internal_errors: int
-
-    def __init__(
-        self,
-        accepted: Filed | None = None,
-        quarantined: Filed | None = None,
-        duplicates: int = 0,
-        bounces: int = 0,
-        skipped: int = 0,
-        fetched: int = 0,
-        internal_errors: int = 0,
-    ) -> None:
-        self.accepted = Filed() if accepted is None else accepted
-        self.quarantined = Filed() if quarantined is None else quarantined
-        self.duplicates = duplicates
-        self.bounces = bounces
-        self.skipped = skipped
-        self.fetched = fetched
-        self.internal_errors = internal_errors
-        self.__post_init__()
+    accepted: Filed = field(default_factory=Filed)
+    quarantined: Filed = field(default_factory=Filed)
+    duplicates: int = 0
+    bounces: int = 0
+    skipped: int = 0  # notes for a sibling agent
+    fetched: int = 0
+    internal_errors: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {

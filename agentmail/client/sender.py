@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..errors import (
     BadInput,
     ConfigError,
@@ -46,14 +46,8 @@ class Sent(Frozen):
     """What ``send`` did: the letter as it is now, and the advice and warnings for its writer
     (an opener's gaps, prefixed ``opener: ``; a thread that is with another platform than asked)."""
 
-    __slots__ = ("letter", "warnings")
-
     letter: Letter
-    warnings: tuple[str, ...]
-
-    def __init__(self, letter: Letter, warnings: tuple[str, ...] = ()) -> None:
-        set_field(self, "letter", letter)
-        set_field(self, "warnings", warnings)
+    warnings: tuple[str, ...] = ()
 
 
 class Sender(Stage):

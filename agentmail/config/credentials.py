@@ -49,22 +49,14 @@ class Login(Frozen):
     ``password`` is the secret when it was given as it is; ``command`` (argv) or ``keyring``
     (a service name) when it is asked for at each connection (:meth:`secret`)."""
 
-    __slots__ = ("username", "password", "source", "command", "keyring")
-
     username: str
     password: str
-    source: str  # where the secret came from, for messages: "the environment (AGENTMAIL_PASSWORD)", a file...
-    command: tuple[str, ...]
-    keyring: str
+    source: str = ""  # where the secret came from, for messages: "the environment (AGENTMAIL_PASSWORD)", a file...
+    command: tuple[str, ...] = ()
+    keyring: str = ""
 
-    def __init__(
-        self, username: str, password: str, source: str = "", command: tuple[str, ...] = (), keyring: str = ""
-    ) -> None:
-        set_field(self, "username", username)
-        set_field(self, "password", password)
-        set_field(self, "source", source)
-        set_field(self, "command", tuple(command))
-        set_field(self, "keyring", keyring)
+    def __post_init__(self) -> None:
+        set_field(self, "command", tuple(self.command))
 
     def __repr__(self) -> str:  # never let a password reach a log through repr()
         how = f", command={Path(self.command[0]).name!r}" if self.command else ""

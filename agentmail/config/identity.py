@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..errors import ConfigError, NotFound
 from ..model import check_name
 from ._toml import BadToml, read_toml
@@ -21,14 +21,8 @@ MARKER = ".agentmail"
 
 
 class Identity(Frozen):
-    __slots__ = ("platform", "agent")
-
     platform: str
-    agent: str | None
-
-    def __init__(self, platform: str, agent: str | None = None) -> None:
-        set_field(self, "platform", platform)
-        set_field(self, "agent", agent)
+    agent: str | None = None
 
     @property
     def mailbox(self) -> str:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from .._value import Frozen, Value, set_field
+from .._value import Frozen, Value, field
 from ..errors import BadInput, ConfigError
 from ..model import NAME_RE
 from ._toml import BadToml, read_toml
@@ -57,110 +57,36 @@ ATTACH_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#
 
 
 class Endpoint(Frozen):
-    __slots__ = ("host", "port", "tls")
-
     host: str
     port: int
     tls: str  # implicit | starttls | none
 
-    def __init__(self, host: str, port: int, tls: str) -> None:
-        set_field(self, "host", host)
-        set_field(self, "port", port)
-        set_field(self, "tls", tls)
-
 
 class Bus(Frozen):
-    __slots__ = (
-        "name",
-        "domain",
-        "transport",
-        "policy",
-        "trusted_authserv_ids",
-        "smtp",
-        "imap",
-        "ca_file",
-        "sent_folder",
-        "max_size",
-        "poll_interval",
-        "hold",
-        "new_threads_per_hour",
-        "attach_max_bytes",
-        "attach_max_total",
-        "attach_max_count",
-        "attach_types",
-        "groups",
-        "auth",
-        "stale_after",
-    )
-
     name: str
     domain: str
-    transport: str
-    policy: str
-    trusted_authserv_ids: tuple[str, ...]
-    smtp: Endpoint | None
-    imap: Endpoint | None
-    ca_file: str | None
-    sent_folder: str | None  # None: the folder marked \\Sent (RFC 6154), if any; "": no copy
-    max_size: int
-    poll_interval: float | None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
-    hold: tuple[str, ...]  # domains or addresses whose letters wait for a person's approval
-    new_threads_per_hour: int  # per platform; replies and follow-ups are not counted; 0: no cap
+    transport: str = "local"
+    policy: str = "pinned"
+    trusted_authserv_ids: tuple[str, ...] = ()
+    smtp: Endpoint | None = None
+    imap: Endpoint | None = None
+    ca_file: str | None = None
+    sent_folder: str | None = None  # None: the folder marked \\Sent (RFC 6154), if any; "": no copy
+    max_size: int = 1_048_576
+    poll_interval: float | None = None  # seconds; IMAP NOOP polling instead of IDLE (low latency)
+    hold: tuple[str, ...] = ()  # domains or addresses whose letters wait for a person's approval
+    new_threads_per_hour: int = 20  # per platform; replies and follow-ups are not counted; 0: no cap
     # Attachments a letter may carry (decoded bytes; base64 adds a third: max_size stays the cap)
-    attach_max_bytes: int  # per attachment
-    attach_max_total: int  # per letter
-    attach_max_count: int
-    attach_types: tuple[str, ...]
+    attach_max_bytes: int = ATTACH_MAX_BYTES  # per attachment
+    attach_max_total: int = ATTACH_MAX_TOTAL  # per letter
+    attach_max_count: int = ATTACH_MAX_COUNT
+    attach_types: tuple[str, ...] = ATTACH_TYPES
     # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
-    groups: tuple[tuple[str, tuple[str, ...]], ...]
-    auth: str  # how every platform logs in to the mailbox, unless its entry says otherwise
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    auth: str = "password"  # how every platform logs in to the mailbox, unless its entry says otherwise
     # Seconds without a move after which an open thread is announced to its followers (issue 26);
     # None: never for staleness (the depth cap is announced all the same).
-    stale_after: int | None
-
-    def __init__(
-        self,
-        name: str,
-        domain: str,
-        transport: str = "local",
-        policy: str = "pinned",
-        trusted_authserv_ids: tuple[str, ...] = (),
-        smtp: Endpoint | None = None,
-        imap: Endpoint | None = None,
-        ca_file: str | None = None,
-        sent_folder: str | None = None,
-        max_size: int = 1_048_576,
-        poll_interval: float | None = None,
-        hold: tuple[str, ...] = (),
-        new_threads_per_hour: int = 20,
-        attach_max_bytes: int = ATTACH_MAX_BYTES,
-        attach_max_total: int = ATTACH_MAX_TOTAL,
-        attach_max_count: int = ATTACH_MAX_COUNT,
-        attach_types: tuple[str, ...] = ATTACH_TYPES,
-        groups: tuple[tuple[str, tuple[str, ...]], ...] = (),
-        auth: str = "password",
-        stale_after: int | None = None,
-    ) -> None:
-        set_field(self, "name", name)
-        set_field(self, "domain", domain)
-        set_field(self, "transport", transport)
-        set_field(self, "policy", policy)
-        set_field(self, "trusted_authserv_ids", trusted_authserv_ids)
-        set_field(self, "smtp", smtp)
-        set_field(self, "imap", imap)
-        set_field(self, "ca_file", ca_file)
-        set_field(self, "sent_folder", sent_folder)
-        set_field(self, "max_size", max_size)
-        set_field(self, "poll_interval", poll_interval)
-        set_field(self, "hold", hold)
-        set_field(self, "new_threads_per_hour", new_threads_per_hour)
-        set_field(self, "attach_max_bytes", attach_max_bytes)
-        set_field(self, "attach_max_total", attach_max_total)
-        set_field(self, "attach_max_count", attach_max_count)
-        set_field(self, "attach_types", attach_types)
-        set_field(self, "groups", groups)
-        set_field(self, "auth", auth)
-        set_field(self, "stale_after", stale_after)
+    stale_after: int | None = None
 
     def group(self, name: str) -> tuple[str, ...] | None:
         return next((members for group, members in self.groups if group == name), None)
@@ -170,80 +96,26 @@ class Person(Frozen):
     """A person in the loop of a platform's threads (DESIGN §4): ``follows`` is copied (Cc) on
     every letter of the platform's threads; ``writes`` may write into them from a mail client."""
 
-    __slots__ = ("address", "follows", "writes", "approves")
-
     address: str
-    follows: bool
-    writes: bool
-    approves: bool  # releases or rejects the platform's held letters by answering their announcement
-
-    def __init__(self, address: str, follows: bool = False, writes: bool = False, approves: bool = False) -> None:
-        set_field(self, "address", address)
-        set_field(self, "follows", follows)
-        set_field(self, "writes", writes)
-        set_field(self, "approves", approves)
+    follows: bool = False
+    writes: bool = False
+    approves: bool = False  # releases or rejects the platform's held letters by answering their announcement
 
 
 class Platform(Frozen):
-    __slots__ = (
-        "name",
-        "address",
-        "display_name",
-        "remotes",
-        "paths",
-        "dkim_domain",
-        "selector",
-        "algorithm",
-        "public_key",
-        "key_lookup",
-        "people",
-        "auth",
-        "retiring",
-    )
-
     name: str
     address: str
-    display_name: str
-    remotes: tuple[str, ...]
-    paths: tuple[str, ...]
-    dkim_domain: str
-    selector: str
-    algorithm: str
-    public_key: str  # base64, as in the DNS TXT record's p=
-    key_lookup: str  # or "dns" for partners who publish their key
-    people: tuple[Person, ...]
-    auth: str  # this platform's mailbox login mechanism; "": the bus's
-    retiring: RetiringKey | None  # the key before ``keygen --rotate``, valid until its window ends
-
-    def __init__(
-        self,
-        name: str,
-        address: str,
-        display_name: str = "",
-        remotes: tuple[str, ...] = (),
-        paths: tuple[str, ...] = (),
-        dkim_domain: str = "",
-        selector: str = "",
-        algorithm: str = "ed25519",
-        public_key: str = "",
-        key_lookup: str = "pinned",
-        people: tuple[Person, ...] = (),
-        auth: str = "",
-        retiring: RetiringKey | None = None,
-    ) -> None:
-        set_field(self, "name", name)
-        set_field(self, "address", address)
-        set_field(self, "display_name", display_name)
-        set_field(self, "remotes", remotes)
-        set_field(self, "paths", paths)
-        set_field(self, "dkim_domain", dkim_domain)
-        set_field(self, "selector", selector)
-        set_field(self, "algorithm", algorithm)
-        set_field(self, "public_key", public_key)
-        set_field(self, "key_lookup", key_lookup)
-        set_field(self, "people", people)
-        set_field(self, "auth", auth)
-        set_field(self, "retiring", retiring)
+    display_name: str = ""
+    remotes: tuple[str, ...] = ()
+    paths: tuple[str, ...] = ()
+    dkim_domain: str = ""
+    selector: str = ""
+    algorithm: str = "ed25519"
+    public_key: str = ""  # base64, as in the DNS TXT record's p=
+    key_lookup: str = "pinned"  # or "dns" for partners who publish their key
+    people: tuple[Person, ...] = ()
+    auth: str = ""  # this platform's mailbox login mechanism; "": the bus's
+    retiring: RetiringKey | None = None  # the key before ``keygen --rotate``, valid until its window ends
 
     @property
     def followers(self) -> tuple[str, ...]:
@@ -258,20 +130,10 @@ class Platform(Frozen):
 
 
 class Registry(Value):
-    __slots__ = ("root", "bus", "platforms", "problems")
-
     root: Path
     bus: Bus
-    platforms: dict[str, Platform]
-    problems: list[str]
-
-    def __init__(
-        self, root: Path, bus: Bus, platforms: dict[str, Platform] | None = None, problems: list[str] | None = None
-    ) -> None:
-        self.root = root
-        self.bus = bus
-        self.platforms = {} if platforms is None else platforms
-        self.problems = [] if problems is None else problems
+    platforms: dict[str, Platform] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
 
     def by_address(self, address: str) -> Platform | None:
         """Exact, case-insensitive match on the whole address: never a suffix, never a name."""
@@ -344,18 +206,10 @@ class RetiringKey(Frozen):
     """A platform's key before ``keygen --rotate`` (``[dkim.previous]``): a letter it signed is
     accepted until ``until`` (UTC, ``YYYY-MM-DDTHH:MM:SSZ``), refused after, saying why."""
 
-    __slots__ = ("selector", "algorithm", "public_key", "until")
-
     selector: str
     algorithm: str
     public_key: str  # "" when the platform's key is looked up in DNS
     until: str
-
-    def __init__(self, selector: str, algorithm: str, public_key: str, until: str) -> None:
-        set_field(self, "selector", selector)
-        set_field(self, "algorithm", algorithm)
-        set_field(self, "public_key", public_key)
-        set_field(self, "until", until)
 
     def valid_at(self, now: float) -> bool:
         import calendar

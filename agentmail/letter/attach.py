@@ -26,7 +26,7 @@ from email.message import Message
 from email.parser import BytesParser
 from typing import Protocol
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..text import describe, forbidden_in_header, forbidden_in_text, visible
 from . import mime
 from .mime import Refused, header_section
@@ -36,10 +36,6 @@ MAX_NAME = 100
 _TYPE_RE = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$"
 # RFC 2046 §5.1.1: bchars, 1-70 of them, not ending in a space (agentmail never writes one).
 _BOUNDARY_RE = r"^[0-9A-Za-z'()+_,./:=? -]{0,69}[0-9A-Za-z'()+_,./:=?-]$"
-_TOKEN = r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+"
-_QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
-_PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
-_DISPOSITION = rf"[ \t]*({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
 _PART_HEADERS = ("content-type", "content-transfer-encoding", "content-disposition", "content-description")
 _PARSER = BytesParser()  # compat32, its default: importing email.policy costs a send ~5 ms
 
@@ -47,18 +43,10 @@ _PARSER = BytesParser()  # compat32, its default: importing email.policy costs a
 class Attachment(Frozen):
     """One attachment: its (sanitised) file name, MIME type, bytes, and a one-line description."""
 
-    __slots__ = ("name", "type", "data", "description")
-
     name: str
     type: str
     data: bytes
-    description: str
-
-    def __init__(self, name: str, type: str, data: bytes, description: str = "") -> None:
-        set_field(self, "name", name)
-        set_field(self, "type", type)
-        set_field(self, "data", data)
-        set_field(self, "description", description)
+    description: str = ""
 
     @property
     def size(self) -> int:
@@ -80,18 +68,10 @@ class Limits(Frozen):
     """The bus's attachment settings (registry.Bus attach_*): decoded bytes per attachment and
     per letter, how many, which types."""
 
-    __slots__ = ("max_bytes", "max_total", "max_count", "types")
-
     max_bytes: int
     max_total: int
     max_count: int
     types: tuple[str, ...]
-
-    def __init__(self, max_bytes: int, max_total: int, max_count: int, types: tuple[str, ...]) -> None:
-        set_field(self, "max_bytes", max_bytes)
-        set_field(self, "max_total", max_total)
-        set_field(self, "max_count", max_count)
-        set_field(self, "types", types)
 
 
 def safe_name(name: str, fallback: str = "attachment") -> str:
@@ -315,19 +295,6 @@ def _part_message(part: bytes, number: int) -> Message:
     return _PARSER.parsebytes(b"MIME-Version: 1.0\n" + part)
 
 
-def _param(value: str, what: str, number: int) -> tuple[str, dict[str, str]]:
-    match = re.fullmatch(_DISPOSITION, value)
-    if not match:
-        raise Refused(f"the {what} of MIME part {number} does not parse")
-    params: dict[str, str] = {}
-    for pmatch in re.finditer(_PARAM, match.group(2)):
-        name, raw = pmatch.group(1).lower(), pmatch.group(2)
-        if name in params:
-            raise Refused(f"the {what} of MIME part {number} declares {name[:40]} twice")
-        params[name] = re.sub(r"\\(.)", r"\1", raw[1:-1]) if raw.startswith('"') else raw
-    return match.group(1).lower(), params
-
-
 def _attachment(msg: Message, number: int) -> Attachment:
     ctype_value = mime.content_type_value(msg) or "text/plain"
     try:
@@ -339,7 +306,8 @@ def _attachment(msg: Message, number: int) -> Attachment:
     name = params.get("name", "")
     disposition = msg.get("Content-Disposition")
     if disposition is not None:
-        _kind, dparams = _param(re.sub(r"\r?\n(?=[ \t])", "", str(disposition)), "Content-Disposition", number)
+        unfolded = re.sub(r"\r?\n(?=[ \t])", "", str(disposition))
+        _kind, dparams = mime.parse_disposition(unfolded, f"the Content-Disposition of MIME part {number}")
         name = dparams.get("filename", name)
     name = mime.decode_words(name) if "=?" in name else name
     name = visible(name)  # an invisible character stays in sight as U_E0069_ (text.py), never dropped unseen

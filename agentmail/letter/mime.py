@@ -92,6 +92,7 @@ _QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
 _PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
 # Strings, compiled by re's cache on first use: a send never parses MIME (issue 11: start-up).
 _CONTENT_TYPE = rf"[ \t]*({_TOKEN})/({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
+_DISPOSITION = rf"[ \t]*({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
 _MIME_VERSION = r"[ \t]*1\.0[ \t]*(?:\([^()\\]*\)[ \t]*)?"
 _QP_LINE = rb"(?:[\t\x20-\x3c\x3e-\x7e]|=[0-9A-Fa-f]{2})*"
 _QP_ESCAPE = rb"=([0-9A-Fa-f]{2})"
@@ -116,17 +117,32 @@ def _content_type(value: str) -> tuple[str, dict[str, str]]:
     if not match:
         raise Refused("the Content-Type header does not parse as type/subtype; parameters")
     ctype = f"{match.group(1)}/{match.group(2)}".lower()
+    return ctype, _parameters(match.group(3), "the Content-Type", encoded=False)
+
+
+def parse_disposition(value: str, what: str) -> tuple[str, dict[str, str]]:
+    """(disposition lowercased, parameters) of a plainly written Content-Disposition (the same
+    parameter grammar as a Content-Type's), or Refused naming ``what`` (where it was)."""
+    match = re.fullmatch(_DISPOSITION, value)
+    if not match:
+        raise Refused(f"{what} does not parse")
+    return match.group(1).lower(), _parameters(match.group(2), what, encoded=True)
+
+
+def _parameters(text: str, what: str, encoded: bool) -> dict[str, str]:
+    """The one MIME parameter grammar (RFC 2045 tokens and quoted strings, unquoted here): no
+    parameter twice; an RFC 2231 name (``name*``) refused unless ``encoded`` (then kept as named)."""
     params: dict[str, str] = {}
-    for pmatch in re.finditer(_PARAM, match.group(3)):
+    for pmatch in re.finditer(_PARAM, text):
         name, raw_value = pmatch.group(1).lower(), pmatch.group(2)
-        if "*" in name:
-            raise Refused(f"the Content-Type parameter {name[:40]!r} uses RFC 2231 encoding, which is refused")
+        if "*" in name and not encoded:
+            raise Refused(f"{what} parameter {name[:40]!r} uses RFC 2231 encoding, which is refused")
         if name in params:
-            raise Refused(f"the Content-Type declares {name[:40]} twice")
+            raise Refused(f"{what} declares {name[:40]} twice")
         if raw_value.startswith('"'):
             raw_value = re.sub(r"\\(.)", r"\1", raw_value[1:-1])
         params[name] = raw_value
-    return ctype, params
+    return params
 
 
 def _decode_quoted_printable(data: bytes) -> bytes:

@@ -159,7 +159,7 @@ def draft_letter(
         in_reply_to=in_reply_to,
         references=references,
         to_agent=to_agent,
-        extra={"outcome": outcome} if outcome is not None else None,
+        extra={"outcome": outcome} if outcome is not None else {},
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import ages
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..model import ulid_ms
 from . import announce, escalation
 from .for_people import compose_for_people, subject_of, wrap
@@ -32,8 +32,6 @@ DEFAULT_STALE = 3 * 86400  # what "stale" means in a digest when the bus sets no
 class Digest(Frozen):
     """What one digest says, gathered at ``now`` (ms) for the period from ``since`` (ms; 0: ever)."""
 
-    __slots__ = ("platform", "now", "since", "stale_after", "threads", "held", "quarantined", "bounced", "announced")
-
     platform: str
     now: int
     since: int
@@ -43,14 +41,6 @@ class Digest(Frozen):
     quarantined: tuple[Letter, ...]  # since ``since``
     bounced: tuple[Letter, ...]  # letters of mine whose bounce came since ``since``
     announced: tuple[dict[str, Any], ...]  # escalations made since ``since``
-
-    def __init__(self, platform: str, now: int, since: int, stale_after: int, threads: tuple[ThreadStatus, ...],
-                 held: tuple[Letter, ...], quarantined: tuple[Letter, ...], bounced: tuple[Letter, ...],
-                 announced: tuple[dict[str, Any], ...]) -> None:  # fmt: skip
-        for name, value in (("platform", platform), ("now", now), ("since", since), ("stale_after", stale_after),
-                            ("threads", threads), ("held", held), ("quarantined", quarantined),
-                            ("bounced", bounced), ("announced", announced)):  # fmt: skip
-            set_field(self, name, value)
 
     def stale(self, row: ThreadStatus) -> bool:
         return row.idle(self.now) > self.stale_after

@@ -29,9 +29,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..errors import BadInput
-from ..model import HUMAN, TYPES, check_thread, strip_re
+from ..model import HUMAN, TYPES, check_thread, strip_re, ulid_floor
 from ..text import FORBIDDEN
 from . import STATES, Spool
 
@@ -73,7 +73,6 @@ _LEAD_IN = 3
 _LEAD_CHARS = 4096
 _CONTROL = re.compile(f"[{FORBIDDEN}]")
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 _DURATION = re.compile(r"^(\d{1,6})([mhdw])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
 T = TypeVar("T")
@@ -83,58 +82,19 @@ class Query(Frozen):
     """What to look for. ``text``: words (or FTS5 syntax with ``syntax``); the filters narrow
     it; no words and at least one filter lists the matching letters, newest first."""
 
-    __slots__ = ("text", "sender", "type", "thread", "since", "state", "limit", "quarantine", "syntax")
-
-    text: str
-    sender: str | None  # a platform name or an address
-    type: str | None
-    thread: str | None
-    since: str | None  # 2026-11-30, 2026-11-30T08:00 (UTC unless an offset), or 7d / 12h / 30m / 2w
-    state: str | None
-    limit: int
-    quarantine: bool  # quarantined letters too (``state="quarantine"`` implies it)
-    syntax: bool
-
-    def __init__(
-        self,
-        text: str = "",
-        sender: str | None = None,
-        type: str | None = None,
-        thread: str | None = None,
-        since: str | None = None,
-        state: str | None = None,
-        limit: int = 20,
-        quarantine: bool = False,
-        syntax: bool = False,
-    ) -> None:
-        set_field(self, "text", text)
-        set_field(self, "sender", sender)
-        set_field(self, "type", type)
-        set_field(self, "thread", thread)
-        set_field(self, "since", since)
-        set_field(self, "state", state)
-        set_field(self, "limit", limit)
-        set_field(self, "quarantine", quarantine)
-        set_field(self, "syntax", syntax)
+    text: str = ""
+    sender: str | None = None  # a platform name or an address
+    type: str | None = None
+    thread: str | None = None
+    since: str | None = None  # 2026-11-30, 2026-11-30T08:00 (UTC unless an offset), or 7d / 12h / 30m / 2w
+    state: str | None = None
+    limit: int = 20
+    quarantine: bool = False  # quarantined letters too (``state="quarantine"`` implies it)
+    syntax: bool = False
 
 
 class Hit(Frozen):
     """One letter found: enough to choose which one to ``show``, and why it matched."""
-
-    __slots__ = (
-        "id",
-        "state",
-        "type",
-        "sender",
-        "to",
-        "thread",
-        "subject",
-        "date",
-        "severity",
-        "reason",
-        "score",
-        "snippet",
-    )
 
     id: str
     state: str
@@ -148,34 +108,6 @@ class Hit(Frozen):
     reason: str | None
     score: float  # bm25 relevance, higher is better (0.0 when listing by filters alone)
     snippet: str  # the best-matching passage, matched terms in **double asterisks**
-
-    def __init__(
-        self,
-        id: str,
-        state: str,
-        type: str,
-        sender: str,
-        to: str,
-        thread: str,
-        subject: str,
-        date: str,
-        severity: str | None,
-        reason: str | None,
-        score: float,
-        snippet: str,
-    ) -> None:
-        set_field(self, "id", id)
-        set_field(self, "state", state)
-        set_field(self, "type", type)
-        set_field(self, "sender", sender)
-        set_field(self, "to", to)
-        set_field(self, "thread", thread)
-        set_field(self, "subject", subject)
-        set_field(self, "date", date)
-        set_field(self, "severity", severity)
-        set_field(self, "reason", reason)
-        set_field(self, "score", score)
-        set_field(self, "snippet", snippet)
 
     def to_json(self) -> dict[str, Any]:
         """The documented ``search --json`` shape (DESIGN §8)."""
@@ -243,12 +175,6 @@ def since_ms(value: str, now: float | None = None) -> int:
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
     return max(0, int(when.timestamp() * 1000))
-
-
-def _ulid_floor(ms: int) -> str:
-    """The smallest id filed at ``ms`` or later (ids are ULIDs: 48 bits of ms, then random)."""
-    value = min(ms, (1 << 48) - 1) << 80
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
 
 
 def check_query(query: Query) -> None:
@@ -585,7 +511,7 @@ def _filters(query: Query) -> tuple[str, list[Any]]:
         params.append(query.thread)
     if query.since is not None:
         clauses.append("l.id >= ?")
-        params.append(_ulid_floor(since_ms(query.since)))
+        params.append(ulid_floor(since_ms(query.since)))  # the smallest id filed since then
     return " AND ".join(clauses) or "1", params
 
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from .._fs import fsync_dir, fsync_file, is_same, locked, read_plain, sync_filesystem, write_new
 from ..errors import NotFound, StorageError
-from ..model import Letter, new_ulid
+from ..model import Letter, new_ulid, ulid_floor
 from . import db as dbmod
 from .db import Db, reached
 
@@ -40,7 +40,6 @@ OUTGOING = ("outbox", "held", "sent", "failed")
 ANSWERING = ("outbox", "held", "sent")
 # What the new-thread quota counts: letters that left or wait to leave (failed ones never left).
 LEAVING = ("sent", "outbox", "held")
-_CROCKFORD = "0123456789abcdefghjkmnpqrstvwxyz"
 MIN_PREFIX = 6  # the shortest prefix of an id or a Message-ID that names a letter
 _HOLDING = threading.local()  # the claims locks this thread holds (see Spool._claims_locked)
 
@@ -77,8 +76,7 @@ def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
 
 def _ulid_floor(ms: int) -> str:
     """The smallest ULID made at ``ms`` (its first ten characters): ids sort by creation."""
-    value = max(ms, 0) << 80
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, 75, -5))
+    return ulid_floor(ms)[:10]
 
 
 @contextmanager

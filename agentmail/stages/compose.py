@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..config.registry import Platform, Registry
 from ..errors import BadInput, ConfigError
 from ..model import Letter, new_ulid
@@ -26,69 +26,20 @@ if TYPE_CHECKING:
 class Draft(Frozen):
     """What the sender chooses; everything else (Message-ID, date, id, signature) is generated."""
 
-    __slots__ = (
-        "to",
-        "type",
-        "thread",
-        "subject",
-        "body",
-        "severity",
-        "ref",
-        "in_reply_to",
-        "references",
-        "to_agent",
-        "attachments",
-        "cc",
-        "also_to",
-        "outcome",
-    )
-
     to: str  # the recipient platform's name (this platform itself for a note)
     type: str
     thread: str
     subject: str
     body: str
-    severity: str | None
-    ref: str | None
-    in_reply_to: str | None
-    references: tuple[str, ...]
-    to_agent: str | None
-    attachments: tuple[Attachment, ...]  # the letter becomes multipart/mixed (attach.mixed)
-    cc: tuple[str, ...]  # people copied besides the followers (the person a reply answers)
-    also_to: tuple[str, ...]  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
-    outcome: str | None  # a verify-result's: confirmed | still-broken (model.OUTCOMES)
-
-    def __init__(
-        self,
-        to: str,
-        type: str,
-        thread: str,
-        subject: str,
-        body: str,
-        severity: str | None = None,
-        ref: str | None = None,
-        in_reply_to: str | None = None,
-        references: tuple[str, ...] = (),
-        to_agent: str | None = None,
-        attachments: tuple[Attachment, ...] = (),
-        cc: tuple[str, ...] = (),
-        also_to: tuple[str, ...] = (),
-        outcome: str | None = None,
-    ) -> None:
-        set_field(self, "to", to)
-        set_field(self, "type", type)
-        set_field(self, "thread", thread)
-        set_field(self, "subject", subject)
-        set_field(self, "body", body)
-        set_field(self, "severity", severity)
-        set_field(self, "ref", ref)
-        set_field(self, "in_reply_to", in_reply_to)
-        set_field(self, "references", references)
-        set_field(self, "to_agent", to_agent)
-        set_field(self, "attachments", attachments)
-        set_field(self, "cc", cc)
-        set_field(self, "also_to", also_to)
-        set_field(self, "outcome", outcome)
+    severity: str | None = None
+    ref: str | None = None
+    in_reply_to: str | None = None
+    references: tuple[str, ...] = ()
+    to_agent: str | None = None
+    attachments: tuple[Attachment, ...] = ()  # the letter becomes multipart/mixed (attach.mixed)
+    cc: tuple[str, ...] = ()  # people copied besides the followers (the person a reply answers)
+    also_to: tuple[str, ...] = ()  # a fan-out: more recipient platforms, after ``to`` (DESIGN §6)
+    outcome: str | None = None  # a verify-result's: confirmed | still-broken (model.OUTCOMES)
 
 
 def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[Letter, bytes]:
@@ -126,7 +77,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         cc=tuple(dict.fromkeys((*followers(me, recipient, *others), *draft.cc))),
         list_id=wire.list_id(registry.bus.domain),
         recipients=tuple(dict.fromkeys(p.address for p in (recipient, *others))) if others else (),
-        extra={"outcome": draft.outcome} if draft.outcome is not None else None,
+        extra={"outcome": draft.outcome} if draft.outcome is not None else {},
     )
     try:
         unsigned = wire.render(letter)

@@ -20,7 +20,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..errors import BadInput, ConfigError, NotFound
 from ..home import agentmail_home
 from ..letter.attach import Attachment, safe_name, unique_names
@@ -243,18 +243,10 @@ class Commit(Frozen):
     touches (``A``/``M``/``D``/``T`` and the path; a symlink shows its target). Letter text:
     each field made one printable line."""
 
-    __slots__ = ("patch", "author", "subject", "paths")
-
     patch: str  # the attachment it came from
     author: str
     subject: str
     paths: tuple[str, ...]
-
-    def __init__(self, patch: str, author: str, subject: str, paths: tuple[str, ...]) -> None:
-        set_field(self, "patch", patch)
-        set_field(self, "author", author)
-        set_field(self, "subject", subject)
-        set_field(self, "paths", paths)
 
     def to_json(self) -> dict[str, object]:
         return {"patch": self.patch, "author": self.author, "subject": self.subject, "paths": list(self.paths)}
@@ -264,16 +256,9 @@ class Applied(Frozen):
     """What ``apply`` did or, checking, would do: every commit, in order, and one summary line
     (``detail``). ``str()`` is what the CLI prints: the commits, then the summary."""
 
-    __slots__ = ("commits", "landed", "detail")
-
     commits: tuple[Commit, ...]
     landed: bool
     detail: str
-
-    def __init__(self, commits: tuple[Commit, ...], landed: bool, detail: str) -> None:
-        set_field(self, "commits", commits)
-        set_field(self, "landed", landed)
-        set_field(self, "detail", detail)
 
     def __str__(self) -> str:
         lines: list[str] = []

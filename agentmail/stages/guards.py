@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..model import TERMINAL_TYPES, Letter
 from ..text import DATA_NOT_ORDERS as DATA_NOT_ORDERS
 
@@ -69,67 +69,21 @@ class Outbound(Frozen):
     follow-up, the thread's last letter. ``answered_by``: who of this platform already
     answered the parent ("<mailbox> <id>"). ``depth``: the new letter's depth."""
 
-    __slots__ = (
-        "kind",
-        "body",
-        "me",
-        "parent",
-        "follow_up",
-        "answered_by",
-        "depth",
-        "force",
-        "opened_last_hour",
-        "quota",
-        "quota_frees",
-        "attachments",
-        "acks_mine",
-    )
-
     kind: str
     body: str
     me: str  # this platform
-    parent: Letter | None
-    follow_up: bool
-    answered_by: str | None
-    depth: int
-    force: bool  # the body checks only: never a way past the loop guards
+    parent: Letter | None = None
+    follow_up: bool = False
+    answered_by: str | None = None
+    depth: int = 0
+    force: bool = False  # the body checks only: never a way past the loop guards
     # The new-thread quota (only for a letter that opens a thread; notes are not counted):
     # how many this platform opened in the last hour, the cap, and when the oldest frees up.
-    opened_last_hour: int
-    quota: int | None
-    quota_frees: str
-    attachments: tuple[Attachment, ...]  # scanned like the body, names too (``force`` skips both)
-    acks_mine: bool  # a follow-up whose ``parent`` is the other side's ack of this platform's letter
-
-    def __init__(
-        self,
-        kind: str,
-        body: str,
-        me: str,
-        parent: Letter | None = None,
-        follow_up: bool = False,
-        answered_by: str | None = None,
-        depth: int = 0,
-        force: bool = False,
-        opened_last_hour: int = 0,
-        quota: int | None = None,
-        quota_frees: str = "",
-        attachments: tuple[Attachment, ...] = (),
-        acks_mine: bool = False,
-    ) -> None:
-        set_field(self, "kind", kind)
-        set_field(self, "body", body)
-        set_field(self, "me", me)
-        set_field(self, "parent", parent)
-        set_field(self, "follow_up", follow_up)
-        set_field(self, "answered_by", answered_by)
-        set_field(self, "depth", depth)
-        set_field(self, "force", force)
-        set_field(self, "opened_last_hour", opened_last_hour)
-        set_field(self, "quota", quota)
-        set_field(self, "quota_frees", quota_frees)
-        set_field(self, "attachments", attachments)
-        set_field(self, "acks_mine", acks_mine)
+    opened_last_hour: int = 0
+    quota: int | None = None
+    quota_frees: str = ""
+    attachments: tuple[Attachment, ...] = ()  # scanned like the body, names too (``force`` skips both)
+    acks_mine: bool = False  # a follow-up whose ``parent`` is the other side's ack of this platform's letter
 
 
 def refusal(out: Outbound) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..letter import wire
 from ..model import HUMAN
 from ..trust.authenticity import Verdict
@@ -21,43 +21,20 @@ Action = Literal["file", "quarantine", "bounce", "duplicate", "skip"]
 class Facts(Frozen):
     """What the spool says about one judged letter (gathered by the client)."""
 
-    __slots__ = ("me_agent", "bytes_filed", "bounced_id", "filed_as", "parent_thread")
-
-    me_agent: str | None  # this mailbox's agent (None: the platform's own mailbox)
-    bytes_filed: bool  # these exact bytes are filed already (a refetch)
-    bounced_id: str | None  # the id of the sent letter a bounce reports on, if this mailbox sent it
-    filed_as: str | None  # the id of a filed letter with the same (sender, Message-ID)
-    parent_thread: str | None  # the thread of the filed letter it answers (In-Reply-To)
-
-    def __init__(
-        self,
-        me_agent: str | None = None,
-        bytes_filed: bool = False,
-        bounced_id: str | None = None,
-        filed_as: str | None = None,
-        parent_thread: str | None = None,
-    ) -> None:
-        set_field(self, "me_agent", me_agent)
-        set_field(self, "bytes_filed", bytes_filed)
-        set_field(self, "bounced_id", bounced_id)
-        set_field(self, "filed_as", filed_as)
-        set_field(self, "parent_thread", parent_thread)
+    me_agent: str | None = None  # this mailbox's agent (None: the platform's own mailbox)
+    bytes_filed: bool = False  # these exact bytes are filed already (a refetch)
+    bounced_id: str | None = None  # the id of the sent letter a bounce reports on, if this mailbox sent it
+    filed_as: str | None = None  # the id of a filed letter with the same (sender, Message-ID)
+    parent_thread: str | None = None  # the thread of the filed letter it answers (In-Reply-To)
 
 
 class Filing(Frozen):
     """What to do with the letter: ``file`` it unread, ``quarantine`` it (``verdict`` says why),
     note a ``bounce`` on sent letter ``letter_id``, drop a ``duplicate``, ``skip`` a sibling's note."""
 
-    __slots__ = ("action", "verdict", "letter_id")
-
     action: Action
-    verdict: Verdict | None
-    letter_id: str | None
-
-    def __init__(self, action: Action, verdict: Verdict | None = None, letter_id: str | None = None) -> None:
-        set_field(self, "action", action)
-        set_field(self, "verdict", verdict)
-        set_field(self, "letter_id", letter_id)
+    verdict: Verdict | None = None
+    letter_id: str | None = None
 
 
 def route(verdict: Verdict | None, facts: Facts) -> Filing:

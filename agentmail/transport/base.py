@@ -10,39 +10,25 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 
 
 class Envelope(Frozen):
     """SMTP envelope: who pays for bounces, who receives."""
 
-    __slots__ = ("mail_from", "rcpt_to")
-
     mail_from: str
     rcpt_to: tuple[str, ...]
-
-    def __init__(self, mail_from: str, rcpt_to: tuple[str, ...]) -> None:
-        set_field(self, "mail_from", mail_from)
-        set_field(self, "rcpt_to", rcpt_to)
 
 
 class Outgoing(Frozen):
     """One message to submit; ``key`` is the outbox id, echoed back in the result."""
-
-    __slots__ = ("key", "raw", "envelope", "copy")
 
     key: str
     raw: bytes
     envelope: Envelope
     # A file on this machine holding exactly ``raw`` (the spool's copy: path, st_dev, st_ino),
     # which the local post office hard-links instead of writing the bytes again. None elsewhere.
-    copy: tuple[str, int, int] | None
-
-    def __init__(self, key: str, raw: bytes, envelope: Envelope, copy: tuple[str, int, int] | None = None) -> None:
-        set_field(self, "key", key)
-        set_field(self, "raw", raw)
-        set_field(self, "envelope", envelope)
-        set_field(self, "copy", copy)
+    copy: tuple[str, int, int] | None = None
 
 
 class SubmitResult(Frozen):
@@ -53,18 +39,10 @@ class SubmitResult(Frozen):
     ``refused`` lists recipients the server refused while accepting others.
     """
 
-    __slots__ = ("key", "status", "detail", "refused")
-
     key: str
     status: str
-    detail: str
-    refused: tuple[tuple[str, str], ...]
-
-    def __init__(self, key: str, status: str, detail: str = "", refused: tuple[tuple[str, str], ...] = ()) -> None:
-        set_field(self, "key", key)
-        set_field(self, "status", status)
-        set_field(self, "detail", detail)
-        set_field(self, "refused", refused)
+    detail: str = ""
+    refused: tuple[tuple[str, str], ...] = ()
 
 
 class Incoming(Frozen):
@@ -76,30 +54,14 @@ class Incoming(Frozen):
     link, a file that cannot be read); it is left where it is.
     """
 
-    __slots__ = ("key", "raw", "size", "copy", "problem")
-
     key: str
     raw: bytes | None
     size: int
     # Where these exact bytes already lie durable on this machine (the local post office's
     # file, and its st_dev/st_ino when they were read): the spool hard-links it rather than
     # creating a copy (issue 11: a new file costs 0.2-0.5 ms here, a link ~20 µs). None elsewhere.
-    copy: tuple[str, int, int] | None
-    problem: str | None
-
-    def __init__(
-        self,
-        key: str,
-        raw: bytes | None,
-        size: int,
-        copy: tuple[str, int, int] | None = None,
-        problem: str | None = None,
-    ) -> None:
-        set_field(self, "key", key)
-        set_field(self, "raw", raw)
-        set_field(self, "size", size)
-        set_field(self, "copy", copy)
-        set_field(self, "problem", problem)
+    copy: tuple[str, int, int] | None = None
+    problem: str | None = None
 
 
 OnResult = Callable[[SubmitResult], None]
@@ -109,14 +71,8 @@ class Checkpoint(Frozen):
     """Where a mailbox's fetch stopped: its UIDVALIDITY and the last UID committed, stored as
     ``"validity:uid"`` (the same for the local post office and IMAP)."""
 
-    __slots__ = ("validity", "last")
-
-    validity: str
-    last: int
-
-    def __init__(self, validity: str = "", last: int = 0) -> None:
-        set_field(self, "validity", validity)
-        set_field(self, "last", last)
+    validity: str = ""
+    last: int = 0
 
     @classmethod
     def parse(cls, value: str | None) -> Checkpoint:

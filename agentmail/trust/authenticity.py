@@ -12,7 +12,7 @@ import re
 from email.message import Message
 from typing import NamedTuple
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 from ..config.registry import Platform, Registry
 from ..letter import mime, wire
 from ..model import Letter
@@ -24,30 +24,12 @@ _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)
 
 
 class Verdict(Frozen):
-    __slots__ = ("route", "letter", "reason", "detail", "bounced_message_id", "summary")
-
     route: str  # accept | quarantine | bounce
-    letter: Letter | None
-    reason: str | None
-    detail: str | None
-    bounced_message_id: str | None  # for route == "bounce"
-    summary: dict[str, str] | None  # from/subject/message_id for a quarantine listing
-
-    def __init__(
-        self,
-        route: str,
-        letter: Letter | None = None,
-        reason: str | None = None,
-        detail: str | None = None,
-        bounced_message_id: str | None = None,
-        summary: dict[str, str] | None = None,
-    ) -> None:
-        set_field(self, "route", route)
-        set_field(self, "letter", letter)
-        set_field(self, "reason", reason)
-        set_field(self, "detail", detail)
-        set_field(self, "bounced_message_id", bounced_message_id)
-        set_field(self, "summary", summary)
+    letter: Letter | None = None
+    reason: str | None = None
+    detail: str | None = None
+    bounced_message_id: str | None = None  # for route == "bounce"
+    summary: dict[str, str] | None = None  # from/subject/message_id for a quarantine listing
 
 
 def _quarantine(reason: str, detail: str, msg: Message | None = None) -> Verdict:

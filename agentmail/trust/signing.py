@@ -20,7 +20,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 
 
 def _dns_lookup(name: bytes, timeout: int = 5) -> Any:
@@ -58,32 +58,18 @@ CANONICALIZATION = (b"relaxed", b"simple")
 
 
 class PinnedKey(Frozen):
-    __slots__ = ("domain", "selector", "algorithm", "public_key")
-
     domain: str
     selector: str
     algorithm: str  # ed25519 | rsa
     public_key: str  # base64 p= value; "" means "look it up in DNS"
-
-    def __init__(self, domain: str, selector: str, algorithm: str, public_key: str) -> None:
-        set_field(self, "domain", domain)
-        set_field(self, "selector", selector)
-        set_field(self, "algorithm", algorithm)
-        set_field(self, "public_key", public_key)
 
     def txt_record(self) -> bytes:
         return f"v=DKIM1; k={self.algorithm}; p={self.public_key}".encode()
 
 
 class DkimResult(Frozen):
-    __slots__ = ("ok", "detail")
-
     ok: bool
     detail: str
-
-    def __init__(self, ok: bool, detail: str) -> None:
-        set_field(self, "ok", ok)
-        set_field(self, "detail", detail)
 
 
 def generate_keypair() -> tuple[str, str]:

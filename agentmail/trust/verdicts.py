@@ -10,7 +10,7 @@ from __future__ import annotations
 import authres
 import authres.dmarc
 
-from .._value import Frozen, set_field
+from .._value import Frozen
 
 _FAIL = {"fail", "permerror"}
 _KNOWN = {"pass", "fail", "none", "neutral", "softfail", "temperror", "permerror", "policy"}
@@ -18,18 +18,9 @@ _CONTEXT = authres.FeatureContext(authres.dmarc)
 
 
 class TrustedVerdicts(Frozen):
-    __slots__ = ("fails", "dkim_pass_domains", "dmarc_pass_domains")
-
     fails: tuple[str, ...]  # e.g. ("dmarc=fail",)
     dkim_pass_domains: tuple[str, ...]  # header.d of trusted dkim=pass results
-    dmarc_pass_domains: tuple[str, ...]  # header.from of trusted dmarc=pass results (a person's letter)
-
-    def __init__(
-        self, fails: tuple[str, ...], dkim_pass_domains: tuple[str, ...], dmarc_pass_domains: tuple[str, ...] = ()
-    ) -> None:
-        set_field(self, "fails", fails)
-        set_field(self, "dkim_pass_domains", dkim_pass_domains)
-        set_field(self, "dmarc_pass_domains", dmarc_pass_domains)
+    dmarc_pass_domains: tuple[str, ...] = ()  # header.from of trusted dmarc=pass results (a person's letter)
 
 
 def _header_prop(result: object, name: str) -> str:
