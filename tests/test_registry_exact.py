@@ -115,6 +115,10 @@ def test_the_defaults_of_a_bus_of_only_a_domain() -> None:
         auth="password",
     )
     assert bus == Bus("bus.test", "bus.test")  # the constructor's defaults are the file's
+    made = Bus("ops", "bus.test")  # read field by field: Bus == Bus cannot see a field lost on both sides
+    assert (made.name, made.domain, made.transport, made.policy, made.auth) == (
+        "ops", "bus.test", "local", "pinned", "password",
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -728,6 +732,8 @@ def test_a_previous_key_is_read_with_each_field() -> None:
     got = previous(algorithm="rsa", public_key="C" * 41)
     assert got is not None and (got.selector, got.algorithm, got.public_key) == ("s0", "rsa", "C" * 41)
     assert platform().retiring is None
+    got = previous(public_key="abc+/=" + "b" * 34)  # base64's lowercase letters are key characters too
+    assert got is not None and got.public_key == "abc+/=" + "b" * 34
 
 
 def test_a_previous_key_of_a_platform_whose_key_is_in_dns_keeps_no_key() -> None:
@@ -763,11 +769,19 @@ KEY_NEEDED = "dkim.previous.public_key (base64) is required when the key is pinn
         ({"selector": "s0", "until": UNTIL}, KEY_NEEDED),
         ({**PREVIOUS, "public_key": 5}, KEY_NEEDED),
         ({"selector": "s0", "public_key": "B" * 40}, "dkim.previous.until '' must be a UTC time like " + UNTIL),
-        ({**PREVIOUS, "until": "2026-12-09 14:00:00Z"}, "dkim.previous.until '2026-12-09 14:00:00Z' must be a "
-         "UTC time like " + UNTIL),  # fmt: skip
+        (
+            {**PREVIOUS, "until": "2026-12-09 14:00:00Z"},
+            "dkim.previous.until '2026-12-09 14:00:00Z' must be a UTC time like " + UNTIL,
+        ),  # fmt: skip
         ({**PREVIOUS, "until": 5}, "dkim.previous.until 5 must be a UTC time like " + UNTIL),
-        ({**PREVIOUS, "until": "2026-13-09T14:00:00Z"}, "dkim.previous.until '2026-13-09T14:00:00Z' is not a real time"),
-        ({**PREVIOUS, "until": "2026-12-09T24:00:00Z"}, "dkim.previous.until '2026-12-09T24:00:00Z' is not a real time"),
+        (
+            {**PREVIOUS, "until": "2026-13-09T14:00:00Z"},
+            "dkim.previous.until '2026-13-09T14:00:00Z' is not a real time",
+        ),
+        (
+            {**PREVIOUS, "until": "2026-12-09T24:00:00Z"},
+            "dkim.previous.until '2026-12-09T24:00:00Z' is not a real time",
+        ),
     ],
 )
 def test_each_bad_previous_key_is_refused_in_its_own_sentence(value: Any, sentence: str) -> None:
