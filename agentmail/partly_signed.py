@@ -166,7 +166,7 @@ def _decoded(lf_body: bytes, cte: str) -> bytes | None:
     # body canonicalisation: it decides nothing.
     data = b"\n".join(line.rstrip(b" \t") for line in lf_body.split(b"\n"))
     try:
-        return mime.decode_transfer(data.rstrip(b"\n") if cte == "base64" else data, cte)
+        return mime.decode_transfer(data, cte)  # base64's line breaks are dropped there, the last ones too
     except mime.Refused:
         return None
 

@@ -198,6 +198,7 @@ GROUPS: dict[str, Group] = {
         (
             "test_people.py",
             "test_signed_partly.py",
+            "test_partly_signed_exact.py",
             "test_people_exact.py",
             "test_readable.py",
             "test_writing.py",
