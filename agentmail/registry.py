@@ -395,7 +395,7 @@ def parse_previous(value: Any, selector: str, lookup: str) -> RetiringKey | None
     return RetiringKey(old, algorithm, public_key if lookup == "pinned" else "", until)
 
 
-def default_tls(port: int) -> str:
+def default_tls(port: object) -> str:
     """The TLS mode a well-known port speaks: 465/993 implicit, 587/143/25 STARTTLS."""
     return "starttls" if port in (587, 143, 25) else "implicit"
 
