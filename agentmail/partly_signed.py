@@ -206,7 +206,8 @@ def _is_text(data: bytes, charset: str | None) -> bool:
 def _outcome(reading: Reading, body: bytes, disposition: str) -> str:
     ctype, cte = reading
     head = f"MIME-Version: 1.0\r\nContent-Type: {ctype}\r\nContent-Transfer-Encoding: {cte}\r\n{disposition}\r\n"
-    msg = BytesParser().parsebytes(head.encode("ascii", "surrogateescape") + body)
+    # UTF-8: a signed Content-Disposition may hold 8-bit bytes (read as U+FFFD), which ASCII cannot write
+    msg = BytesParser().parsebytes(head.encode() + body)
     return _shown(msg, bool(disposition))
 
 

@@ -45,7 +45,12 @@ def msg(head: bytes) -> Message:
          [('multipart/mixed; boundary="b"', "7bit"), ('multipart/alternative; boundary="b"', "7bit")]),
         (PART, b"Content-Transfer-Encoding: 8bit\n", NO_TYPE,
          [('multipart/mixed; boundary="b"', "8bit"), ('multipart/alternative; boundary="b"', "8bit")]),
-        (b"\xe9t\xe9\n", b"Subject: x\n", ALL, []),  # 8-bit bytes that are no UTF-8: no charset to derive
+        (b"\xe9t\xe9\n", b"Subject: x\n", ALL, []),
+        # an unsigned declared encoding is not the multipart's: it is never encoded
+        (PART, b"Content-Transfer-Encoding: 8bit\n", ALL,
+         [('multipart/mixed; boundary="b"', "7bit"), ('multipart/alternative; boundary="b"', "7bit")]),
+        (b"caf\xc3\xa9", b"Content-Type: multipart/mixed; boundary=b\n", NO_CTE, [("multipart/mixed; boundary=b", "7bit")]),
+        (b"aGk=", b"Content-Type: text/plain\n", NO_CTE, [("text/plain", "base64")]),  # base64 of us-ascii text  # 8-bit bytes that are no UTF-8: no charset to derive
     ],
 )  # fmt: skip
 def test_the_readings_of_the_signed_bytes(
@@ -78,6 +83,8 @@ def test_eight_boundaries_are_read_and_nine_are_ambiguous() -> None:
         (b"--b--\n--b\nContent-Type: text/plain\n\nhi\n", []),  # closed before it opens
         (b"--b\nContent-Type: text/plain\n\n--b--\n", ["b"]),  # closed on the line after its headers
         (b"x --b\n", []),
+        (b"--b\r\nContent-Type: text/plain\n\nhi\n--b--\n", []),  # a lone CR is no blank: no delimiter
+        (b"--bX\nContent-Type: text/plain\n\nhi\n--bX--\n", ["bX"]),
         (b"--b\n" + b"X-A: 1\n" * 49 + b"Content-Type: text/plain\n\nhi\n--b--\n", ["b"]),  # the 50th header line
         (b"--b\n" + b"X-A: 1\n" * 50 + b"Content-Type: text/plain\n\nhi\n--b--\n", []),  # the 51st
         (b"--a b\nContent-Type: text/plain\n\nhi\n--a b--\n", ["a b"]),
@@ -226,3 +233,10 @@ def test_a_letter_read_through_every_reading() -> None:
     with pytest.raises(ps.Ambiguous) as ambiguous:
         ps.person_text(raw, parsed, ALL, disposition_signed=False)
     assert "no charset can be derived from its bytes" in str(ambiguous.value)
+
+
+def test_a_signed_disposition_holding_8bit_bytes_is_read_not_a_crash() -> None:
+    """A mail client's file name in 8-bit bytes (read as U+FFFD): each reading is written back as
+    UTF-8 (ASCII could not write it: UnicodeEncodeError out of the judging, before run 8)."""
+    raw, parsed = _letter(b'Content-Disposition: inline; filename="\xe9.txt"\r\n', b"The row is back.\r\n")
+    assert ps.person_text(raw, parsed, ALL, disposition_signed=True) == "The row is back."
