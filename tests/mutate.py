@@ -5,6 +5,7 @@
     python tests/mutate.py --list          # the groups, their modules and their tests
     python tests/mutate.py --report        # the scores of the last runs again, without running
     python tests/mutate.py --survivors spool   # only the last run's survivors again (after new tests)
+    python tests/mutate.py --in-process registry   # every mutant in one pytest process (minutes, not hours)
 
 Each group's mutants run only against the test files that exercise that group (the per-group
 ``tests`` below), with a short per-test timeout: a mutant that breaks a wake-up then fails its
@@ -18,6 +19,7 @@ survivors' names (``mutmut show NAME`` in ``.mutmut/<group>`` prints one as a di
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import re
@@ -196,6 +198,7 @@ GROUPS: dict[str, Group] = {
         (
             "test_people.py",
             "test_signed_partly.py",
+            "test_partly_signed_exact.py",
             "test_people_exact.py",
             "test_readable.py",
             "test_writing.py",
@@ -218,6 +221,7 @@ GROUPS: dict[str, Group] = {
             "test_identity_headers.py",
         ),
         timeout=30,
+        whole=("test_registry_exact.py", "test_registry.py", "test_bus_settings_hostile.py"),
     ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
@@ -335,6 +339,84 @@ def whole(name: str, group: Group, children: int | None) -> None:
     _saved(name).write_text(json.dumps(before, indent=1, sort_keys=True))
 
 
+def generate(name: str, group: Group) -> Path:
+    """A fresh copy of the tree with the group's mutants written into its ``mutants`` tree, and no
+    test run: mutmut's generation steps alone (``mutmut run`` would first trace every test)."""
+    where = _prepare(name, group)
+    steps = (
+        "from pathlib import Path; import mutmut.__main__ as m; m.set_mutant_under_test('mutant_generation'); "
+        "Path('mutants').mkdir(exist_ok=True); m.copy_src_dir(); m.copy_also_copy_files(); m.setup_source_paths(); "
+        "m.create_mutants(1)"
+    )
+    subprocess.run([sys.executable, "-c", steps], cwd=where, check=True, capture_output=True)
+    return where
+
+
+def _mutant_names(where: Path, group: Group) -> dict[str, list[str]]:
+    """Each mutated module's mutant names (``agentmail.registry`` -> [``agentmail.registry.x_load__mutmut_1``, ...])."""
+    found: dict[str, list[str]] = {}
+    for module in group.modules:
+        dotted = "agentmail." + module.removesuffix(".py").replace("/", ".")
+        text = (where / "mutants" / "agentmail" / module).read_text()
+        names = sorted(
+            set(re.findall(r"\['(x\S+?__mutmut_\d+)'\] = ", text)),
+            key=lambda n: (n.rsplit("_", 1)[0], int(n.rsplit("_", 1)[1])),
+        )
+        found[dotted] = [f"{dotted}.{n}" for n in names]
+    return found
+
+
+# The child of --in-process: one pytest process, each mutant in turn (the trampolines read
+# MUTANT_UNDER_TEST at every call), -x and no tracebacks: a killed mutant costs its first failure.
+_LOOP = """
+import contextlib, io, json, os, sys
+sys.path.insert(0, os.getcwd())
+import pytest
+names, args, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+with open(out, "a") as log:
+    for name in names:
+        os.environ["MUTANT_UNDER_TEST"] = name
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = int(pytest.main(args))
+        log.write(json.dumps([name, {0: "survived", 1: "killed", 5: "no tests"}.get(code, f"error {code}")]) + "\\n")
+        log.flush()
+"""
+CONTROL = "agentmail.no_such_module.x_control__mutmut_1"  # changes nothing: must survive, first and last
+
+
+def in_process(name: str, group: Group, files: list[str] | None, survivors_only: bool, chunk: int = 150) -> None:
+    """Every mutant of the group (or, after new tests for the same code, the last result's
+    survivors) against ``files`` (default: the group's whole or test files), in pytest processes
+    of ``chunk`` mutants each (one process's memory grows with each ``pytest.main``) in a fresh
+    copy: about a second a mutant that survives, a fraction of one that is killed. A control
+    mutant (a name no function has) runs first and last in each process and must survive. The
+    result is written to ``.mutmut/GROUP.json``, which ``--report`` reads."""
+    before = collect(name) if survivors_only else {}
+    where = generate(name, group)
+    statuses = {m: {n: "not checked" for n in ns} for m, ns in _mutant_names(where, group).items()}
+    for module, known in before.items():  # only names the code still has: a changed function's are new
+        statuses.setdefault(module, {}).update((n, s) for n, s in known.items() if n in statuses.get(module, {}))
+    wanted = [n for known in statuses.values() for n, s in known.items() if s not in KILLED]
+    todo = [n for n in wanted if not group.functions or any(fnmatch.fnmatchcase(n, f) for f in group.functions)]
+    tests = [f"tests/{t}" for t in (files or group.whole or group.tests) if (ROOT / "tests" / t).exists()]
+    args = ["-x", "-q", "--tb=no", "-p", "no:randomly", *_config(group)["pytest_add_cli_args"], *tests]  # type: ignore[misc]
+    out = where / "in-process.jsonl"
+    print(f"== {name}: {len(todo)} mutants, {chunk} a process, against {', '.join(tests)}", flush=True)
+    for start in range(0, len(todo), chunk):
+        names = [CONTROL, *todo[start : start + chunk], CONTROL]
+        subprocess.run([sys.executable, "-c", _LOOP, json.dumps(names), json.dumps(args), str(out)],
+                       cwd=where / "mutants", check=True)  # fmt: skip
+        print(f"   {min(start + chunk, len(todo))} of {len(todo)}", flush=True)
+    results = [json.loads(line) for line in out.read_text().splitlines()]
+    controls = {s for n, s in results if n == CONTROL}
+    if controls != {"survived"}:
+        raise SystemExit(f"{name}: the control mutant did not survive ({controls}): the results mean nothing")
+    for mutant, status in results:
+        if mutant != CONTROL:
+            statuses[mutant.split(".x", 1)[0]][mutant] = status
+    _saved(name).write_text(json.dumps(statuses, indent=1, sort_keys=True))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("groups", nargs="*", help=f"some of {', '.join(GROUPS)} (default: all)")
@@ -342,6 +424,8 @@ def main() -> int:
     parser.add_argument("--report", action="store_true", help="only report the groups' last runs")
     parser.add_argument("--survivors", action="store_true", help="re-run only the last run's survivors")
     parser.add_argument("--whole", action="store_true", help="the last run's survivors against the whole test files")
+    parser.add_argument("--in-process", action="store_true", help="every mutant in one pytest process (no mutmut run)")
+    parser.add_argument("--files", nargs="+", default=None, help="with --in-process: these test files instead")
     parser.add_argument("--max-children", type=int, default=None, help="parallel mutants (mutmut's default: CPUs)")
     args = parser.parse_args()
     if args.list:
@@ -353,7 +437,9 @@ def main() -> int:
         parser.error(f"no such group: {', '.join(unknown)} (groups: {', '.join(GROUPS)})")
     table: dict[str, dict[str, str]] = {}
     for name in args.groups or list(GROUPS):
-        if args.whole:
+        if args.in_process:
+            in_process(name, GROUPS[name], args.files, args.survivors)
+        elif args.whole:
             whole(name, GROUPS[name], args.max_children)
         elif args.survivors:
             recheck(name, GROUPS[name], args.max_children)

@@ -115,6 +115,10 @@ def test_the_defaults_of_a_bus_of_only_a_domain() -> None:
         auth="password",
     )
     assert bus == Bus("bus.test", "bus.test")  # the constructor's defaults are the file's
+    made = Bus("ops", "bus.test")  # read field by field: Bus == Bus cannot see a field lost on both sides
+    assert (made.name, made.domain, made.transport, made.policy, made.auth) == (
+        "ops", "bus.test", "local", "pinned", "password",
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -388,6 +392,7 @@ def test_a_platform_whose_key_is_in_dns_needs_no_pinned_key() -> None:
             "unknown key 'bogus' in [dkim] (known: domain, selector, algorithm, public_key, lookup, previous)",
         ),
         ({**PLATFORM, "dkim": "s1"}, "[dkim] must be a table"),
+        ({"address": "alpha@bus.test"}, "dkim.selector '' is missing or invalid"),  # no [dkim]: an empty one
         ({**PLATFORM, "name": "Alpha"}, f"name 'Alpha' must match {NAME_RE.pattern}"),
         ({**PLATFORM, "name": 5}, f"name 5 must match {NAME_RE.pattern}"),
         ({**PLATFORM, "name": "beta"}, "name 'beta' does not match its file name alpha.toml"),
@@ -661,3 +666,141 @@ def test_a_registry_keeps_the_problems_it_is_given(tmp_path: Path) -> None:
     bus = registry.parse_bus({"domain": "bus.test"})
     assert Registry(tmp_path, bus, problems=["alpha.toml: bad"]).problems == ["alpha.toml: bad"]
     assert Registry(tmp_path, bus).problems == []
+
+
+# --- stale_after, approves, [dkim.previous] (the keys added since run 7) --------------------------
+
+STALE = "bus.toml: stale_after must be a duration such as 3d, not "
+
+
+@pytest.mark.parametrize(
+    "value,seconds", [("1m", 60), ("3d", 3 * 86400), ("2w", 2 * 604800), ("999999h", 999999 * 3600)]
+)
+def test_stale_after_is_a_duration_in_seconds(value: str, seconds: int) -> None:
+    assert registry.parse_bus({"domain": "bus.test", "stale_after": value}).stale_after == seconds
+    assert registry.parse_bus({"domain": "bus.test"}).stale_after is None
+    assert registry.parse_stale_after(None) is None
+
+
+@pytest.mark.parametrize(
+    "value,shown",
+    [("3x", "'3x'"), ("", "''"), ("0d", "'0d'"), ("1000000h", "'1000000h'"), (3, "'3'"), (True, "'True'"),
+     (["3d"], "\"['3d']\""), ("d" * 50, repr("d" * 40))],
+)  # fmt: skip
+def test_a_stale_after_that_is_no_duration_is_refused_showing_40_characters(value: object, shown: str) -> None:
+    assert bus_refusal(stale_after=value) == STALE + shown
+    with pytest.raises(ConfigError) as refused:
+        registry.parse_stale_after(value)
+    assert str(refused.value) == STALE + shown
+
+
+def test_a_persons_approves_flag_is_read_and_defaults_to_false() -> None:
+    got = registry.parse_people(
+        [{"address": "carol@people.test", "approves": True}, {"address": "dave@people.test", "follows": True}]
+    )
+    assert [(p.address, p.follows, p.writes, p.approves) for p in got] == [
+        ("carol@people.test", False, False, True),
+        ("dave@people.test", True, False, False),
+    ]
+    assert people_refusal([{"address": "carol@people.test", "approves": "yes"}]) == (
+        "people: follows, writes and approves of carol@people.test must be true or false"
+    )
+    made = Person("e@p.test")
+    assert (made.address, made.follows, made.writes, made.approves) == ("e@p.test", False, False, False)
+    made = Person("e@p.test", True, True, True)
+    assert (made.follows, made.writes, made.approves) == (True, True, True)
+
+
+UNTIL = "2026-12-09T14:00:00Z"
+PREVIOUS = {"selector": "s0", "public_key": "B" * 40, "until": UNTIL}
+
+
+def previous(lookup: str = "pinned", **changes: Any) -> registry.RetiringKey | None:
+    dkim: dict[str, Any] = {"selector": "s1", "public_key": KEY, "lookup": lookup, "previous": {**PREVIOUS, **changes}}
+    return platform(dkim=dkim).retiring
+
+
+def previous_refusal(value: Any, lookup: str = "pinned") -> str:
+    dkim: dict[str, Any] = {"selector": "s1", "public_key": KEY, "lookup": lookup, "previous": value}
+    return platform_refusal({**PLATFORM, "dkim": dkim})
+
+
+def test_a_previous_key_is_read_with_each_field() -> None:
+    got = previous()
+    assert got is not None
+    assert (got.selector, got.algorithm, got.public_key, got.until) == ("s0", "ed25519", "B" * 40, UNTIL)
+    got = previous(algorithm="rsa", public_key="C" * 41)
+    assert got is not None and (got.selector, got.algorithm, got.public_key) == ("s0", "rsa", "C" * 41)
+    assert platform().retiring is None
+    got = previous(public_key="abc+/=" + "b" * 34)  # base64's lowercase letters are key characters too
+    assert got is not None and got.public_key == "abc+/=" + "b" * 34
+
+
+def test_a_previous_key_of_a_platform_whose_key_is_in_dns_keeps_no_key() -> None:
+    got = previous("dns", public_key="")
+    assert got is not None and (got.selector, got.public_key, got.until) == ("s0", "", UNTIL)
+    got = previous("dns")  # a key written all the same is not kept: DNS is asked
+    assert got is not None and got.public_key == ""
+    assert registry.parse_previous({"selector": "s0", "until": UNTIL}, "s1", "dns") == registry.RetiringKey(
+        "s0", "ed25519", "", UNTIL
+    )
+
+
+SELECTOR = "dkim.previous.selector {!r} is missing, invalid or the current selector"
+KEY_NEEDED = "dkim.previous.public_key (base64) is required when the key is pinned"
+
+
+@pytest.mark.parametrize(
+    "value,sentence",
+    [
+        ("s0", "[dkim.previous] must be a table"),
+        (["s0"], "[dkim.previous] must be a table"),
+        (
+            {**PREVIOUS, "lookup": "dns"},
+            "unknown key 'lookup' in [dkim.previous] (known: selector, algorithm, public_key, until)",
+        ),
+        ({"until": UNTIL, "public_key": "B" * 40}, SELECTOR.format("")),
+        ({**PREVIOUS, "selector": "s1"}, SELECTOR.format("s1")),
+        ({**PREVIOUS, "selector": "S0"}, SELECTOR.format("S0")),
+        ({**PREVIOUS, "selector": 5}, SELECTOR.format(5)),
+        ({**PREVIOUS, "algorithm": "dsa"}, "dkim.previous.algorithm must be 'ed25519' or 'rsa'"),
+        ({**PREVIOUS, "public_key": "B" * 39}, KEY_NEEDED),
+        ({**PREVIOUS, "public_key": "B" * 39 + "!"}, KEY_NEEDED),
+        ({"selector": "s0", "until": UNTIL}, KEY_NEEDED),
+        ({**PREVIOUS, "public_key": 5}, KEY_NEEDED),
+        ({"selector": "s0", "public_key": "B" * 40}, "dkim.previous.until '' must be a UTC time like " + UNTIL),
+        (
+            {**PREVIOUS, "until": "2026-12-09 14:00:00Z"},
+            "dkim.previous.until '2026-12-09 14:00:00Z' must be a UTC time like " + UNTIL,
+        ),  # fmt: skip
+        ({**PREVIOUS, "until": 5}, "dkim.previous.until 5 must be a UTC time like " + UNTIL),
+        (
+            {**PREVIOUS, "until": "2026-13-09T14:00:00Z"},
+            "dkim.previous.until '2026-13-09T14:00:00Z' is not a real time",
+        ),
+        (
+            {**PREVIOUS, "until": "2026-12-09T24:00:00Z"},
+            "dkim.previous.until '2026-12-09T24:00:00Z' is not a real time",
+        ),
+    ],
+)
+def test_each_bad_previous_key_is_refused_in_its_own_sentence(value: Any, sentence: str) -> None:
+    assert previous_refusal(value) == sentence
+
+
+def test_a_previous_key_in_dns_may_be_any_text_but_not_another_type() -> None:
+    assert previous_refusal({**PREVIOUS, "public_key": 5}, lookup="dns") == KEY_NEEDED
+    got = previous("dns", public_key="B" * 39)
+    assert got is not None and got.public_key == ""
+
+
+def test_a_retiring_key_is_valid_until_its_second_and_not_one_after() -> None:
+    import calendar
+    import time
+
+    key = registry.RetiringKey("s0", "ed25519", "B" * 40, UNTIL)
+    assert (key.selector, key.algorithm, key.public_key, key.until) == ("s0", "ed25519", "B" * 40, UNTIL)
+    end = calendar.timegm(time.strptime(UNTIL, "%Y-%m-%dT%H:%M:%SZ"))
+    assert end == 1796824800
+    assert key.valid_at(end - 1) and key.valid_at(end) and key.valid_at(end + 0.5) is False
+    assert key.valid_at(end + 1) is False

@@ -249,7 +249,7 @@ def parse_previous(value: Any, selector: str, lookup: str) -> RetiringKey | None
     return RetiringKey(old, algorithm, public_key if lookup == "pinned" else "", until)
 
 
-def default_tls(port: int) -> str:
+def default_tls(port: object) -> str:
     """The TLS mode a well-known port speaks: 465/993 implicit, 587/143/25 STARTTLS."""
     return "starttls" if port in (587, 143, 25) else "implicit"
 
@@ -307,7 +307,7 @@ def _endpoint(data: Any, what: str) -> Endpoint | None:
     if not isinstance(data, dict):
         raise ConfigError(f"bus.toml: [{what}] must be a table")
     host, port = data.get("host"), data.get("port")
-    tls = data.get("tls", default_tls(port) if isinstance(port, int) else "implicit")
+    tls = data.get("tls", default_tls(port))  # a port that is no int is refused next, whatever its default
     if not isinstance(host, str) or not host or not isinstance(port, int) or not 0 < port < 65536:
         raise ConfigError(f"bus.toml: [{what}] needs host (text) and port (1-65535)")
     if tls not in TLS_MODES:
@@ -358,7 +358,7 @@ def parse_bus(data: dict[str, Any]) -> Bus:
     stale_after = parse_stale_after(data.get("stale_after"))
     auth = parse_auth(data.get("auth", "password"), "bus.toml: auth")
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
-    poll = (data.get("imap") or {}).get("poll_interval") if isinstance(data.get("imap"), dict) else None
+    poll = (data.get("imap") or {}).get("poll_interval")  # [imap] is a table or absent: _endpoint said so
     if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
         raise ConfigError("bus.toml: [imap] poll_interval must be seconds between 0 and 3600")
     if transport == "smtp+imap" and (smtp is None or imap is None):
@@ -393,7 +393,7 @@ def parse_stale_after(value: Any) -> int | None:
 
     try:
         if isinstance(value, str):
-            return duration(value, "stale_after")
+            return duration(value)  # its sentence is not shown: the one below is
     except BadInput:
         pass
     raise ConfigError(f"bus.toml: stale_after must be a duration such as 3d, not {str(value)[:40]!r}")

@@ -166,7 +166,7 @@ def _decoded(lf_body: bytes, cte: str) -> bytes | None:
     # body canonicalisation: it decides nothing.
     data = b"\n".join(line.rstrip(b" \t") for line in lf_body.split(b"\n"))
     try:
-        return mime.decode_transfer(data.rstrip(b"\n") if cte == "base64" else data, cte)
+        return mime.decode_transfer(data, cte)  # base64's line breaks are dropped there, the last ones too
     except mime.Refused:
         return None
 
@@ -206,7 +206,8 @@ def _is_text(data: bytes, charset: str | None) -> bool:
 def _outcome(reading: Reading, body: bytes, disposition: str) -> str:
     ctype, cte = reading
     head = f"MIME-Version: 1.0\r\nContent-Type: {ctype}\r\nContent-Transfer-Encoding: {cte}\r\n{disposition}\r\n"
-    msg = BytesParser().parsebytes(head.encode("ascii", "surrogateescape") + body)
+    # UTF-8: a signed Content-Disposition may hold 8-bit bytes (read as U+FFFD), which ASCII cannot write
+    msg = BytesParser().parsebytes(head.encode() + body)
     return _shown(msg, bool(disposition))
 
 
