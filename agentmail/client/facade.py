@@ -13,7 +13,6 @@ the CLI, the MCP server, the hooks and the watcher only translate.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -68,7 +67,6 @@ if TYPE_CHECKING:
     from ..trust.authenticity import Verdict
 
 MAX_REFERENCES = 20
-SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
 
 
 class SyncReport(Value):
@@ -239,7 +237,6 @@ class AgentMail:
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
-                filed_before = (len(report.accepted), len(report.quarantined))
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -253,9 +250,6 @@ class AgentMail:
                     self.spool.discard()
                     raise
                 self.spool.commit()
-                self._indexed(  # search index
-                    *report.accepted.ids_since(filed_before[0]), *report.quarantined.ids_since(filed_before[1])
-                )
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
@@ -492,9 +486,7 @@ class AgentMail:
                 return "quarantine", self._quarantined(filing.verdict)
             return None
 
-        outcome = self.spool.recover(classify)
-        (self.spool.root / SEARCH_INDEX).unlink(missing_ok=True)  # a cache of the old rows
-        return outcome
+        return self.spool.recover(classify)
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
               from_start: bool = False) -> list[Letter]:  # fmt: skip
@@ -990,13 +982,10 @@ class AgentMail:
             # Submitted right after this (``_sent``): where "sent" is itself durable, the outbox
             # copy is flushed only if the letter has to wait (the same order, one flush less per file).
             durable = not self._sent_is_durable()
-            stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=durable)
-            self._indexed(stored.id)  # search index
-            return stored
+            return self.spool.store("outbox", letter, raw, extra=letter.extra, durable=durable)
         self.spool.ensure()
         self.spool.annotate(letter.id, held_reason=held)  # before the letter: never a held letter without why
         stored = self.spool.store("held", letter, raw, extra=letter.extra)
-        self._indexed(stored.id)  # search index
         self._announce_held(self.show(stored.id), held)
         return self.show(stored.id)
 
@@ -1417,9 +1406,7 @@ class AgentMail:
         return None
 
     # --- search (issue 13) -----------------------------------------------------------------
-    # The index is a cache beside the spool (search.py). The two calls below are the only places
-    # it is fed: after a letter is filed (sync's commit, _file_outgoing) and after a state change
-    # (_move). Whatever they miss, the staleness check of the next search finds.
+    # The index is inside spool.db, written as each letter is filed (spool/words.py): no feed here.
 
     def search(self, query: str | Query = "", *, sync: bool = True, **filters: Any) -> list[Hit]:
         """Letters of this mailbox (both directions; quarantine only with ``quarantine=True``)
@@ -1443,21 +1430,9 @@ class AgentMail:
             self._search = SearchIndex(self.spool)
         return self._search
 
-    def _indexed(self, *letter_ids: str) -> None:
-        """SEARCH FEED: these letters were filed or changed state (best effort, never raises)."""
-        if self._search is None and not os.path.exists(f"{self.spool.root}/{SEARCH_INDEX}"):
-            return  # no index yet (the first search builds it): sqlite3 is not even imported
-        try:
-            self.search_index.update(letter_ids)
-        except Exception:  # a cache: the next search's staleness check repairs it
-            pass
-
     def _move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
-        """``Spool.move``, then the search feed (SEARCH FEED: the one state-change call site)."""
-        moved = self.spool.move(letter_id, source, target, durable=durable)
-        if moved:
-            self._indexed(letter_id)
-        return moved
+        """``Spool.move`` (the search index reads the state from the spool: nothing to feed)."""
+        return self.spool.move(letter_id, source, target, durable=durable)
 
     def _warm_receiving(self) -> None:
         """Before blocking: judge and route one letter signed here for this platform (never
