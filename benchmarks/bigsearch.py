@@ -130,7 +130,7 @@ def big_search(root: Path, settings: Settings) -> list[Figure]:
     started = time.perf_counter()
     for step in range(1, STEPS + 1):
         builder.grow_to(size * step // STEPS * 99 // 100)
-        builder.add_huge(size // 100 // STEPS)
+        builder.add_huge(max(1, size // 100 // STEPS))
     generation = time.perf_counter() - started
     vocabulary = builder.vocabulary
     small = builder.texts[len(builder.texts) // 2][1]
