@@ -22,6 +22,7 @@ from agentmail.errors import BadInput
 from agentmail.model import Letter
 from agentmail.spool import Spool
 from agentmail.spool.search import Query, SearchIndex, since_ms, to_fts
+from agentmail.spool.words import BODY_LEAD, STRADDLE, lead_and_rest
 
 from .conftest import OPENER
 from .depth import examples
@@ -483,13 +484,23 @@ def test_a_long_letter_is_indexed_whole_and_its_snippet_comes_from_its_lead(alph
     with closing(sqlite3.connect(beta.spool.root / "spool.db")) as db:
         ((body, rest),) = db.execute("SELECT body, rest FROM words").fetchall()
     assert len(body) <= search.BODY_LEAD < len(body) + len(rest)
-    assert (body + rest).rstrip() == (OPENER + filler + deep).rstrip()  # every word indexed
-    assert not body.endswith(("lore", "ips", "widg")) and rest[:1].isspace()  # cut between words
+    lead, after = lead_and_rest((OPENER + filler + deep).strip())
+    assert body == lead and rest.endswith(after)  # every word indexed
+    repeated = rest[: len(rest) - len(after)]  # the lead's last words again, whole words
+    assert 0 < len(repeated) <= STRADDLE and body.endswith(repeated) and body[-len(repeated) - 1] == " "
+    assert not body.endswith(("lore", "ips", "widg")) and after[:1].isspace()  # cut between words
+
+
+def test_a_phrase_that_straddles_the_cut_is_found(alpha: AgentMail, beta: AgentMail) -> None:
+    body = "lorem ipsum " * ((BODY_LEAD - 16) // 12) + "merlin kestrel falcon osprey"
+    lead, rest = lead_and_rest(body)
+    assert lead.endswith("merlin kestrel") and rest == " falcon osprey"  # the phrase lies across the cut
+    alpha.send("beta", "Birds", body)
+    assert [h.subject for h in beta.search('"merlin kestrel falcon osprey"')] == ["Birds"]
 
 
 def test_lead_and_rest_cut_at_white_space_and_keep_every_character() -> None:
-    from agentmail.spool.words import BODY_LEAD
-    from agentmail.spool.words import lead_and_rest as _lead_and_rest
+    _lead_and_rest = lead_and_rest
 
     assert _lead_and_rest("short body") == ("short body", "")
     word = "x" * (BODY_LEAD + 10)  # no white space at all: cut at the lead

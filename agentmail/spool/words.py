@@ -31,6 +31,9 @@ COLUMNS = "subject, body, people, inherited, rest"
 # ranked as the body's, never marked up.
 BODY_LEAD = 16_384
 INDEX_CHARS = 1_048_576  # of a body: what lies past it is not indexed
+# The rest begins with the lead's last words again, so a phrase that straddles the cut (up to
+# about this many characters of it before the cut) is still found, in the rest.
+STRADDLE = 256
 
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS found(seq INTEGER PRIMARY KEY, type TEXT NOT NULL, sender TEXT NOT NULL,
@@ -77,6 +80,9 @@ def put(tx: sqlite3.Connection, seq: int, data: dict[str, Any]) -> None:
             people += [str(item.get("name") or ""), str(item.get("description") or "")]
     body = text("body") + ("\n" + text("detail") if text("detail") else "")
     lead, rest = lead_and_rest(body[:INDEX_CHARS])
+    if rest:
+        tail = lead[-STRADDLE:]
+        rest = tail[tail.find(" ") + 1 :] + rest if " " in tail else tail + rest
     subject, inherited = text("subject"), ""
     if text("in_reply_to") and strip_re(subject) != subject:  # a reply's "Re: <the thread's subject>"
         subject, inherited = "", subject
