@@ -353,7 +353,7 @@ def generate(name: str, group: Group) -> Path:
 
 
 def _mutant_names(where: Path, group: Group) -> dict[str, list[str]]:
-    """Each mutated module's mutant names (``agentmail.registry`` -> [``agentmail.registry.x_load__mutmut_1``, ...])."""
+    """Each mutated module's mutant names (``agentmail.config.registry`` -> [``agentmail.config.registry.x_load__mutmut_1``, ...])."""
     found: dict[str, list[str]] = {}
     for module in group.modules:
         dotted = "agentmail." + module.removesuffix(".py").replace("/", ".")

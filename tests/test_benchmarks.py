@@ -28,6 +28,8 @@ FIGURES = {
     "search_small",
     "search_middle",
     "search_large",
+    "search_big_letters",
+    "search_after_new_letters",
     "smtpimap_latency",
     "smtpimap_send",
 }

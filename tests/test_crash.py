@@ -680,3 +680,49 @@ def test_send_killed_between_the_steps_of_a_linked_delivery_loses_and_doubles_no
     assert list(received.values()) == [mid], "lost or doubled"
     assert beta.spool.path("unread", next(iter(received))).read_bytes() == raw
     assert states(alpha.spool.root)["sent"] == {letter_id: mid}
+
+
+# --- 9. killed between filing a letter and indexing it -----------------------------------------
+
+# The search index is in spool.db, its rows written in the transaction that files the letter:
+# a kill inside that transaction (its row in, its index rows not yet) leaves neither, and a kill
+# right after the commit (where the client used to feed a separate index) leaves both. Either
+# way every letter in the spool is searchable at once, and none the spool lacks.
+INDEX_POINTS = (("filed-unindexed", 5, 0), ("batch-committed", 1, 10))
+
+
+def _seqs(spool_root: Path) -> tuple[set[int], set[int], set[int]]:
+    import sqlite3
+    from contextlib import closing
+
+    with closing(sqlite3.connect(spool_root / "spool.db")) as db:
+        return tuple(  # type: ignore[return-value]
+            {r[0] for r in db.execute(sql)}
+            for sql in ("SELECT seq FROM letters", "SELECT seq FROM found", "SELECT rowid FROM words")
+        )
+
+
+@pytest.mark.parametrize(("point", "nth", "filed"), INDEX_POINTS)
+def test_sync_killed_between_filing_and_indexing_leaves_them_in_step(
+    point: str, nth: int, filed: int, alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    letters = signed_letters(alpha, "beta", 10)
+    for _mid, raw in letters:
+        deliver(home / "postoffice" / "beta", raw)
+    victim = subprocess.run(
+        [sys.executable, str(KILL_POINT), "sync", point, str(nth), "beta"],
+        env=dict(os.environ, AGENTMAIL_HOME=str(home)),
+        capture_output=True,
+        timeout=HANG,
+    )
+    assert victim.returncode == -signal.SIGKILL, (point, victim.returncode, victim.stderr[-2000:])
+    in_spool, found, words = _seqs(beta.spool.root)
+    assert len(in_spool) == filed and in_spool == found == words, (point, in_spool, found, words)
+    tree = states(beta.spool.root)
+    hits = beta.search("crash letter", sync=False, limit=100)
+    assert sorted(h.id for h in hits) == sorted(tree["unread"]), "the index and the spool disagree"
+
+    beta.sync()  # a clean restart files what the kill lost
+    in_spool, found, words = _seqs(beta.spool.root)
+    assert len(in_spool) == 10 and in_spool == found == words
+    assert len(beta.search("crash letter", sync=False, limit=100)) == 10

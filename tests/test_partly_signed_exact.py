@@ -11,8 +11,8 @@ from email.parser import BytesParser
 
 import pytest
 
-from agentmail import mime
-from agentmail import partly_signed as ps
+from agentmail.letter import mime
+from agentmail.letter import partly_signed as ps
 
 ALL = ("MIME-Version", "Content-Type", "Content-Transfer-Encoding")
 NO_TYPE = ("MIME-Version", "Content-Type")

@@ -1,13 +1,12 @@
-"""Search (issue 13): an FTS5 index beside each mailbox's spool that is only a cache, fed when
-letters are filed, checked for staleness before every search, rebuilt when missing or damaged;
-and query text that is hostile input."""
+"""Search (issue 13): an FTS5 index inside each mailbox's spool.db, written in the transaction
+that files a letter, a cache the spool's rebuild makes again; and query text that is hostile
+input."""
 
 from __future__ import annotations
 
 import json
 import os
 import sqlite3
-import stat
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -21,8 +20,9 @@ from agentmail.cli.mcp_server import call
 from agentmail.client.facade import AgentMail
 from agentmail.errors import BadInput
 from agentmail.model import Letter
-from agentmail.spool import STATES, Spool
-from agentmail.spool.search import INDEX_FILE, Query, SearchIndex, since_ms, to_fts
+from agentmail.spool import Spool
+from agentmail.spool.search import Query, SearchIndex, since_ms, to_fts
+from agentmail.spool.words import BODY_LEAD, STRADDLE, lead_and_rest
 
 from .conftest import OPENER
 from .depth import examples
@@ -144,7 +144,7 @@ def test_a_state_change_shows_in_the_next_search(alpha: AgentMail, beta: AgentMa
     assert [h.id for h in alpha.search("runner disk", state="sent")] == [sent.id]
 
 
-# --- the index is a cache -----------------------------------------------------------------------
+# --- the index inside spool.db -----------------------------------------------------------------
 
 
 def _answers(am: AgentMail) -> list[list[tuple[str, str, str]]]:
@@ -154,152 +154,98 @@ def _answers(am: AgentMail) -> list[list[tuple[str, str, str]]]:
     ]
 
 
-def test_a_deleted_index_is_rebuilt_with_the_same_answers(beta: AgentMail, exchanged: dict[str, str]) -> None:
-    before = _answers(beta)
-    beta.close()
-    for name in os.listdir(beta.spool.root):
-        if name.startswith(INDEX_FILE):
-            os.unlink(beta.spool.root / name)
-    assert beta.search_index.stale() == list(STATES)
-    assert _answers(beta) == before
+def _in_step(spool: Spool) -> tuple[set[int], set[int], set[int]]:
+    """The filing numbers of the letters, of their search rows and of their FTS5 rows."""
+    with closing(sqlite3.connect(spool.root / "spool.db")) as db:
+        return tuple(  # type: ignore[return-value]
+            {r[0] for r in db.execute(sql)}
+            for sql in ("SELECT seq FROM letters", "SELECT seq FROM found", "SELECT rowid FROM words")
+        )
 
 
-@pytest.mark.parametrize(
-    "damage",
-    [
-        b"this is not a database at all" * 100,
-        b"SQLite format 3\x00" + b"\xff" * 4000,  # the right magic, torn pages
-        b"",  # empty
-    ],
-)
-def test_a_corrupt_index_is_rebuilt_never_an_error(beta: AgentMail, exchanged: dict[str, str], damage: bytes) -> None:
-    before = _answers(beta)
-    beta.close()
-    for suffix in ("-wal", "-shm"):
-        Path(f"{beta.spool.root / INDEX_FILE}{suffix}").unlink(missing_ok=True)
-    (beta.spool.root / INDEX_FILE).write_bytes(damage)
-    assert _answers(beta) == before
+def test_every_letter_filed_is_in_the_index_in_the_same_file(
+    alpha: AgentMail, beta: AgentMail, exchanged: dict[str, str]
+) -> None:
+    letters, found, words = _in_step(beta.spool)
+    assert len(letters) == 4 and letters == found == words  # received, the ack, the forgery
+    assert _in_step(alpha.spool)[0] == _in_step(alpha.spool)[2] != set()
+    assert not [n for n in os.listdir(beta.spool.root) if n.startswith("search")]  # no file beside
 
 
-def test_an_index_torn_inside_is_rebuilt(beta: AgentMail, exchanged: dict[str, str]) -> None:
-    before = _answers(beta)
-    beta.close()
-    path = beta.spool.root / INDEX_FILE
-    db = sqlite3.connect(path)
-    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    db.close()
-    data = bytearray(path.read_bytes())
-    assert len(data) > 8192
-    data[4096:] = b"\x00" * (len(data) - 4096)  # every page after the second zeroed
-    path.write_bytes(bytes(data))
-    assert _answers(beta) == before
-
-
-def test_an_index_of_another_schema_is_rebuilt(beta: AgentMail, exchanged: dict[str, str]) -> None:
-    before = _answers(beta)
-    beta.close()
-    db = sqlite3.connect(beta.spool.root / INDEX_FILE)
-    db.execute("PRAGMA user_version=99")
-    db.execute("DROP TABLE letters")
-    db.close()
-    assert _answers(beta) == before
-
-
-def test_the_index_file_is_owner_only(beta: AgentMail, exchanged: dict[str, str]) -> None:
-    beta.search("quota")
-    mode = stat.S_IMODE(os.stat(beta.spool.root / INDEX_FILE).st_mode)
-    assert mode & 0o077 == 0, oct(mode)
-
-
-def test_the_feed_files_letters_into_an_existing_index_without_listing(alpha: AgentMail, beta: AgentMail) -> None:
-    alpha.send("beta", "First letter", "Something about caches.")
-    beta.search("caches")  # the index exists now
-    alpha.send("beta", "Second letter", "Something about pelicans.")
-    beta.sync()  # filed: the feed puts it into the index
-    db = sqlite3.connect(beta.spool.root / INDEX_FILE)
-    try:
-        rows = db.execute("SELECT l.state FROM words JOIN letters l ON l.n = words.rowid WHERE words MATCH 'pelicans'")
-        assert [r[0] for r in rows] == ["unread"]
-    finally:
-        db.close()
-
-
-def test_the_client_names_the_index_file_as_search_does() -> None:
-    from agentmail.client import mailbox
-
-    assert mailbox.SEARCH_INDEX == INDEX_FILE
-
-
-def test_no_index_is_made_by_filing_alone(alpha: AgentMail, beta: AgentMail) -> None:
-    alpha.send("beta", "A letter", "Nobody searched yet.")
-    beta.inbox()
-    assert not (beta.spool.root / INDEX_FILE).exists()
-    assert not (alpha.spool.root / INDEX_FILE).exists()
-
-
-def test_letters_filed_or_moved_behind_the_index_are_found_by_the_staleness_check(
+def test_letters_filed_or_moved_by_the_spool_alone_are_found_at_once(
     beta: AgentMail, exchanged: dict[str, str]
 ) -> None:
+    """No feed and no staleness check: the spool's own filing writes the index rows, and the
+    state is read from the spool's row."""
     beta.search("quota")
-    index = beta.search_index
-    assert index.stale() == []
-    # Behind its back: filed by the spool alone (no feed), moved, and a row gone (as a spool
-    # of another version might leave it).
     hidden = beta.spool.store("read", _letter("Pelicans in the cache", "A body about pelicans."), b"x\r\n\r\ny\r\n")
     assert beta.spool.move(exchanged["login_id"], "unread", "read")
-    with closing(sqlite3.connect(beta.spool.root / "spool.db", isolation_level=None)) as db:
-        db.execute("DELETE FROM letters WHERE id = ?", (exchanged["ack"],))
-    assert set(index.stale()) == {"read", "unread", "sent"}
     assert [h.id for h in beta.search("pelicans", sync=False)] == [hidden.id]
     assert [h.state for h in beta.search("sso", sync=False)] == ["read"]
-    assert exchanged["ack"] not in {h.id for h in beta.search("quota", sync=False)}
 
 
-def test_the_staleness_check_lists_nothing_when_nothing_changed(beta: AgentMail, exchanged: dict[str, str]) -> None:
-    beta.search("quota")
-    listed: list[str] = []
-    real_ids = beta.spool.ids
-
-    def counting_ids(state: str) -> list[str]:
-        listed.append(state)
-        return real_ids(state)
-
-    beta.spool.ids = counting_ids  # type: ignore[method-assign]
-    assert beta.search_index.stale() == []
-    assert beta.search("quota", sync=False)
-    assert listed == []  # the hot path: one query of the spool's fingerprints, no listing
-    beta.spool.move(exchanged["quota_id"], "read", "unread")
-    beta.search("quota", sync=False)
-    assert sorted(listed) == ["read", "unread"]  # only the states that changed
+def test_dropped_caches_rebuild_the_index_with_the_same_answers(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    before = _answers(beta)
+    beta.spool.drop_caches()
+    with closing(sqlite3.connect(beta.spool.root / "spool.db")) as db:
+        assert db.execute("SELECT count(*) FROM words").fetchone() == (0,)  # dropped with the others
+    assert _answers(beta) == before  # the next opening rebuilt it from the letters
+    letters, found, words = _in_step(beta.spool)
+    assert letters == found == words
 
 
-def test_two_moves_that_keep_every_count_are_still_seen(beta: AgentMail, exchanged: dict[str, str]) -> None:
-    """One letter in each direction leaves both states' counts as they were: the checksum of
-    which letters each state holds tells the swap."""
-    beta.search("quota")
-    before = beta.spool.fingerprints()
-    assert beta.spool.move(exchanged["quota_id"], "read", "unread")
-    assert beta.spool.move(exchanged["login_id"], "unread", "read")
-    after = beta.spool.fingerprints()
-    assert {s: c for s, (c, _) in after.items()} == {s: c for s, (c, _) in before.items()}
-    assert sorted(beta.search_index.stale()) == ["read", "unread"]
-    assert [h.state for h in beta.search("sso", sync=False)] == ["read"]
-    assert {h.state for h in beta.search("quota", sync=False, type="report")} == {"unread"}
-
-
-def test_a_locked_index_never_stops_filing(alpha: AgentMail, beta: AgentMail) -> None:
-    alpha.send("beta", "First", "about herons")
-    beta.search("herons")
+def test_rebuild_from_the_letter_files_indexes_them_again(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    before = {q: {h.id for h in beta.search(q, sync=False)} for q in ("quota", "login", "fixing")}
     beta.close()
-    holder = sqlite3.connect(beta.spool.root / INDEX_FILE, isolation_level=None)
-    try:
-        holder.execute("BEGIN EXCLUSIVE")  # another process holds the index
-        alpha.send("beta", "Second", "about egrets")
-        assert [x.subject for x in beta.inbox()] == ["First", "Second"]  # filed; the feed gave up
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    assert [h.subject for h in beta.search("egrets")] == ["Second"]  # the staleness check found it
+    beta.spool.db.close()
+    for name in ("spool.db", "spool.db-wal", "spool.db-shm"):  # lost
+        (beta.spool.root / name).unlink(missing_ok=True)
+    beta.rebuild()  # agentmail rebuild: spool.db made again from the letter files
+    after = {q: {h.id for h in beta.search(q, sync=False)} for q in ("quota", "login", "fixing")}
+    assert after == before
+
+
+def test_an_index_beside_an_older_spool_moves_in_and_its_file_goes(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    """A spool.db of the release before (version 2, no index tables) and its search.sqlite: the
+    first opening makes the tables, fills them from the letters and removes the old file."""
+    from agentmail.spool import db as dbmod
+
+    before = _answers(beta)
+    beta.close()
+    beta.spool.db.close()
+    with closing(sqlite3.connect(beta.spool.root / "spool.db", isolation_level=None)) as db:
+        db.execute("DROP TABLE words")
+        db.execute("DROP TABLE found")
+        db.execute(f"PRAGMA user_version={dbmod.UNINDEXED}")
+    for name in ("search.sqlite", "search.sqlite-wal"):
+        (beta.spool.root / name).write_bytes(b"an index of the release before")
+    assert _answers(beta) == before
+    assert beta.spool.db.version() == dbmod.CURRENT
+    assert not [n for n in os.listdir(beta.spool.root) if n.startswith("search")]
+
+
+def test_a_released_letter_is_found_as_the_letter_it_is(beta: AgentMail, exchanged: dict[str, str]) -> None:
+    letter = _letter("Heron migration", "Herons fly south", sender="alpha").replace(id="")
+    bad = beta.spool.store("quarantine", letter.replace(reason="unauthenticated", detail="no signature"),
+                           b"X: y\r\n\r\nherons\r\n", index=False)  # fmt: skip
+    assert [h.state for h in beta.search("herons", sync=False, quarantine=True)] == ["quarantine"]
+    assert beta.spool.release(bad.id, letter.replace(subject="Heron migration, released"))
+    (hit,) = beta.search("herons", sync=False)
+    assert (hit.id, hit.state, hit.subject) == (bad.id, "unread", "Heron migration, released")
+    assert beta.spool.drop_quarantined(exchanged["forged"])
+    assert exchanged["forged"] not in {h.id for h in beta.search("quota", sync=False, quarantine=True)}
+    letters, found, words = _in_step(beta.spool)
+    assert letters == found == words
+
+
+def test_attachment_names_are_searched_not_their_bytes(alpha: AgentMail, beta: AgentMail) -> None:
+    from agentmail.letter import attach
+
+    log = attach.Attachment("runner-crash.log", "text/x-log", b"kumquat inside the bytes\n", "the tapir run")
+    alpha.send("beta", "A log", "Attached the log of the failing run.", attachments=(log,))
+    assert [h.subject for h in beta.search("runner-crash.log")] == ["A log"]
+    assert [h.subject for h in beta.search("tapir", sync=False)] == ["A log"]  # its description
+    assert beta.search("kumquat", sync=False) == []
 
 
 # --- query text is hostile ----------------------------------------------------------------------
@@ -349,7 +295,7 @@ def test_fts_syntax_passes_operators(beta: AgentMail, exchanged: dict[str, str])
 def test_bad_filters_are_refused_before_anything_runs(beta: AgentMail, filters: dict[str, Any], message: str) -> None:
     with pytest.raises(BadInput, match=message):
         beta.search("quota", **filters)
-    assert not (beta.spool.root / INDEX_FILE).exists()
+    assert not (beta.spool.root / "spool.db").exists()  # not even opened
 
 
 def test_nothing_to_search_for_is_bad_input(beta: AgentMail) -> None:
@@ -515,7 +461,7 @@ def _marked_columns(spool_root: Path, query: str) -> list[tuple[Any, ...]]:
     """What highlight() makes of each matching letter's snippet columns, as search asks for it."""
     from agentmail.spool import search
 
-    with closing(sqlite3.connect(spool_root / INDEX_FILE)) as db:
+    with closing(sqlite3.connect(spool_root / "spool.db")) as db:
         marked = ", ".join(f"highlight(words, {c}, ?, ?)" for c in search._SNIPPET_COLUMNS)
         return db.execute(
             f"SELECT {marked} FROM words WHERE words MATCH ?", (*search._MARKS * 4, to_fts(query))
@@ -535,15 +481,26 @@ def test_a_long_letter_is_indexed_whole_and_its_snippet_comes_from_its_lead(alph
     assert hit.snippet == " ".join(OPENER.split()[: search.SNIPPET_TOKENS]) + "…"  # the body's lead
     (hit,) = beta.search("widget")
     assert hit.snippet.startswith("…") and "**widget**" in hit.snippet
-    with closing(sqlite3.connect(beta.spool.root / INDEX_FILE)) as db:
+    with closing(sqlite3.connect(beta.spool.root / "spool.db")) as db:
         ((body, rest),) = db.execute("SELECT body, rest FROM words").fetchall()
     assert len(body) <= search.BODY_LEAD < len(body) + len(rest)
-    assert (body + rest).rstrip() == (OPENER + filler + deep).rstrip()  # every word indexed
-    assert not body.endswith(("lore", "ips", "widg")) and rest[:1].isspace()  # cut between words
+    lead, after = lead_and_rest((OPENER + filler + deep).strip())
+    assert body == lead and rest.endswith(after)  # every word indexed
+    repeated = rest[: len(rest) - len(after)]  # the lead's last words again, whole words
+    assert 0 < len(repeated) <= STRADDLE and body.endswith(repeated) and body[-len(repeated) - 1] == " "
+    assert not body.endswith(("lore", "ips", "widg")) and after[:1].isspace()  # cut between words
+
+
+def test_a_phrase_that_straddles_the_cut_is_found(alpha: AgentMail, beta: AgentMail) -> None:
+    body = "lorem ipsum " * ((BODY_LEAD - 16) // 12) + "merlin kestrel falcon osprey"
+    lead, rest = lead_and_rest(body)
+    assert lead.endswith("merlin kestrel") and rest == " falcon osprey"  # the phrase lies across the cut
+    alpha.send("beta", "Birds", body)
+    assert [h.subject for h in beta.search('"merlin kestrel falcon osprey"')] == ["Birds"]
 
 
 def test_lead_and_rest_cut_at_white_space_and_keep_every_character() -> None:
-    from agentmail.spool.search import BODY_LEAD, _lead_and_rest
+    _lead_and_rest = lead_and_rest
 
     assert _lead_and_rest("short body") == ("short body", "")
     word = "x" * (BODY_LEAD + 10)  # no white space at all: cut at the lead

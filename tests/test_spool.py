@@ -227,11 +227,15 @@ def test_the_commit_points_come_in_order_and_each_where_its_name_says(
     spool.set_checkpoint("local", "v:3")
     _file(spool, n=4)
     assert seen == [
+        ("filed-unindexed", 1, 0),  # inside each letter's insert: its row in, its index rows not yet
+        ("filed-unindexed", 2, 0),
+        ("filed-unindexed", 3, 0),
         ("batch-durable", 3, 0),
         ("batch-committed", 3, 0),
         ("batch-publishing", 2, 1),  # after the first file's rename
         ("batch-published", 0, 3),
         ("checkpoint-set", 0, 3),
+        ("filed-unindexed", 1, 3),
         ("stored", 1, 3),  # the row is committed, the file not yet renamed
     ]
 
@@ -371,20 +375,6 @@ def test_checkpoints_per_transport(tmp_path: Path) -> None:
     spool.set_checkpoint("local", None)
     assert spool.checkpoint("local") is None and spool.checkpoint("imap") == "9:9"
     assert _spool(tmp_path).checkpoint("imap") == "9:9"  # committed, seen by another connection
-
-
-def test_fingerprints_change_with_every_filing_and_move(tmp_path: Path) -> None:
-    spool = _spool(tmp_path)
-    assert spool.fingerprints() == {}
-    a = _file(spool, n=1)
-    first = spool.fingerprints()
-    assert list(first) == ["unread"] and first["unread"][0] == 1
-    _file(spool, n=2)
-    second = spool.fingerprints()
-    assert second["unread"][0] == 2 and second["unread"][1] != first["unread"][1]
-    spool.move(a.id, "unread", "read")
-    third = spool.fingerprints()
-    assert third["unread"][0] == 1 and third["read"] == first["unread"]  # a's filing number moved
 
 
 # --- rebuilt caches and depths -------------------------------------------------------------------
@@ -668,7 +658,8 @@ def test_the_database_is_private_in_wal_mode_and_current(tmp_path: Path) -> None
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert spool.db.version() == CURRENT and conn.execute("PRAGMA busy_timeout").fetchone()[0] == db.BUSY_MS
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert tables == {"letters", "notes", "threads", "claims", "checkpoints", "facts"}
+    search = {"found", "words", "words_config", "words_content", "words_data", "words_docsize", "words_idx"}
+    assert tables == {"letters", "notes", "threads", "claims", "checkpoints", "facts", *search}
     assert spool.db.fact("claims") is None
 
 
@@ -791,7 +782,7 @@ def test_the_schema_is_made_statement_by_statement_without_its_comments(tmp_path
     assert columns == ["seq", "id", "state", "meta", "thread", "type", "msgkey", "rawkey"]
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL")}
     assert indexes == {"letters_state", "letters_thread", "letters_msgkey", "letters_rawkey", "threads_open"}
-    assert MOVING == 1 and CURRENT == 2
+    assert MOVING == 1 and db.UNINDEXED == 2 and CURRENT == 3
 
 
 # --- converting the per-file layout --------------------------------------------------------------

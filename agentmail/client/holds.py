@@ -32,7 +32,6 @@ class Holds(Stage):
         self.spool.ensure()
         self.spool.annotate(letter.id, held_reason=reason)  # before the letter: never a held letter without why
         stored = self.spool.store("held", letter, raw, extra=letter.extra)
-        self.box.indexed(stored.id)  # search index
         self.announce_held(self.box.show(stored.id), reason)
         return self.box.show(stored.id)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,9 +24,6 @@ if TYPE_CHECKING:
 
     # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
     from ..transport import Transport
-
-
-SEARCH_INDEX = "search.sqlite"  # search.INDEX_FILE, named here so filing never imports sqlite3
 
 
 class Mailbox:
@@ -123,20 +119,9 @@ class Mailbox:
             self._search = SearchIndex(self.spool)
         return self._search
 
-    def indexed(self, *letter_ids: str) -> None:
-        """SEARCH FEED: these letters were filed or changed state (best effort, never raises)."""
-        if self._search is None and not os.path.exists(f"{self.spool.root}/{SEARCH_INDEX}"):
-            return  # no index yet (the first search builds it): sqlite3 is not even imported
-        try:
-            self.search_index.update(letter_ids)
-        except Exception:  # a cache: the next search's staleness check repairs it
-            pass
-
     def move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
-        """``Spool.move``, then the search feed (SEARCH FEED: the one state-change call site)."""
+        """``Spool.move`` (the search index reads the state from the spool: nothing to feed)."""
         moved = self.spool.move(letter_id, source, target, durable=durable)
-        if moved:
-            self.indexed(letter_id)
         if moved and target == "failed":  # it never goes: its claim on the server is free again
             from ..spool import claims
 

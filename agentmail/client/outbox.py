@@ -36,7 +36,6 @@ class Outbox(Stage):
         "sent" is itself durable, the outbox copy is flushed only if the letter has to wait (the
         same order, one flush less per file)."""
         stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=not self._sent_is_durable())
-        self.box.indexed(stored.id)  # search index
         return stored
 
     def send_now(self, stored: Letter, raw: bytes | None = None) -> Letter:

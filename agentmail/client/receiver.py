@@ -20,7 +20,7 @@ from ..model import (
 from ..spool import Spool
 from ..spool.filed import Filed
 from ..stages.compose import Draft
-from .mailbox import SEARCH_INDEX, Stage
+from .mailbox import Stage
 
 if TYPE_CHECKING:
     from ..stages.route import Facts
@@ -90,7 +90,6 @@ class Receiver(Stage):
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
-                filed_before = (len(report.accepted), len(report.quarantined))
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -104,9 +103,6 @@ class Receiver(Stage):
                     self.spool.discard()
                     raise
                 self.spool.commit()
-                self.box.indexed(  # search index
-                    *report.accepted.ids_since(filed_before[0]), *report.quarantined.ids_since(filed_before[1])
-                )
                 checkpoint = transport.advance(checkpoint, batch)
                 self.spool.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
@@ -343,9 +339,7 @@ class Receiver(Stage):
                 return "quarantine", self._quarantined(filing.verdict)
             return None
 
-        outcome = self.spool.recover(classify)
-        (self.spool.root / SEARCH_INDEX).unlink(missing_ok=True)  # a cache of the old rows
-        return outcome
+        return self.spool.recover(classify)
 
     def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
               from_start: bool = False) -> list[Letter]:  # fmt: skip

@@ -30,7 +30,6 @@ def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]
     results: list[dict[str, Any]] = []
     with spool.locked():
         ids = _chosen(client, refs)
-        released: list[str] = []
         for letter_id in ids:
             if spool.locate(letter_id) != "quarantine":
                 continue  # another recheck took it meanwhile
@@ -43,7 +42,6 @@ def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]
             filing = route(verdict, client.facts(verdict))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 if spool.release(letter_id, filing.verdict.letter):
-                    released.append(letter_id)
                     results.append(_result(letter_id, "filed"))
             elif filing.action == "duplicate" and verdict.letter is not None:
                 filed_as = spool.known(verdict.letter.sender, verdict.letter.message_id)
@@ -52,8 +50,6 @@ def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]
             else:
                 why = filing.verdict or verdict
                 results.append(_result(letter_id, "quarantined", why.reason, why.detail))
-        if released:
-            client.box.indexed(*released)  # search index: the letter is searchable as a letter now
     return results
 
 

@@ -29,9 +29,12 @@ STALE = (f"{FILE}-wal", f"{FILE}-shm")  # SQLite's files beside it: alone, they 
 _FULL, _CORRUPT, _NOTADB, _IOERR = 13, 11, 26, 10
 RECOVER = "run 'agentmail rebuild' to rebuild it from the letter files (or restore it from a backup)"
 # user_version: 0 a new file · MOVING the rows are in, letter files still being moved out of
-# the state folders of the old layout · CURRENT ready.
+# the state folders of the old layout · UNINDEXED ready but without the search index (its
+# tables are made and filled at the next opening, the old search.sqlite beside it removed) ·
+# CURRENT ready.
 MOVING = 1
-CURRENT = 2
+UNINDEXED = 2
+CURRENT = 3
 BUSY_MS = 600_000  # a writer waits this long for another before giving up (never on a busy box)
 
 SCHEMA = """

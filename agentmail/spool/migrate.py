@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 OLD_CACHES = ("meta", "index", "threads", "annotations")
 OLD_FILES = ("checkpoint.json",)
+# The search index of releases before it moved into spool.db (a cache: removed, never read)
+OLD_INDEX = ("search.sqlite", "search.sqlite-wal", "search.sqlite-shm", "search.sqlite-journal")
 
 
 def _states() -> tuple[str, ...]:
@@ -118,3 +120,9 @@ def remove_old(spool: Spool) -> None:
             pass
         except OSError:  # something that is no letter of ours was left there: kept for a person
             pass
+
+
+def remove_old_index(spool: Spool) -> None:
+    """The search index that lay beside spool.db: its rows are made again inside it."""
+    for name in OLD_INDEX:
+        (spool.root / name).unlink(missing_ok=True)

@@ -1,42 +1,33 @@
-"""Full-text search over one mailbox's letters (DESIGN §7, §8): an index that is a cache.
+"""Full-text search over one mailbox's letters (DESIGN §7, §8), on the index inside spool.db.
 
-    spool/<platform>[@agent]/search.sqlite   SQLite FTS5 (the standard library's sqlite3)
-
-The letter files are the truth. The index holds, per letter, the fields ``search`` filters on
-and its subject, body and people as FTS5 text; it is fed when letters are filed or change
-state (``AgentMail`` calls ``update``), and whatever a feed missed (a crash between the commit
-and the feed, another version of agentmail, a failed update) is caught by the staleness check
-every search runs first: the spool's per-state fingerprints (how many letters each state
-holds and a checksum of which, one query over the spool's state index), compared with those
-recorded when the index last listed that state. A state that changed is listed again and its
-difference filed (new ids read, moved ids re-stated, gone ids dropped). A missing index is
-that check finding every state changed; a corrupt one, or one of another schema, is deleted
-and built again from the letter files — never an error for the user.
+The index's rows (``words.py``: the ``found`` and FTS5 ``words`` tables) are written in the
+transaction that files a letter, and read here with the letter's state from ``letters``: they
+can never be out of step with the spool, so a search checks nothing first. They are a cache
+like the spool's others: ``drop_caches`` and the rebuild make them again from the letters.
 
 Queries are hostile input. By default the text is not FTS5 syntax: each word (or "quoted
 phrase") becomes one quoted FTS5 phrase, all of them required (AND), a trailing ``*`` keeps a
 prefix search; nothing a user types can be an operator or a column filter. ``syntax=True``
 passes FTS5 query syntax through (AND/OR/NOT, NEAR, column:); it is parsed first against an
-empty in-memory table, so a syntax error is ``BadInput`` (exit 2), never a rebuild.
+empty in-memory table, so a syntax error is ``BadInput`` (exit 2), never a storage error.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from .._value import Frozen
 from ..errors import BadInput
-from ..model import HUMAN, TYPES, check_thread, strip_re, ulid_floor
+from ..model import HUMAN, TYPES, check_thread, ulid_floor
 from ..text import FORBIDDEN
 from . import STATES, Spool
+from .words import BODY_LEAD, COLUMNS, TOKENIZER
 
-INDEX_FILE = "search.sqlite"
-SCHEMA = 4  # PRAGMA user_version: an index of another schema is built again (4: the rest column)
+__all__ = ["BODY_LEAD", "COLUMNS", "TOKENIZER", "Hit", "Query", "SearchIndex", "since_ms", "to_fts"]
+
 MAX_QUERY = 1000  # characters
 MAX_TERMS = 32
 MAX_LIMIT = 1000
@@ -48,22 +39,6 @@ RANK_WINDOW = 2000  # the newest letters matching the words that are ranked (see
 # subject and its body ranks above the short replies that only inherited it (bm25 normalises by
 # the whole row's length, so a long report would otherwise lose to every one-line answer).
 WEIGHTS = (8.0, 1.0, 2.0, 1.0, 1.0)
-COLUMNS = "subject, body, people, inherited, rest"
-# A body is indexed whole; its first BODY_LEAD characters are the part a snippet is cut from, so
-# marking the matches for one costs the same for a 5 MB letter as for a 16 KB one.
-BODY_LEAD = 16_384
-TOKENIZER = "porter unicode61 remove_diacritics 2"
-
-_DDL = f"""
-CREATE TABLE IF NOT EXISTS letters (
-    n INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, state TEXT NOT NULL, type TEXT NOT NULL,
-    sender TEXT NOT NULL, sender_address TEXT NOT NULL, recipient TEXT NOT NULL,
-    thread TEXT NOT NULL, subject TEXT NOT NULL, date TEXT NOT NULL, severity TEXT, reason TEXT);
-CREATE INDEX IF NOT EXISTS letters_state ON letters(state, id);
-CREATE INDEX IF NOT EXISTS letters_thread ON letters(thread);
-CREATE TABLE IF NOT EXISTS stamps (state TEXT PRIMARY KEY, count INTEGER NOT NULL, checksum INTEGER NOT NULL);
-CREATE VIRTUAL TABLE IF NOT EXISTS words USING fts5({COLUMNS}, tokenize='{TOKENIZER}');
-"""
 # The passage of a hit: the columns looked in for its first match, body first; the marks
 # highlight() puts around a match (controls: text in the index never holds them, see _CONTROL's
 # policy); how many words before the match it starts; how much text after it is read.
@@ -75,7 +50,6 @@ _CONTROL = re.compile(f"[{FORBIDDEN}]")
 _TERM = re.compile(r'"([^"]*)"?|(\S+)')
 _DURATION = re.compile(r"^(\d{1,6})([mhdw])$")
 _UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
-T = TypeVar("T")
 
 
 class Query(Frozen):
@@ -197,27 +171,19 @@ def check_query(query: Query) -> None:
 
 
 class SearchIndex:
-    """The search index of one mailbox's spool. Reads letters only through the spool's public
-    calls (``fingerprints``, ``ids``, ``locate``, ``meta``), so any spool layout that keeps
-    them feeds it."""
+    """The search index of one mailbox's spool: its tables in the spool's own database."""
 
     def __init__(self, spool: Spool) -> None:
         self.spool = spool
-        self.path = spool.root / INDEX_FILE
-        self._db: sqlite3.Connection | None = None
         self._checker: sqlite3.Connection | None = None
 
     def close(self) -> None:
-        for db in (self._db, self._checker):
-            if db is not None:
-                db.close()
-        self._db = self._checker = None
-
-    # --- searching (the hot path) ----------------------------------------------------------
+        if self._checker is not None:
+            self._checker.close()
+        self._checker = None
 
     def search(self, query: Query) -> list[Hit]:
-        """The letters that match, best first. Brings the index up to date first (cheap when
-        nothing changed: one query of the spool's per-state fingerprints)."""
+        """The letters that match, best first."""
         check_query(query)
         match = query.text if query.syntax else to_fts(query.text)
         if query.syntax:
@@ -228,88 +194,7 @@ class SearchIndex:
             raise BadInput(
                 "nothing to search for: give words, or a filter (--from, --type, --thread, --since, --state)"
             )
-        return self._resilient(lambda db: self._search(db, query, match))
-
-    def refresh(self) -> list[str]:
-        """Make the index match the spool; returns the states it had to list."""
-        return self._resilient(self._refresh)
-
-    def stale(self) -> list[str]:
-        """The states that changed since the index last listed them (the cheap check; every
-        state when there is no index yet)."""
-        if not self.path.exists():
-            return list(STATES)
-        return self._resilient(lambda db: self._stale(db, self.spool.fingerprints()))
-
-    def update(self, letter_ids: Iterable[str]) -> None:
-        """Feed: these letters were filed or moved. Best effort and only into an index that
-        exists (the first search builds it): a feed that fails is repaired by the staleness
-        check, so filing a letter never fails or waits long because of its index."""
-        ids = [i for i in letter_ids if i]
-        if not ids or not self.path.exists():
-            return
-        try:
-            db = self._connect(busy_ms=200)
-            with _transaction(db):
-                for letter_id in ids:
-                    state = self.spool.locate(letter_id)
-                    if state is None:
-                        _delete(db, [letter_id])
-                    else:
-                        self._put(db, letter_id, state)
-        except (sqlite3.Error, OSError, ValueError):
-            self.close()  # the next search checks, and rebuilds if it must
-
-    # --- inside -----------------------------------------------------------------------------
-
-    def _resilient(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run ``work`` on the index; a corrupt or foreign index file is deleted and built again
-        from the letters, and if the folder cannot hold one, an index in memory answers."""
-        try:
-            return work(self._connect())
-        except sqlite3.OperationalError as exc:
-            if not _damaged(exc):
-                raise
-        except sqlite3.DatabaseError:
-            pass
-        self.close()
-        try:
-            self._remove_files()
-            return work(self._connect())
-        except (sqlite3.DatabaseError, OSError):
-            self.close()
-        self._db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        self._db.executescript(_DDL)
-        return work(self._db)
-
-    def _connect(self, busy_ms: int = 30_000) -> sqlite3.Connection:
-        if self._db is None:
-            if not self.path.exists():
-                self.spool.ensure()
-                os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))  # owner-only from the start
-            db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            try:
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                if version not in (0, SCHEMA):
-                    raise sqlite3.DatabaseError(f"search index of schema {version}")
-                if version == 0:
-                    db.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
-                    db.executescript(_DDL)
-                    db.execute(f"PRAGMA user_version={SCHEMA}")
-                db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is found stale again
-            except BaseException:
-                db.close()
-                raise
-            self._db = db
-        self._db.execute(f"PRAGMA busy_timeout={busy_ms}")
-        return self._db
-
-    def _remove_files(self) -> None:
-        for suffix in ("", "-wal", "-shm", "-journal"):
-            try:
-                os.unlink(f"{self.path}{suffix}")
-            except FileNotFoundError:
-                pass
+        return self._search(self.spool.ensure().db.conn(), query, match)
 
     def _check_syntax(self, match: str) -> None:
         """Parse ``match`` against an empty table of the same shape: only the query can fail here."""
@@ -323,96 +208,15 @@ class SearchIndex:
                 f"not a search query: {_one_line(str(exc))} (FTS5 syntax; drop --fts for plain words)"
             ) from None
 
-    def _stale(self, db: sqlite3.Connection, now: dict[str, tuple[int, int]]) -> list[str]:
-        recorded = {row[0]: (row[1], row[2]) for row in db.execute("SELECT state, count, checksum FROM stamps")}
-        return [state for state in STATES if recorded.get(state) != now.get(state, (0, 0))]
-
-    def _refresh(self, db: sqlite3.Connection) -> list[str]:
-        changed = self._stale(db, self.spool.fingerprints())
-        if not changed:
-            return []
-        with _transaction(db):
-            # Again, under the write lock: another process may have done it. The fingerprints
-            # are taken before listing: a change made meanwhile shows as stale next time.
-            now = self.spool.fingerprints()
-            changed = self._stale(db, now)
-            new: list[tuple[str, str]] = []
-            for state in changed:
-                new += self._reconcile(db, state, now.get(state, (0, 0)))
-            for letter_id, state in sorted(new):  # in id order, so rowids follow filing order
-                self._put(db, letter_id, state)
-        return changed
-
-    def _reconcile(self, db: sqlite3.Connection, state: str, stamp: tuple[int, int]) -> list[tuple[str, str]]:
-        """List one state and file the difference; stamp it with its fingerprint taken before
-        listing. Returns the (id, state) of letters it holds that the index lacks."""
-        in_spool = set(self.spool.ids(state))
-        indexed = {row[0] for row in db.execute("SELECT id FROM letters WHERE state = ?", (state,))}
-        new = [(letter_id, state) for letter_id in in_spool - indexed]
-        gone = indexed - in_spool
-        if gone:
-            moved = {i: self.spool.locate(i) for i in gone}
-            _delete(db, [i for i, where in moved.items() if where is None])
-            for letter_id, where in moved.items():
-                if where is not None:
-                    db.execute("UPDATE letters SET state = ? WHERE id = ?", (where, letter_id))
-        db.execute("INSERT OR REPLACE INTO stamps(state, count, checksum) VALUES (?, ?, ?)", (state, *stamp))
-        return new
-
-    def _put(self, db: sqlite3.Connection, letter_id: str, state: str) -> None:
-        """Index one letter as its meta has it (a letter that cannot be read is left out)."""
-        row = db.execute("SELECT n, state FROM letters WHERE id = ?", (letter_id,)).fetchone()
-        if row is not None:
-            if row[1] != state:
-                db.execute("UPDATE letters SET state = ? WHERE n = ?", (state, row[0]))
-            return  # a letter's content never changes: only its state does
-        try:
-            meta = self.spool.meta(letter_id, state)
-        except (OSError, ValueError, LookupError):
-            return  # moved or removed meanwhile: the state's next listing has it
-        text = _strings(meta)
-        cursor = db.execute(
-            "INSERT INTO letters(id, state, type, sender, sender_address, recipient, thread, subject, date,"
-            " severity, reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                letter_id,
-                state,
-                text("type"),
-                text("from"),
-                text("sender_address").lower(),
-                text("to"),
-                text("thread"),
-                text("subject"),
-                text("date"),
-                text("severity") or None,
-                text("reason") or None,
-            ),
-        )
-        people = " ".join(
-            text(k) for k in ("from", "sender_address", "sender_name", "to", "to_address", "to_agent", "thread", "ref")
-        )
-        body, rest = _lead_and_rest(text("body") + ("\n" + text("detail") if text("detail") else ""))
-        subject, inherited = text("subject"), ""
-        if text("in_reply_to") and strip_re(subject) != subject:  # a reply's "Re: <the thread's subject>"
-            subject, inherited = "", subject
-        db.execute(
-            f"INSERT INTO words(rowid, {COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-            (cursor.lastrowid, subject, body, people, inherited, rest),
-        )
-
     def _search(self, db: sqlite3.Connection, query: Query, match: str | None) -> list[Hit]:
-        try:
-            self._refresh(db)
-        except sqlite3.OperationalError as exc:
-            if _damaged(exc):
-                raise
-            # another process holds the index for longer than the busy timeout (a rebuild):
-            # answer from the index as it stands; the next search brings it up to date
         where, params = _filters(query)
-        columns = "l.n, l.id, l.state, l.type, l.sender, l.recipient, l.thread, l.subject, l.date, l.severity, l.reason"
+        columns = (
+            "l.seq, l.id, l.state, f.type, f.sender, f.recipient, f.thread, f.subject, f.date, f.severity, f.reason"
+        )
         if match is None:
             rows = db.execute(
-                f"SELECT {columns}, 0.0 FROM letters l WHERE {where} ORDER BY l.id DESC LIMIT ?",
+                f"SELECT {columns}, 0.0 FROM letters l JOIN found f ON f.seq = l.seq WHERE {where}"
+                " ORDER BY l.id DESC LIMIT ?",
                 (*params, query.limit),
             ).fetchall()
             snippets = {
@@ -428,7 +232,10 @@ class SearchIndex:
             # letters matching the words are ranked (found in rowid order, which is filing
             # order, without ranking), and the filters narrow those; when they leave fewer hits
             # than asked for, the window widens fourfold until it holds every match.
-            joined = f"FROM words JOIN letters l ON l.n = words.rowid WHERE words MATCH ? AND {where}"
+            joined = (
+                "FROM words JOIN letters l ON l.seq = words.rowid JOIN found f ON f.seq = words.rowid"
+                f" WHERE words MATCH ? AND {where}"
+            )
             weights = ", ".join(map(str, WEIGHTS))
             lowest, highest = _bounds(db, query, params)
             window, rows = RANK_WINDOW, []
@@ -482,12 +289,12 @@ def _bounds(db: sqlite3.Connection, query: Query, params: list[Any]) -> tuple[in
     order), so ranking never walks the rest of the history; (1, 0) when none can match."""
     lowest, highest = 0, 1 << 62
     if query.thread is not None:
-        low, high = db.execute("SELECT min(n), max(n) FROM letters WHERE thread = ?", (query.thread,)).fetchone()
+        low, high = db.execute("SELECT min(seq), max(seq) FROM letters WHERE thread = ?", (query.thread,)).fetchone()
         lowest, highest = (low, high) if low is not None else (1, 0)
     if query.since is not None:
         floor = params[-1]  # _filters puts the --since bound last
-        # n + 0: no min() shortcut walking every rowid; the id index finds the range instead
-        (first,) = db.execute("SELECT min(n + 0) FROM letters WHERE id >= ?", (floor,)).fetchone()
+        # seq + 0: no min() shortcut walking every rowid; the id index finds the range instead
+        (first,) = db.execute("SELECT min(seq + 0) FROM letters WHERE id >= ?", (floor,)).fetchone()
         lowest = max(lowest, first) if first is not None else highest + 1
     return lowest, highest
 
@@ -501,48 +308,18 @@ def _filters(query: Query) -> tuple[str, list[Any]]:
     elif not query.quarantine:
         clauses.append("l.state != 'quarantine'")
     if query.sender is not None:
-        clauses.append("(l.sender = ? OR l.sender_address = ?)")
+        clauses.append("(f.sender = ? OR f.sender_address = ?)")
         params += [query.sender, query.sender.strip().lower()]
     if query.type is not None:
-        clauses.append("l.type = ?")
+        clauses.append("f.type = ?")
         params.append(query.type)
     if query.thread is not None:
-        clauses.append("l.thread = ?")
+        clauses.append("f.thread = ?")
         params.append(query.thread)
     if query.since is not None:
         clauses.append("l.id >= ?")
         params.append(ulid_floor(since_ms(query.since)))  # the smallest id filed since then
     return " AND ".join(clauses) or "1", params
-
-
-def _delete(db: sqlite3.Connection, letter_ids: list[str]) -> None:
-    for letter_id in letter_ids:
-        row = db.execute("SELECT n FROM letters WHERE id = ?", (letter_id,)).fetchone()
-        if row is not None:
-            db.execute("DELETE FROM words WHERE rowid = ?", (row[0],))
-            db.execute("DELETE FROM letters WHERE n = ?", (row[0],))
-
-
-class _transaction:
-    """BEGIN IMMEDIATE … COMMIT (ROLLBACK on any error): one writer at a time, all or nothing."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, *_: object) -> None:
-        if self.db.in_transaction:
-            self.db.execute("ROLLBACK" if kind is not None else "COMMIT")
-
-
-def _strings(meta: dict[str, Any]) -> Callable[[str], str]:
-    def text(key: str) -> str:
-        value = meta.get(key)
-        return value if isinstance(value, str) else ""
-
-    return text
 
 
 def _passage(columns: tuple[object, ...], words: int = SNIPPET_TOKENS) -> str:
@@ -568,25 +345,10 @@ def _passage(columns: tuple[object, ...], words: int = SNIPPET_TOKENS) -> str:
     return _lead(columns[0] if columns else "", words)
 
 
-def _lead_and_rest(body: str) -> tuple[str, str]:
-    """``body`` cut at the last white space before BODY_LEAD (a word is never split in two)."""
-    if len(body) <= BODY_LEAD:
-        return body, ""
-    cut = max(body.rfind(" ", 0, BODY_LEAD), body.rfind("\n", 0, BODY_LEAD))
-    cut = cut if cut > 0 else BODY_LEAD
-    return body[:cut], body[cut:]
-
-
 def _lead(body: object, words: int = SNIPPET_TOKENS) -> str:
     """The start of a body, as the snippet of a letter listed by filters alone."""
     parts = str(body or "").split()
     return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
-
-
-def _damaged(exc: sqlite3.OperationalError) -> bool:
-    """An error that says the file is not a usable index (not: busy, locked, out of memory)."""
-    text = str(exc).lower()
-    return not any(word in text for word in ("locked", "busy", "interrupted", "out of memory"))
 
 
 def _one_line(text: str) -> str:

@@ -31,6 +31,7 @@ from .._fs import fsync_dir, fsync_file, is_same, locked, read_plain, sync_files
 from ..errors import NotFound, StorageError
 from ..model import Letter, new_ulid, ulid_floor
 from . import db as dbmod
+from . import words
 from .db import Db, reached
 
 STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine")
@@ -223,6 +224,8 @@ class Spool:
                 conn.execute("PRAGMA journal_mode=WAL")
                 with db.write() as tx:
                     dbmod.create(tx)
+                    words.create(tx)
+                    migrate.remove_old_index(self)  # a search.sqlite beside a lost or older spool
                     moving = migrate.import_rows(self, tx)
                     tx.execute(f"PRAGMA user_version={dbmod.MOVING if moving else dbmod.CURRENT}")
                 reached("migration-rows")
@@ -230,9 +233,17 @@ class Spool:
             if version == dbmod.MOVING:
                 migrate.move_files(self)
                 with db.write() as tx:
+                    words.create(tx)  # a file an older release left MOVING has none yet
                     self._rebuild(tx)
                     migrate.remove_old(self)
+                    migrate.remove_old_index(self)
                     reached("migration-cleaned")
+                    tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
+            if version == dbmod.UNINDEXED:  # the search index moves in from search.sqlite beside it
+                with db.write() as tx:
+                    words.create(tx)
+                    words.fill(tx)
+                    migrate.remove_old_index(self)
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
 
     def _letter_files(self, *, born: bool = True) -> list[str]:
@@ -340,13 +351,14 @@ class Spool:
         return f"{self.db.path}: {count} letter(s)"
 
     def drop_caches(self) -> None:
-        """Forget every cache (parsed fields, depths, indexes, threads, claims); the next opening
+        """Forget every cache (parsed fields, depths, indexes, threads, claims, the search index); the next opening
         rebuilds them from the letter files. For tests and for a person who distrusts them."""
         with self.db.write() as tx:
             tx.execute("UPDATE letters SET meta=NULL, thread=NULL, type=NULL, msgkey=NULL, rawkey=NULL")
             tx.execute("DELETE FROM threads")
             tx.execute("DELETE FROM claims")
             tx.execute("DELETE FROM facts WHERE name='claims'")
+            words.clear(tx)
             tx.execute(f"PRAGMA user_version={dbmod.MOVING}")
         self.db.close()
 
@@ -382,6 +394,8 @@ class Spool:
             self._mark_thread(tx, str(data.get("thread") or ""), str(data.get("type") or ""))  # in filing order
         tx.execute("DELETE FROM claims")
         tx.execute("DELETE FROM facts WHERE name='claims'")
+        words.clear(tx)
+        words.fill(tx)
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -464,15 +478,20 @@ class Spool:
                 notes["person_letter"] = {k: v for k, v in data.items() if k != "depth"}
             tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(notes)))
             self._mark_thread(tx, letter.thread, letter.type)
+            words.again(tx, letter_id, data)  # searchable as the letter it is now
         return True
 
     def drop_quarantined(self, letter_id: str) -> bool:
         """Forget a quarantined copy of a letter filed already (``quarantine recheck``: it now
         passes, and the inbox holds it): what a sync does with a duplicate. Row first, then file."""
         with _machine(), self.db.write() as tx:
-            gone = tx.execute("DELETE FROM letters WHERE id=? AND state='quarantine'", (letter_id,)).rowcount
+            seqs = tx.execute(
+                "DELETE FROM letters WHERE id=? AND state='quarantine' RETURNING seq", (letter_id,)
+            ).fetchall()
+            gone = len(seqs)
             if gone == 1:
                 tx.execute("DELETE FROM notes WHERE id=?", (letter_id,))
+                words.forget(tx, int(seqs[0][0]))
         if gone == 1:
             for folder in (self._letters, self._tmp):
                 try:
@@ -514,7 +533,7 @@ class Spool:
 
     def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
         quarantined = letter.state == "quarantine"
-        tx.execute(
+        filed = tx.execute(
             "INSERT INTO letters(id, state, meta, thread, type, msgkey, rawkey) VALUES(?,?,?,?,?,?,?)",
             (
                 letter.id,
@@ -535,6 +554,8 @@ class Spool:
             self._annotate(tx, letter.id, {"sha256": _sha256(raw)})
         if not quarantined:
             self._mark_thread(tx, letter.thread, letter.type)
+        reached("filed-unindexed")  # tests/test_crash.py: the row is in, its index rows not yet
+        words.put(tx, int(filed.lastrowid or 0), data)  # searchable in the same commit
 
     def _mark_thread(self, tx: sqlite3.Connection, thread: str, kind: str) -> None:
         """Keep ``threads`` (and which are open) current, so ``status`` costs what is open. A
@@ -836,15 +857,6 @@ class Spool:
         """Ids in one state, oldest first (ids are ULIDs: they sort by creation)."""
         rows = self._sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
         return [str(r[0]) for r in rows]
-
-    def fingerprints(self) -> dict[str, tuple[int, int]]:
-        """Per state: how many letters it holds and a checksum of which (their filing numbers,
-        scrambled and summed), read from the state index alone. A cache beside the spool (the
-        search index) compares them with what it saw: any filing or move changes both states'."""
-        rows = self._sql().execute(
-            "SELECT state, count(*), sum((seq * 2654435761 + 40503) % 4294967291) FROM letters GROUP BY state"
-        )
-        return {str(state): (int(count), int(checksum)) for state, count, checksum in rows}
 
     def unchanged(self, letter_id: str, raw: bytes) -> bool | None:
         """Are ``raw`` the bytes this letter was filed with? From the hash noted at filing (a
