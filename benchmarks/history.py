@@ -111,4 +111,3 @@ def history(root: Path, settings: Settings) -> list[Figure]:
             )
         )
     return figures
-
