@@ -1085,7 +1085,7 @@ class AgentMail:
         # An answer filed by a sync that died before acting on it is still unread and carries no
         # approval_ignored: it is taken up now (only while a held letter waits for one).
         fresh = set(accepted)
-        waiting = [i for i in self.spool.ids("unread") if i not in fresh]
+        waiting = [i for i in self.spool.ids_of_type("unread", "human") if i not in fresh]  # only a person's decides
         for letter_id in [*accepted, *waiting]:
             letter = self.spool.letter(letter_id)
             target = held.get(letter.in_reply_to or "")

@@ -839,6 +839,14 @@ class Spool:
         rows = self._sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
         return [str(r[0]) for r in rows]
 
+    def ids_of_type(self, state: str, kind: str) -> list[str]:
+        """Ids in one state whose letters are of type ``kind``, oldest first: one indexed look,
+        not every letter of the state read (e.g. the people's letters among the unread)."""
+        rows = (
+            self._sql().execute("SELECT id FROM letters WHERE state=? AND type=? ORDER BY id", (state, kind)).fetchall()
+        )
+        return [str(r[0]) for r in rows]
+
     def fingerprints(self) -> dict[str, tuple[int, int]]:
         """Per state: how many letters it holds and a checksum of which (their filing numbers,
         scrambled and summed), read from the state index alone. A cache beside the spool (the
