@@ -262,7 +262,7 @@ class AgentMail:
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)
-        self._decide_by_mail(report.accepted.ids_since(0))  # approvers' answers, after the commit
+        self._decide_by_mail(report.accepted)  # approvers' answers, after the commit
         return report
 
     def _checkpoint(self, transport: str) -> str | None:
@@ -1069,7 +1069,7 @@ class AgentMail:
         _, raw = approval.hold_change(self.registry, self.me.platform, before, after)
         return self._mail_people("hold-change", raw, to)
 
-    def _decide_by_mail(self, accepted: list[str]) -> None:
+    def _decide_by_mail(self, filed: Filed | list[str]) -> None:
         """Act on approvers' answers among the letters just filed, and among the unread ones a
         crash kept from being acted on: a person's letter answering a held letter's
         announcement, from one of this platform's approvers (authenticated as any person's
@@ -1081,6 +1081,7 @@ class AgentMail:
         held = {x.extra.get("announced"): x for x in self.held() if x.extra.get("announced")}
         if not held:
             return
+        accepted = filed.ids if isinstance(filed, Filed) else filed  # listed only while a letter is held
         allowed = approval.approvers(self.registry, self.me.platform)
         # An answer filed by a sync that died before acting on it is still unread and carries no
         # approval_ignored: it is taken up now (only while a held letter waits for one).
