@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import bigsearch, cli, local, scale, search, smtpimap
+from . import bigsearch, cli, history, local, scale, search, smtpimap
 from .common import REPO, Settings, hermetic_environ, machine, remove_tree
 from .install import user_cli
 from .report import Figure, table, write_json
@@ -28,6 +28,7 @@ STEPS: dict[str, Step] = {
     "send": local.send_throughput,
     "sync": local.sync_throughput,
     "scale": scale.scale,
+    "history": history.history,
     "search": search.search,
     "bigsearch": bigsearch.big_search,
     "smtpimap": smtpimap.figures,

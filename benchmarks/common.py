@@ -47,6 +47,8 @@ class Settings:
     budget: float  # ...and no new run once a figure has spent this many seconds
     smtp_samples: int  # figure 7
     sync_memory_letters: int  # figure 5b (the target is stated for 100,000)
+    history_sizes: tuple[int, int] = (100, 100_000)  # figure 9: a short and a long history
+    history_rounds: int = 30  # figure 9, per size
 
     @classmethod
     def full(cls) -> Settings:
@@ -54,7 +56,7 @@ class Settings:
 
     @classmethod
     def fast(cls) -> Settings:
-        return cls(True, 8, 2, 5, 50, 300, (100, 500, 2_000), 1, 2, 5.0, 4, 300)
+        return cls(True, 8, 2, 5, 50, 300, (100, 500, 2_000), 1, 2, 5.0, 4, 300, (100, 2_000), 4)
 
 
 @dataclass

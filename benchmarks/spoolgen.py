@@ -28,7 +28,7 @@ from email.utils import format_datetime
 
 from agentmail.config.credentials import read_private_key
 from agentmail.letter import wire
-from agentmail.model import Letter, new_thread_id, reply_subject
+from agentmail.model import _CROCKFORD, Letter, new_thread_id, reply_subject
 from agentmail.spool import Spool
 from agentmail.transport.local import Mailbox
 from agentmail.trust import signing
@@ -66,13 +66,14 @@ class Template:
 
 
 class SpoolBuilder:
-    def __init__(self, tb: TempBus, seed: int = 7) -> None:
+    def __init__(self, tb: TempBus, seed: int = 7, closed_share: float = 0.85) -> None:
         self.tb = tb
         self.registry = tb.registry
         self.spool = Spool(tb.home / "spool" / OWNER).ensure()
         self.mailbox = Mailbox(tb.home / "postoffice" / OWNER)
         self.mailbox.ensure()
         self.rng = random.Random(seed)
+        self.closed_share = closed_share  # of the recent threads, how many are closed
         self.keys = {name: read_private_key(tb.home, name) for name in PLATFORMS}
         self.templates: dict[tuple[str, str, str, bool], Template] = {}
         self.letters = 0
@@ -83,7 +84,10 @@ class SpoolBuilder:
         self.received: list[str] = []  # ids of received letters, in arrival order
         self.sample_thread = ""  # a closed five-letter thread, present at every size
         self.unfinished: list[tuple[str, str, str, str, Letter, int]] = []  # open at the last size
-        self.when = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+        # Letters a minute apart on average from 2020 on: a million end in late 2021, so every
+        # one is older than the last hour, as a platform's history is (the new-thread quota
+        # counts only the last hour's letters; ids made now would all be in it).
+        self.when = datetime(2020, 1, 6, 9, 0, tzinfo=UTC)
 
     def grow_to(self, total: int) -> None:
         """Add threads until the spool holds ``total`` letters; ``seconds`` adds up the time spent."""
@@ -127,7 +131,7 @@ class SpoolBuilder:
         peer = self.rng.choice(PEERS)
         opener, other = (peer, OWNER) if self.rng.random() < 0.6 else (OWNER, peer)
         recent = room <= OPEN_WINDOW
-        length = 5 if not recent or self.rng.random() < 0.85 else self.rng.randint(1, 4)
+        length = 5 if not recent or self.rng.random() < self.closed_share else self.rng.randint(1, 4)
         length = min(length, room)
         thread, subject = new_thread_id(), self.rng.choice(SUBJECTS)
         if not self.sample_thread and length == 5:
@@ -157,10 +161,11 @@ class SpoolBuilder:
         self, sender: str, to: str, kind: str, thread: str, subject: str, parent: Letter | None, depth: int
     ) -> Letter:
         me, them = self.registry.get(sender), self.registry.get(to)
-        self.when += timedelta(seconds=self.rng.randint(60, 3600))
+        self.when += timedelta(seconds=self.rng.randint(1, 120))
         message_id = wire.new_message_id(sender, me.domain)
         references = (*parent.references, parent.message_id)[-20:] if parent else ()
         letter = Letter(
+            id=self._id(),
             message_id=message_id,
             sender=sender,
             sender_address=me.address,
@@ -189,6 +194,12 @@ class SpoolBuilder:
         self.letters += 1
         return stored
 
+    def _id(self) -> str:
+        """A letter id (a ULID) made when the letter was dated, not now: ids sort by creation,
+        and the quota and the ages read the time from them."""
+        value = (int(self.when.timestamp() * 1000) << 80) | self.rng.getrandbits(80)
+        return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+
     def _post(self, letter_id: str, state: str) -> None:
         """The post office copy of a received letter, under the UID it was fetched with."""
         self.uid += 1
@@ -204,7 +215,9 @@ class SpoolBuilder:
             forged = template.raw.replace(template.message_id.encode(), message_id.encode()).replace(
                 b"status 500", b"status 200"
             )
+            self.when += timedelta(seconds=1)
             letter = Letter(
+                id=self._id(),
                 message_id=message_id,
                 sender="",
                 sender_address='"alpha agent" <alpha@bus.test>',

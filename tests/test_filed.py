@@ -80,3 +80,31 @@ def test_a_sync_keeps_no_letter_alive_however_many_it_files(alpha: AgentMail, be
     assert _live_letters() - before < 5
     first = report.accepted[0]  # read on demand, one at a time
     assert _live_letters() - before < 6 and first.id == report.accepted.ids[0]
+
+
+def test_the_ids_of_a_big_sync_take_26_bytes_each_and_keep_their_order(tmp_path: Path) -> None:
+    import tracemalloc
+
+    from agentmail.model import new_ulid
+    from agentmail.spool import Spool
+
+    spool = Spool(tmp_path / "spool" / "beta")
+    count = 20_000
+    tracemalloc.start()
+    try:
+        filed = Filed(spool=spool)
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(count):  # as a sync files them: each letter gone once filed, its id kept
+            filed.append(Letter.from_json({"id": new_ulid(), "message_id": f"<{n}@x>"}))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 32 * count  # a str each in a list: ~83 bytes an id
+    ids = filed.ids
+    assert len(filed) == len(ids) == len(set(ids)) == count and ids == sorted(ids)  # ULIDs: in filing order
+    assert filed.ids_since(count - 2) == ids[-2:]
+    odd = Letter.from_json({"id": "not-a-ulid", "message_id": "<odd@x>"})
+    filed.append(odd)  # an id of another shape: the rest as a list, in the same order
+    assert filed.ids[-2:] == [ids[-1], "not-a-ulid"] and len(filed) == count + 1 and filed.ids[:-1] == ids
+    with pytest.raises(IndexError):
+        Filed(spool=spool)[0]

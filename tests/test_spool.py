@@ -92,6 +92,19 @@ def test_move_is_conditional_on_the_source_state(tmp_path: Path) -> None:
     assert spool.move("01NOSUCH", "unread", "read") is False
 
 
+def test_ids_of_type_lists_one_state_and_type_oldest_first(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    report = _file(spool, n=1)
+    person = [_file(spool, n=n) for n in (2, 3)]
+    for letter in person:  # what a person's letter is filed as: type human (its row and its meta)
+        spool.db.conn().execute("UPDATE letters SET type='human' WHERE id=?", (letter.id,))
+    spool.move(person[1].id, "unread", "read")
+    assert spool.ids_of_type("unread", "human") == [person[0].id]
+    assert spool.ids_of_type("read", "human") == [person[1].id]
+    assert spool.ids_of_type("unread", report.type) == [report.id]
+    assert spool.ids_of_type("sent", "human") == []
+
+
 def test_take_moves_only_what_is_still_in_the_source(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     a, b, c = (_file(spool, n=n).id for n in (1, 2, 3))

@@ -396,3 +396,19 @@ def test_one_smtp_session_serves_many_sends_and_survives_a_server_restart(
     assert alpha.send("beta", "After restart", OPENER).state == "sent"
     assert servers.store.counts["smtp.auth"] == 2
     assert len(beta.inbox()) == 4
+
+
+def test_a_flush_of_several_letters_copies_them_to_sent_in_one_multiappend(home: Path, servers: MailServers) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent")
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        servers.store.fail_next_data(100)  # 451: all three wait in the outbox
+        queued = [alpha.send("beta", f"Batch {n}", OPENER) for n in range(3)]
+        assert [x.state for x in queued] == ["outbox"] * 3
+        servers.store.fail_next_data(0)
+        appends = servers.store.counts["imap.APPEND"]
+        assert [r.status for r in alpha.flush()] == ["sent"] * 3
+        assert servers.store.counts["imap.APPEND"] == appends + 1  # one command for the three copies
+    copies = servers.store.messages("alpha@bus.test", "Sent")
+    assert len(copies) == 3
+    assert all(sum(x.message_id.encode() in c.data for c in copies) == 1 for x in queued)
+    assert all("\\Seen" in c.flags for c in copies)

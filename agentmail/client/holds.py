@@ -12,6 +12,7 @@ from ..errors import (
 from ..model import (
     Letter,
 )
+from ..spool.filed import Filed
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ class Holds(Stage):
         _, raw = approval.hold_change(self.registry, self.me.platform, before, after)
         return self.mail_people("hold-change", raw, to)
 
-    def decide_by_mail(self, accepted: list[str]) -> None:
+    def decide_by_mail(self, filed: Filed | list[str]) -> None:
         """Act on approvers' answers among the letters just filed, and among the unread ones a
         crash kept from being acted on: a person's letter answering a held letter's
         announcement, from one of this platform's approvers (authenticated as any person's
@@ -112,11 +113,12 @@ class Holds(Stage):
         held = {x.extra.get("announced"): x for x in self.held() if x.extra.get("announced")}
         if not held:
             return
+        accepted = filed.ids if isinstance(filed, Filed) else filed  # listed only while a letter is held
         allowed = approval.approvers(self.registry, self.me.platform)
         # An answer filed by a sync that died before acting on it is still unread and carries no
         # approval_ignored: it is taken up now (only while a held letter waits for one).
         fresh = set(accepted)
-        waiting = [i for i in self.spool.ids("unread") if i not in fresh]
+        waiting = [i for i in self.spool.ids_of_type("unread", "human") if i not in fresh]  # only a person's decides
         for letter_id in [*accepted, *waiting]:
             letter = self.spool.letter(letter_id)
             target = held.get(letter.in_reply_to or "")

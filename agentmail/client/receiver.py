@@ -109,7 +109,7 @@ class Receiver(Stage):
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)
-        self.holds.decide_by_mail(report.accepted.ids_since(0))  # approvers' answers, after the commit
+        self.holds.decide_by_mail(report.accepted)  # approvers' answers, after the commit
         return report
 
     def _checkpoint(self, transport: str) -> str | None:

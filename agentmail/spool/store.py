@@ -858,6 +858,14 @@ class Spool:
         rows = self._sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
         return [str(r[0]) for r in rows]
 
+    def ids_of_type(self, state: str, kind: str) -> list[str]:
+        """Ids in one state whose letters are of type ``kind``, oldest first: one indexed look,
+        not every letter of the state read (e.g. the people's letters among the unread)."""
+        rows = (
+            self._sql().execute("SELECT id FROM letters WHERE state=? AND type=? ORDER BY id", (state, kind)).fetchall()
+        )
+        return [str(r[0]) for r in rows]
+
     def unchanged(self, letter_id: str, raw: bytes) -> bool | None:
         """Are ``raw`` the bytes this letter was filed with? From the hash noted at filing (a
         letter with attachments, or one synced from the post office); None: nothing was noted."""

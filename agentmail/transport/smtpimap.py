@@ -460,7 +460,12 @@ class SmtpImapTransport(Transport):
                 return {}
             if not client.folder_exists(folder):
                 client.create_folder(folder)
-            for item in sent:
+            if len(sent) > 1 and b"MULTIAPPEND" in client.capabilities():
+                # One command, one round trip for the whole flush (RFC 3502): all copied or
+                # none, so a refusal leaves every letter of it noted as not copied.
+                client.multiappend(folder, [{"msg": item.raw, "flags": (imapclient.SEEN,)} for item in sent])
+                copied = len(sent)
+            for item in sent[copied:]:
                 client.append(folder, item.raw, flags=(imapclient.SEEN,))
                 copied += 1
         except (IMAPClientError, OSError, AgentmailError) as exc:

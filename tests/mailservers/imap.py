@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import datetime as dt
 import logging
 import re
 import ssl
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 _MAX_LITERAL = 64 * 1024 * 1024
 _SYSTEM_FLAGS = "\\Answered \\Flagged \\Deleted \\Seen \\Draft"
 _SPECIAL_USE = {"Sent": "\\Sent", "Drafts": "\\Drafts", "Trash": "\\Trash", "Junk": "\\Junk"}
-_EXTENSIONS = "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS MOVE UNSELECT SPECIAL-USE"
+_EXTENSIONS = "IMAP4rev1 LITERAL+ SASL-IR ID ENABLE IDLE NAMESPACE UIDPLUS MOVE UNSELECT SPECIAL-USE MULTIAPPEND"
 # Commands whose untagged results carry sequence numbers: RFC 3501 forbids sending
 # EXPUNGE responses after them, since numbers would shift under the client.
 _NO_EXPUNGE_AFTER = {"FETCH", "STORE", "SEARCH"}
@@ -518,23 +519,29 @@ class _Session:
         return "STATUS completed"
 
     async def cmd_append(self, args: list[Token], uid: bool) -> str:
+        """APPEND, and MULTIAPPEND (RFC 3502): several ``[(flags)] [date-time] {literal}``
+        groups in one command, appended all or none."""
         assert self.account is not None
         if len(args) < 2 or not isinstance(args[-1], bytes):
             raise _Bad("APPEND mailbox [(flags)] [date-time] {literal}")
         name = self._existing(args[0])
+        messages: list[tuple[bytes, list[str], dt.datetime | None]] = []
         flags: list[str] = []
-        when = None
-        for extra in args[1:-1]:
+        when: dt.datetime | None = None
+        for extra in args[1:]:
             if isinstance(extra, list):
                 flags = [str(f) for f in extra]
             elif isinstance(extra, str):
                 when = parse_internaldate(extra)
             else:
-                raise _Bad("unexpected literal")
+                messages.append((extra, flags, when))
+                flags, when = [], None
         if self.store.take_append_refusal():
             raise _No("[OVERQUOTA] Quota exceeded (injected)")
-        validity, new_uid = self.store.append(self.account, name, args[-1], flags=flags, internaldate=when)
-        return f"[APPENDUID {validity} {new_uid}] APPEND completed"
+        added = [self.store.append(self.account, name, raw, flags=f, internaldate=w) for raw, f, w in messages]
+        validity = added[0][0]
+        uids = ",".join(str(u) for _, u in added)
+        return f"[APPENDUID {validity} {uids}] APPEND completed"
 
     async def cmd_idle(self, args: list[Token], uid: bool) -> str:
         # imapclient raises if anything but the continuation comes first. Changes since
