@@ -192,6 +192,13 @@ class Transport(ABC):
         They were delivered all the same; the client records why. Only IMAP keeps copies."""
         return {}
 
+    def openers_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        """The threads this *platform* opened on any machine since ``cutoff_ms`` (ms since the
+        epoch), as the server holds them: Message-ID -> when (ms). None: this transport keeps
+        no such record (the quota is then counted from this home alone). Costs what was sent in
+        the window, never the history; a failure to look answers None, never raises."""
+        return None
+
     def close(self) -> None:  # noqa: B027  (optional: a no-op by default)
         """Release connections; the default transport holds none."""
 
@@ -200,3 +207,23 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def opener_header(header: bytes) -> tuple[str, int] | None:
+    """(Message-ID, Date in ms) when a letter's header block says it opens a thread (an agentmail
+    type other than a note, no In-Reply-To); None for anything else or a header that does not parse."""
+    import email.utils
+    from email.parser import BytesHeaderParser
+
+    try:
+        msg = BytesHeaderParser().parsebytes(header)
+        kind = str(msg.get("X-Agentmail-Type") or "").strip()
+        message_id = str(msg.get("Message-ID") or "").strip()
+        if not kind or kind == "note" or msg.get("In-Reply-To") or not message_id:
+            return None
+        when = email.utils.parsedate_to_datetime(str(msg.get("Date") or ""))
+    except (ValueError, TypeError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return message_id, int(when.timestamp() * 1000)
