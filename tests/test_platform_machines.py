@@ -20,7 +20,7 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import Refused
-from agentmail.transport.base import opener_header
+from agentmail.transport.base import opener_header, opener_id
 
 from .conftest import OPENER
 from .mailservers import MailServers
@@ -108,6 +108,9 @@ def test_note_to_an_agent_no_one_has_used_is_refused_unless_new(
 def test_an_opener_header_from_the_server_never_raises(header: bytes) -> None:
     found = opener_header(header)
     assert found is None or (isinstance(found[0], str) and isinstance(found[1], int))
+    message_id = opener_id(header)
+    assert message_id is None or (message_id.strip() == message_id and message_id)
+    assert found is None or found[0] == message_id
 
 
 def test_only_an_agentmail_letter_that_opens_a_thread_is_an_opener() -> None:
@@ -116,3 +119,5 @@ def test_only_an_agentmail_letter_that_opens_a_thread_is_an_opener() -> None:
     assert opener_header(base + b"X-Agentmail-Type: note\r\n") is None
     assert opener_header(base + b"X-Agentmail-Type: ack\r\nIn-Reply-To: <0@bus.test>\r\n") is None
     assert opener_header(base) is None  # a person's letter
+    folded = b"Message-ID:\r\n <2@bus.test>\r\nX-Agentmail-Type: report\r\nx-agentmail-type: note\r\n"
+    assert opener_id(folded) == "<2@bus.test>"  # folded value joined; the first of a field counts

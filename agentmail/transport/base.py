@@ -209,19 +209,46 @@ class Transport(ABC):
         self.close()
 
 
-def opener_header(header: bytes) -> tuple[str, int] | None:
-    """(Message-ID, Date in ms) when a letter's header block says it opens a thread (an agentmail
-    type other than a note, no In-Reply-To); None for anything else or a header that does not parse."""
-    import email.utils
-    from email.parser import BytesHeaderParser
+def _fields(header: bytes) -> dict[str, str]:
+    """A header block's fields, names lowercased, the first of each kept, a folded value
+    joined with one space (no email package: the local post office's send path stays lean,
+    tests/test_lean_paths.py)."""
+    found: dict[str, str] = {}
+    name = ""
+    for line in header.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"):
+        if line[:1] in (" ", "\t"):
+            if name:
+                found[name] = f"{found[name]} {line.strip()}".strip()
+            continue
+        head, colon, value = line.partition(":")
+        head = head.strip().lower()
+        name = ""
+        if colon and head and " " not in head and head not in found:
+            name = head
+            found[name] = value.strip()
+    return found
 
+
+def opener_id(header: bytes) -> str | None:
+    """The Message-ID when a letter's header block says it opens a thread: an agentmail type
+    other than a note, no In-Reply-To. None for anything else (a person's letter, a reply)."""
+    fields = _fields(header)
+    kind, message_id = fields.get("x-agentmail-type", ""), fields.get("message-id", "")
+    if not kind or kind == "note" or "in-reply-to" in fields or not message_id:
+        return None
+    return message_id
+
+
+def opener_header(header: bytes) -> tuple[str, int] | None:
+    """(Message-ID, Date in ms) of an opener (``opener_id``); None for anything else or a Date
+    that does not parse."""
+    import email.utils
+
+    message_id = opener_id(header)
+    if message_id is None:
+        return None
     try:
-        msg = BytesHeaderParser().parsebytes(header)
-        kind = str(msg.get("X-Agentmail-Type") or "").strip()
-        message_id = str(msg.get("Message-ID") or "").strip()
-        if not kind or kind == "note" or msg.get("In-Reply-To") or not message_id:
-            return None
-        when = email.utils.parsedate_to_datetime(str(msg.get("Date") or ""))
+        when = email.utils.parsedate_to_datetime(_fields(header).get("date", ""))
     except (ValueError, TypeError, IndexError):
         return None
     if when.tzinfo is None:

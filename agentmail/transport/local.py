@@ -281,12 +281,12 @@ class LocalTransport(Transport):
         Message-ID. Nothing for replies and notes. Not flushed: a lost marker undercounts by one."""
         import hashlib
 
-        from .base import opener_header
+        from .base import opener_id
 
-        found = opener_header(raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
-        if found is None:
+        message_id = opener_id(raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
+        if message_id is None:
             return
-        message_id, when = found
+        when = time.time_ns() // 1_000_000
         folder = self._opened_dir(when // 3_600_000)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         name = f"{when}-{hashlib.sha256(message_id.encode()).hexdigest()[:16]}"
