@@ -286,7 +286,9 @@ class LocalTransport(Transport):
         message_id = opener_id(raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
         if message_id is None:
             return
-        when = time.time_ns() // 1_000_000
+        from .. import ages
+
+        when = ages.now_ms()  # the clock letter ids are made by (tests and benchmarks move it)
         folder = self._opened_dir(when // 3_600_000)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         name = f"{when}-{hashlib.sha256(message_id.encode()).hexdigest()[:16]}"
