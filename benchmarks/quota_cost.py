@@ -62,7 +62,8 @@ def measure(size: int, root: Path) -> dict[str, float]:
             before.append(_ms(lambda now=now: alpha.spool.opened_since(now - 3_600_000)))
             after.append(_ms(lambda now=now: opened_times(alpha.spool, alpha.sender.transport, now)))
             send.append(_ms(lambda i=i: alpha.send("beta", f"timed {i}", OPENER)))
-    assert len(opened_times(alpha.spool, alpha.sender.transport, time.time_ns() // 1_000_000)) == 20 + RUNS
+    counted = len(opened_times(alpha.spool, alpha.sender.transport, time.time_ns() // 1_000_000))
+    assert counted == 20 + RUNS, (counted, len(alpha.spool.opened_since(time.time_ns() // 1_000_000 - 3_600_000)))
     return {"count_main_ms": statistics.median(before), "count_now_ms": statistics.median(after),
             "send_ms": statistics.median(send)}  # fmt: skip
 
