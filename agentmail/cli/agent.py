@@ -204,14 +204,15 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 @option("-s", "--subject", required=True, help="What the note is about.")
 @option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
 @option("--force", is_flag=True, help="Send even if the body looks like a credential.")
+@option("--new-agent", is_flag=True, help="--to names an agent that has not read yet (else it must be known).")
 @attach_options
 @json_option
-def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, attach: tuple[str, ...],
-         patch: str | None) -> None:  # fmt: skip
+def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, new_agent: bool,
+         attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
     """A handover to a sibling agent sharing this platform."""
     client = ctx.client()
     letter = client.note(subject, read_body(body), to_agent=to_agent, force=force,
-                         attachments=attachments(ctx, attach, patch))  # fmt: skip
+                         attachments=attachments(ctx, attach, patch), new_agent=new_agent)  # fmt: skip
     render.sent_outcome(ctx, letter, client.last_warnings)
 
 

@@ -254,10 +254,12 @@ class AgentMail:
         return sent.letter
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
-             attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
-        """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
+             attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Letter:  # fmt: skip
+        """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next.
+        ``new_agent=False`` refuses a ``to_agent`` no agent of the platform has used (BadInput)."""
         self.last_warnings = []
-        return self.sender.note(subject, body, to_agent=to_agent, force=force, attachments=attachments)
+        return self.sender.note(subject, body, to_agent=to_agent, force=force, attachments=attachments,
+                                new_agent=new_agent)  # fmt: skip
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
               raise_refused: bool = False, hold: bool = False,

@@ -209,11 +209,16 @@ class Sender(Stage):
         return None
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
-             attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
-        """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next."""
+             attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Letter:  # fmt: skip
+        """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next.
+        ``new_agent=False``: refuse (BadInput) a ``to_agent`` no agent of the platform has used (siblings.py)."""
         from ..stages import guards
 
         _check_body(body, force)
+        if to_agent is not None and not new_agent:
+            from .siblings import check_known, known_agents
+
+            check_known(to_agent, known_agents(self.home, self.me.platform, self.spool, self.me.agent))
         self._check(guards.Outbound("note", body, self.me.platform, force=force, attachments=attachments))
         if to_agent is not None and to_agent != self.me.agent:
             self.receiver.register_sibling(check_name("agent", to_agent))
@@ -390,19 +395,19 @@ class Sender(Stage):
         return guards.letter_hold_reason(letter, self.registry.bus.hold, asked)
 
     def _quota(self) -> tuple[int, int | None, str]:
-        """This platform's new threads in the last hour (from the letter files), the cap (None:
+        """This platform's new threads in the last hour (this home's letters and the server's, client/quota.py), the cap (None:
         ``new_threads_per_hour = 0``, no cap), and when the oldest leaves the window (UTC)."""
         import datetime
 
         if self.registry.bus.new_threads_per_hour == 0:
             return 0, None, ""
+        from .quota import opened_times
+
         now_ms = time.time_ns() // 1_000_000
-        opened = self.spool.opened_since(now_ms - 3_600_000)
+        opened = opened_times(self.spool, self.transport, now_ms)  # every machine of the platform
         frees = ""
         if opened:
-            from ..model import ulid_ms
-
-            at = datetime.datetime.fromtimestamp((ulid_ms(opened[0]) + 3_600_000) / 1000, datetime.UTC)
+            at = datetime.datetime.fromtimestamp((opened[0] + 3_600_000) / 1000, datetime.UTC)
             frees = at.strftime("%Y-%m-%d %H:%M:%S UTC")
         return len(opened), self.registry.bus.new_threads_per_hour, frees
 

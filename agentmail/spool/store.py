@@ -1036,9 +1036,15 @@ class Spool:
         queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
         From the letters alone (the id is a ULID: its creation time), so the count survives
         restarts and rebuilt caches."""
+        return sorted(self.openers_since(cutoff_ms).values())
+
+    def openers_since(self, cutoff_ms: int) -> dict[str, str]:
+        """``opened_since`` keyed by each letter's Message-ID (the key the server's count shares,
+        client/quota.py). The rows come from the id index, from ``cutoff_ms`` on: what the window
+        holds, never the history."""
         from ..model import ulid_ms
 
-        found: list[str] = []
+        found: dict[str, str] = {}
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):
             rows = (
@@ -1051,8 +1057,20 @@ class Spool:
                     continue
                 data = spool._parsed(letter_id, state)
                 if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
-                    found.append(letter_id)
-        return sorted(found)
+                    found[str(data.get("message_id") or letter_id)] = letter_id
+        return found
+
+    def note_recipients(self) -> set[str]:
+        """The agent names the platform's notes (every mailbox of it here) were addressed to:
+        from the type index, the notes alone."""
+        found: set[str] = set()
+        for spool in (self, *self.siblings()):
+            rows = spool._sql().execute("SELECT id, state FROM letters WHERE type='note'").fetchall()
+            for letter_id, state in rows:
+                name = spool._parsed(letter_id, state).get("to_agent")
+                if isinstance(name, str) and name:
+                    found.add(name)
+        return found
 
     # --- checkpoint ------------------------------------------------------------------------
 

@@ -166,6 +166,13 @@ class Transport(ABC):
         They were delivered all the same; the client records why. Only IMAP keeps copies."""
         return {}
 
+    def openers_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        """The threads this *platform* opened on any machine since ``cutoff_ms`` (ms since the
+        epoch), as the server holds them: Message-ID -> when (ms). None: this transport keeps
+        no such record (the quota is then counted from this home alone). Costs what was sent in
+        the window, never the history; a failure to look answers None, never raises."""
+        return None
+
     def close(self) -> None:  # noqa: B027  (optional: a no-op by default)
         """Release connections; the default transport holds none."""
 
@@ -174,3 +181,50 @@ class Transport(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _fields(header: bytes) -> dict[str, str]:
+    """A header block's fields, names lowercased, the first of each kept, a folded value
+    joined with one space (no email package: the local post office's send path stays lean,
+    tests/test_lean_paths.py)."""
+    found: dict[str, str] = {}
+    name = ""
+    for line in header.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"):
+        if line[:1] in (" ", "\t"):
+            if name:
+                found[name] = f"{found[name]} {line.strip()}".strip()
+            continue
+        head, colon, value = line.partition(":")
+        head = head.strip().lower()
+        name = ""
+        if colon and head and " " not in head and head not in found:
+            name = head
+            found[name] = value.strip()
+    return found
+
+
+def opener_id(header: bytes) -> str | None:
+    """The Message-ID when a letter's header block says it opens a thread: an agentmail type
+    other than a note, no In-Reply-To. None for anything else (a person's letter, a reply)."""
+    fields = _fields(header)
+    kind, message_id = fields.get("x-agentmail-type", ""), fields.get("message-id", "")
+    if not kind or kind == "note" or "in-reply-to" in fields or not message_id:
+        return None
+    return message_id
+
+
+def opener_header(header: bytes) -> tuple[str, int] | None:
+    """(Message-ID, Date in ms) of an opener (``opener_id``); None for anything else or a Date
+    that does not parse."""
+    import email.utils
+
+    message_id = opener_id(header)
+    if message_id is None:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(_fields(header).get("date", ""))
+    except (ValueError, TypeError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return message_id, int(when.timestamp() * 1000)

@@ -32,6 +32,7 @@ POLL = 0.05
 # With inotify the wait still looks at the mailbox this often, in case an event was missed (e.g. a
 # letter renamed in over NFS): the wake comes from the event, this is only the safety net.
 RECHECK = 1.0
+OPENED = ".opened"  # postoffice/.opened/<platform>/<hour>/: threads opened, for the quota (no platform name starts with a dot)
 
 
 _made: set[Path] = set()  # Maildirs this process has seen complete: no mkdirs per letter
@@ -240,6 +241,7 @@ class LocalTransport(Transport):
 
     def __init__(self, postoffice: Path, platform: str, resolve: Callable[[str], str | None]) -> None:
         self.postoffice = postoffice
+        self.platform = platform
         self.mailbox = Mailbox(postoffice / platform)
         self.resolve = resolve
         self._watch: inotify.Watch | None = None  # kept from one wait to the next (_watcher)
@@ -267,6 +269,7 @@ class LocalTransport(Transport):
                 detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"
                 result = SubmitResult(item.key, "failed", detail, tuple(refused))
             else:
+                self._record_opener(item.raw)
                 result = SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused))
             results.append(result)
             if on_result is not None:
@@ -281,6 +284,52 @@ class LocalTransport(Transport):
 
     def release_reply(self, message_id: str, key: str, holder: str) -> None:
         self.claims.release(key, holder)
+
+    def _opened_dir(self, hour: int) -> Path:
+        return self.postoffice / OPENED / self.platform / str(hour)
+
+    def _record_opener(self, raw: bytes) -> None:
+        """The post office's copy of a thread this platform opened, for every home sharing it
+        (the new-thread quota, DESIGN §6): ``.opened/<platform>/<hour>/<ms>-<hash>`` holding the
+        Message-ID. Nothing for replies and notes. Not flushed: a lost marker undercounts by one."""
+        import hashlib
+
+        from .base import opener_id
+
+        message_id = opener_id(raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
+        if message_id is None:
+            return
+        from .. import ages
+
+        when = ages.now_ms()  # the clock letter ids are made by (tests and benchmarks move it)
+        folder = self._opened_dir(when // 3_600_000)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        name = f"{when}-{hashlib.sha256(message_id.encode()).hexdigest()[:16]}"
+        try:
+            write_new(folder / name, message_id.encode(), durable=False)
+        except FileExistsError:
+            pass  # the same letter submitted again (a retried outbox)
+
+    def openers_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        """From the post office's markers: the hour folders the window touches, nothing older."""
+        found: dict[str, int] = {}
+        now_hour = time.time_ns() // 1_000_000 // 3_600_000
+        for hour in range(cutoff_ms // 3_600_000, now_hour + 1):
+            try:
+                names = os.listdir(self._opened_dir(hour))
+            except OSError:
+                continue
+            for name in names:
+                when_text, _, _hash = name.partition("-")
+                if not when_text.isdigit() or int(when_text) < cutoff_ms:
+                    continue
+                try:
+                    data, _stat = read_plain(self._opened_dir(hour) / name, 1000)
+                except OSError:
+                    continue
+                if data:
+                    found[data.decode("utf-8", "replace")] = int(when_text)
+        return found
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0

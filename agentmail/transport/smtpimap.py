@@ -475,6 +475,39 @@ class SmtpImapTransport(Transport):
             return {item.key: why for item in sent[copied:]}
         return {}
 
+    def openers_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        """From the sent folder every machine of the platform copies to: one SEARCH SINCE (the
+        window's day and the one before: dates have no hours) and one FETCH of a few header
+        fields of what it found. None when there is no sent folder or the server cannot be
+        asked now (the quota then counts this home's letters alone)."""
+        import datetime
+
+        from .base import opener_header
+
+        if self.sent_folder == "":
+            return None
+        try:
+            client = self._connect()
+            folder = self._sent_folder(client)
+            if folder is None or not client.folder_exists(folder):
+                return None if folder is None else {}
+            client.select_folder(folder, readonly=True)
+            since = datetime.datetime.fromtimestamp(cutoff_ms / 1000, datetime.UTC).date() - datetime.timedelta(days=1)
+            uids = client.search(["SINCE", since])
+            fields = "BODY.PEEK[HEADER.FIELDS (MESSAGE-ID IN-REPLY-TO X-AGENTMAIL-TYPE DATE)]"
+            rows = client.fetch(uids, [fields]) if uids else {}
+        except (IMAPClientError, OSError, AgentmailError) as exc:
+            if isinstance(exc, OSError | IMAPClientAbortError):
+                self._drop()
+            return None
+        found: dict[str, int] = {}
+        for row in rows.values():
+            header = next((v for k, v in row.items() if k.startswith(b"BODY[HEADER")), None)
+            opener = opener_header(bytes(header)) if isinstance(header, bytes | bytearray) else None
+            if opener is not None and opener[1] >= cutoff_ms:
+                found[opener[0]] = opener[1]
+        return found
+
     # --- pulling ---------------------------------------------------------------------------
 
     def _connect(self) -> imapclient.IMAPClient:
