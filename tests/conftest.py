@@ -180,6 +180,27 @@ def home(no_leaks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     yield home
 
 
+class Cli:
+    """The command line run in this process: ``cli("--as", "alpha", "inbox")`` gives
+    (exit code, stdout, stderr), the output captured by pytest's ``capsys``."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self._capsys = capsys
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        from agentmail.cli.app import main
+
+        code = main(list(args))
+        out, err = self._capsys.readouterr()
+        return code, out, err
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Cli:
+    """The one CLI runner every test file uses (it was nine copies of a ``run`` helper)."""
+    return Cli(capsys)
+
+
 @pytest.fixture
 def registry(home: Path) -> Registry:
     # No hourly new-thread cap here: many tests open dozens of threads (test_approving pins it).

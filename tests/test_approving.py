@@ -10,14 +10,13 @@ from pathlib import Path
 import pytest
 
 from agentmail.admin import bus
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, NotFound, Refused
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 from .helpers.approval_key import operator_key
 from .mailservers import MailServers
 from .test_transport_smtpimap import USERS, make_bus
@@ -123,38 +122,33 @@ def test_the_quota_counts_new_threads_from_the_files(registry: Registry, home: P
     assert fresh.send("beta", "Three", OPENER).state == "sent"
 
 
-def test_the_cli_holds_lists_approves_and_rejects(capsys: pytest.CaptureFixture[str]) -> None:
-    def run(*args: str) -> tuple[int, str, str]:
-        code = main(list(args))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    assert run("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
-    assert run("bus", "set", "hold", "bus.test")[0] == 0
-    code, out, _ = run("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+def test_the_cli_holds_lists_approves_and_rejects(cli: Cli) -> None:
+    assert cli("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+    assert cli("bus", "set", "hold", "bus.test")[0] == 0
+    code, out, _ = cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 0 and " held (not sent)" in out and "agentmail approve" not in out  # nothing the agent can run
     assert "no approver" in out
     thread, letter_id = out.split()[:2]
-    code, out, _ = run("--as", "alpha", "--json", "status")
+    code, out, _ = cli("--as", "alpha", "--json", "status")
     assert json.loads(out)[0]["delivery"] == "held"
-    assert "WAITING FOR A PERSON" in run("--as", "alpha", "status")[1]
-    assert letter_id in run("--as", "alpha", "held")[1]
-    assert thread not in run("--as", "beta", "inbox")[1]  # held: beta got nothing
-    code, out, err = run("--as", "alpha", "approve", letter_id)  # the agent, without the key
+    assert "WAITING FOR A PERSON" in cli("--as", "alpha", "status")[1]
+    assert letter_id in cli("--as", "alpha", "held")[1]
+    assert thread not in cli("--as", "beta", "inbox")[1]  # held: beta got nothing
+    code, out, err = cli("--as", "alpha", "approve", letter_id)  # the agent, without the key
     assert (code, out) == (4, "") and len(err.strip().splitlines()) == 1 and "approval key" in err
     key = str(Path.cwd() / "operator.key")  # the test's cwd is beside AGENTMAIL_HOME, not in it
-    code, out, err = run("approve", "--new-key", key)
+    code, out, err = cli("approve", "--new-key", key)
     assert code == 0 and "pinned" in out, err
-    code, out, _ = run("--as", "alpha", "approve", letter_id, "--key-file", key)
+    code, out, _ = cli("--as", "alpha", "approve", letter_id, "--key-file", key)
     assert code == 0 and out.split() == [thread, letter_id, "sent"]
-    assert run("--as", "alpha", "approve", letter_id, "--key-file", key)[0] == 1
-    code, out, _ = run("--as", "alpha", "send", "beta", "-s", "Other", "-b", OPENER)
+    assert cli("--as", "alpha", "approve", letter_id, "--key-file", key)[0] == 1
+    code, out, _ = cli("--as", "alpha", "send", "beta", "-s", "Other", "-b", OPENER)
     second = out.split()[1]
-    code, out, _ = run("--as", "alpha", "reject", second, "-r", "wrong partner")
+    code, out, _ = cli("--as", "alpha", "reject", second, "-r", "wrong partner")
     assert code == 0 and "rejected: wrong partner" in out
-    assert "rejected" in run("--as", "alpha", "sent")[1]
-    assert run("bus", "set", "new_threads_per_hour", "1")[0] == 0
-    code, _, err = run("--as", "alpha", "send", "beta", "-s", "Third", "-b", OPENER)
+    assert "rejected" in cli("--as", "alpha", "sent")[1]
+    assert cli("bus", "set", "new_threads_per_hour", "1")[0] == 0
+    code, _, err = cli("--as", "alpha", "send", "beta", "-s", "Third", "-b", OPENER)
     assert code == 4 and "new_threads_per_hour = 1" in err
 
 

@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from agentmail import text as policy_text
 from agentmail.admin import bus
 from agentmail.cli import mcp_server
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config.credentials import read_private_key
 from agentmail.errors import BadInput
@@ -32,19 +31,13 @@ from agentmail.transport.local import deliver
 from agentmail.trust import signing
 from agentmail.trust.authenticity import pinned_key
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 from .depth import examples
 from .mailservers import MailServers
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 LOG = attach.Attachment("run.log", "text/x-log", b"line 1\nERROR boom\n")
 PNG = attach.Attachment("shot.png", "image/png", bytes(range(256)) * 4, "the failing page")
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def git(repo: Path, *args: str) -> str:
@@ -250,18 +243,16 @@ def test_each_limit_refuses_before_anything_is_filed(
     am.close()
 
 
-def test_the_cli_refuses_a_type_with_exit_2_and_the_reason(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+def test_the_cli_refuses_a_type_with_exit_2_and_the_reason(cli: Cli, tmp_path: Path) -> None:
+    assert cli("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
     script = tmp_path / "x.sh"
     script.write_text("#!/bin/sh\n")
-    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Q", "-b", OPENER, "--attach", str(script))
+    code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Q", "-b", OPENER, "--attach", str(script))
     assert code == 2 and out == ""
     assert err.strip().endswith("x.sh: type text/x-sh is not in this bus's allow-list (text/plain, text/x-diff, "
                                 "text/x-log, text/csv, text/markdown, application/json, application/pdf, "
                                 "application/gzip, application/zip, image/png, image/jpeg; bus set attach_types)"), err  # fmt: skip
-    code, _, err = run(
-        capsys, "--as", "alpha", "send", "beta", "-s", "Q", "-b", OPENER, "--attach", str(tmp_path / "no")
-    )
+    code, _, err = cli("--as", "alpha", "send", "beta", "-s", "Q", "-b", OPENER, "--attach", str(tmp_path / "no"))
     assert code == 2 and "not a readable file" in err
 
 
@@ -269,7 +260,7 @@ def test_the_cli_refuses_a_type_with_exit_2_and_the_reason(capsys: pytest.Captur
 
 
 def test_send_a_log_and_two_commits_then_show_save_and_apply(
-    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for name, value in (
         ("GIT_CONFIG_GLOBAL", "/dev/null"),
@@ -277,7 +268,7 @@ def test_send_a_log_and_two_commits_then_show_save_and_apply(
         ("GIT_COMMITTER_EMAIL", "t@x"),
     ):
         monkeypatch.setenv(name, value)  # git am needs a committer; no machine's own config
-    assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+    assert cli("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
     fixer = make_repo(tmp_path / "fixer")
     target = tmp_path / "target"
     git(tmp_path, "clone", "-q", str(fixer), str(target))
@@ -285,10 +276,10 @@ def test_send_a_log_and_two_commits_then_show_save_and_apply(
     log = tmp_path / "run.log"
     log.write_text("ERROR boom\n")
     monkeypatch.chdir(fixer)
-    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Fix", "-t", "report", "-b", OPENER,
+    code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Fix", "-t", "report", "-b", OPENER,
                          "--attach", str(log), "--patch", "HEAD~2..HEAD")  # fmt: skip
     assert code == 0, err
-    code, out, _ = run(capsys, "--as", "beta", "--json", "inbox")
+    code, out, _ = cli("--as", "beta", "--json", "inbox")
     [letter] = json.loads(out)
     names = [(a["name"], a["type"], a.get("description")) for a in letter["attachments"]]
     assert names == [
@@ -297,40 +288,40 @@ def test_send_a_log_and_two_commits_then_show_save_and_apply(
         ("0002-Handle-the-free-plan-n-code.patch", "text/x-diff", "Handle the free plan — ünïcode"),
     ]
     assert all(set(a) >= {"name", "type", "size", "sha256"} for a in letter["attachments"])
-    code, out, _ = run(capsys, "--as", "beta", "show", letter["id"])
+    code, out, _ = cli("--as", "beta", "show", letter["id"])
     assert "attached: run.log (text/x-log, 11 bytes, sha256 " in out
     assert "attached: 0001-Raise-the-quota-limit.patch (text/x-diff," in out and "— Raise the quota limit" in out
 
     saved = tmp_path / "saved"
     saved.mkdir()
-    code, out, _ = run(capsys, "--as", "beta", "--json", "save", letter["id"], "--dir", str(saved))
+    code, out, _ = cli("--as", "beta", "--json", "save", letter["id"], "--dir", str(saved))
     paths = [Path(p) for p in json.loads(out)["saved"]]
     assert code == 0 and [p.name for p in paths][0] == "run.log" and paths[0].read_text() == "ERROR boom\n"
     assert {stat.S_IMODE(p.stat().st_mode) for p in paths} == {0o600}
     paths[0].write_text("mine")
-    code, _, err = run(capsys, "--as", "beta", "save", letter["id"], "--dir", str(saved))
+    code, _, err = cli("--as", "beta", "save", letter["id"], "--dir", str(saved))
     assert code == 2 and "exists; --force replaces it" in err and paths[0].read_text() == "mine"
-    assert run(capsys, "--as", "beta", "save", letter["id"], "--dir", str(saved), "--force")[0] == 0
+    assert cli("--as", "beta", "save", letter["id"], "--dir", str(saved), "--force")[0] == 0
     assert paths[0].read_text() == "ERROR boom\n"
 
     monkeypatch.chdir(target)
     (target / "quota.py").write_text("LIMIT = 7\n")
-    code, _, err = run(capsys, "--as", "beta", "apply", letter["id"])
+    code, _, err = cli("--as", "beta", "apply", letter["id"])
     assert code == 2 and "uncommitted changes" in err
     git(target, "checkout", "quota.py")
     listed = (
         "commit 1/2: Raise the quota limit\n  author: t <t@x>\n  M quota.py\n"
         "commit 2/2: Handle the free plan — ünïcode\n  author: t <t@x>\n  A plan.py\n"
     )
-    code, out, _ = run(capsys, "--as", "beta", "apply", "--check", letter["id"])
+    code, out, _ = cli("--as", "beta", "apply", "--check", letter["id"])
     assert code == 0 and out == listed + "2 patch(es) would apply cleanly\n"
     assert git(target, "log", "--format=%s") == "first\n"
     assert git(target, "worktree", "list", "--porcelain").count("worktree ") == 1  # the scratch one is gone
-    code, out, _ = run(capsys, "--as", "beta", "apply", letter["id"])
+    code, out, _ = cli("--as", "beta", "apply", letter["id"])
     assert code == 0 and out == listed + "applied 2 patch(es) with git am\n"
     assert git(target, "log", "--format=%s") == "Handle the free plan — ünïcode\nRaise the quota limit\nfirst\n"
     assert (target / "quota.py").read_text() == "LIMIT = 10\n" and (target / "plan.py").exists()
-    code, _, err = run(capsys, "--as", "beta", "apply", letter["id"])  # applied already: git am fails, aborted
+    code, _, err = cli("--as", "beta", "apply", letter["id"])  # applied already: git am fails, aborted
     assert code == 2 and "git am failed (aborted, nothing changed)" in err
     assert git(target, "status", "--porcelain") == ""
 

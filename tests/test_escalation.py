@@ -22,7 +22,7 @@ from agentmail.people import announce
 from agentmail.people.for_people import visible_part
 from agentmail.stages.guards import MAX_DEPTH
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 from .test_digest import DAY, FOLLOWER, Clock, clock, mailbox_of  # noqa: F401  (the fixture)
 
 MINUTE = 60
@@ -114,7 +114,7 @@ def test_a_thread_at_the_depth_cap_is_announced_once_even_without_stale_after(
 
 
 def test_a_crash_in_the_middle_of_an_announcement_never_sends_it_twice(
-    followed: Registry, home: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    followed: Registry, home: Path, clock: Clock, monkeypatch: pytest.MonkeyPatch, cli: Cli
 ) -> None:
     alpha, _ = clients(followed, home)
     sent = alpha.send("beta", "Quota 500s", OPENER)
@@ -134,7 +134,7 @@ def test_a_crash_in_the_middle_of_an_announcement_never_sends_it_twice(
         clock.advance(2 * MINUTE)
         AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home).sync()
     assert mailbox_of(home, FOLLOWER) == [] and records(home)[0]["state"] == "sending"  # at most once
-    code, out, _ = run_digest(capsys)
+    code, out, _ = cli("--as", "alpha", "digest")
     assert code == 0 and f"{sent.thread}: stale (sending)" in out and "may not have reached you" in out
 
 
@@ -186,20 +186,14 @@ def test_sibling_agents_of_a_platform_announce_a_thread_once_between_them(
     assert "the move is alpha's" in " ".join(visible_part(mailbox_of(home, FOLLOWER)[0]).split())
 
 
-def run_digest(capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(["--as", "alpha", "digest"])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_an_announcement_that_cannot_be_made_never_fails_the_sync_and_is_said(
-    followed: Registry, home: Path, clock: Clock, capsys: pytest.CaptureFixture[str]
+    followed: Registry, home: Path, clock: Clock, cli: Cli
 ) -> None:
     alpha, _ = clients(followed, home)
     alpha.send("beta", "Quota 500s", OPENER)
     clock.advance(4 * DAY)
     (home / "secrets" / "alpha.key").rename(home / "alpha.key.aside")  # the letter cannot be signed
-    code, out, err = main(["--as", "alpha", "sync"]), *capsys.readouterr()
+    code, out, err = cli("--as", "alpha", "sync")
     assert code == 0 and "fetched" in out
     assert err.startswith("agentmail: could not announce to the followers:") and len(err.strip().splitlines()) == 1
     assert records(home) == [] and mailbox_of(home, FOLLOWER) == []  # nothing recorded: tried again later

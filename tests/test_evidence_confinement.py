@@ -15,13 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.errors import BadInput, Refused
 from agentmail.letter import attach
 from agentmail.stages import evidence
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 from .depth import examples
 
 GIT_ENV = {
@@ -38,12 +37,6 @@ GIT_ENV = {
 def hermetic_git(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in GIT_ENV.items():
         monkeypatch.setenv(name, value)  # git am needs a committer; no machine's own config
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def git(repo: Path, *args: str) -> str:
@@ -81,7 +74,7 @@ def deliver_patches(alpha: AgentMail, beta: AgentMail, items: tuple[attach.Attac
 
 
 def test_a_planted_link_to_the_dkim_key_is_not_attached_by_an_honest_reply(
-    alpha: AgentMail, home: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    alpha: AgentMail, home: Path, tmp_path: Path, cli: Cli
 ) -> None:
     checkout = tmp_path / "checkout"
     (checkout / "logs").mkdir(parents=True)
@@ -96,7 +89,7 @@ def test_a_planted_link_to_the_dkim_key_is_not_attached_by_an_honest_reply(
         (home / "spool" / ".." / "secrets" / "alpha.key", "lies inside the agentmail home"),
         (checkout / "copy.log", "a hard link"),
     ):
-        code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "the log", "-b", OPENER,
+        code, out, err = cli("--as", "alpha", "send", "beta", "-s", "the log", "-b", OPENER,
                              "--attach", str(path))  # fmt: skip
         assert code == 2 and out == "" and said in err and len(err.strip().splitlines()) == 1, (path, err)
         with pytest.raises(BadInput, match=said):
@@ -148,14 +141,14 @@ def test_a_directory_swapped_for_a_link_after_the_check_fails_the_walk(
     ],
 )
 def test_a_secret_attached_is_refused_unless_forced(
-    alpha: AgentMail, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, content: str, said: str
+    alpha: AgentMail, tmp_path: Path, cli: Cli, name: str, content: str, said: str
 ) -> None:
     file = tmp_path / name
     file.write_text(content)
-    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "the log", "-b", OPENER, "--attach", str(file))
+    code, out, err = cli("--as", "alpha", "send", "beta", "-s", "the log", "-b", OPENER, "--attach", str(file))
     assert code == 4 and out == "" and said in err and "--force" in err, err
     assert alpha.sent() == []
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "the log", "-b", OPENER, "--attach", str(file),
+    code, _, err = cli("--as", "alpha", "send", "beta", "-s", "the log", "-b", OPENER, "--attach", str(file),
                        "--force")  # fmt: skip
     assert code == 0 or (code == 2 and "allow-list" in err), err  # past the scan; .pem/.key are not allowed types
 
@@ -174,13 +167,13 @@ def test_every_path_that_writes_a_letter_scans_its_attachments(alpha: AgentMail,
 
 
 def test_the_patch_option_passes_the_same_scan(
-    alpha: AgentMail, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    alpha: AgentMail, tmp_path: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo = make_repo(tmp_path / "fixer")
     (repo / "settings.py").write_text("password = 'correct-horse-battery'\n")
     commit_all(repo, "Settings")
     monkeypatch.chdir(repo)
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Fix", "-b", OPENER, "--patch", "HEAD~1..")
+    code, _, err = cli("--as", "alpha", "send", "beta", "-s", "Fix", "-b", OPENER, "--patch", "HEAD~1..")
     assert code == 4 and "0001-Settings.patch looks like it contains a password assignment" in err
     assert alpha.sent() == []
 
@@ -216,7 +209,7 @@ def test_a_patch_that_adds_a_hook_never_has_it_run(alpha: AgentMail, beta: Agent
 
 
 def test_an_attachment_holding_several_commits_needs_series_and_every_commit_is_listed(
-    alpha: AgentMail, beta: AgentMail, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path, cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     fixer = make_repo(tmp_path / "fixer")
@@ -230,11 +223,11 @@ def test_an_attachment_holding_several_commits_needs_series_and_every_commit_is_
     letter = deliver_patches(alpha, beta, (attach.Attachment("fix.patch", evidence.PATCH_TYPE, mbox, "the fix"),))
     monkeypatch.chdir(target)
     for check in ((), ("--check",)):
-        code, out, err = run(capsys, "--as", "beta", "apply", *check, letter)
+        code, out, err = cli("--as", "beta", "apply", *check, letter)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
         assert "attachment fix.patch holds 2 commits" in err and "--series" in err
     assert git(target, "log", "--format=%s") == "first\n"
-    code, out, _ = run(capsys, "--as", "beta", "--json", "apply", "--check", "--series", letter)
+    code, out, _ = cli("--as", "beta", "--json", "apply", "--check", "--series", letter)
     assert code == 0 and json.loads(out) == {
         "applied": False,
         "detail": "2 patch(es) would apply cleanly",
@@ -245,7 +238,7 @@ def test_an_attachment_holding_several_commits_needs_series_and_every_commit_is_
         ],
     }  # fmt: skip
     assert git(target, "log", "--format=%s") == "first\n"
-    code, out, _ = run(capsys, "--as", "beta", "apply", "--series", letter)
+    code, out, _ = cli("--as", "beta", "apply", "--series", letter)
     assert (
         code == 0 and "commit 2/2: Tidy CI\n  author: Mallory <m@evil.example>\n  A .github/workflows/ci.yml\n" in out
     )
@@ -288,7 +281,7 @@ def test_a_symlink_inside_the_checkout_lands_and_is_named(alpha: AgentMail, beta
 
 
 def test_a_series_that_creates_then_edits_a_file_checks_as_it_applies(
-    alpha: AgentMail, beta: AgentMail, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path, cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     fixer = make_repo(tmp_path / "fixer")
@@ -299,17 +292,17 @@ def test_a_series_that_creates_then_edits_a_file_checks_as_it_applies(
     commit_all(fixer, "The free plan")
     letter = deliver_patches(alpha, beta, evidence.from_patches("HEAD~2..", fixer))
     monkeypatch.chdir(target)
-    code, out, err = run(capsys, "--as", "beta", "apply", "--check", letter)
+    code, out, err = cli("--as", "beta", "apply", "--check", letter)
     assert code == 0 and out.endswith("2 patch(es) would apply cleanly\n"), err
     assert "commit 1/2: Add plans" in out and "  A plan.py" in out and "  M plan.py" in out
     assert not (target / "plan.py").exists()
-    code, out, err = run(capsys, "--as", "beta", "apply", letter)
+    code, out, err = cli("--as", "beta", "apply", letter)
     assert code == 0 and out.endswith("applied 2 patch(es) with git am\n"), err
     assert (target / "plan.py").read_text() == "PLANS = ['free']\n"
 
 
 def test_a_failed_apply_says_why_without_git_s_useless_hint(
-    alpha: AgentMail, beta: AgentMail, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path, cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     fixer = make_repo(tmp_path / "fixer")
@@ -320,7 +313,7 @@ def test_a_failed_apply_says_why_without_git_s_useless_hint(
     commit_all(target, "Mine")
     letter = deliver_patches(alpha, beta, evidence.from_patches("HEAD~1..", fixer))
     monkeypatch.chdir(target)
-    code, out, err = run(capsys, "--as", "beta", "apply", letter)
+    code, out, err = cli("--as", "beta", "apply", letter)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "patch does not apply" in err and "show-current-patch" not in err and "hint" not in err
     assert git(target, "status", "--porcelain") == "" and git(target, "log", "-1", "--format=%s") == "Mine\n"
@@ -338,7 +331,7 @@ def _edit_in_place(path: Path, old: bytes, new: bytes) -> None:
 
 
 def test_a_filed_letter_edited_in_place_is_refused_by_save_and_apply(
-    alpha: AgentMail, beta: AgentMail, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path, cli: Cli,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
     log = attach.Attachment("run.log", "text/x-log", b"ERROR boom\n")
@@ -351,11 +344,11 @@ def test_a_filed_letter_edited_in_place_is_refused_by_save_and_apply(
     _edit_in_place(filed, encoded, b"RVJST1IgYmFuZwo=")  # "ERROR bang"
     monkeypatch.chdir(tmp_path)
     for command in (("save", letter, "--dir", str(tmp_path)), ("apply", letter)):
-        code, out, err = run(capsys, "--as", "beta", *command)
+        code, out, err = cli("--as", "beta", *command)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
         assert f"letter {letter}: its file changed after it was filed" in err
     assert not (tmp_path / "run.log").exists()
-    code, out, _ = run(capsys, "--as", "beta", "show", letter)
+    code, out, _ = cli("--as", "beta", "show", letter)
     assert "its file changed after it was filed" in out
 
 

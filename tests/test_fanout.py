@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentmail.admin import bus
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config import recipients
 from agentmail.config import registry as registry_mod
@@ -26,7 +25,7 @@ from agentmail.letter import wire
 from agentmail.model import new_thread_id
 from agentmail.trust.authenticity import judge
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 from .depth import examples
 from .mailservers import MailServers
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
@@ -45,12 +44,6 @@ def three(home: Path) -> Registry:
 
 def mailbox(reg: Registry, home: Path, name: str, agent: str | None = None) -> AgentMail:
     return AgentMail(reg, Identity(name, agent), home)
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --- the recipient list and groups ----------------------------------------------------------
@@ -124,18 +117,18 @@ def test_bus_toml_groups_are_validated(groups: object, words: str) -> None:
         registry_mod.parse_bus({"domain": "bus.test", "groups": groups})
 
 
-def test_bus_set_groups_adds_changes_and_removes_a_group(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta", "gamma")[0] == 0
-    code, out, _ = run(capsys, "--json", "bus", "set", "groups.consumers", "beta,gamma")
+def test_bus_set_groups_adds_changes_and_removes_a_group(home: Path, cli: Cli) -> None:
+    assert cli("init", "--domain", "bus.test", "alpha", "beta", "gamma")[0] == 0
+    code, out, _ = cli("--json", "bus", "set", "groups.consumers", "beta,gamma")
     assert code == 0 and json.loads(out) == {"key": "groups.consumers", "value": ["beta", "gamma"]}
     assert registry_mod.load(home / "registry").bus.group("consumers") == ("beta", "gamma")
-    assert run(capsys, "bus", "set", "groups.consumers", "gamma", "beta", "gamma")[0] == 0
+    assert cli("bus", "set", "groups.consumers", "gamma", "beta", "gamma")[0] == 0
     assert registry_mod.load(home / "registry").bus.group("consumers") == ("gamma", "beta")
-    code, _, err = run(capsys, "bus", "set", "groups.consumers", "gmma")
+    code, _, err = cli("bus", "set", "groups.consumers", "gmma")
     assert code == 6 and "did you mean gamma" in err
-    code, _, err = run(capsys, "bus", "set", "groups.consumers", "@other")
+    code, _, err = cli("bus", "set", "groups.consumers", "@other")
     assert code == 2 and "a group lists platforms" in err
-    assert run(capsys, "bus", "set", "groups.consumers", "")[0] == 0
+    assert cli("bus", "set", "groups.consumers", "")[0] == 0
     assert registry_mod.load(home / "registry").bus.groups == ()
     assert "groups" not in (home / "registry" / "bus.toml").read_text()
 
@@ -179,9 +172,7 @@ def test_a_fan_out_counts_as_one_new_thread_against_the_quota(home: Path) -> Non
         alpha.send("beta,gamma", "Three", OPENER)
 
 
-def test_status_shows_for_each_recipient_whose_move_it_is(
-    three: Registry, home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_status_shows_for_each_recipient_whose_move_it_is(three: Registry, home: Path, cli: Cli) -> None:
     alpha, beta, gamma = (mailbox(three, home, n) for n in ("alpha", "beta", "gamma"))
     sent = alpha.send("beta,gamma", "Quota 500s", OPENER)
     (row,) = alpha.status()
@@ -203,9 +194,9 @@ def test_status_shows_for_each_recipient_whose_move_it_is(
     # each recipient sees a two-party thread with alpha, as before
     (at_beta,) = beta.status()
     assert (at_beta.whose_move, at_beta.with_, at_beta.recipients) == ("me", "alpha", ())
-    code, out, _ = run(capsys, "--json", "--as", "alpha", "status", "--no-sync")
+    code, out, _ = cli("--json", "--as", "alpha", "status", "--no-sync")
     assert code == 0 and [r["with"] for r in json.loads(out)[0]["recipients"]] == ["beta", "gamma"]
-    code, out, _ = run(capsys, "--as", "alpha", "status", "--no-sync")
+    code, out, _ = cli("--as", "alpha", "status", "--no-sync")
     assert code == 0 and f"{sent.thread}" in out and "with gamma" in out and "with beta" in out
 
 
@@ -280,15 +271,13 @@ def test_followers_of_every_involved_platform_are_copied(three: Registry, home: 
     assert message_from_bytes(mailbox(reg, home, "alpha").raw(sent.id))["Cc"] == f"dave@people.test, {FOLLOWER}"
 
 
-def test_the_cli_sends_to_a_list_and_to_a_group(
-    three: Registry, home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, _ = run(capsys, "--json", "--as", "alpha", "send", "@consumers", "-s", "Runflow 3.0", "-b", OPENER)
+def test_the_cli_sends_to_a_list_and_to_a_group(three: Registry, home: Path, cli: Cli) -> None:
+    code, out, _ = cli("--json", "--as", "alpha", "send", "@consumers", "-s", "Runflow 3.0", "-b", OPENER)
     assert code == 0 and json.loads(out)["recipients"] == ["beta@bus.test", "gamma@bus.test"]
     (got,) = mailbox(three, home, "gamma").inbox()
-    code, out, _ = run(capsys, "--as", "gamma", "show", got.id)
+    code, out, _ = cli("--as", "gamma", "show", got.id)
     assert code == 0 and "(and gamma@bus.test)" in out
-    code, _, err = run(capsys, "--as", "alpha", "send", "@nobody", "-s", "x", "-b", OPENER)
+    code, _, err = cli("--as", "alpha", "send", "@nobody", "-s", "x", "-b", OPENER)
     assert code == 2 and "no group @nobody" in err and "Traceback" not in err
 
 
@@ -354,7 +343,7 @@ def test_an_added_to_header_is_refused_before_any_signature_is_weighed(three: Re
 
 
 def test_a_new_agent_starts_at_the_platforms_position_and_reads_the_backlog_on_request(
-    three: Registry, home: Path, capsys: pytest.CaptureFixture[str]
+    three: Registry, home: Path, cli: Cli
 ) -> None:
     alpha, beta = mailbox(three, home, "alpha"), mailbox(three, home, "beta")
     old = [alpha.send("beta", f"Old {i}", OPENER) for i in range(3)]
@@ -363,10 +352,10 @@ def test_a_new_agent_starts_at_the_platforms_position_and_reads_the_backlog_on_r
     assert newcomer.inbox() == []  # not the whole history
     fresh = alpha.send("beta", "Fresh", OPENER)
     assert [x.message_id for x in newcomer.inbox()] == [fresh.message_id]  # but everything after
-    code, out, _ = run(capsys, "--json", "--as", "beta", "--agent", "newcomer", "inbox", "--from-start")
+    code, out, _ = cli("--json", "--as", "beta", "--agent", "newcomer", "inbox", "--from-start")
     assert code == 0
     assert sorted(x["message_id"] for x in json.loads(out)) == sorted(x.message_id for x in [*old, fresh])
-    code, out, _ = run(capsys, "--json", "--as", "beta", "--agent", "newcomer", "inbox", "--from-start")
+    code, out, _ = cli("--json", "--as", "beta", "--agent", "newcomer", "inbox", "--from-start")
     assert code == 0 and len(json.loads(out)) == 4  # read again: nothing filed twice
 
 

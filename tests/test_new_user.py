@@ -15,23 +15,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentmail.admin import bus
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, NotFound
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 from .depth import examples
 
 NOT_TEXT = "the body must be UTF-8 text; convert it (iconv) or send the file with --attach"
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture
@@ -78,19 +71,17 @@ def test_a_recipient_closing_its_fan_out_letter_closes_the_thread_on_its_side(th
 # --- 3. a failed letter can be dismissed ----------------------------------------------------
 
 
-def test_a_rejected_letter_is_dismissed_by_done_and_the_failed_line_says_so(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_rejected_letter_is_dismissed_by_done_and_the_failed_line_says_so(alpha: AgentMail, cli: Cli) -> None:
     held = alpha.send("beta", "Quota 500s", OPENER, hold=True)
     alpha.reject(held.id, "not this week")
-    code, out, _ = run(capsys, "--as", "alpha", "status", "--no-sync")
+    code, out, _ = cli("--as", "alpha", "status", "--no-sync")
     assert code == 0 and f"FAILED: rejected by a person: not this week ('agentmail done {held.id}' dismisses it)" in out
-    code, out, _ = run(capsys, "--as", "alpha", "--json", "status", "--no-sync")
+    code, out, _ = cli("--as", "alpha", "--json", "status", "--no-sync")
     assert json.loads(out)[0]["delivery_id"] == held.id
-    assert run(capsys, "--as", "alpha", "done", held.id) == (0, "marked 0 read, dismissed 1 failed letter(s)\n", "")
-    assert run(capsys, "--as", "alpha", "status", "--no-sync")[1] == "no threads\n"
-    assert "(FAILED (rejected): not this week)" in run(capsys, "--as", "alpha", "sent")[1]  # still listed there
-    code, out, _ = run(capsys, "--as", "alpha", "--json", "done", held.id)  # once: nothing left to dismiss
+    assert cli("--as", "alpha", "done", held.id) == (0, "marked 0 read, dismissed 1 failed letter(s)\n", "")
+    assert cli("--as", "alpha", "status", "--no-sync")[1] == "no threads\n"
+    assert "(FAILED (rejected): not this week)" in cli("--as", "alpha", "sent")[1]  # still listed there
+    code, out, _ = cli("--as", "alpha", "--json", "done", held.id)  # once: nothing left to dismiss
     assert json.loads(out) == {"done": []}
 
 
@@ -107,10 +98,8 @@ def test_dismissing_a_failed_follow_up_leaves_the_thread_as_it_stood(alpha: Agen
 # --- 4. a letter to oneself ------------------------------------------------------------------
 
 
-def test_a_letter_to_ones_own_platform_is_refused_as_bad_input(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, err = run(capsys, "--as", "alpha", "send", "alpha", "-s", "Hi me", "-b", OPENER)
+def test_a_letter_to_ones_own_platform_is_refused_as_bad_input(alpha: AgentMail, cli: Cli) -> None:
+    code, out, err = cli("--as", "alpha", "send", "alpha", "-s", "Hi me", "-b", OPENER)
     assert (code, out) == (2, "")
     assert err == (
         "agentmail: alpha is the sending platform itself; a letter goes to other platforms "
@@ -122,61 +111,55 @@ def test_a_letter_to_ones_own_platform_is_refused_as_bad_input(
 # --- 5. whom a fan-out letter went to -------------------------------------------------------
 
 
-def test_thread_and_sent_name_every_recipient_of_a_fan_out(
-    three: Registry, home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_thread_and_sent_name_every_recipient_of_a_fan_out(three: Registry, home: Path, cli: Cli) -> None:
     alpha = mailbox(three, home, "alpha")
     letter = alpha.send("beta,gamma", "Quota 500s", OPENER)
-    out = run(capsys, "--as", "alpha", "thread", letter.thread, "--no-sync")[1]
+    out = cli("--as", "alpha", "thread", letter.thread, "--no-sync")[1]
     assert f"── → report from alpha to beta,gamma · {letter.date} · {letter.id}" in out
-    (shown,) = json.loads(run(capsys, "--as", "alpha", "--json", "thread", letter.thread, "--no-sync")[1])
+    (shown,) = json.loads(cli("--as", "alpha", "--json", "thread", letter.thread, "--no-sync")[1])
     assert (shown["to"], shown["to_platforms"]) == ("beta", ["beta", "gamma"])
-    sent = run(capsys, "--as", "alpha", "sent")[1]
+    sent = cli("--as", "alpha", "sent")[1]
     assert sent.startswith(f"{letter.id}  report        → beta,gamma ") and "alpha " not in sent
     single = alpha.send("beta", "Login", OPENER)
-    assert f"{single.id}  report        → beta " in run(capsys, "--as", "alpha", "sent")[1]
+    assert f"{single.id}  report        → beta " in cli("--as", "alpha", "sent")[1]
 
 
 # --- 7. status when every thread is closed --------------------------------------------------
 
 
 def test_status_with_only_closed_threads_says_how_many_and_how_to_list_them(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
+    alpha: AgentMail, beta: AgentMail, cli: Cli
 ) -> None:
-    assert run(capsys, "--as", "alpha", "status")[1] == "no threads\n"
+    assert cli("--as", "alpha", "status")[1] == "no threads\n"
     alpha.send("beta", "Quota 500s", OPENER)
     alpha.note("Handover", "The quota thread is yours now.")  # a note's thread is not a closed thread
     (got,) = beta.inbox()
     beta.reply(got, "Fixed in 2.4.2; closing.", type="close")
-    code, out, _ = run(capsys, "--as", "alpha", "status")
+    code, out, _ = cli("--as", "alpha", "status")
     assert (code, out) == (0, "no open threads (1 closed: 'agentmail status --closed' lists them)\n")
-    assert "closed" in run(capsys, "--as", "alpha", "status", "--closed", "--no-sync")[1]
+    assert "closed" in cli("--as", "alpha", "status", "--closed", "--no-sync")[1]
 
 
 # --- 8. exit codes: bad input is 2 ----------------------------------------------------------
 
 
-def test_a_mistyped_platform_is_bad_input_with_one_suggestion(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str], home: Path
-) -> None:
-    code, out, err = run(capsys, "--as", "alpha", "send", "betta", "-s", "Hi", "-b", OPENER)
+def test_a_mistyped_platform_is_bad_input_with_one_suggestion(alpha: AgentMail, cli: Cli, home: Path) -> None:
+    code, out, err = cli("--as", "alpha", "send", "betta", "-s", "Hi", "-b", OPENER)
     assert (code, out) == (2, "")
     assert err == (
         f"agentmail: no platform 'betta' in the registry at {home / 'registry'}; did you mean beta? "
         "(known: alpha, beta)\n"
     )
-    assert run(capsys, "--as", "alpha", "bind", "betta")[0] == 2
+    assert cli("--as", "alpha", "bind", "betta")[0] == 2
 
 
-def test_an_unknown_identity_has_no_stray_separator(alpha: AgentMail, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "--as", "zzz", "inbox")
+def test_an_unknown_identity_has_no_stray_separator(alpha: AgentMail, cli: Cli) -> None:
+    code, _, err = cli("--as", "zzz", "inbox")
     assert code == 6 and "; (" not in err and err.endswith("/registry (known: alpha, beta)\n")
 
 
 @pytest.mark.parametrize("body", ["", "   \n\t"])
-def test_an_empty_body_is_bad_input_everywhere(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str], body: str
-) -> None:
+def test_an_empty_body_is_bad_input_everywhere(alpha: AgentMail, beta: AgentMail, cli: Cli, body: str) -> None:
     opened = alpha.send("beta", "Quota 500s", OPENER)
     (got,) = beta.inbox()
     for args in (
@@ -185,7 +168,7 @@ def test_an_empty_body_is_bad_input_everywhere(
         ("--as", "beta", "reply", got.id, "-b", body),
         ("--as", "alpha", "note", "-s", "Handover", "-b", body),
     ):
-        code, out, err = run(capsys, *args)
+        code, out, err = cli(*args)
         assert (code, out) == (2, ""), args
         assert err == (
             "agentmail: the body is empty: write what the reader needs (-b TEXT, -b @FILE or -b - for standard input)\n"
@@ -198,33 +181,27 @@ def test_an_empty_body_is_bad_input_everywhere(
 # --- 9. thread ids in any case ---------------------------------------------------------------
 
 
-def test_thread_ids_are_accepted_in_any_case(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_thread_ids_are_accepted_in_any_case(alpha: AgentMail, beta: AgentMail, cli: Cli) -> None:
     opened = alpha.send("beta", "Quota 500s", OPENER)
     upper = opened.thread.upper()
-    code, out, _ = run(capsys, "--as", "alpha", "--json", "thread", upper, "--no-sync")
+    code, out, _ = cli("--as", "alpha", "--json", "thread", upper, "--no-sync")
     assert code == 0 and [x["id"] for x in json.loads(out)] == [opened.id]
     (got,) = beta.inbox()
-    code, _, err = run(capsys, "--as", "beta", "wait", "--thread", f" {upper} ", "--timeout", "0")
+    code, _, err = cli("--as", "beta", "wait", "--thread", f" {upper} ", "--timeout", "0")
     assert code == 0, err
     beta.reply(got, "Reproduced; fixing.", type="ack")
     beta.follow_up(upper, "Fixed in 2.4.2; please re-verify.", type="fix-notice")
-    code, out, err = run(
-        capsys, "--as", "beta", "send", "alpha", "--thread", upper, "-t", "question", "-b", "Any news?"
-    )
+    code, out, err = cli("--as", "beta", "send", "alpha", "--thread", upper, "-t", "question", "-b", "Any news?")
     assert (code, out.split()[0]) == (0, opened.thread), err
     assert {h.thread for h in beta.search("quota", sync=False, thread=upper)} == {opened.thread}
-    code, _, err = run(capsys, "--as", "alpha", "thread", "THR-!!")
+    code, _, err = cli("--as", "alpha", "thread", "THR-!!")
     assert code == 2 and "must match thr-" in err
 
 
 # --- 10. bodies that are not UTF-8 text ------------------------------------------------------
 
 
-def test_a_body_file_that_is_not_utf8_says_how_to_send_it(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str], tmp_path: Path
-) -> None:
+def test_a_body_file_that_is_not_utf8_says_how_to_send_it(alpha: AgentMail, cli: Cli, tmp_path: Path) -> None:
     latin1 = tmp_path / "latin1.txt"
     latin1.write_bytes("Caf\u00e9 au lait\n".encode("latin-1"))
     binary = tmp_path / "core.bin"
@@ -232,22 +209,22 @@ def test_a_body_file_that_is_not_utf8_says_how_to_send_it(
     zeros = tmp_path / "zeros.bin"
     zeros.write_bytes(b"\0" * 64)  # decodes, but is no text
     for path in (latin1, binary, zeros):
-        code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Hi", "-b", f"@{path}")
+        code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", f"@{path}")
         assert (code, out, err) == (2, "", f"agentmail: {path}: {NOT_TEXT}\n")
     assert alpha.sent() == []
 
 
 def test_standard_input_that_is_not_utf8_says_how_to_send_it(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    alpha: AgentMail, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"caf\xe9\r\n"), encoding="utf-8"))
-    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Hi", "-b", "-")
+    code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", "-")
     assert (code, out, err) == (2, "", f"agentmail: standard input: {NOT_TEXT}\n")
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Hi", "-b", "caf\udce9")  # an argv byte
+    code, _, err = cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", "caf\udce9")  # an argv byte
     assert (code, err) == (2, f"agentmail: -b: {NOT_TEXT}\n")
     text = OPENER.replace("\n", "\r\n").encode()
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text), encoding="utf-8"))
-    assert run(capsys, "--as", "alpha", "send", "beta", "-s", "Hi", "-b", "-")[0] == 0
+    assert cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", "-")[0] == 0
     assert alpha.sent()[0].body.rstrip("\n") == OPENER.rstrip("\n")  # newlines read as text mode reads them
 
 
@@ -267,48 +244,42 @@ def test_standard_input_is_decoded_as_utf8_whatever_the_locale(tmp_path: Path, h
 
 
 @pytest.mark.parametrize("value", ["-1", "nan", "inf", "soon"])
-def test_a_timeout_must_be_seconds_from_zero_up(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str], value: str
-) -> None:
+def test_a_timeout_must_be_seconds_from_zero_up(alpha: AgentMail, cli: Cli, value: str) -> None:
     for command in (("wait",), ("doctor",), ("watch", "--exec", "true")):
-        code, out, err = run(capsys, "--as", "alpha", *command, f"--timeout={value}")
+        code, out, err = cli("--as", "alpha", *command, f"--timeout={value}")
         assert (code, out) == (2, "") and "is not a number of seconds" in err and err.count("\n") == 1, command
 
 
 def test_save_into_a_missing_directory_says_it_does_not_exist(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str], tmp_path: Path
+    alpha: AgentMail, beta: AgentMail, cli: Cli, tmp_path: Path
 ) -> None:
     log = tmp_path / "run.log"
     log.write_text("500 Internal Server Error\n")
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER, "--attach", str(log))
+    code, _, err = cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER, "--attach", str(log))
     assert code == 0, err
     (got,) = beta.inbox()
-    code, _, err = run(capsys, "--as", "beta", "save", got.id, "--dir", "no/such/dir")
+    code, _, err = cli("--as", "beta", "save", got.id, "--dir", "no/such/dir")
     assert (code, err) == (2, "agentmail: --dir no/such/dir: does not exist (create it first)\n")
-    code, _, err = run(capsys, "--as", "beta", "save", got.id, "--dir", str(log))
+    code, _, err = cli("--as", "beta", "save", got.id, "--dir", str(log))
     assert (code, err) == (2, f"agentmail: --dir {log}: not a directory\n")
 
 
-def test_opener_advice_for_a_held_letter_does_not_say_it_was_sent(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Hi", "-b", "It broke.", "--hold")
+def test_opener_advice_for_a_held_letter_does_not_say_it_was_sent(alpha: AgentMail, cli: Cli) -> None:
+    code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", "It broke.", "--hold")
     assert code == 0 and " held (not sent): " in out
     assert err.startswith("agentmail: advice for an opener (held anyway): ") and "sent anyway" not in err
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Hi", "-b", "It broke.")
+    code, _, err = cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", "It broke.")
     assert code == 0 and err.startswith("agentmail: advice for an opener (sent anyway): ")
 
 
-def test_a_person_given_with_a_display_name_is_echoed_as_typed(
-    alpha: AgentMail, capsys: pytest.CaptureFixture[str]
-) -> None:
-    code, out, err = run(capsys, "person", "beta", "Carol <Carol@Example.org>", "--follows")
+def test_a_person_given_with_a_display_name_is_echoed_as_typed(alpha: AgentMail, cli: Cli) -> None:
+    code, out, err = cli("person", "beta", "Carol <Carol@Example.org>", "--follows")
     assert (code, out) == (2, "")
     assert err == (
         "agentmail: 'Carol <Carol@Example.org>' is not a plain lowercase ASCII address (user@domain); "
         "give the address alone, e.g. 'carol@example.org'\n"
     )
-    assert run(capsys, "person", "delta", "carol@example.org")[0] == 2  # a mistyped platform: bad input
+    assert cli("person", "delta", "carol@example.org")[0] == 2  # a mistyped platform: bad input
 
 
 # --- 12. Ctrl-C while the command is still loading ------------------------------------------
@@ -385,8 +356,8 @@ def test_the_type_help_and_the_type_error_list_the_same_types(alpha: AgentMail) 
 # --- 14. demo --json ------------------------------------------------------------------------
 
 
-def test_demo_json_is_a_summary_and_nothing_else(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "demo", "--json", "--home", str(tmp_path / "demo"))
+def test_demo_json_is_a_summary_and_nothing_else(tmp_path: Path, cli: Cli) -> None:
+    code, out, err = cli("demo", "--json", "--home", str(tmp_path / "demo"))
     assert (code, err) == (0, "")
     summary = json.loads(out)
     assert [x["type"] for x in summary["letters"]] == ["report", "ack", "fix-notice", "verify-result", "close"]
@@ -399,23 +370,23 @@ def test_demo_json_is_a_summary_and_nothing_else(tmp_path: Path, capsys: pytest.
 
 
 def test_every_id_taking_command_takes_the_message_id_or_a_unique_prefix(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
+    alpha: AgentMail, beta: AgentMail, cli: Cli
 ) -> None:
     sent = alpha.send("beta", "Quota 500s", OPENER)
     (got,) = beta.inbox()
     assert sent.id != got.id and sent.message_id == got.message_id
     mid = got.message_id  # <ULID.alpha@bus.test>
     for ref in (mid, mid[1:-1], mid[1:-1].upper(), mid[:14], mid[1:14]):
-        code, out, err = run(capsys, "--as", "beta", "--json", "show", ref)
+        code, out, err = cli("--as", "beta", "--json", "show", ref)
         assert (code, json.loads(out)["id"]) == (0, got.id), (ref, err)
-        code, out, _ = run(capsys, "--as", "alpha", "--json", "show", ref)
+        code, out, _ = cli("--as", "alpha", "--json", "show", ref)
         assert (code, json.loads(out)["id"]) == (0, sent.id), ref  # the same name on the other side
-    assert run(capsys, "--as", "beta", "show", got.id[:10])[0] == 0  # a prefix of the id here
-    assert run(capsys, "--as", "beta", "reply", mid, "-b", "Reproduced; fixing.", "-t", "ack")[0] == 0
+    assert cli("--as", "beta", "show", got.id[:10])[0] == 0  # a prefix of the id here
+    assert cli("--as", "beta", "reply", mid, "-b", "Reproduced; fixing.", "-t", "ack")[0] == 0
     assert beta.show(got.id).state == "read"
     (ack,) = alpha.inbox()
-    assert run(capsys, "--as", "alpha", "done", ack.message_id[1:-1]) == (0, "marked 1 read\n", "")
-    code, _, err = run(capsys, "--as", "alpha", "show", "<nosuch.alpha@bus.test>")
+    assert cli("--as", "alpha", "done", ack.message_id[1:-1]) == (0, "marked 1 read\n", "")
+    code, _, err = cli("--as", "alpha", "show", "<nosuch.alpha@bus.test>")
     assert (code, err) == (1, "agentmail: no letter with Message-ID <nosuch.alpha@bus.test>\n")
 
 

@@ -26,7 +26,6 @@ from typing import Any
 
 import pytest
 
-from agentmail.cli import app as cli
 from agentmail.cli import hooks, mcp_server
 from agentmail.cli.watch import Watcher
 from agentmail.client.facade import AgentMail
@@ -36,7 +35,7 @@ from agentmail.errors import Refused
 from agentmail.stages import guards
 from agentmail.transport.local import deliver
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 
 WORKER = Path(__file__).parent / "helpers" / "reply_worker.py"
 
@@ -54,12 +53,6 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(guards, "refusal", counting)
     yield calls
-
-
-def cli_run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # --- the same cases on every path -----------------------------------------------------------
@@ -97,7 +90,7 @@ CASES: dict[str, tuple[Callable[[AgentMail, AgentMail], tuple[str, str]], str]] 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_every_outbound_path_refuses_the_same_cases(
-    case: str, alpha: AgentMail, beta: AgentMail, home: Path, capsys: pytest.CaptureFixture[str], counted: list[str]
+    case: str, alpha: AgentMail, beta: AgentMail, home: Path, cli: Cli, counted: list[str]
 ) -> None:
     import re
 
@@ -121,10 +114,9 @@ def test_every_outbound_path_refuses_the_same_cases(
         beta.follow_up(thread, "Fixed in 2.4.2.", type="fix-notice")
     refusals["follow_up"] = str(raised.value)
     # CLI: reply and send --thread, exit 4 with the reason
-    code, _, err = cli_run(capsys, "--as", "beta", "reply", letter_id, "-b", "Thanks!")
+    code, _, err = cli("--as", "beta", "reply", letter_id, "-b", "Thanks!")
     refusals["cli reply"] = err if code == 4 else f"exit {code}"
-    code, _, err = cli_run(
-        capsys,
+    code, _, err = cli(
         "--as",
         "beta",
         "send",
@@ -325,25 +317,23 @@ def test_a_claim_whose_reply_never_got_filed_is_taken_over(registry: Registry, a
 
 
 def test_letter_ids_are_accepted_in_any_case_and_an_unknown_id_is_exit_1(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
+    alpha: AgentMail, beta: AgentMail, cli: Cli
 ) -> None:
     alpha.send("beta", "One", OPENER)
     alpha.send("beta", "Two", OPENER)
     first, second = beta.inbox()
-    code, out, _ = cli_run(capsys, "--as", "beta", "show", first.id.upper())
+    code, out, _ = cli("--as", "beta", "show", first.id.upper())
     assert code == 0 and "subject:  One" in out
-    assert cli_run(capsys, "--as", "beta", "done", first.id.upper()) == (0, "marked 1 read\n", "")
-    code, _, err = cli_run(capsys, "--as", "beta", "reply", second.id.upper(), "-b", "Reproduced.", "-t", "ack")
+    assert cli("--as", "beta", "done", first.id.upper()) == (0, "marked 1 read\n", "")
+    code, _, err = cli("--as", "beta", "reply", second.id.upper(), "-b", "Reproduced.", "-t", "ack")
     assert code == 0, err
     assert beta.inbox(sync=False) == []
-    code, out, err = cli_run(capsys, "--as", "beta", "done", "01nosuchletter")
+    code, out, err = cli("--as", "beta", "done", "01nosuchletter")
     assert (code, out) == (1, "") and "no letter 01nosuchletter" in err
-    assert cli_run(capsys, "--as", "beta", "show", "01NOSUCHLETTER")[0] == 1
+    assert cli("--as", "beta", "show", "01NOSUCHLETTER")[0] == 1
 
 
-def test_keygen_writes_the_private_key_before_it_pins_the_public_key(
-    registry: Registry, home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_keygen_writes_the_private_key_before_it_pins_the_public_key(registry: Registry, home: Path, cli: Cli) -> None:
     from agentmail.config.registry import load
 
     entry = registry.root / "platforms" / "alpha.toml"
@@ -352,12 +342,12 @@ def test_keygen_writes_the_private_key_before_it_pins_the_public_key(
     old_key = key_file.read_text()
     key_file.unlink()
     key_file.mkdir()  # the private key cannot be written...
-    assert cli_run(capsys, "--as", "alpha", "keygen")[0] != 0
+    assert cli("--as", "alpha", "keygen")[0] != 0
     assert entry.read_text() == pinned  # ...so the public key was not pinned either
     key_file.rmdir()
     key_file.write_text(old_key)
     key_file.chmod(0o600)
-    assert cli_run(capsys, "--as", "alpha", "keygen")[0] == 0
+    assert cli("--as", "alpha", "keygen")[0] == 0
     assert entry.read_text() != pinned
     reg = load(registry.root)
     alpha, beta = AgentMail(reg, Identity("alpha"), home), AgentMail(reg, Identity("beta"), home)

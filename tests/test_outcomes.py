@@ -20,7 +20,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentmail.admin import bus
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
@@ -31,7 +30,7 @@ from agentmail.stages.guards import MAX_DEPTH
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 
 
 def _fixed(alpha: AgentMail, beta: AgentMail) -> tuple[str, str]:
@@ -140,28 +139,20 @@ def test_the_reporter_may_add_evidence_or_withdraw_after_the_ack_and_nothing_els
     assert [r.thread for r in beta.status()] == [] and [r.thread for r in alpha.status()] == []
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_the_cli_sends_and_shows_an_outcome(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_cli_sends_and_shows_an_outcome(alpha: AgentMail, beta: AgentMail, cli: Cli) -> None:
     thread, fix = _fixed(alpha, beta)
-    code, _, err = run(capsys, "--as", "alpha", "reply", fix, "-b", "x", "-t", "verify-result", "--outcome", "nope")
+    code, _, err = cli("--as", "alpha", "reply", fix, "-b", "x", "-t", "verify-result", "--outcome", "nope")
     assert code == 2 and "unknown outcome" in err and len(err.splitlines()) == 1
-    code, _, err = run(capsys, "--as", "alpha", "send", "beta", "--thread", thread, "-b", "Still 500.",
+    code, _, err = cli("--as", "alpha", "send", "beta", "--thread", thread, "-b", "Still 500.",
                        "-t", "verify-result", "--outcome", "still-broken")  # fmt: skip
     assert code == 4 and "fix-notice" in err  # the thread ends with beta's fix-notice: answered with reply
-    code, _, err = run(capsys, "--as", "alpha", "reply", fix, "-b", "Still 500.", "-t", "verify-result",
+    code, _, err = cli("--as", "alpha", "reply", fix, "-b", "Still 500.", "-t", "verify-result",
                        "--outcome", "still-broken")  # fmt: skip
     assert code == 0, err
-    code, out, _ = run(capsys, "--as", "beta", "--json", "status")
+    code, out, _ = cli("--as", "beta", "--json", "status")
     (row,) = json.loads(out)
     assert (row["state"], row["whose_move"], row["outcome"]) == ("still broken", "me", "still-broken")
-    code, out, _ = run(capsys, "--as", "beta", "status")
+    code, out, _ = cli("--as", "beta", "status")
     assert "still broken" in out and "outcome: still-broken" in out
 
 

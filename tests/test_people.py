@@ -12,7 +12,6 @@ import dkim
 import pytest
 
 from agentmail.admin import bus
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import read_private_key
@@ -21,29 +20,21 @@ from agentmail.letter import wire
 from agentmail.model import new_thread_id
 from agentmail.trust import signing
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 from .mailservers import MailServers
 from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 FOLLOWER = "carol@people.test"
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 # --- registry and CLI -------------------------------------------------------------------------
 
 
-def test_person_adds_changes_and_removes_and_platforms_shows_them(
-    home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
-    code, out, _ = run(capsys, "person", "alpha", "Carol@People.test", "--follows")
+def test_person_adds_changes_and_removes_and_platforms_shows_them(home: Path, cli: Cli) -> None:
+    assert cli("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+    code, out, _ = cli("person", "alpha", "Carol@People.test", "--follows")
     assert code == 0 and "carol@people.test follows" in out
-    assert run(capsys, "person", "alpha", "dave@people.test", "--writes", "--follows")[0] == 0
+    assert cli("person", "alpha", "dave@people.test", "--writes", "--follows")[0] == 0
     reg = registry_mod.load(home / "registry")
     assert [(p.address, p.follows, p.writes) for p in reg.platforms["alpha"].people] == [
         ("carol@people.test", True, False),
@@ -51,21 +42,21 @@ def test_person_adds_changes_and_removes_and_platforms_shows_them(
     ]
     assert reg.platforms["alpha"].followers == ("carol@people.test", "dave@people.test")
 
-    code, out, _ = run(capsys, "person", "alpha", "carol@people.test", "--writes")  # flags given are the flags now
+    code, out, _ = cli("person", "alpha", "carol@people.test", "--writes")  # flags given are the flags now
     assert code == 0
-    code, out, _ = run(capsys, "--json", "platforms")
+    code, out, _ = cli("--json", "platforms")
     rows = {r["name"]: r for r in json.loads(out)["platforms"]}
     assert rows["alpha"]["people"] == [
         {"address": "carol@people.test", "follows": False, "writes": True, "approves": False},
         {"address": "dave@people.test", "follows": True, "writes": True, "approves": False},
     ]  # "approves": issue 26
     assert rows["beta"]["people"] == []
-    code, out, _ = run(capsys, "platforms")
+    code, out, _ = cli("platforms")
     assert "person carol@people.test" in out and "follows, writes" in out
 
-    assert run(capsys, "person", "alpha", "carol@people.test", "--remove")[0] == 0
+    assert cli("person", "alpha", "carol@people.test", "--remove")[0] == 0
     assert [p.address for p in registry_mod.load(home / "registry").platforms["alpha"].people] == ["dave@people.test"]
-    code, _, err = run(capsys, "person", "alpha", "carol@people.test", "--remove")
+    code, _, err = cli("person", "alpha", "carol@people.test", "--remove")
     assert code == 1 and "not a person of alpha" in err
 
 
@@ -78,11 +69,9 @@ def test_person_adds_changes_and_removes_and_platforms_shows_them(
         (("alpah", "a@b.test", "--follows"), 2, "did you mean alpha"),  # a typed name: exit 2 (issue 29)
     ],
 )
-def test_person_refuses_bad_input_in_one_line(
-    capsys: pytest.CaptureFixture[str], args: tuple[str, ...], code: int, words: str
-) -> None:
-    assert run(capsys, "init", "--domain", "bus.test", "alpha", "beta")[0] == 0
-    got, out, err = run(capsys, "person", *args)
+def test_person_refuses_bad_input_in_one_line(cli: Cli, args: tuple[str, ...], code: int, words: str) -> None:
+    assert cli("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+    got, out, err = cli("person", *args)
     assert got == code and words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 

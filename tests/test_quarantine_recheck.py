@@ -11,10 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from agentmail.admin import bus
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
@@ -23,7 +20,7 @@ from agentmail.letter import wire
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 
 
 def _fresh(home: Path, platform: str) -> AgentMail:
@@ -115,29 +112,21 @@ def test_an_authentic_copy_of_a_filed_letter_is_dropped_not_shown_twice(registry
     assert not (beta.spool.root / "letters" / f"{held.id}.eml").exists()
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_the_cli_rechecks_by_id_with_json_and_refuses_what_it_cannot(
-    registry: Registry, home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_cli_rechecks_by_id_with_json_and_refuses_what_it_cannot(registry: Registry, home: Path, cli: Cli) -> None:
     _old, new = _rotated_on_one_side(registry, home)
-    code, out, _ = run(capsys, "--as", "beta", "--json", "quarantine")
+    code, out, _ = cli("--as", "beta", "--json", "quarantine")
     assert code == 0
     (held,) = json.loads(out)
     (registry.root / "platforms" / "alpha.toml").write_text(new)
-    code, out, err = run(capsys, "--as", "beta", "quarantine", "recheck", "NO-SUCH-ID")
+    code, out, err = cli("--as", "beta", "quarantine", "recheck", "NO-SUCH-ID")
     assert code == 1 and out == "" and "no quarantined letter" in err and len(err.splitlines()) == 1
-    code, out, err = run(capsys, "--as", "beta", "quarantine", "sweep")
+    code, out, err = cli("--as", "beta", "quarantine", "sweep")
     assert code == 2 and "recheck" in err and len(err.splitlines()) == 1
-    code, out, _ = run(capsys, "--as", "beta", "--json", "quarantine", "recheck", held["id"].upper())
+    code, out, _ = cli("--as", "beta", "--json", "quarantine", "recheck", held["id"].upper())
     assert code == 0 and json.loads(out) == [
         {"id": held["id"], "outcome": "filed", "reason": None, "detail": None, "filed_as": None}
     ]
-    code, out, _ = run(capsys, "--as", "beta", "quarantine", "recheck")
+    code, out, _ = cli("--as", "beta", "quarantine", "recheck")
     assert code == 0 and out == "quarantine is empty\n"
-    code, out, _ = run(capsys, "--as", "beta", "--json", "inbox")
+    code, out, _ = cli("--as", "beta", "--json", "inbox")
     assert [x["id"] for x in json.loads(out)] == [held["id"]]

@@ -14,14 +14,13 @@ from pathlib import Path
 import pytest
 
 from agentmail.admin import bus
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import NotFound
 
-from .conftest import OPENER
+from .conftest import OPENER, Cli
 
 
 def _client(home: Path, platform: str) -> AgentMail:
@@ -120,24 +119,16 @@ def test_hostile_previous_key_entries_are_skipped_naming_the_problem(
     assert re.search(why, problem), problem
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def test_the_cli_rotates_with_a_window_and_retires(
-    registry: Registry, home: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_the_cli_rotates_with_a_window_and_retires(registry: Registry, home: Path, cli: Cli) -> None:
     old = registry.platforms["alpha"].selector
-    code, _, err = run(capsys, "--as", "alpha", "keygen", "--rotate", "forever")
+    code, _, err = cli("--as", "alpha", "keygen", "--rotate", "forever")
     assert code == 2 and "duration" in err and len(err.splitlines()) == 1
-    code, _, err = run(capsys, "--as", "alpha", "keygen", "--rotate", "7d", "--retire")
+    code, _, err = cli("--as", "alpha", "keygen", "--rotate", "7d", "--retire")
     assert code == 2 and "one at a time" in err
-    code, out, _ = run(capsys, "--as", "alpha", "--json", "keygen", "--rotate", "7d")
+    code, out, _ = cli("--as", "alpha", "--json", "keygen", "--rotate", "7d")
     entry = json.loads(out)
     assert code == 0 and entry["dkim"]["previous"]["selector"] == old and entry["dkim"]["selector"] != old
-    code, out, _ = run(capsys, "--as", "alpha", "--json", "keygen", "--retire")
+    code, out, _ = cli("--as", "alpha", "--json", "keygen", "--retire")
     assert code == 0 and "previous" not in json.loads(out)["dkim"]
-    code, _, err = run(capsys, "--as", "alpha", "keygen", "--retire")
+    code, _, err = cli("--as", "alpha", "keygen", "--retire")
     assert code == 1 and "no previous key" in err

@@ -15,18 +15,11 @@ from pathlib import Path
 import pytest
 
 from agentmail import _fs
-from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
 from agentmail.errors import StorageError
 from agentmail.spool import Spool
 
-from .conftest import OPENER
-
-
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
+from .conftest import OPENER, Cli
 
 
 def _answered(alpha: AgentMail, beta: AgentMail) -> str:
@@ -44,25 +37,25 @@ def _remove_db(root: Path) -> None:
 
 
 def test_a_deleted_spool_db_never_lets_an_answered_report_get_a_second_ack(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
+    alpha: AgentMail, beta: AgentMail, cli: Cli
 ) -> None:
     report_id = _answered(alpha, beta)
     _remove_db(beta.spool.root)
 
-    code, out, err = run(capsys, "--as", "beta", "reply", report_id, "-b", "Reproduced again.", "-t", "ack")
+    code, out, err = cli("--as", "beta", "reply", report_id, "-b", "Reproduced again.", "-t", "ack")
     assert (code, out) == (7, "")
     assert err.count("\n") == 1 and "spool.db is missing (or empty) but 2 letter file(s)" in err
     assert "'agentmail rebuild'" in err
-    code, _, err = run(capsys, "--as", "beta", "inbox")  # no silent restart: nothing re-read
+    code, _, err = cli("--as", "beta", "inbox")  # no silent restart: nothing re-read
     assert code == 7 and list((beta.home / "postoffice" / "beta" / "cur").iterdir())
 
-    code, out, _ = run(capsys, "--as", "beta", "rebuild")
+    code, out, _ = cli("--as", "beta", "rebuild")
     assert code == 0 and "1 sent, 1 read" in out
-    code, _, err = run(capsys, "--as", "beta", "reply", report_id, "-b", "Reproduced again.", "-t", "ack")
+    code, _, err = cli("--as", "beta", "reply", report_id, "-b", "Reproduced again.", "-t", "ack")
     assert code == 4 and "already answered (by beta, letter" in err
     spool = Spool(beta.spool.root)
     assert spool.locate(report_id) == "read" and len(spool.ids("sent")) == 1
-    code, _, _ = run(capsys, "--as", "beta", "sync")
+    code, _, _ = cli("--as", "beta", "sync")
     assert code == 0 and spool.ids("unread") == [] and len(spool.ids("read")) == 1  # refetched: no second copy
     spool.db.close()
 
@@ -81,43 +74,41 @@ def _stale_wal(root: Path) -> None:
 
 
 def test_stale_wal_files_beside_a_missing_db_are_their_own_error_and_doctor_reports_them(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
+    alpha: AgentMail, beta: AgentMail, cli: Cli
 ) -> None:
     _answered(alpha, beta)
     root = beta.spool.root
     _stale_wal(root)
-    code, out, err = run(capsys, "--as", "beta", "status")
+    code, out, err = cli("--as", "beta", "status")
     assert (code, out) == (7, "") and err.count("\n") == 1
     assert "spool.db is missing but spool.db-wal and spool.db-shm from a removed database lie beside it" in err
-    code, out, _ = run(capsys, "--as", "beta", "doctor")
+    code, out, _ = cli("--as", "beta", "doctor")
     assert code == 6
     assert "FAIL spool: " in out and "spool.db-wal and spool.db-shm" in out and "ok   identity: beta" in out
 
-    code, out, _ = run(capsys, "--as", "beta", "--json", "rebuild")
+    code, out, _ = cli("--as", "beta", "--json", "rebuild")
     assert code == 0 and '"sent": 1' in out
     assert sorted(p.name.split(".lost-")[0] for p in root.glob("*.lost-*")) == ["spool.db-shm", "spool.db-wal"]
-    assert run(capsys, "--as", "beta", "doctor")[0] == 0
+    assert cli("--as", "beta", "doctor")[0] == 0
 
 
-def test_a_damaged_db_is_its_own_error_and_rebuild_keeps_it_aside(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_a_damaged_db_is_its_own_error_and_rebuild_keeps_it_aside(alpha: AgentMail, beta: AgentMail, cli: Cli) -> None:
     report_id = _answered(alpha, beta)
     root = beta.spool.root
     _remove_db(root)
     garbage = bytes(range(256)) * 40
     (root / "spool.db").write_bytes(garbage)
-    code, out, err = run(capsys, "--as", "beta", "inbox")
+    code, out, err = cli("--as", "beta", "inbox")
     assert (code, out) == (7, "") and err.count("\n") == 1
     assert "spool.db is damaged (file is not a database): run 'agentmail rebuild'" in err
-    code, out, _ = run(capsys, "--as", "beta", "doctor")
+    code, out, _ = cli("--as", "beta", "doctor")
     assert code == 6 and "FAIL spool: " in out and "is damaged" in out
 
-    assert run(capsys, "--as", "beta", "rebuild")[0] == 0
+    assert cli("--as", "beta", "rebuild")[0] == 0
     (kept,) = root.glob("spool.db.lost-*")
     assert kept.read_bytes() == garbage  # kept for a person, never deleted
     assert Spool(root).locate(report_id) == "read"
-    code, _, err = run(capsys, "--as", "beta", "rebuild")
+    code, _, err = cli("--as", "beta", "rebuild")
     assert code == 1 and "is in order: nothing to rebuild" in err
 
 
@@ -140,19 +131,19 @@ def test_a_database_that_cannot_grow_is_a_full_disk_and_nothing_is_lost(alpha: A
 
 
 def test_a_full_disk_when_a_file_is_written_is_one_line_and_exit_7(
-    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    alpha: AgentMail, beta: AgentMail, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def full(*args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(args[0]))
 
     monkeypatch.setattr(_fs, "_write", full)
-    code, out, err = run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+    code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert (code, out) == (7, "") and err.count("\n") == 1
     assert err.startswith("agentmail: the disk is full (No space left on device: ")
     monkeypatch.undo()
     monkeypatch.setenv("AGENTMAIL_HOME", str(alpha.home))
     assert alpha.spool.ids("sent") == alpha.spool.ids("outbox") == []  # not half-sent
-    assert run(capsys, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)[0] == 0
+    assert cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)[0] == 0
     assert [x.subject for x in beta.inbox()] == ["Quota"]
 
 
