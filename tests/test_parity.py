@@ -46,6 +46,7 @@ OPTIONS = {
     ("reply", "kind"): "type",
     ("wait", "kind"): "type",
     ("note", "to_agent"): "to",
+    ("note", "new_agent"): None,  # the MCP note tool accepts any agent name, as the API does (issue 25)
     ("status", "closed"): None,  # an agent works on what is open
     ("status", "stale"): None,  # each row has opened_at and last_move_at: the tool list stays short (issue 26)
     ("search", "sender"): "from",

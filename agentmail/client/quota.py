@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..errors import AgentmailError
 from ..model import ulid_ms
 
 if TYPE_CHECKING:
@@ -26,7 +27,10 @@ def opened_times(spool: Spool, transport: Transport | None, now_ms: int) -> list
     """When (ms) each thread the platform opened in the hour before ``now_ms`` was opened, oldest first."""
     cutoff = now_ms - HOUR_MS
     merged = {message_id: ulid_ms(letter_id) for message_id, letter_id in spool.openers_since(cutoff).items()}
-    remote = transport.openers_since(cutoff) if transport is not None else None
+    try:
+        remote = transport.openers_since(cutoff) if transport is not None else None
+    except AgentmailError:  # the server cannot be asked now (down, a login refused): this home's count
+        remote = None
     for message_id, when in (remote or {}).items():
         merged.setdefault(message_id, when)
     return sorted(merged.values())

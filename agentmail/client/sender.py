@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from .._value import Frozen
 from ..errors import (
+    AgentmailError,
     BadInput,
     ConfigError,
     NotFound,
@@ -30,6 +31,7 @@ from .mailbox import Stage
 if TYPE_CHECKING:
     from ..letter.attach import Attachment
     from ..stages.guards import Outbound
+    from ..transport import Transport
 
     # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
     from .holds import Holds
@@ -404,7 +406,11 @@ class Sender(Stage):
         from .quota import opened_times
 
         now_ms = time.time_ns() // 1_000_000
-        opened = opened_times(self.spool, self.transport, now_ms)  # every machine of the platform
+        try:
+            transport: Transport | None = self.transport
+        except AgentmailError:  # e.g. credentials unreadable: the send says so, once, when it submits
+            transport = None
+        opened = opened_times(self.spool, transport, now_ms)  # every machine of the platform
         frees = ""
         if opened:
             at = datetime.datetime.fromtimestamp((opened[0] + 3_600_000) / 1000, datetime.UTC)
