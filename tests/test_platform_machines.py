@@ -121,3 +121,30 @@ def test_only_an_agentmail_letter_that_opens_a_thread_is_an_opener() -> None:
     assert opener_header(base) is None  # a person's letter
     folded = b"Message-ID:\r\n <2@bus.test>\r\nX-Agentmail-Type: report\r\nx-agentmail-type: note\r\n"
     assert opener_id(folded) == "<2@bus.test>"  # folded value joined; the first of a field counts
+
+
+def test_the_post_office_markers_count_each_opener_once_and_skip_what_is_no_marker(
+    capped: Registry, home: Path
+) -> None:
+    """A letter submitted again (a retried outbox) is one opener; in the marker folders a name
+    that is no time, a marker older than the window, an empty one and a folder where a marker
+    should be are passed over, never read as openers and never an error."""
+    from agentmail.ages import now_ms
+    from agentmail.transport.base import Envelope, Outgoing
+    from agentmail.transport.local import LocalTransport
+
+    alpha = AgentMail(capped, Identity("alpha"), home)
+    sent = alpha.send("beta", "One", OPENER)
+    transport = LocalTransport(home / "postoffice", "alpha", lambda address: "beta")
+    again = Outgoing("again", alpha.raw(sent.id), Envelope(alpha.platform.address, ("beta@bus.test",)))
+    assert transport.submit([again])[0].status == "sent"  # delivered twice, one marker
+    cutoff = now_ms() - 3_600_000
+    assert list(transport.openers_since(cutoff)) == [sent.message_id]
+    folder = next((home / "postoffice" / ".opened" / "alpha").iterdir())
+    (folder / "not-a-time").write_text("<x@bus.test>")
+    (folder / f"{cutoff - 5}-old").write_text("<old@bus.test>")
+    (folder / f"{now_ms()}-empty").write_bytes(b"")
+    (folder / f"{now_ms()}-folder").mkdir()
+    assert list(transport.openers_since(cutoff)) == [sent.message_id]
+    reply = alpha.follow_up(sent.thread, "And one more detail.", type="report")
+    assert reply.state == "sent" and list(transport.openers_since(cutoff)) == [sent.message_id]  # no opener
