@@ -233,7 +233,7 @@ def _config(group: Group) -> dict[str, object]:
         "only_mutate": [f"agentmail/{m}" for m in group.modules],
         "also_copy": ["tests", "pyproject.toml"],
         "pytest_add_cli_args": [
-            *("-p", "no:cacheprovider", "-p", "no:xdist", "--no-cov", "-o", f"timeout={group.timeout}"),
+            *("-p", "no:cacheprovider", "-n", "0", "--no-cov", "-o", f"timeout={group.timeout}"),
             *(f"--deselect=tests/{test}" for test in group.deselect),
         ],
         "pytest_add_cli_args_test_selection": [f"tests/{t}" for t in group.tests if (ROOT / "tests" / t).exists()],
