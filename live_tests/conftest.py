@@ -145,6 +145,16 @@ def bus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveBus]:
     live.close()
 
 
+@pytest.fixture(autouse=True)
+def _logged_out_after_each_check(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every client of the session logs out after each check: Dovecot takes at most 10 logins
+    per user and address, and a client kept open by one check would stand in the next's way (a
+    claim on the server refused a login is no claim). A client used again logs in again."""
+    yield
+    if "bus" in request.fixturenames:
+        request.getfixturevalue("bus").close()
+
+
 @pytest.fixture(scope="session")
 def sender(bus: LiveBus) -> AgentMail:
     return bus.client(bus.cfg.sender)
