@@ -23,7 +23,7 @@ from ..errors import AgentmailError
 from ..home import agentmail_home
 from .holds import Holds
 from .letters import Letters
-from .mailbox import Mailbox
+from .mailbox import Mailbox, Stage
 from .outbox import Outbox, raise_for_state
 from .receiver import Receiver, SyncReport
 from .sender import Sender
@@ -31,10 +31,9 @@ from .threads import Threads
 
 if TYPE_CHECKING:
     from ..config.identity import Identity
-    from ..config.registry import Platform, Registry
+    from ..config.registry import Registry
     from ..letter.attach import Attachment
     from ..model import Letter, ThreadStatus
-    from ..spool import Spool
     from ..spool.search import Hit, Query, SearchIndex
     from ..stages.evidence import Applied
     from ..transport import SubmitResult, Transport
@@ -42,11 +41,11 @@ if TYPE_CHECKING:
 __all__ = ["AgentMail", "SyncReport", "raise_for_state"]
 
 
-class AgentMail:
+class AgentMail(Stage):
     """One platform[@agent]'s mailbox on one bus."""
 
     def __init__(self, registry: Registry, me: Identity, home: Path, transport: Transport | None = None) -> None:
-        self.box = box = Mailbox(registry, me, home, transport)
+        super().__init__(box := Mailbox(registry, me, home, transport))  # registry, me, spool, ...: Stage's
         self.outbox = Outbox(box)
         self.holds = Holds(box, self.outbox)
         self.receiver = Receiver(box, self.outbox, self.holds)
@@ -75,31 +74,7 @@ class AgentMail:
         me = identity.resolve(reg, platform, agent, Path(cwd) if cwd else Path.cwd())
         return cls(reg, me, home_path)
 
-    # --- what the mailbox is ---------------------------------------------------------------
-
-    @property
-    def registry(self) -> Registry:
-        return self.box.registry
-
-    @property
-    def me(self) -> Identity:
-        return self.box.me
-
-    @property
-    def home(self) -> Path:
-        return self.box.home
-
-    @property
-    def platform(self) -> Platform:
-        return self.box.platform
-
-    @property
-    def spool(self) -> Spool:
-        return self.box.spool
-
-    @property
-    def transport(self) -> Transport:
-        return self.box.transport
+    # --- what the mailbox is (registry, me, home, platform, spool, transport: ``Stage``) -----
 
     @property
     def search_index(self) -> SearchIndex:
@@ -175,7 +150,7 @@ class AgentMail:
             sync = True
         if sync:
             self.sync()
-        return self.receiver.inbox(sync=False, consume=consume, limit=limit)
+        return self.receiver.inbox(consume=consume, limit=limit)
 
     def from_start(self) -> None:
         """Read this mailbox's whole history again with the next sync (the backlog a new agent
@@ -343,7 +318,7 @@ class AgentMail:
         registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
         if sync:
             self.sync()
-        return self.receiver.recheck_quarantine(*refs, sync=False)
+        return self.receiver.recheck_quarantine(*refs)
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""

@@ -41,10 +41,7 @@ class Holds(Stage):
         return self.spool.letters("held")
 
     def approve(self, letter_id: str | Letter, *, key_file: str | None = None) -> Letter:
-        """The operator's decision: release a held letter to the outbox (one rename) and send it,
-        as ``send`` does. Needs ``key_file``, the approval key the registry pins (issue 26: the
-        agent does not hold it; approvers answer by mail instead). Refused (exit 4) without it.
-        Returns the letter as it is now (``sent``, or queued, or failed)."""
+        """``AgentMail.approve``: the operator's key checked against the pin, then the letter released and sent."""
         from ..people import approval
 
         approval.check_key(self.registry, key_file)

@@ -73,10 +73,7 @@ class Letters(Stage):
 
     def apply(self, letter_id: str | Letter, cwd: str | Path = ".", *, check: bool = False,
               series: bool = False) -> Applied:  # fmt: skip
-        """``git am`` a letter's patches in the checkout at ``cwd``, tried first in a scratch
-        worktree (``check``: only that), no hook run, refusing a dirty tree, a symlink that leaves
-        the checkout and (unless ``series``) an attachment of several commits. Returns every
-        commit (author, subject, paths) and a summary line (``str()`` prints both)."""
+        """``AgentMail.apply``: ``git am`` in a scratch worktree first, no hook run (stages/evidence.py)."""
         from ..stages import evidence
 
         return evidence.apply(self.attachments(letter_id), cwd, check_only=check, series=series)

@@ -301,11 +301,7 @@ class Receiver(Stage):
         return base.replace(id="", reason=verdict.reason, detail=verdict.detail)
 
     def rebuild(self) -> dict[str, Any]:
-        """Make this mailbox's spool.db again from its letter files, after it was lost or damaged
-        (DESIGN §7). Every letter is judged again as a sync would; one this platform sent is
-        ``sent`` (its reply claim taken again), one it answered ``read``, another ``unread`` or
-        ``quarantine`` as judged now. What was there is kept aside. NotFound when spool.db is in
-        order (nothing to rebuild)."""
+        """``AgentMail.rebuild``: spool.db made again from the letter files, each judged as a sync would."""
         from ..errors import StorageError
         from ..stages.route import route
         from ..trust import authenticity
@@ -341,16 +337,9 @@ class Receiver(Stage):
 
         return self.spool.recover(classify)
 
-    def inbox(self, *, sync: bool = True, consume: bool = False, limit: int | None = None,
-              from_start: bool = False) -> list[Letter]:  # fmt: skip
-        """Unread authenticated letters, oldest first. They stay unread until ``done`` or a reply,
-        unless ``consume`` (at-most-once: only the letters this call claimed are returned).
-        ``from_start``: fetch the mailbox's whole history first (``from_start()``)."""
-        if from_start:
-            self.from_start()
-            sync = True
-        if sync:
-            self.sync()
+    def inbox(self, *, consume: bool = False, limit: int | None = None) -> list[Letter]:
+        """Unread authenticated letters as filed now, oldest first (the facade syncs first).
+        ``consume``: at-most-once, only the letters this call moved to read are returned."""
         ids = self.spool.ids("unread")
         letters: list[Letter] = []
         for letter_id in ids:
@@ -368,11 +357,7 @@ class Receiver(Stage):
         return letters
 
     def done(self, *letter_ids: str) -> list[str]:
-        """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound.
-
-        A failed letter of mine (refused for good, not sent and not queued, or rejected by a
-        person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it.
-        Those ids are returned too, and listed in ``dismissed``."""
+        """``AgentMail.done``: unread letters to read; a failed letter of mine dismissed (listed in ``dismissed``)."""
         moved: list[str] = []
         self.dismissed = []
         for letter_id in letter_ids:
@@ -388,13 +373,11 @@ class Receiver(Stage):
                 self.dismissed.append(letter_id)
         return moved
 
-    def recheck_quarantine(self, *refs: str, sync: bool = True) -> list[dict[str, Any]]:
+    def recheck_quarantine(self, *refs: str) -> list[dict[str, Any]]:
         """Judge quarantined letters (those ``refs`` name; none: all) again against today's
         registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
         from .recheck import recheck
 
-        if sync:
-            self.sync()
         return recheck(self, tuple(refs))
 
     def _warm_receiving(self) -> None:
@@ -422,7 +405,7 @@ class Receiver(Stage):
         mechanism = "spool"
         while True:
             self.sync(woken=mechanism != "spool")
-            for letter in self.inbox(sync=False):
+            for letter in self.inbox():
                 if (type is None or letter.type == type) and (thread is None or letter.thread == thread):
                     return letter, mechanism
             if mechanism == "spool":

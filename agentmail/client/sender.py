@@ -70,19 +70,7 @@ class Sender(Stage):
              ref: str | None = None, force: bool = False, thread: str | None = None,
              hold: bool = False, attachments: tuple[Attachment, ...] = (),
              outcome: str | None = None) -> Sent:  # fmt: skip
-        """Open a thread, or with ``thread`` continue it after this platform's own last letter
-        (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
-        Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
-        now; ``flush`` retries) or ``failed`` — ``raise_for_state`` turns the last two into
-        errors. Advice (an opener's gaps, a thread that is with another platform than ``to``)
-        comes back beside the letter (``Sent.warnings``). A guard that refuses raises Refused (the new-thread quota
-        among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
-        letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``.
-        ``attachments`` (``evidence.from_file``/``from_patches``) make it multipart/mixed.
-
-        ``to`` may name several platforms (``"beta,gamma"``, a list) or a registry group
-        (``"@consumers"``): a fan-out, one letter with one Message-ID to all of them, one thread
-        (DESIGN §6); it counts as one new thread."""
+        """A new thread, or (``thread``) a follow-up in one: ``AgentMail.send`` says the contract; returns ``Sent``."""
         from ..config.recipients import resolve
         from ..stages import guards
 
@@ -232,12 +220,7 @@ class Sender(Stage):
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
               raise_refused: bool = False, hold: bool = False,
               attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter | None:  # fmt: skip
-        """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
-        documented, compatible form); with ``raise_refused`` Refused, as every other sending
-        method does (the convention; the CLI and MCP server use it).
-
-        One reply per letter per platform: the first agent of the platform to answer claims
-        the letter (across processes); the others are refused, told who answered."""
+        """``AgentMail.reply``: the one guard, the per-home then the server claim, the file, the submission."""
         letter = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome)
         if letter is None and raise_refused:
             raise Refused(self.why_refused(to) or "refused")
@@ -277,10 +260,7 @@ class Sender(Stage):
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
                   attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter:  # fmt: skip
-        """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
-        after its ack). It answers this platform's own last letter of the thread, under the
-        same guards as a reply (never after the other side's ack or close; the same depth cap;
-        one letter after each letter per platform). Raises Refused otherwise."""
+        """``AgentMail.follow_up``: answers this platform's own last letter of the thread, under the reply's guards."""
         _check_body(body, force)
         check_sendable(type)
         check_outcome(outcome, type)
