@@ -7,7 +7,7 @@ print in ``render``, what each is handed in ``context``, the grammar in ``args``
 Function-level imports in cli/ (issue 27: start-up is a measured figure, benchmarks 3a/3b): the
 command modules import the client, ``admin``, ``people``, ``pathlib``, ``json`` and the host
 integrations (``mcp_server``, ``hooks``, ``watch``) inside the command that needs them, so that
-``--help`` and a read load only what they use (tests/test_lean_paths.py pins which modules stay
+``--help`` and a read load only what they use (tests/system/test_lean_paths.py pins which modules stay
 out); ``args`` imports ``textwrap``, ``re``, ``difflib`` and ``importlib.metadata`` where help,
 a duration, a misspelt option or ``--version`` need them. Everything else is imported at the top.
 """
