@@ -20,6 +20,7 @@ from ..model import (
 from ..spool import Spool
 from ..spool.filed import Filed
 from ..stages.compose import Draft
+from . import picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class SyncReport(Value):
     skipped: int = 0  # notes for a sibling agent
     fetched: int = 0
     internal_errors: int = 0
+    siblings: int = 0  # the platform's letters from its other mailboxes, filed as ``sibling`` (not fetched)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +59,7 @@ class SyncReport(Value):
             "skipped": self.skipped,
             "fetched": self.fetched,
             "internal_errors": self.internal_errors,
+            "siblings": self.siblings,
         }
 
     def __post_init__(self) -> None:
@@ -80,13 +83,20 @@ class Receiver(Stage):
         if not woken:
             self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
-        if not woken and not transport.pending(self._checkpoint(transport.name)):
+        if not woken and not transport.pending(self._checkpoint(transport.name)) and not picture.pending(
+            transport, self._checkpoint
+        ):
             if self.spool.ids("held"):  # an approver's answer a dead sync filed but never acted on
                 self.holds.decide_by_mail([])
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
             self.spool.sweep_tmp()
+            # The platform's letters from its other mailboxes first: a person's untagged answer
+            # to one of them then finds its thread (client/picture.py).
+            report.siblings, threads, waiting = picture.fetch(
+                self.box, transport, self._checkpoint, wait_for_parents=True
+            )
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
@@ -109,6 +119,14 @@ class Receiver(Stage):
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)
+            if waiting:  # the sibling letters that answer what this sync just filed: after it
+                more, later, _ = picture.fetch(self.box, transport, self._checkpoint)
+                report.siblings += more
+                threads |= later
+            if report.siblings or threads:  # what a sibling answered is read here too
+                picture.settle(self.box, threads | {x.thread for x in report.accepted})
+            elif report.accepted and self.spool.ids(picture.STATE):
+                picture.settle(self.box, {x.thread for x in report.accepted})
         self.holds.decide_by_mail(report.accepted)  # approvers' answers, after the commit
         return report
 
@@ -142,6 +160,7 @@ class Receiver(Stage):
 
         with self.spool.locked():
             self.spool.set_checkpoint(self.transport.name, str(Checkpoint()))
+            self.spool.set_checkpoint(picture.checkpoint_name(self.transport), str(Checkpoint()))
 
     def register_sibling(self, agent: str) -> None:
         """A note for an agent that has never read: its mailbox starts at this one's position,

@@ -34,7 +34,9 @@ from . import db as dbmod
 from . import words
 from .db import Db, reached
 
-STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine")
+# ``sibling``: a letter this platform sent from another mailbox (agent or machine), learnt from
+# the server's sent record (client/picture.py): part of the threads, never inbox, outbox or answer.
+STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine", "sibling")
 OUTGOING = ("outbox", "held", "sent", "failed")
 # A reply that failed (or that a person rejected) never reached anyone: the letter may be
 # answered again. One held for approval answers it, pending the person's decision.
@@ -1049,7 +1051,7 @@ class Spool:
         for spool in (self, *self.siblings()):
             rows = (
                 spool._sql()
-                .execute("SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?)", (floor, *LEAVING))
+                .execute("SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)", (floor, *LEAVING, "sibling"))
                 .fetchall()
             )
             for letter_id, state in rows:
