@@ -36,49 +36,97 @@ def pending(transport: Transport, start: Callable[[str], str | None]) -> bool:
     return transport.sent_pending(start(checkpoint_name(transport)))
 
 
+class Waiting:
+    """Sibling letters the first read of a sync left because the letter they answer was not filed
+    yet: each is filed right after that letter when the INBOX files it (``file_after``), so a
+    thread reads in the order it happened. At most ``MOST`` kept in memory (a fresh home's long
+    history): the rest are filed by the second read, after the INBOX."""
+
+    MOST = 1000
+
+    def __init__(self) -> None:
+        self.by_parent: dict[str, list[tuple[Letter, bytes]]] = {}
+        self.kept = 0
+        self.threads: set[str] = set()
+
+    def keep(self, letter: Letter, raw: bytes) -> None:
+        if self.kept < self.MOST and letter.in_reply_to:
+            self.by_parent.setdefault(letter.in_reply_to, []).append((letter, raw))
+            self.kept += 1
+
+    def file_after(self, box: Mailbox, message_id: str) -> int:
+        """File (in the caller's batch) the kept letters that answer ``message_id``, and theirs."""
+        filed, ready = 0, list(self.by_parent.pop(message_id, []))
+        while ready:
+            letter, raw = ready.pop(0)
+            if box.spool.known(box.me.platform, letter.message_id):
+                continue
+            box.spool.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), raw, defer=True)
+            filed += 1
+            self.threads.add(letter.thread)
+            ready += self.by_parent.pop(letter.message_id, [])
+        return filed
+
+
 def fetch(
-    box: Mailbox, transport: Transport, start: Callable[[str], str | None], *, wait_for_parents: bool = False
+    box: Mailbox, transport: Transport, start: Callable[[str], str | None], *, waiting: Waiting | None = None
 ) -> tuple[int, set[str], bool]:
     """File the sibling letters the record holds past this mailbox's checkpoint (the caller holds
-    the sync lock). ``wait_for_parents``: stop before the first sibling letter that answers a
-    letter of its thread not filed here yet (it is in the INBOX this sync reads next: filed after
-    it, the thread reads in order); the checkpoint stays just before it, so a second call after
-    the INBOX files it. Returns how many were filed, the threads they are in, and whether it stopped."""
-    from ..letter import wire
+    the sync lock). A mailbox that never read it reads it from the start, also a new agent's
+    mailbox in a home whose siblings read (its INBOX starts where they stand): every letter the
+    platform sent is part of the picture. ``waiting``: a sibling letter that answers a letter of
+    its thread not filed here yet (it is in the INBOX this sync reads next) is left there, to be
+    filed right after that letter; the others are filed now, and the checkpoint stays just before
+    the first letter left, so a second call after the INBOX files whatever is still missing. Returns how many were filed, the
+    threads they are in, and whether any was left."""
     from ..transport.base import Checkpoint
 
-    spool, me = box.spool, box.me.platform
+    spool = box.spool
     name = checkpoint_name(transport)
     checkpoint = start(name)
-    filed, threads, stopped = 0, set(), False
+    filed, threads, left, stop = 0, set(), False, ""
     for batch, after in transport.sent_copies(checkpoint, box.registry.bus.max_size):
         try:
             for item in batch:
-                quick = wire.quick_identity(item.raw) if item.raw is not None else None
-                if item.raw is None or quick is None or box.platform_name(quick[0]) != me:
-                    continue  # not the platform's own letter (a person's, a copy of anything else)
-                if spool.known(me, quick[1]) or spool.has_bytes(item.raw, me, quick[1]):
-                    continue  # this mailbox's own letter, or one filed already
-                letter = _sibling_letter(item.raw, box)
+                letter = _new_sibling_letter(box, item.raw)
                 if letter is None:
                     continue
-                if wait_for_parents and not _parent_filed(box, letter):
-                    before = Checkpoint.parse(after)
-                    after, stopped = str(Checkpoint(before.validity, int(item.key) - 1)), True
-                    break
-                spool.store(STATE, letter, item.raw, defer=True)
+                if waiting is not None and not _parent_filed(box, letter):
+                    waiting.keep(letter, item.raw or b"")
+                    if not left:  # the checkpoint goes no further than just before it
+                        stop = str(Checkpoint(Checkpoint.parse(after).validity, int(item.key) - 1))
+                    left = True
+                    continue
+                spool.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), item.raw, defer=True)
                 filed += 1
                 threads.add(letter.thread)
         except BaseException:
             spool.discard()
             raise
         spool.commit()
-        if after != checkpoint:
-            spool.set_checkpoint(name, after)
-            checkpoint = after
-        if stopped:
-            break
-    return filed, threads, stopped
+        position = stop if left else after
+        if position != checkpoint:
+            spool.set_checkpoint(name, position)
+            checkpoint = position
+    return filed, threads, left
+
+
+def sibling_id(box: Mailbox, message_id: str) -> str:
+    """A sibling letter's id here: the ULID its Message-ID begins with (``<ULID.platform@domain>``,
+    made where it was composed), so the letter file alone says it is a sibling's — this
+    mailbox's own letters have ids of their own — and ages count from when it was written.
+    A new ULID when that one is taken or the Message-ID has no ULID."""
+    from ..model import new_ulid
+
+    head = message_id.removeprefix("<").partition(".")[0]
+    if len(head) == 26 and head.isascii() and head.isalnum() and head == head.lower() and not box.spool.locate(head):
+        return head
+    return new_ulid()
+
+
+def is_sibling_file(letter_id: str, letter: Letter) -> bool:
+    """Was the filed ``letter_id`` a sibling's letter (``sibling_id``)? For ``rebuild``."""
+    return letter_id == letter.message_id.removeprefix("<").partition(".")[0]
 
 
 def _parent_filed(box: Mailbox, letter: Letter) -> bool:
@@ -93,13 +141,23 @@ def _parent_filed(box: Mailbox, letter: Letter) -> bool:
     )
 
 
-def _sibling_letter(raw: bytes, box: Mailbox) -> Letter | None:
-    """The letter, when it is one the platform sent and it passes judgement; else None."""
+def _new_sibling_letter(box: Mailbox, raw: bytes | None) -> Letter | None:
+    """The letter, when it is one the platform sent, passes judgement and is not filed here
+    yet; else None. Hostile bytes that break the judge are passed over, never stop the sync."""
+    from ..letter import wire
     from ..trust import authenticity
 
+    spool, me = box.spool, box.me.platform
     try:
+        quick = wire.quick_identity(raw) if raw is not None else None
+        if raw is None or quick is None or box.platform_name(quick[0]) != me:
+            return None  # not the platform's own letter (a person's, a copy of anything else)
+        if spool.known(me, quick[1]) or spool.has_bytes(raw, me, quick[1]):
+            return None  # this mailbox's own letter, or one filed already
         verdict = authenticity.judge_unguarded(raw, box.registry)
-    except Exception:  # noqa: BLE001  (hostile bytes: a letter that breaks the judge is passed over)
+    except OSError:
+        raise  # the machine failing: the sync stops, as for the INBOX
+    except Exception:  # noqa: BLE001
         return None
     letter = verdict.letter
     if verdict.route != "accept" or letter is None or letter.sender != box.me.platform:

@@ -75,6 +75,7 @@ class Receiver(Stage):
         super().__init__(box)
         self.outbox, self.holds = outbox, holds
         self.dismissed: list[str] = []  # the failed letters the last ``done`` dismissed
+        self._waiting: picture.Waiting | None = None  # during a sync: siblings' answers to what it files
 
     def sync(self, *, woken: bool = False) -> SyncReport:
         """``woken``: the transport has just said something arrived (``wait``), so neither the
@@ -84,7 +85,7 @@ class Receiver(Stage):
             self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
         if not woken and not transport.pending(self._checkpoint(transport.name)) and not picture.pending(
-            transport, self._checkpoint
+            transport, self.spool.checkpoint
         ):
             if self.spool.ids("held"):  # an approver's answer a dead sync filed but never acted on
                 self.holds.decide_by_mail([])
@@ -94,8 +95,9 @@ class Receiver(Stage):
             self.spool.sweep_tmp()
             # The platform's letters from its other mailboxes first: a person's untagged answer
             # to one of them then finds its thread (client/picture.py).
+            self._waiting = kept = picture.Waiting()
             report.siblings, threads, waiting = picture.fetch(
-                self.box, transport, self._checkpoint, wait_for_parents=True
+                self.box, transport, self.spool.checkpoint, waiting=kept
             )
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
@@ -119,8 +121,10 @@ class Receiver(Stage):
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)
-            if waiting:  # the sibling letters that answer what this sync just filed: after it
-                more, later, _ = picture.fetch(self.box, transport, self._checkpoint)
+            threads |= kept.threads
+            self._waiting = None
+            if waiting:  # the sibling letters still waiting (their letter was not in the INBOX): now
+                more, later, _ = picture.fetch(self.box, transport, self.spool.checkpoint)
                 report.siblings += more
                 threads |= later
             if report.siblings or threads:  # what a sibling answered is read here too
@@ -252,6 +256,11 @@ class Receiver(Stage):
             report.accepted.append(
                 self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
+            if self._waiting is not None:  # a sibling's answer to it follows it (client/picture.py)
+                try:
+                    report.siblings += self._waiting.file_after(self.box, filing.verdict.letter.message_id)
+                except Exception:  # noqa: BLE001  (never the letter's fault: the second read files them)
+                    self._waiting = None
 
     def _judged(self, raw: bytes) -> tuple[Verdict | None, Facts]:
         """The verdict on a fetched letter (None: its bytes are filed already) and what the
@@ -334,7 +343,6 @@ class Receiver(Stage):
         me = self.me
 
         def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
-            del letter_id
             if raw.startswith((b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")):
                 return "quarantine", self._quarantined(
                     authenticity.Verdict(
@@ -346,7 +354,7 @@ class Receiver(Stage):
             verdict = authenticity.judge(raw, self.registry)
             letter = verdict.letter
             if verdict.route == "accept" and letter is not None and _ours(letter, me):
-                return "sent", letter
+                return picture.STATE if picture.is_sibling_file(letter_id, letter) else "sent", letter
             filing = route(verdict, self.facts(verdict))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 return "unread", filing.verdict.letter

@@ -101,11 +101,11 @@ def imap_copies(
         sizes = client.fetch(chunk, ["RFC822.SIZE"])
         small = [u for u in chunk if int(sizes.get(u, {}).get(b"RFC822.SIZE", 0)) <= max_size]
         bodies = client.fetch(small, ["BODY.PEEK[]"]) if small else {}
-        batch = [
-            Incoming(str(uid), bytes(bodies[uid][b"BODY[]"]), int(sizes[uid].get(b"RFC822.SIZE", 0)))
-            for uid in chunk
-            if uid in bodies and bodies[uid].get(b"BODY[]") is not None
-        ]  # a letter too large is passed: only a sibling's letter, never one to answer
+        batch = []
+        for uid in chunk:  # a letter too large is passed: only a sibling's letter, never one to answer
+            raw = bodies.get(uid, {}).get(b"BODY[]")
+            if isinstance(raw, bytes | bytearray):  # whatever else a server sends is no letter
+                batch.append(Incoming(str(uid), bytes(raw), len(raw)))
         seen = Checkpoint(validity, max(seen.last, *chunk))
         yield batch, str(seen)
     if uidnext:

@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentmail.admin import bus
 from agentmail.cli.app import main
@@ -21,10 +23,11 @@ from agentmail.config.registry import Registry
 from agentmail.errors import Refused
 from agentmail.transport.local import deliver
 
-from .conftest import OPENER
-from .mailservers import MailServers
-from .people.test_writing import client_letter, people, vouched  # noqa: F401  (the fixture)
-from .transport.test_transport_smtpimap import USERS, make_bus
+from ..conftest import OPENER
+from ..depth import examples
+from ..mailservers import MailServers
+from ..people.test_writing import client_letter, people, vouched  # noqa: F401  (the fixture)
+from ..transport.test_transport_smtpimap import USERS, make_bus
 
 
 def _machine(home: Path, name: str, *, share_postoffice: bool) -> Path:
@@ -159,3 +162,34 @@ def test_the_quota_counts_a_siblings_opener_once(registry: Registry, home: Path)
         alpha.send("beta", "Two", OPENER)  # 1 + 1: the sibling's opener counted once, not twice
         with pytest.raises(Refused, match="opened 2 threads"):
             alpha.send("beta", "Three", OPENER)
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.lists(st.one_of(st.integers(1, 7), st.just(0)), min_size=1, max_size=12), st.integers(1, 4))
+def test_the_post_office_sent_record_hands_every_letter_to_a_reader_once(steps: list[int], batch: int) -> None:
+    """Letters recorded (n > 0) and reads (0) in any order, read in batches of any size with the
+    checkpoint each batch returns: every recorded letter is read exactly once, in order."""
+    import tempfile
+
+    from agentmail.transport import sent_record
+    from agentmail.transport.local import Mailbox
+
+    with tempfile.TemporaryDirectory() as where:
+        box = Mailbox(Path(where) / ".sent" / "beta")
+        recorded: list[bytes] = []
+        read: list[bytes] = []
+        checkpoint: str | None = None
+        old, sent_record.BATCH = sent_record.BATCH, batch
+        try:
+            for n in [*steps, 0]:
+                for _ in range(n):
+                    recorded.append(f"Message-ID: <{len(recorded)}@bus.test>\r\n\r\nbody\r\n".encode())
+                    sent_record.record(box.dir, recorded[-1], None)
+                if n == 0:
+                    for items, after in sent_record.local_copies(box, checkpoint, 10_000):
+                        read += [item.raw or b"" for item in items]
+                        checkpoint = after
+                    assert not sent_record.local_pending(box, checkpoint)
+        finally:
+            sent_record.BATCH = old
+        assert read == recorded
