@@ -88,16 +88,17 @@ def fetch(
     for batch, after in transport.sent_copies(checkpoint, box.registry.bus.max_size):
         try:
             for item in batch:
-                letter = _new_sibling_letter(box, item.raw)
-                if letter is None:
+                raw = item.raw
+                letter = _new_sibling_letter(box, raw) if raw is not None else None
+                if letter is None or raw is None:
                     continue
                 if waiting is not None and not _parent_filed(box, letter):
-                    waiting.keep(letter, item.raw or b"")
+                    waiting.keep(letter, raw)
                     if not left:  # the checkpoint goes no further than just before it
                         stop = str(Checkpoint(Checkpoint.parse(after).validity, int(item.key) - 1))
                     left = True
                     continue
-                spool.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), item.raw, defer=True)
+                spool.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), raw, defer=True)
                 filed += 1
                 threads.add(letter.thread)
         except BaseException:
@@ -141,7 +142,7 @@ def _parent_filed(box: Mailbox, letter: Letter) -> bool:
     )
 
 
-def _new_sibling_letter(box: Mailbox, raw: bytes | None) -> Letter | None:
+def _new_sibling_letter(box: Mailbox, raw: bytes) -> Letter | None:
     """The letter, when it is one the platform sent, passes judgement and is not filed here
     yet; else None. Hostile bytes that break the judge are passed over, never stop the sync."""
     from ..letter import wire
@@ -149,8 +150,8 @@ def _new_sibling_letter(box: Mailbox, raw: bytes | None) -> Letter | None:
 
     spool, me = box.spool, box.me.platform
     try:
-        quick = wire.quick_identity(raw) if raw is not None else None
-        if raw is None or quick is None or box.platform_name(quick[0]) != me:
+        quick = wire.quick_identity(raw)
+        if quick is None or box.platform_name(quick[0]) != me:
             return None  # not the platform's own letter (a person's, a copy of anything else)
         if spool.known(me, quick[1]) or spool.has_bytes(raw, me, quick[1]):
             return None  # this mailbox's own letter, or one filed already

@@ -84,8 +84,10 @@ class Receiver(Stage):
         if not woken:
             self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
-        if not woken and not transport.pending(self._checkpoint(transport.name)) and not picture.pending(
-            transport, self.spool.checkpoint
+        if (
+            not woken
+            and not transport.pending(self._checkpoint(transport.name))
+            and not picture.pending(transport, self.spool.checkpoint)
         ):
             if self.spool.ids("held"):  # an approver's answer a dead sync filed but never acted on
                 self.holds.decide_by_mail([])
@@ -96,9 +98,7 @@ class Receiver(Stage):
             # The platform's letters from its other mailboxes first: a person's untagged answer
             # to one of them then finds its thread (client/picture.py).
             self._waiting = kept = picture.Waiting()
-            report.siblings, threads, waiting = picture.fetch(
-                self.box, transport, self.spool.checkpoint, waiting=kept
-            )
+            report.siblings, threads, waiting = picture.fetch(self.box, transport, self.spool.checkpoint, waiting=kept)
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}

@@ -1084,7 +1084,10 @@ class Spool:
         for spool in (self, *self.siblings()):
             rows = (
                 spool._sql()
-                .execute("SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)", (floor, *LEAVING, "sibling"))
+                .execute(
+                    "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)",
+                    (floor, *LEAVING, "sibling"),
+                )
                 .fetchall()
             )
             for letter_id, state in rows:

@@ -138,7 +138,8 @@ def test_a_fresh_home_sees_the_open_threads_and_answers_nothing_another_machine_
 
 
 def test_a_persons_untagged_answer_to_a_siblings_letter_lands_in_its_thread(
-    people: Registry, home: Path  # noqa: F811  (the fixture)
+    people: Registry,
+    home: Path,  # noqa: F811  (the fixture)
 ) -> None:
     with AgentMail(people, Identity("beta", "laptop"), home) as laptop:
         letter = laptop.send("alpha", "Quota 500s", OPENER)
