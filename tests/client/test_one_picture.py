@@ -116,37 +116,43 @@ def test_the_cli_shows_the_siblings_ack_in_status_thread_and_sent(
     assert (sent["message_id"], sent["state"]) == (ack_mid, "sibling")
 
 
+@pytest.mark.parametrize("transport", ["imap", "post office"])
 def test_a_fresh_home_sees_the_open_threads_and_answers_nothing_another_machine_answered(
-    home: Path, servers: MailServers
+    home: Path, registry: Registry, servers: MailServers, transport: str
 ) -> None:
-    reg = make_bus(home, servers, sent_folder="Sent")
+    reg = make_bus(home, servers, sent_folder="Sent") if transport == "imap" else registry
     with AgentMail(reg, Identity("alpha"), home) as alpha:
         first = alpha.send("beta", "Answered on A", OPENER)
         second = alpha.send("beta", "Open, unanswered", OPENER)
     with AgentMail(reg, Identity("beta"), home) as on_a:
         got = {x.subject: x for x in on_a.inbox()}
         assert on_a.reply(got["Answered on A"], "On it.", type="ack") is not None
-    fresh = _machine(home, "fresh", share_postoffice=False)
+    fresh = _machine(home, "fresh", share_postoffice=transport == "post office")
     with AgentMail(reg, Identity("beta"), fresh) as beta:
         assert [x.subject for x in beta.inbox()] == ["Open, unanswered"]
         rows = {r.thread: r for r in beta.status()}
         assert set(rows) == {first.thread, second.thread}
         assert (rows[first.thread].state, rows[second.thread].state) == ("acknowledged", "reported")
+        # the ack was read from the record before the report from the INBOX: filed after it all the same
+        assert [(x.type, x.state) for x in beta.thread(first.thread)] == [("report", "read"), ("ack", "sibling")]
         (answered,) = [x for x in beta.thread(first.thread) if x.type == "report"]
         with pytest.raises(Refused, match="already answered"):
             beta.reply(answered, "Twice?", type="ack", raise_refused=True)
 
 
+@pytest.mark.parametrize("where", ["same home", "another home"])
 def test_a_persons_untagged_answer_to_a_siblings_letter_lands_in_its_thread(
-    people: Registry,
-    home: Path,  # noqa: F811  (the fixture)
+    people: Registry,  # noqa: F811  (the fixture)
+    home: Path,
+    where: str,
 ) -> None:
+    on_b = home if where == "same home" else _machine(home, "home-b", share_postoffice=True)
     with AgentMail(people, Identity("beta", "laptop"), home) as laptop:
         letter = laptop.send("alpha", "Quota 500s", OPENER)
     # carol answers beta's letter from her client, to beta's plain address (no thread tag)
     raw = vouched(client_letter("Beta <beta@bus.test>", "Is this still open?", in_reply_to=letter.message_id))
     deliver(home / "postoffice" / "beta", raw)
-    with AgentMail(people, Identity("beta"), home) as beta:  # the unnamed mailbox reads it first
+    with AgentMail(people, Identity("beta"), on_b) as beta:  # the unnamed mailbox reads it first
         (got,) = beta.inbox()
         assert (got.type, got.thread) == ("human", letter.thread)
         assert [x.type for x in beta.thread(letter.thread)] == ["report", "human"]
@@ -194,3 +200,17 @@ def test_the_post_office_sent_record_hands_every_letter_to_a_reader_once(steps: 
         finally:
             sent_record.BATCH = old
         assert read == recorded
+
+
+@pytest.mark.parametrize("transport", ["imap", "post office"])
+def test_a_note_from_another_machine_is_read_from_the_inbox_never_from_the_sent_record(
+    home: Path, registry: Registry, servers: MailServers, transport: str
+) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent") if transport == "imap" else registry
+    other = _machine(home, "ci", share_postoffice=transport == "post office")
+    with AgentMail(reg, Identity("beta", "laptop"), home) as laptop:
+        laptop.note("Handover", "The quota fix is on branch fix-quota.", to_agent="ci")
+    with AgentMail(reg, Identity("beta", "ci"), other) as ci:
+        (note,) = ci.notes()
+        assert (note.subject, note.state, note.to_agent) == ("Handover", "unread", "ci")
+        assert ci.sent() == [] and ci.sync().siblings == 0
