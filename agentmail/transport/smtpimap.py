@@ -521,7 +521,12 @@ class SmtpImapTransport(Transport):
 
         with self._imap_failures(" looking at the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
-            return folder is not None and imap_pending(self._connect(), folder, checkpoint)
+            try:
+                return folder is not None and imap_pending(self._connect(), folder, checkpoint)
+            except IMAPClientAbortError:
+                raise  # the connection is gone: translated above
+            except IMAPClientError:
+                return False  # a NO: no such folder yet (nothing sent), nothing to read
 
     # --- pulling ---------------------------------------------------------------------------
 
