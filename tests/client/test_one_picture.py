@@ -214,3 +214,19 @@ def test_a_note_from_another_machine_is_read_from_the_inbox_never_from_the_sent_
         (note,) = ci.notes()
         assert (note.subject, note.state, note.to_agent) == ("Handover", "unread", "ci")
         assert ci.sent() == [] and ci.sync().siblings == 0
+
+
+def test_rebuild_files_a_siblings_letter_as_a_siblings_again(registry: Registry, home: Path) -> None:
+    other = _machine(home, "home-b", share_postoffice=True)
+    thread, ack_mid = _acked_on_a(registry, home, other)
+    with AgentMail(registry, Identity("beta"), other) as beta:
+        before = [(x.id, x.type, x.state) for x in beta.thread(thread)]
+        root = beta.spool.root
+    for name in ("spool.db", "spool.db-wal", "spool.db-shm"):
+        (root / name).unlink(missing_ok=True)
+    with AgentMail(registry, Identity("beta"), other) as beta:
+        counts = beta.rebuild()
+        assert counts["sibling"] == 1
+        assert [(x.id, x.type, x.state) for x in beta.thread(thread, sync=False)] == before
+        assert beta.sync().siblings == 0  # the record read again from the start: nothing new
+        assert [x.message_id for x in beta.sent()] == [ack_mid]
