@@ -7,8 +7,9 @@ no rule lives here. ``commands`` is taken in by the command line's root (``app``
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from ..errors import BadInput
+from ..errors import BadInput, TransportError
 from . import render
 from .args import Commands, argument, at_least, echo, option, seconds
 from .context import ID_HELP, OUTCOME_HELP, TYPES_HELP, Ctx, attach_options, attachments, json_option, read_body
@@ -78,8 +79,6 @@ def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
 def apply_cmd(ctx: Ctx, letter_id: str, check: bool, series: bool) -> None:
     """'git am' letter ID's patches in the current checkout (a clean tree only; no hook runs):
     every commit is listed (author, subject, paths); --check lists them and changes nothing."""
-    from pathlib import Path
-
     done = ctx.client().apply(letter_id, Path.cwd(), check=check, series=series)
     emit(ctx, {"applied": done.landed, "detail": done.detail, "commits": [c.to_json() for c in done.commits]},
          lambda: echo(clean(str(done))))  # fmt: skip
@@ -272,8 +271,6 @@ def sync(ctx: Ctx) -> None:
 @json_option
 def flush(ctx: Ctx) -> None:
     """Retry the outbox."""
-    from ..errors import TransportError
-
     client = ctx.client()
     results = client.flush()
     client.flushed = 0  # said below, not again on the way out

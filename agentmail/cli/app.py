@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import errno
 import sys
+import warnings
 
 from ..errors import AgentmailError
 from . import agent, integrations, operator
@@ -73,8 +74,6 @@ main_group = Group(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches a user, nor a library's warning (filtered here) or log
     line (each library's logger has a NullHandler where it is imported: DESIGN §8)."""
-    import warnings
-
     if not sys.warnoptions:
         warnings.simplefilter("ignore")
     ctx = Ctx(None, None, None, False)

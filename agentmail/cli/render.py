@@ -8,10 +8,12 @@ exit code (``sent_outcome``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..text import for_terminal
+from ..errors import TransportError
+from ..text import DATA_NOT_ORDERS, for_terminal
 from .args import echo
 
 if TYPE_CHECKING:
@@ -25,8 +27,6 @@ clean = for_terminal  # untrusted text made safe for a terminal (text.py: the on
 
 def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
     if ctx.json:
-        import json  # only for --json: --help and text output never load it
-
         echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
     else:
         text()
@@ -102,8 +102,6 @@ def letters(ctx: Ctx, found: Sequence[Letter], empty: str) -> None:
 
 def unread_header(count: int) -> None:
     """Where an agent reads its mail, it is told what a letter is."""
-    from ..text import DATA_NOT_ORDERS
-
     echo(f"{count} unread letter{'s' if count != 1 else ''}. {DATA_NOT_ORDERS}")
 
 
@@ -234,8 +232,6 @@ def sent_outcome(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
     if letter.extra.get("sent_copy_failed"):
         echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":  # THREAD ID STATE on stdout; why, once, on stderr (exit 5)
-        from ..errors import TransportError
-
         why = letter.extra.get("queued_reason") or "the server is unreachable"
         emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} queued"))
         raise TransportError(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import ages
 from ..config import identity
 from ..config import registry as registry_mod
 from ..errors import AgentmailError
@@ -109,7 +110,6 @@ class AgentMail(Stage):
         return [warning] if warning else []
 
     def _escalate(self) -> None:
-        from .. import ages
         from ..people import escalation
 
         now = ages.now_ms()

@@ -13,6 +13,7 @@ from ..model import (
     Letter,
 )
 from ..spool.filed import Filed
+from ..text import one_line
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -146,8 +147,6 @@ class Holds(Stage):
         """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it
         to the agent); a rejected reply frees its claim on the letter. Anyone may drop a
         letter that has not left (the agent too): it releases nothing."""
-        from ..text import one_line
-
         letter_id = self.box.id_of(letter_id)
         reason = one_line(reason or "").strip()
         if not reason:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import TYPE_CHECKING
 
@@ -379,8 +380,6 @@ class Sender(Stage):
     def _quota(self) -> tuple[int, int | None, str]:
         """This platform's new threads in the last hour (this home's letters and the server's, client/quota.py), the cap (None:
         ``new_threads_per_hour = 0``, no cap), and when the oldest leaves the window (UTC)."""
-        import datetime
-
         if self.registry.bus.new_threads_per_hour == 0:
             return 0, None, ""
         from .quota import opened_times

@@ -8,9 +8,13 @@ decision in a reply and checks the key; the client acts on them."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import hmac
+import os
 import secrets
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
 from pathlib import Path
 
 from ..config.registry import Registry
@@ -39,10 +43,6 @@ def every_approver(registry: Registry) -> tuple[str, ...]:
 
 def _letter(registry: Registry, platform: str, to: tuple[str, ...], subject: str, body: str) -> tuple[str, bytes]:
     """A plain-text letter a person reads in any client, marked as automatic (RFC 3834)."""
-    import datetime
-    from email.message import EmailMessage  # only here: a plain send never loads the email package
-    from email.utils import format_datetime, make_msgid
-
     sender = registry.platforms[platform]
     msg = EmailMessage()
     msg["From"] = f"agentmail for {platform} <{sender.address}>"
@@ -147,7 +147,6 @@ def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) 
         )
     if _pin(registry) is not None:
         check_key(registry, old_key)
-    import os
 
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import textwrap
 from datetime import UTC, datetime
+from email import message_from_bytes, policy
+from email.headerregistry import Address
+from email.message import EmailMessage
 from pathlib import Path
 
+from ..config.credentials import read_private_key_with_source
 from ..config.registry import Registry
 from ..errors import BadInput, ConfigError
-from ..text import one_line, visible
+from ..letter import wire
+from ..text import describe, forbidden_in_text, one_line, visible
+from ..trust import signing
 
 LINE = 78  # RFC 5322's "SHOULD" for a line, and what every client shows without wrapping
 
@@ -67,15 +73,6 @@ def compose_for_people(
     references: tuple[str, ...] = (),
 ) -> tuple[str, bytes]:
     """The Message-ID and signed bytes of a letter from platform ``sender`` to the people ``to``."""
-    from email import policy
-    from email.headerregistry import Address
-    from email.message import EmailMessage
-
-    from ..config.credentials import read_private_key_with_source
-    from ..letter import wire
-    from ..text import describe, forbidden_in_text
-    from ..trust import signing
-
     me = registry.get(sender)
     if not to:
         raise ConfigError(f"{sender} has no followers to write to ('agentmail person {sender} ADDRESS --follows')")
@@ -111,8 +108,6 @@ def compose_for_people(
 
 def visible_part(raw: bytes) -> str:
     """The text a mail client shows of such a letter (tests and ``digest`` read it back)."""
-    from email import message_from_bytes, policy
-
     msg = message_from_bytes(raw, policy=policy.default)
     part = msg.get_body(preferencelist=("plain",))
     return "" if part is None else str(part.get_content()).replace("\r\n", "\n")

@@ -21,6 +21,7 @@ import os
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from glob import escape as glob_escape
@@ -29,7 +30,7 @@ from typing import Any
 
 from .._fs import fsync_dir, fsync_file, is_same, locked, read_plain, sync_filesystem, write_new
 from ..errors import NotFound, StorageError
-from ..model import Letter, new_ulid, ulid_floor
+from ..model import Letter, new_ulid, ulid_floor, ulid_ms
 from . import db as dbmod
 from . import words
 from .db import Db, reached
@@ -279,8 +280,6 @@ class Spool:
         which says its state and letter (None: not restored, the file is left). A received
         letter that one of the restored letters answers is ``read``. No checkpoint is restored:
         the next sync reads the post office from the start and drops what is filed already."""
-        import time
-
         counts: dict[str, Any] = {state: 0 for state in STATES}
         counts["left"] = 0
         with self.db.setup_lock(), locked(self.root / "sync.lock"):
@@ -639,8 +638,6 @@ class Spool:
     def sweep_tmp(self, older_than: float = 3600.0) -> None:
         """Finish what a crash left in tmp/: a filed letter's file is moved into letters/, and
         files that are no letter (never committed) are removed once older than an hour."""
-        import time
-
         cutoff = time.time() - older_than
         try:
             entries = list(os.scandir(self.root / "tmp"))
@@ -1042,8 +1039,6 @@ class Spool:
         """``opened_since`` keyed by each letter's Message-ID (the key the server's count shares,
         client/quota.py). The rows come from the id index, from ``cutoff_ms`` on: what the window
         holds, never the history."""
-        from ..model import ulid_ms
-
         found: dict[str, str] = {}
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):

@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.registry import Registry
+from ..letter.wire import base_address
 from .base import Checkpoint, Envelope, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .local import LocalTransport
 
 __all__ = ["Checkpoint", "Envelope", "Incoming", "OnResult", "Outgoing", "SubmitResult", "Transport", "open_transport"]
 
@@ -13,11 +15,8 @@ __all__ = ["Checkpoint", "Envelope", "Incoming", "OnResult", "Outgoing", "Submit
 def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
     """The bus's transport for ``platform``; the SMTP/IMAP code is imported only when used."""
     if registry.bus.transport == "local":
-        from .local import LocalTransport
 
         def resolve(address: str) -> str | None:
-            from ..letter.wire import base_address
-
             found = registry.by_address(base_address(address.lower()))
             if found is not None:
                 return found.name

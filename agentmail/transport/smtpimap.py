@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import logging
 import re
 import selectors
@@ -39,7 +40,7 @@ from ..config.credentials import Login, mailbox_login
 from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
-from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
 from .claims import STALE_AFTER, ImapClaim
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
@@ -480,10 +481,6 @@ class SmtpImapTransport(Transport):
         window's day and the one before: dates have no hours) and one FETCH of a few header
         fields of what it found. None when there is no sent folder or the server cannot be
         asked now (the quota then counts this home's letters alone)."""
-        import datetime
-
-        from .base import opener_header
-
         if self.sent_folder == "":
             return None
         try:
