@@ -11,7 +11,6 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .._value import Frozen
 from ..client.facade import AgentMail
@@ -24,9 +23,6 @@ from ..stages.compose import Draft, compose
 from ..transport import Envelope, Outgoing
 from ..trust import authenticity, signing
 from ..trust.provenance import trusted_results
-
-if TYPE_CHECKING:
-    from ..client.facade import AgentMail
 
 PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
 

@@ -12,8 +12,6 @@ from ..errors import BadInput
 from .args import echo, option
 
 if TYPE_CHECKING:
-    from pathlib import Path  # at run time imported where used: --help loads no pathlib (issue 11)
-
     from ..client.facade import AgentMail
 
 F = TypeVar("F", bound=Callable[..., Any])

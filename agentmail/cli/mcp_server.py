@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..client.facade import AgentMail, raise_for_state
-from ..errors import AgentmailError, BadInput, NotFound
+from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..letter.attach import unique_names
 from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, SEVERITIES, TYPES
 from ..spool.search import MAX_QUERY
@@ -40,7 +40,6 @@ from ..stages.guards import DATA_NOT_ORDERS
 from ..text import for_terminal
 
 if TYPE_CHECKING:
-    from ..client.facade import AgentMail
     from ..model import Letter
 
 INBOX_BODY = 500  # inbox shows the start of each body; show gives all of it
@@ -378,8 +377,6 @@ def server(make_client: Callable[[], AgentMail], save_root: Path | None = None) 
         import mcp_types as types
         from mcp.server.lowlevel import Server
     except ImportError as exc:
-        from ..errors import ConfigError
-
         raise ConfigError("the MCP server needs the optional extra: pip install 'agentmail[mcp]'") from exc
 
     tools = Tools(make_client, save_root)
