@@ -214,18 +214,18 @@ def approvers_told(letter: Letter) -> str:
     return "the platform lists no approver: the operator decides"
 
 
-def sent_outcome(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
+def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings: Sequence[str] = ()) -> None:
     """What became of a letter ``send``/``reply``/``note``/``approve`` made: THREAD ID STATE on
-    stdout, advice and notes on stderr, then its exit code (5 queued, 4 refused, ...) raised."""
+    stdout, an opener's advice and the warnings (``Sent``'s) on stderr, then its exit code
+    (5 queued, 4 refused, ...) raised."""
     from ..client.facade import raise_for_state
 
-    advice = [w.removeprefix("opener: ") for w in warnings if w.startswith("opener: ")]
     if advice:  # advice, never an error: one line, saying what became of the letter all the same
         went = {"held": "held anyway", "outbox": "queued anyway", "failed": "not a refusal"}.get(
             letter.state, "sent anyway"
         )
         echo(clean(f"agentmail: advice for an opener ({went}): " + "; ".join(advice)), err=True)
-    for warning in (w for w in warnings if not w.startswith("opener: ")):
+    for warning in warnings:
         echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
         echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)

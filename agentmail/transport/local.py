@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from .. import ages
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
-from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
+from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claims import Claims
 
 if TYPE_CHECKING:
@@ -278,8 +278,8 @@ class LocalTransport(Transport):
                 on_result(result)
         return results
 
-    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
-        return self.claims.claim(key, holder)
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
+        return Claimed(self.claims.claim(key, holder))
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
         return self.claims.sent(key, holder)

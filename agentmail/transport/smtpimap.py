@@ -40,7 +40,7 @@ from ..config.credentials import Login, mailbox_login
 from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
-from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
+from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
 from .claims import STALE_AFTER, ImapClaim
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
@@ -310,7 +310,7 @@ class SmtpImapTransport(Transport):
         self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._copy_failures: dict[str, str] = {}
         # Reply claims: their clock (injectable: tests never sleep) and the takeover time; what
-        # the last claim could not do (no CONDSTORE), said once by the client; round trips counted.
+        # the claim being made could not do (no CONDSTORE: in its Claimed); round trips counted.
         self.now = time.time
         self.stale_after = STALE_AFTER
         self.claim_warning: str | None = None
@@ -652,9 +652,11 @@ class SmtpImapTransport(Transport):
 
     # --- reply claims (issue 25) -----------------------------------------------------------
 
-    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
+        self.claim_warning = None  # what this claim could not do, set by _claim
         with self._imap_failures(" while claiming the reply on the server"):
-            return self._claim(message_id, key, holder, sent=False)
+            who = self._claim(message_id, key, holder, sent=False)
+        return Claimed(who, None if who is not None else self.claim_warning)
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
         try:
