@@ -62,10 +62,15 @@ class Holds(Stage):
         held whatever happens to its announcement; a failure is recorded on it)."""
         from ..people import approval
 
-        if not approval.approvers(self.registry, self.me.platform):
+        to = approval.approvers(self.registry, self.me.platform)
+        if not to:
             return
-        message_id, raw = approval.announcement(self.registry, self.me.platform, letter, reason)
-        failed = self.mail_people(f"{letter.id}.announcement", raw, approval.approvers(self.registry, self.me.platform))
+        try:
+            message_id, raw = approval.announcement(self.registry, self.home, self.me.platform, letter, reason)
+        except AgentmailError as exc:  # e.g. the platform's key cannot sign it
+            failed = str(exc)
+        else:
+            failed = self.mail_people(f"{letter.id}.announcement", raw, to)
         if failed:
             self.spool.annotate(letter.id, announce_failed=failed)
         else:
@@ -97,7 +102,10 @@ class Holds(Stage):
         to = approval.every_approver(self.registry)
         if not to:
             return ""
-        _, raw = approval.hold_change(self.registry, self.me.platform, before, after)
+        try:
+            _, raw = approval.hold_change(self.registry, self.home, self.me.platform, before, after)
+        except AgentmailError as exc:
+            return str(exc)
         return self.mail_people("hold-change", raw, to)
 
     def decide_by_mail(self, filed: Filed | list[str]) -> None:

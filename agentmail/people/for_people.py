@@ -71,12 +71,15 @@ def compose_for_people(
     reply_to: str | None = None,
     in_reply_to: str | None = None,
     references: tuple[str, ...] = (),
+    as_written: bool = False,
 ) -> tuple[str, bytes]:
-    """The Message-ID and signed bytes of a letter from platform ``sender`` to the people ``to``."""
+    """The Message-ID and signed bytes of a letter from platform ``sender`` to the people ``to``.
+    ``as_written``: the body's lines are kept as they are, not wrapped (a letter a person judges
+    word for word: an approval), and go quoted-printable when one is longer than ``LINE``."""
     me = registry.get(sender)
     if not to:
         raise ConfigError(f"{sender} has no followers to write to ('agentmail person {sender} ADDRESS --follows')")
-    text = wrap(body.strip()) + "\n"
+    text = (body.strip() if as_written else wrap(body.strip())) + "\n"
     bad = forbidden_in_text(text)
     if bad is not None:  # quoted text went through visible(): this is agentmail's own text failing
         raise BadInput(f"the letter for people contains {describe(bad)}; refused")
@@ -95,7 +98,8 @@ def compose_for_people(
         msg["References"] = " ".join(references)
     msg["Auto-Submitted"] = "auto-generated"
     msg["List-Id"] = wire.list_id(registry.bus.domain)
-    cte = "7bit" if text.isascii() else "quoted-printable"
+    short = all(len(line) <= LINE for line in text.splitlines())
+    cte = "7bit" if text.isascii() and short else "quoted-printable"
     msg.set_content(text, charset="utf-8", cte=cte)
     unsigned = msg.as_bytes()
     key, _ = read_private_key_with_source(home, me.name)
