@@ -6,7 +6,7 @@
         ...
 
 Everything a user needs to build a client or a bus is exported here (``__all__``, pinned by
-tests/test_exports.py); the modules behind it are implementation.
+tests/system/test_exports.py); the modules behind it are implementation.
 """
 
 import importlib as _importlib

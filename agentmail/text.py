@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 
 # One definition (a regex class body); the uses below differ only in TAB and LF. A superset of
-# categories Cc, Cf, Zl and Zp of every Unicode version up to 15.1 (tests/test_text.py holds it
+# categories Cc, Cf, Zl and Zp of every Unicode version up to 15.1 (tests/letter/test_text.py holds it
 # to the running Python's unicodedata).
 FORBIDDEN = (
     "\x00-\x08\x0a-\x1f\x7f-\x9f"  # controls (Cc): C0 but TAB, DEL, C1

@@ -48,10 +48,10 @@ class Group:
 
 
 _JUDGING = (
-    "test_trust_rules.py",
-    "test_trust_paths.py",
-    "test_authenticity.py",
-    "test_authenticity_exact.py",
+    "trust/test_trust_rules.py",
+    "trust/test_trust_paths.py",
+    "trust/test_authenticity.py",
+    "trust/test_authenticity_exact.py",
 )
 
 # The MCP tests that start ``agentmail mcp`` as a process over stdio: under mutmut the SDK cannot
@@ -72,36 +72,36 @@ GROUPS: dict[str, Group] = {
     "wire": Group(
         ("letter/wire.py",),
         (
-            "test_wire.py",
-            "test_wire_exact.py",
-            "test_render_exact.py",  # the fast render path's exact bytes (test_render_fast is too slow traced)
-            "test_attachments.py",
-            "test_fanout.py",
-            "test_model.py",
-            "test_matter.py",
-            "test_mime.py",
+            "letter/test_wire.py",
+            "letter/test_wire_exact.py",
+            "letter/test_render_exact.py",  # the fast render path's exact bytes (test_render_fast is too slow traced)
+            "letter/test_attachments.py",
+            "stages/test_fanout.py",
+            "letter/test_model.py",
+            "letter/test_matter.py",
+            "letter/test_mime.py",
             *_JUDGING,
         ),
     ),
     "signing": Group(
         ("trust/signing.py",),
         (
-            "test_signing.py",
-            "test_signing_exact.py",
-            "test_signing_paths.py",
-            "test_signing_covered.py",
-            "test_signing_dns.py",
+            "trust/test_signing.py",
+            "trust/test_signing_exact.py",
+            "trust/test_signing_paths.py",
+            "trust/test_signing_covered.py",
+            "trust/test_signing_dns.py",
             *_JUDGING,
         ),
     ),
     "judging": Group(
         ("trust/verdicts.py", "trust/authenticity.py", "stages/guards.py"),
         (
-            "test_guards.py",
-            "test_guards_exact.py",
-            "test_wire.py",
-            "test_signing_exact.py",
-            "test_writing.py",  # a person's letter (authenticity._person), the aligned policy's Cc and List-Id
+            "stages/test_guards.py",
+            "stages/test_guards_exact.py",
+            "letter/test_wire.py",
+            "trust/test_signing_exact.py",
+            "people/test_writing.py",  # a person's letter (authenticity._person), the aligned policy's Cc and List-Id
             *_JUDGING,
         ),
     ),
@@ -110,14 +110,14 @@ GROUPS: dict[str, Group] = {
     "route": Group(
         ("stages/route.py", "client/facade.py"),
         (
-            "test_route.py",
-            "test_client.py",
-            "test_recovery.py",
-            "test_isolation.py",
-            "test_outages.py",
-            "test_people.py",
-            "test_trust_rules.py",
-            "test_trust_paths.py",
+            "stages/test_route.py",
+            "client/test_client.py",
+            "client/test_recovery.py",
+            "client/test_isolation.py",
+            "transport/test_outages.py",
+            "people/test_people.py",
+            "trust/test_trust_rules.py",
+            "trust/test_trust_paths.py",
         ),
         functions=(
             "agentmail.stages.route.*",
@@ -139,20 +139,20 @@ GROUPS: dict[str, Group] = {
     # The spool (SQLite rows + letter files) against its own in-process tests (every branch of the
     # three modules, exact answers). test_migration/test_rebuild/test_recovery/test_crash prove the
     # same end to end through clients and SIGKILLed processes, at seconds per mutant: not run here.
-    "spool": Group(("spool/store.py", "spool/db.py", "spool/migrate.py"), ("test_spool.py",), timeout=30),
+    "spool": Group(("spool/store.py", "spool/db.py", "spool/migrate.py"), ("spool/test_spool.py",), timeout=30),
     # The local post office: delivery, UIDs, fetch batches, the wait's wakes.
-    "local": Group(("transport/local.py",), ("test_local.py",), timeout=30),
+    "local": Group(("transport/local.py",), ("transport/test_local.py",), timeout=30),
     # Issue 23's modules: the functions that decide what a letter can make agentmail do (a whole
     # module did not fit in this session's time; the rest of each module is named in MUTATION.md).
     # Evidence: --attach confined, save, apply's hooks/series/symlink checks, names and limits.
     "evidence": Group(
         ("stages/evidence.py", "letter/attach.py"),
         (
-            "test_attachments.py",
-            "test_evidence_confinement.py",
-            "test_evidence_exact.py",
-            "test_attach_exact.py",
-            "test_mcp.py",
+            "letter/test_attachments.py",
+            "stages/test_evidence_confinement.py",
+            "stages/test_evidence_exact.py",
+            "letter/test_attach_exact.py",
+            "cli/test_mcp.py",
         ),
         functions=tuple(
             f"agentmail.{name}__mutmut_*"
@@ -178,13 +178,18 @@ GROUPS: dict[str, Group] = {
             )
         ),
         timeout=30,
-        whole=("test_attachments.py", "test_evidence_confinement.py", "test_evidence_exact.py", "test_attach_exact.py"),
+        whole=(
+            "letter/test_attachments.py",
+            "stages/test_evidence_confinement.py",
+            "stages/test_evidence_exact.py",
+            "letter/test_attach_exact.py",
+        ),
         deselect=_MCP_STDIO,
     ),
     # The MCP server: exact schemas, save confined below the working directory.
     "mcp": Group(
         ("cli/mcp_server.py",),
-        ("test_mcp.py", "test_parity.py"),
+        ("cli/test_mcp.py", "cli/test_parity.py"),
         functions=tuple(
             f"agentmail.cli.mcp_server.x_{f}__mutmut_*"
             for f in ("_pattern", "_validator", "check_arguments", "_protected", "_below", "_save", "save_folder")
@@ -196,15 +201,15 @@ GROUPS: dict[str, Group] = {
     "people": Group(
         ("trust/human.py", "letter/readable.py", "letter/partly_signed.py"),
         (
-            "test_people.py",
-            "test_signed_partly.py",
-            "test_partly_signed_exact.py",
-            "test_people_exact.py",
-            "test_readable.py",
-            "test_writing.py",
-            "test_identity_headers.py",
-            "test_authenticity.py",
-            "test_trust_rules.py",
+            "people/test_people.py",
+            "trust/test_signed_partly.py",
+            "trust/test_partly_signed_exact.py",
+            "people/test_people_exact.py",
+            "letter/test_readable.py",
+            "people/test_writing.py",
+            "config/test_identity_headers.py",
+            "trust/test_authenticity.py",
+            "trust/test_trust_rules.py",
         ),
         timeout=30,
     ),
@@ -212,16 +217,16 @@ GROUPS: dict[str, Group] = {
     "registry": Group(
         ("config/registry.py",),
         (
-            "test_registry.py",
-            "test_registry_exact.py",
-            "test_toml_cache.py",
-            "test_bus_settings_hostile.py",
-            "test_values.py",
-            "test_identity.py",
-            "test_identity_headers.py",
+            "config/test_registry.py",
+            "config/test_registry_exact.py",
+            "config/test_toml_cache.py",
+            "config/test_bus_settings_hostile.py",
+            "letter/test_values.py",
+            "config/test_identity.py",
+            "config/test_identity_headers.py",
         ),
         timeout=30,
-        whole=("test_registry_exact.py", "test_registry.py", "test_bus_settings_hostile.py"),
+        whole=("config/test_registry_exact.py", "config/test_registry.py", "config/test_bus_settings_hostile.py"),
     ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).

@@ -6,7 +6,7 @@ print in ``render``, what each is handed in ``context``, the grammar in ``args``
 
 The few imports inside a function (the command modules import the client, ``admin``, ``people`` and
 the host integrations only in the command that needs them) are listed, with why, in DESIGN §1
-("Imported where first used"); tests/test_imports_at_top.py holds the list to the code.
+("Imported where first used"); tests/system/test_imports_at_top.py holds the list to the code.
 """
 
 from __future__ import annotations

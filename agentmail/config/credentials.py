@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import subprocess
 
 # subprocess, selectors and shlex are imported where a command is run: a send that signs with
-# the key file never loads them (tests/test_lean_paths.py).
+# the key file never loads them (tests/system/test_lean_paths.py).
 
 # The ways to give a mailbox secret, in the environment or in secrets/<platform>.env (one of them).
 SECRET_KEYS = ("AGENTMAIL_PASSWORD", "AGENTMAIL_PASSWORD_CMD", "AGENTMAIL_PASSWORD_KEYRING")

@@ -202,7 +202,7 @@ def render(letter: Letter) -> bytes:
     fast = _plain_header_block(letter, date)
     # text always holds the block's lines (matter.join), so max() always has a line to measure
     if fast is not None and text.isascii() and max(map(len, text.splitlines())) <= 900:
-        # What EmailMessage would write for these plain values (tests/test_render_fast.py holds
+        # What EmailMessage would write for these plain values (tests/letter/test_render_fast.py holds
         # the two equal), without its header registry re-parsing each value (~1.5 ms a letter).
         return fast.encode("ascii") + b"\r\n".join(text.encode("ascii").splitlines()) + b"\r\n"
     return _render_with_email(letter, text, date)
@@ -452,7 +452,7 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
     than the mailbox's own (``alice@x <mallory@x>`` is read as alice by lenient parsers and as
     mallory by mail clients) is Malformed."""
     plain = re.fullmatch(_PLAIN_MAILBOX, value)
-    if plain is not None:  # the same answer as the parser below (tests/test_render_fast.py)
+    if plain is not None:  # the same answer as the parser below (tests/letter/test_render_fast.py)
         return (_Addr(plain.group(1) or "", plain.group(2) or plain.group(3)),)
     if not value.isascii():  # raw 8-bit: the email package reads it as U+FFFD, a client as it likes
         raise Malformed(

@@ -60,7 +60,7 @@ CREATE TABLE checkpoints(transport TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE facts(name TEXT PRIMARY KEY, value TEXT);               -- e.g. which caches are built
 """
 
-# Test hook: called with the name of each point a crash may land on (tests/test_crash.py
+# Test hook: called with the name of each point a crash may land on (tests/system/test_crash.py
 # kills the process there); None in production.
 crash_point: Callable[[str], None] | None = None
 

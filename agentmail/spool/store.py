@@ -553,7 +553,7 @@ class Spool:
             self._annotate(tx, letter.id, {"sha256": _sha256(raw)})
         if not quarantined:
             self._mark_thread(tx, letter.thread, letter.type)
-        reached("filed-unindexed")  # tests/test_crash.py: the row is in, its index rows not yet
+        reached("filed-unindexed")  # tests/system/test_crash.py: the row is in, its index rows not yet
         words.put(tx, int(filed.lastrowid or 0), data)  # searchable in the same commit
 
     def _mark_thread(self, tx: sqlite3.Connection, thread: str, kind: str) -> None:

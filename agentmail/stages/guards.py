@@ -32,7 +32,7 @@ AFTER_ACK = ("report", "close")
 # body, and most bodies hold none of these (issue 11: the scan was ~5% of a send's CPU).
 # Case-insensitive literals are looked for in an ASCII body only, lowercased (Unicode case
 # folding matches more: "ſ" is an "s" to re, not to str.lower). A pattern edited means its
-# literals checked: tests/test_guards.py refuses a sample of each and holds the verdicts equal
+# literals checked: tests/stages/test_guards.py refuses a sample of each and holds the verdicts equal
 # to searching every pattern, but a property finds a literal that was forgotten only by chance.
 _CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
     ((r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"), "a private key", ("PRIVATE KEY-----",), False),

@@ -195,7 +195,7 @@ class Transport(ABC):
 def _fields(header: bytes) -> dict[str, str]:
     """A header block's fields, names lowercased, the first of each kept, a folded value
     joined with one space (no email package: the local post office's send path stays lean,
-    tests/test_lean_paths.py)."""
+    tests/system/test_lean_paths.py)."""
     found: dict[str, str] = {}
     name = ""
     for line in header.decode("utf-8", "replace").replace("\r\n", "\n").split("\n"):

@@ -1,4 +1,4 @@
-"""One competing process for tests/test_concurrency.py.
+"""One competing process for tests/system/test_concurrency.py.
 
     python consume_worker.py MODE PLATFORM AGENT OUT     (AGENTMAIL_HOME from the environment;
                                                          AGENT "-" for none)

@@ -1,4 +1,4 @@
-"""A fork server for the crash tests (tests/test_crash.py): the victims start in ~1 ms.
+"""A fork server for the crash tests (tests/system/test_crash.py): the victims start in ~1 ms.
 
 A fresh ``python`` spends ~250 ms importing agentmail, email, dkimpy and PyNaCl before it
 touches a letter, so a SIGKILL "5-80 ms after start" would almost always hit the import, never

@@ -1,4 +1,4 @@
-"""A spool written by the release before spool.db (commit 8664ef0), for tests/test_migration.py.
+"""A spool written by the release before spool.db (commit 8664ef0), for tests/spool/test_migration.py.
 
     git archive 8664ef0 agentmail | tar -x -C /tmp/old
     PYTHONPATH=/tmp/old python tests/helpers/old_spool.py OUT_DIR

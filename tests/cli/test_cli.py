@@ -1,0 +1,112 @@
+"""The CLI contract (DESIGN §8): names, --json fields, exit codes, one-line errors, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ..conftest import OPENER, Cli
+
+
+@pytest.fixture
+def bus_home(cli: Cli) -> None:
+    assert cli("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+
+
+def test_send_inbox_reply_thread_round_trip(cli: Cli, bus_home: None) -> None:
+    code, out, err = cli(
+        "--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER, "-S", "high", "-r", "alpha#3"
+    )
+    assert code == 0 and err == ""
+    thread = out.split()[0]
+    code, out, _ = cli("--as", "beta", "--json", "inbox")
+    (letter,) = json.loads(out)
+    for key in (
+        "id",
+        "message_id",
+        "from",
+        "to",
+        "type",
+        "thread",
+        "severity",
+        "ref",
+        "subject",
+        "body",
+        "date",
+        "in_reply_to",
+        "state",
+    ):
+        assert key in letter
+    assert (letter["from"], letter["to"], letter["thread"], letter["state"]) == ("alpha", "beta", thread, "unread")
+    assert "agentmail v1" not in letter["body"]
+    assert cli("--as", "beta", "reply", letter["id"], "-b", "Reproduced.", "-t", "ack")[0] == 0
+    code, out, err = cli("--as", "beta", "reply", letter["id"], "-b", "Again.")
+    assert code == 4 and "already answered" in err and err.count("\n") == 1
+    code, out, _ = cli("thread", thread, "--as", "alpha", "--json")  # options after the command
+    assert [x["type"] for x in json.loads(out)] == ["report", "ack"]
+
+
+def test_exit_codes(cli: Cli, bus_home: None) -> None:
+    assert cli("--as", "alpha", "show", "01nosuchletter")[0] == 1
+    assert cli("--as", "alpha", "send", "beta", "-s", "a\r\nBcc: x@y", "-b", "text")[0] == 2
+    assert cli("--as", "alpha", "send", "beta", "-s", "x", "-b", "text", "-t", "rant")[0] == 2
+    assert cli("--as", "alpha", "send", "beta", "-s", "x", "-b", "@/nonexistent/file.md")[0] == 2
+    assert cli("--as", "alpha", "wait", "--timeout", "0.1")[0] == 3
+    assert cli("--as", "alpha", "send", "beta", "-s", "x", "-b", "PASSWORD=hunter22")[0] == 4
+    assert cli("--as", "nobody", "inbox")[0] == 6
+    assert cli("no-such-command")[0] == 2
+    assert cli("inbox", "--limit", "0", "--as", "alpha")[0] == 2
+
+
+def test_whoami_exits_1_without_an_identity(cli: Cli, bus_home: None) -> None:
+    code, _, err = cli("whoami")
+    assert code == 1 and "cannot tell which platform" in err
+    assert cli("--as", "alpha", "whoami") == (0, "alpha\n", "")
+
+
+def test_untrusted_text_is_refused_on_send_with_its_character_named(cli: Cli, bus_home: None) -> None:
+    """Terminal escapes and bidi overrides never leave in a letter (one character policy, text.py);
+    what arrives with them anyway is made visible (tests/letter/test_shown_text.py)."""
+    evil = "Hello \x1b]8;;http://evil\x07click\x1b[2J and \u202ereversed"
+    code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Esc", "-b", evil + "\n" + OPENER)
+    assert code == 2 and out == "" and "U+001B" in err and len(err.splitlines()) == 1
+    assert cli("--as", "beta", "inbox")[1].startswith("no unread")
+
+
+def test_platforms_and_quarantine_json(cli: Cli, bus_home: None, home: Path) -> None:
+    from agentmail.transport.local import deliver
+
+    code, out, _ = cli("platforms", "--json")
+    assert [p["name"] for p in json.loads(out)["platforms"]] == ["alpha", "beta"]
+    deliver(
+        home / "postoffice" / "beta", b"From: mallory@evil.test\r\nMessage-ID: <1@evil.test>\r\nSubject: hi\r\n\r\nhi"
+    )
+    code, out, _ = cli("--as", "beta", "quarantine", "--json")
+    (entry,) = json.loads(out)
+    assert entry["reason"] == "unregistered-sender" and entry["detail"].endswith("of this bus")
+
+
+def test_an_unexpected_error_is_one_line_not_a_traceback(cli: Cli, bus_home: None, home: Path) -> None:
+    (home / "registry" / "bus.toml").write_text("domain = [")
+    code, out, err = cli("--as", "alpha", "inbox")
+    assert code == 6 and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_the_installed_command_runs_the_demo(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENTMAIL_HOME": str(tmp_path / "h")}
+    done = subprocess.run(
+        [sys.executable, "-m", "agentmail", "demo", "--home", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "quarantined as unauthenticated" in done.stdout
+    assert "close" in done.stdout and "refused" in done.stdout
+    assert done.stderr == ""

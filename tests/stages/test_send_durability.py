@@ -1,0 +1,145 @@
+"""When a sent letter becomes durable on the local post office (issue 11, the send path).
+
+"Sent" there means the copy in the post office is on disk (deliver fsyncs it), so the outbox
+copy is filed with no flush and flushed only when the letter has to wait. These tests drive
+the two cases that matter: a letter that could not leave is flushed before ``send`` gives up,
+and an outbox row that outlived its file (a power cut) is never submitted. The SIGKILLs at the
+send's commit points are in test_crash.py."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from agentmail.client.facade import AgentMail
+from agentmail.spool import Spool
+from agentmail.transport.local import deliver
+
+from ..conftest import OPENER
+
+
+def _fsynced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The paths ``os.fsync`` is called on from now (the real fsync still runs)."""
+    seen: list[str] = []
+    real = os.fsync
+
+    def fsync(fd: int) -> None:
+        seen.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return seen
+
+
+def test_a_letter_the_post_office_could_not_take_is_flushed_before_send_gives_up(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    maildir = home / "postoffice" / "beta"
+    maildir.mkdir(parents=True)
+    (maildir / "tmp").write_text("a file where the Maildir's tmp/ should be")  # every delivery fails
+    seen = _fsynced(monkeypatch)
+    with pytest.raises(OSError):
+        alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    [letter_id] = alpha.spool.ids("outbox")
+    letter_file = alpha.spool.root / "letters" / f"{letter_id}.eml"
+    assert str(letter_file) in seen and str(letter_file.parent) in seen, seen
+
+    (maildir / "tmp").unlink()  # the post office is repaired: the queued letter goes, once
+    assert [(r.key, r.status) for r in alpha.flush()] == [(letter_id, "sent")]
+    assert len(os.listdir(maildir / "new")) == 1
+
+
+def test_a_sent_letter_is_durable_in_the_post_office_before_send_returns(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _fsynced(monkeypatch)
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    assert letter.state == "sent"
+    [name] = os.listdir(home / "postoffice" / "beta" / "new")
+    new = home / "postoffice" / "beta" / "new"
+    assert str(new / name) not in seen  # fsynced in tmp/, then renamed
+    assert any(p.startswith(str(home / "postoffice" / "beta" / "tmp")) for p in seen) and str(new) in seen
+
+
+@pytest.mark.parametrize("left", [b"", b"\0" * 300])
+def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMail, home: Path, left: bytes) -> None:
+    """A power cut can keep a row filed with no flush and lose its bytes (an empty file, or
+    zeros): flush says it did not go rather than deliver what is left."""
+    from agentmail.model import new_thread_id
+    from agentmail.stages.compose import Draft
+
+    letter, raw = alpha.box.compose(Draft("beta", "report", new_thread_id(), "Quota endpoint returns 500", OPENER))
+    stored = alpha.spool.store("outbox", letter, raw, extra=letter.extra, durable=False)
+    Path(alpha.spool.path("outbox", stored.id)).write_bytes(left)
+
+    assert alpha.flush() == []
+    assert not (home / "postoffice" / "beta" / "new").exists() or os.listdir(home / "postoffice" / "beta" / "new") == []
+    failed = Spool(alpha.spool.root).letter(stored.id)
+    assert failed.state == "failed"
+    assert "lost in a crash" in failed.extra["failed_reason"]
+
+
+# --- one file per letter: the post office's copy is the spool's, hard-linked ------------------
+
+
+def test_a_sent_letter_is_one_file_shared_by_the_spool_and_the_post_office(alpha: AgentMail, home: Path) -> None:
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    mine = alpha.spool.path("sent", letter.id)
+    [name] = os.listdir(home / "postoffice" / "beta" / "new")
+    there = home / "postoffice" / "beta" / "new" / name
+    assert os.stat(there).st_ino == os.stat(mine).st_ino and os.stat(mine).st_nlink == 2
+    assert there.read_bytes() == mine.read_bytes() and (os.stat(there).st_mode & 0o777) == 0o600
+    assert os.listdir(home / "postoffice" / "beta" / "tmp") == []
+
+
+def test_the_linked_copy_is_flushed_in_tmp_then_renamed_into_new_then_new_flushed(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The order a reader and a power cut rely on: never a name in new/ for bytes not on disk."""
+    calls: list[tuple[str, str]] = []
+    maildir = str(home / "postoffice" / "beta")
+    for name in ("link", "rename", "fsync"):
+        real = getattr(os, name)
+
+        def wrapper(*args: object, _real: object = real, _name: str = name, **kwargs: object) -> object:
+            target = os.readlink(f"/proc/self/fd/{args[0]}") if _name == "fsync" else str(args[1])
+            if target.startswith(maildir):
+                calls.append((_name, target[len(maildir) :]))
+            return _real(*args, **kwargs)  # type: ignore[operator]
+
+        monkeypatch.setattr(os, name, wrapper)
+    alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    [name] = os.listdir(f"{maildir}/new")
+    assert calls == [("link", f"/tmp/{name}"), ("fsync", f"/tmp/{name}"), ("rename", f"/new/{name}"), ("fsync", "/new")]
+
+
+def test_a_copy_that_is_not_the_named_file_is_written_not_linked(tmp_path: Path) -> None:
+    raw = b"Subject: x\r\n\r\nbody\r\n"
+    source = tmp_path / "letter.eml"
+    source.write_bytes(raw)
+    st = os.stat(source)
+    for wrong in ((str(source), st.st_dev, st.st_ino + 1), (str(tmp_path / "gone.eml"), st.st_dev, st.st_ino)):
+        name = deliver(tmp_path / "po", raw, wrong)
+        delivered = tmp_path / "po" / "new" / name
+        assert delivered.read_bytes() == raw and os.stat(delivered).st_ino != st.st_ino
+    assert os.listdir(tmp_path / "po" / "tmp") == [] and os.stat(source).st_nlink == 1
+    # the right inode with other bytes than the letter's (a size that differs) is not linked either
+    name = deliver(tmp_path / "po", raw + b"more", (str(source), st.st_dev, st.st_ino))
+    assert (tmp_path / "po" / "new" / name).read_bytes() == raw + b"more" and os.stat(source).st_nlink == 1
+
+
+def test_a_copy_on_another_file_system_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = b"Subject: x\r\n\r\nbody\r\n"
+    source = tmp_path / "letter.eml"
+    source.write_bytes(raw)
+    st = os.stat(source)
+
+    def cross_device(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    name = deliver(tmp_path / "po", raw, (str(source), st.st_dev, st.st_ino))
+    assert (tmp_path / "po" / "new" / name).read_bytes() == raw and os.stat(source).st_nlink == 1

@@ -1,0 +1,157 @@
+"""Dependencies flow one way (DESIGN §1), and each third-party library has one home module."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).parents[2] / "agentmail"
+
+# Lower layers never import higher ones: the folders, in the order a letter passes them (the
+# ground floor's modules are named one by one).
+LAYERS = [
+    {"errors", "text", "model", "home", "_fs", "_value", "ages"},
+    {"config"},
+    {"letter"},
+    {"trust"},
+    {"transport"},
+    {"spool"},
+    {"stages"},
+    {"people"},
+    {"client"},
+    {"admin"},
+    {"cli", "__main__", "__init__"},
+]
+OWNERS = {
+    "frontmatter": {"letter.matter"},
+    "yaml": {"letter.matter"},
+    "dkim": {"trust.signing"},
+    "nacl": {"trust.signing"},
+    "authres": {"trust.verdicts"},
+    "inscriptis": {"letter.html_text"},
+    "lxml": {"letter.html_text"},
+    "aiosmtplib": {"transport.smtpimap"},
+    "imapclient": {"transport.smtpimap"},
+    "tomli_w": {"admin.bus"},
+    "mcp": {"cli.mcp_server"},
+    "mcp_types": {"cli.mcp_server"},
+    "anyio": {"cli.mcp_server"},
+    "jsonschema": {"cli.mcp_server"},
+}
+
+
+def _layer(module: str) -> int:
+    top = module.split(".")[0]
+    for index, names in enumerate(LAYERS):
+        if top in names:
+            return index
+    raise AssertionError(f"module {module} is in no layer")
+
+
+def _type_checking_only(tree: ast.Module) -> set[ast.AST]:
+    """The imports under ``if TYPE_CHECKING:``: names for annotations, no dependency at run time."""
+    blocks = [n for n in ast.walk(tree) if isinstance(n, ast.If) and ast.unparse(n.test).endswith("TYPE_CHECKING")]
+    return {inner for block in blocks for stmt in block.body for inner in ast.walk(stmt)}
+
+
+def _imports(path: Path) -> list[tuple[str, int]]:
+    tree = ast.parse(path.read_text())
+    found = []
+    typing_only = _type_checking_only(tree)
+    for node in ast.walk(tree):
+        if node in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = path.parent.relative_to(PACKAGE).parts if path.parent != PACKAGE else ()
+            parts = list(base[: len(base) - (node.level - 1)] if node.level > 1 else base)
+            if node.module:
+                parts += node.module.split(".")
+                found.append((".".join(parts) or "__init__", node.lineno))
+            else:
+                found.extend((".".join([*parts, alias.name]), node.lineno) for alias in node.names)
+        elif isinstance(node, ast.Import | ast.ImportFrom) and not getattr(node, "level", 0):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found.extend(("!" + n.split(".")[0], node.lineno) for n in names)
+    return found
+
+
+def _modules() -> list[tuple[str, Path]]:
+    return [(".".join(p.relative_to(PACKAGE).with_suffix("").parts), p) for p in PACKAGE.rglob("*.py")]
+
+
+def test_imports_point_down_the_data_flow() -> None:
+    for name, path in _modules():
+        own = _layer(name)
+        for target, line in _imports(path):
+            if target.startswith("!"):
+                continue
+            assert _layer(target) <= own, f"{name}:{line} imports {target}, a higher layer"
+
+
+def test_each_third_party_library_is_imported_only_where_it_is_wrapped() -> None:
+    for name, path in _modules():
+        for target, line in _imports(path):
+            lib = target[1:]
+            if target.startswith("!") and lib in OWNERS:
+                assert name in OWNERS[lib], f"{name}:{line} imports {lib}"
+
+
+def test_the_command_line_is_parsed_by_the_standard_library() -> None:
+    """click's import was 18 ms of a 50 ms start (issue 11): argparse (``_args``) parses argv."""
+    for name, path in _modules():
+        assert "!click" not in {target for target, _ in _imports(path)}, f"{name} imports click"
+
+
+def _section(path: Path, heading: str) -> str:
+    text = path.read_text()
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start : end if end != -1 else len(text)]
+
+
+def _folder_rows(code_map: str) -> dict[str, set[str]]:
+    """README code map rows: the folder (or "(ground)"/"(entry)") -> the modules its row names."""
+    import re
+
+    rows = {}
+    for line in code_map.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1].startswith("`"):
+            rows[cells[0].strip("`").rstrip("/")] = set(re.findall(r"`([A-Za-z_]+)`", cells[1]))
+    return rows
+
+
+def test_the_readme_code_map_is_the_folder_listing() -> None:
+    """README's code map is the package's listing: a row per folder, in LAYERS order, naming
+    exactly the modules that folder holds; the ground floor's and the entry points' rows name the
+    top-level modules."""
+    root = PACKAGE.parent
+    rows = _folder_rows(_section(root / "README.md", "## Code map"))
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    for folder in folders:
+        held = {p.stem for p in (PACKAGE / folder).glob("*.py")} - {"__init__"}
+        assert rows.get(folder) == held, f"README's code map row {folder}/ does not name exactly {sorted(held)}"
+    top = {p.stem for p in PACKAGE.glob("*.py")}
+    assert rows.get("(ground)", set()) | rows.get("(entry)", set()) == top, "the top-level modules' rows differ"
+    assert set().union(*LAYERS) == top | set(folders), "LAYERS and the package differ"
+    layers = [_layer(name) for name in rows if name in folders]
+    assert layers == sorted(layers), "the code map's folders are not in LAYERS order"
+
+
+def test_design_1_names_every_folder_in_layer_order() -> None:
+    text = _section(PACKAGE.parent / "docs" / "DESIGN.md", "## 1. Data flow")
+    folders = [n for layer in LAYERS for n in layer if (PACKAGE / n / "__init__.py").exists()]
+    for name in folders:
+        assert f"`{name}/`" in text, f"DESIGN §1 does not name {name}/"
+
+
+def test_the_tests_are_laid_out_by_the_wings_of_the_code() -> None:
+    """Each test file sits in the folder of the wing it tests (tests/letter/ for agentmail/letter/, …),
+    or in tests/system/ when it holds the whole (crash, concurrency, a new user, lint, layering)."""
+    tests = PACKAGE.parent / "tests"
+    wings = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()} | {"system"}
+    assert not list(tests.glob("test_*.py")), "a test file at tests/ top level: put it in its wing's folder"
+    for path in tests.glob("*/test_*.py"):
+        assert path.parent.name in wings, f"{path.relative_to(tests)}: tests/{path.parent.name}/ is no wing of the code"
+    for wing in {p.parent.name for p in tests.glob("*/test_*.py")}:
+        assert (tests / wing / "__init__.py").exists(), f"tests/{wing}/ has no __init__.py"
