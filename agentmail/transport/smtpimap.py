@@ -42,6 +42,7 @@ from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
 from .claims import STALE_AFTER, ImapClaim
+from .sent_record import imap_copies, imap_pending
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
 # module as a TransportError, or is noise: a NullHandler on their loggers keeps logging's last
@@ -504,6 +505,22 @@ class SmtpImapTransport(Transport):
             if opener is not None and opener[1] >= cutoff_ms:
                 found[opener[0]] = opener[1]
         return found
+
+    def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
+        with self._imap_failures(" reading the sent folder"):
+            folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
+            if folder is not None:
+                yield from imap_copies(self._connect(), folder, checkpoint, max_size)
+
+    def sent_pending(self, checkpoint: str | None) -> bool:
+        with self._imap_failures(" looking at the sent folder"):
+            folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
+            try:
+                return folder is not None and imap_pending(self._connect(), folder, checkpoint)
+            except IMAPClientAbortError:
+                raise  # the connection is gone: translated above
+            except IMAPClientError:
+                return False  # a NO: no such folder yet (nothing sent), nothing to read
 
     # --- pulling ---------------------------------------------------------------------------
 
