@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -265,8 +266,6 @@ class SpoolFiling(SpoolViews):
     def sweep_tmp(self, older_than: float = 3600.0) -> None:
         """Finish what a crash left in tmp/: a filed letter's file is moved into letters/, and
         files that are no letter (never committed) are removed once older than an hour."""
-        import time
-
         cutoff = time.time() - older_than
         try:
             entries = list(os.scandir(self.root / "tmp"))

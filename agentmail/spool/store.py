@@ -20,6 +20,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -144,8 +145,6 @@ class Spool(SpoolFiling):
         which says its state and letter (None: not restored, the file is left). A received
         letter that one of the restored letters answers is ``read``. No checkpoint is restored:
         the next sync reads the post office from the start and drops what is filed already."""
-        import time
-
         counts: dict[str, Any] = {state: 0 for state in STATES}
         counts["left"] = 0
         with self.db.setup_lock(), locked(self.root / "sync.lock"):

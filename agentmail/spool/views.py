@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from ..errors import NotFound
-from ..model import Letter, ulid_floor
+from ..model import Letter, ulid_floor, ulid_ms
 from .layout import (
     LEAVING,
     MIN_PREFIX,
@@ -287,8 +287,6 @@ class SpoolViews(SpoolLayout):
         """``opened_since`` keyed by each letter's Message-ID (the key the server's count shares,
         client/quota.py). The rows come from the id index, from ``cutoff_ms`` on: what the window
         holds, never the history."""
-        from ..model import ulid_ms
-
         found: dict[str, str] = {}
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import logging
 import re
 import selectors
@@ -39,8 +40,9 @@ from ..config.credentials import Login, mailbox_login
 from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
-from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
 from .claims import STALE_AFTER, ImapClaim
+from .sent_record import imap_copies, imap_pending
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
 # module as a TransportError, or is noise: a NullHandler on their loggers keeps logging's last
@@ -309,7 +311,7 @@ class SmtpImapTransport(Transport):
         self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._copy_failures: dict[str, str] = {}
         # Reply claims: their clock (injectable: tests never sleep) and the takeover time; what
-        # the last claim could not do (no CONDSTORE), said once by the client; round trips counted.
+        # the claim being made could not do (no CONDSTORE: in its Claimed); round trips counted.
         self.now = time.time
         self.stale_after = STALE_AFTER
         self.claim_warning: str | None = None
@@ -480,10 +482,6 @@ class SmtpImapTransport(Transport):
         window's day and the one before: dates have no hours) and one FETCH of a few header
         fields of what it found. None when there is no sent folder or the server cannot be
         asked now (the quota then counts this home's letters alone)."""
-        import datetime
-
-        from .base import opener_header
-
         if self.sent_folder == "":
             return None
         try:
@@ -509,16 +507,12 @@ class SmtpImapTransport(Transport):
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
-        from .sent_record import imap_copies
-
         with self._imap_failures(" reading the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             if folder is not None:
                 yield from imap_copies(self._connect(), folder, checkpoint, max_size)
 
     def sent_pending(self, checkpoint: str | None) -> bool:
-        from .sent_record import imap_pending
-
         with self._imap_failures(" looking at the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             try:
@@ -675,9 +669,11 @@ class SmtpImapTransport(Transport):
 
     # --- reply claims (issue 25) -----------------------------------------------------------
 
-    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
+        self.claim_warning = None  # what this claim could not do, set by _claim
         with self._imap_failures(" while claiming the reply on the server"):
-            return self._claim(message_id, key, holder, sent=False)
+            who = self._claim(message_id, key, holder, sent=False)
+        return Claimed(who, None if who is not None else self.claim_warning)
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
         try:
