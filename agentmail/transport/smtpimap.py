@@ -40,7 +40,7 @@ from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
-from .claims import STALE_AFTER, ImapClaim
+from .claims import STALE_AFTER, ImapClaim, server_claims
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
 # module as a TransportError, or is noise: a NullHandler on their loggers keeps logging's last
@@ -920,6 +920,7 @@ class SmtpImapTransport(Transport):
             )
             kept = _keeps_keywords(client.select_folder("INBOX", readonly=False))
             client.select_folder("INBOX", readonly=True)
+            checks.append(("imap claims", True, server_claims(b"CONDSTORE" in client.capabilities(), kept)))
             checks.append(
                 (
                     "imap keywords",

@@ -31,10 +31,10 @@ from agentmail.spool import db
 from agentmail.transport.claims import STALE_AFTER
 from agentmail.transport.smtpimap import SmtpImapTransport
 
-from .conftest import OPENER
-from .depth import examples
-from .mailservers import MailServers
-from .transport.test_transport_smtpimap import USERS, make_bus
+from ..conftest import OPENER
+from ..depth import examples
+from ..mailservers import MailServers
+from ..transport.test_transport_smtpimap import USERS, make_bus
 
 LETTERS = 3
 HOMES = 3
