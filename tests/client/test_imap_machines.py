@@ -279,3 +279,47 @@ def _mid(data: bytes) -> str:
 
 TestImapMachines = ImapMachines.TestCase
 TestImapMachines.settings = settings(max_examples=examples(40), stateful_step_count=12, deadline=None)
+
+
+# --- the fallback, step by step: the server unreachable at the claim --------------------------
+
+
+def _beta(home: Path) -> AgentMail:
+    return AgentMail(registry_mod.load(home / "registry"), Identity("beta"), home)
+
+
+def test_a_reply_whose_claim_could_not_be_made_is_claimed_at_submit_and_never_answers_twice(tmp_path: Path) -> None:
+    """Machine A cannot reach IMAP at the claim: its reply is queued (a normal return). B answers
+    meanwhile: A's letter, flushed, fails naming B. And a second letter queued the same way,
+    flushed before anyone else answers, is claimed then: B is refused."""
+    base = tmp_path / "base"
+    base.mkdir()
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
+        reg = make_bus(base, servers, new_threads_per_hour=0)
+        with AgentMail(reg, Identity("alpha"), base) as alpha:
+            first, second = (alpha.send("beta", f"Quota {i}", OPENER).message_id for i in range(2))
+        a_home, b_home = _fresh_home(base, tmp_path, "a"), _fresh_home(base, tmp_path, "b")
+        with _beta(a_home) as a, _beta(b_home) as b:
+            on_a = {x.message_id: x for x in a.inbox()}
+            on_b = {x.message_id: x for x in b.inbox()}
+            servers.stop_imap()
+            queued = [a.reply(on_a[m], "On it.", type="ack") for m in (first, second)]
+            servers.start_imap()
+            q0, q1 = queued
+            assert q0 is not None and q1 is not None and q0.state == q1.state == "outbox"
+            assert all(m.login != "beta@bus.test" for m in servers.store.accepted)  # nothing left
+            assert b.reply(on_b[first], "Mine.", type="ack") is not None  # A holds no claim on the server yet
+            assert isinstance(a.transport, SmtpImapTransport)
+            a.transport._drop()  # A's next command connects anew
+            a.flush()
+            assert a.spool.locate(q0.id) == "failed"
+            assert "answered meanwhile (by beta" in a.spool.annotations(q0.id)["failed_reason"]
+            assert a.spool.locate(q1.id) == "sent"  # claimed at submit
+            assert b.reply(on_b[second], "Mine.", type="ack") is None
+            assert "already answered (by beta" in (b.why_refused(on_b[second]) or "")
+        answers = [
+            email.message_from_bytes(m.data)["In-Reply-To"]
+            for m in servers.store.accepted
+            if m.login == "beta@bus.test"
+        ]
+        assert sorted(answers) == sorted([first, second])  # one reply each
