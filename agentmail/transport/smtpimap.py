@@ -281,6 +281,7 @@ def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
 
 class SmtpImapTransport(Transport):
     name = "imap"
+    CLAIM_PLACES = 1024  # the claimed letters whose place a process remembers (for the mark)
 
     def __init__(
         self,
@@ -730,6 +731,8 @@ class SmtpImapTransport(Transport):
             self.claim_commands += 1
             hits = [int(u) for u in client.search(["HEADER", "Message-ID", message_id])]
             if hits:
+                if len(self._claim_places) >= self.CLAIM_PLACES:  # a long-lived process (watch, mcp): the oldest go
+                    del self._claim_places[next(iter(self._claim_places))]
                 self._claim_places[message_id] = (folder, validity, min(hits))
                 return min(hits)
         return None

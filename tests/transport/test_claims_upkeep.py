@@ -14,8 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentmail._fs import locked
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.transport.claims import ASIDE_AFTER, PRUNE_AFTER, Claims
 
+from ..conftest import OPENER
 from ..depth import examples
 from ..mailservers import MailServers
 from ..transport.test_transport_smtpimap import USERS, make_bus
@@ -152,3 +156,50 @@ def test_doctor_names_whether_the_imap_server_offers_condstore(home: Path, serve
     servers.store.condstore, servers.store.keywords = True, False
     checks = {c.name: c for c in run_checks(home, home / "registry", "beta", None)}
     assert checks["imap claims"].detail.startswith("no keywords kept (PERMANENTFLAGS without \\*)")
+
+
+# --- what a long-lived process remembers of its claims stays bounded ---------------------------
+
+
+def test_a_long_lived_process_remembers_a_bounded_number_of_claimed_places(
+    home: Path, servers: MailServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentmail.config import registry as registry_mod
+    from agentmail.transport.smtpimap import SmtpImapTransport
+
+    make_bus(home, servers)
+    monkeypatch.setattr(SmtpImapTransport, "CLAIM_PLACES", 3)
+    ids = [f"<{i}@bus.test>" for i in range(5)]
+    for message_id in ids:
+        servers.store.inject("beta@bus.test", f"Message-ID: {message_id}\r\nSubject: x\r\n\r\nbody\r\n".encode())
+    transport = SmtpImapTransport.from_registry(registry_mod.load(home / "registry"), "beta", home)
+    try:
+        for i, message_id in enumerate(ids):
+            assert transport.claim_reply(message_id, message_id, f"beta R{i}") is None
+        assert list(transport._claim_places) == ids[2:]  # the oldest forgotten
+        assert transport.reply_sent(ids[0], ids[0], "beta R0")  # found again by its SEARCH
+        assert transport.claim_reply(ids[0], ids[0], "beta R9") == "beta R0"
+    finally:
+        transport.close()
+
+
+def test_the_fresh_claims_a_transport_remembers_are_only_the_fresh_ones(
+    monkeypatch: pytest.MonkeyPatch, registry: Registry, home: Path
+) -> None:
+    import types
+
+    from agentmail.spool import claims as server_claims
+
+    clock = [1000.0]
+    monkeypatch.setattr(server_claims, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    with AgentMail(registry, Identity("alpha"), home) as alpha:
+        for i in range(2):
+            alpha.send("beta", f"Quota {i}", OPENER)
+    with AgentMail(registry, Identity("beta"), home) as beta:
+        held, later = beta.inbox()
+        kept = beta.reply(held, "On it.", type="ack", hold=True)  # claimed, waits for a person
+        assert kept is not None and kept.state == "held"
+        assert list(server_claims._fresh[beta.transport]) == [("beta", kept.id)]
+        clock[0] += server_claims.FRESH
+        assert beta.reply(later, "On it.", type="ack") is not None  # claimed and sent at once
+        assert server_claims._fresh[beta.transport] == {}  # the held one's moment is past: forgotten
