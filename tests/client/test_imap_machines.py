@@ -18,6 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
@@ -288,16 +289,19 @@ def _beta(home: Path) -> AgentMail:
     return AgentMail(registry_mod.load(home / "registry"), Identity("beta"), home)
 
 
-def test_a_reply_whose_claim_could_not_be_made_is_claimed_at_submit_and_never_answers_twice(tmp_path: Path) -> None:
+def test_a_reply_whose_claim_could_not_be_made_is_claimed_at_submit_and_a_refused_login_files_nothing(
+    tmp_path: Path,
+) -> None:
     """Machine A cannot reach IMAP at the claim: its reply is queued (a normal return). B answers
     meanwhile: A's letter, flushed, fails naming B. And a second letter queued the same way,
-    flushed before anyone else answers, is claimed then: B is refused."""
+    flushed before anyone else answers, is claimed then: B is refused. A login refused at the
+    claim refuses the reply whole (nothing filed, the per-home claim free for the next try)."""
     base = tmp_path / "base"
     base.mkdir()
     with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
         reg = make_bus(base, servers, new_threads_per_hour=0)
         with AgentMail(reg, Identity("alpha"), base) as alpha:
-            first, second = (alpha.send("beta", f"Quota {i}", OPENER).message_id for i in range(2))
+            first, second, third = (alpha.send("beta", f"Quota {i}", OPENER).message_id for i in range(3))
         a_home, b_home = _fresh_home(base, tmp_path, "a"), _fresh_home(base, tmp_path, "b")
         with _beta(a_home) as a, _beta(b_home) as b:
             on_a = {x.message_id: x for x in a.inbox()}
@@ -317,9 +321,16 @@ def test_a_reply_whose_claim_could_not_be_made_is_claimed_at_submit_and_never_an
             assert a.spool.locate(q1.id) == "sent"  # claimed at submit
             assert b.reply(on_b[second], "Mine.", type="ack") is None
             assert "already answered (by beta" in (b.why_refused(on_b[second]) or "")
+            assert isinstance(b.transport, SmtpImapTransport)
+            b.transport._drop()
+            servers.store.refuse_logins()  # the claim must log in, and cannot: refused whole
+            with pytest.raises(ConfigError, match="refused the login"):
+                b.reply(on_b[third], "Mine.", type="ack")
+            servers.store.refuse_logins(False)
+            assert b.spool.ids("outbox") == [] and b.reply(on_b[third], "Mine.", type="ack") is not None  # left free
         answers = [
             email.message_from_bytes(m.data)["In-Reply-To"]
             for m in servers.store.accepted
             if m.login == "beta@bus.test"
         ]
-        assert sorted(answers) == sorted([first, second])  # one reply each
+        assert sorted(answers) == sorted([first, second, third])  # one reply each
