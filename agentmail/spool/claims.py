@@ -65,7 +65,10 @@ def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[t
         warning = warning or got.warning
     spool.annotate(letter_id, durable=False, **{NOTE: json.dumps([list(c) for c in claims])})
     if made:
-        _fresh.setdefault(transport, {})[(spool.mailbox, letter_id)] = time.monotonic()
+        fresh, now = _fresh.setdefault(transport, {}), time.monotonic()
+        for stale in [k for k, at in fresh.items() if now - at >= FRESH]:
+            del fresh[stale]  # never submitted through this transport (held, say): confirmed when it is
+        fresh[(spool.mailbox, letter_id)] = now
     return Claimed(None, warning)
 
 

@@ -255,6 +255,7 @@ class LocalTransport(Transport):
         # Reply claims every home sharing this post office sees (O_EXCL files; the clock is
         # injectable: ``claims.now``).
         self.claims = Claims(postoffice / platform / ".claims")
+        self._pruned = False
         self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
@@ -285,7 +286,11 @@ class LocalTransport(Transport):
         return Claimed(self.claims.claim(key, holder))
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
-        return self.claims.sent(key, holder)
+        sent = self.claims.sent(key, holder)
+        if not self._pruned:  # once a process, after a reply left: the old answered claims go
+            self._pruned = True
+            self.claims.prune()
+        return sent
 
     def release_reply(self, message_id: str, key: str, holder: str) -> None:
         self.claims.release(key, holder)

@@ -41,7 +41,7 @@ from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
-from .claims import STALE_AFTER, ImapClaim
+from .claims import STALE_AFTER, ImapClaim, server_claims
 from .sent_record import imap_copies, imap_pending
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
@@ -283,6 +283,7 @@ def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
 
 class SmtpImapTransport(Transport):
     name = "imap"
+    CLAIM_PLACES = 1024  # the claimed letters whose place a process remembers (for the mark)
 
     def __init__(
         self,
@@ -746,6 +747,8 @@ class SmtpImapTransport(Transport):
             self.claim_commands += 1
             hits = [int(u) for u in client.search(["HEADER", "Message-ID", message_id])]
             if hits:
+                if len(self._claim_places) >= self.CLAIM_PLACES:  # a long-lived process (watch, mcp): the oldest go
+                    del self._claim_places[next(iter(self._claim_places))]
                 self._claim_places[message_id] = (folder, validity, min(hits))
                 return min(hits)
         return None
@@ -936,6 +939,7 @@ class SmtpImapTransport(Transport):
             )
             kept = _keeps_keywords(client.select_folder("INBOX", readonly=False))
             client.select_folder("INBOX", readonly=True)
+            checks.append(("imap claims", True, server_claims(b"CONDSTORE" in client.capabilities(), kept)))
             checks.append(
                 (
                     "imap keywords",
