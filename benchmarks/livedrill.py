@@ -29,6 +29,7 @@ import imaplib
 import json
 import multiprocessing
 import os
+import resource
 import shutil
 import smtplib
 import socket
@@ -175,14 +176,14 @@ def agentmail_sender(drill: Drill, home: Path, platform: str, to: list[str], tok
     am = _agentmail_client(drill, home, platform, "sender", no_sent)
     counts = count_commands()
     go.wait()
-    began = time.perf_counter()
+    cpu_at_start, began = _cpu(), time.perf_counter()
     for n, recipient in enumerate(to):
         letter = am.send(recipient, f"Drill {token} {platform} {n}", BODY.format(me=platform, n=n, token=token))
         if letter.state != "sent":
             raise RuntimeError(f"{platform} letter {n}: {letter.state} {letter.extra}")
     ended = time.perf_counter()
     am.close()
-    return {"began": began, "ended": ended, "counts": counts}
+    return {"began": began, "ended": ended, "counts": counts, "cpu_at_start": cpu_at_start}
 
 
 def agentmail_receiver(drill: Drill, home: Path, platform: str, expect: int, token: str, no_sent: bool,
@@ -193,7 +194,7 @@ def agentmail_receiver(drill: Drill, home: Path, platform: str, expect: int, tok
     am.spool.ensure().set_checkpoint(transport.name, f"{validity}:{max(uidnext - 1, 0)}")
     counts = count_commands()
     go.wait()
-    began = time.perf_counter()
+    cpu_at_start, began = _cpu(), time.perf_counter()
     seen: dict[str, int] = {}
     mechanisms: dict[str, int] = {}
     deadline = time.monotonic() + TIMEOUT
@@ -207,7 +208,14 @@ def agentmail_receiver(drill: Drill, home: Path, platform: str, expect: int, tok
         am.done(*[x.id for x in unread])
     ended = time.perf_counter()
     am.close()
-    return {"began": began, "ended": ended, "counts": counts, "seen": seen, "mechanisms": mechanisms}
+    return {
+        "began": began,
+        "ended": ended,
+        "counts": counts,
+        "cpu_at_start": cpu_at_start,
+        "seen": seen,
+        "mechanisms": mechanisms,
+    }
 
 
 def raw_letters(drill: Drill, platform: str, to: list[str], token: str) -> list[tuple[str, bytes]]:
@@ -230,7 +238,7 @@ def raw_sender(drill: Drill, home: Path, platform: str, to: list[str], token: st
     address = f"{platform}@{DOMAIN}"
     counts = count_commands()
     go.wait()
-    began = time.perf_counter()
+    cpu_at_start, began = _cpu(), time.perf_counter()
     smtp = smtplib.SMTP(*drill.smtp, local_hostname="raw.localhost", timeout=30)
     smtp.starttls(context=ssl.create_default_context(cafile=drill.ca))
     smtp.login(address, drill.passwords[address])
@@ -238,7 +246,7 @@ def raw_sender(drill: Drill, home: Path, platform: str, to: list[str], token: st
         smtp.sendmail(address, [rcpt], raw)
     smtp.quit()
     ended = time.perf_counter()
-    return {"began": began, "ended": ended, "counts": counts}
+    return {"began": began, "ended": ended, "counts": counts, "cpu_at_start": cpu_at_start}
 
 
 def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: str, no_sent: bool,
@@ -251,7 +259,7 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
     last = int(status[0].split(b"UIDNEXT")[1].strip(b" )")) - 1
     counts = count_commands()
     go.wait()
-    began = time.perf_counter()
+    cpu_at_start, began = _cpu(), time.perf_counter()
     seen: dict[str, int] = {}
     mark = token.encode()
     deadline = time.monotonic() + TIMEOUT
@@ -272,7 +280,14 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
         _idle(imap, deadline)
     ended = time.perf_counter()
     imap.logout()
-    return {"began": began, "ended": ended, "counts": counts, "seen": seen, "mechanisms": {}}
+    return {
+        "began": began,
+        "ended": ended,
+        "counts": counts,
+        "cpu_at_start": cpu_at_start,
+        "seen": seen,
+        "mechanisms": {},
+    }
 
 
 def _idle(imap: imaplib.IMAP4, deadline: float) -> None:
@@ -302,9 +317,16 @@ WORKERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, 
 }
 
 
+def _cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_utime + use.ru_stime
+
+
 def _work(fn: Callable[..., dict[str, Any]], args: tuple[Any, ...], results: Any, key: str) -> None:
     try:
-        results.put((key, fn(*args)))
+        out = fn(*args)
+        out["cpu"] = _cpu() - out["cpu_at_start"]  # this process's CPU from the barrier on
+        results.put((key, out))
     except BaseException as exc:  # reported to the parent, which fails the round
         results.put((key, {"error": f"{exc.__class__.__name__}: {exc}"}))
         raise
@@ -324,7 +346,9 @@ def run_round(drill: Drill, mode: str, letters: int, index: int) -> dict[str, An
     procs = []
     for p in PLATFORMS:
         for role, fn, arg in (("recv", recv_fn, expect[p]), ("send", send_fn, sends[p])):
-            proc = ctx.Process(target=_work, args=(fn, (drill, home, p, arg, token, no_sent, go), results, f"{role} {p}"))
+            proc = ctx.Process(
+                target=_work, args=(fn, (drill, home, p, arg, token, no_sent, go), results, f"{role} {p}")
+            )
             proc.start()
             procs.append(proc)
     got: dict[str, dict[str, Any]] = {}
@@ -355,10 +379,12 @@ def run_round(drill: Drill, mode: str, letters: int, index: int) -> dict[str, An
         for name, n in value["counts"].items():
             counts[f"{side} {name}"] = counts.get(f"{side} {name}", 0) + n
     mechanisms: dict[str, int] = {}
-    for key, value in got.items():
+    for value in got.values():
         for name, n in value.get("mechanisms", {}).items():
             mechanisms[name] = mechanisms.get(name, 0) + n
+    cpu = {side: sum(v["cpu"] for k, v in got.items() if k.startswith(side)) for side in ("send", "recv")}
     return {
+        "cpu_ms_per_letter": {side: round(c * 1000 / total, 2) for side, c in cpu.items()},
         "seconds": ended - began,
         "submitted_s": sent_by - began,
         "letters": total,
@@ -370,7 +396,9 @@ def run_round(drill: Drill, mode: str, letters: int, index: int) -> dict[str, An
 # --- the figure -----------------------------------------------------------------------------------
 
 
-def measure(root: Path, letters: int = LETTERS, rounds: int = ROUNDS, echo: Callable[[str], None] = print) -> dict[str, Any]:
+def measure(
+    root: Path, letters: int = LETTERS, rounds: int = ROUNDS, echo: Callable[[str], None] = print
+) -> dict[str, Any]:
     st, why = stack()
     if st is None:
         return {"skipped": why}
@@ -381,8 +409,10 @@ def measure(root: Path, letters: int = LETTERS, rounds: int = ROUNDS, echo: Call
         for mode in order:
             result = run_round(drill, mode, letters, index)
             runs[mode].append(result)
+            cpu = result["cpu_ms_per_letter"]
             echo(f"  round {index} {mode:<18} {result['seconds']:6.2f} s  "
-                 f"({result['letters'] / result['seconds']:5.1f} letters/s; submitted in {result['submitted_s']:.2f} s)")  # fmt: skip
+                 f"({result['letters'] / result['seconds']:5.1f} letters/s; submitted in {result['submitted_s']:.2f} s; "
+                 f"client CPU/letter: send {cpu['send']:.2f} ms, receive {cpu['recv']:.2f} ms; load {os.getloadavg()[0]:.2f})")  # fmt: skip
     seconds = {m: median([r["seconds"] for r in runs[m]]) for m in MODES}
     return {
         "letters": letters * len(PLATFORMS),
@@ -394,6 +424,10 @@ def measure(root: Path, letters: int = LETTERS, rounds: int = ROUNDS, echo: Call
         "speed_no_sent_vs_raw": seconds["raw"] / seconds["agentmail_no_sent"],
         "sent_copy_cost": seconds["agentmail"] / seconds["agentmail_no_sent"] - 1,
         "per_letter": {m: runs[m][-1]["per_letter"] for m in MODES},
+        "cpu_ms_per_letter": {
+            m: {side: median([r["cpu_ms_per_letter"][side] for r in runs[m]]) for side in ("send", "recv")}
+            for m in MODES
+        },  # fmt: skip
         "wakes": {m: runs[m][-1]["wakes"] for m in MODES},
         "runs": {m: [round(r["seconds"], 3) for r in runs[m]] for m in MODES},
     }
@@ -401,8 +435,13 @@ def measure(root: Path, letters: int = LETTERS, rounds: int = ROUNDS, echo: Call
 
 def figures(root: Path, settings: Any) -> list[Figure]:
     """``python -m benchmarks --only livedrill``: figure 10 (skipped without the stack)."""
-    out = measure(root, LETTERS, 1 if settings.quick else ROUNDS, echo=lambda line: print("\n" + line, end=""))
-    key, title = "live_drill", "10. live drill: 8 platforms x 60 letters"
+    out = measure(
+        root,
+        10 if settings.quick else LETTERS,
+        1 if settings.quick else ROUNDS,
+        echo=lambda line: print("\n" + line, end=""),
+    )
+    key, title = "live_drill", f"10. live drill: 8 platforms x {10 if settings.quick else LETTERS} letters"
     if "skipped" in out:
         print(f" skipped: {out['skipped']}", end="")
         return [Figure(key, title, "letters/s", None, None, "", skipped=out["skipped"])]
@@ -433,14 +472,21 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out["load_before"], out["load_after"] = list(load), list(os.getloadavg())
     rate = out["letters_per_s"]
-    print(f"\nagentmail          {out['seconds']['agentmail']:6.2f} s  {rate['agentmail']:6.1f} letters/s"
-          f"  = {out['speed_vs_raw']:.2f}x raw (target >= 0.8x)")
-    print(f"agentmail, no Sent {out['seconds']['agentmail_no_sent']:6.2f} s  {rate['agentmail_no_sent']:6.1f} letters/s"
-          f"  = {out['speed_no_sent_vs_raw']:.2f}x raw")
+    print(
+        f"\nagentmail          {out['seconds']['agentmail']:6.2f} s  {rate['agentmail']:6.1f} letters/s"
+        f"  = {out['speed_vs_raw']:.2f}x raw (target >= 0.8x)"
+    )
+    print(
+        f"agentmail, no Sent {out['seconds']['agentmail_no_sent']:6.2f} s  {rate['agentmail_no_sent']:6.1f} letters/s"
+        f"  = {out['speed_no_sent_vs_raw']:.2f}x raw"
+    )
     print(f"raw smtplib+imaplib{out['seconds']['raw']:6.2f} s  {rate['raw']:6.1f} letters/s")
     print(f"the Sent copy costs {out['sent_copy_cost'] * 100:+.1f}% (target <= 10%)")
     for mode in MODES:
         print(f"round trips per letter, {mode}: " + ", ".join(f"{k} {v:g}" for k, v in out["per_letter"][mode].items()))
+    for mode in MODES:
+        cpu = out["cpu_ms_per_letter"][mode]
+        print(f"client CPU per letter, {mode}: sender {cpu['send']:.2f} ms, receiver {cpu['recv']:.2f} ms")
     print(f"receiver wakes (agentmail): {out['wakes']['agentmail']}; load after {out['load_after']}")
     if args.json_out:
         args.json_out.write_text(json.dumps(out, indent=2) + "\n")
