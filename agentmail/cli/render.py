@@ -109,7 +109,7 @@ def unread_header(count: int) -> None:
 
 def thread(found: Sequence[Letter]) -> None:
     for letter in found:
-        arrow = "→" if letter.state in ("sent", "outbox", "held", "failed") else "←"
+        arrow = "→" if letter.state in ("sent", "outbox", "held", "failed", "sibling") else "←"
         undeliverable = "  UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
         if letter.state == "outbox":
             undeliverable += f"  QUEUED (not sent): {letter.extra.get('queued_reason') or ''}"
@@ -117,6 +117,8 @@ def thread(found: Sequence[Letter]) -> None:
             undeliverable += f"  FAILED: {letter.extra.get('failed_reason') or ''}"
         elif letter.state == "held":
             undeliverable += f"  HELD (waiting for a person): {letter.extra.get('held_reason') or ''}"
+        elif letter.state == "sibling":
+            undeliverable += "  (sent by another mailbox of this platform)"
         echo(
             clean(
                 f"── {arrow} {letter.type} from {attribution(letter)} to {addressees(letter)} · {letter.date} · {letter.id}{undeliverable}"
@@ -141,8 +143,8 @@ def sent(found: Sequence[Letter]) -> None:
         echo("nothing sent")
     for letter in found:
         mark = " UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
-        state = {"outbox": "queued, not sent yet", "failed": "FAILED", "held": "HELD, waiting for a person"
-                 }.get(letter.state, letter.state)  # fmt: skip
+        state = {"outbox": "queued, not sent yet", "failed": "FAILED", "held": "HELD, waiting for a person",
+                 "sibling": "sent by another mailbox of this platform"}.get(letter.state, letter.state)  # fmt: skip
         why = f": {letter.extra['rejected']}" if letter.state == "failed" and letter.extra.get("rejected") else ""
         echo(line(letter, "→ " + addressees(letter)) + clean(f"  ({state}{' (rejected)' if why else ''}{why}{mark})"))
 

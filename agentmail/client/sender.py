@@ -307,11 +307,20 @@ class Sender(Stage):
                 parent=parent,
                 follow_up=follow_up,
                 force=force,
-                answered_by=self.spool.replied_by((acked or parent).message_id),
+                answered_by=self._answered_by(acked or parent),
                 depth=parent.depth + 1,
                 attachments=attachments,
                 acks_mine=acked is not None,
             )
+        )
+
+    def _answered_by(self, parent: Letter) -> str | None:
+        """Who of this platform answered ``parent``: a claim here, or a letter a sibling sent from
+        another machine (client/picture.py), even where no claim on the server says so."""
+        from . import picture
+
+        return self.spool.replied_by(parent.message_id) or picture.answered_by(
+            self.box, parent.message_id, parent.thread
         )
 
     def _acked_own(self, last: Letter, letters: list[Letter]) -> Letter | None:

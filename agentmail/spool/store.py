@@ -34,7 +34,9 @@ from . import db as dbmod
 from . import words
 from .db import Db, reached
 
-STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine")
+# ``sibling``: a letter this platform sent from another mailbox (agent or machine), learnt from
+# the server's sent record (client/picture.py): part of the threads, never inbox, outbox or answer.
+STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine", "sibling")
 OUTGOING = ("outbox", "held", "sent", "failed")
 # A reply that failed (or that a person rejected) never reached anyone: the letter may be
 # answered again. One held for approval answers it, pending the person's decision.
@@ -88,6 +90,28 @@ def _machine() -> Iterator[None]:
         yield
     except sqlite3.OperationalError as exc:
         raise OSError(f"spool database: {exc}") from exc
+
+
+def _parents_first(judged: list[tuple[str, str, Letter]]) -> Iterator[tuple[str, str, Letter]]:
+    """Filing order for ``recover``: by id, except that a letter waits for the letter it answers
+    when that one's id is later (a sibling's letter is named by when it was written, which can be
+    before this mailbox filed what it answers: issue 25), so each thread reads as it happened."""
+    present = {letter.message_id for _, _, letter in judged}
+    filed: set[str] = set()
+    waiting: dict[str, list[tuple[str, str, Letter]]] = {}
+    for item in judged:
+        parent = item[2].in_reply_to or ""
+        if parent in present and parent not in filed:
+            waiting.setdefault(parent, []).append(item)
+            continue
+        ready = [item]
+        while ready:
+            done = ready.pop(0)
+            yield done
+            filed.add(done[2].message_id)
+            ready += waiting.pop(done[2].message_id, [])
+    for rest in waiting.values():  # (a parent that was no letter after all: never, kept in order)
+        yield from rest
 
 
 def _loads(text: str | None) -> dict[str, Any] | None:
@@ -313,6 +337,7 @@ class Spool:
         with self.db.write() as tx:
             # Not tmp/: a file there may be a letter never committed (no letter), and what was
             # received is fetched again from the post office anyway.
+            judged_all: list[tuple[str, str, Letter]] = []  # not the bytes (read again below): a big spool stays small
             for letter_id in self._letter_files(born=False):
                 try:
                     raw, _st = read_plain(self.path("", letter_id))
@@ -322,7 +347,15 @@ class Spool:
                 if judged is None or raw is None:
                     counts["left"] += 1
                     continue
-                state, letter = judged
+                judged_all.append((letter_id, *judged))
+            for letter_id, state, letter in _parents_first(judged_all):
+                try:
+                    raw, _st = read_plain(self.path("", letter_id))
+                except OSError:
+                    raw = None
+                if raw is None:  # gone since it was judged
+                    counts["left"] += 1
+                    continue
                 letter = letter.replace(id=letter_id, state=state)
                 if state != "quarantine":
                     letter = letter.replace(depth=self.depth_for(letter_id, letter))
@@ -332,7 +365,9 @@ class Spool:
                     data.update(letter.extra)
                 self._insert(tx, letter, data, raw, index=state != "quarantine")
                 counts[state] += 1
-            answering = tx.execute("SELECT meta FROM letters WHERE state IN ('outbox', 'held', 'sent')").fetchall()
+            answering = tx.execute(
+                "SELECT meta FROM letters WHERE state IN ('outbox', 'held', 'sent', 'sibling')"
+            ).fetchall()
             answered = {(_loads(meta) or {}).get("in_reply_to") for (meta,) in answering} - {None, ""}
             for letter_id, meta in tx.execute("SELECT id, meta FROM letters WHERE state='unread'").fetchall():
                 if (_loads(meta) or {}).get("message_id") in answered:
@@ -1049,7 +1084,10 @@ class Spool:
         for spool in (self, *self.siblings()):
             rows = (
                 spool._sql()
-                .execute("SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?)", (floor, *LEAVING))
+                .execute(
+                    "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)",
+                    (floor, *LEAVING, "sibling"),
+                )
                 .fetchall()
             )
             for letter_id, state in rows:

@@ -109,6 +109,9 @@ def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
         return f"letter {parent.id} is quarantined ({parent.reason}); it cannot be answered"
     if parent.state in ("sent", "outbox", "failed", "held"):
         return f"letter {parent.id} is one you sent; answer the letters you received"
+    if parent.state == "sibling":
+        return (f"letter {parent.id} is one this platform sent (from another of its mailboxes); "
+                "answer the letters you received")  # fmt: skip
     if parent.type in (*TERMINAL_TYPES, "note"):
         article = "an" if parent.type == "ack" else "a"
         return f"letter {parent.id} is {article} {parent.type}, which is never answered"

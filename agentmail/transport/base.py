@@ -173,6 +173,16 @@ class Transport(ABC):
         the window, never the history; a failure to look answers None, never raises."""
         return None
 
+    def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
+        """The letters this *platform* sent from any machine, as the server keeps them (the IMAP
+        sent folder, the post office's sent record), past ``checkpoint``: batches, each with the
+        checkpoint to store once it is filed. Nothing when this transport keeps no such record."""
+        return iter(())
+
+    def sent_pending(self, checkpoint: str | None) -> bool:
+        """Is there anything in the sent record past ``checkpoint``? (A cheap look.)"""
+        return False
+
     def close(self) -> None:  # noqa: B027  (optional: a no-op by default)
         """Release connections; the default transport holds none."""
 

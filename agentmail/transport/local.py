@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
 from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
 from .claims import Claims
+from .sent_record import SENT, local_copies, local_pending, record
 
 if TYPE_CHECKING:
     from . import inotify
@@ -252,6 +253,7 @@ class LocalTransport(Transport):
         # Reply claims every home sharing this post office sees (O_EXCL files; the clock is
         # injectable: ``claims.now``).
         self.claims = Claims(postoffice / platform / ".claims")
+        self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         results: list[SubmitResult] = []
@@ -270,6 +272,7 @@ class LocalTransport(Transport):
                 result = SubmitResult(item.key, "failed", detail, tuple(refused))
             else:
                 self._record_opener(item.raw)
+                record(self.sent_box.dir, item.raw, item.copy)
                 result = SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused))
             results.append(result)
             if on_result is not None:
@@ -330,6 +333,12 @@ class LocalTransport(Transport):
                 if data:
                     found[data.decode("utf-8", "replace")] = int(when_text)
         return found
+
+    def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
+        return local_copies(self.sent_box, checkpoint, max_size)
+
+    def sent_pending(self, checkpoint: str | None) -> bool:
+        return local_pending(self.sent_box, checkpoint)
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0

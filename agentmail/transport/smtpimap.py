@@ -518,6 +518,26 @@ class SmtpImapTransport(Transport):
                 found[opener[0]] = opener[1]
         return found
 
+    def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
+        from .sent_record import imap_copies
+
+        with self._imap_failures(" reading the sent folder"):
+            folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
+            if folder is not None:
+                yield from imap_copies(self._connect(), folder, checkpoint, max_size)
+
+    def sent_pending(self, checkpoint: str | None) -> bool:
+        from .sent_record import imap_pending
+
+        with self._imap_failures(" looking at the sent folder"):
+            folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
+            try:
+                return folder is not None and imap_pending(self._connect(), folder, checkpoint)
+            except IMAPClientAbortError:
+                raise  # the connection is gone: translated above
+            except IMAPClientError:
+                return False  # a NO: no such folder yet (nothing sent), nothing to read
+
     # --- pulling ---------------------------------------------------------------------------
 
     def _connect(self) -> imapclient.IMAPClient:
