@@ -133,7 +133,7 @@ def count_commands() -> dict[str, int]:
     import aiosmtplib
 
     counts = {"imap": 0, "smtp": 0}
-    imap_command = imaplib.IMAP4._command
+    imap_command = imaplib.IMAP4._command  # type: ignore[attr-defined]
     smtp_put = smtplib.SMTP.putcmd
     aio_execute = aiosmtplib.SMTP.execute_command
 
@@ -152,7 +152,7 @@ def count_commands() -> dict[str, int]:
         counts[f"smtp {name}"] = counts.get(f"smtp {name}", 0) + 1
         return await aio_execute(self, *args, **kwargs)
 
-    imaplib.IMAP4._command = imap  # type: ignore[method-assign]
+    imaplib.IMAP4._command = imap  # type: ignore[attr-defined]
     smtplib.SMTP.putcmd = smtp  # type: ignore[method-assign]
     aiosmtplib.SMTP.execute_command = aio  # type: ignore[method-assign]
     return counts
@@ -292,7 +292,7 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
 
 def _idle(imap: imaplib.IMAP4, deadline: float) -> None:
     """IDLE by hand until the server pushes EXISTS (or the deadline): no poll, no sleep."""
-    tag = imap._new_tag()  # type: ignore[attr-defined]
+    tag = imap._new_tag()
     imap.send(tag + b" IDLE\r\n")
     imap.readline()  # "+ idling"
     imap.sock.settimeout(max(deadline - time.monotonic(), 0.1))
