@@ -13,9 +13,9 @@ from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.transport.smtpimap import SmtpImapTransport
 
-from .conftest import OPENER, eventually
-from .mailservers import MailServers
-from .transport.test_transport_smtpimap import USERS, make_bus
+from ..conftest import OPENER, eventually
+from ..mailservers import MailServers
+from .test_transport_smtpimap import USERS, make_bus
 
 
 @pytest.fixture
