@@ -3,7 +3,7 @@
 The receiver waits in ``AgentMail.wait``; the letter is sent only once the receiver's IMAP
 connection has entered IDLE (a hook on its ``idle`` call says so: no timer, no sleep). While it
 waits, ``time.sleep`` on the transport's path raises, and every IMAP command the receiver sends
-is counted: a poll would show as NOOPs or repeated looks, IDLE as one IDLE and one look before it.
+is counted: a poll would show as NOOPs, IDLE as one IDLE after the looks of one sync.
 """
 
 from __future__ import annotations
@@ -52,7 +52,11 @@ def test_a_waiting_agent_is_woken_by_idle_with_no_sleep_and_no_poll_on_the_path(
 
     def wait() -> None:
         try:
-            got["letter"], got["mechanism"] = receiver.wait(60, type="question")
+            while True:
+                got["letter"], got["mechanism"] = receiver.wait(60, type="question")
+                if got["letter"].subject == subject:
+                    return
+                receiver.done(got["letter"].id)  # another check's question on the shared mailbox
         except BaseException as exc:  # reported below, in the test's own thread
             got["error"] = exc
             idling.set()
@@ -67,6 +71,6 @@ def test_a_waiting_agent_is_woken_by_idle_with_no_sleep_and_no_poll_on_the_path(
     assert not waiter.is_alive() and "error" not in got, got.get("error")
     assert got["letter"].message_id == sent.message_id
     assert got["mechanism"] == "idle"
-    # Until the letter was sent: a look (EXAMINE) or two, then IDLE; never a NOOP.
-    assert before_send.count("IDLE") == 1 and "NOOP" not in commands, commands
-    assert commands[commands.index("IDLE") + 1 :][:1] in (["EXAMINE"], ["UID"]), commands
+    # Until the letter was sent: the looks of one sync, then one IDLE; never a NOOP (a poll).
+    assert before_send.count("IDLE") == 1 and before_send[-1] == "IDLE", before_send
+    assert "NOOP" not in commands, commands
