@@ -192,6 +192,7 @@ def agentmail_receiver(drill: Drill, home: Path, platform: str, expect: int, tok
     transport = am.transport
     validity, uidnext = transport._select()  # an agent already waiting: at the mailbox's end
     am.spool.ensure().set_checkpoint(transport.name, f"{validity}:{max(uidnext - 1, 0)}")
+    _skip_sent_history(am)
     counts = count_commands()
     go.wait()
     cpu_at_start, began = _cpu(), time.perf_counter()
@@ -216,6 +217,20 @@ def agentmail_receiver(drill: Drill, home: Path, platform: str, expect: int, tok
         "seen": seen,
         "mechanisms": mechanisms,
     }
+
+
+def _skip_sent_history(am: Any) -> None:
+    """The sent record (issue 25: a home reads its platform's other homes' letters from the sent
+    folder) starts at the folder's end too: earlier rounds' copies are no part of this drill."""
+    from agentmail.client import picture
+
+    transport = am.transport
+    client = transport._connect()
+    folder = transport._sent_folder(client)
+    if folder and client.folder_exists(folder):
+        status = client.folder_status(folder, [b"UIDVALIDITY", b"UIDNEXT"])
+        last = max(int(status[b"UIDNEXT"]) - 1, 0)
+        am.spool.set_checkpoint(picture.checkpoint_name(transport), f"{status[b'UIDVALIDITY']}:{last}")
 
 
 def raw_letters(drill: Drill, platform: str, to: list[str], token: str) -> list[tuple[str, bytes]]:
