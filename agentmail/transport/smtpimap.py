@@ -266,6 +266,11 @@ def _already_received(client: imapclient.IMAPClient) -> bool:
         sock.settimeout(previous)
 
 
+def _tag(client: imapclient.IMAPClient) -> int:
+    """imaplib's command counter: unchanged means no command went since."""
+    return int(getattr(getattr(client, "_imap", None), "tagnum", -1))
+
+
 def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
     """Block until the server has said something during IDLE, or ``timeout``; read nothing.
 
@@ -304,6 +309,8 @@ class SmtpImapTransport(Transport):
         self.context = tls_context(ca_file)
         self.sent_folder = sent_folder  # None: find the \\Sent folder; "": copy nowhere
         self._found_sent: str | None = None
+        self._sent_ready = ""  # the sent folder this transport has seen exist: no LIST per copy
+        self._looked: tuple[Any, int, str, int] | None = None  # (connection, tag number, UIDVALIDITY, UIDNEXT)
         self.poll_interval = poll_interval
         self._client: imapclient.IMAPClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -461,8 +468,10 @@ class SmtpImapTransport(Transport):
             folder = self._sent_folder(client)
             if folder is None:
                 return {}
-            if not client.folder_exists(folder):
-                client.create_folder(folder)
+            if self._sent_ready != folder:
+                if not client.folder_exists(folder):
+                    client.create_folder(folder)
+                self._sent_ready = folder
             if len(sent) > 1 and b"MULTIAPPEND" in client.capabilities():
                 # One command, one round trip for the whole flush (RFC 3502): all copied or
                 # none, so a refusal leaves every letter of it noted as not copied.
@@ -474,6 +483,7 @@ class SmtpImapTransport(Transport):
         except (IMAPClientError, OSError, AgentmailError) as exc:
             if isinstance(exc, OSError | IMAPClientAbortError):
                 self._drop()  # the connection is gone: the next IMAP command opens a fresh one
+            self._sent_ready = ""  # deleted meanwhile? the next copy looks again
             why = f"not copied to {folder} on {_where(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
             return {item.key: why for item in sent[copied:]}
         return {}
@@ -579,11 +589,24 @@ class SmtpImapTransport(Transport):
 
     def _select(self) -> tuple[str, int]:
         """(UIDVALIDITY, UIDNEXT) of INBOX, read-only so no flag ever changes."""
-        info = self._connect().select_folder("INBOX", readonly=True)
+        client = self._connect()
+        info = client.select_folder("INBOX", readonly=True)
         validity = str(info.get(b"UIDVALIDITY", b""))
         self._uidvalidity = validity
         uidnext = int(info.get(b"UIDNEXT", 0) or 0)
+        self._looked = (client, _tag(client), validity, uidnext)
         return validity, uidnext
+
+    def _last_look(self, checkpoint: str | None) -> tuple[str, int] | None:
+        """The look a sync's ``pending`` just took, if no command went since (the same
+        connection, INBOX still selected read-only) and it saw letters past ``checkpoint``:
+        the fetch then needs no second EXAMINE. A look that saw nothing is never reused
+        (letters may have come since: ``wait`` looks, then IDLEs)."""
+        looked, self._looked = self._looked, None
+        if looked is None or looked[0] is not self._client or looked[1] != _tag(looked[0]):
+            return None
+        _, _, validity, uidnext = looked
+        return (validity, uidnext) if uidnext > Checkpoint.parse(checkpoint).under(validity).last + 1 else None
 
     def tip(self) -> str:
         """A checkpoint at the INBOX's current end (what a fetch from it would skip: everything)."""
@@ -608,7 +631,7 @@ class SmtpImapTransport(Transport):
 
     def _fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0
-        validity, uidnext = self._select()
+        validity, uidnext = self._last_look(checkpoint) or self._select()
         # The server renumbered the mailbox (new UIDVALIDITY): read it all, the spool drops duplicates.
         last = Checkpoint.parse(checkpoint).under(validity).last
         if uidnext and uidnext <= last + 1:
@@ -661,12 +684,7 @@ class SmtpImapTransport(Transport):
                     client.add_flags(uids, [keyword], silent=True)
         except (TimeoutError, IMAPClientError, OSError, AgentmailError):
             self._drop()  # a mark is a courtesy: the letters are filed whatever happens here
-        finally:
-            if self._client is not None:
-                try:
-                    self._client.select_folder("INBOX", readonly=True)
-                except (TimeoutError, IMAPClientError, OSError):
-                    self._drop()
+        # INBOX stays selected read-write: every later look at it EXAMINEs first (``_select``).
 
     # --- reply claims (issue 25) -----------------------------------------------------------
 
