@@ -37,7 +37,7 @@ from ..config.registry import (
 )
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..model import check_name
-from ..transport.smtpimap import tls_context
+from ..transport.logins import tls_context
 from ..trust import signing
 
 

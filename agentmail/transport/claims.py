@@ -42,8 +42,9 @@ import hashlib
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .._fs import fsync_dir, locked, write_new
 
@@ -325,3 +326,8 @@ class ImapClaim:
         if kind == "f" and gen in self.sent:
             return None
         return f"$am{kind}-{self.part}-{gen}"
+
+
+def keeps_keywords(select_info: Mapping[bytes, Any]) -> bool:
+    """Does the mailbox keep keywords a client makes up (PERMANENTFLAGS holds ``\\*``)?"""
+    return b"\\*" in tuple(select_info.get(b"PERMANENTFLAGS") or ())

@@ -19,7 +19,6 @@ Reply claims (issue 25): keywords on the answered letter, added with a condition
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime
 import logging
 import re
@@ -34,14 +33,24 @@ from typing import Any, TypeVar
 
 import aiosmtplib
 import imapclient
-from imapclient.exceptions import IMAPClientAbortError, IMAPClientError, LoginError
+from imapclient.exceptions import IMAPClientAbortError, IMAPClientError
 
 from ..config.credentials import Login, mailbox_login
 from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
-from . import diagnose
+from . import checkup
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
-from .claims import STALE_AFTER, ImapClaim, server_claims
+from .claims import STALE_AFTER, ImapClaim, keeps_keywords
+from .logins import (
+    HANDSHAKE_TIMEOUT,
+    SASL,
+    bearer_token,
+    endpoint_name,
+    offered,
+    problem,
+    smtp_login,
+    tls_context,
+)
 from .sent_record import imap_copies, imap_pending
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
@@ -54,182 +63,7 @@ for _logger in ("asyncio", "imapclient"):
 T = TypeVar("T")
 BATCH = 200
 TIMEOUT = 30.0  # one command once logged in (a large DATA or FETCH)
-HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS, login: a wrong TLS mode fails in seconds
 IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
-# SASL names of the bus.toml ``auth`` values that send a token (RFC 7628, Google's XOAUTH2).
-SASL = {"xoauth2": "XOAUTH2", "oauthbearer": "OAUTHBEARER"}
-BEARER_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")  # RFC 6750 §2.1 b64token: all a token may be
-
-
-def tls_context(ca_file: str | None) -> ssl.SSLContext:
-    """Verification on, always; ``ca_file`` trusts a private CA on top of the system's."""
-    context = ssl.create_default_context()
-    if ca_file:
-        try:
-            context.load_verify_locations(cafile=ca_file)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from exc
-    return context
-
-
-def _where(endpoint: Endpoint) -> str:
-    return f"{endpoint.host}:{endpoint.port}"
-
-
-def _cert_error(endpoint: Endpoint, exc: BaseException, what: str = "smtp") -> ConfigError:
-    reason = getattr(exc, "verify_message", None) or str(exc)
-    issuer = diagnose.peer_issuer(endpoint.host, endpoint.port, endpoint.tls, what)
-    by = f"; it is issued by {issuer}" if issuer else ""
-    return ConfigError(
-        f"the TLS certificate of {_where(endpoint)} is not trusted ({reason}{by}): put that CA's "
-        f"certificate in the registry with 'agentmail bus set ca_file PATH/TO/ca.pem' (it is copied "
-        f"beside bus.toml and stored as the top-level key ca_file, relative to the registry)"
-    )
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in seen:
-        seen.append(current)
-        current = current.__cause__ or current.__context__
-    return seen
-
-
-def secret_noun(auth: str) -> str:
-    """What the secret of ``auth`` is called in messages: ``password`` or ``XOAUTH2 token``."""
-    return f"{SASL[auth]} token" if auth in SASL else "password"
-
-
-def problem(
-    endpoint: Endpoint, what: str, exc: BaseException, login: Login | None = None, auth: str = "password"
-) -> AgentmailError:
-    """What a failure to connect or log in means: a ConfigError (fix something; retrying will not
-    help, so a letter is never queued behind it) or a TransportError (try again later)."""
-    where = _where(endpoint)
-    chain = _chain(exc)
-    if isinstance(exc, AgentmailError):
-        return exc
-    if isinstance(exc, aiosmtplib.SMTPAuthenticationError | LoginError) and login is not None:
-        code = getattr(exc, "code", 0)
-        if 400 <= code < 500:
-            return TransportError(f"{where} could not check the login now ({code}); try again later")
-        detail = f" ({code} {getattr(exc, 'message', '')})" if code else ""
-        if auth in SASL:
-            return ConfigError(
-                f"{where} refused the {login.named(secret_noun(auth))}{detail}: the token has expired or was "
-                f"revoked, or is not for this mailbox; see what the token command prints, then 'agentmail doctor'"
-            )
-        return ConfigError(
-            f"{where} refused the {login.origin}{detail}; fix the password there, then 'agentmail doctor'"
-        )
-    cert = next((e for e in chain if isinstance(e, ssl.SSLCertVerificationError)), None)
-    if cert is not None:
-        return _cert_error(endpoint, cert, what)
-    text = " ".join(str(e) for e in chain)
-    if "STARTTLS" in text and ("not supported" in text or "does not support" in text):
-        return ConfigError(
-            f'{where} offers no STARTTLS (tls = "starttls" in [{what}]); {diagnose.port_hint(endpoint.port, what)}'
-        )
-    bad_tls = next((e for e in chain if isinstance(e, ssl.SSLError)), None)
-    if bad_tls is not None and endpoint.tls == "implicit":
-        return ConfigError(
-            f'{where} does not speak TLS at connect (tls = "implicit" in [{what}] failed: '
-            f"{getattr(bad_tls, 'reason', None) or bad_tls}); it probably wants STARTTLS: "
-            f"{diagnose.port_hint(endpoint.port, what)}"
-        )
-    if any(isinstance(e, ConnectionRefusedError) for e in chain):
-        return TransportError(
-            f"nothing is listening on {where} (connection refused); is the server up, "
-            f"and is this its {what.upper()} port?"
-        )
-    if any(isinstance(e, TimeoutError | socket.timeout | asyncio.TimeoutError) for e in chain):
-        if endpoint.tls != "implicit" and diagnose.speaks_tls_at_connect(endpoint.host, endpoint.port):
-            return ConfigError(
-                f"{where} said nothing within {HANDSHAKE_TIMEOUT:g}s but answers a TLS handshake: "
-                f'it wants implicit TLS (set tls = "implicit" in [{what}]; '
-                f"{diagnose.port_hint(endpoint.port, what)})"
-            )
-        return TransportError(f"{where} did not answer within {HANDSHAKE_TIMEOUT:g}s (timed out)")
-    return TransportError(f"cannot reach {where}: {exc.__class__.__name__}: {exc}")
-
-
-def bearer_token(login: Login, secret: str, auth: str) -> str:
-    """The secret as an OAuth2 access token, refused (never shown) when it cannot be one: a
-    password given with ``auth = xoauth2``, or a helper's JSON instead of its token."""
-    if not BEARER_RE.fullmatch(secret):
-        raise ConfigError(
-            f"the secret from {login.source or 'the caller'} is not an OAuth2 access token (RFC 6750: letters, "
-            f"digits, -._~+/ and = at the end), but auth is {auth}: give the command that prints the "
-            f'access token alone, or set auth = "password"'
-        )
-    if not login.username or any(ord(c) < 0x20 or ord(c) == 0x7F for c in login.username):
-        raise ConfigError(f"the login {login.username!r} cannot be sent in SASL {SASL[auth]} (empty, or a control)")
-    return secret
-
-
-def oauthbearer_response(username: str, token: str, host: str, port: int) -> bytes:
-    """RFC 7628 §3.1's initial client response: the GS2 header naming the user, host, port and
-    the bearer token, each ended by ^A."""
-    user = username.replace("=", "=3D").replace(",", "=2C")
-    return f"n,a={user},\x01host={host}\x01port={port}\x01auth=Bearer {token}\x01\x01".encode()
-
-
-def offered(methods: Sequence[str]) -> str:
-    return " ".join(m.upper() for m in methods) or "none"
-
-
-async def _smtp_authenticate(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, auth: str) -> None:
-    if auth not in SASL:
-        await client.login(login.username, login.secret())
-        return
-    name = SASL[auth]
-    if auth not in client.server_auth_methods:
-        raise ConfigError(
-            f"{_where(endpoint)} does not offer AUTH {name} (it offers {offered(client.server_auth_methods)}): "
-            f"set auth to what the server takes ('agentmail bus set auth ...')"
-        )
-    token = bearer_token(login, login.secret(), auth)  # asked for now: a fresh token each connection
-    if auth == "xoauth2":
-        await client.auth_xoauth2(login.username, token)
-        return
-    response = await client.execute_command(
-        b"AUTH",
-        b"OAUTHBEARER",
-        base64.b64encode(oauthbearer_response(login.username, token, endpoint.host, endpoint.port)),
-    )
-    if response.code == 334:  # RFC 7628 §3.2.3: the error is a challenge; a lone ^A ends the exchange
-        response = await client.execute_command(base64.b64encode(b"\x01"))
-    if response.code != 235:
-        raise aiosmtplib.SMTPAuthenticationError(response.code, response.message)
-
-
-async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, auth: str = "password") -> None:
-    """Connect and authenticate, or raise what :func:`problem` makes of the failure."""
-    try:
-        await client.connect()
-        if client.last_ehlo_response is None:
-            await client.ehlo()
-        if not client.supports_extension("auth"):
-            hint = (
-                ' before TLS: set tls = "starttls" in [smtp]'
-                if endpoint.tls == "none"
-                else ": it looks like an MX (port 25), not a submission server; use the submission port "
-                "(587 STARTTLS or 465 implicit TLS)"
-            )
-            raise ConfigError(f"{_where(endpoint)} offers no AUTH{hint}")
-        await _smtp_authenticate(client, endpoint, login, auth)
-    except BaseException as exc:
-        connection = client.transport
-        client.close()
-        if isinstance(exc, Exception):
-            if isinstance(connection, asyncio.Transport):
-                # close() only schedules the socket's close on the loop (and a TLS transport waits
-                # for the peer): abort it and let the loop turn, or the socket outlives the loop.
-                connection.abort()
-                await asyncio.sleep(0)
-            raise problem(endpoint, "smtp", exc, login, auth) from exc
-        raise
 
 
 # The keywords a person's mail client can show or filter on (RFC 3501 keywords, "$" by custom).
@@ -240,10 +74,6 @@ NO_CONDSTORE = (
     "the IMAP server does not offer CONDSTORE (RFC 7162): replies are claimed per machine only; "
     "run this platform on one machine, or on a server with CONDSTORE (Dovecot has it)"
 )
-
-
-def _keeps_keywords(select_info: Mapping[bytes, Any]) -> bool:
-    return b"\\*" in tuple(select_info.get(b"PERMANENTFLAGS") or ())
 
 
 def _already_received(client: imapclient.IMAPClient) -> bool:
@@ -303,7 +133,7 @@ class SmtpImapTransport(Transport):
     ) -> None:
         for endpoint in (smtp, imap):
             if endpoint.tls == "none" and not is_loopback(endpoint.host):
-                raise ConfigError(f"plaintext to {_where(endpoint)} is refused: tls = none is only for loopback")
+                raise ConfigError(f"plaintext to {endpoint_name(endpoint)} is refused: tls = none is only for loopback")
         self.smtp, self.imap, self.login, self.auth = smtp, imap, login, auth
         self._imap_offered: tuple[bytes, ...] = ()  # CAPABILITY before the last IMAP login
         self.context = tls_context(ca_file)
@@ -418,7 +248,7 @@ class SmtpImapTransport(Transport):
             except (TimeoutError, aiosmtplib.SMTPException, OSError) as exc:
                 client.close()
                 self._smtp_session = None
-                why = f"the connection to {_where(self.smtp)} broke: {exc.__class__.__name__}"
+                why = f"the connection to {endpoint_name(self.smtp)} broke: {exc.__class__.__name__}"
                 for m in messages[index:]:
                     record(SubmitResult(m.key, "queued", why))
                 return results
@@ -484,7 +314,7 @@ class SmtpImapTransport(Transport):
             if isinstance(exc, OSError | IMAPClientAbortError):
                 self._drop()  # the connection is gone: the next IMAP command opens a fresh one
             self._sent_ready = ""  # deleted meanwhile? the next copy looks again
-            why = f"not copied to {folder} on {_where(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
+            why = f"not copied to {folder} on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
             return {item.key: why for item in sent[copied:]}
         return {}
 
@@ -578,7 +408,7 @@ class SmtpImapTransport(Transport):
         if b"AUTH=" + name.encode() not in self._imap_offered:
             methods = [c.decode("ascii", "replace")[5:] for c in self._imap_offered if c.startswith(b"AUTH=")]
             raise ConfigError(
-                f"{_where(self.imap)} does not offer AUTHENTICATE {name} (it offers {offered(methods)}): "
+                f"{endpoint_name(self.imap)} does not offer AUTHENTICATE {name} (it offers {offered(methods)}): "
                 f"set auth to what the server takes ('agentmail bus set auth ...')"
             )
         token = bearer_token(self.login, self.login.secret(), self.auth)
@@ -623,7 +453,9 @@ class SmtpImapTransport(Transport):
             raise  # already translated (a TransportError is an OSError too): never wrapped twice
         except (TimeoutError, IMAPClientError, OSError) as exc:
             self._drop()
-            raise TransportError(f"IMAP {_where(self.imap)} failed{while_}: {exc.__class__.__name__}: {exc}") from exc
+            raise TransportError(
+                f"IMAP {endpoint_name(self.imap)} failed{while_}: {exc.__class__.__name__}: {exc}"
+            ) from exc
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         with self._imap_failures():
@@ -676,7 +508,7 @@ class SmtpImapTransport(Transport):
         try:
             client = self._connect()
             info = client.select_folder("INBOX", readonly=False)
-            if str(info.get(b"UIDVALIDITY", b"")) != self._uidvalidity or not _keeps_keywords(info):
+            if str(info.get(b"UIDVALIDITY", b"")) != self._uidvalidity or not keeps_keywords(info):
                 return  # renumbered meanwhile: these keys name other letters now
             for outcome, keyword in KEYWORDS.items():
                 uids = [int(key) for key, got in outcomes.items() if got == outcome and key.isdigit()]
@@ -756,7 +588,7 @@ class SmtpImapTransport(Transport):
         for folder in folders:
             self.claim_commands += 1
             info = client.select_folder(folder, readonly=False)
-            if not _keeps_keywords(info):
+            if not keeps_keywords(info):
                 self.claim_warning = "the IMAP server keeps no keywords: replies are claimed per machine only"
                 return None
             validity = str(info.get(b"UIDVALIDITY", b""))
@@ -784,7 +616,7 @@ class SmtpImapTransport(Transport):
         modified = imap.untagged_responses.pop("MODIFIED", None)
         imap.untagged_responses.pop("FETCH", None)
         if typ != "OK":
-            raise TransportError(f"IMAP {_where(self.imap)} refused the claim's STORE: {data!r}"[:300])
+            raise TransportError(f"IMAP {endpoint_name(self.imap)} refused the claim's STORE: {data!r}"[:300])
         return not modified
 
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
@@ -862,133 +694,10 @@ class SmtpImapTransport(Transport):
                     pass
 
     def doctor(self, address: str = "") -> list[tuple[str, bool, str]]:
-        """Connectivity checks for ``agentmail doctor``; never includes a secret."""
-        noun = secret_noun(self.auth)
-        source = f"{noun} from {self.login.source or 'the caller'}"
-        # the password line as it always was; a token names its mechanism
-        how = (
-            f"{self.login.username} ({source})"
-            if self.auth not in SASL
-            else f"{self.login.username}, auth {self.auth} ({source})"
-        )
-        try:
-            if self.login.command or self.login.keyring:
-                self.login.secret()  # the source answers (each connection below asks it again)
-            checks: list[tuple[str, bool, str]] = [("mailbox login", True, how)]
-        except AgentmailError as exc:
-            checks = [("mailbox login", False, f"{how}: {exc}")]
-        methods: list[str] = []
-
-        async def probe() -> tuple[bool, str]:
-            client = self._smtp_client()
-            await smtp_login(client, self.smtp, self.login, self.auth)
-            methods.extend(client.server_auth_methods)
-            try:
-                if not address:
-                    return True, ""
-                # May this login send as the platform? Postfix's reject_sender_login_mismatch
-                # answers at RCPT; nothing is sent (RSET before DATA).
-                try:
-                    await client.mail(address)
-                    await client.rcpt(address)
-                except aiosmtplib.SMTPResponseException as exc:
-                    return False, f"{exc.code} {exc.message}"
-                finally:
-                    try:
-                        await client.rset()
-                    except aiosmtplib.SMTPException:
-                        pass
-                return True, ""
-            finally:
-                connection = client.transport
-                try:
-                    await client.quit()
-                except aiosmtplib.SMTPException:
-                    client.close()
-                finally:
-                    if isinstance(connection, asyncio.Transport):
-                        # QUIT only schedules the socket's close: abort it and let the loop turn
-                        # before the loop is closed below, or the socket outlives it.
-                        connection.abort()
-                        await asyncio.sleep(0)
-
-        loop = asyncio.new_event_loop()
-        try:
-            may_send, refusal = loop.run_until_complete(probe())
-            used = f"AUTH {SASL[self.auth]}" if self.auth in SASL else "AUTH with the password"
-            checks.append(
-                (
-                    "smtp",
-                    True,
-                    f"{_where(self.smtp)} {self.smtp.tls} TLS, {used} accepted (EHLO offers AUTH {offered(methods)})",
-                )
-            )
-            if address:
-                own = self.login.username.lower() == address.lower()
-                detail = (
-                    f"{self.login.username} is the platform's own address"
-                    if own and may_send
-                    else f"login {self.login.username} may send as {address}"
-                    if may_send
-                    else f"the server refuses {address} as sender for login {self.login.username} ({refusal}): log in "
-                    f"as {address} (AGENTMAIL_USERNAME) or let that login send as it"
-                )
-                checks.append(("sender", may_send, detail))
-        except AgentmailError as exc:
-            checks.append(("smtp", False, str(exc)))
-        except Exception as exc:
-            checks.append(("smtp", False, str(problem(self.smtp, "smtp", exc, self.login, self.auth))))
-        finally:
-            loop.close()
-        try:
-            client = self._connect()
-            used = f"AUTHENTICATE {SASL[self.auth]}" if self.auth in SASL else "LOGIN with the password"
-            caps = " ".join(c.decode("ascii", "replace") for c in self._imap_offered if c.startswith(b"AUTH="))
-            checks.append(
-                (
-                    "imap",
-                    True,
-                    f"{_where(self.imap)} {self.imap.tls} TLS, {used} accepted (CAPABILITY offers {caps or 'no AUTH='})",
-                )
-            )
-            idle = b"IDLE" in client.capabilities()
-            checks.append(
-                ("imap idle", idle, "IDLE supported" if idle else "no IDLE: set poll_interval in bus.toml [imap]")
-            )
-            kept = _keeps_keywords(client.select_folder("INBOX", readonly=False))
-            client.select_folder("INBOX", readonly=True)
-            checks.append(("imap claims", True, server_claims(b"CONDSTORE" in client.capabilities(), kept)))
-            checks.append(
-                (
-                    "imap keywords",
-                    True,
-                    "$AgentmailVerified / $AgentmailQuarantined are set on INBOX letters"
-                    if kept
-                    else "the server keeps no keywords (PERMANENTFLAGS without \\*): a person reading this "
-                    "mailbox sees no $AgentmailVerified / $AgentmailQuarantined marks",
-                )
-            )
-            folder = self._sent_folder(client)
-            if folder is None:
-                checks.append(
-                    (
-                        "sent folder",
-                        True,
-                        "none: no folder is marked \\Sent and bus.toml sets no sent_folder; "
-                        "sent letters are not copied",
-                    )
-                )
-            else:
-                exists = client.folder_exists(folder)
-                how = "from bus.toml" if self.sent_folder else "marked \\Sent by the server"
-                checks.append(
-                    ("sent folder", True, f"{folder} ({how}) {'exists' if exists else 'will be created on first send'}")
-                )
-        except AgentmailError as exc:
-            checks.append(("imap", False, str(exc)))
-        except (IMAPClientError, OSError) as exc:
-            checks.append(("imap", False, str(problem(self.imap, "imap", exc, self.login, self.auth))))
-        return checks
+        """Connectivity checks for ``agentmail doctor`` (``checkup``); never includes a secret."""
+        return checkup.doctor(self, address)
 
     def __repr__(self) -> str:
-        return f"SmtpImapTransport(smtp={_where(self.smtp)}, imap={_where(self.imap)}, login={self.login!r})"
+        return (
+            f"SmtpImapTransport(smtp={endpoint_name(self.smtp)}, imap={endpoint_name(self.imap)}, login={self.login!r})"
+        )

@@ -368,7 +368,7 @@ def test_the_password_path_is_unchanged_for_existing_users(home: Path, servers: 
 
 
 def test_the_oauthbearer_response_is_rfc_7628s_with_the_user_escaped() -> None:
-    from agentmail.transport.smtpimap import oauthbearer_response
+    from agentmail.transport.logins import oauthbearer_response
 
     assert oauthbearer_response("user@example.com", "vF9dft4qmT", "server.example.com", 143) == (
         b"n,a=user@example.com,\x01host=server.example.com\x01port=143\x01auth=Bearer vF9dft4qmT\x01\x01"
