@@ -38,7 +38,9 @@ def million(root: Path, count: int) -> dict[str, object]:
     tb = TempBus(root, ("alpha", "gamma", "beta"))
     new = _maildir(tb.home / "postoffice" / "beta") / "new"
     start = time.perf_counter()
-    made = letters.make_into(tb.home, tb.registry.root, letters.iter_conversation(("alpha", "gamma"), "beta", count), new)
+    made = letters.make_into(
+        tb.home, tb.registry.root, letters.iter_conversation(("alpha", "gamma"), "beta", count), new
+    )
     os.sync()
     return {**filed(tb, made), "build_seconds": round(time.perf_counter() - start, 1)}
 

@@ -56,9 +56,13 @@ class _Side:
     def reads(self) -> dict[str, Callable[[], Any]]:
         words, me = self.vocabulary, self.me
         # a closed five-letter thread (the builder's sample): the same one at every size
-        (thread,) = me.spool.db.conn().execute(
-            "SELECT thread FROM letters WHERE type='close' AND json_extract(meta, '$.depth')=4 ORDER BY seq LIMIT 1"
-        ).fetchone()
+        (thread,) = (
+            me.spool.db.conn()
+            .execute(
+                "SELECT thread FROM letters WHERE type='close' AND json_extract(meta, '$.depth')=4 ORDER BY seq LIMIT 1"
+            )
+            .fetchone()
+        )
         return {
             "inbox": lambda: me.inbox(sync=False),
             "thread": lambda: me.thread(thread, sync=False),
@@ -96,8 +100,7 @@ def measure(small: _Side, large: _Side) -> dict[str, Any]:
         "open_threads": len(large.me.spool.open_threads()),
         "small_open_threads": len(small.me.spool.open_threads()),
         "spool_db_bytes_per_letter": round(
-            (large.me.spool.root / "spool.db").stat().st_size
-            / large.me.spool.db.conn().execute(count).fetchone()[0]
+            (large.me.spool.root / "spool.db").stat().st_size / large.me.spool.db.conn().execute(count).fetchone()[0]
         ),
         "ms": {n: round(median(times["large"][n]), 3) for n in names},
         "small_ms": {n: round(median(times["small"][n]), 3) for n in names},
@@ -129,7 +132,11 @@ def main() -> None:
     if args.measure:
         sides = json.loads((args.measure / "sides.json").read_text())
         with hermetic_environ(args.measure):
-            print(json.dumps(measure(_Side(args.measure, Path(sides["small"])), _Side(args.measure, Path(sides["large"])))))
+            print(
+                json.dumps(
+                    measure(_Side(args.measure, Path(sides["small"])), _Side(args.measure, Path(sides["large"])))
+                )
+            )
         return
     if args.root:
         args.root.mkdir(parents=True, exist_ok=True)

@@ -158,7 +158,13 @@ class SpoolBuilder:
         raise AssertionError(f"no thread fits {room} letters with {need} open threads to come")
 
     def _lifecycle(
-        self, opener: str, other: str, thread: str, subject: str, parent: Letter | None, kinds: tuple[str, ...],
+        self,
+        opener: str,
+        other: str,
+        thread: str,
+        subject: str,
+        parent: Letter | None,
+        kinds: tuple[str, ...],
         first: int = 0,
     ) -> Letter | None:
         for depth in range(first, len(kinds)):

@@ -125,9 +125,7 @@ def test_assign_numbers_new_letters_in_name_order_from_one(tmp_path: Path) -> No
     assert box.assign() == 5 and (box.dir / "cur" / "000000000004:2,").read_bytes() == b"4.x"
 
 
-def test_many_new_letters_are_numbered_in_passes_in_name_order(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_many_new_letters_are_numbered_in_passes_in_name_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pass takes the first names only (a million names sorted at once held ~80 MB): passes
     number all of them, in name order, each UID once, the counter past the last."""
     monkeypatch.setattr(local, "ASSIGN_CHUNK", 3)
