@@ -70,7 +70,9 @@ class _Side:
             "search_common": lambda: me.search(words[0], sync=False),
             "search_two": lambda: me.search(f"{words[20]} {words[40]}", sync=False),
             "search_filtered": lambda: me.search(words[30], sync=False, sender="alpha", type="report"),
-            "search_rare": lambda: me.search(words[-1], sync=False),
+            "search_rare": lambda: me.search(words[-1], sync=False),  # ~1 letter in 1,500
+            # a code: a letter's body ends in one of a million (at most ~1 hit at any size)
+            "search_code": lambda: me.search("E123456", sync=False),
         }
 
 
