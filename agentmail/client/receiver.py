@@ -10,6 +10,7 @@ from ..ages import now_ms
 from ..config.identity import Identity
 from ..errors import (
     NotFound,
+    StorageError,
     Timeout,
 )
 from ..model import (
@@ -20,6 +21,8 @@ from ..model import (
 from ..spool import Spool
 from ..spool.filed import Filed
 from ..stages.compose import Draft
+from ..text import one_line
+from . import picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ class SyncReport(Value):
     skipped: int = 0  # notes for a sibling agent
     fetched: int = 0
     internal_errors: int = 0
+    siblings: int = 0  # the platform's letters from its other mailboxes, filed as ``sibling`` (not fetched)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,6 +61,7 @@ class SyncReport(Value):
             "skipped": self.skipped,
             "fetched": self.fetched,
             "internal_errors": self.internal_errors,
+            "siblings": self.siblings,
         }
 
     def __post_init__(self) -> None:
@@ -72,6 +77,7 @@ class Receiver(Stage):
         super().__init__(box)
         self.outbox, self.holds = outbox, holds
         self.dismissed: list[str] = []  # the failed letters the last ``done`` dismissed
+        self._waiting: picture.Waiting | None = None  # during a sync: siblings' answers to what it files
 
     def sync(self, *, woken: bool = False) -> SyncReport:
         """``woken``: the transport has just said something arrived (``wait``), so neither the
@@ -80,13 +86,21 @@ class Receiver(Stage):
         if not woken:
             self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport
-        if not woken and not transport.pending(self._checkpoint(transport.name)):
+        if (
+            not woken
+            and not transport.pending(self._checkpoint(transport.name))
+            and not picture.pending(transport, self.spool.checkpoint)
+        ):
             if self.spool.ids("held"):  # an approver's answer a dead sync filed but never acted on
                 self.holds.decide_by_mail([])
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
             self.spool.sweep_tmp()
+            # The platform's letters from its other mailboxes first: a person's untagged answer
+            # to one of them then finds its thread (client/picture.py).
+            self._waiting = kept = picture.Waiting()
+            report.siblings, threads, waiting = picture.fetch(self.box, transport, self.spool.checkpoint, waiting=kept)
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
@@ -109,6 +123,16 @@ class Receiver(Stage):
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.set_checkpoint(transport.name, settled)
+            threads |= kept.threads
+            self._waiting = None
+            if waiting:  # the sibling letters still waiting (their letter was not in the INBOX): now
+                more, later, _ = picture.fetch(self.box, transport, self.spool.checkpoint)
+                report.siblings += more
+                threads |= later
+            if report.siblings or threads:  # what a sibling answered is read here too
+                picture.settle(self.box, threads | {x.thread for x in report.accepted})
+            elif report.accepted and self.spool.ids(picture.STATE):
+                picture.settle(self.box, {x.thread for x in report.accepted})
         self.holds.decide_by_mail(report.accepted)  # approvers' answers, after the commit
         return report
 
@@ -142,6 +166,7 @@ class Receiver(Stage):
 
         with self.spool.locked():
             self.spool.set_checkpoint(self.transport.name, str(Checkpoint()))
+            self.spool.set_checkpoint(picture.checkpoint_name(self.transport), str(Checkpoint()))
 
     def register_sibling(self, agent: str) -> None:
         """A note for an agent that has never read: its mailbox starts at this one's position,
@@ -190,8 +215,6 @@ class Receiver(Stage):
 
         raw = item.raw
         if raw is None and item.problem is not None:
-            from ..text import one_line  # a mail client's flags in the name are not ours to trust
-
             verdict: authenticity.Verdict | None = authenticity.Verdict(
                 "quarantine",
                 reason="malformed",
@@ -233,6 +256,11 @@ class Receiver(Stage):
             report.accepted.append(
                 self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
+            if self._waiting is not None:  # a sibling's answer to it follows it (client/picture.py)
+                try:
+                    report.siblings += self._waiting.file_after(self.box, filing.verdict.letter.message_id)
+                except Exception:  # noqa: BLE001  (never the letter's fault: the second read files them)
+                    self._waiting = None
 
     def _judged(self, raw: bytes) -> tuple[Verdict | None, Facts]:
         """The verdict on a fetched letter (None: its bytes are filed already) and what the
@@ -302,7 +330,6 @@ class Receiver(Stage):
 
     def rebuild(self) -> dict[str, Any]:
         """``AgentMail.rebuild``: spool.db made again from the letter files, each judged as a sync would."""
-        from ..errors import StorageError
         from ..stages.route import route
         from ..trust import authenticity
 
@@ -315,7 +342,6 @@ class Receiver(Stage):
         me = self.me
 
         def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
-            del letter_id
             if raw.startswith((b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")):
                 return "quarantine", self._quarantined(
                     authenticity.Verdict(
@@ -327,7 +353,7 @@ class Receiver(Stage):
             verdict = authenticity.judge(raw, self.registry)
             letter = verdict.letter
             if verdict.route == "accept" and letter is not None and _ours(letter, me):
-                return "sent", letter
+                return picture.STATE if picture.is_sibling_file(letter_id, letter) else "sent", letter
             filing = route(verdict, self.facts(verdict))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 return "unread", filing.verdict.letter

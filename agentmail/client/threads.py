@@ -47,7 +47,7 @@ class Threads(Stage):
     def sent(self) -> list[Letter]:
         return [
             self.box.addressed(letter)
-            for state in ("held", "outbox", "failed", "sent")
+            for state in ("held", "outbox", "failed", "sent", "sibling")  # the platform's, from any mailbox
             for letter in self.spool.letters(state)
         ]
 

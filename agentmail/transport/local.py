@@ -12,6 +12,7 @@ without stealing each other's mail. A fetch costs what is new, never the history
 from __future__ import annotations
 
 import errno
+import hashlib
 import heapq
 import os
 import secrets
@@ -21,9 +22,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import ages
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
-from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claims import Claims
+from .sent_record import SENT, local_copies, local_pending, record
 
 if TYPE_CHECKING:
     from . import inotify
@@ -274,6 +277,8 @@ class LocalTransport(Transport):
         # Reply claims every home sharing this post office sees (O_EXCL files; the clock is
         # injectable: ``claims.now``).
         self.claims = Claims(postoffice / platform / ".claims")
+        self._pruned = False
+        self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         results: list[SubmitResult] = []
@@ -292,17 +297,22 @@ class LocalTransport(Transport):
                 result = SubmitResult(item.key, "failed", detail, tuple(refused))
             else:
                 self._record_opener(item.raw)
+                record(self.sent_box.dir, item.raw, item.copy)
                 result = SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused))
             results.append(result)
             if on_result is not None:
                 on_result(result)
         return results
 
-    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
-        return self.claims.claim(key, holder)
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
+        return Claimed(self.claims.claim(key, holder))
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
-        return self.claims.sent(key, holder)
+        sent = self.claims.sent(key, holder)
+        if not self._pruned:  # once a process, after a reply left: the old answered claims go
+            self._pruned = True
+            self.claims.prune()
+        return sent
 
     def release_reply(self, message_id: str, key: str, holder: str) -> None:
         self.claims.release(key, holder)
@@ -314,14 +324,9 @@ class LocalTransport(Transport):
         """The post office's copy of a thread this platform opened, for every home sharing it
         (the new-thread quota, DESIGN §6): ``.opened/<platform>/<hour>/<ms>-<hash>`` holding the
         Message-ID. Nothing for replies and notes. Not flushed: a lost marker undercounts by one."""
-        import hashlib
-
-        from .base import opener_id
-
         message_id = opener_id(raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
         if message_id is None:
             return
-        from .. import ages
 
         when = ages.now_ms()  # the clock letter ids are made by (tests and benchmarks move it)
         folder = self._opened_dir(when // 3_600_000)
@@ -352,6 +357,12 @@ class LocalTransport(Transport):
                 if data:
                     found[data.decode("utf-8", "replace")] = int(when_text)
         return found
+
+    def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
+        return local_copies(self.sent_box, checkpoint, max_size)
+
+    def sent_pending(self, checkpoint: str | None) -> bool:
+        return local_pending(self.sent_box, checkpoint)
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0

@@ -90,7 +90,14 @@ def test_a_sent_letter_is_one_file_shared_by_the_spool_and_the_post_office(alpha
     mine = alpha.spool.path("sent", letter.id)
     [name] = os.listdir(home / "postoffice" / "beta" / "new")
     there = home / "postoffice" / "beta" / "new" / name
-    assert os.stat(there).st_ino == os.stat(mine).st_ino and os.stat(mine).st_nlink == 2
+    # three names, one file: the spool's, the recipient's and the platform's sent record (issue 25)
+    [kept] = os.listdir(home / "postoffice" / ".sent" / "alpha" / "new")
+    assert (
+        os.stat(there).st_ino
+        == os.stat(mine).st_ino
+        == os.stat(home / "postoffice" / ".sent" / "alpha" / "new" / kept).st_ino
+    )
+    assert os.stat(mine).st_nlink == 3
     assert there.read_bytes() == mine.read_bytes() and (os.stat(there).st_mode & 0o777) == 0o600
     assert os.listdir(home / "postoffice" / "beta" / "tmp") == []
 

@@ -313,7 +313,9 @@ def test_submit_delivers_to_each_known_recipient_and_reports_the_refused(tmp_pat
     assert results[2] == SubmitResult("k3", "failed", "no recipients", ())
     # beta and beta+bob share the platform's Maildir: two copies there, none anywhere else
     assert [(po / "beta" / "new" / n).read_bytes() for n in _names(po / "beta" / "new")] == [RAW, RAW]
-    assert sorted(os.listdir(po)) == ["beta"]
+    assert sorted(os.listdir(po)) == [".sent", "beta"]
+    # and one copy of what alpha sent in its sent record (issue 25: one picture per platform)
+    assert [(po / ".sent" / "alpha" / "new" / n).read_bytes() for n in _names(po / ".sent" / "alpha" / "new")] == [RAW]
     assert _transport(po, "alpha").submit([]) == []
     assert _transport(po, "alpha").submit([_out("k4", "ghost@bus.test")])[0].status == "failed"  # nobody to tell
 
