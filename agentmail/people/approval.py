@@ -19,7 +19,6 @@ from ..config.registry import Registry
 from ..errors import BadInput, Refused
 from ..model import Letter
 from ..text import one_line
-from .for_people import compose_for_people, wrap
 
 PIN_FILE = "approval-key.sha256"  # in the registry folder: the hex SHA-256 of the operator's key
 HOW_TO_ANSWER = 'To decide, reply with "approve" or "reject REASON" as the first word.'  # one short line
@@ -53,6 +52,8 @@ def announcement(registry: Registry, home: Path, platform: str, letter: Letter, 
         f"Subject: {one_line(letter.subject)}",
         f"Type: {letter.type}",
     ]
+    from .for_people import compose_for_people, wrap
+
     body = "\n".join([wrap("\n".join(about)), "", letter.body.rstrip(), "", "-- ", HOW_TO_ANSWER])
     subject = f"Approve? {letter.subject} ({letter.id})"
     return compose_for_people(registry, home, platform, approvers(registry, platform), subject, body, as_written=True)
@@ -62,6 +63,7 @@ def hold_change(
     registry: Registry, home: Path, platform: str, before: list[str], after: list[str]
 ) -> tuple[str, bytes]:
     """The announcement of a change of the bus's ``hold`` rule to every approver."""
+    from .for_people import compose_for_people
 
     def shown(rule: list[str]) -> str:
         return ", ".join(rule) if rule else "(none: nothing is held by rule)"

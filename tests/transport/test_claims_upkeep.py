@@ -124,10 +124,10 @@ def test_the_post_office_prunes_once_a_process_after_a_reply_left(tmp_path: Path
 
     transport = LocalTransport(tmp_path, "beta", lambda address: "alpha")
     root = transport.claims.root
-    assert transport.claim_reply("<old@t>", "<old@t>", "beta R1") is None
+    assert transport.claim_reply("<old@t>", "<old@t>", "beta R1").holder is None
     assert Claims(root).sent("<old@t>", "beta R1")
     _age(root / f"{Claims.key('<old@t>')}.0.sent", PRUNE_AFTER + DAY)
-    assert transport.claim_reply("<new@t>", "<new@t>", "beta R2") is None
+    assert transport.claim_reply("<new@t>", "<new@t>", "beta R2").holder is None
     assert transport.reply_sent("<new@t>", "<new@t>", "beta R2")
     assert Claims(root).holder("<old@t>") is None and Claims(root).holder("<new@t>") == "beta R2"
 
@@ -175,10 +175,10 @@ def test_a_long_lived_process_remembers_a_bounded_number_of_claimed_places(
     transport = SmtpImapTransport.from_registry(registry_mod.load(home / "registry"), "beta", home)
     try:
         for i, message_id in enumerate(ids):
-            assert transport.claim_reply(message_id, message_id, f"beta R{i}") is None
+            assert transport.claim_reply(message_id, message_id, f"beta R{i}").holder is None
         assert list(transport._claim_places) == ids[2:]  # the oldest forgotten
         assert transport.reply_sent(ids[0], ids[0], "beta R0")  # found again by its SEARCH
-        assert transport.claim_reply(ids[0], ids[0], "beta R9") == "beta R0"
+        assert transport.claim_reply(ids[0], ids[0], "beta R9").holder == "beta R0"
     finally:
         transport.close()
 
