@@ -32,9 +32,9 @@ def _size(n: int) -> str:
 class _Side:
     """One bus and its platform's spool at one size, with the clients the rounds use."""
 
-    def __init__(self, root: Path, size: int, closed_share: float) -> None:
+    def __init__(self, root: Path, size: int) -> None:
         self.tb = TempBus(root, PLATFORMS, endpoints={"new_threads_per_hour": QUOTA})
-        self.builder = SpoolBuilder(self.tb, closed_share=closed_share)
+        self.builder = SpoolBuilder(self.tb)
         self.builder.grow_to(size)
         self.stats = {**self.builder.stats(), "build_seconds": round(self.builder.seconds, 1)}
         self.me = self.tb.client(OWNER)
@@ -70,9 +70,8 @@ class _Side:
 
 def history(root: Path, settings: Settings) -> list[Figure]:
     small_n, large_n = settings.history_sizes
-    # As many open threads at both sizes (~20, what ``status`` lists): a short history has
-    # fewer threads, so more of its recent ones are left open.
-    small, large = _Side(root, small_n, closed_share=0.2), _Side(root, large_n, closed_share=0.85)
+    # As many open threads at both sizes (spoolgen leaves exactly 20, what ``status`` lists)
+    small, large = _Side(root, small_n), _Side(root, large_n)
     try:
         for side in (small, large):  # warm-up: the code paths' imports and caches, not counted
             side.round(-1)

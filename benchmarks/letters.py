@@ -6,9 +6,10 @@ signing here are the same two calls the client makes (``wire.render`` then ``sig
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,10 +63,14 @@ class Spec:
 def conversation(senders: Sequence[str], to: str, count: int, seed: int = 5) -> list[Spec]:
     """``count`` letters to ``to``: 40% open a thread, the rest follow up the sender's last
     letter in one of its open threads (so the receiver walks the ancestry too)."""
+    return list(iter_conversation(senders, to, count, seed))
+
+
+def iter_conversation(senders: Sequence[str], to: str, count: int, seed: int = 5) -> Iterator[Spec]:
+    """``conversation``, one spec at a time (a million specs held at once are ~1 GB)."""
     rng = random.Random(seed)
     last: dict[tuple[str, str], Spec] = {}
     threads: dict[str, list[tuple[str, str]]] = {s: [] for s in senders}  # each sender's, oldest first
-    specs: list[Spec] = []
     for index in range(count):
         sender = senders[index % len(senders)]
         mine = threads[sender]  # kept as it goes: listing them per letter made 100,000 take minutes
@@ -88,8 +93,7 @@ def conversation(senders: Sequence[str], to: str, count: int, seed: int = 5) -> 
         if (sender, spec.thread) not in last:
             mine.append((sender, spec.thread))
         last[(sender, spec.thread)] = spec
-        specs.append(spec)
-    return specs
+        yield spec
 
 
 _worker: dict[str, object] = {}
@@ -131,3 +135,18 @@ def make(home: Path, registry_root: Path, specs: Sequence[Spec]) -> list[bytes]:
         return [render(s) for s in specs]
     with ProcessPoolExecutor(workers, initializer=_init, initargs=(str(home), str(registry_root))) as pool:
         return list(pool.map(render, specs, chunksize=100))
+
+
+def make_into(home: Path, registry_root: Path, specs: Iterable[Spec], folder: Path) -> int:
+    """The signed bytes of every spec written to ``folder`` as ``00000000.eml``… in order, using
+    every core, never all held at once; returns how many."""
+    workers = max(1, min(len(os.sched_getaffinity(0)), 8))
+    count = 0
+    with ProcessPoolExecutor(workers, initializer=_init, initargs=(str(home), str(registry_root))) as pool:
+        pending = iter(specs)
+        # a slice at a time: map takes its whole input at once, and holds every result until read
+        while batch := list(itertools.islice(pending, 20_000)):
+            for raw in pool.map(render, batch, chunksize=200):
+                (folder / f"{count:08d}.eml").write_bytes(raw)
+                count += 1
+    return count

@@ -2,8 +2,8 @@
 
 The history of one platform (``beta``) with four peers: many threads of 1-5 letters, both
 directions (report → ack → fix-notice → verify-result → close); old threads are closed and
-only the newest ones are still open (about 15% of the last ~100 threads, whatever the size:
-what a working platform has open); the received letters read except the last 10; 5 forgeries in quarantine; its post office holding
+only the newest ones are still open (exactly ``OPEN_THREADS``, 20, at every size: what a
+working platform has open, and what ``status`` lists); the received letters read except the last 10; 5 forgeries in quarantine; its post office holding
 every letter it received, with the UID checkpoint at the end, so a sync finds nothing new.
 
 Everything is written by ``agentmail.spool.Spool.store``, in the spool's own format, in one
@@ -42,6 +42,7 @@ PLATFORMS = (OWNER, *PEERS)
 LIFECYCLE = ("report", "ack", "fix-notice", "verify-result", "close")
 UNREAD = 10
 OPEN_WINDOW = 500  # letters: only threads begun this close to the end may stay open
+OPEN_THREADS = 20  # open at the end of every size: what ``status`` lists, and what it costs
 QUARANTINED = 5
 _MID = "<01placeholdermessageid0000.{}@bus.test>"
 _PARENT = "<01placeholderparentid00000.x@bus.test>"
@@ -130,22 +131,44 @@ class SpoolBuilder:
     def _thread(self, room: int) -> None:
         peer = self.rng.choice(PEERS)
         opener, other = (peer, OWNER) if self.rng.random() < 0.6 else (OWNER, peer)
-        recent = room <= OPEN_WINDOW
-        length = 5 if not recent or self.rng.random() < self.closed_share else self.rng.randint(1, 4)
-        length = min(length, room)
+        kinds = self._kinds(room)
         thread, subject = new_thread_id(), self.rng.choice(SUBJECTS)
-        if not self.sample_thread and length == 5:
+        if not self.sample_thread and len(kinds) == 5:
             self.sample_thread = thread
-        parent = self._lifecycle(opener, other, thread, subject, None, 0, length)
-        if length < len(LIFECYCLE) and parent is not None:
-            self.unfinished.append((opener, other, thread, subject, parent, length))
+        parent = self._lifecycle(opener, other, thread, subject, None, kinds)
+        if kinds[-1] != "close" and parent is not None:
+            self.unfinished.append((opener, other, thread, subject, parent, len(kinds)))
         self.threads += 1
 
+    def _kinds(self, room: int) -> tuple[str, ...]:
+        """The next thread's letters: closed (2-5 letters, ending in a close) or left open (1-4
+        of the lifecycle), so that the size ends with exactly ``OPEN_THREADS`` open, whatever
+        it is: ``status`` costs per open thread, and every size must list as many."""
+        need = OPEN_THREADS - len(self.unfinished)
+
+        def fits(length: int, still_open: int) -> bool:  # what is left can still end the size exactly
+            rest = room - length
+            return rest >= still_open and (still_open > 0 or rest != 1)
+
+        if need > 0 and (room <= 4 * need or (room <= OPEN_WINDOW and self.rng.random() >= self.closed_share)):
+            return LIFECYCLE[: self.rng.choice([n for n in range(1, 5) if fits(n, need - 1)])]
+        for length in (5, 4, 3, 2):  # closed: the whole lifecycle; shorter only to end exactly
+            if fits(length, need):
+                return (*LIFECYCLE[: length - 1], "close")
+        raise AssertionError(f"no thread fits {room} letters with {need} open threads to come")
+
     def _lifecycle(
-        self, opener: str, other: str, thread: str, subject: str, parent: Letter | None, first: int, end: int
+        self,
+        opener: str,
+        other: str,
+        thread: str,
+        subject: str,
+        parent: Letter | None,
+        kinds: tuple[str, ...],
+        first: int = 0,
     ) -> Letter | None:
-        for depth in range(first, end):
-            kind = LIFECYCLE[depth]
+        for depth in range(first, len(kinds)):
+            kind = kinds[depth]
             # the reporter owns the report and the verification; the fixer acks and fixes
             sender = opener if kind in ("report", "verify-result", "close") else other
             to = other if sender == opener else opener
@@ -154,7 +177,7 @@ class SpoolBuilder:
 
     def _finish_open_threads(self) -> None:
         for opener, other, thread, subject, parent, done in self.unfinished:
-            self._lifecycle(opener, other, thread, subject, parent, done, len(LIFECYCLE))
+            self._lifecycle(opener, other, thread, subject, parent, LIFECYCLE, done)
         self.unfinished = []
 
     def _store(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import heapq
 import os
 import secrets
 import threading
@@ -85,6 +86,20 @@ def _deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None) -> st
 _NOT_A_LETTER = {errno.ELOOP, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.ETXTBSY}
 
 _COUNTER_WIDTH = 12  # .uidnext, overwritten in place at a fixed width
+# Names in new/ numbered per pass, the first in sorted order: sorting a million names at once
+# held ~80 MB of them (issue 28); a pass holds ~4 MB and reads the folder's listing once.
+ASSIGN_CHUNK = 50_000
+
+
+def _any_name(folder: Path) -> bool:
+    with os.scandir(folder) as entries:
+        return next(entries, None) is not None
+
+
+def _first_names(folder: Path, count: int) -> list[str]:
+    """The first ``count`` names in ``folder`` in sorted order, without holding them all."""
+    with os.scandir(folder) as entries:
+        return heapq.nsmallest(count, (entry.name for entry in entries))
 
 
 class Mailbox:
@@ -182,37 +197,44 @@ class Mailbox:
         # before its renames, so a counter read while new/ then shows nothing has every UID
         # below it in cur/ (or never used). A fetch may pass what it then finds missing.
         settled = self._uidnext()
-        if not os.listdir(self.dir / "new"):
+        if not _any_name(self.dir / "new"):
             return settled
         with locked(self.dir / ".lock"):
-            uid = self._uidnext()
-            names = sorted(os.listdir(self.dir / "new"))
-            # The UIDs are reserved before any letter takes one: a process killed among the
-            # renames leaves the counter past every UID it gave. Were it written after them, a
-            # kill in between left it behind a letter's UID, and if a mail client flagged that
-            # letter (``…:2,S``) before the next assign, the exact-name probe missed it and the
-            # UID went to a second letter, which every reader past it skips: lost. No fsync: a
-            # rename lost in a crash puts the letter back in new/, it gets a later UID, and the
-            # reader's spool drops the second copy. Overwritten in place (fixed width, no new
-            # file): a torn value is only a cache miss for _uidnext.
-            reserved = uid + len(names)
-            fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-            try:
-                if os.fstat(fd).st_size > _COUNTER_WIDTH:
-                    # A longer (damaged) file would keep its tail after the value: "…05" + "0" is
-                    # 50. Emptied first, which a reader takes as no counter (cur/ is read), never
-                    # as a wrong one.
-                    os.ftruncate(fd, 0)
-                os.pwrite(fd, f"{reserved:0{_COUNTER_WIDTH}d}".encode(), 0)
-            finally:
-                os.close(fd)
-            for name in names:
-                try:
-                    os.rename(self.dir / "new" / name, self.dir / "cur" / f"{uid:012d}:2,")
-                except FileNotFoundError:
-                    continue  # taken by a mail client meanwhile
-                uid += 1
+            uid = reserved = self._uidnext()
+            while names := _first_names(self.dir / "new", ASSIGN_CHUNK):
+                uid = reserved = self._assign_names(uid, names)
+                if len(names) < ASSIGN_CHUNK:
+                    break
             return reserved  # a UID a vanished letter left unused stays unused: never given twice
+
+    def _assign_names(self, uid: int, names: list[str]) -> int:
+        """UIDs from ``uid`` on for ``names`` (in new/), in their order; returns the next free."""
+        # The UIDs are reserved before any letter takes one: a process killed among the
+        # renames leaves the counter past every UID it gave. Were it written after them, a
+        # kill in between left it behind a letter's UID, and if a mail client flagged that
+        # letter (``…:2,S``) before the next assign, the exact-name probe missed it and the
+        # UID went to a second letter, which every reader past it skips: lost. No fsync: a
+        # rename lost in a crash puts the letter back in new/, it gets a later UID, and the
+        # reader's spool drops the second copy. Overwritten in place (fixed width, no new
+        # file): a torn value is only a cache miss for _uidnext.
+        reserved = uid + len(names)
+        fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            if os.fstat(fd).st_size > _COUNTER_WIDTH:
+                # A longer (damaged) file would keep its tail after the value: "…05" + "0" is
+                # 50. Emptied first, which a reader takes as no counter (cur/ is read), never
+                # as a wrong one.
+                os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{reserved:0{_COUNTER_WIDTH}d}".encode(), 0)
+        finally:
+            os.close(fd)
+        for name in names:
+            try:
+                os.rename(self.dir / "new" / name, self.dir / "cur" / f"{uid:012d}:2,")
+            except FileNotFoundError:
+                continue  # taken by a mail client meanwhile
+            uid += 1
+        return reserved
 
     def read(self, uid: int, max_size: int) -> Incoming | None:
         """The letter with ``uid``: None if no entry has it (any more). An entry that is no

@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentmail._fs import locked
-from agentmail.transport import inotify
+from agentmail.transport import inotify, local
 from agentmail.transport.base import Envelope, Outgoing, SubmitResult
 from agentmail.transport.local import BATCH, LocalTransport, Mailbox, deliver
 
@@ -125,17 +125,33 @@ def test_assign_numbers_new_letters_in_name_order_from_one(tmp_path: Path) -> No
     assert box.assign() == 5 and (box.dir / "cur" / "000000000004:2,").read_bytes() == b"4.x"
 
 
+def test_many_new_letters_are_numbered_in_passes_in_name_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pass takes the first names only (a million names sorted at once held ~80 MB): passes
+    number all of them, in name order, each UID once, the counter past the last."""
+    monkeypatch.setattr(local, "ASSIGN_CHUNK", 3)
+    box = Mailbox(tmp_path / "beta")
+    box.ensure()
+    names = [f"{n:03d}.x" for n in range(10)]
+    for name in reversed(names):
+        (box.dir / "new" / name).write_bytes(name.encode())
+    assert box.assign() == 11
+    assert _names(box.dir / "new") == []
+    assert [(box.dir / "cur" / f"{uid:012d}:2,").read_bytes() for uid in range(1, 11)] == [n.encode() for n in names]
+    assert (box.dir / ".uidnext").read_text() == "000000000011"
+    (box.dir / "new" / "z.x").write_bytes(b"z")  # exactly a pass's worth and one more, later
+    assert box.assign() == 12
+
+
 def test_a_letter_a_mail_client_took_meanwhile_gets_no_uid(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     box = Mailbox(tmp_path / "beta")
     box.ensure()
     (box.dir / "new" / "b.x").write_bytes(b"b")
-    real_listdir = os.listdir
+    real_first = local._first_names
 
-    def with_a_vanished_letter(path: object) -> list[str]:
-        names = real_listdir(path)  # type: ignore[arg-type]
-        return ["a.x", *names] if str(path).endswith("/new") else names  # a.x: moved by mutt meanwhile
+    def with_a_vanished_letter(folder: Path, count: int) -> list[str]:
+        return ["a.x", *real_first(folder, count)]  # a.x: moved by mutt meanwhile
 
-    monkeypatch.setattr(os, "listdir", with_a_vanished_letter)
+    monkeypatch.setattr(local, "_first_names", with_a_vanished_letter)
     assert box.assign() == 3  # two UIDs were reserved; the one a.x would have had stays unused
     monkeypatch.undo()
     assert _names(box.dir / "cur") == ["000000000001:2,"]
