@@ -9,10 +9,13 @@ import email
 import email.policy
 from pathlib import Path
 
+import pytest
+
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.people import approval
+from agentmail.errors import ConfigError
+from agentmail.people import approval, for_people
 from agentmail.trust import signing
 from agentmail.trust.authenticity import pinned_key
 
@@ -43,3 +46,26 @@ def test_an_announcement_is_signed_keeps_the_letters_long_line_and_its_answer_st
     answer(home, announced, "approve")
     alpha.sync()
     assert alpha.spool.locate(letter.id) == "sent"
+
+
+def test_an_announcement_the_key_cannot_sign_leaves_the_letter_held_with_why(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A held letter stays held whatever happens to its announcement: a key that cannot sign it
+    (here, a key file that reads as no key) is recorded on the letter, and nothing reaches the
+    approver unsigned."""
+    alpha = AgentMail(approving, Identity("alpha"), home)
+
+    def unreadable(*args: object, **kwargs: object) -> object:
+        raise ConfigError("alpha's private key cannot be read")
+
+    monkeypatch.setattr(for_people, "read_private_key_with_source", unreadable)
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    assert letter.state == "held"
+    assert alpha.show(letter.id).extra["announce_failed"] == "alpha's private key cannot be read"
+    assert not (home / "postoffice" / CAROL / "new").exists() or not list(
+        (home / "postoffice" / CAROL / "new").iterdir()
+    )
+    assert alpha.announce_hold_change(["report"], []) == "alpha's private key cannot be read"
