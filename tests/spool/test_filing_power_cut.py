@@ -21,8 +21,8 @@ from agentmail.config.identity import Identity
 from agentmail.spool import db as db_module
 from agentmail.transport.local import deliver
 
-from .conftest import make_signed_letters
-from .spool.test_receive_durability import power_cut as drop_unflushed_copies
+from ..conftest import make_signed_letters
+from .test_receive_durability import power_cut as drop_unflushed_copies
 
 SAVED = ".durable"
 
@@ -84,9 +84,12 @@ def test_a_letter_shown_then_cut_is_fetched_again_once(
     again = restarted.inbox()  # syncs: the checkpoint went with the filing, the letter is fetched again
     assert [x.message_id for x in again] == [message_id]
     assert restarted.spool.ids("read") == []
-    assert restarted.raw(again[0].id) == (home / "postoffice" / "beta" / "cur").joinpath(
-        *[p.name for p in (home / "postoffice" / "beta" / "cur").iterdir()]
-    ).read_bytes()
+    assert (
+        restarted.raw(again[0].id)
+        == (home / "postoffice" / "beta" / "cur")
+        .joinpath(*[p.name for p in (home / "postoffice" / "beta" / "cur").iterdir()])
+        .read_bytes()
+    )
 
 
 def test_a_letter_done_then_cut_stays_done(alpha: AgentMail, beta: AgentMail, home: Path, durable_only: None) -> None:
