@@ -166,14 +166,16 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600, durable: bool = Tru
 
 
 @contextmanager
-def locked(path: Path, *, wait: bool = True) -> Iterator[int]:
+def locked(path: Path, *, wait: bool = True, shared: bool = False) -> Iterator[int]:
     """Hold an exclusive ``flock`` on ``path`` (created if missing) for the block; yields its fd.
 
-    ``wait=False``: raise BlockingIOError at once when another process holds it. Closing the
-    fd releases the lock, so a crashed holder never leaves it taken."""
+    ``wait=False``: raise BlockingIOError at once when another process holds it. ``shared``:
+    a shared lock (many holders; an exclusive one waits for them all). Closing the fd
+    releases the lock, so a crashed holder never leaves it taken."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        kind = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
+        fcntl.flock(fd, kind if wait else kind | fcntl.LOCK_NB)
         yield fd
     finally:
         os.close(fd)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 from .errors import BadInput
 
@@ -49,13 +50,9 @@ def age(seconds: float) -> str:
 
 def iso(ms: int) -> str:
     """``ms`` since the epoch as ISO 8601 UTC to the second: ``2026-12-02T13:22:12Z``."""
-    from datetime import UTC, datetime  # not on every command's start: only where times are shown
-
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def readable(ms: int) -> str:
     """``ms`` as a person reads a time in a letter: ``2026-12-02 13:22 UTC``."""
-    from datetime import UTC, datetime
-
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from . import bigsearch, cli, history, local, scale, search, smtpimap
+from . import bigsearch, cli, history, livedrill, local, scale, search, smtpimap
 from .common import REPO, Settings, hermetic_environ, machine, remove_tree
 from .install import user_cli
 from .report import Figure, table, write_json
@@ -32,6 +32,7 @@ STEPS: dict[str, Step] = {
     "search": search.search,
     "bigsearch": bigsearch.big_search,
     "smtpimap": smtpimap.figures,
+    "livedrill": livedrill.figures,  # only with the repo's mail stack running (else skipped, saying how)
 }
 
 

@@ -14,6 +14,7 @@ from conftest import LiveBus, eventually, opener
 
 from agentmail.client.facade import AgentMail
 from agentmail.errors import Refused
+from agentmail.transport import Claimed
 
 LETTERS = 50
 
@@ -117,7 +118,7 @@ def test_a_claim_on_dovecot_costs_a_few_round_trips(bus: LiveBus, token: str) ->
     real = transport.claim_reply
     sent_real = transport.reply_sent
 
-    def timed(*args: str) -> str | None:
+    def timed(*args: str) -> Claimed:
         began = time.perf_counter()
         try:
             return real(*args)

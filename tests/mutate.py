@@ -139,7 +139,11 @@ GROUPS: dict[str, Group] = {
     # The spool (SQLite rows + letter files) against its own in-process tests (every branch of the
     # three modules, exact answers). test_migration/test_rebuild/test_recovery/test_crash prove the
     # same end to end through clients and SIGKILLed processes, at seconds per mutant: not run here.
-    "spool": Group(("spool/store.py", "spool/db.py", "spool/migrate.py"), ("spool/test_spool.py",), timeout=30),
+    "spool": Group(
+        ("spool/layout.py", "spool/views.py", "spool/filing.py", "spool/store.py", "spool/db.py", "spool/migrate.py"),
+        ("spool/test_spool.py",),
+        timeout=30,
+    ),
     # The local post office: delivery, UIDs, fetch batches, the wait's wakes.
     "local": Group(("transport/local.py",), ("transport/test_local.py",), timeout=30),
     # Issue 23's modules: the functions that decide what a letter can make agentmail do (a whole

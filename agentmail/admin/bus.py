@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import re
 import secrets
+import shutil
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from .._fs import write_atomic
+from ..ages import duration
 from ..config.credentials import key_path, read_owner_only, write_private_key
+from ..config.recipients import split
 from ..config.registry import (
     AUTH_MECHANISMS,
     DOMAIN_RE,
@@ -25,6 +29,7 @@ from ..config.registry import (
     Person,
     Platform,
     Registry,
+    RetiringKey,
     default_tls,
     is_loopback,
     load,
@@ -32,6 +37,7 @@ from ..config.registry import (
 )
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..model import check_name
+from ..transport.smtpimap import tls_context
 from ..trust import signing
 
 
@@ -246,10 +252,6 @@ def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None =
     (seconds, ``keygen --rotate``): the old key stays pinned beside the new one as
     ``[dkim.previous]`` until now + overlap, so letters it signed that are still in flight are
     accepted; without it the old key is dropped at once (as before)."""
-    import time
-
-    from ..config.registry import RetiringKey
-
     old = registry.get(name)
     private, public = signing.generate_keypair()
     retiring = None
@@ -270,8 +272,6 @@ def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None =
 
 def retire(registry: Registry, name: str) -> Platform:
     """``keygen --retire``: drop the key a rotation kept beside the new one. NotFound when none is."""
-    from ..errors import NotFound
-
     platform = registry.get(name)
     if platform.retiring is None:
         raise NotFound(f"{name} has no previous key to retire ('keygen --rotate DURATION' keeps one)")
@@ -321,10 +321,6 @@ def endpoints(
 
 def _copy_ca(root: Path, source: Path) -> str:
     """Copy a CA certificate beside bus.toml: the registry then works from any checkout."""
-    import shutil
-
-    from ..transport.smtpimap import tls_context
-
     tls_context(str(source))  # refuse a file that is not a CA certificate, before copying it
     target = root / "ca.pem"
     root.mkdir(parents=True, exist_ok=True)
@@ -334,8 +330,6 @@ def _copy_ca(root: Path, source: Path) -> str:
 
 
 def _read_bus(root: Path) -> dict[str, Any]:
-    import tomllib
-
     path = root / "bus.toml"
     if not path.is_file():
         load(root)  # raises the "no registry at ..." error
@@ -412,8 +406,6 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
     elif key == "stale_after":  # issue 26: "" takes it off (no escalation for staleness)
         stored = _one(key, values).strip()
         if stored:
-            from ..ages import duration
-
             duration(stored, "stale_after")
             data[key] = stored
         else:
@@ -452,8 +444,6 @@ def _set_platform_auth(root: Path, name: str, value: str) -> str:
 def _set_group(root: Path, data: dict[str, Any], name: str, values: list[str]) -> list[str]:
     """``bus set groups.NAME PLATFORM...``: the group's members (each a registered platform,
     once); ``""`` alone removes the group. Returns the members stored ([] when removed)."""
-    from ..config.recipients import split
-
     check_name("group", name)
     given = ",".join(values)
     members = list(dict.fromkeys(split(given))) if given.replace(",", "").strip() else []

@@ -11,13 +11,18 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .._value import Frozen
+from ..client.facade import AgentMail
+from ..config import identity, registry
+from ..config.credentials import read_private_key_with_source
 from ..errors import AgentmailError
-
-if TYPE_CHECKING:
-    from ..client.facade import AgentMail
+from ..letter import wire
+from ..model import new_thread_id
+from ..stages.compose import Draft, compose
+from ..transport import Envelope, Outgoing
+from ..trust import authenticity, signing
+from ..trust.provenance import trusted_results
 
 PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
 
@@ -63,11 +68,6 @@ def run_checks(
     round_trip: bool = False,
     timeout: float = 60.0,
 ) -> list[Check]:
-    from ..client.facade import AgentMail
-    from ..config import identity, registry
-    from ..config.credentials import read_private_key_with_source
-    from ..trust import signing
-
     checks: list[Check] = []
     try:
         reg = registry.load(registry_root)
@@ -135,11 +135,6 @@ def run_checks(
 
 def _round_trip(client: AgentMail, timeout: float) -> Check:
     """A letter to our own thread address, read back and judged as any letter is."""
-    from ..letter import wire
-    from ..model import new_thread_id
-    from ..stages.compose import Draft, compose
-    from ..transport import Envelope, Outgoing
-
     started = time.monotonic()
     me = client.platform
     thread = new_thread_id()
@@ -190,9 +185,6 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
 
 
 def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed: float) -> Check:
-    from ..trust import authenticity
-    from ..trust.provenance import trusted_results
-
     verdict = authenticity.judge(raw, client.registry)
     took = f"{elapsed * 1000:.0f} ms"
     if verdict.route != "accept" or verdict.letter is None:

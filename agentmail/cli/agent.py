@@ -7,14 +7,27 @@ no rule lives here. ``commands`` is taken in by the command line's root (``app``
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..errors import BadInput
+from ..errors import BadInput, TransportError
 from . import render
 from .args import Commands, argument, at_least, echo, option, seconds
 from .context import ID_HELP, OUTCOME_HELP, TYPES_HELP, Ctx, attach_options, attachments, json_option, read_body
 from .render import clean, emit
 
+if TYPE_CHECKING:
+    from ..client.facade import AgentMail
+    from ..model import Letter
+
 commands = Commands()
+
+
+def _outcome(ctx: Ctx, client: AgentMail, letter: Letter) -> None:
+    """The letter's outcome, with its advice and warnings (the client's ``last_sent``)."""
+    sent = client.last_sent
+    assert sent is not None and sent.letter is letter  # the call that returned ``letter`` set it
+    render.sent_outcome(ctx, letter, sent.advice, sent.warnings)
 
 
 @commands.command()
@@ -78,8 +91,6 @@ def save(ctx: Ctx, letter_id: str, directory: str, force: bool) -> None:
 def apply_cmd(ctx: Ctx, letter_id: str, check: bool, series: bool) -> None:
     """'git am' letter ID's patches in the current checkout (a clean tree only; no hook runs):
     every commit is listed (author, subject, paths); --check lists them and changes nothing."""
-    from pathlib import Path
-
     done = ctx.client().apply(letter_id, Path.cwd(), check=check, series=series)
     emit(ctx, {"applied": done.landed, "detail": done.detail, "commits": [c.to_json() for c in done.commits]},
          lambda: echo(clean(str(done))))  # fmt: skip
@@ -130,7 +141,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
                          thread=thread, hold=hold, attachments=attachments(ctx, attach, patch),
                          outcome=outcome)  # fmt: skip
-    render.sent_outcome(ctx, letter, client.last_warnings)
+    _outcome(ctx, client, letter)
 
 
 @commands.command()
@@ -155,7 +166,7 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
     letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
                           attachments=attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
     assert letter is not None  # raise_refused: a refusal raised
-    render.sent_outcome(ctx, letter, client.last_warnings)
+    _outcome(ctx, client, letter)
 
 
 @commands.command()
@@ -213,7 +224,7 @@ def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, n
     client = ctx.client()
     letter = client.note(subject, read_body(body), to_agent=to_agent, force=force,
                          attachments=attachments(ctx, attach, patch), new_agent=new_agent)  # fmt: skip
-    render.sent_outcome(ctx, letter, client.last_warnings)
+    _outcome(ctx, client, letter)
 
 
 @commands.command()
@@ -272,8 +283,6 @@ def sync(ctx: Ctx) -> None:
 @json_option
 def flush(ctx: Ctx) -> None:
     """Retry the outbox."""
-    from ..errors import TransportError
-
     client = ctx.client()
     results = client.flush()
     client.flushed = 0  # said below, not again on the way out

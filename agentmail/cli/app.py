@@ -4,18 +4,16 @@ and the process around a command: every failure one line on stderr and a documen
 7 storage (DESIGN §8). The commands are in ``agent``, ``operator`` and ``integrations``, what they
 print in ``render``, what each is handed in ``context``, the grammar in ``args``.
 
-Function-level imports in cli/ (issue 27: start-up is a measured figure, benchmarks 3a/3b): the
-command modules import the client, ``admin``, ``people``, ``pathlib``, ``json`` and the host
-integrations (``mcp_server``, ``hooks``, ``watch``) inside the command that needs them, so that
-``--help`` and a read load only what they use (tests/system/test_lean_paths.py pins which modules stay
-out); ``args`` imports ``textwrap``, ``re``, ``difflib`` and ``importlib.metadata`` where help,
-a duration, a misspelt option or ``--version`` need them. Everything else is imported at the top.
+The few imports inside a function (the command modules import the client, ``admin``, ``people`` and
+the host integrations only in the command that needs them) are listed, with why, in DESIGN §1
+("Imported where first used"); tests/system/test_imports_at_top.py holds the list to the code.
 """
 
 from __future__ import annotations
 
 import errno
 import sys
+import warnings
 
 from ..errors import AgentmailError
 from . import agent, integrations, operator
@@ -73,8 +71,6 @@ main_group = Group(
 def main(argv: list[str] | None = None) -> int:
     """Entry point: no traceback ever reaches a user, nor a library's warning (filtered here) or log
     line (each library's logger has a NullHandler where it is imported: DESIGN §8)."""
-    import warnings
-
     if not sys.warnoptions:
         warnings.simplefilter("ignore")
     ctx = Ctx(None, None, None, False)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -145,8 +146,6 @@ def seconds(text: str) -> float:
 def duration(text: str) -> float:
     """A window (``keygen --rotate 7d``): a whole number of minutes, hours, days or weeks
     (30m, 12h, 7d, 2w), at least a minute and at most a year; in seconds."""
-    import re
-
     found = re.fullmatch(r"([0-9]{1,6})([mhdw])", text.strip())
     if not found:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a duration like 30m, 12h, 7d or 2w")

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import BadInput
 from .args import echo, option
 
 if TYPE_CHECKING:
-    from pathlib import Path  # at run time imported where used: --help loads no pathlib (issue 11)
-
     from ..client.facade import AgentMail
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -76,8 +75,6 @@ NOT_TEXT = "the body must be UTF-8 text; convert it (iconv) or send the file wit
 def read_body(value: str) -> str:
     """``-b TEXT``, ``-b @FILE`` or ``-b -`` (standard input), which must be UTF-8 text: read
     as bytes and decoded strictly (whatever the locale), newlines as text mode reads them."""
-    from pathlib import Path
-
     where = "-b"
     data: bytes | str = value
     if value == "-":
@@ -102,8 +99,6 @@ def read_body(value: str) -> str:
 
 def attachments(ctx: Ctx, files: tuple[str, ...], patch: str | None) -> tuple[Any, ...]:
     """The files and patches to attach, read now (limits are the bus's: exit 2 with the reason)."""
-    from pathlib import Path
-
     if not files and not patch:
         return ()
     from ..stages import evidence

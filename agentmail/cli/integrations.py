@@ -8,6 +8,7 @@ runs. ``commands`` is taken in by the command line's root (``app``).
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from .args import Commands, argument, at_least, echo, option, seconds
 from .context import Ctx, json_option
@@ -67,8 +68,6 @@ for _host, _label in (
 @json_option
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
     """Merge agentmail's hooks into HOST's settings in this checkout (idempotent)."""
-    from pathlib import Path
-
     from . import hooks
 
     prefix = (

@@ -22,20 +22,24 @@ import logging
 import math
 import os
 import re
+import site
 import sys
+import sysconfig
 import threading
 from collections.abc import Callable, Iterator
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import AgentmailError, BadInput, NotFound
+from ..client.facade import AgentMail, raise_for_state
+from ..errors import AgentmailError, BadInput, ConfigError, NotFound
+from ..letter.attach import unique_names
 from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, SEVERITIES, TYPES
 from ..spool.search import MAX_QUERY
 from ..stages.guards import DATA_NOT_ORDERS
 from ..text import for_terminal
 
 if TYPE_CHECKING:
-    from ..client.facade import AgentMail
     from ..model import Letter
 
 INBOX_BODY = 500  # inbox shows the start of each body; show gives all of it
@@ -257,9 +261,6 @@ def save_folder() -> Path:
 def _protected(am: AgentMail) -> list[tuple[Path, str]]:
     """The folders nothing is saved below: what agentmail trusts, and where Python finds code
     (a module or a ``.pth`` file there runs with the next interpreter)."""
-    import site
-    import sysconfig
-
     places = [(am.home, "the agentmail home"), (am.registry.root, "the registry")]
     code = [*sys.path, *site.getsitepackages(), site.getusersitepackages()]
     code += [sysconfig.get_path(key) for key in ("purelib", "platlib", "stdlib", "platstdlib")]
@@ -306,8 +307,6 @@ def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path | None)
     below the agentmail home, the registry or a Python path, never over a file, through no
     symlink. The MCP server runs one tool at a time, so nothing of agentmail's moves the
     folder between this check and the write (which, besides, follows no symlink)."""
-    from ..letter.attach import unique_names
-
     target = _below(save_folder() if save_root is None else save_root, directory)
     for place, what in _protected(am):
         if target.is_relative_to(place):
@@ -326,8 +325,6 @@ def _sent(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
 
 
 def _outcome(letter: Letter, warnings: list[str]) -> dict[str, Any]:
-    from ..client.facade import raise_for_state
-
     raise_for_state(letter)  # queued or failed: a tool error, as the CLI's exit 5
     out: dict[str, Any] = {"id": letter.id, "thread": letter.thread, "to": letter.to, "state": letter.state}
     if letter.state == "held":
@@ -359,8 +356,6 @@ class Tools:
         try:
             args = check_arguments(name, arguments)
             if name == "wait":
-                from ..client.facade import AgentMail
-
                 with self._lock:
                     base = self._am()
                 with AgentMail(base.registry, base.me, base.home) as own:
@@ -382,10 +377,7 @@ def server(make_client: Callable[[], AgentMail], save_root: Path | None = None) 
         import mcp_types as types
         from mcp.server.lowlevel import Server
     except ImportError as exc:
-        from ..errors import ConfigError
-
         raise ConfigError("the MCP server needs the optional extra: pip install 'agentmail[mcp]'") from exc
-    from importlib.metadata import version
 
     tools = Tools(make_client, save_root)
     listing = [types.Tool(name=n, description=d, input_schema=s) for n, (d, s) in TOOLS.items()]

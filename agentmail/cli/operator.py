@@ -8,9 +8,11 @@ result to ``render``; no rule lives here. ``commands`` is taken in by the comman
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from ..errors import BadInput
+from ..errors import AgentmailError, BadInput, ConfigError, PermanentFailure, TransportError
 from . import render
 from .args import Commands, argument, duration, echo, option, seconds
 from .context import ID_HELP, Ctx, json_option
@@ -217,8 +219,6 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
 @json_option
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
     """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
-    from pathlib import Path
-
     from ..config.identity import write_marker
     from ..config.registry import load
 
@@ -251,8 +251,6 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     attachments: attach_max_bytes BYTES (each), attach_max_total BYTES (per letter), attach_max_count N,
     attach_types TYPE... (the allow-list); auth password|xoauth2|oauthbearer (how platforms log in to their
     mailboxes; with --platform NAME for one platform, written into its entry)."""
-    import json
-
     from ..admin import bus
 
     if key == "hold":
@@ -278,7 +276,6 @@ def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
 
     if not approval.every_approver(reg):
         return
-    from ..errors import AgentmailError, ConfigError
 
     try:
         client = ctx.client()  # this checkout's platform tells them
@@ -374,7 +371,6 @@ def _recheck(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
 def digest(ctx: Ctx, since: str | None, send: bool) -> None:
     """One summary for people: open threads by age and whose move (stale first), letters held
     for approval, what was quarantined or bounced since the last digest. Printed, or mailed."""
-    from ..errors import PermanentFailure, TransportError
     from ..people import digest as digest_mod
 
     client = ctx.client()
@@ -412,8 +408,6 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
     checks = run_checks(ctx.home, ctx.registry_root(), ctx.platform, ctx.agent, round_trip=round_trip, timeout=timeout)
     emit(ctx, [{"check": c.name, "ok": c.ok, "detail": c.detail} for c in checks], lambda: render.checks(checks))
     if not all(c.ok for c in checks):
-        from ..errors import ConfigError
-
         raise ConfigError(f"{sum(not c.ok for c in checks)} check(s) failed")
 
 
@@ -422,8 +416,6 @@ def doctor(ctx: Ctx, round_trip: bool, timeout: float) -> None:
 @json_option
 def demo(ctx: Ctx, demo_home: str | None) -> None:
     """The whole lifecycle between two platforms on the embedded default (--json: its summary)."""
-    from pathlib import Path
-
     from ..admin.demo import run_demo
 
     summary = run_demo(Path(demo_home) if demo_home else None, (lambda _: None) if ctx.json else echo)

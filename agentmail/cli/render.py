@@ -8,10 +8,12 @@ exit code (``sent_outcome``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..text import for_terminal
+from ..errors import TransportError
+from ..text import DATA_NOT_ORDERS, for_terminal
 from .args import echo
 
 if TYPE_CHECKING:
@@ -25,8 +27,6 @@ clean = for_terminal  # untrusted text made safe for a terminal (text.py: the on
 
 def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
     if ctx.json:
-        import json  # only for --json: --help and text output never load it
-
         echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
     else:
         text()
@@ -102,8 +102,6 @@ def letters(ctx: Ctx, found: Sequence[Letter], empty: str) -> None:
 
 def unread_header(count: int) -> None:
     """Where an agent reads its mail, it is told what a letter is."""
-    from ..text import DATA_NOT_ORDERS
-
     echo(f"{count} unread letter{'s' if count != 1 else ''}. {DATA_NOT_ORDERS}")
 
 
@@ -218,26 +216,24 @@ def approvers_told(letter: Letter) -> str:
     return "the platform lists no approver: the operator decides"
 
 
-def sent_outcome(ctx: Ctx, letter: Letter, warnings: list[str]) -> None:
+def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings: Sequence[str] = ()) -> None:
     """What became of a letter ``send``/``reply``/``note``/``approve`` made: THREAD ID STATE on
-    stdout, advice and notes on stderr, then its exit code (5 queued, 4 refused, ...) raised."""
+    stdout, an opener's advice and the warnings (``Sent``'s) on stderr, then its exit code
+    (5 queued, 4 refused, ...) raised."""
     from ..client.facade import raise_for_state
 
-    advice = [w.removeprefix("opener: ") for w in warnings if w.startswith("opener: ")]
     if advice:  # advice, never an error: one line, saying what became of the letter all the same
         went = {"held": "held anyway", "outbox": "queued anyway", "failed": "not a refusal"}.get(
             letter.state, "sent anyway"
         )
         echo(clean(f"agentmail: advice for an opener ({went}): " + "; ".join(advice)), err=True)
-    for warning in (w for w in warnings if not w.startswith("opener: ")):
+    for warning in warnings:
         echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
         echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
     if letter.extra.get("sent_copy_failed"):
         echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":  # THREAD ID STATE on stdout; why, once, on stderr (exit 5)
-        from ..errors import TransportError
-
         why = letter.extra.get("queued_reason") or "the server is unreachable"
         emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} queued"))
         raise TransportError(

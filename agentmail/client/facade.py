@@ -17,6 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import ages
 from ..config import identity
 from ..config import registry as registry_mod
 from ..errors import AgentmailError
@@ -26,7 +27,7 @@ from .letters import Letters
 from .mailbox import Mailbox, Stage
 from .outbox import Outbox, raise_for_state
 from .receiver import Receiver, SyncReport
-from .sender import Sender
+from .sender import Sender, Sent
 from .threads import Threads
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class AgentMail(Stage):
         self.threads = Threads(box, self.sync)
         self.letters = Letters(box, self.sync)
         self.sender = Sender(box, self.outbox, self.holds, self.threads, self.receiver)
-        self.last_warnings: list[str] = []  # the last send's advice and warnings (``send`` also returns its letter)
+        self.last_sent: Sent | None = None  # what the last send, reply, follow-up or note did (None: refused)
         # Escalation (issue 26, people/escalation.py): what this client announced to people, and why not
         self.escalated: list[dict[str, Any]] = []
         self.escalation_problem: str | None = None
@@ -103,13 +104,15 @@ class AgentMail(Stage):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _claim_warning(self) -> list[str]:
-        """The server's word that its claim holds per machine only (issue 25), once per call."""
-        warning, self.sender.claim_warning = self.sender.claim_warning, None
-        return [warning] if warning else []
+    @property
+    def last_warnings(self) -> list[str]:
+        """The last send's, reply's, follow-up's or note's advice and warnings as one list (what
+        MCP's ``warnings`` carries): an opener's advice each prefixed ``opener: ``, then the
+        warnings (``last_sent`` holds them apart)."""
+        sent = self.last_sent
+        return [] if sent is None else [*(f"opener: {advice}" for advice in sent.advice), *sent.warnings]
 
     def _escalate(self) -> None:
-        from .. import ages
         from ..people import escalation
 
         now = ages.now_ms()
@@ -203,8 +206,9 @@ class AgentMail(Stage):
         (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
         Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
         now; ``flush`` retries) or ``failed`` — ``raise_for_state`` turns the last two into
-        errors. Advice (an opener's gaps, a thread that is with another platform than ``to``)
-        lands in ``last_warnings``. A guard that refuses raises Refused (the new-thread quota
+        errors. Advice (an opener's gaps) and warnings (a thread that is with another platform
+        than ``to``) land in ``last_sent`` (a ``Sent``: the letter, its advice, its warnings) and,
+        as one list, in ``last_warnings``. A guard that refuses raises Refused (the new-thread quota
         among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
         letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``.
         ``attachments`` (``evidence.from_file``/``from_patches``) make it multipart/mixed.
@@ -212,7 +216,8 @@ class AgentMail(Stage):
         ``to`` may name several platforms (``"beta,gamma"``, a list) or a registry group
         (``"@consumers"``): a fan-out, one letter with one Message-ID to all of them, one thread
         (DESIGN §6); it counts as one new thread."""
-        sent = self.sender.send(
+        self.last_sent = None
+        sent = self.last_sent = self.sender.send(
             to,
             subject,
             body,
@@ -225,16 +230,16 @@ class AgentMail(Stage):
             attachments=attachments,
             outcome=outcome,
         )
-        self.last_warnings = [*sent.warnings, *self._claim_warning()]
         return sent.letter
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
              attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Letter:  # fmt: skip
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next.
         ``new_agent=False`` refuses a ``to_agent`` no agent of the platform has used (BadInput)."""
-        self.last_warnings = []
-        return self.sender.note(subject, body, to_agent=to_agent, force=force, attachments=attachments,
-                                new_agent=new_agent)  # fmt: skip
+        self.last_sent = None
+        sent = self.last_sent = self.sender.note(subject, body, to_agent=to_agent, force=force,
+                                                 attachments=attachments, new_agent=new_agent)  # fmt: skip
+        return sent.letter
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
               raise_refused: bool = False, hold: bool = False,
@@ -245,8 +250,8 @@ class AgentMail(Stage):
 
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
-        self.last_warnings = []
-        letter = self.sender.reply(
+        self.last_sent = None
+        sent = self.last_sent = self.sender.reply(
             to,
             body,
             type=type,
@@ -256,8 +261,7 @@ class AgentMail(Stage):
             attachments=attachments,
             outcome=outcome,
         )
-        self.last_warnings = self._claim_warning()
-        return letter
+        return None if sent is None else sent.letter
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
                   attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter:  # fmt: skip
@@ -265,12 +269,11 @@ class AgentMail(Stage):
         after its ack). It answers this platform's own last letter of the thread, under the
         same guards as a reply (never after the other side's ack or close; the same depth cap;
         one letter after each letter per platform). Raises Refused otherwise."""
-        self.last_warnings = []
-        letter = self.sender.follow_up(
+        self.last_sent = None
+        sent = self.last_sent = self.sender.follow_up(
             thread, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome
         )
-        self.last_warnings = self._claim_warning()
-        return letter
+        return sent.letter
 
     def why_refused(self, letter: str | Letter) -> str | None:
         """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""

@@ -13,6 +13,7 @@ from ..model import (
     Letter,
 )
 from ..spool.filed import Filed
+from ..text import one_line
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -61,10 +62,15 @@ class Holds(Stage):
         held whatever happens to its announcement; a failure is recorded on it)."""
         from ..people import approval
 
-        if not approval.approvers(self.registry, self.me.platform):
+        to = approval.approvers(self.registry, self.me.platform)
+        if not to:
             return
-        message_id, raw = approval.announcement(self.registry, self.me.platform, letter, reason)
-        failed = self.mail_people(f"{letter.id}.announcement", raw, approval.approvers(self.registry, self.me.platform))
+        try:
+            message_id, raw = approval.announcement(self.registry, self.home, self.me.platform, letter, reason)
+        except AgentmailError as exc:  # e.g. the platform's key cannot sign it
+            failed = str(exc)
+        else:
+            failed = self.mail_people(f"{letter.id}.announcement", raw, to)
         if failed:
             self.spool.annotate(letter.id, announce_failed=failed)
         else:
@@ -96,7 +102,10 @@ class Holds(Stage):
         to = approval.every_approver(self.registry)
         if not to:
             return ""
-        _, raw = approval.hold_change(self.registry, self.me.platform, before, after)
+        try:
+            _, raw = approval.hold_change(self.registry, self.home, self.me.platform, before, after)
+        except AgentmailError as exc:
+            return str(exc)
         return self.mail_people("hold-change", raw, to)
 
     def decide_by_mail(self, filed: Filed | list[str]) -> None:
@@ -146,8 +155,6 @@ class Holds(Stage):
         """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it
         to the agent); a rejected reply frees its claim on the letter. Anyone may drop a
         letter that has not left (the agent too): it releases nothing."""
-        from ..text import one_line
-
         letter_id = self.box.id_of(letter_id)
         reason = one_line(reason or "").strip()
         if not reason:

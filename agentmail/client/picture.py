@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from ..model import HUMAN, Letter
+from ..model import HUMAN, Letter, new_ulid
 
 if TYPE_CHECKING:
     from ..transport.base import Transport
@@ -117,8 +117,6 @@ def sibling_id(box: Mailbox, message_id: str) -> str:
     made where it was composed), so the letter file alone says it is a sibling's — this
     mailbox's own letters have ids of their own — and ages count from when it was written.
     A new ULID when that one is taken or the Message-ID has no ULID."""
-    from ..model import new_ulid
-
     head = message_id.removeprefix("<").partition(".")[0]
     if len(head) == 26 and head.isascii() and head.isalnum() and head == head.lower() and not box.spool.locate(head):
         return head

@@ -10,6 +10,7 @@ from ..ages import now_ms
 from ..config.identity import Identity
 from ..errors import (
     NotFound,
+    StorageError,
     Timeout,
 )
 from ..model import (
@@ -20,6 +21,7 @@ from ..model import (
 from ..spool import Spool
 from ..spool.filed import Filed
 from ..stages.compose import Draft
+from ..text import one_line
 from . import picture
 from .mailbox import Stage
 
@@ -214,8 +216,6 @@ class Receiver(Stage):
 
         raw = item.raw
         if raw is None and item.problem is not None:
-            from ..text import one_line  # a mail client's flags in the name are not ours to trust
-
             verdict: authenticity.Verdict | None = authenticity.Verdict(
                 "quarantine",
                 reason="malformed",
@@ -331,7 +331,6 @@ class Receiver(Stage):
 
     def rebuild(self) -> dict[str, Any]:
         """``AgentMail.rebuild``: spool.db made again from the letter files, each judged as a sync would."""
-        from ..errors import StorageError
         from ..stages.route import route
         from ..trust import authenticity
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..errors import NotFound
+from ..stages.route import route
+from ..trust import authenticity
 
 if TYPE_CHECKING:
     from .receiver import Receiver
@@ -23,9 +25,6 @@ _PLACEHOLDERS = (b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")
 def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     """One result per quarantined letter asked about (none asked: all of them), oldest first:
     ``{"id", "outcome": "filed" | "duplicate" | "quarantined", "reason", "detail", "filed_as"}``."""
-    from ..stages.route import route
-    from ..trust import authenticity
-
     spool = client.spool
     results: list[dict[str, Any]] = []
     with spool.locked():

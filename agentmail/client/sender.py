@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import time
 from typing import TYPE_CHECKING
 
@@ -26,12 +27,13 @@ from ..model import (
     thread_id,
 )
 from ..stages.compose import Draft
+from . import picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
     from ..letter.attach import Attachment
     from ..stages.guards import Outbound
-    from ..transport import Transport
+    from ..transport import Claimed, Transport
 
     # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
     from .holds import Holds
@@ -45,10 +47,13 @@ MAX_REFERENCES = 20
 
 
 class Sent(Frozen):
-    """What ``send`` did: the letter as it is now, and the advice and warnings for its writer
-    (an opener's gaps, prefixed ``opener: ``; a thread that is with another platform than asked)."""
+    """What a send, reply, follow-up or note did: the letter as it is now, the ``advice`` for an
+    opener (its gaps: ``guards.opener_warnings``) and the ``warnings`` for its writer (a thread
+    that is with another platform than asked; a reply claimed on this machine only, or not yet
+    on the server, and why)."""
 
     letter: Letter
+    advice: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
 
@@ -59,7 +64,6 @@ class Sender(Stage):
         super().__init__(box)
         self.outbox, self.holds, self.threads, self.receiver = outbox, holds, threads, receiver
         self._refusals: dict[str, str] = {}
-        self.claim_warning: str | None = None  # the server cannot claim for every machine (said once per call)
 
     def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
         """File a signed letter in the outbox, or in held/ with why it waits for a person."""
@@ -92,13 +96,13 @@ class Sender(Stage):
                                         quota=quota, quota_frees=frees, attachments=attachments))  # fmt: skip
             # Advice is for reports that open a thread, not for a one-line question.
             one_liner = type == "question" and len(body.strip().splitlines()) <= 1
-            warnings = () if one_liner else tuple(guards.opener_warnings(type, body))
+            advice = () if one_liner else tuple(guards.opener_warnings(type, body))
             letter, raw = self.box.compose(
                 Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
                       also_to=others, attachments=attachments, outcome=outcome)
             )  # fmt: skip
             stored = self._file_outgoing(letter, raw, self._hold(letter, hold))
-        return Sent(self.outbox.send_now(stored, raw), warnings)
+        return Sent(self.outbox.send_now(stored, raw), advice)
 
     def _send_in_thread(self, to: str | list[str] | tuple[str, ...], thread: str, body: str, *, type: str,
                         force: bool, hold: bool, attachments: tuple[Attachment, ...] = (),
@@ -113,17 +117,18 @@ class Sender(Stage):
         if len(parties) > 1:
             if outcome is not None:
                 raise BadInput("an outcome is for a verify-result between two platforms, not a fan-out follow-up")
-            letter = self._fan_out_follow_up(to, thread, parties, body, type=type, force=force, hold=hold,
-                                             attachments=attachments)  # fmt: skip
-            return Sent(letter, ())
-        letter = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments,
-                                outcome=outcome)  # fmt: skip
+            return self._fan_out_follow_up(to, thread, parties, body, type=type, force=force, hold=hold,
+                                           attachments=attachments)  # fmt: skip
+        sent = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments,
+                              outcome=outcome)  # fmt: skip
         wanted = ",".join(to) if not isinstance(to, str) else to
-        return Sent(letter, () if letter.to == wanted else (f"thread {thread} is with {letter.to}; sent there",))
+        if sent.letter.to == wanted:
+            return sent
+        return sent.replace(warnings=(f"thread {thread} is with {sent.letter.to}; sent there", *sent.warnings))
 
     def _fan_out_follow_up(self, to: str | list[str] | tuple[str, ...], thread: str, parties: list[str], body: str,
                            *, type: str, force: bool, hold: bool,
-                           attachments: tuple[Attachment, ...] = ()) -> Letter:  # fmt: skip
+                           attachments: tuple[Attachment, ...] = ()) -> Sent:  # fmt: skip
         """A follow-up in a fan-out thread: the guards judge each counterpart's part of the thread
         (its letters and mine to it) on its own, as they would a two-party thread."""
         from ..config.recipients import resolve
@@ -161,30 +166,32 @@ class Sender(Stage):
         letter, raw = composed
         held = self._hold(letter, hold)
         keys = [_fan_out_key(last.message_id, n) for n in chosen]
-        stored = self._claim_all(keys, letter, raw, held)
+        stored, warnings = self._claim_all(keys, letter, raw, held)
         if stored is None:
             raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
-        return self.outbox.send_now(stored, raw)
+        return Sent(self.outbox.send_now(stored, raw), warnings=warnings)
 
     def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None,
-                   taken: tuple[str, ...] = ()) -> Letter | None:  # fmt: skip
+                   taken: tuple[str, ...] = ()) -> tuple[Letter | None, tuple[str, ...]]:  # fmt: skip
         """Claim every key (one per counterpart) and file the letter inside all claims; None when
-        another mailbox of this platform holds one of them (nothing is filed then)."""
+        another mailbox of this platform holds one of them (nothing is filed then). With what the
+        claim on the server could not do (``Sent.warnings``)."""
         if not keys:  # every per-home claim is ours: now the one on the server (issue 25)
             claimed = [(k.partition(" ")[0], k) for k in taken]
-            return None if self._server_claim(letter.id, claimed) else self._file_outgoing(letter, raw, held)
+            got = self._server_claim(letter.id, claimed)
+            if got.holder is not None:
+                return None, ()
+            return self._file_outgoing(letter, raw, held), _said(got.warning)
         with self.spool.claim_reply(keys[0], letter.id) as holder:
             if holder is not None:
-                return None
+                return None, ()
             return self._claim_all(keys[1:], letter, raw, held, (*taken, keys[0]))
 
-    def _server_claim(self, letter_id: str, claimed: list[tuple[str, str]]) -> str | None:
-        """The claim on the server (spool/claims.py): None when ours, else who answered."""
+    def _server_claim(self, letter_id: str, claimed: list[tuple[str, str]]) -> Claimed:
+        """The claim on the server (spool/claims.py): ``holder`` None when ours, else who answered."""
         from ..spool import claims
 
-        who = claims.claim(self.spool, self.transport, letter_id, claimed)
-        self.claim_warning = getattr(self.transport, "claim_warning", None) or self.claim_warning
-        return who
+        return claims.claim(self.spool, self.transport, letter_id, claimed)
 
     def _answered_to(self, thread: str, parent: Letter, party: str) -> str | None:
         """Did a mailbox of this platform already send ``party`` a letter after ``parent``? (From
@@ -199,7 +206,7 @@ class Sender(Stage):
         return None
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
-             attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Letter:  # fmt: skip
+             attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Sent:  # fmt: skip
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next.
         ``new_agent=False``: refuse (BadInput) a ``to_agent`` no agent of the platform has used (siblings.py)."""
         from ..stages import guards
@@ -215,21 +222,22 @@ class Sender(Stage):
         composed = self.box.compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
                                        attachments=attachments))  # fmt: skip
         # A note copies the platform's own followers: a hold rule naming one holds it too.
-        return self._dispatch(composed, self._hold(composed[0], False))
+        return Sent(self._dispatch(composed, self._hold(composed[0], False)))
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
               raise_refused: bool = False, hold: bool = False,
-              attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter | None:  # fmt: skip
-        """``AgentMail.reply``: the one guard, the per-home then the server claim, the file, the submission."""
-        letter = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome)
-        if letter is None and raise_refused:
+              attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Sent | None:  # fmt: skip
+        """``AgentMail.reply``: the one guard, the per-home then the server claim, the file, the
+        submission. None when refused (``why_refused``), or Refused with ``raise_refused``."""
+        sent = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome)
+        if sent is None and raise_refused:
             raise Refused(self.why_refused(to) or "refused")
-        return letter
+        return sent
 
     def _reply(
         self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False,
         attachments: tuple[Attachment, ...] = (), outcome: str | None = None,
-    ) -> Letter | None:  # fmt: skip
+    ) -> Sent | None:  # fmt: skip
         _check_body(body, force)
         parent_id = self.box.id_of(to)
         parent = self.spool.letter(parent_id)
@@ -251,15 +259,15 @@ class Sender(Stage):
                                        body, in_reply_to=parent.message_id, references=_references(parent),
                                        attachments=attachments, cc=(person,) if person else (),
                                        outcome=outcome))  # fmt: skip
-        stored = self._file_answer(parent, composed, self._hold(composed[0], hold))
+        stored, warnings = self._file_answer(parent, composed, self._hold(composed[0], hold))
         if stored is None:
             return None
         self._refusals.pop(parent_id, None)
         self.box.move(parent_id, "unread", "read")
-        return self.outbox.send_now(stored, composed[1])
+        return Sent(self.outbox.send_now(stored, composed[1]), warnings=warnings)
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
-                  attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter:  # fmt: skip
+                  attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Sent:  # fmt: skip
         """``AgentMail.follow_up``: answers this platform's own last letter of the thread, under the reply's guards."""
         _check_body(body, force)
         check_sendable(type)
@@ -280,10 +288,10 @@ class Sender(Stage):
         composed = self.box.compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
                                        in_reply_to=answered.message_id, references=_references(last),
                                        attachments=attachments, outcome=outcome))  # fmt: skip
-        stored = self._file_answer(answered, composed, self._hold(composed[0], hold))
+        stored, warnings = self._file_answer(answered, composed, self._hold(composed[0], hold))
         if stored is None:
             raise Refused(self._refusals.pop(answered.id, "refused"))
-        return self.outbox.send_now(stored, composed[1])
+        return Sent(self.outbox.send_now(stored, composed[1]), warnings=warnings)
 
     def why_refused(self, letter: str | Letter) -> str | None:
         """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""
@@ -317,8 +325,6 @@ class Sender(Stage):
     def _answered_by(self, parent: Letter) -> str | None:
         """Who of this platform answered ``parent``: a claim here, or a letter a sibling sent from
         another machine (client/picture.py), even where no claim on the server says so."""
-        from . import picture
-
         return self.spool.replied_by(parent.message_id) or picture.answered_by(
             self.box, parent.message_id, parent.thread
         )
@@ -350,16 +356,19 @@ class Sender(Stage):
             candidates = [x for x in candidates if party in self.box.counterparts(x)]
         return max(candidates, key=lambda x: (x.depth, x.id))
 
-    def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes], held: str | None = None) -> Letter | None:
+    def _file_answer(self, parent: Letter, composed: tuple[Letter, bytes],
+                     held: str | None = None) -> tuple[Letter | None, tuple[str, ...]]:  # fmt: skip
         """Claim ``parent`` for this platform and file the answer in the outbox (or in held/:
-        a held reply answers the letter, pending approval), as one step. None (with the reason
-        remembered) when another agent of the platform answered first."""
+        a held reply answers the letter, pending approval), as one step, with what the claim on
+        the server could not do (``Sent.warnings``). None (with the reason remembered) when
+        another agent of the platform answered first."""
         letter, raw = composed
         with self.spool.claim_reply(parent.message_id, letter.id) as holder:
             if holder is None:  # ours here: now on the server, for every machine (issue 25)
-                holder = self._server_claim(letter.id, [(parent.message_id, parent.message_id)])
-            if holder is None:
-                return self._file_outgoing(letter, raw, held)
+                got = self._server_claim(letter.id, [(parent.message_id, parent.message_id)])
+                if got.holder is None:
+                    return self._file_outgoing(letter, raw, held), _said(got.warning)
+                holder = got.holder
         from ..stages import guards
 
         self._refusals[parent.id] = (
@@ -376,7 +385,7 @@ class Sender(Stage):
             )
             or "already answered"
         )
-        return None
+        return None, ()
 
     def _hold(self, letter: Letter, asked: bool) -> str | None:
         """Why ``letter`` waits for a person: asked, or a bus ``hold`` rule naming any of its
@@ -388,8 +397,6 @@ class Sender(Stage):
     def _quota(self) -> tuple[int, int | None, str]:
         """This platform's new threads in the last hour (this home's letters and the server's, client/quota.py), the cap (None:
         ``new_threads_per_hour = 0``, no cap), and when the oldest leaves the window (UTC)."""
-        import datetime
-
         if self.registry.bus.new_threads_per_hour == 0:
             return 0, None, ""
         from .quota import opened_times
@@ -416,6 +423,10 @@ class Sender(Stage):
         letter, raw = composed
         stored = self._file_outgoing(letter, raw, held)
         return stored if held else self.outbox.send_now(stored, raw)
+
+
+def _said(warning: str | None) -> tuple[str, ...]:
+    return () if warning is None else (warning,)
 
 
 def _references(parent: Letter) -> tuple[str, ...]:

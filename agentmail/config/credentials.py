@@ -14,6 +14,7 @@ command's next one (DESIGN §2).
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import stat
 import time
@@ -352,7 +353,6 @@ def keyring_secret(service: str, username: str, where: str) -> str:
         raise ConfigError(
             f"{what} is configured, but the keyring library is not installed: pip install 'agentmail[keyring]'"
         ) from None
-    import logging  # keyring loaded it already
 
     log = logging.getLogger("keyring")  # its backend warnings: the ConfigError below says what failed
     if not any(isinstance(handler, logging.NullHandler) for handler in log.handlers):

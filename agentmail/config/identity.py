@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+from .._fs import write_atomic
 from .._value import Frozen
 from ..errors import ConfigError, NotFound
 from ..model import check_name
@@ -137,8 +138,6 @@ def checkout_root(start: Path) -> Path:
 
 def write_marker(root: Path | None, platform: str) -> tuple[Path, str | None]:
     """Write ``<checkout>/.agentmail`` naming ``platform``; returns (path, the platform it named before)."""
-    from .._fs import write_atomic
-
     check_name("platform", platform)
     folder = root.resolve() if root else checkout_root(Path.cwd())
     path = folder / MARKER

@@ -6,12 +6,15 @@ on its own; a bad one is reported in ``Registry.problems`` and skipped, never fa
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 from .._value import Frozen, Value, field
+from ..ages import duration
 from ..errors import BadInput, ConfigError
 from ..model import NAME_RE
 from ._toml import BadToml, read_toml
@@ -213,7 +216,6 @@ class RetiringKey(Frozen):
 
     def valid_at(self, now: float) -> bool:
         import calendar
-        import time
 
         return now <= calendar.timegm(time.strptime(self.until, "%Y-%m-%dT%H:%M:%SZ"))
 
@@ -240,7 +242,6 @@ def parse_previous(value: Any, selector: str, lookup: str) -> RetiringKey | None
     until = value.get("until", "")
     if not isinstance(until, str) or not _UNTIL_RE.fullmatch(until):
         raise ConfigError(f"dkim.previous.until {until!r} must be a UTC time like 2026-12-09T14:00:00Z")
-    import time
 
     try:
         time.strptime(until, "%Y-%m-%dT%H:%M:%SZ")
@@ -389,7 +390,6 @@ def parse_stale_after(value: Any) -> int | None:
     """``stale_after``: a duration as a person writes it (``3d``), kept as text in bus.toml."""
     if value is None:
         return None
-    from ..ages import duration
 
     try:
         if isinstance(value, str):
@@ -535,8 +535,6 @@ def load(root: Path) -> Registry:
 
 def is_loopback(host: str) -> bool:
     """Plaintext is allowed only to these: the traffic never leaves the machine."""
-    import ipaddress
-
     if host == "localhost":
         return True
     try:

@@ -21,6 +21,10 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from inscriptis import Inscriptis
+from lxml.etree import ParserError
+from lxml.html import document_fromstring
+
 from .mime import Refused
 
 if TYPE_CHECKING:
@@ -55,10 +59,6 @@ _NAMED = {
 def render(html: str, *, cut: bool) -> str:
     """The text a person sees of ``html`` (hidden elements removed; with ``cut``, the quoted
     history too). ``mime.Refused`` for HTML that does not parse or a style sheet that hides."""
-    from inscriptis import Inscriptis  # loaded only for the rare HTML letter
-    from lxml.etree import ParserError
-    from lxml.html import document_fromstring
-
     if not html.strip():
         return ""
     try:
@@ -77,9 +77,6 @@ def render(html: str, *, cut: bool) -> str:
 def link_texts(html: str) -> str:
     """The link targets and image texts of ``html`` (``href``, ``src``, ``alt``), space-separated:
     what a client writes into the text version of an HTML letter."""
-    from lxml.etree import ParserError
-    from lxml.html import document_fromstring
-
     try:
         tree = document_fromstring(html)
     except (ParserError, ValueError, TypeError, LookupError):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._fs import write_atomic
 from ..errors import AgentmailError
+from ..transport import Envelope, Outgoing
 
 if TYPE_CHECKING:
     from ..client.facade import AgentMail
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
 def deliver(client: AgentMail, to: tuple[str, ...], message_id: str, raw: bytes) -> tuple[str, str]:
     """Submit ``raw`` to the people ``to`` (one submission, every one an RCPT TO; on the local post
     office each person's Maildir). Returns (status, detail): status sent | queued | failed."""
-    from ..transport import Envelope, Outgoing
-
     results: list[Any] = []
     try:
         client.transport.submit([Outgoing(message_id, raw, Envelope(client.platform.address, to))], results.append)

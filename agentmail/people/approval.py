@@ -3,13 +3,15 @@ platform's approvers (people listed with ``approves``); an approver's authentica
 first word is ``approve`` or ``reject`` decides it. The operator's CLI path needs the approval
 key, a file the agent is not given: only its SHA-256 is pinned in the registry.
 
-Nothing here sends or moves a letter of the spool: it builds the announcements, reads the
-decision in a reply and checks the key; the client acts on them."""
+Nothing here sends or moves a letter of the spool: it words the announcements (written, signed
+and wrapped by ``for_people``, the one writer of letters for people), reads the decision in a
+reply and checks the key; the client acts on them."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
 from pathlib import Path
 
@@ -17,9 +19,10 @@ from ..config.registry import Registry
 from ..errors import BadInput, Refused
 from ..model import Letter
 from ..text import one_line
+from .for_people import compose_for_people, wrap
 
 PIN_FILE = "approval-key.sha256"  # in the registry folder: the hex SHA-256 of the operator's key
-HOW_TO_ANSWER = 'To decide, reply to this letter with "approve" or "reject REASON" as the first word.'
+HOW_TO_ANSWER = 'To decide, reply with "approve" or "reject REASON" as the first word.'  # one short line
 NO_KEY = (
     "approving from the command line needs the operator's approval key (--key-file FILE, "
     "pinned in the registry's approval-key.sha256); the agent does not hold it: an approver "
@@ -37,29 +40,11 @@ def every_approver(registry: Registry) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a for name in sorted(registry.platforms) for a in approvers(registry, name)))
 
 
-def _letter(registry: Registry, platform: str, to: tuple[str, ...], subject: str, body: str) -> tuple[str, bytes]:
-    """A plain-text letter a person reads in any client, marked as automatic (RFC 3834)."""
-    import datetime
-    from email.message import EmailMessage  # only here: a plain send never loads the email package
-    from email.utils import format_datetime, make_msgid
-
-    sender = registry.platforms[platform]
-    msg = EmailMessage()
-    msg["From"] = f"agentmail for {platform} <{sender.address}>"
-    msg["To"] = ", ".join(to)
-    msg["Subject"] = one_line(subject)[:200]
-    msg["Date"] = format_datetime(datetime.datetime.now(datetime.UTC))
-    message_id = make_msgid("approval", domain=sender.address.rpartition("@")[2])
-    msg["Message-ID"] = message_id
-    msg["Auto-Submitted"] = "auto-generated"
-    msg.set_content(body, charset="utf-8")
-    return message_id, msg.as_bytes(policy=msg.policy.clone(linesep="\r\n"))
-
-
-def announcement(registry: Registry, platform: str, letter: Letter, reason: str) -> tuple[str, bytes]:
-    """The announcement of a held letter to ``platform``'s approvers: why it waits, the letter
-    itself (as the agent wrote it), and how to answer."""
-    lines = [
+def announcement(registry: Registry, home: Path, platform: str, letter: Letter, reason: str) -> tuple[str, bytes]:
+    """The announcement of a held letter to ``platform``'s approvers (its Message-ID, which
+    their answer's In-Reply-To names, and its signed bytes): why it waits, the letter itself
+    (as the agent wrote it, in lines a person's client shows unwrapped), and how to answer."""
+    about = [
         f"A letter from {platform} waits for your approval before it is sent.",
         f"Why it waits: {one_line(reason)}",
         "",
@@ -67,17 +52,15 @@ def announcement(registry: Registry, platform: str, letter: Letter, reason: str)
         f"To: {letter.to_address}",
         f"Subject: {one_line(letter.subject)}",
         f"Type: {letter.type}",
-        "",
-        letter.body.rstrip(),
-        "",
-        "-- ",
-        HOW_TO_ANSWER,
     ]
+    body = "\n".join([wrap("\n".join(about)), "", letter.body.rstrip(), "", "-- ", HOW_TO_ANSWER])
     subject = f"Approve? {letter.subject} ({letter.id})"
-    return _letter(registry, platform, approvers(registry, platform), subject, "\n".join(lines) + "\n")
+    return compose_for_people(registry, home, platform, approvers(registry, platform), subject, body, as_written=True)
 
 
-def hold_change(registry: Registry, platform: str, before: list[str], after: list[str]) -> tuple[str, bytes]:
+def hold_change(
+    registry: Registry, home: Path, platform: str, before: list[str], after: list[str]
+) -> tuple[str, bytes]:
     """The announcement of a change of the bus's ``hold`` rule to every approver."""
 
     def shown(rule: list[str]) -> str:
@@ -88,7 +71,7 @@ def hold_change(registry: Registry, platform: str, before: list[str], after: lis
         f"Before: {shown(before)}\nNow:    {shown(after)}\n\n"
         "Nothing needs an answer; if you did not expect this, ask the operator.\n"
     )
-    return _letter(registry, platform, every_approver(registry), "The hold rule changed", body)
+    return compose_for_people(registry, home, platform, every_approver(registry), "The hold rule changed", body)
 
 
 def decision(body: str) -> tuple[str, str] | None:
@@ -147,7 +130,6 @@ def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) 
         )
     if _pin(registry) is not None:
         check_key(registry, old_key)
-    import os
 
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)

@@ -20,6 +20,7 @@ took it) keeps the bytes beside the record and is sent again by the next run.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ages
 from .._fs import locked, write_new
+from ..letter.wire import tagged_address
+from ..model import ulid_ms
 from ..stages.guards import MAX_DEPTH
 from . import announce
 from .for_people import compose_for_people, quoted, subject_of
@@ -120,8 +123,6 @@ def _retry_queued(client: AgentMail, where: Path) -> list[dict[str, Any]]:
 def _letter(
     client: AgentMail, reason: str, row: ThreadStatus, last: Letter, now: int, followers: tuple[str, ...]
 ) -> tuple[str, bytes]:
-    from ..letter.wire import tagged_address
-
     me = client.platform.name
     if reason == "depth":
         why = (f"Why: it is {last.depth + 1} letters deep and the cap is {MAX_DEPTH}: the agents "
@@ -167,12 +168,8 @@ def _letter(
 
 
 def _ms(letter: Letter) -> int:
-    from ..model import ulid_ms
-
     return max(0, ulid_ms(letter.id))
 
 
 def _json(record: dict[str, Any]) -> bytes:
-    import json
-
     return json.dumps(record, sort_keys=True).encode()

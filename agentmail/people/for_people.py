@@ -15,11 +15,17 @@ from __future__ import annotations
 
 import textwrap
 from datetime import UTC, datetime
+from email import message_from_bytes, policy
+from email.headerregistry import Address
+from email.message import EmailMessage
 from pathlib import Path
 
+from ..config.credentials import read_private_key_with_source
 from ..config.registry import Registry
 from ..errors import BadInput, ConfigError
-from ..text import one_line, visible
+from ..letter import wire
+from ..text import describe, forbidden_in_text, one_line, visible
+from ..trust import signing
 
 LINE = 78  # RFC 5322's "SHOULD" for a line, and what every client shows without wrapping
 
@@ -65,21 +71,15 @@ def compose_for_people(
     reply_to: str | None = None,
     in_reply_to: str | None = None,
     references: tuple[str, ...] = (),
+    as_written: bool = False,
 ) -> tuple[str, bytes]:
-    """The Message-ID and signed bytes of a letter from platform ``sender`` to the people ``to``."""
-    from email import policy
-    from email.headerregistry import Address
-    from email.message import EmailMessage
-
-    from ..config.credentials import read_private_key_with_source
-    from ..letter import wire
-    from ..text import describe, forbidden_in_text
-    from ..trust import signing
-
+    """The Message-ID and signed bytes of a letter from platform ``sender`` to the people ``to``.
+    ``as_written``: the body's lines are kept as they are, not wrapped (a letter a person judges
+    word for word: an approval), and go quoted-printable when one is longer than ``LINE``."""
     me = registry.get(sender)
     if not to:
         raise ConfigError(f"{sender} has no followers to write to ('agentmail person {sender} ADDRESS --follows')")
-    text = wrap(body.strip()) + "\n"
+    text = (body.strip() if as_written else wrap(body.strip())) + "\n"
     bad = forbidden_in_text(text)
     if bad is not None:  # quoted text went through visible(): this is agentmail's own text failing
         raise BadInput(f"the letter for people contains {describe(bad)}; refused")
@@ -98,7 +98,8 @@ def compose_for_people(
         msg["References"] = " ".join(references)
     msg["Auto-Submitted"] = "auto-generated"
     msg["List-Id"] = wire.list_id(registry.bus.domain)
-    cte = "7bit" if text.isascii() else "quoted-printable"
+    short = all(len(line) <= LINE for line in text.splitlines())
+    cte = "7bit" if text.isascii() and short else "quoted-printable"
     msg.set_content(text, charset="utf-8", cte=cte)
     unsigned = msg.as_bytes()
     key, _ = read_private_key_with_source(home, me.name)
@@ -111,8 +112,6 @@ def compose_for_people(
 
 def visible_part(raw: bytes) -> str:
     """The text a mail client shows of such a letter (tests and ``digest`` read it back)."""
-    from email import message_from_bytes, policy
-
     msg = message_from_bytes(raw, policy=policy.default)
     part = msg.get_body(preferencelist=("plain",))
     return "" if part is None else str(part.get_content()).replace("\r\n", "\n")

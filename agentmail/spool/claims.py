@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..errors import TransportError
+from ..transport.base import Claimed
 
 if TYPE_CHECKING:
     from ..transport.base import Transport
@@ -44,25 +45,31 @@ submitted (far below STALE_AFTER: nobody may take it over yet)."""
 _fresh: weakref.WeakKeyDictionary[Transport, dict[tuple[str, str], float]] = weakref.WeakKeyDictionary()
 
 
-def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[tuple[str, str]]) -> str | None:
-    """Claim every (answered Message-ID, key) on the server for ``letter_id``: None when all are
-    ours (noted on the letter, so a later submission confirms them), else who holds one. The
-    server unreachable: noted all the same, the letter waits in the outbox, and the claim is
-    made when it is submitted (``confirm``)."""
+def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[tuple[str, str]]) -> Claimed:
+    """Claim every (answered Message-ID, key) on the server for ``letter_id``: ``holder`` None
+    when all are ours (noted on the letter, so a later submission confirms them), else who holds
+    one. The server unreachable: noted all the same, the letter waits in the outbox, the claim
+    is made when it is submitted (``confirm``), and the ``warning`` says so."""
     holder = f"{spool.mailbox} {letter_id}"
+    warning: str | None = None
     made = True
     for message_id, key in claims:
         try:
-            who = transport.claim_reply(message_id, key, holder)
-        except TransportError:
+            got = transport.claim_reply(message_id, key, holder)
+        except TransportError as exc:
             made = False
+            warning = f"the reply is not claimed on the server yet ({exc}): it is claimed when it is submitted"
             break
-        if who is not None:
-            return who
+        if got.holder is not None:
+            return got
+        warning = warning or got.warning
     spool.annotate(letter_id, durable=False, **{NOTE: json.dumps([list(c) for c in claims])})
     if made:
-        _fresh.setdefault(transport, {})[(spool.mailbox, letter_id)] = time.monotonic()
-    return None
+        fresh, now = _fresh.setdefault(transport, {}), time.monotonic()
+        for stale in [k for k, at in fresh.items() if now - at >= FRESH]:
+            del fresh[stale]  # never submitted through this transport (held, say): confirmed when it is
+        fresh[(spool.mailbox, letter_id)] = now
+    return Claimed(None, warning)
 
 
 def noted(spool: Spool, letter_id: str) -> list[tuple[str, str]]:
@@ -83,7 +90,7 @@ def confirm(spool: Spool, transport: Transport, letter_id: str) -> str | None:
         return None  # claimed through this very transport moments ago
     holder = f"{spool.mailbox} {letter_id}"
     for message_id, key in noted(spool, letter_id):
-        who = transport.claim_reply(message_id, key, holder)
+        who = transport.claim_reply(message_id, key, holder).holder
         if who is not None:
             return who
     return None

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._fs import fsync_dir
 from .db import reached
+from .store import STATES
 
 if TYPE_CHECKING:
     from .store import Spool
@@ -37,8 +38,6 @@ OLD_INDEX = ("search.sqlite", "search.sqlite-wal", "search.sqlite-shm", "search.
 
 
 def _states() -> tuple[str, ...]:
-    from .store import STATES
-
     return STATES
 
 

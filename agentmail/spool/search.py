@@ -14,6 +14,7 @@ empty in-memory table, so a syntax error is ``BadInput`` (exit 2), never a stora
 
 from __future__ import annotations
 
+import datetime
 import re
 import sqlite3
 import time
@@ -133,8 +134,6 @@ def _clean_query(text: str) -> str:
 
 def since_ms(value: str, now: float | None = None) -> int:
     """``--since``: an ISO date or date-time (UTC unless it says), or a duration back from now."""
-    import datetime
-
     value = value.strip()
     found = _DURATION.match(value)
     if found:

@@ -18,6 +18,7 @@ from .._value import Frozen
 from ..config.registry import Platform, Registry
 from ..errors import BadInput, ConfigError
 from ..model import Letter, new_ulid
+from ..text import describe, forbidden_in_text
 
 if TYPE_CHECKING:
     from ..letter.attach import Attachment
@@ -47,7 +48,6 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     (the Letter is what is rendered: nothing is parsed back). BadInput for unsafe header text,
     ConfigError for a key that cannot sign or does not match the registry's pin."""
     from ..letter import wire  # loaded when a letter is written, not by every command
-    from ..text import describe, forbidden_in_text
     from ..trust import signing
 
     bad = forbidden_in_text(draft.body)

@@ -18,6 +18,7 @@ import stat
 import subprocess
 import tempfile
 from collections.abc import Callable
+from email.header import decode_header, make_header
 from pathlib import Path
 
 from .._value import Frozen
@@ -153,8 +154,6 @@ _SUBJECT = re.compile(rb"^Subject: (.*(?:\n[ \t].*)*)", re.MULTILINE)
 
 def _subject(patch: bytes) -> str:
     """The commit subject of one format-patch file (its Subject, unfolded, without [PATCH n/m])."""
-    from email.header import decode_header, make_header
-
     found = _SUBJECT.search(patch.split(b"\n\n", 1)[0])
     if not found:
         return ""

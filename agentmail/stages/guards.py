@@ -270,12 +270,13 @@ _INVISIBLE = r"(?i)\b(the issue from earlier|as discussed|as mentioned|see above
 
 
 def opener_warnings(kind: str, body: str) -> list[str]:
-    """Advice for the first letter of a thread; never blocks. ``ack``/``close`` are exempt."""
+    """Advice for the first letter of a thread, each a line of text (``Sent.advice``); never
+    blocks. ``ack``/``close`` are exempt."""
     if kind in TERMINAL_TYPES:
         return []
-    warnings = [f"opener: {advice}" for pattern, advice in _ADVICE if not re.search(pattern, body)]
+    warnings = [advice for pattern, advice in _ADVICE if not re.search(pattern, body)]
     folded = body.lower() if body.isascii() else None
     invisible = re.search(_INVISIBLE, body) if _may_match(body, folded, _INVISIBLE_PHRASES, True) else None
     if invisible:
-        warnings.append(f"opener: '{invisible.group(0)}' leans on something the reader cannot see")
+        warnings.append(f"'{invisible.group(0)}' leans on something the reader cannot see")
     return warnings

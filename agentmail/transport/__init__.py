@@ -5,15 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config.registry import Registry
-from .base import Checkpoint, Envelope, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Claimed, Envelope, Incoming, OnResult, Outgoing, SubmitResult, Transport
 
-__all__ = ["Checkpoint", "Envelope", "Incoming", "OnResult", "Outgoing", "SubmitResult", "Transport", "open_transport"]
+__all__ = [
+    "Checkpoint",
+    "Claimed",
+    "Envelope",
+    "Incoming",
+    "OnResult",
+    "Outgoing",
+    "SubmitResult",
+    "Transport",
+    "open_transport",
+]
 
 
 def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
     """The bus's transport for ``platform``; the SMTP/IMAP code is imported only when used."""
     if registry.bus.transport == "local":
-        from .local import LocalTransport
+        from .local import LocalTransport  # here: the package's names are the interface (test_exports)
 
         def resolve(address: str) -> str | None:
             from ..letter.wire import base_address

@@ -31,6 +31,15 @@ class Outgoing(Frozen):
     copy: tuple[str, int, int] | None = None
 
 
+class Claimed(Frozen):
+    """What a reply claim on the server came to: ``holder`` None when the reply is ours, else
+    who answered first; ``warning``: ours, but held on this machine only, and why (a server
+    that cannot keep the claim, or could not be asked now), for the writer to be told."""
+
+    holder: str | None = None
+    warning: str | None = None
+
+
 class SubmitResult(Frozen):
     """What happened to one message.
 
@@ -143,14 +152,14 @@ class Transport(ABC):
         maps a message's key to ``verified`` or ``quarantined``. Best effort, never raises, never
         touches \\Seen; a transport with no place for such marks (the local post office) does nothing."""
 
-    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
         """Claim, where every machine of the platform sees it, the one reply under ``key`` (the
         answered Message-ID, or it and a counterpart) to the letter ``message_id``, for
-        ``holder`` ("<mailbox> <reply id>"): None when the claim is ours (or this transport has
-        no shared place: the per-home claim alone holds), else who holds it. Applied for exactly
-        one of several racing machines; a claim whose reply never went out is taken over after
-        ``claims.STALE_AFTER`` seconds, again for exactly one."""
-        return None
+        ``holder`` ("<mailbox> <reply id>"): ``Claimed.holder`` None when the claim is ours (or
+        this transport has no shared place: the per-home claim alone holds), else who holds it.
+        Applied for exactly one of several racing machines; a claim whose reply never went out
+        is taken over after ``claims.STALE_AFTER`` seconds, again for exactly one."""
+        return Claimed()
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
         """Mark ``holder``'s claim answered, so it is never taken over. False when the claim is

@@ -14,6 +14,12 @@ claim is the highest generation. A claim with no ``.sent`` older than ``stale_af
 taken over by creating the next generation, again with ``O_EXCL``: of several homes taking over
 at once exactly one wins. The clock is injectable (``now``), so tests never sleep.
 
+``prune`` forgets the claims answered (or given up) more than ``PRUNE_AFTER`` ago, so the
+folder does not grow for ever. Forgetting a key starts its generations again at 0, which a
+home reading it meanwhile must not see half done: every claim, mark and release holds a shared
+``flock`` on ``.lock`` and the prune an exclusive one, taken only when free (it never waits,
+nor makes a claim wait for long).
+
 On an IMAP server the same claim is a set of keywords on the answered letter, added with a
 conditional STORE (CONDSTORE, RFC 7162: ``UNCHANGEDSINCE`` the modseq just read), which the
 server applies for exactly one of several racing clients (``ImapClaim`` decides, from the
@@ -31,6 +37,7 @@ Every keyword stays under Dovecot's ``mail_max_keyword_length`` (50).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -38,10 +45,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .._fs import fsync_dir, write_new
+from .._fs import fsync_dir, locked, write_new
 
 STALE_AFTER = 600.0
 """Seconds after which a claim whose reply never went out (the home died) may be taken over."""
+
+PRUNE_AFTER = 30 * 86400.0
+"""Seconds after its reply was marked sent (or given up) when the post office forgets a claim."""
+
+ASIDE_AFTER = 3600.0
+"""Seconds after which a claim written aside and never linked in (its home died) is removed."""
 
 
 class Claims:
@@ -83,6 +96,14 @@ class Claims:
         (send the reply, then call ``sent``), else who holds it."""
         key = self.key(message_id)
         self.root.mkdir(parents=True, exist_ok=True)
+        with self._using():
+            return self._claim(key, holder)
+
+    def _using(self) -> contextlib.AbstractContextManager[int]:
+        """The shared lock every claim, mark and release holds (``prune`` takes it exclusive)."""
+        return locked(self.root / ".lock", shared=True)
+
+    def _claim(self, key: str, holder: str) -> str | None:
         for _ in range(64):  # each round either wins, loses, or sees a newer generation
             gen = self._current(key)
             if gen >= 0:
@@ -113,7 +134,6 @@ class Claims:
             aside.unlink(missing_ok=True)
         fsync_dir(self.root)
         return True
-        return "another home"
 
     def holder(self, message_id: str) -> str | None:
         """Who holds the claim on ``message_id`` now (None: nobody)."""
@@ -124,25 +144,97 @@ class Claims:
     def release(self, message_id: str, holder: str) -> None:
         """``holder``'s reply will never go: its claim is free at once (not after ``stale_after``)."""
         key = self.key(message_id)
-        gen = self._current(key)
-        if gen >= 0 and self._read(key, gen)[0] == holder and not (self.root / f"{key}.{gen}.sent").exists():
-            try:
-                write_new(self.root / f"{key}.{gen}.free", b"")
-            except FileExistsError:
-                pass
+        if not self.root.is_dir():
+            return
+        with self._using():
+            gen = self._current(key)
+            if gen >= 0 and self._read(key, gen)[0] == holder and not (self.root / f"{key}.{gen}.sent").exists():
+                try:
+                    write_new(self.root / f"{key}.{gen}.free", b"")
+                except FileExistsError:
+                    pass
 
     def sent(self, message_id: str, holder: str) -> bool:
         """Mark ``holder``'s reply sent, so the claim is never taken over. False when the claim
         is no longer ``holder``'s (it was taken over: the reply went out late, say so)."""
         key = self.key(message_id)
-        gen = self._current(key)
-        if gen < 0 or self._read(key, gen)[0] != holder:
+        if not self.root.is_dir():
             return False
+        with self._using():
+            gen = self._current(key)
+            if gen < 0 or self._read(key, gen)[0] != holder:
+                return False
+            try:
+                write_new(self.root / f"{key}.{gen}.sent", b"")
+            except FileExistsError:
+                pass
+            return True
+
+    def prune(self, older_than: float = PRUNE_AFTER) -> int | None:
+        """Forget every claim whose current generation was marked sent (or given up) more than
+        ``older_than`` seconds ago (the mark's mtime): all its files. Never a claim in flight,
+        whatever its age (its holder may still send; a dead one is taken over instead). Also
+        removes claims written aside and never linked in, older than ``ASIDE_AFTER``. Returns
+        how many claims were forgotten; None when a home was claiming (nothing done: next time)."""
         try:
-            write_new(self.root / f"{key}.{gen}.sent", b"")
-        except FileExistsError:
+            with locked(self.root / ".lock", wait=False):
+                return self._prune(older_than)
+        except BlockingIOError:
+            return None
+        except FileNotFoundError:
+            return 0  # no claim was ever made here
+
+    def _prune(self, older_than: float) -> int:
+        now = time.time()  # against the files' mtimes: the file system's clock, not the claims' (``now``)
+        keys: dict[str, dict[int, set[str]]] = {}  # key -> generation -> its marks ("" the claim)
+        for name in os.listdir(self.root):
+            if name.startswith(".") and name != ".lock":
+                self._drop_aside(name, now)
+                continue
+            key, _, rest = name.partition(".")
+            number, _, suffix = rest.partition(".")
+            if number.isdigit() and suffix in ("", "sent", "free"):
+                keys.setdefault(key, {}).setdefault(int(number), set()).add(suffix)
+        forgotten = 0
+        for key, gens in keys.items():
+            top = max((g for g, marks in gens.items() if "" in marks), default=-1)
+            resolution = next((m for m in ("sent", "free") if m in gens.get(top, ())), None)
+            if resolution is None:
+                continue  # in flight, whatever its age (or never claimed)
+            try:
+                resolved = os.lstat(self.root / f"{key}.{top}.{resolution}").st_mtime
+            except FileNotFoundError:
+                continue
+            if now - resolved <= older_than:
+                continue
+            # Each generation's marks before its claim, the current one last: a prune cut short
+            # leaves a claim in flight (taken over as stale), never a mark a new claim would inherit.
+            for g in sorted(gens):
+                for m in sorted(gens[g], reverse=True):
+                    (self.root / (f"{key}.{g}.{m}" if m else f"{key}.{g}")).unlink(missing_ok=True)
+            forgotten += 1
+        if forgotten:
+            fsync_dir(self.root)
+        return forgotten
+
+    def _drop_aside(self, name: str, now: float) -> None:
+        """A claim written aside (``._create``) whose home died before linking it in."""
+        path = self.root / name
+        try:
+            if now - os.lstat(path).st_mtime > ASIDE_AFTER and path.is_file():
+                path.unlink()
+        except FileNotFoundError:
             pass
-        return True
+
+
+def server_claims(condstore: bool, keywords: bool) -> str:
+    """What ``agentmail doctor`` says of the reply claim on this IMAP server (DESIGN §6)."""
+    if condstore and keywords:
+        return ("CONDSTORE offered (RFC 7162): each reply is claimed on the server, so the machines "
+                "of this platform answer each letter once")  # fmt: skip
+    missing = "no CONDSTORE (RFC 7162)" if not condstore else "no keywords kept (PERMANENTFLAGS without \\*)"
+    return (f"{missing}: replies are claimed per machine only; run this platform on one machine, "
+            "or on a server with CONDSTORE and keywords (Dovecot has both)")  # fmt: skip
 
 
 MAX_KEYWORD = 50

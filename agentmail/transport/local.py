@@ -12,6 +12,7 @@ without stealing each other's mail. A fetch costs what is new, never the history
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import secrets
 import threading
@@ -20,8 +21,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import ages
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
-from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
+from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claims import Claims
 from .sent_record import SENT, local_copies, local_pending, record
 
@@ -253,6 +255,7 @@ class LocalTransport(Transport):
         # Reply claims every home sharing this post office sees (O_EXCL files; the clock is
         # injectable: ``claims.now``).
         self.claims = Claims(postoffice / platform / ".claims")
+        self._pruned = False
         self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
@@ -279,11 +282,15 @@ class LocalTransport(Transport):
                 on_result(result)
         return results
 
-    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
-        return self.claims.claim(key, holder)
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
+        return Claimed(self.claims.claim(key, holder))
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
-        return self.claims.sent(key, holder)
+        sent = self.claims.sent(key, holder)
+        if not self._pruned:  # once a process, after a reply left: the old answered claims go
+            self._pruned = True
+            self.claims.prune()
+        return sent
 
     def release_reply(self, message_id: str, key: str, holder: str) -> None:
         self.claims.release(key, holder)
@@ -295,14 +302,9 @@ class LocalTransport(Transport):
         """The post office's copy of a thread this platform opened, for every home sharing it
         (the new-thread quota, DESIGN §6): ``.opened/<platform>/<hour>/<ms>-<hash>`` holding the
         Message-ID. Nothing for replies and notes. Not flushed: a lost marker undercounts by one."""
-        import hashlib
-
-        from .base import opener_id
-
         message_id = opener_id(raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
         if message_id is None:
             return
-        from .. import ages
 
         when = ages.now_ms()  # the clock letter ids are made by (tests and benchmarks move it)
         folder = self._opened_dir(when // 3_600_000)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import logging
 import re
 import selectors
@@ -39,8 +40,9 @@ from ..config.credentials import Login, mailbox_login
 from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
-from .base import Checkpoint, Incoming, OnResult, Outgoing, SubmitResult, Transport
-from .claims import STALE_AFTER, ImapClaim
+from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
+from .claims import STALE_AFTER, ImapClaim, server_claims
+from .sent_record import imap_copies, imap_pending
 
 # What asyncio (a TLS error on a connection being closed) and imapclient would log is told by this
 # module as a TransportError, or is noise: a NullHandler on their loggers keeps logging's last
@@ -264,6 +266,11 @@ def _already_received(client: imapclient.IMAPClient) -> bool:
         sock.settimeout(previous)
 
 
+def _tag(client: imapclient.IMAPClient) -> int:
+    """imaplib's command counter: unchanged means no command went since."""
+    return int(getattr(getattr(client, "_imap", None), "tagnum", -1))
+
+
 def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
     """Block until the server has said something during IDLE, or ``timeout``; read nothing.
 
@@ -281,6 +288,7 @@ def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
 
 class SmtpImapTransport(Transport):
     name = "imap"
+    CLAIM_PLACES = 1024  # the claimed letters whose place a process remembers (for the mark)
 
     def __init__(
         self,
@@ -301,6 +309,8 @@ class SmtpImapTransport(Transport):
         self.context = tls_context(ca_file)
         self.sent_folder = sent_folder  # None: find the \\Sent folder; "": copy nowhere
         self._found_sent: str | None = None
+        self._sent_ready = ""  # the sent folder this transport has seen exist: no LIST per copy
+        self._looked: tuple[Any, int, str, int] | None = None  # (connection, tag number, UIDVALIDITY, UIDNEXT)
         self.poll_interval = poll_interval
         self._client: imapclient.IMAPClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -309,7 +319,7 @@ class SmtpImapTransport(Transport):
         self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._copy_failures: dict[str, str] = {}
         # Reply claims: their clock (injectable: tests never sleep) and the takeover time; what
-        # the last claim could not do (no CONDSTORE), said once by the client; round trips counted.
+        # the claim being made could not do (no CONDSTORE: in its Claimed); round trips counted.
         self.now = time.time
         self.stale_after = STALE_AFTER
         self.claim_warning: str | None = None
@@ -458,8 +468,10 @@ class SmtpImapTransport(Transport):
             folder = self._sent_folder(client)
             if folder is None:
                 return {}
-            if not client.folder_exists(folder):
-                client.create_folder(folder)
+            if self._sent_ready != folder:
+                if not client.folder_exists(folder):
+                    client.create_folder(folder)
+                self._sent_ready = folder
             if len(sent) > 1 and b"MULTIAPPEND" in client.capabilities():
                 # One command, one round trip for the whole flush (RFC 3502): all copied or
                 # none, so a refusal leaves every letter of it noted as not copied.
@@ -471,6 +483,7 @@ class SmtpImapTransport(Transport):
         except (IMAPClientError, OSError, AgentmailError) as exc:
             if isinstance(exc, OSError | IMAPClientAbortError):
                 self._drop()  # the connection is gone: the next IMAP command opens a fresh one
+            self._sent_ready = ""  # deleted meanwhile? the next copy looks again
             why = f"not copied to {folder} on {_where(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
             return {item.key: why for item in sent[copied:]}
         return {}
@@ -480,10 +493,6 @@ class SmtpImapTransport(Transport):
         window's day and the one before: dates have no hours) and one FETCH of a few header
         fields of what it found. None when there is no sent folder or the server cannot be
         asked now (the quota then counts this home's letters alone)."""
-        import datetime
-
-        from .base import opener_header
-
         if self.sent_folder == "":
             return None
         try:
@@ -509,16 +518,12 @@ class SmtpImapTransport(Transport):
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
-        from .sent_record import imap_copies
-
         with self._imap_failures(" reading the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             if folder is not None:
                 yield from imap_copies(self._connect(), folder, checkpoint, max_size)
 
     def sent_pending(self, checkpoint: str | None) -> bool:
-        from .sent_record import imap_pending
-
         with self._imap_failures(" looking at the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             try:
@@ -584,11 +589,24 @@ class SmtpImapTransport(Transport):
 
     def _select(self) -> tuple[str, int]:
         """(UIDVALIDITY, UIDNEXT) of INBOX, read-only so no flag ever changes."""
-        info = self._connect().select_folder("INBOX", readonly=True)
+        client = self._connect()
+        info = client.select_folder("INBOX", readonly=True)
         validity = str(info.get(b"UIDVALIDITY", b""))
         self._uidvalidity = validity
         uidnext = int(info.get(b"UIDNEXT", 0) or 0)
+        self._looked = (client, _tag(client), validity, uidnext)
         return validity, uidnext
+
+    def _last_look(self, checkpoint: str | None) -> tuple[str, int] | None:
+        """The look a sync's ``pending`` just took, if no command went since (the same
+        connection, INBOX still selected read-only) and it saw letters past ``checkpoint``:
+        the fetch then needs no second EXAMINE. A look that saw nothing is never reused
+        (letters may have come since: ``wait`` looks, then IDLEs)."""
+        looked, self._looked = self._looked, None
+        if looked is None or looked[0] is not self._client or looked[1] != _tag(looked[0]):
+            return None
+        _, _, validity, uidnext = looked
+        return (validity, uidnext) if uidnext > Checkpoint.parse(checkpoint).under(validity).last + 1 else None
 
     def tip(self) -> str:
         """A checkpoint at the INBOX's current end (what a fetch from it would skip: everything)."""
@@ -613,7 +631,7 @@ class SmtpImapTransport(Transport):
 
     def _fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0
-        validity, uidnext = self._select()
+        validity, uidnext = self._last_look(checkpoint) or self._select()
         # The server renumbered the mailbox (new UIDVALIDITY): read it all, the spool drops duplicates.
         last = Checkpoint.parse(checkpoint).under(validity).last
         if uidnext and uidnext <= last + 1:
@@ -666,18 +684,15 @@ class SmtpImapTransport(Transport):
                     client.add_flags(uids, [keyword], silent=True)
         except (TimeoutError, IMAPClientError, OSError, AgentmailError):
             self._drop()  # a mark is a courtesy: the letters are filed whatever happens here
-        finally:
-            if self._client is not None:
-                try:
-                    self._client.select_folder("INBOX", readonly=True)
-                except (TimeoutError, IMAPClientError, OSError):
-                    self._drop()
+        # INBOX stays selected read-write: every later look at it EXAMINEs first (``_select``).
 
     # --- reply claims (issue 25) -----------------------------------------------------------
 
-    def claim_reply(self, message_id: str, key: str, holder: str) -> str | None:
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
+        self.claim_warning = None  # what this claim could not do, set by _claim
         with self._imap_failures(" while claiming the reply on the server"):
-            return self._claim(message_id, key, holder, sent=False)
+            who = self._claim(message_id, key, holder, sent=False)
+        return Claimed(who, None if who is not None else self.claim_warning)
 
     def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
         try:
@@ -750,6 +765,8 @@ class SmtpImapTransport(Transport):
             self.claim_commands += 1
             hits = [int(u) for u in client.search(["HEADER", "Message-ID", message_id])]
             if hits:
+                if len(self._claim_places) >= self.CLAIM_PLACES:  # a long-lived process (watch, mcp): the oldest go
+                    del self._claim_places[next(iter(self._claim_places))]
                 self._claim_places[message_id] = (folder, validity, min(hits))
                 return min(hits)
         return None
@@ -940,6 +957,7 @@ class SmtpImapTransport(Transport):
             )
             kept = _keeps_keywords(client.select_folder("INBOX", readonly=False))
             client.select_folder("INBOX", readonly=True)
+            checks.append(("imap claims", True, server_claims(b"CONDSTORE" in client.capabilities(), kept)))
             checks.append(
                 (
                     "imap keywords",

@@ -9,12 +9,14 @@ that need local state — duplicates, ancestry, bounce routing, a sibling's note
 from __future__ import annotations
 
 import re
+import time
+import traceback
 from email.message import Message
 from typing import NamedTuple
 
 from .._value import Frozen
 from ..config.registry import Platform, Registry
-from ..letter import mime, wire
+from ..letter import attach, mime, wire
 from ..model import Letter
 from ..text import one_line
 from . import human, signing, verdicts
@@ -123,8 +125,6 @@ def _by_retiring_key(raw: bytes, platform: Platform, current: signing.DkimResult
     """A letter the current key does not verify, tried against the key before the rotation:
     (its result, "" while the window lasts; else why it is refused). An old key's signature
     after the window is refused with a reason that says so, never as "no valid signature"."""
-    import time
-
     old = platform.retiring
     assert old is not None
     key = signing.PinnedKey(platform.dkim_domain or platform.domain, old.selector, old.algorithm, old.public_key)
@@ -172,7 +172,6 @@ def _attachments_over_limits(letter: Letter, registry: Registry) -> str | None:
     listed = letter.extra.get("attachments")
     if not isinstance(listed, list) or not listed:
         return None
-    from ..letter import attach
 
     items = [_Listed(str(a["name"]), str(a["type"]), int(a["size"])) for a in listed]
     problem = attach.limit_problem(items, attach.limits_of(registry.bus))
@@ -195,8 +194,6 @@ def class_name(exc: BaseException) -> str:
 
 
 def failed_stage(exc: BaseException) -> str:
-    import traceback
-
     stage = "filing"  # client and spool: deciding where the letter goes and writing it there
     for frame, _line in traceback.walk_tb(exc.__traceback__):
         module = str(frame.f_globals.get("__name__", ""))

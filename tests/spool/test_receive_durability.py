@@ -24,7 +24,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.model import Letter
 from agentmail.spool import Spool
-from agentmail.spool import store as store_module
+from agentmail.spool import filing as store_module
 from agentmail.transport.local import deliver
 
 from ..conftest import make_signed_letters

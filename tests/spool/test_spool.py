@@ -21,12 +21,13 @@ import pytest
 
 import agentmail
 from agentmail._fs import locked
-from agentmail.errors import NotFound
+from agentmail.errors import NotFound, StorageError
 from agentmail.letter import wire
 from agentmail.model import Letter, new_ulid, ulid_floor, ulid_ms
 from agentmail.spool import Spool, db
 from agentmail.spool.db import CURRENT, MOVING, Db
-from agentmail.spool.store import _key, _ulid_floor
+from agentmail.spool.layout import _key
+from agentmail.spool.views import _ulid_floor
 
 from ..helpers.letters import burst
 
@@ -917,3 +918,48 @@ def test_a_new_spool_has_nothing_to_convert(tmp_path: Path, monkeypatch: pytest.
         "tmp",
     ]
     assert spool.db.version() == CURRENT
+
+
+# --- recover: spool.db made again from the letter files ------------------------------------------
+
+
+def test_recover_leaves_a_file_classify_refuses_and_one_gone_since_it_was_judged(tmp_path: Path) -> None:
+    """``recover`` reads each file twice (judged, then filed: a big spool never holds every body):
+    a file ``classify`` refuses, and a file deleted between its judging and its filing, are
+    counted ``left`` and get no row; the rest are filed in their states."""
+    spool = _spool(tmp_path).ensure()
+    kept, refused, vanishing = (_file(spool, "unread", n) for n in (1, 2, 3))
+
+    def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
+        if letter_id == refused.id:
+            return None
+        letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1)).replace(sender="alpha", to="beta")
+        if letter_id == vanishing.id:
+            spool.path("", letter_id).unlink()  # gone after its judging, before its filing
+        return ("read" if letter_id == kept.id else "unread"), letter
+
+    counts = spool.recover(classify)
+    assert counts["left"] == 2
+    assert counts["read"] == 1 and counts["unread"] == 0
+    assert spool.ids("read") == [kept.id]
+    assert spool.ids("unread") == []
+    assert spool.locate(refused.id) is None and spool.locate(vanishing.id) is None
+    assert len(counts["kept_aside"]) >= 1  # the spool.db replaced is kept aside, never deleted
+
+
+def test_check_names_a_damaged_spool_db_and_how_to_recover(tmp_path: Path) -> None:
+    spool = _spool(tmp_path).ensure()
+    for n in range(1, 40):
+        _file(spool, "unread", n)
+    spool.db.close()
+    path = spool.root / db.FILE
+    data = bytearray(path.read_bytes())
+    page = 4096
+    for at in range(2 * page, min(len(data), 6 * page)):  # pages of the letters table, not the header
+        data[at] = 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(StorageError) as raised:
+        spool.check()
+    assert raised.value.reason == "db-damaged"
+    assert str(raised.value).startswith(f"{path} is damaged (")
+    assert str(raised.value).endswith(f"): {db.RECOVER}")

@@ -142,9 +142,7 @@ def test_the_literal_prefilter_never_changes_a_credential_verdict(body: str) -> 
 def test_the_literal_prefilter_never_changes_the_invisible_context_advice(body: str) -> None:
     found = re.search(guards._INVISIBLE, body)
     invisible = [w for w in guards.opener_warnings("report", body) if "leans on something" in w]
-    assert invisible == (
-        [] if found is None else [f"opener: '{found.group(0)}' leans on something the reader cannot see"]
-    )
+    assert invisible == ([] if found is None else [f"'{found.group(0)}' leans on something the reader cannot see"])
 
 
 def test_a_secret_spelt_with_a_long_s_is_still_refused() -> None:

@@ -83,7 +83,7 @@ def test_a_long_path_body_is_quoted_to_80_characters() -> None:
 
 def test_an_opener_leaning_on_what_the_reader_cannot_see_is_told_so() -> None:
     warnings = guards.opener_warnings("report", "As discussed, the quota endpoint fails.")
-    assert warnings[-1] == "opener: 'As discussed' leans on something the reader cannot see"
+    assert warnings[-1] == "'As discussed' leans on something the reader cannot see"
     assert not any("leans on" in w for w in guards.opener_warnings("report", "The quota endpoint fails."))
 
 

@@ -1,0 +1,331 @@
+"""Filing letters in one mailbox and moving them between states (DESIGN §7): born in ``tmp/``,
+made durable, its row committed, renamed into ``letters/``; a state change is one conditional
+UPDATE; a sync batch is one transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from .._fs import fsync_dir, fsync_file, sync_filesystem
+from ..model import Letter, new_ulid
+from . import words
+from .db import reached
+from .layout import (
+    _key,
+    _loads,
+    _raw_key,
+    _sha256,
+)
+from .views import SpoolViews
+
+
+@contextmanager
+def _machine() -> Iterator[None]:
+    """The database failing (disk full, I/O error, locked for longer than the busy timeout) is
+    the machine failing, as an OSError is: it stops a sync, never quarantines a letter."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        raise OSError(f"spool database: {exc}") from exc
+
+
+class SpoolFiling(SpoolViews):
+    """The writing side of ``Spool``."""
+
+    def store(
+        self,
+        state: str,
+        letter: Letter,
+        raw: bytes,
+        *,
+        extra: dict[str, Any] | None = None,
+        index: bool = True,
+        defer: bool = False,
+        durable: bool = True,
+        copy: tuple[str, int, int] | None = None,
+    ) -> Letter:
+        """File a new letter in ``state``; returns it with its id and state set.
+
+        ``index``: record its (sender, Message-ID) so a second copy is recognised (else its
+        bytes). ``defer``: part of a sync batch that ``commit`` makes durable and visible
+        together (one filesystem flush and one transaction for the batch). ``durable=False``:
+        filed in the same order, with no flush (a letter submitted at once to a transport whose
+        "sent" is itself durable); ``make_durable`` flushes it if it has to wait after all.
+        ``copy``: a durable file holding exactly ``raw`` (path, st_dev, st_ino): in a batch, the
+        spool's own copy is then written without a flush, and the row notes where the bytes lie
+        durable (``_restore``).
+        """
+        if not (defer and self._batch):  # a batch's first letter made the folders moments ago
+            self.ensure()
+        letter_id = letter.id or new_ulid()
+        letter = letter.replace(id=letter_id, state=state)
+        if defer:
+            with _machine():
+                self.db.begin_batch()
+        if state != "quarantine":
+            letter = letter.replace(depth=self.depth_for(letter_id, letter))
+        data = letter.to_json()
+        data.pop("state", None)
+        data.update(extra or {})
+        copied = self._write_tmp(letter_id, raw, durable=durable and not defer, copy=copy if defer else None)
+        tmp = self.root / "tmp" / f"{letter_id}.eml"
+        if defer:
+            with _machine():
+                self._insert(self._sql(), letter, data, raw, index)
+                if copied and copy is not None:  # where its bytes lie durable, if this copy is lost
+                    source = os.path.relpath(copy[0], self.root)  # a moved home still finds it
+                    self._annotate(self._sql(), letter_id, {"copy": source, "copy_key": _raw_key(raw)})
+            self._batch.append(letter_id)
+            if not copied:
+                self._written.append(letter_id)
+            return letter
+        if durable:
+            fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
+        with _machine(), self.db.write(durable=durable) as tx:
+            self._insert(tx, letter, data, raw, index)
+        reached("stored")
+        self._publish(letter_id)
+        return letter
+
+    def release(self, letter_id: str, letter: Letter) -> bool:
+        """A quarantined letter that passes today's judgement (``quarantine recheck``): its row
+        becomes the ``unread`` letter it is, in place (same id, same file, same filing order),
+        in one durable transaction; its verdict fact goes. False when it is no longer in
+        quarantine (another recheck won)."""
+        letter = letter.replace(id=letter_id, state="unread")
+        letter = letter.replace(depth=self.depth_for(letter_id, letter))
+        data = letter.to_json()
+        data.pop("state", None)
+        with _machine(), self.db.write() as tx:
+            moved = tx.execute(
+                "UPDATE letters SET state='unread', meta=?, thread=?, type=?, msgkey=?, rawkey=NULL "
+                "WHERE id=? AND state='quarantine'",
+                (json.dumps(data), letter.thread, letter.type, _key(letter.sender, letter.message_id), letter_id),
+            ).rowcount
+            if moved != 1:
+                return False
+            row = tx.execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()
+            notes = (_loads(row[0]) if row else None) or {}
+            notes.pop("quarantined", None)
+            if data.get("person"):
+                notes["person_letter"] = {k: v for k, v in data.items() if k != "depth"}
+            tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(notes)))
+            self._mark_thread(tx, letter.thread, letter.type)
+            words.again(tx, letter_id, data)  # searchable as the letter it is now
+        return True
+
+    def drop_quarantined(self, letter_id: str) -> bool:
+        """Forget a quarantined copy of a letter filed already (``quarantine recheck``: it now
+        passes, and the inbox holds it): what a sync does with a duplicate. Row first, then file."""
+        with _machine(), self.db.write() as tx:
+            seqs = tx.execute(
+                "DELETE FROM letters WHERE id=? AND state='quarantine' RETURNING seq", (letter_id,)
+            ).fetchall()
+            gone = len(seqs)
+            if gone == 1:
+                tx.execute("DELETE FROM notes WHERE id=?", (letter_id,))
+                words.forget(tx, int(seqs[0][0]))
+        if gone == 1:
+            for folder in (self._letters, self._tmp):
+                try:
+                    os.unlink(f"{folder}{letter_id}.eml")
+                except FileNotFoundError:
+                    pass
+        return gone == 1
+
+    def make_durable(self, letter_id: str) -> None:
+        """Flush a letter filed with ``durable=False``: its file, its folder, then the database
+        (a durable commit fsyncs the write-ahead log, and the row is in it)."""
+        path = self.path("", letter_id)
+        fsync_file(path)
+        fsync_dir(path.parent)
+        with _machine(), self.db.write() as tx:
+            tx.execute("UPDATE letters SET state=state WHERE id=?", (letter_id,))
+        reached("made-durable")
+
+    def warm(self) -> None:
+        """A durable commit that changes nothing. SQLite fsyncs the mailbox's folder at a
+        connection's first durable commit (it opened the WAL to create it if missing): a waiter
+        pays that before it blocks, not in the commit of the letter it waits for."""
+        with _machine(), self.db.write() as tx:
+            version = int(tx.execute("PRAGMA user_version").fetchone()[0])
+            tx.execute(f"PRAGMA user_version={version}")
+
+    def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
+        quarantined = letter.state == "quarantine"
+        filed = tx.execute(
+            "INSERT INTO letters(id, state, meta, thread, type, msgkey, rawkey) VALUES(?,?,?,?,?,?,?)",
+            (
+                letter.id,
+                letter.state,
+                json.dumps(data),
+                None if quarantined else letter.thread,
+                letter.type,
+                _key(letter.sender, letter.message_id) if index else None,
+                None if index else _raw_key(raw),
+            ),
+        )
+        # The verdict is no part of the letter: kept as a fact, not a cache. So is a person's
+        # letter as it was read (its platform, its thread, its new text): the file alone does not say.
+        fact = "quarantined" if quarantined else "person_letter" if data.get("person") else None
+        if fact:
+            self._annotate(tx, letter.id, {fact: {k: v for k, v in data.items() if k != "depth"}})
+        if data.get("attachments") and not quarantined:  # what save/apply check the file against later
+            self._annotate(tx, letter.id, {"sha256": _sha256(raw)})
+        if not quarantined:
+            self._mark_thread(tx, letter.thread, letter.type)
+        reached("filed-unindexed")  # tests/system/test_crash.py: the row is in, its index rows not yet
+        words.put(tx, int(filed.lastrowid or 0), data)  # searchable in the same commit
+
+    def _mark_thread(self, tx: sqlite3.Connection, thread: str, kind: str) -> None:
+        """Keep ``threads`` (and which are open) current, so ``status`` costs what is open. A
+        close ends the thread, or in a fan-out this platform opened, one counterpart's part of
+        it: the thread stays open while another part has no close."""
+        if kind == "note":  # a note neither opens nor closes a thread
+            tx.execute("INSERT OR IGNORE INTO threads(thread, open) VALUES(?, 0)", (thread,))
+        else:
+            still_open = kind != "close" or self._parts_open(tx, thread)
+            tx.execute(
+                "INSERT INTO threads(thread, open) VALUES(?, ?) ON CONFLICT(thread) DO UPDATE SET open=excluded.open",
+                (thread, 1 if still_open else 0),
+            )
+
+    def _parts_open(self, tx: sqlite3.Connection, thread: str) -> bool:
+        """Is a part of this fan-out thread still without a close? (False: not a fan-out of mine.)
+        From the thread's records, as filed: the same answer when the caches are rebuilt."""
+        me = self.platform_root.name
+        parties: list[str] = []
+        closed: set[str] = set()
+        rows = tx.execute("SELECT meta FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,))
+        for (meta,) in rows:
+            data = _loads(meta) or {}
+            sender, recipients = str(data.get("from") or ""), data.get("recipients") or []
+            mine = sender == me
+            between = [self._name(str(a)) for a in recipients] if mine and recipients else [str(data.get("to") or "")]
+            if mine and recipients:
+                parties += between
+            if data.get("type") == "close":
+                closed.update(between if mine else [sender])
+        return any(party not in closed for party in parties if party != me)
+
+    def _publish(self, letter_id: str) -> None:
+        """Move a filed letter's file from tmp/ into letters/ (not fsynced: a rename lost in a
+        power cut leaves it in tmp/, where it is read from and the next sweep finishes it)."""
+        name = f"{letter_id}.eml"
+        try:
+            os.rename(self._tmp + name, self._letters + name)
+        except FileNotFoundError:
+            if not os.path.exists(self._letters + name):
+                raise
+
+    def begin_filing(self) -> None:
+        """Open a sync batch whose commit does not flush the WAL (DESIGN §7). Safe because the
+        batch's checkpoint is written after it into the same WAL, so a power cut that takes the
+        filing takes the checkpoint with it (the letters are fetched again), and every change
+        that acts on a filed letter (``done``, a reply's claim, a hold's release) is a durable
+        commit, which flushes every earlier frame of the WAL first."""
+        self.ensure()
+        with _machine():
+            self.db.begin_batch(durable=False)
+
+    def commit(self) -> None:
+        """Make the batch's letter files durable, then commit its rows: all appear, or none.
+        A file copied from the post office is not flushed here: its bytes and its name there
+        are durable already, and its row notes where (``_restore``; DESIGN §7)."""
+        batch, self._batch = self._batch, []  # a failure below must not poison later syncs
+        written, self._written = self._written, []
+        if not self._sql().in_transaction:
+            return
+        try:
+            tmp_dir = self.root / "tmp"
+            if len(written) > 4:
+                sync_filesystem(tmp_dir)
+            elif written:
+                for letter_id in written:
+                    fsync_file(tmp_dir / f"{letter_id}.eml")
+                fsync_dir(tmp_dir)
+            reached("batch-durable")
+            with _machine():
+                self.db.commit_batch()
+        except BaseException:
+            self._batch = batch
+            self.discard()
+            raise
+        reached("batch-committed")
+        for n, letter_id in enumerate(batch):
+            self._publish(letter_id)
+            if n == 0:
+                reached("batch-publishing")
+        reached("batch-published")
+
+    def discard(self) -> None:
+        """Forget a batch that failed half-way; its letters will be fetched again."""
+        self.db.rollback()
+        for letter_id in self._batch:
+            (self.root / "tmp" / f"{letter_id}.eml").unlink(missing_ok=True)
+        self._batch = []
+        self._written = []
+
+    def sweep_tmp(self, older_than: float = 3600.0) -> None:
+        """Finish what a crash left in tmp/: a filed letter's file is moved into letters/, and
+        files that are no letter (never committed) are removed once older than an hour."""
+        cutoff = time.time() - older_than
+        try:
+            entries = list(os.scandir(self.root / "tmp"))
+        except FileNotFoundError:
+            return
+        for entry in entries:
+            try:
+                name = entry.name
+                if name.endswith(".eml") and self.locate(name[:-4]):
+                    self._publish(name[:-4])
+                elif entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+            except FileNotFoundError:
+                pass
+
+    def move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
+        """One conditional UPDATE; False when the letter is no longer in ``source`` (someone
+        else won). ``durable=False`` where losing it in a power cut is harmless (outbox → sent:
+        the letter is submitted again and the receiver drops the duplicate)."""
+        with self.db.write(durable=durable) as tx:
+            moved = tx.execute(
+                "UPDATE letters SET state=? WHERE id=? AND state=?", (target, letter_id, source)
+            ).rowcount
+        return moved == 1
+
+    def take(self, letter_ids: list[str], source: str, target: str) -> list[str]:
+        """Move those of ``letter_ids`` still in ``source`` in one durable transaction; the ids
+        this call moved (a claim: concurrent callers never both get one)."""
+        if not letter_ids:
+            return []
+        with self.db.write() as tx:
+            marks = ",".join("?" * len(letter_ids))
+            rows = tx.execute(
+                f"UPDATE letters SET state=? WHERE state=? AND id IN ({marks}) RETURNING id",
+                (target, source, *letter_ids),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def _annotate(self, tx: sqlite3.Connection, letter_id: str, fields: dict[str, Any]) -> None:
+        row = tx.execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()
+        data = _loads(row[0]) if row else None
+        data = data or {}
+        if all(data.get(k) == v for k, v in fields.items()):
+            return
+        data.update(fields)
+        tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(data)))
+
+    def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
+        """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""
+        if all(self.annotations(letter_id).get(k) == v for k, v in fields.items()):
+            return
+        with self.db.write(durable=durable) as tx:
+            self._annotate(tx, letter_id, fields)

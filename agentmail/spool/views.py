@@ -1,0 +1,319 @@
+"""What one mailbox holds, read from spool.db's rows (DESIGN §7): a letter's parsed fields and
+depth (cached, rebuilt from its file when missing), its state, its thread, the openers of the
+last hour and the names notes went to.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..errors import NotFound
+from ..model import Letter, ulid_floor, ulid_ms
+from .layout import (
+    LEAVING,
+    MIN_PREFIX,
+    OUTGOING,
+    SpoolLayout,
+    _key,
+    _loads,
+    _raw_key,
+    _sha256,
+)
+
+
+def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
+    """The fields of a letter (or of its meta) that its depth depends on, as in meta."""
+    if isinstance(letter, Letter):
+        return {
+            "from": letter.sender,
+            "to": letter.to,
+            "in_reply_to": letter.in_reply_to,
+            "references": list(letter.references),
+        }
+    return letter
+
+
+def _ulid_floor(ms: int) -> str:
+    """The smallest ULID made at ``ms`` (its first ten characters): ids sort by creation."""
+    return ulid_floor(ms)[:10]
+
+
+class SpoolViews(SpoolLayout):
+    """The reading side of ``Spool``."""
+
+    def known(self, sender: str, message_id: str) -> str | None:
+        """The id of the stored letter with this (sender, Message-ID)."""
+        row = (
+            self._sql()
+            .execute("SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1", (_key(sender, message_id),))
+            .fetchone()
+        )
+        return None if row is None else str(row[0])
+
+    def named(self, ref: str, senders: tuple[str, ...] = (), most: int = 5) -> list[str]:
+        """The letters ``ref`` names, as a user may quote one (DESIGN §8): its id here (any
+        case), its Message-ID (with or without the angle brackets; the one name both sides of
+        the wire share), or a prefix of either of at least ``MIN_PREFIX`` characters. At most
+        ``most`` ids; where several match, the authenticated ones (a forger may reuse a
+        Message-ID, into quarantine). ``senders``: the platforms whose (sender, Message-ID)
+        index is asked first. Typed text: compared, never parsed or used as a path.
+
+        An id or a whole Message-ID costs an index lookup; a prefix of a Message-ID reads every
+        letter's record (a quarter of a second at 100,000 letters)."""
+        text = ref.strip()
+        lowered = text.lower()
+        if lowered.isascii() and lowered.isalnum() and self.locate(lowered):
+            return [lowered]
+        forms = list(dict.fromkeys(t.removeprefix("<").removesuffix(">") for t in (text, lowered)))
+        if not forms[0] or not forms[0].isprintable() or len(forms[0]) > 998:
+            return []
+        whole = (self.known(sender, f"<{form}>") for form in forms for sender in senders)
+        found = {(i, self.locate(i) or "") for i in whole if i}
+        if not found and len(forms[0]) >= MIN_PREFIX:
+            ids = self._sql().execute(  # ids are [0-9a-z]: "~" sorts after every one
+                "SELECT id, state FROM letters WHERE id >= ? AND id <= ? LIMIT ?", (lowered, lowered + "~", most + 1)
+            )
+            found = {(str(i), str(state)) for i, state in ids}
+            patterns = [json.dumps(f"<{form}")[:-1] for form in forms]  # as the record spells it, open-ended
+            rows = self._sql().execute(
+                f"SELECT id, state, meta FROM letters WHERE {' OR '.join(['instr(meta, ?) > 0'] * len(patterns))}",
+                patterns,
+            )
+            for letter_id, state, meta in rows:
+                message_id = str((_loads(meta) or {}).get("message_id") or "")
+                if any(message_id.startswith(f"<{form}") for form in forms):
+                    found.add((str(letter_id), str(state)))
+        ordered = sorted(found)
+        trusted = [i for i, state in ordered if state != "quarantine"]
+        return (trusted or [i for i, _ in ordered])[:most]
+
+    def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
+        """Are these exact bytes already filed (a refetch after a crash, a second delivery)?
+        Found by (sender, Message-ID) when given, else by their hash (quarantined letters)."""
+        if sender and message_id:
+            existing = self.known(sender, message_id)
+            if existing:
+                try:
+                    if self.raw(existing) == raw:
+                        return True
+                except (NotFound, OSError):
+                    pass
+                # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
+                # hash, so a quarantined forgery is recorded once, not again on every resync.
+        row = self._sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
+        return row is not None
+
+    def ids(self, state: str) -> list[str]:
+        """Ids in one state, oldest first (ids are ULIDs: they sort by creation)."""
+        rows = self._sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def ids_of_type(self, state: str, kind: str) -> list[str]:
+        """Ids in one state whose letters are of type ``kind``, oldest first: one indexed look,
+        not every letter of the state read (e.g. the people's letters among the unread)."""
+        rows = (
+            self._sql().execute("SELECT id FROM letters WHERE state=? AND type=? ORDER BY id", (state, kind)).fetchall()
+        )
+        return [str(r[0]) for r in rows]
+
+    def unchanged(self, letter_id: str, raw: bytes) -> bool | None:
+        """Are ``raw`` the bytes this letter was filed with? From the hash noted at filing (a
+        letter with attachments, or one synced from the post office); None: nothing was noted."""
+        note = self.annotations(letter_id)
+        full, key = note.get("sha256"), note.get("copy_key")
+        if isinstance(full, str):
+            return _sha256(raw) == full
+        if isinstance(key, str):
+            return _raw_key(raw) == key
+        return None
+
+    def meta(self, letter_id: str, state: str | None = None) -> dict[str, Any]:
+        del state  # the row says which: a letter moved since it was listed shows where it is now
+        row = (
+            self._sql()
+            .execute(
+                "SELECT l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id WHERE l.id=?",
+                (letter_id,),
+            )
+            .fetchone()
+        )
+        if row is None or not letter_id.isalnum():
+            raise NotFound(f"no letter {letter_id}")
+        return self._complete(letter_id, *row)
+
+    def _complete(self, letter_id: str, state: str, meta: str | None, notes: str | None) -> dict[str, Any]:
+        data = _loads(meta)
+        if data is None:  # the cache is gone or torn: parsed again, and written back
+            data = self._rebuild_meta(letter_id, state)
+            if state != "quarantine":
+                data["depth"] = self.depth_for(letter_id, data)
+            self._cache_meta(letter_id, data)
+        elif state != "quarantine" and "depth" not in data:
+            data["depth"] = self.depth_for(letter_id, data)
+            self._cache_meta(letter_id, data)
+        data["id"] = letter_id
+        data["state"] = state
+        if state in OUTGOING:
+            data.update(_loads(notes) or {})
+        return data
+
+    def _parsed(self, letter_id: str, state: str) -> dict[str, Any]:
+        """The cached fields, or (gone or torn) the letter parsed again; no depth computed here."""
+        row = self._sql().execute("SELECT meta FROM letters WHERE id=?", (letter_id,)).fetchone()
+        data = _loads(row[0]) if row else None
+        return data if data is not None else self._rebuild_meta(letter_id, state)
+
+    def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None:
+        clean = {k: v for k, v in data.items() if k != "state"}
+        with self.db.write(durable=False) as tx:
+            tx.execute("UPDATE letters SET meta=? WHERE id=?", (json.dumps(clean), letter_id))
+
+    def _rebuild_meta(self, letter_id: str, state: str) -> dict[str, Any]:
+        """The cache is gone or torn: parse the letter again (no verdicts: it is already filed)."""
+        from ..letter import wire
+
+        verdict = self.annotations(letter_id).get("quarantined" if state == "quarantine" else "person_letter")
+        if isinstance(verdict, dict):  # what the verdict saw (or a person's letter as it was read)
+            return dict(verdict)
+        raw = self.path(state, letter_id).read_bytes()
+        try:
+            letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
+            data = letter.to_json()
+            del data["depth"]  # not in the letter file: depth_for walks the chain when it is asked
+            data["from"] = self._name(data["sender_address"])
+            data["to"] = self._name(data["to_address"])
+        except wire.Malformed as exc:
+            data = {"id": letter_id, "reason": exc.reason, "detail": exc.detail}
+        data["id"] = letter_id
+        data.pop("state", None)
+        return data
+
+    def _name(self, address: str) -> str:
+        """The platform an address belongs to (the registry's answer, else its local part)."""
+        if not address:
+            return ""
+        named = self.name_of(address) if self.name_of else None
+        return named or address.partition("@")[0].split("+")[0]
+
+    def depth_for(self, letter_id: str, letter: Letter | dict[str, Any]) -> int:
+        """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
+
+        Its parent's depth + 1, where the parent is the letter filed here before it whose
+        Message-ID it answers (sent by this platform or by either side of it), and never less
+        than its References count. Only the letter files go into it, so a lost cache gives the
+        same number."""
+        chain: list[tuple[str, dict[str, Any]]] = []
+        node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
+        base = -1
+        while node is not None:
+            node_id, facts = node
+            chain.append(node)
+            node = None
+            parent_mid = facts.get("in_reply_to")
+            if not parent_mid:
+                break
+            sides = (self.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
+            for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
+                parent_id = self.known(side, parent_mid)
+                if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
+                    parent = self._parsed(parent_id, self.locate(parent_id) or "")
+                    if "depth" in parent:
+                        base = int(parent["depth"])
+                    else:
+                        node = (parent_id, parent)
+                    break
+        depth = base
+        for node_id, facts in reversed(chain):
+            depth = max(depth + 1, len(facts.get("references") or ()))
+            if node_id != letter_id and self.locate(node_id):
+                self._cache_meta(node_id, {**facts, "depth": depth})
+        return depth
+
+    def letter(self, letter_id: str, state: str | None = None) -> Letter:
+        """The filed letter, with its state, depth and what was learnt about it later (``extra``)."""
+        return Letter.from_json(self.meta(letter_id, state))
+
+    def letters(self, state: str) -> list[Letter]:
+        rows = (
+            self._sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.state=? ORDER BY l.id",
+                (state,),
+            )
+            .fetchall()
+        )
+        return [Letter.from_json(self._complete(str(i), s, m, n)) for i, s, m, n in rows]
+
+    def thread_ids(self, thread: str) -> list[str]:
+        rows = (
+            self._sql()
+            .execute("SELECT id FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,))
+            .fetchall()
+        )
+        return [str(r[0]) for r in rows]
+
+    def open_threads(self) -> list[str]:
+        """Threads whose last letter is not a close (notes neither open nor close one)."""
+        rows = self._sql().execute("SELECT thread FROM threads WHERE open=1 ORDER BY thread").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def closed_threads(self) -> int:
+        """How many threads are closed (notes' threads are none): one count over the threads
+        cache, for the "no open threads" line, without reading their letters."""
+        row = (
+            self._sql()
+            .execute(
+                "SELECT count(*) FROM threads t WHERE open=0 AND EXISTS (SELECT 1 FROM letters l"
+                " WHERE l.thread=t.thread AND l.type != 'note' AND l.state != 'quarantine')"
+            )
+            .fetchone()
+        )
+        return int(row[0])
+
+    def threads(self) -> list[str]:
+        rows = self._sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
+        return [str(r[0]) for r in rows]
+
+    def opened_since(self, cutoff_ms: int) -> list[str]:
+        """The ids of the threads' first letters this *platform* (every agent's mailbox) sent or
+        queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
+        From the letters alone (the id is a ULID: its creation time), so the count survives
+        restarts and rebuilt caches."""
+        return sorted(self.openers_since(cutoff_ms).values())
+
+    def openers_since(self, cutoff_ms: int) -> dict[str, str]:
+        """``opened_since`` keyed by each letter's Message-ID (the key the server's count shares,
+        client/quota.py). The rows come from the id index, from ``cutoff_ms`` on: what the window
+        holds, never the history."""
+        found: dict[str, str] = {}
+        floor = _ulid_floor(cutoff_ms)
+        for spool in (self, *self.siblings()):
+            rows = (
+                spool._sql()
+                .execute(
+                    "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)",
+                    (floor, *LEAVING, "sibling"),
+                )
+                .fetchall()
+            )
+            for letter_id, state in rows:
+                if ulid_ms(letter_id) < cutoff_ms:
+                    continue
+                data = spool._parsed(letter_id, state)
+                if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
+                    found[str(data.get("message_id") or letter_id)] = letter_id
+        return found
+
+    def note_recipients(self) -> set[str]:
+        """The agent names the platform's notes (every mailbox of it here) were addressed to:
+        from the type index, the notes alone."""
+        found: set[str] = set()
+        for spool in (self, *self.siblings()):
+            rows = spool._sql().execute("SELECT id, state FROM letters WHERE type='note'").fetchall()
+            for letter_id, state in rows:
+                name = spool._parsed(letter_id, state).get("to_agent")
+                if isinstance(name, str) and name:
+                    found.add(name)
+        return found

@@ -1,0 +1,68 @@
+"""What a send, reply or follow-up says besides its letter travels in its return value (issue 27):
+``Sent`` holds an opener's advice apart from the warnings, the facade's ``last_warnings`` keeps
+its one list (MCP's ``warnings``), and a reply claimed on this machine only, or not yet on the
+server, says so in the same value. The CLI prints what it printed before."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.stages import guards
+from agentmail.transport.smtpimap import NO_CONDSTORE
+
+from ..conftest import OPENER, Cli
+from ..mailservers import MailServers
+from ..transport.test_transport_smtpimap import USERS, make_bus
+
+
+def test_an_openers_advice_is_held_apart_and_the_public_list_and_the_cli_line_are_as_before(
+    alpha: AgentMail, cli: Cli
+) -> None:
+    body = "As discussed, the quota endpoint broke."
+    alpha.send("beta", "Quota", body)
+    sent = alpha.last_sent
+    assert sent is not None and sent.advice == tuple(guards.opener_warnings("report", body)) and sent.warnings == ()
+    assert not any(a.startswith("opener: ") for a in sent.advice)
+    assert alpha.last_warnings == [f"opener: {a}" for a in sent.advice]
+    assert sent.advice[-1] == "'As discussed' leans on something the reader cannot see"
+    code, _out, err = cli("--as", "alpha", "send", "beta", "-s", "Quota again", "-b", body)
+    assert code == 0 and err == "agentmail: advice for an opener (sent anyway): " + "; ".join(sent.advice) + "\n"
+
+
+def test_a_reply_and_a_follow_up_return_sent_and_a_refused_reply_none(alpha: AgentMail, beta: AgentMail) -> None:
+    opened = alpha.send("beta", "Quota", OPENER)
+    (got,) = beta.inbox()
+    answer = beta.sender.reply(got, "Reproduced; fixing it.", type="ack")
+    assert answer is not None and answer.letter.type == "ack" and answer.advice == answer.warnings == ()
+    assert beta.sender.reply(got, "Again.", type="ack") is None  # one reply per letter
+    assert beta.reply(got, "Again.", type="ack") is None and beta.last_sent is None and beta.last_warnings == []
+    (back,) = alpha.inbox()
+    more = alpha.sender.follow_up(opened.thread, "More evidence: it fails since 2.4.1.", type="report")
+    assert more.letter.thread == opened.thread and more.warnings == ()
+    assert back.type == "ack"
+
+
+def test_a_claim_held_per_machine_only_and_one_not_made_yet_are_warnings_of_the_reply(home: Path) -> None:
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
+        servers.store.condstore = False
+        reg = make_bus(home, servers, new_threads_per_hour=0)
+        with AgentMail(reg, Identity("alpha"), home) as alpha:
+            alpha.send("beta", "Quota", OPENER)
+            alpha.send("beta", "Quota 2", OPENER)
+        with AgentMail(reg, Identity("beta"), home) as beta:
+            first, second = beta.inbox()
+            assert beta.reply(first, "On it.", type="ack") is not None
+            assert beta.last_sent is not None and beta.last_sent.warnings == (NO_CONDSTORE,)
+            assert beta.last_warnings == [NO_CONDSTORE]
+        servers.store.condstore = True
+        servers.stop_imap()  # the claim cannot be made now: the reply waits, and says why
+        with AgentMail(reg, Identity("beta"), home) as beta:  # a new connection: no CONDSTORE seen before
+            letter = beta.reply(second.id, "On it.", type="ack")
+            assert letter is not None and letter.state == "outbox"
+            (warning,) = beta.last_warnings
+            assert warning.startswith("the reply is not claimed on the server yet (nothing is listening on 127.0.0.1:")
+            assert warning.endswith("): it is claimed when it is submitted")
+            servers.start_imap()
+            assert [x.status for x in beta.flush()] == ["sent"]  # claimed at submit, then sent

@@ -1,0 +1,88 @@
+"""Round trips the smtp+imap transport no longer spends (issue 28 target 3), on the in-process
+servers: counted by the server, so a command added back fails here. And the one reuse it makes,
+a sync's fetch taking the look ``pending`` just took, never hides a letter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.transport.smtpimap import SmtpImapTransport
+
+from ..conftest import OPENER, eventually
+from ..mailservers import MailServers
+from .test_transport_smtpimap import USERS, make_bus
+
+
+@pytest.fixture
+def servers() -> Iterator[MailServers]:
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as ms:
+        yield ms
+
+
+def test_copies_to_sent_look_for_the_folder_once_not_per_letter(home: Path, servers: MailServers) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent", new_threads_per_hour=0)
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        alpha.send("beta", "First", OPENER)
+        lists = servers.store.counts["imap.LIST"]
+        for n in range(3):
+            assert alpha.send("beta", f"Next {n}", OPENER).state == "sent"
+        assert servers.store.counts["imap.LIST"] == lists  # no LIST before each APPEND
+        servers.store.refuse_appends(1)
+        refused = alpha.send("beta", "Refused copy", OPENER)
+        assert "sent_copy_failed" in refused.extra
+        again = alpha.send("beta", "After the refusal", OPENER)  # looks for the folder again, copies
+        assert "sent_copy_failed" not in again.extra
+        assert servers.store.counts["imap.LIST"] == lists + 1
+    assert len(servers.store.messages("alpha@bus.test", "Sent")) == 5
+
+
+def _transport(home: Path, servers: MailServers) -> tuple[SmtpImapTransport, AgentMail]:
+    reg = make_bus(home, servers, sent_folder="", new_threads_per_hour=0)
+    return SmtpImapTransport.from_registry(reg, "beta", home), AgentMail(reg, Identity("alpha"), home)
+
+
+def _letters(transport: SmtpImapTransport, checkpoint: str) -> list[bytes]:
+    return [item.raw or b"" for batch in transport.fetch(checkpoint, 10_000_000) for item in batch]
+
+
+def test_a_fetch_right_after_pending_saw_letters_takes_its_look(home: Path, servers: MailServers) -> None:
+    beta, alpha = _transport(home, servers)
+    try:
+        start = beta.tip()
+        sent = alpha.send("beta", "Waiting", OPENER)
+        assert eventually(lambda: beta.pending(start))
+        looks = servers.store.counts["imap.EXAMINE"] + servers.store.counts["imap.SELECT"]
+        assert beta.pending(start)
+        (raw,) = _letters(beta, start)
+        assert sent.message_id.encode() in raw
+        assert servers.store.counts["imap.EXAMINE"] + servers.store.counts["imap.SELECT"] == looks + 1
+    finally:
+        beta.close()
+        alpha.close()
+
+
+def test_a_look_that_saw_nothing_or_was_followed_by_a_command_is_taken_again(home: Path, servers: MailServers) -> None:
+    beta, alpha = _transport(home, servers)
+    try:
+        start = beta.tip()
+        assert not beta.pending(start)  # nothing yet: this look must not stand for the fetch
+        sent = alpha.send("beta", "Arrives after the look", OPENER)
+        assert eventually(lambda: bool(servers.store.messages("beta@bus.test")))
+        (raw,) = _letters(beta, start)  # looks again, finds it
+        assert sent.message_id.encode() in raw
+        later = alpha.send("beta", "Second", OPENER)
+        assert eventually(lambda: len(servers.store.messages("beta@bus.test")) == 2)
+        assert beta.pending(start)
+        beta._connect().noop()  # a command since the look: the selection may have changed
+        looks = servers.store.counts["imap.EXAMINE"]
+        got = _letters(beta, start)
+        assert servers.store.counts["imap.EXAMINE"] == looks + 1
+        assert any(later.message_id.encode() in r for r in got)
+    finally:
+        beta.close()
+        alpha.close()
