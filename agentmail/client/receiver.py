@@ -104,6 +104,7 @@ class Receiver(Stage):
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
+                self.spool.begin_filing()  # no WAL flush: the checkpoint follows it (DESIGN §7)
                 try:
                     for item in batch:
                         report.fetched += 1

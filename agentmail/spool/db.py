@@ -185,11 +185,12 @@ class Db:
             raise
         conn.execute("COMMIT")
 
-    def begin_batch(self) -> sqlite3.Connection:
-        """Open the transaction a sync batch fills; ``commit_batch`` or ``rollback`` ends it."""
+    def begin_batch(self, *, durable: bool = True) -> sqlite3.Connection:
+        """Open the transaction a sync batch fills; ``commit_batch`` or ``rollback`` ends it.
+        ``durable=False``: committed with no WAL flush (``Spool.begin_filing``)."""
         conn = self.conn()
         if not conn.in_transaction:
-            self._durability(conn, True)
+            self._durability(conn, durable)
             conn.execute("BEGIN IMMEDIATE")
         return conn
 

@@ -225,6 +225,16 @@ class SpoolFiling(SpoolViews):
             if not os.path.exists(self._letters + name):
                 raise
 
+    def begin_filing(self) -> None:
+        """Open a sync batch whose commit does not flush the WAL (DESIGN §7). Safe because the
+        batch's checkpoint is written after it into the same WAL, so a power cut that takes the
+        filing takes the checkpoint with it (the letters are fetched again), and every change
+        that acts on a filed letter (``done``, a reply's claim, a hold's release) is a durable
+        commit, which flushes every earlier frame of the WAL first."""
+        self.ensure()
+        with _machine():
+            self.db.begin_batch(durable=False)
+
     def commit(self) -> None:
         """Make the batch's letter files durable, then commit its rows: all appear, or none.
         A file copied from the post office is not flushed here: its bytes and its name there
