@@ -6,6 +6,7 @@ which ``__main__`` removes at the end; ``~/.agentmail`` is never read or written
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import resource
@@ -146,6 +147,23 @@ class TempBus:
 
     def remove(self) -> None:
         remove_tree(self.home)
+
+
+@contextmanager
+def scratch_root(prefix: str, under: Path | None, keep: bool) -> Iterator[Path]:
+    """A new folder (under ``under`` when given) in the hermetic environment, removed afterwards
+    unless ``keep`` (then its path is printed, as JSON, for a later ``--measure``)."""
+    if under:
+        under.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix=prefix, dir=under))
+    try:
+        with hermetic_environ(root):
+            yield root
+    finally:
+        if keep:
+            print(json.dumps({"kept": str(root)}), flush=True)
+        else:
+            remove_tree(root)
 
 
 def remove_tree(path: Path) -> None:

@@ -15,12 +15,11 @@ import argparse
 import json
 import os
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 from . import letters
-from .common import PYTHON, TempBus, hermetic_environ, remove_tree
+from .common import PYTHON, TempBus, scratch_root
 from .local import _PEAK_RSS, _maildir
 
 
@@ -78,17 +77,8 @@ def main() -> None:
     parser.add_argument("--root", type=Path, default=None, help="where to build (default: a temp folder)")
     parser.add_argument("--keep", action="store_true", help="keep the bus, print where")
     args = parser.parse_args()
-    if args.root:
-        args.root.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="agentmail-million-", dir=args.root))
-    try:
-        with hermetic_environ(root):
-            print(json.dumps(million(root, args.letters)), flush=True)
-    finally:
-        if args.keep:
-            print(json.dumps({"kept": str(root)}), flush=True)
-        else:
-            remove_tree(root)
+    with scratch_root("agentmail-million-", args.root, args.keep) as root:
+        print(json.dumps(million(root, args.letters)), flush=True)
 
 
 if __name__ == "__main__":

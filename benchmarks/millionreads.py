@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import random
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +24,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 
-from .common import TempBus, hermetic_environ, remove_tree
+from .common import TempBus, hermetic_environ, scratch_root
 from .report import median
 from .search import SearchSpool, _words
 from .spoolgen import OWNER, PLATFORMS
@@ -140,17 +139,8 @@ def main() -> None:
                 )
             )
         return
-    if args.root:
-        args.root.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="agentmail-reads-", dir=args.root))
-    try:
-        with hermetic_environ(root):
-            reads(root, args.sizes)
-    finally:
-        if args.keep:
-            print(json.dumps({"kept": str(root)}), flush=True)
-        else:
-            remove_tree(root)
+    with scratch_root("agentmail-reads-", args.root, args.keep) as root:
+        reads(root, args.sizes)
 
 
 if __name__ == "__main__":

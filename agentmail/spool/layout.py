@@ -62,6 +62,9 @@ def _loads(text: str | None) -> dict[str, Any] | None:
 class SpoolLayout:
     """One mailbox's files at ``root`` (see ``Spool``)."""
 
+    # Makes spool.db ready as it opens (created, converted or rebuilt): ``store.Spool._prepare``.
+    _prepare: Callable[[Db], None]
+
     def __init__(
         self, root: Path, *, platform_root: Path | None = None, name_of: Callable[[str], str | None] | None = None
     ) -> None:
@@ -197,7 +200,3 @@ class SpoolLayout:
         with self.db.write(durable=False) as tx:
             tx.execute("INSERT OR REPLACE INTO checkpoints(transport, value) VALUES(?, ?)", (transport, value))
         reached("checkpoint-set")
-
-    def _prepare(self, db: Db) -> None:  # pragma: no cover - the Spool's (store.py) is the one run
-        """Make spool.db ready as it opens: created, converted or rebuilt (``Spool._prepare``)."""
-        raise NotImplementedError

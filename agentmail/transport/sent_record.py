@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._fs import link_same, write_new
 from .base import Checkpoint, Incoming
+from .imap_uids import uid_batches
 
 if TYPE_CHECKING:
     from .local import Mailbox
@@ -93,13 +94,7 @@ def imap_copies(
     seen = Checkpoint.parse(checkpoint).under(validity)
     if uidnext and uidnext <= seen.last + 1:
         return
-    # "UID n:*" always returns at least the last message (RFC 3501 §6.4.8): filtered, sorted here.
-    uids = sorted(u for u in client.search(["UID", f"{seen.last + 1}:*"]) if u > seen.last)
-    for start in range(0, len(uids), BATCH):
-        chunk = uids[start : start + BATCH]
-        sizes = client.fetch(chunk, ["RFC822.SIZE"])
-        small = [u for u in chunk if int(sizes.get(u, {}).get(b"RFC822.SIZE", 0)) <= max_size]
-        bodies = client.fetch(small, ["BODY.PEEK[]"]) if small else {}
+    for chunk, _sizes, bodies in uid_batches(client, seen.last, max_size, BATCH):
         batch = []
         for uid in chunk:  # a letter too large is passed: only a sibling's letter, never one to answer
             raw = bodies.get(uid, {}).get(b"BODY[]")

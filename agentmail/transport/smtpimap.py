@@ -41,6 +41,7 @@ from ..errors import AgentmailError, ConfigError, TransportError
 from . import checkup
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
 from .claims import STALE_AFTER, ImapClaim, keeps_keywords
+from .imap_uids import uid_batches
 from .logins import (
     HANDSHAKE_TIMEOUT,
     SASL,
@@ -469,15 +470,7 @@ class SmtpImapTransport(Transport):
         if uidnext and uidnext <= last + 1:
             self._fetched_to = uidnext
             return
-        client = self._connect()
-        # "UID n:*" always returns at least the last message (RFC 3501 §6.4.8): filter, and sort
-        # ourselves rather than trusting the server's order.
-        uids = sorted(u for u in client.search(["UID", f"{last + 1}:*"]) if u > last)
-        for start in range(0, len(uids), BATCH):
-            chunk = uids[start : start + BATCH]
-            sizes = client.fetch(chunk, ["RFC822.SIZE"])
-            small = [u for u in chunk if int(sizes.get(u, {}).get(b"RFC822.SIZE", 0)) <= max_size]
-            bodies = client.fetch(small, ["BODY.PEEK[]"]) if small else {}
+        for chunk, sizes, bodies in uid_batches(self._connect(), last, max_size, BATCH):
             batch = []
             for uid in chunk:
                 size = int(sizes.get(uid, {}).get(b"RFC822.SIZE", 0))
