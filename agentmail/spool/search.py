@@ -231,10 +231,6 @@ class SearchIndex:
             # letters matching the words are ranked (found in rowid order, which is filing
             # order, without ranking), and the filters narrow those; when they leave fewer hits
             # than asked for, the window widens fourfold until it holds every match.
-            joined = (
-                "FROM words JOIN letters l ON l.seq = words.rowid JOIN found f ON f.seq = words.rowid"
-                f" WHERE words MATCH ? AND {where}"
-            )
             weights = ", ".join(map(str, WEIGHTS))
             lowest, highest = _bounds(db, query, params)
             window, rows = RANK_WINDOW, []
@@ -244,11 +240,8 @@ class SearchIndex:
                     " ORDER BY rowid DESC LIMIT 1 OFFSET ?",
                     (match, lowest, highest, window - 1),
                 ).fetchone()
-                rows = db.execute(
-                    f"SELECT {columns}, bm25(words, {weights}) AS score {joined} AND words.rowid BETWEEN ? AND ?"
-                    " ORDER BY score, l.id DESC LIMIT ?",
-                    (match, *params, max(lowest, cutoff[0] if cutoff else 0), highest, query.limit),
-                ).fetchall()
+                span = (max(lowest, cutoff[0] if cutoff else 0), highest)
+                rows = _ranked(db, match, weights, span, columns, where, params, query.limit)
                 if cutoff is None or len(rows) >= query.limit:
                     break
                 window *= 4
@@ -281,6 +274,53 @@ class SearchIndex:
             )
             for r in rows
         ]
+
+
+def _ranked(
+    db: sqlite3.Connection,
+    match: str,
+    weights: str,
+    span: tuple[int, int],
+    columns: str,
+    where: str,
+    params: list[Any],
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """The best ``limit`` letters matching within ``span`` that pass the filters, best first
+    (ties: newest id first), each row ``columns`` and its bm25 score.
+
+    Ranked in the FTS table alone, then joined to ``letters`` and ``found`` only for the best
+    few: the join per ranked letter was two thirds of a search's time (8.1 against 2.8 ms for a
+    common word at 100k). The best ``taken`` by score, less those tied with the last one, are
+    every match scoring below it; when the filters leave ``limit`` of them, no letter outside
+    can rank above, else twice as many are taken, up to every match in the span."""
+    taken = 2 * limit
+    while True:
+        best = db.execute(
+            f"SELECT rowid, bm25(words, {weights}) AS score FROM words"
+            " WHERE words MATCH ? AND rowid BETWEEN ? AND ? ORDER BY score LIMIT ?",
+            (match, *span, taken),
+        ).fetchall()
+        every = len(best) < taken
+        if not every:  # the last score may be shared by matches not taken: below it, all are in
+            best = [b for b in best if b[1] < best[-1][1]]
+        scores = dict(best)
+        rows: list[tuple[Any, ...]] = []
+        for start in range(0, len(best), 500):  # a statement of at most 500 parameters
+            seqs = [b[0] for b in best[start : start + 500]]
+            rows += [
+                (*r, scores[r[0]])
+                for r in db.execute(
+                    f"SELECT {columns} FROM letters l JOIN found f ON f.seq = l.seq"
+                    f" WHERE l.seq IN ({','.join('?' * len(seqs))}) AND {where}",
+                    (*seqs, *params),
+                )
+            ]
+        if every or len(rows) >= limit:
+            rows.sort(key=lambda r: r[1], reverse=True)  # ties: the newest id first (stable sorts)
+            rows.sort(key=lambda r: r[-1])
+            return rows[:limit]
+        taken *= 2
 
 
 def _bounds(db: sqlite3.Connection, query: Query, params: list[Any]) -> tuple[int, int]:
