@@ -62,12 +62,12 @@ def header_counts(raw: bytes) -> dict[bytes, int]:
     return counts
 
 
-def header_problem(raw: bytes, msg: Message) -> str | None:
+def header_problem(raw: bytes, msg: Message, counts: dict[bytes, int] | None = None) -> str | None:
     """A sentence naming the MIME header that is duplicated or that the parser and DKIM would
-    read differently; None when each MIME header occurs at most once, plainly written."""
-    mime = {
-        name.decode("ascii", "replace"): count for name, count in header_counts(raw).items() if is_mime_header(name)
-    }
+    read differently; None when each MIME header occurs at most once, plainly written.
+    ``counts``: ``header_counts(raw)``, when the caller has it already."""
+    counts = header_counts(raw) if counts is None else counts
+    mime = {name.decode("ascii", "replace"): count for name, count in counts.items() if is_mime_header(name)}
     for name, count in sorted(mime.items()):
         if count > 1:
             return f"the letter carries {count} {_display(name)} headers; a MIME header may occur once"

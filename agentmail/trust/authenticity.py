@@ -239,7 +239,8 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
 
     # A MIME header twice (or written so parsers disagree) could make the shown text differ from
     # what was signed whichever copy a signature covers: refused before any signature is weighed.
-    mime_problem = mime.header_problem(raw, msg)
+    counts = mime.header_counts(raw)  # read once: the MIME check and the signature's coverage
+    mime_problem = mime.header_problem(raw, msg, counts)
     if mime_problem:
         return _quarantine("unauthenticated", mime_problem, msg)
 
@@ -258,7 +259,7 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
     if trusted.fails:
         return _quarantine("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}", msg)
 
-    dkim = signing.verify(raw, key)
+    dkim = signing.verify(raw, key, counts)
     if not dkim.ok and platform.retiring is not None:  # a rotation's overlap (keygen --rotate)
         dkim, expired = _by_retiring_key(raw, platform, dkim)
         if expired:

@@ -209,8 +209,9 @@ def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:
 _DKIM_ERRORS = (dkim.DKIMException, ValueError, IndexError)
 
 
-def verify(raw: bytes, key: PinnedKey) -> DkimResult:
-    """Does ``raw`` carry a valid signature by exactly this pinned key?"""
+def verify(raw: bytes, key: PinnedKey, counts: dict[bytes, int] | None = None) -> DkimResult:
+    """Does ``raw`` carry a valid signature by exactly this pinned key? ``counts``:
+    ``header_counts(raw)``, when the caller has it already."""
     try:
         checker = dkim.DKIM(raw, minkey=2048)
     except _DKIM_ERRORS as exc:
@@ -218,7 +219,7 @@ def verify(raw: bytes, key: PinnedKey) -> DkimResult:
     count = sum(1 for name, _ in checker.headers if name.lower() == b"dkim-signature")
     if count == 0:
         return DkimResult(False, "the letter carries no DKIM signature")
-    counts = header_counts(raw)
+    counts = header_counts(raw) if counts is None else counts
     problems: list[str] = []
     for idx in range(count):
         try:
