@@ -41,6 +41,7 @@ class Ctx:
             from ..client.facade import AgentMail
 
             self._client = AgentMail.from_env(self.platform, agent=self.agent, registry=self.registry_root())
+            self._client.outbox.batch_copies = False  # one letter a process: copied as it goes
         return self._client
 
     def close(self) -> None:

@@ -96,7 +96,17 @@ class AgentMail(Stage):
         return self.receiver.dismissed
 
     def close(self) -> None:
+        if self.outbox._queued:  # copies this process left due: made now, one command for all
+            try:
+                self.outbox.copy_sent()
+            except (AgentmailError, OSError):  # still due: the next sync, wait or flush copies them
+                pass
         self.box.close()
+
+    def copy_sent(self) -> int:
+        """Copy to the IMAP sent folder the letters sent since the last copy (one MULTIAPPEND);
+        a sync, ``wait``, ``flush`` and ``close`` do it too. How many were copied."""
+        return self.outbox.copy_sent()
 
     def __enter__(self) -> AgentMail:
         return self
@@ -129,7 +139,9 @@ class AgentMail(Stage):
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit.
-        Then announce to the followers what needs a person (escalation.py), at most once a minute."""
+        Then announce to the followers what needs a person (escalation.py), at most once a minute.
+        Sent-folder copies still due are made first, so the platform's other machines see them."""
+        self.outbox.copy_sent()
         report = self.receiver.sync()
         if self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
             self._escalate()
@@ -304,7 +316,9 @@ class AgentMail(Stage):
     def flush(self) -> list[SubmitResult]:
         """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
         time, so two processes never submit one letter twice."""
-        return self.outbox.flush()
+        results = self.outbox.flush()
+        self.outbox.copy_sent()
+        return results
 
     def thread(self, thread: str, *, sync: bool = True) -> list[Letter]:
         """Both directions of one thread, in the order they were filed here (the id in any case)."""
@@ -347,4 +361,5 @@ class AgentMail(Stage):
         """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
 
         Raises Timeout. A matching letter already unread returns at once ("spool")."""
+        self.outbox.copy_sent()
         return self.receiver.wait(timeout, type=type, thread=thread)

@@ -30,6 +30,11 @@ class Outbox(Stage):
         self.flushed = 0  # letters queued by an earlier command that this client has sent since
         self._dispatching: str | None = None
         self._fresh: tuple[Letter, bytes] | None = None  # the letter being dispatched, as filed
+        # Sent-folder copies that no other machine needs at once (``_copy_may_wait``) wait for
+        # ``copy_sent`` (the next sync, wait, flush or close): one MULTIAPPEND for all. The CLI,
+        # one letter a process, copies each as it goes, so its send says when a copy failed.
+        self.batch_copies = True
+        self._queued: set[str] = set()  # the copies this process noted as due
 
     def file(self, letter: Letter, raw: bytes) -> Letter:
         """File a signed letter in the outbox. Submitted right after this (``send_now``): where
@@ -115,8 +120,19 @@ class Outbox(Stage):
         # followers: one submission, one letter, one Message-ID. On the local post office a
         # person has no mailbox: the Cc header names them, nobody delivers.
         rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
-        copies = letter.cc if self.registry.bus.transport == "smtp+imap" else ()
-        return Outgoing(letter_id, raw, Envelope(self.platform.address, tuple(dict.fromkeys([*rcpts, *copies]))), copy)
+        imap = self.registry.bus.transport == "smtp+imap"
+        copies = letter.cc if imap else ()
+        batched = imap and self.batch_copies and self.registry.bus.sent_folder != "" and self._copy_may_wait(letter)
+        envelope = Envelope(self.platform.address, tuple(dict.fromkeys([*rcpts, *copies])))
+        return Outgoing(letter_id, raw, envelope, copy, copy_later=batched)
+
+    def _copy_may_wait(self, letter: Letter) -> bool:
+        """May this letter's sent-folder copy wait for the batch? Not a reply's: on a server
+        without CONDSTORE the platform's other machines learn from it that the letter is
+        answered. Not an opener's under the new-thread quota: they count it there."""
+        if letter.in_reply_to:
+            return False
+        return letter.type == "note" or self.registry.bus.new_threads_per_hour == 0
 
     def flush(self) -> list[SubmitResult]:
         """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
@@ -127,6 +143,11 @@ class Outbox(Stage):
             items = [o for o in map(self._outgoing, self.spool.ids("outbox")) if o is not None]
             if not items:
                 return []
+            later = [i.key for i in items if i.copy_later]
+            if later:  # noted before they go: a process killed after submitting still copies them
+                due = self.spool.copies_due()
+                self.spool.set_copies_due(due + [k for k in later if k not in due])
+                self._queued.update(later)
             try:
                 results = self.transport.submit(items, on_result=self._record)
             except TransportError as exc:
@@ -138,6 +159,37 @@ class Outbox(Stage):
             for key, why in self.transport.copy_failures().items():  # delivered all the same: noted
                 self.spool.annotate(key, sent_copy_failed=why, durable=False)
         return results
+
+    def copy_sent(self) -> int:
+        """Copy the sent letters whose copy is due to the sent folder, in one command; how many
+        were copied. One the server refuses is noted on the letter (``sent_copy_failed``) and
+        not tried again, as a copy made at submission; one still queued stays due."""
+        if not self.spool.copies_due():
+            return 0
+        from ..transport import Envelope, Outgoing
+
+        with self.spool.locked("outbox"):
+            items, queued, theirs = [], [], False
+            for letter_id in self.spool.copies_due():
+                state = self.spool.locate(letter_id)
+                if state == "outbox":
+                    queued.append(letter_id)
+                    continue
+                try:
+                    raw = self.spool.path("sent", letter_id).read_bytes() if state == "sent" else None
+                except FileNotFoundError:
+                    raw = None
+                if raw is None:
+                    continue  # failed, held, dropped: nothing went, nothing to copy
+                items.append(Outgoing(letter_id, raw, Envelope(self.platform.address, ()), copy_later=True))
+                theirs = theirs or letter_id not in self._queued
+            # A copy noted by a process that was killed may have been made before it died.
+            failures = self.transport.copy_sent(items, look_first=theirs) if items else {}
+            for key, why in failures.items():
+                self.spool.annotate(key, sent_copy_failed=why, durable=False)
+            self.spool.set_copies_due(queued)
+            self._queued.intersection_update(queued)
+        return len(items) - len(failures)
 
     def _record(self, result: SubmitResult) -> None:
         if result.status == "sent" and result.key != self._dispatching:

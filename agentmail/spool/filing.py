@@ -36,6 +36,9 @@ def _machine() -> Iterator[None]:
         raise OSError(f"spool database: {exc}") from exc
 
 
+COPIES_DUE = "copies-due"  # the facts row listing them
+
+
 class SpoolFiling(SpoolViews):
     """The writing side of ``Spool``."""
 
@@ -329,3 +332,16 @@ class SpoolFiling(SpoolViews):
             return
         with self.db.write(durable=durable) as tx:
             self._annotate(tx, letter_id, fields)
+
+    # The sent letters whose copy to the IMAP sent folder waits for the next batch (issue 28):
+    # noted before they are submitted, so a process killed in between copies them next time.
+    def copies_due(self) -> list[str]:
+        """The ids of sent or outgoing letters whose sent-folder copy is not made yet, oldest first."""
+        return (self.db.fact(COPIES_DUE) or "").split()
+
+    def set_copies_due(self, ids: list[str]) -> None:
+        with self.db.write(durable=False) as tx:  # lost in a power cut with the moves it follows
+            if ids:
+                tx.execute("INSERT OR REPLACE INTO facts(name, value) VALUES(?, ?)", (COPIES_DUE, " ".join(ids)))
+            else:
+                tx.execute("DELETE FROM facts WHERE name=?", (COPIES_DUE,))

@@ -29,6 +29,10 @@ class Outgoing(Frozen):
     # A file on this machine holding exactly ``raw`` (the spool's copy: path, st_dev, st_ino),
     # which the local post office hard-links instead of writing the bytes again. None elsewhere.
     copy: tuple[str, int, int] | None = None
+    # Its copy to a sent folder may wait for the client's next ``copy_sent``, batched with the
+    # others (one MULTIAPPEND): a letter that answers none, which no other machine must see to
+    # keep from answering it twice (issue 28). False: copied as it is submitted.
+    copy_later: bool = False
 
 
 class Claimed(Frozen):
@@ -173,6 +177,13 @@ class Transport(ABC):
     def copy_failures(self) -> dict[str, str]:
         """Letters the last ``submit`` sent but could not copy to a sent folder (key -> why).
         They were delivered all the same; the client records why. Only IMAP keeps copies."""
+        return {}
+
+    def copy_sent(self, sent: Sequence[Outgoing], *, look_first: bool = False) -> dict[str, str]:
+        """Copy letters submitted earlier (``copy_later``) to the sent folder, all in one
+        command where the server takes several; the ones not copied, key -> why. ``look_first``:
+        a crash may have come after their copy, so one already there (by Message-ID) is not
+        copied again. Only IMAP keeps copies."""
         return {}
 
     def openers_since(self, cutoff_ms: int) -> dict[str, int] | None:

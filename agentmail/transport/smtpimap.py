@@ -97,6 +97,16 @@ def _already_received(client: imapclient.IMAPClient) -> bool:
         sock.settimeout(previous)
 
 
+_MESSAGE_ID = re.compile(rb"(?im)^Message-ID:[ \t]*(<[!-;=?-~]+>)[ \t]*\r?$")
+
+
+def _holds_copy(client: imapclient.IMAPClient, raw: bytes) -> bool:
+    """Does the selected folder hold a letter with ``raw``'s Message-ID (one of ours: written
+    plainly, so it is searched for as it is)?"""
+    found = _MESSAGE_ID.search(raw[: raw.find(b"\r\n\r\n") if b"\r\n\r\n" in raw else len(raw)])
+    return found is not None and bool(client.search(["HEADER", "Message-ID", found.group(1).decode()]))
+
+
 def _tag(client: imapclient.IMAPClient) -> int:
     """imaplib's command counter: unchanged means no command went since."""
     return int(getattr(getattr(client, "_imap", None), "tagnum", -1))
@@ -181,9 +191,24 @@ class SmtpImapTransport(Transport):
         results = self._run(self._submit(messages, on_result or (lambda _result: None)))
         if self.sent_folder != "":
             self._copy_failures = self._copy_to_sent(
-                [m for m, r in zip(messages, results, strict=True) if r.status == "sent"]
+                [m for m, r in zip(messages, results, strict=True) if r.status == "sent" and not m.copy_later]
             )
         return results
+
+    def copy_sent(self, sent: Sequence[Outgoing], *, look_first: bool = False) -> dict[str, str]:
+        if look_first and sent and self.sent_folder != "":
+            try:
+                client = self._connect()
+                folder = self._sent_folder(client)
+                if folder is not None and client.folder_exists(folder):
+                    client.select_folder(folder, readonly=True)
+                    sent = [item for item in sent if not _holds_copy(client, item.raw)]
+            except (IMAPClientError, OSError, AgentmailError) as exc:
+                if isinstance(exc, OSError | IMAPClientAbortError):
+                    self._drop()
+                why = f"not copied to the sent folder on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"
+                return {item.key: why[:300] for item in sent}
+        return self._copy_to_sent(list(sent))
 
     def copy_failures(self) -> dict[str, str]:
         return dict(self._copy_failures)

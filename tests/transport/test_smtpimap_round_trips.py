@@ -28,15 +28,19 @@ def test_copies_to_sent_look_for_the_folder_once_not_per_letter(home: Path, serv
     reg = make_bus(home, servers, sent_folder="Sent", new_threads_per_hour=0)
     with AgentMail(reg, Identity("alpha"), home) as alpha:
         alpha.send("beta", "First", OPENER)
+        assert alpha.copy_sent() == 1
         lists = servers.store.counts["imap.LIST"]
         for n in range(3):
             assert alpha.send("beta", f"Next {n}", OPENER).state == "sent"
+            assert alpha.copy_sent() == 1
         assert servers.store.counts["imap.LIST"] == lists  # no LIST before each APPEND
         servers.store.refuse_appends(1)
         refused = alpha.send("beta", "Refused copy", OPENER)
-        assert "sent_copy_failed" in refused.extra
+        assert alpha.copy_sent() == 0
+        assert "sent_copy_failed" in alpha.show(refused.id).extra
         again = alpha.send("beta", "After the refusal", OPENER)  # looks for the folder again, copies
-        assert "sent_copy_failed" not in again.extra
+        assert alpha.copy_sent() == 1
+        assert "sent_copy_failed" not in alpha.show(again.id).extra
         assert servers.store.counts["imap.LIST"] == lists + 1
     assert len(servers.store.messages("alpha@bus.test", "Sent")) == 5
 
