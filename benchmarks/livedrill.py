@@ -29,6 +29,7 @@ import imaplib
 import json
 import multiprocessing
 import os
+import queue
 import resource
 import shutil
 import smtplib
@@ -369,7 +370,14 @@ def run_round(drill: Drill, mode: str, letters: int, index: int) -> dict[str, An
     got: dict[str, dict[str, Any]] = {}
     try:
         while len(got) < len(procs):
-            key, value = results.get(timeout=TIMEOUT + 60)
+            try:
+                key, value = results.get(timeout=TIMEOUT + 60)
+            except queue.Empty:
+                go.abort()
+                silent = sorted(
+                    f"{role} {p}" for p in PLATFORMS for role in ("recv", "send") if f"{role} {p}" not in got
+                )
+                raise RuntimeError(f"{mode} round {index}: no word from {', '.join(silent)}") from None
             if "error" in value:
                 go.abort()
                 raise RuntimeError(f"{mode} round {index}: {key}: {value['error']}")

@@ -64,6 +64,7 @@ for _logger in ("asyncio", "imapclient"):
 T = TypeVar("T")
 BATCH = 200
 TIMEOUT = 30.0  # one command once logged in (a large DATA or FETCH)
+SESSION_TRUSTED = 10.0  # s: a session this fresh is reused without a NOOP (a close it saw says so)
 IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
 
 
@@ -156,6 +157,7 @@ class SmtpImapTransport(Transport):
         self._client: imapclient.IMAPClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._smtp_session: aiosmtplib.SMTP | None = None
+        self._smtp_answered = 0.0  # time.monotonic() of the session's last reply
         self._uidvalidity: str = ""
         self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._copy_failures: dict[str, str] = {}
@@ -231,19 +233,30 @@ class SmtpImapTransport(Transport):
         return self._loop.run_until_complete(coroutine)
 
     async def _session(self) -> aiosmtplib.SMTP:
-        """The authenticated session, reused while the server keeps it open (a NOOP tells)."""
+        """The authenticated session, reused while the server keeps it open. A server that closed
+        it (a restart, its idle timeout) sent a FIN the loop reads here without a round trip; one
+        quiet for longer than SESSION_TRUSTED may have been cut without one, so a NOOP tells."""
         client = self._smtp_session
         if client is not None and client.is_connected:
-            try:
-                await client.noop()
+            for _ in range(3):  # the read of an EOF, then the close it schedules (TLS: one more)
+                await asyncio.sleep(0)
+            fresh = time.monotonic() - self._smtp_answered < SESSION_TRUSTED
+            if client.is_connected and fresh:
                 return client
+            try:
+                if client.is_connected:
+                    await client.noop()
+                    self._smtp_answered = time.monotonic()
+                    return client
             except (TimeoutError, aiosmtplib.SMTPException, OSError):
-                client.close()
+                pass
+            client.close()
         self._smtp_session = None
         client = self._smtp_client()
         await smtp_login(client, self.smtp, self.login, self.auth)
         client.timeout = TIMEOUT  # the handshake was short; a large DATA may take longer
         self._smtp_session = client
+        self._smtp_answered = time.monotonic()
         return client
 
     async def _submit(self, messages: Sequence[Outgoing], on_result: OnResult) -> list[SubmitResult]:
@@ -279,6 +292,7 @@ class SmtpImapTransport(Transport):
                     record(SubmitResult(m.key, "queued", why))
                 return results
             else:
+                self._smtp_answered = time.monotonic()
                 partial = tuple((addr, f"{code} {msg}") for addr, (code, msg) in refused.items())
                 record(SubmitResult(item.key, "sent", "250 accepted", partial))
         return results

@@ -150,6 +150,10 @@ class _Handler:
         envelope.rcpt_options.extend(rcpt_options)
         return "250 2.1.5 OK"
 
+    async def handle_NOOP(self, server: SMTP, session: Session, envelope: Envelope, arg: str) -> str:
+        self.store.bump("smtp.NOOP")
+        return "250 2.0.0 OK"
+
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         if self.store.take_drop():
             if isinstance(server.transport, asyncio.Transport):

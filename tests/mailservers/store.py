@@ -7,7 +7,7 @@ run on a background event loop while the test thread inspects and injects.
 Counters in :attr:`MailStore.counts` (a ``collections.Counter``):
 
 - ``smtp.connect``, ``smtp.auth`` (successful), ``smtp.auth_failed``,
-  ``smtp.accepted`` (DATA answered 250), ``smtp.refused`` (recipients refused)
+  ``smtp.accepted`` (DATA answered 250), ``smtp.refused`` (recipients refused), ``smtp.NOOP``
 - ``imap.connect``, ``imap.auth`` (successful LOGIN or AUTHENTICATE),
   ``imap.auth_failed``, and
 - ``smtp.auth.XOAUTH2``, ``imap.auth.OAUTHBEARER``...: logins by each token mechanism, and

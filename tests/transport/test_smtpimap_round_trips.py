@@ -1,6 +1,7 @@
 """Round trips the smtp+imap transport no longer spends (issue 28 target 3), on the in-process
 servers: counted by the server, so a command added back fails here. And the one reuse it makes,
-a sync's fetch taking the look ``pending`` just took, never hides a letter."""
+a sync's fetch taking the look ``pending`` just took, never hides a letter; nor does an SMTP
+session reused without a NOOP while its replies are fresh."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
+from agentmail.transport import smtpimap
 from agentmail.transport.smtpimap import SmtpImapTransport
 
 from ..conftest import OPENER, eventually
@@ -90,3 +92,18 @@ def test_a_look_that_saw_nothing_or_was_followed_by_a_command_is_taken_again(hom
     finally:
         beta.close()
         alpha.close()
+
+
+def test_a_burst_of_sends_reuses_the_session_without_a_noop_a_quiet_one_is_checked(
+    home: Path, servers: MailServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg = make_bus(home, servers, sent_folder="", new_threads_per_hour=0)
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        for n in range(4):
+            assert alpha.send("beta", f"Burst {n}", OPENER).state == "sent"
+        assert servers.store.counts["smtp.auth"] == 1
+        assert servers.store.counts["smtp.NOOP"] == 0  # fresh replies vouch for the session
+        monkeypatch.setattr(smtpimap, "SESSION_TRUSTED", 0.0)  # as if it had been quiet for long
+        assert alpha.send("beta", "After a pause", OPENER).state == "sent"
+        assert servers.store.counts["smtp.NOOP"] == 1
+        assert servers.store.counts["smtp.auth"] == 1  # the NOOP vouched; no second login
