@@ -86,9 +86,8 @@ def imap_pending(client: Any, folder: str, checkpoint: str | None) -> bool:
 def imap_copies(
     client: Any, folder: str, checkpoint: str | None, max_size: int
 ) -> Iterator[tuple[list[Incoming], str]]:
-    """The sent folder's letters past ``checkpoint`` (read-only: no flag changes), in batches."""
-    if not client.folder_exists(folder):
-        return
+    """The sent folder's letters past ``checkpoint`` (read-only: no flag changes), in batches.
+    The folder must exist (the caller knows: one LIST per transport, not per sync)."""
     info = client.select_folder(folder, readonly=True)
     validity, uidnext = str(info.get(b"UIDVALIDITY", b"")), int(info.get(b"UIDNEXT", 0) or 0)
     seen = Checkpoint.parse(checkpoint).under(validity)

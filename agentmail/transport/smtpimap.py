@@ -391,7 +391,16 @@ class SmtpImapTransport(Transport):
         with self._imap_failures(" reading the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             if folder is not None:
-                yield from imap_copies(self._connect(), folder, checkpoint, max_size)
+                client, known = self._connect(), self._sent_ready == folder
+                if not known and not client.folder_exists(folder):
+                    return
+                self._sent_ready = folder  # seen to exist: the next read or copy needs no LIST
+                try:
+                    yield from imap_copies(client, folder, checkpoint, max_size)
+                except IMAPClientError as exc:
+                    if isinstance(exc, IMAPClientAbortError) or client.folder_exists(folder):
+                        raise
+                    self._sent_ready = ""  # deleted since it was seen: nothing to read; a copy makes it
 
     def sent_pending(self, checkpoint: str | None) -> bool:
         with self._imap_failures(" looking at the sent folder"):

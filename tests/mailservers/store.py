@@ -396,6 +396,13 @@ class MailStore:
             folders[name] = _Folder(next(_uidvalidity))
             return True
 
+    def delete_folder(self, account: str, folder: str) -> None:
+        """Delete a folder and its messages, as another client's DELETE would (never INBOX)."""
+        with self._lock:
+            name = canonical_folder(folder)
+            if name != "INBOX":
+                self._accounts[account.lower()].pop(name, None)
+
     def state(self, account: str, folder: str) -> FolderState:
         with self._lock:
             box = self._folder(account, folder)

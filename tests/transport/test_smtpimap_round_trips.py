@@ -5,6 +5,7 @@ session reused without a NOOP while its replies are fresh."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +108,31 @@ def test_a_burst_of_sends_reuses_the_session_without_a_noop_a_quiet_one_is_check
         assert alpha.send("beta", "After a pause", OPENER).state == "sent"
         assert servers.store.counts["smtp.NOOP"] == 1
         assert servers.store.counts["smtp.auth"] == 1  # the NOOP vouched; no second login
+
+
+def test_the_sent_record_looks_for_its_folder_once_and_takes_a_deletion_in_its_stride(
+    home: Path, servers: MailServers
+) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent", new_threads_per_hour=0)
+    second = home.parent / "second"  # another machine of alpha: the registry, keys and logins
+    shutil.copytree(home, second, ignore=shutil.ignore_patterns("spool"))
+    with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("alpha"), second) as other:
+        alpha.send("beta", "First", OPENER)
+        alpha.copy_sent()
+        other.sync()  # reads alpha's copy from Sent: one LIST finds the folder
+        lists = servers.store.counts["imap.LIST"]
+        for n in range(3):
+            alpha.send("beta", f"Next {n}", OPENER)
+            alpha.copy_sent()
+            other.sync()
+        assert servers.store.counts["imap.LIST"] == lists  # not one per sync
+        assert len([x for x in other.sent() if x.subject.startswith(("First", "Next"))]) == 4
+        servers.store.delete_folder("alpha@bus.test", "Sent")  # by a person, in a mail client
+        other.sync()  # nothing to read there now: not an error
+        refused = alpha.send("beta", "Right after the deletion", OPENER)
+        assert alpha.copy_sent() == 0  # the APPEND is refused, and said (as before this change)
+        assert "sent_copy_failed" in alpha.show(refused.id).extra
+        later = alpha.send("beta", "After the deletion", OPENER)
+        assert alpha.copy_sent() == 1  # this copy looked again and made the folder
+        other.sync()
+        assert any(x.message_id == later.message_id for x in other.sent())
