@@ -403,6 +403,17 @@ class SmtpImapTransport(Transport):
                     self._sent_ready = ""  # deleted since it was seen: nothing to read; a copy makes it
 
     def sent_pending(self, checkpoint: str | None) -> bool:
+        looked = self._looked
+        standing = looked is not None and looked[0] is self._client and looked[1] == _tag(looked[0])
+        try:
+            return self._sent_pending(checkpoint)
+        finally:
+            # LIST and STATUS leave the selected mailbox as it was (RFC 3501 §6.3.10): a look
+            # at INBOX that stood before them stands after, so the fetch needs no new EXAMINE.
+            if looked is not None and standing and self._looked is looked and looked[0] is self._client:
+                self._looked = (looked[0], _tag(looked[0]), looked[2], looked[3])
+
+    def _sent_pending(self, checkpoint: str | None) -> bool:
         with self._imap_failures(" looking at the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             try:

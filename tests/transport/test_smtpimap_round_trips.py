@@ -136,3 +136,26 @@ def test_the_sent_record_looks_for_its_folder_once_and_takes_a_deletion_in_its_s
         assert alpha.copy_sent() == 1  # this copy looked again and made the folder
         other.sync()
         assert any(x.message_id == later.message_id for x in other.sent())
+
+
+def test_a_look_at_the_sent_folder_between_pending_and_the_fetch_keeps_the_inbox_look(
+    home: Path, servers: MailServers
+) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent", new_threads_per_hour=0)
+    beta = SmtpImapTransport.from_registry(reg, "beta", home)
+    servers.store.create_folder("beta@bus.test", "Sent")
+    try:
+        with AgentMail(reg, Identity("alpha"), home) as alpha:
+            start = beta.tip()
+            sent = alpha.send("beta", "Waiting", OPENER)
+            assert eventually(lambda: bool(servers.store.messages("beta@bus.test")))
+            assert beta.pending(start)
+            looks = servers.store.counts["imap.EXAMINE"] + servers.store.counts["imap.SELECT"]
+            statuses = servers.store.counts["imap.STATUS"]
+            beta.sent_pending(None)  # one STATUS of Sent, whatever it finds
+            assert servers.store.counts["imap.STATUS"] == statuses + 1
+            (raw,) = _letters(beta, start)
+            assert sent.message_id.encode() in raw
+            assert servers.store.counts["imap.EXAMINE"] + servers.store.counts["imap.SELECT"] == looks
+    finally:
+        beta.close()
