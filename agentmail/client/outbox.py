@@ -163,7 +163,8 @@ class Outbox(Stage):
     def copy_sent(self) -> int:
         """Copy the sent letters whose copy is due to the sent folder, in one command; how many
         were copied. One the server refuses is noted on the letter (``sent_copy_failed``) and
-        not tried again, as a copy made at submission; one still queued stays due."""
+        not tried again, as a copy made at submission; one still queued stays due, and so do
+        all while the server cannot be reached."""
         if not self.spool.copies_due():
             return 0
         from ..transport import Envelope, Outgoing
@@ -184,7 +185,11 @@ class Outbox(Stage):
                 items.append(Outgoing(letter_id, raw, Envelope(self.platform.address, ()), copy_later=True))
                 theirs = theirs or letter_id not in self._queued
             # A copy noted by a process that was killed may have been made before it died.
-            failures = self.transport.copy_sent(items, look_first=theirs) if items else {}
+            try:
+                failures = self.transport.copy_sent(items, look_first=theirs) if items else {}
+            except TransportError:  # unreachable now: all stay due; some may be there, so look first
+                self._queued.difference_update(item.key for item in items)
+                return 0
             for key, why in failures.items():
                 self.spool.annotate(key, sent_copy_failed=why, durable=False)
             self.spool.set_copies_due(queued)

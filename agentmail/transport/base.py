@@ -183,7 +183,9 @@ class Transport(ABC):
         """Copy letters submitted earlier (``copy_later``) to the sent folder, all in one
         command where the server takes several; the ones not copied, key -> why. ``look_first``:
         a crash may have come after their copy, so one already there (by Message-ID) is not
-        copied again. Only IMAP keeps copies."""
+        copied again. A TransportError: the server cannot be reached now, and any of them may
+        have been copied before the connection broke (the caller keeps them due, looks first
+        next time). Only IMAP keeps copies."""
         return {}
 
     def openers_since(self, cutoff_ms: int) -> dict[str, int] | None:

@@ -108,6 +108,14 @@ def _holds_copy(client: imapclient.IMAPClient, raw: bytes) -> bool:
     return found is not None and bool(client.search(["HEADER", "Message-ID", found.group(1).decode()]))
 
 
+def _unreachable(imap: Endpoint, exc: BaseException) -> TransportError:
+    if isinstance(exc, TransportError):
+        return exc
+    return TransportError(
+        f"IMAP {endpoint_name(imap)} failed copying to the sent folder: {exc.__class__.__name__}: {exc}"
+    )
+
+
 def _tag(client: imapclient.IMAPClient) -> int:
     """imaplib's command counter: unchanged means no command went since."""
     return int(getattr(getattr(client, "_imap", None), "tagnum", -1))
@@ -206,11 +214,12 @@ class SmtpImapTransport(Transport):
                     client.select_folder(folder, readonly=True)
                     sent = [item for item in sent if not _holds_copy(client, item.raw)]
             except (IMAPClientError, OSError, AgentmailError) as exc:
-                if isinstance(exc, OSError | IMAPClientAbortError):
+                if isinstance(exc, TransportError | OSError | IMAPClientAbortError):
                     self._drop()
+                    raise _unreachable(self.imap, exc) from exc
                 why = f"not copied to the sent folder on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"
                 return {item.key: why[:300] for item in sent}
-        return self._copy_to_sent(list(sent))
+        return self._copy_to_sent(list(sent), later=True)
 
     def copy_failures(self) -> dict[str, str]:
         return dict(self._copy_failures)
@@ -326,9 +335,11 @@ class SmtpImapTransport(Transport):
             self._found_sent = found
         return self._found_sent or None
 
-    def _copy_to_sent(self, sent: list[Outgoing]) -> dict[str, str]:
+    def _copy_to_sent(self, sent: list[Outgoing], *, later: bool = False) -> dict[str, str]:
         """So a human sees both directions in a mail client. A failure here never unsends: the
-        letters not copied are returned (key -> why) for the client to record."""
+        letters not copied are returned (key -> why) for the client to record. ``later``: copies
+        made after their submission, which can wait for a server that cannot be reached now
+        (a TransportError; some of them may have been copied before it broke)."""
         if not sent or self.sent_folder == "":
             return {}
         copied = 0
@@ -354,6 +365,8 @@ class SmtpImapTransport(Transport):
             if isinstance(exc, OSError | IMAPClientAbortError):
                 self._drop()  # the connection is gone: the next IMAP command opens a fresh one
             self._sent_ready = ""  # deleted meanwhile? the next copy looks again
+            if later and isinstance(exc, TransportError | OSError | IMAPClientAbortError):
+                raise _unreachable(self.imap, exc) from exc
             why = f"not copied to {folder} on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
             return {item.key: why for item in sent[copied:]}
         return {}

@@ -110,3 +110,23 @@ def test_without_a_sent_folder_nothing_is_due(home: Path, servers: MailServers) 
         assert alpha.spool.copies_due() == []
         assert alpha.copy_sent() == 0
     assert servers.store.counts["imap.APPEND"] == 0
+
+
+def test_copies_wait_for_a_server_that_cannot_be_reached_and_are_made_once_after(
+    home: Path, servers: MailServers
+) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent", new_threads_per_hour=0)
+    with AgentMail(reg, Identity("alpha"), home) as alpha:
+        sent = [alpha.send("beta", f"Through an outage {n}", OPENER) for n in range(3)]
+        servers.stop_imap()
+        assert alpha.copy_sent() == 0  # not a failure of the copies: the server is away
+        assert all("sent_copy_failed" not in alpha.show(x.id).extra for x in sent)
+        assert sorted(alpha.spool.copies_due()) == sorted(x.id for x in sent)
+        servers.start_imap()
+        # The connection may have broken after one APPEND went through: that one is there.
+        servers.store.append("alpha@bus.test", "Sent", alpha.spool.path("sent", sent[0].id).read_bytes())
+        searches = servers.store.counts["imap.UID SEARCH"] + servers.store.counts["imap.SEARCH"]
+        assert alpha.copy_sent() == 3  # all three in Sent now, the one already there not appended again
+        assert servers.store.counts["imap.UID SEARCH"] + servers.store.counts["imap.SEARCH"] > searches  # it looked
+        assert not alpha.spool.copies_due()
+    assert _once_each(servers, [x.message_id for x in sent])
