@@ -114,11 +114,11 @@ class Holds(Stage):
         announcement, from one of this platform's approvers (authenticated as any person's
         letter: DESIGN §5), releases or rejects it. Anything else decides nothing and is
         recorded on the letter (``approval_ignored``)."""
-        from ..people import approval
-
         held = {x.extra.get("announced"): x for x in self.held() if x.extra.get("announced")}
         if not held:
-            return
+            return  # before the import: a waiting CLI process would load it after the wake (~0.4 ms)
+        from ..people import approval
+
         accepted = filed.ids if isinstance(filed, Filed) else filed  # listed only while a letter is held
         allowed = approval.approvers(self.registry, self.me.platform)
         # An answer filed by a sync that died before acting on it is still unread and carries no

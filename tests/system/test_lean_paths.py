@@ -169,6 +169,16 @@ def test_a_send_and_a_reply_load_no_email_package_nor_socket(alpha: AgentMail, b
     assert [letter.type for letter in alpha.inbox()] == ["ack"]
 
 
+def test_a_read_with_nothing_held_loads_no_approval_code(alpha: AgentMail, home: Path) -> None:
+    """Issue 28 (figure 1): the approvers' answers are looked for after every sync, but with no
+    letter held the approval code is never loaded; a waiting CLI process paid ~0.4 ms for it
+    after the wake, before it showed the letter."""
+    alpha.send("beta", "Quota", OPENER)
+    modules = set(_after_main(home, "list(sys.modules)", "--as", "beta", "inbox"))
+    assert "agentmail.client.receiver" in modules  # the read did sync
+    assert "agentmail.people.approval" not in modules
+
+
 def test_deliver_remakes_a_maildir_removed_under_a_long_lived_process(tmp_path: Path) -> None:
     """deliver makes a Maildir's folders once per process (issue 11); one removed since (a
     rebuilt post office) is made again, and the letter still lands in new/."""
