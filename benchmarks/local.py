@@ -108,6 +108,7 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
     base: list[float] = []
     signed: list[float] = []  # the same bytes signed with dkimpy as agentmail signs, then bare
     count = settings.send_letters
+    made: list[Path] = []  # the baselines' folders, removed only after the last timed run
     for run in Runs(settings.repeats, settings.budget):
         before = set(alpha.spool.ids("sent"))
         start = time.perf_counter()
@@ -117,20 +118,21 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
         raws = [alpha.spool.raw(i) for i in alpha.spool.ids("sent") if i not in before]
         assert len(raws) == count, f"{len(raws)} of {count} letters were sent"
         maildir = _maildir(root / f"send-baseline-{run}")
+        made.append(maildir)
         start = time.perf_counter()
         for raw in raws:
             bare.deliver(maildir, raw)
         base.append(count / (time.perf_counter() - start))
         maildir = _maildir(root / f"send-signed-{run}")
+        made.append(maildir)
         unsigned = [signed_floor.unsigned(raw) for raw in raws]
         start = time.perf_counter()
         for raw in unsigned:
             signed_floor.deliver(maildir, raw, dkim_domain, me.selector, private)
         signed.append(count / (time.perf_counter() - start))
     alpha.close()
-    for run in range(len(ours)):  # only now: a deletion's clean-up must not land on a timed run
-        shutil.rmtree(root / f"send-baseline-{run}")
-        shutil.rmtree(root / f"send-signed-{run}")
+    for folder in made:  # only now: a deletion's clean-up must not land on a timed run
+        shutil.rmtree(folder)
     tb.remove()
     return Figure(
         "send_throughput",

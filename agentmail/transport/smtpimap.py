@@ -29,7 +29,7 @@ import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import aiosmtplib
 import imapclient
@@ -108,12 +108,13 @@ def _holds_copy(client: imapclient.IMAPClient, raw: bytes) -> bool:
     return found is not None and bool(client.search(["HEADER", "Message-ID", found.group(1).decode()]))
 
 
-def _unreachable(imap: Endpoint, exc: BaseException) -> TransportError:
+def _raise_unreachable(imap: Endpoint, exc: BaseException) -> NoReturn:
+    """A copy left for later met a server it cannot reach now: said as a TransportError, once."""
     if isinstance(exc, TransportError):
-        return exc
-    return TransportError(
+        raise exc
+    raise TransportError(
         f"IMAP {endpoint_name(imap)} failed copying to the sent folder: {exc.__class__.__name__}: {exc}"
-    )
+    ) from exc
 
 
 def _tag(client: imapclient.IMAPClient) -> int:
@@ -214,9 +215,9 @@ class SmtpImapTransport(Transport):
                     client.select_folder(folder, readonly=True)
                     sent = [item for item in sent if not _holds_copy(client, item.raw)]
             except (IMAPClientError, OSError, AgentmailError) as exc:
-                if isinstance(exc, TransportError | OSError | IMAPClientAbortError):
+                if isinstance(exc, OSError | IMAPClientAbortError):
                     self._drop()
-                    raise _unreachable(self.imap, exc) from exc
+                    _raise_unreachable(self.imap, exc)
                 why = f"not copied to the sent folder on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"
                 return {item.key: why[:300] for item in sent}
         return self._copy_to_sent(list(sent), later=True)
@@ -246,19 +247,11 @@ class SmtpImapTransport(Transport):
         it (a restart, its idle timeout) sent a FIN the loop reads here without a round trip; one
         quiet for longer than SESSION_TRUSTED may have been cut without one, so a NOOP tells."""
         client = self._smtp_session
-        if client is not None and client.is_connected:
+        if client is not None:
             for _ in range(3):  # the read of an EOF, then the close it schedules (TLS: one more)
                 await asyncio.sleep(0)
-            fresh = time.monotonic() - self._smtp_answered < SESSION_TRUSTED
-            if client.is_connected and fresh:
+            if client.is_connected and await self._still_answers(client):
                 return client
-            try:
-                if client.is_connected:
-                    await client.noop()
-                    self._smtp_answered = time.monotonic()
-                    return client
-            except (TimeoutError, aiosmtplib.SMTPException, OSError):
-                pass
             client.close()
         self._smtp_session = None
         client = self._smtp_client()
@@ -267,6 +260,17 @@ class SmtpImapTransport(Transport):
         self._smtp_session = client
         self._smtp_answered = time.monotonic()
         return client
+
+    async def _still_answers(self, client: aiosmtplib.SMTP) -> bool:
+        """A reply under SESSION_TRUSTED ago vouches for the session; an older one, a NOOP."""
+        if time.monotonic() - self._smtp_answered < SESSION_TRUSTED:
+            return True
+        try:
+            await client.noop()
+        except (TimeoutError, aiosmtplib.SMTPException, OSError):
+            return False
+        self._smtp_answered = time.monotonic()
+        return True
 
     async def _submit(self, messages: Sequence[Outgoing], on_result: OnResult) -> list[SubmitResult]:
         results: list[SubmitResult] = []
@@ -335,6 +339,17 @@ class SmtpImapTransport(Transport):
             self._found_sent = found
         return self._found_sent or None
 
+    def _sent_exists(self, client: imapclient.IMAPClient, folder: str, *, make: bool = False) -> bool:
+        """Does the sent folder exist? Asked once per transport (again after a failed copy or a
+        read that found it deleted), not before each copy or read; ``make``: create it if not."""
+        if self._sent_ready != folder:
+            if not client.folder_exists(folder):
+                if not make:
+                    return False
+                client.create_folder(folder)
+            self._sent_ready = folder
+        return True
+
     def _copy_to_sent(self, sent: list[Outgoing], *, later: bool = False) -> dict[str, str]:
         """So a human sees both directions in a mail client. A failure here never unsends: the
         letters not copied are returned (key -> why) for the client to record. ``later``: copies
@@ -349,10 +364,7 @@ class SmtpImapTransport(Transport):
             folder = self._sent_folder(client)
             if folder is None:
                 return {}
-            if self._sent_ready != folder:
-                if not client.folder_exists(folder):
-                    client.create_folder(folder)
-                self._sent_ready = folder
+            self._sent_exists(client, folder, make=True)
             if len(sent) > 1 and b"MULTIAPPEND" in client.capabilities():
                 # One command, one round trip for the whole flush (RFC 3502): all copied or
                 # none, so a refusal leaves every letter of it noted as not copied.
@@ -362,11 +374,11 @@ class SmtpImapTransport(Transport):
                 client.append(folder, item.raw, flags=(imapclient.SEEN,))
                 copied += 1
         except (IMAPClientError, OSError, AgentmailError) as exc:
+            self._sent_ready = ""  # deleted meanwhile? the next copy looks again
             if isinstance(exc, OSError | IMAPClientAbortError):
                 self._drop()  # the connection is gone: the next IMAP command opens a fresh one
-            self._sent_ready = ""  # deleted meanwhile? the next copy looks again
-            if later and isinstance(exc, TransportError | OSError | IMAPClientAbortError):
-                raise _unreachable(self.imap, exc) from exc
+                if later:
+                    _raise_unreachable(self.imap, exc)
             why = f"not copied to {folder} on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
             return {item.key: why for item in sent[copied:]}
         return {}
@@ -404,10 +416,9 @@ class SmtpImapTransport(Transport):
         with self._imap_failures(" reading the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             if folder is not None:
-                client, known = self._connect(), self._sent_ready == folder
-                if not known and not client.folder_exists(folder):
+                client = self._connect()
+                if not self._sent_exists(client, folder):
                     return
-                self._sent_ready = folder  # seen to exist: the next read or copy needs no LIST
                 try:
                     yield from imap_copies(client, folder, checkpoint, max_size)
                 except IMAPClientError as exc:
