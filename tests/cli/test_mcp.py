@@ -26,7 +26,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.letter.attach import Attachment
 
 from ..conftest import OPENER
-from ..depth import examples
+from ..depth import examples, suppressed
 
 TOOL_NAMES = {
     "whoami",
@@ -542,7 +542,7 @@ def test_every_schema_violation_is_a_tool_error_and_changes_nothing(
         @settings(
             max_examples=examples(400),
             deadline=None,
-            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+            suppress_health_check=suppressed(HealthCheck.too_slow, HealthCheck.filter_too_much),
         )
         def violation_is_refused(case: tuple[str, dict[str, Any], str]) -> None:
             name, args, way = case

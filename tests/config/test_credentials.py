@@ -76,7 +76,7 @@ import sys  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from ..depth import examples  # noqa: E402
+from ..depth import examples, suppressed  # noqa: E402
 
 WHERE = "the command of AGENTMAIL_PASSWORD_CMD in the environment (program 'helper')"
 # What printed bytes can turn into: the secret, or one of these sentences after WHERE.
@@ -156,7 +156,7 @@ def test_each_call_runs_the_command_again(tmp_path: Path) -> None:
 
 
 @given(st.binary(max_size=300))
-@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=suppressed(HealthCheck.too_slow))
 def test_any_output_is_the_secret_or_one_clear_refusal_never_echoed(data: bytes) -> None:
     try:
         secret = credentials.secret_from_output(data, WHERE)
@@ -177,7 +177,7 @@ def test_any_output_is_the_secret_or_one_clear_refusal_never_echoed(data: bytes)
         ),
     )
 )
-@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=suppressed(HealthCheck.too_slow))
 def test_a_real_command_printing_any_bytes_gives_the_secret_or_one_line(data: bytes) -> None:
     """Through a real process: whatever it prints, a secret or a ConfigError of one line, never a
     traceback or another exception type, never the bytes printed."""

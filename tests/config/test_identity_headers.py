@@ -27,7 +27,7 @@ from agentmail.letter import wire
 from agentmail.transport.local import deliver
 from agentmail.trust import authenticity
 
-from ..depth import examples
+from ..depth import examples, suppressed
 from ..people.test_writing import CAROL, client_letter, people, vouched  # noqa: F401  (people: the fixture)
 from ..trust.test_authenticity import letter_bytes, sign_as, trusting
 
@@ -233,7 +233,9 @@ def test_agentmail_and_the_email_package_never_name_different_mailboxes(name: st
         assert "@" not in address.display_name or address.display_name.lower() == address.addr_spec.lower()
 
 
-@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
 @given(value=address_values())
 def test_a_vouched_letter_is_filed_as_the_one_mailbox_every_reader_names_or_refused(
     people: Registry,  # noqa: F811

@@ -20,7 +20,7 @@ from agentmail.config._toml import CACHE, BadToml, read_toml
 from agentmail.config.registry import Registry, load
 from agentmail.errors import ConfigError
 
-from ..depth import examples
+from ..depth import examples, suppressed
 
 
 @pytest.fixture(autouse=True)
@@ -213,7 +213,9 @@ def _dump(data: dict[str, Any]) -> str:
     return tomli_w.dumps(data)
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
 @given(data=st.dictionaries(_KEYS, _VALUES, max_size=6), garbage=st.binary(max_size=40))
 def test_what_the_cache_returns_is_what_tomllib_returns(
     home: Path, tmp_path: Path, data: dict[str, Any], garbage: bytes

@@ -32,7 +32,7 @@ from agentmail.trust import signing
 from agentmail.trust.authenticity import pinned_key
 
 from ..conftest import OPENER, Cli
-from ..depth import examples
+from ..depth import examples, suppressed
 from ..mailservers import MailServers
 from ..transport.test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
@@ -369,7 +369,9 @@ def test_patches_need_a_range_of_commits(tmp_path: Path) -> None:
 
 # --- properties ----------------------------------------------------------------------------
 
-PROPS = settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+PROPS = settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
 
 
 @PROPS

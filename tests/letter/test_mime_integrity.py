@@ -25,7 +25,7 @@ from agentmail.stages.compose import Draft, compose
 from agentmail.transport.local import deliver
 from agentmail.trust import authenticity
 
-from ..depth import examples
+from ..depth import examples, suppressed
 from ..mailservers import MailServers
 from ..transport.test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
@@ -348,7 +348,9 @@ generated = st.one_of(
 )
 
 
-@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
 @given(body=bodies, mutation=generated)
 def test_property_any_mime_mutation_is_quarantined_or_shows_the_signed_text(
     alpha: AgentMail, beta: AgentMail, body: str, mutation: Callable[[bytes], bytes]

@@ -16,7 +16,7 @@ from agentmail.config.registry import Person, Registry
 from agentmail.letter import mime, readable
 from agentmail.trust import authenticity, signing
 
-from ..depth import examples
+from ..depth import examples, suppressed
 
 # --- the quote cutter -------------------------------------------------------------------------
 
@@ -140,7 +140,9 @@ def _sign(raw: bytes) -> bytes:
     charset=st.sampled_from(["utf-8"]),
     cte=st.sampled_from([None, "quoted-printable", "base64"]),
 )
-@settings(max_examples=examples(80), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(80), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
 def test_a_vouched_person_letter_shows_its_new_text_whatever_the_client_encoding(
     registry: Registry, body: str, shape: str, charset: str, cte: str | None
 ) -> None:
@@ -162,7 +164,9 @@ def test_html_text_is_the_texts_words(body: str) -> None:
 
 
 @given(junk=st.binary(max_size=300), at=st.integers(min_value=0, max_value=2000))
-@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
 def test_hostile_bytes_in_a_vouched_person_letter_give_a_verdict_never_an_exception(
     registry: Registry, junk: bytes, at: int
 ) -> None:

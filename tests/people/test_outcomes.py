@@ -31,6 +31,7 @@ from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
 from ..conftest import OPENER, Cli
+from ..depth import suppressed
 
 
 def _fixed(alpha: AgentMail, beta: AgentMail) -> tuple[str, str]:
@@ -166,7 +167,7 @@ _STEP = st.tuples(
 )
 
 
-@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=suppressed(HealthCheck.too_slow))
 @given(st.lists(_STEP, min_size=1, max_size=45), st.sampled_from(["report", "question"]))
 def test_no_sequence_of_letters_exceeds_the_depth_cap_or_answers_an_ack(
     steps: list[tuple[str, str, str, str | None]], opener: str

@@ -25,7 +25,7 @@ from agentmail.spool.search import Query, SearchIndex, since_ms, to_fts
 from agentmail.spool.words import BODY_LEAD, STRADDLE, lead_and_rest
 
 from ..conftest import OPENER
-from ..depth import examples
+from ..depth import examples, suppressed
 
 LOGIN = "The login page times out after 30 seconds for SSO users; the IdP answers in 2 seconds."
 
@@ -337,7 +337,7 @@ _HOSTILE = st.text(alphabet=st.sampled_from("\"*()^:+-.,;{}[]\\'`~ \t\x00\x1b\u2
 def test_any_text_is_a_result_or_one_bad_input(corpus: tuple[SearchIndex, dict[str, str]]) -> None:
     index, _ids = corpus
 
-    @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(400), deadline=None, suppress_health_check=suppressed(HealthCheck.too_slow))
     @given(st.one_of(st.text(max_size=80), st.lists(st.one_of(_HOSTILE, st.sampled_from(
         ["AND", "OR", "NOT", "NEAR", "subject:", "body:", "NEAR(", "*", '"', "quota", "\ud800", "-", "^"])), max_size=8
     ).map(" ".join)), st.booleans())  # fmt: skip
@@ -363,7 +363,7 @@ def test_a_word_wrapped_in_operators_still_finds_its_letter(corpus: tuple[Search
         "résumé": "gamma", "snake_case": "delta", "dotted.name": "delta", "path/to": "delta",
     }  # fmt: skip
 
-    @settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(300), deadline=None, suppress_health_check=suppressed(HealthCheck.too_slow))
     @given(st.sampled_from(sorted(words)), _HOSTILE, _HOSTILE, st.sampled_from(["", "*"]))
     def check(word: str, before: str, after: str, star: str) -> None:
         query = f"{before} {word}{star} {after}".replace("*", "") if star == "" else f"{before} {word}{star} {after}"

@@ -17,7 +17,7 @@ from agentmail.model import Letter
 from agentmail.spool import Spool, search
 from agentmail.spool.search import WEIGHTS, Query, SearchIndex, _bounds, _filters, to_fts
 
-from ..depth import examples
+from ..depth import examples, suppressed
 
 WORDS = ("quota", "login", "crash", "timeout", "error", "plan", "cache")
 SENDERS = ("alpha", "gamma", "delta")
@@ -89,7 +89,7 @@ _QUERIES = st.builds(
 def test_ranking_first_gives_the_hits_ranking_every_match_joined_gave(index: SearchIndex) -> None:
     db = index.spool.db.conn()
 
-    @settings(max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=examples(400), deadline=None, suppress_health_check=suppressed(HealthCheck.too_slow))
     @given(_QUERIES, st.sampled_from((1, 3, 17, 2000)))
     def check(query: Query, window: int) -> None:
         match = to_fts(query.text)

@@ -21,7 +21,7 @@ from agentmail.letter import attach
 from agentmail.stages import evidence
 
 from ..conftest import OPENER, Cli
-from ..depth import examples
+from ..depth import examples, suppressed
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -368,7 +368,9 @@ def test_the_sender_editing_its_sent_copy_changes_nothing_the_reader_filed(
 _PART = st.sampled_from(["..", ".", "a", "b", "logs", ""])
 
 
-@settings(max_examples=examples(200), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
 @given(
     link=st.lists(st.sampled_from(["a", "b", "logs"]), min_size=1, max_size=3).map("/".join),
     target=st.lists(_PART, min_size=1, max_size=6).map("/".join).filter(lambda t: t and not t.startswith("/")),

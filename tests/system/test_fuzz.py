@@ -41,7 +41,7 @@ from agentmail.stages.compose import Draft, compose
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
-from ..depth import examples
+from ..depth import examples, suppressed
 from ..mailservers import MailServers
 from ..transport.test_transport_smtpimap import USERS, make_bus
 
@@ -52,12 +52,12 @@ FUZZ = settings(
     derandomize=SCALE == 1,
     database=None,
     print_blob=SCALE > 1,
-    suppress_health_check=[
+    suppress_health_check=suppressed(
         HealthCheck.too_slow,
         HealthCheck.function_scoped_fixture,
         HealthCheck.data_too_large,
         HealthCheck.filter_too_much,
-    ],
+    ),
 )
 
 # --- the mailboxes --------------------------------------------------------------------------

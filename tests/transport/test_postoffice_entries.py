@@ -34,7 +34,7 @@ from agentmail.spool import Spool
 from agentmail.transport.local import Mailbox
 
 from ..conftest import make_signed_letters
-from ..depth import examples
+from ..depth import examples, suppressed
 
 KINDS = ("fifo", "directory", "dangling", "outside", "zero", "unreadable")
 HANG_MARGIN = 120.0  # seconds: only a hung sync ever reaches it
@@ -90,7 +90,7 @@ def _plant(kind: str, path: Path, outside: Path, hidden: bytes) -> None:
         path.chmod(0)
 
 
-@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=suppressed(HealthCheck.too_slow))
 @given(
     st.tuples(st.lists(st.sampled_from(KINDS), max_size=5), st.integers(1, 3)).flatmap(
         lambda drawn: st.permutations([*drawn[0], *["letter"] * drawn[1]])

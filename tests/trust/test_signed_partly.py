@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from agentmail.config.registry import Registry
 from agentmail.trust import authenticity
 
+from ..depth import suppressed
 from ..people.test_writing import client_letter, people, vouched  # noqa: F401  (the fixture)
 
 STRICT = "from:to:subject:date:message-id:in-reply-to:references:mime-version:content-type:content-transfer-encoding"
@@ -181,7 +182,7 @@ _PARTIAL = ["opendkim-stock", "opendkim-stock+thread", "no-cte", "no-content-typ
 _ACCEPTED = [(s, k) for s in _PARTIAL for k in LETTERS if (s, k) not in QUARANTINED]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture))
 @given(cell=st.sampled_from(_ACCEPTED), mutations=st.lists(st.tuples(_MUTATION, st.booleans()), min_size=1, max_size=3))
 def test_a_relays_redeclaration_of_an_unsigned_mime_header_shows_the_same_text_or_quarantines(
     people: Registry,  # noqa: F811
