@@ -24,6 +24,8 @@ from ..config.recipients import split
 from ..config.registry import (
     AUTH_MECHANISMS,
     DOMAIN_RE,
+    MAX_OVERLAP,
+    MAX_OVERLAP_DAYS,
     PERSON_RE,
     TLS_MODES,
     Person,
@@ -253,6 +255,9 @@ def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None =
     ``[dkim.previous]`` until now + overlap, so letters it signed that are still in flight are
     accepted; without it the old key is dropped at once (as before)."""
     old = registry.get(name)
+    if overlap is not None and overlap > MAX_OVERLAP:
+        raise BadInput(f"keygen --rotate: the old key stays valid at most {MAX_OVERLAP_DAYS} days (90d), "
+                       f"the longest the registry takes")  # fmt: skip
     private, public = signing.generate_keypair()
     retiring = None
     if overlap is not None:

@@ -43,6 +43,20 @@ def _secrets_mode(home: Path) -> Check:
     return Check("secrets folder", True, f"{folder} mode {mode:o}")
 
 
+def _previous_keys(reg: registry.Registry) -> Check:
+    """Every key a rotation kept beside a platform's current one, and until when: a second key
+    that signs as a platform is never invisible (the registry refuses one that is not the
+    platform's own or that lasts more than its maximum)."""
+    now = time.time()
+    kept = [
+        f"{p.name}: s={p.retiring.selector} until {p.retiring.until}"
+        + (" (still valid)" if p.retiring.valid_at(now) else " (ended: 'keygen --retire' drops it)")
+        for p in reg.platforms.values()
+        if p.retiring is not None
+    ]
+    return Check("previous keys", True, "; ".join(kept) if kept else "none kept")
+
+
 def _outbox(client: AgentMail) -> Check:
     queued, failed = client.spool.ids("outbox"), client.spool.ids("failed")
     if queued:
@@ -81,6 +95,7 @@ def run_checks(
             f"{len(reg.platforms)} platform(s) at {reg.root}" + (f"; fix: {problems}" if problems else ""),
         )
     )
+    checks.append(_previous_keys(reg))
     try:
         me = identity.resolve(reg, platform, agent, Path.cwd())
     except AgentmailError as exc:
