@@ -195,7 +195,12 @@ def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
 
 
 @commands.command()
-@option("--rotate", metavar="WINDOW", type=duration, help="Keep the old key valid beside the new one for WINDOW (7d; at most 90d).")
+@option(
+    "--rotate",
+    metavar="WINDOW",
+    type=duration,
+    help="Keep the old key valid beside the new one for WINDOW (7d; at most 90d).",
+)
 @option("--retire", is_flag=True, help="Drop the old key a --rotate kept (no new key).")
 @json_option
 def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:

@@ -150,8 +150,7 @@ def test_a_registry_loads_only_when_no_entry_claims_what_another_owns(
     addresses = [local for local, _, _ in entries]
     current = [key for _, key, _ in entries]
     stolen = any(
-        old is not None
-        and any(j != i and old in (entries[j][1], entries[j][2]) for j in range(len(entries)))
+        old is not None and any(j != i and old in (entries[j][1], entries[j][2]) for j in range(len(entries)))
         for i, (_, _, old) in enumerate(entries)
     )
     if len(set(addresses)) < len(addresses) or stolen:
