@@ -224,11 +224,14 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
-    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
+    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it). Refused (exit 6)
+    while the agentmail home's secrets/ lies in a git work tree that tracks it or does not ignore it."""
+    from ..admin import bus
     from ..config.identity import write_marker
     from ..config.registry import load
 
     load(ctx.registry_root()).named(platform_name)  # an unknown name says "did you mean" (exit 2)
+    bus.refuse_exposed(ctx.home, "bind")
     path, previous = write_marker(Path(root) if root else None, platform_name)
     note = f" (was {previous})" if previous and previous != platform_name else ""
     emit(
