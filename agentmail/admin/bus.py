@@ -41,7 +41,7 @@ from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..model import check_name
 from ..transport.logins import tls_context
 from ..trust import signing
-from .exposure import refuse_exposed
+from .exposure import refuse_exposed as refuse_exposed  # bind asks it too
 
 
 def _selector(name: str) -> str:
