@@ -159,3 +159,16 @@ def test_a_registry_loads_only_when_no_entry_claims_what_another_owns(
     else:
         reg = registry.load(root)
         assert [p.public_key for p in reg.platforms.values()] == current and not reg.problems
+
+
+def test_an_mcp_server_on_such_a_registry_answers_each_tool_with_the_one_line(registry: Registry, home: Path) -> None:
+    from agentmail.cli import mcp_server
+    from agentmail.client.facade import AgentMail
+    from agentmail.config.identity import Identity
+
+    folder = home / "registry" / "platforms"
+    forged = (folder / "beta.toml").read_text().replace('name = "beta"', 'name = "aaa"')
+    (folder / "aaa.toml").write_text(forged.replace("beta@bus.test", "alpha@bus.test"))
+    tools = mcp_server.Tools(lambda: AgentMail(registry_mod_load(home), Identity("alpha"), home))
+    text, failed = tools.run("inbox", {})
+    assert failed and "both claim the address alpha@bus.test" in text and "\n" not in text

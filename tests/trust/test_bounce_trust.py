@@ -12,9 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentmail.admin import bus
+from agentmail.cli import mcp_server
+from agentmail.client.facade import AgentMail
 from agentmail.config.registry import Registry
+from agentmail.transport.local import deliver
 from agentmail.trust import authenticity
 
+from ..conftest import OPENER
 from ..depth import examples, suppressed
 
 MID = b"<01sent.alpha@bus.test>"
@@ -155,3 +159,15 @@ def test_a_report_is_believed_exactly_when_a_trusted_pass_covers_a_failed_recipi
     vouched = [] if fails else [a for a in failed if covered(a)]
     assert list(verdict.failed_recipients) == vouched
     assert (verdict.unvouched is None) == bool(vouched)
+
+
+def test_through_mcp_a_report_dropped_in_the_post_office_is_quarantined_not_a_bounce(
+    alpha: AgentMail, home: Path
+) -> None:
+    sent = alpha.send("beta", "Quota", OPENER)
+    raw = _report([("Final-Recipient", "beta@bus.test", "failed")], ["mail.bus.test; dkim=pass header.d=bus.test"])
+    deliver(home / "postoffice" / "alpha", raw.replace(MID, sent.message_id.encode()))
+    assert mcp_server.call(alpha, "inbox", {}) == []
+    (shown,) = mcp_server.call(alpha, "quarantine", {})
+    assert shown["reason"] == "automated" and "not believed" in shown["detail"]
+    assert mcp_server.call(alpha, "status", {})[0]["undeliverable"] is False
