@@ -71,9 +71,10 @@ def _failed_recipients(msg: Message) -> tuple[str, ...]:
     ``Final-Recipient`` and ``Original-Recipient`` of each per-recipient block (RFC 3464)."""
     found: list[str] = []
     for part in msg.walk():
-        if part.get_content_type() != "message/delivery-status":
+        payload = part.get_payload()
+        if part.get_content_type() != "message/delivery-status" or not isinstance(payload, list):
             continue
-        for block in part.get_payload()[1:]:  # the first block is the per-message one
+        for block in payload[1:]:  # the first block is the per-message one
             if not isinstance(block, Message) or str(block.get("Action", "")).strip().lower() != "failed":
                 continue
             for field in ("Final-Recipient", "Original-Recipient"):
