@@ -24,6 +24,8 @@ from ..config.recipients import split
 from ..config.registry import (
     AUTH_MECHANISMS,
     DOMAIN_RE,
+    MAX_OVERLAP,
+    MAX_OVERLAP_DAYS,
     PERSON_RE,
     TLS_MODES,
     Person,
@@ -39,6 +41,7 @@ from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..model import check_name
 from ..transport.logins import tls_context
 from ..trust import signing
+from .exposure import refuse_exposed as refuse_exposed  # bind asks it too
 
 
 def _selector(name: str) -> str:
@@ -158,6 +161,7 @@ def init(
         raise BadInput(f"{domain!r} is not a valid domain")
     for name in platforms:
         check_name("platform", name)
+    refuse_exposed(home, "init")
     existing = existing_state(home, root, platforms)
     if existing and not force:
         raise ConfigError(
@@ -193,6 +197,7 @@ def add(home: Path, registry: Registry, name: str, *, repo: str | None = None, d
             f"platform {name} is already on this bus; 'agentmail add {name} --repo PATH|REMOTE' adds a "
             f"checkout to it, 'agentmail keygen --as {name}' rotates its key"
         )
+    refuse_exposed(home, f"add {name}")
     if key_path(home, name).exists():
         raise ConfigError(
             f"{key_path(home, name)} already exists: a key for {name} from another bus? add never "
@@ -253,6 +258,10 @@ def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None =
     ``[dkim.previous]`` until now + overlap, so letters it signed that are still in flight are
     accepted; without it the old key is dropped at once (as before)."""
     old = registry.get(name)
+    if overlap is not None and overlap > MAX_OVERLAP:
+        raise BadInput(f"keygen --rotate: the old key stays valid at most {MAX_OVERLAP_DAYS} days (90d), "
+                       f"the longest the registry takes")  # fmt: skip
+    refuse_exposed(home, "make a key")
     private, public = signing.generate_keypair()
     retiring = None
     if overlap is not None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..client.facade import AgentMail
 from ..config.identity import Identity
+from ..errors import ConfigError
 from ..letter import wire
 from ..transport.local import deliver
 from ..trust import signing
@@ -57,12 +58,30 @@ def _forged_letter(victim: AgentMail, claimed_from: str, claimed_name: str, doma
     return signing.sign(wire.render(outline), domain, selector, attacker_key)
 
 
+def _refuse_used(home: Path) -> None:
+    """The demo builds a new bus (registry, keys, post office) and never rewrites one: an
+    existing bus's registry, or an earlier demo's mail, is left as it is (DESIGN §10)."""
+    try:
+        used = home.exists() and (not home.is_dir() or any(home.iterdir()))
+    except OSError as exc:
+        raise ConfigError(f"demo --home {home}: {exc.strerror or exc.__class__.__name__}") from None
+    if not used:
+        return
+    what = "holds a bus (registry/bus.toml)" if (home / "registry" / "bus.toml").exists() else "is not an empty folder"
+    raise ConfigError(
+        f"demo --home {home}: refused, it {what}; the demo makes a new bus and never rewrites one: "
+        f"give a new or empty folder, or leave --home out for a temporary one"
+    )
+
+
 def run_demo(home: Path | None, echo: Callable[[str], None]) -> dict[str, Any]:
     """Run the tour, telling ``echo`` each step; returns its summary (``demo --json``)."""
     started = time.perf_counter()
+    if home is not None:
+        _refuse_used(home)
     home = home or Path(tempfile.mkdtemp(prefix="agentmail-demo-"))
     home.mkdir(parents=True, exist_ok=True)
-    registry = bus.init(home, home / "registry", ["tokengate", "runflow"], domain="bus.localhost", force=True)
+    registry = bus.init(home, home / "registry", ["tokengate", "runflow"], domain="bus.localhost")
     tokengate = AgentMail(registry, Identity("tokengate"), home)
     runflow = AgentMail(registry, Identity("runflow"), home)
     echo(f"bus 'bus.localhost' with tokengate and runflow, local post office in {home}\n")

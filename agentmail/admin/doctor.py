@@ -23,6 +23,7 @@ from ..stages.compose import Draft, compose
 from ..transport import Envelope, Outgoing
 from ..trust import authenticity, signing
 from ..trust.provenance import trusted_results
+from .exposure import exposure, work_tree_of
 
 PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
 
@@ -41,6 +42,30 @@ def _secrets_mode(home: Path) -> Check:
     if mode & 0o077:
         return Check("secrets folder", False, f"{folder} is mode {mode:o}: run chmod 700 {folder}")
     return Check("secrets folder", True, f"{folder} mode {mode:o}")
+
+
+def _home_exposure(home: Path) -> Check:
+    why = exposure(home)
+    if why is not None:
+        return Check("home", False, why)
+    top = work_tree_of(home)
+    return Check(
+        "home", True, f"{home}: " + (f"in {top}, which ignores its secrets/" if top else "in no git work tree")
+    )
+
+
+def _previous_keys(reg: registry.Registry) -> Check:
+    """Every key a rotation kept beside a platform's current one, and until when: a second key
+    that signs as a platform is never invisible (the registry refuses one that is not the
+    platform's own or that lasts more than its maximum)."""
+    now = time.time()
+    kept = [
+        f"{p.name}: s={p.retiring.selector} until {p.retiring.until}"
+        + (" (still valid)" if p.retiring.valid_at(now) else " (ended: 'keygen --retire' drops it)")
+        for p in reg.platforms.values()
+        if p.retiring is not None
+    ]
+    return Check("previous keys", True, "; ".join(kept) if kept else "none kept")
 
 
 def _outbox(client: AgentMail) -> Check:
@@ -81,6 +106,7 @@ def run_checks(
             f"{len(reg.platforms)} platform(s) at {reg.root}" + (f"; fix: {problems}" if problems else ""),
         )
     )
+    checks.append(_previous_keys(reg))
     try:
         me = identity.resolve(reg, platform, agent, Path.cwd())
     except AgentmailError as exc:
@@ -89,6 +115,7 @@ def run_checks(
     checks.append(Check("identity", True, me.mailbox))
     entry = reg.platforms[me.platform]
     checks.append(_secrets_mode(home))
+    checks.append(_home_exposure(home))
     key_ok = False
     try:
         private, source = read_private_key_with_source(home, me.platform)

@@ -38,6 +38,7 @@ def platforms(ctx: Ctx) -> None:
             "remotes": list(p.remotes),
             "paths": list(p.paths),
             "people": [render.person_json(person) for person in p.people],
+            "previous": render.previous_json(p),
         }
         for p in reg.platforms.values()
     ]
@@ -194,7 +195,12 @@ def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
 
 
 @commands.command()
-@option("--rotate", metavar="WINDOW", type=duration, help="Keep the old key valid beside the new one for WINDOW (7d).")
+@option(
+    "--rotate",
+    metavar="WINDOW",
+    type=duration,
+    help="Keep the old key valid beside the new one for WINDOW (7d; at most 90d).",
+)
 @option("--retire", is_flag=True, help="Drop the old key a --rotate kept (no new key).")
 @json_option
 def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
@@ -218,11 +224,14 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
-    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
+    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it). Refused (exit 6)
+    while the agentmail home's secrets/ lies in a git work tree that tracks it or does not ignore it."""
+    from ..admin import bus
     from ..config.identity import write_marker
     from ..config.registry import load
 
     load(ctx.registry_root()).named(platform_name)  # an unknown name says "did you mean" (exit 2)
+    bus.refuse_exposed(ctx.home, "bind")
     path, previous = write_marker(Path(root) if root else None, platform_name)
     note = f" (was {previous})" if previous and previous != platform_name else ""
     emit(

@@ -9,6 +9,7 @@ exit code (``sent_outcome``).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -288,8 +289,20 @@ def platforms(reg: Any, rows: Sequence[dict[str, Any]]) -> None:
     echo(f"bus {reg.bus.name} ({reg.bus.transport}, policy {reg.bus.policy}) at {reg.root}")
     for r in rows:
         echo(f"  {r['name']:<16} {r['address']:<32} s={r['selector']}")
+        old = r.get("previous")
+        if old:
+            state = "still valid" if old["valid"] else "ended"
+            echo(f"    previous key s={old['selector']} until {old['until']} ({state})")
         for person in r["people"]:
             echo(f"    person {person['address']:<32} {person_roles(person)}")
+
+
+def previous_json(platform: Any) -> dict[str, Any] | None:
+    """A platform's previous key (``[dkim.previous]``), shown wherever its keys are."""
+    old = platform.retiring
+    if old is None:
+        return None
+    return {"selector": old.selector, "until": old.until, "valid": old.valid_at(time.time())}
 
 
 def person(path: Path, people: Sequence[dict[str, Any]], address: str) -> None:

@@ -76,7 +76,8 @@ class Letters(Stage):
         """``AgentMail.apply``: ``git am`` in a scratch worktree first, no hook run (stages/evidence.py)."""
         from ..stages import evidence
 
-        return evidence.apply(self.attachments(letter_id), cwd, check_only=check, series=series)
+        guarded = evidence.guarded_places(self.home, self.registry.root)
+        return evidence.apply(self.attachments(letter_id), cwd, check_only=check, series=series, guarded=guarded)
 
     def authentication(self, letter: Letter) -> str:
         """How ``letter`` was authenticated: which key, which trusted verdicts (for ``show``)."""

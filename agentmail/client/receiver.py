@@ -279,7 +279,11 @@ class Receiver(Stage):
         from ..stages.route import Facts
 
         if verdict.route == "bounce":
-            return Facts(self.me.agent, bounced_id=self.spool.known(self.me.platform, verdict.bounced_message_id or ""))
+            bounced = self.spool.known(self.me.platform, verdict.bounced_message_id or "")
+            if bounced is None:
+                return Facts(self.me.agent)
+            sent = self.spool.letter(bounced)
+            return Facts(self.me.agent, bounced_id=bounced, bounced_to=(sent.to_address, *sent.recipients, *sent.cc))
         letter = verdict.letter
         if verdict.route != "accept" or letter is None:
             return Facts(self.me.agent)

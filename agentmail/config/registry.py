@@ -202,6 +202,10 @@ PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", 
 PERSON_KEYS = ("address", "follows", "writes", "approves")
 DKIM_KEYS = ("domain", "selector", "algorithm", "public_key", "lookup", "previous")
 PREVIOUS_KEYS = ("selector", "algorithm", "public_key", "until")
+# The longest a previous key stays valid after now: a rotation's overlap is for letters in
+# flight, and an entry that keeps an old key for years is a second key nobody sees.
+MAX_OVERLAP_DAYS = 90
+MAX_OVERLAP = MAX_OVERLAP_DAYS * 86400
 _UNTIL_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
@@ -215,14 +219,19 @@ class RetiringKey(Frozen):
     until: str
 
     def valid_at(self, now: float) -> bool:
+        return now <= self.ends()
+
+    def ends(self) -> int:
+        """``until`` in seconds since the epoch."""
         import calendar
 
-        return now <= calendar.timegm(time.strptime(self.until, "%Y-%m-%dT%H:%M:%SZ"))
+        return calendar.timegm(time.strptime(self.until, "%Y-%m-%dT%H:%M:%SZ"))
 
 
-def parse_previous(value: Any, selector: str, lookup: str) -> RetiringKey | None:
+def parse_previous(value: Any, selector: str, lookup: str, now: float | None = None) -> RetiringKey | None:
     """``[dkim.previous]``, validated as hostile input: a table of known keys, another selector
-    than the current one, a pinned key when the platform pins, a real UTC time."""
+    than the current one, a pinned key when the platform pins, a real UTC time at most
+    ``MAX_OVERLAP_DAYS`` after ``now`` (default: the clock)."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -247,7 +256,13 @@ def parse_previous(value: Any, selector: str, lookup: str) -> RetiringKey | None
         time.strptime(until, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
         raise ConfigError(f"dkim.previous.until {until!r} is not a real time") from None
-    return RetiringKey(old, algorithm, public_key if lookup == "pinned" else "", until)
+    retiring = RetiringKey(old, algorithm, public_key if lookup == "pinned" else "", until)
+    if retiring.ends() > (time.time() if now is None else now) + MAX_OVERLAP:
+        raise ConfigError(
+            f"dkim.previous.until {until} is more than {MAX_OVERLAP_DAYS} days away: a previous key is for "
+            f"letters in flight ('keygen --rotate' keeps one at most {MAX_OVERLAP_DAYS}d; 'keygen --retire' drops it)"
+        )
+    return retiring
 
 
 def default_tls(port: object) -> str:
@@ -526,11 +541,41 @@ def load(root: Path) -> Registry:
         except (ConfigError, BadToml, OSError) as exc:
             registry.problems.append(f"{path}: {exc}; skipped")
             continue
-        if registry.by_address(platform.address):
-            registry.problems.append(f"{path}: address {platform.address} is already taken; skipped")
-            continue
         registry.platforms[platform.name] = platform
+    check_claims(registry, folder)
     return registry
+
+
+def check_claims(registry: Registry, folder: Path) -> None:
+    """What one entry claims that another owns: an address (whose letters would verify against
+    which key would depend on file names), or a previous key that is another platform's current
+    or previous key (its holder could sign as this platform). Neither entry can be the right
+    one on its own word: a ConfigError naming both files (DESIGN §4)."""
+    owners: dict[str, str] = {}
+    keys: dict[str, list[tuple[str, str]]] = {}  # a pinned key -> each (platform, which key of it)
+    for platform in registry.platforms.values():
+        other = owners.setdefault(platform.address, platform.name)
+        if other != platform.name:
+            raise ConfigError(
+                f"{folder / (other + '.toml')} and {folder / (platform.name + '.toml')} both claim the address "
+                f"{platform.address}: one address is one platform; correct or remove the entry that is wrong"
+            )
+        if platform.public_key and platform.key_lookup == "pinned":
+            keys.setdefault(platform.public_key, []).append((platform.name, f"current key (s={platform.selector})"))
+        if platform.retiring is not None and platform.retiring.public_key:
+            which = f"previous key (s={platform.retiring.selector})"
+            keys.setdefault(platform.retiring.public_key, []).append((platform.name, which))
+    for platform in registry.platforms.values():
+        old = platform.retiring
+        if old is None or not old.public_key:
+            continue
+        holder, which = next(((n, w) for n, w in keys[old.public_key] if n != platform.name), ("", ""))
+        if holder:
+            raise ConfigError(
+                f"{folder / (platform.name + '.toml')}: the previous key (s={old.selector}) of {platform.name} is "
+                f"the {which} of {holder} ({folder / (holder + '.toml')}): {holder} could sign as "
+                f"{platform.name}; a previous key is only ever the platform's own ('keygen --retire' drops it)"
+            )
 
 
 def is_loopback(host: str) -> bool:

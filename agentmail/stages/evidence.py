@@ -17,11 +17,12 @@ import re
 import stat
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from email.header import decode_header, make_header
 from pathlib import Path
 
 from .._value import Frozen
+from ..config.registry import registry_dir
 from ..errors import BadInput, ConfigError, NotFound
 from ..home import agentmail_home
 from ..letter.attach import Attachment, safe_name, unique_names
@@ -313,17 +314,21 @@ def _leading_out(links: list[tuple[str, str, str]], scratch: Path, checkout: Pat
     return out
 
 
-def _commit_of(git: Callable[[list[str]], bytes], sha: str, patch: str) -> tuple[Commit, list[tuple[str, str]]]:
-    """The commit ``sha`` as shown, and each symlink it creates or changes (path, target)."""
+def _commit_of(git: Callable[[list[str]], bytes], sha: str,
+               patch: str) -> tuple[Commit, list[tuple[str, str]], list[str]]:  # fmt: skip
+    """The commit ``sha`` as shown, each symlink it creates or changes (path, target), and
+    every path it touches (as git names it, relative to the checkout's top)."""
     head = git(["show", "-s", "--format=%an <%ae>%x00%s", sha]).decode("utf-8", "replace")
     author, _, subject = head.rstrip("\n").partition("\0")
     raw = git(["diff-tree", "--root", "--no-commit-id", "-r", "-z", "--no-renames", sha]).split(b"\0")
     paths: list[str] = []
     links: list[tuple[str, str]] = []
+    touched: list[str] = []
     for meta, name in zip(raw[0::2], raw[1::2], strict=False):
         fields = meta.decode("ascii", "replace").lstrip(":").split()
         if len(fields) < 5:
             continue
+        touched.append(name.decode("utf-8", "surrogateescape"))
         new_mode, new_sha, status = fields[1], fields[3], fields[4][:1]
         path = one_line(name.decode("utf-8", "replace"))
         if new_mode == "120000":
@@ -333,18 +338,48 @@ def _commit_of(git: Callable[[list[str]], bytes], sha: str, patch: str) -> tuple
         else:
             shown = f"{status} {path}"
         paths.append(shown)
-    return Commit(patch, one_line(author), one_line(subject), tuple(paths)), links
+    return Commit(patch, one_line(author), one_line(subject), tuple(paths)), links, touched
+
+
+def guarded_places(home: Path | None = None, registry: Path | None = None) -> tuple[tuple[Path, str], ...]:
+    """What no letter's patch may change: the agentmail home (keys, logins, spools, post office)
+    and the registry in use (every pinned key, address and hold). Default: ``$AGENTMAIL_HOME``
+    and the registry it names (``AGENTMAIL_REGISTRY``, else ``$AGENTMAIL_HOME/registry``)."""
+    home = agentmail_home() if home is None else home
+    return (
+        (home, "the agentmail home"),
+        (registry_dir(None, home) if registry is None else registry, "the registry in use"),
+    )
+
+
+def _guarded_paths(touched: list[tuple[str, str]], checkout: Path,
+                   guarded: Sequence[tuple[Path, str]]) -> list[str]:  # fmt: skip
+    """Each (patch, path) of ``touched`` that lies in a guarded place, as the checkout's top
+    joins it and as its folders resolve (a tracked ``registry/`` reached through a link)."""
+    top = os.path.realpath(checkout)
+    places = [(os.path.realpath(place), what) for place, what in guarded]
+    found = []
+    for patch, path in touched:
+        lexical = os.path.normpath(os.path.join(top, path))
+        resolved = os.path.join(os.path.realpath(os.path.dirname(lexical)), os.path.basename(lexical))
+        for place, what in places:
+            if _inside(lexical, place) or _inside(resolved, place):
+                found.append(f"{patch}: {one_line(path)} ({what})")
+                break
+    return found
 
 
 def apply(attachments: tuple[Attachment, ...], cwd: str | Path = ".", *, check_only: bool = False,
-          series: bool = False) -> Applied:  # fmt: skip
+          series: bool = False, guarded: Sequence[tuple[Path, str]] | None = None) -> Applied:  # fmt: skip
     """``git am`` the letter's patches (text/x-diff parts, in letter order) in the checkout at
     ``cwd``. They are first applied, one by one as ``git am`` would, in a scratch worktree at
     the checkout's HEAD, so a series whose later commits build on earlier ones checks as it
     lands; with ``check_only`` nothing more happens. No hook runs (``core.hooksPath`` an empty
     folder, ``--no-verify`` where git has it). Refused, with nothing changed: a dirty tree, a
-    symlink whose target leaves the checkout, and (unless ``series``) an attachment holding
-    more than one commit. Then the checkout is fast-forwarded to exactly the commits checked.
+    symlink whose target leaves the checkout, a path in a ``guarded`` place (default:
+    ``guarded_places()``, the agentmail home and the registry in use: a letter never changes
+    the trust anchors it is judged by), and (unless ``series``) an attachment holding more
+    than one commit. Then the checkout is fast-forwarded to exactly the commits checked.
     Returns every commit (author, subject, paths) and a summary line; BadInput with git's
     words (its hints dropped) when it fails."""
     patches = patches_of(attachments)
@@ -371,7 +406,8 @@ def apply(attachments: tuple[Attachment, ...], cwd: str | Path = ".", *, check_o
         if added.returncode != 0:
             raise BadInput(f"apply could not make a scratch worktree: {_git_words(added)}")
         try:
-            commits, head = _try_in(scratch, checkout, patches, quiet, _am_flags(root), series)
+            commits, head = _try_in(scratch, checkout, patches, quiet, _am_flags(root), series,
+                                    guarded_places() if guarded is None else guarded)  # fmt: skip
         finally:
             _git([*quiet, "worktree", "remove", "--force", str(scratch)], root, "apply")
             _git(["worktree", "prune"], root, "apply")
@@ -388,10 +424,10 @@ def apply(attachments: tuple[Attachment, ...], cwd: str | Path = ".", *, check_o
 
 
 def _try_in(scratch: Path, checkout: Path, patches: tuple[Attachment, ...], quiet: list[str], am: list[str],
-            series: bool) -> tuple[tuple[Commit, ...], str]:  # fmt: skip
+            series: bool, guarded: Sequence[tuple[Path, str]] = ()) -> tuple[tuple[Commit, ...], str]:  # fmt: skip
     """``git am`` each patch in the scratch worktree, in order; (the commits, the new HEAD), or
     BadInput for a patch that does not apply, several commits in one attachment (unless
-    ``series``), or a symlink that leaves the checkout."""
+    ``series``), a symlink that leaves the checkout, or a path in a guarded place."""
 
     def git(args: list[str]) -> bytes:
         proc = _git([*quiet, *args], scratch, "apply")
@@ -401,6 +437,7 @@ def _try_in(scratch: Path, checkout: Path, patches: tuple[Attachment, ...], quie
 
     commits: list[Commit] = []
     links: list[tuple[str, str, str]] = []  # (patch, link, target) of every symlink the patches make
+    touched: list[tuple[str, str]] = []  # (patch, path) of every path the patches change
     folder = scratch.parent / "patches"
     folder.mkdir()
     for number, (item, name) in enumerate(zip(patches, unique_names(patches), strict=True), 1):
@@ -415,11 +452,17 @@ def _try_in(scratch: Path, checkout: Path, patches: tuple[Attachment, ...], quie
             raise BadInput(f"attachment {name} holds {len(shas)} commits (several in one file); nothing applied; "
                            "'apply --series' lists and lands each of them ('apply --check --series' only lists)")  # fmt: skip
         for sha in shas:
-            commit, made = _commit_of(git, sha, name)
+            commit, made, paths = _commit_of(git, sha, name)
             commits.append(commit)
             links.extend((name, link, target) for link, target in made)
+            touched.extend((name, path) for path in paths)
         leaving = _leading_out(links, scratch, checkout)  # the tree as it stands: a link made later counts
         if leaving:
             raise BadInput(f"refused: the patches make symlinks that lead outside the checkout "
                            f"({'; '.join(leaving)}); nothing applied")  # fmt: skip
+    trusted = _guarded_paths(touched, checkout, guarded)
+    if trusted:
+        raise BadInput(f"refused: the patches change what agentmail trusts ({'; '.join(trusted)}); nothing "
+                       "applied: keys, addresses and holds are the operator's to change ('agentmail keygen', "
+                       "'add', 'person', 'bus set'), never a letter's")  # fmt: skip
     return tuple(commits), git(["rev-parse", "HEAD"]).decode().strip()

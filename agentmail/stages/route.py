@@ -24,6 +24,7 @@ class Facts(Frozen):
     me_agent: str | None = None  # this mailbox's agent (None: the platform's own mailbox)
     bytes_filed: bool = False  # these exact bytes are filed already (a refetch)
     bounced_id: str | None = None  # the id of the sent letter a bounce reports on, if this mailbox sent it
+    bounced_to: tuple[str, ...] = ()  # the addresses that sent letter went to
     filed_as: str | None = None  # the id of a filed letter with the same (sender, Message-ID)
     parent_thread: str | None = None  # the thread of the filed letter it answers (In-Reply-To)
 
@@ -37,6 +38,27 @@ class Filing(Frozen):
     letter_id: str | None = None
 
 
+def _base(address: str) -> str:
+    """An address without its plus tag: a thread's address is its platform's mailbox."""
+    local, _, domain = address.lower().rpartition("@")
+    return f"{local.split('+', 1)[0]}@{domain}"
+
+
+def _doubted(verdict: Verdict, facts: Facts) -> str | None:
+    """Why a delivery report marks no letter undeliverable (None: it does). Believed only when
+    the bus's own mail system vouches for it (``Verdict.unvouched``, from the judge) and it
+    names a letter this mailbox sent to the recipient it says failed."""
+    if verdict.unvouched:
+        return f"a delivery report not believed: {verdict.unvouched}"
+    if not facts.bounced_id:
+        return "a delivery report about a letter this mailbox did not send"
+    sent_to = {_base(address) for address in facts.bounced_to}
+    if not any(_base(address) in sent_to for address in verdict.failed_recipients):
+        failed = ", ".join(verdict.failed_recipients)
+        return f"a delivery report not believed: the letter it names was not sent to {failed}"
+    return None
+
+
 def route(verdict: Verdict | None, facts: Facts) -> Filing:
     """The one decision after judging. ``verdict`` None: not judged (``facts.bytes_filed``)."""
     if facts.bytes_filed:
@@ -44,14 +66,10 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     if verdict is None:
         raise ValueError("a letter whose bytes are not filed needs a verdict")
     if verdict.route == "bounce":
-        if facts.bounced_id:
+        doubt = _doubted(verdict, facts)
+        if doubt is None:
             return Filing("bounce", verdict, facts.bounced_id)
-        return Filing(
-            "quarantine",
-            Verdict(
-                "quarantine", reason="automated", detail="a delivery report about a letter this mailbox did not send"
-            ),
-        )
+        return Filing("quarantine", Verdict("quarantine", reason="automated", detail=doubt))
     if verdict.route != "accept" or verdict.letter is None:
         return Filing("quarantine", verdict)
     letter = verdict.letter

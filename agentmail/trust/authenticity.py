@@ -15,7 +15,7 @@ from email.message import Message
 from typing import NamedTuple
 
 from .._value import Frozen
-from ..config.registry import Platform, Registry
+from ..config.registry import PERSON_RE, Platform, Registry
 from ..letter import attach, mime, wire
 from ..model import Letter
 from ..text import one_line
@@ -31,6 +31,8 @@ class Verdict(Frozen):
     reason: str | None = None
     detail: str | None = None
     bounced_message_id: str | None = None  # for route == "bounce"
+    failed_recipients: tuple[str, ...] = ()  # for route == "bounce": who failed, as the bus's server vouches
+    unvouched: str | None = None  # for route == "bounce": why nothing vouches for it (None: the bus's server does)
     summary: dict[str, str] | None = None  # from/subject/message_id for a quarantine listing
 
 
@@ -64,7 +66,62 @@ def _bounced_message_id(msg: Message) -> str | None:
     return None
 
 
-def _automated(msg: Message) -> Verdict | None:
+def _failed_recipients(msg: Message) -> tuple[str, ...]:
+    """The addresses a delivery-status part reports as failed (``Action: failed``), lowercased:
+    ``Final-Recipient`` and ``Original-Recipient`` of each per-recipient block (RFC 3464)."""
+    found: list[str] = []
+    for part in msg.walk():
+        payload = part.get_payload()
+        if part.get_content_type() != "message/delivery-status" or not isinstance(payload, list):
+            continue
+        for block in payload[1:]:  # the first block is the per-message one
+            if not isinstance(block, Message) or str(block.get("Action", "")).strip().lower() != "failed":
+                continue
+            for field in ("Final-Recipient", "Original-Recipient"):
+                kind, _, address = str(block.get(field, "")).partition(";")
+                address = address.strip().strip("<>").strip().lower()
+                if kind.strip().lower() == "rfc822" and PERSON_RE.fullmatch(address) and address not in found:
+                    found.append(address)
+    return tuple(found)
+
+
+def _within(domain: str, owner: str) -> bool:
+    return domain == owner or domain.endswith("." + owner)
+
+
+def _vouched_recipients(
+    msg: Message, registry: Registry, failed: tuple[str, ...]
+) -> tuple[tuple[str, ...], str | None]:
+    """Which of the ``failed`` recipients the bus's mail system vouches for, and why none is
+    (None: some are). The local post office writes no reports (a recipient it has not is refused
+    when the letter is sent); on smtp+imap a trusted Authentication-Results must pass DKIM or
+    DMARC for the bus's domain, or for the failed recipient's own (its mail system speaking for
+    its mailbox: a domain vouches for no other's), with no trusted fail. Anyone can write a
+    report; only these say that a letter did not arrive."""
+    bus = registry.bus
+    if bus.transport == "local":
+        return (
+            (),
+            "the local post office writes no delivery reports (it refuses an unknown recipient when a letter is sent)",
+        )
+    if not failed:
+        return (), "it names no failed recipient (Final-Recipient with Action: failed)"
+    trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
+    passed = (*trusted.dkim_pass_domains, *trusted.dmarc_pass_domains)
+    vouched = tuple(
+        address
+        for address in failed
+        if any(_within(domain, owner) for domain in passed for owner in (bus.domain, address.rpartition("@")[2]))
+    )
+    if trusted.fails or not vouched:
+        return (), (
+            "the bus's mail server does not vouch for it (no trusted Authentication-Results passing DKIM or "
+            f"DMARC for {bus.domain} or the failed recipient's domain)"
+        )
+    return vouched, None
+
+
+def _automated(msg: Message, registry: Registry) -> Verdict | None:
     ctype = msg.get_content_type()
     try:  # the one strict reading of From (a From that does not parse is judged malformed later)
         from_mail_system = bool(_AUTOMATED_SENDERS.search(wire.sender_of(msg)[0]))
@@ -75,7 +132,9 @@ def _automated(msg: Message) -> Verdict | None:
         if ctype != "multipart/report" or report in ("delivery-status", ""):
             original = _bounced_message_id(msg)
             if original:
-                return Verdict("bounce", bounced_message_id=original, detail=_dsn_reason(msg))
+                vouched, doubt = _vouched_recipients(msg, registry, _failed_recipients(msg))
+                return Verdict("bounce", bounced_message_id=original, detail=_dsn_reason(msg),
+                               failed_recipients=vouched, unvouched=doubt)  # fmt: skip
         return _quarantine("automated", f"a {ctype} report ({report or 'no type'}), not a letter", msg)
     if from_mail_system:
         return _quarantine("automated", "sent by a mail system, not an agent", msg)
@@ -230,7 +289,7 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail)
 
-    automated = _automated(msg)
+    automated = _automated(msg, registry)
     if automated:
         return automated
     hops = len(msg.get_all("Received") or [])

@@ -42,8 +42,11 @@ def test_two_entries_cannot_claim_one_address(home: Path) -> None:
     folder = home / "registry" / "platforms"
     text = (folder / "alpha.toml").read_text().replace('name = "alpha"', 'name = "alpha2"')
     (folder / "alpha2.toml").write_text(text)
-    reg = registry.load(home / "registry")
-    assert list(reg.platforms) == ["alpha"] and "already taken" in reg.problems[0]
+    with pytest.raises(ConfigError) as refused:
+        registry.load(home / "registry")
+    assert f"{folder / 'alpha.toml'} and {folder / 'alpha2.toml'} both claim the address alpha@bus.test" in str(
+        refused.value
+    )
 
 
 def test_address_lookup_is_exact(home: Path) -> None:

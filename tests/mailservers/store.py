@@ -196,8 +196,9 @@ class MailStore:
             authserv_id, results = self.authserv_id, self.results
         if bounce:
             sender = self.account_for(mail_from)
-            if sender is not None:
-                self.inject(sender, self.dsn(rcpt, data))
+            if sender is not None:  # the MTA's own report, stamped as it stamps what it delivers
+                stamp = f"Authentication-Results: {authserv_id}; {results}\r\n".encode() if authserv_id else b""
+                self.inject(sender, stamp + self.dsn(rcpt, data))
             return 0
         top = b"Delivered-To: " + rcpt.encode() + b"\r\n"
         if authserv_id:

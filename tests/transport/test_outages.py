@@ -192,6 +192,7 @@ def test_a_dsn_bounce_from_the_server_marks_the_sent_letter_undeliverable(
 ) -> None:  # noqa: F811
     alpha, beta = alpha_beta
     servers.store.bounce_mail_for("beta@bus.test")
+    servers.store.authserv_id, servers.store.results = "mail.bus.test", "dkim=pass header.d=mail.bus.test"
     sent = alpha.send("beta", "Quota 500s", OPENER)
     assert sent.state == "sent"  # SMTP took it; the bounce comes later, as mail
     report = alpha.sync()
@@ -201,3 +202,17 @@ def test_a_dsn_bounce_from_the_server_marks_the_sent_letter_undeliverable(
     (row,) = alpha.status(sync=False)
     assert row["undeliverable"] is True
     assert beta.inbox() == []
+
+
+def test_a_dsn_the_server_does_not_vouch_for_marks_nothing_undeliverable(
+    alpha_beta: tuple[AgentMail, AgentMail], servers: MailServers
+) -> None:  # noqa: F811
+    alpha, _ = alpha_beta
+    servers.store.bounce_mail_for("beta@bus.test")  # the server stamps no Authentication-Results
+    sent = alpha.send("beta", "Quota 500s", OPENER)
+    report = alpha.sync()
+    assert report.bounces == 0 and [x.reason for x in report.quarantined] == ["automated"]
+    assert "does not vouch for it" in (report.quarantined[0].detail or "")
+    assert "undeliverable" not in alpha.show(sent.id).extra
+    (row,) = alpha.status(sync=False)
+    assert row["undeliverable"] is False

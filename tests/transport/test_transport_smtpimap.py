@@ -293,9 +293,40 @@ def test_a_bounce_marks_the_sent_letter_undeliverable(pair: tuple[AgentMail, Age
     alpha, _ = pair
     sent = alpha.send("beta", "Quota", OPENER)
     dsn = (Path(__file__).parents[1] / "data" / "bounce-template.eml").read_bytes()
-    servers.store.inject("alpha@bus.test", dsn.replace(b"{MESSAGE_ID}", sent.message_id.encode()))
+    dsn = dsn.replace(b"{MESSAGE_ID}", sent.message_id.encode()).replace(b"nosuch@", b"beta@")
+    stamp = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test\r\n"  # the trusted MTA's
+    servers.store.inject("alpha@bus.test", stamp + dsn)
     assert alpha.sync().bounces == 1
     assert alpha.sent()[0].extra["undeliverable"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("stamp", "said"),
+    [
+        (b"", "does not vouch for it"),  # no verdict at all: a report from anywhere
+        (b"Authentication-Results: mx.evil.test; dkim=pass header.d=bus.test\r\n", "does not vouch for it"),
+        (b"Authentication-Results: mail.bus.test; dkim=pass header.d=evil.test\r\n", "does not vouch for it"),
+        (
+            b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test; dmarc=fail header.from=bus.test\r\n",
+            "does not vouch for it",
+        ),  # fmt: skip
+        (b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test\r\n", "was not sent to nosuch@bus.test"),
+    ],
+)
+def test_a_bounce_the_server_does_not_vouch_for_or_of_another_recipient_marks_nothing(
+    pair: tuple[AgentMail, AgentMail], servers: MailServers, stamp: bytes, said: str
+) -> None:
+    alpha, _ = pair
+    sent = alpha.send("beta", "Quota", OPENER)
+    dsn = (Path(__file__).parents[1] / "data" / "bounce-template.eml").read_bytes()
+    dsn = dsn.replace(b"{MESSAGE_ID}", sent.message_id.encode())
+    if b"nosuch" not in said.encode():
+        dsn = dsn.replace(b"nosuch@", b"beta@")
+    servers.store.inject("alpha@bus.test", stamp + dsn)
+    report = alpha.sync()
+    assert report.bounces == 0 and [x.reason for x in report.quarantined] == ["automated"]
+    assert said in (report.quarantined[0].detail or "")
+    assert "undeliverable" not in alpha.sent()[0].extra
 
 
 def test_the_password_appears_in_no_output_or_log(
