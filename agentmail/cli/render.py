@@ -306,14 +306,22 @@ def txt_line(platform: Any) -> str:
 
 
 def created(reg: Any, home: Path, kept: Sequence[str], entries: Sequence[Any]) -> None:
-    """``init``: the bus made, and each platform's DNS TXT record."""
+    """``init``: the bus made, each platform's DNS TXT record when partners may look keys up (a
+    mail server's bus; a local bus's keys never leave the machine), and the next step."""
     echo(
         f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
         f"keys in {home / 'secrets'}" + (f" (kept the existing keys of {', '.join(kept)})" if kept else "")
     )
+    first = entries[0].name if entries else "PLATFORM"
+    if reg.bus.transport == "local":
+        echo(f"next: in each platform's checkout 'agentmail bind {first}' (writes the .agentmail marker), "
+             f"or give '--as {first}' to every command; then 'agentmail send TO -s SUBJECT -b TEXT'")  # fmt: skip
+        return
     echo("# DNS TXT records, for partners who look keys up (one per platform):")
     for platform in entries:
         echo(txt_line(platform))
+    echo(f"next: each platform's login in {home / 'secrets'}/PLATFORM.env (0600), then "
+         f"'agentmail --as {first} doctor --round-trip' ('agentmail --help' shows how)")  # fmt: skip
 
 
 def entry(registry: Path, platform: Any) -> None:

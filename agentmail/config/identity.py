@@ -83,13 +83,16 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
     chosen = explicit or os.environ.get("AGENTMAIL_PLATFORM")
     if chosen:
         check_name("platform", chosen)
-        registry.get(chosen)
+        registry.named(chosen)  # a name someone typed: a misspelt one is bad input (exit 2), as in 'send'
         return Identity(chosen, agent)
 
     cwd = cwd.resolve()
-    chain = [cwd, *cwd.parents]
+    hinted, hint_depth = _path_hints(registry, cwd)
     # Walk up from the working directory: the first directory with any evidence is the deepest.
-    for directory in chain:
+    # A path hint at a deeper directory than this one wins over its marker or remote.
+    for directory in [cwd, *cwd.parents]:
+        if hinted and hint_depth > len(directory.parts):
+            break
         found = _marker(directory)
         if found:
             registry.get(found)
@@ -105,26 +108,30 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
                 raise ConfigError(
                     f"the git remote of {directory} matches several platforms ({', '.join(hits)}); use --as"
                 )
-
-    best: list[tuple[int, str]] = []
-    for platform in registry.platforms.values():
-        for hint in platform.paths:
-            root = Path(hint).expanduser().resolve()
-            if cwd == root or root in cwd.parents:
-                best.append((len(root.parts), platform.name))
-    if best:
-        best.sort(reverse=True)
-        depth = best[0][0]
-        names = sorted({name for d, name in best if d == depth})
-        if len(names) > 1:
-            raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(names)}); use --as")
-        return Identity(names[0], agent)
+    if hinted:
+        if len(hinted) > 1:
+            raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(hinted)}); use --as")
+        return Identity(hinted[0], agent)
     known = ", ".join(sorted(registry.platforms)) or "none yet"
     raise NotFound(
         f"cannot tell which platform {cwd} is (known platforms: {known}): run 'agentmail bind PLATFORM' "
         f'in the checkout (it writes {MARKER} with the line platform = "PLATFORM"), or pass --as PLATFORM '
         f"/ set AGENTMAIL_PLATFORM"
     )
+
+
+def _path_hints(registry: Registry, cwd: Path) -> tuple[list[str], int]:
+    """The platforms whose deepest path hint holds ``cwd``, and that hint's depth (its parts)."""
+    best: list[tuple[int, str]] = []
+    for platform in registry.platforms.values():
+        for hint in platform.paths:
+            root = Path(hint).expanduser().resolve()
+            if cwd == root or root in cwd.parents:
+                best.append((len(root.parts), platform.name))
+    if not best:
+        return [], 0
+    depth = max(d for d, _ in best)
+    return sorted({name for d, name in best if d == depth}), depth
 
 
 def checkout_root(start: Path) -> Path:

@@ -266,7 +266,7 @@ def test_nothing_listening_is_named_and_queues(home: Path, cli: Cli) -> None:
 def test_unknown_platform_and_outside_a_checkout(home: Path, cli: Cli) -> None:
     bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
     code, _, err = cli("--as", "alpah", "inbox")
-    assert code == 6 and "did you mean alpha?" in err
+    assert code == 2 and "did you mean alpha?" in err  # typed, as in send: exit 2
     code, _, err = cli("inbox")
     assert code == 1 and "known platforms: alpha, beta" in err and 'platform = "PLATFORM"' in err
     code, out, _ = cli("bind", "beta")
