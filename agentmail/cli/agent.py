@@ -276,7 +276,7 @@ def sync(ctx: Ctx) -> None:
     if client.escalation_problem:  # issue 26: the followers were not told what needs them
         echo(f"agentmail: {client.escalation_problem}", err=True)
     data = report.to_json()
-    emit(ctx, data, lambda: echo(", ".join(f"{v} {k}" for k, v in data.items())))
+    emit(ctx, data, lambda: render.synced(data))
 
 
 @commands.command()

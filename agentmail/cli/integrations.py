@@ -23,6 +23,10 @@ def mcp(ctx: Ctx) -> None:
     """The same operations as MCP tools over stdio (needs the extra agentmail[mcp])."""
     from .mcp_server import serve
 
+    if sys.stdin.isatty():  # typed in a terminal, where it would otherwise wait in silence
+        echo("agentmail mcp: speaks MCP (JSON-RPC) on stdin/stdout to the host that starts it "
+             "(e.g. 'claude mcp add agentmail -- agentmail mcp'); Ctrl-C ends it", err=True)  # fmt: skip
+
     serve(ctx.client)
 
 

@@ -186,7 +186,13 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
     elif not rows:
         shut = closed()
         echo(f"no open threads ({shut} closed: 'agentmail status --closed' lists them)" if shut else "no threads")
-    for r in rows:
+    # A fan-out row names its counterparts one a line below it: its own cells say how many, so
+    # a column is never pushed out by a list of names; the columns widen to the longest name.
+    cells = [_parties(r) for r in rows]
+    names = [x for whose, with_ in cells for x in (whose, with_)]
+    names += [str(part[key]) for r in rows for part in r.recipients for key in ("whose_move", "with")]
+    width = max([12, *map(len, names)])
+    for r, (whose, with_) in zip(rows, cells, strict=True):
         flag = "  UNDELIVERABLE" if r.undeliverable else ""
         if r.delivery == "queued":
             flag += f"  QUEUED (not sent): {r.delivery_detail}"
@@ -199,13 +205,28 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
         when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
         if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
             when = f"{'':<21}"
-        shown = f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {when} {r.subject}"
+        shown = f"{r.thread:<16} {r.state:<14} move: {whose:<{width}} with {with_:<{width}} {when} {r.subject}"
         echo(clean(shown + flag))
         for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
-            echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
+            echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<{width}} with {part['with']}"))
+
+
+def _parties(row: Any) -> tuple[str, str]:
+    """A status row's whose-move and with cells: a fan-out's counted (each is on a line below)."""
+    if not row.recipients:
+        return row.whose_move, row.with_
+    due = [p for p in row.recipients if p["whose_move"] not in ("me", "nobody")]
+    whose = row.whose_move if "," not in row.whose_move else f"{len(due)} below"
+    return whose, f"{len(row.recipients)} platforms"
 
 
 # --- a letter sent, queued or held -------------------------------------------------------------
+
+
+def sentences(first: str, then: str) -> str:
+    """Two clauses as one line: after a question (the reason asks one) a new sentence, not "?;"."""
+    first = first.rstrip().rstrip(";,")
+    return f"{first} {then[:1].upper()}{then[1:]}" if first.endswith(("?", "!", ".")) else f"{first}; {then}"
 
 
 def approvers_told(letter: Letter) -> str:
@@ -236,9 +257,8 @@ def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings:
     if letter.state == "outbox":  # THREAD ID STATE on stdout; why, once, on stderr (exit 5)
         why = letter.extra.get("queued_reason") or "the server is unreachable"
         emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} queued"))
-        raise TransportError(
-            f"queued (not sent): {why}; it goes out with the next command or 'agentmail flush'; do not send it again"
-        )
+        after = "it goes out with the next command or 'agentmail flush'; do not send it again"
+        raise TransportError(f"queued (not sent): {sentences(why, after)}")
     elif letter.state == "held":
         why = letter.extra.get("held_reason") or "held"
         emit(ctx, letter.to_json(), lambda: echo(clean(
@@ -250,6 +270,11 @@ def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings:
 
 
 # --- the outbox, the spool, the checks ---------------------------------------------------------
+
+
+def synced(data: dict[str, Any]) -> None:
+    """``sync``: each count in words; internal errors (an agentmail bug) only when there were some."""
+    echo(", ".join(f"{v} {k.replace('_', ' ')}" for k, v in data.items() if v or k != "internal_errors"))
 
 
 def flushed(data: Sequence[dict[str, Any]]) -> None:

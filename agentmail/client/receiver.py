@@ -15,6 +15,7 @@ from ..errors import (
 )
 from ..model import (
     Letter,
+    check_filter_type,
     new_thread_id,
     thread_id,
 )
@@ -428,6 +429,7 @@ class Receiver(Stage):
 
         Raises Timeout. A matching letter already unread returns at once ("spool")."""
         thread = None if thread is None else thread_id(thread)
+        check_filter_type(type)  # a misspelt type is refused now, not waited out
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:

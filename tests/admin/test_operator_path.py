@@ -167,6 +167,7 @@ def test_a_transient_failure_queues_says_so_and_the_next_command_sends_it(
     code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 5 and out.split()[2:] == ["queued"]  # THREAD ID queued; the news once, on stderr (issue 29)
     assert "queued (not sent): nothing is listening on 127.0.0.1:" in err and "do not send it again" in err
+    assert "?;" not in err and "port? It goes out with the next command" in err  # two sentences, not "?;"
     assert err.count("\n") == 1 and "queued" not in err.partition("queued")[2]
     thread = out.split()[0]
     code, out, _ = cli("--as", "alpha", "--json", "status", "--no-sync")
