@@ -100,14 +100,18 @@ def apply_cmd(ctx: Ctx, letter_id: str, check: bool, series: bool) -> None:
 @argument("letter_ids", metavar="ID", nargs=-1, required=True, help=ID_HELP)
 @json_option
 def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
-    """Mark letters consumed (read); a failed letter of mine is dismissed (status stops showing it)."""
+    """Mark letters consumed (read); a failed letter of mine is dismissed (status stops showing
+    it), and so is a quarantined letter ('quarantine' stops listing it; its file is kept)."""
     client = ctx.client()
     moved = client.done(*letter_ids)
     read = [i for i in moved if i not in client.dismissed]
     gone = [i for i in moved if i in client.dismissed]
+    held = [i for i in gone if client.spool.locate(i) == "quarantine"]
 
     def text() -> None:
-        echo(f"marked {len(read)} read" + (f", dismissed {len(gone)} failed letter(s)" if gone else ""))
+        failed = len(gone) - len(held)
+        echo(f"marked {len(read)} read" + (f", dismissed {failed} failed letter(s)" if failed else "")
+             + (f", dismissed {len(held)} quarantined letter(s)" if held else ""))  # fmt: skip
 
     emit(ctx, {"done": read, **({"dismissed": gone} if gone else {})}, text)
 

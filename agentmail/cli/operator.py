@@ -340,24 +340,33 @@ def reject(ctx: Ctx, letter_id: str, reason: str) -> None:
 
 @commands.command()
 @argument(
-    "words", metavar="[recheck [ID...]]", nargs=-1, help="recheck: judge quarantined letters (IDs; none: all) again."
+    "words",
+    metavar="[recheck [ID...] | drop ID...]",
+    nargs=-1,
+    help="recheck: judge quarantined letters (IDs; none: all) again; drop: stop listing them (files kept).",
 )
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 def quarantine(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
     """What was rejected, and why; 'quarantine recheck [ID...]' judges those letters again against
-    today's registry and files the ones that pass now (after a key or a platform was added)."""
+    today's registry and files the ones that pass now (after a key or a platform was added);
+    'quarantine drop ID...' dismisses them (as 'done ID' does): no longer listed, the files kept."""
     if words:
-        _recheck(ctx, words, no_sync)
+        _quarantine_word(ctx, words, no_sync)
         return
     letters = ctx.client().quarantined(sync=not no_sync)
     emit(ctx, [letter.to_json() for letter in letters], lambda: render.quarantine(letters))
 
 
-def _recheck(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+def _quarantine_word(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+    if words[0] == "drop":
+        dropped = ctx.client().dismiss_quarantined(*words[1:])
+        emit(ctx, {"dismissed": dropped}, lambda: echo(f"dismissed {len(dropped)} quarantined letter(s)"))
+        return
     if words[0] != "recheck":
         raise BadInput(
-            f"quarantine takes no {words[0]!r}: 'agentmail quarantine' lists, 'quarantine recheck [ID...]' rechecks"
+            f"quarantine takes no {words[0]!r}: 'agentmail quarantine' lists, 'quarantine recheck [ID...]' "
+            "rechecks, 'quarantine drop ID...' dismisses"
         )
     results = ctx.client().recheck_quarantine(*words[1:], sync=not no_sync)
     emit(ctx, results, lambda: render.rechecked(results))

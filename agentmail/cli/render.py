@@ -55,19 +55,34 @@ def line(letter: Letter, who: str | None = None) -> str:
     )
 
 
+def _sender(letter: Letter) -> str:
+    """``show``'s from line: the platform and its address; a quarantined letter's From as it came
+    (no platform vouches for it, and it may carry its own display name)."""
+    if letter.extra.get("person"):
+        return attribution(letter)
+    if not letter.sender:
+        return f"{letter.sender_address or '?'} (no platform)"
+    return f"{letter.sender} <{letter.sender_address}>"
+
+
+def attached(item: dict[str, Any]) -> str:
+    """One attachment, listed, never opened ('agentmail save ID')."""
+    desc = f" — {item['description']}" if item.get("description") else ""
+    return f"{item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}"
+
+
 def full(letter: Letter) -> str:
     head = [
         f"id:       {letter.id} ({letter.state})",
-        f"from:     {attribution(letter)}"
-        if letter.extra.get("person")
-        else f"from:     {letter.sender or '?'} <{letter.sender_address}>",
+        f"from:     {_sender(letter)}",
         f"to:       {letter.to or '?'} <{letter.to_address}>"
         + (f" (and {', '.join(letter.recipients[1:])})" if letter.recipients else ""),
         f"subject:  {letter.subject}",
-        f"type:     {letter.type}"
+        f"type:     {letter.type or '-'}"
+        + (f"   outcome: {letter.outcome}" if letter.outcome else "")
         + (f"   severity: {letter.severity}" if letter.severity else "")
         + (f"   ref: {letter.ref}" if letter.ref else ""),
-        f"thread:   {letter.thread}",
+        f"thread:   {letter.thread or '-'}",
         f"date:     {letter.date}",
     ]
     if letter.to_agent:
@@ -77,12 +92,12 @@ def full(letter: Letter) -> str:
     for key in ("undeliverable_reason", "failed_reason", "queued_reason", "refused", "sent_copy_failed"):
         if letter.extra.get(key):
             head.append(f"{key.split('_')[0]}: {letter.extra[key]}")
-    for item in letter.extra.get("attachments") or []:  # listed, never opened ('agentmail save ID')
-        desc = f" — {item['description']}" if item.get("description") else ""
-        head.append(
-            f"attached: {item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}"
-        )
-    return clean("\n".join(head)) + "\n\n" + clean(letter.body).replace("\r", "")
+    for item in letter.extra.get("attachments") or []:
+        head.append(f"attached: {attached(item)}")
+    body = letter.body
+    if letter.state == "quarantine" and not body.strip():  # its text is never parsed for reading
+        body = f"(a quarantined letter's text is not shown: 'agentmail show --raw {letter.id}' prints its bytes)"
+    return clean("\n".join(head)) + "\n\n" + clean(body).replace("\r", "")
 
 
 def shown(letter: Letter, how: str) -> str:
@@ -123,6 +138,10 @@ def thread(found: Sequence[Letter]) -> None:
             )
         )
         echo(clean(f"   {letter.subject}"))
+        if letter.outcome:
+            echo(f"   outcome: {letter.outcome}")
+        for item in letter.extra.get("attachments") or []:
+            echo(clean(f"   attached: {attached(item)}"))
         echo("")
         for body_line in clean(letter.body).splitlines():
             echo(f"   {body_line}")

@@ -92,7 +92,7 @@ class AgentMail(Stage):
 
     @property
     def dismissed(self) -> list[str]:
-        """The failed letters the last ``done`` dismissed."""
+        """The failed or quarantined letters the last ``done`` dismissed."""
         return self.receiver.dismissed
 
     def close(self) -> None:
@@ -205,8 +205,10 @@ class AgentMail(Stage):
         """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound.
 
         A failed letter of mine (refused for good, not sent and not queued, or rejected by a
-        person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it.
-        Those ids are returned too, and listed in ``dismissed``."""
+        person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it. So is a
+        quarantined letter: ``quarantined`` stops listing it; its file stays (a copy fetched again is
+        known, and ``quarantine recheck ID`` still judges it). Those ids are returned too, and
+        listed in ``dismissed``."""
         return self.receiver.done(*letter_ids)
 
     def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",
@@ -336,6 +338,11 @@ class AgentMail(Stage):
         if sync:
             self.sync()
         return self.receiver.recheck_quarantine(*refs)
+
+    def dismiss_quarantined(self, *refs: str) -> list[str]:
+        """Dismiss the quarantined letters ``refs`` name (ids, Message-IDs, prefixes): ``quarantined``
+        stops listing them, their files stay. The ids dismissed now; NotFound for a ref naming none."""
+        return self.receiver.dismiss_quarantined(*refs)
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
