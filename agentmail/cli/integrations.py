@@ -8,11 +8,13 @@ runs. ``commands`` is taken in by the command line's root (``app``).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from .args import Commands, argument, at_least, echo, option, seconds
+from .args import Command, Commands, Exit, Group, UsageError, argument, at_least, echo, option, seconds
 from .context import Ctx, json_option
-from .render import emit
+from .render import clean, emit
 
 commands = Commands()
 
@@ -30,9 +32,28 @@ def mcp(ctx: Ctx) -> None:
     serve(ctx.client)
 
 
-@commands.group()
-def hook(_ctx: Ctx) -> None:
+class _HookGroup(Group):
+    """``hook HOST EVENT`` is run by a host, which reads exit 2 as "block" (keep the agent going):
+    any mistake in it, a usage error too, exits 1 with its line (hooks.py). ``hook install`` is a
+    person's command: bad input there is exit 2, as everywhere."""
+
+    def resolve(self, argv: Sequence[str], prog: str, ctx: Any) -> tuple[Command, dict[str, Any]]:
+        try:
+            return super().resolve(argv, prog, ctx)
+        except UsageError as exc:
+            if argv and argv[0] == "install":
+                raise
+            from .hooks import NEVER_BLOCK
+
+            echo(f"agentmail: {clean(exc)}; {NEVER_BLOCK}", err=True)
+            raise Exit(1) from None
+
+
+def _hook(_ctx: Ctx) -> None:
     """Session hooks for coding-agent hosts: HOST EVENT, or install HOST."""
+
+
+hook = commands.commands["hook"] = _HookGroup("hook", _hook)
 
 
 def _hook_command(host: str, label: str) -> None:

@@ -218,17 +218,24 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
-    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it)."""
-    from ..config.identity import write_marker
+    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it). Outside a git
+    checkout it marks the directory (--dir, else the current one) and what is below it."""
+    from ..config.identity import in_git_checkout, write_marker
     from ..config.registry import load
 
     load(ctx.registry_root()).named(platform_name)  # an unknown name says "did you mean" (exit 2)
     path, previous = write_marker(Path(root) if root else None, platform_name)
     note = f" (was {previous})" if previous and previous != platform_name else ""
+    git = in_git_checkout(path.parent)
+    then = (
+        "commit it so every clone knows"
+        if git
+        else "not a git checkout: it names this directory and those below it (nothing to commit)"
+    )
     emit(
         ctx,
-        {"marker": str(path), "platform": platform_name, "previous": previous},
-        lambda: echo(f'{path}: platform = "{platform_name}"{note}; commit it so every clone knows'),
+        {"marker": str(path), "platform": platform_name, "previous": previous, "git_checkout": git},
+        lambda: echo(f'{path}: platform = "{platform_name}"{note}; {then}'),
     )
 
 

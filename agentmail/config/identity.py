@@ -136,11 +136,20 @@ def _path_hints(registry: Registry, cwd: Path) -> tuple[list[str], int]:
 
 def checkout_root(start: Path) -> Path:
     """The git checkout holding ``start`` (its top directory), else ``start`` itself."""
+    return _git_checkout(start) or start.resolve()
+
+
+def _git_checkout(start: Path) -> Path | None:
     start = start.resolve()
     for directory in [start, *start.parents]:
         if (directory / ".git").exists():
             return directory
-    return start
+    return None
+
+
+def in_git_checkout(directory: Path) -> bool:
+    """Is ``directory`` inside a git checkout (a marker there is committed for every clone)?"""
+    return _git_checkout(directory) is not None
 
 
 def write_marker(root: Path | None, platform: str) -> tuple[Path, str | None]:
