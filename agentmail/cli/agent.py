@@ -27,7 +27,8 @@ def _outcome(ctx: Ctx, client: AgentMail, letter: Letter) -> None:
     """The letter's outcome, with its advice and warnings (the client's ``last_sent``)."""
     sent = client.last_sent
     assert sent is not None and sent.letter is letter  # the call that returned ``letter`` set it
-    render.sent_outcome(ctx, letter, sent.advice, sent.warnings)
+    advice = sent.advice if ctx.json or (sent.advice and client.opener_advice_due()) else ()
+    render.sent_outcome(ctx, letter, advice, sent.warnings)
 
 
 @commands.command()

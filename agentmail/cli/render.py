@@ -258,15 +258,16 @@ def approvers_told(letter: Letter) -> str:
 
 def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings: Sequence[str] = ()) -> None:
     """What became of a letter ``send``/``reply``/``note``/``approve`` made: THREAD ID STATE on
-    stdout, an opener's advice and the warnings (``Sent``'s) on stderr, then its exit code
-    (5 queued, 4 refused, ...) raised."""
+    stdout, an opener's advice (with --json: its ``advice`` field) and the warnings (``Sent``'s)
+    on stderr, then its exit code (5 queued, 4 refused, ...) raised."""
     from ..client.facade import raise_for_state
 
-    if advice:  # advice, never an error: one line, saying what became of the letter all the same
+    if advice and not ctx.json:  # advice, never an error: one line, saying what became of the letter
         went = {"held": "held anyway", "outbox": "queued anyway", "failed": "not a refusal"}.get(
             letter.state, "sent anyway"
         )
-        echo(clean(f"agentmail: advice for an opener ({went}): " + "; ".join(advice)), err=True)
+        echo(clean(f"agentmail: advice for an opener ({went}; said once a day): " + "; ".join(advice)), err=True)
+    data = {**letter.to_json(), **({"advice": list(advice)} if advice else {})}
     for warning in warnings:
         echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
@@ -275,16 +276,16 @@ def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings:
         echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":  # THREAD ID STATE on stdout; why, once, on stderr (exit 5)
         why = letter.extra.get("queued_reason") or "the server is unreachable"
-        emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} queued"))
+        emit(ctx, data, lambda: echo(f"{letter.thread} {letter.id} queued"))
         after = "it goes out with the next command or 'agentmail flush'; do not send it again"
         raise TransportError(f"queued (not sent): {sentences(why, after)}")
     elif letter.state == "held":
         why = letter.extra.get("held_reason") or "held"
-        emit(ctx, letter.to_json(), lambda: echo(clean(
+        emit(ctx, data, lambda: echo(clean(
             f"{letter.thread} {letter.id} held (not sent): {why}; it waits for a person's approval "
             f"({approvers_told(letter)}); 'agentmail sent' shows what they decided")))  # fmt: skip
     else:
-        emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} {letter.state}"))
+        emit(ctx, data, lambda: echo(f"{letter.thread} {letter.id} {letter.state}"))
     raise_for_state(letter)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import ages
+from .._fs import write_atomic
 from ..config import identity
 from ..config import registry as registry_mod
 from ..errors import AgentmailError
@@ -89,6 +90,23 @@ class AgentMail(Stage):
     @flushed.setter
     def flushed(self, value: int) -> None:
         self.outbox.flushed = value
+
+    def opener_advice_due(self) -> bool:
+        """Is the command line to say an opener's advice now? Once per mailbox per UTC day: it is
+        for learning what a good report holds, not a line on every thread (``Sent.advice`` and
+        MCP's warnings carry it every time). The day is noted in the mailbox's spool."""
+        path = self.spool.root / "advised"
+        today = ages.iso(ages.now_ms())[:10]
+        try:
+            if path.read_text(encoding="ascii", errors="replace") == today:
+                return False
+        except OSError:
+            pass
+        try:
+            write_atomic(path, today.encode())
+        except OSError:  # a note that cannot be kept: the advice is said again, nothing is lost
+            pass
+        return True
 
     @property
     def dismissed(self) -> list[str]:

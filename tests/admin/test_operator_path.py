@@ -109,12 +109,14 @@ def test_send_refuses_a_key_that_does_not_match_the_pin(home: Path, cli: Cli) ->
 
 
 def test_each_platform_gets_its_own_selector_and_init_prints_every_txt_record(home: Path, cli: Cli) -> None:
-    code, out, _ = cli("init", "--domain", "bus.test", "alpha", "beta")
+    code, out, _ = cli("init", "--domain", "bus.test", "--transport", "smtp+imap", "--smtp", "mx.bus.test:587",
+                       "--imap", "mx.bus.test:993", "alpha", "beta")  # fmt: skip
     reg = registry_mod.load(home / "registry")
     selectors = {p.selector for p in reg.platforms.values()}
     assert code == 0 and len(selectors) == 2
     for platform in reg.platforms.values():
         assert f'{platform.selector}._domainkey.bus.test. IN TXT "v=DKIM1; k=ed25519; p={platform.public_key}"' in out
+    assert out.splitlines()[-1].startswith("next: each platform's login in ")  # then the next step
 
 
 # --- never duplicate ---------------------------------------------------------------------
