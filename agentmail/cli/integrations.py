@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .args import Command, Commands, Exit, Group, UsageError, argument, at_least, echo, option, seconds
+from .args import Command, Commands, Group, UsageError, argument, at_least, echo, option, seconds
 from .context import Ctx, json_option
-from .render import clean, emit
+from .render import emit
 
 commands = Commands()
 
@@ -32,6 +32,12 @@ def mcp(ctx: Ctx) -> None:
     serve(ctx.client)
 
 
+class HookUsageError(UsageError):
+    """A usage error in ``hook HOST EVENT``: exit 1, never 2, which a host reads as "block"."""
+
+    exit_code = 1
+
+
 class _HookGroup(Group):
     """``hook HOST EVENT`` is run by a host, which reads exit 2 as "block" (keep the agent going):
     any mistake in it, a usage error too, exits 1 with its line (hooks.py). ``hook install`` is a
@@ -45,8 +51,7 @@ class _HookGroup(Group):
                 raise
             from .hooks import NEVER_BLOCK
 
-            echo(f"agentmail: {clean(exc)}; {NEVER_BLOCK}", err=True)
-            raise Exit(1) from None
+            raise HookUsageError(f"{exc}; {NEVER_BLOCK}") from None
 
 
 def _hook(_ctx: Ctx) -> None:

@@ -248,7 +248,8 @@ def test_a_fan_out_row_keeps_the_status_columns(home: Path, cli: Cli) -> None:
     code, out, _ = cli("--as", "alpha", "status", "--no-sync")
     rows = out.splitlines()
     assert code == 0 and len(rows) == 4 and "beta,gamma" not in out
-    assert "move: 2 below" in rows[0] and "with 2 platforms" in rows[0]
+    (fan,) = [row for row in rows if row.endswith("Fan")]
+    assert "move: 2 below" in fan and "with 2 platforms" in fan
     starts = {row.index(" with ") for row in rows}
     ages_at = {row.index(" age ") for row in rows if " age " in row}
     assert len(starts) == 1 and len(ages_at) == 1  # every column starts where the others do
