@@ -232,6 +232,14 @@ def test_opener_advice_is_said_once_a_day_per_mailbox_and_never_on_stderr_with_j
     assert cli("--as", "alpha", "send", "beta", "-s", "Five", "-b", "it broke")[2].startswith("agentmail: advice")
 
 
+def test_opener_advice_whose_day_cannot_be_noted_is_said_again(registry: Registry, home: Path, cli: Cli) -> None:
+    assert cli("--as", "alpha", "sync")[0] == 0  # the mailbox's spool exists
+    (home / "spool" / "alpha" / "advised").mkdir()  # neither read nor replaced: no day is kept
+    for subject in ("One", "Two"):
+        code, _, err = cli("--as", "alpha", "send", "beta", "-s", subject, "-b", "it broke")
+        assert code == 0 and err.startswith("agentmail: advice for an opener")
+
+
 # --- cosmetics --------------------------------------------------------------------------------
 
 
