@@ -56,12 +56,12 @@ def line(letter: Letter, who: str | None = None) -> str:
 
 
 def _sender(letter: Letter) -> str:
-    """``show``'s from line: the platform and its address; a quarantined letter's From as it came
-    (no platform vouches for it, and it may carry its own display name)."""
+    """``show``'s from line: the platform and its address; a quarantined letter's From as it came,
+    display name and all (it may claim a platform, but nothing vouches for it)."""
     if letter.extra.get("person"):
         return attribution(letter)
     if not letter.sender:
-        return f"{letter.sender_address or '?'} (no platform)"
+        return f"{letter.sender_address or '?'} (unverified)"
     return f"{letter.sender} <{letter.sender_address}>"
 
 
@@ -210,7 +210,7 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
     cells = [_parties(r) for r in rows]
     names = [x for whose, with_ in cells for x in (whose, with_)]
     names += [str(part[key]) for r in rows for part in r.recipients for key in ("whose_move", "with")]
-    width = max([12, *map(len, names)])
+    width = min(max([12, *map(len, names)]), 32)  # a platform name is at most 32 characters
     for r, (whose, with_) in zip(rows, cells, strict=True):
         flag = "  UNDELIVERABLE" if r.undeliverable else ""
         if r.delivery == "queued":

@@ -100,7 +100,7 @@ def test_show_of_a_quarantined_letter_reads_plainly_and_points_to_its_bytes(
     held = _quarantined(home, beta)
     code, out, _ = cli("--as", "beta", "show", held)
     assert code == 0
-    assert "from:     Mallory <mallory@evil.example> (no platform)\n" in out and "? <" not in out
+    assert "from:     Mallory <mallory@evil.example> (unverified)\n" in out and "? <" not in out
     assert "type:     -\n" in out and "thread:   -\n" in out
     assert out.rstrip().endswith(f"'agentmail show --raw {held}' prints its bytes)")
     code, out, _ = cli("--as", "beta", "show", "--raw", held)
