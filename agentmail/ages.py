@@ -17,7 +17,7 @@ from .errors import BadInput
 clock: Callable[[], float] | None = None  # seconds since the epoch; tests set it, nothing else does
 
 UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 604800}
-_DURATION = re.compile(r"([1-9][0-9]{0,5})([mhdw])")
+_DURATION = re.compile(r"([0-9]{1,6})([mhdw])")
 EXAMPLES = "30m, 12h, 3d or 2w"
 
 
@@ -33,6 +33,8 @@ def duration(value: str, what: str = "duration") -> int:
     if found is None:
         shown = value[:40] if isinstance(value, str) else type(value).__name__
         raise BadInput(f"{what} {shown!r} is not a duration: give {EXAMPLES}")
+    if int(found.group(1)) == 0:  # a duration, but no window at all
+        raise BadInput(f"{what} {value!r} must be more than 0: give {EXAMPLES}")
     return int(found.group(1)) * UNITS[found.group(2)]
 
 

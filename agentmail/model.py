@@ -62,6 +62,16 @@ def check_type(value: str) -> str:
     return value
 
 
+def check_filter_type(value: str | None) -> str | None:
+    """A type a filter may name (``wait --type``, ``search --type``): a letter's type or ``human``.
+    A misspelt one is refused at once, never waited out."""
+    if value is not None and value not in (*TYPES, HUMAN):
+        close = value.lower().replace("_", "-")
+        hint = f"; did you mean {close!r}?" if close in (*TYPES, HUMAN) else ""
+        raise BadInput(f"unknown type {value!r}{hint} (one of: {', '.join((*TYPES, HUMAN))})")
+    return value
+
+
 _NOTE_ADVICE = "a note to a sibling agent: use note() in Python, 'agentmail note' on the command line"
 
 

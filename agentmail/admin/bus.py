@@ -52,7 +52,17 @@ def _selector(name: str) -> str:
 
 def _write_toml(path: Path, data: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, tomli_w.dumps(data).encode(), mode=0o644)
+    write_atomic(path, _dumps(data).encode(), mode=0o644)
+
+
+def _dumps(data: dict[str, Any]) -> str:
+    """TOML as a person writes it: an entry's people as ``[[people]]`` tables, one a person (as
+    ONBOARDING shows them), where tomli-w would write short ones as inline tables."""
+    people = data.get("people")
+    if not people:
+        return tomli_w.dumps(data)
+    text = tomli_w.dumps({k: v for k, v in data.items() if k != "people"})
+    return text + "".join(f"\n[[people]]\n{tomli_w.dumps(person)}" for person in people)
 
 
 def platform_entry(platform: Platform) -> dict[str, Any]:
@@ -92,7 +102,7 @@ def platform_entry(platform: Platform) -> dict[str, Any]:
 
 
 def entry_toml(platform: Platform) -> str:
-    return tomli_w.dumps(platform_entry(platform))
+    return _dumps(platform_entry(platform))
 
 
 def _repo_hint(repo: str | None) -> tuple[list[str], list[str]]:

@@ -27,7 +27,8 @@ def _outcome(ctx: Ctx, client: AgentMail, letter: Letter) -> None:
     """The letter's outcome, with its advice and warnings (the client's ``last_sent``)."""
     sent = client.last_sent
     assert sent is not None and sent.letter is letter  # the call that returned ``letter`` set it
-    render.sent_outcome(ctx, letter, sent.advice, sent.warnings)
+    advice = sent.advice if ctx.json or (sent.advice and client.opener_advice_due()) else ()
+    render.sent_outcome(ctx, letter, advice, sent.warnings)
 
 
 @commands.command()
@@ -100,14 +101,18 @@ def apply_cmd(ctx: Ctx, letter_id: str, check: bool, series: bool) -> None:
 @argument("letter_ids", metavar="ID", nargs=-1, required=True, help=ID_HELP)
 @json_option
 def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
-    """Mark letters consumed (read); a failed letter of mine is dismissed (status stops showing it)."""
+    """Mark letters consumed (read); a failed letter of mine is dismissed (status stops showing
+    it), and so is a quarantined letter ('quarantine' stops listing it; its file is kept)."""
     client = ctx.client()
     moved = client.done(*letter_ids)
     read = [i for i in moved if i not in client.dismissed]
     gone = [i for i in moved if i in client.dismissed]
+    held = [i for i in gone if client.spool.locate(i) == "quarantine"]
 
     def text() -> None:
-        echo(f"marked {len(read)} read" + (f", dismissed {len(gone)} failed letter(s)" if gone else ""))
+        failed = len(gone) - len(held)
+        echo(f"marked {len(read)} read" + (f", dismissed {failed} failed letter(s)" if failed else "")
+             + (f", dismissed {len(held)} quarantined letter(s)" if held else ""))  # fmt: skip
 
     emit(ctx, {"done": read, **({"dismissed": gone} if gone else {})}, text)
 
@@ -276,7 +281,7 @@ def sync(ctx: Ctx) -> None:
     if client.escalation_problem:  # issue 26: the followers were not told what needs them
         echo(f"agentmail: {client.escalation_problem}", err=True)
     data = report.to_json()
-    emit(ctx, data, lambda: echo(", ".join(f"{v} {k}" for k, v in data.items())))
+    emit(ctx, data, lambda: render.synced(data))
 
 
 @commands.command()

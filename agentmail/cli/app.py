@@ -23,6 +23,11 @@ from .render import clean
 
 _EPILOG = """\b
 First steps (ONBOARDING.md has the whole path):
+  On one machine (the embedded post office, no mail server, the default):
+  1. agentmail init A B     (once: the registry and each platform's key)
+  2. agentmail bind A       (in A's checkout: writes the .agentmail marker; or --as A)
+  3. agentmail send B -s SUBJECT -b TEXT, and as B: agentmail --as B inbox
+  Over a mail server (smtp+imap):
   1. agentmail init --transport smtp+imap --domain D --smtp HOST:587 --imap HOST:993 A B
      (once per bus: the registry and each platform's key; it never overwrites a key)
   2. credentials, owner-only from the start (read -rs PW first):
@@ -47,6 +52,8 @@ Exit codes:
   0 ok  1 not found  2 bad input  3 timeout  4 refused by a guard
   5 transport failure (the letter is queued; it goes out with the next command)
   6 configuration (registry, identity, keys, credentials, TLS; nothing is queued)
+  7 storage (the spool's database missing or damaged, or the disk full; the line says
+    how to recover: 'agentmail rebuild', free space)
 """
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..model import Letter
 
 EVENTS = ("session-start", "stop")
+NEVER_BLOCK = "a hook exits 1 on a mistake, never 2 (hosts read 2 as 'block')"
 MAX_LINES = 20
 
 
@@ -136,7 +137,8 @@ def run(host: str, event: str, payload: str, make_client: Callable[[Path], Agent
     spec = HOSTS.get(host)
     if spec is None or event not in EVENTS:
         return Outcome(
-            stderr=f"agentmail: unknown hook {host} {event} (hosts: {', '.join(HOSTS)}; events: {', '.join(EVENTS)})",
+            stderr=f"agentmail: unknown hook {host} {event} (hosts: {', '.join(HOSTS)}; events: {', '.join(EVENTS)}); "
+            + NEVER_BLOCK,
             exit_code=1,
         )
     data: dict[str, Any] = {}

@@ -8,9 +8,11 @@ runs. ``commands`` is taken in by the command line's root (``app``).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from .args import Commands, argument, at_least, echo, option, seconds
+from .args import Command, Commands, Group, UsageError, argument, at_least, echo, option, seconds
 from .context import Ctx, json_option
 from .render import emit
 
@@ -23,12 +25,40 @@ def mcp(ctx: Ctx) -> None:
     """The same operations as MCP tools over stdio (needs the extra agentmail[mcp])."""
     from .mcp_server import serve
 
+    if sys.stdin.isatty():  # typed in a terminal, where it would otherwise wait in silence
+        echo("agentmail mcp: speaks MCP (JSON-RPC) on stdin/stdout to the host that starts it "
+             "(e.g. 'claude mcp add agentmail -- agentmail mcp'); Ctrl-C ends it", err=True)  # fmt: skip
+
     serve(ctx.client)
 
 
-@commands.group()
-def hook(_ctx: Ctx) -> None:
+class HookUsageError(UsageError):
+    """A usage error in ``hook HOST EVENT``: exit 1, never 2, which a host reads as "block"."""
+
+    exit_code = 1
+
+
+class _HookGroup(Group):
+    """``hook HOST EVENT`` is run by a host, which reads exit 2 as "block" (keep the agent going):
+    any mistake in it, a usage error too, exits 1 with its line (hooks.py). ``hook install`` is a
+    person's command: bad input there is exit 2, as everywhere."""
+
+    def resolve(self, argv: Sequence[str], prog: str, ctx: Any) -> tuple[Command, dict[str, Any]]:
+        try:
+            return super().resolve(argv, prog, ctx)
+        except UsageError as exc:
+            if argv and argv[0] == "install":
+                raise
+            from .hooks import NEVER_BLOCK
+
+            raise HookUsageError(f"{exc}; {NEVER_BLOCK}") from None
+
+
+def _hook(_ctx: Ctx) -> None:
     """Session hooks for coding-agent hosts: HOST EVENT, or install HOST."""
+
+
+hook = commands.commands["hook"] = _HookGroup("hook", _hook)
 
 
 def _hook_command(host: str, label: str) -> None:

@@ -224,20 +224,28 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
-    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it). Refused (exit 6)
-    while the agentmail home's secrets/ lies in a git work tree that tracks it or does not ignore it."""
+    """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it). Outside a git
+    checkout it marks the directory (--dir, else the current one) and what is below it. Refused
+    (exit 6) while the agentmail home's secrets/ lies in a git work tree that tracks it or does not
+    ignore it."""
     from ..admin import bus
-    from ..config.identity import write_marker
+    from ..config.identity import in_git_checkout, write_marker
     from ..config.registry import load
 
     load(ctx.registry_root()).named(platform_name)  # an unknown name says "did you mean" (exit 2)
     bus.refuse_exposed(ctx.home, "bind")
     path, previous = write_marker(Path(root) if root else None, platform_name)
     note = f" (was {previous})" if previous and previous != platform_name else ""
+    git = in_git_checkout(path.parent)
+    then = (
+        "commit it so every clone knows"
+        if git
+        else "not a git checkout: it names this directory and those below it (nothing to commit)"
+    )
     emit(
         ctx,
-        {"marker": str(path), "platform": platform_name, "previous": previous},
-        lambda: echo(f'{path}: platform = "{platform_name}"{note}; commit it so every clone knows'),
+        {"marker": str(path), "platform": platform_name, "previous": previous, "git_checkout": git},
+        lambda: echo(f'{path}: platform = "{platform_name}"{note}; {then}'),
     )
 
 
@@ -349,24 +357,33 @@ def reject(ctx: Ctx, letter_id: str, reason: str) -> None:
 
 @commands.command()
 @argument(
-    "words", metavar="[recheck [ID...]]", nargs=-1, help="recheck: judge quarantined letters (IDs; none: all) again."
+    "words",
+    metavar="[recheck [ID...] | drop ID...]",
+    nargs=-1,
+    help="recheck: judge quarantined letters (IDs; none: all) again; drop: stop listing them (files kept).",
 )
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
 def quarantine(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
     """What was rejected, and why; 'quarantine recheck [ID...]' judges those letters again against
-    today's registry and files the ones that pass now (after a key or a platform was added)."""
+    today's registry and files the ones that pass now (after a key or a platform was added);
+    'quarantine drop ID...' dismisses them (as 'done ID' does): no longer listed, the files kept."""
     if words:
-        _recheck(ctx, words, no_sync)
+        _quarantine_word(ctx, words, no_sync)
         return
     letters = ctx.client().quarantined(sync=not no_sync)
     emit(ctx, [letter.to_json() for letter in letters], lambda: render.quarantine(letters))
 
 
-def _recheck(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+def _quarantine_word(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
+    if words[0] == "drop":
+        dropped = ctx.client().dismiss_quarantined(*words[1:])
+        emit(ctx, {"dismissed": dropped}, lambda: echo(f"dismissed {len(dropped)} quarantined letter(s)"))
+        return
     if words[0] != "recheck":
         raise BadInput(
-            f"quarantine takes no {words[0]!r}: 'agentmail quarantine' lists, 'quarantine recheck [ID...]' rechecks"
+            f"quarantine takes no {words[0]!r}: 'agentmail quarantine' lists, 'quarantine recheck [ID...]' "
+            "rechecks, 'quarantine drop ID...' dismisses"
         )
     results = ctx.client().recheck_quarantine(*words[1:], sync=not no_sync)
     emit(ctx, results, lambda: render.rechecked(results))

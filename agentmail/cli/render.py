@@ -56,19 +56,34 @@ def line(letter: Letter, who: str | None = None) -> str:
     )
 
 
+def _sender(letter: Letter) -> str:
+    """``show``'s from line: the platform and its address; a quarantined letter's From as it came,
+    display name and all (it may claim a platform, but nothing vouches for it)."""
+    if letter.extra.get("person"):
+        return attribution(letter)
+    if not letter.sender:
+        return f"{letter.sender_address or '?'} (unverified)"
+    return f"{letter.sender} <{letter.sender_address}>"
+
+
+def attached(item: dict[str, Any]) -> str:
+    """One attachment, listed, never opened ('agentmail save ID')."""
+    desc = f" — {item['description']}" if item.get("description") else ""
+    return f"{item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}"
+
+
 def full(letter: Letter) -> str:
     head = [
         f"id:       {letter.id} ({letter.state})",
-        f"from:     {attribution(letter)}"
-        if letter.extra.get("person")
-        else f"from:     {letter.sender or '?'} <{letter.sender_address}>",
+        f"from:     {_sender(letter)}",
         f"to:       {letter.to or '?'} <{letter.to_address}>"
         + (f" (and {', '.join(letter.recipients[1:])})" if letter.recipients else ""),
         f"subject:  {letter.subject}",
-        f"type:     {letter.type}"
+        f"type:     {letter.type or '-'}"
+        + (f"   outcome: {letter.outcome}" if letter.outcome else "")
         + (f"   severity: {letter.severity}" if letter.severity else "")
         + (f"   ref: {letter.ref}" if letter.ref else ""),
-        f"thread:   {letter.thread}",
+        f"thread:   {letter.thread or '-'}",
         f"date:     {letter.date}",
     ]
     if letter.to_agent:
@@ -78,12 +93,12 @@ def full(letter: Letter) -> str:
     for key in ("undeliverable_reason", "failed_reason", "queued_reason", "refused", "sent_copy_failed"):
         if letter.extra.get(key):
             head.append(f"{key.split('_')[0]}: {letter.extra[key]}")
-    for item in letter.extra.get("attachments") or []:  # listed, never opened ('agentmail save ID')
-        desc = f" — {item['description']}" if item.get("description") else ""
-        head.append(
-            f"attached: {item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}"
-        )
-    return clean("\n".join(head)) + "\n\n" + clean(letter.body).replace("\r", "")
+    for item in letter.extra.get("attachments") or []:
+        head.append(f"attached: {attached(item)}")
+    body = letter.body
+    if letter.state == "quarantine" and not body.strip():  # its text is never parsed for reading
+        body = f"(a quarantined letter's text is not shown: 'agentmail show --raw {letter.id}' prints its bytes)"
+    return clean("\n".join(head)) + "\n\n" + clean(body).replace("\r", "")
 
 
 def shown(letter: Letter, how: str) -> str:
@@ -124,6 +139,10 @@ def thread(found: Sequence[Letter]) -> None:
             )
         )
         echo(clean(f"   {letter.subject}"))
+        if letter.outcome:
+            echo(f"   outcome: {letter.outcome}")
+        for item in letter.extra.get("attachments") or []:
+            echo(clean(f"   attached: {attached(item)}"))
         echo("")
         for body_line in clean(letter.body).splitlines():
             echo(f"   {body_line}")
@@ -187,7 +206,13 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
     elif not rows:
         shut = closed()
         echo(f"no open threads ({shut} closed: 'agentmail status --closed' lists them)" if shut else "no threads")
-    for r in rows:
+    # A fan-out row names its counterparts one a line below it: its own cells say how many, so
+    # a column is never pushed out by a list of names; the columns widen to the longest name.
+    cells = [_parties(r) for r in rows]
+    names = [x for whose, with_ in cells for x in (whose, with_)]
+    names += [str(part[key]) for r in rows for part in r.recipients for key in ("whose_move", "with")]
+    width = min(max([12, *map(len, names)]), 32)  # a platform name is at most 32 characters
+    for r, (whose, with_) in zip(rows, cells, strict=True):
         flag = "  UNDELIVERABLE" if r.undeliverable else ""
         if r.delivery == "queued":
             flag += f"  QUEUED (not sent): {r.delivery_detail}"
@@ -200,13 +225,28 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
         when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
         if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
             when = f"{'':<21}"
-        shown = f"{r.thread:<16} {r.state:<14} move: {r.whose_move:<12} with {r.with_:<12} {when} {r.subject}"
+        shown = f"{r.thread:<16} {r.state:<14} move: {whose:<{width}} with {with_:<{width}} {when} {r.subject}"
         echo(clean(shown + flag))
         for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
-            echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<12} with {part['with']}"))
+            echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<{width}} with {part['with']}"))
+
+
+def _parties(row: Any) -> tuple[str, str]:
+    """A status row's whose-move and with cells: a fan-out's counted (each is on a line below)."""
+    if not row.recipients:
+        return row.whose_move, row.with_
+    due = [p for p in row.recipients if p["whose_move"] not in ("me", "nobody")]
+    whose = row.whose_move if "," not in row.whose_move else f"{len(due)} below"
+    return whose, f"{len(row.recipients)} platforms"
 
 
 # --- a letter sent, queued or held -------------------------------------------------------------
+
+
+def sentences(first: str, then: str) -> str:
+    """Two clauses as one line: after a question (the reason asks one) a new sentence, not "?;"."""
+    first = first.rstrip().rstrip(";,")
+    return f"{first} {then[:1].upper()}{then[1:]}" if first.endswith(("?", "!", ".")) else f"{first}; {then}"
 
 
 def approvers_told(letter: Letter) -> str:
@@ -219,15 +259,16 @@ def approvers_told(letter: Letter) -> str:
 
 def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings: Sequence[str] = ()) -> None:
     """What became of a letter ``send``/``reply``/``note``/``approve`` made: THREAD ID STATE on
-    stdout, an opener's advice and the warnings (``Sent``'s) on stderr, then its exit code
-    (5 queued, 4 refused, ...) raised."""
+    stdout, an opener's advice (with --json: its ``advice`` field) and the warnings (``Sent``'s)
+    on stderr, then its exit code (5 queued, 4 refused, ...) raised."""
     from ..client.facade import raise_for_state
 
-    if advice:  # advice, never an error: one line, saying what became of the letter all the same
+    if advice and not ctx.json:  # advice, never an error: one line, saying what became of the letter
         went = {"held": "held anyway", "outbox": "queued anyway", "failed": "not a refusal"}.get(
             letter.state, "sent anyway"
         )
-        echo(clean(f"agentmail: advice for an opener ({went}): " + "; ".join(advice)), err=True)
+        echo(clean(f"agentmail: advice for an opener ({went}; said once a day): " + "; ".join(advice)), err=True)
+    data = {**letter.to_json(), **({"advice": list(advice)} if advice else {})}
     for warning in warnings:
         echo(clean(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
@@ -236,21 +277,25 @@ def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings:
         echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":  # THREAD ID STATE on stdout; why, once, on stderr (exit 5)
         why = letter.extra.get("queued_reason") or "the server is unreachable"
-        emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} queued"))
-        raise TransportError(
-            f"queued (not sent): {why}; it goes out with the next command or 'agentmail flush'; do not send it again"
-        )
+        emit(ctx, data, lambda: echo(f"{letter.thread} {letter.id} queued"))
+        after = "it goes out with the next command or 'agentmail flush'; do not send it again"
+        raise TransportError(f"queued (not sent): {sentences(why, after)}")
     elif letter.state == "held":
         why = letter.extra.get("held_reason") or "held"
-        emit(ctx, letter.to_json(), lambda: echo(clean(
+        emit(ctx, data, lambda: echo(clean(
             f"{letter.thread} {letter.id} held (not sent): {why}; it waits for a person's approval "
             f"({approvers_told(letter)}); 'agentmail sent' shows what they decided")))  # fmt: skip
     else:
-        emit(ctx, letter.to_json(), lambda: echo(f"{letter.thread} {letter.id} {letter.state}"))
+        emit(ctx, data, lambda: echo(f"{letter.thread} {letter.id} {letter.state}"))
     raise_for_state(letter)
 
 
 # --- the outbox, the spool, the checks ---------------------------------------------------------
+
+
+def synced(data: dict[str, Any]) -> None:
+    """``sync``: each count in words; internal errors (an agentmail bug) only when there were some."""
+    echo(", ".join(f"{v} {k.replace('_', ' ')}" for k, v in data.items() if v or k != "internal_errors"))
 
 
 def flushed(data: Sequence[dict[str, Any]]) -> None:
@@ -319,14 +364,22 @@ def txt_line(platform: Any) -> str:
 
 
 def created(reg: Any, home: Path, kept: Sequence[str], entries: Sequence[Any]) -> None:
-    """``init``: the bus made, and each platform's DNS TXT record."""
+    """``init``: the bus made, each platform's DNS TXT record when partners may look keys up (a
+    mail server's bus; a local bus's keys never leave the machine), and the next step."""
     echo(
         f"created bus {reg.bus.name} at {reg.root} with {', '.join(sorted(reg.platforms))}; "
         f"keys in {home / 'secrets'}" + (f" (kept the existing keys of {', '.join(kept)})" if kept else "")
     )
+    first = entries[0].name if entries else "PLATFORM"
+    if reg.bus.transport == "local":
+        echo(f"next: in each platform's checkout 'agentmail bind {first}' (writes the .agentmail marker), "
+             f"or give '--as {first}' to every command; then 'agentmail send TO -s SUBJECT -b TEXT'")  # fmt: skip
+        return
     echo("# DNS TXT records, for partners who look keys up (one per platform):")
     for platform in entries:
         echo(txt_line(platform))
+    echo(f"next: each platform's login in {home / 'secrets'}/PLATFORM.env (0600), then "
+         f"'agentmail --as {first} doctor --round-trip' ('agentmail --help' shows how)")  # fmt: skip
 
 
 def entry(registry: Path, platform: Any) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import ages
+from .._fs import write_atomic
 from ..config import identity
 from ..config import registry as registry_mod
 from ..errors import AgentmailError
@@ -90,9 +91,26 @@ class AgentMail(Stage):
     def flushed(self, value: int) -> None:
         self.outbox.flushed = value
 
+    def opener_advice_due(self) -> bool:
+        """Is the command line to say an opener's advice now? Once per mailbox per UTC day: it is
+        for learning what a good report holds, not a line on every thread (``Sent.advice`` and
+        MCP's warnings carry it every time). The day is noted in the mailbox's spool."""
+        path = self.spool.root / "advised"
+        today = ages.iso(ages.now_ms())[:10]
+        try:
+            if path.read_text(encoding="ascii", errors="replace") == today:
+                return False
+        except OSError:
+            pass
+        try:
+            write_atomic(path, today.encode())
+        except OSError:  # a note that cannot be kept: the advice is said again, nothing is lost
+            pass
+        return True
+
     @property
     def dismissed(self) -> list[str]:
-        """The failed letters the last ``done`` dismissed."""
+        """The failed or quarantined letters the last ``done`` dismissed."""
         return self.receiver.dismissed
 
     def close(self) -> None:
@@ -205,8 +223,10 @@ class AgentMail(Stage):
         """Mark letters consumed; returns the ids this call moved. Unknown ids raise NotFound.
 
         A failed letter of mine (refused for good, not sent and not queued, or rejected by a
-        person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it.
-        Those ids are returned too, and listed in ``dismissed``."""
+        person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it. So is a
+        quarantined letter: ``quarantined`` stops listing it; its file stays (a copy fetched again is
+        known, and ``quarantine recheck ID`` still judges it). Those ids are returned too, and
+        listed in ``dismissed``."""
         return self.receiver.done(*letter_ids)
 
     def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",
@@ -336,6 +356,11 @@ class AgentMail(Stage):
         if sync:
             self.sync()
         return self.receiver.recheck_quarantine(*refs)
+
+    def dismiss_quarantined(self, *refs: str) -> list[str]:
+        """Dismiss the quarantined letters ``refs`` name (ids, Message-IDs, prefixes): ``quarantined``
+        stops listing them, their files stay. The ids dismissed now; NotFound for a ref naming none."""
+        return self.receiver.dismiss_quarantined(*refs)
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""

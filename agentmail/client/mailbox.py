@@ -15,7 +15,7 @@ from ..errors import (
 from ..model import (
     Letter,
 )
-from ..spool import Spool
+from ..spool import MIN_PREFIX, Spool
 from ..stages.compose import Draft, compose
 
 if TYPE_CHECKING:
@@ -90,6 +90,8 @@ class Mailbox:
             raise BadInput(f"{text!r} names several letters ({shown}); give more of it")
         lowered = text.lower()
         if lowered.isascii() and lowered.isalnum():
+            if len(lowered) < MIN_PREFIX:  # too short to be looked up as a prefix: say so
+                raise NotFound(f"no letter {lowered}: a prefix of an id names a letter from {MIN_PREFIX} characters on")
             return lowered
         if ("@" in text or text.startswith("<")) and text.isprintable():
             raise NotFound(f"no letter with Message-ID {text}")

@@ -9,12 +9,14 @@ from .._value import Value, field
 from ..ages import now_ms
 from ..config.identity import Identity
 from ..errors import (
+    BadInput,
     NotFound,
     StorageError,
     Timeout,
 )
 from ..model import (
     Letter,
+    check_filter_type,
     new_thread_id,
     thread_id,
 )
@@ -76,7 +78,7 @@ class Receiver(Stage):
     def __init__(self, box: Mailbox, outbox: Outbox, holds: Holds) -> None:
         super().__init__(box)
         self.outbox, self.holds = outbox, holds
-        self.dismissed: list[str] = []  # the failed letters the last ``done`` dismissed
+        self.dismissed: list[str] = []  # the failed or quarantined letters the last ``done`` dismissed
         self._waiting: picture.Waiting | None = None  # during a sync: siblings' answers to what it files
 
     def sync(self, *, woken: bool = False) -> SyncReport:
@@ -388,7 +390,8 @@ class Receiver(Stage):
         return letters
 
     def done(self, *letter_ids: str) -> list[str]:
-        """``AgentMail.done``: unread letters to read; a failed letter of mine dismissed (listed in ``dismissed``)."""
+        """``AgentMail.done``: unread letters to read; a failed letter of mine, or a quarantined
+        letter, dismissed (listed in ``dismissed``)."""
         moved: list[str] = []
         self.dismissed = []
         for letter_id in letter_ids:
@@ -398,7 +401,7 @@ class Receiver(Stage):
                 raise NotFound(f"no letter {letter_id}")
             if state == "unread" and self.box.move(letter_id, "unread", "read"):
                 moved.append(letter_id)
-            elif state == "failed" and not self.spool.annotations(letter_id).get("dismissed"):
+            elif state in ("failed", "quarantine") and not self.spool.annotations(letter_id).get("dismissed"):
                 self.spool.annotate(letter_id, dismissed="true")
                 moved.append(letter_id)
                 self.dismissed.append(letter_id)
@@ -410,6 +413,15 @@ class Receiver(Stage):
         from .recheck import recheck
 
         return recheck(self, tuple(refs))
+
+    def dismiss_quarantined(self, *refs: str) -> list[str]:
+        """``quarantine drop ID...``: the quarantined letters ``refs`` name, dismissed as ``done``
+        dismisses one (NotFound for a ref that names none); the ids dismissed now."""
+        from .recheck import chosen
+
+        if not refs:
+            raise BadInput("name the quarantined letters to drop (their ids: 'agentmail quarantine')")
+        return self.done(*chosen(self, refs))
 
     def _warm_receiving(self) -> None:
         """Before blocking: judge and route one letter signed here for this platform (never
@@ -432,6 +444,7 @@ class Receiver(Stage):
 
         Raises Timeout. A matching letter already unread returns at once ("spool")."""
         thread = None if thread is None else thread_id(thread)
+        check_filter_type(type)  # a misspelt type is refused now, not waited out
         deadline = time.monotonic() + timeout
         mechanism = "spool"
         while True:

@@ -28,7 +28,7 @@ def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]
     spool = client.spool
     results: list[dict[str, Any]] = []
     with spool.locked():
-        ids = _chosen(client, refs)
+        ids = chosen(client, refs)
         for letter_id in ids:
             if spool.locate(letter_id) != "quarantine":
                 continue  # another recheck took it meanwhile
@@ -52,12 +52,12 @@ def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]
     return results
 
 
-def _chosen(client: Receiver, refs: tuple[str, ...]) -> list[str]:
+def chosen(client: Receiver, refs: tuple[str, ...]) -> list[str]:
     """The quarantined letters ``refs`` name (an id, a Message-ID, a prefix), or all of them."""
     spool = client.spool
-    if not refs:
-        return spool.ids("quarantine")
-    chosen: list[str] = []
+    if not refs:  # all of them but the ones a person dismissed ('done ID'); an id names any
+        return [i for i in spool.ids("quarantine") if not spool.annotations(i).get("dismissed")]
+    picked: list[str] = []
     for ref in refs:
         found = [i for i in spool.named(ref, most=50) if spool.locate(i) == "quarantine"]
         if not found:  # a Message-ID a filed letter shares (a forgery's): named() prefers the filed one
@@ -65,8 +65,8 @@ def _chosen(client: Receiver, refs: tuple[str, ...]) -> list[str]:
             found = [q.id for q in spool.letters("quarantine") if q.message_id.strip("<>") == wanted and wanted]
         if not found:
             raise NotFound(f"no quarantined letter {ref!r} (see 'agentmail quarantine')")
-        chosen += [i for i in found if i not in chosen]
-    return sorted(chosen)
+        picked += [i for i in found if i not in picked]
+    return sorted(picked)
 
 
 def _result(

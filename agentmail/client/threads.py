@@ -54,7 +54,7 @@ class Threads(Stage):
     def quarantined(self, *, sync: bool = True) -> list[Letter]:
         if sync:
             self.sync()
-        return self.spool.letters("quarantine")
+        return [x for x in self.spool.letters("quarantine") if not self.spool.annotations(x.id).get("dismissed")]
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""

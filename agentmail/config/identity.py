@@ -83,13 +83,16 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
     chosen = explicit or os.environ.get("AGENTMAIL_PLATFORM")
     if chosen:
         check_name("platform", chosen)
-        registry.get(chosen)
+        registry.named(chosen)  # a name someone typed: a misspelt one is bad input (exit 2), as in 'send'
         return Identity(chosen, agent)
 
     cwd = cwd.resolve()
-    chain = [cwd, *cwd.parents]
+    hinted, hint_depth = _path_hints(registry, cwd)
     # Walk up from the working directory: the first directory with any evidence is the deepest.
-    for directory in chain:
+    # A path hint at a deeper directory than this one wins over its marker or remote.
+    for directory in [cwd, *cwd.parents]:
+        if hinted and hint_depth > len(directory.parts):
+            break
         found = _marker(directory)
         if found:
             registry.get(found)
@@ -105,20 +108,10 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
                 raise ConfigError(
                     f"the git remote of {directory} matches several platforms ({', '.join(hits)}); use --as"
                 )
-
-    best: list[tuple[int, str]] = []
-    for platform in registry.platforms.values():
-        for hint in platform.paths:
-            root = Path(hint).expanduser().resolve()
-            if cwd == root or root in cwd.parents:
-                best.append((len(root.parts), platform.name))
-    if best:
-        best.sort(reverse=True)
-        depth = best[0][0]
-        names = sorted({name for d, name in best if d == depth})
-        if len(names) > 1:
-            raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(names)}); use --as")
-        return Identity(names[0], agent)
+    if hinted:
+        if len(hinted) > 1:
+            raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(hinted)}); use --as")
+        return Identity(hinted[0], agent)
     known = ", ".join(sorted(registry.platforms)) or "none yet"
     raise NotFound(
         f"cannot tell which platform {cwd} is (known platforms: {known}): run 'agentmail bind PLATFORM' "
@@ -127,13 +120,36 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
     )
 
 
+def _path_hints(registry: Registry, cwd: Path) -> tuple[list[str], int]:
+    """The platforms whose deepest path hint holds ``cwd``, and that hint's depth (its parts)."""
+    best: list[tuple[int, str]] = []
+    for platform in registry.platforms.values():
+        for hint in platform.paths:
+            root = Path(hint).expanduser().resolve()
+            if cwd == root or root in cwd.parents:
+                best.append((len(root.parts), platform.name))
+    if not best:
+        return [], 0
+    depth = max(d for d, _ in best)
+    return sorted({name for d, name in best if d == depth}), depth
+
+
 def checkout_root(start: Path) -> Path:
     """The git checkout holding ``start`` (its top directory), else ``start`` itself."""
+    return _git_checkout(start) or start.resolve()
+
+
+def _git_checkout(start: Path) -> Path | None:
     start = start.resolve()
     for directory in [start, *start.parents]:
         if (directory / ".git").exists():
             return directory
-    return start
+    return None
+
+
+def in_git_checkout(directory: Path) -> bool:
+    """Is ``directory`` inside a git checkout (a marker there is committed for every clone)?"""
+    return _git_checkout(directory) is not None
 
 
 def write_marker(root: Path | None, platform: str) -> tuple[Path, str | None]:

@@ -16,6 +16,6 @@ checkpoint.json) is converted on first use (``migrate``).
 
 from __future__ import annotations
 
-from .store import ANSWERING, LEAVING, OUTGOING, STATES, Spool
+from .store import ANSWERING, LEAVING, MIN_PREFIX, OUTGOING, STATES, Spool
 
-__all__ = ["ANSWERING", "LEAVING", "OUTGOING", "STATES", "Spool"]
+__all__ = ["ANSWERING", "LEAVING", "MIN_PREFIX", "OUTGOING", "STATES", "Spool"]

@@ -22,7 +22,7 @@ from typing import Any
 
 from .._value import Frozen
 from ..errors import BadInput
-from ..model import HUMAN, TYPES, check_thread, ulid_floor
+from ..model import check_filter_type, check_thread, ulid_floor
 from ..text import FORBIDDEN
 from . import STATES, Spool
 from .words import BODY_LEAD, COLUMNS, TOKENIZER
@@ -152,8 +152,7 @@ def since_ms(value: str, now: float | None = None) -> int:
 
 def check_query(query: Query) -> None:
     """Refuse a bad filter with one line (exit 2) before anything is opened."""
-    if query.type is not None and query.type not in (*TYPES, HUMAN):
-        raise BadInput(f"unknown type {query.type!r}; one of: {', '.join((*TYPES, HUMAN))}")
+    check_filter_type(query.type)
     if query.state is not None and query.state not in STATES:
         raise BadInput(f"unknown state {query.state!r}; one of: {', '.join(STATES)}")
     if query.thread is not None:

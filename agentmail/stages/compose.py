@@ -97,7 +97,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     if len(raw) > limit:  # every reader would quarantine it too-large: refused here instead
         what = "the letter with its attachments" if draft.attachments else "the letter"
         raise BadInput(
-            f"{what} is {len(raw)} bytes; this bus takes at most {registry.bus.max_size} (max_size), "
+            f"{what} is {len(raw)} bytes; this bus takes at most {registry.bus.max_size} (bus set max_size), "
             f"{limit} as sent, leaving room for the headers mail servers add"
         )
     return letter, raw

@@ -100,7 +100,7 @@ def refusal(out: Outbound) -> str | None:
     elif out.kind != "note" and out.quota is not None and out.opened_last_hour >= out.quota:
         return (f"new-thread quota reached: {out.me} opened {out.opened_last_hour} threads in the last hour "
                 f"(new_threads_per_hour = {out.quota}); the next frees up at {out.quota_frees or 'within the hour'}; "
-                "replies and follow-ups in existing threads are not counted")  # fmt: skip
+                "replies and follow-ups in existing threads are not counted (raise it: bus set new_threads_per_hour N)")  # fmt: skip
     return None if out.force else body_refusal(out.body) or attachment_refusal(out.attachments)
 
 

@@ -109,12 +109,14 @@ def test_send_refuses_a_key_that_does_not_match_the_pin(home: Path, cli: Cli) ->
 
 
 def test_each_platform_gets_its_own_selector_and_init_prints_every_txt_record(home: Path, cli: Cli) -> None:
-    code, out, _ = cli("init", "--domain", "bus.test", "alpha", "beta")
+    code, out, _ = cli("init", "--domain", "bus.test", "--transport", "smtp+imap", "--smtp", "mx.bus.test:587",
+                       "--imap", "mx.bus.test:993", "alpha", "beta")  # fmt: skip
     reg = registry_mod.load(home / "registry")
     selectors = {p.selector for p in reg.platforms.values()}
     assert code == 0 and len(selectors) == 2
     for platform in reg.platforms.values():
         assert f'{platform.selector}._domainkey.bus.test. IN TXT "v=DKIM1; k=ed25519; p={platform.public_key}"' in out
+    assert out.splitlines()[-1].startswith("next: each platform's login in ")  # then the next step
 
 
 # --- never duplicate ---------------------------------------------------------------------
@@ -167,6 +169,7 @@ def test_a_transient_failure_queues_says_so_and_the_next_command_sends_it(
     code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 5 and out.split()[2:] == ["queued"]  # THREAD ID queued; the news once, on stderr (issue 29)
     assert "queued (not sent): nothing is listening on 127.0.0.1:" in err and "do not send it again" in err
+    assert "?;" not in err and "port? It goes out with the next command" in err  # two sentences, not "?;"
     assert err.count("\n") == 1 and "queued" not in err.partition("queued")[2]
     thread = out.split()[0]
     code, out, _ = cli("--as", "alpha", "--json", "status", "--no-sync")
@@ -266,7 +269,7 @@ def test_nothing_listening_is_named_and_queues(home: Path, cli: Cli) -> None:
 def test_unknown_platform_and_outside_a_checkout(home: Path, cli: Cli) -> None:
     bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test")
     code, _, err = cli("--as", "alpah", "inbox")
-    assert code == 6 and "did you mean alpha?" in err
+    assert code == 2 and "did you mean alpha?" in err  # typed, as in send: exit 2
     code, _, err = cli("inbox")
     assert code == 1 and "known platforms: alpha, beta" in err and 'platform = "PLATFORM"' in err
     code, out, _ = cli("bind", "beta")

@@ -51,7 +51,8 @@ def test_any_argv_gives_the_commands_keywords_or_a_usage_error(
     try:
         command, keywords, _ = _resolve([*path, *tokens])
     except UsageError as exc:
-        assert exc.exit_code == 2 and "\n" not in str(exc) and "--help')" in str(exc)
+        run_by_a_host = path[0] == "hook" and path[1] != "install"  # exit 2 reads as "block" there
+        assert exc.exit_code == (1 if run_by_a_host else 2) and "\n" not in str(exc) and "--help')" in str(exc)
         return
     except Exit as exc:  # --help or --version was asked for
         assert exc.code == 0 and ("-h" in tokens or "--help" in tokens or "--version" in tokens)

@@ -65,3 +65,40 @@ def test_agent_names_are_validated(reg: registry.Registry, tmp_path: Path) -> No
     for bad in ("Alice", "a" * 33, "-x", "x y", "../x"):
         with pytest.raises(BadInput):
             identity.resolve(reg, "alpha", bad, tmp_path)
+
+
+def test_a_deeper_path_hint_wins_over_a_shallower_git_remote(home: Path, tmp_path: Path) -> None:
+    """DESIGN §4: among markers, remotes and path hints the deepest match wins, whatever its kind."""
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / ".git" / "config").write_text('[remote "origin"]\n\turl = git@github.com:org/mono.git\n')
+    deeper = repo / "sub" / "deeper"
+    deeper.mkdir(parents=True)
+    r = bus.init(home, home / "registry", ["alpha"], domain="bus.test")
+    bus.add(home, r, "mono", repo="https://github.com/org/mono")
+    bus.add(home, r, "inner", repo=str(repo / "sub"))
+    reg = registry.load(home / "registry")
+    assert identity.resolve(reg, None, None, deeper).platform == "inner"
+    assert identity.resolve(reg, None, None, repo / "sub").platform == "inner"
+    assert identity.resolve(reg, None, None, repo).platform == "mono"  # above the hint: the remote
+    (deeper / ".agentmail").write_text('platform = "alpha"\n')
+    assert identity.resolve(reg, None, None, deeper).platform == "alpha"  # deeper still: the marker
+
+
+def test_at_the_same_depth_a_marker_wins_over_a_path_hint(reg: registry.Registry, tmp_path: Path) -> None:
+    (tmp_path / ".agentmail").write_text('platform = "beta"\n')  # delta's path hint is tmp_path too
+    assert identity.resolve(reg, None, None, tmp_path).platform == "beta"
+
+
+def test_a_mistyped_platform_is_bad_input_from_the_flag_or_the_environment(
+    reg: registry.Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(BadInput, match="did you mean alpha"):
+        identity.resolve(reg, "alpah", None, tmp_path)
+    monkeypatch.setenv("AGENTMAIL_PLATFORM", "bta")
+    with pytest.raises(BadInput, match="no platform 'bta'"):
+        identity.resolve(reg, None, None, tmp_path)
+    (tmp_path / ".agentmail").write_text('platform = "gone"\n')  # a marker is configuration: exit 6
+    monkeypatch.delenv("AGENTMAIL_PLATFORM")
+    with pytest.raises(ConfigError, match="no platform 'gone'"):
+        identity.resolve(reg, None, None, tmp_path)

@@ -45,7 +45,7 @@ def test_the_home_given_is_the_one_confined_else_agentmail_home(home: Path, tmp_
 
 def test_a_file_that_cannot_be_read_is_named_with_the_reason(tmp_path: Path) -> None:
     if os.geteuid() == 0:
-        pytest.skip("root reads a 0000 file")
+        pytest.skip("runs as a user that is not root: root reads a file of mode 0000, so none is unreadable")
     locked = tmp_path / "locked.log"
     locked.write_text("x")
     locked.chmod(0)

@@ -188,7 +188,8 @@ def test_a_quarantined_parent_is_refused_as_such_even_past_the_depth_cap() -> No
 
 QUOTA = (
     "new-thread quota reached: alpha opened 3 threads in the last hour (new_threads_per_hour = 3); the next "
-    "frees up at {frees}; replies and follow-ups in existing threads are not counted"
+    "frees up at {frees}; replies and follow-ups in existing threads are not counted "
+    "(raise it: bus set new_threads_per_hour N)"
 )
 
 

@@ -8,12 +8,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentmail import ages
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
@@ -155,7 +157,7 @@ def test_a_mistyped_platform_is_bad_input_with_one_suggestion(alpha: AgentMail, 
 
 def test_an_unknown_identity_has_no_stray_separator(alpha: AgentMail, cli: Cli) -> None:
     code, _, err = cli("--as", "zzz", "inbox")
-    assert code == 6 and "; (" not in err and err.endswith("/registry (known: alpha, beta)\n")
+    assert code == 2 and "; (" not in err and err.endswith("/registry (known: alpha, beta)\n")  # typed: exit 2
 
 
 @pytest.mark.parametrize("body", ["", "   \n\t"])
@@ -264,12 +266,15 @@ def test_save_into_a_missing_directory_says_it_does_not_exist(
     assert (code, err) == (2, f"agentmail: --dir {log}: not a directory\n")
 
 
-def test_opener_advice_for_a_held_letter_does_not_say_it_was_sent(alpha: AgentMail, cli: Cli) -> None:
+def test_opener_advice_for_a_held_letter_does_not_say_it_was_sent(
+    alpha: AgentMail, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
     code, out, err = cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", "It broke.", "--hold")
     assert code == 0 and " held (not sent): " in out
-    assert err.startswith("agentmail: advice for an opener (held anyway): ") and "sent anyway" not in err
+    assert err.startswith("agentmail: advice for an opener (held anyway; ") and "sent anyway" not in err
+    monkeypatch.setattr(ages, "clock", lambda: time.time() + 86400)  # said once a day: the next day
     code, _, err = cli("--as", "alpha", "send", "beta", "-s", "Hi", "-b", "It broke.")
-    assert code == 0 and err.startswith("agentmail: advice for an opener (sent anyway): ")
+    assert code == 0 and err.startswith("agentmail: advice for an opener (sent anyway; said once a day): ")
 
 
 def test_a_person_given_with_a_display_name_is_echoed_as_typed(alpha: AgentMail, cli: Cli) -> None:
