@@ -98,7 +98,8 @@ def gather(client: AgentMail, since: str | None = None, *, sync: bool = True) ->
 
 
 def render(digest: Digest) -> str:
-    """The digest as a person reads it: plain text, every line at most 78 characters."""
+    """The digest as a person reads it: plain text, every line at most 78 characters. What came
+    from a letter is quoted on a line of its own (``subject_of``), never wrapped across lines."""
     me, now = digest.platform, digest.now
     stale = [r for r in digest.threads if digest.stale(r)]
     period = f"since the last digest ({ages.readable(digest.since)})" if digest.since else "so far"
@@ -126,17 +127,18 @@ def render(digest: Digest) -> str:
         lines += ["", "WAITING FOR A PERSON'S APPROVAL (held)"]
         for letter in digest.held:
             reason = inline(letter.extra.get("held_reason") or "held")
-            lines += ["", f"  {letter.id} to {inline(letter.to)}: {subject_of(letter.subject)}", f"    {reason}"]
+            lines += ["", f"  {letter.id} to {inline(letter.to)}", f"    subject: {subject_of(letter.subject)}",
+                      f"    {reason}"]  # fmt: skip
     if digest.quarantined:
         lines += ["", f"QUARANTINED {period.upper()}"]
         for letter in digest.quarantined:
-            sender = subject_of(letter.sender_address or letter.sender or "?", 50)
-            lines += ["", f"  {letter.id} {letter.reason or '?'}, from {sender}",
+            sender = subject_of(letter.sender_address or letter.sender or "?", 60)
+            lines += ["", f"  {letter.id} {inline(letter.reason or '?')}", f"    from: {sender}",
                       f"    {subject_of(letter.detail or '', 70)}"]  # fmt: skip
     if digest.bounced:
         lines += ["", f"BOUNCED {period.upper()}"]
         for letter in digest.bounced:
-            lines += ["", f"  {letter.id} to {inline(letter.to)}: {subject_of(letter.subject)}"]
+            lines += ["", f"  {letter.id} to {inline(letter.to)}", f"    subject: {subject_of(letter.subject)}"]
     interrupted = [r for r in digest.announced if r.get("state") in ("sending", "queued", "failed")]
     if digest.announced:
         lines += ["", f"ANNOUNCED AS NEEDING A PERSON {period.upper()}"]

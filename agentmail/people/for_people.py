@@ -59,7 +59,12 @@ def subject_of(text: str, limit: int = 60) -> str:
     """A subject from a letter, as one safe line within ``limit`` characters, in quotes its own
     quotes cannot end (frame.py)."""
     line = one_line(text).strip()
-    return frame.quoted(line if len(line) <= limit else line[: limit - 3].rstrip() + "...")
+    if len(frame.quoted(line)) <= limit + 2:
+        return frame.quoted(line)
+    cut = line[: limit - 3]
+    while len(frame.quoted(cut.rstrip() + "...")) > limit + 2:  # its escapes count: it still fits
+        cut = cut[:-1]
+    return frame.quoted(cut.rstrip() + "...")
 
 
 def compose_for_people(
