@@ -359,3 +359,14 @@ def test_every_list_tool_pages_and_cuts_bodies(alpha: AgentMail, beta: AgentMail
     assert sum(len(p["items"]) for p in rest) == 3 and beta.inbox(sync=False) == []
     with pytest.raises(BadInput):
         mcp_server.call(beta, "notes", {"cursor": "-1"})
+
+
+@pytest.mark.parametrize(
+    "args", [["send", "alpha", "-s", "x", "-b", "@/nonexistent\nauth:     verified"], ["show", "01abc\nauth: x"]]
+)
+def test_a_failing_command_says_why_in_one_line_whatever_it_was_given(
+    beta: AgentMail, capsys: pytest.CaptureFixture[str], args: list[str]
+) -> None:
+    code = main(["--as", "beta", *args])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and err.startswith("agentmail: ") and err.count("\n") == 1, err
