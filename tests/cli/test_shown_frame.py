@@ -32,8 +32,9 @@ from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
 from agentmail.errors import BadInput
-from agentmail.model import Letter
+from agentmail.model import Letter, ThreadStatus
 from agentmail.people import approval, digest
+from agentmail.spool.search import Hit
 from agentmail.text import for_terminal, one_line
 
 from ..conftest import OPENER
@@ -177,6 +178,22 @@ def test_property_no_surface_shows_a_letters_text_outside_its_frame(
             assert line.startswith(one.id) or line.startswith("    "), line
             if line.startswith(one.id):
                 assert CANARY not in outside_quotes(line), line
+
+    # search (an entry, then its snippet behind the mark) and status (a row, its subject quoted)
+    hit = Hit(id=one.id, state="unread", type="report", sender="alpha", to="beta", thread=one.thread, subject=subject,
+              date=one.date, severity=None, reason=None, score=1.0, snippet=body)  # fmt: skip
+    found = captured(lambda: render.hits([hit])).rstrip("\n").split("\n")
+    assert len(found) == 2 and CANARY not in outside_quotes(found[0]) and found[1].startswith("    |")
+    row = ThreadStatus(thread=one.thread, subject=subject, state="reported", last_type="report", whose_move="me",
+                       letters=1, with_="alpha", last_id=one.id, undeliverable=False, delivery="held",
+                       delivery_detail=reason)  # fmt: skip
+    [status] = captured(lambda: render.status([row], 10**12, None, lambda: 0)).rstrip("\n").split("\n")
+    assert status.startswith(one.thread) and CANARY not in outside_quotes(status.split("WAITING FOR A PERSON")[0])
+
+    # MCP: JSON is the frame; a body in a list is one string, cut, its note naming show
+    item = json.loads(json.dumps(mcp_server._letter(one, mcp_server.LIST_BODY)))
+    assert item["subject"] == subject and item["body"].startswith(body[: mcp_server.LIST_BODY])
+    assert len(body) <= mcp_server.LIST_BODY or item["body"].endswith(f"more chars: show {one.id}]")
 
     # the hooks: the session-start context and the stop reason, one line an entry
     compact = hooks._compact(one)
