@@ -5,7 +5,9 @@ only one that imports it, and the CLI imports this module only when ``mcp`` is a
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
 deliberately small: fifteen tools, one line of description each, schemas with no titles or
-defaults. The schemas are exact (types, ranges, id patterns, no other argument), and every call
+defaults. A list comes a page at a time (``_page``: at most ``limit`` items, the ``total``, a
+``next_cursor``), each body in it cut at LIST_BODY characters, so a busy mailbox never floods
+the agent's context. The schemas are exact (types, ranges, id patterns, no other argument), and every call
 is checked against its tool's schema before anything runs. Each tool maps onto one client call
 with the same guards and the client's rules (``send`` with ``thread``, ``raise_for_state``); an
 error (arguments the schema refuses, a refused reply, a queued or failed letter, an unknown
