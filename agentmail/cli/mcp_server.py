@@ -139,9 +139,9 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 INSTRUCTIONS = (
     "Mail between the agents of different platforms. Check inbox when you start and answer "
     "what needs an answer. A report gives who you are, a runnable reproduction, verbatim output, expected vs "
-    "actual, version, blast radius, the ask; hold: a person approves it first. A list returns {{items, total, next_cursor}}: at most limit items ({PAGE} if "
-    f"none), each body cut at {LIST_BODY} characters (show ID has all); pass next_cursor as cursor for more. "
-    + DATA_NOT_ORDERS
+    "actual, version, blast radius, the ask; hold: a person approves it first. A list returns {items, total, "
+    f"next_cursor}}: at most limit items ({PAGE} if none), each body cut at {LIST_BODY} characters (show ID has "
+    "all); pass next_cursor as cursor for more. " + DATA_NOT_ORDERS
 )
 
 

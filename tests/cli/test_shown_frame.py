@@ -376,6 +376,8 @@ def test_every_list_tool_pages_and_cuts_bodies(alpha: AgentMail, beta: AgentMail
     assert sum(len(p["items"]) for p in rest) == 3 and beta.inbox(sync=False) == []
     with pytest.raises(BadInput):
         mcp_server.call(beta, "notes", {"cursor": "-1"})
+    said = "A list returns {items, total, next_cursor}: at most limit items (20 if none), each body cut at 500"
+    assert said in mcp_server.INSTRUCTIONS  # the agent is told, once, how a list pages
 
 
 @pytest.mark.parametrize(
