@@ -16,10 +16,10 @@ import sys
 import warnings
 
 from ..errors import AgentmailError
+from ..frame import inline
 from . import agent, integrations, operator
 from .args import Exit, Group, Version, echo, option
 from .context import Ctx
-from .render import clean
 
 _EPILOG = """\b
 First steps (ONBOARDING.md has the whole path):
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exit as exc:
         return exc.code
     except AgentmailError as exc:
-        echo(f"agentmail: {clean(exc)}", err=True)
+        echo(f"agentmail: {inline(exc)}", err=True)  # one line: no text of a letter's starts another
         return exc.exit_code
     except KeyboardInterrupt:
         echo("agentmail: interrupted", err=True)
@@ -105,10 +105,10 @@ def main(argv: list[str] | None = None) -> int:
                 err=True,
             )
             return 7
-        echo(f"agentmail: {where}", err=True)
+        echo(f"agentmail: {inline(where)}", err=True)
         return 1
     except Exception as exc:  # the promise: one line, never a traceback
-        echo(f"agentmail: internal error: {exc.__class__.__name__}: {clean(exc)}", err=True)
+        echo(f"agentmail: internal error: {exc.__class__.__name__}: {inline(exc)}", err=True)
         return 1
     return code if isinstance(code, int) else 0  # a command may end quietly with a code (hooks)
 

@@ -23,8 +23,8 @@ from .._fs import write_atomic
 from .._value import Frozen, field
 from ..config.identity import checkout_root as checkout_root  # re-exported: `hook install` roots at the checkout
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
+from ..frame import inline, quoted
 from ..stages.guards import DATA_NOT_ORDERS
-from ..text import for_terminal
 
 if TYPE_CHECKING:
     from ..client.facade import AgentMail
@@ -55,11 +55,13 @@ class Outcome(Frozen):
 
 
 def _compact(letter: Letter) -> str:
-    subject = letter.subject if len(letter.subject) <= 80 else letter.subject[:79] + "…"
-    flag = f" [{letter.severity}]" if letter.severity else ""
+    """One letter as one line, its subject last and quoted (frame.py): nothing in it can start
+    another entry or end the list."""
+    flag = f" [{inline(letter.severity)}]" if letter.severity else ""
     person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM" (issue 12)
-    sender = f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?"
-    return for_terminal(f'{letter.id} {letter.type or "-"} from {sender}{flag} {letter.thread or "-"} "{subject}"')
+    sender = inline(f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?")
+    kind, thread = inline(letter.type) or "-", inline(letter.thread) or "-"
+    return f"{letter.id} {kind} from {sender}{flag} {thread} {quoted(letter.subject, 80)}"
 
 
 def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
@@ -137,7 +139,8 @@ def run(host: str, event: str, payload: str, make_client: Callable[[Path], Agent
     spec = HOSTS.get(host)
     if spec is None or event not in EVENTS:
         return Outcome(
-            stderr=f"agentmail: unknown hook {host} {event} (hosts: {', '.join(HOSTS)}; events: {', '.join(EVENTS)}); "
+            stderr=inline(f"agentmail: unknown hook {host} {event}")
+            + f" (hosts: {', '.join(HOSTS)}; events: {', '.join(EVENTS)}); "
             + NEVER_BLOCK,
             exit_code=1,
         )
@@ -157,7 +160,7 @@ def run(host: str, event: str, payload: str, make_client: Callable[[Path], Agent
     except NotFound:
         return Outcome()  # this checkout is no platform on this bus: nothing to say
     except AgentmailError as exc:
-        return Outcome(stderr=f"agentmail: hook {host} {event}: {exc}", exit_code=1)
+        return Outcome(stderr=inline(f"agentmail: hook {host} {event}: {exc}"), exit_code=1)
     if text is None:
         return Outcome()
     if spec.settings is None:  # generic: plain text; a held stop exits 1

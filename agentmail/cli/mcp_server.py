@@ -5,7 +5,9 @@ only one that imports it, and the CLI imports this module only when ``mcp`` is a
 
 The tool list is sent into every conversation of every agent that connects, so it is kept
 deliberately small: fifteen tools, one line of description each, schemas with no titles or
-defaults. The schemas are exact (types, ranges, id patterns, no other argument), and every call
+defaults. A list comes a page at a time (``_page``: at most ``limit`` items, the ``total``, a
+``next_cursor``), each body in it cut at LIST_BODY characters, so a busy mailbox never floods
+the agent's context. The schemas are exact (types, ranges, id patterns, no other argument), and every call
 is checked against its tool's schema before anything runs. Each tool maps onto one client call
 with the same guards and the client's rules (``send`` with ``thread``, ``raise_for_state``); an
 error (arguments the schema refuses, a refused reply, a queued or failed letter, an unknown
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..client.facade import AgentMail, raise_for_state
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
+from ..frame import inline
 from ..letter.attach import unique_names
 from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, SEVERITIES, TYPES
 from ..spool.search import MAX_QUERY
@@ -42,10 +45,10 @@ from ..text import for_terminal
 if TYPE_CHECKING:
     from ..model import Letter
 
-INBOX_BODY = 500  # inbox shows the start of each body; show gives all of it
+LIST_BODY = 500  # a list shows the start of each body; show gives all of it
 MAX_WAIT = 600  # seconds
-MAX_INBOX = 1000
-SEARCH_HITS = 10  # the best ten: a narrower query, not a longer list, finds the rest
+MAX_INBOX = 1000  # the most items one page may ask for
+PAGE = 20  # items a list returns when no limit is given: a busy mailbox never floods the context
 SAVE_DIR_ENV = "AGENTMAIL_MCP_SAVE_DIR"  # the folder save writes below; else the server's working directory
 
 # Every schema is the whole contract: each argument is checked against it (jsonschema) before a
@@ -67,26 +70,26 @@ def _schema(required: tuple[str, ...] = (), /, **props: dict[str, Any]) -> dict[
     return schema
 
 
+# Every list takes a page: at most ``limit`` items from ``cursor`` (a next_cursor it returned).
+# A limit over MAX_INBOX is no error: a page is at most MAX_INBOX items whatever it asks (and says
+# so with next_cursor), which keeps the schema, sent into every conversation, short.
+_PAGE: dict[str, Any] = {"limit": {"type": "integer", "minimum": 1}, "cursor": _S}
 # name -> (description, input schema). The descriptions carry the protocol an agent needs.
-_HOLD = {"type": "boolean", "description": "a person approves first"}
+_HOLD = {"type": "boolean"}  # a person approves first (INSTRUCTIONS)
 TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "whoami": ("My platform[@agent] and address.", _schema()),
     "inbox": (
-        "Sync, then my unread authenticated letters, oldest first (bodies cut); unread until done or reply.",
-        _schema(
-            limit={"type": "integer", "minimum": 1, "maximum": MAX_INBOX},
-            consume={"type": "boolean", "description": "mark them read"},
-        ),
+        "Unread letters, oldest first (until done, reply or consume).",
+        _schema(consume={"type": "boolean"}, **_PAGE),
     ),
     "show": ("One letter in full.", _schema(("id",), id=_ID)),
     "save": (
-        "Write a letter's attachments into dir, below the server's working directory.",
+        "Save a letter's attachments in dir, below the working directory.",
         _schema(("id",), id=_ID, dir=_S),
     ),
     "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _ID, "minItems": 1})),
     "send": (
-        "Open a thread with another platform (thread: continue it after your own last letter). A report gives "
-        "who you are, a runnable reproduction, verbatim output, expected vs actual, version, blast radius, the ask.",
+        "Open a thread (thread: continue one after your own last letter).",
         _schema(
             ("to", "subject", "body"),
             to=_TEXT,
@@ -100,19 +103,18 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
         ),
     ),
     "reply": (
-        "Answer a letter (default type: ack to a report, verify-result to a fix-notice, else question). "
-        "One reply per letter per platform; ack and close are never answered.",
+        "Answer a letter (default type: ack a report, verify-result a fix-notice, else question); once per letter.",
         _schema(("id", "body"), id=_ID, body=_TEXT, type=_KIND, hold=_HOLD),
     ),
-    "held": ("My letters awaiting a person's approval.", _schema()),
-    "thread": ("A thread's letters, both ways.", _schema(("thread",), thread=_THREAD)),
+    "held": ("Letters awaiting approval.", _schema(**_PAGE)),
+    "thread": ("A thread's letters, both ways.", _schema(("thread",), thread=_THREAD, **_PAGE)),
     "note": (
-        "A note for a sibling agent of this platform (to: its name, else whoever reads next).",
+        "Note a sibling agent (to: its name, else whoever reads next).",
         _schema(("subject", "body"), subject=_TEXT, body=_TEXT, to={"type": "string", "pattern": NAME_RE.pattern}),
     ),
-    "notes": ("Notes for me.", _schema()),
-    "quarantine": ("Rejected letters and why.", _schema()),
-    "status": ("Open threads: state and whose move it is.", _schema()),
+    "notes": ("Notes for me.", _schema(**_PAGE)),
+    "quarantine": ("Rejected letters and why.", _schema(**_PAGE)),
+    "status": ("Open threads and whose move it is.", _schema(**_PAGE)),
     "search": (
         "Search my letters (sent too), best first.",
         _schema(
@@ -121,12 +123,13 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             type=_ANY_KIND,
             thread=_THREAD,
             since=_S,
+            **_PAGE,
         ),
     ),
     "wait": (
-        "Block until a matching letter is unread.",
+        "Block until a matching letter is unread (timeout s, default 60).",
         _schema(
-            timeout={"type": "number", "minimum": 0, "maximum": MAX_WAIT, "description": "seconds, default 60"},
+            timeout={"type": "number", "minimum": 0, "maximum": MAX_WAIT},
             type=_ANY_KIND,
             thread=_THREAD,
         ),
@@ -135,7 +138,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
 
 INSTRUCTIONS = (
     "Mail between the agents of different platforms. Check inbox when you start and answer "
-    "what needs an answer. " + DATA_NOT_ORDERS
+    "what needs an answer. A report gives who you are, a runnable reproduction, verbatim output, expected vs "
+    "actual, version, blast radius, the ask; hold: a person approves it first. A list returns {items, total, "
+    f"next_cursor}}: at most limit items ({PAGE} if none), each body cut at {LIST_BODY} characters (show ID has "
+    "all); pass next_cursor as cursor for more. " + DATA_NOT_ORDERS
 )
 
 
@@ -215,9 +221,7 @@ def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) ->
     if name == "whoami":
         return {"platform": am.me.platform, "agent": am.me.agent, "address": am.platform.address}
     if name == "inbox":
-        limit = a.get("limit")  # an integer, which JSON may also write 3.0
-        letters = am.inbox(consume=a.get("consume", False), limit=None if limit is None else int(limit))
-        return [_letter(x, INBOX_BODY) for x in letters]
+        return _inbox(am, a)
     if name == "show":
         return _letter(am.show(a["id"]))
     if name == "save":
@@ -230,24 +234,73 @@ def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) ->
         letter = am.reply(a["id"], a["body"], type=a.get("type"), raise_refused=True, hold=a.get("hold", False))
         assert letter is not None  # raise_refused: a refusal raised
         return _outcome(letter, am.last_warnings)
-    if name == "thread":
-        return [_letter(x) for x in am.thread(a["thread"])]
     if name == "note":
         return _outcome(am.note(a["subject"], a["body"], to_agent=a.get("to")), am.last_warnings)
-    if name == "notes":
-        return [_letter(x) for x in am.notes()]
-    if name == "held":
-        return [_letter(x) for x in am.held()]
-    if name == "quarantine":
-        return [_letter(x) for x in am.quarantined()]
-    if name == "status":
-        return [row.to_json() for row in am.status()]
-    if name == "search":
-        hits = am.search(a.get("query", ""), sender=a.get("from"), type=a.get("type"), thread=a.get("thread"),
-                         since=a.get("since"), limit=SEARCH_HITS)  # fmt: skip
-        return [{k: v for k, v in hit.to_json().items() if v not in (None, "")} for hit in hits]
+    if name in LISTS:
+        return _page(name, a, LISTS[name](am, a))
     letter, mechanism = am.wait(float(a.get("timeout", 60.0)), type=a.get("type"), thread=a.get("thread"))
-    return {**_letter(letter, INBOX_BODY), "woke_by": mechanism}
+    return {**_letter(letter, LIST_BODY), "woke_by": mechanism}
+
+
+# --- lists: one page at a time ------------------------------------------------------------------
+
+
+def _offset(name: str, a: dict[str, Any]) -> int:
+    """Where a page starts: the ``cursor`` a list returned as ``next_cursor`` (an offset)."""
+    cursor = a.get("cursor", "0")
+    if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 9):
+        raise BadInput(f"bad arguments for {name}: cursor: not a next_cursor this server returned")
+    return int(cursor)
+
+
+def _limit(a: dict[str, Any]) -> int:
+    """How many items a page holds: ``limit`` (JSON may write 3 as 3.0), at most MAX_INBOX."""
+    return min(int(a.get("limit", PAGE)), MAX_INBOX)
+
+
+def _page(name: str, a: dict[str, Any], items: list[Any]) -> dict[str, Any]:
+    """At most ``limit`` of ``items`` from the cursor, the whole list's ``total`` and the cursor of
+    the next page (None: this was the last)."""
+    start, limit = _offset(name, a), _limit(a)
+    page = items[start : start + limit]
+    after = start + len(page)
+    return {"items": page, "total": len(items), "next_cursor": str(after) if after < len(items) else None}
+
+
+def _inbox(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
+    """inbox's page. With ``consume`` only the page is marked read and only what this call moved
+    is returned (at most once, as the CLI's --consume); the letters it took leave the list, so
+    the next page starts where this one did."""
+    letters = am.inbox()
+    if not a.get("consume", False):
+        return _page("inbox", a, [_letter(x, LIST_BODY) for x in letters])
+    start, limit = _offset("inbox", a), _limit(a)
+    wanted = letters[start : start + limit]
+    moved = set(am.done(*[x.id for x in wanted])) if wanted else set()
+    page = [_letter(x.replace(state="read"), LIST_BODY) for x in wanted if x.id in moved]
+    left = len(letters) - len(wanted)
+    return {"items": page, "total": len(letters), "next_cursor": str(start) if start < left else None}
+
+
+def _search(am: AgentMail, a: dict[str, Any]) -> list[Any]:
+    hits = am.search(a.get("query", ""), sender=a.get("from"), type=a.get("type"), thread=a.get("thread"),
+                     since=a.get("since"), limit=MAX_INBOX)  # fmt: skip
+    return [{k: v for k, v in hit.to_json().items() if v not in (None, "")} for hit in hits]
+
+
+def _letters(found: list[Letter]) -> list[dict[str, Any]]:
+    return [_letter(x, LIST_BODY) for x in found]
+
+
+# The tools that return a list, each the whole list (one page is cut from it by ``_page``).
+LISTS: dict[str, Callable[[AgentMail, dict[str, Any]], list[Any]]] = {
+    "thread": lambda am, a: _letters(am.thread(a["thread"])),
+    "notes": lambda am, a: _letters(am.notes()),
+    "held": lambda am, a: _letters(am.held()),
+    "quarantine": lambda am, a: _letters(am.quarantined()),
+    "status": lambda am, a: [row.to_json() for row in am.status()],
+    "search": _search,
+}
 
 
 # --- save: where a tool may write --------------------------------------------------------------
@@ -363,10 +416,10 @@ class Tools:
             else:
                 with self._lock:
                     result = _run(self._am(), name, args, self.save_root)
-        except AgentmailError as exc:
-            return _clean(str(exc)), True
+        except AgentmailError as exc:  # one line: no text of a letter's in it starts another
+            return inline(str(exc)), True
         except (TypeError, ValueError) as exc:  # arguments of the wrong shape
-            return _clean(f"bad arguments for {name}: {exc}"), True
+            return inline(f"bad arguments for {name}: {exc}"), True
         return json.dumps(_clean(result), ensure_ascii=False, separators=(",", ":"), default=str), False
 
 

@@ -1,7 +1,9 @@
 """What the commands print: ``--json`` or text, every line of text made safe for a terminal.
 
 Letters are untrusted: control characters are stripped from everything printed as text
-(``clean``, text.py's one policy). A command gathers its result and hands it here; nothing here
+(``clean``, text.py's one policy), and what a letter says is shown inside ``frame``'s frame (a
+body behind ``| ``, a subject quoted, every other value one line), so no line of it reads as
+one of ours. A command gathers its result and hands it here; nothing here
 asks the client for more, except a sent letter's outcome, which also ends the command with its
 exit code (``sent_outcome``).
 """
@@ -14,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import TransportError
+from ..frame import MARK, body, inline, quoted
 from ..text import DATA_NOT_ORDERS, for_terminal
 from .args import echo
 
@@ -37,22 +40,23 @@ def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
 
 
 def attribution(letter: Letter) -> str:
-    """Who wrote it: the platform, or "PERSON for PLATFORM" for a person's letter (issue 12)."""
+    """Who wrote it: the platform, or "PERSON for PLATFORM" for a person's letter (issue 12); one line."""
     person = letter.extra.get("person")
-    return f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?"
+    return inline(f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?")
 
 
 def addressees(letter: Letter) -> str:
-    """Whom a letter went to: every platform of a fan-out (``to_platforms``), else ``to``."""
-    return ",".join(letter.extra.get("to_platforms") or ()) or letter.to or "?"
+    """Whom a letter went to: every platform of a fan-out (``to_platforms``), else ``to``; one line."""
+    return inline(",".join(letter.extra.get("to_platforms") or ()) or letter.to or "?")
 
 
 def line(letter: Letter, who: str | None = None) -> str:
     """One letter in a list; ``who`` replaces the sender column (``sent``: the recipients)."""
-    sender = attribution(letter) if who is None else who
-    flag = f" [{letter.severity}]" if letter.severity else ""
+    sender = attribution(letter) if who is None else inline(who)
+    flag = f" [{inline(letter.severity)}]" if letter.severity else ""
     return clean(
-        f"{letter.id}  {letter.type or '-':<13} {sender:<14} {letter.thread or '-':<16} {letter.subject}{flag}"
+        f"{letter.id}  {inline(letter.type) or '-':<13} {sender:<14} {inline(letter.thread) or '-':<16} "
+        f"{quoted(letter.subject)}{flag}"
     )
 
 
@@ -62,48 +66,55 @@ def _sender(letter: Letter) -> str:
     if letter.extra.get("person"):
         return attribution(letter)
     if not letter.sender:
-        return f"{letter.sender_address or '?'} (unverified)"
-    return f"{letter.sender} <{letter.sender_address}>"
+        return f"{inline(letter.sender_address or '?')} (unverified)"
+    return f"{inline(letter.sender)} <{inline(letter.sender_address)}>"
 
 
 def attached(item: dict[str, Any]) -> str:
     """One attachment, listed, never opened ('agentmail save ID')."""
-    desc = f" — {item['description']}" if item.get("description") else ""
-    return f"{item['name']} ({item['type']}, {item['size']} bytes, sha256 {item['sha256'][:16]}){desc}"
+    desc = f" — {inline(item['description'])}" if item.get("description") else ""
+    return (
+        f"{inline(item['name'])} ({inline(item['type'])}, {inline(item['size'])} bytes, "
+        f"sha256 {inline(item['sha256'])[:16]}){desc}"
+    )
 
 
-def full(letter: Letter) -> str:
+def full(letter: Letter, how: str | None = None) -> str:
+    """A letter in full (``show``): agentmail's header lines, ``auth:`` (``how``) if given, a blank
+    line, then the body, every line of it behind ``| `` (frame.py)."""
     head = [
         f"id:       {letter.id} ({letter.state})",
         f"from:     {_sender(letter)}",
-        f"to:       {letter.to or '?'} <{letter.to_address}>"
-        + (f" (and {', '.join(letter.recipients[1:])})" if letter.recipients else ""),
-        f"subject:  {letter.subject}",
-        f"type:     {letter.type or '-'}"
-        + (f"   outcome: {letter.outcome}" if letter.outcome else "")
-        + (f"   severity: {letter.severity}" if letter.severity else "")
-        + (f"   ref: {letter.ref}" if letter.ref else ""),
-        f"thread:   {letter.thread or '-'}",
-        f"date:     {letter.date}",
+        f"to:       {inline(letter.to or '?')} <{inline(letter.to_address)}>"
+        + (f" (and {inline(', '.join(letter.recipients[1:]))})" if letter.recipients else ""),
+        f"subject:  {quoted(letter.subject)}",
+        f"type:     {inline(letter.type or '-')}"
+        + (f"   outcome: {inline(letter.outcome)}" if letter.outcome else "")
+        + (f"   severity: {inline(letter.severity)}" if letter.severity else "")
+        + (f"   ref: {inline(letter.ref)}" if letter.ref else ""),
+        f"thread:   {inline(letter.thread or '-')}",
+        f"date:     {inline(letter.date)}",
     ]
     if letter.to_agent:
-        head.append(f"to-agent: {letter.to_agent}")
+        head.append(f"to-agent: {inline(letter.to_agent)}")
     if letter.reason:
-        head.append(f"reason:   {letter.reason}: {letter.detail}")
+        head.append(f"reason:   {inline(letter.reason)}: {inline(letter.detail)}")
     for key in ("undeliverable_reason", "failed_reason", "queued_reason", "refused", "sent_copy_failed"):
         if letter.extra.get(key):
-            head.append(f"{key.split('_')[0]}: {letter.extra[key]}")
+            head.append(f"{key.split('_')[0]}: {inline(letter.extra[key])}")
     for item in letter.extra.get("attachments") or []:
         head.append(f"attached: {attached(item)}")
-    body = letter.body
-    if letter.state == "quarantine" and not body.strip():  # its text is never parsed for reading
-        body = f"(a quarantined letter's text is not shown: 'agentmail show --raw {letter.id}' prints its bytes)"
-    return clean("\n".join(head)) + "\n\n" + clean(body).replace("\r", "")
+    if how is not None:
+        head.append(f"auth:     {inline(how)}")
+    text = letter.body
+    if letter.state == "quarantine" and not text.strip():  # its text is never parsed for reading
+        text = f"(a quarantined letter's text is not shown: 'agentmail show --raw {letter.id}' prints its bytes)"
+    return clean("\n".join(head)) + "\n\n" + body(text)
 
 
 def shown(letter: Letter, how: str) -> str:
     """``show``: the letter in full, with how it was authenticated under its head."""
-    return full(letter).replace("\n\n", clean(f"\nauth:     {how}") + "\n\n", 1)
+    return full(letter, how)
 
 
 def letters(ctx: Ctx, found: Sequence[Letter], empty: str) -> None:
@@ -126,26 +137,27 @@ def thread(found: Sequence[Letter]) -> None:
         arrow = "→" if letter.state in ("sent", "outbox", "held", "failed", "sibling") else "←"
         undeliverable = "  UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
         if letter.state == "outbox":
-            undeliverable += f"  QUEUED (not sent): {letter.extra.get('queued_reason') or ''}"
+            undeliverable += f"  QUEUED (not sent): {inline(letter.extra.get('queued_reason'))}"
         elif letter.state == "failed":
-            undeliverable += f"  FAILED: {letter.extra.get('failed_reason') or ''}"
+            undeliverable += f"  FAILED: {inline(letter.extra.get('failed_reason'))}"
         elif letter.state == "held":
-            undeliverable += f"  HELD (waiting for a person): {letter.extra.get('held_reason') or ''}"
+            undeliverable += f"  HELD (waiting for a person): {inline(letter.extra.get('held_reason'))}"
         elif letter.state == "sibling":
             undeliverable += "  (sent by another mailbox of this platform)"
         echo(
             clean(
-                f"── {arrow} {letter.type} from {attribution(letter)} to {addressees(letter)} · {letter.date} · {letter.id}{undeliverable}"
+                f"── {arrow} {inline(letter.type)} from {attribution(letter)} to {addressees(letter)} · "
+                f"{inline(letter.date)} · {letter.id}{undeliverable}"
             )
         )
-        echo(clean(f"   {letter.subject}"))
+        echo(f"   {quoted(letter.subject)}")
         if letter.outcome:
-            echo(f"   outcome: {letter.outcome}")
+            echo(f"   outcome: {inline(letter.outcome)}")
         for item in letter.extra.get("attachments") or []:
             echo(clean(f"   attached: {attached(item)}"))
-        echo("")
-        for body_line in clean(letter.body).splitlines():
-            echo(f"   {body_line}")
+        text = body(letter.body, "   ")
+        if text:
+            echo(text)
         echo("")
 
 
@@ -153,7 +165,7 @@ def held(found: Sequence[Letter]) -> None:
     if not found:
         echo("nothing held")
     for letter in found:
-        echo(line(letter) + clean(f"  (held: {letter.extra.get('held_reason') or ''})"))
+        echo(line(letter) + clean(f"  (held: {inline(letter.extra.get('held_reason'))})"))
 
 
 def sent(found: Sequence[Letter]) -> None:
@@ -163,7 +175,9 @@ def sent(found: Sequence[Letter]) -> None:
         mark = " UNDELIVERABLE" if letter.extra.get("undeliverable") else ""
         state = {"outbox": "queued, not sent yet", "failed": "FAILED", "held": "HELD, waiting for a person",
                  "sibling": "sent by another mailbox of this platform"}.get(letter.state, letter.state)  # fmt: skip
-        why = f": {letter.extra['rejected']}" if letter.state == "failed" and letter.extra.get("rejected") else ""
+        why = (
+            f": {inline(letter.extra['rejected'])}" if letter.state == "failed" and letter.extra.get("rejected") else ""
+        )
         echo(line(letter, "→ " + addressees(letter)) + clean(f"  ({state}{' (rejected)' if why else ''}{why}{mark})"))
 
 
@@ -171,8 +185,9 @@ def quarantine(found: Sequence[Letter]) -> None:
     if not found:
         echo("quarantine is empty")
     for letter in found:
-        echo(clean(f"{letter.id}  {letter.reason:<20} {letter.sender_address or '?':<28} {letter.subject}"))
-        echo(clean(f"    {letter.detail}"))
+        echo(clean(f"{letter.id}  {inline(letter.reason):<20} {inline(letter.sender_address or '?'):<28} "
+                   f"{quoted(letter.subject)}"))  # fmt: skip
+        echo(f"    {inline(letter.detail)}")
 
 
 def rechecked(results: Sequence[dict[str, Any]]) -> None:
@@ -184,17 +199,17 @@ def rechecked(results: Sequence[dict[str, Any]]) -> None:
         elif item["outcome"] == "duplicate":
             echo(f"{item['id']}  dropped: a copy of letter {item['filed_as']}, filed already")
         else:
-            echo(clean(f"{item['id']}  still quarantined: {item['reason']}: {item['detail']}"))
+            echo(f"{item['id']}  still quarantined: {inline(item['reason'])}: {inline(item['detail'])}")
 
 
 def hits(found: Sequence[Any]) -> None:
     if not found:
         echo("no letters match")
     for hit in found:
-        flag = f" [{hit.severity}]" if hit.severity else ""
-        echo(clean(f"{hit.id}  {hit.state:<10} {hit.type or '-':<13} {hit.sender or '?':<14} "
-                         f"{hit.thread or '-':<16} {hit.subject}{flag}"))  # fmt: skip
-        echo(clean(f"    {hit.snippet}"))
+        flag = f" [{inline(hit.severity)}]" if hit.severity else ""
+        echo(clean(f"{hit.id}  {inline(hit.state):<10} {inline(hit.type) or '-':<13} {inline(hit.sender or '?'):<14} "
+                   f"{inline(hit.thread) or '-':<16} {quoted(hit.subject)}{flag}"))  # fmt: skip
+        echo(f"    {MARK}{inline(hit.snippet)}".rstrip())  # one line of the letter's text, framed
 
 
 def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[], int]) -> None:
@@ -215,20 +230,25 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
     for r, (whose, with_) in zip(rows, cells, strict=True):
         flag = "  UNDELIVERABLE" if r.undeliverable else ""
         if r.delivery == "queued":
-            flag += f"  QUEUED (not sent): {r.delivery_detail}"
+            flag += f"  QUEUED (not sent): {inline(r.delivery_detail)}"
         elif r.delivery == "failed":
-            flag += f"  FAILED: {r.delivery_detail} ('agentmail done {r.delivery_id}' dismisses it)"
+            flag += f"  FAILED: {inline(r.delivery_detail)} ('agentmail done {r.delivery_id}' dismisses it)"
         elif r.delivery == "held":
-            flag += f"  WAITING FOR A PERSON (held): {r.delivery_detail}"
+            flag += f"  WAITING FOR A PERSON (held): {inline(r.delivery_detail)}"
         if r.outcome:
-            flag += f"  outcome: {r.outcome}"
+            flag += f"  outcome: {inline(r.outcome)}"
         when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
         if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
             when = f"{'':<21}"
-        shown = f"{r.thread:<16} {r.state:<14} move: {whose:<{width}} with {with_:<{width}} {when} {r.subject}"
-        echo(clean(shown + flag))
+        shown = f"{r.thread:<16} {r.state:<14} move: {inline(whose):<{width}} with {inline(with_):<{width}} {when} "
+        echo(clean(shown + quoted(r.subject) + flag))
         for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
-            echo(clean(f"{'':<16} {part['state']:<14} move: {part['whose_move']:<{width}} with {part['with']}"))
+            echo(
+                clean(
+                    f"{'':<16} {part['state']:<14} move: {inline(part['whose_move']):<{width}} "
+                    f"with {inline(part['with'])}"
+                )
+            )
 
 
 def _parties(row: Any) -> tuple[str, str]:
@@ -267,14 +287,14 @@ def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings:
         went = {"held": "held anyway", "outbox": "queued anyway", "failed": "not a refusal"}.get(
             letter.state, "sent anyway"
         )
-        echo(clean(f"agentmail: advice for an opener ({went}; said once a day): " + "; ".join(advice)), err=True)
+        echo(inline(f"agentmail: advice for an opener ({went}; said once a day): " + "; ".join(advice)), err=True)
     data = {**letter.to_json(), **({"advice": list(advice)} if advice else {})}
     for warning in warnings:
-        echo(clean(f"agentmail: note: {warning}"), err=True)
+        echo(inline(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):
-        echo(clean(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
+        echo(inline(f"agentmail: some recipients were refused: {letter.extra['refused']}"), err=True)
     if letter.extra.get("sent_copy_failed"):
-        echo(clean(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
+        echo(inline(f"agentmail: sent, but {letter.extra['sent_copy_failed']}"), err=True)
     if letter.state == "outbox":  # THREAD ID STATE on stdout; why, once, on stderr (exit 5)
         why = letter.extra.get("queued_reason") or "the server is unreachable"
         emit(ctx, data, lambda: echo(f"{letter.thread} {letter.id} queued"))
@@ -282,7 +302,7 @@ def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings:
         raise TransportError(f"queued (not sent): {sentences(why, after)}")
     elif letter.state == "held":
         why = letter.extra.get("held_reason") or "held"
-        emit(ctx, data, lambda: echo(clean(
+        emit(ctx, data, lambda: echo(inline(
             f"{letter.thread} {letter.id} held (not sent): {why}; it waits for a person's approval "
             f"({approvers_told(letter)}); 'agentmail sent' shows what they decided")))  # fmt: skip
     else:
@@ -300,7 +320,7 @@ def synced(data: dict[str, Any]) -> None:
 
 def flushed(data: Sequence[dict[str, Any]]) -> None:
     for r in data:
-        echo(f"{r['id']} {r['status']} {clean(r['detail'])}")
+        echo(f"{r['id']} {r['status']} {inline(r['detail'])}")
     sent_count = sum(r["status"] == "sent" for r in data)
     echo(f"sent {sent_count} of {len(data)} queued letter(s)" if data else "outbox is empty")
 
@@ -315,7 +335,7 @@ def rebuilt(data: dict[str, Any]) -> None:
 
 def checks(found: Sequence[Any]) -> None:
     for check in found:
-        echo(clean(f"{'ok  ' if check.ok else 'FAIL'} {check.name}: {check.detail}"))
+        echo(f"{'ok  ' if check.ok else 'FAIL'} {inline(check.name)}: {inline(check.detail)}")
 
 
 # --- the registry: platforms, their entries, their people --------------------------------------

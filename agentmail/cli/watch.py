@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._fs import locked, write_atomic
 from ..errors import ConfigError, TransportError
+from ..frame import inline
 
 if TYPE_CHECKING:
     from ..client.facade import AgentMail
@@ -98,6 +99,9 @@ class Watcher:
     def stop(self) -> None:
         self._stop.set()
 
+    def _say(self, line: str) -> None:
+        self.log(inline(line))  # one line each: no text of a letter's starts another
+
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -126,7 +130,7 @@ class Watcher:
                         break
                     self._wait(left)
             except KeyboardInterrupt:
-                self.log("agentmail watch: stopping; waiting for running commands")
+                self._say("agentmail watch: stopping; waiting for running commands")
                 self._stop.set()
                 pool.shutdown(wait=True, cancel_futures=True)  # queued, never started: not marked handled
         return self.started
@@ -137,7 +141,7 @@ class Watcher:
         for key, entry in self.state.handled.items():
             if entry.get("status") == "running":  # the last watcher died mid-run: say so, never re-run
                 entry["status"] = "interrupted"
-                self.log(
+                self._say(
                     f"agentmail watch: {entry.get('id', key)} was running when the last watcher stopped; not run again"
                 )
         self.state.save()
@@ -147,14 +151,14 @@ class Watcher:
         try:
             transport.wait(self.am.spool.checkpoint(transport.name), seconds)
         except TransportError as exc:
-            self.log(f"agentmail watch: {exc}; retrying")
+            self._say(f"agentmail watch: {exc}; retrying")
             self._stop.wait(seconds)
 
     def _dispatch(self, pool: ThreadPoolExecutor) -> None:
         try:
             self.am.sync()
         except TransportError as exc:
-            self.log(f"agentmail watch: sync failed: {exc}")
+            self._say(f"agentmail watch: sync failed: {exc}")
         letters = self.am.inbox(sync=False)
         assert self.state is not None
         with self._lock:
@@ -177,7 +181,7 @@ class Watcher:
             if not self.state.budget_left(letter.thread, self.budget, now):
                 self.state.handled[key] = {"id": letter.id, "status": "over-budget", "at": now}
                 self.state.save()
-                self.log(
+                self._say(
                     f"agentmail watch: {letter.id} in {letter.thread} not run: the thread had {self.budget} runs "
                     "in the last hour; the letter stays unread"
                 )
@@ -222,4 +226,4 @@ class Watcher:
             self.state.handled[_key(letter)].update(status=status, seconds=round(time.monotonic() - started, 3))
             self.state.save()
         if status != "exit 0":
-            self.log(f"agentmail watch: {letter.id} ({letter.type} in {letter.thread}): {status}")
+            self._say(f"agentmail watch: {letter.id} ({letter.type} in {letter.thread}): {status}")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from ..config.registry import Registry
 from ..errors import BadInput, Refused
+from ..frame import body as framed
+from ..frame import quoted
 from ..model import Letter
 from ..text import one_line
 
@@ -42,20 +44,21 @@ def every_approver(registry: Registry) -> tuple[str, ...]:
 def announcement(registry: Registry, home: Path, platform: str, letter: Letter, reason: str) -> tuple[str, bytes]:
     """The announcement of a held letter to ``platform``'s approvers (its Message-ID, which
     their answer's In-Reply-To names, and its signed bytes): why it waits, the letter itself
-    (as the agent wrote it, in lines a person's client shows unwrapped), and how to answer."""
+    (as the agent wrote it, in lines a person's client shows unwrapped, each behind ``| `` so
+    none of them reads as a line of the announcement), and how to answer."""
     about = [
         f"A letter from {platform} waits for your approval before it is sent.",
         f"Why it waits: {one_line(reason)}",
         "",
         f"Letter: {letter.id} (thread {letter.thread})",
         f"To: {letter.to_address}",
-        f"Subject: {one_line(letter.subject)}",
+        f"Subject: {quoted(letter.subject)}",
         f"Type: {letter.type}",
     ]
     from .for_people import compose_for_people, wrap
 
-    body = "\n".join([wrap("\n".join(about)), "", letter.body.rstrip(), "", "-- ", HOW_TO_ANSWER])
-    subject = f"Approve? {letter.subject} ({letter.id})"
+    body = "\n".join([wrap("\n".join(about)), "", framed(letter.body), "", "-- ", HOW_TO_ANSWER])
+    subject = f"Approve? {quoted(letter.subject)} ({letter.id})"
     return compose_for_people(registry, home, platform, approvers(registry, platform), subject, body, as_written=True)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ages
 from .._value import Frozen
+from ..frame import inline
 from ..model import ulid_ms
 from . import announce, escalation
 from .for_people import compose_for_people, subject_of, wrap
@@ -97,7 +98,8 @@ def gather(client: AgentMail, since: str | None = None, *, sync: bool = True) ->
 
 
 def render(digest: Digest) -> str:
-    """The digest as a person reads it: plain text, every line at most 78 characters."""
+    """The digest as a person reads it: plain text, every line at most 78 characters. What came
+    from a letter is quoted on a line of its own (``subject_of``), never wrapped across lines."""
     me, now = digest.platform, digest.now
     stale = [r for r in digest.threads if digest.stale(r)]
     period = f"since the last digest ({ages.readable(digest.since)})" if digest.since else "so far"
@@ -114,7 +116,7 @@ def render(digest: Digest) -> str:
             move = f"{me}'s move" if row.whose_move == "me" else f"{row.whose_move}'s move"
             lines += [
                 "",
-                f"  {mark}{row.thread} with {row.with_}: {row.state}, {move}",
+                f"  {mark}{row.thread} with {inline(row.with_)}: {row.state}, {inline(move)}",
                 f"    opened {ages.age((now - row.opened_ms) / 1000)} ago, last move "
                 f"{ages.age(row.idle(now))} ago, {row.letters} letter{'' if row.letters == 1 else 's'}",
                 f"    subject: {subject_of(row.subject)}",
@@ -124,23 +126,26 @@ def render(digest: Digest) -> str:
     if digest.held:
         lines += ["", "WAITING FOR A PERSON'S APPROVAL (held)"]
         for letter in digest.held:
-            reason = str(letter.extra.get("held_reason") or "held")
-            lines += ["", f"  {letter.id} to {letter.to}: {subject_of(letter.subject)}", f"    {reason}"]
+            reason = inline(letter.extra.get("held_reason") or "held")
+            lines += ["", f"  {letter.id} to {inline(letter.to)}", f"    subject: {subject_of(letter.subject)}",
+                      f"    {reason}"]  # fmt: skip
     if digest.quarantined:
         lines += ["", f"QUARANTINED {period.upper()}"]
         for letter in digest.quarantined:
-            sender = subject_of(letter.sender_address or letter.sender or "?", 50)
-            lines += ["", f"  {letter.id} {letter.reason or '?'}, from {sender}",
+            sender = subject_of(letter.sender_address or letter.sender or "?", 60)
+            lines += ["", f"  {letter.id} {inline(letter.reason or '?')}", f"    from: {sender}",
                       f"    {subject_of(letter.detail or '', 70)}"]  # fmt: skip
     if digest.bounced:
         lines += ["", f"BOUNCED {period.upper()}"]
         for letter in digest.bounced:
-            lines += ["", f"  {letter.id} to {letter.to}: {subject_of(letter.subject)}"]
+            lines += ["", f"  {letter.id} to {inline(letter.to)}", f"    subject: {subject_of(letter.subject)}"]
     interrupted = [r for r in digest.announced if r.get("state") in ("sending", "queued", "failed")]
     if digest.announced:
         lines += ["", f"ANNOUNCED AS NEEDING A PERSON {period.upper()}"]
         for record in digest.announced:
-            lines.append(f"  {record.get('thread')}: {record.get('reason')} ({record.get('state')})")
+            lines.append(
+                f"  {inline(record.get('thread'))}: {inline(record.get('reason'))} ({inline(record.get('state'))})"
+            )
     if interrupted:
         lines += ["", "Some announcements may not have reached you (sending: interrupted by a",
                   "crash; queued: the server was unreachable, sent again later; failed:",

@@ -20,6 +20,7 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from pathlib import Path
 
+from .. import frame
 from ..config.credentials import read_private_key_with_source
 from ..config.registry import Registry
 from ..errors import BadInput, ConfigError
@@ -55,9 +56,15 @@ def quoted(text: str, limit: int = 400) -> str:
 
 
 def subject_of(text: str, limit: int = 60) -> str:
-    """A subject from a letter, as one safe line within ``limit`` characters, in quotes."""
+    """A subject from a letter, as one safe line within ``limit`` characters, in quotes its own
+    quotes cannot end (frame.py)."""
     line = one_line(text).strip()
-    return '"' + (line if len(line) <= limit else line[: limit - 3].rstrip() + "...") + '"'
+    if len(frame.quoted(line)) <= limit + 2:
+        return frame.quoted(line)
+    cut = line[: limit - 3]
+    while len(frame.quoted(cut.rstrip() + "...")) > limit + 2:  # its escapes count: it still fits
+        cut = cut[:-1]
+    return frame.quoted(cut.rstrip() + "...")
 
 
 def compose_for_people(

@@ -47,6 +47,9 @@ TOOL_NAMES = {
 }
 
 
+EMPTY = {"items": [], "total": 0, "next_cursor": None}  # a list tool's answer with nothing in it
+
+
 @pytest.fixture(autouse=True)
 def _server_exits_by_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     """The server ends on its own once its stdin closes. The SDK waits 2 s for that, then
@@ -103,7 +106,8 @@ def test_the_tool_list_is_small_and_complete(home: Path, registry: Any, tmp_path
     assert {t["name"] for t in listed} == TOOL_NAMES == set(TOOLS)
     size = len(json.dumps(listed))
     # About 1,400 tokens, not 25k: 3,693 characters were 1,027 cl100k_base tokens (tiktoken); the exact
-    # schemas of issue 23 (ranges, id patterns, additionalProperties) made it 4,845 characters, 1,400 tokens.
+    # schemas of issue 23 (ranges, id patterns, additionalProperties) made it 4,845 characters, 1,400 tokens;
+    # issue 37's pages (limit and cursor on seven tools) made room with terser descriptions: 4,884.
     assert size == len(tool_list_json()) and size < 4900, size
 
 
@@ -116,8 +120,10 @@ def test_lifecycle_over_mcp_with_the_same_guards(home: Path, alpha: AgentMail, t
             False,
             {"platform": "beta", "agent": None, "address": "beta@bus.test"},
         )
-        failed, letters = await call(client, "inbox")
+        failed, page = await call(client, "inbox")
+        letters = page["items"]
         assert not failed and [x["type"] for x in letters] == ["report", "close"]
+        assert page["total"] == 2 and page["next_cursor"] is None
         first, closing = letters
         assert first["thread"] == report.thread and first["from"] == "alpha" and first["severity"] == "high"
         assert first["body"].endswith(f"show {first['id']}]") and len(first["body"]) < len(OPENER) + 600
@@ -145,12 +151,12 @@ def test_lifecycle_over_mcp_with_the_same_guards(home: Path, alpha: AgentMail, t
         )
         assert not failed and sent["thread"] == report.thread
         failed, letters = await call(client, "thread", thread=report.thread)
-        assert [x["type"] for x in letters] == ["report", "ack", "fix-notice"]
+        assert [x["type"] for x in letters["items"]] == ["report", "ack", "fix-notice"]
         failed, rows = await call(client, "status")
-        assert {r["thread"]: r["whose_move"] for r in rows}[report.thread] == "alpha"
+        assert {r["thread"]: r["whose_move"] for r in rows["items"]}[report.thread] == "alpha"
 
         assert (await call(client, "done", ids=[closing["id"]])) == (False, {"done": [closing["id"]]})
-        assert (await call(client, "inbox")) == (False, [])
+        assert (await call(client, "inbox")) == (False, EMPTY)
         failed, why = await call(client, "wait", timeout=0.2)
         assert failed and "no matching letter" in why
         failed, why = await call(client, "show", id="01nosuchletter")
@@ -159,7 +165,7 @@ def test_lifecycle_over_mcp_with_the_same_guards(home: Path, alpha: AgentMail, t
         assert failed and "bogus" in why
 
         assert not (await call(client, "note", subject="Handover", body="The quota fix is on branch q.", to="night"))[0]
-        assert (await call(client, "quarantine")) == (False, [])
+        assert (await call(client, "quarantine")) == (False, EMPTY)
 
     session(home, tmp_path, "--as", "beta")(scenario)
     assert [x.type for x in alpha.inbox()] == ["ack", "fix-notice"]
@@ -231,7 +237,7 @@ def test_save_into_the_registry_through_the_sdk_client_is_refused(home: Path, al
     before = tree(home)
 
     async def scenario(client: Client) -> None:
-        [letter] = (await call(client, "inbox"))[1]
+        [letter] = (await call(client, "inbox"))[1]["items"]
         for where in (str(platforms), "home/registry/platforms", str(home)):
             failed, why = await call(client, "save", id=letter["id"], dir=where)
             assert failed and ("is inside the registry" in why or "is inside the agentmail home" in why), why
@@ -257,7 +263,7 @@ def test_save_writes_below_the_working_directory_over_stdio(home: Path, alpha: A
     saved: list[Any] = []
 
     async def scenario(client: Client) -> None:
-        [letter] = (await call(client, "inbox"))[1]
+        [letter] = (await call(client, "inbox"))[1]["items"]
         saved.append(await call(client, "save", id=letter["id"], dir="evidence"))
         saved.append(await call(client, "save", id=letter["id"], dir="evidence"))
 
@@ -268,7 +274,7 @@ def test_save_writes_below_the_working_directory_over_stdio(home: Path, alpha: A
     assert failed and why == f"save: {wrote} exists; save never replaces a file (choose another dir)"
 
     async def without_p(client: Client) -> None:
-        [letter] = (await call(client, "search", query="Reproduction"))[1]
+        [letter] = (await call(client, "search", query="Reproduction"))[1]["items"]
         failed, why = await call(client, "save", id=letter["id"], dir="evidence")
         assert failed and "is inside a Python path" in why
 
@@ -430,7 +436,7 @@ def test_arguments_are_never_coerced(home: Path, alpha: AgentMail, beta: AgentMa
         "bad arguments for send: type: None is not one of " + str(TOOLS["send"][1]["properties"]["type"]["enum"]),
     )
     assert answers["wait"] == (True, "no matching letter within 0s")  # 0 s is now, not 60 s
-    assert answers["limit 1.0"][0] is False and len(answers["limit 1.0"][1]) == 1
+    assert answers["limit 1.0"][0] is False and len(answers["limit 1.0"][1]["items"]) == 1
     [unread] = beta.inbox()  # "false" did not consume it
     assert unread.subject == "Quota"
     assert mcp_server.Tools(lambda: beta).run("nosuch", {}) == ("no tool nosuch", True)
@@ -462,11 +468,8 @@ def _out_of_range(prop: dict[str, Any]) -> st.SearchStrategy[Any] | None:
     kind = prop.get("type")
     low, high = prop.get("minimum"), prop.get("maximum")
     if kind == "integer":
-        return (
-            st.integers(max_value=low - 1)
-            | st.integers(min_value=high + 1)
-            | st.floats().filter(lambda x: not x.is_integer())
-        )
+        above = st.nothing() if high is None else st.integers(min_value=high + 1)  # a page: no maximum
+        return st.integers(max_value=low - 1) | above | st.floats().filter(lambda x: not x.is_integer())
     if kind == "number":
         return (
             st.floats(max_value=low, exclude_max=True)

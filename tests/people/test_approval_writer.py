@@ -37,7 +37,7 @@ def test_an_announcement_is_signed_keeps_the_letters_long_line_and_its_answer_st
     news = email.message_from_bytes(raw, policy=email.policy.default)
     assert news["Content-Transfer-Encoding"] == "quoted-printable" and news["Auto-Submitted"] == "auto-generated"
     text = news.get_content().replace("\r\n", "\n")
-    assert long_line in text.splitlines()  # the held letter as written, never rewrapped
+    assert "| " + long_line in text.splitlines()  # the held letter as written (framed), never rewrapped
     mine = text.split("\n\n", 1)[0].splitlines()
     assert all(len(line) <= 78 for line in mine)  # agentmail's own lines are short
     assert text.rstrip().splitlines()[-1] == approval.HOW_TO_ANSWER and len(approval.HOW_TO_ANSWER) <= 78

@@ -419,7 +419,7 @@ def test_cli_bad_query_is_one_line_exit_2(
 
 
 def test_mcp_search_tool(beta: AgentMail, exchanged: dict[str, str]) -> None:
-    hits = call(beta, "search", {"query": "quota", "from": "alpha"})
+    hits = call(beta, "search", {"query": "quota", "from": "alpha"})["items"]
     assert [h["id"] for h in hits] == [exchanged["quota_id"]]
     assert "reason" not in hits[0] and hits[0]["snippet"]  # empty fields dropped: context is paid for
     with pytest.raises(BadInput):

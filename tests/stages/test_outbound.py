@@ -323,7 +323,7 @@ def test_letter_ids_are_accepted_in_any_case_and_an_unknown_id_is_exit_1(
     alpha.send("beta", "Two", OPENER)
     first, second = beta.inbox()
     code, out, _ = cli("--as", "beta", "show", first.id.upper())
-    assert code == 0 and "subject:  One" in out
+    assert code == 0 and 'subject:  "One"' in out
     assert cli("--as", "beta", "done", first.id.upper()) == (0, "marked 1 read\n", "")
     code, _, err = cli("--as", "beta", "reply", second.id.upper(), "-b", "Reproduced.", "-t", "ack")
     assert code == 0, err

@@ -47,7 +47,7 @@ def test_hooks_mcp_and_watch_work_over_smtp_and_imap(
 
         async def scenario(client: Any) -> None:
             failed, letters = await call(client, "inbox")
-            assert not failed and [x["thread"] for x in letters] == [sent.thread]
+            assert not failed and [x["thread"] for x in letters["items"]] == [sent.thread]
 
         session(home, tmp_path, "--as", "beta")(scenario)
 
