@@ -161,12 +161,15 @@ def test_property_no_surface_shows_a_letters_text_outside_its_frame(
     assert json.loads(head[3][len("subject:  ") :]) == one_line(for_terminal(subject))
     assert shown_body == for_terminal(body).rstrip("\n")
 
-    # thread: per letter one head line, its quoted subject, its body behind "   | "
+    # thread: per letter one head line, its quoted subject, its attachments listed one a line, its
+    # body behind "   | "
     lines = captured(lambda: render.thread([one, one.replace(state="sent")])).split("\n")
     heads = [x for x in lines if x.startswith("── ")]
     assert len(heads) == 2 and all(x.endswith(one.id) for x in heads)
+    listed = [x for x in lines if x.startswith("   attached: ")]
+    assert listed == [f"   attached: {render.attached(attached)}"] * 2
     for line in lines:
-        assert line in ("", *heads) or line.startswith('   "') or line.startswith("   |"), line
+        assert line in ("", *heads, *listed) or line.startswith('   "') or line.startswith("   |"), line
         if line.startswith('   "'):
             assert json.loads(line[3:]) == one_line(for_terminal(subject))
 

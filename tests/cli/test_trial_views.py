@@ -256,7 +256,7 @@ def test_a_fan_out_row_keeps_the_status_columns(home: Path, cli: Cli) -> None:
     code, out, _ = cli("--as", "alpha", "status", "--no-sync")
     rows = out.splitlines()
     assert code == 0 and len(rows) == 4 and "beta,gamma" not in out
-    (fan,) = [row for row in rows if row.endswith("Fan")]
+    (fan,) = [row for row in rows if row.endswith('"Fan"')]
     assert "move: 2 below" in fan and "with 2 platforms" in fan
     starts = {row.index(" with ") for row in rows}
     ages_at = {row.index(" age ") for row in rows if " age " in row}
