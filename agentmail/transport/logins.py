@@ -20,7 +20,10 @@ from ..config.registry import Endpoint
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
 
-HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS, login: a wrong TLS mode fails in seconds
+HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS: a wrong TLS mode fails in seconds
+# The login has its own: a server's auth penalty (Dovecot's grows to 15 s with each failure from
+# one address) delays a refusal, which must still be read as one, not as an outage.
+LOGIN_TIMEOUT = 30.0
 # SASL names of the bus.toml ``auth`` values that send a token (RFC 7628, Google's XOAUTH2).
 SASL = {"xoauth2": "XOAUTH2", "oauthbearer": "OAUTHBEARER"}
 BEARER_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")  # RFC 6750 §2.1 b64token: all a token may be
@@ -119,6 +122,10 @@ def problem(
     return TransportError(f"cannot reach {where}: {exc.__class__.__name__}: {exc}")
 
 
+def login_timed_out(endpoint: Endpoint) -> TransportError:
+    return TransportError(f"{endpoint_name(endpoint)} did not answer the login within {LOGIN_TIMEOUT:g}s (timed out)")
+
+
 def bearer_token(login: Login, secret: str, auth: str) -> str:
     """The secret as an OAuth2 access token, refused (never shown) when it cannot be one: a
     password given with ``auth = xoauth2``, or a helper's JSON instead of its token."""
@@ -171,8 +178,10 @@ async def _smtp_authenticate(client: aiosmtplib.SMTP, endpoint: Endpoint, login:
 
 async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, auth: str = "password") -> None:
     """Connect and authenticate, or raise what :func:`problem` makes of the failure."""
+    connection: asyncio.BaseTransport | None = None
     try:
         await client.connect()
+        connection = client.transport  # a timeout later closes the client and forgets it
         if client.last_ehlo_response is None:
             await client.ehlo()
         if not client.supports_extension("auth"):
@@ -183,9 +192,13 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, 
                 "(587 STARTTLS or 465 implicit TLS)"
             )
             raise ConfigError(f"{endpoint_name(endpoint)} offers no AUTH{hint}")
-        await _smtp_authenticate(client, endpoint, login, auth)
+        client.timeout = LOGIN_TIMEOUT
+        try:
+            await _smtp_authenticate(client, endpoint, login, auth)
+        except TimeoutError as exc:
+            raise login_timed_out(endpoint) from exc
     except BaseException as exc:
-        connection = client.transport
+        connection = client.transport or connection
         client.close()
         if isinstance(exc, Exception):
             if isinstance(connection, asyncio.Transport):

@@ -44,9 +44,11 @@ from .claims import STALE_AFTER, ImapClaim, keeps_keywords
 from .imap_uids import uid_batches
 from .logins import (
     HANDSHAKE_TIMEOUT,
+    LOGIN_TIMEOUT,
     SASL,
     bearer_token,
     endpoint_name,
+    login_timed_out,
     offered,
     problem,
     smtp_login,
@@ -469,8 +471,12 @@ class SmtpImapTransport(Transport):
             if self.imap.tls == "starttls":
                 client.socket().settimeout(HANDSHAKE_TIMEOUT)
                 client.starttls(self.context)
-                client.socket().settimeout(TIMEOUT)
-            self._imap_login(client)
+            client.socket().settimeout(LOGIN_TIMEOUT)  # an auth penalty is a refusal coming late
+            try:
+                self._imap_login(client)
+            except TimeoutError as exc:
+                raise login_timed_out(self.imap) from exc
+            client.socket().settimeout(TIMEOUT)
         except (TimeoutError, IMAPClientError, OSError, AgentmailError) as exc:
             if client is not None:
                 try:

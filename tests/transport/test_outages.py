@@ -14,9 +14,12 @@ import pytest
 from agentmail.cli.app import main
 from agentmail.cli.watch import Watcher
 from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import Login, write_login
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError
+from agentmail.transport import logins, smtpimap
 
 from ..conftest import OPENER, eventually
 from ..mailservers import MailServers
@@ -201,3 +204,48 @@ def test_a_dsn_bounce_from_the_server_marks_the_sent_letter_undeliverable(
     (row,) = alpha.status(sync=False)
     assert row["undeliverable"] is True
     assert beta.inbox() == []
+
+
+def test_a_login_refused_after_a_penalty_longer_than_the_handshake_timeout_is_still_a_refusal(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Dovecot's auth penalty delays a 535 by seconds: longer than the connect/greeting/TLS timeout,
+    # made small here, yet the answer is a refusal (exit 6, nothing queued), never an outage.
+    monkeypatch.setattr(logins, "HANDSHAKE_TIMEOUT", 1.5)
+    monkeypatch.setattr(smtpimap, "HANDSHAKE_TIMEOUT", 1.5)
+    make_bus(home, servers)
+    servers.store.mechanisms = ("PLAIN",)  # one SASL try, one penalty
+    servers.store.auth_delay = 2.5
+    write_login(home, "alpha", Login("alpha@bus.test", "wrong"))
+    assert main(["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]) == 6
+    _, err = capsys.readouterr()
+    assert "refused the login 'alpha@bus.test'" in err and "timed out" not in err
+    with AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home) as alpha:
+        assert alpha.spool.ids("outbox") == []
+    assert servers.store.counts["smtp.auth_failed"] == 1 and servers.store.accepted == []
+    # IMAP's login too: the refusal read after the penalty
+    assert main(["--as", "alpha", "inbox"]) == 6
+    _, err = capsys.readouterr()
+    assert "refused the login 'alpha@bus.test'" in err and "timed out" not in err
+
+
+def test_a_login_with_no_answer_at_all_is_an_outage_named_as_the_login(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(logins, "LOGIN_TIMEOUT", 0.5)
+    monkeypatch.setattr(smtpimap, "LOGIN_TIMEOUT", 0.5)
+    make_bus(home, servers)
+    servers.store.mechanisms = ("PLAIN",)
+    servers.store.auth_delay = 3.0
+    assert main(["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]) == 5
+    _, err = capsys.readouterr()
+    assert f"127.0.0.1:{servers.smtp_port} did not answer the login within 0.5s (timed out)" in err
+    assert main(["--as", "alpha", "inbox"]) == 5
+    _, err = capsys.readouterr()
+    assert f"127.0.0.1:{servers.imap_port} did not answer the login within 0.5s (timed out)" in err
