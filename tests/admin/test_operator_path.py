@@ -484,3 +484,35 @@ def test_init_copies_the_ca_into_the_registry(home: Path, servers: MailServers, 
     assert code == 0, err
     assert 'ca_file = "ca.pem"' in (home / "registry" / "bus.toml").read_text()
     assert (home / "registry" / "ca.pem").read_bytes() == servers.ca_file.read_bytes()
+
+
+def test_init_with_smtp_and_imap_infers_the_transport_and_says_why_a_port_got_its_tls_mode(
+    home: Path, cli: Cli
+) -> None:
+    code, _, err = cli("init", "--domain", "example.org", "--smtp", "mail.example.org:2525", "--imap",
+                       "mail.example.org:993", "alpha")  # fmt: skip
+    assert code == 0, err
+    b = registry_mod.load(home / "registry").bus
+    assert (b.transport, b.smtp, b.imap) == (
+        "smtp+imap",
+        registry_mod.Endpoint("mail.example.org", 2525, "implicit"),
+        registry_mod.Endpoint("mail.example.org", 993, "implicit"),
+    )
+    (note,) = err.splitlines()  # the well-known 993 needs no word
+    assert note.startswith('agentmail: note: smtp mail.example.org:2525: tls = "implicit", chosen because --tls')
+    assert "'agentmail bus set smtp.tls starttls'" in note
+    code, _, err = cli("bus", "set", "imap", "mail.example.org:1993")
+    assert code == 0 and 'imap mail.example.org:1993: tls = "implicit", chosen because' in err
+    assert cli("bus", "set", "imap", "mail.example.org:1993", "--tls", "implicit")[2] == ""  # chosen: no word
+    assert cli("bus", "set", "imap", "mail.example.org:143")[2] == ""
+
+
+def test_init_smtp_imap_without_an_endpoint_names_the_missing_option(home: Path, cli: Cli) -> None:
+    code, _, err = cli("init", "--transport", "smtp+imap", "--imap", "mail.example.org:993", "alpha")
+    assert code == 2
+    assert "--transport smtp+imap needs --smtp HOST:PORT (the submission and IMAP servers" in err
+    code, _, err = cli("init", "--transport", "smtp+imap", "alpha")
+    assert code == 2 and "needs --smtp HOST:PORT and --imap HOST:PORT" in err
+    code, _, err = cli("init", "--transport", "local", "--smtp", "mail.example.org:587", "alpha")
+    assert code == 2 and "are for --transport smtp+imap" in err  # said outright: not overridden
+    assert not (home / "registry").exists()
