@@ -20,7 +20,7 @@ from ..errors import AgentmailError
 from ..letter import wire
 from ..model import new_thread_id
 from ..stages.compose import Draft, compose
-from ..transport import Envelope, Outgoing
+from ..transport import Envelope, Outgoing, checkup
 from ..trust import authenticity, signing
 from ..trust.provenance import trusted_results
 
@@ -121,8 +121,12 @@ def run_checks(
             try:
                 transport = client.transport
                 checks.extend(Check(n, ok, d) for n, ok, d in transport.doctor(entry.address))  # type: ignore[attr-defined]
-            except AgentmailError as exc:
+            except AgentmailError as exc:  # no credentials yet: the servers and their TLS still tested
                 checks.append(Check("transport", False, str(exc)))
+                if reg.bus.smtp is not None and reg.bus.imap is not None:
+                    checks.extend(
+                        Check(n, ok, d) for n, ok, d in checkup.reach(reg.bus.smtp, reg.bus.imap, reg.bus.ca_file)
+                    )
         if round_trip:
             if key_ok and all(c.ok for c in checks if c.name in ("smtp", "imap", "transport")):
                 checks.append(_round_trip(client, timeout))

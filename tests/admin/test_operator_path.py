@@ -516,3 +516,47 @@ def test_init_smtp_imap_without_an_endpoint_names_the_missing_option(home: Path,
     code, _, err = cli("init", "--transport", "local", "--smtp", "mail.example.org:587", "alpha")
     assert code == 2 and "are for --transport smtp+imap" in err  # said outright: not overridden
     assert not (home / "registry").exists()
+
+
+def test_doctor_before_credentials_exist_still_reaches_both_servers_and_checks_their_tls(
+    home: Path, servers: MailServers, cli: Cli
+) -> None:
+    cli_bus(home, servers)
+    (home / "secrets" / "alpha.env").unlink()
+    code, out, _ = cli("--as", "alpha", "doctor")
+    assert code == 6 and "FAIL transport: no mailbox password for alpha" in out
+    assert f"ok   smtp: 127.0.0.1:{servers.smtp_port} starttls TLS reached (EHLO offers AUTH " in out
+    assert f"ok   imap: 127.0.0.1:{servers.imap_port} implicit TLS reached (CAPABILITY offers AUTH=" in out
+    assert "the login is not tried (no credentials yet)" in out
+    assert servers.store.counts["smtp.auth"] + servers.store.counts["smtp.auth_failed"] == 0
+    servers.stop_imap()
+    code, out, _ = cli("--as", "alpha", "doctor")
+    assert f"FAIL imap: nothing is listening on 127.0.0.1:{servers.imap_port} (connection refused)" in out
+
+
+def test_doctor_on_a_host_name_that_does_not_resolve_says_so_in_words(
+    home: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve = socket.getaddrinfo
+
+    def no_such_name(host: object, *args: object, **kwargs: object) -> object:
+        if str(host).endswith(".invalid"):  # answered here: no query leaves the machine
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
+    endpoints = bus.endpoints("mail.nonexistent.invalid:587", "mail.nonexistent.invalid:993", (), None, ())
+    bus.init(home, home / "registry", ["alpha"], domain="bus.test", transport="smtp+imap", endpoints=endpoints)
+    for with_login in (True, False):
+        if with_login:
+            write_login(home, "alpha", Login("alpha@bus.test", "pw"))
+        else:
+            (home / "secrets" / "alpha.env").unlink()
+        code, out, _ = cli("--as", "alpha", "doctor")
+        assert code == 6
+        for what, port in (("smtp", 587), ("imap", 993)):
+            assert (
+                f"FAIL {what}: cannot reach mail.nonexistent.invalid:{port}: the name mail.nonexistent.invalid does "
+                f"not resolve (Name or service not known); check the host in bus.toml [{what}]"
+            ) in out, out
+        assert "Errno" not in out and "SMTPConnectError" not in out and "gaierror" not in out

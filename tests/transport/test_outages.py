@@ -215,7 +215,6 @@ def test_a_login_refused_after_a_penalty_longer_than_the_handshake_timeout_is_st
     # Dovecot's auth penalty delays a 535 by seconds: longer than the connect/greeting/TLS timeout,
     # made small here, yet the answer is a refusal (exit 6, nothing queued), never an outage.
     monkeypatch.setattr(logins, "HANDSHAKE_TIMEOUT", 1.5)
-    monkeypatch.setattr(smtpimap, "HANDSHAKE_TIMEOUT", 1.5)
     make_bus(home, servers)
     servers.store.mechanisms = ("PLAIN",)  # one SASL try, one penalty
     servers.store.auth_delay = 2.5
