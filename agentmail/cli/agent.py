@@ -175,7 +175,7 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
 @json_option
 def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
     """The whole thread, both ways, as a person would read it."""
-    letters = ctx.client().thread(thread_id, sync=not no_sync)
+    letters = ctx.reader().thread(thread_id, sync=not no_sync)
     emit(ctx, [letter.to_json() for letter in letters], lambda: render.thread(letters))
 
 
@@ -205,7 +205,7 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 
     QUERY is plain words, all required ("quoted phrase", prefix*); filters alone list the
     matching letters newest first. Exit 2 on a bad query or filter."""
-    hits = ctx.client().search(query, sync=not no_sync, sender=sender, type=kind, thread=thread_id, since=since,
+    hits = ctx.reader().search(query, sync=not no_sync, sender=sender, type=kind, thread=thread_id, since=since,
                                state=state, limit=limit, quarantine=include_quarantine, syntax=syntax)  # fmt: skip
     emit(ctx, [hit.to_json() for hit in hits], lambda: render.hits(hits))
 
@@ -245,7 +245,7 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
     from ..ages import duration, now_ms
 
     idle = None if stale is None else duration(stale, "--stale")  # bad input before any sync
-    client = ctx.client()
+    client = ctx.reader()
     rows = client.status(sync=not no_sync, closed=closed, stale=idle)
     now = now_ms()
     count_closed = (lambda: 0) if closed else client.closed_threads

@@ -44,9 +44,21 @@ class Ctx:
             self._client.outbox.batch_copies = False  # one letter a process: copied as it goes
         return self._client
 
+    def reader(self) -> AgentMail:
+        """The client of a read-only command: with the server away it shows the spool as last
+        synced, and says so once on stderr (at the end)."""
+        client = self.client()
+        client.offline_ok = True
+        return client
+
     def close(self) -> None:
         """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
         if self._client is not None:
+            if self._client.offline:
+                echo(
+                    f"agentmail: warning: {self._client.offline}; shown as of the last sync (this machine's copy)",
+                    err=True,
+                )
             if self._client.flushed:
                 echo(f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True)
             self._client.close()

@@ -383,14 +383,15 @@ def _recheck(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
 @option("--since", metavar="DURATION", help="Quarantined and bounced letters of the last DURATION (3d, 12h, 2w), "
         "not since the last digest sent.")  # fmt: skip
 @option("--send", is_flag=True, help="Mail it to this platform's followers (and remember it as the last digest).")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-def digest(ctx: Ctx, since: str | None, send: bool) -> None:
+def digest(ctx: Ctx, since: str | None, send: bool, no_sync: bool) -> None:
     """One summary for people: open threads by age and whose move (stale first), letters held
     for approval, what was quarantined or bounced since the last digest. Printed, or mailed."""
     from ..people import digest as digest_mod
 
-    client = ctx.client()
-    made = digest_mod.gather(client, since)
+    client = ctx.client() if send else ctx.reader()  # a digest mailed is never one of a stale spool
+    made = digest_mod.gather(client, since, sync=not no_sync)
     if not send:
         emit(ctx, {**made.to_json(), "text": digest_mod.render(made)}, lambda: echo(digest_mod.render(made).rstrip()))
         return

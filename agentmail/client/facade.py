@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .. import ages
 from ..config import identity
 from ..config import registry as registry_mod
-from ..errors import AgentmailError
+from ..errors import AgentmailError, TransportError
 from ..home import agentmail_home
 from .holds import Holds
 from .letters import Letters
@@ -54,6 +54,10 @@ class AgentMail(Stage):
         self.letters = Letters(box, self.sync)
         self.sender = Sender(box, self.outbox, self.holds, self.threads, self.receiver)
         self.last_sent: Sent | None = None  # what the last send, reply, follow-up or note did (None: refused)
+        # A reader (status, thread, search, digest) may show the spool as last synced when the
+        # server cannot be reached: ``offline_ok`` lets a sync's TransportError pass, kept in ``offline``.
+        self.offline_ok = False
+        self.offline: str | None = None
         # Escalation (issue 26, people/escalation.py): what this client announced to people, and why not
         self.escalated: list[dict[str, Any]] = []
         self.escalation_problem: str | None = None
@@ -141,8 +145,14 @@ class AgentMail(Stage):
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit.
         Then announce to the followers what needs a person (escalation.py), at most once a minute.
         Sent-folder copies still due are made first, so the platform's other machines see them."""
-        self.outbox.copy_sent()
-        report = self.receiver.sync()
+        try:
+            self.outbox.copy_sent()
+            report = self.receiver.sync()
+        except TransportError as exc:
+            if not self.offline_ok:
+                raise
+            self.offline = str(exc)
+            return SyncReport()
         if self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
             self._escalate()
         return report

@@ -67,6 +67,38 @@ def test_a_hook_shows_the_spool_as_last_synced_when_imap_is_down(
     assert err == ""
 
 
+def test_the_read_commands_show_the_spool_as_last_synced_with_one_warning_when_the_server_is_down(
+    alpha_beta: tuple[AgentMail, AgentMail],
+    servers: MailServers,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    alpha, beta = alpha_beta
+    sent = alpha.send("beta", "Quota 500s", OPENER)
+    assert len(beta.sync().accepted) == 1
+    servers.stop_imap()
+    servers.stop_smtp()
+    for args, shown in (
+        (["status"], sent.thread),
+        (["thread", sent.thread], "Quota 500s"),
+        (["search", "Quota"], "Quota 500s"),
+        (["digest"], sent.thread),
+        (["--json", "status"], sent.thread),
+    ):
+        assert main(["--as", "beta", *args]) == 0, args
+        out, err = capsys.readouterr()
+        assert shown in out, (args, out)
+        (line,) = err.splitlines()
+        assert line.startswith(f"agentmail: warning: nothing is listening on 127.0.0.1:{servers.imap_port}"), line
+        assert line.endswith("; shown as of the last sync (this machine's copy)"), line
+        assert main(["--as", "beta", *args, "--no-sync"]) == 0, args  # asked not to sync: no warning
+        assert capsys.readouterr().err == ""
+    # a bad argument is still refused before any sync; a command that sends still fails
+    assert main(["--as", "beta", "status", "--stale", "soon"]) == 2
+    assert "warning" not in capsys.readouterr().err
+    assert main(["--as", "beta", "digest", "--send"]) == 5  # a digest mailed is never one of a stale spool
+    assert "warning" not in capsys.readouterr().err
+
+
 def test_flush_with_smtp_down_keeps_the_letters_and_sends_each_once_when_it_is_back(
     alpha_beta: tuple[AgentMail, AgentMail],
     servers: MailServers,
