@@ -135,7 +135,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 
     Opener advice (one line, on stderr) never stops the letter. With --thread the letter
     continues that thread and -s is not needed."""
-    client = ctx.client()
+    client = ctx.sender()
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
     letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
@@ -162,7 +162,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool, attach: tuple[str, ...],
           patch: str | None, outcome: str | None = None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
-    client = ctx.client()
+    client = ctx.sender()
     letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
                           attachments=attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
     assert letter is not None  # raise_refused: a refusal raised
@@ -221,7 +221,7 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, new_agent: bool,
          attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
     """A handover to a sibling agent sharing this platform."""
-    client = ctx.client()
+    client = ctx.sender()
     letter = client.note(subject, read_body(body), to_agent=to_agent, force=force,
                          attachments=attachments(ctx, attach, patch), new_agent=new_agent)  # fmt: skip
     _outcome(ctx, client, letter)

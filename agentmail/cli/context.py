@@ -24,6 +24,8 @@ class Ctx:
     def __init__(self, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
         self.platform, self.agent, self.registry, self.json = platform, agent, registry, as_json
         self._client: AgentMail | None = None
+        self.sending = False  # a command that sends (``sender``)
+        self.fate: str | None = None  # what became of its letter, when Ctrl-C stopped it
 
     @property
     def home(self) -> Path:
@@ -51,8 +53,16 @@ class Ctx:
         client.offline_ok = True
         return client
 
-    def close(self) -> None:
-        """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
+    def sender(self) -> AgentMail:
+        """The client of a command that sends: stopped by Ctrl-C, it says whether its letter left."""
+        self.sending = True
+        return self.client()
+
+    def close(self, interrupted: bool = False) -> None:
+        """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections.
+        ``interrupted`` (Ctrl-C): a sending command's letter's fate is kept in ``fate`` first."""
+        if interrupted and self.sending:
+            self.fate = self._client.send_fate() if self._client is not None else "nothing was sent"
         if self._client is not None:
             if self._client.offline:
                 echo(

@@ -157,6 +157,23 @@ class AgentMail(Stage):
             self._escalate()
         return report
 
+    def send_fate(self) -> str:
+        """What became of the letter this client filed last, in words: a send stopped by Ctrl-C
+        says whether its letter left."""
+        letter_id = self.sender.last_filed
+        state = None if letter_id is None else self.spool.locate(letter_id)
+        if letter_id is None or state is None:
+            return "no letter was filed: nothing was sent"
+        return {
+            "sent": f"letter {letter_id} had been sent",
+            "held": f"letter {letter_id} is held for a person's approval, not sent",
+            "failed": f"letter {letter_id} was not sent ('agentmail sent' says why)",
+        }.get(
+            state,
+            f"letter {letter_id} is in the outbox and may not have left: it goes out with the next command "
+            f"or 'agentmail flush' (do not send it again; a copy the server already had is dropped as a duplicate)",
+        )
+
     def rebuild(self) -> dict[str, Any]:
         """Make this mailbox's spool.db again from its letter files, after it was lost or damaged
         (DESIGN §7). Every letter is judged again as a sync would; one this platform sent is

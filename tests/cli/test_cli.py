@@ -110,3 +110,39 @@ def test_the_installed_command_runs_the_demo(tmp_path: Path) -> None:
     assert "quarantined as unauthenticated" in done.stdout
     assert "close" in done.stdout and "refused" in done.stdout
     assert done.stderr == ""
+
+
+def test_a_send_stopped_by_ctrl_c_says_whether_its_letter_left(
+    cli: Cli, bus_home: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentmail.cli import render
+    from agentmail.transport.local import LocalTransport
+
+    def ctrl_c(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    send = ("--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER)
+    with monkeypatch.context() as patched:  # while the server takes it: it stays queued
+        patched.setattr(LocalTransport, "submit", ctrl_c)
+        code, out, err = cli(*send)
+    assert (code, out) == (130, "")
+    assert err.startswith("agentmail: interrupted: letter ") and err.count("\n") == 1
+    assert "is in the outbox and may not have left: it goes out with the next command" in err
+    letter_id = err.split()[3]
+    code, out, _ = cli("--as", "alpha", "--json", "flush")
+    assert code == 0 and [(r["id"], r["status"]) for r in json.loads(out)] == [
+        (letter_id, "sent")
+    ]  # sent once, by the next command
+    with monkeypatch.context() as patched:  # after it left
+        patched.setattr(render, "sent_outcome", ctrl_c)
+        code, _, err = cli(*send)
+    assert code == 130 and err.startswith("agentmail: interrupted: letter ") and err.endswith(" had been sent\n")
+    with monkeypatch.context() as patched:  # before anything was filed
+        patched.setattr("agentmail.cli.agent.read_body", ctrl_c)
+        code, _, err = cli(*send)
+    assert (code, err) == (130, "agentmail: interrupted: no letter was filed: nothing was sent\n")
+    code, out, _ = cli("--as", "beta", "--json", "inbox")
+    assert len(json.loads(out)) == 2  # the queued one and the sent one, each once
+    with monkeypatch.context() as patched:  # a command that sends nothing says nothing more
+        patched.setattr(render, "letters", ctrl_c)
+        assert cli("--as", "beta", "inbox")[2] == "agentmail: interrupted\n"
