@@ -146,3 +146,24 @@ def test_a_send_stopped_by_ctrl_c_says_whether_its_letter_left(
     with monkeypatch.context() as patched:  # a command that sends nothing says nothing more
         patched.setattr(render, "letters", ctrl_c)
         assert cli("--as", "beta", "inbox")[2] == "agentmail: interrupted\n"
+
+
+def test_a_letter_not_in_the_mailbox_asked_names_that_mailbox_what_chose_it_and_where_the_letter_is(
+    cli: Cli, bus_home: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli("--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER)[0] == 0
+    (got,) = json.loads(cli("--as", "beta", "--json", "inbox")[1])
+    clone = tmp_path / "clone-of-alpha"  # the fixer's checkout, cloned to verify: its marker names alpha
+    clone.mkdir()
+    (clone / ".agentmail").write_text('platform = "alpha"\n')
+    monkeypatch.chdir(clone)
+    monkeypatch.delenv("AGENTMAIL_PLATFORM", raising=False)
+    code, out, err = cli("reply", got["id"], "-b", "Confirmed fixed.")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"agentmail: no letter {got['id']} in the mailbox alpha, chosen by the marker {clone / '.agentmail'}; "
+        f"it is in the mailbox beta on this machine: add --as beta\n"
+    )
+    assert cli("show", got["message_id"])[0] == 0  # by its Message-ID: alpha's own copy, the one it sent
+    code, _, err = cli("--as", "alpha", "show", "01nosuchletter")  # held nowhere: nowhere suggested
+    assert err == "agentmail: no letter 01nosuchletter in the mailbox alpha, chosen by --as\n"

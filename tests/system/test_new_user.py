@@ -414,7 +414,10 @@ def test_every_id_taking_command_takes_the_message_id_or_a_unique_prefix(
     (ack,) = alpha.inbox()
     assert cli("--as", "alpha", "done", ack.message_id[1:-1]) == (0, "marked 1 read\n", "")
     code, _, err = cli("--as", "alpha", "show", "<nosuch.alpha@bus.test>")
-    assert (code, err) == (1, "agentmail: no letter with Message-ID <nosuch.alpha@bus.test>\n")
+    assert (code, err) == (
+        1,
+        "agentmail: no letter with Message-ID <nosuch.alpha@bus.test> in the mailbox alpha, chosen by --as\n",
+    )
 
 
 def test_an_ambiguous_prefix_is_bad_input_naming_the_letters(alpha: AgentMail, beta: AgentMail) -> None:
