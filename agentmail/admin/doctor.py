@@ -22,7 +22,7 @@ from ..model import new_thread_id
 from ..stages.compose import Draft, compose
 from ..transport import Envelope, Outgoing, checkup
 from ..trust import authenticity, signing
-from ..trust.provenance import trusted_results
+from ..trust.provenance import authserv_ids, trusted_results
 
 PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
 
@@ -203,13 +203,14 @@ def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed:
         )
     trusted = client.registry.bus.trusted_authserv_ids
     results = trusted_results(raw, trusted)
+    carried = _carried(raw, trusted)
     if trusted and not results:
         return Check(
             "round trip",
             False,
             f"the probe came back in {took} and is accepted, but carries no "
             f"Authentication-Results from {', '.join(trusted)}: check trusted_authserv_ids "
-            f"against the id your MTA stamps",
+            f"against the id your MTA stamps ({carried})",
         )
     key = client.platform
     ar = "; trusted A-R " + " | ".join(results) if results else "; no trusted authserv-id configured"
@@ -217,5 +218,17 @@ def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed:
         "round trip",
         True,
         f"sent to {rcpt} and read back in {took}: accepted, DKIM d={key.dkim_domain} "
-        f"s={key.selector} matches the pinned key{ar}",
+        f"s={key.selector} matches the pinned key{ar} ({carried})",
+    )
+
+
+def _carried(raw: bytes, trusted: tuple[str, ...]) -> str:
+    """The authserv-ids the probe carried, each marked trusted or not: what an operator needs to
+    choose trusted_authserv_ids (an id is trusted only if the MTA removes forged ones)."""
+    ids = authserv_ids(raw)
+    if not ids:
+        return "the probe carried no Authentication-Results"
+    wanted = {t.lower() for t in trusted}
+    return "the probe carried Authentication-Results from " + ", ".join(
+        f"{i} ({'trusted' if i in wanted else 'not trusted'})" for i in ids
     )

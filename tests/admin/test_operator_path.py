@@ -367,6 +367,7 @@ def test_doctor_round_trip_reads_its_letter_back(home: Path, servers: MailServer
     code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
     assert code == 0, out
     assert "ok   round trip: sent to alpha+thr-" in out and "read back in" in out and "matches the pinned key" in out
+    assert "(the probe carried no Authentication-Results)" in out
     # the probe is nobody's mail: not in the inbox, nothing queued
     code, out, _ = cli("--as", "alpha", "--json", "inbox")
     assert json.loads(out) == [] and _spool(home, "alpha", "outbox") == []
@@ -376,6 +377,27 @@ def test_doctor_round_trip_fails_when_a_trusted_id_never_stamps(home: Path, serv
     cli_bus(home, servers, trust=("mail.bus.test",))  # the test server stamps no Authentication-Results
     code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
     assert code == 6 and "FAIL round trip" in out and "no Authentication-Results from mail.bus.test" in out
+    assert "(the probe carried no Authentication-Results)" in out
+
+
+def test_doctor_round_trip_names_the_authserv_ids_the_probe_carried_and_which_are_trusted(
+    home: Path, servers: MailServers, cli: Cli
+) -> None:
+    servers.store.authserv_id = "mail.bus.test"  # the MTA stamps its Authentication-Results
+    cli_bus(home, servers)  # as the docs' first init: no id trusted
+    code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
+    assert code == 0, out
+    assert (
+        "no trusted authserv-id configured (the probe carried Authentication-Results from mail.bus.test (not trusted))"
+        in out
+    )
+    assert cli("bus", "set", "trusted_authserv_ids", "mx.elsewhere.test")[0] == 0
+    code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
+    assert code == 6 and "carries no Authentication-Results from mx.elsewhere.test" in out
+    assert "(the probe carried Authentication-Results from mail.bus.test (not trusted))" in out
+    assert cli("bus", "set", "trusted_authserv_ids", "mail.bus.test")[0] == 0
+    code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
+    assert code == 0 and "(the probe carried Authentication-Results from mail.bus.test (trusted))" in out
 
 
 def test_doctor_round_trip_on_the_local_transport(home: Path, cli: Cli) -> None:
