@@ -113,11 +113,7 @@ class Mailbox:
     def _holder(self, ref: str) -> str | None:
         """The other mailbox of this machine whose spool holds the letter ``ref`` names (read only)."""
         folder = self.home / "spool"
-        try:
-            roots = sorted(p for p in folder.iterdir() if p != self.spool.root and (p / DB_FILE).is_file())
-        except OSError:
-            return None
-        for root in roots:
+        for root in sorted(p.parent for p in folder.glob(f"*/{DB_FILE}") if p.parent != self.spool.root):
             other = Spool(root, platform_root=folder / root.name.partition("@")[0], name_of=self.platform_name)
             try:
                 if other.named(ref, tuple(self.registry.platforms), most=1):

@@ -149,7 +149,7 @@ def test_a_send_stopped_by_ctrl_c_says_whether_its_letter_left(
 
 
 def test_a_letter_not_in_the_mailbox_asked_names_that_mailbox_what_chose_it_and_where_the_letter_is(
-    cli: Cli, bus_home: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cli: Cli, bus_home: None, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert cli("--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER)[0] == 0
     (got,) = json.loads(cli("--as", "beta", "--json", "inbox")[1])
@@ -165,5 +165,7 @@ def test_a_letter_not_in_the_mailbox_asked_names_that_mailbox_what_chose_it_and_
         f"it is in the mailbox beta on this machine: add --as beta\n"
     )
     assert cli("show", got["message_id"])[0] == 0  # by its Message-ID: alpha's own copy, the one it sent
+    (home / "spool" / "gamma").mkdir()
+    (home / "spool" / "gamma" / "spool.db").write_bytes(b"not a database")  # a damaged spool says nothing
     code, _, err = cli("--as", "alpha", "show", "01nosuchletter")  # held nowhere: nowhere suggested
     assert err == "agentmail: no letter 01nosuchletter in the mailbox alpha, chosen by --as\n"
