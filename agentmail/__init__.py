@@ -9,37 +9,53 @@ Everything a user needs to build a client or a bus is exported here (``__all__``
 tests/system/test_exports.py); the modules behind it are implementation.
 """
 
-import importlib as _importlib
-import typing as _typing
+import importlib as _importlib  # loaded by the interpreter before any of ours: costs nothing
 
-from .errors import (
-    AgentmailError,
-    BadInput,
-    ConfigError,
-    NotFound,
-    PermanentFailure,
-    Refused,
-    SecretError,
-    Timeout,
-    TransportError,
-)
-
-if _typing.TYPE_CHECKING:
+# Nothing of agentmail is imported here, not even its errors: the entry point (``__main__``) is
+# reached through this package, and a Ctrl-C while it loads must find its handler.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     from .admin.bus import init as init_bus
     from .client.facade import AgentMail, SyncReport
     from .config.identity import Identity
     from .config.registry import Platform, Registry
     from .config.registry import load as load_registry
+    from .errors import (
+        AgentmailError,
+        BadInput,
+        ConfigError,
+        NotFound,
+        PermanentFailure,
+        Refused,
+        SecretError,
+        Timeout,
+        TransportError,
+    )
     from .model import Letter
     from .stages import compose
     from .stages.compose import Draft
     from .transport import Transport, open_transport
     from .transport.local import LocalTransport
     from .transport.smtpimap import SmtpImapTransport
+del TYPE_CHECKING
 
 # The client pulls in the email package and the transports their libraries: each of these is
 # imported only when asked for, so the CLI starts fast. name -> (module, attribute)
 _LAZY = {
+    **{
+        name: (".errors", name)
+        for name in (
+            "AgentmailError",
+            "BadInput",
+            "ConfigError",
+            "NotFound",
+            "PermanentFailure",
+            "Refused",
+            "SecretError",
+            "Timeout",
+            "TransportError",
+        )
+    },
     "Letter": (".model", "Letter"),  # the model compiles its patterns: not for --help
     "AgentMail": (".client", "AgentMail"),
     "SyncReport": (".client", "SyncReport"),
@@ -58,23 +74,10 @@ _LAZY = {
 # The function is not exported as ``agentmail.compose``: that name is its module's (importing the
 # module sets it on the package, replacing a function), so the name always means the module.
 
-__all__ = sorted(
-    [
-        "AgentmailError",
-        "BadInput",
-        "ConfigError",
-        "NotFound",
-        "PermanentFailure",
-        "Refused",
-        "SecretError",
-        "Timeout",
-        "TransportError",
-        *_LAZY,
-    ]
-)
+__all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> _typing.Any:
+def __getattr__(name: str) -> object:
     if name == "compose":
         return _importlib.import_module(".stages.compose", __name__)
     if name not in _LAZY:

@@ -315,6 +315,19 @@ def _host_port(value: str | None, what: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def tls_chosen(what: str, host: str, port: int) -> str | None:
+    """Why the TLS mode of an endpoint given without --tls is what it is, when its port does not
+    say (465/993 implicit, 587/143/25 STARTTLS): a line for the user; None for a well-known port."""
+    if port in (465, 993, 587, 143, 25):
+        return None
+    mode = default_tls(port)
+    return (
+        f'{what} {host}:{port}: tls = "{mode}", chosen because --tls was not given and {port} is not a '
+        f"well-known {what.upper()} port; if the server wants STARTTLS (port 2525 usually does): "
+        f"'agentmail bus set {what}.tls starttls'"
+    )
+
+
 def endpoints(
     smtp: str | None, imap: str | None, tls: tuple[str, ...], ca_file: str | None, trust: tuple[str, ...]
 ) -> dict[str, Any]:

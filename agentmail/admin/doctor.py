@@ -20,9 +20,9 @@ from ..errors import AgentmailError
 from ..letter import wire
 from ..model import new_thread_id
 from ..stages.compose import Draft, compose
-from ..transport import Envelope, Outgoing
+from ..transport import Envelope, Outgoing, checkup
 from ..trust import authenticity, signing
-from ..trust.provenance import trusted_results
+from ..trust.provenance import authserv_ids, trusted_results
 from .exposure import exposure, work_tree_of
 
 PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
@@ -148,8 +148,12 @@ def run_checks(
             try:
                 transport = client.transport
                 checks.extend(Check(n, ok, d) for n, ok, d in transport.doctor(entry.address))  # type: ignore[attr-defined]
-            except AgentmailError as exc:
+            except AgentmailError as exc:  # no credentials yet: the servers and their TLS still tested
                 checks.append(Check("transport", False, str(exc)))
+                if reg.bus.smtp is not None and reg.bus.imap is not None:
+                    checks.extend(
+                        Check(n, ok, d) for n, ok, d in checkup.reach(reg.bus.smtp, reg.bus.imap, reg.bus.ca_file)
+                    )
         if round_trip:
             if key_ok and all(c.ok for c in checks if c.name in ("smtp", "imap", "transport")):
                 checks.append(_round_trip(client, timeout))
@@ -226,13 +230,14 @@ def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed:
         )
     trusted = client.registry.bus.trusted_authserv_ids
     results = trusted_results(raw, trusted)
+    carried = _carried(raw, trusted)
     if trusted and not results:
         return Check(
             "round trip",
             False,
             f"the probe came back in {took} and is accepted, but carries no "
             f"Authentication-Results from {', '.join(trusted)}: check trusted_authserv_ids "
-            f"against the id your MTA stamps",
+            f"against the id your MTA stamps ({carried})",
         )
     key = client.platform
     ar = "; trusted A-R " + " | ".join(results) if results else "; no trusted authserv-id configured"
@@ -240,5 +245,17 @@ def _judge_probe(client: AgentMail, raw: bytes, thread: str, rcpt: str, elapsed:
         "round trip",
         True,
         f"sent to {rcpt} and read back in {took}: accepted, DKIM d={key.dkim_domain} "
-        f"s={key.selector} matches the pinned key{ar}",
+        f"s={key.selector} matches the pinned key{ar} ({carried})",
+    )
+
+
+def _carried(raw: bytes, trusted: tuple[str, ...]) -> str:
+    """The authserv-ids the probe carried, each marked trusted or not: what an operator needs to
+    choose trusted_authserv_ids (an id is trusted only if the MTA removes forged ones)."""
+    ids = authserv_ids(raw)
+    if not ids:
+        return "the probe carried no Authentication-Results"
+    wanted = {t.lower() for t in trusted}
+    return "the probe carried Authentication-Results from " + ", ".join(
+        f"{i} ({'trusted' if i in wanted else 'not trusted'})" for i in ids
     )

@@ -140,7 +140,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 
     Opener advice (one line, on stderr) never stops the letter. With --thread the letter
     continues that thread and -s is not needed."""
-    client = ctx.client()
+    client = ctx.sender()
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
     letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
@@ -167,7 +167,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool, attach: tuple[str, ...],
           patch: str | None, outcome: str | None = None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
-    client = ctx.client()
+    client = ctx.sender()
     letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
                           attachments=attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
     assert letter is not None  # raise_refused: a refusal raised
@@ -180,7 +180,7 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
 @json_option
 def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
     """The whole thread, both ways, as a person would read it."""
-    letters = ctx.client().thread(thread_id, sync=not no_sync)
+    letters = ctx.reader().thread(thread_id, sync=not no_sync)
     emit(ctx, [letter.to_json() for letter in letters], lambda: render.thread(letters))
 
 
@@ -210,7 +210,7 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 
     QUERY is plain words, all required ("quoted phrase", prefix*); filters alone list the
     matching letters newest first. Exit 2 on a bad query or filter."""
-    hits = ctx.client().search(query, sync=not no_sync, sender=sender, type=kind, thread=thread_id, since=since,
+    hits = ctx.reader().search(query, sync=not no_sync, sender=sender, type=kind, thread=thread_id, since=since,
                                state=state, limit=limit, quarantine=include_quarantine, syntax=syntax)  # fmt: skip
     emit(ctx, [hit.to_json() for hit in hits], lambda: render.hits(hits))
 
@@ -226,7 +226,7 @@ def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id
 def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, new_agent: bool,
          attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
     """A handover to a sibling agent sharing this platform."""
-    client = ctx.client()
+    client = ctx.sender()
     letter = client.note(subject, read_body(body), to_agent=to_agent, force=force,
                          attachments=attachments(ctx, attach, patch), new_agent=new_agent)  # fmt: skip
     _outcome(ctx, client, letter)
@@ -250,7 +250,7 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
     from ..ages import duration, now_ms
 
     idle = None if stale is None else duration(stale, "--stale")  # bad input before any sync
-    client = ctx.client()
+    client = ctx.reader()
     rows = client.status(sync=not no_sync, closed=closed, stale=idle)
     now = now_ms()
     count_closed = (lambda: 0) if closed else client.closed_threads

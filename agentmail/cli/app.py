@@ -82,17 +82,21 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore")
     ctx = Ctx(None, None, None, False)
     try:
+        interrupted = False
         try:
             code = main_group.run(sys.argv[1:] if argv is None else argv, "agentmail", ctx)
+        except KeyboardInterrupt:
+            interrupted = True
+            raise
         finally:
-            ctx.close()
+            ctx.close(interrupted)
     except Exit as exc:
         return exc.code
     except AgentmailError as exc:
         echo(f"agentmail: {inline(exc)}", err=True)  # one line: no text of a letter's starts another
         return exc.exit_code
     except KeyboardInterrupt:
-        echo("agentmail: interrupted", err=True)
+        echo(f"agentmail: interrupted{f': {ctx.fate}' if ctx.fate else ''}", err=True)
         return 130
     except BrokenPipeError:
         return 0

@@ -24,6 +24,8 @@ class Ctx:
     def __init__(self, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
         self.platform, self.agent, self.registry, self.json = platform, agent, registry, as_json
         self._client: AgentMail | None = None
+        self.sending = False  # a command that sends (``sender``)
+        self.fate: str | None = None  # what became of its letter, when Ctrl-C stopped it
 
     @property
     def home(self) -> Path:
@@ -44,9 +46,29 @@ class Ctx:
             self._client.outbox.batch_copies = False  # one letter a process: copied as it goes
         return self._client
 
-    def close(self) -> None:
-        """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections."""
+    def reader(self) -> AgentMail:
+        """The client of a read-only command: with the server away it shows the spool as last
+        synced, and says so once on stderr (at the end)."""
+        client = self.client()
+        client.offline_ok = True
+        return client
+
+    def sender(self) -> AgentMail:
+        """The client of a command that sends: stopped by Ctrl-C, it says whether its letter left."""
+        self.sending = True
+        return self.client()
+
+    def close(self, interrupted: bool = False) -> None:
+        """Say goodbye to the servers (SMTP QUIT, IMAP LOGOUT) rather than drop the connections.
+        ``interrupted`` (Ctrl-C): a sending command's letter's fate is kept in ``fate`` first."""
+        if interrupted and self.sending:
+            self.fate = self._client.send_fate() if self._client is not None else "nothing was sent"
         if self._client is not None:
+            if self._client.offline:
+                echo(
+                    f"agentmail: warning: {self._client.offline}; shown as of the last sync (this machine's copy)",
+                    err=True,
+                )
             if self._client.flushed:
                 echo(f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True)
             self._client.close()

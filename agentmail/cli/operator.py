@@ -63,9 +63,8 @@ def platforms(ctx: Ctx) -> None:
 @option(
     "--transport",
     choices=["local", "smtp+imap"],
-    default="local",
-    show_default=True,
-    help="local: the embedded post office on this machine; smtp+imap: a mail server.",
+    help="local: the embedded post office on this machine; smtp+imap: a mail server "
+    "(default: smtp+imap with --smtp/--imap, else local).",
 )
 @option("--smtp", metavar="HOST:PORT", help="Submission server (smtp+imap).")
 @option("--imap", metavar="HOST:PORT", help="IMAP server (smtp+imap).")
@@ -96,7 +95,7 @@ def init(
     ctx: Ctx,
     names: tuple[str, ...],
     domain: str,
-    transport: str,
+    transport: str | None,
     smtp: str | None,
     imap: str | None,
     tls: tuple[str, ...],
@@ -115,8 +114,21 @@ def init(
     from ..admin import bus
 
     endpoints: dict[str, Any] = {"policy": policy}
+    if transport is None:
+        transport = "smtp+imap" if smtp or imap else "local"
     if transport == "smtp+imap":
+        missing = [f"--{what} HOST:PORT" for what, value in (("smtp", smtp), ("imap", imap)) if not value]
+        if missing:
+            raise BadInput(
+                f"--transport smtp+imap needs {' and '.join(missing)} (the submission and IMAP servers, "
+                f"e.g. --smtp mail.example.org:587 --imap mail.example.org:993)"
+            )
         endpoints.update(bus.endpoints(smtp, imap, tls, ca_file, trust_authserv))
+        if not tls:
+            for what in ("smtp", "imap"):
+                note = bus.tls_chosen(what, endpoints[what]["host"], endpoints[what]["port"])
+                if note:
+                    echo(f"agentmail: note: {note}", err=True)
         if sent_folder:
             endpoints["sent_folder"] = sent_folder
     elif smtp or imap or sent_folder:
@@ -273,6 +285,10 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     if key == "hold":
         _announce_hold_change(ctx, list(values))
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
+    if key in ("smtp", "imap") and not tls and isinstance(stored, dict):
+        note = bus.tls_chosen(key, stored["host"], stored["port"])
+        if note:
+            echo(f"agentmail: note: {note}", err=True)
     where = ctx.registry_root() / ("bus.toml" if platform is None else f"platforms/{platform}.toml")
     data: dict[str, Any] = {"key": key, "value": stored}
     if platform is not None:
@@ -393,14 +409,15 @@ def _quarantine_word(ctx: Ctx, words: tuple[str, ...], no_sync: bool) -> None:
 @option("--since", metavar="DURATION", help="Quarantined and bounced letters of the last DURATION (3d, 12h, 2w), "
         "not since the last digest sent.")  # fmt: skip
 @option("--send", is_flag=True, help="Mail it to this platform's followers (and remember it as the last digest).")
+@option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-def digest(ctx: Ctx, since: str | None, send: bool) -> None:
+def digest(ctx: Ctx, since: str | None, send: bool, no_sync: bool) -> None:
     """One summary for people: open threads by age and whose move (stale first), letters held
     for approval, what was quarantined or bounced since the last digest. Printed, or mailed."""
     from ..people import digest as digest_mod
 
-    client = ctx.client()
-    made = digest_mod.gather(client, since)
+    client = ctx.client() if send else ctx.reader()  # a digest mailed is never one of a stale spool
+    made = digest_mod.gather(client, since, sync=not no_sync)
     if not send:
         emit(ctx, {**made.to_json(), "text": digest_mod.render(made)}, lambda: echo(digest_mod.render(made).rstrip()))
         return

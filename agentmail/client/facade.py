@@ -21,7 +21,7 @@ from .. import ages
 from .._fs import write_atomic
 from ..config import identity
 from ..config import registry as registry_mod
-from ..errors import AgentmailError
+from ..errors import AgentmailError, TransportError
 from ..home import agentmail_home
 from .holds import Holds
 from .letters import Letters
@@ -55,6 +55,10 @@ class AgentMail(Stage):
         self.letters = Letters(box, self.sync)
         self.sender = Sender(box, self.outbox, self.holds, self.threads, self.receiver)
         self.last_sent: Sent | None = None  # what the last send, reply, follow-up or note did (None: refused)
+        # A reader (status, thread, search, digest) may show the spool as last synced when the
+        # server cannot be reached: ``offline_ok`` lets a sync's TransportError pass, kept in ``offline``.
+        self.offline_ok = False
+        self.offline: str | None = None
         # Escalation (issue 26, people/escalation.py): what this client announced to people, and why not
         self.escalated: list[dict[str, Any]] = []
         self.escalation_problem: str | None = None
@@ -159,11 +163,34 @@ class AgentMail(Stage):
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit.
         Then announce to the followers what needs a person (escalation.py), at most once a minute.
         Sent-folder copies still due are made first, so the platform's other machines see them."""
-        self.outbox.copy_sent()
-        report = self.receiver.sync()
+        try:
+            self.outbox.copy_sent()
+            report = self.receiver.sync()
+        except TransportError as exc:
+            if not self.offline_ok:
+                raise
+            self.offline = str(exc)
+            return SyncReport()
         if self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
             self._escalate()
         return report
+
+    def send_fate(self) -> str:
+        """What became of the letter this client filed last, in words: a send stopped by Ctrl-C
+        says whether its letter left."""
+        letter_id = self.sender.last_filed
+        state = None if letter_id is None else self.spool.locate(letter_id)
+        if letter_id is None or state is None:
+            return "no letter was filed: nothing was sent"
+        return {
+            "sent": f"letter {letter_id} had been sent",
+            "held": f"letter {letter_id} is held for a person's approval, not sent",
+            "failed": f"letter {letter_id} was not sent ('agentmail sent' says why)",
+        }.get(
+            state,
+            f"letter {letter_id} is in the outbox and may not have left: it goes out with the next command "
+            f"or 'agentmail flush' (do not send it again; a copy the server already had is dropped as a duplicate)",
+        )
 
     def rebuild(self) -> dict[str, Any]:
         """Make this mailbox's spool.db again from its letter files, after it was lost or damaged

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from ..config.identity import Identity
 from ..config.registry import Registry
 from ..errors import (
+    AgentmailError,
     BadInput,
     NotFound,
 )
@@ -16,6 +17,7 @@ from ..model import (
     Letter,
 )
 from ..spool import MIN_PREFIX, Spool
+from ..spool.db import FILE as DB_FILE
 from ..stages.compose import Draft, compose
 
 if TYPE_CHECKING:
@@ -92,10 +94,37 @@ class Mailbox:
         if lowered.isascii() and lowered.isalnum():
             if len(lowered) < MIN_PREFIX:  # too short to be looked up as a prefix: say so
                 raise NotFound(f"no letter {lowered}: a prefix of an id names a letter from {MIN_PREFIX} characters on")
-            return lowered
+            raise self.not_here(f"no letter {lowered}", text)
         if ("@" in text or text.startswith("<")) and text.isprintable():
-            raise NotFound(f"no letter with Message-ID {text}")
+            raise self.not_here(f"no letter with Message-ID {text}", text)
         raise BadInput(f"{text!r} is not a letter id or Message-ID")
+
+    def not_here(self, said: str, ref: str) -> NotFound:
+        """A letter this mailbox does not hold, said with the mailbox asked (and what chose it: a
+        clone's committed marker names the platform it was cloned from), and the other mailbox on
+        this machine that holds it, with the options that reach it."""
+        chosen = f", chosen by {self.me.how}" if self.me.how else ""
+        text = f"{said} in the mailbox {self.me.mailbox}{chosen}"
+        holder = self._holder(ref)
+        if holder is not None:
+            platform, _, agent = holder.partition("@")
+            options = f"--as {platform}" + (f" --agent {agent}" if agent else "")
+            text += f"; it is in the mailbox {holder} on this machine: add {options}"
+        return NotFound(text)
+
+    def _holder(self, ref: str) -> str | None:
+        """The other mailbox of this machine whose spool holds the letter ``ref`` names (read only)."""
+        folder = self.home / "spool"
+        for root in sorted(p.parent for p in folder.glob(f"*/{DB_FILE}") if p.parent != self.spool.root):
+            other = Spool(root, platform_root=folder / root.name.partition("@")[0], name_of=self.platform_name)
+            try:
+                if other.named(ref, tuple(self.registry.platforms), most=1):
+                    return root.name
+            except AgentmailError:
+                continue  # a spool that cannot be read says nothing here
+            finally:
+                other.db.close()
+        return None
 
     def show(self, letter_id: str) -> Letter:
         return self.addressed(self.spool.letter(self.id_of(letter_id)))

@@ -64,9 +64,11 @@ class Sender(Stage):
         super().__init__(box)
         self.outbox, self.holds, self.threads, self.receiver = outbox, holds, threads, receiver
         self._refusals: dict[str, str] = {}
+        self.last_filed: str | None = None  # the id of the letter handed to be filed last
 
     def _file_outgoing(self, letter: Letter, raw: bytes, held: str | None) -> Letter:
         """File a signed letter in the outbox, or in held/ with why it waits for a person."""
+        self.last_filed = letter.id  # before: an interruption while filing finds it, or finds it not filed
         return self.outbox.file(letter, raw) if held is None else self.holds.file(letter, raw, held)
 
     def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 from .._fs import write_atomic
-from .._value import Frozen
+from .._value import Frozen, field
 from ..errors import ConfigError, NotFound
 from ..model import check_name
 from ._toml import BadToml, read_toml
@@ -24,6 +24,7 @@ MARKER = ".agentmail"
 class Identity(Frozen):
     platform: str
     agent: str | None = None
+    how: str = field(default="", compare=False)  # what chose the platform, said when that matters
 
     @property
     def mailbox(self) -> str:
@@ -84,7 +85,7 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
     if chosen:
         check_name("platform", chosen)
         registry.named(chosen)  # a name someone typed: a misspelt one is bad input (exit 2), as in 'send'
-        return Identity(chosen, agent)
+        return Identity(chosen, agent, "--as" if explicit else "AGENTMAIL_PLATFORM")
 
     cwd = cwd.resolve()
     hinted, hint_depth = _path_hints(registry, cwd)
@@ -96,14 +97,14 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
         found = _marker(directory)
         if found:
             registry.get(found)
-            return Identity(found, agent)
+            return Identity(found, agent, f"the marker {directory / MARKER}")
         remotes = {normalise_remote(u) for u in _git_remotes(directory)}
         if remotes:
             hits = sorted(
                 p.name for p in registry.platforms.values() if remotes & {normalise_remote(r) for r in p.remotes}
             )
             if len(hits) == 1:
-                return Identity(hits[0], agent)
+                return Identity(hits[0], agent, f"the git remote of {directory}")
             if len(hits) > 1:
                 raise ConfigError(
                     f"the git remote of {directory} matches several platforms ({', '.join(hits)}); use --as"
@@ -111,7 +112,7 @@ def resolve(registry: Registry, explicit: str | None, agent: str | None, cwd: Pa
     if hinted:
         if len(hinted) > 1:
             raise ConfigError(f"{cwd} matches the path hints of several platforms ({', '.join(hinted)}); use --as")
-        return Identity(hinted[0], agent)
+        return Identity(hinted[0], agent, f"the path hints of {hinted[0]} in the registry")
     known = ", ".join(sorted(registry.platforms)) or "none yet"
     raise NotFound(
         f"cannot tell which platform {cwd} is (known platforms: {known}): run 'agentmail bind PLATFORM' "

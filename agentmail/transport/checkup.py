@@ -12,15 +12,19 @@ from typing import TYPE_CHECKING
 import aiosmtplib
 from imapclient.exceptions import IMAPClientError
 
+from ..config.registry import Endpoint
 from ..errors import AgentmailError
 from .claims import keeps_keywords, server_claims
 from .logins import (
     SASL,
     endpoint_name,
+    imap_connect,
     offered,
     problem,
     secret_noun,
+    smtp_client,
     smtp_login,
+    tls_context,
 )
 
 if TYPE_CHECKING:
@@ -41,8 +45,13 @@ def doctor(transport: SmtpImapTransport, address: str = "") -> list[tuple[str, b
         if transport.login.command or transport.login.keyring:
             transport.login.secret()  # the source answers (each connection below asks it again)
         checks: list[tuple[str, bool, str]] = [("mailbox login", True, how)]
-    except AgentmailError as exc:
-        checks = [("mailbox login", False, f"{how}: {exc}")]
+    except AgentmailError as exc:  # the error names the source: said once
+        who = (
+            transport.login.username
+            if transport.auth not in SASL
+            else f"{transport.login.username}, auth {transport.auth}"
+        )
+        checks = [("mailbox login", False, f"{who}: {exc}")]
     methods: list[str] = []
 
     async def probe() -> tuple[bool, str]:
@@ -153,4 +162,60 @@ def doctor(transport: SmtpImapTransport, address: str = "") -> list[tuple[str, b
         checks.append(("imap", False, str(exc)))
     except (IMAPClientError, OSError) as exc:
         checks.append(("imap", False, str(problem(transport.imap, "imap", exc, transport.login, transport.auth))))
+    return checks
+
+
+def reach(smtp: Endpoint, imap: Endpoint, ca_file: str | None) -> list[tuple[str, bool, str]]:
+    """Each server reached and its TLS certificate checked, without a login: what ``doctor`` can
+    still tell before the mailbox's credentials exist."""
+    try:
+        context = tls_context(ca_file)
+    except AgentmailError as exc:
+        return [("smtp", False, str(exc)), ("imap", False, str(exc))]
+    untried = "the login is not tried (no credentials yet)"
+
+    async def smtp_probe() -> list[str]:
+        client = smtp_client(smtp, context)
+        try:
+            await client.connect()
+            if client.last_ehlo_response is None:
+                await client.ehlo()
+            return list(client.server_auth_methods)
+        finally:
+            connection = client.transport
+            client.close()
+            if isinstance(connection, asyncio.Transport):
+                connection.abort()  # the socket closed before the loop is
+                await asyncio.sleep(0)
+
+    checks: list[tuple[str, bool, str]] = []
+    loop = asyncio.new_event_loop()
+    try:
+        methods = loop.run_until_complete(smtp_probe())
+        checks.append(
+            (
+                "smtp",
+                True,
+                f"{endpoint_name(smtp)} {smtp.tls} TLS reached (EHLO offers AUTH {offered(methods)}); {untried}",
+            )
+        )
+    except Exception as exc:
+        checks.append(("smtp", False, str(problem(smtp, "smtp", exc))))
+    finally:
+        loop.close()
+    try:
+        client = imap_connect(imap, context)
+        try:
+            caps = " ".join(c.decode("ascii", "replace") for c in client.capabilities() if c.startswith(b"AUTH="))
+        finally:
+            client.shutdown()
+        checks.append(
+            (
+                "imap",
+                True,
+                f"{endpoint_name(imap)} {imap.tls} TLS reached (CAPABILITY offers {caps or 'no AUTH='}); {untried}",
+            )
+        )
+    except Exception as exc:
+        checks.append(("imap", False, str(problem(imap, "imap", exc))))
     return checks

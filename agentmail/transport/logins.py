@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Sequence
 
 import aiosmtplib
+import imapclient
 from imapclient.exceptions import LoginError
 
 from ..config.credentials import Login
@@ -20,7 +21,11 @@ from ..config.registry import Endpoint
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import diagnose
 
-HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS, login: a wrong TLS mode fails in seconds
+HANDSHAKE_TIMEOUT = 5.0  # connect, greeting, TLS: a wrong TLS mode fails in seconds
+# The login has its own: a server's auth penalty (Dovecot's grows to 15 s with each failure from
+# one address) delays a refusal, which must still be read as one, not as an outage.
+LOGIN_TIMEOUT = 30.0
+TIMEOUT = 30.0  # one command once logged in (a large DATA or FETCH)
 # SASL names of the bus.toml ``auth`` values that send a token (RFC 7628, Google's XOAUTH2).
 SASL = {"xoauth2": "XOAUTH2", "oauthbearer": "OAUTHBEARER"}
 BEARER_RE = re.compile(r"[A-Za-z0-9\-._~+/]+=*")  # RFC 6750 §2.1 b64token: all a token may be
@@ -35,6 +40,47 @@ def tls_context(ca_file: str | None) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise ConfigError(f"cannot load the CA file {ca_file}: {exc}") from exc
     return context
+
+
+def smtp_client(endpoint: Endpoint, context: ssl.SSLContext) -> aiosmtplib.SMTP:
+    """A submission client, not connected yet: TLS as ``endpoint`` says, the handshake timeout."""
+    return aiosmtplib.SMTP(
+        hostname=endpoint.host,
+        port=endpoint.port,
+        use_tls=endpoint.tls == "implicit",
+        start_tls=endpoint.tls == "starttls",
+        tls_context=context,
+        timeout=HANDSHAKE_TIMEOUT,
+        local_hostname="agentmail.localhost",
+    )
+
+
+def imap_connect(endpoint: Endpoint, context: ssl.SSLContext) -> imapclient.IMAPClient:
+    """An IMAP connection in TLS as ``endpoint`` says, not logged in; raises what it meets (the
+    caller closes nothing: a failure leaves no socket open)."""
+    # The connect timeout covers the greeting and the TLS handshake too: a wrong TLS mode fails in
+    # seconds. Commands once logged in get the longer read timeout.
+    client = imapclient.IMAPClient(
+        endpoint.host,
+        port=endpoint.port,
+        ssl=endpoint.tls == "implicit",
+        ssl_context=context,
+        timeout=imapclient.SocketTimeout(HANDSHAKE_TIMEOUT, TIMEOUT),
+    )
+    try:
+        # imaplib writes a command and its CRLF (or an APPEND literal) in two sends: without
+        # NODELAY, Nagle and the server's delayed ACK stall each such command ~40 ms.
+        client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if endpoint.tls == "starttls":
+            client.socket().settimeout(HANDSHAKE_TIMEOUT)
+            client.starttls(context)
+    except BaseException:
+        try:
+            client.shutdown()
+        except Exception:
+            pass
+        raise
+    return client
 
 
 def endpoint_name(endpoint: Endpoint) -> str:
@@ -103,6 +149,12 @@ def problem(
             f"{getattr(bad_tls, 'reason', None) or bad_tls}); it probably wants STARTTLS: "
             f"{diagnose.port_hint(endpoint.port, what)}"
         )
+    unresolved = next((e for e in chain if isinstance(e, socket.gaierror)), None)
+    if unresolved is not None:  # a typo, or no network: said in words, not as the resolver's errno
+        return TransportError(
+            f"cannot reach {where}: the name {endpoint.host} does not resolve ({unresolved.strerror or 'no address'}); "
+            f"check the host in bus.toml [{what}] ('agentmail bus set {what} HOST:PORT') and the network"
+        )
     if any(isinstance(e, ConnectionRefusedError) for e in chain):
         return TransportError(
             f"nothing is listening on {where} (connection refused); is the server up, "
@@ -117,6 +169,10 @@ def problem(
             )
         return TransportError(f"{where} did not answer within {HANDSHAKE_TIMEOUT:g}s (timed out)")
     return TransportError(f"cannot reach {where}: {exc.__class__.__name__}: {exc}")
+
+
+def login_timed_out(endpoint: Endpoint) -> TransportError:
+    return TransportError(f"{endpoint_name(endpoint)} did not answer the login within {LOGIN_TIMEOUT:g}s (timed out)")
 
 
 def bearer_token(login: Login, secret: str, auth: str) -> str:
@@ -171,8 +227,10 @@ async def _smtp_authenticate(client: aiosmtplib.SMTP, endpoint: Endpoint, login:
 
 async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, auth: str = "password") -> None:
     """Connect and authenticate, or raise what :func:`problem` makes of the failure."""
+    connection: asyncio.BaseTransport | None = None
     try:
         await client.connect()
+        connection = client.transport  # a timeout later closes the client and forgets it
         if client.last_ehlo_response is None:
             await client.ehlo()
         if not client.supports_extension("auth"):
@@ -183,9 +241,13 @@ async def smtp_login(client: aiosmtplib.SMTP, endpoint: Endpoint, login: Login, 
                 "(587 STARTTLS or 465 implicit TLS)"
             )
             raise ConfigError(f"{endpoint_name(endpoint)} offers no AUTH{hint}")
-        await _smtp_authenticate(client, endpoint, login, auth)
+        client.timeout = LOGIN_TIMEOUT
+        try:
+            await _smtp_authenticate(client, endpoint, login, auth)
+        except TimeoutError as exc:
+            raise login_timed_out(endpoint) from exc
     except BaseException as exc:
-        connection = client.transport
+        connection = client.transport or connection
         client.close()
         if isinstance(exc, Exception):
             if isinstance(connection, asyncio.Transport):

@@ -23,7 +23,6 @@ import datetime
 import logging
 import re
 import selectors
-import socket
 import ssl
 import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
@@ -43,12 +42,16 @@ from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResul
 from .claims import STALE_AFTER, ImapClaim, keeps_keywords
 from .imap_uids import uid_batches
 from .logins import (
-    HANDSHAKE_TIMEOUT,
+    LOGIN_TIMEOUT,
     SASL,
+    TIMEOUT,
     bearer_token,
     endpoint_name,
+    imap_connect,
+    login_timed_out,
     offered,
     problem,
+    smtp_client,
     smtp_login,
     tls_context,
 )
@@ -63,7 +66,6 @@ for _logger in ("asyncio", "imapclient"):
 
 T = TypeVar("T")
 BATCH = 200
-TIMEOUT = 30.0  # one command once logged in (a large DATA or FETCH)
 SESSION_TRUSTED = 10.0  # s: a session this fresh is reused without a NOOP (a close it saw says so)
 IDLE_RENEW = 25 * 60  # RFC 2177: servers may drop an IDLE after 30 minutes
 
@@ -226,15 +228,7 @@ class SmtpImapTransport(Transport):
         return dict(self._copy_failures)
 
     def _smtp_client(self) -> aiosmtplib.SMTP:
-        return aiosmtplib.SMTP(
-            hostname=self.smtp.host,
-            port=self.smtp.port,
-            use_tls=self.smtp.tls == "implicit",
-            start_tls=self.smtp.tls == "starttls",
-            tls_context=self.context,
-            timeout=HANDSHAKE_TIMEOUT,
-            local_hostname="agentmail.localhost",
-        )
+        return smtp_client(self.smtp, self.context)
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run on this transport's own event loop, which outlives a call so a session can too."""
@@ -454,23 +448,13 @@ class SmtpImapTransport(Transport):
             return self._client
         client = None
         try:
-            # The connect timeout covers the greeting and the TLS handshake too: a wrong TLS mode
-            # fails in seconds. Commands once logged in get the longer read timeout.
-            client = imapclient.IMAPClient(
-                self.imap.host,
-                port=self.imap.port,
-                ssl=self.imap.tls == "implicit",
-                ssl_context=self.context,
-                timeout=imapclient.SocketTimeout(HANDSHAKE_TIMEOUT, TIMEOUT),
-            )
-            # imaplib writes a command and its CRLF (or an APPEND literal) in two sends: without
-            # NODELAY, Nagle and the server's delayed ACK stall each such command ~40 ms.
-            client.socket().setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.imap.tls == "starttls":
-                client.socket().settimeout(HANDSHAKE_TIMEOUT)
-                client.starttls(self.context)
-                client.socket().settimeout(TIMEOUT)
-            self._imap_login(client)
+            client = imap_connect(self.imap, self.context)
+            client.socket().settimeout(LOGIN_TIMEOUT)  # an auth penalty is a refusal coming late
+            try:
+                self._imap_login(client)
+            except TimeoutError as exc:
+                raise login_timed_out(self.imap) from exc
+            client.socket().settimeout(TIMEOUT)
         except (TimeoutError, IMAPClientError, OSError, AgentmailError) as exc:
             if client is not None:
                 try:

@@ -39,6 +39,22 @@ def trusted_results(raw: bytes, trusted: tuple[str, ...]) -> list[str]:
     return found
 
 
+_AUTHSERV = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?")
+
+
+def authserv_ids(raw: bytes) -> list[str]:
+    """The authserv-id of every Authentication-Results header, top first, each once (lowercase);
+    one that is not a host name's characters is shown as ``?``, never as it is."""
+    found: list[str] = []
+    for value in message_from_bytes(raw).get_all("Authentication-Results") or []:
+        head = " ".join(str(value).split()).split(";", 1)[0].strip()
+        name = head.split(" ", 1)[0].lower()  # RFC 8601: an optional version may follow the id
+        shown = name if _AUTHSERV.fullmatch(name) else "?"
+        if shown not in found:
+            found.append(shown)
+    return found
+
+
 def describe(raw: bytes, registry: Registry, state: str, sender: str, kind: str) -> str:
     if state in ("sent", "outbox", "held", "failed"):
         me = registry.platforms.get(sender)

@@ -370,6 +370,7 @@ def test_doctor_round_trip_reads_its_letter_back(home: Path, servers: MailServer
     code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
     assert code == 0, out
     assert "ok   round trip: sent to alpha+thr-" in out and "read back in" in out and "matches the pinned key" in out
+    assert "(the probe carried no Authentication-Results)" in out
     # the probe is nobody's mail: not in the inbox, nothing queued
     code, out, _ = cli("--as", "alpha", "--json", "inbox")
     assert json.loads(out) == [] and _spool(home, "alpha", "outbox") == []
@@ -379,6 +380,27 @@ def test_doctor_round_trip_fails_when_a_trusted_id_never_stamps(home: Path, serv
     cli_bus(home, servers, trust=("mail.bus.test",))  # the test server stamps no Authentication-Results
     code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
     assert code == 6 and "FAIL round trip" in out and "no Authentication-Results from mail.bus.test" in out
+    assert "(the probe carried no Authentication-Results)" in out
+
+
+def test_doctor_round_trip_names_the_authserv_ids_the_probe_carried_and_which_are_trusted(
+    home: Path, servers: MailServers, cli: Cli
+) -> None:
+    servers.store.authserv_id = "mail.bus.test"  # the MTA stamps its Authentication-Results
+    cli_bus(home, servers)  # as the docs' first init: no id trusted
+    code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
+    assert code == 0, out
+    assert (
+        "no trusted authserv-id configured (the probe carried Authentication-Results from mail.bus.test (not trusted))"
+        in out
+    )
+    assert cli("bus", "set", "trusted_authserv_ids", "mx.elsewhere.test")[0] == 0
+    code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
+    assert code == 6 and "carries no Authentication-Results from mx.elsewhere.test" in out
+    assert "(the probe carried Authentication-Results from mail.bus.test (not trusted))" in out
+    assert cli("bus", "set", "trusted_authserv_ids", "mail.bus.test")[0] == 0
+    code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
+    assert code == 0 and "(the probe carried Authentication-Results from mail.bus.test (trusted))" in out
 
 
 def test_doctor_round_trip_on_the_local_transport(home: Path, cli: Cli) -> None:
@@ -487,3 +509,79 @@ def test_init_copies_the_ca_into_the_registry(home: Path, servers: MailServers, 
     assert code == 0, err
     assert 'ca_file = "ca.pem"' in (home / "registry" / "bus.toml").read_text()
     assert (home / "registry" / "ca.pem").read_bytes() == servers.ca_file.read_bytes()
+
+
+def test_init_with_smtp_and_imap_infers_the_transport_and_says_why_a_port_got_its_tls_mode(
+    home: Path, cli: Cli
+) -> None:
+    code, _, err = cli("init", "--domain", "example.org", "--smtp", "mail.example.org:2525", "--imap",
+                       "mail.example.org:993", "alpha")  # fmt: skip
+    assert code == 0, err
+    b = registry_mod.load(home / "registry").bus
+    assert (b.transport, b.smtp, b.imap) == (
+        "smtp+imap",
+        registry_mod.Endpoint("mail.example.org", 2525, "implicit"),
+        registry_mod.Endpoint("mail.example.org", 993, "implicit"),
+    )
+    (note,) = err.splitlines()  # the well-known 993 needs no word
+    assert note.startswith('agentmail: note: smtp mail.example.org:2525: tls = "implicit", chosen because --tls')
+    assert "'agentmail bus set smtp.tls starttls'" in note
+    code, _, err = cli("bus", "set", "imap", "mail.example.org:1993")
+    assert code == 0 and 'imap mail.example.org:1993: tls = "implicit", chosen because' in err
+    assert cli("bus", "set", "imap", "mail.example.org:1993", "--tls", "implicit")[2] == ""  # chosen: no word
+    assert cli("bus", "set", "imap", "mail.example.org:143")[2] == ""
+
+
+def test_init_smtp_imap_without_an_endpoint_names_the_missing_option(home: Path, cli: Cli) -> None:
+    code, _, err = cli("init", "--transport", "smtp+imap", "--imap", "mail.example.org:993", "alpha")
+    assert code == 2
+    assert "--transport smtp+imap needs --smtp HOST:PORT (the submission and IMAP servers" in err
+    code, _, err = cli("init", "--transport", "smtp+imap", "alpha")
+    assert code == 2 and "needs --smtp HOST:PORT and --imap HOST:PORT" in err
+    code, _, err = cli("init", "--transport", "local", "--smtp", "mail.example.org:587", "alpha")
+    assert code == 2 and "are for --transport smtp+imap" in err  # said outright: not overridden
+    assert not (home / "registry").exists()
+
+
+def test_doctor_before_credentials_exist_still_reaches_both_servers_and_checks_their_tls(
+    home: Path, servers: MailServers, cli: Cli
+) -> None:
+    cli_bus(home, servers)
+    (home / "secrets" / "alpha.env").unlink()
+    code, out, _ = cli("--as", "alpha", "doctor")
+    assert code == 6 and "FAIL transport: no mailbox password for alpha" in out
+    assert f"ok   smtp: 127.0.0.1:{servers.smtp_port} starttls TLS reached (EHLO offers AUTH " in out
+    assert f"ok   imap: 127.0.0.1:{servers.imap_port} implicit TLS reached (CAPABILITY offers AUTH=" in out
+    assert "the login is not tried (no credentials yet)" in out
+    assert servers.store.counts["smtp.auth"] + servers.store.counts["smtp.auth_failed"] == 0
+    servers.stop_imap()
+    code, out, _ = cli("--as", "alpha", "doctor")
+    assert f"FAIL imap: nothing is listening on 127.0.0.1:{servers.imap_port} (connection refused)" in out
+
+
+def test_doctor_on_a_host_name_that_does_not_resolve_says_so_in_words(
+    home: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    resolve = socket.getaddrinfo
+
+    def no_such_name(host: object, *args: object, **kwargs: object) -> object:
+        if str(host).endswith(".invalid"):  # answered here: no query leaves the machine
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_such_name)
+    endpoints = bus.endpoints("mail.nonexistent.invalid:587", "mail.nonexistent.invalid:993", (), None, ())
+    bus.init(home, home / "registry", ["alpha"], domain="bus.test", transport="smtp+imap", endpoints=endpoints)
+    for with_login in (True, False):
+        if with_login:
+            write_login(home, "alpha", Login("alpha@bus.test", "pw"))
+        else:
+            (home / "secrets" / "alpha.env").unlink()
+        code, out, _ = cli("--as", "alpha", "doctor")
+        assert code == 6
+        for what, port in (("smtp", 587), ("imap", 993)):
+            assert (
+                f"FAIL {what}: cannot reach mail.nonexistent.invalid:{port}: the name mail.nonexistent.invalid does "
+                f"not resolve (Name or service not known); check the host in bus.toml [{what}]"
+            ) in out, out
+        assert "Errno" not in out and "SMTPConnectError" not in out and "gaierror" not in out

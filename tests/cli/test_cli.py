@@ -110,3 +110,62 @@ def test_the_installed_command_runs_the_demo(tmp_path: Path) -> None:
     assert "quarantined as unauthenticated" in done.stdout
     assert "close" in done.stdout and "refused" in done.stdout
     assert done.stderr == ""
+
+
+def test_a_send_stopped_by_ctrl_c_says_whether_its_letter_left(
+    cli: Cli, bus_home: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentmail.cli import render
+    from agentmail.transport.local import LocalTransport
+
+    def ctrl_c(*_args: object, **_kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    send = ("--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER)
+    with monkeypatch.context() as patched:  # while the server takes it: it stays queued
+        patched.setattr(LocalTransport, "submit", ctrl_c)
+        code, out, err = cli(*send)
+    assert (code, out) == (130, "")
+    assert err.startswith("agentmail: interrupted: letter ") and err.count("\n") == 1
+    assert "is in the outbox and may not have left: it goes out with the next command" in err
+    letter_id = err.split()[3]
+    code, out, _ = cli("--as", "alpha", "--json", "flush")
+    assert code == 0 and [(r["id"], r["status"]) for r in json.loads(out)] == [
+        (letter_id, "sent")
+    ]  # sent once, by the next command
+    with monkeypatch.context() as patched:  # after it left
+        patched.setattr(render, "sent_outcome", ctrl_c)
+        code, _, err = cli(*send)
+    assert code == 130 and err.startswith("agentmail: interrupted: letter ") and err.endswith(" had been sent\n")
+    with monkeypatch.context() as patched:  # before anything was filed
+        patched.setattr("agentmail.cli.agent.read_body", ctrl_c)
+        code, _, err = cli(*send)
+    assert (code, err) == (130, "agentmail: interrupted: no letter was filed: nothing was sent\n")
+    code, out, _ = cli("--as", "beta", "--json", "inbox")
+    assert len(json.loads(out)) == 2  # the queued one and the sent one, each once
+    with monkeypatch.context() as patched:  # a command that sends nothing says nothing more
+        patched.setattr(render, "letters", ctrl_c)
+        assert cli("--as", "beta", "inbox")[2] == "agentmail: interrupted\n"
+
+
+def test_a_letter_not_in_the_mailbox_asked_names_that_mailbox_what_chose_it_and_where_the_letter_is(
+    cli: Cli, bus_home: None, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert cli("--as", "alpha", "send", "beta", "-s", "Quota 500s", "-b", OPENER)[0] == 0
+    (got,) = json.loads(cli("--as", "beta", "--json", "inbox")[1])
+    clone = tmp_path / "clone-of-alpha"  # the fixer's checkout, cloned to verify: its marker names alpha
+    clone.mkdir()
+    (clone / ".agentmail").write_text('platform = "alpha"\n')
+    monkeypatch.chdir(clone)
+    monkeypatch.delenv("AGENTMAIL_PLATFORM", raising=False)
+    code, out, err = cli("reply", got["id"], "-b", "Confirmed fixed.")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"agentmail: no letter {got['id']} in the mailbox alpha, chosen by the marker {clone / '.agentmail'}; "
+        f"it is in the mailbox beta on this machine: add --as beta\n"
+    )
+    assert cli("show", got["message_id"])[0] == 0  # by its Message-ID: alpha's own copy, the one it sent
+    (home / "spool" / "gamma").mkdir()
+    (home / "spool" / "gamma" / "spool.db").write_bytes(b"not a database")  # a damaged spool says nothing
+    code, _, err = cli("--as", "alpha", "show", "01nosuchletter")  # held nowhere: nowhere suggested
+    assert err == "agentmail: no letter 01nosuchletter in the mailbox alpha, chosen by --as\n"

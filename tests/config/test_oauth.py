@@ -195,6 +195,8 @@ def test_doctor_names_the_mechanism_the_secret_source_and_what_the_server_offers
     code, out, _ = cli("--as", "alpha", "doctor")
     assert code == 6 and "FAIL mailbox login: alpha@bus.test, auth xoauth2" in out
     assert "(program 'token-helper') cannot be run: there is no such program" in out
+    (line,) = [x for x in out.splitlines() if "mailbox login" in x]
+    assert line.count("AGENTMAIL_PASSWORD_CMD") == 1, line  # the failing source is named once
 
 
 def test_a_platform_entry_overrides_the_bus_auth(home: Path, servers: MailServers, cli: Cli) -> None:

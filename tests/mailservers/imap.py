@@ -348,6 +348,7 @@ class _Session:
         if len(args) != 2:
             raise _Bad("LOGIN user password")
         user, password = (_astring(a) for a in args)
+        await self.store.auth_penalty(self.writer.transport.is_closing)
         return self._login(user, password)
 
     async def cmd_authenticate(self, args: list[Token], uid: bool) -> str:
@@ -365,6 +366,7 @@ class _Session:
             decoded = base64.b64decode(response, validate=True)
         except (binascii.Error, ValueError):
             raise _Bad(f"malformed {mechanism} response") from None
+        await self.store.auth_penalty(self.writer.transport.is_closing)
         if mechanism != "PLAIN":
             return await self._token_login(mechanism, decoded)
         try:

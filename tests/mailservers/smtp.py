@@ -67,6 +67,11 @@ class _Submission(SMTP):
         super().__init__(*args, **kwargs)
         self.command_size_limits["AUTH"] = self.line_length_limit
 
+    async def smtp_AUTH(self, arg: str) -> None:
+        # the store's auth_delay: a penalty before any answer to AUTH, as Dovecot's SASL gives
+        await self.event_handler.store.auth_penalty(lambda: self.transport is None or self.transport.is_closing())
+        await super().smtp_AUTH(arg)
+
 
 class _Handler:
     """aiosmtpd hooks; each returns the SMTP reply line. ``auth_XOAUTH2``/``auth_OAUTHBEARER``

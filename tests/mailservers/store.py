@@ -17,6 +17,7 @@ Counters in :attr:`MailStore.counts` (a ``collections.Counter``):
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import itertools
 import threading
@@ -102,6 +103,8 @@ class MailStore:
         self.domain = domain.lower()
         self.idle_delay: float = 0.0
         """Seconds an IDLE session waits before pushing a change (latency tests)."""
+        self.auth_delay: float = 0.0
+        """Seconds both servers wait before answering a login (Dovecot's auth penalty)."""
         self.keywords: bool = True
         """False: like a server that keeps no keywords (PERMANENTFLAGS without \\*; STORE drops them)."""
         self.condstore: bool = True
@@ -345,6 +348,14 @@ class MailStore:
         """A copy of the counters listed in the module docstring."""
         with self._lock:
             return Counter(self._counts)
+
+    async def auth_penalty(self, gone: Callable[[], bool]) -> None:
+        """Wait ``auth_delay`` before a login is answered, ended early by a connection that is
+        ``gone`` (the client gave up, the server stopped): no session outlives its server."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.auth_delay
+        while loop.time() < end and not gone():
+            await asyncio.sleep(0.02)
 
     def bump(self, key: str) -> None:
         with self._lock:

@@ -315,6 +315,33 @@ def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130(tmp_path: Path)
         assert (done.returncode, done.stdout, done.stderr) == (130, "", "agentmail: interrupted\n"), command
 
 
+INTERRUPT_AT_FIRST_IMPORT = """\
+import sys
+
+class Interrupt:
+    '''Ctrl-C at the first import once the package starts loading, whatever it is.'''
+
+    def find_spec(self, name, path=None, target=None):
+        if "agentmail" in sys.modules and name != "agentmail.__main__":
+            raise KeyboardInterrupt
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+"""
+
+
+def test_ctrl_c_at_the_first_import_of_the_package_is_one_line_and_exit_130(tmp_path: Path) -> None:
+    """The package itself is reached before the entry point's handler: it imports nothing."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(INTERRUPT_AT_FIRST_IMPORT)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    script = Path(sys.executable).with_name("agentmail")
+    for command in ([sys.executable, "-m", "agentmail", "inbox"], [str(script), "inbox"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        assert (done.returncode, done.stdout, done.stderr) == (130, "", "agentmail: interrupted\n"), command
+
+
 def test_the_entry_point_imports_nothing_but_sys_before_the_command() -> None:
     """Start-up time is a measured figure: the guard around it costs no import."""
     import ast
@@ -392,7 +419,10 @@ def test_every_id_taking_command_takes_the_message_id_or_a_unique_prefix(
     (ack,) = alpha.inbox()
     assert cli("--as", "alpha", "done", ack.message_id[1:-1]) == (0, "marked 1 read\n", "")
     code, _, err = cli("--as", "alpha", "show", "<nosuch.alpha@bus.test>")
-    assert (code, err) == (1, "agentmail: no letter with Message-ID <nosuch.alpha@bus.test>\n")
+    assert (code, err) == (
+        1,
+        "agentmail: no letter with Message-ID <nosuch.alpha@bus.test> in the mailbox alpha, chosen by --as\n",
+    )
 
 
 def test_an_ambiguous_prefix_is_bad_input_naming_the_letters(alpha: AgentMail, beta: AgentMail) -> None:

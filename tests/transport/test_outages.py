@@ -14,9 +14,12 @@ import pytest
 from agentmail.cli.app import main
 from agentmail.cli.watch import Watcher
 from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import Login, write_login
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError
+from agentmail.transport import logins, smtpimap
 
 from ..conftest import OPENER, eventually
 from ..mailservers import MailServers
@@ -62,6 +65,38 @@ def test_a_hook_shows_the_spool_as_last_synced_when_imap_is_down(
     out, err = capsys.readouterr()
     assert "1 unread letter for beta" in out and "Quota 500s" in out
     assert err == ""
+
+
+def test_the_read_commands_show_the_spool_as_last_synced_with_one_warning_when_the_server_is_down(
+    alpha_beta: tuple[AgentMail, AgentMail],
+    servers: MailServers,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    alpha, beta = alpha_beta
+    sent = alpha.send("beta", "Quota 500s", OPENER)
+    assert len(beta.sync().accepted) == 1
+    servers.stop_imap()
+    servers.stop_smtp()
+    for args, shown in (
+        (["status"], sent.thread),
+        (["thread", sent.thread], "Quota 500s"),
+        (["search", "Quota"], "Quota 500s"),
+        (["digest"], sent.thread),
+        (["--json", "status"], sent.thread),
+    ):
+        assert main(["--as", "beta", *args]) == 0, args
+        out, err = capsys.readouterr()
+        assert shown in out, (args, out)
+        (line,) = err.splitlines()
+        assert line.startswith(f"agentmail: warning: nothing is listening on 127.0.0.1:{servers.imap_port}"), line
+        assert line.endswith("; shown as of the last sync (this machine's copy)"), line
+        assert main(["--as", "beta", *args, "--no-sync"]) == 0, args  # asked not to sync: no warning
+        assert capsys.readouterr().err == ""
+    # a bad argument is still refused before any sync; a command that sends still fails
+    assert main(["--as", "beta", "status", "--stale", "soon"]) == 2
+    assert "warning" not in capsys.readouterr().err
+    assert main(["--as", "beta", "digest", "--send"]) == 5  # a digest mailed is never one of a stale spool
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_flush_with_smtp_down_keeps_the_letters_and_sends_each_once_when_it_is_back(
@@ -216,3 +251,47 @@ def test_a_dsn_the_server_does_not_vouch_for_marks_nothing_undeliverable(
     assert "undeliverable" not in alpha.show(sent.id).extra
     (row,) = alpha.status(sync=False)
     assert row["undeliverable"] is False
+
+
+def test_a_login_refused_after_a_penalty_longer_than_the_handshake_timeout_is_still_a_refusal(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Dovecot's auth penalty delays a 535 by seconds: longer than the connect/greeting/TLS timeout,
+    # made small here, yet the answer is a refusal (exit 6, nothing queued), never an outage.
+    monkeypatch.setattr(logins, "HANDSHAKE_TIMEOUT", 3.0)
+    make_bus(home, servers)
+    servers.store.mechanisms = ("PLAIN",)  # one SASL try, one penalty
+    servers.store.auth_delay = 4.0
+    write_login(home, "alpha", Login("alpha@bus.test", "wrong"))
+    assert main(["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]) == 6
+    _, err = capsys.readouterr()
+    assert "refused the login 'alpha@bus.test'" in err and "timed out" not in err
+    with AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home) as alpha:
+        assert alpha.spool.ids("outbox") == []
+    assert servers.store.counts["smtp.auth_failed"] == 1 and servers.store.accepted == []
+    # IMAP's login too: the refusal read after the penalty
+    assert main(["--as", "alpha", "inbox"]) == 6
+    _, err = capsys.readouterr()
+    assert "refused the login 'alpha@bus.test'" in err and "timed out" not in err
+
+
+def test_a_login_with_no_answer_at_all_is_an_outage_named_as_the_login(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setattr(logins, "LOGIN_TIMEOUT", 0.5)
+    monkeypatch.setattr(smtpimap, "LOGIN_TIMEOUT", 0.5)
+    make_bus(home, servers)
+    servers.store.mechanisms = ("PLAIN",)
+    servers.store.auth_delay = 3.0
+    assert main(["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]) == 5
+    _, err = capsys.readouterr()
+    assert f"127.0.0.1:{servers.smtp_port} did not answer the login within 0.5s (timed out)" in err
+    assert main(["--as", "alpha", "inbox"]) == 5
+    _, err = capsys.readouterr()
+    assert f"127.0.0.1:{servers.imap_port} did not answer the login within 0.5s (timed out)" in err
