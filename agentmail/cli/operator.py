@@ -294,8 +294,12 @@ def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
 @json_option
 def held(ctx: Ctx) -> None:
     """Letters waiting for a person's approval (never sent until 'approve')."""
-    letters = ctx.client().held()
-    emit(ctx, [letter.to_json() for letter in letters], lambda: render.held(letters))
+    from ..people import approval
+
+    client = ctx.client()
+    letters = client.held()
+    guarded = bool(approval.approvers(client.registry, client.me.platform))
+    emit(ctx, [letter.to_json() for letter in letters], lambda: render.held(letters, guarded))
 
 
 @commands.command()

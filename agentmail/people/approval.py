@@ -17,8 +17,10 @@ from pathlib import Path
 
 from ..config.registry import Registry
 from ..errors import BadInput, Refused
+from ..letter import wire
+from ..letter.attach import Attachment
 from ..model import Letter
-from ..text import one_line
+from ..text import one_line, visible
 
 PIN_FILE = "approval-key.sha256"  # in the registry folder: the hex SHA-256 of the operator's key
 HOW_TO_ANSWER = 'To decide, reply with "approve" or "reject REASON" as the first word.'  # one short line
@@ -39,18 +41,81 @@ def every_approver(registry: Registry) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a for name in sorted(registry.platforms) for a in approvers(registry, name)))
 
 
-def announcement(registry: Registry, home: Path, platform: str, letter: Letter, reason: str) -> tuple[str, bytes]:
+def digest_of(raw: bytes, envelope: tuple[str, ...]) -> str:
+    """The SHA-256 a person's approval is bound to: every RCPT TO, then exactly the bytes that
+    leave. Any change of either (a recipient added, a byte of an attachment) is another digest."""
+    h = hashlib.sha256(b"agentmail approval 1\n%d\n" % len(envelope))
+    for address in envelope:  # each one length-prefixed: no two envelopes read as one
+        data = address.encode("utf-8", "surrogateescape")
+        h.update(b"%d:%s\n" % (len(data), data))
+    h.update(raw)
+    return h.hexdigest()
+
+
+def commits_of(patch: bytes) -> list[tuple[str, tuple[str, ...]]]:
+    """The commits of a ``git format-patch`` file, read without git: each one's subject and the
+    paths its diff touches (``diff --git a/OLD b/NEW`` names NEW). Hostile bytes: never raises,
+    every value one printable line."""
+    commits: list[tuple[str, list[str]]] = []
+    for raw_line in patch.decode("utf-8", "replace").splitlines():
+        if raw_line.startswith("From ") and len(raw_line) > 45 and all(c in "0123456789abcdef" for c in raw_line[5:45]):
+            commits.append(("", []))
+        elif raw_line.startswith("Subject: ") and commits and not commits[-1][0]:
+            subject = raw_line[len("Subject: ") :].strip()
+            if subject.startswith("[PATCH") and "]" in subject:
+                subject = subject.partition("]")[2].strip()
+            commits[-1] = (visible(one_line(subject)) or "(no subject)", commits[-1][1])
+        elif raw_line.startswith("diff --git ") and commits:
+            _, sep, new = raw_line.rpartition(" b/")
+            path = visible(one_line(new if sep else raw_line[len("diff --git ") :]))
+            if path not in commits[-1][1]:
+                commits[-1][1].append(path)
+    return [(subject or "(no subject)", tuple(paths)) for subject, paths in commits]
+
+
+def attachments_of(raw: bytes) -> tuple[Attachment, ...]:
+    """The attachments exactly as ``raw`` carries them (what would leave)."""
+    try:
+        return wire.body_and_attachments(wire.parse_message(raw, len(raw) + 1))[1]
+    except wire.Malformed:
+        return ()
+
+
+def _listed(letter: Letter, envelope: tuple[str, ...], raw: bytes, digest: str) -> list[str]:
+    """Every recipient and every attachment of the held letter, one short line each."""
+    lines = [f"To: {one_line(a)}" for a in letter.recipients or (letter.to_address,)]
+    lines += [f"Cc: {one_line(a)}" for a in letter.cc]
+    lines.append("Delivered to: " + ", ".join(one_line(a) for a in envelope))
+    attachments = attachments_of(raw)
+    lines.append(f"Attachments: {len(attachments)}" if attachments else "Attachments: none")
+    for item in attachments:
+        lines.append(f"  {visible(one_line(item.name))} ({item.type}, {item.size} bytes)")
+        lines.append(f"    SHA-256 {item.sha256}")
+        if item.type == "text/x-diff" or item.name.endswith((".patch", ".diff")):
+            for subject, paths in commits_of(item.data):
+                lines.append(f"    commit: {subject}")
+                lines += [f"      {path}" for path in paths]
+    lines.append(f"Digest: {digest}")
+    return lines
+
+
+def announcement(
+    registry: Registry, home: Path, platform: str, letter: Letter, reason: str, raw: bytes, envelope: tuple[str, ...]
+) -> tuple[str, bytes]:
     """The announcement of a held letter to ``platform``'s approvers (its Message-ID, which
-    their answer's In-Reply-To names, and its signed bytes): why it waits, the letter itself
-    (as the agent wrote it, in lines a person's client shows unwrapped), and how to answer."""
+    their answer's In-Reply-To names, and its signed bytes): why it waits, every recipient of
+    the envelope, every attachment (name, type, size, SHA-256; a patch's commits and paths),
+    the digest the answer is bound to, the letter's whole body (as the agent wrote it, in lines
+    a person's client shows unwrapped), and how to answer."""
     about = [
         f"A letter from {platform} waits for your approval before it is sent.",
         f"Why it waits: {one_line(reason)}",
         "",
         f"Letter: {letter.id} (thread {letter.thread})",
-        f"To: {letter.to_address}",
         f"Subject: {one_line(letter.subject)}",
         f"Type: {letter.type}",
+        *_listed(letter, envelope, raw, digest_of(raw, envelope)),
+        "Any change to this letter or its recipients needs a new approval.",
     ]
     from .for_people import compose_for_people, wrap
 
