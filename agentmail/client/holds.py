@@ -15,6 +15,7 @@ from ..model import (
 )
 from ..spool.filed import Filed
 from ..text import one_line
+from . import consent
 from .mailbox import Stage
 from .outbox import envelope_of
 
@@ -154,12 +155,14 @@ class Holds(Stage):
         recorded on the letter (``approval_ignored``)."""
         held = {x.extra.get("announced"): x for x in self.held() if x.extra.get("announced")}
         held_by_id = {x.id: x for x in held.values()}
-        if not held:
+        changes = consent.pending(self.spool)  # changes of the guards asked of every approver
+        if not held and not changes:
             return  # before the import: a waiting CLI process would load it after the wake (~0.4 ms)
         from ..people import approval
 
         accepted = filed.ids if isinstance(filed, Filed) else filed  # listed only while a letter is held
         allowed = approval.approvers(self.registry, self.me.platform)
+        everyone = approval.every_approver(self.registry)
         # An answer filed by a sync that died before acting on it is still unread and carries no
         # approval_ignored: it is taken up now (only while a held letter waits for one).
         fresh = set(accepted)
@@ -168,19 +171,25 @@ class Holds(Stage):
         for letter_id in [*accepted, *waiting]:
             letter = self.spool.letter(letter_id)
             target = held.get(letter.in_reply_to or "")
-            if letter.type != "human" or letter.extra.get("person") != letter.sender_address or target is None:
+            change = changes.get(letter.in_reply_to or "")
+            if letter.type != "human" or letter.extra.get("person") != letter.sender_address:
+                continue
+            if target is None and change is None:
                 continue
             if letter_id not in accepted and "approval_ignored" in letter.extra:
                 continue  # weighed before: it decided nothing
             decided = approval.decision(letter.body)
-            if letter.sender_address not in allowed:
+            if letter.sender_address not in (allowed if target is not None else everyone):
                 self.spool.annotate(
                     letter_id, approval_ignored=f"{letter.sender_address} does not approve {self.me.platform}"
                 )
             elif decided is None:
                 self.spool.annotate(letter_id, approval_ignored='the first word is neither "approve" nor "reject"')
-            else:
+            elif target is not None:
                 answers.setdefault(target.id, []).append((letter_id, letter.sender_address, *decided))
+            elif change is not None:
+                consent.record(change, letter.sender_address, *decided)
+                self.box.move(letter_id, "unread", "read")
         for target_id, given in answers.items():
             self._decide(held_by_id[target_id], given)
             for letter_id, *_ in given:

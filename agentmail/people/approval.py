@@ -141,6 +141,23 @@ def hold_change(
     return compose_for_people(registry, home, platform, every_approver(registry), "The hold rule changed", body)
 
 
+def change_request(registry: Registry, home: Path, platform: str, change: str, effect: str) -> tuple[str, bytes]:
+    """The announcement, to every approver, of a change that would loosen what guards against
+    the agent (``client/consent``): exactly what was asked, what it does, and that it takes
+    effect only if one of them approves it."""
+    from .for_people import compose_for_people
+
+    body = (
+        f"Someone asked, from {platform}'s checkout, to change what guards against the agent:\n\n"
+        f"    {visible(one_line(change))}\n\n{one_line(effect)}\n\n"
+        "It takes effect only if you approve it, and only exactly this change; nothing is changed meanwhile. "
+        "If you did not expect it, reject it and ask the operator.\n\n-- \n" + HOW_TO_ANSWER
+    )
+    return compose_for_people(
+        registry, home, platform, every_approver(registry), f"Approve? a change: {one_line(change)}"[:200], body
+    )
+
+
 def decision(body: str) -> tuple[str, str] | None:
     """``("approve", "")`` or ``("reject", REASON)`` from the first word of a reply's first
     written line (quoted lines skipped); None when the reply decides nothing."""
@@ -187,17 +204,55 @@ def check_key(registry: Registry, key_file: str | None) -> None:
         raise Refused(f"{key_file} is not the approval key pinned in the registry")
 
 
-def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) -> Path:
-    """Write a fresh approval key to ``key_file`` (a new file, 0600, outside AGENTMAIL_HOME)
-    and pin its SHA-256; replacing a pinned key needs the old one."""
+NO_FIRST_KEY = (
+    "no approval key is pinned on this bus, and an agent's command never pins the first one: the operator "
+    "pins it with 'agentmail init --approval-key FILE' (on an existing bus: 'init --force NAME... --approval-key FILE')"
+)
+
+
+def _target(root: Path, key_file: str, home: Path) -> Path:
     target = Path(key_file).expanduser().resolve()
-    if target.is_relative_to(home.resolve()) or target.is_relative_to(registry.root.resolve()):
+    if target.is_relative_to(home.resolve()) or target.is_relative_to(root.resolve()):
         raise BadInput(
             f"{target} is inside AGENTMAIL_HOME or the registry: keep the approval key where the agent cannot read it"
         )
-    if _pin(registry) is not None:
-        check_key(registry, old_key)
+    return target
 
+
+def may_pin_first(root: Path, key_file: str, home: Path) -> None:
+    """``init --approval-key``, checked before the bus is made: Refused when the registry at
+    ``root`` pins a key already (replacing it needs the old one); BadInput for a place the
+    agent could read."""
+    if (root / PIN_FILE).exists():
+        raise Refused("an approval key is pinned already: replace it with 'approve --new-key FILE --key-file OLD'")
+    _target(root, key_file, home)
+
+
+def may_replace(registry: Registry, key_file: str, home: Path, old_key: str | None) -> None:
+    """``approve --new-key``: a key is pinned (only ``init`` pins the first), the new file is
+    outside the agent's reach, and ``old_key`` is the pinned key."""
+    if _pin(registry) is None:
+        raise Refused(NO_FIRST_KEY)
+    _target(registry.root, key_file, home)
+    check_key(registry, old_key)
+
+
+def first_key(registry: Registry, key_file: str, home: Path) -> Path:
+    """``init --approval-key``: the bus's first approval key, written and pinned."""
+    may_pin_first(registry.root, key_file, home)
+    return _write_key(registry, key_file, home)
+
+
+def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) -> Path:
+    """Replace the pinned approval key: a fresh one written to ``key_file`` and pinned; needs
+    the old one. With none pinned, Refused: only ``init`` pins the first (``first_key``)."""
+    may_replace(registry, key_file, home, old_key)
+    return _write_key(registry, key_file, home)
+
+
+def _write_key(registry: Registry, key_file: str, home: Path) -> Path:
+    """A fresh key in ``key_file`` (a new file, 0600, O_EXCL|O_NOFOLLOW), its SHA-256 pinned."""
+    target = _target(registry.root, key_file, home)
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     except FileExistsError:
