@@ -281,7 +281,7 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
     if key == "hold":
         after = [v.strip().lower() for v in values if v.strip()]
-        lifted = [rule for rule in reg.bus.hold if rule not in after]
+        lifted = [rule for rule in reg.bus.hold if rule not in after and rule.partition("@")[2] not in after]
         if lifted:  # letters it held would leave without a person: the approvers decide
             _ask_approvers(ctx, f"agentmail bus set hold {shown}",
                            f"The hold rule stops holding letters for {', '.join(lifted)}.")  # fmt: skip
