@@ -1,7 +1,7 @@
 """Changes that would loosen what guards against the agent (DESIGN §6): with approvers listed,
 such a change takes effect only after an approver's verified answer to its announcement.
 
-    spool/<platform>/changes/<SHA-256 of the change>.json   {"change", "announced", "answers"}
+    spool/<platform>/changes/<random>.json   {"change", "announced", "answers"}
 
 The command that makes the change asks first (``ask``). The first time, the change is announced
 to every approver and refused (exit 4). An approver answers ``approve`` or ``reject REASON`` by
@@ -13,8 +13,8 @@ nobody approves, nothing is asked: a hold there guards against mistakes, not aga
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,49 +38,45 @@ class Consent(Stage):
         self.holds = holds
         self.sync = sync
 
-    def _path(self, change: str) -> Path:
-        return folder_of(self.spool) / (hashlib.sha256(change.encode("utf-8", "surrogateescape")).hexdigest() + ".json")
-
     def ask(self, change: str, effect: str) -> str:
         """Return the approver who agreed to exactly ``change`` (one line, as shown to them), or
         "" when nobody approves on this bus; Refused (exit 4) otherwise, the request announced
         once; ConfigError (exit 6) when the approvers cannot be told."""
-        from ..people import approval
-
-        if not approval.every_approver(self.registry):
+        everyone = self.holds.every_approver()
+        if not everyone:
             return ""
         change = one_line(change)
-        path = self._path(change)
-        if path.exists():
+        path = _find(self.spool, change)
+        if path is not None:
             self.sync()  # an answer waiting in the mailbox is read now
-        record = _read(path)
-        if record.get("change") != change or not isinstance(record.get("announced"), str):
-            self._announce(path, change, effect)
+        record = _read(path) if path is not None else {}
+        if path is None or not isinstance(record.get("announced"), str):
+            self._announce(change, effect, everyone)
             raise Refused(
-                f"this change waits for an approver: {', '.join(approval.every_approver(self.registry))} "
-                f"were asked by mail; run the same command again once one has approved it"
+                f"this change waits for an approver: {', '.join(everyone)} were asked by mail; "
+                "run the same command again once one has approved it"
             )
         answers = _answers(record)
-        verbs = {a.split(" ", 2)[1].rstrip(":") for a in answers if a.count(" ")}
         if not answers:
             raise Refused("this change still waits for an approver's answer by mail (asked already: not asked again)")
         path.unlink(missing_ok=True)  # decided: once
+        verbs = {_verb(a) for a in answers}
         if verbs == {"approve"}:
             return answers[0].split(" ", 1)[0]
         if verbs == {"reject"}:
             raise Refused(f"the change was rejected ({'; '.join(answers)}); nothing was changed")
         raise Refused(f"the approvers disagree ({'; '.join(answers)}); nothing was changed")
 
-    def _announce(self, path: Path, change: str, effect: str) -> None:
-        from ..people import approval
-
+    def _announce(self, change: str, effect: str, everyone: tuple[str, ...]) -> None:
         try:
-            message_id, raw = approval.change_request(self.registry, self.home, self.me.platform, change, effect)
+            message_id, raw = self.holds.change_request(change, effect)
         except AgentmailError as exc:
             raise ConfigError(f"nothing was changed: the approvers could not be asked ({exc})") from None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder = folder_of(self.spool)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{os.urandom(8).hex()}.json"  # before the mail: an answer always finds its record
         write_atomic(path, json.dumps({"change": change, "announced": message_id, "answers": []}).encode())
-        failed = self.holds.mail_people("change." + path.stem, raw, approval.every_approver(self.registry))
+        failed = self.holds.mail_people("change." + path.stem, raw, everyone)
         if failed:
             path.unlink(missing_ok=True)
             raise ConfigError(f"nothing was changed: the approvers could not be asked ({failed})")
@@ -90,15 +86,18 @@ def folder_of(spool: Spool) -> Path:
     return spool.platform_root / "changes"
 
 
+def _records(spool: Spool) -> list[tuple[Path, dict[str, object]]]:
+    folder = folder_of(spool)
+    return [(path, _read(path)) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def _find(spool: Spool, change: str) -> Path | None:
+    return next((path for path, data in _records(spool) if data.get("change") == change), None)
+
+
 def pending(spool: Spool) -> dict[str, Path]:
     """The announced changes still waiting for an answer, by their announcement's Message-ID."""
-    folder = folder_of(spool)
-    found: dict[str, Path] = {}
-    for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-        announced = _read(path).get("announced")
-        if isinstance(announced, str):
-            found[announced] = path
-    return found
+    return {str(data["announced"]): path for path, data in _records(spool) if isinstance(data.get("announced"), str)}
 
 
 def record(path: Path, who: str, verb: str, why: str) -> None:
@@ -107,6 +106,10 @@ def record(path: Path, who: str, verb: str, why: str) -> None:
     if data:
         data["answers"] = [*_answers(data), f"{who} {verb}" + (f": {why}" if why else "")]
         write_atomic(path, json.dumps(data).encode())
+
+
+def _verb(answer: str) -> str:
+    return answer.partition(" ")[2].partition(":")[0]
 
 
 def _answers(data: dict[str, object]) -> list[str]:

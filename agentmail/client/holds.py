@@ -133,6 +133,18 @@ class Holds(Stage):
         except (AgentmailError, OSError) as exc:
             return str(exc) or type(exc).__name__
 
+    def every_approver(self) -> tuple[str, ...]:
+        """Every approver of every platform of the bus (a change of the guards is theirs to decide)."""
+        from ..people import approval
+
+        return approval.every_approver(self.registry)
+
+    def change_request(self, change: str, effect: str) -> tuple[str, bytes]:
+        """The Message-ID and signed bytes of the announcement asking every approver for ``change``."""
+        from ..people import approval
+
+        return approval.change_request(self.registry, self.home, self.me.platform, change, effect)
+
     def announce_hold_change(self, before: list[str], after: list[str]) -> str:
         """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
         approves), else why not."""
