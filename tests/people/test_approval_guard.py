@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from agentmail.admin import bus
+from agentmail.cli import mcp_server
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.errors import Refused
+from agentmail.errors import ConfigError, Refused
 from agentmail.people import approval
 
 from ..conftest import OPENER, Cli
@@ -186,3 +187,35 @@ def test_with_approvers_the_cli_does_not_say_so(guarded: Registry, cli: Cli) -> 
     assert code == 0 and "approvers were told" in out and "mistakes" not in out
     code, out, _ = cli("--as", "alpha", "held")
     assert "mistakes" not in out and "digest " in out
+
+
+def test_nobody_is_asked_on_a_bus_nobody_approves(alpha: AgentMail, home: Path) -> None:
+    assert alpha.ask_approvers('agentmail bus set hold ""', "The hold rule is lifted.") == ""
+    assert not (home / "postoffice").exists() or not any((home / "postoffice").glob("*@*"))
+
+
+def test_a_change_the_approvers_cannot_be_asked_about_is_not_made(
+    guarded: Registry, home: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def unsigned(*args: object, **kwargs: object) -> object:
+        raise ConfigError("cannot sign with the key of alpha")
+
+    monkeypatch.setattr(approval, "change_request", unsigned)
+    code, out, err = cli("--as", "alpha", "bus", "set", "hold", "")
+    assert (code, out) == (6, "") and "could not be asked" in err and len(err.strip().splitlines()) == 1
+    assert registry_mod.load(home / "registry").bus.hold == ("beta@bus.test",)
+    assert not list((home / "spool").rglob("changes/*.json"))  # nothing waits for an answer never asked
+
+
+def test_mcp_held_shows_the_digest_and_answers_that_disagree(guarded: Registry, home: Path) -> None:
+    bus.set_person(registry_mod.load(home / "registry"), "alpha", DAVE, follows=False, writes=True, approves=True)
+    alpha = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    news = [m for m in mailbox(home, CAROL) if letter.id in str(m["Subject"])][0]
+    answer(home, news, "approve")
+    answer(home, news, "reject: not yet", sender=DAVE, n=2)
+    alpha.sync()
+    (shown,) = mcp_server.call(alpha, "held", {})
+    assert shown["id"] == letter.id and len(shown["held_digest"]) == 64
+    assert shown["answers"].splitlines() == [f"{CAROL} approve", f"{DAVE} reject: not yet"]
+    assert "disagree" in shown["answers_disagree"]
