@@ -170,8 +170,8 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
     if remove and (follows or writes or approves):
         raise BadInput("--remove takes no --follows, --writes or --approves")
     reg = load(ctx.registry_root())
-    entry = reg.platforms.get(platform_name)
-    was = entry is not None and any(p.address == address.strip().lower() and p.approves for p in entry.people)
+    entry = reg.named(platform_name)  # an unknown name says so before any approver is asked
+    was = any(p.address == address.strip().lower() and p.approves for p in entry.people)
     if was != (approves and not remove):
         flags = " ".join(f for f, on in (("--follows", follows), ("--writes", writes), ("--approves", approves),
                                            ("--remove", remove)) if on)  # fmt: skip
