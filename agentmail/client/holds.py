@@ -188,8 +188,8 @@ class Holds(Stage):
                 continue
             if target is None and change is None:
                 continue
-            if letter_id not in accepted and "approval_ignored" in letter.extra:
-                continue  # weighed before: it decided nothing
+            if letter_id not in accepted and "approval_ignored" in self.spool.annotations(letter_id):
+                continue  # weighed before: it decided nothing (a person's letter's extra is its own record)
             decided = approval.decision(letter.body)
             if letter.sender_address not in (allowed if target is not None else everyone):
                 self.spool.annotate(

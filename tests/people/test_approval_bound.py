@@ -20,14 +20,15 @@ from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.errors import Refused
+from agentmail.errors import NotFound, Refused
 from agentmail.letter.attach import Attachment
 from agentmail.people import approval
+from agentmail.transport.local import deliver
 
 from ..conftest import OPENER, Cli
 from ..helpers.approval_key import operator_key
 from .test_approval_by_mail import CAROL, DAVE, answer, mailbox
-from .test_writing import trusting
+from .test_writing import client_letter, trusting, vouched
 
 ERIN = "erin@people.test"  # follows gamma: copied on every letter to gamma
 PATCH = (
@@ -173,3 +174,31 @@ def test_the_patch_reader_reads_a_series() -> None:
     assert [s for s, _ in approval.commits_of(two)] == ["quota: default the plan", "quota: second"]
     assert approval.commits_of(PATCH)[0][1] == ("quota/plan.py", ".github/workflows/ci.yml")
     assert approval.commits_of(b"no patch at all\n") == []
+
+
+def test_a_held_letter_whose_file_is_gone_is_never_released(fan_out: Registry, home: Path) -> None:
+    alpha, letter_id = held_fan_out(fan_out, home)
+    alpha.spool.path("held", letter_id).unlink()
+    with pytest.raises(NotFound, match="its file is gone"):
+        alpha.approve(letter_id, key_file=operator_key(home))
+    assert alpha.spool.locate(letter_id) == "held"
+
+
+def test_other_letters_filed_while_a_letter_is_held_decide_nothing(fan_out: Registry, home: Path) -> None:
+    bus.set_person(registry_mod.load(fan_out.root), "alpha", "frank@people.test", follows=False, writes=True)
+    fan_out = trusting(registry_mod.load(fan_out.root))
+    alpha, letter_id = held_fan_out(fan_out, home)
+    news = mailbox(home, CAROL)[0]
+    AgentMail(fan_out, Identity("beta"), home).send("alpha", "Unrelated", OPENER)  # an agent's letter
+    answer(home, news, "approve", sender="frank@people.test")  # frank writes for alpha, approves nothing
+    deliver(home / "postoffice" / "alpha", vouched(client_letter("alpha@bus.test", "approve", sender="frank@people.test",
+                                                                 message_id="<other.1@people.test>")))  # fmt: skip
+    alpha.sync()
+    (frank,) = [x for x in alpha.spool.ids("unread") if "approval_ignored" in alpha.spool.annotations(x)]
+    weighed = alpha.spool.annotations
+    calls: list[str] = []
+    alpha.spool.annotate = lambda letter_id, **fields: calls.append(letter_id)  # type: ignore[method-assign]
+    alpha.sync()  # weighed once: the ignored answer is not weighed (nor noted) again
+    assert calls == [] and "approval_ignored" in weighed(frank)
+    assert alpha.spool.locate(letter_id) == "held"
+    assert len(alpha.inbox()) == 3  # beta's letter and frank's two: letters for the agent, nothing decided
