@@ -90,6 +90,8 @@ def platforms(ctx: Ctx) -> None:
     is_flag=True,
     help="Rewrite an existing registry's files; existing keys are kept and re-pinned, never regenerated.",
 )
+@option("--approval-key", metavar="FILE", help="Write the operator's first approval key to FILE (outside "
+        "AGENTMAIL_HOME) and pin it: the key 'approve ID --key-file FILE' needs.")  # fmt: skip
 @json_option
 def init(
     ctx: Ctx,
@@ -104,6 +106,7 @@ def init(
     policy: str,
     sent_folder: str | None,
     force: bool,
+    approval_key: str | None = None,
 ) -> None:
     """Create a NEW bus: its registry and each platform's DKIM key pair.
 
@@ -134,9 +137,18 @@ def init(
     elif smtp or imap or sent_folder:
         raise BadInput("--smtp, --imap and --sent-folder are for --transport smtp+imap")
     kept = [p.stem for p in bus.existing_state(ctx.home, ctx.registry_root(), list(names)) if p.suffix == ".key"]
+    if approval_key is not None:
+        from ..people import approval
+
+        approval.may_pin_first(ctx.registry_root(), approval_key, ctx.home)
+    if force and (ctx.registry_root() / "bus.toml").exists():  # drops the hold rule and the people listed
+        _ask_approvers(ctx, "agentmail init --force " + " ".join(names),
+                       "The registry is written anew: its hold rule, people and approvers are dropped.")  # fmt: skip
     reg = bus.init(
         ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport, endpoints=endpoints, force=force
     )
+    if approval_key is not None:
+        approval.first_key(reg, approval_key, ctx.home)
     entries = [reg.platforms[n] for n in names if n in reg.platforms]
     emit(
         ctx,
@@ -170,8 +182,16 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
 
     if remove and (follows or writes or approves):
         raise BadInput("--remove takes no --follows, --writes or --approves")
+    reg = load(ctx.registry_root())
+    entry = reg.named(platform_name)  # an unknown name says so before any approver is asked
+    was = any(p.address == address.strip().lower() and p.approves for p in entry.people)
+    if was != (approves and not remove):
+        flags = " ".join(f for f, on in (("--follows", follows), ("--writes", writes), ("--approves", approves),
+                                           ("--remove", remove)) if on)  # fmt: skip
+        _ask_approvers(ctx, f"agentmail person {platform_name} {address.strip().lower()} {flags}".rstrip(),
+                       "Who approves held letters changes.")  # fmt: skip
     platform = bus.set_person(
-        load(ctx.registry_root()),
+        reg,
         platform_name,
         address,
         follows=follows,
@@ -224,6 +244,9 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
     if rotate is not None and retire:
         raise BadInput("--rotate makes a new key, --retire drops the old one: one at a time")
     client = ctx.client()
+    how = " --retire" if retire else (" --rotate" if rotate is not None else "")
+    _ask_approvers(ctx, f"agentmail --as {client.me.platform} keygen{how}",
+                   f"The key pinned for {client.me.platform} changes: letters are judged against the new one.")  # fmt: skip
     if retire:
         platform = bus.retire(client.registry, client.me.platform)
     else:
@@ -281,9 +304,20 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     attach_types TYPE... (the allow-list); auth password|xoauth2|oauthbearer (how platforms log in to their
     mailboxes; with --platform NAME for one platform, written into its entry)."""
     from ..admin import bus
+    from ..config.registry import load
 
+    reg = load(ctx.registry_root())
+    shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
     if key == "hold":
+        after = [v.strip().lower() for v in values if v.strip()]
+        lifted = [rule for rule in reg.bus.hold if rule not in after and rule.partition("@")[2] not in after]
+        if lifted:  # letters it held would leave without a person: the approvers decide
+            _ask_approvers(ctx, f"agentmail bus set hold {shown}",
+                           f"The hold rule stops holding letters for {', '.join(lifted)}.")  # fmt: skip
         _announce_hold_change(ctx, list(values))
+    elif key == "trusted_authserv_ids" and platform is None:  # whose verdicts authenticate an approver's answer
+        _ask_approvers(ctx, f"agentmail bus set {key} {shown}",
+                       "Changes whose Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
     if key in ("smtp", "imap") and not tls and isinstance(stored, dict):
         note = bus.tls_chosen(key, stored["host"], stored["port"])
@@ -294,6 +328,39 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     if platform is not None:
         data["platform"] = platform
     emit(ctx, data, lambda: echo(f"{where}: {key} = {json.dumps(stored)}"))
+    if key == "hold" and stored and not _anyone_approves(ctx):
+        echo(f"agentmail: note: {render.MISTAKES_ONLY}", err=True)
+
+
+def _anyone_approves(ctx: Ctx) -> bool:
+    from ..config.registry import load
+    from ..people import approval
+
+    return bool(approval.every_approver(load(ctx.registry_root())))
+
+
+def _announcer(ctx: Ctx) -> Any:
+    """The client that writes to the approvers: this checkout's platform, or (the operator
+    outside any checkout) the first platform with an approver."""
+    from ..config.registry import load
+    from ..people import approval
+
+    try:
+        return ctx.client()
+    except AgentmailError:
+        from ..client.facade import AgentMail
+        from ..config.identity import Identity
+
+        reg = load(ctx.registry_root())
+        sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
+        return AgentMail(reg, Identity(sender), ctx.home)
+
+
+def _ask_approvers(ctx: Ctx, change: str, effect: str) -> None:
+    """With approvers listed, a change that loosens a guard against the agent goes ahead only
+    once one of them approved exactly it by mail (``AgentMail.ask_approvers``: exit 4 until then)."""
+    if _anyone_approves(ctx):
+        _announcer(ctx).ask_approvers(change, effect)
 
 
 def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
@@ -303,22 +370,9 @@ def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
 
     reg = load(ctx.registry_root())
     after = [v.strip().lower() for v in values if v.strip()]
-    if after == list(reg.bus.hold):
+    if after == list(reg.bus.hold) or not _anyone_approves(ctx):
         return
-    from ..people import approval
-
-    if not approval.every_approver(reg):
-        return
-
-    try:
-        client = ctx.client()  # this checkout's platform tells them
-    except AgentmailError:  # the operator, outside any checkout: the first platform with an approver
-        from ..client.facade import AgentMail
-        from ..config.identity import Identity
-
-        sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
-        client = AgentMail(reg, Identity(sender), ctx.home)
-    failed = client.announce_hold_change(list(reg.bus.hold), after)
+    failed = _announcer(ctx).announce_hold_change(list(reg.bus.hold), after)
     if failed:
         raise ConfigError(f"the hold rule is unchanged: the approvers could not be told ({failed})")
 
@@ -327,8 +381,12 @@ def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
 @json_option
 def held(ctx: Ctx) -> None:
     """Letters waiting for a person's approval (never sent until 'approve')."""
-    letters = ctx.client().held()
-    emit(ctx, [letter.to_json() for letter in letters], lambda: render.held(letters))
+    from ..people import approval
+
+    client = ctx.client()
+    letters = client.held()
+    guarded = bool(approval.approvers(client.registry, client.me.platform))  # else: against mistakes only
+    emit(ctx, [letter.to_json() for letter in letters], lambda: render.held(letters, guarded))
 
 
 @commands.command()
@@ -347,7 +405,11 @@ def approve(ctx: Ctx, letter_id: str | None, key_file: str | None, new_key: str 
 
         if letter_id is not None:
             raise BadInput("--new-key takes no ID")
-        written = approval.new_key(load(ctx.registry_root()), new_key, ctx.home, key_file)
+        reg = load(ctx.registry_root())
+        approval.may_replace(reg, new_key, ctx.home, key_file)  # first: without the old key nobody is asked
+        _ask_approvers(ctx, "agentmail approve --new-key (replace the approval key)",
+                       "The operator's approval key is replaced: whoever holds the new one releases held letters.")  # fmt: skip
+        written = approval.new_key(reg, new_key, ctx.home, key_file)
         emit(ctx, {"key_file": str(written)}, lambda: echo(f"{written}: a new approval key, pinned in the registry; "
                                                             "keep it where the agent cannot read it"))  # fmt: skip
         return

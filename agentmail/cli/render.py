@@ -161,11 +161,27 @@ def thread(found: Sequence[Letter]) -> None:
         echo("")
 
 
-def held(found: Sequence[Letter]) -> None:
+MISTAKES_ONLY = (
+    "nobody approves this platform's held letters: a hold guards against mistakes, not against the agent "
+    "(list an approver: 'agentmail person PLATFORM ADDRESS --approves')"
+)
+
+
+def held(found: Sequence[Letter], approvers: bool = True) -> None:
+    """The held letters, each with why it waits, the digest an approval is bound to, and the
+    approvers' answers when they disagree; then, with nobody approving, what a hold is worth."""
     if not found:
         echo("nothing held")
     for letter in found:
         echo(line(letter) + clean(f"  (held: {inline(letter.extra.get('held_reason'))})"))
+        if letter.extra.get("held_digest"):
+            echo(clean(f"    digest {inline(letter.extra['held_digest'])}"))
+        for answer in (letter.extra.get("answers") or "").splitlines():
+            echo(clean(f"    answered: {inline(answer)}"))
+        if letter.extra.get("answers_disagree"):
+            echo(clean(f"    NOT SENT: {inline(letter.extra['answers_disagree'])}"))
+    if not approvers:
+        echo(MISTAKES_ONLY)
 
 
 def sent(found: Sequence[Letter]) -> None:
@@ -274,7 +290,7 @@ def approvers_told(letter: Letter) -> str:
         return "the approvers were told by mail"
     if letter.extra.get("announce_failed"):
         return f"the approvers could not be told: {letter.extra['announce_failed']}"
-    return "the platform lists no approver: the operator decides"
+    return "the platform lists no approver: the operator decides; a hold guards against mistakes, not against the agent"
 
 
 def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings: Sequence[str] = ()) -> None:

@@ -23,6 +23,7 @@ from ..config import identity
 from ..config import registry as registry_mod
 from ..errors import AgentmailError, TransportError
 from ..home import agentmail_home
+from .consent import Consent
 from .holds import Holds
 from .letters import Letters
 from .mailbox import Mailbox, Stage
@@ -54,6 +55,7 @@ class AgentMail(Stage):
         self.threads = Threads(box, self.sync)
         self.letters = Letters(box, self.sync)
         self.sender = Sender(box, self.outbox, self.holds, self.threads, self.receiver)
+        self.consent = Consent(box, self.holds, self.sync)
         self.last_sent: Sent | None = None  # what the last send, reply, follow-up or note did (None: refused)
         # A reader (status, thread, search, digest) may show the spool as last synced when the
         # server cannot be reached: ``offline_ok`` lets a sync's TransportError pass, kept in ``offline``.
@@ -353,6 +355,13 @@ class AgentMail(Stage):
         """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
         approves), else why not."""
         return self.holds.announce_hold_change(before, after)
+
+    def ask_approvers(self, change: str, effect: str) -> str:
+        """With approvers listed, a change that loosens a guard against the agent (``change``: the
+        command as shown to them, ``effect``: what it does) goes ahead only once one of them
+        approved exactly it by mail: returns who; the first ask announces it and is Refused
+        (exit 4), as is every ask until an answer came. "" when nobody approves on this bus."""
+        return self.consent.ask(change, effect)
 
     def reject(self, letter_id: str | Letter, reason: str) -> Letter:
         """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it

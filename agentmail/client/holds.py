@@ -8,13 +8,16 @@ from ..errors import (
     AgentmailError,
     BadInput,
     NotFound,
+    Refused,
 )
 from ..model import (
     Letter,
 )
 from ..spool.filed import Filed
 from ..text import one_line
+from . import consent
 from .mailbox import Stage
+from .outbox import envelope_of
 
 if TYPE_CHECKING:
     # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
@@ -31,8 +34,13 @@ class Holds(Stage):
 
     def file(self, letter: Letter, raw: bytes, reason: str) -> Letter:
         """File a signed letter in held/ with why it waits for a person, and tell the approvers."""
+        from ..people import approval
+
         self.spool.ensure()
-        self.spool.annotate(letter.id, held_reason=reason)  # before the letter: never a held letter without why
+        # Before the letter: never a held letter without why, nor without the digest of exactly
+        # what would leave (its bytes and every RCPT TO), which any approval is bound to.
+        digest = approval.digest_of(raw, envelope_of(letter, self.registry.bus.transport))
+        self.spool.annotate(letter.id, held_reason=reason, held_digest=digest)
         stored = self.spool.store("held", letter, raw, extra=letter.extra)
         self.announce_held(self.box.show(stored.id), reason)
         return self.box.show(stored.id)
@@ -50,12 +58,39 @@ class Holds(Stage):
 
     def release(self, letter_id: str, approved_by: str) -> Letter:
         """Held → outbox with one rename, then sent: a crash after the rename leaves it in the
-        outbox (the next flush sends it once); a second release finds it no longer held."""
+        outbox (the next flush sends it once); a second release finds it no longer held.
+        Refused unless the letter is still exactly what was announced (``bound``)."""
+        self.bound(letter_id)
         if not self.box.move(letter_id, "held", "outbox"):
             state = self.spool.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
         self.spool.annotate(letter_id, approved="true", approved_by=approved_by)
         return self.outbox.send_now(self.spool.letter(letter_id, "outbox"))
+
+    def bound(self, letter_id: str) -> None:
+        """The one check before any release (the operator's key or an approver's answer): the held
+        letter's bytes and envelope still hash to the digest recorded when it was held and
+        announced, and no two answers disagree. Refused otherwise: the letter stays held."""
+        from ..people import approval
+
+        if self.spool.locate(letter_id) != "held":
+            state = self.spool.locate(letter_id)
+            raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
+        letter = self.spool.letter(letter_id, "held")
+        if letter.extra.get("answers_disagree"):
+            raise Refused(f"letter {letter_id} is not sent: {letter.extra['answers_disagree']}")
+        try:
+            raw = self.spool.path("held", letter_id).read_bytes()
+        except OSError:
+            raise NotFound(f"letter {letter_id} is not held (its file is gone)") from None
+        bound = letter.extra.get("held_digest")
+        now = approval.digest_of(raw, envelope_of(letter, self.registry.bus.transport))
+        if not bound:
+            raise Refused(f"letter {letter_id} was held without a digest of what would leave, so no approval "
+                          f"can be bound to it: 'agentmail reject {letter_id} -r ...' and send it again")  # fmt: skip
+        if now != bound:
+            raise Refused(f"letter {letter_id} changed after it was announced (its bytes or recipients are not "
+                          f"the ones approved): not sent; 'agentmail reject {letter_id} -r ...' and send it again")  # fmt: skip
 
     def announce_held(self, letter: Letter, reason: str) -> None:
         """Mail the platform's approvers that ``letter`` waits (never raises: the letter stays
@@ -66,9 +101,13 @@ class Holds(Stage):
         if not to:
             return
         try:
-            message_id, raw = approval.announcement(self.registry, self.home, self.me.platform, letter, reason)
-        except AgentmailError as exc:  # e.g. the platform's key cannot sign it
-            failed = str(exc)
+            held = self.spool.path("held", letter.id).read_bytes()
+            envelope = envelope_of(letter, self.registry.bus.transport)
+            message_id, raw = approval.announcement(
+                self.registry, self.home, self.me.platform, letter, reason, held, envelope
+            )
+        except (AgentmailError, OSError) as exc:  # e.g. the platform's key cannot sign it
+            failed = str(exc) or type(exc).__name__
         else:
             failed = self.mail_people(f"{letter.id}.announcement", raw, to)
         if failed:
@@ -94,6 +133,18 @@ class Holds(Stage):
         except (AgentmailError, OSError) as exc:
             return str(exc) or type(exc).__name__
 
+    def every_approver(self) -> tuple[str, ...]:
+        """Every approver of every platform of the bus (a change of the guards is theirs to decide)."""
+        from ..people import approval
+
+        return approval.every_approver(self.registry)
+
+    def change_request(self, change: str, effect: str) -> tuple[str, bytes]:
+        """The Message-ID and signed bytes of the announcement asking every approver for ``change``."""
+        from ..people import approval
+
+        return approval.change_request(self.registry, self.home, self.me.platform, change, effect)
+
     def announce_hold_change(self, before: list[str], after: list[str]) -> str:
         """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
         approves), else why not."""
@@ -115,41 +166,73 @@ class Holds(Stage):
         letter: DESIGN §5), releases or rejects it. Anything else decides nothing and is
         recorded on the letter (``approval_ignored``)."""
         held = {x.extra.get("announced"): x for x in self.held() if x.extra.get("announced")}
-        if not held:
+        held_by_id = {x.id: x for x in held.values()}
+        changes = consent.pending(self.spool)  # changes of the guards asked of every approver
+        if not held and not changes:
             return  # before the import: a waiting CLI process would load it after the wake (~0.4 ms)
         from ..people import approval
 
         accepted = filed.ids if isinstance(filed, Filed) else filed  # listed only while a letter is held
         allowed = approval.approvers(self.registry, self.me.platform)
+        everyone = approval.every_approver(self.registry)
         # An answer filed by a sync that died before acting on it is still unread and carries no
         # approval_ignored: it is taken up now (only while a held letter waits for one).
         fresh = set(accepted)
         waiting = [i for i in self.spool.ids_of_type("unread", "human") if i not in fresh]  # only a person's decides
+        answers: dict[str, list[tuple[str, str, str, str]]] = {}  # held id: (answer id, who, verb, reason)
         for letter_id in [*accepted, *waiting]:
             letter = self.spool.letter(letter_id)
             target = held.get(letter.in_reply_to or "")
-            if letter.type != "human" or letter.extra.get("person") != letter.sender_address or target is None:
+            change = changes.get(letter.in_reply_to or "")
+            if letter.type != "human" or letter.extra.get("person") != letter.sender_address:
                 continue
-            if letter_id not in accepted and "approval_ignored" in letter.extra:
-                continue  # weighed before: it decided nothing
+            if target is None and change is None:
+                continue
+            if letter_id not in accepted and "approval_ignored" in self.spool.annotations(letter_id):
+                continue  # weighed before: it decided nothing (a person's letter's extra is its own record)
             decided = approval.decision(letter.body)
-            if letter.sender_address not in allowed:
+            if letter.sender_address not in (allowed if target is not None else everyone):
                 self.spool.annotate(
                     letter_id, approval_ignored=f"{letter.sender_address} does not approve {self.me.platform}"
                 )
             elif decided is None:
                 self.spool.annotate(letter_id, approval_ignored='the first word is neither "approve" nor "reject"')
-            elif decided[0] == "approve":
-                try:
-                    self.release(target.id, letter.sender_address)
-                except NotFound:
-                    self.spool.annotate(letter_id, approval_ignored=f"{target.id} is no longer held")
-                except AgentmailError:
-                    pass  # released: it waits in the outbox and the next flush sends it (once)
-            else:
-                self.reject_by(target.id, decided[1], letter.sender_address)
-            if decided is not None and letter.sender_address in allowed:
+            elif target is not None:
+                answers.setdefault(target.id, []).append((letter_id, letter.sender_address, *decided))
+            elif change is not None:
+                consent.record(change, letter.sender_address, *decided)
+                self.box.move(letter_id, "unread", "read")
+        for target_id, given in answers.items():
+            self._decide(held_by_id[target_id], given)
+            for letter_id, *_ in given:
                 self.box.move(letter_id, "unread", "read")  # the answer was acted on: it needs nothing from the agent
+
+    def _decide(self, target: Letter, given: list[tuple[str, str, str, str]]) -> None:
+        """Act on the approvers' answers to one held letter, weighed together with the ones
+        recorded before: all "approve" releases it, all "reject" drops it; answers that disagree
+        never release it, and every one is kept on the letter (``answers``) for ``held``."""
+        said = [line for line in (target.extra.get("answers") or "").splitlines() if line]
+        said += [f"{who} {verb}" + (f": {why}" if why else "") for _, who, verb, why in given]
+        verbs = {line.split(" ", 2)[1].rstrip(":") for line in said}
+        if len(verbs) > 1:
+            self.spool.annotate(target.id, answers="\n".join(said), answers_disagree=(
+                "the approvers disagree (" + "; ".join(said) + "): it is never sent by mail; "
+                f"'agentmail reject {target.id} -r ...' and send it again if it should go"))  # fmt: skip
+            return
+        _, who, verb, why = given[0]
+        if verb == "approve":
+            try:
+                self.release(target.id, who)
+            except NotFound:
+                for letter_id, *_ in given:
+                    self.spool.annotate(letter_id, approval_ignored=f"{target.id} is no longer held")
+            except Refused as exc:
+                for letter_id, *_ in given:
+                    self.spool.annotate(letter_id, approval_ignored=exc.reason)
+            except AgentmailError:
+                pass  # released: it waits in the outbox and the next flush sends it (once)
+        else:
+            self.reject_by(target.id, why, who)
 
     def reject(self, letter_id: str | Letter, reason: str) -> Letter:
         """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it

@@ -82,7 +82,6 @@ class Outbox(Stage):
         return self.registry.bus.transport == "local"
 
     def _outgoing(self, letter_id: str) -> Outgoing | None:
-        from ..letter import wire
         from ..transport import Envelope, Outgoing
 
         copy = None
@@ -116,14 +115,9 @@ class Outbox(Stage):
             self.spool.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
             self.box.move(letter_id, "outbox", "failed")
             return None
-        # Every recipient platform (several for a fan-out) at its thread address, and the
-        # followers: one submission, one letter, one Message-ID. On the local post office a
-        # person has no mailbox: the Cc header names them, nobody delivers.
-        rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
         imap = self.registry.bus.transport == "smtp+imap"
-        copies = letter.cc if imap else ()
         batched = imap and self.batch_copies and self.registry.bus.sent_folder != "" and self._copy_may_wait(letter)
-        envelope = Envelope(self.platform.address, tuple(dict.fromkeys([*rcpts, *copies])))
+        envelope = Envelope(self.platform.address, envelope_of(letter, self.registry.bus.transport))
         return Outgoing(letter_id, raw, envelope, copy, copy_later=batched)
 
     def _copy_may_wait(self, letter: Letter) -> bool:
@@ -212,6 +206,18 @@ class Outbox(Stage):
             self.box.move(result.key, "outbox", "failed")
         else:
             self.spool.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
+
+
+def envelope_of(letter: Letter, transport: str) -> tuple[str, ...]:
+    """Every RCPT TO of ``letter``: each recipient platform (several for a fan-out) at its thread
+    address, and the followers: one submission, one letter, one Message-ID. On the local post
+    office a person has no mailbox: the Cc header names them, nobody delivers. What a person
+    approves is bound to exactly this (``Holds``)."""
+    from ..letter import wire
+
+    rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
+    copies = letter.cc if transport == "smtp+imap" else ()
+    return tuple(dict.fromkeys([*rcpts, *copies]))
 
 
 def raise_for_state(letter: Letter) -> Letter:

@@ -24,7 +24,7 @@ from ..spool import Spool
 from ..spool.filed import Filed
 from ..stages.compose import Draft
 from ..text import one_line
-from . import picture
+from . import consent, picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ class Receiver(Stage):
             and not transport.pending(self._checkpoint(transport.name))
             and not picture.pending(transport, self.spool.checkpoint)
         ):
-            if self.spool.ids("held"):  # an approver's answer a dead sync filed but never acted on
+            if self.spool.ids("held") or consent.pending(
+                self.spool
+            ):  # an approver's answer a dead sync filed, not acted on
                 self.holds.decide_by_mail([])
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 

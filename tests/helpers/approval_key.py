@@ -1,5 +1,5 @@
 """The operator's approval key for tests (issue 26): written outside AGENTMAIL_HOME, pinned in
-the registry, as ``agentmail approve --new-key FILE`` does."""
+the registry, as ``agentmail init --approval-key FILE`` does."""
 
 from __future__ import annotations
 
@@ -13,5 +13,5 @@ def operator_key(home: Path) -> str:
     path = home.parent / "operator" / "approval.key"
     if not path.exists():
         path.parent.mkdir(mode=0o700, exist_ok=True)
-        approval.new_key(registry_mod.load(home / "registry"), str(path), home, None)
+        approval.first_key(registry_mod.load(home / "registry"), str(path), home)
     return str(path)

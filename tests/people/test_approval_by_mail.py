@@ -193,25 +193,32 @@ def test_mcp_offers_no_way_to_release_a_held_letter() -> None:
 def test_a_change_of_the_hold_rule_is_announced_to_the_approvers(
     approving: Registry, home: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["--as", "beta", "bus", "set", "hold", ""]) == 0
-    (news,) = mailbox(home, CAROL)
+    bus.set_setting(approving.root, "trusted_authserv_ids", ["mail.bus.test"])  # the CLI reads it from disk
+    assert main(["--as", "alpha", "bus", "set", "hold", ""]) == 4  # lifting it waits for an approver (issue 37)
+    (asked,) = mailbox(home, CAROL)
+    assert asked["Subject"] == 'Approve? a change: agentmail bus set hold ""'
+    answer(home, asked, "approve")
+    assert main(["--as", "alpha", "bus", "set", "hold", ""]) == 0
+    news = mailbox(home, CAROL)[-1]
     assert news["Auto-Submitted"] == "auto-generated" and news["Subject"] == "The hold rule changed"
     text = news.get_content()
     assert "Before: beta@bus.test" in text and "Now:    (none" in text
     assert registry_mod.load(home / "registry").bus.hold == ()
-    assert main(["bus", "set", "hold", "bus.test"]) == 0  # the operator, outside any checkout
-    assert len(mailbox(home, CAROL)) == 2
+    assert main(["bus", "set", "hold", "bus.test"]) == 0  # the operator, outside any checkout: holding more
+    assert len(mailbox(home, CAROL)) == 3
     assert main(["bus", "set", "hold", "bus.test"]) == 0  # no change: nothing to tell
-    assert len(mailbox(home, CAROL)) == 2
+    assert len(mailbox(home, CAROL)) == 3
 
 
+@pytest.mark.parametrize("rule", [["beta@bus.test", "gamma@bus.test"], [""]])
 def test_a_hold_change_that_cannot_be_announced_is_not_made(
-    approving: Registry, home: Path, capsys: pytest.CaptureFixture[str]
+    approving: Registry, home: Path, capsys: pytest.CaptureFixture[str], rule: list[str]
 ) -> None:
     (home / "postoffice").mkdir(exist_ok=True)
     (home / "postoffice" / CAROL).write_text("not a Maildir")  # her mailbox cannot take it
-    assert main(["--as", "alpha", "bus", "set", "hold", ""]) == 6
-    assert "hold rule is unchanged" in capsys.readouterr().err
+    assert main(["--as", "alpha", "bus", "set", "hold", *rule]) == 6
+    err = capsys.readouterr().err
+    assert "hold rule is unchanged" in err or "nothing was changed" in err
     assert registry_mod.load(home / "registry").bus.hold == ("beta@bus.test",)
 
 

@@ -123,7 +123,9 @@ def test_the_quota_counts_new_threads_from_the_files(registry: Registry, home: P
 
 
 def test_the_cli_holds_lists_approves_and_rejects(cli: Cli) -> None:
-    assert cli("init", "--domain", "bus.test", "alpha", "beta")[0] == 0
+    key = str(Path.cwd() / "operator.key")  # the test's cwd is beside AGENTMAIL_HOME, not in it
+    code, out, err = cli("init", "--domain", "bus.test", "alpha", "beta", "--approval-key", key)
+    assert code == 0 and Path(key).stat().st_mode & 0o777 == 0o600, err
     assert cli("bus", "set", "hold", "bus.test")[0] == 0
     code, out, _ = cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
     assert code == 0 and " held (not sent)" in out and "agentmail approve" not in out  # nothing the agent can run
@@ -136,9 +138,6 @@ def test_the_cli_holds_lists_approves_and_rejects(cli: Cli) -> None:
     assert thread not in cli("--as", "beta", "inbox")[1]  # held: beta got nothing
     code, out, err = cli("--as", "alpha", "approve", letter_id)  # the agent, without the key
     assert (code, out) == (4, "") and len(err.strip().splitlines()) == 1 and "approval key" in err
-    key = str(Path.cwd() / "operator.key")  # the test's cwd is beside AGENTMAIL_HOME, not in it
-    code, out, err = cli("approve", "--new-key", key)
-    assert code == 0 and "pinned" in out, err
     code, out, _ = cli("--as", "alpha", "approve", letter_id, "--key-file", key)
     assert code == 0 and out.split() == [thread, letter_id, "sent"]
     assert cli("--as", "alpha", "approve", letter_id, "--key-file", key)[0] == 1

@@ -1,0 +1,125 @@
+"""Changes that would loosen what guards against the agent (DESIGN §6): with approvers listed,
+such a change takes effect only after an approver's verified answer to its announcement.
+
+    spool/<platform>/changes/<random>.json   {"change", "announced", "answers"}
+
+The command that makes the change asks first (``ask``). The first time, the change is announced
+to every approver and refused (exit 4). An approver answers ``approve`` or ``reject REASON`` by
+mail; the platform's next sync records the answer (``record``, from ``Holds.decide_by_mail``).
+The same command run again then finds it: approved, it goes on, once (the record is removed);
+rejected, refused with the reason; answers that disagree never let it through. On a bus where
+nobody approves, nothing is asked: a hold there guards against mistakes, not against the agent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._fs import write_atomic
+from ..errors import AgentmailError, ConfigError, Refused
+from ..text import one_line
+from .mailbox import Stage
+
+if TYPE_CHECKING:
+    from ..spool.store import Spool
+    from .holds import Holds
+    from .mailbox import Mailbox
+
+
+class Consent(Stage):
+    """The approvers' consent to one exact change of the guards, asked by mail."""
+
+    def __init__(self, box: Mailbox, holds: Holds, sync: Callable[[], object]) -> None:
+        super().__init__(box)
+        self.holds = holds
+        self.sync = sync
+
+    def ask(self, change: str, effect: str) -> str:
+        """Return the approver who agreed to exactly ``change`` (one line, as shown to them), or
+        "" when nobody approves on this bus; Refused (exit 4) otherwise, the request announced
+        once; ConfigError (exit 6) when the approvers cannot be told."""
+        everyone = self.holds.every_approver()
+        if not everyone:
+            return ""
+        change = one_line(change)
+        path = _find(self.spool, change)
+        if path is not None:
+            self.sync()  # an answer waiting in the mailbox is read now
+        record = _read(path) if path is not None else {}
+        if path is None or not isinstance(record.get("announced"), str):
+            self._announce(change, effect, everyone)
+            raise Refused(
+                f"this change waits for an approver: {', '.join(everyone)} were asked by mail; "
+                "run the same command again once one has approved it"
+            )
+        answers = _answers(record)
+        if not answers:
+            raise Refused("this change still waits for an approver's answer by mail (asked already: not asked again)")
+        path.unlink(missing_ok=True)  # decided: once
+        verbs = {_verb(a) for a in answers}
+        if verbs == {"approve"}:
+            return answers[0].split(" ", 1)[0]
+        if verbs == {"reject"}:
+            raise Refused(f"the change was rejected ({'; '.join(answers)}); nothing was changed")
+        raise Refused(f"the approvers disagree ({'; '.join(answers)}); nothing was changed")
+
+    def _announce(self, change: str, effect: str, everyone: tuple[str, ...]) -> None:
+        try:
+            message_id, raw = self.holds.change_request(change, effect)
+        except AgentmailError as exc:
+            raise ConfigError(f"nothing was changed: the approvers could not be asked ({exc})") from None
+        folder = folder_of(self.spool)
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{os.urandom(8).hex()}.json"  # before the mail: an answer always finds its record
+        write_atomic(path, json.dumps({"change": change, "announced": message_id, "answers": []}).encode())
+        failed = self.holds.mail_people("change." + path.stem, raw, everyone)
+        if failed:
+            path.unlink(missing_ok=True)
+            raise ConfigError(f"nothing was changed: the approvers could not be asked ({failed})")
+
+
+def folder_of(spool: Spool) -> Path:
+    return spool.platform_root / "changes"
+
+
+def _records(spool: Spool) -> list[tuple[Path, dict[str, object]]]:
+    folder = folder_of(spool)
+    return [(path, _read(path)) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def _find(spool: Spool, change: str) -> Path | None:
+    return next((path for path, data in _records(spool) if data.get("change") == change), None)
+
+
+def pending(spool: Spool) -> dict[str, Path]:
+    """The announced changes still waiting for an answer, by their announcement's Message-ID."""
+    return {str(data["announced"]): path for path, data in _records(spool) if isinstance(data.get("announced"), str)}
+
+
+def record(path: Path, who: str, verb: str, why: str) -> None:
+    """An approver's verified answer to a change's announcement, kept for ``Consent.ask``."""
+    data = _read(path)
+    if data:
+        data["answers"] = [*_answers(data), f"{who} {verb}" + (f": {why}" if why else "")]
+        write_atomic(path, json.dumps(data).encode())
+
+
+def _verb(answer: str) -> str:
+    return answer.partition(" ")[2].partition(":")[0]
+
+
+def _answers(data: dict[str, object]) -> list[str]:
+    given = data.get("answers")
+    return [a for a in given if isinstance(a, str)] if isinstance(given, list) else []
+
+
+def _read(path: Path) -> dict[str, object]:
+    try:
+        data = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
