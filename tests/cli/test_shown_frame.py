@@ -229,7 +229,8 @@ def test_property_an_approval_announcement_frames_the_held_letter(
 ) -> None:
     """The approvers read the held letter inside the announcement: none of its lines is one of the
     announcement's (why it waits, its subject, how to answer)."""
-    _, raw = approval.announcement(approved, home, "alpha", letter(subject, body), reason)
+    held = letter(subject, body)
+    _, raw = approval.announcement(approved, home, "alpha", held, reason, b"", (held.to_address,))
     message = message_from_bytes(raw, policy=policy.default)
     assert isinstance(message, EmailMessage)
     part = message.get_body(("plain",))
@@ -238,11 +239,11 @@ def test_property_an_approval_announcement_frames_the_held_letter(
     head, _, tail = text.rpartition("\n\n-- \n")
     assert tail.rstrip("\n") == approval.HOW_TO_ANSWER
     lines = head.split("\n")
-    end = next(i for i, x in enumerate(lines) if x.startswith("Type: "))  # the last fact
+    end = next(i for i, x in enumerate(lines) if x.startswith("Any change to this letter"))  # the last fact
     facts, framed = lines[: end + 1], "\n".join(lines[end + 2 :])
     assert lines[end + 1] == "" and facts[0].startswith("A letter from alpha waits")
-    assert [x.split(":")[0] for x in facts[1:] if x and not x.startswith(" ")] == [
-        "Why it waits", "Letter", "To", "Subject", "Type"
+    assert [x.split(":")[0] for x in facts[1:end] if x and not x.startswith(" ")] == [
+        "Why it waits", "Letter", "Subject", "Type", "To", "Delivered to", "Attachments", "Digest"
     ], facts  # fmt: skip
     assert all(x.startswith("|") for x in framed.split("\n")), framed
     assert frame.unframed(framed) == for_terminal(body).rstrip("\n")
