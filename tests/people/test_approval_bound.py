@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentmail import frame
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
@@ -81,7 +82,7 @@ def test_the_announcement_shows_every_recipient_every_attachment_and_the_whole_b
     assert "0001-quota-default-the-plan.patch (text/x-diff" in text
     assert "commit: quota: default the plan" in text
     assert "quota/plan.py" in text and ".github/workflows/ci.yml" in text
-    assert OPENER.strip() in text  # the whole body, word for word
+    assert frame.body(OPENER) in text  # the whole body, word for word, inside the frame
     digest = alpha.show(letter_id).extra["held_digest"]
     assert f"Digest: {digest}" in text
 

@@ -215,7 +215,7 @@ def test_mcp_held_shows_the_digest_and_answers_that_disagree(guarded: Registry, 
     answer(home, news, "approve")
     answer(home, news, "reject: not yet", sender=DAVE, n=2)
     alpha.sync()
-    (shown,) = mcp_server.call(alpha, "held", {})
+    (shown,) = mcp_server.call(alpha, "held", {})["items"]
     assert shown["id"] == letter.id and len(shown["held_digest"]) == 64
     assert shown["answers"].splitlines() == [f"{CAROL} approve", f"{DAVE} reject: not yet"]
     assert "disagree" in shown["answers_disagree"]
