@@ -390,8 +390,12 @@ def test_a_hostile_letter_cannot_make_a_thread_shallower(
     thread, _ = _twenty_deep(alpha, beta)
     deepest = max(alpha.thread(thread), key=lambda x: x.depth)
     assert deepest.sender == "alpha" and deepest.depth == 19
-    # No References and a To that is not alpha: the chain still finds alpha's own letter.
+    # A To that is not alpha never reaches alpha's inbox (misaddressed, issue 37) ...
     _hostile_answer(beta, registry, home, deepest, to="someone-else@bus.test", references=())
+    assert [x for x in alpha.inbox() if x.thread == thread] == []
+    assert [q.reason for q in alpha.quarantined(sync=False)] == ["misaddressed"]
+    # ... and without References the chain still finds alpha's own letter.
+    _hostile_answer(beta, registry, home, deepest, to="alpha@bus.test", references=())
     (got,) = [x for x in alpha.inbox() if x.thread == thread]
     assert got.depth == 20
     assert alpha.reply(got, "No.") is None and "cap 20" in (alpha.why_refused(got) or "")
