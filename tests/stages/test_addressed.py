@@ -172,9 +172,7 @@ def test_a_fan_out_is_accepted_by_each_platform_it_names_and_by_no_other(three: 
     assert delta.inbox() == [] and [q.reason for q in delta.quarantined(sync=False)] == ["misaddressed"]
 
 
-def test_a_note_reaches_the_sibling_it_is_for_and_a_copy_elsewhere_is_misaddressed(
-    three: Registry, home: Path
-) -> None:
+def test_a_note_reaches_the_sibling_it_is_for_and_a_copy_elsewhere_is_misaddressed(three: Registry, home: Path) -> None:
     alpha = box(three, home, "alpha", "fixer")
     tester = box(three, home, "alpha", "tester")
     tester.inbox()  # the tester's mailbox reads from here on
@@ -219,9 +217,7 @@ def mail3() -> Iterator[MailServers]:
         yield ms
 
 
-def test_over_smtp_imap_a_letter_delivered_to_another_account_is_misaddressed(
-    home: Path, mail3: MailServers
-) -> None:
+def test_over_smtp_imap_a_letter_delivered_to_another_account_is_misaddressed(home: Path, mail3: MailServers) -> None:
     endpoints = bus.endpoints(f"127.0.0.1:{mail3.smtp_port}", f"127.0.0.1:{mail3.imap_port}",
                               ("starttls", "implicit"), str(mail3.ca_file), ("mail.bus.test",))  # fmt: skip
     endpoints["new_threads_per_hour"] = 0

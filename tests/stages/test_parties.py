@@ -15,13 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentmail.admin import bus
+from agentmail.cli.watch import Watcher
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import read_private_key
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.letter import wire
-from agentmail.model import Letter
+from agentmail.model import Letter, new_thread_id
+from agentmail.spool.layout import reply_key
 from agentmail.stages.route import Facts, route
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
@@ -160,3 +162,60 @@ def test_a_person_writes_into_the_threads_of_the_platforms_that_list_them(three:
     (result,) = alpha.recheck_quarantine()
     assert result["outcome"] == "filed"
     assert [x.extra.get("person") for x in alpha.inbox()] == [CAROL]
+
+
+# --- a Message-ID reused by another sender claims nothing of the real letter -------------------
+
+
+def reusing(reg: Registry, home: Path, sender: str, to: str, message_id: str) -> bytes:
+    """``sender``'s own signed letter opening a thread of its own, under another letter's Message-ID."""
+    me = reg.get(sender)
+    thread = new_thread_id()
+    outline = wire.draft_letter(me.address, "", f"{to}+{thread}@bus.test", "question", thread, "Quick one",
+                                "Is the quota endpoint up?", message_id=message_id)  # fmt: skip
+    return signing.sign(wire.render(outline), me.dkim_domain, me.selector, read_private_key(home, sender))
+
+
+@pytest.mark.parametrize("forgery_first", [True, False])
+def test_a_reused_message_id_does_not_use_up_the_real_letters_one_reply(
+    three: Registry, home: Path, forgery_first: bool
+) -> None:
+    alpha, beta, report = opened(three, home)
+    forged = reusing(three, home, "gamma", "beta", report.message_id)
+    deliver(home / "postoffice" / "beta", forged)
+    (copy,) = [x for x in beta.inbox() if x.sender == "gamma"]
+    assert copy.message_id == report.message_id and copy.thread != report.thread
+    first, second = (copy, report) if forgery_first else (report, copy)
+    assert beta.reply(first, "Answered.") is not None, beta.why_refused(first)
+    assert beta.why_refused(second) is None
+    assert beta.reply(second, "Answered too.") is not None, beta.why_refused(second)
+    # each still has its one reply
+    assert beta.reply(first, "Again.") is None and "already" in (beta.why_refused(first) or "")
+    assert beta.reply(second, "Again.") is None and "already" in (beta.why_refused(second) or "")
+    answers = {x.in_reply_to: x.thread for x in alpha.inbox()}
+    assert answers == {report.message_id: report.thread}
+    # the claims made again from the letters (a lost cache) key each reply by whom it answered
+    beta.close()
+    beta.spool.drop_caches()
+    beta = box(three, home, "beta")
+    for letter in (first, second):
+        assert "already" in (beta.why_refused(letter) or ""), letter.sender
+
+
+def test_claims_made_again_key_a_follow_up_by_this_platforms_own_letter(three: Registry, home: Path) -> None:
+    alpha = box(three, home, "alpha")
+    sent = alpha.send("beta", "Quota 500s", OPENER, type="question")
+    more = alpha.follow_up(sent.thread, "It started with 2.4.1.", type="question")
+    alpha.close()
+    alpha.spool.drop_caches()
+    alpha = box(three, home, "alpha")
+    assert alpha.spool.replied_by(reply_key(sent.message_id, "alpha")) == f"alpha {more.id}"
+    assert alpha.spool.replied_by(reply_key(sent.message_id, "beta")) is None
+
+
+def test_watch_runs_once_for_each_letter_even_when_two_senders_share_a_message_id(three: Registry, home: Path) -> None:
+    _alpha, beta, report = opened(three, home)
+    deliver(home / "postoffice" / "beta", reusing(three, home, "gamma", "beta", report.message_id))
+    said: list[str] = []
+    assert Watcher(beta, "true", log=said.append).run(once=True) == 2, said
+    assert Watcher(beta, "true", log=said.append).run(once=True) == 0  # a restart runs neither again
