@@ -325,7 +325,7 @@ class Sender(Stage):
         """Who of this platform answered ``parent``: a claim here, or a letter a sibling sent from
         another machine (client/picture.py), even where no claim on the server says so."""
         return self.spool.replied_by(reply_key(parent.message_id, parent.sender)) or picture.answered_by(
-            self.box, parent.message_id, parent.thread
+            self.box, parent
         )
 
     def _acked_own(self, last: Letter, letters: list[Letter]) -> Letter | None:

@@ -167,10 +167,11 @@ def test_a_person_writes_into_the_threads_of_the_platforms_that_list_them(three:
 # --- a Message-ID reused by another sender claims nothing of the real letter -------------------
 
 
-def reusing(reg: Registry, home: Path, sender: str, to: str, message_id: str) -> bytes:
-    """``sender``'s own signed letter opening a thread of its own, under another letter's Message-ID."""
+def reusing(reg: Registry, home: Path, sender: str, to: str, message_id: str, thread: str = "") -> bytes:
+    """``sender``'s own signed letter under another letter's Message-ID, opening a thread of its
+    own (or in ``thread``: a party may write there)."""
     me = reg.get(sender)
-    thread = new_thread_id()
+    thread = thread or new_thread_id()
     outline = wire.draft_letter(me.address, "", f"{to}+{thread}@bus.test", "question", thread, "Quick one",
                                 "Is the quota endpoint up?", message_id=message_id)  # fmt: skip
     return signing.sign(wire.render(outline), me.dkim_domain, me.selector, read_private_key(home, sender))
@@ -219,3 +220,25 @@ def test_watch_runs_once_for_each_letter_even_when_two_senders_share_a_message_i
     said: list[str] = []
     assert Watcher(beta, "true", log=said.append).run(once=True) == 2, said
     assert Watcher(beta, "true", log=said.append).run(once=True) == 0  # a restart runs neither again
+
+
+def test_another_machines_answer_settles_the_letter_it_answered_and_no_namesake(three: Registry, home: Path) -> None:
+    """beta on two machines, in alpha's fan-out to beta and gamma: gamma (a party) writes under
+    the opener's Message-ID. The answer machine A sent to gamma's letter marks that one read on
+    machine B and counts as answering it, never alpha's letter of the same Message-ID."""
+    from ..client.test_one_picture import _machine
+
+    other = _machine(home, "home-b", share_postoffice=True)
+    with box(three, home, "beta") as a, AgentMail(three, Identity("beta"), other) as b:
+        a.sync(), b.sync()  # both read before the letters come
+        report = box(three, home, "alpha").send("beta,gamma", "Quota 500s", OPENER)
+        forged = reusing(three, home, "gamma", "beta", report.message_id, report.thread)
+        deliver(home / "postoffice" / "beta", forged)
+        (copy,) = [x for x in a.inbox() if x.sender == "gamma"]
+        assert copy.thread == report.thread
+        assert a.reply(copy, "Answered on machine A.") is not None
+        (real,) = b.inbox()  # gamma's is read: the platform answered it; alpha's is not
+        assert real.sender == "alpha" and b.why_refused(real) is None
+        (namesake,) = [x for x in b.thread(report.thread, sync=False) if x.sender == "gamma"]
+        assert "already" in (b.why_refused(namesake) or "")
+        assert b.reply(real, "Answered on machine B.") is not None
