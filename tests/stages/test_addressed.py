@@ -234,3 +234,19 @@ def test_over_smtp_imap_a_letter_delivered_to_another_account_is_misaddressed(ho
         assert (q.reason, q.message_id) == ("misaddressed", sent.message_id)
         (got,) = alpha.inbox()
         assert got.message_id == sent.message_id
+
+
+def test_every_reason_code_agentmail_quarantines_with_is_in_the_documented_list() -> None:
+    """model.QUARANTINE_REASONS is the contract (``--json`` ``reason``): each code the code can
+    write is listed, and each listed code is written somewhere (misaddressed, not-a-party included)."""
+    import re
+
+    import agentmail
+    from agentmail.model import QUARANTINE_REASONS
+
+    written: set[str] = set()
+    pattern = re.compile(r'(?:_quarantine|Malformed)\(\s*"([a-z-]+)"|reason="([a-z-]+)"')
+    for path in Path(agentmail.__file__).parent.rglob("*.py"):
+        for found in pattern.finditer(path.read_text()):
+            written.add(found.group(1) or found.group(2))
+    assert written == set(QUARANTINE_REASONS)
