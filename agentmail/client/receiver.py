@@ -371,6 +371,7 @@ class Receiver(Stage):
         me = self.me
         # The spool.db is being made again: a thread's parties are those of the letters restored before.
         restored: dict[str, set[str]] = {}
+        sent_here: set[str] = set()  # the Message-IDs of the letters of mine restored
 
         def parties(thread: str) -> frozenset[str]:
             return frozenset(restored.get(thread, ()))
@@ -392,7 +393,14 @@ class Receiver(Stage):
                 )
             verdict = authenticity.judge(raw, self.registry)
             letter = verdict.letter
-            if verdict.route == "accept" and letter is not None and _ours(letter, me):
+            # A copy of a letter of mine to others, delivered here after it, is judged as a sync judged it.
+            if (
+                verdict.route == "accept"
+                and letter is not None
+                and _ours(letter, me)
+                and (self.platform.address in verdict.addressed or letter.message_id not in sent_here)
+            ):
+                sent_here.add(letter.message_id)
                 return picture.STATE if picture.is_sibling_file(letter_id, letter) else "sent", letter
             filing = route(verdict, self.facts(verdict, parties))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:

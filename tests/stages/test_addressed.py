@@ -250,3 +250,23 @@ def test_every_reason_code_agentmail_quarantines_with_is_in_the_documented_list(
         for found in pattern.finditer(path.read_text()):
             written.add(found.group(1) or found.group(2))
     assert written == set(QUARANTINE_REASONS)
+
+
+def test_a_copy_of_the_platforms_own_letter_delivered_back_stays_out_also_after_rebuild(
+    three: Registry, home: Path
+) -> None:
+    alpha = box(three, home, "alpha")
+    sent = alpha.send("beta", "Quota 500s", OPENER)
+    copy = b"Delivered-To: alpha@bus.test\r\n" + alpha.raw(sent.id)  # as a server hands it over
+    deliver(home / "postoffice" / "alpha", copy)
+    assert alpha.inbox() == []
+    assert [(q.reason, q.message_id) for q in alpha.quarantined(sync=False)] == [("misaddressed", sent.message_id)]
+    alpha.close()
+    alpha.spool.db.close()
+    for name in ("spool.db", "spool.db-wal", "spool.db-shm"):
+        (alpha.spool.root / name).unlink(missing_ok=True)
+    alpha = box(three, home, "alpha")
+    counts = alpha.rebuild()
+    assert (counts["sent"], counts["quarantine"]) == (1, 1)
+    assert [x.id for x in alpha.sent()] == [sent.id]
+    assert [q.reason for q in alpha.quarantined(sync=False)] == ["misaddressed"]
