@@ -217,7 +217,8 @@ def mail3() -> Iterator[MailServers]:
         yield ms
 
 
-def test_over_smtp_imap_a_letter_delivered_to_another_account_is_misaddressed(home: Path, mail3: MailServers) -> None:
+def smtp_imap_three(home: Path, mail3: MailServers) -> Registry:
+    """alpha, beta and gamma on the in-process SMTP and IMAP servers, each with its login."""
     endpoints = bus.endpoints(f"127.0.0.1:{mail3.smtp_port}", f"127.0.0.1:{mail3.imap_port}",
                               ("starttls", "implicit"), str(mail3.ca_file), ("mail.bus.test",))  # fmt: skip
     endpoints["new_threads_per_hour"] = 0
@@ -225,6 +226,11 @@ def test_over_smtp_imap_a_letter_delivered_to_another_account_is_misaddressed(ho
                    endpoints=endpoints, force=True)  # fmt: skip
     for name in NAMES:
         write_login(home, name, Login(f"{name}@bus.test", USERS[f"{name}@bus.test"]))
+    return reg
+
+
+def test_over_smtp_imap_a_letter_delivered_to_another_account_is_misaddressed(home: Path, mail3: MailServers) -> None:
+    reg = smtp_imap_three(home, mail3)
     with box(reg, home, "beta") as beta, box(reg, home, "alpha") as alpha, box(reg, home, "gamma") as gamma:
         sent = beta.send("alpha", "Quota 500s", OPENER)
         (accepted,) = mail3.store.accepted

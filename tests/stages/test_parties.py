@@ -8,6 +8,7 @@ and to whom (a person counts for every platform that lists them as writing)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -29,9 +30,11 @@ from agentmail.transport.local import deliver
 from agentmail.trust import signing
 from agentmail.trust.authenticity import Verdict
 
-from ..conftest import OPENER
+from ..conftest import OPENER, Cli
 from ..depth import examples
+from ..mailservers import MailServers
 from ..people.test_writing import CAROL, client_letter, trusting, vouched
+from .test_addressed import mail3, smtp_imap_three  # noqa: F401  (the fixture)
 
 NAMES = ("alpha", "beta", "gamma")
 
@@ -242,3 +245,17 @@ def test_another_machines_answer_settles_the_letter_it_answered_and_no_namesake(
         (namesake,) = [x for x in b.thread(report.thread, sync=False) if x.sender == "gamma"]
         assert "already" in (b.why_refused(namesake) or "")
         assert b.reply(real, "Answered on machine B.") is not None
+
+
+def test_over_smtp_imap_and_the_cli_an_outsiders_close_is_quarantined(home: Path, mail3: MailServers, cli: Cli) -> None:
+    reg = smtp_imap_three(home, mail3)
+    with box(reg, home, "alpha") as alpha, box(reg, home, "beta") as beta:
+        alpha.send("beta", "Quota 500s", OPENER)
+        (report,) = beta.inbox()
+    mail3.store.deliver(f"beta+{report.thread}@bus.test", written_into(reg, home, "gamma", "beta", report, "close"))
+    code, out, err = cli("--as", "beta", "--json", "sync")
+    assert code == 0 and json.loads(out)["quarantined"] == 1, err
+    code, out, _ = cli("--as", "beta", "--json", "quarantine", "--no-sync")
+    assert code == 0 and [(q["reason"], q["from"]) for q in json.loads(out)] == [("not-a-party", "gamma")]
+    code, out, _ = cli("--as", "beta", "--json", "status", "--no-sync")
+    assert code == 0 and [(r["thread"], r["state"]) for r in json.loads(out)] == [(report.thread, "reported")]
