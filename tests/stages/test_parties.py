@@ -120,10 +120,13 @@ def test_an_outsider_cannot_change_a_threads_state(three: Registry, home: Path, 
     assert "alpha, beta" in (q.detail or "")
     assert [(r.thread, r.state, r.whose_move, r.outcome) for r in beta.status(sync=False)] == before
     assert [x.sender for x in beta.thread(report.thread, sync=False)] == ["alpha"]
+    # the parties still write in it: the outsider's letter held nothing up
+    alpha.follow_up(report.thread, "It started with 2.4.1.", type="question")
+    assert [x.sender for x in beta.thread(report.thread)] == ["alpha", "alpha"]
     # the opener's side too: gamma's letter to alpha in alpha's thread
     deliver(home / "postoffice" / "alpha", written_into(three, home, "gamma", "alpha", report, kind, outcome=outcome))
     assert [q.reason for q in alpha.quarantined()] == ["not-a-party"]
-    assert [r.state for r in alpha.status(sync=False)] == ["reported"]
+    assert [r.state for r in alpha.status(sync=False)] == ["asked"]  # alpha's own follow-up, not gamma's
 
     # quarantine recheck and rebuild judge it again: it stays out
     (result,) = beta.recheck_quarantine()
@@ -136,7 +139,7 @@ def test_an_outsider_cannot_change_a_threads_state(three: Registry, home: Path, 
     counts = beta.rebuild()
     assert counts["quarantine"] == 1
     assert [q.reason for q in beta.quarantined(sync=False)] == ["not-a-party"]
-    assert [x.sender for x in beta.thread(report.thread, sync=False)] == ["alpha"]
+    assert [x.sender for x in beta.thread(report.thread, sync=False)] == ["alpha", "alpha"]
 
 
 def test_every_platform_of_a_fan_out_is_a_party_of_its_thread(three: Registry, home: Path) -> None:
