@@ -4,6 +4,11 @@
 facts only the spool knows (is it a copy of a filed letter, does a bounce name a letter this
 mailbox sent, does it answer a letter of another thread, is it a sibling's note) and returns
 one Filing. Pure: the client gathers the Facts and carries the Filing out.
+
+Two rules hold here for every path that files a letter (sync, ``quarantine recheck``,
+``rebuild``): a letter is filed only by a platform its signed recipients name (else
+``misaddressed``: anyone holding its bytes can deliver them anywhere), and only a party of a
+thread known here writes into it (else ``not-a-party``: a thread id is no secret).
 """
 
 from __future__ import annotations
