@@ -26,6 +26,23 @@ SEVERITIES = ("low", "medium", "high", "critical")
 # given); ``status`` then reads "verified", as it always did, and the text says the rest.
 OUTCOMES = ("confirmed", "still-broken")
 
+# Why a letter is quarantined: its ``reason`` in ``--json`` (DESIGN §5, §8). A contract: codes
+# are added, never renamed. ``misaddressed``: its signed recipients do not name this platform;
+# ``not-a-party``: it writes into a thread of platforms it is none of (issue 37).
+QUARANTINE_REASONS = (
+    "malformed",
+    "too-large",
+    "unregistered-sender",
+    "verdict-fail",
+    "unauthenticated",
+    "automated",
+    "loop",
+    "thread-mismatch",
+    "attachment-refused",
+    "misaddressed",
+    "not-a-party",
+)
+
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 THREAD_RE = re.compile(r"^thr-[0-9a-z]{6,26}$")
 

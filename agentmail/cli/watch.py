@@ -47,11 +47,20 @@ SLICE_DEFAULT = 30.0
 
 
 def _key(letter: Letter) -> str:
-    return letter.message_id or f"id:{letter.id}"
+    """A handled letter: its verified sender and Message-ID (another sender reusing the Message-ID
+    is another letter), or its id here when it has no Message-ID."""
+    return f"{letter.sender} {letter.message_id}" if letter.message_id else f"id:{letter.id}"
+
+
+def _handled(handled: dict[str, dict[str, Any]], letter: Letter) -> bool:
+    """Was ``letter`` handled? Its own key, or a record of an older watcher (by Message-ID alone)
+    naming this very letter here."""
+    older = handled.get(letter.message_id)
+    return _key(letter) in handled or (older is not None and older.get("id") == letter.id)
 
 
 class State:
-    """Handled Message-IDs and recent run times per thread, in one atomically replaced file."""
+    """Handled letters (``_key``) and recent run times per thread, in one atomically replaced file."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -162,10 +171,10 @@ class Watcher:
         letters = self.am.inbox(sync=False)
         assert self.state is not None
         with self._lock:
-            self.state.prune({_key(x) for x in letters}, time.time())
+            self.state.prune({_key(x) for x in letters} | {x.message_id for x in letters}, time.time())
             for letter in letters:
                 key = _key(letter)
-                if key in self.state.handled or key in self._queued:
+                if _handled(self.state.handled, letter) or key in self._queued:
                     continue
                 self._queued.add(key)
                 pool.submit(self._run_one, letter)

@@ -175,20 +175,37 @@ def settle(box: Mailbox, threads: Iterable[str]) -> int:
     for thread in set(threads):
         ids = spool.thread_ids(thread)
         states = {i: spool.locate(i) for i in ids}
-        answered = {spool.letter(i, STATE).in_reply_to or "" for i in ids if states[i] == STATE} - {""}
+        answered = _answered(box, [spool.letter(i, STATE) for i in ids if states[i] == STATE])
         if not answered:
             continue
         for letter_id in ids:
-            if states[letter_id] == "unread" and spool.letter(letter_id, "unread").message_id in answered:
+            if states[letter_id] != "unread":
+                continue
+            letter = spool.letter(letter_id, "unread")
+            if (letter.sender, letter.message_id) in answered:
                 moved += box.move(letter_id, "unread", "read", durable=False)
     return moved
 
 
-def answered_by(box: Mailbox, message_id: str, thread: str) -> str | None:
-    """Which sibling letter filed here answers ``message_id`` ("<platform> <id>"): the platform
+def answered_by(box: Mailbox, parent: Letter) -> str | None:
+    """Which sibling letter filed here answers ``parent`` ("<platform> <id>"): the platform
     already answered it on another machine, even where no claim on the server says so."""
     spool = box.spool
-    for letter_id in spool.thread_ids(thread):
-        if spool.locate(letter_id) == STATE and spool.letter(letter_id, STATE).in_reply_to == message_id:
-            return f"{box.me.platform} {letter_id}"
+    for letter_id in spool.thread_ids(parent.thread):
+        if spool.locate(letter_id) == STATE:
+            sibling = spool.letter(letter_id, STATE)
+            if (parent.sender, parent.message_id) in _answered(box, [sibling]):
+                return f"{box.me.platform} {letter_id}"
     return None
+
+
+def _answered(box: Mailbox, letters: Iterable[Letter]) -> set[tuple[str, str]]:
+    """The letters ``letters`` (this platform's) answer, each as (its sender, its Message-ID): a
+    reply answers its addressee's letter, a follow-up the platform's own. Never a Message-ID
+    alone: another sender reusing it wrote another letter."""
+    found: set[tuple[str, str]] = set()
+    for letter in letters:
+        if letter.in_reply_to:
+            for sender in (*box.counterparts(letter), box.me.platform):
+                found.add((sender, letter.in_reply_to))
+    return found

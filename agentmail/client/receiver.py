@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .._value import Value, field
@@ -28,6 +29,7 @@ from . import consent, picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
+    from ..config.registry import Registry
     from ..stages.route import Facts
 
     # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
@@ -278,32 +280,59 @@ class Receiver(Stage):
         verdict = authenticity.judge_unguarded(raw, self.registry)
         return verdict, self.facts(verdict)
 
-    def facts(self, verdict: Verdict) -> Facts:
-        """What the spool knows that routing ``verdict`` needs (looked up only where it matters)."""
+    def facts(self, verdict: Verdict, parties: Callable[[str], frozenset[str]] | None = None) -> Facts:
+        """What the spool knows that routing ``verdict`` needs (looked up only where it matters).
+        ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``)."""
         from ..stages.route import Facts
 
+        me = self.me.agent, self.platform.address
         if verdict.route == "bounce":
             bounced = self.spool.known(self.me.platform, verdict.bounced_message_id or "")
             if bounced is None:
-                return Facts(self.me.agent)
+                return Facts(me[0], me_address=me[1])
             sent = self.spool.letter(bounced)
-            return Facts(self.me.agent, bounced_id=bounced, bounced_to=(sent.to_address, *sent.recipients, *sent.cc))
+            return Facts(
+                me[0], bounced_id=bounced, bounced_to=(sent.to_address, *sent.recipients, *sent.cc), me_address=me[1]
+            )
         letter = verdict.letter
         if verdict.route != "accept" or letter is None:
-            return Facts(self.me.agent)
+            return Facts(me[0], me_address=me[1])
         parent_thread = None
         # A person's client may keep only References (or answer a letter it quotes further up).
-        answered = (
-            [letter.in_reply_to, *reversed(letter.references)] if letter.extra.get("person") else [letter.in_reply_to]
-        )
+        person = str(letter.extra.get("person") or "")
+        answered = [letter.in_reply_to, *reversed(letter.references)] if person else [letter.in_reply_to]
         for message_id in filter(None, answered):
             parent_id = self.spool.known(self.me.platform, message_id) or self.spool.known(letter.sender, message_id)
             if parent_id:
                 parent_thread = self.spool.letter(parent_id).thread
                 break
+        threads = {letter.thread, *([parent_thread] if parent_thread else [])}
         return Facts(
-            self.me.agent, filed_as=self.spool.known(letter.sender, letter.message_id), parent_thread=parent_thread
+            me[0],
+            filed_as=self.spool.known(letter.sender, letter.message_id),
+            parent_thread=parent_thread,
+            me_address=me[1],
+            parties={t: (parties or self._parties)(t) for t in threads},
+            speaks_for=frozenset(self._writes_for(person)) if person else frozenset(),
         )
+
+    def _parties(self, thread: str) -> frozenset[str]:
+        """The platforms of a thread as filed here: who wrote in it and to whom (none: a new thread)."""
+        found: set[str] = set()
+        for letter_id in self.spool.thread_ids(thread):
+            state = self.spool.locate(letter_id)
+            if state is not None and state != "quarantine":
+                found |= parties_of(self.spool.letter(letter_id, state), self.registry)
+        return frozenset(found)
+
+    def _writes_for(self, person: str) -> set[str]:
+        """Every platform that lists ``person`` as one who writes (an approver writes too)."""
+        return {
+            platform.name
+            for platform in self.registry.platforms.values()
+            for listed in platform.people
+            if listed.address == person and (listed.writes or listed.approves)
+        }
 
     def _filed_already(self, raw: bytes) -> bool:
         from ..letter import wire
@@ -349,8 +378,20 @@ class Receiver(Stage):
         else:
             raise NotFound(f"{self.spool.db.path} is in order: nothing to rebuild")
         me = self.me
+        # The spool.db is being made again: a thread's parties are those of the letters restored before.
+        restored: dict[str, set[str]] = {}
+        sent_here: set[str] = set()  # the Message-IDs of the letters of mine restored
+
+        def parties(thread: str) -> frozenset[str]:
+            return frozenset(restored.get(thread, ()))
 
         def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
+            judged = _classify(letter_id, raw)
+            if judged is not None and judged[0] != "quarantine":
+                restored.setdefault(judged[1].thread, set()).update(parties_of(judged[1], self.registry))
+            return judged
+
+        def _classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
             if raw.startswith((b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")):
                 return "quarantine", self._quarantined(
                     authenticity.Verdict(
@@ -361,9 +402,16 @@ class Receiver(Stage):
                 )
             verdict = authenticity.judge(raw, self.registry)
             letter = verdict.letter
-            if verdict.route == "accept" and letter is not None and _ours(letter, me):
+            # A copy of a letter of mine to others, delivered here after it, is judged as a sync judged it.
+            if (
+                verdict.route == "accept"
+                and letter is not None
+                and _ours(letter, me)
+                and (self.platform.address in verdict.addressed or letter.message_id not in sent_here)
+            ):
+                sent_here.add(letter.message_id)
                 return picture.STATE if picture.is_sibling_file(letter_id, letter) else "sent", letter
-            filing = route(verdict, self.facts(verdict))
+            filing = route(verdict, self.facts(verdict, parties))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 return "unread", filing.verdict.letter
             if filing.action == "quarantine" and filing.verdict is not None:
@@ -470,3 +518,9 @@ def _ours(letter: Letter, me: Identity) -> bool:
     and not a sibling's note to this agent (the only letters from its platform a mailbox files)."""
     to_me = letter.type == "note" and letter.to_agent is not None and letter.to_agent == me.agent
     return letter.sender == me.platform and not letter.extra.get("person") and not to_me
+
+
+def parties_of(letter: Letter, registry: Registry) -> set[str]:
+    """The platforms a filed letter makes parties of its thread: its sender and every platform it went to."""
+    named = {registry.by_address(a) for a in letter.recipients}
+    return {letter.sender, letter.to, *(p.name for p in named if p is not None)} - {""}

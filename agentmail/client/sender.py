@@ -26,6 +26,7 @@ from ..model import (
     reply_subject,
     thread_id,
 )
+from ..spool.layout import reply_key
 from ..stages.compose import Draft
 from . import picture
 from .mailbox import Stage
@@ -149,9 +150,7 @@ class Sender(Stage):
         lasts: dict[str, Letter] = {}
         for name in chosen:
             last = self._last_of_platform_thread(thread, letters, party=name)
-            answered = self.spool.replied_by(_fan_out_key(last.message_id, name)) or self._answered_to(
-                thread, last, name
-            )
+            answered = self.spool.replied_by(_fan_out_key(last, name)) or self._answered_to(thread, last, name)
             reason = guards.refusal(guards.Outbound(type, body, self.me.platform, parent=last, follow_up=True,
                                                     force=force, answered_by=answered, depth=last.depth + 1,
                                                     attachments=attachments))  # fmt: skip
@@ -167,7 +166,7 @@ class Sender(Stage):
                                        also_to=chosen[1:], attachments=attachments))  # fmt: skip
         letter, raw = composed
         held = self._hold(letter, hold)
-        keys = [_fan_out_key(last.message_id, n) for n in chosen]
+        keys = [_fan_out_key(last, n) for n in chosen]
         stored, warnings = self._claim_all(keys, letter, raw, held)
         if stored is None:
             raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
@@ -327,8 +326,8 @@ class Sender(Stage):
     def _answered_by(self, parent: Letter) -> str | None:
         """Who of this platform answered ``parent``: a claim here, or a letter a sibling sent from
         another machine (client/picture.py), even where no claim on the server says so."""
-        return self.spool.replied_by(parent.message_id) or picture.answered_by(
-            self.box, parent.message_id, parent.thread
+        return self.spool.replied_by(reply_key(parent.message_id, parent.sender)) or picture.answered_by(
+            self.box, parent
         )
 
     def _acked_own(self, last: Letter, letters: list[Letter]) -> Letter | None:
@@ -365,9 +364,10 @@ class Sender(Stage):
         the server could not do (``Sent.warnings``). None (with the reason remembered) when
         another agent of the platform answered first."""
         letter, raw = composed
-        with self.spool.claim_reply(parent.message_id, letter.id) as holder:
+        key = reply_key(parent.message_id, parent.sender)  # the real letter's, not a reused Message-ID's
+        with self.spool.claim_reply(key, letter.id) as holder:
             if holder is None:  # ours here: now on the server, for every machine (issue 25)
-                got = self._server_claim(letter.id, [(parent.message_id, parent.message_id)])
+                got = self._server_claim(letter.id, [(parent.message_id, key)])
                 if got.holder is None:
                     return self._file_outgoing(letter, raw, held), _said(got.warning)
                 holder = got.holder
@@ -446,6 +446,6 @@ def _check_body(body: str, force: bool) -> None:
         raise BadInput("the body is empty: write what the reader needs (-b TEXT, -b @FILE or -b - for standard input)")
 
 
-def _fan_out_key(message_id: str, party: str) -> str:
+def _fan_out_key(last: Letter, party: str) -> str:
     """What a follow-up in a fan-out thread claims: the letter it follows, per counterpart."""
-    return f"{message_id} to {party}"
+    return f"{reply_key(last.message_id, last.sender)} to {party}"

@@ -31,6 +31,13 @@ LEAVING = ("sent", "outbox", "held")
 MIN_PREFIX = 6  # the shortest prefix of an id or a Message-ID that names a letter
 
 
+def reply_key(message_id: str, sender: str) -> str:
+    """What the one reply to a letter claims: its Message-ID (first: the server finds the letter
+    by it) and its verified sender. A Message-ID is the sender's choice, so another platform's
+    letter reusing it claims its own reply, never the real letter's."""
+    return f"{message_id} from {sender}"
+
+
 def _key(*parts: str) -> str:
     import hashlib  # here, not at the top: a read (inbox --no-sync) never loads OpenSSL for it (issue 11)
 

@@ -42,9 +42,12 @@ from .layout import (
     _key,
     _loads,
     _raw_key,
+    reply_key,
 )
 
 _HOLDING = threading.local()  # the claims locks this thread holds (see Spool._claims_locked)
+# The claims cache keyed by ``reply_key`` (sender and Message-ID): one built by Message-ID alone is built again.
+CLAIMS_BUILT = "built-by-sender"
 
 
 def _parents_first(judged: list[tuple[str, str, Letter]]) -> Iterator[tuple[str, str, Letter]]:
@@ -283,23 +286,27 @@ class Spool(SpoolFiling):
         """The platform's claims (its spool.db), rebuilt from its mailboxes' letters if unbuilt."""
         platform = self._platform_spool().ensure()
         conn = platform._sql()
-        if platform.db.fact("claims") != "built":
+        if platform.db.fact("claims") != CLAIMS_BUILT:
+            spools = (platform, *platform.siblings())
+            me = self.platform_root.name
             with platform.db.write(durable=False) as tx:
-                for spool in (platform, *platform.siblings()):
+                for spool in spools:
                     for state in ANSWERING:
                         for letter_id in spool.ids(state):
-                            parent = spool._parsed(letter_id, state).get("in_reply_to")
+                            data = spool._parsed(letter_id, state)
+                            parent = data.get("in_reply_to")
                             if parent:
+                                answered = reply_key(parent, _answered_sender(spools, me, data))
                                 tx.execute(
                                     "INSERT OR IGNORE INTO claims(key, holder) VALUES(?, ?)",
-                                    (_key(parent), f"{spool.mailbox} {letter_id}"),
+                                    (_key(answered), f"{spool.mailbox} {letter_id}"),
                                 )
-                tx.execute("INSERT OR REPLACE INTO facts(name, value) VALUES('claims', 'built')")
+                tx.execute("INSERT OR REPLACE INTO facts(name, value) VALUES('claims', ?)", (CLAIMS_BUILT,))
         return conn
 
-    def replied_by(self, message_id: str) -> str | None:
-        """Which mailbox of this platform answered ``message_id``, as "<mailbox> <reply id>"."""
-        row = self._claims().execute("SELECT holder FROM claims WHERE key=?", (_key(message_id),)).fetchone()
+    def replied_by(self, answered: str) -> str | None:
+        """Which mailbox of this platform answered ``answered`` (``layout.reply_key``), as "<mailbox> <reply id>"."""
+        row = self._claims().execute("SELECT holder FROM claims WHERE key=?", (_key(answered),)).fetchone()
         holder = None if row is None else str(row[0])
         return holder if holder and self._reply_exists(holder) else None
 
@@ -337,14 +344,15 @@ class Spool(SpoolFiling):
                 held.discard(path)
 
     @contextmanager
-    def claim_reply(self, message_id: str, reply_id: str) -> Iterator[str | None]:
-        """Claim the one reply of this platform to ``message_id``, across processes and agents.
+    def claim_reply(self, answered: str, reply_id: str) -> Iterator[str | None]:
+        """Claim the one reply of this platform to ``answered`` (``layout.reply_key``: the letter's
+        Message-ID and verified sender), across processes and agents.
 
         Yields None while the claim is ours: file the reply inside the block. Yields who
         answered ("<mailbox> <id>") when another reply exists. The platform's claims are
         locked while the reply is being filed, so a sibling waits and then sees the reply; a
         claim whose reply never got filed (a crash) names no letter and is taken over."""
-        key = _key(message_id)
+        key = _key(answered)
         conn = self._claims()
         platform = self._platform_spool()
         with self._claims_locked():
@@ -359,3 +367,14 @@ class Spool(SpoolFiling):
                     (key, f"{self.mailbox} {reply_id}"),
                 )
             yield None
+
+
+def _answered_sender(spools: tuple[Spool, ...], me: str, reply: dict[str, Any]) -> str:
+    """Whose letter a filed reply answers: this platform's own, when it holds that letter in the
+    reply's thread (a follow-up); else the platform the reply went to."""
+    parent, thread = str(reply.get("in_reply_to") or ""), reply.get("thread")
+    for spool in spools:
+        found = spool.known(me, parent)
+        if found is not None and spool.letter(found).thread == thread:
+            return me
+    return str(reply.get("to") or "")

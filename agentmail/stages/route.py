@@ -4,6 +4,11 @@
 facts only the spool knows (is it a copy of a filed letter, does a bounce name a letter this
 mailbox sent, does it answer a letter of another thread, is it a sibling's note) and returns
 one Filing. Pure: the client gathers the Facts and carries the Filing out.
+
+Two rules hold here for every path that files a letter (sync, ``quarantine recheck``,
+``rebuild``): a letter is filed only by a platform its signed recipients name (else
+``misaddressed``: anyone holding its bytes can deliver them anywhere), and only a party of a
+thread known here writes into it (else ``not-a-party``: a thread id is no secret).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from typing import Literal
 
 from .._value import Frozen
 from ..letter import wire
-from ..model import HUMAN
+from ..model import HUMAN, Letter
+from ..text import one_line
 from ..trust.authenticity import Verdict
 
 Action = Literal["file", "quarantine", "bounce", "duplicate", "skip"]
@@ -27,6 +33,15 @@ class Facts(Frozen):
     bounced_to: tuple[str, ...] = ()  # the addresses that sent letter went to
     filed_as: str | None = None  # the id of a filed letter with the same (sender, Message-ID)
     parent_thread: str | None = None  # the thread of the filed letter it answers (In-Reply-To)
+    # This mailbox's platform address: a letter whose signed recipients do not name it is
+    # ``misaddressed`` (None only where no mailbox judges: a table of rules in a test).
+    me_address: str | None = None
+    # The parties of each thread the letter may join, as filed here (the platforms that wrote in
+    # it or were written to); a thread absent or empty is new here, and anyone may open it.
+    parties: dict[str, frozenset[str]] | None = None
+    # The platforms a person's letter speaks for (every one listing them as writing); empty for
+    # an agent's letter, which speaks for its sender alone.
+    speaks_for: frozenset[str] = frozenset()
 
 
 class Filing(Frozen):
@@ -73,6 +88,8 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     if verdict.route != "accept" or verdict.letter is None:
         return Filing("quarantine", verdict)
     letter = verdict.letter
+    if facts.me_address is not None and facts.me_address not in verdict.addressed:
+        return Filing("quarantine", _misaddressed(verdict, letter, facts.me_address))
     if letter.type == "note" and letter.to_agent and letter.to_agent != facts.me_agent:
         return Filing("skip")  # a sibling's note: not ours to read or to mark
     if facts.filed_as:
@@ -81,8 +98,8 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
         # A person's reply without a plus tag (a client that ignored Reply-To): the thread of the
         # known letter it answers (DESIGN §5).
         letter = letter.replace(thread=facts.parent_thread)
-        return Filing("file", verdict.replace(letter=letter))
-    if facts.parent_thread is not None and facts.parent_thread != letter.thread:
+        verdict = verdict.replace(letter=letter)
+    elif facts.parent_thread is not None and facts.parent_thread != letter.thread:
         return Filing(
             "quarantine",
             Verdict(
@@ -92,4 +109,24 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
                 detail=f"it answers a letter of {facts.parent_thread} but is tagged {letter.thread}",
             ),
         )
+    parties = (facts.parties or {}).get(letter.thread)
+    if parties and not (facts.speaks_for or {letter.sender}) & parties:
+        return Filing("quarantine", _not_a_party(letter, facts.speaks_for, parties))
     return Filing("file", verdict)
+
+
+def _misaddressed(verdict: Verdict, letter: Letter, me: str) -> Verdict:
+    """A letter signed for other mailboxes, delivered here (any holder of its bytes can re-aim it)."""
+    named = ", ".join(verdict.addressed) or "no recipient"
+    detail = f"its signature names {named} as recipients, not {me}: someone else delivered it here"
+    return Verdict("quarantine", letter=letter, reason="misaddressed", detail=one_line(detail)[:400])
+
+
+def _not_a_party(letter: Letter, speaks_for: frozenset[str], parties: frozenset[str]) -> Verdict:
+    """A letter into a thread its sender is no party to: it would change a state that is not its own."""
+    who = letter.extra.get("person") or letter.sender
+    detail = (
+        f"{who} writes into {letter.thread}, whose parties are {', '.join(sorted(parties))}: "
+        f"{'/'.join(sorted(speaks_for or {letter.sender}))} is none of them"
+    )
+    return Verdict("quarantine", letter=letter, reason="not-a-party", detail=one_line(detail)[:400])

@@ -9,7 +9,8 @@ so the file system applies it for exactly one of several racing homes:
     <key>.<generation>.sent   the holder's reply went out                    (O_EXCL)
     <key>.<generation>.free   the holder's reply will never go (rejected, failed): claim again at once
 
-``key`` is the SHA-256 of the answered letter's Message-ID (first 32 hex digits). The current
+``key`` is the SHA-256 of the claim key (``spool.layout.reply_key``: the answered letter's
+Message-ID and verified sender; first 32 hex digits). The current
 claim is the highest generation. A claim with no ``.sent`` older than ``stale_after`` seconds is
 taken over by creating the next generation, again with ``O_EXCL``: of several homes taking over
 at once exactly one wins. The clock is injectable (``now``), so tests never sleep.
@@ -30,8 +31,8 @@ letter's flags, what to add; ``transport/smtpimap.py`` does the round trips):
     $ams-<part>-<generation>                                      the holder's reply went out
     $amf-<part>-<generation>                                      it never will: free at once
 
-``part``: 10 hex digits of the SHA-256 of the claim key (the answered Message-ID, or the
-Message-ID and counterpart of a fan-out follow-up), so one letter carries several claims.
+``part``: 10 hex digits of the SHA-256 of the claim key (the answered Message-ID and sender,
+and the counterpart of a fan-out follow-up), so one letter carries several claims.
 Every keyword stays under Dovecot's ``mail_max_keyword_length`` (50).
 """
 

@@ -34,6 +34,9 @@ class Verdict(Frozen):
     failed_recipients: tuple[str, ...] = ()  # for route == "bounce": who failed, as the bus's server vouches
     unvouched: str | None = None  # for route == "bounce": why nothing vouches for it (None: the bus's server does)
     summary: dict[str, str] | None = None  # from/subject/message_id for a quarantine listing
+    # For route == "accept": every address (untagged, lowercase) the vouching signature names as
+    # a recipient, To and Cc: the only mailboxes that may accept the letter (route, "misaddressed").
+    addressed: tuple[str, ...] = ()
 
 
 def _quarantine(reason: str, detail: str, msg: Message | None = None) -> Verdict:
@@ -214,7 +217,9 @@ def _person(raw: bytes, msg: Message, registry: Registry, address: str) -> Verdi
         # Which platform they write for follows the addressee: read only from a To the server vouched for.
         writer = human.writes_for(registry, address, wire.to_address_of(msg) if "to" in covered else "")
         assert writer is not None  # one listing writes
-        return Verdict("accept", letter=human.to_letter(raw, msg, registry, writer, covered, signer))
+        letter = human.to_letter(raw, msg, registry, writer, covered, signer)
+        to = wire.recipients_of(msg) if "to" in covered else ()
+        return Verdict("accept", letter=letter, addressed=addressed(to, letter.cc))
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, msg)
 
@@ -355,4 +360,10 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
             cc=letter.cc if "cc" in covered else (),
             list_id=letter.list_id if "list-id" in covered else None,
         )
-    return Verdict("accept", letter=letter)
+    return Verdict("accept", letter=letter, addressed=addressed(wire.recipients_of(msg), letter.cc))
+
+
+def addressed(to: tuple[str, ...], cc: tuple[str, ...]) -> tuple[str, ...]:
+    """The recipients a letter's signed To and Cc name, untagged and lowercase, each once. Only
+    headers the vouching signature covers are passed in (an uncovered Cc is dropped before)."""
+    return tuple(dict.fromkeys(wire.base_address(a.lower()) for a in (*to, *cc)))

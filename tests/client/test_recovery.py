@@ -17,6 +17,7 @@ import pytest
 from agentmail.client.facade import AgentMail
 from agentmail.errors import Refused
 from agentmail.spool import Spool
+from agentmail.spool.layout import reply_key
 from agentmail.spool.store import _key
 from agentmail.stages import guards
 
@@ -99,8 +100,8 @@ def test_a_reply_reservation_whose_reply_never_got_written_is_cleared(alpha: Age
     alpha.send("beta", "Quota 500s", OPENER)
     (letter,) = beta.inbox()
     sql = beta.spool.ensure().db.conn()
-    key = _key(letter.message_id)
-    beta.spool.replied_by(letter.message_id)  # the claims are built before the crash below
+    key = _key(reply_key(letter.message_id, letter.sender))
+    beta.spool.replied_by(reply_key(letter.message_id, letter.sender))  # the claims are built before the crash below
     sql.execute("INSERT INTO claims VALUES(?, 'beta 01KILLEDBEFOREITSREPLYWASFILED')", (key,))  # claim, no store
     reply = beta.reply(letter, "Reproduced. Fixing.")
     assert reply is not None and reply.state == "sent", beta.why_refused(letter)

@@ -23,6 +23,14 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import load
 from agentmail.transport.local import deliver
 
+try:
+    from agentmail.spool.layout import reply_key
+except ImportError:  # the release before: a reply claim was keyed by the Message-ID alone
+
+    def reply_key(message_id: str, sender: str) -> str:
+        return message_id
+
+
 MAILBOXES = (("alpha", None), ("beta", None), ("beta", "bob"))
 OPENER = """\
 I am the agent of alpha (billing); we call beta's /quota endpoint for every invoice.
@@ -51,7 +59,7 @@ def answers(home: Path) -> dict[str, Any]:
                 letter = am.show(letter_id)
                 facts = letter.to_json()
                 facts["raw"] = am.raw(letter_id).decode("utf-8", "replace")
-                facts["replied_by"] = spool.replied_by(letter.message_id)
+                facts["replied_by"] = spool.replied_by(reply_key(letter.message_id, letter.sender))
                 if state in ("unread", "read"):
                     facts["why_refused"] = am.why_refused(letter_id)
                 mine["letters"][letter_id] = facts

@@ -18,6 +18,7 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.letter import wire
 from agentmail.spool import STATES, Spool
+from agentmail.spool.layout import reply_key
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
@@ -120,7 +121,9 @@ def answers(registry: Registry, home: Path) -> dict[str, Any]:
             for letter_id in spool.ids(state):
                 meta = spool.meta(letter_id)
                 facts = {k: meta.get(k) for k in GUARD_FIELDS}
-                facts["replied_by"] = spool.replied_by(str(meta.get("message_id") or ""))
+                facts["replied_by"] = spool.replied_by(
+                    reply_key(str(meta.get("message_id") or ""), str(meta.get("from") or ""))
+                )
                 if state != "quarantine":
                     facts["known"] = spool.known(str(meta["from"]), str(meta["message_id"]))
                     facts["why_refused"] = am.why_refused(letter_id)

@@ -26,7 +26,8 @@ from agentmail.letter import wire
 from agentmail.model import Letter, new_ulid, ulid_floor, ulid_ms
 from agentmail.spool import Spool, db
 from agentmail.spool.db import CURRENT, MOVING, Db
-from agentmail.spool.layout import _key
+from agentmail.spool.layout import _key, reply_key
+from agentmail.spool.store import CLAIMS_BUILT
 from agentmail.spool.views import _ulid_floor
 
 from ..helpers.letters import burst
@@ -581,26 +582,35 @@ def test_ids_have_one_alphabet_and_one_floor() -> None:
 # --- reply claims --------------------------------------------------------------------------------
 
 
+def _alpha_key(message_id: str) -> str:
+    """The claim key of alpha's letter ``message_id``: its Message-ID and its sender."""
+    return reply_key(message_id, "alpha")
+
+
 def _reply(letter_id: str, mid: str = "<1.alpha@bus.test>") -> tuple[Letter, bytes]:
-    letter, raw = _letter(50, in_reply_to=mid)
-    return letter.replace(sender="beta", to="alpha", message_id=f"<{letter_id}@bus.test>", id=letter_id), raw
+    """beta's reply to alpha's letter ``mid``, its file saying so too (the claims are rebuilt from it)."""
+    draft = burst(message_id=f"<{letter_id}@bus.test>", sender_address="beta@bus.test",
+                  to_address="alpha@bus.test", in_reply_to=mid, subject="Letter 50", date=DATE)  # fmt: skip
+    raw = wire.render(draft)
+    letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
+    return letter.replace(sender="beta", to="alpha", id=letter_id), raw
 
 
 def test_a_claim_names_the_mailbox_that_answered(tmp_path: Path) -> None:
     beta = _spool(tmp_path).ensure()
     bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root, name_of=NAMES.get)
-    assert beta.replied_by("<1.alpha@bus.test>") is None  # the platform's claims are built now
-    with bob.claim_reply("<1.alpha@bus.test>", "01BOBREPLY") as holder:
+    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) is None  # the platform's claims are built now
+    with bob.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01BOBREPLY") as holder:
         assert holder is None
         bob.store("sent", *_reply("01BOBREPLY"))
-    assert beta.replied_by("<1.alpha@bus.test>") == "beta@bob 01BOBREPLY"
-    with beta.claim_reply("<1.alpha@bus.test>", "01BETAREPLY") as holder:
+    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) == "beta@bob 01BOBREPLY"
+    with beta.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01BETAREPLY") as holder:
         assert holder == "beta@bob 01BOBREPLY"
-    assert beta.replied_by("<2.alpha@bus.test>") is None
+    assert beta.replied_by(_alpha_key("<2.alpha@bus.test>")) is None
     # nested claims of one thread (a follow-up to several counterparts) do not wait on themselves
     with (
-        beta.claim_reply("<3.alpha@bus.test>", "01A") as first,
-        beta.claim_reply("<4.alpha@bus.test>", "01B") as second,
+        beta.claim_reply(_alpha_key("<3.alpha@bus.test>"), "01A") as first,
+        beta.claim_reply(_alpha_key("<4.alpha@bus.test>"), "01B") as second,
     ):
         assert (first, second) == (None, None)
 
@@ -626,8 +636,8 @@ def test_a_claim_naming_no_reply_of_this_platform_answers_nothing(tmp_path: Path
     beta._claims()
     beta.db.conn().execute("UPDATE claims SET holder=?", (holder,))
     expected = "01X" if holder == "01X" else None  # no mailbox named: the platform's own
-    assert beta.replied_by("<1.alpha@bus.test>") == expected
-    with beta.claim_reply("<1.alpha@bus.test>", "01Y") as got:
+    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) == expected
+    with beta.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01Y") as got:
         assert got == expected
     assert sorted(os.listdir(tmp_path / "spool")) == ["alpha", "beta", "beta@bob"]  # no mailbox made by asking
 
@@ -640,10 +650,10 @@ def test_claims_are_rebuilt_from_the_answering_letters_of_every_mailbox(tmp_path
     beta.store("outbox", *_reply("01QUEUED", "<3.alpha@bus.test>"))
     beta.store("sent", *_letter(4))  # no in_reply_to: claims nothing
     beta.drop_caches()
-    assert beta.replied_by("<1.alpha@bus.test>") == "beta@bob 01HELD"
-    assert beta.replied_by("<2.alpha@bus.test>") is None
-    assert beta.replied_by("<3.alpha@bus.test>") == "beta 01QUEUED"
-    assert beta.db.fact("claims") == "built"
+    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) == "beta@bob 01HELD"
+    assert beta.replied_by(_alpha_key("<2.alpha@bus.test>")) is None
+    assert beta.replied_by(_alpha_key("<3.alpha@bus.test>")) == "beta 01QUEUED"
+    assert beta.db.fact("claims") == CLAIMS_BUILT
     assert sorted(r[0] for r in beta.db.conn().execute("SELECT holder FROM claims")) == [
         "beta 01QUEUED",
         "beta@bob 01HELD",

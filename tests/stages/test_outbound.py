@@ -279,9 +279,10 @@ def test_two_processes_of_sibling_agents_race_for_the_same_letters(
 CLAIMER = """
 import os, sys
 from agentmail.client.facade import AgentMail
+from agentmail.spool.layout import reply_key
 am = AgentMail.from_env("beta", agent="alice")
 (letter,) = am.inbox()
-with am.spool.claim_reply(letter.message_id, "01deadclaim0000000000000000") as holder:
+with am.spool.claim_reply(reply_key(letter.message_id, letter.sender), "01deadclaim0000000000000000") as holder:
     assert holder is None
     print("claimed", flush=True)
     sys.stdin.readline()  # killed here: the claim is on disk, its reply never filed
@@ -390,8 +391,12 @@ def test_a_hostile_letter_cannot_make_a_thread_shallower(
     thread, _ = _twenty_deep(alpha, beta)
     deepest = max(alpha.thread(thread), key=lambda x: x.depth)
     assert deepest.sender == "alpha" and deepest.depth == 19
-    # No References and a To that is not alpha: the chain still finds alpha's own letter.
+    # A To that is not alpha never reaches alpha's inbox (misaddressed, issue 37) ...
     _hostile_answer(beta, registry, home, deepest, to="someone-else@bus.test", references=())
+    assert [x for x in alpha.inbox() if x.thread == thread] == []
+    assert [q.reason for q in alpha.quarantined(sync=False)] == ["misaddressed"]
+    # ... and without References the chain still finds alpha's own letter.
+    _hostile_answer(beta, registry, home, deepest, to="alpha@bus.test", references=())
     (got,) = [x for x in alpha.inbox() if x.thread == thread]
     assert got.depth == 20
     assert alpha.reply(got, "No.") is None and "cap 20" in (alpha.why_refused(got) or "")
