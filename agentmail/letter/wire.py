@@ -16,6 +16,7 @@ import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .. import bounds
 from ..model import (
     HUMAN,
     MAX_REF,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from .attach import Attachment  # likewise attach
 
-MAX_HEADER_BYTES = 65_536
+MAX_HEADER_BYTES = bounds.HEADER_BYTES
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
 # Patterns kept as strings here and below: re compiles (and caches) each on first use, since
 # a send never parses a letter and a read never renders one (issue 11: start-up).
@@ -71,10 +72,11 @@ LIST_ID_RE = re.compile(r"^<agentmail\.[a-z0-9](?:[a-z0-9.-]{0,250}[a-z0-9])?>$"
 class Malformed(ValueError):
     """A message agentmail will not hand to an agent: ``reason`` is a DESIGN §8 code."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, parsed: Message | None = None) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.parsed = parsed  # the message as parsed, when it was (its quarantine names the sender)
 
 
 def new_message_id(platform: str, domain: str) -> str:
@@ -405,6 +407,47 @@ def parse_message(raw: bytes, max_size: int) -> Message:
 
 
 _RAW_BODY = "agentmail_raw_body"
+
+
+def read_bounded(raw: bytes, max_size: int) -> Message:
+    """``parse_message`` for a letter that arrived: the one place a reader holds it to the bounds
+    of ``bounds.py`` (Malformed ``too-large`` naming the bound). What the parser's work depends
+    on is counted before it runs; the rest is read off the parsed message."""
+    if len(raw) > max_size:
+        raise Malformed("too-large", f"the letter is {len(raw)} bytes; this bus takes at most {max_size}")
+    try:
+        head = header_section(raw)
+        if len(head) <= MAX_HEADER_BYTES:  # larger: parse_message says so, as it always did
+            bounds.check_header_fields(head)
+        bounds.check_multiparts(raw)
+    except bounds.Exceeded as exc:
+        raise Malformed("too-large", str(exc)) from None
+    msg = parse_message(raw, max_size)
+    try:
+        _check_bounds(msg)
+    except bounds.Exceeded as exc:
+        raise Malformed("too-large", str(exc), msg) from None
+    return msg
+
+
+def _check_bounds(msg: Message) -> None:
+    """The bounds read off a parsed letter: its MIME depth, its Subject and References, and the
+    quoted lines of its text parts (an attachment's are its own)."""
+    subjects = header_values(msg, "Subject")
+    if len(subjects) == 1:  # none or several: subject_of says what is wrong
+        bounds.check_subject(decoded(re.sub(_FOLD, "", subjects[0]).strip(" \t"), "Subject"))
+    bounds.check_references(sum(str(v).count("<") for v in msg.get_all("References") or ()))
+    stack: list[tuple[Message, int]] = [(msg, 0)]
+    while stack:
+        part, depth = stack.pop()
+        bounds.check_depth(depth)
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            stack.extend((child, depth + 1) for child in payload)
+        elif part.get_content_maintype() == "text" and part.get_content_disposition() != "attachment":
+            data = part.get_payload(decode=True)
+            if isinstance(data, bytes):
+                bounds.check_quoted(data.decode("latin-1"))
 
 
 def header_values(msg: Message, name: str) -> list[str]:

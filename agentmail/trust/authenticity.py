@@ -226,9 +226,9 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
     and names the stage, so an operator sees agentmail's own failures apart from bad letters."""
     bus = registry.bus
     try:
-        msg = wire.parse_message(raw, bus.max_size)
+        msg = wire.read_bounded(raw, bus.max_size)
     except wire.Malformed as exc:
-        return _quarantine(exc.reason, exc.detail)
+        return _quarantine(exc.reason, exc.detail, exc.parsed)
 
     automated = _automated(msg)
     if automated:
