@@ -172,7 +172,9 @@ def render(letter: Letter) -> bytes:
     check_thread(letter.thread)
     check_severity(letter.severity)
     outcome = check_outcome(letter.extra.get("outcome"), letter.type)
-    check_header_text("subject", letter.subject, MAX_SUBJECT)
+    # The bound is the reader's (bounds.topic_length): a reply's "Re: " does not count against it.
+    prefixes = len(letter.subject) - bounds.topic_length(letter.subject)
+    check_header_text("subject", letter.subject, MAX_SUBJECT + prefixes)
     if letter.ref is not None:
         check_header_text("ref", letter.ref, MAX_REF)
     if letter.sender_name:

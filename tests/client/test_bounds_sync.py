@@ -134,3 +134,12 @@ def test_mcp_send_refuses_it_naming_the_bound(home: Path, alpha: AgentMail, tmp_
         assert failed and "bounds.QUOTED_LINES" in why
 
     session(home, tmp_path, "--as", "beta")(scenario)
+
+
+def test_a_reply_to_a_subject_at_the_bound_still_goes(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "S" * bounds.SUBJECT, OPENER, type="question")
+    (letter,) = beta.inbox()
+    sent = beta.reply(letter, "Seen; looking.", type="ack")
+    assert sent is not None and sent.subject == "Re: " + "S" * bounds.SUBJECT
+    (answer,) = alpha.inbox()
+    assert answer.subject == sent.subject  # the reader's bound is the sender's
