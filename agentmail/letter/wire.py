@@ -14,7 +14,7 @@ import functools
 import hashlib
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from .. import bounds
 from ..model import (
@@ -445,7 +445,7 @@ def _check_bounds(msg: Message) -> None:
         bounds.check_depth(depth)
         payload = part.get_payload()
         if isinstance(payload, list):
-            stack.extend((child, depth + 1) for child in payload)
+            stack.extend((cast("Message", child), depth + 1) for child in payload)  # a multipart's parts
         elif part.get_content_maintype() == "text" and part.get_content_disposition() != "attachment":
             data = part.get_payload(decode=True)
             if isinstance(data, bytes):
