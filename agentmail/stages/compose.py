@@ -92,6 +92,10 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         raise BadInput(str(exc)) from exc
     if draft.attachments:
         letter, unsigned = _with_attachments(registry, letter, unsigned, draft.attachments)
+    try:  # a body may write lines a reader counts as multipart declarations (bounds.MULTIPARTS)
+        bounds.check_multiparts(unsigned)
+    except bounds.Exceeded as exc:
+        raise BadInput(f"refused: {exc}") from None
     from ..config.credentials import read_private_key_with_source  # not for a read that only imports Draft
 
     key, source = read_private_key_with_source(home, me.name)

@@ -104,6 +104,9 @@ SENDS: dict[str, Callable[[AgentMail], object]] = {
     "subject": lambda a: a.send("beta", "x" * (bounds.SUBJECT + 1), OPENER),
     "quoted lines": lambda a: a.send("beta", "Quoted", QUOTED),
     "a note's quoted lines": lambda a: a.note("Quoted", QUOTED),
+    "lines a reader takes for multipart declarations": lambda a: a.send(
+        "beta", "MIME", OPENER + "\nContent-Type: multipart/mixed; boundary=x" * (bounds.MULTIPARTS + 1)
+    ),
 }
 
 
