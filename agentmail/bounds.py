@@ -19,6 +19,8 @@ REF = 100  # characters of the block's ``ref``
 REFERENCES = 100  # Message-IDs in References (a sender writes its last 20: client.sender)
 HEADER_BYTES = 65_536  # the header section (over it: ``malformed``, as it always was)
 HEADER_FIELDS = 250  # header fields (a person's letter through a few relays has about 50)
+ADDRESS_CHARS = 8_192  # characters of one address header (From, Sender, Reply-To, To, Cc): some 250 addresses
+ADDRESS_COMMENTS = 32  # comments ("(...)") in one address header
 MULTIPARTS = 16  # multipart entities declared ("Content-Type: multipart/..."): they bound the nesting
 MIME_DEPTH = 8  # multipart levels, one inside the other
 QUOTED_LINES = 10_000  # lines quoted with ">" in the text
@@ -67,6 +69,16 @@ def check_multiparts(raw: bytes) -> None:
     found = len(re.findall(_MULTIPART, raw))
     if found > MULTIPARTS:
         raise _over("MULTIPARTS", "the number of multipart entities", found, MULTIPARTS)
+
+
+def check_address_header(name: str, value: str) -> None:
+    """One address header's length and comments, before the email package's address parser
+    reads it (its work grows faster than the header)."""
+    if len(value) > ADDRESS_CHARS:
+        raise _over("ADDRESS_CHARS", f"the {name} header's length", len(value), ADDRESS_CHARS)
+    comments = value.count("(")
+    if comments > ADDRESS_COMMENTS:
+        raise _over("ADDRESS_COMMENTS", f"the number of comments in the {name} header", comments, ADDRESS_COMMENTS)
 
 
 def check_depth(depth: int) -> None:

@@ -504,6 +504,10 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
             "malformed", f"the {name} header holds 8-bit bytes: an address is ASCII, a name an RFC 2047 encoded word"
         )
     try:
+        bounds.check_address_header(name, value)
+    except bounds.Exceeded as exc:
+        raise Malformed("too-large", str(exc)) from None
+    try:
         header = _registry()(name, re.sub(_FOLD, "", value))  # From, To and Cc: address headers, all of them
         found = tuple(_Addr(a.display_name, a.addr_spec) for a in header.addresses)
     except Exception as exc:
@@ -513,9 +517,12 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
         raise Malformed("malformed", f"the {name} header does not parse cleanly ({one_line(defects[0])[:100]})")
     if name in _ONE_MAILBOX and any(group.display_name is not None for group in header.groups):
         raise Malformed("malformed", f"the {name} header holds a group (RFC 5322: a mailbox only)")
+    # The comments read once for the header, not once per address (that was quadratic in a long
+    # To); each distinct one that holds an "@" at most once, so an address is weighed against few.
+    comments = list(dict.fromkeys(c for c in _comments(header) if _names_another(c, "")))
     for address in found:
         own = address.addr_spec.lower()
-        for text in (address.display_name, *_comments(header)):
+        for text in (address.display_name, *comments):
             if _names_another(text, own):
                 raise Malformed(
                     "malformed",

@@ -94,6 +94,8 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         letter, unsigned = _with_attachments(registry, letter, unsigned, draft.attachments)
     try:  # a body may write lines a reader counts as multipart declarations (bounds.MULTIPARTS)
         bounds.check_multiparts(unsigned)
+        bounds.check_address_header("Cc", ", ".join(letter.cc))
+        bounds.check_address_header("To", ", ".join(letter.recipients))
     except bounds.Exceeded as exc:
         raise BadInput(f"refused: {exc}") from None
     from ..config.credentials import read_private_key_with_source  # not for a read that only imports Draft

@@ -146,3 +146,14 @@ def test_a_reply_to_a_subject_at_the_bound_still_goes(alpha: AgentMail, beta: Ag
     assert sent is not None and sent.subject == "Re: " + "S" * bounds.SUBJECT
     (answer,) = alpha.inbox()
     assert answer.subject == sent.subject  # the reader's bound is the sender's
+
+
+def test_a_letter_copying_more_than_an_address_header_holds_is_refused(registry: Registry, home: Path) -> None:
+    from agentmail.config.identity import Identity
+    from agentmail.config.registry import Person
+
+    many = tuple(Person(f"follower{i}@people.test", follows=True) for i in range(400))
+    platforms = {**registry.platforms, "alpha": registry.platforms["alpha"].replace(people=many)}
+    alpha = AgentMail(Registry(registry.root, registry.bus, platforms), Identity("alpha"), home)
+    with pytest.raises(BadInput, match=r"the Cc header's length is \d+; .*\(bounds\.ADDRESS_CHARS\)"):
+        alpha.send("beta", "Copied", OPENER)

@@ -151,3 +151,32 @@ def test_cutting_the_quoted_history_is_linear_in_the_letter(shape: str) -> None:
     make = HOSTILE_REPLIES[shape]
     small, large = (_operations(lambda n=n: readable.cut_quotes(make(n)), readable.__file__) for n in (400, 800))
     assert large <= 2.2 * small, (small, large)  # twice the lines, about twice the work; n² would be 4x
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.integers(1, 400), st.integers(0, 2 * bounds.ADDRESS_COMMENTS))
+def test_an_address_header_is_bounded_before_the_email_package_reads_it(addresses: int, comments: int) -> None:
+    to = ", ".join(f"b{i}@bus.test" for i in range(addresses)) + " (c)" * comments
+    raw = burst_bytes().replace(b"To: beta+thr-abc123def0@bus.test", b"To: " + to.encode())
+    assert to.encode() in raw
+    over = "ADDRESS_CHARS" if len(to) > bounds.ADDRESS_CHARS else "ADDRESS_COMMENTS" if comments > 32 else None
+    try:
+        wire.address_headers(wire.parse_message(raw, len(raw) + 1))
+    except wire.Malformed as exc:
+        assert exc.reason == "too-large" and exc.detail.endswith(f"(bounds.{over})"), exc.detail
+    else:
+        assert over is None
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        lambda n: ", ".join(f"b{i}@bus.test" for i in range(n)),
+        lambda n: ", ".join(f"Bob {i} <b{i}@bus.test>" for i in range(n)),
+        lambda n: ", ".join(f'"Bob, {i}" <b{i}@bus.test>' for i in range(n)),
+    ],
+    ids=["addresses", "named", "quoted names"],
+)
+def test_reading_an_address_header_is_linear_in_its_addresses(shape: Callable[[int], str]) -> None:
+    small, large = (_operations(lambda n=n: wire._addresses(shape(n), "To"), wire.__file__) for n in (100, 200))
+    assert large <= 2.2 * small, (small, large)  # the comments were looked for once per address: n²
