@@ -9,7 +9,7 @@ from types import FrameType
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentmail import bounds
@@ -50,6 +50,8 @@ def _verdict(raw: bytes) -> str | None:
 
 @settings(max_examples=examples(40), deadline=None)
 @given(st.integers(0, 2 * bounds.REFERENCES))
+@example(bounds.REFERENCES).via("at the bound")
+@example(bounds.REFERENCES + 1).via("over it")
 def test_references_over_the_bound_are_too_large_and_never_under_it(count: int) -> None:
     ids = b" ".join(b"<r%d@x.test>" % i for i in range(count))
     raw = _with_headers(burst_bytes(), [b"References: " + ids] if count else [])
@@ -58,6 +60,7 @@ def test_references_over_the_bound_are_too_large_and_never_under_it(count: int) 
 
 @settings(max_examples=examples(30), deadline=None)
 @given(st.integers(0, 2 * bounds.HEADER_FIELDS))
+@example(bounds.HEADER_FIELDS).via("over it, with the letter's own")
 def test_header_fields_over_the_bound_are_too_large(extra: int) -> None:
     raw = _with_headers(burst_bytes(), [b"X-Filler-%d: v" % i for i in range(extra)])
     fields = len(raw.partition(b"\r\n\r\n")[0].split(b"\r\n"))
@@ -66,6 +69,9 @@ def test_header_fields_over_the_bound_are_too_large(extra: int) -> None:
 
 @settings(max_examples=examples(30), deadline=None)
 @given(st.integers(1, bounds.MULTIPARTS + 4))
+@example(bounds.MIME_DEPTH).via("at the depth bound")
+@example(bounds.MIME_DEPTH + 1).via("over it")
+@example(bounds.MULTIPARTS + 1).via("over the multipart bound")
 def test_multipart_nesting_is_bounded_before_the_parser_runs(depth: int) -> None:
     expected = "MULTIPARTS" if depth > bounds.MULTIPARTS else "MIME_DEPTH" if depth > bounds.MIME_DEPTH else None
     assert _verdict(_nested(depth)) == expected
@@ -73,6 +79,8 @@ def test_multipart_nesting_is_bounded_before_the_parser_runs(depth: int) -> None
 
 @settings(max_examples=examples(30), deadline=None)
 @given(st.integers(0, 2 * bounds.QUOTED_LINES), st.sampled_from(["> ", "   >", ">>"]))
+@example(bounds.QUOTED_LINES, "> ").via("at the bound")
+@example(bounds.QUOTED_LINES + 1, "   >").via("over it")
 def test_quoted_lines_over_the_bound_are_too_large(count: int, mark: str) -> None:
     body = "\n".join([f"{mark}quoted"] * count + ["My answer."])
     assert _verdict(burst_bytes(body=body)) == ("QUOTED_LINES" if count > bounds.QUOTED_LINES else None)
@@ -83,6 +91,8 @@ _PREFIXES = st.lists(st.sampled_from(["Re: ", "RE:", "Fwd: ", "AW: ", "WG:", "Re
 
 @settings(max_examples=examples(60), deadline=None)
 @given(_PREFIXES, st.integers(1, 2 * bounds.SUBJECT))
+@example(["Re: ", "AW: "], bounds.SUBJECT).via("at the bound, with prefixes")
+@example([], bounds.SUBJECT + 1).via("over it")
 def test_a_subject_is_bounded_without_the_prefixes_clients_add(prefixes: list[str], length: int) -> None:
     subject = "".join(prefixes) + "S" * length
     raw = burst_bytes().replace(b"Subject: Burst", b"Subject: " + subject.encode())
@@ -154,12 +164,21 @@ def test_cutting_the_quoted_history_is_linear_in_the_letter(shape: str) -> None:
 
 
 @settings(max_examples=examples(40), deadline=None)
-@given(st.integers(1, 400), st.integers(0, 2 * bounds.ADDRESS_COMMENTS))
+@given(st.integers(1, 800), st.integers(0, 2 * bounds.ADDRESS_COMMENTS))
+@example(700, 0).via("over ADDRESS_CHARS")
+@example(1, bounds.ADDRESS_COMMENTS + 1).via("over ADDRESS_COMMENTS")
+@example(2, bounds.ADDRESS_COMMENTS).via("at the bound")
 def test_an_address_header_is_bounded_before_the_email_package_reads_it(addresses: int, comments: int) -> None:
     to = ", ".join(f"b{i}@bus.test" for i in range(addresses)) + " (c)" * comments
     raw = burst_bytes().replace(b"To: beta+thr-abc123def0@bus.test", b"To: " + to.encode())
     assert to.encode() in raw
-    over = "ADDRESS_CHARS" if len(to) > bounds.ADDRESS_CHARS else "ADDRESS_COMMENTS" if comments > 32 else None
+    over = (
+        "ADDRESS_CHARS"
+        if len(to) > bounds.ADDRESS_CHARS
+        else "ADDRESS_COMMENTS"
+        if comments > bounds.ADDRESS_COMMENTS
+        else None
+    )
     try:
         wire.address_headers(wire.parse_message(raw, len(raw) + 1))
     except wire.Malformed as exc:
