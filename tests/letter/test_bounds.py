@@ -139,11 +139,12 @@ def _operations(work: Callable[[], object], module_file: str) -> int:
             count += 1
         return tracer
 
+    measuring = sys.gettrace()  # coverage's tracer, when it runs: given back, or it measures nothing after
     sys.settrace(tracer)
     try:
         work()
     finally:
-        sys.settrace(None)
+        sys.settrace(measuring)
     return count
 
 
