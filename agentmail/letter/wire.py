@@ -447,9 +447,7 @@ def _check_bounds(msg: Message) -> None:
         if isinstance(payload, list):
             stack.extend((cast("Message", child), depth + 1) for child in payload)  # a multipart's parts
         elif part.get_content_maintype() == "text" and part.get_content_disposition() != "attachment":
-            data = part.get_payload(decode=True)
-            if isinstance(data, bytes):
-                bounds.check_quoted(data.decode("latin-1"))
+            bounds.check_quoted(bytes(part.get_payload(decode=True) or b"").decode("latin-1"))
 
 
 def header_values(msg: Message, name: str) -> list[str]:

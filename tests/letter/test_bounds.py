@@ -100,6 +100,15 @@ def test_a_subject_is_bounded_without_the_prefixes_clients_add(prefixes: list[st
     assert _verdict(raw) == ("SUBJECT" if length > bounds.SUBJECT else None)
 
 
+def test_a_letter_without_a_subject_or_with_a_huge_header_is_judged_as_before() -> None:
+    untitled = b"\r\n".join(line for line in burst_bytes().split(b"\r\n") if not line.startswith(b"Subject:"))
+    assert _verdict(untitled) is None  # no Subject: subject_of reads it as ""
+    huge = _with_headers(burst_bytes(), [b"X-Filler: " + b"v" * (bounds.HEADER_BYTES + 1)])
+    with pytest.raises(wire.Malformed, match="header section is larger") as raised:
+        wire.read_bounded(huge, 10_000_000)
+    assert raised.value.reason == "malformed"  # the reason it always had
+
+
 def test_an_attachments_quoted_lines_are_its_own() -> None:
     quoted = b"\r\n".join([b"> q"] * (bounds.QUOTED_LINES + 1))
     raw = _nested(1).replace(
