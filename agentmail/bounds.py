@@ -24,6 +24,12 @@ ADDRESS_COMMENTS = 32  # comments ("(...)") in one address header
 MULTIPARTS = 16  # multipart entities declared ("Content-Type: multipart/..."): they bound the nesting
 MIME_DEPTH = 8  # multipart levels, one inside the other
 QUOTED_LINES = 10_000  # lines quoted with ">" in the text
+# Bounds older than this table, kept under their old names where they are read (their reasons
+# as they always were: malformed, loop, unauthenticated).
+BLOCK_BYTES = 4096  # the agentmail front-matter block (letter/matter.MAX_BLOCK)
+PERSON_PARTS = 50  # MIME parts of a person's letter (letter/readable.MAX_PARTS)
+BOUNDARIES = 8  # multipart boundaries a partly signed letter is read against (letter/partly_signed)
+HOPS = 50  # Received headers (trust/authenticity.MAX_HOPS: quarantined ``loop``)
 
 # What letters may make agentmail say to people (people/escalation.py): a run announces at most
 # ANNOUNCE_PER_RUN threads, and at most ANNOUNCE_PER_SENDER threads with one counterpart a day;

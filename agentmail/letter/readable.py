@@ -14,6 +14,7 @@ import codecs
 import re
 from email.message import Message
 
+from .. import bounds
 from . import mime
 
 # The charsets a person's letter may be in: plain byte → text mappings (codecs.lookup's names).
@@ -30,7 +31,7 @@ TEXT_CODECS = frozenset(
      "mac-iceland", "mac-latin2", "mac-turkish", "big5", "big5hkscs", "gb2312", "gbk", "gb18030", "euc_jp",
      "euc_jis_2004", "euc_jisx0213", "euc_kr", "shift_jis", "shift_jis_2004", "shift_jisx0213", "johab"}
 )  # fmt: skip
-MAX_PARTS = 50  # a person's letter with more parts than this is not a letter a person wrote
+MAX_PARTS = bounds.PERSON_PARTS  # a person's letter with more parts than this is not a letter a person wrote
 # Words a mail client adds when it writes the text version of an HTML letter (Gmail's "[image: …]",
 # a link's address): not a difference between what the two versions say.
 _CLIENT_WORDS = frozenset({"image", "mailto", "http", "https", "www", "cid"})

@@ -14,6 +14,7 @@ import traceback
 from email.message import Message
 from typing import NamedTuple
 
+from .. import bounds
 from .._value import Frozen
 from ..config.registry import Platform, Registry
 from ..letter import attach, mime, wire
@@ -21,7 +22,7 @@ from ..model import Letter
 from ..text import one_line
 from . import human, signing, verdicts
 
-MAX_HOPS = 50
+MAX_HOPS = bounds.HOPS
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
 
 
