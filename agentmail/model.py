@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from . import ages
+from . import ages, bounds
 from ._value import Frozen, field
 from .errors import BadInput
 from .text import describe, forbidden_in_header
@@ -46,8 +46,8 @@ QUARANTINE_REASONS = (
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 THREAD_RE = re.compile(r"^thr-[0-9a-z]{6,26}$")
 
-MAX_SUBJECT = 200
-MAX_REF = 100
+MAX_SUBJECT = bounds.SUBJECT
+MAX_REF = bounds.REF
 
 
 def check_name(kind: str, value: str) -> str:

@@ -96,7 +96,8 @@ class Sender(Stage):
         with self.spool.platform_locked("quota"):
             opened, quota, frees = self._quota()
             self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
-                                        quota=quota, quota_frees=frees, attachments=attachments))  # fmt: skip
+                                        quota=quota, quota_frees=frees, attachments=attachments,
+                                        subject=subject))  # fmt: skip
             # Advice is for reports that open a thread, not for a one-line question.
             one_liner = type == "question" and len(body.strip().splitlines()) <= 1
             advice = () if one_liner else tuple(guards.opener_warnings(type, body))
@@ -153,7 +154,8 @@ class Sender(Stage):
             answered = self.spool.replied_by(_fan_out_key(last, name)) or self._answered_to(thread, last, name)
             reason = guards.refusal(guards.Outbound(type, body, self.me.platform, parent=last, follow_up=True,
                                                     force=force, answered_by=answered, depth=last.depth + 1,
-                                                    attachments=attachments))  # fmt: skip
+                                                    attachments=attachments,
+                                                    subject=reply_subject(letters[0].subject)))  # fmt: skip
             if reason is not None:
                 raise Refused(f"{name}: {reason}")
             lasts[name] = last
@@ -217,7 +219,9 @@ class Sender(Stage):
             from .siblings import check_known, known_agents
 
             check_known(to_agent, known_agents(self.home, self.me.platform, self.spool, self.me.agent))
-        self._check(guards.Outbound("note", body, self.me.platform, force=force, attachments=attachments))
+        self._check(
+            guards.Outbound("note", body, self.me.platform, force=force, attachments=attachments, subject=subject)
+        )
         if to_agent is not None and to_agent != self.me.agent:
             self.receiver.register_sibling(check_name("agent", to_agent))
         composed = self.box.compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
@@ -244,7 +248,8 @@ class Sender(Stage):
         parent = self.spool.letter(parent_id)
         kind = check_type(type or _default_reply_type(parent.type))
         check_outcome(outcome, kind)
-        reason = self._refusal(parent, kind, body, force=force, attachments=attachments)
+        reason = self._refusal(parent, kind, body, force=force, attachments=attachments,
+                               subject=reply_subject(parent.subject or "(no subject)"))  # fmt: skip
         recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
@@ -280,7 +285,7 @@ class Sender(Stage):
         # (guards.AFTER_ACK): the letter continues my acknowledged letter, never answers the ack.
         acked = self._acked_own(last, letters)
         reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments,
-                               acked=acked)  # fmt: skip
+                               acked=acked, subject=reply_subject(letters[0].subject))  # fmt: skip
         if reason is not None:
             raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
@@ -303,7 +308,8 @@ class Sender(Stage):
         return self._refusal(parent, _default_reply_type(parent.type), "", force=True)
 
     def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False,
-                 attachments: tuple[Attachment, ...] = (), acked: Letter | None = None) -> str | None:  # fmt: skip
+                 attachments: tuple[Attachment, ...] = (), acked: Letter | None = None,
+                 subject: str = "") -> str | None:  # fmt: skip
         """The one guard, with the facts it needs gathered the same way for every path.
         ``acked``: this platform's own letter that ``parent`` (the other side's ack) answers."""
         from ..stages import guards
@@ -320,6 +326,7 @@ class Sender(Stage):
                 depth=parent.depth + 1,
                 attachments=attachments,
                 acks_mine=acked is not None,
+                subject=subject,
             )
         )
 

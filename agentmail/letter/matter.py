@@ -16,13 +16,15 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
+from .. import bounds
+
 if TYPE_CHECKING:
     from frontmatter.default_handlers import BaseHandler
 
 START = "--- agentmail v1 ---"
 END = "--- end agentmail ---"
 KEYS = ("type", "thread", "severity", "ref", "to-agent", "outcome")
-MAX_BLOCK = 4096
+MAX_BLOCK = bounds.BLOCK_BYTES
 
 
 class MatterError(ValueError):

@@ -16,6 +16,7 @@ import re
 from email.message import Message
 from email.parser import BytesParser
 
+from .. import bounds
 from . import mime, readable
 
 # A reading is (Content-Type value, Content-Transfer-Encoding value) for the top level.
@@ -31,7 +32,7 @@ _HTML_MARKUP = (
 )
 _HTML_DOCUMENT = r"(?is)\s*<(?:!doctype\s+html|html)\b"
 _PART_HEADER_LINES = 50  # a part's header block longer than this is not one a mail client wrote
-MAX_BOUNDARIES = 8  # readings are tried per boundary: a body holding more is refused as ambiguous
+MAX_BOUNDARIES = bounds.BOUNDARIES  # readings are tried per boundary: a body holding more is refused as ambiguous
 _QP_ESCAPE = rb"=(?:[0-9A-Fa-f]{2}|\n)"
 _MIME_VERSION = r"[ \t]*1\.0[ \t]*(?:\(.*\))?[ \t]*"
 

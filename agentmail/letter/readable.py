@@ -14,6 +14,7 @@ import codecs
 import re
 from email.message import Message
 
+from .. import bounds
 from . import mime
 
 # The charsets a person's letter may be in: plain byte → text mappings (codecs.lookup's names).
@@ -30,7 +31,7 @@ TEXT_CODECS = frozenset(
      "mac-iceland", "mac-latin2", "mac-turkish", "big5", "big5hkscs", "gb2312", "gbk", "gb18030", "euc_jp",
      "euc_jis_2004", "euc_jisx0213", "euc_kr", "shift_jis", "shift_jis_2004", "shift_jisx0213", "johab"}
 )  # fmt: skip
-MAX_PARTS = 50  # a person's letter with more parts than this is not a letter a person wrote
+MAX_PARTS = bounds.PERSON_PARTS  # a person's letter with more parts than this is not a letter a person wrote
 # Words a mail client adds when it writes the text version of an HTML letter (Gmail's "[image: …]",
 # a link's address): not a difference between what the two versions say.
 _CLIENT_WORDS = frozenset({"image", "mailto", "http", "https", "www", "cid"})
@@ -198,20 +199,21 @@ def cut_quotes(text: str) -> str:
     line (one or two lines) that introduces them, an "-----Original Message-----" (or Outlook's
     rule of underscores above a "From:" line) and all after it, and the signature (everything after a line that is exactly ``-- ``). Interleaved
     answers between quoted lines are kept, each kept line as it was; blank lines at either end
-    go."""
+    go. Linear in the text: each line is looked at a bounded number of times (``_next_text``)."""
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    following = _next_text(lines)
     kept: list[str] = []
     index = 0
     while index < len(lines):
         line = lines[index]
         if line == SIGNATURE or (line == SIGNATURE.rstrip() and _rest_is_signature(lines, index)):
             break
-        if re.match(_FORWARDED, line) or _outlook_header(lines, index):
+        if re.match(_FORWARDED, line) or _outlook_header(lines, following, index):
             break
         if re.match(_QUOTED, line):
             index += 1
             continue
-        span = _attribution(lines, index)
+        span = _attribution(lines, following, index)
         if span:
             index += span
             continue
@@ -220,12 +222,21 @@ def cut_quotes(text: str) -> str:
     return _squeeze("\n".join(kept))
 
 
-def _outlook_header(lines: list[str], index: int) -> bool:
+def _next_text(lines: list[str]) -> list[int]:
+    """For each index, the index of the first line at or after it that is not blank (``len(lines)``
+    when none is): built once backwards, so no line scans the rest of the letter."""
+    found = [len(lines)] * (len(lines) + 1)
+    for index in range(len(lines) - 1, -1, -1):
+        found[index] = index if lines[index].strip() else found[index + 1]
+    return found
+
+
+def _outlook_header(lines: list[str], following: list[int], index: int) -> bool:
     """Outlook's quoted history: a rule of underscores, then the original's "From:" line."""
     if not re.match(_RULE, lines[index]):
         return False
-    following = next((line for line in lines[index + 1 :] if line.strip()), "")
-    return following.lstrip().lower().startswith("from:")
+    after = following[index + 1]
+    return after < len(lines) and lines[after].lstrip().lower().startswith("from:")
 
 
 def _rest_is_signature(lines: list[str], index: int) -> bool:
@@ -233,18 +244,19 @@ def _rest_is_signature(lines: list[str], index: int) -> bool:
     return len(lines) - index <= 8
 
 
-def _attribution(lines: list[str], index: int) -> int:
+def _attribution(lines: list[str], following: list[int], index: int) -> int:
     """How many lines (1 or 2) form an "On … wrote:" line introducing quoted lines, else 0."""
     for span in (1, 2):
-        chunk = lines[index : index + span]
-        if len(chunk) < span:
+        if index + span > len(lines):
             return 0
-        if span == 1 and not re.match(_ATTRIBUTION, chunk[0]):
+        if span == 1 and not re.match(_ATTRIBUTION, lines[index]):
             continue
-        if span == 2 and not (re.match(_ATTRIBUTION_START, chunk[0]) and re.match(_ATTRIBUTION_END, chunk[1])):
+        if span == 2 and not (
+            re.match(_ATTRIBUTION_START, lines[index]) and re.match(_ATTRIBUTION_END, lines[index + 1])
+        ):
             continue
-        following = [line for line in lines[index + span :] if line.strip()]
-        if not following or re.match(_QUOTED, following[0]):
+        after = following[index + span]
+        if after == len(lines) or re.match(_QUOTED, lines[after]):
             return span
     return 0
 
@@ -252,8 +264,9 @@ def _attribution(lines: list[str], index: int) -> int:
 def _squeeze(text: str) -> str:
     """The blank lines the cut leaves at either end removed; every kept line is as it was."""
     lines = text.split("\n")
-    while lines and not lines[0].strip():
-        lines.pop(0)
-    while lines and not lines[-1].strip():
-        lines.pop()
-    return "\n".join(lines)
+    start, end = 0, len(lines)
+    while start < end and not lines[start].strip():
+        start += 1
+    while end > start and not lines[end - 1].strip():
+        end -= 1
+    return "\n".join(lines[start:end])

@@ -14,8 +14,9 @@ import functools
 import hashlib
 import re
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+from .. import bounds
 from ..model import (
     HUMAN,
     MAX_REF,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
     from .attach import Attachment  # likewise attach
 
-MAX_HEADER_BYTES = 65_536
+MAX_HEADER_BYTES = bounds.HEADER_BYTES
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
 # Patterns kept as strings here and below: re compiles (and caches) each on first use, since
 # a send never parses a letter and a read never renders one (issue 11: start-up).
@@ -71,10 +72,11 @@ LIST_ID_RE = re.compile(r"^<agentmail\.[a-z0-9](?:[a-z0-9.-]{0,250}[a-z0-9])?>$"
 class Malformed(ValueError):
     """A message agentmail will not hand to an agent: ``reason`` is a DESIGN §8 code."""
 
-    def __init__(self, reason: str, detail: str) -> None:
+    def __init__(self, reason: str, detail: str, parsed: Message | None = None) -> None:
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+        self.parsed = parsed  # the message as parsed, when it was (its quarantine names the sender)
 
 
 def new_message_id(platform: str, domain: str) -> str:
@@ -170,7 +172,9 @@ def render(letter: Letter) -> bytes:
     check_thread(letter.thread)
     check_severity(letter.severity)
     outcome = check_outcome(letter.extra.get("outcome"), letter.type)
-    check_header_text("subject", letter.subject, MAX_SUBJECT)
+    # The bound is the reader's (bounds.topic_length): a reply's "Re: " does not count against it.
+    prefixes = len(letter.subject) - bounds.topic_length(letter.subject)
+    check_header_text("subject", letter.subject, MAX_SUBJECT + prefixes)
     if letter.ref is not None:
         check_header_text("ref", letter.ref, MAX_REF)
     if letter.sender_name:
@@ -407,6 +411,45 @@ def parse_message(raw: bytes, max_size: int) -> Message:
 _RAW_BODY = "agentmail_raw_body"
 
 
+def read_bounded(raw: bytes, max_size: int) -> Message:
+    """``parse_message`` for a letter that arrived: the one place a reader holds it to the bounds
+    of ``bounds.py`` (Malformed ``too-large`` naming the bound). What the parser's work depends
+    on is counted before it runs; the rest is read off the parsed message."""
+    if len(raw) > max_size:
+        raise Malformed("too-large", f"the letter is {len(raw)} bytes; this bus takes at most {max_size}")
+    try:
+        head = header_section(raw)
+        if len(head) <= MAX_HEADER_BYTES:  # larger: parse_message says so, as it always did
+            bounds.check_header_fields(head)
+        bounds.check_multiparts(raw)
+    except bounds.Exceeded as exc:
+        raise Malformed("too-large", str(exc)) from None
+    msg = parse_message(raw, max_size)
+    try:
+        _check_bounds(msg)
+    except bounds.Exceeded as exc:
+        raise Malformed("too-large", str(exc), msg) from None
+    return msg
+
+
+def _check_bounds(msg: Message) -> None:
+    """The bounds read off a parsed letter: its MIME depth, its Subject and References, and the
+    quoted lines of its text parts (an attachment's are its own)."""
+    subjects = header_values(msg, "Subject")
+    if len(subjects) == 1:  # none or several: subject_of says what is wrong
+        bounds.check_subject(decoded(re.sub(_FOLD, "", subjects[0]).strip(" \t"), "Subject"))
+    bounds.check_references(sum(str(v).count("<") for v in msg.get_all("References") or ()))
+    stack: list[tuple[Message, int]] = [(msg, 0)]
+    while stack:
+        part, depth = stack.pop()
+        bounds.check_depth(depth)
+        payload = part.get_payload()
+        if isinstance(payload, list):
+            stack.extend((cast("Message", child), depth + 1) for child in payload)  # a multipart's parts
+        elif part.get_content_maintype() == "text" and part.get_content_disposition() != "attachment":
+            bounds.check_quoted(bytes(part.get_payload(decode=True) or b"").decode("latin-1"))
+
+
 def header_values(msg: Message, name: str) -> list[str]:
     """Every value of header ``name`` as text (8-bit junk is kept escaped, never decoded)."""
     return [str(v) for v in msg.get_all(name) or []]
@@ -459,6 +502,10 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
             "malformed", f"the {name} header holds 8-bit bytes: an address is ASCII, a name an RFC 2047 encoded word"
         )
     try:
+        bounds.check_address_header(name, value)
+    except bounds.Exceeded as exc:
+        raise Malformed("too-large", str(exc)) from None
+    try:
         header = _registry()(name, re.sub(_FOLD, "", value))  # From, To and Cc: address headers, all of them
         found = tuple(_Addr(a.display_name, a.addr_spec) for a in header.addresses)
     except Exception as exc:
@@ -468,9 +515,12 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
         raise Malformed("malformed", f"the {name} header does not parse cleanly ({one_line(defects[0])[:100]})")
     if name in _ONE_MAILBOX and any(group.display_name is not None for group in header.groups):
         raise Malformed("malformed", f"the {name} header holds a group (RFC 5322: a mailbox only)")
+    # The comments read once for the header, not once per address (that was quadratic in a long
+    # To); each distinct one that holds an "@" at most once, so an address is weighed against few.
+    comments = list(dict.fromkeys(c for c in _comments(header) if _names_another(c, "")))
     for address in found:
         own = address.addr_spec.lower()
-        for text in (address.display_name, *_comments(header)):
+        for text in (address.display_name, *comments):
             if _names_another(text, own):
                 raise Malformed(
                     "malformed",

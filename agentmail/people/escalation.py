@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import ages
+from .. import ages, bounds
 from .._fs import locked, write_new
 from ..letter.wire import tagged_address
 from ..model import ulid_ms
@@ -72,19 +72,41 @@ def run(client: AgentMail) -> list[dict[str, Any]]:
     done: list[dict[str, Any]] = []
     with locked(client.spool.platform_root / "escalations.lock"):
         done += _retry_queued(client, where)
+        recent = _recent(client, now)
+        announced = 0
         for key, reason, row, last in due(client, client.status(sync=False), now):
             record_path = where / f"{key}.json"
             if os.path.lexists(record_path):
                 continue  # announced already (by this mailbox or a sibling), or being retried
+            # Bounded per run and per counterpart (bounds.py): many threads opened by one sender
+            # never mail a person many times; the rest wait for a later run (the digest lists all).
+            if announced >= bounds.ANNOUNCE_PER_RUN:
+                break
+            if recent.get(row.with_, 0) >= bounds.ANNOUNCE_PER_SENDER:
+                continue
             message_id, raw = _letter(client, reason, row, last, now, followers)
             record = {"key": key, "thread": row.thread, "reason": reason, "message_id": message_id,
-                      "to": list(followers), "at": now, "state": "sending", "subject": row.subject}  # fmt: skip
+                      "to": list(followers), "at": now, "state": "sending", "subject": row.subject,
+                      "with": row.with_}  # fmt: skip
             try:
                 write_new(record_path, _json(record))  # durable before the letter leaves: once, at most
             except FileExistsError:
                 continue
+            announced += 1
+            recent[row.with_] = recent.get(row.with_, 0) + 1
             done.append(_send(client, where, record, raw))
     return done
+
+
+def _recent(client: AgentMail, now: int) -> dict[str, int]:
+    """How many threads with each counterpart were announced within bounds.ANNOUNCE_WINDOW_MS."""
+    counts: dict[str, int] = {}
+    for record in records(client):
+        at = record.get("at")
+        if isinstance(at, int) and now - at < bounds.ANNOUNCE_WINDOW_MS:
+            counterpart = str(record.get("with", ""))
+            counts[counterpart] = counts.get(counterpart, 0) + 1
+    return counts
 
 
 def records(client: AgentMail) -> list[dict[str, Any]]:

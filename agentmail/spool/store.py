@@ -11,7 +11,7 @@ Rows hold two kinds of column: the truth (id, state, filing order; the notes tab
 checkpoints) and caches (everything else), which ``drop_caches`` clears and the next opening
 rebuilds from the letter files with the same answers. A letter's depth is its place in the
 local In-Reply-To chain: its parent's depth + 1, where the parent is a letter filed here before
-it, and never less than the number of References it carries.
+it (the References a sender wrote do not count).
 """
 
 from __future__ import annotations

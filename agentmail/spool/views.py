@@ -30,6 +30,7 @@ def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
             "to": letter.to,
             "in_reply_to": letter.in_reply_to,
             "references": list(letter.references),
+            "thread": letter.thread,
         }
     return letter
 
@@ -201,8 +202,11 @@ class SpoolViews(SpoolLayout):
 
         Its parent's depth + 1, where the parent is the letter filed here before it whose
         Message-ID it answers (sent by this platform or by either side of it), and never less
-        than its References count. Only the letter files go into it, so a lost cache gives the
-        same number."""
+        than the number of its References that name letters of its thread filed here before it
+        (a chain whose links another mailbox holds, an ack a report's evidence follows). Only
+        letters filed here count: References a sender made up would let one letter put a thread
+        at the cap and mail its followers. Only the letter files go into it, so a lost cache
+        gives the same number."""
         chain: list[tuple[str, dict[str, Any]]] = []
         node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
         base = -1
@@ -225,10 +229,25 @@ class SpoolViews(SpoolLayout):
                     break
         depth = base
         for node_id, facts in reversed(chain):
-            depth = max(depth + 1, len(facts.get("references") or ()))
+            depth = max(depth + 1, self._filed_references(node_id, facts))
             if node_id != letter_id and self.locate(node_id):
                 self._cache_meta(node_id, {**facts, "depth": depth})
         return depth
+
+    def _filed_references(self, letter_id: str, facts: dict[str, Any]) -> int:
+        """How many of the letter's References name a letter of its thread filed here before it
+        (bounds.REFERENCES on receipt: at most three look-ups for each)."""
+        sides = tuple(dict.fromkeys((self.platform_root.name, facts.get("from") or "", facts.get("to") or "")))
+        thread = facts.get("thread")
+        count = 0
+        for message_id in dict.fromkeys(facts.get("references") or ()):
+            for side in sides:
+                found = self.known(side, message_id)
+                if found and found < letter_id:
+                    if self._parsed(found, self.locate(found) or "").get("thread") == thread:
+                        count += 1
+                    break
+        return count
 
     def letter(self, letter_id: str, state: str | None = None) -> Letter:
         """The filed letter, with its state, depth and what was learnt about it later (``extra``)."""

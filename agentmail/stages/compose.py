@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import bounds
 from .._value import Frozen
 from ..config.registry import Platform, Registry
 from ..errors import BadInput, ConfigError
@@ -53,6 +54,12 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     bad = forbidden_in_text(draft.body)
     if bad is not None:  # the one character policy (text.py): a reader would be shown it as <U+...>
         raise BadInput(f"the body contains an invisible or control character ({describe(bad)}); refused")
+    try:  # the reader's bounds (bounds.py), so no letter leaves that every reader would quarantine
+        bounds.check_subject(draft.subject)
+        bounds.check_references(len(draft.references))
+        bounds.check_quoted(draft.body)
+    except bounds.Exceeded as exc:
+        raise BadInput(f"refused: {exc}") from None
     me = registry.get(sender)
     recipient = registry.get(draft.to)
     others = tuple(registry.get(name) for name in draft.also_to if name != draft.to)
@@ -85,6 +92,12 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         raise BadInput(str(exc)) from exc
     if draft.attachments:
         letter, unsigned = _with_attachments(registry, letter, unsigned, draft.attachments)
+    try:  # a body may write lines a reader counts as multipart declarations (bounds.MULTIPARTS)
+        bounds.check_multiparts(unsigned)
+        bounds.check_address_header("Cc", ", ".join(letter.cc))
+        bounds.check_address_header("To", ", ".join(letter.recipients))
+    except bounds.Exceeded as exc:
+        raise BadInput(f"refused: {exc}") from None
     from ..config.credentials import read_private_key_with_source  # not for a read that only imports Draft
 
     key, source = read_private_key_with_source(home, me.name)

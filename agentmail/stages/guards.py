@@ -49,6 +49,24 @@ _CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
         (":", "="),
         False,
     ),
+    # The same assignment anywhere in a line ("foo NAME_TOKEN=value", "export DB_PASSWORD=..."
+    # after a command): mid-line only with "=", since "TOKEN: expired" is prose there.
+    (
+        (r"(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)[A-Z0-9_]*\s*=\s*['\"]?[^\s'\"<>]{6,}"),
+        "a password or token assignment",
+        ("=",),
+        False,
+    ),
+    # A secret in a URL's query or a lowercase assignment: ?api_key=..., &access_token=..., db_password=...
+    (
+        (
+            r"(?i)(?:api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|client[_-]?secret"
+            r"|secret[_-]?key|password|passwd|(?<=[?&])(?:token|key|secret))=[^\s&#'\"<>]{6,}"
+        ),
+        "a secret in an assignment or a URL",
+        ("=",),
+        False,
+    ),
     ((r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"), "a password assignment", ("pass", "pwd"), True),
 )
 # Names secret files go by (leading dots stripped: attach.safe_name strips them too, so ".env"
@@ -84,6 +102,7 @@ class Outbound(Frozen):
     quota_frees: str = ""
     attachments: tuple[Attachment, ...] = ()  # scanned like the body, names too (``force`` skips both)
     acks_mine: bool = False  # a follow-up whose ``parent`` is the other side's ack of this platform's letter
+    subject: str = ""  # as it leaves (a reply's "Re: ..."): scanned for credentials like the body
 
 
 def refusal(out: Outbound) -> str | None:
@@ -101,7 +120,9 @@ def refusal(out: Outbound) -> str | None:
         return (f"new-thread quota reached: {out.me} opened {out.opened_last_hour} threads in the last hour "
                 f"(new_threads_per_hour = {out.quota}); the next frees up at {out.quota_frees or 'within the hour'}; "
                 "replies and follow-ups in existing threads are not counted (raise it: bus set new_threads_per_hour N)")  # fmt: skip
-    return None if out.force else body_refusal(out.body) or attachment_refusal(out.attachments)
+    if out.force:
+        return None
+    return body_refusal(out.body) or subject_refusal(out.subject) or attachment_refusal(out.attachments)
 
 
 def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
@@ -217,6 +238,14 @@ def body_refusal(body: str) -> str | None:
     return None
 
 
+def subject_refusal(subject: str) -> str | None:
+    """Refuse a subject that leaks a credential: a header every relay, client and digest shows."""
+    what = credential_in(subject)
+    if what:
+        return f"the subject looks like it contains {what}; remove it (or pass --force if it is not a secret)"
+    return None
+
+
 def attachment_refusal(attachments: tuple[Attachment, ...]) -> str | None:
     """Refuse an attachment (a file or a patch) whose name is a secret file's, or whose bytes
     hold what the body's credential scan refuses: the same rule for every byte that leaves."""
@@ -224,7 +253,7 @@ def attachment_refusal(attachments: tuple[Attachment, ...]) -> str | None:
         if re.match(_SECRET_NAME, item.name.lstrip(".")):
             return (f"attachment {item.name} is named like a secret file (a key, a .env, a login file); "
                     "attach something else (or pass --force if it is not a secret)")  # fmt: skip
-        what = credential_in(item.data.decode("utf-8", "replace"))
+        what = credential_in(item.data.decode("utf-8", "replace")) or credential_in(item.description)
         if what:
             return (f"attachment {item.name} looks like it contains {what}; remove it "
                     "(or pass --force if it is not a secret)")  # fmt: skip

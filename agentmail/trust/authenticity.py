@@ -14,6 +14,7 @@ import traceback
 from email.message import Message
 from typing import NamedTuple
 
+from .. import bounds
 from .._value import Frozen
 from ..config.registry import PERSON_RE, Platform, Registry
 from ..letter import attach, mime, wire
@@ -21,7 +22,7 @@ from ..model import Letter
 from ..text import one_line
 from . import human, signing, verdicts
 
-MAX_HOPS = 50
+MAX_HOPS = bounds.HOPS
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
 
 
@@ -290,9 +291,9 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
     and names the stage, so an operator sees agentmail's own failures apart from bad letters."""
     bus = registry.bus
     try:
-        msg = wire.parse_message(raw, bus.max_size)
+        msg = wire.read_bounded(raw, bus.max_size)
     except wire.Malformed as exc:
-        return _quarantine(exc.reason, exc.detail)
+        return _quarantine(exc.reason, exc.detail, exc.parsed)
 
     automated = _automated(msg, registry)
     if automated:

@@ -334,14 +334,19 @@ def test_a_person_letter_survives_a_lost_meta_cache(people: Registry, home: Path
     assert (again.thread, again.sender, again.body, again.extra.get("person")) == (thread, "beta", NEW_TEXT, CAROL)
 
 
-def test_a_person_letter_counts_toward_the_depth_cap(people: Registry, home: Path) -> None:
+def test_a_person_letter_counts_toward_the_depth_cap(
+    people: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentmail.stages import guards
+
+    monkeypatch.setattr(guards, "MAX_DEPTH", 2)
     alpha = AgentMail(people, Identity("alpha"), home)
     thread, mid = an_agent_letter(alpha)
     refs = " ".join(f"<r{i}@people.test>" for i in range(MAX_DEPTH - 1)) + f" {mid}"
     deliver(home / "postoffice" / "alpha", vouched(client_letter(f"alpha+{thread}@bus.test", "Deep.", references=refs,
                                                                  in_reply_to=mid)))  # fmt: skip
     (got,) = alpha.inbox()
-    assert got.depth == MAX_DEPTH
+    assert got.depth == 1  # a link of the chain; its made-up References count nothing
     assert alpha.reply(got, "More?", type="question") is None
     assert "needs a human" in (alpha.why_refused(got) or "")
     with pytest.raises(Refused):

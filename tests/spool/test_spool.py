@@ -425,7 +425,7 @@ def test_a_cache_without_depth_gets_it(tmp_path: Path) -> None:
     assert json.loads(_row(spool, child.id, "meta"))["depth"] == 1
 
 
-def test_depth_follows_the_local_reply_chain_and_never_undercounts_references(tmp_path: Path) -> None:
+def test_depth_follows_the_local_reply_chain_and_counts_only_references_filed_here(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     a = _file(spool, n=1)
     b = _file(spool, n=2, in_reply_to="<1.alpha@bus.test>")
@@ -433,11 +433,14 @@ def test_depth_follows_the_local_reply_chain_and_never_undercounts_references(tm
     assert [a.depth, b.depth, c.depth] == [0, 1, 2]
     refs = tuple(f"<r{i}@x>" for i in range(5))
     d = _file(spool, n=4, in_reply_to="<3.alpha@bus.test>", references=refs)
-    assert d.depth == 5  # its References say it is deeper than the local chain
+    assert d.depth == 3  # made-up References count nothing: the local chain says how deep it is
     e = _file(spool, n=5, in_reply_to="<9.unknown@bus.test>", references=refs[:2])
-    assert e.depth == 2  # parent not here: its References count
-    f = _file(spool, n=6, in_reply_to="<9.unknown@bus.test>")
-    assert f.depth == 0
+    assert e.depth == 0
+    filed = ("<1.alpha@bus.test>", "<2.alpha@bus.test>", "<3.alpha@bus.test>", "<4.alpha@bus.test>")
+    f = _file(spool, n=6, in_reply_to="<9.unknown@bus.test>", references=(*refs, *filed))
+    assert f.depth == 4  # parent not here: the References that name letters of its thread filed here count
+    other = _file(spool, n=8, in_reply_to="<9.unknown@bus.test>", references=filed, thread="thr-0therthread")
+    assert other.depth == 0  # letters of another thread are no links of this one
     # letters answering letters of another side: beta's own reply to alpha's letter
     mine, raw = _letter(7, in_reply_to="<2.alpha@bus.test>")
     reply = spool.store("sent", mine.replace(sender="beta", to="alpha", message_id="<7.beta@bus.test>"), raw)

@@ -402,10 +402,12 @@ def test_a_hostile_letter_cannot_make_a_thread_shallower(
     assert alpha.reply(got, "No.") is None and "cap 20" in (alpha.why_refused(got) or "")
 
 
-def test_references_can_only_deepen_a_thread(alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path) -> None:
+def test_made_up_references_never_deepen_a_thread(
+    alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path
+) -> None:
     opened = alpha.send("beta", "Shallow", OPENER, type="question")
     fake = tuple(f"<0{i}fake.beta@bus.test>" for i in range(25))
     _hostile_answer(beta, registry, home, opened, to="alpha@bus.test", references=fake)
     (got,) = alpha.inbox()
-    assert got.depth == 25  # a header may make us stop sooner, never later
-    assert "cap 20" in (alpha.why_refused(got) or "")
+    assert got.depth == 1  # only letters filed here count: one letter cannot put a thread at the cap
+    assert alpha.why_refused(got) is None

@@ -1,0 +1,113 @@
+"""What one letter may make agentmail do: the one table of bounds (DESIGN §10, issue 37).
+
+Every feature of a letter its sender writes freely has a bound here, read by both sides: the
+sender's compose refuses a letter over one (``BadInput``, exit 2, naming the bound), the
+reader's parse quarantines it (``too-large``, the detail naming the bound). Pure: no I/O.
+
+The bounds keep each step on a letter linear in its size and small in its count: the email
+package's parser costs (multipart levels) x (lines), a person's client check costs
+(References) x (spool look-ups), an announcement costs a person's attention.
+"""
+
+from __future__ import annotations
+
+import re
+
+# A letter, as written and as read.
+SUBJECT = 200  # characters of a Subject (a reader does not count a client's "Re: "/"Fwd: " prefixes)
+REF = 100  # characters of the block's ``ref``
+REFERENCES = 100  # Message-IDs in References (a sender writes its last 20: client.sender)
+HEADER_BYTES = 65_536  # the header section (over it: ``malformed``, as it always was)
+HEADER_FIELDS = 250  # header fields (a person's letter through a few relays has about 50)
+ADDRESS_CHARS = 8_192  # characters of one address header (From, Sender, Reply-To, To, Cc): some 250 addresses
+ADDRESS_COMMENTS = 32  # comments ("(...)") in one address header
+MULTIPARTS = 16  # multipart entities declared ("Content-Type: multipart/..."): they bound the nesting
+MIME_DEPTH = 8  # multipart levels, one inside the other
+QUOTED_LINES = 10_000  # lines quoted with ">" in the text
+# Bounds older than this table, kept under their old names where they are read (their reasons
+# as they always were: malformed, loop, unauthenticated).
+BLOCK_BYTES = 4096  # the agentmail front-matter block (letter/matter.MAX_BLOCK)
+PERSON_PARTS = 50  # MIME parts of a person's letter (letter/readable.MAX_PARTS)
+BOUNDARIES = 8  # multipart boundaries a partly signed letter is read against (letter/partly_signed)
+HOPS = 50  # Received headers (trust/authenticity.MAX_HOPS: quarantined ``loop``)
+
+# What letters may make agentmail say to people (people/escalation.py): a run announces at most
+# ANNOUNCE_PER_RUN threads, and at most ANNOUNCE_PER_SENDER threads with one counterpart a day;
+# the rest wait (the digest lists every thread whatever these say).
+ANNOUNCE_PER_RUN = 5
+ANNOUNCE_PER_SENDER = 3
+ANNOUNCE_WINDOW_MS = 86_400_000
+
+_REPLY_PREFIX = r"(?i)^(?:[ \t]*(?:re|fwd?|aw|wg|sv|vs|tr|antw|rif|r)[ \t]*(?:\[\d{1,3}\])?[ \t]*:[ \t]*){1,8}"
+_MULTIPART = rb"(?im)^Content-Type:[ \t]*(?:\r?\n[ \t]+)*multipart/"
+_QUOTED = r"(?m)^[ \t]{0,3}>"
+_FIELD = rb"(?m)^[!-9;-~]+[ \t]*:"
+
+
+class Exceeded(ValueError):
+    """A letter over one bound: ``bound`` is its name in this module, the message one sentence."""
+
+    def __init__(self, bound: str, message: str) -> None:
+        super().__init__(message)
+        self.bound = bound
+
+
+def _over(bound: str, what: str, found: int, limit: int) -> Exceeded:
+    return Exceeded(bound, f"{what} is {found}; a letter holds at most {limit} (bounds.{bound})")
+
+
+def topic_length(subject: str) -> int:
+    """The length of a subject without the reply and forward prefixes mail clients add."""
+    prefix = re.match(_REPLY_PREFIX, subject)
+    return len(subject) - (prefix.end() if prefix else 0)
+
+
+def check_header_fields(head: bytes) -> None:
+    """The number of fields in a header section (``head``: its bytes)."""
+    fields = len(re.findall(_FIELD, head))
+    if fields > HEADER_FIELDS:
+        raise _over("HEADER_FIELDS", "the number of header fields", fields, HEADER_FIELDS)
+
+
+def check_multiparts(raw: bytes) -> None:
+    """The multipart entities ``raw`` declares, counted before the email package parses it:
+    its parser checks every line against every open boundary."""
+    found = len(re.findall(_MULTIPART, raw))
+    if found > MULTIPARTS:
+        raise _over("MULTIPARTS", "the number of multipart entities", found, MULTIPARTS)
+
+
+def check_address_header(name: str, value: str) -> None:
+    """One address header's length and comments, before the email package's address parser
+    reads it (its work grows faster than the header)."""
+    if len(value) > ADDRESS_CHARS:
+        raise _over("ADDRESS_CHARS", f"the {name} header's length", len(value), ADDRESS_CHARS)
+    comments = value.count("(")
+    if comments > ADDRESS_COMMENTS:
+        raise _over("ADDRESS_COMMENTS", f"the number of comments in the {name} header", comments, ADDRESS_COMMENTS)
+
+
+def check_depth(depth: int) -> None:
+    if depth > MIME_DEPTH:
+        raise _over("MIME_DEPTH", "the MIME nesting depth", depth, MIME_DEPTH)
+
+
+def check_subject(subject: str) -> None:
+    length = topic_length(subject)
+    if length > SUBJECT:
+        raise _over("SUBJECT", "the Subject's length (characters, without Re:/Fwd: prefixes)", length, SUBJECT)
+
+
+def check_references(count: int) -> None:
+    if count > REFERENCES:
+        raise _over("REFERENCES", "the number of Message-IDs in References", count, REFERENCES)
+
+
+def quoted_lines(text: str) -> int:
+    return len(re.findall(_QUOTED, text))
+
+
+def check_quoted(text: str) -> None:
+    found = quoted_lines(text)
+    if found > QUOTED_LINES:
+        raise _over("QUOTED_LINES", "the number of quoted lines ('>')", found, QUOTED_LINES)
