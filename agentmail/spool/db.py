@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .._fs import locked
+from . import ledger
 from ..errors import StorageError
 
 FILE = "spool.db"
@@ -182,8 +183,23 @@ class Db:
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
+            self._local.__dict__.pop("ledger", None)
             raise
         conn.execute("COMMIT")
+        self._to_ledger()
+
+    def log(self, record: dict[str, object]) -> None:
+        """A change of the truth (a state, a letter's notes) for the ledger, written there when
+        the transaction that made it commits and forgotten if it rolls back (``spool/ledger.py``)."""
+        pending: list[bytes] = self._local.__dict__.setdefault("ledger", [])
+        pending.append(ledger.line(record))
+
+    def _to_ledger(self) -> None:
+        pending: list[bytes] = self._local.__dict__.pop("ledger", [])
+        try:
+            ledger.append(str(self.root), pending)
+        except OSError:  # spool.db holds it: the ledger is its copy for a rebuild, never a reason to fail
+            pass
 
     def begin_batch(self, *, durable: bool = True) -> sqlite3.Connection:
         """Open the transaction a sync batch fills; ``commit_batch`` or ``rollback`` ends it.
@@ -198,11 +214,13 @@ class Db:
         conn = self.conn()
         if conn.in_transaction:
             conn.execute("COMMIT")
+        self._to_ledger()
 
     def rollback(self) -> None:
         conn = self.conn()
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        self._local.__dict__.pop("ledger", None)
 
     def fact(self, name: str) -> str | None:
         row = self.conn().execute("SELECT value FROM facts WHERE name=?", (name,)).fetchone()

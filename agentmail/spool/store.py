@@ -30,7 +30,7 @@ from .._fs import fsync_dir, locked, read_plain
 from ..errors import StorageError
 from ..model import Letter
 from . import db as dbmod
-from . import words
+from . import ledger, words
 from .db import Db, reached
 from .filing import SpoolFiling
 from .layout import (
@@ -67,6 +67,18 @@ def _parents_first(judged: list[tuple[str, str, Letter]]) -> Iterator[tuple[str,
             ready += waiting.pop(done[2].message_id, [])
     for rest in waiting.values():  # (a parent that was no letter after all: never, kept in order)
         yield from rest
+
+
+# ``recover``'s judge: (id, bytes, what the ledger last said of it) -> (state, letter) or None
+Classify = Callable[[str, bytes, "ledger.Entry | None"], "tuple[str, Letter] | None"]
+
+
+def _filing_order(letter_id: str, entry: ledger.Entry | None) -> tuple[int, int, str]:
+    """Letters the ledger numbered, in the order they were filed; those it does not know (filed
+    before it was kept), first, by id."""
+    if entry is None or entry.seq < 0:
+        return (0, 0, letter_id)
+    return (1, entry.seq, letter_id)
 
 
 __all__ = ["ANSWERING", "LEAVING", "MIN_PREFIX", "OUTGOING", "STATES", "Spool"]
@@ -137,14 +149,16 @@ class Spool(SpoolFiling):
                 f"{self.root}: their states, notes, reply claims and checkpoints were in it; {dbmod.RECOVER}",
             )
 
-    def recover(self, classify: Callable[[str, bytes], tuple[str, Letter] | None]) -> dict[str, Any]:
-        """Make spool.db again from the letter files (``agentmail rebuild``; DESIGN §7).
+    def recover(self, classify: Classify) -> dict[str, Any]:
+        """Make spool.db again from the letter files and the ledger (``agentmail rebuild``; DESIGN §7).
 
         What is there (spool.db, its -wal and -shm) is kept aside as ``<name>.lost-<time>``, never
-        deleted. Each file in ``letters/`` is given to ``classify`` (id, bytes) in filing order,
-        which says its state and letter (None: not restored, the file is left). A received
-        letter that one of the restored letters answers is ``read``. No checkpoint is restored:
-        the next sync reads the post office from the start and drops what is filed already."""
+        deleted. Each file in ``letters/`` is given to ``classify`` (id, bytes, what the ledger
+        last said of it) in filing order, which says its state and letter (None: not restored,
+        the file is left); the ledger's notes of it come back with it. A received letter the
+        ledger says nothing of that one of the restored letters answers is ``read``. No
+        checkpoint is restored: the next sync reads the post office from the start and drops
+        what is filed already."""
         counts: dict[str, Any] = {state: 0 for state in STATES}
         counts["left"] = 0
         with self.db.setup_lock(), locked(self.root / "sync.lock"):
@@ -170,10 +184,9 @@ class Spool(SpoolFiling):
         counts["kept_aside"] = aside
         return counts
 
-    def _recover_rows(
-        self, classify: Callable[[str, bytes], tuple[str, Letter] | None], counts: dict[str, Any]
-    ) -> None:
+    def _recover_rows(self, classify: Classify, counts: dict[str, Any]) -> None:
         self.ensure()
+        was = ledger.read(str(self.root), STATES)  # before any write of this rebuild adds to it
         with self.db.write() as tx:
             # Not tmp/: a file there may be a letter never committed (no letter), and what was
             # received is fetched again from the post office anyway.
@@ -183,11 +196,12 @@ class Spool(SpoolFiling):
                     raw, _st = read_plain(self.path("", letter_id))
                 except OSError:
                     raw = None
-                judged = classify(letter_id, raw) if raw is not None else None
+                judged = classify(letter_id, raw, was.get(letter_id)) if raw is not None else None
                 if judged is None or raw is None:
                     counts["left"] += 1
                     continue
                 judged_all.append((letter_id, *judged))
+            judged_all.sort(key=lambda item: _filing_order(item[0], was.get(item[0])))
             for letter_id, state, letter in _parents_first(judged_all):
                 try:
                     raw, _st = read_plain(self.path("", letter_id))
@@ -204,14 +218,23 @@ class Spool(SpoolFiling):
                 if state in OUTGOING:
                     data.update(letter.extra)
                 self._insert(tx, letter, data, raw, index=state != "quarantine")
+                entry = was.get(letter_id)
+                if entry is not None and entry.notes_said:  # the notes as they were, whole
+                    tx.execute(
+                        "INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(entry.notes))
+                    )
+                    self.db.log({"id": letter_id, "notes": entry.notes})
                 counts[state] += 1
             answering = tx.execute(
                 "SELECT meta FROM letters WHERE state IN ('outbox', 'held', 'sent', 'sibling')"
             ).fetchall()
             answered = {(_loads(meta) or {}).get("in_reply_to") for (meta,) in answering} - {None, ""}
             for letter_id, meta in tx.execute("SELECT id, meta FROM letters WHERE state='unread'").fetchall():
+                if letter_id in was and was[letter_id].state:
+                    continue  # the ledger said how it stood
                 if (_loads(meta) or {}).get("message_id") in answered:
                     tx.execute("UPDATE letters SET state='read' WHERE id=?", (letter_id,))
+                    self.db.log({"id": letter_id, "state": "read"})
                     counts["unread"] -= 1
                     counts["read"] += 1
 
