@@ -9,12 +9,12 @@ that need local state — duplicates, ancestry, bounce routing, a sibling's note
 from __future__ import annotations
 
 import re
-import time
 import traceback
 from email.message import Message
 from typing import NamedTuple
 
 from .._value import Frozen
+from ..ages import now_ms
 from ..config.registry import Platform, Registry
 from ..letter import attach, mime, wire
 from ..model import Letter
@@ -134,7 +134,7 @@ def _by_retiring_key(
     result = signing.verify(raw, key)
     if not result.ok:
         return current, ""
-    if not old.valid_at(time.time() if at is None else at):
+    if not old.valid_at(now_ms() / 1000 if at is None else at):
         return current, (
             f"signed with {platform.name}'s previous key (s={old.selector}), whose overlap ended at {old.until}; "
             f"the registry pins s={platform.selector} now: ask {platform.name} to send it again"
