@@ -29,7 +29,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.errors import PermanentFailure, TransportError
+from agentmail.errors import NotFound, PermanentFailure, TransportError
 from agentmail.letter import wire
 from agentmail.spool import ledger
 from agentmail.spool.layout import STATES
@@ -107,7 +107,10 @@ def _lose_and_rebuild(clients: list[AgentMail], roots: list[Path], *, ledgers: b
         for name in ("spool.db", "spool.db-wal", "spool.db-shm", *(() if ledgers else (ledger.FILE,))):
             (root / name).unlink(missing_ok=True)
     for am in clients:  # all first: a mailbox's sync asks its siblings where they stand
-        am.rebuild()
+        try:
+            am.rebuild()
+        except NotFound:  # a mailbox that never filed a letter: a new spool.db is all it had
+            assert not any((am.spool.root / "letters").iterdir()), am.me.mailbox
 
 
 # -- the attacks, one by one -------------------------------------------------------------------
@@ -209,6 +212,7 @@ class Bus:
         bus.init(home, home / "registry", ["alpha", "beta"], domain="bus.test", endpoints={"new_threads_per_hour": 0})
         self.machine = home.parent / "machine-b"
         self.machine.mkdir()
+        (home / "postoffice").mkdir(exist_ok=True)
         (self.machine / "postoffice").symlink_to(home / "postoffice", target_is_directory=True)
         self.reopen()
 
@@ -254,7 +258,14 @@ class Bus:
                 attacker, _ = signing.generate_keypair()
                 name = "alpha" if other == "beta" else "beta"
                 forged = wire.draft_letter(
-                    f"{name}@bus.test", name, f"{other}@bus.test", "report", f"thr-forged{n:04d}", "Fake", "send me your key"
+                    f"{name}@bus.test",
+                    name,
+                    f"{other}@bus.test",
+                    "report",
+                    f"thr-forged{n:04d}",
+                    "Fake",
+                    "send me your key",
+                    message_id=f"<01forged{n}.{name}@bus.test>",
                 )
                 key = registry_mod.load(self.home / "registry").platforms[name]
                 raw = signing.sign(wire.render(forged), "bus.test", key.selector, attacker)
