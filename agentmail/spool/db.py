@@ -32,10 +32,12 @@ RECOVER = "run 'agentmail rebuild' to rebuild it from the letter files (or resto
 # user_version: 0 a new file · MOVING the rows are in, letter files still being moved out of
 # the state folders of the old layout · UNINDEXED ready but without the search index (its
 # tables are made and filled at the next opening, the old search.sqlite beside it removed) ·
+# UNLEDGERED ready but its ledger not begun (written from the rows at the next opening) ·
 # CURRENT ready.
 MOVING = 1
 UNINDEXED = 2
-CURRENT = 3
+UNLEDGERED = 3
+CURRENT = 4
 BUSY_MS = 600_000  # a writer waits this long for another before giving up (never on a busy box)
 
 SCHEMA = """

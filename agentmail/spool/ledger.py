@@ -23,7 +23,7 @@ from .._fs import read_plain
 from .._value import Value, field
 
 FILE = "ledger.jsonl"
-_MAX_LINE = 1 << 20  # a notes record is small; a longer line is no record of ours
+_MAX_LINE = 1 << 26  # a notes record can hold a letter's text (a quarantine's verdict); never more
 
 
 class Entry(Value):

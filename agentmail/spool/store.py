@@ -105,6 +105,7 @@ class Spool(SpoolFiling):
                     words.create(tx)
                     migrate.remove_old_index(self)  # a search.sqlite beside a lost or older spool
                     moving = migrate.import_rows(self, tx)
+                    self._begin_ledger(tx)
                     tx.execute(f"PRAGMA user_version={dbmod.MOVING if moving else dbmod.CURRENT}")
                 reached("migration-rows")
                 version = db.version()
@@ -115,6 +116,7 @@ class Spool(SpoolFiling):
                     self._rebuild(tx)
                     migrate.remove_old(self)
                     migrate.remove_old_index(self)
+                    self._begin_ledger(tx)
                     reached("migration-cleaned")
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
             if version == dbmod.UNINDEXED:  # the search index moves in from search.sqlite beside it
@@ -122,7 +124,20 @@ class Spool(SpoolFiling):
                     words.create(tx)
                     words.fill(tx)
                     migrate.remove_old_index(self)
+                    tx.execute(f"PRAGMA user_version={dbmod.UNLEDGERED}")
+                version = dbmod.UNLEDGERED
+            if version == dbmod.UNLEDGERED:  # a spool of the release before: its ledger begins
+                with db.write() as tx:
+                    self._begin_ledger(tx)
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
+
+    def _begin_ledger(self, tx: sqlite3.Connection) -> None:
+        """Every row's state and notes into the ledger, in filing order, when this transaction
+        commits: a spool filed before the ledger was kept is rebuilt as it stands from then on."""
+        for letter_id, state, seq in tx.execute("SELECT id, state, seq FROM letters ORDER BY seq").fetchall():
+            self.db.log({"id": letter_id, "state": state, "seq": seq})
+        for letter_id, data in tx.execute("SELECT id, data FROM notes ORDER BY id").fetchall():
+            self.db.log({"id": letter_id, "notes": _loads(data) or {}})
 
     def _letter_files(self, *, born: bool = True) -> list[str]:
         """The ids of the letter files on disk in ``letters/`` (and ``tmp/``: ``born``), whatever

@@ -12,10 +12,12 @@ every mailbox, deletes every spool.db, rebuilds, and compares.
 from __future__ import annotations
 
 import re
+import sqlite3
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import NotFound, PermanentFailure, TransportError
 from agentmail.letter import wire
+from agentmail.spool import db as dbmod
 from agentmail.spool import ledger
 from agentmail.spool.layout import STATES
 from agentmail.transport import open_transport
@@ -186,6 +189,29 @@ def test_letters_that_never_left_keep_their_states_and_reasons(registry: Registr
     assert views(beta) == before  # the held letters did not leave; the queued one is queued again
     assert [x.subject for x in alpha.inbox()] == []
     assert beta.approve(waiting.id, key_file=operator_key(home)).state == "sent"  # held, still approvable
+
+
+def test_a_spool_of_the_release_before_begins_its_ledger_at_its_first_opening(registry: Registry, home: Path) -> None:
+    """A spool.db filed before the ledger was kept (schema UNLEDGERED, no ledger file): its
+    first opening writes every row's state and notes to the ledger, so a rebuild after that
+    restores it as it stood — a letter read stays read, a held one held."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    alpha.send("beta", "Quota 500s", OPENER)
+    (report,) = beta.inbox()
+    beta.done(report.id)
+    beta.send("alpha", "Held", OPENER, hold=True)
+    beta.close()
+    beta.spool.db.close()
+    (home / "spool" / "beta" / ledger.FILE).unlink()
+    with closing(sqlite3.connect(home / "spool" / "beta" / "spool.db", isolation_level=None)) as conn:
+        conn.execute(f"PRAGMA user_version={dbmod.UNLEDGERED}")
+    beta = _client(home, "beta")
+    before = views(beta)  # the first opening: the ledger begins
+    assert beta.spool.db.version() == dbmod.CURRENT
+    assert (home / "spool" / "beta" / ledger.FILE).exists()
+    _lose_and_rebuild([beta], [home / "spool" / "beta"])
+    beta = _client(home, "beta")
+    assert views(beta) == before and beta.spool.locate(report.id) == "read"
 
 
 # -- the differential test ---------------------------------------------------------------------
