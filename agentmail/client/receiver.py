@@ -363,7 +363,9 @@ class Receiver(Stage):
                         reason="malformed",
                         detail="quarantined when it arrived; its verdict was in the spool.db that was lost",
                     )
-                    return "quarantine", recorded or self._quarantined(verdict if verdict.route == "quarantine" else then)
+                    return "quarantine", recorded or self._quarantined(
+                        verdict if verdict.route == "quarantine" else then
+                    )
                 letter = recorded or (verdict.letter if verdict.route == "accept" else None)
                 letter = letter or authenticity.as_filed(raw, self.registry)  # its key retired since
                 if letter is not None:

@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .._fs import locked
-from . import ledger
 from ..errors import StorageError
+from . import ledger
 
 FILE = "spool.db"
 STALE = (f"{FILE}-wal", f"{FILE}-shm")  # SQLite's files beside it: alone, they are no database

@@ -12,8 +12,8 @@ every mailbox, deletes every spool.db, rebuilds, and compares.
 from __future__ import annotations
 
 import re
-import sqlite3
 import shutil
+import sqlite3
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -70,7 +70,9 @@ def _client(home: Path, platform: str, agent: str | None = None, machine: Path |
     where = machine or home
     base = open_transport(registry, platform, where)
     assert isinstance(base, LocalTransport)
-    return AgentMail(registry, Identity(platform, agent), where, transport=Flaky(base.postoffice, platform, base.resolve))
+    return AgentMail(
+        registry, Identity(platform, agent), where, transport=Flaky(base.postoffice, platform, base.resolve)
+    )
 
 
 def _set_until(home: Path, platform: str, until: str) -> None:
