@@ -282,13 +282,13 @@ Step = tuple[str, int]
 STEPS = st.lists(
     st.tuples(
         st.sampled_from(
-            ["send", "hold", "queue", "refuse", "reply", "done", "reject", "note", "sync", "forge", "rotate",
-             "window-over", "retire", "quarantine-recheck", "sibling-send"]
+            ["send", "hold", "queue", "refuse", "reply", "done", "consume", "reject", "approve", "note", "sync",
+             "forge", "rotate", "window-over", "retire", "quarantine-recheck", "sibling-send"]
         ),
         st.integers(0, 3),
     ),
     min_size=4,
-    max_size=14,
+    max_size=18,
 )  # fmt: skip
 
 
@@ -350,10 +350,14 @@ class Bus:
                         me.done(letter.id)
                     else:
                         me.reply(letter, f"Answer {n}.", type="ack" if letter.type == "report" else None)
-            elif op == "reject":
+            elif op == "consume":
+                me.inbox(consume=True, limit=1)
+            elif op in ("reject", "approve"):
                 held = me.held()
-                if held:
+                if held and op == "reject":
                     me.reject(held[0].id, f"not this {n}")
+                elif held:
+                    me.approve(held[-1].id, key_file=operator_key(self.home))
             elif op == "note":
                 me.note(f"Note {n}", "For whoever reads next.")
             elif op == "sync":
@@ -390,7 +394,7 @@ def _fresh(run: Callable[[Path], None]) -> None:
 
 
 @settings(
-    max_examples=examples(24),
+    max_examples=examples(60),
     deadline=None,
     suppress_health_check=suppressed(HealthCheck.function_scoped_fixture, HealthCheck.data_too_large),
 )
@@ -463,3 +467,17 @@ def test_ledger_records_of_any_shape_are_read_or_skipped(records: list[dict[str,
     entries = ledger.parse(b"".join(ledger.line(r) for r in records), STATES)
     for entry in entries.values():
         assert entry.state in ("", *STATES) and entry.seq >= -1
+
+
+@settings(
+    max_examples=examples(200), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
+@given(head=st.binary(max_size=300), tail=st.binary(max_size=300))
+def test_a_letter_read_as_filed_from_hostile_bytes_never_raises(registry: Registry, head: bytes, tail: bytes) -> None:
+    """``as_filed`` reads bytes off the disk: whatever they are, a Letter from a platform or None."""
+    framed = (
+        b"From: alpha@bus.test\r\nTo: beta@bus.test\r\nMessage-ID: <01x.alpha@bus.test>\r\n" + head + b"\r\n\r\n" + tail
+    )
+    for raw in (head + tail, framed):
+        letter = authenticity.as_filed(raw, registry)
+        assert letter is None or letter.sender in registry.platforms
