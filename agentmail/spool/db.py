@@ -187,8 +187,7 @@ class Db:
             conn.execute("ROLLBACK")
             self._local.__dict__.pop("ledger", None)
             raise
-        conn.execute("COMMIT")
-        self._to_ledger()
+        self._commit(conn)
 
     def log(self, record: dict[str, object]) -> None:
         """A change of the truth (a state, a letter's notes) for the ledger, written there when
@@ -196,12 +195,10 @@ class Db:
         pending: list[bytes] = self._local.__dict__.setdefault("ledger", [])
         pending.append(ledger.line(record))
 
-    def _to_ledger(self) -> None:
-        pending: list[bytes] = self._local.__dict__.pop("ledger", [])
-        try:
-            ledger.append(str(self.root), pending)
-        except OSError:  # spool.db holds it: the ledger is its copy for a rebuild, never a reason to fail
-            pass
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        """COMMIT, and the ledger's lines of this transaction after it, in commit order."""
+        with ledger.appending(str(self.root), self._local.__dict__.pop("ledger", [])):
+            conn.execute("COMMIT")
 
     def begin_batch(self, *, durable: bool = True) -> sqlite3.Connection:
         """Open the transaction a sync batch fills; ``commit_batch`` or ``rollback`` ends it.
@@ -215,8 +212,7 @@ class Db:
     def commit_batch(self) -> None:
         conn = self.conn()
         if conn.in_transaction:
-            conn.execute("COMMIT")
-        self._to_ledger()
+            self._commit(conn)
 
     def rollback(self) -> None:
         conn = self.conn()

@@ -1,7 +1,8 @@
 """The mailbox's ledger (``ledger.jsonl`` beside spool.db): what spool.db holds as truth and no
 letter file says, written again outside it, so ``agentmail rebuild`` restores what was (DESIGN §7).
 
-One JSON object a line, appended after each commit that changed it (``Db`` writes them):
+One JSON object a line, appended by each commit that changed it, in commit order (``Db``
+writes them, ``appending``):
 ``{"id": ID, "state": STATE, "seq": N}`` when a letter is filed or moves (``seq``: its filing
 number, when filed), ``{"id": ID, "notes": {...}}`` with the letter's whole notes after a change,
 ``{"id": ID, "gone": true}`` when a quarantined copy is dropped. The last word on an id wins.
@@ -14,9 +15,12 @@ shapes above is skipped, an id is a spool id (alphanumeric), a state one of the 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from .._fs import read_plain
@@ -39,18 +43,40 @@ def line(record: dict[str, Any]) -> bytes:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=True).encode() + b"\n"
 
 
-def append(root: str, lines: list[bytes]) -> None:
-    """Add ``lines`` at the end of the ledger, in one write (O_APPEND: never interleaved with
-    another process's whole write)."""
+@contextmanager
+def appending(root: str, lines: list[bytes]) -> Iterator[None]:
+    """Around the commit that made ``lines``: the ledger is held (flock) while it commits, then
+    they are added in one write. So lines land in the order their commits did, across processes
+    (a second writer commits only after the first's, and appends only after the first appended),
+    and a commit that raises adds nothing. A ledger that cannot be opened, or is no regular file,
+    is left alone: spool.db is the truth, the ledger its copy for a rebuild, never a reason to fail."""
     if not lines:
+        yield
         return
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
-    fd = os.open(os.path.join(root, FILE), flags, 0o600)
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):  # a FIFO put there is never written to
-            os.write(fd, b"".join(lines))
+        fd = os.open(os.path.join(root, FILE), flags, 0o600)
+    except OSError:
+        yield
+        return
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)  # a FIFO put there is never waited on or written to
+        if regular:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+        if regular:
+            try:
+                os.write(fd, b"".join(lines))
+            except OSError:  # a full disk: spool.db has it
+                pass
     finally:
-        os.close(fd)
+        os.close(fd)  # the lock goes with it
+
+
+def append(root: str, lines: list[bytes]) -> None:
+    """Add ``lines`` at the end of the ledger (no commit to order them after)."""
+    with appending(root, lines):
+        pass
 
 
 def _valid_id(value: Any) -> bool:

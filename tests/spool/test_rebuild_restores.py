@@ -447,6 +447,20 @@ def test_the_ledger_keeps_the_last_word_on_each_letter_and_skips_what_is_no_reco
     assert entries["01d"].notes_said and entries["01d"].state == ""
 
 
+def test_a_commit_that_raises_adds_nothing_to_the_ledger(tmp_path: Path) -> None:
+    """The lines of a transaction are written after its COMMIT returned, under the ledger's lock:
+    a commit that fails leaves no line for a change that never happened."""
+    with (
+        pytest.raises(sqlite3.OperationalError),
+        ledger.appending(str(tmp_path), [ledger.line({"id": "01a", "state": "sent"})]),
+    ):
+        raise sqlite3.OperationalError("disk I/O error")
+    assert (tmp_path / ledger.FILE).read_bytes() == b""
+    with ledger.appending(str(tmp_path), [ledger.line({"id": "01a", "state": "outbox"})]):
+        pass
+    assert ledger.read(str(tmp_path), STATES)["01a"].state == "outbox"
+
+
 @settings(max_examples=examples(400), deadline=None)
 @given(data=st.binary(max_size=2000) | st.lists(st.binary(max_size=200)).map(b"\n".join))
 def test_hostile_ledger_bytes_never_raise(data: bytes) -> None:
