@@ -203,10 +203,13 @@ class Spool(SpoolFiling):
         self.ensure()
         was = ledger.read(str(self.root), STATES)  # before any write of this rebuild adds to it
         with self.db.write() as tx:
-            # Not tmp/: a file there may be a letter never committed (no letter), and what was
-            # received is fetched again from the post office anyway.
+            # tmp/ only for what the ledger says was committed (its rename into letters/ undone
+            # by a power cut, or not made yet): any other file there may be a letter never
+            # committed (no letter), and what was received is fetched again anyway.
+            published = self._letter_files(born=False)
+            committed = set(published) | {i for i, entry in was.items() if entry.state}
             judged_all: list[tuple[str, str, Letter]] = []  # not the bytes (read again below): a big spool stays small
-            for letter_id in self._letter_files(born=False):
+            for letter_id in [i for i in self._letter_files() if i in committed]:
                 try:
                     raw, _st = read_plain(self.path("", letter_id))
                 except OSError:

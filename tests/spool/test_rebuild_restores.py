@@ -276,6 +276,24 @@ def test_the_ledger_is_believed_over_todays_verdict(registry: Registry, home: Pa
     assert [x.id for x in beta.inbox(sync=False)] == [second.id]
 
 
+def test_a_committed_letter_whose_file_is_still_in_tmp_is_restored(registry: Registry, home: Path) -> None:
+    """A letter's row commits before its file is renamed into letters/ (a power cut may undo the
+    rename): the ledger says it was committed, so rebuild restores it from tmp/; a file there the
+    ledger does not know may be a letter never committed, and is left."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    sent = beta.send("alpha", "Quota 500s", OPENER)
+    root = home / "spool" / "beta"
+    (root / "letters" / f"{sent.id}.eml").rename(root / "tmp" / f"{sent.id}.eml")
+    stray = root / "tmp" / "01STRAYLETTERNEVERCOMMITTED.eml"
+    stray.write_bytes(alpha.spool.raw(alpha.inbox()[0].id))
+    before = views(beta)
+    _lose_and_rebuild([beta], [root])
+    beta = _client(home, "beta")
+    assert views(beta) == before and beta.spool.locate(sent.id) == "sent"
+    beta.sync()  # the sweep finishes the rename
+    assert (root / "letters" / f"{sent.id}.eml").exists() and beta.spool.locate("01STRAYLETTERNEVERCOMMITTED") is None
+
+
 # -- the differential test ---------------------------------------------------------------------
 
 Step = tuple[str, int]
