@@ -434,6 +434,9 @@ def test_a_rebuilt_spool_equals_the_spool_it_replaced_on_every_view(
         for am in world.clients:
             am.sync()  # the post office read again from the start: every letter a duplicate
         assert world.snapshot() == before
+        _lose_and_rebuild(world.clients, world.roots())  # a second loss: the rebuilt spool's ledger
+        world.reopen()
+        assert world.snapshot() == before
         for am in world.clients:
             am.close()
 
