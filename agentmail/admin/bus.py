@@ -18,7 +18,7 @@ from typing import Any
 import tomli_w
 
 from .._fs import write_atomic
-from ..ages import duration
+from ..ages import duration, now_ms
 from ..config.credentials import key_path, read_owner_only, write_private_key
 from ..config.recipients import split
 from ..config.registry import (
@@ -275,7 +275,7 @@ def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None =
     private, public = signing.generate_keypair()
     retiring = None
     if overlap is not None:
-        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + overlap))
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now_ms() / 1000 + overlap))
         retiring = RetiringKey(old.selector, old.algorithm, old.public_key if old.key_lookup == "pinned" else "", until)
     selector = _selector(name)
     while selector == old.selector:  # two random hex digits a day: a rotation never reuses one
@@ -289,11 +289,19 @@ def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None =
     return updated
 
 
-def retire(registry: Registry, name: str) -> Platform:
-    """``keygen --retire``: drop the key a rotation kept beside the new one. NotFound when none is."""
+def retire(registry: Registry, name: str, *, force: bool = False) -> Platform:
+    """``keygen --retire``: drop the key a rotation kept beside the new one. NotFound when none is.
+    Refused (BadInput) while its window lasts, unless ``force``: letters it signed before the
+    rotation may still be in flight, and once it is gone no recheck can let them in."""
     platform = registry.get(name)
-    if platform.retiring is None:
+    old = platform.retiring
+    if old is None:
         raise NotFound(f"{name} has no previous key to retire ('keygen --rotate DURATION' keeps one)")
+    if not force and old.valid_at(now_ms() / 1000):
+        raise BadInput(
+            f"{name}'s previous key (s={old.selector}) is valid until {old.until}: letters it signed may still "
+            f"be in flight, and retiring it now quarantines them for good; retire after {old.until}, or --force"
+        )
     updated = platform.replace(retiring=None)
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated

@@ -233,22 +233,26 @@ def add(ctx: Ctx, name: str, repo: str | None, domain: str | None) -> None:
     type=duration,
     help="Keep the old key valid beside the new one for WINDOW (7d; at most 90d).",
 )
-@option("--retire", is_flag=True, help="Drop the old key a --rotate kept (no new key).")
+@option("--retire", is_flag=True, help="Drop the old key a --rotate kept (no new key), once its window ended.")
+@option("--force", is_flag=True, help="With --retire: drop the old key before its window ends.")
 @json_option
-def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False) -> None:
+def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False, force: bool = False) -> None:
     """Rotate this platform's key; prints the new registry entry and DNS TXT record. With
     --rotate WINDOW letters signed with the old key are accepted until WINDOW ends (both
-    selectors valid; ONBOARDING "Rotating keys"); --retire drops the old key afterwards."""
+    selectors valid; ONBOARDING "Rotating keys"); --retire drops the old key afterwards
+    (refused, exit 2, before the window ends: --force)."""
     from ..admin import bus
 
     if rotate is not None and retire:
         raise BadInput("--rotate makes a new key, --retire drops the old one: one at a time")
+    if force and not retire:
+        raise BadInput("--force goes with --retire (drop the old key before its window ends)")
     client = ctx.client()
     how = " --retire" if retire else (" --rotate" if rotate is not None else "")
     _ask_approvers(ctx, f"agentmail --as {client.me.platform} keygen{how}",
                    f"The key pinned for {client.me.platform} changes: letters are judged against the new one.")  # fmt: skip
     if retire:
-        platform = bus.retire(client.registry, client.me.platform)
+        platform = bus.retire(client.registry, client.me.platform, force=force)
     else:
         platform = bus.keygen(ctx.home, client.registry, client.me.platform, overlap=rotate)
     emit(ctx, render.entry_json(platform), lambda: render.entry(ctx.registry_root(), platform))

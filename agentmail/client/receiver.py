@@ -20,8 +20,9 @@ from ..model import (
     check_filter_type,
     new_thread_id,
     thread_id,
+    ulid_ms,
 )
-from ..spool import Spool
+from ..spool import Spool, ledger
 from ..spool.filed import Filed
 from ..stages.compose import Draft
 from ..text import one_line
@@ -385,22 +386,39 @@ class Receiver(Stage):
         def parties(thread: str) -> frozenset[str]:
             return frozenset(restored.get(thread, ()))
 
-        def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
-            judged = _classify(letter_id, raw)
+        def classify(letter_id: str, raw: bytes, was: ledger.Entry | None) -> tuple[str, Letter] | None:
+            judged = _classify(letter_id, raw, was)
             if judged is not None and judged[0] != "quarantine":
                 restored.setdefault(judged[1].thread, set()).update(parties_of(judged[1], self.registry))
             return judged
 
-        def _classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
+        def _classify(letter_id: str, raw: bytes, was: ledger.Entry | None) -> tuple[str, Letter] | None:
+            recorded = _recorded(was)
             if raw.startswith((b"X-Agentmail-Not-Downloaded:", b"X-Agentmail-Not-Read:")):
-                return "quarantine", self._quarantined(
+                return "quarantine", recorded or self._quarantined(
                     authenticity.Verdict(
                         "quarantine",
                         reason="too-large" if raw.startswith(b"X-Agentmail-Not-Downloaded:") else "malformed",
                         detail="not read when it arrived; the rest of its note was in the spool.db that was lost",
                     )
                 )
-            verdict = authenticity.judge(raw, self.registry)
+            # With the keys valid when it was filed: its id is the time (a rotation's window may be over).
+            filed_ms = ulid_ms(letter_id)
+            verdict = authenticity.judge(raw, self.registry, at=filed_ms / 1000 if filed_ms >= 0 else None)
+            if was is not None and was.state:  # the ledger says how it stood: restored so
+                if was.state == "quarantine":
+                    then = authenticity.Verdict(
+                        "quarantine",
+                        reason="malformed",
+                        detail="quarantined when it arrived; its verdict was in the spool.db that was lost",
+                    )
+                    return "quarantine", recorded or self._quarantined(
+                        verdict if verdict.route == "quarantine" else then
+                    )
+                letter = recorded or (verdict.letter if verdict.route == "accept" else None)
+                letter = letter or authenticity.as_filed(raw, self.registry)  # its key retired since
+                if letter is not None:
+                    return was.state, letter
             letter = verdict.letter
             # A copy of a letter of mine to others, delivered here after it, is judged as a sync judged it.
             if (
@@ -511,6 +529,21 @@ class Receiver(Stage):
             if woke is None:
                 raise Timeout(f"no matching letter within {timeout:g}s")
             mechanism = woke
+
+
+def _recorded(was: ledger.Entry | None) -> Letter | None:
+    """The letter as filed, where its notes keep it (a quarantine's verdict, a person's letter
+    as it was read): the file alone does not say it. None when they keep none (or a broken one)."""
+    if was is None:
+        return None
+    for fact in ("quarantined", "person_letter"):
+        data = was.notes.get(fact)
+        if isinstance(data, dict):
+            try:
+                return Letter.from_json(data).replace(id="")
+            except Exception:  # noqa: BLE001  (a damaged ledger line: judged from the file instead)
+                return None
+    return None
 
 
 def _ours(letter: Letter, me: Identity) -> bool:

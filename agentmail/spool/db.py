@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .._fs import locked
 from ..errors import StorageError
+from . import ledger
 
 FILE = "spool.db"
 STALE = (f"{FILE}-wal", f"{FILE}-shm")  # SQLite's files beside it: alone, they are no database
@@ -31,10 +32,12 @@ RECOVER = "run 'agentmail rebuild' to rebuild it from the letter files (or resto
 # user_version: 0 a new file · MOVING the rows are in, letter files still being moved out of
 # the state folders of the old layout · UNINDEXED ready but without the search index (its
 # tables are made and filled at the next opening, the old search.sqlite beside it removed) ·
+# UNLEDGERED ready but its ledger not begun (written from the rows at the next opening) ·
 # CURRENT ready.
 MOVING = 1
 UNINDEXED = 2
-CURRENT = 3
+UNLEDGERED = 3
+CURRENT = 4
 BUSY_MS = 600_000  # a writer waits this long for another before giving up (never on a busy box)
 
 SCHEMA = """
@@ -182,8 +185,20 @@ class Db:
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
+            self._local.__dict__.pop("ledger", None)
             raise
-        conn.execute("COMMIT")
+        self._commit(conn)
+
+    def log(self, record: dict[str, object]) -> None:
+        """A change of the truth (a state, a letter's notes) for the ledger, written there when
+        the transaction that made it commits and forgotten if it rolls back (``spool/ledger.py``)."""
+        pending: list[bytes] = self._local.__dict__.setdefault("ledger", [])
+        pending.append(ledger.line(record))
+
+    def _commit(self, conn: sqlite3.Connection) -> None:
+        """COMMIT, and the ledger's lines of this transaction after it, in commit order."""
+        with ledger.appending(str(self.root), self._local.__dict__.pop("ledger", [])):
+            conn.execute("COMMIT")
 
     def begin_batch(self, *, durable: bool = True) -> sqlite3.Connection:
         """Open the transaction a sync batch fills; ``commit_batch`` or ``rollback`` ends it.
@@ -197,12 +212,13 @@ class Db:
     def commit_batch(self) -> None:
         conn = self.conn()
         if conn.in_transaction:
-            conn.execute("COMMIT")
+            self._commit(conn)
 
     def rollback(self) -> None:
         conn = self.conn()
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+        self._local.__dict__.pop("ledger", None)
 
     def fact(self, name: str) -> str | None:
         row = self.conn().execute("SELECT value FROM facts WHERE name=?", (name,)).fetchone()

@@ -120,6 +120,8 @@ class SpoolFiling(SpoolViews):
             if data.get("person"):
                 notes["person_letter"] = {k: v for k, v in data.items() if k != "depth"}
             tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(notes)))
+            self.db.log({"id": letter_id, "state": "unread"})
+            self.db.log({"id": letter_id, "notes": notes})
             self._mark_thread(tx, letter.thread, letter.type)
             words.again(tx, letter_id, data)  # searchable as the letter it is now
         return True
@@ -135,6 +137,7 @@ class SpoolFiling(SpoolViews):
             if gone == 1:
                 tx.execute("DELETE FROM notes WHERE id=?", (letter_id,))
                 words.forget(tx, int(seqs[0][0]))
+                self.db.log({"id": letter_id, "gone": True})
         if gone == 1:
             for folder in (self._letters, self._tmp):
                 try:
@@ -175,6 +178,7 @@ class SpoolFiling(SpoolViews):
                 None if index else _raw_key(raw),
             ),
         )
+        self.db.log({"id": letter.id, "state": letter.state, "seq": int(filed.lastrowid or 0)})
         # The verdict is no part of the letter: kept as a fact, not a cache. So is a person's
         # letter as it was read (its platform, its thread, its new text): the file alone does not say.
         fact = "quarantined" if quarantined else "person_letter" if data.get("person") else None
@@ -302,6 +306,8 @@ class SpoolFiling(SpoolViews):
             moved = tx.execute(
                 "UPDATE letters SET state=? WHERE id=? AND state=?", (target, letter_id, source)
             ).rowcount
+            if moved == 1:
+                self.db.log({"id": letter_id, "state": target})
         return moved == 1
 
     def take(self, letter_ids: list[str], source: str, target: str) -> list[str]:
@@ -315,6 +321,8 @@ class SpoolFiling(SpoolViews):
                 f"UPDATE letters SET state=? WHERE state=? AND id IN ({marks}) RETURNING id",
                 (target, source, *letter_ids),
             ).fetchall()
+            for (taken,) in rows:
+                self.db.log({"id": str(taken), "state": target})
         return [str(r[0]) for r in rows]
 
     def _annotate(self, tx: sqlite3.Connection, letter_id: str, fields: dict[str, Any]) -> None:
@@ -325,6 +333,7 @@ class SpoolFiling(SpoolViews):
             return
         data.update(fields)
         tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(data)))
+        self.db.log({"id": letter_id, "notes": data})
 
     def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
         """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""

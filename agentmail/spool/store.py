@@ -30,7 +30,7 @@ from .._fs import fsync_dir, locked, read_plain
 from ..errors import StorageError
 from ..model import Letter
 from . import db as dbmod
-from . import words
+from . import ledger, words
 from .db import Db, reached
 from .filing import SpoolFiling
 from .layout import (
@@ -72,6 +72,18 @@ def _parents_first(judged: list[tuple[str, str, Letter]]) -> Iterator[tuple[str,
         yield from rest
 
 
+# ``recover``'s judge: (id, bytes, what the ledger last said of it) -> (state, letter) or None
+Classify = Callable[[str, bytes, "ledger.Entry | None"], "tuple[str, Letter] | None"]
+
+
+def _filing_order(letter_id: str, entry: ledger.Entry | None) -> tuple[int, int, str]:
+    """Letters the ledger numbered, in the order they were filed; those it does not know (filed
+    before it was kept), first, by id."""
+    if entry is None or entry.seq < 0:
+        return (0, 0, letter_id)
+    return (1, entry.seq, letter_id)
+
+
 __all__ = ["ANSWERING", "LEAVING", "MIN_PREFIX", "OUTGOING", "STATES", "Spool"]
 
 
@@ -96,6 +108,7 @@ class Spool(SpoolFiling):
                     words.create(tx)
                     migrate.remove_old_index(self)  # a search.sqlite beside a lost or older spool
                     moving = migrate.import_rows(self, tx)
+                    self._begin_ledger(tx)
                     tx.execute(f"PRAGMA user_version={dbmod.MOVING if moving else dbmod.CURRENT}")
                 reached("migration-rows")
                 version = db.version()
@@ -106,6 +119,7 @@ class Spool(SpoolFiling):
                     self._rebuild(tx)
                     migrate.remove_old(self)
                     migrate.remove_old_index(self)
+                    self._begin_ledger(tx)
                     reached("migration-cleaned")
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
             if version == dbmod.UNINDEXED:  # the search index moves in from search.sqlite beside it
@@ -113,7 +127,20 @@ class Spool(SpoolFiling):
                     words.create(tx)
                     words.fill(tx)
                     migrate.remove_old_index(self)
+                    tx.execute(f"PRAGMA user_version={dbmod.UNLEDGERED}")
+                version = dbmod.UNLEDGERED
+            if version == dbmod.UNLEDGERED:  # a spool of the release before: its ledger begins
+                with db.write() as tx:
+                    self._begin_ledger(tx)
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
+
+    def _begin_ledger(self, tx: sqlite3.Connection) -> None:
+        """Every row's state and notes into the ledger, in filing order, when this transaction
+        commits: a spool filed before the ledger was kept is rebuilt as it stands from then on."""
+        for letter_id, state, seq in tx.execute("SELECT id, state, seq FROM letters ORDER BY seq").fetchall():
+            self.db.log({"id": letter_id, "state": state, "seq": seq})
+        for letter_id, data in tx.execute("SELECT id, data FROM notes ORDER BY id").fetchall():
+            self.db.log({"id": letter_id, "notes": _loads(data) or {}})
 
     def _letter_files(self, *, born: bool = True) -> list[str]:
         """The ids of the letter files on disk in ``letters/`` (and ``tmp/``: ``born``), whatever
@@ -140,14 +167,16 @@ class Spool(SpoolFiling):
                 f"{self.root}: their states, notes, reply claims and checkpoints were in it; {dbmod.RECOVER}",
             )
 
-    def recover(self, classify: Callable[[str, bytes], tuple[str, Letter] | None]) -> dict[str, Any]:
-        """Make spool.db again from the letter files (``agentmail rebuild``; DESIGN §7).
+    def recover(self, classify: Classify) -> dict[str, Any]:
+        """Make spool.db again from the letter files and the ledger (``agentmail rebuild``; DESIGN §7).
 
         What is there (spool.db, its -wal and -shm) is kept aside as ``<name>.lost-<time>``, never
-        deleted. Each file in ``letters/`` is given to ``classify`` (id, bytes) in filing order,
-        which says its state and letter (None: not restored, the file is left). A received
-        letter that one of the restored letters answers is ``read``. No checkpoint is restored:
-        the next sync reads the post office from the start and drops what is filed already."""
+        deleted. Each file in ``letters/`` is given to ``classify`` (id, bytes, what the ledger
+        last said of it) in filing order, which says its state and letter (None: not restored,
+        the file is left); the ledger's notes of it come back with it. A received letter the
+        ledger says nothing of that one of the restored letters answers is ``read``. No
+        checkpoint is restored: the next sync reads the post office from the start and drops
+        what is filed already."""
         counts: dict[str, Any] = {state: 0 for state in STATES}
         counts["left"] = 0
         with self.db.setup_lock(), locked(self.root / "sync.lock"):
@@ -173,24 +202,27 @@ class Spool(SpoolFiling):
         counts["kept_aside"] = aside
         return counts
 
-    def _recover_rows(
-        self, classify: Callable[[str, bytes], tuple[str, Letter] | None], counts: dict[str, Any]
-    ) -> None:
+    def _recover_rows(self, classify: Classify, counts: dict[str, Any]) -> None:
         self.ensure()
+        was = ledger.read(str(self.root), STATES)  # before any write of this rebuild adds to it
         with self.db.write() as tx:
-            # Not tmp/: a file there may be a letter never committed (no letter), and what was
-            # received is fetched again from the post office anyway.
+            # tmp/ only for what the ledger says was committed (its rename into letters/ undone
+            # by a power cut, or not made yet): any other file there may be a letter never
+            # committed (no letter), and what was received is fetched again anyway.
+            published = self._letter_files(born=False)
+            committed = set(published) | {i for i, entry in was.items() if entry.state}
             judged_all: list[tuple[str, str, Letter]] = []  # not the bytes (read again below): a big spool stays small
-            for letter_id in self._letter_files(born=False):
+            for letter_id in [i for i in self._letter_files() if i in committed]:
                 try:
                     raw, _st = read_plain(self.path("", letter_id))
                 except OSError:
                     raw = None
-                judged = classify(letter_id, raw) if raw is not None else None
+                judged = classify(letter_id, raw, was.get(letter_id)) if raw is not None else None
                 if judged is None or raw is None:
                     counts["left"] += 1
                     continue
                 judged_all.append((letter_id, *judged))
+            judged_all.sort(key=lambda item: _filing_order(item[0], was.get(item[0])))
             for letter_id, state, letter in _parents_first(judged_all):
                 try:
                     raw, _st = read_plain(self.path("", letter_id))
@@ -207,14 +239,23 @@ class Spool(SpoolFiling):
                 if state in OUTGOING:
                     data.update(letter.extra)
                 self._insert(tx, letter, data, raw, index=state != "quarantine")
+                entry = was.get(letter_id)
+                if entry is not None and entry.notes_said:  # the notes as they were, whole
+                    tx.execute(
+                        "INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(entry.notes))
+                    )
+                    self.db.log({"id": letter_id, "notes": entry.notes})
                 counts[state] += 1
             answering = tx.execute(
                 "SELECT meta FROM letters WHERE state IN ('outbox', 'held', 'sent', 'sibling')"
             ).fetchall()
             answered = {(_loads(meta) or {}).get("in_reply_to") for (meta,) in answering} - {None, ""}
             for letter_id, meta in tx.execute("SELECT id, meta FROM letters WHERE state='unread'").fetchall():
+                if letter_id in was and was[letter_id].state:
+                    continue  # the ledger said how it stood
                 if (_loads(meta) or {}).get("message_id") in answered:
                     tx.execute("UPDATE letters SET state='read' WHERE id=?", (letter_id,))
+                    self.db.log({"id": letter_id, "state": "read"})
                     counts["unread"] -= 1
                     counts["read"] += 1
 

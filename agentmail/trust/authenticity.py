@@ -9,13 +9,13 @@ that need local state — duplicates, ancestry, bounce routing, a sibling's note
 from __future__ import annotations
 
 import re
-import time
 import traceback
 from email.message import Message
 from typing import NamedTuple
 
 from .. import bounds
 from .._value import Frozen
+from ..ages import now_ms
 from ..config.registry import PERSON_RE, Platform, Registry
 from ..letter import attach, mime, wire
 from ..model import Letter
@@ -184,17 +184,20 @@ def pinned_key(platform: Platform) -> signing.PinnedKey:
     )
 
 
-def _by_retiring_key(raw: bytes, platform: Platform, current: signing.DkimResult) -> tuple[signing.DkimResult, str]:
+def _by_retiring_key(
+    raw: bytes, platform: Platform, current: signing.DkimResult, at: float | None = None
+) -> tuple[signing.DkimResult, str]:
     """A letter the current key does not verify, tried against the key before the rotation:
-    (its result, "" while the window lasts; else why it is refused). An old key's signature
-    after the window is refused with a reason that says so, never as "no valid signature"."""
+    (its result, "" while the window lasts at ``at``, the time it arrived, now if None; else why
+    it is refused). An old key's signature after the window is refused with a reason that says
+    so, never as "no valid signature"."""
     old = platform.retiring
     assert old is not None
     key = signing.PinnedKey(platform.dkim_domain or platform.domain, old.selector, old.algorithm, old.public_key)
     result = signing.verify(raw, key)
     if not result.ok:
         return current, ""
-    if not old.valid_at(time.time()):
+    if not old.valid_at(now_ms() / 1000 if at is None else at):
         return current, (
             f"signed with {platform.name}'s previous key (s={old.selector}), whose overlap ended at {old.until}; "
             f"the registry pins s={platform.selector} now: ask {platform.name} to send it again"
@@ -274,18 +277,20 @@ def failure_detail(exc: BaseException) -> str:
     )
 
 
-def judge(raw: bytes, registry: Registry) -> Verdict:
+def judge(raw: bytes, registry: Registry, *, at: float | None = None) -> Verdict:
     """Everything DESIGN §5 asks that needs no local history, in order. Never raises: a letter
-    that makes any reader fail (a codec, a parser, a bug) is quarantined ``malformed``, naming it."""
+    that makes any reader fail (a codec, a parser, a bug) is quarantined ``malformed``, naming it.
+    ``at``: when the letter arrived (seconds; None: now), for a key whose window has ended since
+    (``agentmail rebuild`` judges a letter with the keys valid when it was filed)."""
     try:
-        return judge_unguarded(raw, registry)
+        return judge_unguarded(raw, registry, at=at)
     except Exception as exc:  # a hostile letter must not stop a sync, nor reach an agent unjudged
         quick = wire.quick_identity(raw)
         summary = {"from": quick[0], "message_id": quick[1]} if quick else None
         return Verdict("quarantine", reason="malformed", detail=failure_detail(exc), summary=summary)
 
 
-def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
+def judge_unguarded(raw: bytes, registry: Registry, *, at: float | None = None) -> Verdict:
     """``judge`` without its catch-all, for the sync: its one per-letter boundary
     (``AgentMail._file_isolated``) quarantines what this raises, counts it as an internal error
     and names the stage, so an operator sees agentmail's own failures apart from bad letters."""
@@ -326,7 +331,7 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
 
     dkim = signing.verify(raw, key, counts)
     if not dkim.ok and platform.retiring is not None:  # a rotation's overlap (keygen --rotate)
-        dkim, expired = _by_retiring_key(raw, platform, dkim)
+        dkim, expired = _by_retiring_key(raw, platform, dkim, at)
         if expired:
             return _quarantine("unauthenticated", expired, msg)
     if not dkim.ok:
@@ -368,3 +373,20 @@ def addressed(to: tuple[str, ...], cc: tuple[str, ...]) -> tuple[str, ...]:
     """The recipients a letter's signed To and Cc name, untagged and lowercase, each once. Only
     headers the vouching signature covers are passed in (an uncovered Cc is dropped before)."""
     return tuple(dict.fromkeys(wire.base_address(a.lower()) for a in (*to, *cc)))
+
+
+def as_filed(raw: bytes, registry: Registry) -> Letter | None:
+    """A letter from a platform as it was filed, read again with no signature checked: only for
+    a letter the spool's own record says passed when it arrived (``agentmail rebuild``), whose
+    key the registry may have dropped since (``keygen --retire``). None: no such letter."""
+    try:
+        msg = wire.parse_message(raw, registry.bus.max_size)
+        sender_address, _name = wire.sender_of(msg)
+        platform = registry.by_address(sender_address)
+        if platform is None:
+            return None
+        letter = wire.to_letter(msg)
+    except Exception:  # noqa: BLE001  (hostile bytes: whatever a reader raises, no letter)
+        return None
+    to_platform = registry.by_address(letter.to_address)
+    return letter.replace(sender=platform.name, to=to_platform.name if to_platform else "")

@@ -181,12 +181,14 @@ def test_a_lost_spool_db_rebuilt_from_the_letter_files_gives_the_guards_the_same
     registry: Registry, home: Path
 ) -> None:
     """Every spool.db of the bus deleted (issue 23): ``rebuild`` makes each again from its letter
-    files, and after a sync (the post office read again from the start) every guard answers as
-    before — who replied, why a reply is refused, depths, threads, dedup. The one thing not in
-    the files: a letter read (``done``) but never answered comes back unread (shown again, never
-    lost; a letter this platform answered is read)."""
+    files and its ledger, and after a sync (the post office read again from the start) every
+    guard answers as before — who replied, why a reply is refused, depths, threads, dedup,
+    whose move — and a letter read (``done``) but never answered stays read (the ledger says so)."""
     build_bus(registry, home)
     before = answers(registry, home)
+    assert any(
+        f.get("state") == "read" and f["replied_by"] is None for f in before["alpha"].values() if isinstance(f, dict)
+    )  # the scene has a letter read and never answered
     for root in (home / "spool").iterdir():
         for name in ("spool.db", "spool.db-wal", "spool.db-shm"):
             (root / name).unlink(missing_ok=True)
@@ -196,6 +198,27 @@ def test_a_lost_spool_db_rebuilt_from_the_letter_files_gives_the_guards_the_same
     for am in clients:
         report = am.sync()
         assert (report.accepted, report.quarantined) == ([], []), am.me.mailbox
+    after = answers(registry, home)
+    for mailbox in before:
+        assert set(after[mailbox]) == set(before[mailbox]), mailbox
+        for key, was in before[mailbox].items():
+            assert after[mailbox][key] == was, f"{mailbox} {key}"
+
+
+def test_without_a_ledger_a_rebuild_judges_from_the_files_as_before(registry: Registry, home: Path) -> None:
+    """A spool whose ledger is gone too (or one filed before it was kept): the letter files
+    alone say what they can — a letter read but never answered comes back unread (shown
+    again, never lost; a letter this platform answered is read)."""
+    build_bus(registry, home)
+    before = answers(registry, home)
+    for root in (home / "spool").iterdir():
+        for name in ("spool.db", "spool.db-wal", "spool.db-shm", "ledger.jsonl"):
+            (root / name).unlink(missing_ok=True)
+    clients = [AgentMail(registry, Identity(platform, agent), home) for platform, agent in MAILBOXES]
+    for am in clients:
+        am.rebuild()
+    for am in clients:
+        am.sync()
     after = answers(registry, home)
     came_back = 0
     for mailbox in before:
@@ -209,4 +232,4 @@ def test_a_lost_spool_db_rebuilt_from_the_letter_files_gives_the_guards_the_same
             if key == "status":
                 continue  # whose move and delivery per thread: compared through the letters
             assert now == was, f"{mailbox} {key}"
-    assert came_back > 0  # the scene has such letters: the exception above is exercised
+    assert came_back > 0

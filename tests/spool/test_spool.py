@@ -812,7 +812,7 @@ def test_the_schema_is_made_statement_by_statement_without_its_comments(tmp_path
     assert columns == ["seq", "id", "state", "meta", "thread", "type", "msgkey", "rawkey"]
     indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL")}
     assert indexes == {"letters_state", "letters_thread", "letters_msgkey", "letters_rawkey", "threads_open"}
-    assert MOVING == 1 and db.UNINDEXED == 2 and CURRENT == 3
+    assert MOVING == 1 and db.UNINDEXED == 2 and db.UNLEDGERED == 3 and CURRENT == 4
 
 
 # --- converting the per-file layout --------------------------------------------------------------
@@ -874,6 +874,7 @@ def test_an_old_spool_is_converted_once_with_its_odd_corners(tmp_path: Path) -> 
         assert oct((root / made).stat().st_mode & 0o777) == "0o700"
     assert spool.checkpoint("local") == "1:5" and spool.checkpoint("imap") is None
     assert sorted(os.listdir(root)) == [
+        "ledger.jsonl",  # begun with the converted rows: a rebuild restores them as they stand
         "letters",
         "read",
         "setup.lock",
@@ -943,7 +944,7 @@ def test_recover_leaves_a_file_classify_refuses_and_one_gone_since_it_was_judged
     spool = _spool(tmp_path).ensure()
     kept, refused, vanishing = (_file(spool, "unread", n) for n in (1, 2, 3))
 
-    def classify(letter_id: str, raw: bytes) -> tuple[str, Letter] | None:
+    def classify(letter_id: str, raw: bytes, _was: object) -> tuple[str, Letter] | None:
         if letter_id == refused.id:
             return None
         letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1)).replace(sender="alpha", to="beta")

@@ -19,7 +19,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.errors import NotFound
+from agentmail.errors import BadInput, NotFound
 
 from ..conftest import OPENER, Cli
 
@@ -78,6 +78,7 @@ def test_after_the_window_an_old_key_letter_is_refused_with_a_reason_that_says_s
 def test_retire_drops_the_old_key_and_a_plain_keygen_keeps_none(registry: Registry, home: Path) -> None:
     _client(home, "alpha").send("beta", "Signed before", OPENER)
     bus.keygen(home, registry, "alpha", overlap=3600)
+    _set_until(home, "2000-01-01T00:00:00Z")  # the window is over: retiring loses nothing in flight
     retired = bus.retire(registry_mod.load(home / "registry"), "alpha")
     assert retired.retiring is None and "previous" not in _entry(home)["dkim"]  # type: ignore[operator]
     with pytest.raises(NotFound, match="no previous key to retire"):
@@ -130,7 +131,28 @@ def test_the_cli_rotates_with_a_window_and_retires(registry: Registry, home: Pat
     code, out, _ = cli("--as", "alpha", "--json", "keygen", "--rotate", "7d")
     entry = json.loads(out)
     assert code == 0 and entry["dkim"]["previous"]["selector"] == old and entry["dkim"]["selector"] != old
-    code, out, _ = cli("--as", "alpha", "--json", "keygen", "--retire")
+    code, _, err = cli("--as", "alpha", "keygen", "--force")
+    assert code == 2 and "--force goes with --retire" in err
+    code, _, err = cli("--as", "alpha", "keygen", "--retire")  # the window has not ended
+    assert code == 2 and "is valid until" in err and len(err.splitlines()) == 1
+    code, out, _ = cli("--as", "alpha", "--json", "keygen", "--retire", "--force")
     assert code == 0 and "previous" not in json.loads(out)["dkim"]
     code, _, err = cli("--as", "alpha", "keygen", "--retire")
     assert code == 1 and "no previous key" in err
+
+
+def test_retiring_before_the_window_ends_is_refused_naming_until_and_recheck_still_works(
+    registry: Registry, home: Path
+) -> None:
+    """``keygen --retire`` straight after ``--rotate`` would quarantine the letters signed before
+    the rotation for good (no recheck brings them back): refused, naming ``until``, unless forced."""
+    _client(home, "alpha").send("beta", "Signed before", OPENER)  # in flight: beta has not synced
+    rotated = bus.keygen(home, registry, "alpha", overlap=3600)
+    assert rotated.retiring is not None
+    with pytest.raises(BadInput, match=f"valid until {rotated.retiring.until}.*--force"):
+        bus.retire(registry_mod.load(home / "registry"), "alpha")
+    assert "previous" in _entry(home)["dkim"]  # type: ignore[operator]  (the registry untouched)
+    (letter,) = _client(home, "beta").inbox()  # the letter in flight still verifies
+    assert letter.subject == "Signed before"
+    forced = bus.retire(registry_mod.load(home / "registry"), "alpha", force=True)
+    assert forced.retiring is None and "previous" not in _entry(home)["dkim"]  # type: ignore[operator]
