@@ -99,7 +99,7 @@ def test_platforms_and_doctor_show_every_previous_key(registry: Registry, home: 
     checks = {c.name: c for c in run_checks(home, home / "registry", "alpha", None)}
     assert checks["previous keys"].ok
     assert checks["previous keys"].detail == f"alpha: s={old.selector} until {old.until} (still valid)"
-    bus.retire(registry_mod_load(home), "alpha")
+    bus.retire(registry_mod_load(home), "alpha", force=True)
     checks = {c.name: c for c in run_checks(home, home / "registry", "alpha", None)}
     assert checks["previous keys"].detail == "none kept"
 
