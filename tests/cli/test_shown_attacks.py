@@ -1,0 +1,198 @@
+"""Attacks on what an agent is shown (issue 37), by someone who did not write the frame: a hostile
+partner's letter whose free header text (Date, Cc) floods an MCP page or carries terminal escapes
+into ``--json``, and a cursor that skips a letter when the list changes between two pages (the
+agent handles a letter, a partner closes a thread). Each was a hole before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentmail.cli import mcp_server
+from agentmail.cli.app import main
+from agentmail.client.facade import AgentMail
+from agentmail.config.credentials import read_private_key_with_source
+from agentmail.letter import wire
+from agentmail.transport import local
+from agentmail.trust import signing
+
+from ..conftest import OPENER
+from ..depth import examples
+
+
+def signed_by_alpha(alpha: AgentMail, head: bytes, body: bytes = b"hello\r\n") -> bytes:
+    """A letter alpha really signed (its own key: a hostile partner), headers as it chose."""
+    key, _ = read_private_key_with_source(alpha.home, "alpha")
+    base = (
+        b"From: alpha <alpha@bus.test>\r\nTo: beta@bus.test\r\nSubject: s\r\n"
+        b"MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    )
+    return signing.sign(base + head + b"\r\n" + body, "bus.test", alpha.registry.platforms["alpha"].selector, key)
+
+
+def deliver(beta: AgentMail, raw: bytes) -> None:
+    local.deliver(beta.home / "postoffice" / "beta", raw)
+
+
+DATE = b"Tue, 01 Dec 2026 10:00:00 +0000"
+
+
+@pytest.mark.parametrize(
+    ("date", "detail"),
+    [
+        (DATE + b" \x1b[2J\x1b]0;owned\x07", "the Date header carries a control character (U+001B)"),
+        (DATE + b" \x7f", "the Date header carries a control character (U+007F)"),
+        (DATE + b" (" + b"\r\n ".join([b"x" * 900] * 4) + b")", "the Date header is longer than 200 characters"),
+    ],
+)
+def test_a_date_header_with_escapes_or_no_end_is_malformed(
+    alpha: AgentMail, beta: AgentMail, capsys: pytest.CaptureFixture[str], date: bytes, detail: str
+) -> None:
+    deliver(beta, signed_by_alpha(alpha, b"Date: " + date + b"\r\nMessage-ID: <d1.alpha@bus.test>\r\n"))
+    (held,) = beta.sync().quarantined
+    assert (held.reason, held.detail) == ("malformed", detail)
+    assert main(["--as", "beta", "--json", "quarantine"]) == 0
+    out = capsys.readouterr().out
+    (listed,) = json.loads(out)
+    assert "\\u001b" not in out and "\\u007f" not in out and len(listed["date"]) <= 200
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=examples(200), deadline=None)
+def test_property_a_date_a_letter_is_filed_with_is_one_short_line_of_shown_text(junk: str) -> None:
+    head = f"From: alpha@bus.test\nTo: beta@bus.test\nMessage-ID: <p.alpha@bus.test>\nDate: {junk}\n\nhi\n"
+    try:
+        letter = wire.to_letter(wire.parse_message(head.encode("utf-8", "surrogateescape"), 10**6))
+    except (wire.Malformed, ValueError):
+        return
+    assert len(letter.date) <= wire.MAX_DATE and wire.forbidden_in_header(letter.date) is None
+
+
+def page(tools: mcp_server.Tools, name: str, **args: Any) -> dict[str, Any]:
+    text, failed = tools.run(name, args)
+    assert not failed, text
+    answer: dict[str, Any] = json.loads(text)
+    return answer
+
+
+def test_an_mcp_list_item_is_bounded_whatever_the_letter_carries(alpha: AgentMail, beta: AgentMail) -> None:
+    cc = b"Cc: " + b",\r\n ".join(b"p%d@people.test" % i for i in range(3000)) + b"\r\n"
+    for n in range(3):
+        deliver(beta, signed_by_alpha(alpha, b"Date: " + DATE + b"\r\nMessage-ID: <c%d.alpha@bus.test>\r\n" % n + cc))
+    assert len(beta.sync().accepted) == 3
+    tools = mcp_server.Tools(lambda: beta)
+    for name in ("inbox", "search"):
+        items = page(tools, name, **({"query": "hello"} if name == "search" else {}))["items"]
+        assert len(items) == 3
+        for item in items:
+            assert len(json.dumps(item)) < 3000, (name, len(json.dumps(item)))
+            if "cc" in item:
+                assert item["cc"][-1] == f"… [{3000 - mcp_server.LIST_ITEMS} more: show {item['id']}]"
+    waited = page(tools, "wait", timeout=0)
+    assert len(json.dumps(waited)) < 3000
+    shown = page(tools, "show", id=items[0]["id"])  # show gives the letter whole
+    assert len(shown["cc"]) == 3000
+
+
+def walk_ids(tools: mcp_server.Tools, name: str, key: str, between: Any) -> list[str]:
+    """Every item's ``key`` a walk of one item a page returns; ``between`` runs after each page."""
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        answer = page(tools, name, limit=1, **({"cursor": cursor} if cursor is not None else {}))
+        seen += [x[key] for x in answer["items"]]
+        between(answer["items"])
+        cursor = answer["next_cursor"]
+        if cursor is None:
+            return seen
+
+
+def test_a_letter_handled_between_pages_is_never_skipped(alpha: AgentMail, beta: AgentMail) -> None:
+    sent = [alpha.send("beta", f"Quota {n}", OPENER).id for n in range(4)]
+    tools = mcp_server.Tools(lambda: beta)
+    order = [x.id for x in beta.inbox()]
+    assert sorted(order) == order and len(order) == len(sent)
+
+    def handle(items: list[dict[str, Any]]) -> None:  # the agent answers what it read, page by page
+        beta.done(*[x["id"] for x in items])
+
+    assert walk_ids(tools, "inbox", "id", handle) == order
+
+
+def test_a_thread_closed_between_pages_never_hides_another(alpha: AgentMail, beta: AgentMail) -> None:
+    threads = sorted(alpha.send("beta", f"Quota {n}", OPENER).thread for n in range(4))
+    tools = mcp_server.Tools(lambda: beta)
+    assert [r.thread for r in beta.status()] == threads
+
+    def close(items: list[dict[str, Any]]) -> None:  # a partner closes the thread just shown
+        for item in items:
+            alpha.send("beta", "done", "closing", type="close", thread=item["thread"])
+
+    assert walk_ids(tools, "status", "thread", close) == threads
+
+
+@pytest.mark.parametrize("cursor", ["0", "page two", "01M94", "thr-" + "a" * 80, "-1"])
+def test_a_cursor_no_list_returned_is_bad_arguments(beta: AgentMail, cursor: str) -> None:
+    text, failed = mcp_server.Tools(lambda: beta).run("inbox", {"cursor": cursor})
+    assert failed and text == "bad arguments for inbox: cursor: not a next_cursor this server returned"
+
+
+def test_a_cursor_from_another_list_reads_only_this_mailbox(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    alpha.send("beta", "Quota", OPENER)
+    mine = alpha.send("beta", "Quota 2", OPENER)
+    cursor = page(mcp_server.Tools(lambda: beta), "inbox", limit=1)["next_cursor"]
+    assert cursor is not None
+    theirs = page(mcp_server.Tools(lambda: alpha), "inbox", cursor=cursor)  # alpha's inbox is empty
+    assert theirs == {"items": [], "total": 0, "next_cursor": None} and mine.id
+
+
+def test_a_long_cc_is_read_in_work_linear_in_its_addresses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Cc of thousands (each with a comment) once held a sync for minutes: every comment of the
+    header was read again and checked for every address. Counted, never timed."""
+    calls: list[str] = []
+    checked = wire._names_another
+    monkeypatch.setattr(wire, "_names_another", lambda text, own: calls.append(text) or checked(text, own))
+    count = 400
+    cc = ", ".join(f"p{i}@people.test (copy {i})" for i in range(count))
+    raw = f"From: alpha@bus.test\r\nTo: beta@bus.test\r\nCc: {cc}\r\nMessage-ID: <a.b@bus.test>\r\n\r\nhi\r\n"
+    letter = wire.to_letter(wire.parse_message(raw.encode(), 10**6))
+    assert len(letter.cc) == count and len(calls) <= 3 * count + 10
+
+
+@given(
+    st.lists(st.integers(0, 10**6), unique=True, max_size=30),
+    st.integers(1, 5),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), max_size=30),
+)
+@settings(max_examples=examples(300), deadline=None)
+def test_property_a_keyed_walk_shows_every_item_that_stays_once_whatever_comes_and_goes(
+    keys: list[int], limit: int, changes: list[tuple[bool, int]]
+) -> None:
+    """Between any two pages an item leaves or arrives anywhere (a letter answered, a thread id
+    that sorts first): every item in the list from the first page to the last is shown, and none
+    twice."""
+    items = sorted(f"thr-{k:08d}" for k in keys)
+    stayed, seen = set(items), []
+    cursor: str | None = None
+    for step in range(len(keys) + len(changes) + 2):
+        answer = mcp_server._page(
+            "status", {"limit": limit, **({"cursor": cursor} if cursor else {})}, [{"thread": t} for t in items]
+        )
+        seen += [x["thread"] for x in answer["items"]]
+        cursor = answer["next_cursor"]
+        if cursor is None:
+            break
+        if step < len(changes):
+            leaves, key = changes[step]
+            thread = f"thr-{key:08d}"
+            if leaves and items:
+                gone = items.pop(key % len(items))
+                stayed.discard(gone)
+            elif thread not in items:
+                items = sorted([*items, thread])
+    assert cursor is None and len(seen) == len(set(seen)) and stayed <= set(seen)
