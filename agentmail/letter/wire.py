@@ -469,11 +469,9 @@ def _addresses(value: str, name: str) -> tuple[_Addr, ...]:
         raise Malformed("malformed", f"the {name} header does not parse cleanly ({one_line(defects[0])[:100]})")
     if name in _ONE_MAILBOX and any(group.display_name is not None for group in header.groups):
         raise Malformed("malformed", f"the {name} header holds a group (RFC 5322: a mailbox only)")
-    # Read once a header, only those naming an address: per address, every comment was quadratic.
-    comments = [text for text in _comments(header) if _names_another(text, "")]
     for address in found:
         own = address.addr_spec.lower()
-        for text in (address.display_name, *comments):
+        for text in (address.display_name, *_comments(header)):
             if _names_another(text, own):
                 raise Malformed(
                     "malformed",
