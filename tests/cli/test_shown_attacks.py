@@ -220,3 +220,31 @@ def test_a_servers_words_in_the_escalation_problem_are_one_line(
     assert main(["--as", "beta", "sync"]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("agentmail: could not announce to the followers: 554"), err
+
+
+def test_on_smtp_and_imap_the_date_is_judged_and_a_page_bounded(home: Path, smtp_imap_servers: Any) -> None:
+    """The same letters, injected into beta's IMAP INBOX as a relay would deliver them."""
+    from agentmail.config.identity import Identity
+
+    from ..transport.test_transport_smtpimap import make_bus
+
+    reg = make_bus(home, smtp_imap_servers)
+    with AgentMail(reg, Identity("alpha"), home) as alpha, AgentMail(reg, Identity("beta"), home) as beta:
+        escapes = b"Date: " + DATE + b" \x1b[2J\r\nMessage-ID: <i1.alpha@bus.test>\r\n"
+        cc = b"Cc: " + b",\r\n ".join(b"p%d@people.test" % i for i in range(200)) + b"\r\n"
+        copied = b"Date: " + DATE + b"\r\nMessage-ID: <i2.alpha@bus.test>\r\n" + cc
+        for head in (escapes, copied):
+            smtp_imap_servers.store.inject("beta@bus.test", signed_by_alpha(alpha, head))
+        report = beta.sync()
+        assert [x.detail for x in report.quarantined] == ["the Date header carries a control character (U+001B)"]
+        [item] = page(mcp_server.Tools(lambda: beta), "inbox")["items"]
+        assert len(json.dumps(item)) < 3000 and item["cc"][-1].endswith(f"more: show {item['id']}]")
+
+
+@pytest.fixture
+def smtp_imap_servers() -> Any:
+    from ..mailservers import MailServers
+    from ..transport.test_transport_smtpimap import USERS
+
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as ms:
+        yield ms
