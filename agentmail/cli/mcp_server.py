@@ -305,6 +305,8 @@ def _limit(a: dict[str, Any]) -> int:
 def _page(name: str, a: dict[str, Any], items: list[Any]) -> dict[str, Any]:
     """At most ``limit`` of ``items`` from the cursor, the whole list's ``total`` and the cursor of
     the next page (None: this was the last)."""
+    if name in KEYS:  # in key order (the lists come so): a cursor's place never depends on a list's order
+        items = sorted(items, key=lambda item: str(item[KEYS[name]]))
     start = _after(name, a, items) if name in KEYS else _offset(name, a)
     page = items[start : start + _limit(a)]
     after = start + len(page)
