@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     from ..model import Letter
 
 LIST_BODY = 500  # a list shows the start of each body; show gives all of it
+LIST_FIELD = 200  # characters of any other text of an item in a list (a subject is at most 200)
+LIST_ITEMS = 20  # entries of a list inside an item (a Cc, attachments, a fan-out's counterparts)
 MAX_WAIT = 600  # seconds
 MAX_INBOX = 1000  # the most items one page may ask for
 PAGE = 20  # items a list returns when no limit is given: a busy mailbox never floods the context
@@ -161,13 +163,35 @@ def _clean(value: Any) -> Any:
 
 
 def _letter(letter: Letter, body_limit: int | None = None) -> dict[str, Any]:
-    """A letter with its empty fields dropped: every token here is paid for in context."""
+    """A letter with its empty fields dropped: every token here is paid for in context. With
+    ``body_limit`` (a list's item) the body is cut there and every other field is ``_bounded``."""
     skip = {"references", "sender_address", "to_address", "sender_name", "depth", "message_id"}
     data = {k: v for k, v in letter.to_json().items() if v not in (None, "", [], False) and k not in skip}
+    if body_limit is None:
+        return data
     body = str(data.get("body", ""))
-    if body_limit is not None and len(body) > body_limit:
+    if len(body) > body_limit:
         data["body"] = body[:body_limit] + f"… [{len(body) - body_limit} more chars: show {letter.id}]"
-    return data
+    return _bounded(data)
+
+
+def _bounded(item: dict[str, Any]) -> dict[str, Any]:
+    """An item of a list with every field but its body bounded, whatever a letter's headers
+    carried (a Cc of thousands, a long detail): a string cut at LIST_FIELD characters, a list at
+    LIST_ITEMS entries, each cut saying how much more there is and where (``show ID``)."""
+    where = f"show {item['id']}" if "id" in item else f"thread {item.get('thread', '')}"
+
+    def cut(value: Any) -> Any:
+        if isinstance(value, str) and len(value) > LIST_FIELD:
+            return value[:LIST_FIELD] + f"… [{len(value) - LIST_FIELD} more chars: {where}]"
+        if isinstance(value, list):
+            more = [f"… [{len(value) - LIST_ITEMS} more: {where}]"] if len(value) > LIST_ITEMS else []
+            return [cut(v) for v in value[:LIST_ITEMS]] + more
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items()}
+        return value
+
+    return {k: v if k == "body" else cut(v) for k, v in item.items()}
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
@@ -244,13 +268,33 @@ def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) ->
 
 # --- lists: one page at a time ------------------------------------------------------------------
 
+# A list whose items leave it or arrive anywhere (an inbox answered between two pages, a thread
+# closed, a thread id that sorts first) pages by key: the cursor is the key of the last item
+# shown and the next page starts after it, so nothing is skipped or shown twice. The others only
+# grow at their end (a thread) or are ranked (search) and page by position.
+KEYS: dict[str, str] = {"inbox": "id", "notes": "id", "held": "id", "quarantine": "id", "status": "thread"}
+_KEY_RE = re.compile(r"[0-9a-z]{26}|thr-[0-9a-z]{6,26}")
+_BAD_CURSOR = "cursor: not a next_cursor this server returned"
+
 
 def _offset(name: str, a: dict[str, Any]) -> int:
-    """Where a page starts: the ``cursor`` a list returned as ``next_cursor`` (an offset)."""
+    """Where a page of a list paged by position starts: the ``cursor`` it returned (an offset)."""
     cursor = a.get("cursor", "0")
     if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 9):
-        raise BadInput(f"bad arguments for {name}: cursor: not a next_cursor this server returned")
+        raise BadInput(f"bad arguments for {name}: {_BAD_CURSOR}")
     return int(cursor)
+
+
+def _after(name: str, a: dict[str, Any], items: list[Any]) -> int:
+    """Where a page of a list paged by key starts: after the last item whose key is not above
+    the ``cursor`` (the list is in key order; the item itself may have left it since)."""
+    cursor = a.get("cursor")
+    if cursor is None:
+        return 0
+    if not _KEY_RE.fullmatch(cursor):
+        raise BadInput(f"bad arguments for {name}: {_BAD_CURSOR}")
+    key = KEYS[name]
+    return next((at for at, item in enumerate(items) if str(item[key]) > cursor), len(items))
 
 
 def _limit(a: dict[str, Any]) -> int:
@@ -261,31 +305,38 @@ def _limit(a: dict[str, Any]) -> int:
 def _page(name: str, a: dict[str, Any], items: list[Any]) -> dict[str, Any]:
     """At most ``limit`` of ``items`` from the cursor, the whole list's ``total`` and the cursor of
     the next page (None: this was the last)."""
-    start, limit = _offset(name, a), _limit(a)
-    page = items[start : start + limit]
+    if name in KEYS:  # in key order (the lists come so): a cursor's place never depends on a list's order
+        items = sorted(items, key=lambda item: str(item[KEYS[name]]))
+    start = _after(name, a, items) if name in KEYS else _offset(name, a)
+    page = items[start : start + _limit(a)]
     after = start + len(page)
-    return {"items": page, "total": len(items), "next_cursor": str(after) if after < len(items) else None}
+    if after >= len(items):
+        return {"items": page, "total": len(items), "next_cursor": None}
+    return {
+        "items": page,
+        "total": len(items),
+        "next_cursor": str(page[-1][KEYS[name]]) if name in KEYS else str(after),
+    }
 
 
 def _inbox(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
     """inbox's page. With ``consume`` only the page is marked read and only what this call moved
-    is returned (at most once, as the CLI's --consume); the letters it took leave the list, so
-    the next page starts where this one did."""
+    is returned (at most once, as the CLI's --consume); the next page starts after its last."""
     letters = am.inbox()
     if not a.get("consume", False):
         return _page("inbox", a, [_letter(x, LIST_BODY) for x in letters])
-    start, limit = _offset("inbox", a), _limit(a)
-    wanted = letters[start : start + limit]
+    start = _after("inbox", a, [{"id": x.id} for x in letters])
+    wanted = letters[start : start + _limit(a)]
     moved = set(am.done(*[x.id for x in wanted])) if wanted else set()
     page = [_letter(x.replace(state="read"), LIST_BODY) for x in wanted if x.id in moved]
-    left = len(letters) - len(wanted)
-    return {"items": page, "total": len(letters), "next_cursor": str(start) if start < left else None}
+    more = start + len(wanted) < len(letters)
+    return {"items": page, "total": len(letters), "next_cursor": wanted[-1].id if more else None}
 
 
 def _search(am: AgentMail, a: dict[str, Any]) -> list[Any]:
     hits = am.search(a.get("query", ""), sender=a.get("from"), type=a.get("type"), thread=a.get("thread"),
                      since=a.get("since"), limit=MAX_INBOX)  # fmt: skip
-    return [{k: v for k, v in hit.to_json().items() if v not in (None, "")} for hit in hits]
+    return [_bounded({k: v for k, v in hit.to_json().items() if v not in (None, "")}) for hit in hits]
 
 
 def _letters(found: list[Letter]) -> list[dict[str, Any]]:
@@ -298,7 +349,7 @@ LISTS: dict[str, Callable[[AgentMail, dict[str, Any]], list[Any]]] = {
     "notes": lambda am, a: _letters(am.notes()),
     "held": lambda am, a: _letters(am.held()),
     "quarantine": lambda am, a: _letters(am.quarantined()),
-    "status": lambda am, a: [row.to_json() for row in am.status()],
+    "status": lambda am, a: [_bounded(row.to_json()) for row in am.status()],
     "search": _search,
 }
 

@@ -22,6 +22,7 @@ from .._fs import write_atomic
 from ..config import identity
 from ..config import registry as registry_mod
 from ..errors import AgentmailError, TransportError
+from ..frame import inline
 from ..home import agentmail_home
 from .consent import Consent
 from .holds import Holds
@@ -157,7 +158,8 @@ class AgentMail(Stage):
             self.escalated += escalation.run(self)
             self.escalation_problem = None
         except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
-            self.escalation_problem = f"could not announce to the followers: {exc or exc.__class__.__name__}"
+            # one line: a server's reply (a relay's multi-line SMTP text) is said, never a line of its own
+            self.escalation_problem = inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
 
     # --- what an agent does ----------------------------------------------------------------
 
@@ -171,7 +173,7 @@ class AgentMail(Stage):
         except TransportError as exc:
             if not self.offline_ok:
                 raise
-            self.offline = str(exc)
+            self.offline = inline(exc)  # a server's words, on the one line that says so
             return SyncReport()
         if self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
             self._escalate()

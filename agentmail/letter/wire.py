@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .attach import Attachment  # likewise attach
 
 MAX_HEADER_BYTES = bounds.HEADER_BYTES
+MAX_DATE = 200  # characters of a Date: far more than RFC 5322's form, never a page of text
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
 # Patterns kept as strings here and below: re compiles (and caches) each on first use, since
 # a send never parses a letter and a read never renders one (issue 11: start-up).
@@ -669,6 +670,18 @@ def subject_of(msg: Message) -> str:
     return subject.strip()
 
 
+def date_of(msg: Message) -> str:
+    """The Date as one line of shown text (it reaches ``--json`` and MCP as it is): Malformed for
+    a control character or for more than MAX_DATE characters, as a subject would be."""
+    date = " ".join(str(msg.get("Date", "")).split())
+    bad = forbidden_in_header(date)
+    if bad is not None:
+        raise Malformed("malformed", f"the Date header carries a control character ({describe(bad)})")
+    if len(date) > MAX_DATE:
+        raise Malformed("malformed", f"the Date header is longer than {MAX_DATE} characters")
+    return date
+
+
 def to_address_of(msg: Message) -> str:
     """The first To address, lowercased and without its plus tag ("" when there is none)."""
     addresses = address_headers(msg).get("To", ())
@@ -712,6 +725,7 @@ def to_letter(msg: Message) -> Letter:
     message_id = message_id_of(msg)
     sender_address, sender_name = sender_of(msg)
     subject = subject_of(msg)
+    date = date_of(msg)
     to_address = to_address_of(msg)
     recipients = recipients_of(msg)
     cc = cc_of(msg)
@@ -751,7 +765,7 @@ def to_letter(msg: Message) -> Letter:
         thread=thread,
         subject=subject,
         body=visible(text.strip("\n")),  # nothing invisible reaches an agent (text.py): <U+E0069>
-        date=" ".join(str(msg.get("Date", "")).split()),
+        date=date,
         severity=severity,
         ref=ref,
         in_reply_to=in_reply_to,
