@@ -1,0 +1,81 @@
+"""Issue 37, attacked by someone who did not write the approval code: the steered agent, a
+hostile partner and a relay try to get a held letter out, or a guard changed, without the
+approvers' verified answer; each attack that once worked is pinned here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentmail.admin import bus
+from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+from agentmail.errors import ConfigError
+from agentmail.people import approval
+
+from ..conftest import OPENER, Cli
+from ..helpers.approval_key import operator_key
+from .test_approval_by_mail import CAROL, approving, mailbox  # noqa: F401  (a fixture)
+
+
+def held_letter(home: Path) -> str:
+    alpha = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
+    return alpha.send("beta", "quota 500", OPENER).id
+
+
+def test_a_registry_of_the_agents_own_never_releases_a_held_letter(approving: Registry, home: Path, cli: Cli) -> None:
+    """The agent writes a second registry for the platforms this home holds keys of, pinning an
+    approval key of its own, and approves its held letter there."""
+    operator_key(home)
+    letter_id = held_letter(home)
+    own = home.parent / "own-registry"
+    mine = home.parent / "mine.key"
+    code, out, err = cli("--registry", str(own), "init", "--force", "--domain", "bus.test", "alpha", "beta",
+                         "--approval-key", str(mine))  # fmt: skip
+    assert (code, out) == (6, "") and "cannot stand in" in err and not (own / "bus.toml").exists()
+    code, _, err = cli("--registry", str(own), "init", "--force", "--domain", "bus.test", "alpha", "beta")
+    assert code == 0, err  # a bus of its own it may write: it never stands in for the one that guards
+    code, out, err = cli("--registry", str(own), "--as", "alpha", "approve", letter_id, "--key-file", str(mine))
+    assert (code, out) == (6, "") and "cannot stand in" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("--registry", str(own), "--as", "alpha", "send", "beta", "-s", "unheld", "-b", OPENER)
+    assert (code, out) == (6, "") and "cannot stand in" in err
+    with pytest.raises(ConfigError, match="cannot stand in"):
+        AgentMail(registry_mod.load(own), Identity("alpha"), home)
+    assert [x.id for x in AgentMail(approving, Identity("alpha"), home).held()] == [letter_id]
+    beta = AgentMail(registry_mod.load(home / "registry"), Identity("beta"), home)
+    assert beta.inbox() == []
+
+
+BARE = b"""From: Partner <p@partner.test>
+Subject: [PATCH] routine typo fix in README
+
+---
+--- a/registry/platforms/beta.toml
++++ b/registry/platforms/beta.toml
+@@ -1 +1 @@
+-old
++new
+"""
+RENAMED = b"""From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001
+Subject: [PATCH] docs: move a note\r
+\r
+diff --git a/registry/approval-key.sha256 b/docs/note.txt\r
+similarity index 100%\r
+rename from registry/approval-key.sha256\r
+rename to docs/note.txt\r
+"""
+
+
+@pytest.mark.parametrize(
+    ("patch", "paths"),
+    [
+        (BARE, ("registry/platforms/beta.toml",)),  # no "From <sha>", no "diff --git": git am lands it
+        (RENAMED, ("registry/approval-key.sha256", "docs/note.txt")),  # the path a rename takes away
+    ],
+)
+def test_the_announcement_names_every_path_git_am_would_touch(patch: bytes, paths: tuple[str, ...]) -> None:
+    (commit,) = approval.commits_of(patch)
+    assert commit[1] == paths
