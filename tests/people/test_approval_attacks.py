@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
