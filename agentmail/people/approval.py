@@ -243,8 +243,8 @@ def may_pin_first(root: Path, key_file: str, home: Path) -> None:
     agent could read."""
     if (root / PIN_FILE).exists():
         raise Refused("an approval key is pinned already: replace it with 'approve --new-key FILE --key-file OLD'")
-    bound.refuse_another(home, root)  # a key pinned in a registry of the agent's own would guard nothing
     _target(root, key_file, home)
+    bound.refuse_another(home, root)  # a key pinned in a registry of the agent's own would guard nothing
 
 
 def may_replace(registry: Registry, key_file: str, home: Path, old_key: str | None) -> None:
