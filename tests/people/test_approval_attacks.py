@@ -78,3 +78,18 @@ rename to docs/note.txt\r
 def test_the_announcement_names_every_path_git_am_would_touch(patch: bytes, paths: tuple[str, ...]) -> None:
     (commit,) = approval.commits_of(patch)
     assert commit[1] == paths
+
+
+def test_a_subject_cannot_imitate_a_line_of_the_announcement(approving: Registry, home: Path) -> None:
+    """The agent (or the letter that steers it) writes a long subject that, cut at its spaces,
+    put a line reading "Attachments: none" into the announcement of a letter with an attachment."""
+    alpha = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
+    subject = "quota 500 " + "padding " * 6 + "Attachments: none " + "x " * 30
+    alpha.send("beta", subject, OPENER)
+    (news,) = mailbox(home, CAROL)
+    lines = news.get_content().splitlines()
+    assert [line for line in lines if "Attachments:" in line and not line.startswith("Subject: ")] == [
+        "Attachments: none"
+    ]
+    (subject_line,) = [line for line in lines if line.startswith("Subject: ")]
+    assert subject_line.endswith('x x "')  # the whole subject on its one line, in its quotes
