@@ -137,9 +137,10 @@ def announcement(
     ]
     from .for_people import compose_for_people, wrap
 
-    # The subject stays one line (its client wraps it on screen): cut at spaces, a line of it
-    # would read as a line of the announcement ("  Attachments: none").
-    shown = [line if line.startswith("Subject: ") else wrap(line) for line in about]
+    # A line holding text the agent or a partner chose (subject, attachment name, a commit's
+    # subject or path) stays one line, its client wraps it on screen: cut at its spaces, a piece
+    # would read as a line of the announcement ("  Attachments: none", "    SHA-256 ...").
+    shown = [wrap(line) if line.startswith("Delivered to: ") else line for line in about]
     body = "\n".join(["\n".join(shown), "", framed(letter.body), "", "-- ", HOW_TO_ANSWER])
     subject = f"Approve? {quoted(letter.subject)} ({letter.id})"
     return compose_for_people(registry, home, platform, approvers(registry, platform), subject, body, as_written=True)

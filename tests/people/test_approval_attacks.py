@@ -13,6 +13,7 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError
+from agentmail.letter.attach import Attachment
 from agentmail.people import approval
 
 from ..conftest import OPENER, Cli
@@ -93,3 +94,14 @@ def test_a_subject_cannot_imitate_a_line_of_the_announcement(approving: Registry
     ]
     (subject_line,) = [line for line in lines if line.startswith("Subject: ")]
     assert subject_line.endswith('x x "')  # the whole subject on its one line, in its quotes
+
+
+def test_an_attachment_name_cannot_imitate_a_line_of_the_announcement(approving: Registry, home: Path) -> None:
+    """The same with a file name: cut at its spaces, a piece read as the attachment's SHA-256."""
+    alpha = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
+    fake = "0" * 64
+    name = "notes " + "padding " * 8 + f"SHA-256 {fake}.txt"
+    alpha.send("beta", "quota 500", OPENER, attachments=(Attachment(name, "text/plain", b"quota log\n"),))
+    (news,) = mailbox(home, CAROL)
+    lines = news.get_content().splitlines()
+    assert not [line for line in lines if line.strip().startswith(f"SHA-256 {fake}")]
