@@ -96,12 +96,18 @@ def test_a_subject_cannot_imitate_a_line_of_the_announcement(approving: Registry
     assert subject_line.endswith('x x "')  # the whole subject on its one line, in its quotes
 
 
-def test_an_attachment_name_cannot_imitate_a_line_of_the_announcement(approving: Registry, home: Path) -> None:
-    """The same with a file name: cut at its spaces, a piece read as the attachment's SHA-256."""
+def test_a_commit_subject_cannot_imitate_a_line_of_the_announcement(approving: Registry, home: Path) -> None:
+    """The same with a partner's patch: its commit subject, cut at its spaces, read as the SHA-256
+    of an attachment (an attachment's own name holds no space: it is sanitised)."""
     alpha = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
     fake = "0" * 64
-    name = "notes " + "padding " * 8 + f"SHA-256 {fake}.txt"
-    alpha.send("beta", "quota 500", OPENER, attachments=(Attachment(name, "text/plain", b"quota log\n"),))
+    patch = (
+        b"From 0123456789abcdef0123456789abcdef01234567 Mon Sep 17 00:00:00 2001\n"
+        + f"Subject: [PATCH] docs {'padding ' * 7}SHA-256 {fake}\n\n".encode()
+        + b"---\ndiff --git a/README b/README\n"
+    )
+    alpha.send("beta", "quota 500", OPENER, attachments=(Attachment("fix.patch", "text/x-diff", patch),))
     (news,) = mailbox(home, CAROL)
     lines = news.get_content().splitlines()
     assert not [line for line in lines if line.strip().startswith(f"SHA-256 {fake}")]
+    assert [line for line in lines if line.startswith("    commit: docs padding")][0].endswith(fake)
