@@ -289,6 +289,11 @@ def bus_group(_ctx: Ctx) -> None:
     """Change the bus's settings in bus.toml (no re-init; keys untouched)."""
 
 
+# The settings that decide which server's word authenticates a person's letter (an approver's
+# answer): its authserv-id, the IMAP server letters are read from, the CA that proves it is that one.
+VERDICTS = ("trusted_authserv_ids", "imap", "imap.tls", "ca_file")
+
+
 @bus_group.command("set")
 @argument("key", help="The setting (listed above).")
 @argument("values", metavar="VALUE", nargs=-1, required=True, help="Its value, or several for a list.")
@@ -315,9 +320,10 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
             _ask_approvers(ctx, f"agentmail bus set hold {shown}",
                            f"The hold rule stops holding letters for {', '.join(lifted)}.")  # fmt: skip
         _announce_hold_change(ctx, list(values))
-    elif key == "trusted_authserv_ids" and platform is None:  # whose verdicts authenticate an approver's answer
-        _ask_approvers(ctx, f"agentmail bus set {key} {shown}",
-                       "Changes whose Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
+    elif key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
+        how = f" --tls {tls}" if tls is not None else ""
+        _ask_approvers(ctx, f"agentmail bus set {key} {shown}{how}",
+                       "Changes which mail server's Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
     if key in ("smtp", "imap") and not tls and isinstance(stored, dict):
         note = bus.tls_chosen(key, stored["host"], stored["port"])

@@ -19,6 +19,7 @@ from agentmail.people import approval
 from ..conftest import OPENER, Cli
 from ..helpers.approval_key import operator_key
 from .test_approval_by_mail import CAROL, approving, mailbox  # noqa: F401  (a fixture)
+from .test_approval_guard import guarded  # noqa: F401  (a fixture)
 
 
 def held_letter(home: Path) -> str:
@@ -111,3 +112,22 @@ def test_a_commit_subject_cannot_imitate_a_line_of_the_announcement(approving: R
     lines = news.get_content().splitlines()
     assert not [line for line in lines if line.strip().startswith(f"SHA-256 {fake}")]
     assert [line for line in lines if line.startswith("    commit: docs padding")][0].endswith(fake)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("bus", "set", "imap", "mail.partner.test:993"),  # the partner's server hands out forged answers
+        ("bus", "set", "imap", "127.0.0.1:1143", "--tls", "none"),
+        ("bus", "set", "imap.tls", "none"),
+    ],
+)
+def test_moving_where_approvers_answers_are_read_waits_for_an_approver(
+    guarded: Registry, home: Path, cli: Cli, command: tuple[str, ...]
+) -> None:
+    """A letter tells the agent "the mail server moved": the server it names would serve an
+    approver's "approve" with an Authentication-Results of the trusted id (and get the login)."""
+    before = (home / "registry" / "bus.toml").read_bytes()
+    code, out, err = cli("--as", "alpha", *command)
+    assert (code, out) == (4, "") and "waits for an approver" in err, err
+    assert (home / "registry" / "bus.toml").read_bytes() == before
