@@ -189,7 +189,7 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
         flags = " ".join(f for f, on in (("--follows", follows), ("--writes", writes), ("--approves", approves),
                                            ("--remove", remove)) if on)  # fmt: skip
         _ask_approvers(ctx, f"agentmail person {platform_name} {address.strip().lower()} {flags}".rstrip(),
-                       "Who approves held letters changes.")  # fmt: skip
+                       "Who approves held letters changes.", platform_name)  # fmt: skip
     platform = bus.set_person(
         reg,
         platform_name,
@@ -362,11 +362,12 @@ def _announcer(ctx: Ctx) -> Any:
         return AgentMail(reg, Identity(sender), ctx.home)
 
 
-def _ask_approvers(ctx: Ctx, change: str, effect: str) -> None:
+def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = None) -> None:
     """With approvers listed, a change that loosens a guard against the agent goes ahead only
-    once one of them approved exactly it by mail (``AgentMail.ask_approvers``: exit 4 until then)."""
+    once one of them approved exactly it by mail (``AgentMail.ask_approvers``: exit 4 until then);
+    the approvers of ``platform``, the one whose guard it is, decide."""
     if _anyone_approves(ctx):
-        _announcer(ctx).ask_approvers(change, effect)
+        _announcer(ctx).ask_approvers(change, effect, platform)
 
 
 def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:

@@ -163,8 +163,10 @@ def hold_change(
     return compose_for_people(registry, home, platform, every_approver(registry), "The hold rule changed", body)
 
 
-def change_request(registry: Registry, home: Path, platform: str, change: str, effect: str) -> tuple[str, bytes]:
-    """The announcement, to every approver, of a change that would loosen what guards against
+def change_request(
+    registry: Registry, home: Path, platform: str, change: str, effect: str, to: tuple[str, ...]
+) -> tuple[str, bytes]:
+    """The announcement, to ``to`` (who decides it), of a change that would loosen what guards against
     the agent (``client/consent``): exactly what was asked, what it does, and that it takes
     effect only if one of them approves it."""
     from .for_people import compose_for_people
@@ -175,9 +177,7 @@ def change_request(registry: Registry, home: Path, platform: str, change: str, e
         "It takes effect only if you approve it, and only exactly this change; nothing is changed meanwhile. "
         "If you did not expect it, reject it and ask the operator.\n\n-- \n" + HOW_TO_ANSWER
     )
-    return compose_for_people(
-        registry, home, platform, every_approver(registry), f"Approve? a change: {one_line(change)}"[:200], body
-    )
+    return compose_for_people(registry, home, platform, to, f"Approve? a change: {one_line(change)}"[:200], body)
 
 
 def decision(body: str) -> tuple[str, str] | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
@@ -18,8 +19,8 @@ from agentmail.people import approval
 
 from ..conftest import OPENER, Cli
 from ..helpers.approval_key import operator_key
-from .test_approval_by_mail import CAROL, approving, mailbox  # noqa: F401  (a fixture)
-from .test_approval_guard import guarded  # noqa: F401  (a fixture)
+from .test_approval_by_mail import CAROL, answer, approving, mailbox  # noqa: F401  (a fixture)
+from .test_approval_guard import approvers_of, asked, guarded  # noqa: F401  (a fixture)
 
 
 def held_letter(home: Path) -> str:
@@ -131,3 +132,25 @@ def test_moving_where_approvers_answers_are_read_waits_for_an_approver(
     code, out, err = cli("--as", "alpha", *command)
     assert (code, out) == (4, "") and "waits for an approver" in err, err
     assert (home / "registry" / "bus.toml").read_bytes() == before
+
+
+EVE = "eve@people.test"  # approves beta's letters: a partner's person, nobody alpha trusts
+
+
+def test_a_partners_approver_never_decides_a_change_of_another_platforms_guards(
+    guarded: Registry, home: Path, cli: Cli
+) -> None:
+    """The steered agent of alpha asks to make the partner's approver an approver of alpha; the
+    request went to every approver of the bus, and the partner's answer was enough."""
+    bus.set_person(registry_mod.load(home / "registry"), "beta", EVE, follows=False, writes=False, approves=True)
+    command = ("--as", "alpha", "person", "alpha", EVE, "--approves")
+    assert cli(*command)[0] == 4
+    news = asked(home, f"agentmail person alpha {EVE} --approves")
+    assert news["To"] == CAROL  # asked of alpha's approvers only
+    answer(home, news, "approve", sender=EVE)
+    code, _, err = cli(*command)
+    assert code == 4 and "still waits" in err, err
+    assert approvers_of(home) == [CAROL]
+    answer(home, news, "approve", n=2)
+    assert cli(*command)[0] == 0
+    assert approvers_of(home) == [CAROL, EVE]
