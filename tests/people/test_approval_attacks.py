@@ -4,6 +4,7 @@ approvers' verified answer; each attack that once worked is pinned here."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,29 @@ def test_a_partners_approver_never_decides_a_change_of_another_platforms_guards(
     answer(home, news, "approve", n=2)
     assert cli(*command)[0] == 0
     assert approvers_of(home) == [CAROL, EVE]
+
+
+def test_a_platform_without_approvers_asks_every_approver_of_the_bus(registry: Registry, home: Path, cli: Cli) -> None:
+    bus.set_person(registry, "beta", EVE, follows=False, writes=False, approves=True)
+    bus.set_setting(registry.root, "hold", ["beta@bus.test"])
+    bus.set_setting(registry.root, "trusted_authserv_ids", ["mail.bus.test"])
+    command = ("--as", "alpha", "bus", "set", "hold", "")
+    assert cli(*command)[0] == 4
+    (news,) = [m for m in mailbox(home, EVE) if str(m["Subject"]).startswith("Approve? a change")]
+    answer(home, news, "approve", sender=EVE)
+    assert cli(*command)[0] == 0
+    assert registry_mod.load(registry.root).bus.hold == ()
+
+
+def test_a_change_asked_before_deciders_were_recorded_is_answered_by_every_approver(
+    guarded: Registry, home: Path, cli: Cli
+) -> None:
+    bus.set_person(registry_mod.load(home / "registry"), "beta", EVE, follows=False, writes=False, approves=True)
+    command = ("--as", "alpha", "keygen")
+    assert cli(*command)[0] == 4
+    (record,) = (home / "spool" / "alpha" / "changes").glob("*.json")
+    data = json.loads(record.read_bytes())
+    del data["deciders"]  # as the version before wrote it
+    record.write_text(json.dumps(data))
+    answer(home, asked(home, "agentmail --as alpha keygen"), "approve", sender=EVE)
+    assert cli(*command)[0] == 0
