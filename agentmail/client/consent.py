@@ -61,7 +61,10 @@ class Consent(Stage):
         answers = _answers(record)
         if not answers:
             raise Refused("this change still waits for an approver's answer by mail (asked already: not asked again)")
-        path.unlink(missing_ok=True)  # decided: once
+        try:
+            path.unlink()  # decided: once, by whichever command removes the record first
+        except FileNotFoundError:
+            raise Refused("this change's approval was taken up by another command already: ask again") from None
         verbs = {_verb(a) for a in answers}
         if verbs == {"approve"}:
             return answers[0].split(" ", 1)[0]

@@ -181,3 +181,28 @@ def test_a_change_asked_before_deciders_were_recorded_is_answered_by_every_appro
     record.write_text(json.dumps(data))
     answer(home, asked(home, "agentmail --as alpha keygen"), "approve", sender=EVE)
     assert cli(*command)[0] == 0
+
+
+def test_one_approval_lets_one_command_through_even_when_two_run_at_once(
+    guarded: Registry, home: Path, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two runs of an approved ``keygen`` read the approved record before either removed it: both
+    went on (two rotations on one approval). The one that finds the record gone is refused."""
+    from agentmail.client import consent
+
+    command = ("--as", "alpha", "keygen")
+    assert cli(*command)[0] == 4
+    answer(home, asked(home, "agentmail --as alpha keygen"), "approve")
+    read = consent._read
+
+    def and_the_other_command_takes_it(path: Path) -> dict[str, object]:
+        data = read(path)
+        if data.get("answers"):
+            path.unlink()  # the other run, between this one's read and its removal
+        return data
+
+    monkeypatch.setattr(consent, "_read", and_the_other_command_takes_it)
+    key = (home / "registry" / "platforms" / "alpha.toml").read_bytes()
+    code, out, err = cli(*command)
+    assert (code, out) == (4, "") and "taken up by another command" in err, err
+    assert (home / "registry" / "platforms" / "alpha.toml").read_bytes() == key
