@@ -5,6 +5,7 @@ approvers' verified answer; each attack that once worked is pinned here."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,31 @@ def test_one_approval_lets_one_command_through_even_when_two_run_at_once(
     code, out, err = cli(*command)
     assert (code, out) == (4, "") and "taken up by another command" in err, err
     assert (home / "registry" / "platforms" / "alpha.toml").read_bytes() == key
+
+
+def test_on_smtp_imap_a_registry_of_the_agents_own_never_releases_a_held_letter(home: Path) -> None:
+    """Attack 1 through the Python API on the in-process servers: the agent's own copy of the bus
+    (same servers, same keys, its own approval key) never opens this home's mailbox."""
+    from ..mailservers import MailServers
+    from ..transport.test_transport_smtpimap import USERS, make_bus
+
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
+        reg = make_bus(home, servers, new_threads_per_hour=0)
+        bus.set_person(reg, "alpha", CAROL, follows=False, writes=False, approves=True)
+        bus.set_setting(reg.root, "hold", ["beta@bus.test"])
+        reg = registry_mod.load(reg.root)
+        with AgentMail(reg, Identity("alpha"), home) as alpha:
+            letter = alpha.send("beta", "quota 500", OPENER)
+            assert letter.state == "held"
+        own = home.parent / "own"
+        shutil.copytree(reg.root, own)
+        (own / "platforms" / "alpha.toml").write_text(
+            (own / "platforms" / "alpha.toml").read_text().replace(CAROL, "mallory@people.test")
+        )
+        with pytest.raises(ConfigError, match="cannot stand in"):
+            approval.first_key(registry_mod.load(own), str(home.parent / "mine.key"), home)
+        with pytest.raises(ConfigError, match="cannot stand in"):
+            AgentMail(registry_mod.load(own), Identity("alpha"), home)
+        with AgentMail(reg, Identity("alpha"), home) as alpha:
+            assert [x.id for x in alpha.held()] == [letter.id]
+        assert servers.store.messages("beta@bus.test", "INBOX") == []
