@@ -189,7 +189,7 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
         flags = " ".join(f for f, on in (("--follows", follows), ("--writes", writes), ("--approves", approves),
                                            ("--remove", remove)) if on)  # fmt: skip
         _ask_approvers(ctx, f"agentmail person {platform_name} {address.strip().lower()} {flags}".rstrip(),
-                       "Who approves held letters changes.")  # fmt: skip
+                       "Who approves held letters changes.", platform_name)  # fmt: skip
     platform = bus.set_person(
         reg,
         platform_name,
@@ -293,6 +293,11 @@ def bus_group(_ctx: Ctx) -> None:
     """Change the bus's settings in bus.toml (no re-init; keys untouched)."""
 
 
+# The settings that decide which server's word authenticates a person's letter (an approver's
+# answer): its authserv-id, the IMAP server letters are read from, the CA that proves it is that one.
+VERDICTS = ("trusted_authserv_ids", "imap", "imap.tls", "ca_file")
+
+
 @bus_group.command("set")
 @argument("key", help="The setting (listed above).")
 @argument("values", metavar="VALUE", nargs=-1, required=True, help="Its value, or several for a list.")
@@ -319,9 +324,10 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
             _ask_approvers(ctx, f"agentmail bus set hold {shown}",
                            f"The hold rule stops holding letters for {', '.join(lifted)}.")  # fmt: skip
         _announce_hold_change(ctx, list(values))
-    elif key == "trusted_authserv_ids" and platform is None:  # whose verdicts authenticate an approver's answer
-        _ask_approvers(ctx, f"agentmail bus set {key} {shown}",
-                       "Changes whose Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
+    elif key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
+        how = f" --tls {tls}" if tls is not None else ""
+        _ask_approvers(ctx, f"agentmail bus set {key} {shown}{how}",
+                       "Changes which mail server's Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
     stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
     if key in ("smtp", "imap") and not tls and isinstance(stored, dict):
         note = bus.tls_chosen(key, stored["host"], stored["port"])
@@ -360,11 +366,12 @@ def _announcer(ctx: Ctx) -> Any:
         return AgentMail(reg, Identity(sender), ctx.home)
 
 
-def _ask_approvers(ctx: Ctx, change: str, effect: str) -> None:
+def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = None) -> None:
     """With approvers listed, a change that loosens a guard against the agent goes ahead only
-    once one of them approved exactly it by mail (``AgentMail.ask_approvers``: exit 4 until then)."""
+    once one of them approved exactly it by mail (``AgentMail.ask_approvers``: exit 4 until then);
+    the approvers of ``platform``, the one whose guard it is, decide."""
     if _anyone_approves(ctx):
-        _announcer(ctx).ask_approvers(change, effect)
+        _announcer(ctx).ask_approvers(change, effect, platform)
 
 
 def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:

@@ -38,13 +38,15 @@ class Consent(Stage):
         self.holds = holds
         self.sync = sync
 
-    def ask(self, change: str, effect: str) -> str:
+    def ask(self, change: str, effect: str, platform: str | None = None) -> str:
         """Return the approver who agreed to exactly ``change`` (one line, as shown to them), or
         "" when nobody approves on this bus; Refused (exit 4) otherwise, the request announced
-        once; ConfigError (exit 6) when the approvers cannot be told."""
-        everyone = self.holds.every_approver()
-        if not everyone:
+        once; ConfigError (exit 6) when the approvers cannot be told. Who decides: the approvers
+        of ``platform`` (the one whose guard it changes), else of this platform, else every
+        approver of the bus — never a partner's approver on another platform's guard."""
+        if not self.holds.every_approver():
             return ""
+        everyone = self.holds.deciders(platform)
         change = one_line(change)
         path = _find(self.spool, change)
         if path is not None:
@@ -59,7 +61,10 @@ class Consent(Stage):
         answers = _answers(record)
         if not answers:
             raise Refused("this change still waits for an approver's answer by mail (asked already: not asked again)")
-        path.unlink(missing_ok=True)  # decided: once
+        try:
+            path.unlink()  # decided: once, by whichever command removes the record first
+        except FileNotFoundError:
+            raise Refused("this change's approval was taken up by another command already: ask again") from None
         verbs = {_verb(a) for a in answers}
         if verbs == {"approve"}:
             return answers[0].split(" ", 1)[0]
@@ -69,13 +74,14 @@ class Consent(Stage):
 
     def _announce(self, change: str, effect: str, everyone: tuple[str, ...]) -> None:
         try:
-            message_id, raw = self.holds.change_request(change, effect)
+            message_id, raw = self.holds.change_request(change, effect, everyone)
         except AgentmailError as exc:
             raise ConfigError(f"nothing was changed: the approvers could not be asked ({exc})") from None
         folder = folder_of(self.spool)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{os.urandom(8).hex()}.json"  # before the mail: an answer always finds its record
-        write_atomic(path, json.dumps({"change": change, "announced": message_id, "answers": []}).encode())
+        record = {"change": change, "announced": message_id, "answers": [], "deciders": list(everyone)}
+        write_atomic(path, json.dumps(record).encode())
         failed = self.holds.mail_people("change." + path.stem, raw, everyone)
         if failed:
             path.unlink(missing_ok=True)
@@ -98,6 +104,12 @@ def _find(spool: Spool, change: str) -> Path | None:
 def pending(spool: Spool) -> dict[str, Path]:
     """The announced changes still waiting for an answer, by their announcement's Message-ID."""
     return {str(data["announced"]): path for path, data in _records(spool) if isinstance(data.get("announced"), str)}
+
+
+def deciders(path: Path) -> tuple[str, ...] | None:
+    """Who may answer the change recorded at ``path`` (None: a record from before: every approver)."""
+    given = _read(path).get("deciders")
+    return tuple(a for a in given if isinstance(a, str)) if isinstance(given, list) else None
 
 
 def record(path: Path, who: str, verb: str, why: str) -> None:

@@ -358,12 +358,13 @@ class AgentMail(Stage):
         approves), else why not."""
         return self.holds.announce_hold_change(before, after)
 
-    def ask_approvers(self, change: str, effect: str) -> str:
+    def ask_approvers(self, change: str, effect: str, platform: str | None = None) -> str:
         """With approvers listed, a change that loosens a guard against the agent (``change``: the
         command as shown to them, ``effect``: what it does) goes ahead only once one of them
         approved exactly it by mail: returns who; the first ask announces it and is Refused
-        (exit 4), as is every ask until an answer came. "" when nobody approves on this bus."""
-        return self.consent.ask(change, effect)
+        (exit 4), as is every ask until an answer came. "" when nobody approves on this bus.
+        ``platform``: the platform whose guard it changes (its approvers decide; default: this one's)."""
+        return self.consent.ask(change, effect, platform)
 
     def reject(self, letter_id: str | Letter, reason: str) -> Letter:
         """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it

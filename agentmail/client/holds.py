@@ -139,11 +139,22 @@ class Holds(Stage):
 
         return approval.every_approver(self.registry)
 
-    def change_request(self, change: str, effect: str) -> tuple[str, bytes]:
-        """The Message-ID and signed bytes of the announcement asking every approver for ``change``."""
+    def deciders(self, platform: str | None) -> tuple[str, ...]:
+        """Who decides a change of ``platform``'s guards: its approvers, else this platform's,
+        else every approver of the bus."""
         from ..people import approval
 
-        return approval.change_request(self.registry, self.home, self.me.platform, change, effect)
+        for name in (platform, self.me.platform):
+            found = approval.approvers(self.registry, name) if name else ()
+            if found:
+                return found
+        return approval.every_approver(self.registry)
+
+    def change_request(self, change: str, effect: str, to: tuple[str, ...]) -> tuple[str, bytes]:
+        """The Message-ID and signed bytes of the announcement asking ``to`` for ``change``."""
+        from ..people import approval
+
+        return approval.change_request(self.registry, self.home, self.me.platform, change, effect, to)
 
     def announce_hold_change(self, before: list[str], after: list[str]) -> str:
         """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
@@ -191,7 +202,12 @@ class Holds(Stage):
             if letter_id not in accepted and "approval_ignored" in self.spool.annotations(letter_id):
                 continue  # weighed before: it decided nothing (a person's letter's extra is its own record)
             decided = approval.decision(letter.body)
-            if letter.sender_address not in (allowed if target is not None else everyone):
+            if target is None and change is not None:
+                deciding = consent.deciders(change)
+                allowed_here = everyone if deciding is None else deciding
+            else:
+                allowed_here = allowed
+            if letter.sender_address not in allowed_here:
                 self.spool.annotate(
                     letter_id, approval_ignored=f"{letter.sender_address} does not approve {self.me.platform}"
                 )

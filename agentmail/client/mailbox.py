@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..config import bound
 from ..config.identity import Identity
 from ..config.registry import Registry
 from ..errors import (
@@ -33,6 +34,7 @@ class Mailbox:
     when first used) and the search index. Every stage works on one; nothing here decides."""
 
     def __init__(self, registry: Registry, me: Identity, home: Path, transport: Transport | None = None) -> None:
+        bound.check(home, registry)  # never a registry of the agent's own over keys another guards
         self.registry = registry
         self.me = me
         self.home = home

@@ -15,6 +15,8 @@ import os
 import secrets
 from pathlib import Path
 
+from ..config import bound
+from ..config.bound import PIN_FILE
 from ..config.registry import Registry
 from ..errors import BadInput, Refused
 from ..frame import body as framed
@@ -24,7 +26,6 @@ from ..letter.attach import Attachment
 from ..model import Letter
 from ..text import one_line, visible
 
-PIN_FILE = "approval-key.sha256"  # in the registry folder: the hex SHA-256 of the operator's key
 HOW_TO_ANSWER = 'To decide, reply with "approve" or "reject REASON" as the first word.'  # one short line
 NO_KEY = (
     "approving from the command line needs the operator's approval key (--key-file FILE, "
@@ -55,23 +56,37 @@ def digest_of(raw: bytes, envelope: tuple[str, ...]) -> str:
 
 
 def commits_of(patch: bytes) -> list[tuple[str, tuple[str, ...]]]:
-    """The commits of a ``git format-patch`` file, read without git: each one's subject and the
-    paths its diff touches (``diff --git a/OLD b/NEW`` names NEW). Hostile bytes: never raises,
-    every value one printable line."""
+    """The commits of a ``git format-patch`` file, read without git: each one's subject and every
+    path ``git am`` could touch — both sides of ``diff --git a/OLD b/NEW``, the ``--- a/``/``+++ b/``
+    headers of a diff without one, ``rename``/``copy from``/``to`` — so a patch never changes a
+    path the announcement leaves out. A diff before any ``From <sha>`` line (a bare patch) is a
+    commit too. Hostile bytes: never raises, every value one printable line."""
     commits: list[tuple[str, list[str]]] = []
+
+    def touched(path: str) -> None:
+        if not commits:
+            commits.append(("", []))
+        shown = visible(one_line(path))
+        if shown and shown not in commits[-1][1]:
+            commits[-1][1].append(shown)
+
     for raw_line in patch.decode("utf-8", "replace").splitlines():
         if raw_line.startswith("From ") and len(raw_line) > 45 and all(c in "0123456789abcdef" for c in raw_line[5:45]):
             commits.append(("", []))
-        elif raw_line.startswith("Subject: ") and commits and not commits[-1][0]:
+        elif raw_line.startswith("Subject: ") and not (commits and (commits[-1][0] or commits[-1][1])):
             subject = raw_line[len("Subject: ") :].strip()
             if subject.startswith("[PATCH") and "]" in subject:
                 subject = subject.partition("]")[2].strip()
-            commits[-1] = (visible(one_line(subject)) or "(no subject)", commits[-1][1])
-        elif raw_line.startswith("diff --git ") and commits:
-            _, sep, new = raw_line.rpartition(" b/")
-            path = visible(one_line(new if sep else raw_line[len("diff --git ") :]))
-            if path not in commits[-1][1]:
-                commits[-1][1].append(path)
+            commits[-1:] = [(visible(one_line(subject)) or "(no subject)", commits[-1][1] if commits else [])]
+        elif raw_line.startswith("diff --git "):
+            rest = raw_line[len("diff --git ") :]
+            old, sep, new = rest.rpartition(" b/")
+            for path in (old.removeprefix("a/"), new) if sep else (rest,):
+                touched(path)
+        elif raw_line.startswith(("--- a/", "+++ b/")):
+            touched(raw_line[6:].partition("\t")[0])
+        elif raw_line.startswith(("rename from ", "rename to ", "copy from ", "copy to ")):
+            touched(raw_line.split(" ", 2)[2])
     return [(subject or "(no subject)", tuple(paths)) for subject, paths in commits]
 
 
@@ -122,7 +137,11 @@ def announcement(
     ]
     from .for_people import compose_for_people, wrap
 
-    body = "\n".join([wrap("\n".join(about)), "", framed(letter.body), "", "-- ", HOW_TO_ANSWER])
+    # A line holding text the agent or a partner chose (subject, attachment name, a commit's
+    # subject or path) stays one line, its client wraps it on screen: cut at its spaces, a piece
+    # would read as a line of the announcement ("  Attachments: none", "    SHA-256 ...").
+    shown = [wrap(line) if line.startswith("Delivered to: ") else line for line in about]
+    body = "\n".join(["\n".join(shown), "", framed(letter.body), "", "-- ", HOW_TO_ANSWER])
     subject = f"Approve? {quoted(letter.subject)} ({letter.id})"
     return compose_for_people(registry, home, platform, approvers(registry, platform), subject, body, as_written=True)
 
@@ -144,8 +163,10 @@ def hold_change(
     return compose_for_people(registry, home, platform, every_approver(registry), "The hold rule changed", body)
 
 
-def change_request(registry: Registry, home: Path, platform: str, change: str, effect: str) -> tuple[str, bytes]:
-    """The announcement, to every approver, of a change that would loosen what guards against
+def change_request(
+    registry: Registry, home: Path, platform: str, change: str, effect: str, to: tuple[str, ...]
+) -> tuple[str, bytes]:
+    """The announcement, to ``to`` (who decides it), of a change that would loosen what guards against
     the agent (``client/consent``): exactly what was asked, what it does, and that it takes
     effect only if one of them approves it."""
     from .for_people import compose_for_people
@@ -156,9 +177,7 @@ def change_request(registry: Registry, home: Path, platform: str, change: str, e
         "It takes effect only if you approve it, and only exactly this change; nothing is changed meanwhile. "
         "If you did not expect it, reject it and ask the operator.\n\n-- \n" + HOW_TO_ANSWER
     )
-    return compose_for_people(
-        registry, home, platform, every_approver(registry), f"Approve? a change: {one_line(change)}"[:200], body
-    )
+    return compose_for_people(registry, home, platform, to, f"Approve? a change: {one_line(change)}"[:200], body)
 
 
 def decision(body: str) -> tuple[str, str] | None:
@@ -229,6 +248,7 @@ def may_pin_first(root: Path, key_file: str, home: Path) -> None:
     if (root / PIN_FILE).exists():
         raise Refused("an approval key is pinned already: replace it with 'approve --new-key FILE --key-file OLD'")
     _target(root, key_file, home)
+    bound.refuse_another(home, root)  # a key pinned in a registry of the agent's own would guard nothing
 
 
 def may_replace(registry: Registry, key_file: str, home: Path, old_key: str | None) -> None:
@@ -243,7 +263,9 @@ def may_replace(registry: Registry, key_file: str, home: Path, old_key: str | No
 def first_key(registry: Registry, key_file: str, home: Path) -> Path:
     """``init --approval-key``: the bus's first approval key, written and pinned."""
     may_pin_first(registry.root, key_file, home)
-    return _write_key(registry, key_file, home)
+    written = _write_key(registry, key_file, home)
+    bound.check(home, registry)  # this registry's guards hold over the home's keys from now on
+    return written
 
 
 def new_key(registry: Registry, key_file: str, home: Path, old_key: str | None) -> Path:

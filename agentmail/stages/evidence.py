@@ -344,12 +344,16 @@ def _commit_of(git: Callable[[list[str]], bytes], sha: str,
 def guarded_places(home: Path | None = None, registry: Path | None = None) -> tuple[tuple[Path, str], ...]:
     """What no letter's patch may change: the agentmail home (keys, logins, spools, post office)
     and the registry in use (every pinned key, address and hold). Default: ``$AGENTMAIL_HOME``
-    and the registry it names (``AGENTMAIL_REGISTRY``, else ``$AGENTMAIL_HOME/registry``)."""
+    and the registry it names (``AGENTMAIL_REGISTRY``, else ``$AGENTMAIL_HOME/registry``), which
+    stays guarded when another registry is in use."""
     home = agentmail_home() if home is None else home
-    return (
-        (home, "the agentmail home"),
-        (registry_dir(None, home) if registry is None else registry, "the registry in use"),
-    )
+    named = registry_dir(None, home)
+    places = [(home, "the agentmail home"), (named if registry is None else registry, "the registry in use")]
+    # ``--registry`` picks the registry in use, and the agent can write one of its own: the one
+    # the environment names (the operator's choice, no argument's) stays guarded as well.
+    if registry is not None and os.path.realpath(named) != os.path.realpath(registry):
+        places.append((named, "the registry the environment names"))
+    return tuple(places)
 
 
 def _guarded_paths(touched: list[tuple[str, str]], checkout: Path,

@@ -125,3 +125,22 @@ def test_a_guarded_folder_reached_through_a_link_in_the_checkout_is_refused(tmp_
     with pytest.raises(BadInput, match=r"conf/bus.toml \(the registry in use\)"):
         evidence.apply(evidence.from_patches("HEAD~1..", fixer), target,
                        guarded=evidence.guarded_places(tmp_path / "home", outside))  # fmt: skip
+
+
+def test_a_registry_of_the_agents_own_never_unguards_the_one_the_environment_names(
+    home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli: Cli
+) -> None:
+    """The steered agent writes a registry of its own (``init --force`` keeps this home's keys)
+    and applies the partner's patch with ``--registry`` naming it: the registry in use is then
+    its own, and the tracked one the environment names was not guarded."""
+    checkout, partner = _tracked_bus(home, tmp_path, monkeypatch)
+    bus_toml = partner / "registry" / "bus.toml"
+    bus_toml.write_text(bus_toml.read_text().replace('"partner.example"', ""))
+    commit_all(partner, "Routine rotation")
+    _, letter = _mail_patches(home, partner, checkout)
+    own = str(tmp_path / "own")
+    assert cli("--registry", own, "init", "--force", "--domain", "bus.test", "alpha", "beta")[0] == 0
+    monkeypatch.chdir(checkout)
+    code, out, err = cli("--registry", own, "--as", "beta", "apply", letter)
+    assert (code, out) == (2, "") and "registry/bus.toml (the registry the environment names)" in err, err
+    assert registry_mod.load(checkout / "registry").bus.hold == ("partner.example",)
