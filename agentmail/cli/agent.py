@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BadInput, TransportError
-from . import render
+from . import guide, render
 from .args import Commands, argument, at_least, echo, option, seconds
 from .context import ID_HELP, OUTCOME_HELP, TYPES_HELP, Ctx, attach_options, attachments, json_option, read_body
 from .render import clean, emit
@@ -41,6 +41,12 @@ def whoami(ctx: Ctx) -> None:
         {"platform": me.platform, "agent": me.agent, "address": ctx.client().platform.address},
         lambda: echo(me.mailbox),
     )
+
+
+@commands.command(name="guide")
+def guide_cmd(ctx: Ctx) -> None:
+    """How letters go: the lifecycle, what an opener says, siblings, the exit codes (for agents)."""
+    echo(guide.GUIDE.rstrip())
 
 
 @commands.command()
