@@ -58,13 +58,13 @@ def tokens(text: str) -> int:
     return math.ceil(len(text) / 3.4)
 
 
-def add_pointer(checkout: Path) -> list[Path]:
+def add_pointer(checkout: Path, *, create: bool = True) -> list[Path]:
     """Add POINTER to each of the checkout's AGENTS.md and CLAUDE.md that lacks it (appended,
-    nothing else touched), or create AGENTS.md when neither exists. Returns the files changed:
-    none when every one already has it. A symlink is not followed (it is left alone)."""
+    nothing else touched), or (``create``) make AGENTS.md when neither exists. Returns the files
+    changed: none when every one has it already. A symlink is left alone (never followed)."""
     present = [checkout / name for name in HOST_FILES if os.path.lexists(checkout / name)]
     changed = []
-    for path in present or [checkout / HOST_FILES[0]]:
+    for path in present or ([checkout / HOST_FILES[0]] if create else []):
         if path.is_symlink() or (path.exists() and not path.is_file()):
             continue
         old = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
