@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 EVENTS = ("session-start", "stop")
 NEVER_BLOCK = "a hook exits 1 on a mistake, never 2 (hosts read 2 as 'block')"
 MAX_LINES = 20
+SUBJECT = 48  # characters of a subject a line shows
 
 
 class Outcome(Frozen):
@@ -48,20 +49,20 @@ class Outcome(Frozen):
 
 def _compact(letter: Letter) -> str:
     """One letter as one line, its subject last and quoted (frame.py): nothing in it can start
-    another entry or end the list."""
+    another entry or end the list. Short: every character is paid for in a woken agent's context."""
     flag = f" [{inline(letter.severity)}]" if letter.severity else ""
     person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM" (issue 12)
     sender = inline(f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?")
-    kind, thread = inline(letter.type) or "-", inline(letter.thread) or "-"
-    return f"{letter.id} {kind} from {sender}{flag} {thread} {quoted(letter.subject, 80)}"
+    kind = inline(letter.type) or "-"
+    return f"{letter.id} {kind}{flag} {sender} {quoted(letter.subject, SUBJECT)}"
 
 
 def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
-    """Unread letters in a compact form for the agent's context."""
+    """Unread letters in a compact form for the agent's context (at most MAX_LINES of them)."""
     noun = "letter" if len(letters) == 1 else "letters"
     lines = [
-        f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (read: agentmail show ID · "
-        "answer: agentmail reply ID -b TEXT · no answer due: agentmail done ID). " + DATA_NOT_ORDERS
+        f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (agentmail reply ID -b TEXT, show ID, "
+        "done ID; guide). " + DATA_NOT_ORDERS
     ]
     lines += [_compact(x) for x in letters[:MAX_LINES]]
     if len(letters) > MAX_LINES:

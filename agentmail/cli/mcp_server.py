@@ -44,6 +44,7 @@ from ..people import digest
 from ..spool.search import MAX_QUERY
 from ..stages import evidence
 from ..text import DATA_NOT_ORDERS, for_terminal
+from . import brief as briefs
 from .guide import GUIDE
 
 if TYPE_CHECKING:
@@ -138,7 +139,9 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
     "held": ("Letters awaiting approval.", _schema(**_PAGE)),
     "thread": (
         "A thread's letters, both ways.",
-        _schema(("thread",), thread=_THREAD, **_PAGE),
+        _schema(
+            ("thread",), thread=_THREAD, brief={"type": "boolean"}, tokens={"type": "integer", "minimum": 50}, **_PAGE
+        ),
     ),
     "notes": ("Notes for me.", _schema(**_PAGE)),
     "quarantine": ("Rejected letters and why.", _schema(**_PAGE)),
@@ -173,7 +176,7 @@ GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         ("show", "done", "attachments", "save", "apply"),
     ),
     "list": (
-        "Paged: status (stale: 3d), thread, search, notes, held, quarantine; digest.",
+        "Paged: status (stale: 3d), thread (brief: its gist in tokens), search, notes, held, quarantine; digest.",
         ("status", "thread", "search", "notes", "held", "quarantine", "digest"),
     ),
 }
@@ -320,6 +323,8 @@ def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) ->
     if name == "digest":
         made = digest.gather(am, a.get("since"))
         return {**made.to_json(), "text": digest.render(made)}
+    if name == "thread" and a.get("brief"):  # the gist, within a budget: no page
+        return {"brief": briefs.of_thread(am.thread(a["thread"]), int(a.get("tokens", briefs.BUDGET)))}
     if name in LISTS:
         return _page(name, a, LISTS[name](am, a))
     letter, mechanism = am.wait(float(a.get("timeout", 60.0)), type=a.get("type"), thread=a.get("thread"))
