@@ -29,7 +29,7 @@ def _outcome(ctx: Ctx, client: AgentMail, letter: Letter) -> None:
     sent = client.last_sent
     assert sent is not None and sent.letter is letter  # the call that returned ``letter`` set it
     advice = sent.advice if ctx.json or (sent.advice and client.opener_advice_due()) else ()
-    render.sent_outcome(ctx, letter, advice, sent.warnings)
+    render.sent_outcome(ctx, letter, advice, sent.warnings, client.me.mailbox)
 
 
 @commands.command()

@@ -75,16 +75,3 @@ def of_thread(letters: Sequence[Letter], budget: int = BUDGET) -> str:
                     if fits(parts):
                         return "\n".join(parts)
     return top[: int(budget * 3.4)]  # a budget too small for more than the thread's name
-
-
-def of_unread(letters: Sequence[Letter], budget: int = BUDGET) -> list[str]:
-    """Unread letters one line each, as many as ``budget`` allows, newest dropped last: the lines
-    and, when some did not fit, a last line counting them."""
-    lines: list[str] = []
-    for index, letter in enumerate(letters):
-        candidate = line(letter)
-        if tokens("\n".join([*lines, candidate])) > budget:
-            lines.append(f"… and {len(letters) - index} more: agentmail inbox")
-            break
-        lines.append(candidate)
-    return lines

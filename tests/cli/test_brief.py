@@ -83,6 +83,12 @@ def test_a_thread_brief_keeps_the_opener_the_last_letters_and_a_line_between(
     assert got == {"brief": brief.of_thread(letters, 300)} and tokens(got["brief"]) <= 300
 
 
+def test_a_long_opener_is_cut_and_says_how_much_more(alpha: AgentMail, beta: AgentMail) -> None:
+    report = alpha.send("beta", "Quota 500s", OPENER + "Trace line.\n" * 300)
+    text = brief.of_thread(beta.thread(report.thread), 300)
+    assert tokens(text) <= 300 and "more chars]" in text and text.count(MARK) >= 3
+
+
 def test_a_short_thread_is_shown_whole(alpha: AgentMail, beta: AgentMail) -> None:
     report = alpha.send("beta", "Quota 500s", OPENER)
     text = brief.of_thread(beta.thread(report.thread))

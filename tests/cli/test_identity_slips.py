@@ -3,6 +3,7 @@ a note to an unknown agent needs --new-agent, and MCP's confirmations name who a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from agentmail.cli import mcp_server
@@ -32,6 +33,8 @@ def test_a_note_to_oneself_is_refused_and_an_unknown_agent_needs_new_agent(
     assert code == 2 and "no agent of this platform is called 'nite'" in err and "--new-agent" in err
     code, out, _ = cli("--as", "alpha", "--agent", "day", "note", "--to", "nite", "--new-agent", "-s", "H", "-b", "q.")
     assert code == 0 and out.endswith(" sent\n")
+    code, out, _ = cli("--json", "--as", "alpha", "--agent", "day", "note", "--to", "nite", "-s", "H", "-b", "q.")
+    assert code == 0 and json.loads(out)["as"] == "alpha@day"  # the confirmation names who acted
 
 
 def test_mcp_confirmations_name_the_acting_mailbox(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
