@@ -287,9 +287,15 @@ def call(am: AgentMail, name: str, arguments: dict[str, Any] | None, *, save_roo
     """Run one tool (or operation, by its CLI name) against the client; returns what goes back
     as JSON. Errors raise. ``save_root``: the folder ``save``, ``apply`` and ``attach`` work
     below (default: ``save_folder()``)."""
-    args = check_arguments(name, arguments)
-    op = args.pop("action") if name in GROUPS else name
+    op, args = resolve(name, arguments)
     return _run(am, op, args, save_root)
+
+
+def resolve(name: str, arguments: Any) -> tuple[str, dict[str, Any]]:
+    """The operation a call runs and its arguments, checked (``check_arguments``): a group's
+    ``action`` names the operation; any other tool is its own."""
+    args = check_arguments(name, arguments)
+    return (args.pop("action"), args) if name in GROUPS else (name, args)
 
 
 def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) -> Any:
@@ -327,6 +333,8 @@ def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) ->
         return {"brief": briefs.of_thread(am.thread(a["thread"]), int(a.get("tokens", briefs.BUDGET)))}
     if name in LISTS:
         return _page(name, a, LISTS[name](am, a))
+    if name != "wait":
+        raise NotFound(f"no tool {name}")
     letter, mechanism = am.wait(float(a.get("timeout", 60.0)), type=a.get("type"), thread=a.get("thread"))
     return {**_letter(letter, LIST_BODY), "woke_by": mechanism}
 
@@ -535,15 +543,15 @@ class Tools:
         """(text, is_error) for one tool call. The arguments are checked before anything is
         opened: a call its schema refuses touches no file."""
         try:
-            args = check_arguments(name, arguments)
-            if name == "wait":
+            op, args = resolve(name, arguments)
+            if op == "wait":
                 with self._lock:
                     base = self._am()
                 with AgentMail(base.registry, base.me, base.home) as own:
-                    result = _run(own, name, args, self.save_root)
+                    result = _run(own, op, args, self.save_root)
             else:
                 with self._lock:
-                    result = _run(self._am(), name, args, self.save_root)
+                    result = _run(self._am(), op, args, self.save_root)
         except AgentmailError as exc:  # one line: no text of a letter's in it starts another
             return inline(str(exc)), True
         except (TypeError, ValueError) as exc:  # arguments of the wrong shape

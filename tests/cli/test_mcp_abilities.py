@@ -4,6 +4,7 @@ stale threads, the digest, a note to an unknown agent refused, the guide as prom
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -165,3 +166,31 @@ def test_the_guide_is_a_prompt_and_a_resource(beta: AgentMail, tmp_path: Path) -
     anyio.run(main)
     assert got == {"prompts": ["guide"], "prompt": GUIDE, "resources": [mcp_server.GUIDE_URI], "resource": GUIDE}
     assert os.environ.get("AGENTMAIL_HOME")  # hermetic: the fixture's home
+
+
+def test_the_grouped_tools_run_their_action_through_the_sdk(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    """``letter`` and ``list`` as a host calls them: the action runs, nothing else (never a wait)."""
+    report = alpha.send("beta", "Quota 500s", OPENER)
+    answers: dict[str, Any] = {}
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Client(mcp_server.server(lambda: beta, tmp_path)) as client:
+                [letter] = json.loads((await client.call_tool("inbox", {})).content[0].text)["items"]  # type: ignore[union-attr]
+                for key, name, args in [
+                    ("show", "letter", {"action": "show", "id": letter["id"]}),
+                    ("thread", "list", {"action": "thread", "thread": report.thread}),
+                    ("brief", "list", {"action": "thread", "thread": report.thread, "brief": True}),
+                    ("done", "letter", {"action": "done", "ids": [letter["id"]]}),
+                    ("bad", "list", {"action": "wait"}),
+                ]:
+                    result = await client.call_tool(name, args)
+                    text = result.content[0].text  # type: ignore[union-attr]
+                    answers[key] = text if result.is_error else json.loads(text)
+
+    anyio.run(main)
+    assert answers["show"]["subject"] == "Quota 500s" and answers["show"]["body"] == OPENER.rstrip("\n")
+    assert [x["subject"] for x in answers["thread"]["items"]] == ["Quota 500s"]
+    assert answers["brief"]["brief"].startswith(f'thread {report.thread} "Quota 500s": 1 letter(s)')
+    assert answers["done"] == {"done": [answers["show"]["id"]]}
+    assert answers["bad"].startswith("bad arguments for list: action: 'wait' is not one of")
