@@ -121,7 +121,7 @@ def test_any_thread_fits_its_budget_and_stays_in_the_frame(
     assert tokens(text) <= budget
     ids = {x.id for x in letters}
     for shown in text.splitlines()[1:]:
-        assert shown.startswith(("- ", "… ", f"  {MARK}")) or shown.split(" ", 1)[0] in ids, shown
+        assert shown.startswith(("- ", "… ", f"  {MARK.rstrip()}")) or shown.split(" ", 1)[0] in ids, shown
 
 
 @pytest.fixture
