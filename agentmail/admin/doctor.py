@@ -23,6 +23,7 @@ from ..stages.compose import Draft, compose
 from ..transport import Envelope, Outgoing, checkup
 from ..trust import authenticity, signing
 from ..trust.provenance import authserv_ids, trusted_results
+from . import hosts
 from .exposure import exposure, work_tree_of
 
 PROBE_AGENT = "doctor-probe"  # the probe is a note for this (absent) agent: no one's inbox shows it
@@ -116,6 +117,9 @@ def run_checks(
     entry = reg.platforms[me.platform]
     checks.append(_secrets_mode(home))
     checks.append(_home_exposure(home))
+    hooks = hosts.check(identity.checkout_root(Path.cwd()))
+    if hooks is not None:  # a hook that no longer starts is an agent that never hears of its mail
+        checks.append(Check("hooks", *hooks))
     key_ok = False
     try:
         private, source = read_private_key_with_source(home, me.platform)

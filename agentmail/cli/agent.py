@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BadInput, TransportError
-from . import render
+from . import brief as briefs
+from . import guide, render
 from .args import Commands, argument, at_least, echo, option, seconds
 from .context import ID_HELP, OUTCOME_HELP, TYPES_HELP, Ctx, attach_options, attachments, json_option, read_body
 from .render import clean, emit
@@ -28,7 +29,7 @@ def _outcome(ctx: Ctx, client: AgentMail, letter: Letter) -> None:
     sent = client.last_sent
     assert sent is not None and sent.letter is letter  # the call that returned ``letter`` set it
     advice = sent.advice if ctx.json or (sent.advice and client.opener_advice_due()) else ()
-    render.sent_outcome(ctx, letter, advice, sent.warnings)
+    render.sent_outcome(ctx, letter, advice, sent.warnings, client.me.mailbox)
 
 
 @commands.command()
@@ -41,6 +42,12 @@ def whoami(ctx: Ctx) -> None:
         {"platform": me.platform, "agent": me.agent, "address": ctx.client().platform.address},
         lambda: echo(me.mailbox),
     )
+
+
+@commands.command(name="guide")
+def guide_cmd(ctx: Ctx) -> None:
+    """How letters go: the lifecycle, what an opener says, siblings, the exit codes (for agents)."""
+    echo(guide.GUIDE.rstrip())
 
 
 @commands.command()
@@ -177,10 +184,18 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
 @commands.command()
 @argument("thread_id", metavar="THREAD", help="A thread id (thr-..., any case).")
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
+@option(
+    "--brief", is_flag=True, help="The gist within --tokens: the opener, the last letters whole, a line each between."
+)
+@option("--tokens", type=at_least(50, 100000), default=briefs.BUDGET, show_default=True, help="The budget of --brief.")
 @json_option
-def thread(ctx: Ctx, thread_id: str, no_sync: bool) -> None:
-    """The whole thread, both ways, as a person would read it."""
+def thread(ctx: Ctx, thread_id: str, no_sync: bool, brief: bool = False, tokens: int = briefs.BUDGET) -> None:
+    """The whole thread, both ways, as a person would read it (--brief: as a woken agent can afford)."""
     letters = ctx.reader().thread(thread_id, sync=not no_sync)
+    if brief:
+        text = briefs.of_thread(letters, tokens)
+        emit(ctx, {"thread": thread_id, "letters": len(letters), "brief": text}, lambda: echo(text))
+        return
     emit(ctx, [letter.to_json() for letter in letters], lambda: render.thread(letters))
 
 

@@ -3,6 +3,7 @@ client made once and closed at the end), the options several commands share, and
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,8 +43,15 @@ class Ctx:
         if self._client is None:
             from ..client.facade import AgentMail
 
+            spools = self.home / "spool"
+            before = set(os.listdir(spools)) if self.agent and spools.is_dir() else set()
             self._client = AgentMail.from_env(self.platform, agent=self.agent, registry=self.registry_root())
             self._client.outbox.batch_copies = False  # one letter a process: copied as it goes
+            me = self._client.me
+            if me.agent and me.mailbox not in before:  # a misspelt --agent is a mailbox nobody reads
+                known = sorted(n.partition("@")[2] for n in before if n.startswith(f"{me.platform}@"))
+                echo(f"agentmail: note: {me.mailbox} is a new mailbox (agents of {me.platform} so far: "
+                     f"{', '.join(known) or 'none'}); check the spelling of --agent", err=True)  # fmt: skip
         return self._client
 
     def reader(self) -> AgentMail:

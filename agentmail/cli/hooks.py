@@ -20,7 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._fs import write_atomic
-from .._value import Frozen, field
+from .._value import Frozen
+from ..admin.hosts import HOSTS as HOSTS
+from ..admin.hosts import Host as Host
+from ..admin.hosts import agentmail_command as agentmail_command
+from ..admin.hosts import as_command as as_command
+from ..admin.hosts import load_settings
 from ..config.identity import checkout_root as checkout_root  # re-exported: `hook install` roots at the checkout
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound, TransportError
 from ..frame import inline, quoted
@@ -33,19 +38,7 @@ if TYPE_CHECKING:
 EVENTS = ("session-start", "stop")
 NEVER_BLOCK = "a hook exits 1 on a mistake, never 2 (hosts read 2 as 'block')"
 MAX_LINES = 20
-
-
-class Host(Frozen):
-    settings: str | None  # the checkout's settings file, relative to its root
-    events: dict[str, str] = field(default_factory=dict)  # our event -> the host's event name
-    block: str = "block"  # the host's word for "do not stop yet"
-
-
-HOSTS = {
-    "claude": Host(".claude/settings.json", {"session-start": "SessionStart", "stop": "Stop"}),
-    "gemini": Host(".gemini/settings.json", {"session-start": "SessionStart", "stop": "AfterAgent"}, "deny"),
-    "generic": Host(None),  # any host that can run a shell command and show its output
-}
+SUBJECT = 48  # characters of a subject a line shows
 
 
 class Outcome(Frozen):
@@ -56,20 +49,20 @@ class Outcome(Frozen):
 
 def _compact(letter: Letter) -> str:
     """One letter as one line, its subject last and quoted (frame.py): nothing in it can start
-    another entry or end the list."""
+    another entry or end the list. Short: every character is paid for in a woken agent's context."""
     flag = f" [{inline(letter.severity)}]" if letter.severity else ""
     person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM" (issue 12)
     sender = inline(f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?")
-    kind, thread = inline(letter.type) or "-", inline(letter.thread) or "-"
-    return f"{letter.id} {kind} from {sender}{flag} {thread} {quoted(letter.subject, 80)}"
+    kind = inline(letter.type) or "-"
+    return f"{letter.id} {kind}{flag} {sender} {quoted(letter.subject, SUBJECT)}"
 
 
 def inbox_text(am: AgentMail, letters: list[Letter]) -> str:
-    """Unread letters in a compact form for the agent's context."""
+    """Unread letters in a compact form for the agent's context (at most MAX_LINES of them)."""
     noun = "letter" if len(letters) == 1 else "letters"
     lines = [
-        f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (read: agentmail show ID · "
-        "answer: agentmail reply ID -b TEXT · no answer due: agentmail done ID). " + DATA_NOT_ORDERS
+        f"agentmail: {len(letters)} unread {noun} for {am.me.mailbox} (agentmail reply ID -b TEXT, show ID, "
+        "done ID; guide). " + DATA_NOT_ORDERS
     ]
     lines += [_compact(x) for x in letters[:MAX_LINES]]
     if len(letters) > MAX_LINES:
@@ -176,36 +169,34 @@ def run(host: str, event: str, payload: str, make_client: Callable[[Path], Agent
 # --- install -------------------------------------------------------------------------------
 
 
-def _present(entries: list[Any], host: str, event: str) -> bool:
+def _ours(entries: list[Any], host: str, event: str) -> dict[str, Any] | None:
+    """The hook of agentmail's for ``host`` and ``event`` among ``entries``, if there is one."""
     needle = f"hook {host} {event}"
     for entry in entries:
         for hook in (entry.get("hooks") or []) if isinstance(entry, dict) else []:
             command = str(hook.get("command", "")) if isinstance(hook, dict) else ""
             if "agentmail" in command and command.rstrip().endswith(needle):
-                return True
-    return False
+                return hook  # type: ignore[no-any-return]
+    return None
 
 
 def install(host: str, root: Path, prefix: str = "agentmail") -> tuple[Path, list[str]]:
-    """Merge this host's hooks into the checkout's settings; returns (file, commands added).
+    """Merge this host's hooks into the checkout's settings; returns (file, commands added or
+    changed). ``prefix``: the command that runs agentmail (its absolute path, and --as/--agent).
 
-    Other settings and other hooks are kept as they are; a hook already there is not added
-    again; a settings file that is not a JSON object is refused, never overwritten."""
+    Other settings and other hooks are kept as they are; a hook of agentmail's already there is
+    left, or given the new command when it runs another (a bare ``agentmail`` a host's PATH may
+    lack); a settings file that is not a JSON object is refused, never overwritten."""
     spec = HOSTS.get(host)
     if spec is None:
         raise BadInput(f"unknown host {host!r}; one of: {', '.join(HOSTS)}")
     if spec.settings is None:
         raise BadInput(
-            "a generic host has no settings file to edit: have it run `agentmail hook generic session-start` "
-            "when a session starts and `agentmail hook generic stop` before it stops"
+            f"a generic host has no settings file to edit: have it run `{prefix} hook generic session-start` "
+            f"when a session starts and `{prefix} hook generic stop` before it stops"
         )
     path = root / spec.settings
-    try:
-        data = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON ({exc}); fix it by hand, agentmail will not overwrite it"
-        ) from None
+    data = load_settings(path)
     hooks = data.setdefault("hooks", {}) if isinstance(data, dict) else None
     if not isinstance(hooks, dict):
         raise ConfigError(f'{path}: expected a JSON object with a "hooks" object; agentmail will not overwrite it')
@@ -214,12 +205,18 @@ def install(host: str, root: Path, prefix: str = "agentmail") -> tuple[Path, lis
         entries = hooks.setdefault(name, [])
         if not isinstance(entries, list):
             raise ConfigError(f"{path}: hooks.{name} is not a list; agentmail will not overwrite it")
-        if _present(entries, host, event):
-            continue
         command = f"{prefix} hook {host} {event}"
+        there = _ours(entries, host, event)
+        if there is not None:
+            if there.get("command") != command:
+                there["command"] = command
+                added.append(command)
+            continue
         hook: dict[str, Any] = {"type": "command", "command": command}
         if host == "gemini":
             entries.append({"hooks": [{"name": f"agentmail-{event}", **hook}]})  # gemini: matcher omitted = all
+        elif not spec.matcher:
+            entries.append({"hooks": [hook]})  # codex: no matcher is every session (Stop takes none)
         else:
             entries.append({"matcher": "", "hooks": [hook]})
         added.append(command)

@@ -86,6 +86,7 @@ def _hook_command(host: str, label: str) -> None:
 
 for _host, _label in (
     ("claude", "Claude Code"),
+    ("codex", "Codex CLI"),
     ("gemini", "Gemini CLI"),
     ("generic", "Any host that runs a shell command"),
 ):
@@ -93,16 +94,17 @@ for _host, _label in (
 
 
 @hook.command("install")
-@argument("host", help="claude or gemini.")
+@argument("host", help="claude, codex, gemini or generic (which prints what to run).")
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
 @json_option
 def hook_install(ctx: Ctx, host: str, root: str | None) -> None:
-    """Merge agentmail's hooks into HOST's settings in this checkout (idempotent)."""
+    """Merge agentmail's hooks into HOST's settings in this checkout (idempotent), naming this
+    agentmail by its absolute path (a host's PATH may lack its virtual environment)."""
     from . import hooks
 
-    prefix = (
-        "agentmail" + (f" --as {ctx.platform}" if ctx.platform else "") + (f" --agent {ctx.agent}" if ctx.agent else "")
-    )
+    words = [hooks.agentmail_command()]
+    words += (["--as", ctx.platform] if ctx.platform else []) + (["--agent", ctx.agent] if ctx.agent else [])
+    prefix = hooks.as_command(words)
     path, added = hooks.install(host, Path(root) if root else hooks.checkout_root(Path.cwd()), prefix)
     emit(
         ctx,

@@ -33,14 +33,19 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..ages import duration
 from ..client.facade import AgentMail, raise_for_state
+from ..client.siblings import known_agents
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..frame import inline
-from ..letter.attach import unique_names
-from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, SEVERITIES, TYPES
+from ..letter.attach import Attachment, unique_names
+from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, OUTCOMES, SEVERITIES, TYPES
+from ..people import digest
 from ..spool.search import MAX_QUERY
-from ..stages.guards import DATA_NOT_ORDERS
-from ..text import for_terminal
+from ..stages import evidence
+from ..text import DATA_NOT_ORDERS, for_terminal
+from . import brief as briefs
+from .guide import GUIDE
 
 if TYPE_CHECKING:
     from ..model import Letter
@@ -51,6 +56,7 @@ LIST_ITEMS = 20  # entries of a list inside an item (a Cc, attachments, a fan-ou
 MAX_WAIT = 600  # seconds
 MAX_INBOX = 1000  # the most items one page may ask for
 PAGE = 20  # items a list returns when no limit is given: a busy mailbox never floods the context
+GUIDE_URI = "agentmail://guide"  # the protocol, as `agentmail guide` prints it
 SAVE_DIR_ENV = "AGENTMAIL_MCP_SAVE_DIR"  # the folder save writes below; else the server's working directory
 
 # Every schema is the whole contract: each argument is checked against it (jsonschema) before a
@@ -76,18 +82,28 @@ def _schema(required: tuple[str, ...] = (), /, **props: dict[str, Any]) -> dict[
 # A limit over MAX_INBOX is no error: a page is at most MAX_INBOX items whatever it asks (and says
 # so with next_cursor), which keeps the schema, sent into every conversation, short.
 _PAGE: dict[str, Any] = {"limit": {"type": "integer", "minimum": 1}, "cursor": _S}
-# name -> (description, input schema). The descriptions carry the protocol an agent needs.
+# Every operation of the client an agent has, by its CLI command's name -> (description, exact
+# input schema). Each is callable by that name (a host that kept an older tool list still works);
+# the tool list sends them grouped (TOOLS), which keeps it short.
 _HOLD = {"type": "boolean"}  # a person approves first (INSTRUCTIONS)
-TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "whoami": ("My platform[@agent] and address.", _schema()),
+_FILES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 4096}, "minItems": 1}
+_EVIDENCE: dict[str, Any] = {"attach": _FILES, "patch": {"type": "string", "pattern": "^[!-~]{1,200}$"}}
+_OUTCOME = {"enum": list(OUTCOMES)}
+OPS: dict[str, tuple[str, dict[str, Any]]] = {
+    "whoami": ("Me, my siblings, and the platforms I may write to.", _schema()),
     "inbox": (
         "Unread letters, oldest first (until done, reply or consume).",
         _schema(consume={"type": "boolean"}, **_PAGE),
     ),
     "show": ("One letter in full.", _schema(("id",), id=_ID)),
+    "attachments": ("A letter's attachments (name, type, size).", _schema(("id",), id=_ID)),
     "save": (
         "Save a letter's attachments in dir, below the working directory.",
         _schema(("id",), id=_ID, dir=_S),
+    ),
+    "apply": (
+        "git am a letter's patches here (check: dry run).",
+        _schema(("id",), id=_ID, check={"type": "boolean"}, series={"type": "boolean"}),
     ),
     "done": ("Mark letters read.", _schema(("ids",), ids={"type": "array", "items": _ID, "minItems": 1})),
     "send": (
@@ -102,21 +118,37 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
             ref={"type": "string", "maxLength": MAX_REF},
             thread=_THREAD,
             hold=_HOLD,
+            outcome=_OUTCOME,
+            **_EVIDENCE,
         ),
     ),
     "reply": (
-        "Answer a letter (default type: ack a report, verify-result a fix-notice, else question); once per letter.",
-        _schema(("id", "body"), id=_ID, body=_TEXT, type=_KIND, hold=_HOLD),
+        "Answer a letter once (default type: ack a report, verify-result a fix-notice, else question); "
+        "attach: files of the checkout, patch: a git rev range.",
+        _schema(("id", "body"), id=_ID, body=_TEXT, type=_KIND, hold=_HOLD, outcome=_OUTCOME, **_EVIDENCE),
+    ),
+    "note": (
+        "Note a sibling agent (to: its name, else whoever reads next; new_agent: one not seen yet).",
+        _schema(
+            ("subject", "body"),
+            subject=_TEXT,
+            body=_TEXT,
+            to={"type": "string", "pattern": NAME_RE.pattern},
+            new_agent={"type": "boolean"},
+            **_EVIDENCE,
+        ),
     ),
     "held": ("Letters awaiting approval.", _schema(**_PAGE)),
-    "thread": ("A thread's letters, both ways.", _schema(("thread",), thread=_THREAD, **_PAGE)),
-    "note": (
-        "Note a sibling agent (to: its name, else whoever reads next).",
-        _schema(("subject", "body"), subject=_TEXT, body=_TEXT, to={"type": "string", "pattern": NAME_RE.pattern}),
+    "thread": (
+        "A thread's letters, both ways.",
+        _schema(
+            ("thread",), thread=_THREAD, brief={"type": "boolean"}, tokens={"type": "integer", "minimum": 50}, **_PAGE
+        ),
     ),
     "notes": ("Notes for me.", _schema(**_PAGE)),
     "quarantine": ("Rejected letters and why.", _schema(**_PAGE)),
-    "status": ("Open threads and whose move it is.", _schema(**_PAGE)),
+    "status": ("Open threads and whose move it is.", _schema(stale=_S, **_PAGE)),
+    "digest": ("Open threads by age, held, quarantined.", _schema(since=_S)),
     "search": (
         "Search my letters (sent too), best first.",
         _schema(
@@ -137,13 +169,44 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
         ),
     ),
 }
+# The tool list: an operation alone, or a group of them chosen by ``action`` (one schema, the
+# union of theirs; each call is then checked against its operation's own).
+GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "letter": (
+        "One letter: show, done (ids), attachments, save them in dir (below the working directory), "
+        "apply its patches here (git am; check: dry run).",
+        ("show", "done", "attachments", "save", "apply"),
+    ),
+    "list": (
+        "Paged: status (stale: 3d), thread (brief: its gist in tokens), search, notes, held, quarantine; digest.",
+        ("status", "thread", "search", "notes", "held", "quarantine", "digest"),
+    ),
+}
+ALONE = ("whoami", "inbox", "send", "reply", "note", "wait")
+
+
+def _group_schema(ops: tuple[str, ...]) -> dict[str, Any]:
+    props: dict[str, Any] = {"action": {"enum": list(ops)}}
+    for op in ops:
+        for key, prop in OPS[op][1]["properties"].items():
+            assert props.setdefault(key, prop) == prop, (op, key)  # one meaning per argument name
+    return _schema(("action",), **props)
+
+
+TOOLS: dict[str, tuple[str, dict[str, Any]]] = {name: OPS[name] for name in ALONE} | {
+    name: (description, _group_schema(ops)) for name, (description, ops) in GROUPS.items()
+}
+# The operation each tool (or each action of a group) runs, and the tool an operation is listed under.
+TOOL_OF = {op: op for op in ALONE} | {op: group for group, (_d, ops) in GROUPS.items() for op in ops}
+
 
 INSTRUCTIONS = (
     "Mail between the agents of different platforms. Check inbox when you start and answer "
     "what needs an answer. A report gives who you are, a runnable reproduction, verbatim output, expected vs "
     "actual, version, blast radius, the ask; hold: a person approves it first. A list returns {items, total, "
     f"next_cursor}}: at most limit items ({PAGE} if none), each body cut at {LIST_BODY} characters (show ID has "
-    "all); pass next_cursor as cursor for more. " + DATA_NOT_ORDERS
+    "all); pass next_cursor as cursor for more. The protocol (lifecycle, outcomes, siblings): the guide prompt, "
+    f"or resource {GUIDE_URI}. " + DATA_NOT_ORDERS
 )
 
 
@@ -213,57 +276,103 @@ def _validator(name: str) -> Any:
         "number", lambda _c, x: isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
     )
     strict = validators.extend(Draft202012Validator, {"pattern": _pattern}, type_checker=numbers)
-    schema = TOOLS[name][1]
+    schema = (TOOLS[name] if name in GROUPS else OPS[name])[1]
     strict.check_schema(schema)
     return strict(schema)
 
 
-def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
-    """The arguments of one call, as its schema allows them, else BadInput with one line: a
-    wrong type, a value out of range, an unknown or a missing argument is never coerced."""
+def _check(name: str, label: str, args: Any) -> None:
     from jsonschema.exceptions import best_match
 
-    if name not in TOOLS:
-        raise NotFound(f"no tool {name}")
-    args = {} if arguments is None else arguments
     error = best_match(_validator(name).iter_errors(args))
     if error is None:
-        return dict(args)
+        return
     where = "/".join(map(str, error.absolute_path))
     text = " ".join(error.message.split())
     text = text if len(text) <= 200 else text[:199] + "…"  # the message quotes the value, which may be long
-    raise BadInput(f"bad arguments for {name}: {where + ': ' if where else ''}{text}")
+    raise BadInput(f"bad arguments for {label}: {where + ': ' if where else ''}{text}")
+
+
+def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
+    """The arguments of one call, as its schema allows them, else BadInput with one line: a
+    wrong type, a value out of range, an unknown or a missing argument is never coerced. A
+    group's call is checked against the group's schema, then against its action's own."""
+    if name not in OPS and name not in GROUPS:
+        raise NotFound(f"no tool {name}")
+    args = {} if arguments is None else arguments
+    _check(name, name, args)
+    if name in GROUPS:
+        inner = {k: v for k, v in args.items() if k != "action"}
+        _check(args["action"], f"{name}: action {args['action']}", inner)
+    return dict(args)
 
 
 def call(am: AgentMail, name: str, arguments: dict[str, Any] | None, *, save_root: Path | None = None) -> Any:
-    """Run one tool against the client; returns what goes back as JSON. Errors raise.
-    ``save_root``: the folder ``save`` writes below (default: ``save_folder()``)."""
-    return _run(am, name, check_arguments(name, arguments), save_root)
+    """Run one tool (or operation, by its CLI name) against the client; returns what goes back
+    as JSON. Errors raise. ``save_root``: the folder ``save``, ``apply`` and ``attach`` work
+    below (default: ``save_folder()``)."""
+    op, args = resolve(name, arguments)
+    return _run(am, op, args, save_root)
+
+
+def resolve(name: str, arguments: Any) -> tuple[str, dict[str, Any]]:
+    """The operation a call runs and its arguments, checked (``check_arguments``): a group's
+    ``action`` names the operation; any other tool is its own."""
+    args = check_arguments(name, arguments)
+    return (args.pop("action"), args) if name in GROUPS else (name, args)
 
 
 def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) -> Any:
+    root = save_folder() if save_root is None else save_root
     if name == "whoami":
-        return {"platform": am.me.platform, "agent": am.me.agent, "address": am.platform.address}
+        return _whoami(am)
     if name == "inbox":
         return _inbox(am, a)
     if name == "show":
         return _letter(am.show(a["id"]))
+    if name == "attachments":
+        return {"attachments": [_attachment(x) for x in am.attachments(a["id"])]}
     if name == "save":
-        return {"saved": [str(p) for p in _save(am, a["id"], a.get("dir", "."), save_root)]}
+        return {"saved": [str(p) for p in _save(am, a["id"], a.get("dir", "."), root)]}
+    if name == "apply":
+        done = am.apply(a["id"], root, check=a.get("check", False), series=a.get("series", False))
+        return {"applied": done.landed, "detail": done.detail, "commits": [c.to_json() for c in done.commits]}
     if name == "done":
         return {"done": am.done(*a["ids"])}
     if name == "send":
-        return _sent(am, a)
+        return _sent(am, a, root)
     if name == "reply":
-        letter = am.reply(a["id"], a["body"], type=a.get("type"), raise_refused=True, hold=a.get("hold", False))
+        letter = am.reply(a["id"], a["body"], type=a.get("type"), raise_refused=True, hold=a.get("hold", False),
+                          outcome=a.get("outcome"), attachments=_evidence(am, a, root))  # fmt: skip
         assert letter is not None  # raise_refused: a refusal raised
-        return _outcome(letter, am.last_warnings)
+        return _outcome(am, letter)
     if name == "note":
-        return _outcome(am.note(a["subject"], a["body"], to_agent=a.get("to")), am.last_warnings)
+        letter = am.note(a["subject"], a["body"], to_agent=a.get("to"), new_agent=a.get("new_agent", False),
+                         attachments=_evidence(am, a, root))  # fmt: skip
+        return _outcome(am, letter)
+    if name == "digest":
+        made = digest.gather(am, a.get("since"))
+        return {**made.to_json(), "text": digest.render(made)}
+    if name == "thread" and a.get("brief"):  # the gist, within a budget: no page
+        return {"brief": briefs.of_thread(am.thread(a["thread"]), int(a.get("tokens", briefs.BUDGET)))}
     if name in LISTS:
         return _page(name, a, LISTS[name](am, a))
+    if name != "wait":
+        raise NotFound(f"no tool {name}")
     letter, mechanism = am.wait(float(a.get("timeout", 60.0)), type=a.get("type"), thread=a.get("thread"))
     return {**_letter(letter, LIST_BODY), "woke_by": mechanism}
+
+
+def _whoami(am: AgentMail) -> dict[str, Any]:
+    """Who I am, the sibling agents a note may name, and whom a letter may go to."""
+    others = sorted(name for name in am.registry.platforms if name != am.me.platform)
+    agents = known_agents(am.home, am.me.platform, am.spool, am.me.agent)
+    return {"platform": am.me.platform, "agent": am.me.agent, "address": am.platform.address,
+            "agents": agents, "platforms": others}  # fmt: skip
+
+
+def _attachment(item: Attachment) -> dict[str, Any]:
+    return {"name": item.name, "type": item.type, "size": item.size, "description": item.description}
 
 
 # --- lists: one page at a time ------------------------------------------------------------------
@@ -349,7 +458,7 @@ LISTS: dict[str, Callable[[AgentMail, dict[str, Any]], list[Any]]] = {
     "notes": lambda am, a: _letters(am.notes()),
     "held": lambda am, a: _letters(am.held()),
     "quarantine": lambda am, a: _letters(am.quarantined()),
-    "status": lambda am, a: [_bounded(row.to_json()) for row in am.status()],
+    "status": lambda am, a: [_bounded(row.to_json()) for row in am.status(stale=_stale(a))],
     "search": _search,
 }
 
@@ -372,7 +481,7 @@ def _protected(am: AgentMail) -> list[tuple[Path, str]]:
     return [(Path(os.path.realpath(path)), what) for path, what in places]
 
 
-def _below(root: Path, directory: str) -> Path:
+def _below(root: Path, directory: str, what: str = "save") -> Path:
     """``root``/``directory``, opened one folder at a time without following a symlink: a
     relative path (or an absolute one inside ``root``) of real folders, none hidden, no "..".
     Returns the folder's real path."""
@@ -380,25 +489,27 @@ def _below(root: Path, directory: str) -> Path:
     if given.is_absolute():
         inside = next((given.relative_to(r) for r in (root, root.resolve()) if given.is_relative_to(r)), None)
         if inside is None:
-            raise BadInput(f"save: {directory} is not below {root}, the only folder save writes to ({SAVE_DIR_ENV})")
+            raise BadInput(
+                f"{what}: {directory} is not below {root}, the only folder {what} {'writes to' if what == 'save' else 'reads from'} ({SAVE_DIR_ENV})"
+            )
         given = inside
     parts = [part for part in given.parts if part != "."]
     for part in parts:
         if part == ".." or part.startswith("."):
-            raise BadInput(f"save: {directory}: {part!r} is not allowed (no '..', no hidden folder)")
+            raise BadInput(f"{what}: {directory}: {part!r} is not allowed (no '..', no hidden folder)")
     real = Path(os.path.realpath(root))
     try:
         fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY)
     except OSError as exc:
-        raise BadInput(f"save: {root} ({SAVE_DIR_ENV} or the working directory): {exc.strerror}") from None
+        raise BadInput(f"{what}: {root} ({SAVE_DIR_ENV} or the working directory): {exc.strerror}") from None
     try:
         for part in parts:
             try:
                 inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except FileNotFoundError:
-                raise BadInput(f"save: {directory}: there is no folder {part}") from None
+                raise BadInput(f"{what}: {directory}: there is no folder {part}") from None
             except (OSError, ValueError):  # ELOOP or ENOTDIR: a symlink, a file; ValueError: a NUL
-                raise BadInput(f"save: {directory}: {part} is not a folder (save follows no symlink)") from None
+                raise BadInput(f"{what}: {directory}: {part} is not a folder ({what} follows no symlink)") from None
             os.close(fd)
             fd = inner
     finally:
@@ -406,12 +517,12 @@ def _below(root: Path, directory: str) -> Path:
     return real.joinpath(*parts)
 
 
-def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path | None) -> list[Path]:
+def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path) -> list[Path]:
     """The ``save`` tool: a letter's attachments into a folder below the save folder, never
     below the agentmail home, the registry or a Python path, never over a file, through no
     symlink. The MCP server runs one tool at a time, so nothing of agentmail's moves the
     folder between this check and the write (which, besides, follows no symlink)."""
-    target = _below(save_folder() if save_root is None else save_root, directory)
+    target = _below(save_root, directory)
     for place, what in _protected(am):
         if target.is_relative_to(place):
             raise BadInput(f"save: {target} is inside {what} ({place}); choose a folder of the checkout")
@@ -422,19 +533,44 @@ def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path | None)
     return am.save(letter_id, target)
 
 
-def _sent(am: AgentMail, a: dict[str, Any]) -> dict[str, Any]:
+def _stale(a: dict[str, Any]) -> float | None:
+    return None if "stale" not in a else duration(a["stale"], "stale")
+
+
+def _evidence(am: AgentMail, a: dict[str, Any], root: Path) -> tuple[Attachment, ...]:
+    """The files (``attach``, paths below the working directory) and commits (``patch``, a rev
+    range of its checkout) a letter carries, read as the CLI reads them (``evidence.from_file``:
+    nothing of the agentmail home, no symlink, only a regular file), and only from the checkout."""
+    limit = am.registry.bus.attach_max_bytes
+    items = []
+    for name in a.get("attach", ()):
+        path = Path(name)
+        folder = _below(root, str(path.parent), "attach")
+        if path.name in ("", ".", "..") or path.name.startswith("."):
+            raise BadInput(f"attach: {name}: not a file of the checkout (no hidden file, no '..')")
+        items.append(evidence.from_file(folder / path.name, limit, home=am.home))
+    if "patch" in a:
+        items.extend(evidence.from_patches(a["patch"], root))
+    return tuple(items)
+
+
+def _sent(am: AgentMail, a: dict[str, Any], root: Path) -> dict[str, Any]:
     letter = am.send(a["to"], a["subject"], a["body"], type=a.get("type", "report"), severity=a.get("severity"),
-                     ref=a.get("ref"), thread=a.get("thread"), hold=a.get("hold", False))  # fmt: skip
-    return _outcome(letter, am.last_warnings)
+                     ref=a.get("ref"), thread=a.get("thread"), hold=a.get("hold", False), outcome=a.get("outcome"),
+                     attachments=_evidence(am, a, root))  # fmt: skip
+    return _outcome(am, letter)
 
 
-def _outcome(letter: Letter, warnings: list[str]) -> dict[str, Any]:
+def _outcome(am: AgentMail, letter: Letter) -> dict[str, Any]:
+    """What became of a letter, and who sent it (``from``: platform[@agent]), so a slip of
+    identity is seen in the confirmation."""
     raise_for_state(letter)  # queued or failed: a tool error, as the CLI's exit 5
-    out: dict[str, Any] = {"id": letter.id, "thread": letter.thread, "to": letter.to, "state": letter.state}
+    out: dict[str, Any] = {"id": letter.id, "thread": letter.thread, "from": am.me.mailbox, "to": letter.to,
+                           "state": letter.state}  # fmt: skip
     if letter.state == "held":
         out["held_reason"] = letter.extra.get("held_reason") or ""
-    if warnings:
-        out["warnings"] = warnings
+    if am.last_warnings:
+        out["warnings"] = am.last_warnings
     return out
 
 
@@ -458,15 +594,15 @@ class Tools:
         """(text, is_error) for one tool call. The arguments are checked before anything is
         opened: a call its schema refuses touches no file."""
         try:
-            args = check_arguments(name, arguments)
-            if name == "wait":
+            op, args = resolve(name, arguments)
+            if op == "wait":
                 with self._lock:
                     base = self._am()
                 with AgentMail(base.registry, base.me, base.home) as own:
-                    result = _run(own, name, args, self.save_root)
+                    result = _run(own, op, args, self.save_root)
             else:
                 with self._lock:
-                    result = _run(self._am(), name, args, self.save_root)
+                    result = _run(self._am(), op, args, self.save_root)
         except AgentmailError as exc:  # one line: no text of a letter's in it starts another
             return inline(str(exc)), True
         except (TypeError, ValueError) as exc:  # arguments of the wrong shape
@@ -494,12 +630,38 @@ def server(make_client: Callable[[], AgentMail], save_root: Path | None = None) 
         text, failed = await anyio.to_thread.run_sync(tools.run, params.name, params.arguments)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=failed)
 
+    guide = types.Resource(
+        name="guide", uri=GUIDE_URI, description="How agentmail's letters go", mime_type="text/plain"
+    )
+    prompt = types.Prompt(name="guide", description="How agentmail's letters go: lifecycle, openers, siblings")
+
+    async def list_resources(_ctx: Any, _params: Any) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=[guide])
+
+    async def read_resource(_ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        if str(params.uri) != GUIDE_URI:
+            raise ValueError(f"no resource {inline(str(params.uri))}")
+        return types.ReadResourceResult(contents=[types.TextResourceContents(uri=GUIDE_URI, text=GUIDE)])
+
+    async def list_prompts(_ctx: Any, _params: Any) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=[prompt])
+
+    async def get_prompt(_ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        if params.name != "guide":
+            raise ValueError(f"no prompt {inline(params.name)}")
+        text = types.TextContent(type="text", text=GUIDE)
+        return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=text)])
+
     made: Server[Any] = Server(
         "agentmail",
         version=version("agentmail"),
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
+        on_list_prompts=list_prompts,
+        on_get_prompt=get_prompt,
     )
     return made
 

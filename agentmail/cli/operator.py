@@ -13,10 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import AgentmailError, BadInput, ConfigError, PermanentFailure, TransportError
-from . import render
+from . import guide, render
 from .args import Commands, argument, duration, echo, option, seconds
 from .context import ID_HELP, Ctx, json_option
 from .render import clean, emit
+
+NO_GUIDE_HELP = "Add no pointer to 'agentmail guide' to the checkout's AGENTS.md / CLAUDE.md."
 
 commands = Commands()
 
@@ -92,6 +94,7 @@ def platforms(ctx: Ctx) -> None:
 )
 @option("--approval-key", metavar="FILE", help="Write the operator's first approval key to FILE (outside "
         "AGENTMAIL_HOME) and pin it: the key 'approve ID --key-file FILE' needs.")  # fmt: skip
+@option("--no-guide", is_flag=True, help=NO_GUIDE_HELP)
 @json_option
 def init(
     ctx: Ctx,
@@ -107,8 +110,10 @@ def init(
     sent_folder: str | None,
     force: bool,
     approval_key: str | None = None,
+    no_guide: bool = False,
 ) -> None:
-    """Create a NEW bus: its registry and each platform's DKIM key pair.
+    """Create a NEW bus: its registry and each platform's DKIM key pair. In a git checkout, its
+    AGENTS.md and CLAUDE.md (those that exist) get a pointer to 'agentmail guide'.
 
     Refused (exit 6) when the registry or a platform's key already exists: to use an existing
     bus set AGENTMAIL_REGISTRY / --registry; to add a platform use 'add'; to rotate a key
@@ -150,6 +155,15 @@ def init(
     if approval_key is not None:
         approval.first_key(reg, approval_key, ctx.home)
     entries = [reg.platforms[n] for n in names if n in reg.platforms]
+    from ..config.identity import checkout_root, in_git_checkout
+
+    here = Path.cwd()
+    pointed = [] if no_guide or not in_git_checkout(here) else guide.add_pointer(checkout_root(here), create=False)
+
+    def text() -> None:
+        render.created(reg, ctx.home, kept, entries)
+        _pointed(pointed)
+
     emit(
         ctx,
         {
@@ -157,8 +171,9 @@ def init(
             "platforms": sorted(reg.platforms),
             "kept_keys": kept,
             "records": [render.entry_json(p) for p in entries],
+            "guide": [str(p) for p in pointed],
         },
-        lambda: render.created(reg, ctx.home, kept, entries),
+        text,
     )
 
 
@@ -261,12 +276,14 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False, force: b
 @commands.command()
 @argument("platform_name", metavar="PLATFORM", help="The platform this checkout is (a name from 'platforms').")
 @option("--dir", "root", metavar="DIR", help="The checkout (default: the git checkout holding the current directory).")
+@option("--no-guide", is_flag=True, help=NO_GUIDE_HELP)
 @json_option
-def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
+def bind(ctx: Ctx, platform_name: str, root: str | None, no_guide: bool = False) -> None:
     """Attach this checkout to PLATFORM: writes the .agentmail marker (commit it). Outside a git
     checkout it marks the directory (--dir, else the current one) and what is below it. Refused
     (exit 6) while the agentmail home's secrets/ lies in a git work tree that tracks it or does not
-    ignore it."""
+    ignore it. The checkout's AGENTS.md and CLAUDE.md get a pointer to 'agentmail guide' (AGENTS.md
+    is made when neither exists)."""
     from ..admin import bus
     from ..config.identity import in_git_checkout, write_marker
     from ..config.registry import load
@@ -281,11 +298,23 @@ def bind(ctx: Ctx, platform_name: str, root: str | None) -> None:
         if git
         else "not a git checkout: it names this directory and those below it (nothing to commit)"
     )
+    pointed = [] if no_guide else guide.add_pointer(path.parent)
+
+    def text() -> None:
+        echo(f'{path}: platform = "{platform_name}"{note}; {then}')
+        _pointed(pointed)
+
     emit(
         ctx,
-        {"marker": str(path), "platform": platform_name, "previous": previous, "git_checkout": git},
-        lambda: echo(f'{path}: platform = "{platform_name}"{note}; {then}'),
-    )
+        {"marker": str(path), "platform": platform_name, "previous": previous, "git_checkout": git,
+         "guide": [str(p) for p in pointed]},
+        text,
+    )  # fmt: skip
+
+
+def _pointed(paths: list[Path]) -> None:
+    for path in paths:
+        echo(f"{path}: added a pointer to 'agentmail guide' for the agents that read it (--no-guide: not)")
 
 
 @commands.group("bus")

@@ -293,10 +293,12 @@ def approvers_told(letter: Letter) -> str:
     return "the platform lists no approver: the operator decides; a hold guards against mistakes, not against the agent"
 
 
-def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings: Sequence[str] = ()) -> None:
+def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings: Sequence[str] = (),
+                 acting: str | None = None) -> None:  # fmt: skip
     """What became of a letter ``send``/``reply``/``note``/``approve`` made: THREAD ID STATE on
     stdout, an opener's advice (with --json: its ``advice`` field) and the warnings (``Sent``'s)
-    on stderr, then its exit code (5 queued, 4 refused, ...) raised."""
+    on stderr, then its exit code (5 queued, 4 refused, ...) raised. ``acting``: the mailbox
+    (platform[@agent]) that wrote it, in --json as ``as``."""
     from ..client.facade import raise_for_state
 
     if advice and not ctx.json:  # advice, never an error: one line, saying what became of the letter
@@ -304,7 +306,7 @@ def sent_outcome(ctx: Ctx, letter: Letter, advice: Sequence[str] = (), warnings:
             letter.state, "sent anyway"
         )
         echo(inline(f"agentmail: advice for an opener ({went}; said once a day): " + "; ".join(advice)), err=True)
-    data = {**letter.to_json(), **({"advice": list(advice)} if advice else {})}
+    data = {**letter.to_json(), **({"advice": list(advice)} if advice else {}), **({"as": acting} if acting else {})}
     for warning in warnings:
         echo(inline(f"agentmail: note: {warning}"), err=True)
     if letter.extra.get("refused"):

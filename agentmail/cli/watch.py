@@ -8,7 +8,8 @@ as this mailbox). Three things keep it safe to leave running:
 - **Idempotent**: the Message-ID is recorded (atomically, under the mailbox's spool) *before*
   CMD starts, so a restart never runs a handled letter again — at most once, like
   ``inbox --consume``. A run cut short by a crash is reported, not repeated.
-- **Bounded**: at most ``jobs`` runs at once; one watcher per mailbox (a lock).
+- **Bounded**: at most ``jobs`` runs at once; one watcher per mailbox (a lock); a second one
+  stands by and takes over when the first stops (``--once`` is refused instead).
 - **Budgeted**: at most ``budget`` runs per thread per hour. Two watchers answering each other
   stop after a handful of letters instead of driving each other forever; a letter over budget
   stays unread for a person or an agent to see.
@@ -44,6 +45,7 @@ KEEP = 86400.0  # handled letters no longer unread are forgotten after this long
 # over IMAP, where each wait is a SELECT and an IDLE round trip. Ctrl-C and SIGTERM interrupt it.
 SLICE = {"local": 1.0}
 SLICE_DEFAULT = 30.0
+STANDBY = 1.0  # how often a standby watcher tries the lock (a flock has no timeout to wait with)
 
 
 def _key(letter: Letter) -> str:
@@ -112,36 +114,65 @@ class Watcher:
         self.log(inline(line))  # one line each: no text of a letter's starts another
 
     @contextmanager
-    def _exclusive(self) -> Iterator[None]:
+    def _exclusive(self, deadline: float | None, once: bool) -> Iterator[bool]:
+        """The mailbox's watch lock for the block (yields True), one consumer at a time. Held by
+        another watcher: ``once`` is refused; else this one stands by, taking the lock when the
+        other stops, and yields False if it was stopped or ran out of time before then."""
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         with ExitStack() as held:
+            path = self.dir / "lock"
             try:
-                held.enter_context(locked(self.dir / "lock", wait=False))
+                held.enter_context(locked(path, wait=False))
             except BlockingIOError as exc:
-                raise ConfigError(
-                    f"another watcher is running for {self.am.me.mailbox} (lock {self.dir / 'lock'})"
-                ) from exc
-            yield
+                if once:
+                    raise ConfigError(f"another watcher is running for {self.am.me.mailbox} (lock {path})") from exc
+                self._say(f"agentmail watch: another watcher is running for {self.am.me.mailbox}; "
+                          "standing by to take over when it stops")  # fmt: skip
+                if not self._standby(held, path, deadline):
+                    yield False
+                    return
+                self._say(f"agentmail watch: the other watcher stopped; taking over {self.am.me.mailbox}")
+            yield True
+
+    def _standby(self, held: ExitStack, path: Path, deadline: float | None) -> bool:
+        """Try the lock every STANDBY seconds until it is free (True), or a stop or the deadline."""
+        while not self._stop.is_set():
+            try:
+                held.enter_context(locked(path, wait=False))
+                return True
+            except BlockingIOError:
+                left = STANDBY if deadline is None else min(STANDBY, deadline - time.monotonic())
+                if left <= 0:
+                    return False
+                try:
+                    self._stop.wait(left)
+                except KeyboardInterrupt:  # stopped while standing by: it never held the mailbox
+                    return False
+        return False
 
     def run(self, *, timeout: float | None = None, once: bool = False) -> int:
         """Watch until ``stop()``, ``timeout`` seconds, or (``once``) the unread letters of now
-        have been handled; returns how many runs were started. Running commands are waited for."""
+        have been handled; returns how many runs were started. Running commands are waited for.
+        While another watcher holds the mailbox, this one stands by (``once``: refused)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        with self._exclusive(), ThreadPoolExecutor(self.jobs, thread_name_prefix="agentmail-watch") as pool:
-            try:  # from here on a stop is clean, even one that lands while the state is first saved
-                self._resume()
-                while not self._stop.is_set():
-                    self._dispatch(pool)
-                    if once:
-                        break
-                    left = self.slice if deadline is None else min(self.slice, deadline - time.monotonic())
-                    if left <= 0:
-                        break
-                    self._wait(left)
-            except KeyboardInterrupt:
-                self._say("agentmail watch: stopping; waiting for running commands")
-                self._stop.set()
-                pool.shutdown(wait=True, cancel_futures=True)  # queued, never started: not marked handled
+        with self._exclusive(deadline, once) as mine:
+            if not mine:
+                return 0
+            with ThreadPoolExecutor(self.jobs, thread_name_prefix="agentmail-watch") as pool:
+                try:  # from here on a stop is clean, even one that lands while the state is first saved
+                    self._resume()
+                    while not self._stop.is_set():
+                        self._dispatch(pool)
+                        if once:
+                            break
+                        left = self.slice if deadline is None else min(self.slice, deadline - time.monotonic())
+                        if left <= 0:
+                            break
+                        self._wait(left)
+                except KeyboardInterrupt:
+                    self._say("agentmail watch: stopping; waiting for running commands")
+                    self._stop.set()
+                    pool.shutdown(wait=True, cancel_futures=True)  # queued, never started: not marked handled
         return self.started
 
     def _resume(self) -> None:

@@ -215,6 +215,9 @@ class Sender(Stage):
         from ..stages import guards
 
         _check_body(body, force)
+        if to_agent is not None and to_agent == self.me.agent:
+            raise BadInput(f"a note to {self.me.mailbox} is to yourself and would be read by nobody else; "
+                           "name a sibling (agentmail whoami lists them) or leave --to out")  # fmt: skip
         if to_agent is not None and not new_agent:
             from .siblings import check_known, known_agents
 

@@ -17,7 +17,7 @@ from agentmail.letter.attach import Attachment
 
 from ..conftest import OPENER
 
-ID_PATTERN = mcp_server.TOOLS["show"][1]["properties"]["id"]["pattern"]
+ID_PATTERN = mcp_server.OPS["show"][1]["properties"]["id"]["pattern"]
 
 
 def refusal(name: str, arguments: object) -> str:

@@ -7,19 +7,18 @@ from __future__ import annotations
 import pytest
 
 from agentmail.cli.app import main_group
-from agentmail.cli.mcp_server import TOOLS, Tools, call
+from agentmail.cli.mcp_server import GROUPS, OPS, TOOL_OF, TOOLS, Tools, call
 from agentmail.client.facade import AgentMail, raise_for_state
 from agentmail.errors import PermanentFailure, Refused, TransportError
 
 # CLI commands an agent's MCP tool list does without, and why (each one costs context in every conversation).
 CLI_ONLY = {
-    "apply": "it changes the checkout (git am): the agent runs it in its shell, after save let it read the patches (issue 13)",
     "add": "operator setup: registering a platform is a reviewed commit to the registry, not an agent's move",
     "approve": "a person's decision to let a held letter go, never an agent's (issue 12)",
     "bind": "operator setup: writes the checkout's .agentmail marker, once",
     "bus": "operator setup: the bus's servers and TLS",
     "demo": "a tour for a person, in a temporary home",
-    "digest": "a letter for people, mailed to the followers; an agent has status, whose rows carry the times (issue 26)",
+    "guide": "the server gives it as its guide prompt and resource, and its instructions point there (issue 41)",
     "doctor": "a diagnosis for the operator; a tool error already says what is wrong",
     "flush": "every tool that syncs or sends flushes the outbox first",
     "hook": "the hooks are another shell for hosts without MCP",
@@ -29,7 +28,7 @@ CLI_ONLY = {
     "rebuild": "recovery after a lost or damaged spool.db is the operator's step; the tool error names it (issue 23)",
     "reject": "a person's decision to drop a held letter, never an agent's (issue 12)",
     "person": "operator setup: who follows or writes into a platform's threads is a reviewed registry commit",
-    "platforms": "send's error names the registered platforms (and the closest match)",
+    "platforms": "whoami lists the platforms one may write to (issue 41); addresses and keys are the operator's",
     "sent": "status shows per thread how far my letters got (delivery, delivery_detail)",
     "sync": "inbox, status, notes, quarantine and wait sync first",
     "watch": "a long-running process that starts agents; an MCP host is itself the loop",
@@ -46,13 +45,11 @@ OPTIONS = {
     ("reply", "kind"): "type",
     ("wait", "kind"): "type",
     ("note", "to_agent"): "to",
-    ("note", "new_agent"): None,  # the MCP note tool accepts any agent name, as the API does (issue 25)
     ("status", "closed"): None,  # an agent works on what is open
-    ("status", "stale"): None,  # each row has opened_at and last_move_at: the tool list stays short (issue 26)
     ("search", "sender"): "from",
     ("search", "kind"): "type",
     ("search", "thread_id"): "thread",
-    # The tool list costs context in every conversation (~1,000 tokens in all): search keeps five arguments.
+    # The tool list costs context in every conversation (~1,300 tokens in all): search keeps five arguments.
     ("search", "state"): None,  # each hit says its state; sent and received are both searched
     ("search", "include_quarantine"): None,  # the quarantine tool lists what was rejected
     ("search", "syntax"): None,  # FTS5 syntax is for a person; plain words cannot go wrong
@@ -62,13 +59,12 @@ OPTIONS = {
     ("reply", "force"): None,
     ("note", "force"): None,
 }
-# Attaching is the shell's (files and git are there; issue 13 gives MCP the list in show and save)
-OPTIONS.update({(cmd, opt): None for cmd in ("send", "reply", "note") for opt in ("attach", "patch")})
 OPTIONS.update({("save", "letter_id"): "id", ("save", "directory"): "dir"})
 # save --force replaces a file: a person's decision; the tool never replaces anything (issue 23)
 OPTIONS[("save", "force")] = None
-# issue 26: the tool list's budget (test_mcp) has no room; an MCP agent says the outcome in the text
-OPTIONS.update({("send", "outcome"): None, ("reply", "outcome"): None})
+OPTIONS.update({("apply", "letter_id"): "id"})
+# a digest mailed to the followers is the operator's step (digest --send); an agent reads it
+OPTIONS.update({("digest", "send"): None})
 # quarantine recheck follows a registry fix, a person's step (the registry is theirs to change)
 OPTIONS[("quarantine", "words")] = None
 NO_SYNC = None  # every tool syncs first: a tool's view is never stale
@@ -80,14 +76,26 @@ TOOL_ONLY = {(name, "cursor") for name in PAGED} | {
 }
 
 
+# Operations no CLI command has, and why.
+MCP_ONLY = {"attachments": "show lists a letter's attachments on a terminal; an agent asks for them apart"}
+
+
 def test_every_cli_command_has_its_tool_or_a_reason() -> None:
     commands = set(main_group.commands)
-    assert set(TOOLS) <= commands, f"tools with no CLI command: {set(TOOLS) - commands}"
-    assert commands - set(TOOLS) == set(CLI_ONLY), "a CLI command is neither a tool nor in CLI_ONLY (with a reason)"
+    assert set(OPS) - set(MCP_ONLY) <= commands, f"tools with no CLI command: {set(OPS) - commands}"
+    assert commands - set(OPS) == set(CLI_ONLY), "a CLI command is neither a tool nor in CLI_ONLY (with a reason)"
     assert all(reason.strip() for reason in CLI_ONLY.values())
 
 
-@pytest.mark.parametrize("name", sorted(TOOLS))
+def test_every_operation_is_listed_once_as_a_tool_or_an_action_of_one() -> None:
+    assert set(TOOL_OF) == set(OPS) and set(TOOL_OF.values()) == set(TOOLS)
+    for group, (_description, ops) in GROUPS.items():
+        assert TOOLS[group][1]["properties"]["action"]["enum"] == list(ops)
+        for op in ops:  # a group's schema takes every argument of each of its actions
+            assert set(OPS[op][1]["properties"]) <= set(TOOLS[group][1]["properties"])
+
+
+@pytest.mark.parametrize("name", sorted(set(OPS) - set(MCP_ONLY)))
 def test_every_option_has_its_tool_argument_or_a_reason(name: str) -> None:
     command = main_group.commands[name]
     expected = set()
@@ -100,7 +108,7 @@ def test_every_option_has_its_tool_argument_or_a_reason(name: str) -> None:
         mapped = OPTIONS.get((name, param.dest), param.dest)
         if mapped is not None:
             expected.add(mapped)
-    assert set(TOOLS[name][1]["properties"]) - {arg for tool, arg in TOOL_ONLY if tool == name} == expected
+    assert set(OPS[name][1]["properties"]) - {arg for tool, arg in TOOL_ONLY if tool == name} == expected
 
 
 @pytest.fixture

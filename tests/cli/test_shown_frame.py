@@ -202,7 +202,7 @@ def test_property_no_surface_shows_a_letters_text_outside_its_frame(
     # the hooks: the session-start context and the stop reason, one line an entry
     compact = hooks._compact(one)
     assert "\n" not in compact and CANARY not in outside_quotes(compact)
-    assert re.fullmatch(r'01JFRAME0+ report from alpha \[high\] thr-0a1b2c3d4e "(?:[^"\\]|\\.)*"', compact), compact
+    assert re.fullmatch(r'01JFRAME0+ report \[high\] alpha "(?:[^"\\]|\\.)*"', compact), compact
 
     # a person's letter: the name is one line of its entry
     by_person = letter(subject, body, person=name)

@@ -185,7 +185,7 @@ def test_a_hook_a_host_runs_never_exits_2(
 
 def test_hook_install_is_a_persons_command_bad_input_exits_2(tmp_path: Path, cli: Cli) -> None:
     code, _, err = cli("hook", "install", "vscode", "--dir", str(tmp_path))
-    assert code == 2 and "unknown host 'vscode'; one of: claude, gemini, generic" in err
+    assert code == 2 and "unknown host 'vscode'; one of: claude, codex, gemini, generic" in err
 
 
 def test_bind_says_commit_it_only_in_a_git_checkout(registry: Registry, tmp_path: Path, cli: Cli) -> None:

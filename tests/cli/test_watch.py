@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -102,7 +105,9 @@ def test_a_run_cut_short_is_reported_not_repeated(alpha: AgentMail, beta: AgentM
     assert json.loads(state.read_text())["handled"][received.message_id]["status"] == "interrupted"
 
 
-def test_one_watcher_per_mailbox(beta: AgentMail, registry: object, home: Path) -> None:
+def test_one_watcher_per_mailbox_and_once_is_refused_while_another_runs(
+    beta: AgentMail, registry: object, home: Path
+) -> None:
     first = Watcher(beta, "true")
     thread = threading.Thread(target=first.run, kwargs={"timeout": 60})
     thread.start()
@@ -162,3 +167,55 @@ def test_sigterm_stops_the_watcher_cleanly(registry: object, home: Path, tmp_pat
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(60) == 0  # a margin for a loaded machine: the stop is prompt, the bound is not the claim
     assert "agentmail watch: 0 run(s)" in proc.stderr.read()  # type: ignore[union-attr]
+
+
+def _watcher(home: Path, out: Path, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "AGENTMAIL_HOME": str(home)}
+    with log.open("ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "agentmail", "--as", "beta", "watch", "--exec", RECORD.format(out=out)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err, env=env,
+        )  # fmt: skip
+
+
+def test_a_second_watcher_stands_by_and_takes_over_when_the_first_stops(
+    alpha: AgentMail, beta: AgentMail, home: Path, tmp_path: Path
+) -> None:
+    """Two processes, one consumer at a time: the second waits on the lock while the first
+    handles letters, takes over when it stops, and no letter is handled twice."""
+    out, first_log, second_log = tmp_path / "runs.txt", tmp_path / "first.log", tmp_path / "second.log"
+    first = _watcher(home, out, first_log)
+    second = None
+    try:
+        assert eventually((beta.spool.root / "watch" / "state.json").exists)  # the first holds the lock
+        second = _watcher(home, out, second_log)
+        assert eventually(lambda: "standing by to take over" in second_log.read_text())
+        one = alpha.send("beta", "Quota 500s", OPENER)
+        assert eventually(lambda: len(lines(out)) == 1)
+        first.send_signal(signal.SIGTERM)
+        assert first.wait(60) == 0
+        assert eventually(lambda: "taking over beta" in second_log.read_text())
+        two = alpha.send("beta", "Another one", OPENER)
+        assert eventually(lambda: len(lines(out)) == 2)
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(60)
+    assert [row[2] for row in lines(out)] == [one.thread, two.thread]  # each once, in turn
+    assert "taking over" not in first_log.read_text() and "standing by" not in first_log.read_text()
+
+
+def test_a_standby_stopped_before_it_takes_over_handles_nothing(beta: AgentMail, home: Path) -> None:
+    first = Watcher(beta, "true")
+    thread = threading.Thread(target=first.run, kwargs={"timeout": 60})
+    thread.start()
+    try:
+        assert eventually((beta.spool.root / "watch" / "state.json").exists)
+        said: list[str] = []
+        standby = Watcher(AgentMail(beta.registry, beta.me, home), "true", log=said.append)
+        assert standby.run(timeout=0) == 0  # its time ran out while the first still held the mailbox
+        assert said == ["agentmail watch: another watcher is running for beta; standing by to take over when it stops"]
+    finally:
+        first.stop()
+        thread.join()

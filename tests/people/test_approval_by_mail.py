@@ -182,12 +182,12 @@ def test_the_agents_approve_without_the_key_is_refused_in_one_line(
 
 
 def test_mcp_offers_no_way_to_release_a_held_letter() -> None:
-    names = set(mcp_server.TOOLS)
+    names = set(mcp_server.TOOLS) | set(mcp_server.OPS)  # the tools, and every action of a group
     assert "held" in names  # the agent may see what waits
-    assert not names & {"approve", "release", "bus_set", "set", "person"}
+    assert not names & {"approve", "release", "reject", "bus_set", "set", "person"}
     assert all("approve" not in name for name in names)
-    schemas = " ".join(str(schema) for _, schema in mcp_server.TOOLS.values())
-    assert "key_file" not in schemas
+    schemas = " ".join(str(schema) for _, schema in [*mcp_server.TOOLS.values(), *mcp_server.OPS.values()])
+    assert "key_file" not in schemas and "approve" not in schemas
 
 
 def test_a_change_of_the_hold_rule_is_announced_to_the_approvers(
