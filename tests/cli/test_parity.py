@@ -21,6 +21,7 @@ CLI_ONLY = {
     "demo": "a tour for a person, in a temporary home",
     "digest": "a letter for people, mailed to the followers; an agent has status, whose rows carry the times (issue 26)",
     "doctor": "a diagnosis for the operator; a tool error already says what is wrong",
+    "export": "a proof bundle is for a person outside the bus; an agent reads the thread (issue 42)",
     "flush": "every tool that syncs or sends flushes the outbox first",
     "hook": "the hooks are another shell for hosts without MCP",
     "init": "operator setup: creates the bus and its keys",
@@ -32,6 +33,7 @@ CLI_ONLY = {
     "platforms": "send's error names the registered platforms (and the closest match)",
     "sent": "status shows per thread how far my letters got (delivery, delivery_detail)",
     "sync": "inbox, status, notes, quarantine and wait sync first",
+    "verify": "checking a proof bundle offline is a person's step, done outside any mailbox (issue 42)",
     "watch": "a long-running process that starts agents; an MCP host is itself the loop",
 }
 # CLI option -> tool argument, where the names differ; None: the tool has none, for the reason given.

@@ -1,0 +1,75 @@
+"""What a person outside the bus is given (DESIGN §10): a thread's proof bundle and its offline
+check (``export``, ``verify``), a static archive of a mailbox or a bus (``archive``) and the same
+pages served live (``serve``). Each translates its arguments into one call of ``archive`` and
+prints what it did; the archive modules are imported only by the command that runs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import BadInput, Refused
+from ..text import for_terminal
+from .args import Commands, argument, echo, option
+from .context import Ctx, json_option
+from .render import clean, emit
+
+commands = Commands()
+
+
+@commands.command()
+@argument("thread_id", metavar="THREAD", help="The thread to export (its id, any case).")
+@option("-o", "--output", "output", required=True, metavar="FILE", help="Where to write the bundle (JSON).")
+@json_option
+def export(ctx: Ctx, thread_id: str, output: str) -> None:
+    """Write THREAD's proof bundle to FILE: its raw signed letters and the registry entries in force
+    when each was signed (from the registry's git history when it is a checkout); 'verify FILE'
+    checks it offline, anywhere."""
+    from .._fs import write_atomic
+    from ..archive.history import History
+    from ..archive.proof import build
+
+    client = ctx.reader()
+    letters = client.thread(thread_id)
+    pairs = [(letter, client.raw(letter.id)) for letter in letters]
+    data = build(pairs, History(client.registry.root), letters[0].thread, client.me.platform)
+    path = Path(output).expanduser()
+    try:
+        write_atomic(path, data, mode=0o644)
+    except OSError as exc:
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    emit(ctx, {"thread": letters[0].thread, "file": str(path), "bytes": len(data)},
+         lambda: echo(f"wrote {clean(str(path))}: the proof bundle of {letters[0].thread}"))  # fmt: skip
+
+
+@commands.command()
+@argument("bundle", metavar="FILE", help="A proof bundle written by 'export'.")
+@json_option
+def verify(ctx: Ctx, bundle: str) -> None:
+    """Check every letter of a proof bundle offline against the key its sender's registry entry
+    pinned when it was signed; one line per letter. Exit 0 only if every letter verifies, 4 if
+    one does not, 2 if FILE is no bundle."""
+    from ..archive.proof import MAX_BUNDLE
+    from ..archive.proof import verify as check
+
+    path = Path(bundle).expanduser()
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_BUNDLE + 1)
+    except OSError as exc:
+        raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    proof = check(data)
+    rows = [
+        {"ok": c.ok, "message_id": c.message_id, "date": c.date, "from": c.sender, "detail": c.detail, "entry": c.entry}
+        for c in proof.letters
+    ]
+
+    def text() -> None:
+        for c in proof.letters:
+            mark = "verified" if c.ok else "FAILED  "
+            line = f"{mark} {c.message_id or '?'}  {c.date or '?'}  {c.sender or '?'}  {c.detail}  [key: {c.entry}]"
+            echo(for_terminal(line).replace("\n", " "))
+
+    failed = sum(1 for c in proof.letters if not c.ok)
+    emit(ctx, {"thread": proof.thread, "verified": len(rows) - failed, "failed": failed, "letters": rows}, text)
+    if failed:
+        raise Refused(f"{failed} of {len(rows)} letters of {proof.thread} do not verify")
