@@ -6,12 +6,16 @@ prints what it did; the archive modules are imported only by the command that ru
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..errors import BadInput, Refused
+from ..errors import BadInput, ConfigError, Refused
 from ..text import for_terminal
 from .args import Commands, argument, echo, option
 from .context import Ctx, json_option
 from .render import clean, emit
+
+if TYPE_CHECKING:
+    from ..client.facade import AgentMail
 
 commands = Commands()
 
@@ -73,3 +77,46 @@ def verify(ctx: Ctx, bundle: str) -> None:
     emit(ctx, {"thread": proof.thread, "verified": len(rows) - failed, "failed": failed, "letters": rows}, text)
     if failed:
         raise Refused(f"{failed} of {len(rows)} letters of {proof.thread} do not verify")
+
+
+@commands.command()
+@argument("directory", metavar="DIR", help="Where the site goes (new, empty, or an archive written before).")
+@option("--bus", "whole_bus", is_flag=True, help="Every mailbox of the bus on this machine, not only mine.")
+@option("--quarantine", is_flag=True, help="Show quarantined letters too, marked quarantined with their reason.")
+@json_option
+def archive(ctx: Ctx, directory: str, whole_bus: bool, quarantine: bool) -> None:
+    """Write a static site of the mailbox (or, with --bus, of every mailbox here) into DIR: an index
+    of the threads, a page per thread, permalinks by Message-ID (m/<id>/), thread.mbox and Atom
+    feeds. Only threads that changed since the last run are written again. Open DIR/index.html."""
+    from ..archive import site
+    from ..archive.gather import bus_mailboxes
+
+    client = ctx.reader()
+    client.sync()
+    clients = [client]
+    if whole_bus:
+        others = [c for c in bus_mailboxes(client.registry, client.home) if c.me.mailbox != client.me.mailbox]
+        clients += others
+    try:
+        for other in clients[1:]:
+            other.offline_ok = True
+            _sync_quietly(other)
+        done = site.write(clients, Path(directory).expanduser(), bus=client.registry.bus.name, quarantine=quarantine)
+    finally:
+        for other in clients[1:]:
+            other.close()
+    path = Path(directory).expanduser() / "index.html"
+    emit(ctx, {"directory": str(Path(directory).expanduser()), "threads": done.threads, "rewritten": done.rewritten,
+               "letters": done.letters, "removed": done.removed},
+         lambda: echo(f"{clean(str(path))}: {done.threads} thread(s), {done.rewritten} written now "
+                      f"({done.letters} letters), {done.removed} removed"))  # fmt: skip
+
+
+def _sync_quietly(client: AgentMail) -> None:
+    """Another mailbox's new letters, when this machine can fetch them; what it holds, else."""
+    try:
+        client.sync()
+    except ConfigError as exc:  # another platform's login is not on this machine
+        echo(
+            f"agentmail: warning: {client.me.mailbox} not synced ({for_terminal(exc)}); shown as last synced", err=True
+        )
