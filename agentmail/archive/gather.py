@@ -86,6 +86,8 @@ def epoch_of(date: str) -> float:
 
 
 def _attachments(client: AgentMail, letter: Letter) -> tuple[AttachmentView, ...]:
+    if letter.state == "quarantine":  # never handed out: the client refuses a quarantined letter's
+        return ()
     found = []
     for number, item in enumerate(client.attachments(letter), 1):
         is_patch = item.type.lower() in PATCH_TYPES or item.name.lower().endswith((".patch", ".diff"))
@@ -111,7 +113,7 @@ def _auth(client: AgentMail, letter: Letter) -> tuple[str, str]:
 
 def letter_view(client: AgentMail, letter: Letter) -> LetterView:
     headers = [("From", letter.sender_address), ("To", ", ".join(letter.recipients) or letter.to_address),
-               ("Date", letter.date), ("Message-ID", letter.message_id)]  # fmt: skip
+               ("Subject", letter.subject), ("Date", letter.date), ("Message-ID", letter.message_id)]  # fmt: skip
     if letter.in_reply_to:
         headers.append(("In-Reply-To", letter.in_reply_to))
     for name in _FRONT:
@@ -121,6 +123,10 @@ def letter_view(client: AgentMail, letter: Letter) -> LetterView:
     if letter.cc:
         headers.append(("Cc", ", ".join(letter.cc)))
     auth, detail = _auth(client, letter)
+    raw = client.raw(letter.id)
+    body = letter.body
+    if letter.state == "quarantine":  # never parsed as a letter: the bytes as received, as text
+        body = raw[:MAX_DIFF].decode("utf-8", errors="replace")
     return LetterView(
         id=letter.id,
         message_id=visible_line(letter.message_id),
@@ -130,12 +136,12 @@ def letter_view(client: AgentMail, letter: Letter) -> LetterView:
         date=visible_line(letter.date),
         epoch=epoch_of(letter.date),
         subject=visible_line(letter.subject),
-        body=visible(letter.body),
+        body=visible(body),
         headers=tuple((name, visible_line(value)) for name, value in headers),
         attachments=_attachments(client, letter),
         auth=auth,
         auth_detail=detail,
-        raw=client.raw(letter.id),
+        raw=raw,
     )
 
 
@@ -217,8 +223,8 @@ def thread_view(clients: list[AgentMail], found: Found) -> ThreadView | None:
         state, last_type, move = status.state, status.last_type, _move(status.whose_move, owner.me.platform)
         opened, moved, outcome = status.opened_ms, status.moved_ms, status.outcome
     return ThreadView(
-        id=thread,
-        subject=first.subject,
+        id=thread or "quarantine",
+        subject=first.subject if thread else "Quarantined letters (in no thread)",
         state=state,
         last_type=last_type,
         whose_move=visible_line(move),

@@ -24,6 +24,7 @@ from ..model import THREAD_RE
 from .gather import LetterView, ThreadView
 
 TEMPLATES = Path(__file__).parent / "templates"
+QUARANTINE = "quarantine"  # the page of quarantined letters that name no thread
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,199}")
 COLORS = ("#2563eb", "#d97706", "#059669", "#7c3aed", "#dc2626", "#0891b2", "#6b7280")
 TYPE_COLORS = {"report": "#dc2626", "question": "#7c3aed", "ack": "#d97706", "fix-notice": "#2563eb",
@@ -57,12 +58,13 @@ def csp(live: bool = False) -> str:
 
 
 def page_name(thread: str) -> str:
-    """A thread's folder name: its id when it is one, else a hash (a quarantined letter's thread)."""
-    return (
-        thread
-        if THREAD_RE.fullmatch(thread)
-        else "q-" + hashlib.sha256(thread.encode("utf-8", "replace")).hexdigest()[:24]
-    )
+    """A thread's folder name: its id when it is one; ``quarantine`` for the quarantined letters that
+    name no thread; else a hash (a quarantined letter's thread that is no id)."""
+    if thread in ("", QUARANTINE):
+        return QUARANTINE
+    if THREAD_RE.fullmatch(thread):
+        return thread
+    return "q-" + hashlib.sha256(thread.encode("utf-8", "replace")).hexdigest()[:24]
 
 
 def permalink_name(message_id: str) -> str:

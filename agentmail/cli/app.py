@@ -71,7 +71,10 @@ def _main_group(ctx: Ctx, platform: str | None, agent: str | None, registry: str
 
 
 main_group = Group(
-    "agentmail", _main_group, epilog=_EPILOG, parts=[agent.commands, operator.commands, integrations.commands, people_view.commands]
+    "agentmail",
+    _main_group,
+    epilog=_EPILOG,
+    parts=[agent.commands, operator.commands, integrations.commands, people_view.commands],
 )
 
 
