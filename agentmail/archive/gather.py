@@ -11,17 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from .._value import Frozen
+from ..client.facade import AgentMail
 from ..config.identity import Identity
 from ..config.registry import Registry
 from ..letter.attach import safe_name
 from ..model import HUMAN, Letter, ThreadStatus, ulid_ms
 from ..text import visible, visible_line
-
-if TYPE_CHECKING:
-    from ..client.facade import AgentMail
 
 # What a letter's front matter says, in the order the header table shows it.
 _FRONT = ("type", "severity", "ref", "outcome", "to_agent")
@@ -158,7 +155,7 @@ def _move(whose: str, platform: str) -> str:
     return ",".join(platform if part == "me" else part for part in whose.split(","))
 
 
-Held = list[tuple["AgentMail", Letter]]
+Held = list[tuple[AgentMail, Letter]]
 
 
 class Found(Frozen):
@@ -242,8 +239,6 @@ def thread_view(clients: list[AgentMail], found: Found) -> ThreadView | None:
 def bus_mailboxes(registry: Registry, home: Path) -> list[AgentMail]:
     """A client of every mailbox of the bus whose spool is on this machine (``archive --bus``),
     each platform's and each of its agents', in name order."""
-    from ..client.facade import AgentMail
-
     found = []
     for folder in sorted((home / "spool").glob("*")):
         platform, _, agent = folder.name.partition("@")

@@ -137,10 +137,10 @@ def timeline(letters: tuple[LetterView, ...]) -> dict[str, Any]:
     return {"width": max(300, 140 + (len(letters) - 1) * step), "points": points}
 
 
-def thread(view: ThreadView, bus: str, *, root: str = "../../", live: bool = False) -> str:
+def thread(view: ThreadView, bus: str, *, root: str = "../../", live: bool = False, refresh: int | None = None) -> str:
     """A thread's page: every letter with its header table, body as text, attachments, authentication."""
     return _env().get_template("thread.html").render(
-        **_common(root, bus, live, None), t=view, timeline=timeline(view.letters),
+        **_common(root, bus, live, refresh), t=view, timeline=timeline(view.letters),
         permalinks={x.id: permalink_name(x.message_id) for x in view.letters},
     )  # fmt: skip
 

@@ -120,3 +120,45 @@ def _sync_quietly(client: AgentMail) -> None:
         echo(
             f"agentmail: warning: {client.me.mailbox} not synced ({for_terminal(exc)}); shown as last synced", err=True
         )
+
+
+@commands.command()
+@option("--listen", "listen", default="127.0.0.1:8025", show_default=True, metavar="HOST:PORT",
+        help="Where to listen (port 0: any free port). Anywhere but loopback needs --token.")  # fmt: skip
+@option("--token", metavar="TOKEN", help="Required of every visitor (?token=TOKEN once; 16 characters at least).")
+@option("--token-file", metavar="FILE", help="Read the token from FILE's first line (kept out of 'ps').")
+@option("--bus", "whole_bus", is_flag=True, help="Every mailbox of the bus on this machine, not only mine.")
+@option("--quarantine", is_flag=True, help="Show quarantined letters too, marked quarantined with their reason.")
+def serve(ctx: Ctx, listen: str, token: str | None, token_file: str | None, whole_bus: bool, quarantine: bool) -> None:
+    """Serve the archive's pages live, read-only, with search (needs pip install 'agentmail[web]'):
+    the index, a page per thread, /m/<Message-ID> permalinks, thread.mbox and Atom. Pages refresh
+    themselves as letters arrive. Ctrl-C stops it."""
+    from ..archive.gather import bus_mailboxes
+    from ..config.registry import is_loopback
+
+    host, _, port_text = listen.rpartition(":")
+    host = host.strip("[]")
+    if not host or not port_text.isdigit() or int(port_text) > 65535:
+        raise BadInput(f"--listen {listen!r} must be HOST:PORT (e.g. 127.0.0.1:8025)")
+    try:
+        from ..archive import serve as web
+    except ImportError as exc:
+        raise ConfigError(f"serve needs the web extra: pip install 'agentmail[web]' ({exc.name} is missing)") from None
+    secret = web.read_token(token, token_file)
+    if not is_loopback(host) and secret is None:
+        raise ConfigError(f"listening on {host} (not loopback) needs --token or --token-file: anyone there could read")
+    client = ctx.reader()
+    client.sync()
+    clients = [client]
+    if whole_bus:
+        clients += [c for c in bus_mailboxes(client.registry, client.home) if c.me.mailbox != client.me.mailbox]
+    sock = web.listen(host, int(port_text))
+    shown = f"[{host}]" if ":" in host else host
+    address = f"http://{shown}:{sock.getsockname()[1]}/" + (f"?token={secret}" if secret else "")
+    where = "loopback only" if is_loopback(host) else f"{host}, anyone there with the token"
+    echo(f"agentmail: serving {client.registry.bus.name} read-only at {address} ({where}); Ctrl-C stops", err=True)
+    try:
+        web.run(web.app(web.Live(clients, client.registry.bus.name, quarantine), secret), sock)
+    finally:
+        for other in clients[1:]:
+            other.close()

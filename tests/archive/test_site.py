@@ -57,7 +57,7 @@ def test_thread_mbox_holds_the_letters_as_signed(alpha: AgentMail, beta: AgentMa
     thread = _thread(alpha, beta)
     site.write([alpha], tmp_path / "site", bus="bus.test")
     box = mailbox.mbox(str(tmp_path / "site" / "t" / thread / "thread.mbox"))
-    letters = [box.get_bytes(key) for key in box.keys()]
+    letters = [box.get_bytes(key) for key in box.iterkeys()]
     box.close()
     assert len(letters) == 2
     for raw, name in zip(letters, ("alpha", "beta"), strict=True):

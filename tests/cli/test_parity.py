@@ -13,6 +13,7 @@ from agentmail.errors import PermanentFailure, Refused, TransportError
 
 # CLI commands an agent's MCP tool list does without, and why (each one costs context in every conversation).
 CLI_ONLY = {
+    "archive": "a static site for people who follow a thread in a browser, not an agent's view (issue 42)",
     "apply": "it changes the checkout (git am): the agent runs it in its shell, after save let it read the patches (issue 13)",
     "add": "operator setup: registering a platform is a reviewed commit to the registry, not an agent's move",
     "approve": "a person's decision to let a held letter go, never an agent's (issue 12)",
@@ -31,6 +32,7 @@ CLI_ONLY = {
     "reject": "a person's decision to drop a held letter, never an agent's (issue 12)",
     "person": "operator setup: who follows or writes into a platform's threads is a reviewed registry commit",
     "platforms": "send's error names the registered platforms (and the closest match)",
+    "serve": "a long-running web server for people, read-only (issue 42)",
     "sent": "status shows per thread how far my letters got (delivery, delivery_detail)",
     "sync": "inbox, status, notes, quarantine and wait sync first",
     "verify": "checking a proof bundle offline is a person's step, done outside any mailbox (issue 42)",
