@@ -201,7 +201,11 @@ def thread_view(clients: list[AgentMail], found: Found) -> ThreadView | None:
         except LookupError:
             letters = []
         for letter in letters:
-            if letter.message_id not in by_id and letter.state not in ("held", "outbox"):
+            if letter.state in ("held", "outbox"):
+                continue
+            known = by_id.get(letter.message_id)
+            # both ends hold it: the receiver's judgement says more than "signed here"
+            if known is None or (known.auth == "sent" and letter.state not in ("sent", "failed", "sibling")):
                 by_id[letter.message_id] = letter_view(client, letter)
     for holder, letter in found.held:
         if letter.message_id not in by_id:

@@ -84,7 +84,7 @@ def _common(root: str, bus: str, live: bool, refresh: int | None) -> dict[str, A
 
 def picture(views: list[ThreadView], now_ms: int) -> dict[str, Any]:
     """The bus at a glance: open threads by age of their opening, each bar split by whose move."""
-    open_ = [v for v in views if v.state != "closed"]
+    open_ = [v for v in views if v.state not in ("closed", "quarantined")]
     movers = [m for m, _ in sorted(_count(v.whose_move for v in open_).items(), key=lambda kv: -kv[1])]
     shown = movers[: len(COLORS) - 1]
     color = {who: COLORS[i] for i, who in enumerate(shown)}
@@ -121,7 +121,7 @@ def index(views: list[ThreadView], bus: str, *, now_ms: int, by_state: bool = Fa
     order = sorted(views, key=lambda v: (v.state, -v.moved_ms) if by_state else (-v.moved_ms, v.id))
     rows = [{"view": v, "page": page_name(v.id), "age": age(max(0, now_ms - v.opened_ms) / 1000),
              "idle": age(max(0, now_ms - v.moved_ms) / 1000)} for v in order]  # fmt: skip
-    open_count = sum(1 for v in views if v.state != "closed")
+    open_count = sum(1 for v in views if v.state not in ("closed", "quarantined"))
     return _env().get_template("index.html").render(
         **_common(root, bus, live, refresh), threads=rows, open_count=open_count, by_state=by_state,
         picture=picture(views, now_ms),

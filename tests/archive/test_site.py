@@ -151,6 +151,7 @@ def test_the_bus_archive_joins_both_ends_of_a_thread(
     assert json.loads(out)["threads"] == 1
     page = (tmp_path / "site" / "t" / thread / "index.html").read_text()
     assert page.count('class="letter"') == 2 and "whose move: beta" in page
+    assert page.count("badge verified") == 2  # each letter as its receiver judged it, not "signed here"
     feed = ElementTree.parse(tmp_path / "site" / "atom.xml").getroot()
     assert len(feed.findall("{http://www.w3.org/2005/Atom}entry")) == 2
 
