@@ -16,7 +16,9 @@ from .._value import Frozen
 from ..client.facade import AgentMail
 from ..config.identity import Identity
 from ..config.registry import Registry
+from ..errors import AgentmailError
 from ..letter.attach import safe_name
+from ..letter.mime import header_section
 from ..model import HUMAN, Letter, ThreadStatus, ulid_ms
 from ..text import visible, visible_line
 
@@ -46,7 +48,7 @@ class LetterView(Frozen):
     body: str
     headers: tuple[tuple[str, str], ...]
     attachments: tuple[AttachmentView, ...]
-    auth: str  # verified | vouched | sent | quarantined
+    auth: str  # verified | vouched | sent | quarantined | changed (its file, since it was filed)
     auth_detail: str
     raw: bytes
 
@@ -82,11 +84,17 @@ def epoch_of(date: str) -> float:
         return 0.0
 
 
-def _attachments(client: AgentMail, letter: Letter) -> tuple[AttachmentView, ...]:
+def _attachments(client: AgentMail, letter: Letter, raw: bytes) -> tuple[AttachmentView, ...]:
     if letter.state == "quarantine":  # never handed out: the client refuses a quarantined letter's
         return ()
+    if b"multipart/" not in header_section(raw).lower():  # one text part: nothing to list, nothing to check
+        return ()
+    try:
+        items = client.attachments(letter)
+    except AgentmailError:  # a file changed since it was filed: its badge says so, nothing is handed out
+        return ()
     found = []
-    for number, item in enumerate(client.attachments(letter), 1):
+    for number, item in enumerate(items, 1):
         is_patch = item.type.lower() in PATCH_TYPES or item.name.lower().endswith((".patch", ".diff"))
         diff = ""
         if is_patch and item.size <= MAX_DIFF:
@@ -96,10 +104,12 @@ def _attachments(client: AgentMail, letter: Letter) -> tuple[AttachmentView, ...
     return tuple(found)
 
 
-def _auth(client: AgentMail, letter: Letter) -> tuple[str, str]:
+def _auth(client: AgentMail, letter: Letter, raw: bytes) -> tuple[str, str]:
     if letter.state == "quarantine":
         return "quarantined", visible_line(f"{letter.reason or 'quarantined'}: {letter.detail or ''}")
     how = visible_line(client.authentication(letter))
+    if client.spool.unchanged(letter.id, raw) is False:
+        return "changed", how  # what it shows now was never verified
     if letter.state in ("sent", "held", "outbox", "failed"):
         return "sent", how
     if letter.type == HUMAN or letter.extra.get("person"):
@@ -119,8 +129,8 @@ def letter_view(client: AgentMail, letter: Letter) -> LetterView:
             headers.append((name, str(value)))
     if letter.cc:
         headers.append(("Cc", ", ".join(letter.cc)))
-    auth, detail = _auth(client, letter)
     raw = client.raw(letter.id)
+    auth, detail = _auth(client, letter, raw)
     body = letter.body
     if letter.state == "quarantine":  # never parsed as a letter: the bytes as received, as text
         body = raw[:MAX_DIFF].decode("utf-8", errors="replace")
@@ -135,7 +145,7 @@ def letter_view(client: AgentMail, letter: Letter) -> LetterView:
         subject=visible_line(letter.subject),
         body=visible(body),
         headers=tuple((name, visible_line(value)) for name, value in headers),
-        attachments=_attachments(client, letter),
+        attachments=_attachments(client, letter, raw),
         auth=auth,
         auth_detail=detail,
         raw=raw,

@@ -105,6 +105,35 @@ def test_a_damaged_manifest_means_everything_is_written_again(alpha: AgentMail, 
     assert site.write([alpha], out, bus="bus.test").rewritten == 1
 
 
+def test_a_letter_whose_file_changed_since_it_was_filed_is_never_shown_as_verified(
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path
+) -> None:
+    thread = _thread(alpha, beta)
+    (ack,) = [x for x in alpha.thread(thread) if x.type == "ack"]
+    path = alpha.spool.path(alpha.spool.locate(ack.id) or "", ack.id)
+    path.write_bytes(path.read_bytes().replace(b"Reproduced", b"Never saw"))
+    site.write([alpha], tmp_path / "site", bus="bus.test")
+    page = (tmp_path / "site" / "t" / thread / "index.html").read_text()
+    (changed,) = [part for part in page.split("<section") if "ack from beta" in part]
+    assert '<span class="badge changed">changed</span>' in changed and "its file changed after it was filed" in changed
+
+
+def test_attachments_are_listed_with_their_hash_and_patches_shown_as_diffs(
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path
+) -> None:
+    from agentmail.letter.attach import Attachment
+
+    diff = b"--- a/quota.py\n+++ b/quota.py\n@@ -1 +1 @@\n-limit = 0\n+limit = 10  # <script>x</script>\n"
+    files = (Attachment("../../etc/evil<b>.log", "text/plain", b"a log line\n"),
+             Attachment("0001-fix.patch", "text/x-diff", diff))  # fmt: skip
+    thread = alpha.send("beta", "With evidence", OPENER, attachments=files).thread
+    site.write([alpha], tmp_path / "site", bus="bus.test")
+    page = (tmp_path / "site" / "t" / thread / "index.html").read_text()
+    assert "evil_b_.log" in page and "etc/evil" not in page and "evil<b>" not in page  # a name, never a path
+    assert files[0].sha256 in page and files[1].sha256 in page
+    assert '<pre class="diff">' in page and "+limit = 10  # &lt;script&gt;x&lt;/script&gt;" in page
+
+
 def test_a_folder_of_other_files_is_refused(alpha: AgentMail, cli: Cli, tmp_path: Path) -> None:
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "index.html").write_text("my own page")
