@@ -43,7 +43,7 @@ def browser() -> Iterator[Any]:
     if missing:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"the browser tests must run in CI: {missing}")
-        pytest.skip(missing)
+        pytest.skip("no browser: apt-get install -y chromium, and pip install -e '.[test]' for Playwright")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as driver:
