@@ -8,6 +8,8 @@ are joined by Message-ID. "whose move" is said with the platform's name, never "
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Iterable, Iterator
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -26,6 +28,7 @@ from ..text import visible, visible_line
 _FRONT = ("type", "severity", "ref", "outcome", "to_agent")
 PATCH_TYPES = ("text/x-diff", "text/x-patch")
 MAX_DIFF = 256 * 1024  # a longer patch is listed, not shown
+_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,199}")
 
 
 class AttachmentView(Frozen):
@@ -37,7 +40,7 @@ class AttachmentView(Frozen):
 
 
 class LetterView(Frozen):
-    id: str  # the spool id (a ULID): the anchor of the letter on its thread page
+    id: str  # the spool id (a ULID) in the mailbox it was read from
     message_id: str
     sender: str
     to: str
@@ -51,6 +54,12 @@ class LetterView(Frozen):
     auth: str  # verified | vouched | sent | quarantined | changed (its file, since it was filed)
     auth_detail: str
     raw: bytes
+
+    @property
+    def anchor(self) -> str:
+        """The letter's place on its thread page and its permalink folder: from its Message-ID,
+        so every mailbox of a bus (each with its own spool ids) points at the same letter."""
+        return permalink_name(self.message_id)
 
 
 class ThreadView(Frozen):
@@ -74,6 +83,15 @@ class ThreadView(Frozen):
                   "outcome")  # fmt: skip
         return {**{name: getattr(self, name) for name in fields}, "parties": list(self.parties),
                 "count": len(self.letters) or self.count}  # fmt: skip
+
+
+def permalink_name(message_id: str) -> str:
+    """The folder of a Message-ID's permalink page: the id without its brackets when it is a plain
+    name (letters, digits, ``._+=@-``), else ``h-`` and a hash of it."""
+    bare = message_id.strip().removeprefix("<").removesuffix(">")
+    if _SAFE_ID.fullmatch(bare) and ".." not in bare:
+        return bare
+    return "h-" + hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()[:32]
 
 
 def epoch_of(date: str) -> float:

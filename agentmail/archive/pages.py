@@ -4,14 +4,13 @@ HTML is ever rendered (bodies are the text agents are shown, in ``<pre>``). Each
 strict Content-Security-Policy: nothing but its own stylesheet, inline and allowed by its hash;
 no script, no image, no remote resource, no form but the live view's search (same origin).
 
-File names of pages come from ids only (``page_name``, ``permalink_name``), never from subjects."""
+File names of pages come from ids only (``page_name``, ``gather.permalink_name``), never from subjects."""
 
 from __future__ import annotations
 
 import base64
 import functools
 import hashlib
-import re
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from .gather import LetterView, ThreadView
 
 TEMPLATES = Path(__file__).parent / "templates"
 QUARANTINE = "quarantine"  # the page of quarantined letters that name no thread
-_SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,199}")
 COLORS = ("#2563eb", "#d97706", "#059669", "#7c3aed", "#dc2626", "#0891b2", "#6b7280")
 TYPE_COLORS = {"report": "#dc2626", "question": "#7c3aed", "ack": "#d97706", "fix-notice": "#2563eb",
                "verify-result": "#059669", "close": "#6b7280"}  # fmt: skip
@@ -65,15 +63,6 @@ def page_name(thread: str) -> str:
     if THREAD_RE.fullmatch(thread):
         return thread
     return "q-" + hashlib.sha256(thread.encode("utf-8", "replace")).hexdigest()[:24]
-
-
-def permalink_name(message_id: str) -> str:
-    """The folder of a Message-ID's permalink page: the id without its brackets when it is a plain
-    name (letters, digits, ``._+=@-``), else ``h-`` and a hash of it."""
-    bare = message_id.strip().removeprefix("<").removesuffix(">")
-    if _SAFE_ID.fullmatch(bare) and ".." not in bare:
-        return bare
-    return "h-" + hashlib.sha256(message_id.encode("utf-8", "replace")).hexdigest()[:32]
 
 
 def _common(root: str, bus: str, live: bool, refresh: int | None) -> dict[str, Any]:
@@ -141,13 +130,12 @@ def thread(view: ThreadView, bus: str, *, root: str = "../../", live: bool = Fal
     """A thread's page: every letter with its header table, body as text, attachments, authentication."""
     return _env().get_template("thread.html").render(
         **_common(root, bus, live, refresh), t=view, timeline=timeline(view.letters),
-        permalinks={x.id: permalink_name(x.message_id) for x in view.letters},
     )  # fmt: skip
 
 
 def permalink(letter: LetterView, view: ThreadView, bus: str) -> str:
     """``m/<Message-ID>/index.html``: straight on to the letter in its thread."""
-    target = f"../../t/{page_name(view.id)}/index.html#{letter.id}"
+    target = f"../../t/{page_name(view.id)}/index.html#{letter.anchor}"
     return _env().get_template("permalink.html").render(
         **_common("../../", bus, False, None) | {"refresh": Markup(f"0; url={target}")}, target=target,
         message_id=letter.message_id, subject=view.subject, thread=view.id,
@@ -166,7 +154,7 @@ def _iso(epoch: float) -> str:
 def feed(title: str, feed_id: str, letters: list[tuple[LetterView, ThreadView]], root: str) -> str:
     """An Atom feed of ``letters`` (newest first), each entry linking to its letter."""
     entries = [{"title": f"{x.type}: {x.subject}", "id": f"urn:agentmail:letter:{x.id}", "updated": _iso(x.epoch),
-                "author": x.sender, "href": f"{root}t/{page_name(v.id)}/index.html#{x.id}", "body": x.body}
+                "author": x.sender, "href": f"{root}t/{page_name(v.id)}/index.html#{x.anchor}", "body": x.body}
                for x, v in letters]  # fmt: skip
     updated = max((x.epoch for x, _ in letters), default=0.0)
     return _env().get_template("feed.xml").render(title=title, feed_id=feed_id, updated=_iso(updated), entries=entries)

@@ -75,10 +75,11 @@ class Live:
 
     def search(self, query: str) -> list[dict[str, Any]]:
         with self.lock:
-            hits = self.clients[0].search(query, sync=False, limit=100)
-        return [{"thread": pages.page_name(h.thread), "id": h.id, "subject": visible_line(h.subject),
+            found = [(client, hit) for client in self.clients for hit in client.search(query, sync=False, limit=100)]
+            shown = {(h.thread, client.show(h.id).message_id): h for client, h in found}  # one hit a letter
+        return [{"thread": pages.page_name(h.thread), "anchor": gather.permalink_name(visible_line(mid)), "subject": visible_line(h.subject),
                  "type": h.type, "sender": h.sender, "date": h.date, "snippet": visible(h.snippet)}
-                for h in hits]  # fmt: skip
+                for (_, mid), h in shown.items()]  # fmt: skip
 
 
 def _html(text: str) -> Response:
@@ -111,11 +112,11 @@ def app(live: Live, token: str | None = None) -> ASGIApp:
 
     def permalink(request: Request) -> Response:
         wanted = request.path_params["mid"].removesuffix("/index.html").strip("/")
-        names = {wanted, pages.permalink_name(wanted), pages.permalink_name(f"<{wanted.strip('<>')}>")}
+        names = {wanted, gather.permalink_name(wanted), gather.permalink_name(f"<{wanted.strip('<>')}>")}
         for view in live.views():
             for letter in view.letters:
-                if pages.permalink_name(letter.message_id) in names:
-                    target = f"/t/{quote(pages.page_name(view.id))}/index.html#{quote(letter.id)}"
+                if gather.permalink_name(letter.message_id) in names:
+                    target = f"/t/{quote(pages.page_name(view.id))}/index.html#{letter.anchor}"  # the anchor is URL-safe as it is
                     return RedirectResponse(target, status_code=303)
         return PlainTextResponse("no letter with that Message-ID here", status_code=404)
 

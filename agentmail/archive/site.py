@@ -88,7 +88,7 @@ def _write(path: Path, text: str | bytes) -> None:
 
 
 def _feed_rows(view: gather.ThreadView) -> list[dict[str, Any]]:
-    return [{"id": x.id, "type": x.type, "subject": x.subject, "sender": x.sender, "epoch": x.epoch,
+    return [{"id": x.id, "message_id": x.message_id, "type": x.type, "subject": x.subject, "sender": x.sender, "epoch": x.epoch,
              "body": x.body[:MAX_FEED_BODY], "thread": view.id}
             for x in sorted(view.letters, key=lambda x: (x.epoch, x.id))[-FEED_PER_THREAD:]]  # fmt: skip
 
@@ -151,7 +151,7 @@ def write(clients: list[AgentMail], directory: Path, *, bus: str, quarantine: bo
                                                [(x, view) for x in newest], "../../"))  # fmt: skip
         links = []
         for letter in view.letters:
-            name = pages.permalink_name(letter.message_id)
+            name = gather.permalink_name(letter.message_id)
             links.append(name)
             _write(directory / "m" / name / "index.html", pages.permalink(letter, view, bus))
         after[thread] = {"fingerprint": fingerprint, "page": page, "permalinks": links, "summary": view.summary(),
@@ -174,7 +174,7 @@ def _index(directory: Path, entries: dict[str, Any], bus: str) -> None:
     rows = sorted((row for entry in entries.values() for row in entry.get("feed", [])),
                   key=lambda r: (r["epoch"], r["id"]), reverse=True)[:FEED_SIZE]  # fmt: skip
     by_id = {v.id: v for v in views}
-    feed = [(gather.LetterView(id=r["id"], message_id="", sender=r["sender"], to="", type=r["type"], date="",
+    feed = [(gather.LetterView(id=r["id"], message_id=r.get("message_id", ""), sender=r["sender"], to="", type=r["type"], date="",
                                epoch=r["epoch"], subject=r["subject"], body=r["body"], headers=(), attachments=(),
                                auth="", auth_detail="", raw=b""), by_id[r["thread"]])
             for r in rows if r["thread"] in by_id]  # fmt: skip

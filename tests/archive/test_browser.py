@@ -108,8 +108,8 @@ def test_the_static_archive_in_a_browser(alpha: AgentMail, beta: AgentMail, tab:
     assert page.evaluate("typeof window.pwned") == "undefined"
     (first, _) = alpha.thread(thread)
     page.goto((tmp_path / "site" / "m" / first.message_id.strip("<>") / "index.html").as_uri())
-    page.wait_for_url(f"**/t/{thread}/index.html#{first.id}")
-    assert page.evaluate("location.hash") == f"#{first.id}"
+    page.wait_for_url(f"**/t/{thread}/index.html#{first.message_id.strip('<>')}")
+    assert page.evaluate("location.hash") == f"#{first.message_id.strip('<>')}"
     assert page.locator(":target .badge").inner_text() == "sent"  # the letter itself is the target
     assert page.evaluate("typeof window.pwned") == "undefined"
     assert tab.csp_violations() == [], tab.console
@@ -134,7 +134,7 @@ def test_the_live_view_in_a_browser_searches_and_stays_inert(alpha: AgentMail, b
         assert page.evaluate("typeof window.pwned") == "undefined"
         (first, _) = alpha.thread(thread)
         page.goto(f"{url}m/{first.message_id}")  # a Message-ID as a mail client shows it
-        assert page.url.endswith(f"/t/{thread}/index.html#{first.id}")
+        assert page.url.endswith(f"/t/{thread}/index.html#{first.message_id.strip('<>')}")
     assert tab.csp_violations() == [], tab.console
 
 

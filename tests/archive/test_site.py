@@ -71,11 +71,8 @@ def test_a_permalink_by_message_id_leads_to_the_letter(alpha: AgentMail, beta: A
     (first, second) = alpha.thread(thread)
     name = first.message_id.strip("<>")
     page = (tmp_path / "site" / "m" / name / "index.html").read_text()
-    assert (
-        f"url=../../t/{thread}/index.html#{first.id}" in page
-        and f'href="../../t/{thread}/index.html#{first.id}"' in page
-    )
-    assert f'id="{first.id}"' in (tmp_path / "site" / "t" / thread / "index.html").read_text()
+    assert f"url=../../t/{thread}/index.html#{name}" in page and f'href="../../t/{thread}/index.html#{name}"' in page
+    assert f'id="{name}"' in (tmp_path / "site" / "t" / thread / "index.html").read_text()
 
 
 def test_only_changed_threads_are_written_again(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
@@ -256,7 +253,7 @@ def _letter(number: int, subject: str, body: str, name: str, message_id: str) ->
         type="report", date="Sun, 06 Dec 2026 04:39:36 +0000", epoch=1796531976.0 + number,
         subject=visible_line(subject), body=visible(body),
         headers=(("Subject", visible_line(subject)), ("Message-ID", visible_line(message_id))),
-        attachments=(gather.AttachmentView(pages.permalink_name(name), visible_line(name), 3, "ab" * 32,
+        attachments=(gather.AttachmentView(gather.permalink_name(name), visible_line(name), 3, "ab" * 32,
                                            visible(body)),),
         auth="quarantined", auth_detail=visible_line(body), raw=b"",
     )  # fmt: skip
@@ -274,11 +271,11 @@ def test_hostile_subjects_bodies_names_and_message_ids_stay_inert_text(subject: 
     assert visible_line(subject) in shown and visible(body).strip() in shown
     _inert(pages.index([view], visible_line(name), now_ms=5))
     _inert(pages.permalink(letters[0], view, "bus"))
-    _inert(pages.search([{"thread": "thr-abcdef", "id": letters[0].id, "subject": visible_line(subject),
+    _inert(pages.search([{"thread": "thr-abcdef", "anchor": letters[0].anchor, "subject": visible_line(subject),
                           "type": "report", "sender": visible_line(name), "date": "", "snippet": visible(body)}],
                         visible_line(subject), "bus"))  # fmt: skip
     ElementTree.fromstring(pages.feed(visible_line(subject), "urn:x", [(x, view) for x in letters], ""))
-    folder = pages.permalink_name(message_id)
+    folder = gather.permalink_name(message_id)
     assert "/" not in folder and folder not in (".", "..") and not folder.startswith(".") and len(folder) <= 200
 
 
@@ -294,5 +291,5 @@ def test_every_page_forbids_script_and_everything_remote() -> None:
      ("<.hidden@x>", None), ("<x" + "y" * 300 + "@z>", None), ("<é@x>", None)],
 )  # fmt: skip
 def test_a_permalink_folder_is_the_id_only_when_it_is_a_plain_name(message_id: str, name: str | None) -> None:
-    folder = pages.permalink_name(message_id)
+    folder = gather.permalink_name(message_id)
     assert folder == name if name else folder.startswith("h-") and len(folder) == 34
