@@ -120,7 +120,8 @@ def index(views: list[ThreadView], bus: str, *, now_ms: int, by_state: bool = Fa
 def timeline(letters: tuple[LetterView, ...]) -> dict[str, Any]:
     """The lifecycle, one point a letter in order: its type, who moved, when."""
     step = 130
-    points = [{"x": 70 + i * step, "type": x.type, "who": x.sender, "color": TYPE_COLORS.get(x.type, "#6b7280"),
+    points = [{"x": 70 + i * step, "type": x.type + (f" ({dict(x.headers)['outcome']})" if "outcome" in dict(x.headers) else ""),
+               "who": x.sender, "color": TYPE_COLORS.get(x.type, "#6b7280"),
                "when": time.strftime("%m-%d %H:%M", time.gmtime(x.epoch)) if x.epoch else "?"}
               for i, x in enumerate(letters)]  # fmt: skip
     return {"width": max(300, 140 + (len(letters) - 1) * step), "points": points}

@@ -75,6 +75,17 @@ def test_a_permalink_by_message_id_leads_to_the_letter(alpha: AgentMail, beta: A
     assert f'id="{name}"' in (tmp_path / "site" / "t" / thread / "index.html").read_text()
 
 
+def test_the_timeline_says_a_verify_results_outcome(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    thread = _thread(alpha, beta)
+    beta.send("alpha", "", "Fixed in 2.4.2.", type="fix-notice", thread=thread)
+    alpha.sync()
+    (fix,) = [x for x in alpha.thread(thread, sync=False) if x.type == "fix-notice"]
+    alpha.reply(fix, "Still 429 after the cooldown.", type="verify-result", outcome="still-broken")
+    site.write([alpha], tmp_path / "site", bus="bus.test")
+    page = (tmp_path / "site" / "t" / thread / "index.html").read_text()
+    assert ">verify-result (still-broken)</text>" in page and "still broken" in page
+
+
 def test_only_changed_threads_are_written_again(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
     first = _thread(alpha, beta)
     second = alpha.send("beta", "Another", OPENER).thread
