@@ -18,6 +18,7 @@ fsynced: the archive is made again from the spools at any time."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -93,11 +94,19 @@ def _feed_rows(view: gather.ThreadView) -> list[dict[str, Any]]:
             for x in sorted(view.letters, key=lambda x: (x.epoch, x.id))[-FEED_PER_THREAD:]]  # fmt: skip
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+=@-]{0,199}")
+
+
 def _remove(directory: Path, entry: dict[str, Any]) -> None:
-    for folder in [f"t/{entry.get('page', '')}", *(f"m/{name}" for name in entry.get("permalinks", []))]:
-        target = directory / folder
-        if folder.rstrip("/") not in ("t", "m") and target.is_dir():
-            shutil.rmtree(target, ignore_errors=True)
+    """A thread's folder and its permalinks, by the names the manifest keeps: only names this
+    module could have made (a manifest is a file in DIR anyone may have edited: never a path)."""
+    names = entry.get("permalinks", [])
+    folders = [("t", entry.get("page")), *(("m", name) for name in (names if isinstance(names, list) else []))]
+    for parent, name in folders:
+        if isinstance(name, str) and _NAME.fullmatch(name) and ".." not in name:
+            target = directory / parent / name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target, ignore_errors=True)
 
 
 def _view_of(summary: dict[str, Any]) -> gather.ThreadView:
@@ -166,15 +175,22 @@ def write(clients: list[AgentMail], directory: Path, *, bus: str, quarantine: bo
     return Written(len(after), rewritten, letters, len(removed))
 
 
+def _feed_row(row: Any) -> bool:
+    """A feed row of the manifest as ``_feed_rows`` writes it (the manifest may have been edited)."""
+    fields = ("id", "message_id", "type", "subject", "sender", "body", "thread")
+    return (isinstance(row, dict) and isinstance(row.get("epoch"), int | float)
+            and all(isinstance(row.get(name), str) for name in fields))  # fmt: skip
+
+
 def _index(directory: Path, entries: dict[str, Any], bus: str) -> None:
     views = [_view_of(entry["summary"]) for entry in entries.values()]
     now = now_ms()
     _write(directory / "index.html", pages.index(views, bus, now_ms=now))
     _write(directory / "by-state.html", pages.index(views, bus, now_ms=now, by_state=True))
-    rows = sorted((row for entry in entries.values() for row in entry.get("feed", [])),
+    rows = sorted((row for entry in entries.values() for row in entry.get("feed", []) if _feed_row(row)),
                   key=lambda r: (r["epoch"], r["id"]), reverse=True)[:FEED_SIZE]  # fmt: skip
     by_id = {v.id: v for v in views}
-    feed = [(gather.LetterView(id=r["id"], message_id=r.get("message_id", ""), sender=r["sender"], to="", type=r["type"], date="",
+    feed = [(gather.LetterView(id=r["id"], message_id=r["message_id"], sender=r["sender"], to="", type=r["type"], date="",
                                epoch=r["epoch"], subject=r["subject"], body=r["body"], headers=(), attachments=(),
                                auth="", auth_detail="", raw=b""), by_id[r["thread"]])
             for r in rows if r["thread"] in by_id]  # fmt: skip

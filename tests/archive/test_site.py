@@ -111,6 +111,12 @@ def test_a_damaged_manifest_means_everything_is_written_again(alpha: AgentMail, 
     assert site.write([alpha], out, bus="bus.test").rewritten == 1
     (out / site.MANIFEST).write_text(json.dumps({"version": site.VERSION, "threads": {"x": {"fingerprint": 1}}}))
     assert site.write([alpha], out, bus="bus.test").rewritten == 1
+    manifest = json.loads((out / site.MANIFEST).read_text())
+    for entry in manifest["threads"].values():
+        entry["feed"] = [{"epoch": "soon"}, 7, *entry["feed"]]  # rows no run wrote: left out, never a crash
+    (out / site.MANIFEST).write_text(json.dumps(manifest))
+    assert site.write([alpha], out, bus="bus.test").rewritten == 0
+    assert ElementTree.parse(out / "atom.xml").getroot().findall("{http://www.w3.org/2005/Atom}entry")
 
 
 def test_a_letter_whose_file_changed_since_it_was_filed_is_never_shown_as_verified(
@@ -140,6 +146,20 @@ def test_attachments_are_listed_with_their_hash_and_patches_shown_as_diffs(
     assert "evil_b_.log" in page and "etc/evil" not in page and "evil<b>" not in page  # a name, never a path
     assert files[0].sha256 in page and files[1].sha256 in page
     assert '<pre class="diff">' in page and "+limit = 10  # &lt;script&gt;x&lt;/script&gt;" in page
+
+
+def test_an_edited_manifest_never_removes_anything_outside_the_archive(alpha: AgentMail, beta: AgentMail,
+                                                                        tmp_path: Path) -> None:  # fmt: skip
+    _thread(alpha, beta)
+    out = tmp_path / "site"
+    site.write([alpha], out, bus="bus.test")
+    (tmp_path / "precious").mkdir()
+    manifest = json.loads((out / site.MANIFEST).read_text())
+    manifest["threads"]["thr-gone000"] = {"page": "../../precious", "permalinks": ["../../precious", "..", 7],
+                                          "fingerprint": "x", "summary": {}}  # fmt: skip
+    (out / site.MANIFEST).write_text(json.dumps(manifest))
+    assert site.write([alpha], out, bus="bus.test").removed == 1
+    assert (tmp_path / "precious").is_dir() and (out / "m").is_dir() and (out / "t").is_dir()
 
 
 def test_a_folder_of_other_files_is_refused(alpha: AgentMail, cli: Cli, tmp_path: Path) -> None:
