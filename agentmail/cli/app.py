@@ -17,7 +17,7 @@ import warnings
 
 from ..errors import AgentmailError
 from ..frame import inline
-from . import agent, integrations, operator
+from . import agent, integrations, operator, people_view
 from .args import Exit, Group, Version, echo, option
 from .context import Ctx
 
@@ -71,7 +71,10 @@ def _main_group(ctx: Ctx, platform: str | None, agent: str | None, registry: str
 
 
 main_group = Group(
-    "agentmail", _main_group, epilog=_EPILOG, parts=[agent.commands, operator.commands, integrations.commands]
+    "agentmail",
+    _main_group,
+    epilog=_EPILOG,
+    parts=[agent.commands, operator.commands, integrations.commands, people_view.commands],
 )
 
 

@@ -117,10 +117,10 @@ def test_the_grammar_touches_no_private_part_of_argparse() -> None:
 
 
 def test_every_module_of_commands_is_in_the_root_and_no_name_twice() -> None:
-    from agentmail.cli import agent, integrations, operator
+    from agentmail.cli import agent, integrations, operator, people_view
     from agentmail.cli.args import Commands
 
-    parts = (agent.commands, operator.commands, integrations.commands)
+    parts = (agent.commands, operator.commands, integrations.commands, people_view.commands)
     assert set(main_group.commands) == {name for part in parts for name in part.commands}
     assert sum(len(part.commands) for part in parts) == len(main_group.commands)
     again = Commands()

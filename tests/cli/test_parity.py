@@ -13,6 +13,7 @@ from agentmail.errors import PermanentFailure, Refused, TransportError
 
 # CLI commands an agent's MCP tool list does without, and why (each one costs context in every conversation).
 CLI_ONLY = {
+    "archive": "a static site for people who follow a thread in a browser, not an agent's view (issue 42)",
     "add": "operator setup: registering a platform is a reviewed commit to the registry, not an agent's move",
     "approve": "a person's decision to let a held letter go, never an agent's (issue 12)",
     "bind": "operator setup: writes the checkout's .agentmail marker, once",
@@ -20,6 +21,7 @@ CLI_ONLY = {
     "demo": "a tour for a person, in a temporary home",
     "guide": "the server gives it as its guide prompt and resource, and its instructions point there (issue 41)",
     "doctor": "a diagnosis for the operator; a tool error already says what is wrong",
+    "export": "a proof bundle is for a person outside the bus; an agent reads the thread (issue 42)",
     "flush": "every tool that syncs or sends flushes the outbox first",
     "hook": "the hooks are another shell for hosts without MCP",
     "init": "operator setup: creates the bus and its keys",
@@ -29,8 +31,10 @@ CLI_ONLY = {
     "reject": "a person's decision to drop a held letter, never an agent's (issue 12)",
     "person": "operator setup: who follows or writes into a platform's threads is a reviewed registry commit",
     "platforms": "whoami lists the platforms one may write to (issue 41); addresses and keys are the operator's",
+    "serve": "a long-running web server for people, read-only (issue 42)",
     "sent": "status shows per thread how far my letters got (delivery, delivery_detail)",
     "sync": "inbox, status, notes, quarantine and wait sync first",
+    "verify": "checking a proof bundle offline is a person's step, done outside any mailbox (issue 42)",
     "watch": "a long-running process that starts agents; an MCP host is itself the loop",
 }
 # CLI option -> tool argument, where the names differ; None: the tool has none, for the reason given.

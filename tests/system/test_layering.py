@@ -20,6 +20,7 @@ LAYERS = [
     {"people"},
     {"client"},
     {"admin"},
+    {"archive"},
     {"cli", "__main__", "__init__"},
 ]
 OWNERS = {
@@ -37,6 +38,10 @@ OWNERS = {
     "mcp_types": {"cli.mcp_server"},
     "anyio": {"cli.mcp_server"},
     "jsonschema": {"cli.mcp_server"},
+    "jinja2": {"archive.pages"},
+    "markupsafe": {"archive.pages"},
+    "starlette": {"archive.serve"},
+    "uvicorn": {"archive.serve"},
 }
 
 
