@@ -89,8 +89,20 @@ def _within(domain: str, owner: str) -> bool:
     return domain == owner or domain.endswith("." + owner)
 
 
+def _platform_signed(raw: bytes, registry: Registry) -> str | None:
+    """The platform (and selector) whose key a DKIM-Signature of ``raw`` names: a platform of the
+    bus signs with the bus's domain, so a pass for that domain on its letter is the platform's
+    word, never the mail system's."""
+    for domain, selector in signing.signers(raw):
+        for platform in registry.platforms.values():
+            mine = (platform.selector, platform.retiring.selector if platform.retiring else platform.selector)
+            if domain == platform.dkim_domain and selector in mine:
+                return f"{platform.name} (s={selector})"
+    return None
+
+
 def _vouched_recipients(
-    msg: Message, registry: Registry, failed: tuple[str, ...]
+    msg: Message, registry: Registry, failed: tuple[str, ...], raw: bytes
 ) -> tuple[tuple[str, ...], str | None]:
     """Which of the ``failed`` recipients the bus's mail system vouches for, and why none is
     (None: some are). The local post office writes no reports (a recipient it has not is refused
@@ -106,6 +118,12 @@ def _vouched_recipients(
         )
     if not failed:
         return (), "it names no failed recipient (Final-Recipient with Action: failed)"
+    platform = _platform_signed(raw, registry)
+    if platform:
+        return (
+            (),
+            f"it is signed by the platform {platform}, not by the bus's mail system: a platform never reports another's delivery",
+        )
     trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
     passed = (*trusted.dkim_pass_domains, *trusted.dmarc_pass_domains)
     vouched = tuple(
@@ -121,7 +139,7 @@ def _vouched_recipients(
     return vouched, None
 
 
-def _automated(msg: Message, registry: Registry) -> Verdict | None:
+def _automated(msg: Message, registry: Registry, raw: bytes) -> Verdict | None:
     ctype = msg.get_content_type()
     try:  # the one strict reading of From (a From that does not parse is judged malformed later)
         from_mail_system = bool(_AUTOMATED_SENDERS.search(wire.sender_of(msg)[0]))
@@ -132,7 +150,7 @@ def _automated(msg: Message, registry: Registry) -> Verdict | None:
         if ctype != "multipart/report" or report in ("delivery-status", ""):
             original = _bounced_message_id(msg)
             if original:
-                vouched, doubt = _vouched_recipients(msg, registry, _failed_recipients(msg))
+                vouched, doubt = _vouched_recipients(msg, registry, _failed_recipients(msg), raw)
                 return Verdict("bounce", bounced_message_id=original, detail=_dsn_reason(msg),
                                failed_recipients=vouched, unvouched=doubt)  # fmt: skip
         return _quarantine("automated", f"a {ctype} report ({report or 'no type'}), not a letter", msg)
@@ -289,7 +307,7 @@ def judge_unguarded(raw: bytes, registry: Registry) -> Verdict:
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail)
 
-    automated = _automated(msg, registry)
+    automated = _automated(msg, registry, raw)
     if automated:
         return automated
     hops = len(msg.get_all("Received") or [])

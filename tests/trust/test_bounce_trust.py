@@ -167,7 +167,7 @@ def test_through_mcp_a_report_dropped_in_the_post_office_is_quarantined_not_a_bo
     sent = alpha.send("beta", "Quota", OPENER)
     raw = _report([("Final-Recipient", "beta@bus.test", "failed")], ["mail.bus.test; dkim=pass header.d=bus.test"])
     deliver(home / "postoffice" / "alpha", raw.replace(MID, sent.message_id.encode()))
-    assert mcp_server.call(alpha, "inbox", {}) == []
-    (shown,) = mcp_server.call(alpha, "quarantine", {})
+    assert mcp_server.call(alpha, "inbox", {})["items"] == []  # MCP lists are paged
+    (shown,) = mcp_server.call(alpha, "quarantine", {})["items"]
     assert shown["reason"] == "automated" and "not believed" in shown["detail"]
-    assert mcp_server.call(alpha, "status", {})[0]["undeliverable"] is False
+    assert mcp_server.call(alpha, "status", {})["items"][0]["undeliverable"] is False
