@@ -352,12 +352,40 @@ def guarded_places(home: Path | None = None, registry: Path | None = None) -> tu
     )
 
 
+# How far into a guarded place its links are looked for: the registry's entries lie two below
+# it; a home's spools hold their letters deeper, and never a link agentmail reads through.
+_LINK_DEPTH = 3
+_LINK_LOOKS = 4096
+
+
+def _real_places(place: Path) -> list[str]:
+    """``place`` as it resolves, and every place a link inside it leads to: agentmail reads an
+    entry the registry links to (one entry, or platforms/ itself, kept elsewhere in the checkout)
+    as surely as one that lies in it."""
+    found = [os.path.realpath(place)]
+    folders, looked = [(str(place), 0)], 0
+    while folders and looked < _LINK_LOOKS:
+        folder, depth = folders.pop(0)
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries[: _LINK_LOOKS - looked]:
+            looked += 1
+            if entry.is_symlink():
+                found.append(os.path.realpath(entry.path))
+            elif depth + 1 < _LINK_DEPTH and entry.is_dir(follow_symlinks=False):
+                folders.append((entry.path, depth + 1))
+    return found
+
+
 def _guarded_paths(touched: list[tuple[str, str]], checkout: Path,
                    guarded: Sequence[tuple[Path, str]]) -> list[str]:  # fmt: skip
     """Each (patch, path) of ``touched`` that lies in a guarded place, as the checkout's top
-    joins it and as its folders resolve (a tracked ``registry/`` reached through a link)."""
+    joins it and as its folders resolve (a tracked ``registry/`` reached through a link), or
+    where a link inside a guarded place leads."""
     top = os.path.realpath(checkout)
-    places = [(os.path.realpath(place), what) for place, what in guarded]
+    places = [(real, what) for place, what in guarded for real in _real_places(place)]
     found = []
     for patch, path in touched:
         lexical = os.path.normpath(os.path.join(top, path))

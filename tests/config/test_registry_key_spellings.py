@@ -121,3 +121,10 @@ def test_two_ed25519_spellings_are_one_key_exactly_when_their_bytes_are(raw: byt
 def test_a_key_that_is_not_base64_is_only_ever_itself() -> None:
     assert key_identity("ed25519", "A" * 41) == "text:" + "A" * 41
     assert key_identity("rsa", "MAA=") == "rsa:3000"  # RSA bytes the verifier cannot read: those bytes
+
+
+def test_an_rsa_key_cut_short_is_only_its_bytes() -> None:
+    cut_length = base64.b64encode(bytes([0x30, 0x84, 0x01])).decode()  # a long-form length cut off
+    short_integer = base64.b64encode(bytes([0x30, 0x04, 0x02, 0x09, 0x01, 0x02])).decode()  # 9 bytes promised, 2 given
+    assert key_identity("rsa", cut_length) == "rsa:308401"
+    assert key_identity("rsa", short_integer) == "rsa:300402090102"

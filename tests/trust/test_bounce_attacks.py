@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import read_private_key
 from agentmail.config.registry import Registry
 from agentmail.trust import authenticity, signing
@@ -60,6 +61,29 @@ def test_a_report_a_recipient_signs_about_itself_is_not_believed_either(three: R
 
 
 def test_the_mail_systems_own_report_is_still_believed(three: Registry) -> None:
-    raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mta\r\n" + GAMMA_FAILED
+    signed = b"DKIM-Signature: v=1; d=bus.test; s=mta; h=from\r\n" + GAMMA_FAILED  # the server's own key
+    raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mta\r\n" + signed
     verdict = authenticity.judge(raw, three)
     assert verdict.unvouched is None and verdict.failed_recipients == ("gamma@bus.test",)
+
+
+def test_the_signers_of_a_letter_are_each_readable_signatures_domain_and_selector() -> None:
+    raw = (
+        b"DKIM-Signature: v=1; d=Bus.Test; s=Beta-1; h=from\r\n"
+        b"DKIM-Signature: v=1; d=x.test; d=x.test; s=a\r\n"  # a tag given twice: no tag list at all
+        b"DKIM-Signature: v=1; d=mail.bus.test\r\n"
+        b"From: a@bus.test\r\n\r\nb\r\n"
+    )
+    assert signing.signers(raw) == (("bus.test", "beta-1"), ("mail.bus.test", ""))
+    assert signing.signers(b"no colon here\r\n\r\nbody\r\n") == ()  # headers dkimpy cannot split
+
+
+def test_a_report_naming_a_platforms_previous_selector_is_that_platforms(three: Registry, home: Path) -> None:
+    rotated = bus.keygen(home, three, "beta", overlap=3600)
+    assert rotated.retiring is not None
+    old = rotated.retiring.selector
+    registry = registry_mod.load(home / "registry")
+    raw = f"DKIM-Signature: v=1; d=bus.test; s={old}; h=from\r\n".encode() + GAMMA_FAILED
+    raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test\r\n" + raw
+    verdict = authenticity.judge(raw, registry)
+    assert verdict.failed_recipients == () and f"signed by the platform beta (s={old})" in (verdict.unvouched or "")
