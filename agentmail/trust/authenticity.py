@@ -89,6 +89,26 @@ def _within(domain: str, owner: str) -> bool:
     return domain == owner or domain.endswith("." + owner)
 
 
+_MAIL_SYSTEM = re.compile(r"^(mailer-daemon|postmaster)@", re.IGNORECASE)
+
+
+def _mail_system_of(msg: Message) -> str:
+    """The domain whose mail system the report says it is from (From: MAILER-DAEMON@ or
+    postmaster@ there), else "": a provider's every user signs with its domain, but none of them
+    writes as its mail system."""
+    try:
+        sender = wire.sender_of(msg)[0].lower()
+    except wire.Malformed:
+        return ""
+    return sender.rpartition("@")[2] if _MAIL_SYSTEM.search(sender) else ""
+
+
+def _speaks_for(address: str, system: str) -> tuple[str, ...]:
+    """The failed recipient's own domain, when the report is from that domain's mail system."""
+    domain = address.rpartition("@")[2]
+    return (domain,) if system and _within(system, domain) else ()
+
+
 def _platform_signed(raw: bytes, registry: Registry) -> str | None:
     """The platform (and selector) whose key a DKIM-Signature of ``raw`` names: a platform of the
     bus signs with the bus's domain, so a pass for that domain on its letter is the platform's
@@ -126,10 +146,11 @@ def _vouched_recipients(
         )
     trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
     passed = (*trusted.dkim_pass_domains, *trusted.dmarc_pass_domains)
+    system = _mail_system_of(msg)
     vouched = tuple(
         address
         for address in failed
-        if any(_within(domain, owner) for domain in passed for owner in (bus.domain, address.rpartition("@")[2]))
+        if any(_within(domain, owner) for domain in passed for owner in (bus.domain, *_speaks_for(address, system)))
     )
     if trusted.fails or not vouched:
         return (), (

@@ -87,3 +87,23 @@ def test_a_report_naming_a_platforms_previous_selector_is_that_platforms(three: 
     raw = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test\r\n" + raw
     verdict = authenticity.judge(raw, registry)
     assert verdict.failed_recipients == () and f"signed by the platform beta (s={old})" in (verdict.unvouched or "")
+
+
+def _from_person(sender: str, failed: str, stamp: str) -> bytes:
+    raw = GAMMA_FAILED.replace(b"MAILER-DAEMON@bus.test", sender.encode()).replace(b"gamma@bus.test", failed.encode())
+    return f"Authentication-Results: mail.bus.test; {stamp}\r\n".encode() + raw
+
+
+def test_a_person_at_a_shared_domain_cannot_report_another_persons_failure(three: Registry) -> None:
+    """Every user of a mail provider signs with its domain: dave@people.test's own letter passes
+    DKIM for people.test, which is carol's domain; only that domain's mail system speaks for her."""
+    forged = _from_person("dave@people.test", "carol@people.test", "dkim=pass header.d=people.test")
+    verdict = authenticity.judge(forged, three)
+    assert verdict.failed_recipients == () and "does not vouch for it" in (verdict.unvouched or "")
+    for stamp in ("dkim=pass header.d=people.test", "dmarc=pass header.from=people.test"):
+        genuine = _from_person("MAILER-DAEMON@mx.people.test", "carol@people.test", stamp)
+        assert authenticity.judge(genuine, three).failed_recipients == ("carol@people.test",)
+    unreadable = _from_person(
+        "two@people.test, senders@people.test", "carol@people.test", "dkim=pass header.d=people.test"
+    )
+    assert authenticity.judge(unreadable, three).failed_recipients == ()
