@@ -103,10 +103,11 @@ def _mail_system_of(msg: Message) -> str:
     return sender.rpartition("@")[2] if _MAIL_SYSTEM.search(sender) else ""
 
 
-def _speaks_for(address: str, system: str) -> tuple[str, ...]:
-    """The failed recipient's own domain, when the report is from that domain's mail system."""
+def _speaks_for(address: str, system: str, bus_domain: str) -> tuple[str, ...]:
+    """The domains whose pass vouches for ``address`` failing: the bus's (for any recipient) and
+    the recipient's own, each only when the report is from that domain's mail system."""
     domain = address.rpartition("@")[2]
-    return (domain,) if system and _within(system, domain) else ()
+    return tuple(owner for owner in (bus_domain, domain) if system and _within(system, owner))
 
 
 def _platform_signed(raw: bytes, registry: Registry) -> str | None:
@@ -150,7 +151,7 @@ def _vouched_recipients(
     vouched = tuple(
         address
         for address in failed
-        if any(_within(domain, owner) for domain in passed for owner in (bus.domain, *_speaks_for(address, system)))
+        if any(_within(domain, owner) for domain in passed for owner in _speaks_for(address, system, bus.domain))
     )
     if trusted.fails or not vouched:
         return (), (

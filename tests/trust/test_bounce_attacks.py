@@ -107,3 +107,12 @@ def test_a_person_at_a_shared_domain_cannot_report_another_persons_failure(three
         "two@people.test, senders@people.test", "carol@people.test", "dkim=pass header.d=people.test"
     )
     assert authenticity.judge(unreadable, three).failed_recipients == ()
+
+
+def test_a_person_at_the_bus_domain_cannot_report_anyones_failure(three: Registry) -> None:
+    """The bus's domain may be a company's, whose every person's letter passes DKIM for it."""
+    forged = _from_person("ops@bus.test", "gamma@bus.test", "dkim=pass header.d=bus.test")
+    verdict = authenticity.judge(forged, three)
+    assert verdict.failed_recipients == () and "does not vouch for it" in (verdict.unvouched or "")
+    genuine = _from_person("postmaster@bus.test", "gamma@bus.test", "dkim=pass header.d=bus.test")
+    assert authenticity.judge(genuine, three).failed_recipients == ("gamma@bus.test",)
