@@ -386,15 +386,35 @@ def _guarded_paths(touched: list[tuple[str, str]], checkout: Path,
     where a link inside a guarded place leads."""
     top = os.path.realpath(checkout)
     places = [(real, what) for place, what in guarded for real in _real_places(place)]
+    folders = {_identity(place): what for place, what in reversed(places) if os.path.isdir(place)}
     found = []
     for patch, path in touched:
         lexical = os.path.normpath(os.path.join(top, path))
         resolved = os.path.join(os.path.realpath(os.path.dirname(lexical)), os.path.basename(lexical))
-        for place, what in places:
-            if _inside(lexical, place) or _inside(resolved, place):
-                found.append(f"{patch}: {one_line(path)} ({what})")
-                break
+        what = next((w for place, w in places if _inside(lexical, place) or _inside(resolved, place)), None)
+        if what is None:  # the same folder under another name: a bind mount, a case-folding file system
+            what = next(filter(None, (folders.get(_identity(f)) for f in _folders_above(lexical, top))), None)
+        if what is not None:
+            found.append(f"{patch}: {one_line(path)} ({what})")
     return found
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _folders_above(path: str, top: str) -> list[str]:
+    """The folders that hold ``path``, up to (not including) the checkout's top."""
+    out = []
+    folder = os.path.dirname(path)
+    while _inside(folder, top) and folder != top:
+        out.append(folder)
+        folder = os.path.dirname(folder)
+    return out
 
 
 def apply(attachments: tuple[Attachment, ...], cwd: str | Path = ".", *, check_only: bool = False,

@@ -6,6 +6,8 @@ leads to changes the registry as surely as one to the registry's own path."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,5 +108,29 @@ def test_the_places_links_lead_to_are_looked_for_near_the_top_and_boundedly(tmp_
         [real(place), real(tmp_path / "elsewhere"), real(tmp_path / "deep")]
     )
     assert evidence._real_places(tmp_path / "missing") == [real(tmp_path / "missing")]
+    assert evidence._guarded_paths([("p", "new/folder/x")], tmp_path, [(place, "h")]) == []  # folders not made yet
     monkeypatch.setattr(evidence, "_LINK_LOOKS", 1)  # a home of many files: the walk stops, never the apply
     assert len(evidence._real_places(place)) <= 2
+
+
+_BIND = """
+import subprocess, sys
+from pathlib import Path
+from agentmail.stages import evidence
+base = Path(sys.argv[1])
+subprocess.run(["mount", "--bind", str(base / "home"), str(base / "checkout" / "mnt")], check=True)
+places = [(base / "home" / "registry", "the registry in use")]
+print(evidence._guarded_paths([("p", "mnt/registry/platforms/gamma.toml"), ("p", "mnt/notes.txt"), ("p", "a.py")],
+                              base / "checkout", places))
+"""
+
+
+def test_the_registry_under_another_name_through_a_bind_mount_is_refused(tmp_path: Path) -> None:
+    """A container that mounts the home into the workspace too: one folder, two paths, no link."""
+    if subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs 'unshare -rm' (user and mount namespaces) to make a bind mount without privileges")
+    (tmp_path / "home" / "registry" / "platforms").mkdir(parents=True)
+    (tmp_path / "checkout" / "mnt").mkdir(parents=True)
+    done = subprocess.run(["unshare", "-rm", sys.executable, "-c", _BIND, str(tmp_path)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert done.stdout.strip() == "['p: mnt/registry/platforms/gamma.toml (the registry in use)']"
