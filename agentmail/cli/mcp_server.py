@@ -39,6 +39,7 @@ from ..frame import inline
 from ..letter.attach import unique_names
 from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, SEVERITIES, TYPES
 from ..spool.search import MAX_QUERY
+from ..stages.evidence import places_of
 from ..stages.guards import DATA_NOT_ORDERS
 from ..text import for_terminal
 
@@ -364,6 +365,12 @@ def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path | None)
     for place, what in _protected(am):
         if target.is_relative_to(place):
             raise BadInput(f"save: {target} is inside {what} ({place}); choose a folder of the checkout")
+    # what the registry or the home reads through a link, or under another name (a bind mount)
+    trusted = places_of([(am.home, "the agentmail home"), (am.registry.root, "the registry")])(str(target))
+    if trusted is not None:
+        raise BadInput(
+            f"save: {target} is inside {trusted} (reached through a link or mount); choose a folder of the checkout"
+        )
     attachments = am.attachments(letter_id)
     for name in unique_names(attachments):
         if os.path.lexists(target / name):

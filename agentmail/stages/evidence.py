@@ -381,22 +381,35 @@ def _real_places(place: Path) -> list[str]:
 
 def _guarded_paths(touched: list[tuple[str, str]], checkout: Path,
                    guarded: Sequence[tuple[Path, str]]) -> list[str]:  # fmt: skip
-    """Each (patch, path) of ``touched`` that lies in a guarded place, as the checkout's top
-    joins it and as its folders resolve (a tracked ``registry/`` reached through a link), or
-    where a link inside a guarded place leads."""
+    """Each (patch, path) of ``touched`` that lies in a guarded place (``place_of``), the path
+    as the checkout's top joins it."""
     top = os.path.realpath(checkout)
-    places = [(real, what) for place, what in guarded for real in _real_places(place)]
-    folders = {_identity(place): what for place, what in reversed(places) if os.path.isdir(place)}
+    place_of = places_of(guarded)
     found = []
     for patch, path in touched:
-        lexical = os.path.normpath(os.path.join(top, path))
-        resolved = os.path.join(os.path.realpath(os.path.dirname(lexical)), os.path.basename(lexical))
-        what = next((w for place, w in places if _inside(lexical, place) or _inside(resolved, place)), None)
-        if what is None:  # the same folder under another name: a bind mount, a case-folding file system
-            what = next(filter(None, (folders.get(_identity(f)) for f in _folders_above(lexical, top))), None)
+        what = place_of(os.path.normpath(os.path.join(top, path)))
         if what is not None:
             found.append(f"{patch}: {one_line(path)} ({what})")
     return found
+
+
+def places_of(guarded: Sequence[tuple[Path, str]]) -> Callable[[str], str | None]:
+    """Which guarded place (its description) an absolute path lies in, or None: as it is
+    written, as its folders resolve (a tracked ``registry/`` reached through a link), where a
+    link inside a guarded place leads (``_real_places``), or the same folder under another name
+    (a bind mount, a case-folding file system: the folder's device and inode). Apply and the
+    MCP ``save`` ask this one question."""
+    places = [(real, what) for place, what in guarded for real in _real_places(place)]
+    folders = {_identity(place): what for place, what in reversed(places) if os.path.isdir(place)}
+
+    def place_of(path: str) -> str | None:
+        resolved = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        what = next((w for place, w in places if _inside(path, place) or _inside(resolved, place)), None)
+        if what is None:
+            what = next(filter(None, (folders.get(_identity(f)) for f in _folders_above(path))), None)
+        return what
+
+    return place_of
 
 
 def _identity(path: str) -> tuple[int, int] | None:
@@ -407,13 +420,11 @@ def _identity(path: str) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def _folders_above(path: str, top: str) -> list[str]:
-    """The folders that hold ``path``, up to (not including) the checkout's top."""
-    out = []
-    folder = os.path.dirname(path)
-    while _inside(folder, top) and folder != top:
-        out.append(folder)
-        folder = os.path.dirname(folder)
+def _folders_above(path: str) -> list[str]:
+    """``path`` and the folders that hold it, up to the root."""
+    out = [path]
+    while os.path.dirname(out[-1]) != out[-1]:
+        out.append(os.path.dirname(out[-1]))
     return out
 
 
