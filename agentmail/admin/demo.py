@@ -6,6 +6,7 @@ code an agent uses: compose, sign, deliver, sync, judge, guard.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -62,7 +63,7 @@ def _refuse_used(home: Path) -> None:
     """The demo builds a new bus (registry, keys, post office) and never rewrites one: an
     existing bus's registry, or an earlier demo's mail, is left as it is (DESIGN §10)."""
     try:
-        used = home.exists() and (not home.is_dir() or any(home.iterdir()))
+        used = os.path.lexists(home) and (not home.is_dir() or any(home.iterdir()))  # a dangling link too
     except OSError as exc:
         raise ConfigError(f"demo --home {home}: {exc.strerror or exc.__class__.__name__}") from None
     if not used:

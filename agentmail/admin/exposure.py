@@ -29,11 +29,9 @@ def work_tree_of(path: Path) -> Path | None:
     return None
 
 
-def _git(top: Path, *args: str) -> subprocess.CompletedProcess[bytes] | None:
+def _git(top: Path, *args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes] | None:
     try:
-        return subprocess.run(
-            [*_GIT, "-C", str(top), *args], capture_output=True, stdin=subprocess.DEVNULL, timeout=30, check=False
-        )
+        return subprocess.run([*_GIT, "-C", str(top), *args], capture_output=True, input=stdin, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None  # no git, or one that hangs: nothing tells us the keys are safe
 
@@ -56,8 +54,19 @@ def exposure(home: Path) -> str | None:
             f"the private keys may be committed already; run 'git rm -r --cached {where}' there, ignore it, "
             f"and rotate the keys ('agentmail keygen')"
         )
-    ignored = _git(top, "check-ignore", "-q", "--no-index", "--", f"{where}/agentmail.key")
-    if ignored is not None and ignored.returncode == 0:
+    # The folder holds logins (<platform>.env) beside the keys, and will hold what comes next:
+    # ignored means a name of no known kind is ignored there, and every file it holds now.
+    probes = [f"{where}/agentmail.key", f"{where}/agentmail.env", f"{where}/agentmail"]
+    try:
+        probes += sorted(f"{where}/{entry.name}" for entry in os.scandir(secrets) if not entry.is_dir())
+    except OSError:
+        pass  # no secrets/ yet: the probes speak for what init will write
+    ignored = _git(top, "check-ignore", "--no-index", "--stdin", "-z", stdin=b"\0".join(map(os.fsencode, probes)))
+    if (
+        ignored is not None
+        and ignored.returncode == 0
+        and set(ignored.stdout.split(b"\0")) >= {os.fsencode(probe) for probe in probes}
+    ):
         return None
     return (
         f"the agentmail home {home} lies in the git work tree {top} and its {where}/ is not ignored there: "

@@ -526,6 +526,12 @@ def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path) -> lis
     for place, what in _protected(am):
         if target.is_relative_to(place):
             raise BadInput(f"save: {target} is inside {what} ({place}); choose a folder of the checkout")
+    # what the registry or the home reads through a link, or under another name (a bind mount)
+    trusted = evidence.places_of([(am.home, "the agentmail home"), (am.registry.root, "the registry")])(str(target))
+    if trusted is not None:
+        raise BadInput(
+            f"save: {target} is inside {trusted} (reached through a link or mount); choose a folder of the checkout"
+        )
     attachments = am.attachments(letter_id)
     for name in unique_names(attachments):
         if os.path.lexists(target / name):

@@ -6,6 +6,7 @@ on its own; a bad one is reported in ``Registry.problems`` and skipped, never fa
 
 from __future__ import annotations
 
+import binascii
 import ipaddress
 import os
 import re
@@ -552,7 +553,7 @@ def check_claims(registry: Registry, folder: Path) -> None:
     or previous key (its holder could sign as this platform). Neither entry can be the right
     one on its own word: a ConfigError naming both files (DESIGN §4)."""
     owners: dict[str, str] = {}
-    keys: dict[str, list[tuple[str, str]]] = {}  # a pinned key -> each (platform, which key of it)
+    keys: dict[str, list[tuple[str, str]]] = {}  # a pinned key (as verified) -> each (platform, which key of it)
     for platform in registry.platforms.values():
         other = owners.setdefault(platform.address, platform.name)
         if other != platform.name:
@@ -561,21 +562,70 @@ def check_claims(registry: Registry, folder: Path) -> None:
                 f"{platform.address}: one address is one platform; correct or remove the entry that is wrong"
             )
         if platform.public_key and platform.key_lookup == "pinned":
-            keys.setdefault(platform.public_key, []).append((platform.name, f"current key (s={platform.selector})"))
+            current = key_identity(platform.algorithm, platform.public_key)
+            keys.setdefault(current, []).append((platform.name, f"current key (s={platform.selector})"))
         if platform.retiring is not None and platform.retiring.public_key:
             which = f"previous key (s={platform.retiring.selector})"
-            keys.setdefault(platform.retiring.public_key, []).append((platform.name, which))
+            previous = key_identity(platform.retiring.algorithm, platform.retiring.public_key)
+            keys.setdefault(previous, []).append((platform.name, which))
     for platform in registry.platforms.values():
         old = platform.retiring
         if old is None or not old.public_key:
             continue
-        holder, which = next(((n, w) for n, w in keys[old.public_key] if n != platform.name), ("", ""))
+        owned = keys[key_identity(old.algorithm, old.public_key)]
+        holder, which = next(((n, w) for n, w in owned if n != platform.name), ("", ""))
         if holder:
             raise ConfigError(
                 f"{folder / (platform.name + '.toml')}: the previous key (s={old.selector}) of {platform.name} is "
                 f"the {which} of {holder} ({folder / (holder + '.toml')}): {holder} could sign as "
                 f"{platform.name}; a previous key is only ever the platform's own ('keygen --retire' drops it)"
             )
+
+
+def key_identity(algorithm: str, public_key: str) -> str:
+    """The key a pinned ``public_key`` is, as the verifier reads it, whatever its spelling: one
+    key has many base64 spellings (the last character's unused bits) and an RSA key two wrappings
+    (SubjectPublicKeyInfo or a bare RSAPublicKey, with any length encoding), each verifying alike."""
+    try:  # what base64.b64decode does (the verifier's reading), without loading base64 on every start
+        data = binascii.a2b_base64(public_key)
+    except (binascii.Error, ValueError):
+        return f"text:{public_key}"
+    numbers = _rsa_numbers(data) if algorithm == "rsa" else None
+    return f"rsa:{numbers[0]:x}:{numbers[1]:x}" if numbers else f"{algorithm}:{data.hex()}"
+
+
+def _tlv(data: bytes, at: int, tag: int) -> tuple[bytes, int] | None:
+    """One ASN.1 element of ``tag`` at ``at`` read as dkimpy reads it: (its content, where the next starts)."""
+    if at + 2 > len(data) or data[at] != tag:
+        return None
+    length, at = data[at + 1], at + 2
+    if length & 0x80:
+        count = length & 0x7F
+        if at + count > len(data):
+            return None
+        length, at = int.from_bytes(data[at : at + count], "big"), at + count
+    if tag == 0x02 and at + length > len(data):  # an integer is read byte by byte: a short one fails
+        return None
+    return data[at : at + length], at + length
+
+
+def _rsa_numbers(data: bytes) -> tuple[int, int] | None:
+    """(modulus, exponent) of an RSA key: SubjectPublicKeyInfo first, else a bare RSAPublicKey."""
+    outer = _tlv(data, 0, 0x30)
+    algorithm = _tlv(outer[0], 0, 0x30) if outer else None
+    oid = _tlv(algorithm[0], 0, 0x06) if algorithm else None
+    null = _tlv(algorithm[0], oid[1], 0x05) if algorithm and oid else None
+    bits = _tlv(outer[0], algorithm[1], 0x03) if outer and algorithm and null and not null[0] else None
+    return (_rsa_public_key(bits[0][1:]) if bits else None) or _rsa_public_key(data)
+
+
+def _rsa_public_key(data: bytes) -> tuple[int, int] | None:
+    sequence = _tlv(data, 0, 0x30)
+    modulus = _tlv(sequence[0], 0, 0x02) if sequence else None
+    exponent = _tlv(sequence[0], modulus[1], 0x02) if sequence and modulus else None
+    if modulus is None or exponent is None:
+        return None
+    return int.from_bytes(modulus[0], "big"), int.from_bytes(exponent[0], "big")
 
 
 def is_loopback(host: str) -> bool:

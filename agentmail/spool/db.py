@@ -143,9 +143,12 @@ class Db:
                     f"{self.path} is missing but {' and '.join(stale)} from a removed database lie beside "
                     f"it: the mailbox's states, notes, claims and checkpoints are not in them; {RECOVER}",
                 )
-        conn = sqlite3.connect(
-            self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False, factory=_Connection
-        )
+        try:  # a file SQLite cannot open at all (a folder in its place): the spool's storage, said so
+            conn = sqlite3.connect(
+                self.path, timeout=BUSY_MS / 1000, isolation_level=None, check_same_thread=False, factory=_Connection
+            )
+        except sqlite3.Error as exc:
+            raise storage_error(exc, self.path) from None
         conn.where = self.path
         conn.execute(f"PRAGMA busy_timeout={BUSY_MS}")
         os.chmod(self.path, 0o600)

@@ -356,21 +356,80 @@ def guarded_places(home: Path | None = None, registry: Path | None = None) -> tu
     return tuple(places)
 
 
+# How far into a guarded place its links are looked for: the registry's entries lie two below
+# it; a home's spools hold their letters deeper, and never a link agentmail reads through.
+_LINK_DEPTH = 3
+_LINK_LOOKS = 4096
+
+
+def _real_places(place: Path) -> list[str]:
+    """``place`` as it resolves, and every place a link inside it leads to: agentmail reads an
+    entry the registry links to (one entry, or platforms/ itself, kept elsewhere in the checkout)
+    as surely as one that lies in it."""
+    found = [os.path.realpath(place)]
+    folders, looked = [(str(place), 0)], 0
+    while folders and looked < _LINK_LOOKS:
+        folder, depth = folders.pop(0)
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries[: _LINK_LOOKS - looked]:
+            looked += 1
+            if entry.is_symlink():
+                found.append(os.path.realpath(entry.path))
+            elif depth + 1 < _LINK_DEPTH and entry.is_dir(follow_symlinks=False):
+                folders.append((entry.path, depth + 1))
+    return found
+
+
 def _guarded_paths(touched: list[tuple[str, str]], checkout: Path,
                    guarded: Sequence[tuple[Path, str]]) -> list[str]:  # fmt: skip
-    """Each (patch, path) of ``touched`` that lies in a guarded place, as the checkout's top
-    joins it and as its folders resolve (a tracked ``registry/`` reached through a link)."""
+    """Each (patch, path) of ``touched`` that lies in a guarded place (``place_of``), the path
+    as the checkout's top joins it."""
     top = os.path.realpath(checkout)
-    places = [(os.path.realpath(place), what) for place, what in guarded]
+    place_of = places_of(guarded)
     found = []
     for patch, path in touched:
-        lexical = os.path.normpath(os.path.join(top, path))
-        resolved = os.path.join(os.path.realpath(os.path.dirname(lexical)), os.path.basename(lexical))
-        for place, what in places:
-            if _inside(lexical, place) or _inside(resolved, place):
-                found.append(f"{patch}: {one_line(path)} ({what})")
-                break
+        what = place_of(os.path.normpath(os.path.join(top, path)))
+        if what is not None:
+            found.append(f"{patch}: {one_line(path)} ({what})")
     return found
+
+
+def places_of(guarded: Sequence[tuple[Path, str]]) -> Callable[[str], str | None]:
+    """Which guarded place (its description) an absolute path lies in, or None: as it is
+    written, as its folders resolve (a tracked ``registry/`` reached through a link), where a
+    link inside a guarded place leads (``_real_places``), or the same folder under another name
+    (a bind mount, a case-folding file system: the folder's device and inode). Apply and the
+    MCP ``save`` ask this one question."""
+    places = [(real, what) for place, what in guarded for real in _real_places(place)]
+    folders = {_identity(place): what for place, what in reversed(places) if os.path.isdir(place)}
+
+    def place_of(path: str) -> str | None:
+        resolved = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        what = next((w for place, w in places if _inside(path, place) or _inside(resolved, place)), None)
+        if what is None:
+            what = next(filter(None, (folders.get(_identity(f)) for f in _folders_above(path))), None)
+        return what
+
+    return place_of
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def _folders_above(path: str) -> list[str]:
+    """``path`` and the folders that hold it, up to the root."""
+    out = [path]
+    while os.path.dirname(out[-1]) != out[-1]:
+        out.append(os.path.dirname(out[-1]))
+    return out
 
 
 def apply(attachments: tuple[Attachment, ...], cwd: str | Path = ".", *, check_only: bool = False,

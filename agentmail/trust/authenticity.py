@@ -93,8 +93,41 @@ def _within(domain: str, owner: str) -> bool:
     return domain == owner or domain.endswith("." + owner)
 
 
+_MAIL_SYSTEM = re.compile(r"^(mailer-daemon|postmaster)@", re.IGNORECASE)
+
+
+def _mail_system_of(msg: Message) -> str:
+    """The domain whose mail system the report says it is from (From: MAILER-DAEMON@ or
+    postmaster@ there), else "": a provider's every user signs with its domain, but none of them
+    writes as its mail system."""
+    try:
+        sender = wire.sender_of(msg)[0].lower()
+    except wire.Malformed:
+        return ""
+    return sender.rpartition("@")[2] if _MAIL_SYSTEM.search(sender) else ""
+
+
+def _speaks_for(address: str, system: str, bus_domain: str) -> tuple[str, ...]:
+    """The domains whose pass vouches for ``address`` failing: the bus's (for any recipient) and
+    the recipient's own, each only when the report is from that domain's mail system."""
+    domain = address.rpartition("@")[2]
+    return tuple(owner for owner in (bus_domain, domain) if system and _within(system, owner))
+
+
+def _platform_signed(raw: bytes, registry: Registry) -> str | None:
+    """The platform (and selector) whose key a DKIM-Signature of ``raw`` names: a platform of the
+    bus signs with the bus's domain, so a pass for that domain on its letter is the platform's
+    word, never the mail system's."""
+    for domain, selector in signing.signers(raw):
+        for platform in registry.platforms.values():
+            mine = (platform.selector, platform.retiring.selector if platform.retiring else platform.selector)
+            if domain == platform.dkim_domain and selector in mine:
+                return f"{platform.name} (s={selector})"
+    return None
+
+
 def _vouched_recipients(
-    msg: Message, registry: Registry, failed: tuple[str, ...]
+    msg: Message, registry: Registry, failed: tuple[str, ...], raw: bytes
 ) -> tuple[tuple[str, ...], str | None]:
     """Which of the ``failed`` recipients the bus's mail system vouches for, and why none is
     (None: some are). The local post office writes no reports (a recipient it has not is refused
@@ -110,12 +143,19 @@ def _vouched_recipients(
         )
     if not failed:
         return (), "it names no failed recipient (Final-Recipient with Action: failed)"
+    platform = _platform_signed(raw, registry)
+    if platform:
+        return (
+            (),
+            f"it is signed by the platform {platform}, not by the bus's mail system: a platform never reports another's delivery",
+        )
     trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
     passed = (*trusted.dkim_pass_domains, *trusted.dmarc_pass_domains)
+    system = _mail_system_of(msg)
     vouched = tuple(
         address
         for address in failed
-        if any(_within(domain, owner) for domain in passed for owner in (bus.domain, address.rpartition("@")[2]))
+        if any(_within(domain, owner) for domain in passed for owner in _speaks_for(address, system, bus.domain))
     )
     if trusted.fails or not vouched:
         return (), (
@@ -125,7 +165,7 @@ def _vouched_recipients(
     return vouched, None
 
 
-def _automated(msg: Message, registry: Registry) -> Verdict | None:
+def _automated(msg: Message, registry: Registry, raw: bytes) -> Verdict | None:
     ctype = msg.get_content_type()
     try:  # the one strict reading of From (a From that does not parse is judged malformed later)
         from_mail_system = bool(_AUTOMATED_SENDERS.search(wire.sender_of(msg)[0]))
@@ -136,7 +176,7 @@ def _automated(msg: Message, registry: Registry) -> Verdict | None:
         if ctype != "multipart/report" or report in ("delivery-status", ""):
             original = _bounced_message_id(msg)
             if original:
-                vouched, doubt = _vouched_recipients(msg, registry, _failed_recipients(msg))
+                vouched, doubt = _vouched_recipients(msg, registry, _failed_recipients(msg), raw)
                 return Verdict("bounce", bounced_message_id=original, detail=_dsn_reason(msg),
                                failed_recipients=vouched, unvouched=doubt)  # fmt: skip
         return _quarantine("automated", f"a {ctype} report ({report or 'no type'}), not a letter", msg)
@@ -300,7 +340,7 @@ def judge_unguarded(raw: bytes, registry: Registry, *, at: float | None = None) 
     except wire.Malformed as exc:
         return _quarantine(exc.reason, exc.detail, exc.parsed)
 
-    automated = _automated(msg, registry)
+    automated = _automated(msg, registry, raw)
     if automated:
         return automated
     hops = len(msg.get_all("Received") or [])

@@ -173,6 +173,24 @@ def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
     return tuple(sorted(covered or ()))
 
 
+def signers(raw: bytes) -> tuple[tuple[str, str], ...]:
+    """(d=, s=) of each readable DKIM-Signature, lowercased: whose keys the letter names."""
+    try:
+        headers = dkim.DKIM(raw).headers
+    except _DKIM_ERRORS:
+        return ()
+    found = []
+    for name, value in headers:
+        if name.lower() != b"dkim-signature":
+            continue
+        try:
+            tags: dict[bytes, bytes] = dkim.util.parse_tag_value(value)
+        except dkim.util.InvalidTagValueList:
+            continue
+        found.append(tuple(tags.get(t, b"").strip().lower().decode("ascii", "replace") for t in (b"d", b"s")))
+    return tuple((d, s) for d, s in found)
+
+
 def _signatures_of(headers: list[tuple[bytes, bytes]], domain: str) -> Iterator[dict[bytes, bytes]]:
     """The tag lists of the DKIM-Signatures whose d= is ``domain`` (an unreadable one is none)."""
     for name, value in headers:

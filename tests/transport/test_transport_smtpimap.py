@@ -13,11 +13,12 @@ import pytest
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
-from agentmail.config.credentials import Login, write_login
+from agentmail.config.credentials import Login, read_private_key, write_login
 from agentmail.config.identity import Identity
 from agentmail.errors import ConfigError
 from agentmail.transport.base import Envelope, Outgoing
 from agentmail.transport.smtpimap import SmtpImapTransport
+from agentmail.trust import signing
 
 from ..conftest import OPENER, eventually
 from ..mailservers import MailServers
@@ -326,6 +327,23 @@ def test_a_bounce_the_server_does_not_vouch_for_or_of_another_recipient_marks_no
     report = alpha.sync()
     assert report.bounces == 0 and [x.reason for x in report.quarantined] == ["automated"]
     assert said in (report.quarantined[0].detail or "")
+    assert "undeliverable" not in alpha.sent()[0].extra
+
+
+def test_a_bounce_a_platform_of_the_bus_signs_marks_nothing(pair: tuple[AgentMail, AgentMail], servers: MailServers,
+                                                            home: Path) -> None:  # fmt: skip
+    """beta signs with the bus's domain: the trusted server's pass for bus.test on its report is beta's word."""
+    alpha, beta = pair
+    sent = alpha.send("beta", "Quota", OPENER)
+    dsn = (Path(__file__).parents[1] / "data" / "bounce-template.eml").read_bytes()
+    dsn = dsn.replace(b"{MESSAGE_ID}", sent.message_id.encode()).replace(b"nosuch@", b"beta@")
+    entry = beta.registry.platforms["beta"]
+    signed = signing.sign(dsn, entry.dkim_domain, entry.selector, read_private_key(home, "beta"))
+    stamp = f"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s={entry.selector}\r\n"
+    servers.store.inject("alpha@bus.test", stamp.encode() + signed)
+    report = alpha.sync()
+    assert report.bounces == 0 and [x.reason for x in report.quarantined] == ["automated"]
+    assert "signed by the platform beta" in (report.quarantined[0].detail or "")
     assert "undeliverable" not in alpha.sent()[0].extra
 
 

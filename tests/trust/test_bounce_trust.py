@@ -24,13 +24,16 @@ from ..depth import examples, suppressed
 MID = b"<01sent.alpha@bus.test>"
 
 
-def _report(recipients: list[tuple[str, str, str]], stamps: list[str]) -> bytes:
-    """A DSN naming MID, one per-recipient block per (field, address, action), under ``stamps``."""
+def _report(
+    recipients: list[tuple[str, str, str]], stamps: list[str], sender: str = "MAILER-DAEMON@mail.bus.test"
+) -> bytes:
+    """A DSN naming MID, one per-recipient block per (field, address, action), under ``stamps``,
+    from ``sender`` (a mail system's address)."""
     blocks = "".join(f"{field}: rfc822; {address}\r\nAction: {action}\r\nStatus: 5.1.1\r\n\r\n"
                      for field, address, action in recipients)  # fmt: skip
     head = "".join(f"Authentication-Results: {stamp}\r\n" for stamp in stamps)
     return (
-        head + "From: MAILER-DAEMON@mail.bus.test\r\nTo: alpha@bus.test\r\nSubject: Undelivered\r\n"
+        head + f"From: {sender}\r\nTo: alpha@bus.test\r\nSubject: Undelivered\r\n"
         "Message-ID: <dsn.1@mail.bus.test>\r\nMIME-Version: 1.0\r\n"
         'Content-Type: multipart/report; report-type=delivery-status; boundary="b"\r\n\r\n'
         "--b\r\nContent-Type: text/plain\r\n\r\nsorry\r\n\r\n"
@@ -61,7 +64,7 @@ def test_another_domain_vouches_only_for_its_own_recipients(mailserver_bus: Regi
     """A partner's mail system may report on its own mailboxes, never on the bus's: a report
     signed by evil.test that also names beta@bus.test is believed for x@evil.test alone."""
     raw = _report([("Final-Recipient", "beta@bus.test", "failed"), ("Final-Recipient", "x@evil.test", "failed")],
-                  ["mail.bus.test; dkim=pass header.d=evil.test"])  # fmt: skip
+                  ["mail.bus.test; dkim=pass header.d=evil.test"], "MAILER-DAEMON@evil.test")  # fmt: skip
     verdict = authenticity.judge(raw, mailserver_bus)
     assert verdict.unvouched is None and verdict.failed_recipients == ("x@evil.test",)
 
@@ -99,7 +102,9 @@ def test_a_report_nothing_trusted_vouches_for_is_doubted(
 
 def test_the_failed_recipients_domain_may_vouch_for_its_own_report(mailserver_bus: Registry) -> None:
     raw = _report(
-        [("Final-Recipient", "carol@people.test", "failed")], ["mail.bus.test; dmarc=pass header.from=mx.people.test"]
+        [("Final-Recipient", "carol@people.test", "failed")],
+        ["mail.bus.test; dmarc=pass header.from=mx.people.test"],
+        "postmaster@mx.people.test",
     )
     assert authenticity.judge(raw, mailserver_bus).unvouched is None
 
@@ -137,11 +142,14 @@ STAMPS = st.sampled_from([
         max_size=3,
     ),
     stamps=st.lists(STAMPS, max_size=3),
+    sender=st.sampled_from(
+        ["MAILER-DAEMON@mail.bus.test", "postmaster@people.test", "dave@people.test", "mailer-daemon@mx.evil.test"]
+    ),  # fmt: skip
 )
 def test_a_report_is_believed_exactly_when_a_trusted_pass_covers_a_failed_recipient(
-    mailserver_bus: Registry, recipients: list[tuple[str, str, str]], stamps: list[str]
+    mailserver_bus: Registry, recipients: list[tuple[str, str, str]], stamps: list[str], sender: str
 ) -> None:
-    verdict = authenticity.judge(_report(recipients, stamps), mailserver_bus)
+    verdict = authenticity.judge(_report(recipients, stamps, sender), mailserver_bus)
     assert verdict.route == "bounce" and verdict.bounced_message_id == MID.decode()
     failed = []
     for field, address, action in recipients:
@@ -152,8 +160,13 @@ def test_a_report_is_believed_exactly_when_a_trusted_pass_covers_a_failed_recipi
     fails = any("=fail" in s or "((" in s for s in trusted)
     passes = {s.rpartition("=")[2] for s in trusted if "=pass header." in s}
 
+    local, _, system = sender.lower().partition("@")  # a domain's mail system speaks for its mailboxes
+
     def covered(address: str) -> bool:
-        owners = ("bus.test", address.rpartition("@")[2])
+        domain = address.rpartition("@")[2]
+        speaks = local in ("mailer-daemon", "postmaster") and (system == domain or system.endswith("." + domain))
+        from_bus = local in ("mailer-daemon", "postmaster") and (system == "bus.test" or system.endswith(".bus.test"))
+        owners = (("bus.test",) if from_bus else ()) + ((domain,) if speaks else ())
         return any(d == o or d.endswith("." + o) for d in passes for o in owners)
 
     vouched = [] if fails else [a for a in failed if covered(a)]
@@ -167,7 +180,7 @@ def test_through_mcp_a_report_dropped_in_the_post_office_is_quarantined_not_a_bo
     sent = alpha.send("beta", "Quota", OPENER)
     raw = _report([("Final-Recipient", "beta@bus.test", "failed")], ["mail.bus.test; dkim=pass header.d=bus.test"])
     deliver(home / "postoffice" / "alpha", raw.replace(MID, sent.message_id.encode()))
-    assert mcp_server.call(alpha, "inbox", {})["items"] == []
+    assert mcp_server.call(alpha, "inbox", {})["items"] == []  # MCP lists are paged
     (shown,) = mcp_server.call(alpha, "quarantine", {})["items"]
     assert shown["reason"] == "automated" and "not believed" in shown["detail"]
     assert mcp_server.call(alpha, "status", {})["items"][0]["undeliverable"] is False
