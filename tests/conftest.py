@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from agentmail import model
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
@@ -179,6 +180,9 @@ def home(no_leaks: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ite
     monkeypatch.setenv("AGENTMAIL_HOME", str(home))
     monkeypatch.chdir(tmp_path)
     yield home
+    # Ids never go back within a process (monotonic ULIDs): a test that moved the clock ahead
+    # would otherwise hand every later test of this worker ids from its future.
+    model._last_ulid = (0, 0)
 
 
 class Cli:
