@@ -53,7 +53,7 @@ def appending(root: str, lines: list[bytes]) -> Iterator[None]:
     if not lines:
         yield
         return
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
         fd = os.open(os.path.join(root, FILE), flags, 0o600)
     except OSError:
@@ -66,11 +66,25 @@ def appending(root: str, lines: list[bytes]) -> Iterator[None]:
         yield
         if regular:
             try:
-                os.write(fd, b"".join(lines))
+                _write_all(fd, _after_torn(fd) + b"".join(lines))
             except OSError:  # a full disk: spool.db has it
                 pass
     finally:
         os.close(fd)  # the lock goes with it
+
+
+def _after_torn(fd: int) -> bytes:
+    """A newline when the ledger's last line is torn (a crash or a full disk cut an append
+    short): the next records then begin a line of their own, never glued to it and lost."""
+    size = os.fstat(fd).st_size
+    return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def append(root: str, lines: list[bytes]) -> None:

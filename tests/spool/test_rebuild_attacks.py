@@ -1,0 +1,48 @@
+"""Attacks on "rebuild restores what was" (issue 37), each a test: the ledger's bytes, a crash
+between its steps, and the keys a letter is judged with after a rotation."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentmail.config.registry import Registry
+from agentmail.spool import ledger
+from agentmail.spool.layout import STATES
+
+from ..conftest import OPENER
+from .test_rebuild_restores import _client, _lose_and_rebuild, views
+
+
+def test_a_torn_last_line_never_swallows_the_next_record(registry: Registry, home: Path) -> None:
+    """A crash or a full disk in the middle of an append leaves the ledger's last line torn (no
+    newline). The next commit's records begin on a line of their own: a held letter filed
+    after it comes back held, never ``sent`` (its state record glued to the torn line)."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    alpha.send("beta", "Quota 500s", OPENER)
+    (report,) = beta.inbox()
+    root = home / "spool" / "beta"
+    with open(root / ledger.FILE, "ab") as torn:
+        torn.write(b'{"id":"' + report.id.encode() + b'","sta')  # the write a crash cut short
+    held = beta.send("alpha", "Hold me", OPENER, hold=True)
+    assert ledger.read(str(root), STATES)[held.id].state == "held"
+    before = views(beta)
+    _lose_and_rebuild([beta], [root])
+    beta = _client(home, "beta")
+    assert beta.spool.locate(held.id) == "held" and views(beta) == before
+
+
+def test_a_short_write_is_finished_and_a_torn_ledger_read_after_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that takes only part of the records (a nearly full disk) is carried on until
+    all are written; a ledger torn before is read with its torn line skipped, the rest kept."""
+    real = os.write
+    monkeypatch.setattr(ledger.os, "write", lambda fd, data: real(fd, bytes(data[:5])))
+    (tmp_path / ledger.FILE).write_bytes(b'{"id":"A1","state":"unread","seq":1}\n{"id":"A2","st')
+    ledger.append(str(tmp_path), [ledger.line({"id": "B1", "state": "held", "seq": 2})])
+    monkeypatch.undo()
+    found = ledger.read(str(tmp_path), STATES)
+    assert {i: e.state for i, e in found.items()} == {"A1": "unread", "B1": "held"}
