@@ -382,6 +382,9 @@ class Receiver(Stage):
         # The spool.db is being made again: a thread's parties are those of the letters restored before.
         restored: dict[str, set[str]] = {}
         sent_here: set[str] = set()  # the Message-IDs of the letters of mine restored
+        # (sender, Message-ID) of each letter restored: a second file of one is a duplicate, as
+        # at sync (a dropped copy whose unlink a crash undid); the ledger's letters come first.
+        filed: dict[tuple[str, str], str] = {}
 
         def parties(thread: str) -> frozenset[str]:
             return frozenset(restored.get(thread, ()))
@@ -390,6 +393,7 @@ class Receiver(Stage):
             judged = _classify(letter_id, raw, was)
             if judged is not None and judged[0] != "quarantine":
                 restored.setdefault(judged[1].thread, set()).update(parties_of(judged[1], self.registry))
+                filed.setdefault((judged[1].sender, judged[1].message_id), letter_id)
             return judged
 
         def _classify(letter_id: str, raw: bytes, was: ledger.Entry | None) -> tuple[str, Letter] | None:
@@ -429,7 +433,10 @@ class Receiver(Stage):
             ):
                 sent_here.add(letter.message_id)
                 return picture.STATE if picture.is_sibling_file(letter_id, letter) else "sent", letter
-            filing = route(verdict, self.facts(verdict, parties))
+            facts = self.facts(verdict, parties)
+            if letter is not None and facts.filed_as is None:
+                facts = facts.replace(filed_as=filed.get((letter.sender, letter.message_id)))
+            filing = route(verdict, facts)
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 return "unread", filing.verdict.letter
             if filing.action == "quarantine" and filing.verdict is not None:

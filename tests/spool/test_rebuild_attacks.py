@@ -11,6 +11,7 @@ import pytest
 from agentmail.config.registry import Registry
 from agentmail.spool import ledger
 from agentmail.spool.layout import STATES
+from agentmail.transport.local import deliver
 
 from ..conftest import OPENER
 from .test_rebuild_restores import _client, _lose_and_rebuild, views
@@ -46,3 +47,29 @@ def test_a_short_write_is_finished_and_a_torn_ledger_read_after_it(
     monkeypatch.undo()
     found = ledger.read(str(tmp_path), STATES)
     assert {i: e.state for i, e in found.items()} == {"A1": "unread", "B1": "held"}
+
+
+def test_a_dropped_duplicate_whose_file_outlived_a_crash_is_not_filed_twice(registry: Registry, home: Path) -> None:
+    """``quarantine recheck`` drops a quarantined copy of a letter filed already: the ledger says
+    ``gone``, then the file is unlinked. A crash between the two leaves the file in letters/ with
+    nothing in the ledger: a rebuild judges it from its bytes, and it passes now. As a sync
+    would, it is dropped as the duplicate it is, never a second unread copy of the letter."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    alpha.send("beta", "Quota 500s", OPENER)
+    entry = home / "registry" / "platforms" / "alpha.toml"
+    pinned = entry.read_text()
+    entry.write_text(pinned.replace('selector = "alpha-', 'selector = "wrong-'))  # beta's pin was wrong
+    beta = _client(home, "beta")
+    (copy,) = [x.id for x in beta.quarantined()]
+    entry.write_text(pinned)
+    raw = beta.spool.raw(copy)
+    deliver(home / "postoffice" / "beta", b"Received: from relay.test by mx.test\r\n" + raw)  # a relay's second copy
+    beta = _client(home, "beta")
+    (letter,) = beta.inbox()
+    assert [r["outcome"] for r in beta.recheck_quarantine()] == ["duplicate"]
+    root = home / "spool" / "beta"
+    (root / "letters" / f"{copy}.eml").write_bytes(raw)  # the unlink a crash never made
+    before = views(beta)
+    _lose_and_rebuild([beta], [root])
+    beta = _client(home, "beta")
+    assert [x.id for x in beta.inbox(sync=False)] == [letter.id] and views(beta) == before
