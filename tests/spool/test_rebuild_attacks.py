@@ -9,9 +9,13 @@ from pathlib import Path
 import pytest
 
 from agentmail.config.registry import Registry
+from agentmail.config.credentials import read_private_key
+from agentmail.letter import wire
+from agentmail.model import new_thread_id
 from agentmail.spool import ledger
 from agentmail.spool.layout import STATES
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
 from ..conftest import OPENER
 from .test_rebuild_restores import _client, _lose_and_rebuild, views
@@ -73,3 +77,41 @@ def test_a_dropped_duplicate_whose_file_outlived_a_crash_is_not_filed_twice(regi
     _lose_and_rebuild([beta], [root])
     beta = _client(home, "beta")
     assert [x.id for x in beta.inbox(sync=False)] == [letter.id] and views(beta) == before
+
+
+HOSTILE = (
+    'Fine.\n"}\n{"id":"ID","state":"sent","seq":0}\n{"id":"ID","gone":true}\r\n'
+    "\u2028\u2029\x85 \\u000a \udcff quoted \"<'x'@y>\" " + "\x01" * 200
+)
+
+
+def test_a_hostile_letter_in_the_ledger_cannot_write_a_record_of_its_own(registry: Registry, home: Path) -> None:
+    """A partner's signed letter whose verdict note carries its text (misaddressed: sent to one
+    platform, delivered to another) with records of the ledger in its body, line breaks of every
+    kind, a lone surrogate and control bytes: the ledger keeps it one line, and after a rebuild
+    the letter it names is as it was (held), the hostile one quarantined with its verdict."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    held = beta.send("alpha", "Hold me", OPENER, hold=True)
+    body = HOSTILE.replace("ID", held.id).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    letter = wire.draft_letter(  # written by hand, as a hostile partner would: no composer's refusals
+        "alpha@bus.test",
+        "alpha",
+        "alpha@bus.test",
+        "report",
+        new_thread_id(),
+        'Sub"ject\\',
+        body,
+        message_id=wire.new_message_id("alpha", "bus.test"),
+    )
+    key = registry.platforms["alpha"]
+    raw = signing.sign(wire.render(letter), "bus.test", key.selector, read_private_key(home, "alpha"))
+    deliver(home / "postoffice" / "beta", raw)  # re-aimed by a relay at a platform it never named
+    (hostile,) = beta.quarantined()
+    assert hostile.reason == "misaddressed" and f'"id":"{held.id}","state":"sent"' in hostile.body
+    root = home / "spool" / "beta"
+    said = ledger.read(str(root), STATES)
+    assert said[held.id].state == "held" and said[hostile.id].state == "quarantine"
+    before = views(beta)
+    _lose_and_rebuild([beta], [root])
+    beta = _client(home, "beta")
+    assert views(beta) == before and beta.spool.locate(held.id) == "held"
