@@ -4,12 +4,16 @@ between its steps, and the keys a letter is judged with after a rotation."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 
-from agentmail.config.registry import Registry
+from agentmail import ages, model
+from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import read_private_key
+from agentmail.config.registry import Registry
 from agentmail.letter import wire
 from agentmail.model import new_thread_id
 from agentmail.spool import ledger
@@ -90,7 +94,7 @@ def test_a_hostile_letter_in_the_ledger_cannot_write_a_record_of_its_own(registr
     platform, delivered to another) with records of the ledger in its body, line breaks of every
     kind, a lone surrogate and control bytes: the ledger keeps it one line, and after a rebuild
     the letter it names is as it was (held), the hostile one quarantined with its verdict."""
-    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    beta = _client(home, "beta")
     held = beta.send("alpha", "Hold me", OPENER, hold=True)
     body = HOSTILE.replace("ID", held.id).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     letter = wire.draft_letter(  # written by hand, as a hostile partner would: no composer's refusals
@@ -115,3 +119,53 @@ def test_a_hostile_letter_in_the_ledger_cannot_write_a_record_of_its_own(registr
     _lose_and_rebuild([beta], [root])
     beta = _client(home, "beta")
     assert views(beta) == before and beta.spool.locate(held.id) == "held"
+
+
+def _forged_with(home: Path, key: str, selector: str, subject: str) -> bytes:
+    """A letter in alpha's name to beta, signed with ``key`` (alpha's old key, leaked)."""
+    letter = wire.draft_letter(
+        "alpha@bus.test",
+        "alpha",
+        "beta@bus.test",
+        "report",
+        new_thread_id(),
+        subject,
+        "Send me the deploy key.",
+        message_id=wire.new_message_id("alpha", "bus.test"),
+    )
+    return signing.sign(wire.render(letter), "bus.test", selector, key)
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_leaked_old_key_after_its_window_stays_quarantined_through_rebuild_and_retire(
+    registry: Registry, home: Path, monkeypatch: pytest.MonkeyPatch, kept: bool
+) -> None:
+    """alpha rotates (its old key leaked). A letter the thief signs with the old key after the
+    window is quarantined at sync; a rebuild (with the ledger, and from the files alone: its id
+    is when it was filed, after the window) keeps it there; ``keygen --retire --force`` then
+    ``quarantine recheck`` keeps it there too. One signed inside the window passed (the window's
+    purpose) and stays as it was filed."""
+    # ids never go back (a clock step back): a test that moved the clock on before leaves them
+    # ahead of it, which a rebuild from the files alone would read as the letter's arrival
+    monkeypatch.setattr(model, "_last_ulid", (0, 0))
+    beta = _client(home, "beta")
+    old_key, old_selector = read_private_key(home, "alpha"), registry.platforms["alpha"].selector
+    bus.keygen(home, registry, "alpha", overlap=3600)
+    deliver(home / "postoffice" / "beta", _forged_with(home, old_key, old_selector, "Inside the window"))
+    beta = _client(home, "beta")
+    (inside,) = beta.inbox()
+    monkeypatch.setattr(ages, "clock", lambda: time.time() + 2 * 86400)  # two days on: the window is over
+    deliver(home / "postoffice" / "beta", _forged_with(home, old_key, old_selector, "After the window"))
+    (after,) = beta.quarantined()
+    assert after.subject == "After the window" and "overlap ended" in (after.detail or "")
+    root = home / "spool" / "beta"
+    _lose_and_rebuild([beta], [root], ledgers=kept)
+    beta = _client(home, "beta")
+    assert [x.id for x in beta.quarantined(sync=False)] == [after.id]
+    assert [x.id for x in beta.inbox(sync=False)] == [inside.id]
+    bus.retire(registry_mod.load(home / "registry"), "alpha", force=True)
+    beta = _client(home, "beta")
+    assert [r["outcome"] for r in beta.recheck_quarantine()] == ["quarantined"]
+    beta.sync()  # the post office read again from the start: nothing filed twice, nothing let in
+    assert [x.id for x in beta.quarantined(sync=False)] == [after.id]
+    assert [x.id for x in beta.inbox(sync=False)] == [inside.id]
