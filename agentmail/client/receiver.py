@@ -249,11 +249,14 @@ class Receiver(Stage):
             report.skipped += 1
         elif filing.action == "bounce":
             assert filing.letter_id is not None and filing.verdict is not None
+            # When the first report came (the digest's "since"): a report read again (a rebuild,
+            # --from-start) is the bounce already noted, never a new one to tell people of.
+            first = self.spool.annotations(filing.letter_id).get("undeliverable_at")
             self.spool.annotate(
                 filing.letter_id,
                 undeliverable="true",
                 undeliverable_reason=filing.verdict.detail or "",
-                undeliverable_at=str(now_ms()),  # when the bounce came: the digest's "since" (issue 26)
+                undeliverable_at=first if isinstance(first, str) and first else str(now_ms()),
             )
             report.bounces += 1
         elif filing.action == "quarantine":
