@@ -3,9 +3,11 @@ between its steps, and the keys a letter is judged with after a rotation."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,8 +23,8 @@ from agentmail.spool.layout import STATES
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
-from ..conftest import OPENER
-from .test_rebuild_restores import _client, _lose_and_rebuild, views
+from ..conftest import OPENER, Cli
+from .test_rebuild_restores import Bus, _client, _lose_and_rebuild, views
 
 
 def test_a_torn_last_line_never_swallows_the_next_record(registry: Registry, home: Path) -> None:
@@ -169,3 +171,80 @@ def test_a_leaked_old_key_after_its_window_stays_quarantined_through_rebuild_and
     beta.sync()  # the post office read again from the start: nothing filed twice, nothing let in
     assert [x.id for x in beta.quarantined(sync=False)] == [after.id]
     assert [x.id for x in beta.inbox(sync=False)] == [inside.id]
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_report_answered_on_the_other_machine_stays_answered_after_a_rebuild_on_either(
+    home: Path, cli: Cli, kept: bool
+) -> None:
+    """beta answers alpha's report on machine B; machine A learns it from the server's sent record
+    (a ``sibling`` letter). A rebuild on A (through the CLI), with or without the ledger, and one
+    on B keep the answer: neither machine can answer the report a second time."""
+    bus_ = Bus(home)
+    bus_.alpha.send("beta", "Quota 500s", OPENER)
+    (report,) = bus_.far.inbox()
+    assert bus_.far.reply(report, "Reproduced.", type="ack") is not None
+    assert bus_.beta.inbox() == []  # the sibling answered it: read here too
+    (here,) = [x for x in bus_.beta.thread(report.thread, sync=False) if x.type == "report"]
+    assert bus_.beta.reply(here, "Again.", type="ack") is None  # the sibling's answer is known here
+    for am in bus_.clients:
+        am.sync()
+    before = bus_.snapshot()
+    for am in bus_.clients:
+        am.close()
+        am.spool.db.close()
+    for root in bus_.roots()[1:]:
+        for name in ("spool.db", "spool.db-wal", "spool.db-shm", *(() if kept else (ledger.FILE,))):
+            (root / name).unlink(missing_ok=True)
+    code, out, err = cli("--as", "beta", "rebuild", "--json")
+    assert code == 0 and json.loads(out)["sibling"] == 1, err
+    assert cli("--as", "beta", "rebuild")[0] == 1  # in order now: nothing to rebuild
+    bus_.far.rebuild()
+    bus_.reopen()
+    if kept:
+        assert bus_.snapshot() == before
+    else:  # without the ledger the notes are gone (DESIGN §7): states and answers are kept
+        assert {m: {v: b[v] for v in ("inbox", "held", "quarantine", "why_refused")} for m, b in before.items()} == {
+            m: {v: b[v] for v in ("inbox", "held", "quarantine", "why_refused")} for m, b in bus_.snapshot().items()
+        }
+        assert _states(bus_) == _states_of(before)
+    assert bus_.beta.reply(here, "Again.", type="ack") is None  # the sibling's answer is known here
+    for am in bus_.clients:
+        am.sync()
+    before = bus_.snapshot()
+    for am in bus_.clients:
+        am.close()
+        am.spool.db.close()
+    for root in bus_.roots()[1:]:
+        for name in ("spool.db", "spool.db-wal", "spool.db-shm", *(() if kept else (ledger.FILE,))):
+            (root / name).unlink(missing_ok=True)
+    code, out, err = cli("--as", "beta", "rebuild", "--json")
+    assert code == 0 and json.loads(out)["sibling"] == 1, err
+    assert cli("--as", "beta", "rebuild")[0] == 1  # in order now: nothing to rebuild
+    bus_.far.rebuild()
+    bus_.reopen()
+    if not kept:  # without the ledger the notes are gone (DESIGN §7): every other view is kept
+        for box in before:
+            before[box]["annotations"] = bus_.snapshot()[box]["annotations"]
+    after = bus_.snapshot()
+    for box in before:
+        for view in before[box]:
+            if after[box][view] != before[box][view] and view == "sent":
+                a, b = after[box][view][0], before[box][view][0]
+                raise AssertionError({k: (a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)})
+            assert after[box][view] == before[box][view], (box, view)
+    assert bus_.beta.reply(here, "Again.", type="ack") is None
+    assert bus_.far.reply(report, "Again.", type="ack") is None
+    for am in bus_.clients:
+        am.sync()
+    assert bus_.snapshot() == before if kept else _states(bus_) == _states_of(before)
+
+
+def _states(bus_: Bus) -> dict[str, dict[str, str | None]]:
+    return {am.me.mailbox + ("@far" if am is bus_.far else ""): {
+        i: am.spool.locate(i) for s in STATES for i in am.spool.ids(s)} for am in bus_.clients}  # fmt: skip
+
+
+def _states_of(snapshot: dict[str, Any]) -> dict[str, dict[str, str | None]]:
+    return {box: {x["id"]: x["state"] for t in views["threads"].values() for x in t} | {
+        x["id"]: "quarantine" for x in views["quarantine"]} for box, views in snapshot.items()}  # fmt: skip
