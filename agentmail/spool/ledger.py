@@ -5,6 +5,8 @@ One JSON object a line, appended by each commit that changed it, in commit order
 writes them, ``appending``):
 ``{"id": ID, "state": STATE, "seq": N}`` when a letter is filed or moves (``seq``: its filing
 number, when filed), ``{"id": ID, "notes": {...}}`` with the letter's whole notes after a change,
+``{"id": ID, "set": {...}}`` with only the notes a later change set (the whole notes can hold a
+letter's text: written once, not again with every fact added to them),
 ``{"id": ID, "gone": true}`` when a quarantined copy is dropped. The last word on an id wins.
 Not flushed: a power cut that also loses spool.db may lose the last changes of the seconds
 before (a letter then comes back as it stood before them, never as something it never was).
@@ -115,13 +117,15 @@ def parse(data: bytes, states: tuple[str, ...]) -> dict[str, Entry]:
             entries.pop(letter_id, None)
             continue
         entry = entries.get(letter_id) or Entry()
-        state, seq, notes = record.get("state"), record.get("seq"), record.get("notes")
+        state, seq, notes, more = record.get("state"), record.get("seq"), record.get("notes"), record.get("set")
         if isinstance(state, str) and state in states:
             entry.state = state
             if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
                 entry.seq = seq
         elif isinstance(notes, dict) and all(isinstance(k, str) for k in notes):
             entry.notes, entry.notes_said = notes, True
+        elif isinstance(more, dict) and all(isinstance(k, str) for k in more):
+            entry.notes, entry.notes_said = {**entry.notes, **more}, True
         else:
             continue
         entries[letter_id] = entry

@@ -248,3 +248,53 @@ def _states(bus_: Bus) -> dict[str, dict[str, str | None]]:
 def _states_of(snapshot: dict[str, Any]) -> dict[str, dict[str, str | None]]:
     return {box: {x["id"]: x["state"] for t in views["threads"].values() for x in t} | {
         x["id"]: "quarantine" for x in views["quarantine"]} for box, views in snapshot.items()}  # fmt: skip
+
+
+def test_a_fact_added_to_a_letter_never_writes_its_text_to_the_ledger_again(registry: Registry, home: Path) -> None:
+    """A quarantined letter's notes hold its text (its verdict), escaped six-fold in JSON for
+    control bytes: each later fact (``done`` dismissing it, a note) is written to the ledger as
+    what changed, not as the whole notes again, so a partner's letter costs the ledger its text
+    once; a rebuild puts the notes back whole."""
+    beta = _client(home, "beta")
+    body = ("\x01" * 60 + "\n") * 2000
+    letter = wire.draft_letter(
+        "alpha@bus.test",
+        "alpha",
+        "alpha@bus.test",
+        "report",
+        new_thread_id(),
+        "Misaddressed",
+        body,
+        message_id=wire.new_message_id("alpha", "bus.test"),
+    )
+    key = registry.platforms["alpha"]
+    deliver(
+        home / "postoffice" / "beta",
+        signing.sign(wire.render(letter), "bus.test", key.selector, read_private_key(home, "alpha")),
+    )
+    (hostile,) = beta.quarantined()
+    path = home / "spool" / "beta" / ledger.FILE
+    size = path.stat().st_size
+    assert beta.done(hostile.id) == [hostile.id]
+    assert path.stat().st_size - size < 1000  # the fact, not the letter's text again
+    before = views(beta)
+    assert before["annotations"][hostile.id]["dismissed"] == "true"
+    _lose_and_rebuild([beta], [home / "spool" / "beta"])
+    beta = _client(home, "beta")
+    assert views(beta) == before
+
+
+def test_a_set_record_adds_to_the_notes_before_it(tmp_path: Path) -> None:
+    lines = [
+        {"id": "A1", "state": "quarantine", "seq": 1},
+        {"id": "A1", "notes": {"quarantined": {"body": "text"}}},
+        {"id": "A1", "set": {"dismissed": "true"}},
+        {"id": "B1", "set": {"copy": "x"}},  # a fact with no notes before it
+        {"id": "B1", "set": "no"},
+    ]
+    ledger.append(str(tmp_path), [ledger.line(x) for x in lines[:3]])
+    ledger.append(str(tmp_path), [b'{"id":"A1","set":{"dismissed":"again"},"x":1}\n'])
+    ledger.append(str(tmp_path), [ledger.line(x) for x in lines[3:]])
+    found = ledger.read(str(tmp_path), STATES)
+    assert found["A1"].notes == {"quarantined": {"body": "text"}, "dismissed": "again"} and found["A1"].notes_said
+    assert found["B1"].notes == {"copy": "x"} and found["B1"].state == ""
