@@ -333,7 +333,7 @@ class SpoolFiling(SpoolViews):
             return
         # Only what changed goes to the ledger: the notes may hold a letter's text (a verdict, a
         # person's letter), which each later fact would otherwise write there again.
-        record = {"id": letter_id, "set": fields} if data else {"id": letter_id, "notes": fields}
+        record: dict[str, object] = {"id": letter_id, "set": fields} if data else {"id": letter_id, "notes": fields}
         data.update(fields)
         tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(data)))
         self.db.log(record)
