@@ -178,8 +178,8 @@ class Spool(SpoolFiling):
 
         What is there (spool.db, its -wal and -shm) is kept aside as ``<name>.lost-<time>``, never
         deleted. Each file in ``letters/`` is given to ``classify`` (id, bytes, what the ledger
-        last said of it) — the letters it knows first, each group by id — which says its state and letter (None: not restored,
-        the file is left); the ledger's notes of it come back with it. A received letter the
+        last said of it; the letters it knows first, each group by id), which says its state and
+        letter (None: not restored, the file is left); the ledger's notes of it come back with it. A received letter the
         ledger says nothing of that one of the restored letters answers is ``read``. No
         checkpoint is restored: the next sync reads the post office from the start and drops
         what is filed already."""

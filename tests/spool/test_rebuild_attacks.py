@@ -298,3 +298,20 @@ def test_a_set_record_adds_to_the_notes_before_it(tmp_path: Path) -> None:
     found = ledger.read(str(tmp_path), STATES)
     assert found["A1"].notes == {"quarantined": {"body": "text"}, "dismissed": "again"} and found["A1"].notes_said
     assert found["B1"].notes == {"copy": "x"} and found["B1"].state == ""
+
+
+def test_a_ledger_copied_in_from_another_mailbox_changes_nothing(registry: Registry, home: Path) -> None:
+    """A mistaken operator puts alpha's ledger beside beta's letters: its ids name none of them
+    (each letter's id is made where it is filed), so beta is rebuilt as from its own."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    alpha.send("beta", "Quota 500s", OPENER)
+    (report,) = beta.inbox()
+    beta.reply(report, "Reproduced.", type="ack")
+    beta.send("alpha", "Hold me", OPENER, hold=True)
+    alpha.sync()
+    before = views(beta)
+    mine, theirs = home / "spool" / "beta" / ledger.FILE, home / "spool" / "alpha" / ledger.FILE
+    mine.write_bytes(mine.read_bytes() + theirs.read_bytes())
+    _lose_and_rebuild([beta], [home / "spool" / "beta"])
+    beta = _client(home, "beta")
+    assert views(beta) == before
