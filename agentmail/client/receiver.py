@@ -386,7 +386,8 @@ class Receiver(Stage):
         restored: dict[str, set[str]] = {}
         sent_here: set[str] = set()  # the Message-IDs of the letters of mine restored
         # (sender, Message-ID) of each letter restored: a second file of one is a duplicate, as
-        # at sync (a dropped copy whose unlink a crash undid); the ledger's letters come first.
+        # at sync (a dropped copy whose unlink a crash undid); the ledger's letters come first,
+        # the last filed first.
         filed: dict[tuple[str, str], str] = {}
 
         def parties(thread: str) -> frozenset[str]:
@@ -424,6 +425,9 @@ class Receiver(Stage):
                     )
                 letter = recorded or (verdict.letter if verdict.route == "accept" else None)
                 letter = letter or authenticity.as_filed(raw, self.registry)  # its key retired since
+                received = was.state in ("unread", "read")
+                if letter is not None and received and (letter.sender, letter.message_id) in filed:
+                    return None  # filed again after a power cut took this filing from spool.db only
                 if letter is not None:
                     return was.state, letter
             letter = verdict.letter

@@ -317,10 +317,6 @@ def test_a_ledger_copied_in_from_another_mailbox_changes_nothing(registry: Regis
     assert views(beta) == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="both filings are ledger-known and both restored: a rebuild dedupes only letters the ledger does not know",
-)
 def test_a_letter_the_ledger_says_was_filed_twice_is_restored_once(registry: Registry, home: Path) -> None:
     """A power cut loses a sync batch from spool.db (committed without a flush) but not its
     ledger lines nor its renamed file; the next sync files the letter again under a new id. A
