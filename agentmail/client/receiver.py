@@ -249,11 +249,14 @@ class Receiver(Stage):
             report.skipped += 1
         elif filing.action == "bounce":
             assert filing.letter_id is not None and filing.verdict is not None
+            # When the first report came (the digest's "since"): a report read again (a rebuild,
+            # --from-start) is the bounce already noted, never a new one to tell people of.
+            first = self.spool.annotations(filing.letter_id).get("undeliverable_at")
             self.spool.annotate(
                 filing.letter_id,
                 undeliverable="true",
                 undeliverable_reason=filing.verdict.detail or "",
-                undeliverable_at=str(now_ms()),  # when the bounce came: the digest's "since" (issue 26)
+                undeliverable_at=first if isinstance(first, str) and first else str(now_ms()),
             )
             report.bounces += 1
         elif filing.action == "quarantine":
@@ -382,6 +385,10 @@ class Receiver(Stage):
         # The spool.db is being made again: a thread's parties are those of the letters restored before.
         restored: dict[str, set[str]] = {}
         sent_here: set[str] = set()  # the Message-IDs of the letters of mine restored
+        # (sender, Message-ID) of each letter restored: a second file of one is a duplicate, as
+        # at sync (a dropped copy whose unlink a crash undid); the ledger's letters come first,
+        # the last filed first.
+        filed: dict[tuple[str, str], str] = {}
 
         def parties(thread: str) -> frozenset[str]:
             return frozenset(restored.get(thread, ()))
@@ -390,6 +397,7 @@ class Receiver(Stage):
             judged = _classify(letter_id, raw, was)
             if judged is not None and judged[0] != "quarantine":
                 restored.setdefault(judged[1].thread, set()).update(parties_of(judged[1], self.registry))
+                filed.setdefault((judged[1].sender, judged[1].message_id), letter_id)
             return judged
 
         def _classify(letter_id: str, raw: bytes, was: ledger.Entry | None) -> tuple[str, Letter] | None:
@@ -417,6 +425,9 @@ class Receiver(Stage):
                     )
                 letter = recorded or (verdict.letter if verdict.route == "accept" else None)
                 letter = letter or authenticity.as_filed(raw, self.registry)  # its key retired since
+                received = was.state in ("unread", "read")
+                if letter is not None and received and (letter.sender, letter.message_id) in filed:
+                    return None  # filed again after a power cut took this filing from spool.db only
                 if letter is not None:
                     return was.state, letter
             letter = verdict.letter
@@ -429,7 +440,10 @@ class Receiver(Stage):
             ):
                 sent_here.add(letter.message_id)
                 return picture.STATE if picture.is_sibling_file(letter_id, letter) else "sent", letter
-            filing = route(verdict, self.facts(verdict, parties))
+            facts = self.facts(verdict, parties)
+            if letter is not None and facts.filed_as is None:
+                facts = facts.replace(filed_as=filed.get((letter.sender, letter.message_id)))
+            filing = route(verdict, facts)
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
                 return "unread", filing.verdict.letter
             if filing.action == "quarantine" and filing.verdict is not None:

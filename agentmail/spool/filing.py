@@ -331,9 +331,12 @@ class SpoolFiling(SpoolViews):
         data = data or {}
         if all(data.get(k) == v for k, v in fields.items()):
             return
+        # Only what changed goes to the ledger: the notes may hold a letter's text (a verdict, a
+        # person's letter), which each later fact would otherwise write there again.
+        record: dict[str, object] = {"id": letter_id, "set": fields} if data else {"id": letter_id, "notes": fields}
         data.update(fields)
         tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(data)))
-        self.db.log({"id": letter_id, "notes": data})
+        self.db.log(record)
 
     def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
         """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""

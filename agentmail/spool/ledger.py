@@ -5,6 +5,8 @@ One JSON object a line, appended by each commit that changed it, in commit order
 writes them, ``appending``):
 ``{"id": ID, "state": STATE, "seq": N}`` when a letter is filed or moves (``seq``: its filing
 number, when filed), ``{"id": ID, "notes": {...}}`` with the letter's whole notes after a change,
+``{"id": ID, "set": {...}}`` with only the notes a later change set (the whole notes can hold a
+letter's text: written once, not again with every fact added to them),
 ``{"id": ID, "gone": true}`` when a quarantined copy is dropped. The last word on an id wins.
 Not flushed: a power cut that also loses spool.db may lose the last changes of the seconds
 before (a letter then comes back as it stood before them, never as something it never was).
@@ -53,7 +55,7 @@ def appending(root: str, lines: list[bytes]) -> Iterator[None]:
     if not lines:
         yield
         return
-    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
     try:
         fd = os.open(os.path.join(root, FILE), flags, 0o600)
     except OSError:
@@ -66,11 +68,25 @@ def appending(root: str, lines: list[bytes]) -> Iterator[None]:
         yield
         if regular:
             try:
-                os.write(fd, b"".join(lines))
+                _write_all(fd, _after_torn(fd) + b"".join(lines))
             except OSError:  # a full disk: spool.db has it
                 pass
     finally:
         os.close(fd)  # the lock goes with it
+
+
+def _after_torn(fd: int) -> bytes:
+    """A newline when the ledger's last line is torn (a crash or a full disk cut an append
+    short): the next records then begin a line of their own, never glued to it and lost."""
+    size = os.fstat(fd).st_size
+    return b"\n" if size and os.pread(fd, 1, size - 1) != b"\n" else b""
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of ``data`` (a write may take only part of it)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def append(root: str, lines: list[bytes]) -> None:
@@ -101,13 +117,15 @@ def parse(data: bytes, states: tuple[str, ...]) -> dict[str, Entry]:
             entries.pop(letter_id, None)
             continue
         entry = entries.get(letter_id) or Entry()
-        state, seq, notes = record.get("state"), record.get("seq"), record.get("notes")
+        state, seq, notes, more = record.get("state"), record.get("seq"), record.get("notes"), record.get("set")
         if isinstance(state, str) and state in states:
             entry.state = state
             if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 0:
                 entry.seq = seq
         elif isinstance(notes, dict) and all(isinstance(k, str) for k in notes):
             entry.notes, entry.notes_said = notes, True
+        elif isinstance(more, dict) and all(isinstance(k, str) for k in more):
+            entry.notes, entry.notes_said = {**entry.notes, **more}, True
         else:
             continue
         entries[letter_id] = entry

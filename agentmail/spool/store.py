@@ -84,6 +84,12 @@ def _filing_order(letter_id: str, entry: ledger.Entry | None) -> tuple[int, int,
     return (1, entry.seq, letter_id)
 
 
+def _said(was: dict[str, ledger.Entry], letter_id: str) -> bool:
+    """Does the ledger say how the letter stood?"""
+    entry = was.get(letter_id)
+    return entry is not None and bool(entry.state)
+
+
 __all__ = ["ANSWERING", "LEAVING", "MIN_PREFIX", "OUTGOING", "STATES", "Spool"]
 
 
@@ -172,8 +178,8 @@ class Spool(SpoolFiling):
 
         What is there (spool.db, its -wal and -shm) is kept aside as ``<name>.lost-<time>``, never
         deleted. Each file in ``letters/`` is given to ``classify`` (id, bytes, what the ledger
-        last said of it) in filing order, which says its state and letter (None: not restored,
-        the file is left); the ledger's notes of it come back with it. A received letter the
+        last said of it; the letters it knows first, latest first, then the others by id), which says its state and
+        letter (None: not restored, the file is left); the ledger's notes of it come back with it. A received letter the
         ledger says nothing of that one of the restored letters answers is ``read``. No
         checkpoint is restored: the next sync reads the post office from the start and drops
         what is filed already."""
@@ -212,7 +218,12 @@ class Spool(SpoolFiling):
             published = self._letter_files(born=False)
             committed = set(published) | {i for i, entry in was.items() if entry.state}
             judged_all: list[tuple[str, str, Letter]] = []  # not the bytes (read again below): a big spool stays small
-            for letter_id in [i for i in self._letter_files() if i in committed]:
+            # What the ledger knows first, the last filed first (of two filings of one letter, a
+            # power cut took the earlier from spool.db); then the files it does not know, judged
+            # against them.
+            files = [i for i in self._letter_files() if i in committed]
+            said = sorted((i for i in files if _said(was, i)), reverse=True)
+            for letter_id in said + [i for i in files if not _said(was, i)]:
                 try:
                     raw, _st = read_plain(self.path("", letter_id))
                 except OSError:
