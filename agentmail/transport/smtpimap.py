@@ -635,13 +635,13 @@ class SmtpImapTransport(Transport):
 
     def _claim_place(self, client: imapclient.IMAPClient, message_id: str) -> int | None:
         """Select (writable) the folder holding ``message_id`` and return its UID there (the
-        lowest, so racing machines pick the same copy); None when no folder holds it. The place
-        is remembered (under the folder's UIDVALIDITY): the mark after sending skips the SEARCH.
-        The folder stays selected: every other IMAP step here selects what it reads first."""
-        folders = ["INBOX"]
+        lowest, so racing machines pick the same copy); None when no folder holds it. The sent
+        folder first: only this platform writes there, while anyone can put a letter reusing the
+        Message-ID of one of its own in the INBOX, after a machine claimed on the sent copy.
+        The place is remembered (under the folder's UIDVALIDITY): the mark after sending skips
+        the SEARCH. The folder stays selected: every other IMAP step here selects what it reads first."""
         sent_folder = self._sent_folder(client)
-        if sent_folder:
-            folders.append(sent_folder)
+        folders = [sent_folder, "INBOX"] if sent_folder and self._sent_exists(client, sent_folder) else ["INBOX"]
         known = self._claim_places.get(message_id)
         if known is not None:
             folders = [known[0]]
