@@ -112,6 +112,12 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     parties = (facts.parties or {}).get(letter.thread)
     if parties and not (facts.speaks_for or {letter.sender}) & parties:
         return Filing("quarantine", _not_a_party(letter, facts.speaks_for, parties))
+    if parties and letter.sender not in parties:
+        # A person listed by a party and by an outsider too speaks here for the party: filed as
+        # the outsider's, their letter would make it a party (anyone may list any person).
+        speaking = facts.speaks_for & parties
+        writer = min(speaking - {letter.to} or speaking)  # not the addressee where one can (human.writes_for)
+        verdict = verdict.replace(letter=letter.replace(sender=writer))
     return Filing("file", verdict)
 
 

@@ -1,0 +1,57 @@
+"""Attacks on "parties own their thread" (issue 37), by someone who did not write it: each test
+is an attack that once succeeded, kept so it never does again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
+from agentmail.config.registry import Registry
+from agentmail.transport.local import deliver
+
+from ..conftest import OPENER
+from ..people.test_writing import CAROL, client_letter, trusting, vouched
+from .test_parties import box, three, written_into
+
+__all__ = ["three"]  # the fixture, used here
+
+
+def test_a_platform_listing_another_platforms_person_does_not_become_a_party_through_her(
+    three: Registry, home: Path
+) -> None:
+    """beta and gamma share a thread; carol writes for beta. alpha (hostile) lists carol too, so
+    her answer to gamma speaks for alpha as well: it is filed for the party she speaks for
+    (beta), and alpha stays an outsider whose close is quarantined."""
+    bus.set_person(three, "beta", CAROL, follows=False, writes=True)
+    bus.set_person(registry_mod.load(three.root), "alpha", CAROL, follows=False, writes=True)
+    reg = trusting(registry_mod.load(three.root))
+    beta, gamma = box(reg, home, "beta"), box(reg, home, "gamma")
+    sent = beta.send("gamma", "Quota 500s", OPENER)
+    (report,) = gamma.inbox()
+    answer = client_letter(f"gamma+{sent.thread}@bus.test", "Any news?", in_reply_to=sent.message_id)
+    deliver(home / "postoffice" / "gamma", vouched(answer))
+    (hers,) = [x for x in gamma.inbox() if x.extra.get("person")]
+    assert hers.sender == "beta"  # the party she speaks for, not the platform that also lists her
+    deliver(home / "postoffice" / "gamma", written_into(reg, home, "alpha", "gamma", report, "close"))
+    assert [q.reason for q in gamma.quarantined()] == ["not-a-party"]
+    assert [x.sender for x in gamma.thread(sent.thread, sync=False)] == ["beta", "beta"]
+
+
+def test_a_persons_letter_is_filed_for_a_party_they_speak_for_never_an_outsider() -> None:
+    from agentmail.letter import wire
+    from agentmail.stages.route import Facts, route
+    from agentmail.trust.authenticity import Verdict
+
+    from .test_parties import LETTER
+
+    person = LETTER.replace(type="human", sender="alpha", to="gamma", extra={"person": CAROL},
+                            thread=wire.derived_thread(LETTER.message_id))  # fmt: skip
+    parties = {person.thread: frozenset({"beta", "gamma"})}
+    for speaks_for, writer in (({"alpha", "beta"}, "beta"), ({"alpha", "gamma"}, "gamma"), ({"beta", "gamma"}, "beta")):
+        filing = route(Verdict("accept", letter=person), Facts(parties=parties, speaks_for=frozenset(speaks_for)))
+        assert filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None
+        assert filing.verdict.letter.sender == writer, speaks_for
+    # a thread new here: as the judge attributed it
+    filing = route(Verdict("accept", letter=person), Facts(speaks_for=frozenset({"alpha", "beta"})))
+    assert filing.verdict is not None and filing.verdict.letter == person
