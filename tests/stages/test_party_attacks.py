@@ -55,3 +55,29 @@ def test_a_persons_letter_is_filed_for_a_party_they_speak_for_never_an_outsider(
     # a thread new here: as the judge attributed it
     filing = route(Verdict("accept", letter=person), Facts(speaks_for=frozenset({"alpha", "beta"})))
     assert filing.verdict is not None and filing.verdict.letter == person
+
+
+def test_an_outsider_cannot_reach_a_known_thread_by_its_block_alone_or_through_a_reply_elsewhere(
+    three: Registry, home: Path
+) -> None:
+    """gamma names alpha's thread in its front matter under an untagged To, or answers alpha's
+    report from a thread of its own, or opens "a new thread" tagged with the known one: none of
+    them changes the thread (the last is a letter of gamma's own thread)."""
+    from ..stages.test_addressed import signed_to
+    from .test_parties import opened, reusing
+
+    _alpha, beta, report = opened(three, home)
+    postbox = home / "postoffice" / "beta"
+    deliver(postbox, signed_to(three, home, "gamma", "beta@bus.test", thread=report.thread))  # the block says it
+    elsewhere = report.replace(thread="thr-gggggggggg")  # gamma's own thread, answering alpha's report
+    deliver(postbox, written_into(three, home, "gamma", "beta", elsewhere, "close"))
+    deliver(postbox, reusing(three, home, "gamma", "beta", "<unknown.1@bus.test>", report.thread))
+    reasons = sorted(q.reason or "" for q in beta.quarantined())
+    assert reasons == ["not-a-party", "not-a-party"]
+    # the answer from its own thread is a letter of that thread: the report is still beta's to answer
+    assert {(x.sender, x.thread) for x in beta.inbox(sync=False)} == {
+        ("alpha", report.thread),
+        ("gamma", "thr-gggggggggg"),
+    }
+    assert beta.why_refused(report) is None
+    assert [x.sender for x in beta.thread(report.thread, sync=False)] == ["alpha"]
