@@ -90,6 +90,10 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     letter = verdict.letter
     if facts.me_address is not None and facts.me_address not in verdict.addressed:
         return Filing("quarantine", _misaddressed(verdict, letter, facts.me_address))
+    if letter.type == "note" and facts.me_address is not None and letter.sender_address.lower() != facts.me_address:
+        # A note is one agent's handover to a sibling: another platform's reaches an agent of
+        # this one past every other mailbox here (each skips a note for another agent).
+        return Filing("quarantine", _misaddressed(verdict, letter, facts.me_address, note=True))
     if letter.type == "note" and letter.to_agent and letter.to_agent != facts.me_agent:
         return Filing("skip")  # a sibling's note: not ours to read or to mark
     if facts.filed_as:
@@ -121,10 +125,15 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     return Filing("file", verdict)
 
 
-def _misaddressed(verdict: Verdict, letter: Letter, me: str) -> Verdict:
-    """A letter signed for other mailboxes, delivered here (any holder of its bytes can re-aim it)."""
+def _misaddressed(verdict: Verdict, letter: Letter, me: str, *, note: bool = False) -> Verdict:
+    """A letter signed for other mailboxes, delivered here (any holder of its bytes can re-aim it),
+    or another platform's note (a note goes only between the agents of one platform)."""
     named = ", ".join(verdict.addressed) or "no recipient"
-    detail = f"its signature names {named} as recipients, not {me}: someone else delivered it here"
+    detail = (
+        f"a note goes between the agents of one platform, and this one is {letter.sender_address}'s, not {me}'s"
+        if note
+        else f"its signature names {named} as recipients, not {me}: someone else delivered it here"
+    )
     return Verdict("quarantine", letter=letter, reason="misaddressed", detail=one_line(detail)[:400])
 
 
