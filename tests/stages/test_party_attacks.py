@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agentmail.admin import bus
 from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
@@ -81,3 +83,26 @@ def test_an_outsider_cannot_reach_a_known_thread_by_its_block_alone_or_through_a
     }
     assert beta.why_refused(report) is None
     assert [x.sender for x in beta.thread(report.thread, sync=False)] == ["alpha"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a thread is bound to the first letter filed in it here, not to its opener: a follower Cc'd "
+    "on the opener (a person another platform lists as writing) who answers before the opener "
+    "reaches the addressee makes her platform the thread's party there, and the opener not-a-party",
+)
+def test_a_follower_who_answers_before_the_opener_lands_does_not_take_the_thread(three: Registry, home: Path) -> None:
+    from ..stages.test_addressed import signed_to
+
+    bus.set_person(three, "alpha", CAROL, follows=True, writes=False)  # she follows alpha's letters
+    bus.set_person(registry_mod.load(three.root), "gamma", CAROL, follows=False, writes=True)  # and writes for gamma
+    reg = trusting(registry_mod.load(three.root))
+    thread = "thr-hhhhhhhhhh"
+    opener = signed_to(reg, home, "alpha", f"beta+{thread}@bus.test", thread=thread)  # Cc'd to carol too
+    opener_id = opener.split(b"Message-ID: ", 1)[1].split(b"\r\n", 1)[0].decode()
+    answer = client_letter(f"beta+{thread}@bus.test", "Closing this, it is fixed.", in_reply_to=opener_id)
+    deliver(home / "postoffice" / "beta", vouched(answer))  # her MTA was quicker than alpha's
+    deliver(home / "postoffice" / "beta", opener)
+    beta = box(reg, home, "beta")
+    assert [x.sender for x in beta.inbox()] == ["alpha"]
+    assert [q.reason for q in beta.quarantined(sync=False)] == ["not-a-party"]
