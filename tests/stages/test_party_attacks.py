@@ -38,6 +38,15 @@ def test_a_platform_listing_another_platforms_person_does_not_become_a_party_thr
     deliver(home / "postoffice" / "gamma", written_into(reg, home, "alpha", "gamma", report, "close"))
     assert [q.reason for q in gamma.quarantined()] == ["not-a-party"]
     assert [x.sender for x in gamma.thread(sent.thread, sync=False)] == ["beta", "beta"]
+    # rebuild judges every file again, in filing order: the same
+    gamma.close()
+    gamma.spool.db.close()
+    for name in ("spool.db", "spool.db-wal", "spool.db-shm"):
+        (gamma.spool.root / name).unlink(missing_ok=True)
+    gamma = box(reg, home, "gamma")
+    gamma.rebuild()
+    assert [x.sender for x in gamma.thread(sent.thread, sync=False)] == ["beta", "beta"]
+    assert [q.reason for q in gamma.quarantined(sync=False)] == ["not-a-party"]
 
 
 def test_a_persons_letter_is_filed_for_a_party_they_speak_for_never_an_outsider() -> None:
