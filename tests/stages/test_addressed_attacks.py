@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mcp import Client
+
 from agentmail.client.facade import AgentMail
 from agentmail.config.credentials import read_private_key
 from agentmail.config.identity import Identity
@@ -55,3 +57,20 @@ def test_a_note_is_filed_only_by_the_platform_that_wrote_it() -> None:
     mine = verdict.replace(letter=note.replace(sender_address="beta@bus.test"))
     assert route(mine, Facts("bob", me_address="beta@bus.test")).action == "file"
     assert route(mine, Facts("ann", me_address="beta@bus.test")).action == "skip"
+
+
+def test_over_mcp_another_platforms_note_is_in_quarantine_not_in_notes(
+    three: Registry, home: Path, tmp_path: Path
+) -> None:
+    from ..cli.test_mcp import EMPTY, call, in_memory
+
+    deliver(home / "postoffice" / "beta", a_note(three, home, "gamma", "beta", "bob"))
+    bob = AgentMail(three, Identity("beta", "bob"), home)
+
+    async def scenario(client: Client) -> None:
+        assert await call(client, "notes") == (False, EMPTY)  # nothing for bob to act on
+        assert await call(client, "inbox") == (False, EMPTY)
+        failed, page = await call(client, "quarantine")
+        assert not failed and [(x["from"], x["reason"]) for x in page["items"]] == [("gamma", "misaddressed")]
+
+    in_memory(bob, tmp_path)(scenario)
