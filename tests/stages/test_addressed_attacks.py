@@ -18,10 +18,11 @@ from agentmail.transport.local import deliver
 from agentmail.trust import signing
 from agentmail.trust.authenticity import Verdict
 
-from .test_addressed import three
+from ..mailservers import MailServers
+from .test_addressed import mail3, smtp_imap_three, three
 from .test_parties import LETTER
 
-__all__ = ["three"]  # the fixture, used here
+__all__ = ["mail3", "three"]  # the fixtures, used here
 
 
 def a_note(reg: Registry, home: Path, sender: str, to: str, agent: str) -> bytes:
@@ -74,3 +75,11 @@ def test_over_mcp_another_platforms_note_is_in_quarantine_not_in_notes(
         assert not failed and [(x["from"], x["reason"]) for x in page["items"]] == [("gamma", "misaddressed")]
 
     in_memory(bob, tmp_path)(scenario)
+
+
+def test_over_smtp_imap_another_platforms_note_is_misaddressed(home: Path, mail3: MailServers) -> None:
+    reg = smtp_imap_three(home, mail3)
+    mail3.store.deliver("beta@bus.test", a_note(reg, home, "gamma", "beta", "bob"))  # as gamma's SMTP would
+    with AgentMail(reg, Identity("beta", "bob"), home) as bob:
+        assert bob.inbox() == [] and bob.notes() == []
+        assert [(q.reason, q.sender) for q in bob.quarantined(sync=False)] == [("misaddressed", "gamma")]
