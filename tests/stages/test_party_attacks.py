@@ -35,6 +35,9 @@ def test_a_platform_listing_another_platforms_person_does_not_become_a_party_thr
     deliver(home / "postoffice" / "gamma", vouched(answer))
     (hers,) = [x for x in gamma.inbox() if x.extra.get("person")]
     assert hers.sender == "beta"  # the party she speaks for, not the platform that also lists her
+    relayed = b"Received: from relay.example by mx.bus.test; Tue, 01 Dec 2026 00:00:00 +0000\r\n" + vouched(answer)
+    deliver(home / "postoffice" / "gamma", relayed)  # the same letter again, by another path: no second copy
+    assert [x.id for x in gamma.inbox() if x.extra.get("person")] == [hers.id]
     deliver(home / "postoffice" / "gamma", written_into(reg, home, "alpha", "gamma", report, "close"))
     assert [q.reason for q in gamma.quarantined()] == ["not-a-party"]
     assert [x.sender for x in gamma.thread(sent.thread, sync=False)] == ["beta", "beta"]
