@@ -13,9 +13,7 @@ from agentmail.transport.smtpimap import SmtpImapTransport
 
 from ..conftest import OPENER
 from ..mailservers import MailServers
-from .test_transport_smtpimap import make_bus, servers
-
-__all__ = ["servers"]  # the in-process servers, as a fixture here
+from .test_transport_smtpimap import make_bus, servers  # noqa: F401  (the fixture)
 
 
 def test_a_letter_reusing_my_message_id_in_the_inbox_does_not_split_the_claim_on_my_own_letter(
