@@ -311,13 +311,16 @@ class Receiver(Stage):
                 parent_thread = self.spool.letter(parent_id).thread
                 break
         threads = {letter.thread, *([parent_thread] if parent_thread else [])}
+        speaks_for = frozenset(self._writes_for(person)) if person else frozenset()
+        # route may file a person's letter for another platform she speaks for: a copy is found under any
+        filed = (self.spool.known(name, letter.message_id) for name in (letter.sender, *sorted(speaks_for)))
         return Facts(
             me[0],
-            filed_as=self.spool.known(letter.sender, letter.message_id),
+            filed_as=next(filter(None, filed), None),
             parent_thread=parent_thread,
             me_address=me[1],
             parties={t: (parties or self._parties)(t) for t in threads},
-            speaks_for=frozenset(self._writes_for(person)) if person else frozenset(),
+            speaks_for=speaks_for,
         )
 
     def _parties(self, thread: str) -> frozenset[str]:

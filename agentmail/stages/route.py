@@ -90,6 +90,10 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     letter = verdict.letter
     if facts.me_address is not None and facts.me_address not in verdict.addressed:
         return Filing("quarantine", _misaddressed(verdict, letter, facts.me_address))
+    if letter.type == "note" and facts.me_address is not None and letter.sender_address.lower() != facts.me_address:
+        # A note is one agent's handover to a sibling: another platform's reaches an agent of
+        # this one past every other mailbox here (each skips a note for another agent).
+        return Filing("quarantine", _misaddressed(verdict, letter, facts.me_address, note=True))
     if letter.type == "note" and letter.to_agent and letter.to_agent != facts.me_agent:
         return Filing("skip")  # a sibling's note: not ours to read or to mark
     if facts.filed_as:
@@ -112,13 +116,24 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     parties = (facts.parties or {}).get(letter.thread)
     if parties and not (facts.speaks_for or {letter.sender}) & parties:
         return Filing("quarantine", _not_a_party(letter, facts.speaks_for, parties))
+    if parties and letter.sender not in parties:
+        # A person listed by a party and by an outsider too speaks here for the party: filed as
+        # the outsider's, their letter would make it a party (anyone may list any person).
+        speaking = facts.speaks_for & parties
+        writer = min(speaking - {letter.to} or speaking)  # not the addressee where one can (human.writes_for)
+        verdict = verdict.replace(letter=letter.replace(sender=writer))
     return Filing("file", verdict)
 
 
-def _misaddressed(verdict: Verdict, letter: Letter, me: str) -> Verdict:
-    """A letter signed for other mailboxes, delivered here (any holder of its bytes can re-aim it)."""
+def _misaddressed(verdict: Verdict, letter: Letter, me: str, *, note: bool = False) -> Verdict:
+    """A letter signed for other mailboxes, delivered here (any holder of its bytes can re-aim it),
+    or another platform's note (a note goes only between the agents of one platform)."""
     named = ", ".join(verdict.addressed) or "no recipient"
-    detail = f"its signature names {named} as recipients, not {me}: someone else delivered it here"
+    detail = (
+        f"a note goes between the agents of one platform, and this one is {letter.sender_address}'s, not {me}'s"
+        if note
+        else f"its signature names {named} as recipients, not {me}: someone else delivered it here"
+    )
     return Verdict("quarantine", letter=letter, reason="misaddressed", detail=one_line(detail)[:400])
 
 

@@ -153,11 +153,13 @@ class SmtpImapTransport(Transport):
         sent_folder: str | None = None,
         poll_interval: float | None = None,
         auth: str = "password",
+        platform: str = "",
     ) -> None:
         for endpoint in (smtp, imap):
             if endpoint.tls == "none" and not is_loopback(endpoint.host):
                 raise ConfigError(f"plaintext to {endpoint_name(endpoint)} is refused: tls = none is only for loopback")
         self.smtp, self.imap, self.login, self.auth = smtp, imap, login, auth
+        self.platform = platform  # whose letters these are: a claim on one of them is made on its sent copy
         self._imap_offered: tuple[bytes, ...] = ()  # CAPABILITY before the last IMAP login
         self.context = tls_context(ca_file)
         self.sent_folder = sent_folder  # None: find the \\Sent folder; "": copy nowhere
@@ -193,6 +195,7 @@ class SmtpImapTransport(Transport):
             sent_folder=bus.sent_folder,
             poll_interval=bus.poll_interval,
             auth=registry.auth_of(platform),
+            platform=platform,
         )
 
     # --- submission ------------------------------------------------------------------------
@@ -635,13 +638,17 @@ class SmtpImapTransport(Transport):
 
     def _claim_place(self, client: imapclient.IMAPClient, message_id: str) -> int | None:
         """Select (writable) the folder holding ``message_id`` and return its UID there (the
-        lowest, so racing machines pick the same copy); None when no folder holds it. The place
-        is remembered (under the folder's UIDVALIDITY): the mark after sending skips the SEARCH.
-        The folder stays selected: every other IMAP step here selects what it reads first."""
+        lowest, so racing machines pick the same copy); None when no folder holds it. A letter
+        of this platform's (its Message-ID says so: agentmail makes it) is looked for in the sent
+        folder first: only this platform writes there, while anyone can put a letter reusing its
+        Message-ID in the INBOX after a machine claimed on the sent copy. The place is remembered
+        (under the folder's UIDVALIDITY): the mark after sending skips the SEARCH. The folder
+        stays selected: every other IMAP step here selects what it reads first."""
         folders = ["INBOX"]
         sent_folder = self._sent_folder(client)
         if sent_folder:
-            folders.append(sent_folder)
+            mine = self.platform and f".{self.platform}@" in message_id
+            folders.insert(0 if mine else 1, sent_folder)
         known = self._claim_places.get(message_id)
         if known is not None:
             folders = [known[0]]
