@@ -267,6 +267,19 @@ def credential_in(text: str) -> str | None:
     return None
 
 
+def any_credential(texts: tuple[str, ...]) -> str | None:
+    return next((what for what in map(credential_in, texts) if what), None)
+
+
+def _texts_of(data: bytes) -> tuple[str, ...]:
+    """An attachment's bytes as text: UTF-8, and when it holds zero bytes (UTF-16 or UTF-32, a
+    Windows editor's "Unicode") also with them dropped, which leaves its ASCII as it reads."""
+    text = data.decode("utf-8", "replace")
+    if b"\x00" not in data:
+        return (text,)
+    return text, data.replace(b"\x00", b"").decode("utf-8", "replace")
+
+
 def body_refusal(body: str) -> str | None:
     """Refuse bodies that leak a credential or that are only a path the reader cannot open."""
     what = credential_in(body)
@@ -296,11 +309,7 @@ def attachment_refusal(attachments: tuple[Attachment, ...]) -> str | None:
         if re.match(_SECRET_NAME, item.name.lstrip(".")):
             return (f"attachment {item.name} is named like a secret file (a key, a .env, a login file); "
                     "attach something else (or pass --force if it is not a secret)")  # fmt: skip
-        what = (
-            credential_in(item.data.decode("utf-8", "replace"))
-            or credential_in(item.description)
-            or credential_in(item.name)
-        )
+        what = any_credential(_texts_of(item.data)) or credential_in(item.description) or credential_in(item.name)
         if what:
             return (f"attachment {item.name} looks like it contains {what}; remove it "
                     "(or pass --force if it is not a secret)")  # fmt: skip

@@ -130,3 +130,12 @@ def test_a_secret_in_the_ref_is_refused_over_mcp(home: Path, alpha: AgentMail, t
         assert failed and "the ref looks like it contains" in why
 
     session(home, tmp_path, "--as", "beta")(scenario)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_a_secret_in_a_utf16_or_utf32_attachment_is_refused(encoding: str) -> None:
+    text = "deploy notes\nAWS key AKIAABCDEFGHIJKLMNOP\n"
+    attachment = Attachment("notes.txt", "text/plain", text.encode(encoding))
+    assert "an AWS access key id" in (guards.attachment_refusal((attachment,)) or "")
+    plain = Attachment("notes.txt", "text/plain", "deploy notes, nothing else\n".encode(encoding))
+    assert guards.attachment_refusal((plain,)) is None
