@@ -209,3 +209,24 @@ def test_an_address_header_is_bounded_before_the_email_package_reads_it(addresse
 def test_reading_an_address_header_is_linear_in_its_addresses(shape: Callable[[int], str]) -> None:
     small, large = (_operations(lambda n=n: wire._addresses(shape(n), "To"), wire.__file__) for n in (100, 200))
     assert large <= 2.2 * small, (small, large)  # the comments were looked for once per address: n²
+
+
+def _signature_field(spaces: int, name: bytes = b"DKIM-Signature") -> bytes:
+    """A DKIM-Signature field anyone on the way could add, its h= padded with folded white space."""
+    pad = b"".join(b"\r\n " + b" " * 70 for _ in range(spaces // 73)) + b" " * (spaces % 73)
+    return name + b": v=1; a=ed25519-sha256; d=relay.test; s=x; bh=AAAA; b=AAAA; h=from" + pad + b"to"
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.integers(0, 3 * bounds.SIGNATURE_CHARS), st.sampled_from([b"DKIM-Signature", b"dkim-signature "]))
+@example(bounds.SIGNATURE_CHARS - 80, b"DKIM-Signature").via("at the bound")
+@example(60_000, b"DKIM-Signature").via("what made a verification take seconds")
+def test_a_dkim_signature_field_is_bounded_before_it_is_verified(spaces: int, name: bytes) -> None:
+    field = _signature_field(spaces, name)
+    raw = _with_headers(burst_bytes(), [field])
+    assert _verdict(raw) == ("SIGNATURE_CHARS" if len(field) > bounds.SIGNATURE_CHARS else None)
+
+
+def test_another_long_field_is_not_a_signature() -> None:
+    long = b"X-Note: h=from" + b"".join(b"\r\n " + b" " * 70 for _ in range(100)) + b"to"
+    assert _verdict(_with_headers(burst_bytes(), [long])) is None
