@@ -44,6 +44,10 @@ HOSTILE: dict[str, tuple[str, dict[str, Any]]] = {
     "many References": ("REFERENCES", {"references": tuple(f"<r{i}.x@bus.test>" for i in range(1000))}),
     "many header fields": ("HEADER_FIELDS", {"extra": [b"X-Filler-%d: v" % i for i in range(300)]}),
     "many quoted lines": ("QUOTED_LINES", {"body": "\n".join(["> quoted"] * 20_000)}),
+    "many DKIM signatures": (
+        "SIGNATURES",
+        {"extra": [b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=x; bh=AAAA; b=AAAA; h=from"] * 20},
+    ),
 }
 
 
