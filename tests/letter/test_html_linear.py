@@ -68,3 +68,32 @@ def test_a_long_value_in_a_style_sheet_is_read_in_linear_time() -> None:
     sheet = "p { opacity: " + "0" * RUN + "1 }"
     html = f"<html><head><style>{sheet}</style></head><body><p>Visible words</p></body></html>"
     assert html_text.render(html, cut=False).split() == ["Visible", "words"]
+
+
+# --- dropping many elements: each place's text joined once --------------------------------
+
+_PIECES = st.lists(
+    st.sampled_from(["<b>k</b>", "<i class='x'>d</i>", "t", "<p class='x'>a<b class='x'>n</b>b</p>", "<!--c-->", "<p>q<i class='x'>z</i>r</p>"]),
+    max_size=12,
+)  # fmt: skip
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(_PIECES, st.booleans())
+def test_dropping_many_elements_at_once_reads_as_dropping_each(pieces: list[str], reverse: bool) -> None:
+    from lxml.html import document_fromstring, tostring
+
+    html = "<html><body><div>lead" + "".join(pieces) + "</div></body></html>"
+    one_by_one, at_once = document_fromstring(html), document_fromstring(html)
+    doomed = [e for e in one_by_one.iter() if e.get("class") == "x"]
+    for element in reversed(doomed) if reverse else doomed:
+        if element.getparent() is not None:
+            element.drop_tree()
+    html_text.drop_all([e for e in at_once.iter() if e.get("class") == "x"])
+    assert tostring(at_once) == tostring(one_by_one)
+
+
+def test_many_hidden_elements_side_by_side_are_dropped_and_their_text_kept() -> None:
+    # drop_tree copied the parent's text again for every hidden sibling: 40,000 took 2.6 s
+    html = "<html><body><div>" + "<span hidden>x</span>y" * 40_000 + "</div></body></html>"
+    assert html_text.render(html, cut=True).split() == ["y" * 40_000]
