@@ -40,7 +40,9 @@ ANNOUNCE_PER_RUN = 5
 ANNOUNCE_PER_SENDER = 3
 ANNOUNCE_WINDOW_MS = 86_400_000
 
-_REPLY_PREFIX = r"(?i)^(?:[ \t]*(?:re|fwd?|aw|wg|sv|vs|tr|antw|rif|r)[ \t]*(?:\[\d{1,3}\])?[ \t]*:[ \t]*){1,8}"
+# Possessive white space: the two runs around an optional "[2]" were tried at every split of a
+# long run ("Re" and 60,000 spaces: seconds, on a subject read before its length is weighed).
+_REPLY_PREFIX = r"(?i)^(?:[ \t]*+(?:re|fwd?|aw|wg|sv|vs|tr|antw|rif|r)[ \t]*+(?:\[\d{1,3}\])?[ \t]*+:[ \t]*+){1,8}"
 _MULTIPART = rb"(?im)^Content-Type:[ \t]*(?:\r?\n[ \t]+)*multipart/"
 _QUOTED = r"(?m)^[ \t]{0,3}>"
 _FIELD = rb"(?m)^[!-9;-~]+[ \t]*:"

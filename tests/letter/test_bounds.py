@@ -240,3 +240,29 @@ def test_the_dkim_signatures_a_letter_carries_are_counted_before_any_is_verified
     raw = _with_headers(burst_bytes(), [_signature_field(0)] * count)
     own = raw.lower().count(b"\ndkim-signature:") + raw.lower().startswith(b"dkim-signature:")
     assert _verdict(raw) == ("SIGNATURES" if own > bounds.SIGNATURES else None)
+
+
+OLD_REPLY_PREFIX = r"(?i)^(?:[ \t]*(?:re|fwd?|aw|wg|sv|vs|tr|antw|rif|r)[ \t]*(?:\[\d{1,3}\])?[ \t]*:[ \t]*){1,8}"
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["Re", "re", "FWD", "fw", "AW", "r", "x", " ", "\t", "  ", ":", "[2]", "[", "]"]), max_size=20
+    )
+)
+def test_the_reply_prefix_is_measured_as_before(parts: list[str]) -> None:
+    import re
+
+    subject = "".join(parts)
+    old = re.match(OLD_REPLY_PREFIX, subject)
+    assert bounds.topic_length(subject) == len(subject) - (old.end() if old else 0)
+
+
+def test_a_subject_of_a_long_white_space_run_is_measured_in_linear_time() -> None:
+    # "Re", a long run of white space, no colon: the old prefix tried every split of the run
+    # (60,000 characters, what a header section holds: seconds; this one: days)
+    subject = "Re" + "\t" * 2_000_000 + "[1]" + " " * 2_000_000 + "x"
+    assert bounds.topic_length(subject) == len(subject)
+    raw = _with_headers(burst_bytes(), []).replace(b"Subject: ", b"Subject: Re" + b" " * 60_000 + b"x ", 1)
+    assert _verdict(raw) == "SUBJECT"
