@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from .._value import Frozen
 from ..model import TERMINAL_TYPES, Letter
 from ..text import DATA_NOT_ORDERS as DATA_NOT_ORDERS
+from ..text import for_terminal
 
 if TYPE_CHECKING:
     from ..letter.attach import Attachment
@@ -254,7 +255,7 @@ def plain(text: str) -> str:
     name) dropped, so neither hides a secret a person or a program still reads as one."""
     if text.isascii():
         return text
-    return "".join(ch for ch in unicodedata.normalize("NFKC", text) if unicodedata.category(ch) != "Cf")
+    return for_terminal(unicodedata.normalize("NFKC", text))  # text.FORBIDDEN: every format character
 
 
 def credential_in(text: str) -> str | None:
