@@ -176,3 +176,6 @@ def test_a_relays_long_dkim_signature_is_quarantined_before_it_is_verified(
     assert [x.subject for x in report.accepted] == ["Fine"]
     (held,) = report.quarantined
     assert held.reason == "too-large" and str(held.detail).endswith("(bounds.SIGNATURE_CHARS)")
+    beta.recheck_quarantine(held.id)  # judged again: the bound holds there too
+    (again,) = beta.quarantined(sync=False)
+    assert again.reason == "too-large" and str(again.detail).endswith("(bounds.SIGNATURE_CHARS)")
