@@ -97,7 +97,7 @@ class Sender(Stage):
             opened, quota, frees = self._quota()
             self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
                                         quota=quota, quota_frees=frees, attachments=attachments,
-                                        subject=subject))  # fmt: skip
+                                        subject=subject, ref=ref or ""))  # fmt: skip
             # Advice is for reports that open a thread, not for a one-line question.
             one_liner = type == "question" and len(body.strip().splitlines()) <= 1
             advice = () if one_liner else tuple(guards.opener_warnings(type, body))

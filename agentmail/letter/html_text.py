@@ -36,9 +36,12 @@ _REPLY_HEADER_IDS = {"divrplyfwdmsg", "appendonsend"}  # Outlook: its reply head
 # In a style sheet: the declarations that hide text, which agentmail cannot apply (above).
 _SHEET_HIDES = (
     r"(?i)display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)|mso-hide\s*:\s*all|font-size\s*:\s*0(?![.\d])"
-    r"|opacity\s*:\s*(?:0+\.?0*|\.0+)(?![.\d])|text-indent\s*:\s*-|clip(?:-path)?\s*:|color\s*:\s*transparent"
+    r"|opacity\s*:\s*(?:0++\.?0*+|\.0++)(?![.\d])|text-indent\s*:\s*-|clip(?:-path)?\s*:|color\s*:\s*transparent"
 )
-_LENGTH = r"^(-?\d*\.?\d+)\s*(px|pt|em|rem|%|cm|mm|in|pc|ex|ch|vw|vh)?$"
+# Possessive (*+, ++) where a run of digits or zeros could otherwise be tried at every split:
+# a value of many digits made these searches quadratic or worse (16,000 digits: 28 s).
+_LENGTH = r"^(-?(?:\d*+\.)?\d++)\s*+(px|pt|em|rem|%|cm|mm|in|pc|ex|ch|vw|vh)?$"
+_SCALED_TO_NOTHING = r"scale[xy]?\(\s*+0*+\.?0*+\s*+[,)]"
 _MIN_CONTRAST = 1.25  # WCAG's ratio: white on white is 1.0, #eee on white 1.16, #ddd on white 1.36
 _WHITE = (1.0, 1.0, 1.0)
 _BLACK = (0.0, 0.0, 0.0)
@@ -113,8 +116,7 @@ def _remove_unseen(tree: HtmlElement) -> None:
         if background is not None and _contrast(color, background) < _MIN_CONTRAST:
             _blank_own_text(element)  # white on white: the person saw nothing there
         stack.extend((child, color, background) for child in element if isinstance(child.tag, str))
-    for element in doomed:
-        _drop(element)
+    drop_all(doomed)
 
 
 def _declarations(style: str) -> dict[str, str]:
@@ -143,9 +145,7 @@ def _hidden(
         or style.get("clip-path", "none") != "none"
     ):
         return True
-    if _number(style.get("opacity", "1"), 1.0) < 0.1 or re.search(
-        r"scale[xy]?\(\s*0*\.?0*\s*[,)]", style.get("transform", "")
-    ):
+    if _number(style.get("opacity", "1"), 1.0) < 0.1 or re.search(_SCALED_TO_NOTHING, style.get("transform", "")):
         return True
     if _tiny(style.get("font-size", "")) or style.get("color") == "transparent":
         return True
@@ -202,11 +202,31 @@ def _background(
     value = style.get("background-color") or style.get("background") or str(element.get("bgcolor") or "")
     if not value:
         return inherited
-    for word in re.split(r"\s+(?![^(]*\))", value.strip()):
+    for word in _words(value):
         colour = _colour(word)
         if colour is not None:
             return colour
     return None
+
+
+def _words(value: str) -> list[str]:
+    """``value`` split at white space that no ``)`` follows before a ``(`` (so ``rgb(1, 2, 3)``
+    stays one word), in one pass from the end: a look-ahead for the ``)`` at every space was
+    quadratic in a long background."""
+    words: list[str] = []
+    word: list[str] = []
+    inside = False  # a ")" comes after this point before any "("
+    for ch in reversed(value.strip()):
+        if ch.isspace() and not inside:
+            if word:
+                words.append("".join(reversed(word)))
+                word = []
+            continue
+        word.append(ch)
+        if ch in "()":
+            inside = ch == ")"
+    words.append("".join(reversed(word)))
+    return words[::-1]
 
 
 def _colour(value: str) -> tuple[float, float, float] | None:
@@ -255,11 +275,27 @@ def _remove_history(tree: HtmlElement) -> None:
         for ancestor in [after, *after.iterancestors()]:
             doomed.extend(ancestor.itersiblings())
         doomed.append(after)
-    for element in doomed:
-        _drop(element)
+    drop_all(doomed)
 
 
-def _drop(element: HtmlElement) -> None:
-    """Remove ``element`` and what it holds, keeping the text after it (lxml's drop_tree)."""
-    if element.getparent() is not None:
-        element.drop_tree()
+def drop_all(doomed: list[HtmlElement]) -> None:
+    """Remove each element and what it holds, keeping the text after it (its tail), which joins
+    the nearest kept element before it or the parent's own text: what lxml's ``drop_tree`` does
+    one element at a time, but each place's text joined once (``drop_tree`` copied it again for
+    every dropped sibling: quadratic in many hidden elements or quotes side by side)."""
+    gone = set(doomed)
+    for parent in dict.fromkeys(p for p in (e.getparent() for e in doomed) if p is not None):
+        runs: list[tuple[HtmlElement | None, list[str]]] = [(None, [parent.text or ""])]
+        for child in list(parent):
+            if child in gone:
+                runs[-1][1].append(child.tail or "")
+                parent.remove(child)
+            else:
+                runs.append((child, [child.tail or ""]))
+        for owner, texts in runs:
+            if len(texts) > 1:
+                joined = "".join(texts) or None
+                if owner is None:
+                    parent.text = joined
+                else:
+                    owner.tail = joined

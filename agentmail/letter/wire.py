@@ -422,6 +422,7 @@ def read_bounded(raw: bytes, max_size: int) -> Message:
         head = header_section(raw)
         if len(head) <= MAX_HEADER_BYTES:  # larger: parse_message says so, as it always did
             bounds.check_header_fields(head)
+            bounds.check_signatures(head)
         bounds.check_multiparts(raw)
     except bounds.Exceeded as exc:
         raise Malformed("too-large", str(exc)) from None

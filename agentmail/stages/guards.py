@@ -10,11 +10,13 @@ the CLI into exit 4, the MCP server into a tool error.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import TYPE_CHECKING
 
 from .._value import Frozen
 from ..model import TERMINAL_TYPES, Letter
 from ..text import DATA_NOT_ORDERS as DATA_NOT_ORDERS
+from ..text import for_terminal
 
 if TYPE_CHECKING:
     from ..letter.attach import Attachment
@@ -35,11 +37,18 @@ AFTER_ACK = ("report", "close")
 # literals checked: tests/stages/test_guards.py refuses a sample of each and holds the verdicts equal
 # to searching every pattern, but a property finds a literal that was forgotten only by chance.
 _CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
-    ((r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"), "a private key", ("PRIVATE KEY-----",), False),
+    ((r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), "a private key", ("PRIVATE KEY",), False),
     ((r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id", ("AKIA",), False),
     ((r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"), "a GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),
+    ((r"\bgithub_pat_[A-Za-z0-9_]{40,}"), "a GitHub token", ("github_pat_",), False),
+    ((r"\bglpat-[A-Za-z0-9_-]{20,}"), "a GitLab token", ("glpat-",), False),
+    ((r"\bnpm_[A-Za-z0-9]{36}\b"), "an npm token", ("npm_",), False),
+    ((r"\bAIza[0-9A-Za-z_-]{35}"), "a Google API key", ("AIza",), False),
+    ((r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{20,}"), "a Stripe key", ("k_live_", "k_test_"), False),
     ((r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token", ("xox",), False),
     ((r"\bsk-(?:live|test|proj|ant)?[-_]?[A-Za-z0-9]{20,}"), "an API secret key", ("sk-",), False),
+    # Anthropic's and OpenAI's newer keys hold dashes and underscores after their prefix.
+    ((r"\bsk-(?:ant|proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"), "an API secret key", ("sk-",), False),
     ((r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), "a JSON Web Token", ("eyJ",), False),
     (
         (
@@ -68,6 +77,24 @@ _CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
         False,
     ),
     ((r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"), "a password assignment", ("pass", "pwd"), True),
+    # A quoted name, as JSON and many configs write it: {"password": "..."}, "client_secret": "...".
+    (
+        (
+            r"(?i)['\"][A-Za-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key)[A-Za-z0-9_-]*['\"]"
+            r"\s*[:=]\s*['\"][^\s'\"<>]{6,}"
+        ),
+        "a password or token assignment",
+        ("'", '"'),
+        False,
+    ),
+    # A password in a URL's user part (scheme://user:password@host) and an Authorization header.
+    ((r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]{6,}@"), "a password in a URL", ("://",), False),
+    (
+        (r"(?i)\bauthorization\s*:\s*(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}"),
+        "an Authorization header",
+        ("authorization",),
+        True,
+    ),
 )
 # Names secret files go by (leading dots stripped: attach.safe_name strips them too, so ".env"
 # is "env" by then): key stores and private keys, dotenv files (agentmail's own secrets/<p>.env
@@ -103,6 +130,7 @@ class Outbound(Frozen):
     attachments: tuple[Attachment, ...] = ()  # scanned like the body, names too (``force`` skips both)
     acks_mine: bool = False  # a follow-up whose ``parent`` is the other side's ack of this platform's letter
     subject: str = ""  # as it leaves (a reply's "Re: ..."): scanned for credentials like the body
+    ref: str = ""  # the block's ``ref`` (a new thread's): scanned like the subject
 
 
 def refusal(out: Outbound) -> str | None:
@@ -122,7 +150,12 @@ def refusal(out: Outbound) -> str | None:
                 "replies and follow-ups in existing threads are not counted (raise it: bus set new_threads_per_hour N)")  # fmt: skip
     if out.force:
         return None
-    return body_refusal(out.body) or subject_refusal(out.subject) or attachment_refusal(out.attachments)
+    return (
+        body_refusal(out.body)
+        or subject_refusal(out.subject)
+        or subject_refusal(out.ref, "ref")
+        or attachment_refusal(out.attachments)
+    )
 
 
 def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
@@ -216,13 +249,36 @@ def _may_match(body: str, folded: str | None, needles: tuple[str, ...], fold: bo
     return folded is None or any(needle in folded for needle in needles)
 
 
+def plain(text: str) -> str:
+    """``text`` as a reader's eye takes it, for the credential scan: compatibility forms folded
+    (a fullwidth "\uff1d" is "=") and invisible format characters (a zero-width space inside a
+    name) dropped, so neither hides a secret a person or a program still reads as one."""
+    if text.isascii():
+        return text
+    return for_terminal(unicodedata.normalize("NFKC", text))  # text.FORBIDDEN: every format character
+
+
 def credential_in(text: str) -> str | None:
     """What kind of credential ``text`` looks like it holds ("a private key"...), or None."""
+    text = plain(text)
     folded = text.lower() if text.isascii() else None
     for pattern, what, needles, fold in _CREDENTIALS:
         if _may_match(text, folded, needles, fold) and re.search(pattern, text):
             return what
     return None
+
+
+def any_credential(texts: tuple[str, ...]) -> str | None:
+    return next((what for what in map(credential_in, texts) if what), None)
+
+
+def _texts_of(data: bytes) -> tuple[str, ...]:
+    """An attachment's bytes as text: UTF-8, and when it holds zero bytes (UTF-16 or UTF-32, a
+    Windows editor's "Unicode") also with them dropped, which leaves its ASCII as it reads."""
+    text = data.decode("utf-8", "replace")
+    if b"\x00" not in data:
+        return (text,)
+    return text, data.replace(b"\x00", b"").decode("utf-8", "replace")
 
 
 def body_refusal(body: str) -> str | None:
@@ -238,11 +294,12 @@ def body_refusal(body: str) -> str | None:
     return None
 
 
-def subject_refusal(subject: str) -> str | None:
-    """Refuse a subject that leaks a credential: a header every relay, client and digest shows."""
+def subject_refusal(subject: str, field: str = "subject") -> str | None:
+    """Refuse a subject (or the ``ref``) that leaks a credential: a header every relay, client
+    and digest shows."""
     what = credential_in(subject)
     if what:
-        return f"the subject looks like it contains {what}; remove it (or pass --force if it is not a secret)"
+        return f"the {field} looks like it contains {what}; remove it (or pass --force if it is not a secret)"
     return None
 
 
@@ -253,7 +310,7 @@ def attachment_refusal(attachments: tuple[Attachment, ...]) -> str | None:
         if re.match(_SECRET_NAME, item.name.lstrip(".")):
             return (f"attachment {item.name} is named like a secret file (a key, a .env, a login file); "
                     "attach something else (or pass --force if it is not a secret)")  # fmt: skip
-        what = credential_in(item.data.decode("utf-8", "replace")) or credential_in(item.description)
+        what = any_credential(_texts_of(item.data)) or credential_in(item.description) or credential_in(item.name)
         if what:
             return (f"attachment {item.name} looks like it contains {what}; remove it "
                     "(or pass --force if it is not a secret)")  # fmt: skip

@@ -44,6 +44,10 @@ HOSTILE: dict[str, tuple[str, dict[str, Any]]] = {
     "many References": ("REFERENCES", {"references": tuple(f"<r{i}.x@bus.test>" for i in range(1000))}),
     "many header fields": ("HEADER_FIELDS", {"extra": [b"X-Filler-%d: v" % i for i in range(300)]}),
     "many quoted lines": ("QUOTED_LINES", {"body": "\n".join(["> quoted"] * 20_000)}),
+    "many DKIM signatures": (
+        "SIGNATURES",
+        {"extra": [b"DKIM-Signature: v=1; a=ed25519-sha256; d=bus.test; s=x; bh=AAAA; b=AAAA; h=from"] * 20},
+    ),
 }
 
 
@@ -157,3 +161,21 @@ def test_a_letter_copying_more_than_an_address_header_holds_is_refused(registry:
     alpha = AgentMail(Registry(registry.root, registry.bus, platforms), Identity("alpha"), home)
     with pytest.raises(BadInput, match=r"the Cc header's length is \d+; .*\(bounds\.ADDRESS_CHARS\)"):
         alpha.send("beta", "Copied", OPENER)
+
+
+def test_a_relays_long_dkim_signature_is_quarantined_before_it_is_verified(
+    registry: Registry, home: Path, alpha: AgentMail, beta: AgentMail
+) -> None:
+    # a relay adds a DKIM-Signature of its own whose h= holds 60 KB of folded white space: dkimpy
+    # splits it in quadratic time (5 s a verification), so every letter it touched held the sync
+    pad = b"".join(b"\r\n " + b" " * 70 for _ in range(60_000 // 73))
+    added = b"DKIM-Signature: v=1; a=ed25519-sha256; d=relay.test; s=x; bh=AAAA; b=AAAA; h=from" + pad + b"to\r\n"
+    deliver(home / "postoffice" / "beta", added + _signed(registry, home, subject="Relayed"))
+    deliver(home / "postoffice" / "beta", _signed(registry, home, subject="Fine", body="A fine letter."))
+    report = beta.sync()
+    assert [x.subject for x in report.accepted] == ["Fine"]
+    (held,) = report.quarantined
+    assert held.reason == "too-large" and str(held.detail).endswith("(bounds.SIGNATURE_CHARS)")
+    beta.recheck_quarantine(held.id)  # judged again: the bound holds there too
+    (again,) = beta.quarantined(sync=False)
+    assert again.reason == "too-large" and str(again.detail).endswith("(bounds.SIGNATURE_CHARS)")

@@ -209,3 +209,60 @@ def test_an_address_header_is_bounded_before_the_email_package_reads_it(addresse
 def test_reading_an_address_header_is_linear_in_its_addresses(shape: Callable[[int], str]) -> None:
     small, large = (_operations(lambda n=n: wire._addresses(shape(n), "To"), wire.__file__) for n in (100, 200))
     assert large <= 2.2 * small, (small, large)  # the comments were looked for once per address: n²
+
+
+def _signature_field(spaces: int, name: bytes = b"DKIM-Signature") -> bytes:
+    """A DKIM-Signature field anyone on the way could add, its h= padded with folded white space."""
+    pad = b"".join(b"\r\n " + b" " * 70 for _ in range(spaces // 73)) + b" " * (spaces % 73)
+    return name + b": v=1; a=ed25519-sha256; d=relay.test; s=x; bh=AAAA; b=AAAA; h=from" + pad + b"to"
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(st.integers(0, 3 * bounds.SIGNATURE_CHARS), st.sampled_from([b"DKIM-Signature", b"dkim-signature "]))
+@example(bounds.SIGNATURE_CHARS - 80, b"DKIM-Signature").via("at the bound")
+@example(60_000, b"DKIM-Signature").via("what made a verification take seconds")
+def test_a_dkim_signature_field_is_bounded_before_it_is_verified(spaces: int, name: bytes) -> None:
+    field = _signature_field(spaces, name)
+    raw = _with_headers(burst_bytes(), [field])
+    assert _verdict(raw) == ("SIGNATURE_CHARS" if len(field) > bounds.SIGNATURE_CHARS else None)
+
+
+def test_another_long_field_is_not_a_signature() -> None:
+    long = b"X-Note: h=from" + b"".join(b"\r\n " + b" " * 70 for _ in range(100)) + b"to"
+    assert _verdict(_with_headers(burst_bytes(), [long])) is None
+
+
+@settings(max_examples=examples(30), deadline=None)
+@given(st.integers(0, 2 * bounds.SIGNATURES))
+@example(bounds.SIGNATURES).via("at the bound")
+def test_the_dkim_signatures_a_letter_carries_are_counted_before_any_is_verified(count: int) -> None:
+    # each verified hashes the whole body: a relay adding 200 over 1 MB cost 0.5 s a verification
+    raw = _with_headers(burst_bytes(), [_signature_field(0)] * count)
+    own = raw.lower().count(b"\ndkim-signature:") + raw.lower().startswith(b"dkim-signature:")
+    assert _verdict(raw) == ("SIGNATURES" if own > bounds.SIGNATURES else None)
+
+
+OLD_REPLY_PREFIX = r"(?i)^(?:[ \t]*(?:re|fwd?|aw|wg|sv|vs|tr|antw|rif|r)[ \t]*(?:\[\d{1,3}\])?[ \t]*:[ \t]*){1,8}"
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["Re", "re", "FWD", "fw", "AW", "r", "x", " ", "\t", "  ", ":", "[2]", "[", "]"]), max_size=20
+    )
+)
+def test_the_reply_prefix_is_measured_as_before(parts: list[str]) -> None:
+    import re
+
+    subject = "".join(parts)
+    old = re.match(OLD_REPLY_PREFIX, subject)
+    assert bounds.topic_length(subject) == len(subject) - (old.end() if old else 0)
+
+
+def test_a_subject_of_a_long_white_space_run_is_measured_in_linear_time() -> None:
+    # "Re", a long run of white space, no colon: the old prefix tried every split of the run
+    # (60,000 characters, what a header section holds: seconds; this one: days)
+    subject = "Re" + "\t" * 2_000_000 + "[1]" + " " * 2_000_000 + "x"
+    assert bounds.topic_length(subject) == len(subject)
+    raw = _with_headers(burst_bytes(), []).replace(b"Subject: ", b"Subject: Re" + b" " * 60_000 + b"x ", 1)
+    assert _verdict(raw) == "SUBJECT"

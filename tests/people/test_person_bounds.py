@@ -47,3 +47,16 @@ def test_a_persons_letter_of_many_attributions_is_cut_and_filed(people: Registry
     (got,) = alpha.sync().accepted
     assert got.thread == thread and got.body.startswith("Fixed now.")
     assert got.body.count("wrote:") == 4998  # the two lines right above the quote read as its attribution
+
+
+def test_a_persons_html_with_a_long_style_value_is_filed_without_holding_the_sync(people: Registry, home: Path) -> None:
+    # 200,000 digits in a width: the old search took hours on it, under the mailbox lock
+    alpha = AgentMail(people, Identity("alpha"), home)
+    thread, mid = an_agent_letter(alpha)
+    html = '<html><body><p>Fixed now.</p><p style="width:' + "0" * 200_000 + 'x">Deployed at noon.</p></body></html>'
+    deliver(
+        home / "postoffice" / "alpha",
+        vouched(client_letter(f"alpha+{thread}@bus.test", "", in_reply_to=mid, html=html)),
+    )
+    (got,) = alpha.sync().accepted
+    assert got.thread == thread and got.body.split() == ["Fixed", "now.", "Deployed", "at", "noon."]

@@ -113,7 +113,8 @@ _FRAGMENTS = st.sampled_from(
         "eyJ", "abcdefghij", ".", "-----BEGIN ", "RSA ", "PRIVATE KEY-----", "\n", " ", "as discussed",
         "AS MENTIONED", "see above", "see my last", "see my previous", "SEE MY", "you know the one",
         "the same bug as before", "my logs", "my terminal", "the issue from earlier", "\u212a", "\u017f",
-        "\u0130", "\u00e9", "x",
+        "\u0130", "\u00e9", "x", "github_pat_", "AIza", "sk_live_", "glpat-", "npm_", "\"", "'", "://", "@",
+        "Authorization: Bearer ", "\uff1d", "\u200b",
     ]
 )  # fmt: skip
 _BODIES = st.one_of(
@@ -123,6 +124,7 @@ _BODIES = st.one_of(
 
 def _searched_credential(body: str) -> str | None:
     """body_refusal's credential check as it was: every pattern searched."""
+    body = guards.plain(body)  # lookalikes folded first, as the guard does
     return next((what for pattern, what, _, _ in guards._CREDENTIALS if re.search(pattern, body)), None)
 
 
