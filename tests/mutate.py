@@ -232,6 +232,22 @@ GROUPS: dict[str, Group] = {
         timeout=30,
         whole=("config/test_registry_exact.py", "config/test_registry.py", "config/test_bus_settings_hostile.py"),
     ),
+    # Issue 37's new boundaries: the one frame shown text passes, and the one table of bounds.
+    "frame": Group(
+        ("frame.py", "bounds.py"),
+        ("cli/test_shown_frame.py", "cli/test_shown_attacks.py", "letter/test_bounds.py"),
+        timeout=30,
+    ),
+    # Issue 37: who may change the registry and the home (apply's guarded places, an exposed home).
+    "anchors": Group(
+        ("admin/exposure.py", "config/bound.py"),
+        (
+            "admin/test_home_exposure.py",
+            "admin/test_home_exposure_attacks.py",
+            "people/test_approval_attacks.py",
+        ),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
