@@ -1,0 +1,117 @@
+"""Attacks on the people's view by actors who hold what a partner, a relay or a web page holds:
+a bundle forged with the forger's own key, and a page that reaches the live view through a name
+it rebound to loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from agentmail.archive import proof, serve
+from agentmail.archive.history import History
+from agentmail.client.facade import AgentMail
+from agentmail.config.registry import Registry
+from agentmail.trust import signing
+
+from ..conftest import OPENER, Cli
+
+
+def _unsigned(raw: bytes) -> bytes:
+    """``raw`` without its DKIM-Signature header (and its folded lines)."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    kept, skipping = [], False
+    for line in head.split(b"\r\n"):
+        if line[:1] in (b" ", b"\t"):
+            if not skipping:
+                kept.append(line)
+            continue
+        skipping = line.lower().startswith(b"dkim-signature:")
+        if not skipping:
+            kept.append(line)
+    return b"\r\n".join(kept) + b"\r\n\r\n" + body
+
+
+def _forged(alpha: AgentMail, registry: Registry) -> bytes:
+    """alpha's real bundle, its letter's body changed and signed again by a key the forger made,
+    the entry's key replaced by the forger's: every byte consistent with itself."""
+    thread = alpha.send("beta", "Quota", OPENER).thread
+    bundle: dict[str, Any] = json.loads(
+        proof.build([(x, alpha.raw(x.id)) for x in alpha.thread(thread)], History(registry.root), thread, "alpha")
+    )
+    private, public = signing.generate_keypair()
+    me = registry.platforms["alpha"]
+    raw = _unsigned(base64.b64decode(bundle["letters"][0]["raw"])).replace(b"Reproduce", b"Pay 10k to ")
+    bundle["letters"][0]["raw"] = base64.b64encode(
+        signing.sign(raw, me.dkim_domain or me.domain, me.selector, private)
+    ).decode()
+    for entry in bundle["entries"].values():
+        entry["toml"] = entry["toml"].replace(me.public_key, public)
+        entry.update(source="git", commit="0" * 40, committed="2020-01-01T00:00:00Z")
+    return json.dumps(bundle).encode()
+
+
+def test_a_bundle_signed_by_the_forgers_own_key_fails_against_the_verifiers_registry(
+    alpha: AgentMail, registry: Registry
+) -> None:
+    forged = _forged(alpha, registry)
+    (alone,) = proof.verify(forged).letters  # the bundle alone vouches for itself: said, never hidden
+    assert alone.ok and alone.checked == ""
+    (checked,) = proof.verify(forged, proof.Anchor(registry)).letters
+    assert not checked.ok and "not a key alpha ever had in your registry" in checked.detail
+
+
+def test_verify_says_where_the_key_was_checked_and_refuses_a_forgery(
+    alpha: AgentMail, registry: Registry, cli: Cli, tmp_path: Path
+) -> None:
+    (tmp_path / "forged.json").write_bytes(_forged(alpha, registry))
+    code, out, err = cli("verify", str(tmp_path / "forged.json"))
+    assert code == 4 and "FAILED" in out and "not a key alpha ever had" in out
+    thread = alpha.send("beta", "Quota", OPENER).thread
+    cli("--as", "alpha", "export", thread, "-o", str(tmp_path / "real.json"))
+    code, out, err = cli("--json", "verify", str(tmp_path / "real.json"))
+    result = json.loads(out)
+    assert code == 0 and result["registry"] == str(registry.root)
+    assert all(row["key_checked"] for row in result["letters"])
+
+
+def test_verify_without_a_registry_says_the_keys_are_the_bundles_own(
+    alpha: AgentMail, registry: Registry, cli: Cli, tmp_path: Path
+) -> None:
+    (tmp_path / "forged.json").write_bytes(_forged(alpha, registry))
+    code, out, err = cli("--registry", str(tmp_path / "none"), "verify", str(tmp_path / "forged.json"))
+    assert code == 0 and "the bundle's own" in out and "no registry" in err
+    assert re.search(r"^verified", out, re.M)
+
+
+def _status(asgi: Any, host: str) -> int:
+    """The status of GET / with this Host header, straight through the ASGI app (no network)."""
+    scope = {"type": "http", "method": "GET", "path": "/", "raw_path": b"/", "query_string": b"", "root_path": "",
+             "scheme": "http", "http_version": "1.1", "headers": [(b"host", host.encode())],
+             "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8025)}  # fmt: skip
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(asgi(scope, receive, send))
+    return int(sent[0]["status"])
+
+
+def test_on_loopback_without_a_token_a_page_of_another_name_is_refused(alpha: AgentMail) -> None:
+    """DNS rebinding: a web page whose name now resolves to 127.0.0.1 reads the live view unless
+    the Host is checked."""
+    alpha.send("beta", "Quota", OPENER)
+    asgi = serve.app(serve.Live([alpha], "bus", False))
+    for host in ("evil.example:8025", "evil.example", "127.0.0.1.evil.example", "localhost.evil:8025", ""):
+        assert _status(asgi, host) == 421, host
+    for host in ("127.0.0.1:8025", "localhost:8025", "[::1]:8025", "localhost", "LOCALHOST:1"):
+        assert _status(asgi, host) == 200, host
+    # with a token (off loopback) the machine's own name is fine: the token guards it
+    assert _status(serve.app(serve.Live([alpha], "bus", False), "t" * 16), "box.example") == 401
