@@ -8,10 +8,11 @@ import asyncio
 import base64
 import json
 import re
+from xml.etree import ElementTree
 from pathlib import Path
 from typing import Any
 
-from agentmail.archive import proof, serve
+from agentmail.archive import proof, serve, site
 from agentmail.archive.history import History
 from agentmail.client.facade import AgentMail
 from agentmail.config.registry import Registry
@@ -115,3 +116,18 @@ def test_on_loopback_without_a_token_a_page_of_another_name_is_refused(alpha: Ag
         assert _status(asgi, host) == 200, host
     # with a token (off loopback) the machine's own name is fine: the token guards it
     assert _status(serve.app(serve.Live([alpha], "bus", False), "t" * 16), "box.example") == 401
+
+
+def test_a_character_xml_forbids_leaves_every_feed_well_formed(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    """A partner's subject or body with U+FFFF / U+FFFE (valid UTF-8, shown to agents as it is)
+    made the bus's Atom feed unreadable for every reader."""
+    alpha.send("beta", "Quota \uffff over", OPENER + "\nline \ufffe ]]> </content><entry>\n")
+    beta.inbox()
+    site.write([beta], tmp_path / "a", bus="bus")
+    (thread,) = (tmp_path / "a" / "t").iterdir()
+    for feed in (tmp_path / "a" / "atom.xml", thread / "atom.xml"):
+        root = ElementTree.fromstring(feed.read_bytes())
+        (entry,) = root.findall("{http://www.w3.org/2005/Atom}entry")
+        assert "<U+FFFF>" in (entry.findtext("{http://www.w3.org/2005/Atom}title") or "")
+        assert "<U+FFFE> ]]> </content><entry>" in (entry.findtext("{http://www.w3.org/2005/Atom}content") or "")
+    assert "Quota &lt;U+FFFF&gt; over" in (thread / "index.html").read_text()
