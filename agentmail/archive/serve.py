@@ -118,7 +118,7 @@ def app(live: Live, token: str | None = None) -> ASGIApp:
         names = {wanted, gather.permalink_name(wanted), gather.permalink_name(f"<{wanted.strip('<>')}>")}
         for view in live.views():
             for letter in view.letters:
-                if gather.permalink_name(letter.message_id) in names:
+                if letter.anchor in names:
                     target = f"/t/{quote(pages.page_name(view.id))}/index.html#{letter.anchor}"  # the anchor is URL-safe as it is
                     return RedirectResponse(target, status_code=303)
         return PlainTextResponse("no letter with that Message-ID here", status_code=404)

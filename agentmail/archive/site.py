@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 MANIFEST = ".agentmail-archive.json"
 # Pages made by another version of the templates are made again.
-VERSION = "agentmail-archive/1"
+VERSION = "agentmail-archive/2"
 FEED_PER_THREAD = 5
 FEED_SIZE = 50
 MAX_FEED_BODY = 4000
@@ -160,7 +160,7 @@ def write(clients: list[AgentMail], directory: Path, *, bus: str, quarantine: bo
                                                [(x, view) for x in newest], "../../"))  # fmt: skip
         links = []
         for letter in view.letters:
-            name = gather.permalink_name(letter.message_id)
+            name = letter.anchor
             links.append(name)
             _write(directory / "m" / name / "index.html", pages.permalink(letter, view, bus))
         after[thread] = {"fingerprint": fingerprint, "page": page, "permalinks": links, "summary": view.summary(),

@@ -12,10 +12,13 @@ from xml.etree import ElementTree
 from pathlib import Path
 from typing import Any
 
-from agentmail.archive import proof, serve, site
+from agentmail.archive import gather, proof, serve, site
 from agentmail.archive.history import History
 from agentmail.client.facade import AgentMail
+from agentmail.config.credentials import read_private_key
 from agentmail.config.registry import Registry
+from agentmail.letter import wire
+from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
 from ..conftest import OPENER, Cli
@@ -118,7 +121,9 @@ def test_on_loopback_without_a_token_a_page_of_another_name_is_refused(alpha: Ag
     assert _status(serve.app(serve.Live([alpha], "bus", False), "t" * 16), "box.example") == 401
 
 
-def test_a_character_xml_forbids_leaves_every_feed_well_formed(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+def test_a_character_xml_forbids_leaves_every_feed_well_formed(
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path
+) -> None:
     """A partner's subject or body with U+FFFF / U+FFFE (valid UTF-8, shown to agents as it is)
     made the bus's Atom feed unreadable for every reader."""
     alpha.send("beta", "Quota \uffff over", OPENER + "\nline \ufffe ]]> </content><entry>\n")
@@ -131,3 +136,36 @@ def test_a_character_xml_forbids_leaves_every_feed_well_formed(alpha: AgentMail,
         assert "<U+FFFF>" in (entry.findtext("{http://www.w3.org/2005/Atom}title") or "")
         assert "<U+FFFE> ]]> </content><entry>" in (entry.findtext("{http://www.w3.org/2005/Atom}content") or "")
     assert "Quota &lt;U+FFFF&gt; over" in (thread / "index.html").read_text()
+
+
+def _from_alpha(home: Path, alpha: AgentMail, thread: str, message_id: str, body: str) -> None:
+    """A letter alpha (a hostile partner, holding its own key) signs with a Message-ID it copied."""
+    draft = wire.draft_letter("alpha@bus.test", "alpha", "beta@bus.test", "fix-notice", thread, "Quota", body,
+                              message_id=message_id)  # fmt: skip
+    key = alpha.registry.platforms["alpha"]
+    signed = signing.sign(wire.render(draft), "bus.test", key.selector, read_private_key(home, "alpha"))
+    deliver(home / "postoffice" / "beta", signed)
+
+
+def test_a_partner_reusing_a_letters_message_id_never_takes_its_place(
+    alpha: AgentMail, beta: AgentMail, home: Path, tmp_path: Path
+) -> None:
+    """beta's own letter vanished from the archive, the partner's copy of its Message-ID shown in
+    its place (and at its permalink)."""
+    opened = alpha.send("beta", "Quota", OPENER)
+    (got,) = beta.inbox()
+    mine = beta.reply(got, "Reproduced; fixing it. GENUINE", type="ack")
+    _from_alpha(home, alpha, opened.thread, mine.message_id, "FORGED: beta says wontfix")
+    assert [x.sender for x in beta.inbox()] == ["alpha"]
+    site.write([beta], tmp_path / "a", bus="bus")
+    page = (tmp_path / "a" / "t" / opened.thread / "index.html").read_text()
+    assert "GENUINE" in page and "FORGED" in page
+    name = gather.permalink_name(mine.message_id)
+    assert page.count(f'id="{name}"') == 1 and page.count(f'id="{name}-2"') == 1
+    first = page.index(f'id="{name}"')
+    assert "GENUINE" in page[first : page.index("</section>", first)]
+    assert (tmp_path / "a" / "m" / name / "index.html").is_file() and (tmp_path / "a" / "m" / f"{name}-2").is_dir()
+    live = serve.Live([beta], "bus", False)
+    (view,) = [v for v in live.views() if v.id == opened.thread]
+    assert [x.anchor for x in view.letters if x.message_id == mine.message_id].count(name) == 1
+    assert next(x for x in view.letters if x.anchor == name).sender == "beta"
