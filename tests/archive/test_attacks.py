@@ -8,9 +8,9 @@ import asyncio
 import base64
 import json
 import re
-from xml.etree import ElementTree
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 from agentmail.archive import gather, proof, serve, site
 from agentmail.archive.history import History
