@@ -10,7 +10,6 @@ from pathlib import Path
 from .._value import Frozen
 
 _GIT_TIMEOUT = 30
-MAX_VERSIONS = 1000  # commits of one entry read when checking a bundle's key
 
 
 class Entry(Frozen):
@@ -59,15 +58,6 @@ class History:
                     rows.append((commit, int(when)))
             self._logs[platform] = rows
         return self._logs[platform]
-
-    def versions(self, platform: str) -> list[str]:
-        """Every committed text of ``platform``'s entry (newest first, at most ``MAX_VERSIONS``)."""
-        texts = []
-        for commit, _ in self._log(platform)[:MAX_VERSIONS]:
-            text = _git(self.root, "show", f"{commit}:{self._relative(platform)}")
-            if text is not None:
-                texts.append(text)
-        return texts
 
     def in_force(self, platform: str, when: float) -> Entry:
         """The entry of ``platform`` as committed last at or before ``when``; the current file

@@ -11,9 +11,9 @@ from the entry through the registry's own parser, and the signature is checked b
 ``[dkim.previous]`` key when the letter's date falls inside that key's window.
 
 A bundle alone vouches only for itself: anyone can write an entry pinning a key they made. So
-the key that verified must also be one the verifier's own registry pinned for that platform, now
-or in any commit of its git history (``Anchor``), with the letter's From among that platform's
-addresses there; without a registry to check against, each letter says its key is the bundle's own.
+the key that verified must also be the one the verifier's own registry pinned for that platform
+at the letter's date (its git history read as ``export`` reads it: ``Anchor``), the previous key
+only inside the window that registry gave it, and the letter's From that platform's address there; without a registry to check against, each letter says its key is the bundle's own.
 """
 
 from __future__ import annotations
@@ -172,33 +172,37 @@ def _platform(entry: dict[str, Any]) -> Platform:
 
 
 class Anchor:
-    """The verifier's own registry and its git history: every key and address each platform was
-    ever pinned with there, the only thing that makes a bundle's key more than its own claim."""
+    """The verifier's own registry and its git history: the entry of a platform in force at a
+    letter's date there, the only thing that makes a bundle's key more than its own claim (the
+    bundle's entry, its previous key's window included, is the bundle writer's word)."""
 
     def __init__(self, registry: Registry) -> None:
         self.registry, self.history = registry, History(registry.root)
-        self._pinned: dict[str, tuple[frozenset[str], frozenset[str]]] = {}
 
-    def pinned(self, name: str) -> tuple[frozenset[str], frozenset[str]]:
-        """(public keys, addresses) ``name`` ever had in this registry."""
-        if name not in self._pinned:
-            found = [self.registry.platforms.get(name)]
-            for text in self.history.versions(name) if name in self.registry.platforms else []:
-                try:
-                    found.append(parse_platform(tomllib.loads(text), name))
-                except (tomllib.TOMLDecodeError, AgentmailError, RecursionError, ValueError):
-                    continue
-            keys = {k for p in found if p for k in (p.public_key, p.retiring.public_key if p.retiring else "") if k}
-            self._pinned[name] = frozenset(keys), frozenset(p.address.lower() for p in found if p)
-        return self._pinned[name]
+    def _in_force(self, name: str, when: float) -> tuple[Platform | None, str]:
+        """The platform ``name`` as your registry pinned it at ``when``, and where that was read."""
+        if name not in self.registry.platforms:
+            return None, f"your registry at {self.registry.root}"
+        entry = self.history.in_force(name, when)
+        where = f"git {entry.commit[:12]}" if entry.commit else "the current file"
+        try:
+            return parse_platform(tomllib.loads(entry.toml), name), f"your registry at {self.registry.root} ({where})"
+        except (tomllib.TOMLDecodeError, AgentmailError, RecursionError, ValueError):
+            return None, f"your registry at {self.registry.root} ({where})"
 
-    def problem(self, platform: Platform, key: str, address: str) -> str | None:
-        """Why ``key`` signing for ``address`` is not ``platform``'s here; None when it is."""
-        keys, addresses = self.pinned(platform.name)
-        if key in keys and address.lower() in addresses:
+    def problem(self, platform: Platform, key: str, address: str, when: float) -> str | None:
+        """Why ``key`` signing for ``address`` at ``when`` is not ``platform``'s in your registry;
+        None when it is its key then (or its previous key, inside the window your registry gave)."""
+        mine, where = self._in_force(platform.name, when)
+        keys = set()
+        if mine is not None:
+            keys.add(mine.public_key)
+            if mine.retiring is not None and when <= mine.retiring.ends():
+                keys.add(mine.retiring.public_key)
+        if mine is not None and key in keys and address.lower() == mine.address.lower():
             return None
-        return (f"the bundle's key is not a key {one_line(platform.name)[:40]} ever had in your registry at "
-                f"{self.registry.root} (nor in its git history): the bundle vouches only for itself")  # fmt: skip
+        return (f"the bundle's key is not {one_line(platform.name)[:40]}'s key at the letter's date in {where}: "
+                "the bundle vouches only for itself")  # fmt: skip
 
 
 class _Unprovable(Exception):
@@ -211,8 +215,8 @@ def _where(entry: dict[str, Any]) -> str:
     return "current registry"
 
 
-def _anchored(anchor: Anchor | None, platform: Platform, key: str, head: tuple[str, str, str]) -> None:
-    problem = anchor.problem(platform, key, head[2]) if anchor is not None else None
+def _anchored(anchor: Anchor | None, platform: Platform, key: str, head: tuple[str, str, str], when: float) -> None:
+    problem = anchor.problem(platform, key, head[2], when) if anchor is not None else None
     if problem:
         raise _Unprovable(problem, *head)
 
@@ -241,14 +245,14 @@ def _check(raw: bytes, entry: dict[str, Any] | None, anchor: Anchor | None) -> t
         raise _Unprovable(f"{platform.name}'s key was looked up in DNS, not pinned: nothing to check offline", *head)
     result = signing.verify(raw, pinned_key(platform))
     if result.ok:
-        _anchored(anchor, platform, platform.public_key, head)
+        _anchored(anchor, platform, platform.public_key, head, when)
         return (*head, result.detail)
     old = platform.retiring
     if old is not None and old.public_key:
         domain = platform.dkim_domain or platform.domain
         previous = signing.verify(raw, signing.PinnedKey(domain, old.selector, old.algorithm, old.public_key))
         if previous.ok and when <= old.ends():
-            _anchored(anchor, platform, old.public_key, head)
+            _anchored(anchor, platform, old.public_key, head, when)
             return (*head, f"{previous.detail} (the previous key, in force until {old.until})")
         if previous.ok:
             raise _Unprovable(

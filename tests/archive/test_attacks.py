@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+from agentmail.admin import bus
 from agentmail.archive import gather, proof, serve, site
 from agentmail.archive.history import History
 from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import read_private_key
 from agentmail.config.registry import Registry
 from agentmail.letter import wire
@@ -65,7 +67,9 @@ def test_a_bundle_signed_by_the_forgers_own_key_fails_against_the_verifiers_regi
     (alone,) = proof.verify(forged).letters  # the bundle alone vouches for itself: said, never hidden
     assert alone.ok and alone.checked == ""
     (checked,) = proof.verify(forged, proof.Anchor(registry)).letters
-    assert not checked.ok and "not a key alpha ever had in your registry" in checked.detail
+    assert (
+        not checked.ok and "the bundle's key is not alpha's key at the letter's date in your registry" in checked.detail
+    )
 
 
 def test_verify_says_where_the_key_was_checked_and_refuses_a_forgery(
@@ -73,7 +77,7 @@ def test_verify_says_where_the_key_was_checked_and_refuses_a_forgery(
 ) -> None:
     (tmp_path / "forged.json").write_bytes(_forged(alpha, registry))
     code, out, err = cli("verify", str(tmp_path / "forged.json"))
-    assert code == 4 and "FAILED" in out and "not a key alpha ever had" in out
+    assert code == 4 and "FAILED" in out and "vouches only for itself" in out
     thread = alpha.send("beta", "Quota", OPENER).thread
     cli("--as", "alpha", "export", thread, "-o", str(tmp_path / "real.json"))
     code, out, err = cli("--json", "verify", str(tmp_path / "real.json"))
@@ -169,3 +173,40 @@ def test_a_partner_reusing_a_letters_message_id_never_takes_its_place(
     (view,) = [v for v in live.views() if v.id == opened.thread]
     assert [x.anchor for x in view.letters if x.message_id == mine.message_id].count(name) == 1
     assert next(x for x in view.letters if x.anchor == name).sender == "beta"
+
+
+def test_a_bundle_that_lends_a_partners_own_key_to_another_address_fails(alpha: AgentMail, registry: Registry) -> None:
+    """beta (a hostile partner) signs a letter From alpha with its own real key, pinned in the
+    bundle's entry under its own name with alpha's address: every key in it is a real one."""
+    thread = alpha.send("beta", "Quota", OPENER).thread
+    bundle: dict[str, Any] = json.loads(
+        proof.build([(x, alpha.raw(x.id)) for x in alpha.thread(thread)], History(registry.root), thread, "alpha")
+    )
+    beta = registry.platforms["beta"]
+    raw = _unsigned(base64.b64decode(bundle["letters"][0]["raw"]))
+    private = read_private_key(registry.root.parent, "beta")
+    bundle["letters"][0]["raw"] = base64.b64encode(signing.sign(raw, "bus.test", beta.selector, private)).decode()
+    text = (registry.root / "platforms" / "beta.toml").read_text().replace("beta@bus.test", "alpha@bus.test")
+    bundle["entries"] = {"x": {"platform": "beta", "toml": text, "source": "current", "commit": "", "committed": ""}}
+    bundle["letters"][0]["entry"] = "x"
+    forged = json.dumps(bundle).encode()
+    assert proof.verify(forged).letters[0].ok  # consistent with itself
+    (checked,) = proof.verify(forged, proof.Anchor(registry)).letters
+    assert not checked.ok and "vouches only for itself" in checked.detail
+
+
+def test_a_previous_keys_window_is_the_verifiers_not_the_bundles(
+    alpha: AgentMail, registry: Registry, home: Path
+) -> None:
+    """The bundle's entry says how long the previous key stayed valid: a holder of a retired key
+    widened it to sign letters dated after the window the registry gave."""
+    thread = alpha.send("beta", "Quota", OPENER).thread
+    bus.keygen(home, registry, "alpha", overlap=3600)
+    data = proof.build([(x, alpha.raw(x.id)) for x in alpha.thread(thread)], History(registry.root), thread, "alpha")
+    (checked,) = proof.verify(data, proof.Anchor(registry_mod.load(registry.root))).letters
+    assert checked.ok and "the previous key" in checked.detail and checked.checked == str(registry.root)
+    path = registry.root / "platforms" / "alpha.toml"
+    path.write_text(re.sub(r'until = "[^"]*"', 'until = "2001-01-01T00:00:00Z"', path.read_text()))
+    assert proof.verify(data).letters[0].ok  # the bundle's own window says yes
+    (checked,) = proof.verify(data, proof.Anchor(registry_mod.load(registry.root))).letters
+    assert not checked.ok and "vouches only for itself" in checked.detail
