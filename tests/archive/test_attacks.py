@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import pytest
+
 from agentmail.admin import bus
 from agentmail.archive import gather, proof, serve, site
 from agentmail.archive.history import History
@@ -19,6 +21,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import read_private_key
 from agentmail.config.registry import Registry
+from agentmail.errors import BadInput
 from agentmail.letter import wire
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
@@ -210,3 +213,25 @@ def test_a_previous_keys_window_is_the_verifiers_not_the_bundles(
     assert proof.verify(data).letters[0].ok  # the bundle's own window says yes
     (checked,) = proof.verify(data, proof.Anchor(registry_mod.load(registry.root))).letters
     assert not checked.ok and "vouches only for itself" in checked.detail
+
+
+def test_an_archive_never_writes_through_a_symlink_planted_in_it(
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path
+) -> None:
+    """Someone who can write in a published archive folder links a thread's folder (or t/, m/)
+    to a folder of the person's: the next run wrote the pages there."""
+    thread = alpha.send("beta", "Quota", OPENER).thread
+    beta.inbox()
+    site.write([beta], tmp_path / "a", bus="bus")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for planted in (tmp_path / "a" / "t" / thread, tmp_path / "a" / "m"):
+        kept = planted.with_name(planted.name + ".old")
+        planted.rename(kept)
+        planted.symlink_to(elsewhere, target_is_directory=True)
+        (tmp_path / "a" / ".agentmail-archive.json").write_text("{}")  # a full write
+        with pytest.raises(BadInput, match="symlink"):
+            site.write([beta], tmp_path / "a", bus="bus")
+        assert list(elsewhere.iterdir()) == []
+        planted.unlink()
+        kept.rename(planted)
