@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import mailbox
 import re
 from pathlib import Path
 from typing import Any
@@ -235,3 +236,18 @@ def test_an_archive_never_writes_through_a_symlink_planted_in_it(
         assert list(elsewhere.iterdir()) == []
         planted.unlink()
         kept.rename(planted)
+
+
+def test_a_body_of_from_lines_never_forges_a_letter_in_thread_mbox(
+    alpha: AgentMail, beta: AgentMail, tmp_path: Path
+) -> None:
+    """mboxrd: a body line 'From …' (or '>From …') would start a second letter for a reader."""
+    body = OPENER + "\nFrom evil Mon Jan  1 00:00:00 2024\nSubject: forged\n\n>From quoted\n>>From twice\n"
+    thread = alpha.send("beta", "Quota", body).thread
+    beta.inbox()
+    site.write([beta], tmp_path / "a", bus="bus")
+    box = mailbox.mbox(tmp_path / "a" / "t" / thread / "thread.mbox", create=False)
+    (letter,) = list(box)
+    text = letter.get_payload(decode=True) or b""
+    unquoted = re.sub(rb"(?m)^>(>*From )", rb"\1", text)  # what an mboxrd reader does
+    assert b"\nFrom evil Mon" in unquoted and b"\n>From quoted\n>>From twice" in unquoted
