@@ -251,3 +251,11 @@ def test_a_body_of_from_lines_never_forges_a_letter_in_thread_mbox(
     text = letter.get_payload(decode=True) or b""
     unquoted = re.sub(rb"(?m)^>(>*From )", rb"\1", text)  # what an mboxrd reader does
     assert b"\nFrom evil Mon" in unquoted and b"\n>From quoted\n>>From twice" in unquoted
+
+
+def test_a_bundle_naming_a_platform_your_registry_lacks_proves_nothing(alpha: AgentMail, registry: Registry) -> None:
+    bundle = json.loads(_forged(alpha, registry))
+    for entry in bundle["entries"].values():
+        entry["platform"], entry["toml"] = "gamma", entry["toml"].replace('"alpha"', '"gamma"')
+    (checked,) = proof.verify(json.dumps(bundle).encode(), proof.Anchor(registry)).letters
+    assert not checked.ok and f"gamma's key at the letter's date in your registry at {registry.root}:" in checked.detail
