@@ -11,6 +11,7 @@ import mailbox
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 from xml.etree import ElementTree
 
 import pytest
@@ -99,9 +100,9 @@ def test_verify_without_a_registry_says_the_keys_are_the_bundles_own(
     assert re.search(r"^verified", out, re.M)
 
 
-def _status(asgi: Any, host: str) -> int:
-    """The status of GET / with this Host header, straight through the ASGI app (no network)."""
-    scope = {"type": "http", "method": "GET", "path": "/", "raw_path": b"/", "query_string": b"", "root_path": "",
+def _status(asgi: Any, host: str, path: str = "/", query: bytes = b"") -> int:
+    """The status of GET ``path`` with this Host header, straight through the ASGI app (no network)."""
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": query, "root_path": "",
              "scheme": "http", "http_version": "1.1", "headers": [(b"host", host.encode())],
              "client": ("127.0.0.1", 5000), "server": ("127.0.0.1", 8025)}  # fmt: skip
     sent: list[dict[str, Any]] = []
@@ -259,3 +260,15 @@ def test_a_bundle_naming_a_platform_your_registry_lacks_proves_nothing(alpha: Ag
         entry["platform"], entry["toml"] = "gamma", entry["toml"].replace('"alpha"', '"gamma"')
     (checked,) = proof.verify(json.dumps(bundle).encode(), proof.Anchor(registry)).letters
     assert not checked.ok and f"gamma's key at the letter's date in your registry at {registry.root}:" in checked.detail
+
+
+def test_the_live_view_reads_no_file_a_path_names_and_survives_any_search(alpha: AgentMail) -> None:
+    thread = alpha.send("beta", "Quota", OPENER).thread
+    asgi = serve.app(serve.Live([alpha], "bus", False))
+    host = "127.0.0.1:8025"
+    for path in ("/t/../../etc/passwd", f"/t/{thread}/../../../etc/passwd", f"/t/{thread}/..%2f..%2fetc",
+                 "/m/../../etc/passwd", "/m/%2e%2e/%2e%2e/etc", "/m/a\u2215b", "/t/%2e%2e/index.html"):  # fmt: skip
+        assert _status(asgi, host, path) == 404, path
+    assert _status(asgi, host, f"/t/{thread}/index.html") == 200
+    for query in ('"', "NEAR(", "(", "'", "*", "^a", "a AND", "x" * 10_000, "\x00", "a OR b NOT"):
+        assert _status(asgi, host, "/search", b"q=" + quote(query).encode()) == 200, query
