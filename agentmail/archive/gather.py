@@ -54,12 +54,14 @@ class LetterView(Frozen):
     auth: str  # verified | vouched | sent | quarantined | changed (its file, since it was filed)
     auth_detail: str
     raw: bytes
+    reused: int = 0  # letters of the page with its Message-ID filed before it (another sender's reuse)
 
     @property
     def anchor(self) -> str:
         """The letter's place on its thread page and its permalink folder: from its Message-ID,
-        so every mailbox of a bus (each with its own spool ids) points at the same letter."""
-        return permalink_name(self.message_id)
+        so every mailbox of a bus (each with its own spool ids) points at the same letter; a
+        later letter reusing the Message-ID gets ``-2``, ``-3``: it never takes the first's place."""
+        return permalink_name(self.message_id) + (f"-{self.reused + 1}" if self.reused else "")
 
 
 class ThreadView(Frozen):
@@ -219,7 +221,9 @@ def threads(clients: list[AgentMail], quarantine: bool) -> Iterator[Found]:
 def thread_view(clients: list[AgentMail], found: Found) -> ThreadView | None:
     """The whole thread across ``clients`` (letters joined by Message-ID, in date order), with its
     quarantined letters when asked for; None when nothing of it is left to show."""
-    by_id: dict[str, LetterView] = {}
+    # One letter is one Message-ID from one sender: another sender reusing the id (a partner
+    # copying a letter's Message-ID) is another letter, shown beside it, never in its place.
+    by_id: dict[tuple[str, str], LetterView] = {}
     thread, status, owner = found.thread, found.status, found.owner
     for client in clients:
         if not client.spool.thread_ids(thread):
@@ -231,16 +235,17 @@ def thread_view(clients: list[AgentMail], found: Found) -> ThreadView | None:
         for letter in letters:
             if letter.state in ("held", "outbox"):
                 continue
-            known = by_id.get(letter.message_id)
+            key = (letter.message_id, letter.sender)
+            known = by_id.get(key)
             # both ends hold it: the receiver's judgement says more than "signed here"
             if known is None or (known.auth == "sent" and letter.state not in ("sent", "failed", "sibling")):
-                by_id[letter.message_id] = letter_view(client, letter)
+                by_id[key] = letter_view(client, letter)
     for holder, letter in found.held:
-        if letter.message_id not in by_id:
-            by_id[letter.message_id] = letter_view(holder, letter)
+        if (letter.message_id, letter.sender) not in by_id:
+            by_id[(letter.message_id, letter.sender)] = letter_view(holder, letter)
     if not by_id:
         return None
-    shown = sorted(by_id.values(), key=lambda x: (x.epoch, x.id))
+    shown = _numbered(sorted(by_id.values(), key=lambda x: (x.epoch, x.id)))
     first = shown[0]
     parties = tuple(dict.fromkeys(p for x in shown for p in (x.sender, x.to) if p))
     front = dict(first.headers)
@@ -266,6 +271,17 @@ def thread_view(clients: list[AgentMail], found: Found) -> ThreadView | None:
         outcome=outcome,
         count=len(shown),
     )
+
+
+def _numbered(letters: list[LetterView]) -> list[LetterView]:
+    """``letters`` with ``reused`` set: the first filed (lowest spool id, a ULID) of each Message-ID
+    keeps the plain anchor, whatever Date a later one claims."""
+    count: dict[str, int] = {}
+    reused = [0] * len(letters)
+    for n in sorted(range(len(letters)), key=lambda n: letters[n].id):
+        reused[n] = count.get(letters[n].message_id, 0)
+        count[letters[n].message_id] = reused[n] + 1
+    return [x.replace(reused=again) if again else x for x, again in zip(letters, reused, strict=True)]
 
 
 def bus_mailboxes(registry: Registry, home: Path) -> list[AgentMail]:

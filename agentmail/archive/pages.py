@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,19 @@ TYPE_COLORS = {"report": "#dc2626", "question": "#7c3aed", "ack": "#d97706", "fi
 AGE_BUCKETS = ((86400, "under a day"), (7 * 86400, "1 to 7 days"), (30 * 86400, "7 to 30 days"), (None, "over 30 days"))
 
 
+# What XML 1.0 forbids though UTF-8 carries it (and ``text.visible`` lets through): one such
+# character in a letter made the whole Atom feed unreadable.
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _printable(value: Any) -> Any:
+    """Every value a template prints, characters XML forbids written out as ``<U+…>`` (before
+    escaping); the project's own markup (the stylesheet) as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return _NOT_XML.sub(lambda m: f"<U+{ord(m.group()):04X}>", value)
+    return value
+
+
 @functools.cache
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
@@ -37,6 +51,7 @@ def _env() -> jinja2.Environment:
         autoescape=True,  # every template, whatever its extension
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
+        finalize=_printable,
     )
 
 

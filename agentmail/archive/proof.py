@@ -9,6 +9,11 @@ in it: the Message-ID, date and sender it prints are read from the signed letter
 from the entry through the registry's own parser, and the signature is checked by
 ``trust.signing.verify`` (dkimpy) against that pinned key, or against the entry's
 ``[dkim.previous]`` key when the letter's date falls inside that key's window.
+
+A bundle alone vouches only for itself: anyone can write an entry pinning a key they made. So
+the key that verified must also be the one the verifier's own registry pinned for that platform
+at the letter's date (its git history read as ``export`` reads it: ``Anchor``), the previous key
+only inside the window that registry gave it, and the letter's From that platform's address there; without a registry to check against, each letter says its key is the bundle's own.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 from .._value import Frozen
-from ..config.registry import Platform, parse_platform
+from ..config.registry import Platform, Registry, parse_platform
 from ..errors import AgentmailError, BadInput
 from ..letter import wire
 from ..model import Letter, thread_id
@@ -49,6 +54,7 @@ class Checked(Frozen):
     sender: str  # the From address, as signed
     detail: str  # dkim=pass d=… s=…, or why not
     entry: str  # where the key came from: "git <commit> <time>" or "current registry"
+    checked: str = ""  # the verifier's registry the key was found in; "" when none was asked
 
 
 def _iso(seconds: float) -> str:
@@ -165,6 +171,40 @@ def _platform(entry: dict[str, Any]) -> Platform:
         ) from None
 
 
+class Anchor:
+    """The verifier's own registry and its git history: the entry of a platform in force at a
+    letter's date there, the only thing that makes a bundle's key more than its own claim (the
+    bundle's entry, its previous key's window included, is the bundle writer's word)."""
+
+    def __init__(self, registry: Registry) -> None:
+        self.registry, self.history = registry, History(registry.root)
+
+    def _in_force(self, name: str, when: float) -> tuple[Platform | None, str]:
+        """The platform ``name`` as your registry pinned it at ``when``, and where that was read."""
+        if name not in self.registry.platforms:
+            return None, f"your registry at {self.registry.root}"
+        entry = self.history.in_force(name, when)
+        where = f"git {entry.commit[:12]}" if entry.commit else "the current file"
+        try:
+            return parse_platform(tomllib.loads(entry.toml), name), f"your registry at {self.registry.root} ({where})"
+        except (tomllib.TOMLDecodeError, AgentmailError, RecursionError, ValueError):
+            return None, f"your registry at {self.registry.root} ({where})"
+
+    def problem(self, platform: Platform, key: str, address: str, when: float) -> str | None:
+        """Why ``key`` signing for ``address`` at ``when`` is not ``platform``'s in your registry;
+        None when it is its key then (or its previous key, inside the window your registry gave)."""
+        mine, where = self._in_force(platform.name, when)
+        keys = set()
+        if mine is not None:
+            keys.add(mine.public_key)
+            if mine.retiring is not None and when <= mine.retiring.ends():
+                keys.add(mine.retiring.public_key)
+        if mine is not None and key in keys and address.lower() == mine.address.lower():
+            return None
+        return (f"the bundle's key is not {one_line(platform.name)[:40]}'s key at the letter's date in {where}: "
+                "the bundle vouches only for itself")  # fmt: skip
+
+
 class _Unprovable(Exception):
     """One letter that cannot be checked: the reason, for its line."""
 
@@ -175,7 +215,13 @@ def _where(entry: dict[str, Any]) -> str:
     return "current registry"
 
 
-def _check(raw: bytes, entry: dict[str, Any] | None) -> tuple[str, str, str, str]:
+def _anchored(anchor: Anchor | None, platform: Platform, key: str, head: tuple[str, str, str], when: float) -> None:
+    problem = anchor.problem(platform, key, head[2], when) if anchor is not None else None
+    if problem:
+        raise _Unprovable(problem, *head)
+
+
+def _check(raw: bytes, entry: dict[str, Any] | None, anchor: Anchor | None) -> tuple[str, str, str, str]:
     """(Message-ID, date, From address, dkim detail) of one letter that verifies; _Unprovable
     with the reason otherwise."""
     try:
@@ -199,12 +245,14 @@ def _check(raw: bytes, entry: dict[str, Any] | None) -> tuple[str, str, str, str
         raise _Unprovable(f"{platform.name}'s key was looked up in DNS, not pinned: nothing to check offline", *head)
     result = signing.verify(raw, pinned_key(platform))
     if result.ok:
+        _anchored(anchor, platform, platform.public_key, head, when)
         return (*head, result.detail)
     old = platform.retiring
     if old is not None and old.public_key:
         domain = platform.dkim_domain or platform.domain
         previous = signing.verify(raw, signing.PinnedKey(domain, old.selector, old.algorithm, old.public_key))
         if previous.ok and when <= old.ends():
+            _anchored(anchor, platform, old.public_key, head, when)
             return (*head, f"{previous.detail} (the previous key, in force until {old.until})")
         if previous.ok:
             raise _Unprovable(
@@ -213,8 +261,9 @@ def _check(raw: bytes, entry: dict[str, Any] | None) -> tuple[str, str, str, str
     raise _Unprovable(result.detail, *head)
 
 
-def verify(data: bytes) -> Proof:
-    """Every letter of the bundle ``data`` checked offline; BadInput when it is no bundle."""
+def verify(data: bytes, anchor: Anchor | None = None) -> Proof:
+    """Every letter of the bundle ``data`` checked offline (each key against ``anchor``, the
+    verifier's registry, when given); BadInput when it is no bundle."""
     thread, entries, letters = load(data)
     checked: list[Checked] = []
     for row in letters:
@@ -226,11 +275,12 @@ def verify(data: bytes) -> Proof:
             checked.append(Checked(False, "", "", "", "the letter's bytes are not base64", where))
             continue
         try:
-            message_id, date, sender, detail = _check(raw, entry)
+            message_id, date, sender, detail = _check(raw, entry, anchor)
         except _Unprovable as exc:
             why, *head = exc.args
             message_id, date, sender = (list(head) + ["", "", ""])[:3]
             checked.append(Checked(False, message_id, date, sender, why, where))
             continue
-        checked.append(Checked(True, message_id, date, sender, detail, where))
+        root = str(anchor.registry.root) if anchor is not None else ""
+        checked.append(Checked(True, message_id, date, sender, detail, where, root))
     return Proof(thread, tuple(checked))

@@ -6,7 +6,9 @@ mailboxes are synced (at most every ``SYNC_EVERY`` seconds) and read, never chan
 refreshes itself (``<meta http-equiv="refresh">``: no script) so new letters appear. Every
 response carries the pages' Content-Security-Policy as a header too, with ``frame-ancestors
 'none'``. Off loopback a token is required (``?token=`` once, then a same-site cookie, or an
-``Authorization: Bearer`` header), compared in constant time."""
+``Authorization: Bearer`` header), compared in constant time. Without a token (loopback) the
+Host must be a loopback name: a web page whose own name was rebound to 127.0.0.1 (DNS rebinding)
+is refused, so only the person's browser, asking for this machine by name, reads the letters."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from . import gather, pages, site
 SYNC_EVERY = 2.0  # seconds: a page load syncs at most this often
 REFRESH = 15  # seconds between a page's own reloads
 COOKIE = "agentmail_token"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
 
 
 class Live:
@@ -115,7 +118,7 @@ def app(live: Live, token: str | None = None) -> ASGIApp:
         names = {wanted, gather.permalink_name(wanted), gather.permalink_name(f"<{wanted.strip('<>')}>")}
         for view in live.views():
             for letter in view.letters:
-                if gather.permalink_name(letter.message_id) in names:
+                if letter.anchor in names:
                     target = f"/t/{quote(pages.page_name(view.id))}/index.html#{letter.anchor}"  # the anchor is URL-safe as it is
                     return RedirectResponse(target, status_code=303)
         return PlainTextResponse("no letter with that Message-ID here", status_code=404)
@@ -171,6 +174,14 @@ class _Guarded:
                 return True, False
         return False, False
 
+    def _host_ok(self, scope: Scope) -> bool:
+        """With no token, only a loopback name in Host (a rebound name is another site's page)."""
+        if self.token is not None:
+            return True
+        host = Request(scope).headers.get("host", "").strip().lower()
+        name = host.rpartition(":")[0] if host.rpartition(":")[2].isdigit() else host
+        return name in LOOPBACK_HOSTS
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
@@ -188,6 +199,11 @@ class _Guarded:
                 message = {**message, "headers": headers}
             await send(message)
 
+        if not self._host_ok(scope):
+            await PlainTextResponse("this address serves only a loopback name (localhost, 127.0.0.1, [::1])", 421)(
+                scope, receive, with_headers
+            )
+            return
         if not allowed:
             await PlainTextResponse("a token is needed: open the address 'agentmail serve' printed", 401)(
                 scope, receive, with_headers

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 MANIFEST = ".agentmail-archive.json"
 # Pages made by another version of the templates are made again.
-VERSION = "agentmail-archive/1"
+VERSION = "agentmail-archive/2"
 FEED_PER_THREAD = 5
 FEED_SIZE = 50
 MAX_FEED_BODY = 4000
@@ -83,7 +83,12 @@ def _check_directory(directory: Path) -> None:
         raise BadInput(f"{directory} holds files and is no agentmail archive: choose a new or empty folder")
 
 
-def _write(path: Path, text: str | bytes) -> None:
+def _write(directory: Path, path: Path, text: str | bytes) -> None:
+    """``path`` (inside ``directory``) written atomically; never through a folder that is a symlink
+    (one planted in the archive would take the pages anywhere its planter chose)."""
+    for folder in path.relative_to(directory).parents:
+        if folder != Path(".") and (directory / folder).is_symlink():
+            raise BadInput(f"{directory / folder} is a symlink: the archive is written only into its own folders")
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, text.encode("utf-8") if isinstance(text, str) else text, mode=0o644, durable=False)
 
@@ -153,16 +158,16 @@ def write(clients: list[AgentMail], directory: Path, *, bus: str, quarantine: bo
             _remove(directory, before[thread])  # its permalinks may have changed
         page = pages.page_name(thread)
         folder = directory / "t" / page
-        _write(folder / "index.html", pages.thread(view, bus))
-        _write(folder / "thread.mbox", mbox(view.letters))
+        _write(directory, folder / "index.html", pages.thread(view, bus))
+        _write(directory, folder / "thread.mbox", mbox(view.letters))
         newest = sorted(view.letters, key=lambda x: (x.epoch, x.id), reverse=True)
-        _write(folder / "atom.xml", pages.feed(f"{bus}: {view.subject}", f"urn:agentmail:thread:{page}",
+        _write(directory, folder / "atom.xml", pages.feed(f"{bus}: {view.subject}", f"urn:agentmail:thread:{page}",
                                                [(x, view) for x in newest], "../../"))  # fmt: skip
         links = []
         for letter in view.letters:
-            name = gather.permalink_name(letter.message_id)
+            name = letter.anchor
             links.append(name)
-            _write(directory / "m" / name / "index.html", pages.permalink(letter, view, bus))
+            _write(directory, directory / "m" / name / "index.html", pages.permalink(letter, view, bus))
         after[thread] = {"fingerprint": fingerprint, "page": page, "permalinks": links, "summary": view.summary(),
                          "feed": _feed_rows(view)}  # fmt: skip
         rewritten += 1
@@ -171,7 +176,7 @@ def write(clients: list[AgentMail], directory: Path, *, bus: str, quarantine: bo
     for thread in removed:
         _remove(directory, before[thread])
     _index(directory, after, bus)
-    _write(directory / MANIFEST, json.dumps({"version": VERSION, "threads": after}, sort_keys=True))
+    _write(directory, directory / MANIFEST, json.dumps({"version": VERSION, "threads": after}, sort_keys=True))
     return Written(len(after), rewritten, letters, len(removed))
 
 
@@ -185,8 +190,8 @@ def _feed_row(row: Any) -> bool:
 def _index(directory: Path, entries: dict[str, Any], bus: str) -> None:
     views = [_view_of(entry["summary"]) for entry in entries.values()]
     now = now_ms()
-    _write(directory / "index.html", pages.index(views, bus, now_ms=now))
-    _write(directory / "by-state.html", pages.index(views, bus, now_ms=now, by_state=True))
+    _write(directory, directory / "index.html", pages.index(views, bus, now_ms=now))
+    _write(directory, directory / "by-state.html", pages.index(views, bus, now_ms=now, by_state=True))
     rows = sorted((row for entry in entries.values() for row in entry.get("feed", []) if _feed_row(row)),
                   key=lambda r: (r["epoch"], r["id"]), reverse=True)[:FEED_SIZE]  # fmt: skip
     by_id = {v.id: v for v in views}
@@ -194,4 +199,4 @@ def _index(directory: Path, entries: dict[str, Any], bus: str) -> None:
                                epoch=r["epoch"], subject=r["subject"], body=r["body"], headers=(), attachments=(),
                                auth="", auth_detail="", raw=b""), by_id[r["thread"]])
             for r in rows if r["thread"] in by_id]  # fmt: skip
-    _write(directory / "atom.xml", pages.feed(f"{bus}: new letters", f"urn:agentmail:bus:{bus}", feed, ""))
+    _write(directory, directory / "atom.xml", pages.feed(f"{bus}: new letters", f"urn:agentmail:bus:{bus}", feed, ""))

@@ -50,10 +50,12 @@ def export(ctx: Ctx, thread_id: str, output: str) -> None:
 @json_option
 def verify(ctx: Ctx, bundle: str) -> None:
     """Check every letter of a proof bundle offline against the key its sender's registry entry
-    pinned when it was signed; one line per letter. Exit 0 only if every letter verifies, 4 if
-    one does not, 2 if FILE is no bundle."""
-    from ..archive.proof import MAX_BUNDLE
+    pinned when it was signed, and that key against your own registry (and its git history) when
+    there is one here; one line per letter. Exit 0 only if every letter verifies, 4 if one does
+    not, 2 if FILE is no bundle."""
+    from ..archive.proof import MAX_BUNDLE, Anchor
     from ..archive.proof import verify as check
+    from ..config.registry import load
 
     path = Path(bundle).expanduser()
     try:
@@ -61,20 +63,32 @@ def verify(ctx: Ctx, bundle: str) -> None:
             data = handle.read(MAX_BUNDLE + 1)
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    proof = check(data)
+    try:  # the keys are checked against the verifier's registry, never only the bundle's own
+        anchor: Anchor | None = Anchor(load(ctx.registry_root()))
+    except ConfigError:
+        anchor = None
+        echo("agentmail: warning: no registry here: each key is the bundle's own claim, checked against nothing",
+             err=True)  # fmt: skip
+    proof = check(data, anchor)
     rows = [
-        {"ok": c.ok, "message_id": c.message_id, "date": c.date, "from": c.sender, "detail": c.detail, "entry": c.entry}
+        {"ok": c.ok, "message_id": c.message_id, "date": c.date, "from": c.sender, "detail": c.detail, "entry": c.entry,
+         "key_checked": bool(c.checked)}
         for c in proof.letters
-    ]
+    ]  # fmt: skip
 
     def text() -> None:
         for c in proof.letters:
             mark = "verified" if c.ok else "FAILED  "
-            line = f"{mark} {c.message_id or '?'}  {c.date or '?'}  {c.sender or '?'}  {c.detail}  [key: {c.entry}]"
+            where = c.entry + (
+                "" if not c.ok else "; in your registry" if c.checked else "; the bundle's own, unchecked"
+            )
+            line = f"{mark} {c.message_id or '?'}  {c.date or '?'}  {c.sender or '?'}  {c.detail}  [key: {where}]"
             echo(for_terminal(line).replace("\n", " "))
 
     failed = sum(1 for c in proof.letters if not c.ok)
-    emit(ctx, {"thread": proof.thread, "verified": len(rows) - failed, "failed": failed, "letters": rows}, text)
+    registry = str(anchor.registry.root) if anchor is not None else None
+    emit(ctx, {"thread": proof.thread, "verified": len(rows) - failed, "failed": failed, "registry": registry,
+               "letters": rows}, text)  # fmt: skip
     if failed:
         raise Refused(f"{failed} of {len(rows)} letters of {proof.thread} do not verify")
 
