@@ -235,7 +235,12 @@ GROUPS: dict[str, Group] = {
     # Issue 37's new boundaries: the one frame shown text passes, and the one table of bounds.
     "frame": Group(
         ("frame.py", "bounds.py"),
-        ("cli/test_shown_frame.py", "cli/test_shown_attacks.py", "letter/test_bounds.py"),
+        (
+            "letter/test_bounds_exact.py",
+            "cli/test_shown_frame.py",
+            "cli/test_shown_attacks.py",
+            "letter/test_bounds.py",
+        ),
         timeout=30,
     ),
     # Issue 37: who may change the registry and the home (apply's guarded places, an exposed home).
