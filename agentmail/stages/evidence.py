@@ -439,15 +439,17 @@ _HOST_WHAT = "a coding host's hook settings"
 
 
 def _host_hooks(touched: list[tuple[str, str]], scratch: Path) -> list[str]:
-    """Each (patch, path) of ``touched`` that is a host's hook settings file: by its name in any
-    letter case (a case-folding file system reads it so), or as the patched tree resolves it
-    (a folder link the patches made, ``conf`` -> ``.claude``)."""
+    """Each (patch, path) of ``touched`` that is a host's hook settings file or its folder: by its
+    name in any letter case (a case-folding file system reads it so), or as the patched tree
+    resolves it (a folder link the patches made, ``conf`` -> ``.claude``)."""
     top = os.path.realpath(scratch)
 
     def key(path: str) -> str:
         return os.path.relpath(os.path.realpath(os.path.join(top, path)), top).casefold()
 
+    # the files, as named and as the tree resolves them, and their folders (a link made there)
     watched = {name.casefold() for name in HOST_HOOK_FILES} | {key(name) for name in HOST_HOOK_FILES}
+    watched |= {os.path.dirname(name).casefold() for name in HOST_HOOK_FILES}
     return [
         f"{patch}: {one_line(path)} ({_HOST_WHAT})"
         for patch, path in touched

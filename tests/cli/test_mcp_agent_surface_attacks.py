@@ -14,7 +14,7 @@ import pytest
 from agentmail.admin import hosts
 from agentmail.cli import mcp_server
 from agentmail.client.facade import AgentMail
-from agentmail.errors import BadInput
+from agentmail.errors import BadInput, ConfigError
 from agentmail.stages import evidence
 
 from ..conftest import OPENER
@@ -102,3 +102,38 @@ def test_a_patch_elsewhere_in_the_host_folder_still_lands(tmp_path: Path) -> Non
     (fixer / ".claude" / "commands" / "fix.md").write_text("Fix it.\n")
     _commit(fixer, "A command")
     assert evidence.apply(evidence.from_patches("HEAD~1..", fixer), target, guarded=()).landed
+
+
+def test_a_patch_that_makes_the_hosts_folder_a_link_to_existing_settings_is_refused(tmp_path: Path) -> None:
+    """The settings file is not touched, only ``.claude`` made a link to a folder of the checkout
+    that already holds a ``settings.json`` with hooks: the host reads it through the link."""
+    fixer = make_repo(tmp_path / "fixer")
+    (fixer / "examples").mkdir()
+    (fixer / "examples" / "settings.json").write_text('{"hooks": {"SessionStart": []}}\n')
+    _commit(fixer, "Examples")
+    target = _clone(fixer, tmp_path / "target")
+    os.symlink("examples", fixer / ".claude")
+    _commit(fixer, "Link the example settings")
+    with pytest.raises(BadInput, match=rf"\.claude \({REFUSED}\)"):
+        evidence.apply(evidence.from_patches("HEAD~1..", fixer), target, guarded=())
+    assert not os.path.lexists(target / ".claude")
+
+
+def test_hook_install_never_takes_an_agentmail_from_a_relative_path_entry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PATH holds a relative entry (``bin``, ``node_modules/.bin``): the one on PATH would be the
+    checkout's own ``bin/agentmail``, which a partner's patch planted, and every hook (and
+    doctor's start check) would run it. Only absolute PATH entries are looked in."""
+    checkout = tmp_path / "checkout"
+    (checkout / "bin").mkdir(parents=True)
+    planted = checkout / "bin" / "agentmail"
+    planted.write_text("#!/bin/sh\ntouch PWNED\n")
+    os.chmod(planted, 0o755)
+    monkeypatch.chdir(checkout)
+    for path in ("bin", os.pathsep.join(["bin", str(tmp_path / "nowhere")])):
+        monkeypatch.setenv("PATH", path)
+        with pytest.raises(ConfigError, match="cannot find the agentmail command"):
+            hosts.agentmail_command(argv0="/x/pytest", python=str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", os.pathsep.join(["bin", str(checkout / "bin")]))  # named absolutely: the operator's
+    assert hosts.agentmail_command(argv0="/x/pytest", python=str(tmp_path / "python")) == str(planted)
