@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..model import Letter
 
 BUDGET = 800  # tokens a brief takes unless told
+MAX_TOKENS = 100_000  # the most a brief may be asked for, on the CLI and over MCP alike
 GIST = 48  # characters of a body a one-line letter shows
 
 

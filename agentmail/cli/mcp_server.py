@@ -142,7 +142,11 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
     "thread": (
         "A thread's letters, both ways.",
         _schema(
-            ("thread",), thread=_THREAD, brief={"type": "boolean"}, tokens={"type": "integer", "minimum": 50}, **_PAGE
+            ("thread",),
+            thread=_THREAD,
+            brief={"type": "boolean"},
+            tokens={"type": "integer", "minimum": 50, "maximum": briefs.MAX_TOKENS},
+            **_PAGE,
         ),
     ),
     "notes": ("Notes for me.", _schema(**_PAGE)),

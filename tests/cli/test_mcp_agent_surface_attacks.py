@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentmail.admin import hosts
+from agentmail.cli import brief as briefs
 from agentmail.cli import mcp_server
 from agentmail.client.facade import AgentMail
 from agentmail.errors import BadInput, ConfigError
@@ -137,3 +138,19 @@ def test_hook_install_never_takes_an_agentmail_from_a_relative_path_entry(
             hosts.agentmail_command(argv0="/x/pytest", python=str(tmp_path / "python"))
     monkeypatch.setenv("PATH", os.pathsep.join(["bin", str(checkout / "bin")]))  # named absolutely: the operator's
     assert hosts.agentmail_command(argv0="/x/pytest", python=str(tmp_path / "python")) == str(planted)
+
+
+@pytest.mark.parametrize("tokens", [briefs.MAX_TOKENS + 1, 10**9, 1e300])
+def test_a_brief_over_mcp_keeps_the_clis_token_ceiling(tokens: float, alpha: AgentMail, beta: AgentMail) -> None:
+    """A letter asks the agent for ``thread`` with ``brief`` and a budget of a billion tokens: the
+    CLI's --tokens stops at MAX_TOKENS, so does the tool (an unbounded brief is an unbounded
+    result of a thread anyone can write long letters into)."""
+    letter = alpha.send("beta", "Long", OPENER)
+    text, failed = mcp_server.Tools(lambda: beta).run(
+        "thread", {"thread": letter.thread, "brief": True, "tokens": tokens}
+    )
+    assert failed and "tokens" in text
+    text, failed = mcp_server.Tools(lambda: beta).run(
+        "list", {"action": "thread", "thread": letter.thread, "brief": True, "tokens": briefs.MAX_TOKENS}
+    )
+    assert not failed and "Long" in json.loads(text)["brief"]
