@@ -178,3 +178,19 @@ def test_save_into_a_virtual_environment_of_the_checkout_is_refused(
     (checkout / "docs").mkdir()
     mcp_server.call(beta, "letter", {"action": "save", "id": letter.id, "dir": "docs"}, save_root=checkout)
     assert (checkout / "docs" / "zz_fix.pth").exists()  # beside it: saved
+
+
+@pytest.mark.parametrize("char", ["😀", "漢", "ж"])
+def test_a_brief_of_wide_characters_stays_within_its_budget(char: str, alpha: AgentMail, beta: AgentMail) -> None:
+    """A partner writes its letters in characters a tokenizer spends several tokens on (an emoji is
+    four UTF-8 bytes, often four tokens): the budget counts what they can cost, not their number.
+    A byte-level tokenizer spends at most one token per byte, so the non-ASCII bytes of a brief
+    are at most its budget."""
+    first = alpha.send("beta", "Wide " + char * 20, OPENER + "\n" + char * 3000)
+    alpha.reply(first.id, char * 3000, type="ack")
+    beta.inbox()
+    for budget in (60, 300, briefs.BUDGET):
+        text = briefs.of_thread(beta.thread(first.thread), budget)
+        wide = len(text.encode("utf-8")) - len(text.encode("ascii", "ignore"))
+        assert wide <= budget, (budget, wide)
+        assert text.startswith("thread ")
