@@ -15,6 +15,8 @@ from agentmail.transport.base import Claimed
 
 from ..cli.test_watch import RECORD, lines
 from ..conftest import OPENER
+from ..mailservers import MailServers
+from ..transport.test_transport_smtpimap import USERS, make_bus
 from .test_many_machines import _second_home
 
 
@@ -50,3 +52,17 @@ def test_a_letter_that_cannot_be_claimed_waits_for_the_next_look(
     assert Watcher(beta, RECORD.format(out=out), log=said.append).run(once=True) == 1
     assert Watcher(beta, RECORD.format(out=out), log=said.append).run(once=True) == 0
     assert len(lines(out)) == 1
+
+
+def test_two_machines_on_one_imap_mailbox_run_a_letter_once(home: Path, tmp_path: Path) -> None:
+    """The same on smtp+imap: the claim is a keyword on the letter in the shared INBOX."""
+    out, said = tmp_path / "runs.txt", []
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
+        reg = make_bus(home, servers, new_threads_per_hour=0)
+        with AgentMail(reg, Identity("alpha"), home) as alpha:
+            alpha.send("beta", "Quota", OPENER)
+        other = _second_home(home, tmp_path, "machine2")
+        with AgentMail(reg, Identity("beta"), home) as one, AgentMail(reg, Identity("beta"), other) as two:
+            assert Watcher(one, RECORD.format(out=out), log=said.append).run(once=True) == 1
+            assert Watcher(two, RECORD.format(out=out), log=said.append).run(once=True) == 0
+    assert len(lines(out)) == 1, lines(out)
