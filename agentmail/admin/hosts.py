@@ -38,12 +38,19 @@ HOSTS = {
 FIX = "install it where the host can start it (pipx install agentmail), or run this through the agentmail you installed"
 
 
+def _on_path(name: str) -> str | None:
+    """``name`` in PATH's absolute folders only: a relative entry (``bin``, ``node_modules/.bin``)
+    names a folder of whatever checkout the command runs in, where a partner's patch can plant one."""
+    folders = [entry for entry in os.environ.get("PATH", "").split(os.pathsep) if os.path.isabs(entry)]
+    return shutil.which(name, path=os.pathsep.join(folders)) if folders else None
+
+
 def agentmail_command(
-    argv0: str | None = None, python: str | None = None, which: Callable[[str], str | None] = shutil.which
+    argv0: str | None = None, python: str | None = None, which: Callable[[str], str | None] = _on_path
 ) -> str:
     """The absolute path of the ``agentmail`` running now: the script it was started as, else the
     one beside this interpreter (``python -m agentmail`` in a virtual environment), else the one on
-    PATH. ConfigError with the fix when there is none."""
+    PATH (its absolute folders only). ConfigError with the fix when there is none."""
     argv0 = sys.argv[0] if argv0 is None else argv0
     python = sys.executable if python is None else python
     candidates = []

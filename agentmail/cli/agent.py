@@ -187,7 +187,13 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
 @option(
     "--brief", is_flag=True, help="The gist within --tokens: the opener, the last letters whole, a line each between."
 )
-@option("--tokens", type=at_least(50, 100000), default=briefs.BUDGET, show_default=True, help="The budget of --brief.")
+@option(
+    "--tokens",
+    type=at_least(50, briefs.MAX_TOKENS),
+    default=briefs.BUDGET,
+    show_default=True,
+    help="The budget of --brief.",
+)
 @json_option
 def thread(ctx: Ctx, thread_id: str, no_sync: bool, brief: bool = False, tokens: int = briefs.BUDGET) -> None:
     """The whole thread, both ways, as a person would read it (--brief: as a woken agent can afford)."""

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..model import Letter
 
 BUDGET = 800  # tokens a brief takes unless told
+MAX_TOKENS = 100_000  # the most a brief may be asked for, on the CLI and over MCP alike
 GIST = 48  # characters of a body a one-line letter shows
 
 
@@ -74,4 +75,13 @@ def of_thread(letters: Sequence[Letter], budget: int = BUDGET) -> str:
                     parts = [*fixed, *cut, *(line(x) for x in middle[len(middle) - keep :]), *last]
                     if fits(parts):
                         return "\n".join(parts)
-    return top[: int(budget * 3.4)]  # a budget too small for more than the thread's name
+    return _cut(top, budget)  # a budget too small for more than the thread's name
+
+
+def _cut(text: str, budget: int) -> str:
+    """The longest start of ``text`` within ``budget`` tokens."""
+    low, high = 0, len(text)
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if tokens(text[:mid]) <= budget else (low, mid - 1)
+    return text[:low]

@@ -2,9 +2,10 @@
 prompt and resource (and its instructions), the hooks, and the pointer ``init`` and ``bind`` add
 to a checkout's AGENTS.md or CLAUDE.md. One text, so every surface teaches the same thing.
 
-``tokens`` is the one estimate of what a text costs in an agent's context: characters over 3.4,
-calibrated on the MCP tool list (JSON: 4,845 characters were 1,400 cl100k_base tokens), which
-over-counts prose (about 4 characters a token), so a budget it keeps is kept.
+``tokens`` is the one estimate of what a text costs in an agent's context: ASCII characters over
+3.4, calibrated on the MCP tool list (JSON: 4,845 characters were 1,400 cl100k_base tokens), which
+over-counts prose (about 4 characters a token), so a budget it keeps is kept; any other character
+a token per UTF-8 byte (what a byte-level tokenizer spends at most).
 """
 
 from __future__ import annotations
@@ -54,8 +55,11 @@ HOST_FILES = ("AGENTS.md", "CLAUDE.md")
 
 
 def tokens(text: str) -> int:
-    """What ``text`` costs an agent's context, estimated (see the module's docstring)."""
-    return math.ceil(len(text) / 3.4)
+    """What ``text`` costs an agent's context, estimated (see the module's docstring): ASCII at
+    3.4 characters a token, every other character at a token per UTF-8 byte (a byte-level
+    tokenizer spends at most that, so a letter of emoji or CJK cannot buy more than it shows)."""
+    narrow = len(text.encode("ascii", "ignore"))
+    return math.ceil(narrow / 3.4) + len(text.encode("utf-8", "surrogatepass")) - narrow
 
 
 def add_pointer(checkout: Path, *, create: bool = True) -> list[Path]:

@@ -142,7 +142,11 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
     "thread": (
         "A thread's letters, both ways.",
         _schema(
-            ("thread",), thread=_THREAD, brief={"type": "boolean"}, tokens={"type": "integer", "minimum": 50}, **_PAGE
+            ("thread",),
+            thread=_THREAD,
+            brief={"type": "boolean"},
+            tokens={"type": "integer", "minimum": 50, "maximum": briefs.MAX_TOKENS},
+            **_PAGE,
         ),
     ),
     "notes": ("Notes for me.", _schema(**_PAGE)),
@@ -519,13 +523,18 @@ def _below(root: Path, directory: str, what: str = "save") -> Path:
 
 def _save(am: AgentMail, letter_id: str, directory: str, save_root: Path) -> list[Path]:
     """The ``save`` tool: a letter's attachments into a folder below the save folder, never
-    below the agentmail home, the registry or a Python path, never over a file, through no
+    below the agentmail home, the registry, a Python path or a virtual environment, never over a file, through no
     symlink. The MCP server runs one tool at a time, so nothing of agentmail's moves the
     folder between this check and the write (which, besides, follows no symlink)."""
     target = _below(save_root, directory)
     for place, what in _protected(am):
         if target.is_relative_to(place):
             raise BadInput(f"save: {target} is inside {what} ({place}); choose a folder of the checkout")
+    venv = next((f for f in (target, *target.parents) if (f / "pyvenv.cfg").is_file()), None)
+    if venv is not None:  # another interpreter's code path: a .pth or module there runs with it
+        raise BadInput(
+            f"save: {target} is inside a Python virtual environment ({venv}); choose a folder of the checkout"
+        )
     # what the registry or the home reads through a link, or under another name (a bind mount)
     trusted = evidence.places_of([(am.home, "the agentmail home"), (am.registry.root, "the registry")])(str(target))
     if trusted is not None:

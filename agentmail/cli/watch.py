@@ -207,8 +207,33 @@ class Watcher:
                 key = _key(letter)
                 if _handled(self.state.handled, letter) or key in self._queued:
                     continue
+                elsewhere = self._claimed_elsewhere(letter)
+                if elsewhere is None:  # the server unreachable: tried again at the next look
+                    continue
+                if elsewhere:
+                    self.state.handled[key] = {"id": letter.id, "status": "another machine", "at": time.time()}
+                    self.state.save()
+                    continue
                 self._queued.add(key)
                 pool.submit(self._run_one, letter)
+
+    def _claimed_elsewhere(self, letter: Letter) -> bool | None:
+        """Claim the letter for this mailbox where every machine of the platform sees it (the
+        transport's reply claim, under a key of its own, marked final at once so it is never
+        taken over): True when another machine's watcher has it, None when the server cannot be
+        asked now. The lock above is one machine's; this is what keeps two machines' watchers
+        from both running a letter. Called from the watcher's own thread, the transport's user."""
+        if not letter.message_id:
+            return False
+        key, holder = f"{_key(letter)} watch {self.am.me.mailbox}", f"{self.am.me.mailbox} watch-{os.getpid()}"
+        try:
+            got = self.am.transport.claim_reply(letter.message_id, key, holder)
+            if got.holder is None:
+                self.am.transport.reply_sent(letter.message_id, key, holder)
+        except TransportError as exc:
+            self._say(f"agentmail watch: {letter.id} not run yet: it could not be claimed on the server ({exc})")
+            return None
+        return got.holder is not None
 
     def _claim(self, letter: Letter) -> bool:
         """Record the letter as handled before its command starts (False: over budget)."""

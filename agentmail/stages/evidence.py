@@ -432,6 +432,31 @@ def _folders_above(path: str) -> list[str]:
     return out
 
 
+# The files a coding host reads the commands it runs unasked (at every session, at every stop)
+# from: what agentmail's hooks are written into (admin/hosts.py), never a letter's to change.
+HOST_HOOK_FILES = (".claude/settings.json", ".claude/settings.local.json", ".codex/hooks.json", ".gemini/settings.json")
+_HOST_WHAT = "a coding host's hook settings"
+
+
+def _host_hooks(touched: list[tuple[str, str]], scratch: Path) -> list[str]:
+    """Each (patch, path) of ``touched`` that is a host's hook settings file or its folder: by its
+    name in any letter case (a case-folding file system reads it so), or as the patched tree
+    resolves it (a folder link the patches made, ``conf`` -> ``.claude``)."""
+    top = os.path.realpath(scratch)
+
+    def key(path: str) -> str:
+        return os.path.relpath(os.path.realpath(os.path.join(top, path)), top).casefold()
+
+    # the files, as named and as the tree resolves them, and their folders (a link made there)
+    watched = {name.casefold() for name in HOST_HOOK_FILES} | {key(name) for name in HOST_HOOK_FILES}
+    watched |= {os.path.dirname(name).casefold() for name in HOST_HOOK_FILES}
+    return [
+        f"{patch}: {one_line(path)} ({_HOST_WHAT})"
+        for patch, path in touched
+        if os.path.normpath(path).casefold() in watched or key(path) in watched
+    ]
+
+
 def apply(attachments: tuple[Attachment, ...], cwd: str | Path = ".", *, check_only: bool = False,
           series: bool = False, guarded: Sequence[tuple[Path, str]] | None = None) -> Applied:  # fmt: skip
     """``git am`` the letter's patches (text/x-diff parts, in letter order) in the checkout at
@@ -528,4 +553,9 @@ def _try_in(scratch: Path, checkout: Path, patches: tuple[Attachment, ...], quie
         raise BadInput(f"refused: the patches change what agentmail trusts ({'; '.join(trusted)}); nothing "
                        "applied: keys, addresses and holds are the operator's to change ('agentmail keygen', "
                        "'add', 'person', 'bus set'), never a letter's")  # fmt: skip
+    hooked = _host_hooks(touched, scratch)
+    if hooked:
+        raise BadInput(f"refused: the patches change {'; '.join(hooked)}; nothing applied: a host runs the "
+                       "commands they name unasked, at every session ('agentmail hook install HOST' writes "
+                       "agentmail's; change the others by hand)")  # fmt: skip
     return tuple(commits), git(["rev-parse", "HEAD"]).decode().strip()
