@@ -97,30 +97,34 @@ def test_depth_subject_references_and_quoted_lines() -> None:
     )
 
 
+# Each case is called inside the test (not when the module loads), so a mutant meets it.
 @pytest.mark.parametrize(
-    ("shown", "expected"),
+    ("show", "expected"),
     [
-        (inline(None), ""),
-        (inline("a\nb  c"), "a b  c"),
-        (inline(7), "7"),
-        (quoted(None), '""'),
-        (quoted('a"b\\c'), '"a\\"b\\\\c"'),
-        (quoted("é"), '"é"'),  # not escaped as \u00e9: a person reads it
-        (quoted("abcd", 4), '"abcd"'),
-        (quoted("abcde", 4), '"abc…"'),
-        (quoted("abcdef", 5), '"abcd…"'),
-        (body(""), ""),
-        (body("\n\n"), ""),
-        (body(None), ""),
-        (body("a"), "| a"),
-        (body("a\n\nb\n\n"), "| a\n|\n| b"),
-        (body("\na"), "|\n| a"),
-        (body("a\nb", "   "), "   | a\n   | b"),
-        (body("a\n\nb", "  "), "  | a\n  |\n  | b"),
+        (lambda: inline(None), ""),
+        (lambda: inline("a\nb  c"), "a b  c"),
+        (lambda: inline(7), "7"),
+        (lambda: inline("None"), "None"),
+        (lambda: quoted(None), '""'),
+        (lambda: quoted('a"b\\c'), '"a\\"b\\\\c"'),
+        (lambda: quoted("é"), '"é"'),  # not escaped as \u00e9: a person reads it
+        (lambda: quoted("abcd", 4), '"abcd"'),
+        (lambda: quoted("abcde", 4), '"abc…"'),
+        (lambda: quoted("abcdef", 5), '"abcd…"'),
+        (lambda: body(""), ""),
+        (lambda: body("\n\n"), ""),
+        (lambda: body(None), ""),
+        (lambda: body("a"), "| a"),
+        (lambda: body("a \n"), "| a "),  # only line ends are dropped at the end, not spaces
+        (lambda: body("aX\n"), "| aX"),
+        (lambda: body("a\n\nb\n\n"), "| a\n|\n| b"),
+        (lambda: body("\na"), "|\n| a"),
+        (lambda: body("a\nb", "   "), "   | a\n   | b"),
+        (lambda: body("a\n\nb", "  "), "  | a\n  |\n  | b"),
     ],
 )
-def test_the_frame_exactly(shown: str, expected: str) -> None:
-    assert shown == expected
+def test_the_frame_exactly(show: Callable[[], str], expected: str) -> None:
+    assert show() == expected
 
 
 def test_unframed_reads_back_what_body_framed_and_nothing_else() -> None:
