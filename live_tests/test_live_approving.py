@@ -18,6 +18,7 @@ from test_live_writing import PERSON, _copy_in_person_inbox, _mutt, _password
 
 from agentmail.admin import bus as bus_mod
 from agentmail.config import registry as registry_mod
+from agentmail.people import approval
 from agentmail.spool import Spool
 
 
@@ -50,7 +51,9 @@ def test_a_held_letter_leaves_only_after_approve(bus: LiveBus, token: str, tmp_p
     code, out, err = _cli(home, registry.root, "--as", me, "approve", held["id"])  # the agent: no key
     assert (code, out) == (4, "") and "approval key" in err, (code, out, err)
     key = str(tmp_path / "operator.key")  # the operator's, outside AGENTMAIL_HOME
-    assert _cli(home, registry.root, "approve", "--new-key", key)[0] == 0
+    code, _, err = _cli(home, registry.root, "approve", "--new-key", key)  # an agent's command pins no first key
+    assert code == 4 and "init" in err, (code, err)
+    approval.first_key(registry_mod.load(registry.root), key, home)  # what 'init --approval-key' does
     code, out, err = _cli(home, registry.root, "--as", me, "approve", held["id"], "--key-file", key)
     assert code == 0 and out.split() == [held["thread"], held["id"], "sent"], (out, err)
     assert _cli(home, registry.root, "--as", me, "approve", held["id"], "--key-file", key)[0] == 1  # never twice
