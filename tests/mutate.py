@@ -113,6 +113,7 @@ GROUPS: dict[str, Group] = {
     "route": Group(
         ("stages/route.py",),
         (
+            "stages/test_route_exact.py",
             "stages/test_route.py",
             "stages/test_addressed.py",
             "stages/test_parties.py",
