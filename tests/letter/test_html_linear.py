@@ -20,7 +20,9 @@ from ..depth import examples
 OLD_LENGTH = r"^(-?\d*\.?\d+)\s*(px|pt|em|rem|%|cm|mm|in|pc|ex|ch|vw|vh)?$"
 OLD_SCALED = r"scale[xy]?\(\s*0*\.?0*\s*[,)]"
 OLD_OPACITY = r"(?i)opacity\s*:\s*(?:0+\.?0*|\.0+)(?![.\d])"
-NEW_OPACITY = html_text._SHEET_HIDES.split("|")[4]
+# The opacity alternative of the style-sheet pattern, whole (it holds a "|" of its own).
+_AT = html_text._SHEET_HIDES.index("opacity")
+NEW_OPACITY = html_text._SHEET_HIDES[_AT : html_text._SHEET_HIDES.index(r"(?![.\d])", _AT) + len(r"(?![.\d])")]
 
 
 def _old_words(value: str) -> list[str]:
