@@ -139,3 +139,9 @@ def test_a_persons_untagged_answer_joins_the_thread_it_answers() -> None:
 def test_no_verdict_for_bytes_not_filed_is_a_bug_said_plainly() -> None:
     with pytest.raises(ValueError, match="^a letter whose bytes are not filed needs a verdict$"):
         route(None, Facts())
+
+
+def test_a_not_a_party_sentence_is_cut_at_400_characters() -> None:
+    many = frozenset(f"platform-{i:03d}" for i in range(60))
+    filing = route(ADDRESSED, Facts(me_address=ME, parties={LETTER.thread: many}))
+    assert filing.verdict is not None and len(filing.verdict.detail or "") == 400
