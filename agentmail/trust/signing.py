@@ -146,13 +146,7 @@ def length_limited(raw: bytes, from_domain: str) -> str | None:
         headers = dkim.DKIM(raw).headers
     except _DKIM_ERRORS:
         return None
-    for name, value in headers:
-        if name.lower() != b"dkim-signature":
-            continue
-        try:
-            tags: dict[bytes, bytes] = dkim.util.parse_tag_value(value)
-        except dkim.util.InvalidTagValueList:
-            continue
+    for tags in _every_signature(headers):
         signer = tags.get(b"d", b"").strip().lower().decode("ascii", "replace")
         if b"l" in tags and signer and (from_domain == signer or from_domain.endswith("." + signer)):
             return signer
@@ -179,7 +173,15 @@ def signers(raw: bytes) -> tuple[tuple[str, str], ...]:
         headers = dkim.DKIM(raw).headers
     except _DKIM_ERRORS:
         return ()
-    found = []
+    found = [
+        tuple(tags.get(t, b"").strip().lower().decode("ascii", "replace") for t in (b"d", b"s"))
+        for tags in _every_signature(headers)
+    ]
+    return tuple((d, s) for d, s in found)
+
+
+def _every_signature(headers: list[tuple[bytes, bytes]]) -> Iterator[dict[bytes, bytes]]:
+    """The tags of each DKIM-Signature among ``headers`` that parses (one that does not names no one)."""
     for name, value in headers:
         if name.lower() != b"dkim-signature":
             continue
@@ -187,8 +189,7 @@ def signers(raw: bytes) -> tuple[tuple[str, str], ...]:
             tags: dict[bytes, bytes] = dkim.util.parse_tag_value(value)
         except dkim.util.InvalidTagValueList:
             continue
-        found.append(tuple(tags.get(t, b"").strip().lower().decode("ascii", "replace") for t in (b"d", b"s")))
-    return tuple((d, s) for d, s in found)
+        yield tags
 
 
 def _signatures_of(headers: list[tuple[bytes, bytes]], domain: str) -> Iterator[dict[bytes, bytes]]:
