@@ -173,11 +173,11 @@ def signers(raw: bytes) -> tuple[tuple[str, str], ...]:
         headers = dkim.DKIM(raw).headers
     except _DKIM_ERRORS:
         return ()
-    found = [
-        tuple(tags.get(t, b"").strip().lower().decode("ascii", "replace") for t in (b"d", b"s"))
-        for tags in _every_signature(headers)
-    ]
-    return tuple((d, s) for d, s in found)
+
+    def tag(tags: dict[bytes, bytes], name: bytes) -> str:
+        return tags.get(name, b"").strip().lower().decode("ascii", "replace")
+
+    return tuple((tag(tags, b"d"), tag(tags, b"s")) for tags in _every_signature(headers))
 
 
 def _every_signature(headers: list[tuple[bytes, bytes]]) -> Iterator[dict[bytes, bytes]]:
@@ -194,15 +194,8 @@ def _every_signature(headers: list[tuple[bytes, bytes]]) -> Iterator[dict[bytes,
 
 def _signatures_of(headers: list[tuple[bytes, bytes]], domain: str) -> Iterator[dict[bytes, bytes]]:
     """The tag lists of the DKIM-Signatures whose d= is ``domain`` (an unreadable one is none)."""
-    for name, value in headers:
-        if name.lower() != b"dkim-signature":
-            continue
-        try:
-            tags: dict[bytes, bytes] = dkim.util.parse_tag_value(value)
-        except dkim.util.InvalidTagValueList:
-            continue
-        if tags.get(b"d", b"").strip().lower() == domain.lower().encode():
-            yield tags
+    wanted = domain.lower().encode()
+    return (tags for tags in _every_signature(headers) if tags.get(b"d", b"").strip().lower() == wanted)
 
 
 def _signed_names(tags: dict[bytes, bytes]) -> list[bytes]:
