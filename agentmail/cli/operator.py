@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..config import settings
 from ..errors import AgentmailError, BadInput, ConfigError, PermanentFailure, TransportError
 from . import guide, render
 from .args import Commands, argument, duration, echo, option, seconds
@@ -327,20 +328,14 @@ def bus_group(_ctx: Ctx) -> None:
 VERDICTS = ("trusted_authserv_ids", "imap", "imap.tls", "ca_file")
 
 
-@bus_group.command("set")
+@bus_group.command("set", help=settings.help_text())
 @argument("key", help="The setting (listed above).")
 @argument("values", metavar="VALUE", nargs=-1, required=True, help="Its value, or several for a list.")
 @option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
 @option("--platform", metavar="NAME", help='With auth: set it for this platform only ("" goes back to the bus\'s).')
 @json_option
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platform: str | None) -> None:
-    """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
-    smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
-    policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
-    new_threads_per_hour N (0: no cap), groups.NAME PLATFORM... (for 'send @NAME'; "" removes it), domain, name;
-    attachments: attach_max_bytes BYTES (each), attach_max_total BYTES (per letter), attach_max_count N,
-    attach_types TYPE... (the allow-list); auth password|xoauth2|oauthbearer (how platforms log in to their
-    mailboxes; with --platform NAME for one platform, written into its entry)."""
+    # its help is the settings table's (config/settings.py: help_text)
     from ..admin import bus
     from ..config.registry import load
 
