@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..config import settings
 from ..errors import AgentmailError, BadInput, ConfigError, PermanentFailure, TransportError
 from . import guide, render
-from .args import Commands, argument, duration, echo, option, seconds
+from .args import Command, Commands, argument, duration, echo, option, seconds
 from .context import ID_HELP, Ctx, json_option
 from .render import clean, emit
 
@@ -328,14 +327,22 @@ def bus_group(_ctx: Ctx) -> None:
 VERDICTS = ("trusted_authserv_ids", "imap", "imap.tls", "ca_file")
 
 
-@bus_group.command("set", help=settings.help_text())
+class _SettingsHelp(Command):
+    """``bus set``: its help is the settings table's (config/settings.py), loaded only when shown."""
+
+    @property
+    def help(self) -> str:
+        from ..config.settings import help_text
+
+        return help_text()
+
+
 @argument("key", help="The setting (listed above).")
 @argument("values", metavar="VALUE", nargs=-1, required=True, help="Its value, or several for a list.")
 @option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
 @option("--platform", metavar="NAME", help='With auth: set it for this platform only ("" goes back to the bus\'s).')
 @json_option
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platform: str | None) -> None:
-    # its help is the settings table's (config/settings.py: help_text)
     from ..admin import bus
     from ..config.registry import load
 
@@ -364,6 +371,9 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     emit(ctx, data, lambda: echo(f"{where}: {key} = {json.dumps(stored)}"))
     if key == "hold" and stored and not _anyone_approves(ctx):
         echo(f"agentmail: note: {render.MISTAKES_ONLY}", err=True)
+
+
+bus_group.commands["set"] = _SettingsHelp("set", bus_set, None)
 
 
 def _anyone_approves(ctx: Ctx) -> bool:

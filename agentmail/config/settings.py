@@ -4,8 +4,8 @@ values, its default, the check a loaded value passes, its words in ``bus set``'s
 settings) and its help (``cli/operator``) read the rows. Adding a setting is a row here and its
 field in ``registry.Bus`` (tests/config/test_settings_table.py holds the two equal).
 
-Light: every CLI start loads it for ``bus set``'s help, so no pattern is compiled and no
-duration parsed until a value is checked.
+Its patterns are text (``re`` compiles each on first use): ``bus set --help`` loads the table
+for its help lines and checks nothing.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..ages import duration
 from ..errors import BadInput, ConfigError
 
 DOMAIN = r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+"
@@ -107,8 +108,6 @@ def _auth(data: dict[str, Any], key: str, values: list[str]) -> Any:
 
 def _duration(data: dict[str, Any], key: str, values: list[str]) -> Any:
     """A duration kept as written (``3d``); "" takes the key off."""
-    from ..ages import duration
-
     stored = one(key, values).strip()
     if stored:
         duration(stored, key)
@@ -197,8 +196,6 @@ def parse_stale_after(value: Any) -> int | None:
     """``stale_after``: a duration as a person writes it (``3d``), kept as text in bus.toml."""
     if value is None:
         return None
-    from ..ages import duration
-
     try:
         if isinstance(value, str):
             return duration(value)  # its sentence is not shown: the one below is

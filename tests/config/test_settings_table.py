@@ -19,6 +19,7 @@ from agentmail.errors import BadInput
 
 from ..conftest import Cli
 from ..depth import examples, suppressed
+from ..system.test_lean_paths import _after_main
 
 # The Bus fields no top-level row makes: the tables' (registry reads them with its own parsers).
 TABLE_FIELDS = {"smtp", "imap", "poll_interval", "groups"}
@@ -141,3 +142,9 @@ def test_any_value_bus_set_takes_loads_back_or_is_refused_in_one_line(
         return
     registry_mod.load(registry.root)  # what was written loads
     path.write_bytes(before)  # the next example starts from the same bus
+
+
+def test_a_start_loads_the_settings_table_only_to_show_bus_set_s_help(home: Path) -> None:
+    loaded = "[m for m in sys.modules if m == 'agentmail.config.settings']"
+    assert _after_main(home, loaded, "--help") == []
+    assert _after_main(home, loaded, "bus", "--help") == ["agentmail.config.settings"]
