@@ -206,6 +206,7 @@ def parse_stale_after(value: Any) -> int | None:
 
 # The rows: bus.toml's top-level keys first, in the order its "unknown key" error lists them,
 # then the keys of its tables, which registry and admin/bus read with their own code.
+# fmt: off
 SETTINGS = (
     Setting("name", _text, None, _name, "name NAME (the domain unless given)"),
     Setting("domain", _text, None, _domain, "domain DOMAIN"),
@@ -218,26 +219,15 @@ SETTINGS = (
     Setting("hold", _lowered, [], _hold, 'hold DOMAIN|ADDRESS... ("" for none)'),
     Setting("new_threads_per_hour", _number("a whole number"), 20, _count, "new_threads_per_hour N (0: no cap)"),
     Setting("attach_max_bytes", _number("a whole number"), ATTACH_MAX_BYTES, _count, "attach_max_bytes BYTES (each)"),
-    Setting(
-        "attach_max_total", _number("a whole number"), ATTACH_MAX_TOTAL, _count, "attach_max_total BYTES (per letter)"
-    ),  # fmt: skip
+    Setting("attach_max_total", _number("a whole number"), ATTACH_MAX_TOTAL, _count,
+            "attach_max_total BYTES (per letter)"),
     Setting("attach_max_count", _number("a whole number"), ATTACH_MAX_COUNT, _count, "attach_max_count N"),
     Setting("attach_types", _lowered, list(ATTACH_TYPES), _attach_types, "attach_types TYPE... (the allow-list)"),
-    Setting(
-        "auth",
-        _auth,
-        "password",
-        lambda key, value: parse_auth(value, f"bus.toml: {key}"),
-        f"auth {'|'.join(AUTH_MECHANISMS)} (how platforms log in to their mailboxes; with --platform NAME "
-        "for one platform, written into its entry)",
-    ),  # fmt: skip
-    Setting(
-        "stale_after",
-        _duration,
-        None,
-        lambda _key, value: parse_stale_after(value),
-        'stale_after DURATION (e.g. 3d: an open thread without a move that long is announced; "" takes it off)',
-    ),  # fmt: skip
+    Setting("auth", _auth, "password", lambda key, value: parse_auth(value, f"bus.toml: {key}"),
+            f"auth {'|'.join(AUTH_MECHANISMS)} (how platforms log in to their mailboxes; with --platform NAME "
+            "for one platform, written into its entry)"),
+    Setting("stale_after", _duration, None, lambda _key, value: parse_stale_after(value),
+            'stale_after DURATION (e.g. 3d: an open thread without a move that long is announced; "" takes it off)'),
     Setting("smtp", None, None, None, "smtp HOST:PORT"),
     Setting("imap", None, None, None, "imap HOST:PORT"),
     Setting("smtp.tls", None, None, None, "smtp.tls MODE"),
@@ -245,6 +235,7 @@ SETTINGS = (
     Setting("poll_interval", None, None, None, "poll_interval SECONDS"),
     Setting("groups.NAME", None, None, None, "groups.NAME PLATFORM... (for 'send @NAME'; \"\" removes it)"),
 )
+# fmt: on
 TOP_KEYS = tuple(s.name for s in SETTINGS if s.check is not None)
 NAMES = tuple(s.name for s in SETTINGS)
 
