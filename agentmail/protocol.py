@@ -38,7 +38,6 @@ PROTOCOL = (
     Kind("question", "asked"),
     Kind("fix-notice", "fix announced", "verify-result"),
     Kind("verify-result", "verified"),
-    Kind("wont-fix", "declined"),
     Kind("ack", "acknowledged", move=WRITER, terminal=True, answerable=False),
     Kind("close", "closed", move=NOBODY, terminal=True, answerable=False, after_ack=True),
     Kind("note", "note", "note", sendable=False, answerable=False, opens=False),

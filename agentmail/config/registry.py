@@ -67,7 +67,6 @@ class Bus(Frozen):
     # Seconds without a move after which an open thread is announced to its followers (issue 26);
     # None: never for staleness (the depth cap is announced all the same).
     stale_after: int | None = None
-    max_recipients: int = 10  # the platforms one letter may go to (a fan-out, a group)
 
     def group(self, name: str) -> tuple[str, ...] | None:
         return next((members for group, members in self.groups if group == name), None)

@@ -226,7 +226,6 @@ SETTINGS = (
     Setting("auth", _auth, "password", lambda key, value: parse_auth(value, f"bus.toml: {key}"),
             f"auth {'|'.join(AUTH_MECHANISMS)} (how platforms log in to their mailboxes; with --platform NAME "
             "for one platform, written into its entry)"),
-    Setting("max_recipients", _number("a whole number"), 10, _count, "max_recipients N (platforms a letter goes to)"),
     Setting("stale_after", _duration, None, lambda _key, value: parse_stale_after(value),
             'stale_after DURATION (e.g. 3d: an open thread without a move that long is announced; "" takes it off)'),
     Setting("smtp", None, None, None, "smtp HOST:PORT"),
