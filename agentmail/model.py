@@ -16,11 +16,12 @@ from typing import Any
 from . import ages, bounds
 from ._value import Frozen, field
 from .errors import BadInput
+from .protocol import HUMAN as HUMAN
+from .protocol import SENDABLE
+from .protocol import TERMINAL_TYPES as TERMINAL_TYPES
+from .protocol import TYPES as TYPES
 from .text import describe, forbidden_in_header
 
-TYPES = ("report", "question", "fix-notice", "verify-result", "ack", "close", "note")
-HUMAN = "human"  # a letter with no front-matter block, written in a mail client
-TERMINAL_TYPES = ("ack", "close")
 SEVERITIES = ("low", "medium", "high", "critical")
 # What a verify-result says happened (issue 26). Absent: not stated (an older sender, or none
 # given); ``status`` then reads "verified", as it always did, and the text says the rest.
@@ -93,11 +94,11 @@ _NOTE_ADVICE = "a note to a sibling agent: use note() in Python, 'agentmail note
 
 
 def check_sendable(value: str) -> str:
-    """A type a letter to another platform may have: the six ``send -t`` lists (not ``note``)."""
+    """A type a letter to another platform may have: the ones ``send -t`` lists (not ``note``)."""
     if value == "note":
         raise BadInput(f"type 'note' is {_NOTE_ADVICE}")
-    if value not in TYPES:
-        raise BadInput(f"unknown type {value!r}; one of: {', '.join(TYPES[:-1])} ({_NOTE_ADVICE})")
+    if value not in SENDABLE:
+        raise BadInput(f"unknown type {value!r}; one of: {', '.join(SENDABLE)} ({_NOTE_ADVICE})")
     return value
 
 

@@ -95,9 +95,10 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "judging": Group(
-        ("trust/verdicts.py", "trust/authenticity.py", "stages/guards.py"),
+        ("trust/verdicts.py", "trust/authenticity.py", "stages/guards.py", "protocol.py"),
         (
             "stages/test_guards.py",
+            "stages/test_protocol.py",
             "stages/test_guards_exact.py",
             "letter/test_wire.py",
             "trust/test_signing_exact.py",
@@ -208,9 +209,10 @@ GROUPS: dict[str, Group] = {
     ),
     # The registry: parsing hostile platform/person/bus files, the caches, identities.
     "registry": Group(
-        ("config/registry.py",),
+        ("config/registry.py", "config/settings.py"),
         (
             "config/test_registry.py",
+            "config/test_settings_table.py",
             "config/test_registry_exact.py",
             "config/test_toml_cache.py",
             "config/test_bus_settings_hostile.py",
@@ -219,7 +221,12 @@ GROUPS: dict[str, Group] = {
             "config/test_identity_headers.py",
         ),
         timeout=30,
-        whole=("config/test_registry_exact.py", "config/test_registry.py", "config/test_bus_settings_hostile.py"),
+        whole=(
+            "config/test_registry_exact.py",
+            "config/test_registry.py",
+            "config/test_bus_settings_hostile.py",
+            "config/test_settings_table.py",
+        ),
     ),
     # Issue 37's new boundaries: the one frame shown text passes, and the one table of bounds.
     "frame": Group(

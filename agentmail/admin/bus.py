@@ -7,22 +7,23 @@ Writes registry data files and key pairs. The private half goes to
 
 from __future__ import annotations
 
+import difflib
 import re
 import secrets
 import shutil
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from .._fs import write_atomic
-from ..ages import duration, now_ms
+from ..ages import now_ms
 from ..config.credentials import key_path, read_owner_only, write_private_key
 from ..config.recipients import split
 from ..config.registry import (
-    AUTH_MECHANISMS,
     DOMAIN_RE,
     MAX_OVERLAP,
     MAX_OVERLAP_DAYS,
@@ -37,6 +38,7 @@ from ..config.registry import (
     load,
     parse_bus,
 )
+from ..config.settings import NAMES, one, read_auth, setting
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..model import check_name
 from ..transport.logins import tls_context
@@ -377,86 +379,23 @@ def _read_bus(root: Path) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
-def _one(key: str, values: list[str]) -> str:
-    if len(values) != 1:
-        raise BadInput(f"'bus set {key}' takes one value")
-    return values[0]
-
-
 def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = None, platform: str | None = None) -> Any:
     """Change one ``bus.toml`` setting in place, validated like a load; returns what was stored.
 
-    ``ca_file`` copies the PEM into the registry (``ca.pem``) and stores that relative path,
-    so the registry can be committed and checked out anywhere. ``platform``: the setting of
-    that platform's entry instead (``auth`` only; ``""`` goes back to the bus's)."""
+    The settings and how each is read are config/settings.py's rows; the ones a row leaves to
+    this module are the tables and ``ca_file``, which copies the PEM into the registry
+    (``ca.pem``) and stores that relative path, so the registry can be committed and checked
+    out anywhere. ``platform``: the setting of that platform's entry instead (``auth`` only;
+    ``""`` goes back to the bus's)."""
     if platform is not None:
         if key != "auth":
             raise BadInput(f"only auth is set per platform (--platform), not {key!r}")
-        return _set_platform_auth(root, platform, _one(key, values))
+        return _set_platform_auth(root, platform, one(key, values))
     data = _read_bus(root)
-    if key in ("smtp", "imap"):
-        host, port = _host_port(_one(key, values), key)
-        mode = tls_mode(tls) if tls else default_tls(port)
-        if mode == "none" and not is_loopback(host):
-            raise BadInput(f"tls none is refused for {host}: plaintext is allowed only to a loopback address")
-        table = dict(data.get(key) or {})
-        table.update({"host": host, "port": port, "tls": mode})
-        data[key] = table
-        stored: Any = table
-    elif key in ("smtp.tls", "imap.tls"):
-        table_name = key.split(".")[0]
-        if not isinstance(data.get(table_name), dict):
-            raise BadInput(f"bus.toml has no [{table_name}] yet: 'agentmail bus set {table_name} HOST:PORT' first")
-        stored = data[table_name]["tls"] = tls_mode(_one(key, values))
-    elif key == "poll_interval":
-        if not isinstance(data.get("imap"), dict):
-            raise BadInput("bus.toml has no [imap] yet: 'agentmail bus set imap HOST:PORT' first")
-        try:
-            stored = data["imap"]["poll_interval"] = float(_one(key, values))
-        except ValueError:
-            raise BadInput("poll_interval is a number of seconds") from None
-    elif key == "ca_file":
-        source = Path(_one(key, values)).expanduser()
-        if not source.is_file():
-            raise BadInput(f"{source} does not exist")
-        stored = data["ca_file"] = _copy_ca(root, source)
-    elif key == "trusted_authserv_ids":
-        stored = data[key] = [v for v in values if v]
-    elif key == "max_size":
-        try:
-            stored = data[key] = int(_one(key, values))
-        except ValueError:
-            raise BadInput("max_size is a number of bytes") from None
-    elif key in ("attach_max_bytes", "attach_max_total", "attach_max_count"):
-        try:
-            stored = data[key] = int(_one(key, values))
-        except ValueError:
-            raise BadInput(f"{key} is a whole number") from None
-    elif key == "attach_types" or key == "hold":
-        stored = data[key] = [v.strip().lower() for v in values if v.strip()]
-    elif key == "new_threads_per_hour":
-        try:
-            stored = data[key] = int(_one(key, values))
-        except ValueError:
-            raise BadInput("new_threads_per_hour is a whole number") from None
-    elif key.startswith("groups.") or key.startswith("group."):
-        stored = _set_group(root, data, key.partition(".")[2], values)
-    elif key == "auth":
-        stored = data[key] = _auth(_one(key, values))
-    elif key == "stale_after":  # issue 26: "" takes it off (no escalation for staleness)
-        stored = _one(key, values).strip()
-        if stored:
-            duration(stored, "stale_after")
-            data[key] = stored
-        else:
-            data.pop(key, None)
-    elif key in ("sent_folder", "policy", "domain", "name", "transport"):
-        stored = data[key] = _one(key, values)
-    else:
-        raise BadInput(f"unknown setting {key!r}; one of: smtp, imap, smtp.tls, imap.tls, poll_interval, ca_file, "
-                       f"trusted_authserv_ids, sent_folder, policy, max_size, hold, new_threads_per_hour, groups.NAME, "
-                       f"domain, name, transport, attach_max_bytes, attach_max_total, attach_max_count, attach_types, "
-                       f"auth, stale_after")  # fmt: skip
+    row = setting(key)
+    if row is None:
+        raise BadInput(unknown_setting(key))
+    stored = row.read(data, key, values) if row.read is not None else _SPECIAL[row.name](root, data, key, values, tls)
     try:
         parse_bus(data)  # refuse a configuration we could not load back
     except ConfigError as exc:
@@ -465,10 +404,67 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
     return stored
 
 
-def _auth(value: str) -> str:
-    if value not in AUTH_MECHANISMS:
-        raise BadInput(f"auth must be one of {', '.join(AUTH_MECHANISMS)}, not {value!r}")
-    return value
+def unknown_setting(key: str) -> str:
+    """What ``bus set`` says of a key no row names: every one, and the likeliest one meant."""
+    listing = ", ".join(NAMES)
+    close = difflib.get_close_matches(key, NAMES, n=1)
+    if close:
+        return f"unknown setting {key!r}; did you mean {close[0]}? (one of: {listing})"
+    return f"unknown setting {key!r}; one of: {listing}"
+
+
+def _endpoint_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
+    """``smtp``/``imap HOST:PORT`` (``--tls MODE``, else the port's)."""
+    host, port = _host_port(one(key, values), key)
+    mode = tls_mode(tls) if tls else default_tls(port)
+    if mode == "none" and not is_loopback(host):
+        raise BadInput(f"tls none is refused for {host}: plaintext is allowed only to a loopback address")
+    table = dict(data.get(key) or {})
+    table.update({"host": host, "port": port, "tls": mode})
+    data[key] = table
+    return table
+
+
+def _tls_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
+    table_name = key.split(".")[0]
+    if not isinstance(data.get(table_name), dict):
+        raise BadInput(f"bus.toml has no [{table_name}] yet: 'agentmail bus set {table_name} HOST:PORT' first")
+    data[table_name]["tls"] = tls_mode(one(key, values))
+    return data[table_name]["tls"]
+
+
+def _poll_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
+    if not isinstance(data.get("imap"), dict):
+        raise BadInput("bus.toml has no [imap] yet: 'agentmail bus set imap HOST:PORT' first")
+    try:
+        data["imap"]["poll_interval"] = float(one(key, values))
+    except ValueError:
+        raise BadInput("poll_interval is a number of seconds") from None
+    return data["imap"]["poll_interval"]
+
+
+def _ca_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
+    source = Path(one(key, values)).expanduser()
+    if not source.is_file():
+        raise BadInput(f"{source} does not exist")
+    data["ca_file"] = _copy_ca(root, source)
+    return data["ca_file"]
+
+
+def _group_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
+    return _set_group(root, data, key.partition(".")[2], values)
+
+
+# The rows whose ``read`` is this module's (``Setting.read`` None): the tables' keys and a file.
+_SPECIAL: dict[str, Callable[[Path, dict[str, Any], str, list[str], str | None], Any]] = {
+    "smtp": _endpoint_setting,
+    "imap": _endpoint_setting,
+    "smtp.tls": _tls_setting,
+    "imap.tls": _tls_setting,
+    "poll_interval": _poll_setting,
+    "ca_file": _ca_setting,
+    "groups.NAME": _group_setting,
+}
 
 
 def _set_platform_auth(root: Path, name: str, value: str) -> str:
@@ -476,7 +472,7 @@ def _set_platform_auth(root: Path, name: str, value: str) -> str:
     its entry (``""``: the bus's again). Returns what the platform now uses."""
     registry = load(root)
     old = registry.named(name)
-    updated = old.replace(auth=_auth(value) if value else "")
+    updated = old.replace(auth=read_auth(value) if value else "")
     _write_toml(root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated.auth or registry.bus.auth
 

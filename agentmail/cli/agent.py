@@ -14,7 +14,17 @@ from ..errors import BadInput, TransportError
 from . import brief as briefs
 from . import guide, render
 from .args import Commands, argument, at_least, echo, option, seconds
-from .context import ID_HELP, OUTCOME_HELP, TYPES_HELP, Ctx, attach_options, attachments, json_option, read_body
+from .context import (
+    ID_HELP,
+    OUTCOME_HELP,
+    REPLY_DEFAULT_HELP,
+    TYPES_HELP,
+    Ctx,
+    attach_options,
+    attachments,
+    json_option,
+    read_body,
+)
 from .render import clean, emit
 
 if TYPE_CHECKING:
@@ -164,7 +174,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     "--type",
     "kind",
     metavar="TYPE",
-    help=TYPES_HELP + ". Default: ack to a report, verify-result to a fix-notice, else question.",
+    help=f"{TYPES_HELP}. Default: {REPLY_DEFAULT_HELP}.",
 )
 @option("--force", is_flag=True, help="Send even if the body looks like a credential.")
 @option("--hold", is_flag=True, help="Keep it (signed) in held/ until a person approves it.")

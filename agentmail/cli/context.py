@@ -10,13 +10,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import BadInput
+from ..protocol import SENDABLE, default_replies
 from .args import echo, option
 
 if TYPE_CHECKING:
     from ..client.facade import AgentMail
 
 F = TypeVar("F", bound=Callable[..., Any])
-TYPES_HELP = "report|question|fix-notice|verify-result|ack|close"
+TYPES_HELP = "|".join(SENDABLE)
+# The reply's default type, as ``reply -t`` says it: "ack to a report, verify-result to a fix-notice, else question".
+REPLY_DEFAULT_HELP = ", ".join(f"{reply} to a {parent}" for reply, parent in default_replies()) + ", else question"
 ID_HELP = "A letter: its id (any case), its Message-ID, or a unique prefix of either."
 OUTCOME_HELP = "With -t verify-result: confirmed|still-broken (still-broken: the fixer's move again)."
 

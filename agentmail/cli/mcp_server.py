@@ -39,8 +39,9 @@ from ..client.siblings import known_agents
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..frame import inline
 from ..letter.attach import Attachment, unique_names
-from ..model import HUMAN, MAX_REF, MAX_SUBJECT, NAME_RE, OUTCOMES, SEVERITIES, TYPES
+from ..model import MAX_REF, MAX_SUBJECT, NAME_RE, OUTCOMES, SEVERITIES
 from ..people import digest
+from ..protocol import HUMAN, SENDABLE, TYPES, default_replies
 from ..spool.search import MAX_QUERY
 from ..stages import evidence
 from ..text import DATA_NOT_ORDERS, for_terminal
@@ -67,8 +68,9 @@ _TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 # "<>", or a prefix of either: printable ASCII without spaces, as long as a header line allows.
 _ID = {"type": "string", "pattern": "^[!-~]{1,998}$"}
 _THREAD = {"type": "string", "pattern": "^[Tt][Hh][Rr]-[0-9A-Za-z]{6,26}$"}  # in any case, as the CLI takes it
-_KIND = {"enum": ["report", "question", "fix-notice", "verify-result", "ack", "close"]}
+_KIND = {"enum": list(SENDABLE)}
 _ANY_KIND = {"enum": [*TYPES, HUMAN]}
+_REPLY_DEFAULTS = ", ".join(f"{reply} a {parent}" for reply, parent in default_replies())
 
 
 def _schema(required: tuple[str, ...] = (), /, **props: dict[str, Any]) -> dict[str, Any]:
@@ -123,7 +125,7 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
         ),
     ),
     "reply": (
-        "Answer a letter once (default type: ack a report, verify-result a fix-notice, else question); "
+        f"Answer a letter once (default type: {_REPLY_DEFAULTS}, else question); "
         "attach: files of the checkout, patch: a git rev range.",
         _schema(("id", "body"), id=_ID, body=_TEXT, type=_KIND, hold=_HOLD, outcome=_OUTCOME, **_EVIDENCE),
     ),

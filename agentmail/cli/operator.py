@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import AgentmailError, BadInput, ConfigError, PermanentFailure, TransportError
 from . import guide, render
-from .args import Commands, argument, duration, echo, option, seconds
+from .args import Command, Commands, argument, duration, echo, option, seconds
 from .context import ID_HELP, Ctx, json_option
 from .render import clean, emit
 
@@ -327,20 +327,22 @@ def bus_group(_ctx: Ctx) -> None:
 VERDICTS = ("trusted_authserv_ids", "imap", "imap.tls", "ca_file")
 
 
-@bus_group.command("set")
+class _SettingsHelp(Command):
+    """``bus set``: its help is the settings table's (config/settings.py), loaded only when shown."""
+
+    @property
+    def help(self) -> str:
+        from ..config.settings import help_text
+
+        return help_text()
+
+
 @argument("key", help="The setting (listed above).")
 @argument("values", metavar="VALUE", nargs=-1, required=True, help="Its value, or several for a list.")
 @option("--tls", metavar="MODE", help="With smtp/imap: implicit|starttls|none (default: follows the port).")
 @option("--platform", metavar="NAME", help='With auth: set it for this platform only ("" goes back to the bus\'s).')
 @json_option
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platform: str | None) -> None:
-    """Set KEY in bus.toml: ca_file PEM (copied into the registry), smtp HOST:PORT, imap HOST:PORT,
-    smtp.tls / imap.tls MODE, trusted_authserv_ids ID..., sent_folder NAME ("" for none),
-    policy pinned|aligned, poll_interval SECONDS, max_size BYTES, hold DOMAIN|ADDRESS... ("" for none),
-    new_threads_per_hour N (0: no cap), groups.NAME PLATFORM... (for 'send @NAME'; "" removes it), domain, name;
-    attachments: attach_max_bytes BYTES (each), attach_max_total BYTES (per letter), attach_max_count N,
-    attach_types TYPE... (the allow-list); auth password|xoauth2|oauthbearer (how platforms log in to their
-    mailboxes; with --platform NAME for one platform, written into its entry)."""
     from ..admin import bus
     from ..config.registry import load
 
@@ -369,6 +371,9 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     emit(ctx, data, lambda: echo(f"{where}: {key} = {json.dumps(stored)}"))
     if key == "hold" and stored and not _anyone_approves(ctx):
         echo(f"agentmail: note: {render.MISTAKES_ONLY}", err=True)
+
+
+bus_group.commands["set"] = _SettingsHelp("set", bus_set, None)
 
 
 def _anyone_approves(ctx: Ctx) -> bool:

@@ -26,6 +26,7 @@ from ..model import (
     reply_subject,
     thread_id,
 )
+from ..protocol import default_reply
 from ..spool.layout import reply_key
 from ..stages.compose import Draft
 from . import picture
@@ -249,7 +250,7 @@ class Sender(Stage):
         _check_body(body, force)
         parent_id = self.box.id_of(to)
         parent = self.spool.letter(parent_id)
-        kind = check_type(type or _default_reply_type(parent.type))
+        kind = check_type(type or default_reply(parent.type))
         check_outcome(outcome, kind)
         reason = self._refusal(parent, kind, body, force=force, attachments=attachments,
                                subject=reply_subject(parent.subject or "(no subject)"))  # fmt: skip
@@ -285,7 +286,7 @@ class Sender(Stage):
         letters = self.threads.thread(thread)
         last = self._last_of_platform_thread(thread, letters)
         # After the other side's ack of my own letter, the reporter may add evidence or withdraw
-        # (guards.AFTER_ACK): the letter continues my acknowledged letter, never answers the ack.
+        # (protocol.AFTER_ACK): the letter continues my acknowledged letter, never answers the ack.
         acked = self._acked_own(last, letters)
         reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments,
                                acked=acked, subject=reply_subject(letters[0].subject))  # fmt: skip
@@ -308,7 +309,7 @@ class Sender(Stage):
         if letter_id in self._refusals:
             return self._refusals[letter_id]
         parent = self.spool.letter(letter_id)
-        return self._refusal(parent, _default_reply_type(parent.type), "", force=True)
+        return self._refusal(parent, default_reply(parent.type), "", force=True)
 
     def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False,
                  attachments: tuple[Attachment, ...] = (), acked: Letter | None = None,
@@ -443,10 +444,6 @@ def _said(warning: str | None) -> tuple[str, ...]:
 
 def _references(parent: Letter) -> tuple[str, ...]:
     return tuple([*parent.references, parent.message_id][-MAX_REFERENCES:])
-
-
-def _default_reply_type(parent_type: str) -> str:
-    return {"report": "ack", "fix-notice": "verify-result", "note": "note"}.get(parent_type, "question")
 
 
 def _check_body(body: str, force: bool) -> None:

@@ -10,12 +10,12 @@ from ..errors import (
     NotFound,
 )
 from ..model import (
-    HUMAN,
     Letter,
     ThreadStatus,
     thread_id,
     ulid_ms,
 )
+from ..protocol import state_after, whose_move
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -134,12 +134,7 @@ class Threads(Stage):
     @staticmethod
     def _whose_move(last: Letter, other: str, mine: bool | None = None) -> str:
         """Whose move it is after ``last`` between this platform and ``other``."""
-        mine = last.sender != other if mine is None else mine
-        if last.type == "close":
-            return "nobody"
-        if last.type == "ack":
-            return "me" if mine else other  # whoever acknowledged owes the fix
-        return other if mine else "me"
+        return whose_move(last.type, last.sender != other if mine is None else mine, other)
 
     def _parts(self, thread: str, ids: list[str]) -> tuple[dict[str, Any], ...]:
         """A fan-out thread, one row per counterpart: its part (its letters, and mine to it)."""
@@ -186,16 +181,4 @@ def _state_of(last: Letter) -> str:
     ``still-broken`` is "still broken" (the fixer's move again); confirmed or unstated, "verified"."""
     if last.type == "verify-result" and last.outcome == "still-broken":
         return "still broken"
-    return _lifecycle(last.type)
-
-
-def _lifecycle(kind: str) -> str:
-    return {
-        "report": "reported",
-        "question": "asked",
-        "ack": "acknowledged",
-        "fix-notice": "fix announced",
-        "verify-result": "verified",
-        "close": "closed",
-        HUMAN: "human letter",
-    }.get(kind, kind)
+    return state_after(last.type)

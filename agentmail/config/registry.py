@@ -15,10 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from .._value import Frozen, Value, field
-from ..ages import duration
 from ..errors import BadInput, ConfigError
 from ..model import NAME_RE
 from ._toml import BadToml, read_toml
+from .settings import ATTACH_MAX_BYTES, ATTACH_MAX_COUNT, ATTACH_MAX_TOTAL, DOMAIN, SETTINGS, TOP_KEYS
+from .settings import ATTACH_TYPES as ATTACH_TYPES
+from .settings import AUTH_MECHANISMS as AUTH_MECHANISMS
+from .settings import parse_auth as parse_auth
+from .settings import parse_stale_after as parse_stale_after
 
 ADDRESS_RE = re.compile(
     r"^[a-z0-9][a-z0-9.-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
@@ -27,37 +31,9 @@ ADDRESS_RE = re.compile(
 PERSON_RE = re.compile(
     r"^[a-z0-9][a-z0-9.+_-]{0,63}@[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$"
 )
-DOMAIN_RE = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?)+$")
-# A hold rule: a domain (every address in it) or one address (a plus tag allowed).
-HOLD_RE = re.compile(r"^(?:[a-z0-9][a-z0-9._+-]{0,63}@)?" + DOMAIN_RE.pattern[1:])
+DOMAIN_RE = re.compile(f"^{DOMAIN}$")
 SELECTOR_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-POLICIES = ("pinned", "aligned")
 TLS_MODES = ("implicit", "starttls", "none")
-# How a mailbox login is proved (DESIGN §2): a password, or an OAuth2 access token by SASL
-# XOAUTH2 (Google's and Microsoft's) or OAUTHBEARER (RFC 7628).
-AUTH_MECHANISMS = ("password", "xoauth2", "oauthbearer")
-
-
-# The attachment types a bus takes unless bus.toml's attach_types says otherwise: evidence
-# (logs, HAR/JSON, CSV, screenshots, PDFs, archives) and patches.
-ATTACH_TYPES = (
-    "text/plain",
-    "text/x-diff",
-    "text/x-log",
-    "text/csv",
-    "text/markdown",
-    "application/json",
-    "application/pdf",
-    "application/gzip",
-    "application/zip",
-    "image/png",
-    "image/jpeg",
-)
-# A bus's attachment limits unless bus.toml says otherwise (decoded bytes; base64 adds a third).
-ATTACH_MAX_BYTES = 512 * 1024  # per attachment
-ATTACH_MAX_TOTAL = 700 * 1024  # per letter
-ATTACH_MAX_COUNT = 10
-ATTACH_TYPE_RE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$")
 
 
 class Endpoint(Frozen):
@@ -178,25 +154,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 # Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
-# (TOML's trap: a top-level key written after [imap] silently lands inside [imap].)
-TOP_KEYS = (
-    "name",
-    "domain",
-    "transport",
-    "policy",
-    "trusted_authserv_ids",
-    "ca_file",
-    "sent_folder",
-    "max_size",
-    "hold",
-    "new_threads_per_hour",
-    "attach_max_bytes",
-    "attach_max_total",
-    "attach_max_count",
-    "attach_types",
-    "auth",
-    "stale_after",
-)
+# (TOML's trap: a top-level key written after [imap] silently lands inside [imap].) The top-level
+# keys are the settings table's (settings.TOP_KEYS).
 TABLE_KEYS = {"smtp": ("host", "port", "tls"), "imap": ("host", "port", "tls", "poll_interval")}
 FREE_TABLES = ("groups",)  # tables whose keys are names the bus chooses (checked by their parser)
 PLATFORM_KEYS = ("name", "address", "display_name", "remotes", "paths", "dkim", "people", "auth")
@@ -333,92 +292,21 @@ def _endpoint(data: Any, what: str) -> Endpoint | None:
 
 
 def parse_bus(data: dict[str, Any]) -> Bus:
+    """bus.toml's data as a Bus: each top-level setting checked by its row (config/settings.py),
+    then the tables ([groups], [smtp], [imap])."""
     check_bus_keys(data)
-    domain = data.get("domain")
-    if not isinstance(domain, str) or not DOMAIN_RE.fullmatch(domain):
-        raise ConfigError(f"bus.toml: domain {domain!r} is not a valid domain")
-    transport = data.get("transport", "local")
-    if transport not in ("local", "smtp+imap"):
-        raise ConfigError(f"bus.toml: transport must be 'local' or 'smtp+imap', not {transport!r}")
-    policy = data.get("policy", "pinned")
-    if policy not in POLICIES:
-        raise ConfigError(f"bus.toml: policy must be one of {', '.join(POLICIES)}")
-    sent_folder = data.get("sent_folder")
-    if sent_folder is not None and not isinstance(sent_folder, str):
-        raise ConfigError('bus.toml: sent_folder must be a folder name ("" for none)')
-    ca_file = data.get("ca_file")
-    if ca_file is not None and not isinstance(ca_file, str):
-        raise ConfigError("bus.toml: ca_file must be a path (relative to the registry directory)")
-    ids = data.get("trusted_authserv_ids", [])
-    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-        raise ConfigError("bus.toml: trusted_authserv_ids must be a list of names")
-    max_size = data.get("max_size", 1_048_576)
-    if not isinstance(max_size, int) or max_size < 4096:
-        raise ConfigError("bus.toml: max_size must be a number of bytes >= 4096")
-    hold = data.get("hold", [])
-    if not isinstance(hold, list) or not all(isinstance(h, str) and HOLD_RE.fullmatch(h) for h in hold):
-        raise ConfigError('bus.toml: hold must be a list of lowercase domains or addresses (e.g. ["partner.example"])')
-    quota = data.get("new_threads_per_hour", 20)
-    if not isinstance(quota, int) or isinstance(quota, bool) or quota < 0:
-        raise ConfigError("bus.toml: new_threads_per_hour must be a whole number >= 0")
-    sizes = {}
-    for key, default in (("attach_max_bytes", ATTACH_MAX_BYTES), ("attach_max_total", ATTACH_MAX_TOTAL),
-                         ("attach_max_count", ATTACH_MAX_COUNT)):  # fmt: skip
-        value = data.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise ConfigError(f"bus.toml: {key} must be a whole number >= 0")
-        sizes[key] = value
-    types = data.get("attach_types", list(ATTACH_TYPES))
-    if not isinstance(types, list) or not all(isinstance(t, str) and ATTACH_TYPE_RE.fullmatch(t) for t in types):
-        raise ConfigError('bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])')
+    fields = {s.name: s.check(s.name, data.get(s.name, s.default)) for s in SETTINGS if s.check is not None}
+    if fields["name"] is None:
+        fields["name"] = fields["domain"]
     groups = parse_groups(data.get("groups", {}))
-    stale_after = parse_stale_after(data.get("stale_after"))
-    auth = parse_auth(data.get("auth", "password"), "bus.toml: auth")
     smtp, imap = _endpoint(data.get("smtp"), "smtp"), _endpoint(data.get("imap"), "imap")
     poll = (data.get("imap") or {}).get("poll_interval")  # [imap] is a table or absent: _endpoint said so
     if poll is not None and (not isinstance(poll, int | float) or not 0 < poll <= 3600):
         raise ConfigError("bus.toml: [imap] poll_interval must be seconds between 0 and 3600")
-    if transport == "smtp+imap" and (smtp is None or imap is None):
+    if fields["transport"] == "smtp+imap" and (smtp is None or imap is None):
         raise ConfigError("bus.toml: the smtp+imap transport needs [smtp] and [imap] endpoints")
-    return Bus(
-        name=str(data.get("name", domain)),
-        domain=domain,
-        transport=transport,
-        policy=policy,
-        trusted_authserv_ids=tuple(ids),
-        smtp=smtp,
-        imap=imap,
-        ca_file=ca_file or None,
-        sent_folder=sent_folder,
-        max_size=max_size,
-        poll_interval=float(poll) if poll is not None else None,
-        hold=tuple(dict.fromkeys(hold)),
-        new_threads_per_hour=quota,
-        attach_types=tuple(dict.fromkeys(types)),
-        **sizes,
-        groups=groups,
-        auth=auth,
-        stale_after=stale_after,
-    )
-
-
-def parse_stale_after(value: Any) -> int | None:
-    """``stale_after``: a duration as a person writes it (``3d``), kept as text in bus.toml."""
-    if value is None:
-        return None
-
-    try:
-        if isinstance(value, str):
-            return duration(value)  # its sentence is not shown: the one below is
-    except BadInput:
-        pass
-    raise ConfigError(f"bus.toml: stale_after must be a duration such as 3d, not {str(value)[:40]!r}")
-
-
-def parse_auth(value: Any, where: str) -> str:
-    if value not in AUTH_MECHANISMS:
-        raise ConfigError(f"{where} must be one of {', '.join(AUTH_MECHANISMS)}, not {value!r}")
-    return str(value)
+    poll_interval = float(poll) if poll is not None else None
+    return Bus(**fields, smtp=smtp, imap=imap, poll_interval=poll_interval, groups=groups)
 
 
 def parse_groups(data: Any) -> tuple[tuple[str, tuple[str, ...]], ...]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..errors import NotFound
 from ..model import Letter, ulid_floor, ulid_ms
+from ..protocol import opens_thread
 from .layout import (
     LEAVING,
     MIN_PREFIX,
@@ -321,7 +322,7 @@ class SpoolViews(SpoolLayout):
                 if ulid_ms(letter_id) < cutoff_ms:
                     continue
                 data = spool._parsed(letter_id, state)
-                if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
+                if opens_thread(str(data.get("type") or ""), data.get("in_reply_to")) and "reason" not in data:
                     found[str(data.get("message_id") or letter_id)] = letter_id
         return found
 

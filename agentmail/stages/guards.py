@@ -13,8 +13,10 @@ import re
 import unicodedata
 from typing import TYPE_CHECKING
 
+from .. import protocol
 from .._value import Frozen
-from ..model import TERMINAL_TYPES, Letter
+from ..model import Letter
+from ..protocol import AFTER_ACK, TERMINAL_TYPES
 from ..text import DATA_NOT_ORDERS as DATA_NOT_ORDERS
 from ..text import for_terminal
 
@@ -22,10 +24,9 @@ if TYPE_CHECKING:
     from ..letter.attach import Attachment
 
 MAX_DEPTH = 20
-# What a reporter may send after the other side's ack of its own letter (DESIGN §6, issue 26):
-# more evidence (a report) or a withdrawal (a close). It continues the acknowledged letter
-# (In-Reply-To), never answers the ack, and its References count the ack toward the cap.
-AFTER_ACK = ("report", "close")
+# AFTER_ACK (protocol.py): what a reporter may send after the other side's ack of its own letter
+# (DESIGN §6): more evidence or a withdrawal. It continues the acknowledged letter (In-Reply-To),
+# never answers the ack, and its References count the ack toward the cap.
 
 # Patterns as text: re compiles (and caches) each on first use, so a process that never sends
 # pays nothing for them, and one that only replies never compiles the opener advice.
@@ -144,7 +145,7 @@ def refusal(out: Outbound) -> str | None:
             return reason
         if out.kind == "note":
             return "a note is not an answer; use note()"
-    elif out.kind != "note" and out.quota is not None and out.opened_last_hour >= out.quota:
+    elif protocol.kind(out.kind).opens and out.quota is not None and out.opened_last_hour >= out.quota:
         return (f"new-thread quota reached: {out.me} opened {out.opened_last_hour} threads in the last hour "
                 f"(new_threads_per_hour = {out.quota}); the next frees up at {out.quota_frees or 'within the hour'}; "
                 "replies and follow-ups in existing threads are not counted (raise it: bus set new_threads_per_hour N)")  # fmt: skip
@@ -166,7 +167,7 @@ def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
     if parent.state == "sibling":
         return (f"letter {parent.id} is one this platform sent (from another of its mailboxes); "
                 "answer the letters you received")  # fmt: skip
-    if parent.type in (*TERMINAL_TYPES, "note"):
+    if not protocol.kind(parent.type).answerable:
         article = "an" if parent.type == "ack" else "a"
         return f"letter {parent.id} is {article} {parent.type}, which is never answered"
     return _answered(parent, out.answered_by)
@@ -175,7 +176,7 @@ def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
 def _follow_up_refusal(out: Outbound, parent: Letter) -> str | None:
     """A follow-up continues after this platform's own last letter, nothing else."""
     thread = parent.thread
-    if parent.type == "close":
+    if protocol.kind(parent.type).move == protocol.NOBODY:  # nobody moves after a close
         return f"thread {thread} is closed"
     if parent.sender != out.me:
         kind = parent.type or "letter"

@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from .._value import Frozen
+from ..protocol import opens_thread
 
 
 class Envelope(Frozen):
@@ -236,11 +237,11 @@ def _fields(header: bytes) -> dict[str, str]:
 
 
 def opener_id(header: bytes) -> str | None:
-    """The Message-ID when a letter's header block says it opens a thread: an agentmail type
-    other than a note, no In-Reply-To. None for anything else (a person's letter, a reply)."""
+    """The Message-ID when a letter's header block says it opens a thread (``protocol.opens_thread``:
+    a type that opens one, no In-Reply-To). None for anything else (a person's letter, a reply)."""
     fields = _fields(header)
-    kind, message_id = fields.get("x-agentmail-type", ""), fields.get("message-id", "")
-    if not kind or kind == "note" or "in-reply-to" in fields or not message_id:
+    message_id = fields.get("message-id", "")
+    if not message_id or not opens_thread(fields.get("x-agentmail-type", ""), "in-reply-to" in fields):
         return None
     return message_id
 

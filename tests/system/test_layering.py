@@ -10,7 +10,7 @@ PACKAGE = Path(__file__).parents[2] / "agentmail"
 # Lower layers never import higher ones: the folders, in the order a letter passes them (the
 # ground floor's modules are named one by one).
 LAYERS = [
-    {"errors", "text", "model", "home", "_fs", "_value", "ages", "frame", "bounds"},
+    {"errors", "text", "protocol", "model", "home", "_fs", "_value", "ages", "frame", "bounds"},
     {"config"},
     {"letter"},
     {"trust"},
