@@ -12,6 +12,7 @@ import secrets
 import shutil
 import time
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ import tomli_w
 
 from .._fs import write_atomic
 from ..ages import duration, now_ms
+from ..client.facade import AgentMail
 from ..config.credentials import key_path, read_owner_only, write_private_key
+from ..config.identity import Identity
 from ..config.recipients import split
 from ..config.registry import (
     AUTH_MECHANISMS,
@@ -38,7 +41,9 @@ from ..config.registry import (
     parse_bus,
 )
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
+from ..home import agentmail_home
 from ..model import check_name
+from ..people import approval
 from ..transport.logins import tls_context
 from ..trust import signing
 from .exposure import refuse_exposed as refuse_exposed  # bind asks it too
@@ -462,6 +467,31 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
     _write_toml(root / "bus.toml", data)
+    return stored
+
+
+def change_hold(
+    root: Path, values: list[str], *, teller: Callable[[Registry], AgentMail] | None = None, home: Path | None = None
+) -> list[str]:
+    """``bus set hold``: the rule checked and written as ``set_setting`` does, after every approver
+    was told of the change (``AgentMail.tell_hold_change``: a change they cannot be told is not
+    made, ConfigError). ``teller``: the client that writes to them (the CLI's: this checkout's
+    platform); by default the first platform with an approver, in ``home``. Returns the rule."""
+    data = _read_bus(root)
+    after = data["hold"] = [v.strip().lower() for v in values if v.strip()]
+    try:
+        parse_bus(data)  # a rule that cannot be written is told to nobody
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    reg = load(root)
+    if after != list(reg.bus.hold) and approval.every_approver(reg):
+        if teller is not None:
+            teller(reg).tell_hold_change(list(reg.bus.hold), after)
+        else:
+            sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
+            with AgentMail(reg, Identity(sender), home or agentmail_home()) as client:
+                client.tell_hold_change(list(reg.bus.hold), after)
+    stored: list[str] = set_setting(root, "hold", values)
     return stored
 
 
