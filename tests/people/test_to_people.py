@@ -175,3 +175,31 @@ def test_the_client_that_tells_is_the_one_given(approving: Registry, home: Path)
     (news,) = mailbox(home, CAROL)
     assert news["From"].addresses[0].addr_spec == "beta@bus.test" and "Now:    (none" in news.get_content()
     assert registry_mod.load(approving.root).bus.hold == ()
+
+
+def test_the_rule_tells_nothing_when_nothing_changes_or_nobody_approves(
+    approving: Registry,  # noqa: F811
+    registry: Registry,
+    home: Path,
+) -> None:
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    assert (
+        alpha.tell_hold_change(["beta@bus.test"], [" Beta@bus.test ", ""]) is False
+    )  # the same rule, written otherwise
+    nobody = AgentMail(registry, Identity("alpha"), home)  # the registry as it was before anyone approved
+    assert nobody.tell_hold_change([], ["bus.test"]) is False and nobody.announce_hold_change([], ["bus.test"]) == ""
+    assert mailbox(home, CAROL) == []
+
+
+def test_an_announcement_the_spool_cannot_record_is_not_sent_and_says_why(
+    approving: Registry,  # noqa: F811
+    home: Path,
+) -> None:
+    """Recorded first or not at all: a letter for people that could not be remembered is never
+    sent (it could not be told apart from one sent already); the letter stays held with why."""
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    alpha.spool.ensure()
+    (alpha.spool.root / "announcements").write_text("not a folder")
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    assert letter.state == "held" and mailbox(home, CAROL) == []
+    assert "announced" not in alpha.show(letter.id).extra and alpha.show(letter.id).extra["announce_failed"]
