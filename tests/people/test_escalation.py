@@ -15,10 +15,10 @@ import pytest
 from agentmail.admin import bus
 from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
+from agentmail.client.to_people import ToPeople
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.client.to_people import ToPeople
 from agentmail.people.for_people import visible_part
 from agentmail.stages.guards import MAX_DEPTH
 
