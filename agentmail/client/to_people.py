@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 ESCALATIONS = "escalations"
 ANNOUNCEMENTS = "announcements"
 DIGEST = "digest.json"
+INTERRUPTED = "interrupted inside its submission: it may not have reached the approvers (never sent twice)"
 
 
 class ToPeople(Stage):
@@ -132,6 +133,9 @@ class ToPeople(Stage):
             held = {x.id for x in self.spool.letters("held")}
             for record in records_in(where):
                 if record.get("letter") not in held:  # released or rejected meanwhile: it has nothing to say
+                    _forget(where, str(record.get("key")))
+                elif record.get("state") == "sending":  # its sender died inside the submission (we hold the lock)
+                    self.spool.annotate(str(record["letter"]), announce_failed=INTERRUPTED)
                     _forget(where, str(record.get("key")))
             for record in self._retry(where):
                 self._settle(where, record)

@@ -129,9 +129,12 @@ def test_a_crash_inside_an_announcements_submission_never_sends_it_twice(
         alpha.send("beta", "Quota 500s", OPENER)
     (record,) = (alpha.spool.root / "announcements").glob("*.json")
     assert '"state": "sending"' in record.read_text()  # recorded durably before the send
+    (held,) = alpha.held()
     for _ in range(2):
         AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home).sync()
     assert mailbox(home, CAROL) == []  # at most once
+    assert alpha.show(held.id).extra["announce_failed"].startswith("interrupted inside its submission")
+    assert not (alpha.spool.root / "announcements").exists()  # said on the letter: nothing waits
 
 
 def test_a_digest_the_transport_cannot_take_is_not_kept_to_send_later(
