@@ -21,7 +21,9 @@ import tomli_w
 
 from .._fs import write_atomic
 from ..ages import now_ms
+from ..client.facade import AgentMail
 from ..config.credentials import key_path, read_owner_only, write_private_key
+from ..config.identity import Identity
 from ..config.recipients import split
 from ..config.registry import (
     DOMAIN_RE,
@@ -40,7 +42,9 @@ from ..config.registry import (
 )
 from ..config.settings import NAMES, one, read_auth, setting
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
+from ..home import agentmail_home
 from ..model import check_name
+from ..people import approval
 from ..transport.logins import tls_context
 from ..trust import signing
 from .exposure import refuse_exposed as refuse_exposed  # bind asks it too
@@ -465,6 +469,31 @@ _SPECIAL: dict[str, Callable[[Path, dict[str, Any], str, list[str], str | None],
     "ca_file": _ca_setting,
     "groups.NAME": _group_setting,
 }
+
+
+def change_hold(
+    root: Path, values: list[str], *, teller: Callable[[Registry], AgentMail] | None = None, home: Path | None = None
+) -> list[str]:
+    """``bus set hold``: the rule checked and written as ``set_setting`` does, after every approver
+    was told of the change (``AgentMail.tell_hold_change``: a change they cannot be told is not
+    made, ConfigError). ``teller``: the client that writes to them (the CLI's: this checkout's
+    platform); by default the first platform with an approver, in ``home``. Returns the rule."""
+    data = _read_bus(root)
+    after = data["hold"] = [v.strip().lower() for v in values if v.strip()]
+    try:
+        parse_bus(data)  # a rule that cannot be written is told to nobody
+    except ConfigError as exc:
+        raise BadInput(str(exc)) from None
+    reg = load(root)
+    if after != list(reg.bus.hold) and approval.every_approver(reg):
+        if teller is not None:
+            teller(reg).tell_hold_change(list(reg.bus.hold), after)
+        else:
+            sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
+            with AgentMail(reg, Identity(sender), home or agentmail_home()) as client:
+                client.tell_hold_change(list(reg.bus.hold), after)
+    stored: list[str] = set_setting(root, "hold", values)
+    return stored
 
 
 def _set_platform_auth(root: Path, name: str, value: str) -> str:

@@ -357,7 +357,7 @@ def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) ->
                          attachments=_evidence(am, a, root))  # fmt: skip
         return _outcome(am, letter)
     if name == "digest":
-        made = digest.gather(am, a.get("since"))
+        made = am.digest(a.get("since"))
         return {**made.to_json(), "text": digest.render(made)}
     if name == "thread" and a.get("brief"):  # the gist, within a budget: no page
         return {"brief": briefs.of_thread(am.thread(a["thread"]), int(a.get("tokens", briefs.BUDGET)))}

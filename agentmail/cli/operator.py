@@ -354,12 +354,15 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
         if lifted:  # letters it held would leave without a person: the approvers decide
             _ask_approvers(ctx, f"agentmail bus set hold {shown}",
                            f"The hold rule stops holding letters for {', '.join(lifted)}.")  # fmt: skip
-        _announce_hold_change(ctx, list(values))
     elif key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
         how = f" --tls {tls}" if tls is not None else ""
         _ask_approvers(ctx, f"agentmail bus set {key} {shown}{how}",
                        "Changes which mail server's Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
-    stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
+    if key == "hold" and platform is None:  # every approver is told first (the library's rule)
+        stored: Any = bus.change_hold(ctx.registry_root(), list(values), teller=lambda _reg: _announcer(ctx),
+                                      home=ctx.home)  # fmt: skip
+    else:
+        stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
     if key in ("smtp", "imap") and not tls and isinstance(stored, dict):
         note = bus.tls_chosen(key, stored["host"], stored["port"])
         if note:
@@ -406,20 +409,6 @@ def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = No
     the approvers of ``platform``, the one whose guard it is, decide."""
     if _anyone_approves(ctx):
         _announcer(ctx).ask_approvers(change, effect, platform)
-
-
-def _announce_hold_change(ctx: Ctx, values: list[str]) -> None:
-    """A change of ``hold`` is told to every approver first (issue 26): one that cannot be told
-    is not made (exit 6), so a hold is never lifted silently."""
-    from ..config.registry import load
-
-    reg = load(ctx.registry_root())
-    after = [v.strip().lower() for v in values if v.strip()]
-    if after == list(reg.bus.hold) or not _anyone_approves(ctx):
-        return
-    failed = _announcer(ctx).announce_hold_change(list(reg.bus.hold), after)
-    if failed:
-        raise ConfigError(f"the hold rule is unchanged: the approvers could not be told ({failed})")
 
 
 @commands.command()
@@ -524,11 +513,11 @@ def digest(ctx: Ctx, since: str | None, send: bool, no_sync: bool) -> None:
     from ..people import digest as digest_mod
 
     client = ctx.client() if send else ctx.reader()  # a digest mailed is never one of a stale spool
-    made = digest_mod.gather(client, since, sync=not no_sync)
+    made = client.digest(since, sync=not no_sync)
     if not send:
         emit(ctx, {**made.to_json(), "text": digest_mod.render(made)}, lambda: echo(digest_mod.render(made).rstrip()))
         return
-    sent = digest_mod.send(client, made)
+    sent = client.send_digest(made)
     if sent["status"] == "queued":
         raise TransportError(f"the digest was not sent: {sent['detail']}; run 'agentmail digest --send' again")
     if sent["status"] == "failed":

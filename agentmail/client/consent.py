@@ -28,14 +28,16 @@ if TYPE_CHECKING:
     from ..spool.store import Spool
     from .holds import Holds
     from .mailbox import Mailbox
+    from .to_people import ToPeople
 
 
 class Consent(Stage):
     """The approvers' consent to one exact change of the guards, asked by mail."""
 
-    def __init__(self, box: Mailbox, holds: Holds, sync: Callable[[], object]) -> None:
+    def __init__(self, box: Mailbox, holds: Holds, people: ToPeople, sync: Callable[[], object]) -> None:
         super().__init__(box)
         self.holds = holds
+        self.people = people
         self.sync = sync
 
     def ask(self, change: str, effect: str, platform: str | None = None) -> str:
@@ -82,7 +84,7 @@ class Consent(Stage):
         path = folder / f"{os.urandom(8).hex()}.json"  # before the mail: an answer always finds its record
         record = {"change": change, "announced": message_id, "answers": [], "deciders": list(everyone)}
         write_atomic(path, json.dumps(record).encode())
-        failed = self.holds.mail_people("change." + path.stem, raw, everyone)
+        failed = self.people.why_not(everyone, message_id, raw)
         if failed:
             path.unlink(missing_ok=True)
             raise ConfigError(f"nothing was changed: the approvers could not be asked ({failed})")

@@ -32,12 +32,14 @@ from .outbox import Outbox, raise_for_state
 from .receiver import Receiver, SyncReport
 from .sender import Sender, Sent
 from .threads import Threads
+from .to_people import ToPeople
 
 if TYPE_CHECKING:
     from ..config.identity import Identity
     from ..config.registry import Registry
     from ..letter.attach import Attachment
     from ..model import Letter, ThreadStatus
+    from ..people.digest import Digest
     from ..spool.search import Hit, Query, SearchIndex
     from ..stages.evidence import Applied
     from ..transport import SubmitResult, Transport
@@ -51,21 +53,18 @@ class AgentMail(Stage):
     def __init__(self, registry: Registry, me: Identity, home: Path, transport: Transport | None = None) -> None:
         super().__init__(box := Mailbox(registry, me, home, transport))  # registry, me, spool, ...: Stage's
         self.outbox = Outbox(box)
-        self.holds = Holds(box, self.outbox)
-        self.receiver = Receiver(box, self.outbox, self.holds)
         self.threads = Threads(box, self.sync)
+        self.people = ToPeople(box, self.threads, self.sync)  # every letter for people leaves through it
+        self.holds = Holds(box, self.outbox, self.people)
+        self.receiver = Receiver(box, self.outbox, self.holds)
         self.letters = Letters(box, self.sync)
         self.sender = Sender(box, self.outbox, self.holds, self.threads, self.receiver)
-        self.consent = Consent(box, self.holds, self.sync)
+        self.consent = Consent(box, self.holds, self.people, self.sync)
         self.last_sent: Sent | None = None  # what the last send, reply, follow-up or note did (None: refused)
         # A reader (status, thread, search, digest) may show the spool as last synced when the
         # server cannot be reached: ``offline_ok`` lets a sync's TransportError pass, kept in ``offline``.
         self.offline_ok = False
         self.offline: str | None = None
-        # Escalation (issue 26, people/escalation.py): what this client announced to people, and why not
-        self.escalated: list[dict[str, Any]] = []
-        self.escalation_problem: str | None = None
-        self._escalated_at = -(1 << 62)
 
     @classmethod
     def from_env(
@@ -147,25 +146,22 @@ class AgentMail(Stage):
         sent = self.last_sent
         return [] if sent is None else [*(f"opener: {advice}" for advice in sent.advice), *sent.warnings]
 
-    def _escalate(self) -> None:
-        from ..people import escalation
+    @property
+    def escalated(self) -> list[dict[str, Any]]:
+        """What this client announced to people (escalation, issue 26), as recorded."""
+        return self.people.escalated
 
-        now = ages.now_ms()
-        if now - self._escalated_at < escalation.EVERY_MS:
-            return
-        self._escalated_at = now
-        try:
-            self.escalated += escalation.run(self)
-            self.escalation_problem = None
-        except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
-            # one line: a server's reply (a relay's multi-line SMTP text) is said, never a line of its own
-            self.escalation_problem = inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
+    @property
+    def escalation_problem(self) -> str | None:
+        """Why the last escalation could not announce, in one line (None: it could)."""
+        return self.people.escalation_problem
 
     # --- what an agent does ----------------------------------------------------------------
 
     def sync(self) -> SyncReport:
         """Pull what is new, judge it, file it; the checkpoint moves only after the commit.
-        Then announce to the followers what needs a person (escalation.py), at most once a minute.
+        Then what is owed to people (``to_people``): a queued announcement sent again, and what
+        needs a person announced to the followers (escalation.py), at most once a minute.
         Sent-folder copies still due are made first, so the platform's other machines see them."""
         try:
             self.outbox.copy_sent()
@@ -175,8 +171,7 @@ class AgentMail(Stage):
                 raise
             self.offline = inline(exc)  # a server's words, on the one line that says so
             return SyncReport()
-        if self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
-            self._escalate()
+        self.people.after_sync()
         return report
 
     def send_fate(self) -> str:
@@ -356,7 +351,22 @@ class AgentMail(Stage):
     def announce_hold_change(self, before: list[str], after: list[str]) -> str:
         """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
         approves), else why not."""
-        return self.holds.announce_hold_change(before, after)
+        return self.people.announce_hold_change(before, after)
+
+    def tell_hold_change(self, before: list[str], after: list[str]) -> bool:
+        """The rule for a change of the bus's ``hold``: every approver is told before it is made
+        (ConfigError when they cannot be: the change is not to be made); nothing is told when it
+        changes nothing or nobody approves. ``admin.bus.change_hold`` calls it before it writes."""
+        return self.people.tell_hold_change(before, after)
+
+    def digest(self, since: str | None = None, *, sync: bool = True) -> Digest:
+        """What a digest for people says now (``people/digest.render`` words it); ``since``: a
+        duration back (``3d``), else since the last digest sent."""
+        return self.people.digest(since, sync=sync)
+
+    def send_digest(self, digest: Digest) -> dict[str, Any]:
+        """Mail ``digest`` to the followers and remember it once it left: {message_id, to, status, detail}."""
+        return self.people.send_digest(digest)
 
     def ask_approvers(self, change: str, effect: str, platform: str | None = None) -> str:
         """With approvers listed, a change that loosens a guard against the agent (``change``: the

@@ -23,14 +23,16 @@ if TYPE_CHECKING:
     # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
     from .mailbox import Mailbox
     from .outbox import Outbox
+    from .to_people import ToPeople
 
 
 class Holds(Stage):
     """Letters that wait for a person: held, announced to the approvers, released or rejected (by the operator's key or an approver's answer)."""
 
-    def __init__(self, box: Mailbox, outbox: Outbox) -> None:
+    def __init__(self, box: Mailbox, outbox: Outbox, people: ToPeople) -> None:
         super().__init__(box)
         self.outbox = outbox
+        self.people = people
 
     def file(self, letter: Letter, raw: bytes, reason: str) -> Letter:
         """File a signed letter in held/ with why it waits for a person, and tell the approvers."""
@@ -108,30 +110,9 @@ class Holds(Stage):
             )
         except (AgentmailError, OSError) as exc:  # e.g. the platform's key cannot sign it
             failed = str(exc) or type(exc).__name__
-        else:
-            failed = self.mail_people(f"{letter.id}.announcement", raw, to)
-        if failed:
             self.spool.annotate(letter.id, announce_failed=failed)
-        else:
-            self.spool.annotate(letter.id, announced=message_id)
-
-    def mail_people(self, key: str, raw: bytes, to: tuple[str, ...]) -> str:
-        """Send an automatic letter to people; "" when it left, else why not. On the local
-        transport a person's mailbox is the Maildir ``postoffice/<address>/`` (no platform
-        name holds an ``@``), which a person's mail client can read."""
-        from ..transport.base import Envelope, Outgoing
-
-        try:
-            if self.registry.bus.transport == "local":
-                from ..transport.local import deliver
-
-                for address in to:
-                    deliver(self.home / "postoffice" / address, raw)
-                return ""
-            (result,) = self.transport.submit([Outgoing(key, raw, Envelope(self.platform.address, to))])
-            return "" if result.status == "sent" else result.detail or result.status
-        except (AgentmailError, OSError) as exc:
-            return str(exc) or type(exc).__name__
+            return
+        self.people.announce_held(letter.id, message_id, raw, to)
 
     def every_approver(self) -> tuple[str, ...]:
         """Every approver of every platform of the bus (a change of the guards is theirs to decide)."""
@@ -155,20 +136,6 @@ class Holds(Stage):
         from ..people import approval
 
         return approval.change_request(self.registry, self.home, self.me.platform, change, effect, to)
-
-    def announce_hold_change(self, before: list[str], after: list[str]) -> str:
-        """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
-        approves), else why not."""
-        from ..people import approval
-
-        to = approval.every_approver(self.registry)
-        if not to:
-            return ""
-        try:
-            _, raw = approval.hold_change(self.registry, self.home, self.me.platform, before, after)
-        except AgentmailError as exc:
-            return str(exc)
-        return self.mail_people("hold-change", raw, to)
 
     def decide_by_mail(self, filed: Filed | list[str]) -> None:
         """Act on approvers' answers among the letters just filed, and among the unread ones a

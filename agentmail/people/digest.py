@@ -2,8 +2,11 @@
 threads need — open threads by age and whose move (stale ones first), letters waiting for a
 person's approval, and what was quarantined or bounced since the last digest.
 
-    text = digest.render(digest.gather(am))          # agentmail digest
-    digest.send(am)                                  # agentmail digest --send
+    text = digest.render(am.digest())                # agentmail digest
+    am.send_digest(am.digest())                      # agentmail digest --send
+
+What a digest says is gathered and mailed by ``client/to_people`` (the mailbox's door to people);
+this module holds what it is (``Digest``), its words (``render``) and its letter (``letter``).
 
 "Since the last digest" is the time the last *sent* digest was made, kept in the mailbox's
 spool (``digest.json``); a digest only printed moves nothing, so looking at one never takes
@@ -13,18 +16,14 @@ anything out of the next that people get. ``--since`` says it instead.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .. import ages
 from .._value import Frozen
+from ..config.registry import Registry
 from ..frame import inline
-from ..model import ulid_ms
-from . import announce, escalation
+from ..model import Letter, ThreadStatus
 from .for_people import compose_for_people, subject_of, wrap
-
-if TYPE_CHECKING:
-    from ..client.facade import AgentMail
-    from ..model import Letter, ThreadStatus
 
 STATE = "digest.json"
 DEFAULT_STALE = 3 * 86400  # what "stale" means in a digest when the bus sets no stale_after
@@ -60,41 +59,12 @@ class Digest(Frozen):
         }
 
 
-def last_sent(client: AgentMail) -> dict[str, Any]:
-    """The mailbox's digest state: ``at`` (ms) and ``message_ids`` of the last sent digest."""
-    return announce.read_record(_state(client))
-
-
-def since_of(value: str | None, client: AgentMail, now: int) -> int:
-    """``--since``: a duration back from now (``3d``), else the last sent digest, else ever (0)."""
+def since_of(value: str | None, last_at: object, now: int) -> int:
+    """``--since``: a duration back from now (``3d``), else the last sent digest's time
+    (``last_at``, as its record holds it), else ever (0)."""
     if value is not None:
         return now - ages.duration(value, "--since") * 1000
-    at = last_sent(client).get("at")
-    return at if isinstance(at, int) and 0 < at <= now else 0
-
-
-def gather(client: AgentMail, since: str | None = None, *, sync: bool = True) -> Digest:
-    """What the digest says now. ``since``: as ``--since`` (BadInput for a bad one, before any sync)."""
-    now = ages.now_ms()
-    start = since_of(since, client, now)
-    if sync:
-        client.sync()
-        now = max(now, ages.now_ms())
-    stale_after = client.registry.bus.stale_after or DEFAULT_STALE
-    rows = [r for r in client.status(sync=False) if r.whose_move != "nobody" or r.delivery in ("held", "failed")]
-    rows.sort(key=lambda r: (not r.idle(now) > stale_after, r.moved_ms if r.idle(now) > stale_after else r.opened_ms))
-    quarantined = tuple(x for x in client.quarantined(sync=False) if ulid_ms(x.id) > start)
-    bounced = []
-    for letter in client.sent():
-        notes = client.spool.annotations(letter.id)
-        if notes.get("undeliverable"):
-            when = str(notes.get("undeliverable_at") or "")
-            at = int(when) if when.isdigit() else ulid_ms(letter.id)
-            if at > start:
-                bounced.append(letter)
-    announced = tuple(r for r in escalation.records(client) if int(r.get("at", 0)) > start)
-    return Digest(client.platform.name, now, start, stale_after, tuple(rows), tuple(client.held()), quarantined,
-                  tuple(bounced), announced)  # fmt: skip
+    return last_at if isinstance(last_at, int) and 0 < last_at <= now else 0
 
 
 def render(digest: Digest) -> str:
@@ -163,24 +133,15 @@ def render(digest: Digest) -> str:
     return wrap("\n".join(lines)) + "\n"
 
 
-def send(client: AgentMail, digest: Digest) -> dict[str, Any]:
-    """Mail ``digest`` to the platform's followers (one letter, every one a recipient), threaded
-    after the last digest, and remember it; returns {message_id, to, status, detail}."""
-    state = last_sent(client)
-    earlier = [m for m in state.get("message_ids", []) if isinstance(m, str)][-2:]  # first and last: a thread
-    to = client.platform.followers
+def letter(
+    registry: Registry, home: Path, digest: Digest, to: tuple[str, ...], earlier: list[str]
+) -> tuple[str, bytes]:
+    """The Message-ID and signed bytes of ``digest`` for the people ``to``, threaded after the
+    digests ``earlier`` (the first and the last sent: one conversation in a mail client)."""
     stale = sum(digest.stale(r) for r in digest.threads)
     count = len(digest.threads)
     subject = f"{digest.platform}: digest, {count} open thread{'' if count == 1 else 's'}, {stale} stale, {len(digest.held)} held"
-    message_id, raw = compose_for_people(
-        client.registry, client.home, digest.platform, to, subject, render(digest),
+    return compose_for_people(
+        registry, home, digest.platform, to, subject, render(digest),
         in_reply_to=earlier[-1] if earlier else None, references=tuple(earlier),
     )  # fmt: skip
-    status, detail = announce.deliver(client, to, message_id, raw)
-    if status == "sent":
-        announce.write_record(_state(client), {"at": digest.now, "message_ids": [*earlier[:1], message_id]})
-    return {"message_id": message_id, "to": list(to), "status": status, "detail": detail}
-
-
-def _state(client: AgentMail) -> Path:
-    return client.spool.root / STATE

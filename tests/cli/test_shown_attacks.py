@@ -208,13 +208,13 @@ def test_a_servers_words_in_the_offline_warning_are_one_line(
 def test_a_servers_words_in_the_escalation_problem_are_one_line(
     alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from agentmail.client.to_people import ToPeople
     from agentmail.errors import TransportError
-    from agentmail.people import escalation
 
-    def refused(_client: object) -> int:
+    def refused(_people: object) -> int:
         raise TransportError(f"554 refused:\n{FORGED_SERVER_TEXT}")
 
-    monkeypatch.setattr(escalation, "run", refused)
+    monkeypatch.setattr(ToPeople, "escalate", refused)
     assert main(["--as", "beta", "person", "beta", "carol@people.test", "--follows"]) == 0
     capsys.readouterr()
     assert main(["--as", "beta", "sync"]) == 0

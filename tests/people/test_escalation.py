@@ -15,10 +15,10 @@ import pytest
 from agentmail.admin import bus
 from agentmail.cli.app import main
 from agentmail.client.facade import AgentMail
+from agentmail.client.to_people import ToPeople
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.people import announce
 from agentmail.people.for_people import visible_part
 from agentmail.stages.guards import MAX_DEPTH
 
@@ -126,7 +126,7 @@ def test_a_crash_in_the_middle_of_an_announcement_never_sends_it_twice(
         raise KeyboardInterrupt  # the process dies inside the submission: did the server take it?
 
     with monkeypatch.context() as patched, pytest.raises(KeyboardInterrupt):
-        patched.setattr(announce, "deliver", killed)
+        patched.setattr(ToPeople, "deliver", killed)
         alpha.sync()
     (record,) = records(home)
     assert record["state"] == "sending" and calls == ["deliver"]  # recorded durably before the send

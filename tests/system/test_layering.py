@@ -93,6 +93,25 @@ def test_imports_point_down_the_data_flow() -> None:
             assert _layer(target) <= own, f"{name}:{line} imports {target}, a higher layer"
 
 
+def test_people_imports_nothing_of_the_client_not_even_for_an_annotation() -> None:
+    """people/ writes letters for people from values it is handed; the client sends them. An
+    import of client/ there, even under TYPE_CHECKING, is the circle facade → people → facade."""
+    found = []
+    for path in sorted((PACKAGE / "people").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = "agentmail" if node.level == 2 else "agentmail.people" * (node.level == 1)
+                named = ".".join(p for p in (base if node.level else "", node.module or "") if p)
+                names = [named, *(f"{named}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if any(n == "agentmail.client" or n.startswith("agentmail.client.") for n in names):
+                found.append(f"{path.name}:{node.lineno}")
+    assert found == [], found
+
+
 def test_each_third_party_library_is_imported_only_where_it_is_wrapped() -> None:
     for name, path in _modules():
         for target, line in _imports(path):
