@@ -121,6 +121,7 @@ class Receiver(Stage):
                             outcomes[item.key] = "verified"
                         elif len(report.quarantined) > before[1]:
                             outcomes[item.key] = "quarantined"
+                    transport.settle()  # the letters' post-office names are durable before a row names them
                 except BaseException:
                     self.spool.discard()
                     raise

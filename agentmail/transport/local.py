@@ -68,6 +68,27 @@ def marked_id(path: str) -> str | None:
     return opener_id(data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]) if data else None
 
 
+class Flush:
+    """A folder's fsync run on a thread of its own, so the caller goes on meanwhile (it
+    releases the GIL); ``wait`` returns once it has, or raises what it raised."""
+
+    def __init__(self, folder: Path) -> None:
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, args=(folder,), name="agentmail-flush", daemon=True)
+        self._thread.start()
+
+    def _run(self, folder: Path) -> None:
+        try:
+            fsync_dir(folder)
+        except OSError as exc:
+            self._error = exc
+
+    def wait(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+
+
 class LocalTransport(Transport):
     """``resolve`` maps a recipient address to a platform name (None: no such mailbox)."""
 
@@ -88,6 +109,7 @@ class LocalTransport(Transport):
         # injectable: ``claims.now``).
         self.claims = Claims(postoffice / platform / ".claims")
         self._pruned = False
+        self._flushing: Flush | None = None  # cur/ being flushed for the last fetch (``settle``)
         self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
@@ -186,8 +208,10 @@ class LocalTransport(Transport):
             # cut: the renames into cur/ (by whichever reader made them) are flushed once here.
             # Else a checkpoint could outlive the rename that gave a UID, and the UID go to
             # another letter that the checkpoint skips; and the spool files each letter as an
-            # unflushed link of this very file, restored from this name (DESIGN §7).
-            fsync_dir(self.mailbox.dir / "cur")
+            # unflushed link of this very file, restored from this name (DESIGN §7). Flushed
+            # beside the reading and judging, not before them: ``settle`` waits for it before
+            # any commit names a letter, ``advance`` before any checkpoint passes one.
+            self._flushing = Flush(self.mailbox.dir / "cur")
         batch: list[Incoming] = []
         for uid in range(last + 1, uidnext):
             item = self.mailbox.read(uid, max_size)
@@ -201,7 +225,13 @@ class LocalTransport(Transport):
             yield batch
         self._fetched_to = uidnext  # every UID below it was read and handed on, or is no file
 
+    def settle(self) -> None:
+        if self._flushing is not None:
+            flushing, self._flushing = self._flushing, None
+            flushing.wait()
+
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
+        self.settle()
         # The UIDs handed out belong to the UIDVALIDITY they were read under (read once per fetch)
         validity = self._fetched_under if self._fetched_under is not None else self.mailbox.uidvalidity
         seen = Checkpoint.parse(checkpoint).under(validity).past(committed)
