@@ -13,6 +13,7 @@ import pytest
 from agentmail.client.facade import AgentMail
 from agentmail.client.receiver import Receiver
 from agentmail.spool.filing import SpoolFiling
+from agentmail.transport import local
 from agentmail.transport.local import LocalTransport, deliver
 
 BODY = "Does the flush overlap the judging?"
@@ -22,6 +23,7 @@ def test_the_cur_flush_overlaps_judging_and_returns_before_the_commit(
     alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     alpha.send("beta", "Overlap", BODY, type="question")
+    monkeypatch.setattr(local, "spare_core", lambda: True)
     judging = threading.Event()
     events: list[str] = []
     overlapped: list[bool] = []
@@ -54,10 +56,34 @@ def test_the_cur_flush_overlaps_judging_and_returns_before_the_commit(
     assert events[: events.index("commit")].count("cur flushed") == 1  # flushed before the commit
 
 
-def test_a_flush_that_fails_stops_the_sync_before_anything_is_committed(
+def test_on_a_busy_machine_the_flush_is_done_before_the_judging(
     alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     alpha.send("beta", "Overlap", BODY, type="question")
+    monkeypatch.setattr(local, "spare_core", lambda: False)
+    events: list[str] = []
+    real_fsync, real_file = os.fsync, Receiver._file_isolated
+
+    def fsync(fd: int) -> None:
+        real_fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("/postoffice/beta/cur"):
+            events.append("cur flushed")
+
+    def file_isolated(self: Receiver, *args: object) -> None:
+        events.append("judging")
+        real_file(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(Receiver, "_file_isolated", file_isolated)
+    assert len(beta.sync().accepted) == 1 and events == ["cur flushed", "judging"]
+
+
+@pytest.mark.parametrize("spare", [True, False])
+def test_a_flush_that_fails_stops_the_sync_before_anything_is_committed(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch, spare: bool
+) -> None:
+    alpha.send("beta", "Overlap", BODY, type="question")
+    monkeypatch.setattr(local, "spare_core", lambda: spare)
     real_fsync = os.fsync
 
     def fsync(fd: int) -> None:
@@ -73,13 +99,30 @@ def test_a_flush_that_fails_stops_the_sync_before_anything_is_committed(
     assert [letter.subject for letter in beta.sync().accepted] == ["Overlap"]
 
 
-def test_advance_waits_for_the_flush_when_nothing_settled_first(tmp_path: Path) -> None:
+def test_advance_waits_for_the_flush_when_nothing_settled_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A reader that never calls ``settle`` (doctor's look) still has the flush behind every
     checkpoint it is handed."""
     transport = LocalTransport(tmp_path / "po", "beta", {"beta@bus.test": "beta"}.get)
+    monkeypatch.setattr(local, "spare_core", lambda: True)
     deliver(tmp_path / "po" / "beta", b"Subject: x\r\n\r\nhi\r\n")
     (batch,) = list(transport.fetch(None, 1 << 20))
     assert transport._flushing is not None
     checkpoint = transport.advance(None, batch)
     assert transport._flushing is None and checkpoint is not None and checkpoint.endswith(":1")
     transport.settle()  # nothing left to wait for
+
+
+def test_a_spare_core_is_read_from_the_load_and_none_when_it_cannot_be(monkeypatch: pytest.MonkeyPatch) -> None:
+    cores = len(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "getloadavg", lambda: (cores - 1.5, 0.0, 0.0))
+    assert local.spare_core() is (cores >= 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (float(cores), 0.0, 0.0))
+    assert local.spare_core() is False
+
+    def unreadable() -> tuple[float, float, float]:
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(os, "getloadavg", unreadable)
+    assert local.spare_core() is False
