@@ -22,9 +22,12 @@ def make(maildir: Path | str) -> None:
     _made.add(str(maildir))
 
 
-def put(maildir: Path | str, raw: bytes, copy: tuple[str, int, int] | None = None, *, suffix: str = "") -> str:
+def put(
+    maildir: Path | str, raw: bytes, copy: tuple[str, int, int] | None = None, *, suffix: str = "", durable: bool = True
+) -> str:
     """Deliver ``raw`` into ``maildir``; returns its file name in ``new/``. Two fsyncs (the
     file, then ``new/`` after the rename): once this returns, the file survives a crash.
+    ``durable=False``: neither (a file whose loss a reader makes up for).
 
     ``copy``: a file holding exactly ``raw`` (path, st_dev, st_ino: the sender's spool copy),
     hard-linked into ``tmp/`` instead of written, then fsynced and renamed like a written one.
@@ -33,13 +36,13 @@ def put(maildir: Path | str, raw: bytes, copy: tuple[str, int, int] | None = Non
     if base not in _made:
         make(base)
     try:
-        return _put(base, raw, copy, suffix)
+        return _put(base, raw, copy, suffix, durable)
     except FileNotFoundError:  # the Maildir was removed under a long-lived process: make it again
         make(base)
-        return _put(base, raw, copy, suffix)
+        return _put(base, raw, copy, suffix, durable)
 
 
-def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str) -> str:
+def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str, durable: bool) -> str:
     # os.uname().nodename is what socket.gethostname() returns, without importing socket
     host = suffix or os.uname().nodename.replace("/", "_")
     name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{host}"
@@ -49,9 +52,11 @@ def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str) 
         # on a busy ext4, a link ~0.01 ms). Its bytes were written unflushed: flushed here, in
         # tmp/, before the rename makes them visible in new/ (a reader never sees a file not on
         # disk). A second link of an inode already flushed finds nothing left to write.
-        fsync_file(tmp)
+        if durable:
+            fsync_file(tmp)
     else:
-        write_new(tmp, raw)
+        write_new(tmp, raw, durable=durable)
     os.rename(tmp, f"{base}/new/{name}")
-    fsync_dir(f"{base}/new")
+    if durable:
+        fsync_dir(f"{base}/new")
     return name

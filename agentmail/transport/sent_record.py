@@ -25,10 +25,11 @@ BATCH = 50  # letters committed per checkpoint step, as for the INBOX
 
 def record(folder: Path, raw: bytes, copy: tuple[str, int, int] | None) -> None:
     """Keep ``raw`` in the post office's sent record ``folder`` (a Maildir): the sender's spool
-    file hard-linked in where it can be (no new bytes), else written. Durable like the letter
-    (``maildir.put``): a platform's other homes see in their threads every letter delivered,
-    power cut or not."""
-    maildir.put(folder, raw, copy, suffix="sent")
+    file hard-linked in where it can be (no new bytes), else written. Not flushed: the letter
+    itself is durable in its recipient's Maildir, and so is the sender's spool record of it
+    (``client/outbox.py``); a record lost here in a power cut only means the platform's other
+    homes do not see that one letter in their threads."""
+    maildir.put(folder, raw, copy, suffix="sent", durable=False)
 
 
 def local_pending(mailbox: Mailbox, checkpoint: str | None) -> bool:
