@@ -138,6 +138,24 @@ def test_a_marker_that_is_no_regular_file_names_nothing(tmp_path: Path) -> None:
     assert marked_id(str(tmp_path / "empty")) is None and marked_id(str(tmp_path / "reply")) is None
 
 
+def test_a_marker_swapped_or_unreadable_after_the_look_names_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "letter").write_bytes(OPENER)
+    real_fstat = os.fstat
+    os.mkfifo(tmp_path / "fifo")
+    fifo_stat = os.stat(tmp_path / "fifo")
+    monkeypatch.setattr(os, "fstat", lambda fd: fifo_stat)  # replaced by a FIFO between the look and the open
+    assert marked_id(str(tmp_path / "letter")) is None
+    monkeypatch.setattr(os, "fstat", real_fstat)
+
+    def unreadable(fd: int, size: int) -> bytes:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "read", unreadable)
+    assert marked_id(str(tmp_path / "letter")) is None
+
+
 @settings(max_examples=examples(200), deadline=None)
 @given(data=st.binary(max_size=300))
 def test_a_marker_holding_any_bytes_gives_a_message_id_or_none(
