@@ -97,7 +97,10 @@ class Flush:
         # thread has started. A bare thread: ``threading.Thread.start`` would wait for it.
         self._interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._interval, 0.0001))
-        _thread.start_new_thread(self._run, (folder,))
+        try:
+            _thread.start_new_thread(self._run, (folder,))
+        except RuntimeError:  # no thread to be had (a process at its limit): flushed here
+            self._run(folder)
 
     def _run(self, folder: Path) -> None:
         if self._interval is not None:

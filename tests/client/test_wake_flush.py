@@ -4,7 +4,9 @@ the order DESIGN §7 keeps for a power cut, without the flush on the wake path."
 
 from __future__ import annotations
 
+import _thread
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -126,3 +128,18 @@ def test_a_spare_core_is_read_from_the_load_and_none_when_it_cannot_be(monkeypat
 
     monkeypatch.setattr(os, "getloadavg", unreadable)
     assert local.spare_core() is False
+
+
+def test_no_thread_to_be_had_flushes_inline_and_leaves_the_switch_interval_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refused(*args: object) -> int:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(local, "spare_core", lambda: True)
+    monkeypatch.setattr(_thread, "start_new_thread", refused)
+    interval = sys.getswitchinterval()
+    (tmp_path / "cur").mkdir()
+    flush = local.Flush(tmp_path / "cur")
+    assert sys.getswitchinterval() == interval
+    flush.wait()
