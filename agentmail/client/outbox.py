@@ -51,10 +51,8 @@ class Outbox(Stage):
             return stored
         self._dispatching = stored.id
         self._fresh = (stored, raw) if raw is not None else None
-        sent: str | None = None
         try:
-            results = self.flush()
-            sent = next((r.status for r in results if r.key == stored.id), None)
+            self.flush()
         except ConfigError as exc:
             self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
             self.box.move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
@@ -64,14 +62,15 @@ class Outbox(Stage):
         finally:
             self._dispatching = None
             self._fresh = None
-            if sent != "sent":
-                self._keep_if_queued(stored.id)
+            self._keep(stored.id)
         return self.box.show(stored.id)
 
-    def _keep_if_queued(self, letter_id: str) -> None:
-        """A letter filed without a flush (``_file_outgoing``) that did not leave (queued, or
-        failed) is made durable now, before ``send`` returns or raises."""
-        if self._sent_is_durable() and self.spool.locate(letter_id) in ("outbox", "failed"):
+    def _keep(self, letter_id: str) -> None:
+        """A letter filed without a flush (``file``) is made durable now, before ``send``
+        returns or raises: one that did not leave (queued, failed), and the sender's record of
+        one delivered, as durable as the recipient's copy (its folder and a FULL commit; its
+        bytes are the post-office file's, flushed by the delivery)."""
+        if self._sent_is_durable() and self.spool.locate(letter_id) in ("outbox", "failed", "sent"):
             self.spool.make_durable(letter_id)
 
     def _sent_is_durable(self) -> bool:

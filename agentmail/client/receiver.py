@@ -121,6 +121,7 @@ class Receiver(Stage):
                             outcomes[item.key] = "verified"
                         elif len(report.quarantined) > before[1]:
                             outcomes[item.key] = "quarantined"
+                    transport.settle()  # the letters' post-office names are durable before a row names them
                 except BaseException:
                     self.spool.discard()
                     raise
@@ -243,6 +244,9 @@ class Receiver(Stage):
         else:
             verdict, facts = self._judged(raw)
         filing = route(verdict, facts)
+        # The post-office flush ran beside the judging; it ends before the first write here (a
+        # write it overlapped would join its journal commit on ext4 and make it longer).
+        self.transport.settle()
         if filing.action == "duplicate":
             report.duplicates += 1
         elif filing.action == "skip":

@@ -152,6 +152,11 @@ class Transport(ABC):
         when ``timeout`` seconds passed with nothing new.
         """
 
+    def settle(self) -> None:  # noqa: B027  (optional: a no-op by default)
+        """Return once what ``fetch`` handed out keeps the name it was read under after a power
+        cut: called before a commit names it. A transport that flushed before handing out (or
+        has nothing to flush) does nothing."""
+
     def mark(self, outcomes: Mapping[str, str]) -> None:  # noqa: B027  (optional: a no-op by default)
         """Tell a person reading the same mailbox what became of committed messages: ``outcomes``
         maps a message's key to ``verified`` or ``quarantined``. Best effort, never raises, never

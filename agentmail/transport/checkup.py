@@ -7,11 +7,12 @@ Every check connects for real; no line holds a secret.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import aiosmtplib
 from imapclient.exceptions import IMAPClientError
 
+from ..config.credentials import Login
 from ..config.registry import Endpoint
 from ..errors import AgentmailError
 from .claims import keeps_keywords, server_claims
@@ -27,11 +28,24 @@ from .logins import (
     tls_context,
 )
 
-if TYPE_CHECKING:
-    from .smtpimap import SmtpImapTransport
+
+class Checked(Protocol):
+    """What ``doctor`` asks of the transport it checks (``smtpimap.SmtpImapTransport``, which
+    calls it: named here, so the two modules import one way)."""
+
+    smtp: Endpoint
+    imap: Endpoint
+    login: Login
+    auth: str
+    sent_folder: str | None
+    _imap_offered: tuple[bytes, ...]
+
+    def _smtp_client(self) -> aiosmtplib.SMTP: ...
+    def _connect(self) -> Any: ...
+    def _sent_folder(self, client: Any) -> str | None: ...
 
 
-def doctor(transport: SmtpImapTransport, address: str = "") -> list[tuple[str, bool, str]]:
+def doctor(transport: Checked, address: str = "") -> list[tuple[str, bool, str]]:
     """Connectivity checks for ``agentmail doctor``; never includes a secret."""
     noun = secret_noun(transport.auth)
     source = f"{noun} from {transport.login.source or 'the caller'}"

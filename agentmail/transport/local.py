@@ -3,19 +3,18 @@
 ``postoffice/<platform>/`` is a Maildir. Delivery is what an MTA does: write into ``tmp/``,
 fsync, rename into ``new/``, fsync ``new/``. Anything that does that has delivered a letter.
 
-Reading works like an IMAP server: the first reader to look moves each letter from ``new/``
-to ``cur/<uid>:2,`` with the next UID, under a lock, so every mailbox (platform or
-platform@agent) keeps its own "last UID" checkpoint and several agents can share a platform
-without stealing each other's mail. A fetch costs what is new, never the history.
+Reading works like an IMAP server (``mailbox.Mailbox``: UIDs given in ``cur/`` under a lock),
+so several agents can share a platform without stealing each other's mail. A fetch costs what
+is new, never the history.
 """
 
 from __future__ import annotations
 
-import errno
+import _thread
 import hashlib
-import heapq
 import os
-import secrets
+import stat
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,9 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import ages
-from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
+from .._fs import fsync_dir, link_same, write_new
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claims import Claims
+from .mailbox import Mailbox
+from .maildir import put as maildir_put
 from .sent_record import SENT, local_copies, local_pending, record
 
 if TYPE_CHECKING:
@@ -39,223 +40,82 @@ RECHECK = 1.0
 OPENED = ".opened"  # postoffice/.opened/<platform>/<hour>/: threads opened, for the quota (no platform name starts with a dot)
 
 
-_made: set[Path] = set()  # Maildirs this process has seen complete: no mkdirs per letter
-
-
-def _make_maildir(maildir: Path) -> None:
-    for sub in ("tmp", "new", "cur"):
-        (maildir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
-    _made.add(maildir)
-
-
 def deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None = None) -> str:
-    """Deliver ``raw`` into a Maildir the durable way; returns the file name in ``new/``.
-    Two fsyncs (the file, then ``new/`` after the rename): once this returns, the letter
-    survives a crash — that is what "sent" means on this transport.
+    """Deliver ``raw`` into a platform's Maildir (``maildir.put``): once this returns, the
+    letter survives a crash — that is what "sent" means on this transport."""
+    return maildir_put(maildir, raw, copy)
 
-    ``copy``: a file holding exactly ``raw`` (path, st_dev, st_ino: the sender's spool copy),
-    hard-linked into ``tmp/`` instead of written, then fsynced and renamed like a written one."""
-    if maildir not in _made:
-        _make_maildir(maildir)
+
+MARKER_HEAD = 64 * 1024  # of a marker that is the letter itself, only the header is read
+
+
+def marked_id(path: str) -> str | None:
+    """The Message-ID an opener marker names: the bytes of one written as the Message-ID, the
+    header's of one that is a link of the letter (a letter starts with a field, never ``<``).
+    None for anything else: no regular file (never opened, never followed), unreadable, empty."""
     try:
-        return _deliver(maildir, raw, copy)
-    except FileNotFoundError:  # the Maildir was removed under a long-lived process: make it again
-        _make_maildir(maildir)
-        return _deliver(maildir, raw, copy)
-
-
-def _deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None) -> str:
-    # os.uname().nodename is what socket.gethostname() returns, without importing socket
-    name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{os.uname().nodename.replace('/', '_')}"
-    base = str(maildir)  # str paths: a pathlib join per step costs more than the syscall
-    tmp = f"{base}/tmp/{name}"
-    if copy is not None and link_same(copy, tmp, len(raw)):
-        # One inode for the sender's copy and the post office's: no new file to create (0.2-0.4 ms
-        # on a busy ext4, a link ~0.01 ms). Its bytes were written unflushed: flushed here, in tmp/,
-        # before the rename makes them visible in new/ (a reader never sees a letter not on disk).
-        fsync_file(tmp)
-    else:
-        write_new(tmp, raw)
-    os.rename(tmp, f"{base}/new/{name}")
-    fsync_dir(f"{base}/new")
-    return name
-
-
-# What an entry that is no readable letter gives when opened: it is noted and passed, never retried
-# forever (a symbolic link swapped in after the look, a file this user may not read).
-_NOT_A_LETTER = {errno.ELOOP, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.ETXTBSY}
-
-_COUNTER_WIDTH = 12  # .uidnext, overwritten in place at a fixed width
-# Names in new/ numbered per pass, the first in sorted order: sorting a million names at once
-# held ~80 MB of them (issue 28); a pass holds ~4 MB and reads the folder's listing once.
-ASSIGN_CHUNK = 50_000
-
-
-def _any_name(folder: Path) -> bool:
-    with os.scandir(folder) as entries:
-        return next(entries, None) is not None
-
-
-def _first_names(folder: Path, count: int) -> list[str]:
-    """The first ``count`` names in ``folder`` in sorted order, without holding them all."""
-    with os.scandir(folder) as entries:
-        return heapq.nsmallest(count, (entry.name for entry in entries))
-
-
-class Mailbox:
-    """One platform's Maildir with UIDs, as an IMAP server would keep it."""
-
-    def __init__(self, maildir: Path) -> None:
-        self.dir = maildir
-        self._ensured = False
-
-    def ensure(self) -> None:
-        if self._ensured:
-            return
-        for sub in ("tmp", "new", "cur"):
-            (self.dir / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not os.path.exists(f"{self.dir}/.uidvalidity"):
-            self._number(replace=False)
-        self._ensured = True
-
-    def _number(self, *, replace: bool) -> None:
-        """A new UIDVALIDITY, written aside, then linked into place (or, over a damaged one,
-        renamed): a reader never sees it empty, and of two processes racing to make the first
-        one exactly one value wins."""
-        aside = f"{self.dir}/.uidvalidity.{os.getpid()}"
-        with open(aside, "w") as out:
-            out.write(str(int(time.time())))
-        try:
-            (os.replace if replace else os.link)(aside, f"{self.dir}/.uidvalidity")
-        except FileExistsError:
-            pass
-        finally:
-            if os.path.exists(aside):
-                os.unlink(aside)
-
-    def _small(self, name: str) -> bytes:
-        """A counter file's bytes; read on every look, so no pathlib and no text layer."""
-        fd = os.open(f"{self.dir}/{name}", os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there never blocks
-        try:
-            return os.read(fd, 4096)
-        finally:
-            os.close(fd)
-
-    @property
-    def uidvalidity(self) -> str:
-        """Digits, as IMAP's. One removed, torn or edited into anything else is replaced by a new
-        value: every reader then reads the post office from the start again and its spool drops
-        what it already holds (a rebuilt post office), rather than every sync failing on it."""
-        for _ in range(2):
-            try:
-                value: bytes | None = self._small(".uidvalidity").strip()
-            except FileNotFoundError:
-                value = None
-            if value is not None and value.isdigit():  # bytes: ASCII digits only
-                return value.decode()
-            self._number(replace=value is not None)
-        raise OSError(f"{self.dir}/.uidvalidity is damaged and could not be written again")
-
-    def _uidnext(self) -> int:
-        try:
-            value = int(self._small(".uidnext"))
-        except (FileNotFoundError, ValueError):
-            value = 0
-        if value < 1:
-            # No counter, or no usable one (removed, torn): every name in cur/ is read, flagged
-            # ones too. Probing from 1 would stop at the first letter a mail client had flagged
-            # (``…:2,S``) and give its UID again, to a letter that readers then skip: lost.
-            value = self._past_cur()
-        # The counter is a cache that assign() writes before its renames, so it is never behind
-        # them; a power cut can still lose its last write (never flushed). Only the exact name
-        # is checked (a stat, not a listing of the whole history).
-        while os.path.exists(f"{self.dir}/cur/{value:012d}:2,"):
-            value += 1
-        return value
-
-    def _past_cur(self) -> int:
-        """One more than the highest UID named in cur/ (1 for none)."""
-        highest = 0
-        with os.scandir(self.dir / "cur") as entries:
-            for entry in entries:
-                head = entry.name.partition(":")[0]
-                if len(head) == 12 and head.isdigit():
-                    highest = max(highest, int(head))
-        return highest + 1
-
-    def _find(self, uid: int) -> Path | None:
-        exact = self.dir / "cur" / f"{uid:012d}:2,"
-        if os.path.lexists(exact):  # a symbolic link there is found (and refused), never followed
-            return exact
-        flagged = list((self.dir / "cur").glob(f"{uid:012d}:2,*"))  # rare: a mail client flagged it
-        return flagged[0] if flagged else None
-
-    def assign(self) -> int:
-        """Give every letter waiting in ``new/`` a UID; returns the next free UID."""
-        self.ensure()
-        # Read before looking at new/: another reader numbering letters writes the counter
-        # before its renames, so a counter read while new/ then shows nothing has every UID
-        # below it in cur/ (or never used). A fetch may pass what it then finds missing.
-        settled = self._uidnext()
-        if not _any_name(self.dir / "new"):
-            return settled
-        with locked(self.dir / ".lock"):
-            uid = reserved = self._uidnext()
-            while names := _first_names(self.dir / "new", ASSIGN_CHUNK):
-                uid = reserved = self._assign_names(uid, names)
-                if len(names) < ASSIGN_CHUNK:
-                    break
-            return reserved  # a UID a vanished letter left unused stays unused: never given twice
-
-    def _assign_names(self, uid: int, names: list[str]) -> int:
-        """UIDs from ``uid`` on for ``names`` (in new/), in their order; returns the next free."""
-        # The UIDs are reserved before any letter takes one: a process killed among the
-        # renames leaves the counter past every UID it gave. Were it written after them, a
-        # kill in between left it behind a letter's UID, and if a mail client flagged that
-        # letter (``…:2,S``) before the next assign, the exact-name probe missed it and the
-        # UID went to a second letter, which every reader past it skips: lost. No fsync: a
-        # rename lost in a crash puts the letter back in new/, it gets a later UID, and the
-        # reader's spool drops the second copy. Overwritten in place (fixed width, no new
-        # file): a torn value is only a cache miss for _uidnext.
-        reserved = uid + len(names)
-        fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            if os.fstat(fd).st_size > _COUNTER_WIDTH:
-                # A longer (damaged) file would keep its tail after the value: "…05" + "0" is
-                # 50. Emptied first, which a reader takes as no counter (cur/ is read), never
-                # as a wrong one.
-                os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{reserved:0{_COUNTER_WIDTH}d}".encode(), 0)
-        finally:
-            os.close(fd)
-        for name in names:
-            try:
-                os.rename(self.dir / "new" / name, self.dir / "cur" / f"{uid:012d}:2,")
-            except FileNotFoundError:
-                continue  # taken by a mail client meanwhile
-            uid += 1
-        return reserved
-
-    def read(self, uid: int, max_size: int) -> Incoming | None:
-        """The letter with ``uid``: None if no entry has it (any more). An entry that is no
-        readable regular file (a FIFO, a directory, a device, a symbolic link wherever it points,
-        a file this user may not read) is never followed, opened or waited for: it comes back
-        with ``problem`` set, so the reader notes it and reads the next letter (DESIGN §2)."""
-        path = self._find(uid)
-        if path is None:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
             return None
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        data = os.read(fd, MARKER_HEAD) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if data.startswith(b"<"):
+        return data.decode("utf-8", "replace")
+    return opener_id(data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]) if data else None
+
+
+def spare_core() -> bool:
+    """Is a core free for a second thread (the last minute's load under the cores less one)?"""
+    try:
+        return os.getloadavg()[0] < len(os.sched_getaffinity(0)) - 1
+    except OSError:
+        return False
+
+
+class Flush:
+    """A folder's fsync run on a thread of its own, so the caller goes on meanwhile (the fsync
+    releases the GIL); ``wait`` returns once it has, or raises what it raised."""
+
+    def __init__(self, folder: Path) -> None:
+        self._error: OSError | None = None
+        self._interval: float | None = None
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        if not spare_core():
+            # A new thread then waits for a CPU longer than the fsync it was to hide (measured
+            # at a load of 10 on 2 cores: 5-7 ms before its fsync began): flushed here instead.
+            self._run(folder)
+            return
+        # A thread waiting for the GIL gets it only at a forced switch (every 5 ms by default:
+        # a busy caller re-takes it after each syscall), so the interval is short until the
+        # thread has started. A bare thread: ``threading.Thread.start`` would wait for it.
+        self._interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(self._interval, 0.0001))
         try:
-            raw, st = read_plain(path, max_size)
-        except FileNotFoundError:
-            return None  # taken by a mail client meanwhile
+            _thread.start_new_thread(self._run, (folder,))
+        except RuntimeError:  # no thread to be had (a process at its limit): flushed here
+            self._run(folder)
+
+    def _run(self, folder: Path) -> None:
+        if self._interval is not None:
+            sys.setswitchinterval(self._interval)
+        try:
+            fsync_dir(folder)
         except OSError as exc:
-            if not isinstance(exc, NotAFile) and exc.errno not in _NOT_A_LETTER:
-                raise  # the machine failing (I/O error, no file descriptors left): the sync stops
-            why = exc.strerror if isinstance(exc, NotAFile) else f"a file that cannot be read ({exc.strerror})"
-            return Incoming(str(uid), None, 0, problem=f"{self.dir.name}/cur/{path.name} is {why}")
-        if raw is None:
-            return Incoming(key=str(uid), raw=None, size=st.st_size)
-        return Incoming(str(uid), raw, len(raw), (str(path), st.st_dev, st.st_ino))
+            self._error = exc
+        finally:
+            self._done.release()
+
+    def wait(self) -> None:
+        with self._done:
+            if self._error is not None:
+                raise self._error
 
 
 class LocalTransport(Transport):
@@ -278,6 +138,7 @@ class LocalTransport(Transport):
         # injectable: ``claims.now``).
         self.claims = Claims(postoffice / platform / ".claims")
         self._pruned = False
+        self._flushing: Flush | None = None  # cur/ being flushed for the last fetch (``settle``)
         self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
@@ -296,7 +157,7 @@ class LocalTransport(Transport):
                 detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"
                 result = SubmitResult(item.key, "failed", detail, tuple(refused))
             else:
-                self._record_opener(item.raw)
+                self._record_opener(item.raw, item.copy)
                 record(self.sent_box.dir, item.raw, item.copy)
                 result = SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused))
             results.append(result)
@@ -320,10 +181,12 @@ class LocalTransport(Transport):
     def _opened_dir(self, hour: int) -> Path:
         return self.postoffice / OPENED / self.platform / str(hour)
 
-    def _record_opener(self, raw: bytes) -> None:
+    def _record_opener(self, raw: bytes, copy: tuple[str, int, int] | None = None) -> None:
         """The post office's copy of a thread this platform opened, for every home sharing it
-        (the new-thread quota, DESIGN §6): ``.opened/<platform>/<hour>/<ms>-<hash>`` holding the
-        Message-ID. Nothing for replies and notes. Not flushed: a lost marker undercounts by one."""
+        (the new-thread quota, DESIGN §6): ``.opened/<platform>/<hour>/<ms>-<hash>``, a hard
+        link of the letter (the sender's spool file, ``copy``) where it can be, no new file to
+        create; else a file holding the Message-ID. Nothing for replies and notes. Not flushed:
+        a lost marker undercounts by one."""
         message_id = opener_id(raw.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0])
         if message_id is None:
             return
@@ -331,9 +194,11 @@ class LocalTransport(Transport):
         when = ages.now_ms()  # the clock letter ids are made by (tests and benchmarks move it)
         folder = self._opened_dir(when // 3_600_000)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        name = f"{when}-{hashlib.sha256(message_id.encode()).hexdigest()[:16]}"
+        path = f"{folder}/{when}-{hashlib.sha256(message_id.encode()).hexdigest()[:16]}"
+        if copy is not None and link_same(copy, path, len(raw)):
+            return
         try:
-            write_new(folder / name, message_id.encode(), durable=False)
+            write_new(path, message_id.encode(), durable=False)
         except FileExistsError:
             pass  # the same letter submitted again (a retried outbox)
 
@@ -350,12 +215,9 @@ class LocalTransport(Transport):
                 when_text, _, _hash = name.partition("-")
                 if not when_text.isdigit() or int(when_text) < cutoff_ms:
                     continue
-                try:
-                    data, _stat = read_plain(self._opened_dir(hour) / name, 1000)
-                except OSError:
-                    continue
-                if data:
-                    found[data.decode("utf-8", "replace")] = int(when_text)
+                message_id = marked_id(f"{self._opened_dir(hour)}/{name}")
+                if message_id:
+                    found[message_id] = int(when_text)
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
@@ -375,8 +237,10 @@ class LocalTransport(Transport):
             # cut: the renames into cur/ (by whichever reader made them) are flushed once here.
             # Else a checkpoint could outlive the rename that gave a UID, and the UID go to
             # another letter that the checkpoint skips; and the spool files each letter as an
-            # unflushed link of this very file, restored from this name (DESIGN §7).
-            fsync_dir(self.mailbox.dir / "cur")
+            # unflushed link of this very file, restored from this name (DESIGN §7). Flushed
+            # beside the reading and judging, not before them: ``settle`` waits for it before
+            # any commit names a letter, ``advance`` before any checkpoint passes one.
+            self._flushing = Flush(self.mailbox.dir / "cur")
         batch: list[Incoming] = []
         for uid in range(last + 1, uidnext):
             item = self.mailbox.read(uid, max_size)
@@ -390,7 +254,13 @@ class LocalTransport(Transport):
             yield batch
         self._fetched_to = uidnext  # every UID below it was read and handed on, or is no file
 
+    def settle(self) -> None:
+        if self._flushing is not None:
+            flushing, self._flushing = self._flushing, None
+            flushing.wait()
+
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
+        self.settle()
         # The UIDs handed out belong to the UIDVALIDITY they were read under (read once per fetch)
         validity = self._fetched_under if self._fetched_under is not None else self.mailbox.uidvalidity
         seen = Checkpoint.parse(checkpoint).under(validity).past(committed)

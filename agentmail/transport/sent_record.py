@@ -10,38 +10,26 @@ only: nothing here decides what a letter is.
 from __future__ import annotations
 
 import os
-import secrets
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .._fs import link_same, write_new
+from . import maildir
 from .base import Checkpoint, Incoming
 from .imap_uids import uid_batches
-
-if TYPE_CHECKING:
-    from .local import Mailbox
+from .mailbox import Mailbox
 
 SENT = ".sent"  # postoffice/.sent/<platform>/ (no platform name starts with a dot)
 BATCH = 50  # letters committed per checkpoint step, as for the INBOX
-_made: set[str] = set()  # record folders this process has seen complete: no stats per letter
 
 
 def record(folder: Path, raw: bytes, copy: tuple[str, int, int] | None) -> None:
     """Keep ``raw`` in the post office's sent record ``folder`` (a Maildir): the sender's spool
     file hard-linked in where it can be (no new bytes), else written. Not flushed: the letter
-    itself is durable in its recipient's Maildir; a record lost in a power cut only means the
-    platform's other homes do not see that one letter in their threads."""
-    if str(folder) not in _made:
-        for sub in ("tmp", "new", "cur"):
-            os.makedirs(f"{folder}/{sub}", mode=0o700, exist_ok=True)
-        _made.add(str(folder))
-    name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.sent"
-    tmp = f"{folder}/tmp/{name}"
-    if copy is None or not link_same(copy, tmp, len(raw)):
-        write_new(tmp, raw, durable=False)
-    os.rename(tmp, f"{folder}/new/{name}")
+    itself is durable in its recipient's Maildir, and so is the sender's spool record of it
+    (``client/outbox.py``); a record lost here in a power cut only means the platform's other
+    homes do not see that one letter in their threads."""
+    maildir.put(folder, raw, copy, suffix="sent", durable=False)
 
 
 def local_pending(mailbox: Mailbox, checkpoint: str | None) -> bool:

@@ -22,13 +22,11 @@ import asyncio
 import datetime
 import logging
 import re
-import selectors
-import ssl
 import time
 from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, TypeVar
 
 import aiosmtplib
 import imapclient
@@ -40,6 +38,7 @@ from ..errors import AgentmailError, ConfigError, TransportError
 from . import checkup
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
 from .claims import STALE_AFTER, ImapClaim, keeps_keywords
+from .imap_io import command_tag, holds_copy, raise_unreachable, store_unless_modified, until_readable
 from .imap_uids import uid_batches
 from .logins import (
     LOGIN_TIMEOUT,
@@ -78,65 +77,6 @@ NO_CONDSTORE = (
     "the IMAP server does not offer CONDSTORE (RFC 7162): replies are claimed per machine only; "
     "run this platform on one machine, or on a server with CONDSTORE (Dovecot has it)"
 )
-
-
-def _already_received(client: imapclient.IMAPClient) -> bool:
-    """Has the server sent something that is already off the socket (in imaplib's buffered
-    reader or the TLS layer)? Never blocks."""
-    sock = client.socket()
-    if isinstance(sock, ssl.SSLSocket) and sock.pending():
-        return True
-    reader = getattr(getattr(client, "_imap", None), "file", None)
-    peek = getattr(reader, "peek", None)
-    if peek is None:
-        return False
-    previous = sock.gettimeout()
-    sock.setblocking(False)
-    try:
-        return bool(peek(1))
-    except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
-        return False
-    finally:
-        sock.settimeout(previous)
-
-
-_MESSAGE_ID = re.compile(rb"(?im)^Message-ID:[ \t]*(<[!-;=?-~]+>)[ \t]*\r?$")
-
-
-def _holds_copy(client: imapclient.IMAPClient, raw: bytes) -> bool:
-    """Does the selected folder hold a letter with ``raw``'s Message-ID (one of ours: written
-    plainly, so it is searched for as it is)?"""
-    found = _MESSAGE_ID.search(raw[: raw.find(b"\r\n\r\n") if b"\r\n\r\n" in raw else len(raw)])
-    return found is not None and bool(client.search(["HEADER", "Message-ID", found.group(1).decode()]))
-
-
-def _raise_unreachable(imap: Endpoint, exc: BaseException) -> NoReturn:
-    """A copy left for later met a server it cannot reach now: said as a TransportError, once."""
-    if isinstance(exc, TransportError):
-        raise exc
-    raise TransportError(
-        f"IMAP {endpoint_name(imap)} failed copying to the sent folder: {exc.__class__.__name__}: {exc}"
-    ) from exc
-
-
-def _tag(client: imapclient.IMAPClient) -> int:
-    """imaplib's command counter: unchanged means no command went since."""
-    return int(getattr(getattr(client, "_imap", None), "tagnum", -1))
-
-
-def _until_readable(client: imapclient.IMAPClient, timeout: float) -> None:
-    """Block until the server has said something during IDLE, or ``timeout``; read nothing.
-
-    Not imapclient's idle_check: it reads lines with the socket non-blocking, and a line that
-    arrives in two pieces loses its first piece (the buffered reader drops it when the second
-    read would block), so the next read fails with "unexpected response". Here idle_done()
-    reads every line whole, in blocking mode. And a change the server announced together
-    with IDLE's continuation is already off the socket, where polling would never see it."""
-    if _already_received(client):
-        return
-    with selectors.DefaultSelector() as selector:
-        selector.register(client.socket(), selectors.EVENT_READ)
-        selector.select(timeout)
 
 
 class SmtpImapTransport(Transport):
@@ -218,11 +158,11 @@ class SmtpImapTransport(Transport):
                 folder = self._sent_folder(client)
                 if folder is not None and client.folder_exists(folder):
                     client.select_folder(folder, readonly=True)
-                    sent = [item for item in sent if not _holds_copy(client, item.raw)]
+                    sent = [item for item in sent if not holds_copy(client, item.raw)]
             except (IMAPClientError, OSError, AgentmailError) as exc:
                 if isinstance(exc, OSError | IMAPClientAbortError):
                     self._drop()
-                    _raise_unreachable(self.imap, exc)
+                    raise_unreachable(self.imap, exc)
                 why = f"not copied to the sent folder on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"
                 return {item.key: why[:300] for item in sent}
         return self._copy_to_sent(list(sent), later=True)
@@ -375,7 +315,7 @@ class SmtpImapTransport(Transport):
             if isinstance(exc, OSError | IMAPClientAbortError):
                 self._drop()  # the connection is gone: the next IMAP command opens a fresh one
                 if later:
-                    _raise_unreachable(self.imap, exc)
+                    raise_unreachable(self.imap, exc)
             why = f"not copied to {folder} on {endpoint_name(self.imap)}: {exc.__class__.__name__}: {exc}"[:300]
             return {item.key: why for item in sent[copied:]}
         return {}
@@ -425,14 +365,14 @@ class SmtpImapTransport(Transport):
 
     def sent_pending(self, checkpoint: str | None) -> bool:
         looked = self._looked
-        standing = looked is not None and looked[0] is self._client and looked[1] == _tag(looked[0])
+        standing = looked is not None and looked[0] is self._client and looked[1] == command_tag(looked[0])
         try:
             return self._sent_pending(checkpoint)
         finally:
             # LIST and STATUS leave the selected mailbox as it was (RFC 3501 §6.3.10): a look
             # at INBOX that stood before them stands after, so the fetch needs no new EXAMINE.
             if looked is not None and standing and self._looked is looked and looked[0] is self._client:
-                self._looked = (looked[0], _tag(looked[0]), looked[2], looked[3])
+                self._looked = (looked[0], command_tag(looked[0]), looked[2], looked[3])
 
     def _sent_pending(self, checkpoint: str | None) -> bool:
         with self._imap_failures(" looking at the sent folder"):
@@ -495,7 +435,7 @@ class SmtpImapTransport(Transport):
         validity = str(info.get(b"UIDVALIDITY", b""))
         self._uidvalidity = validity
         uidnext = int(info.get(b"UIDNEXT", 0) or 0)
-        self._looked = (client, _tag(client), validity, uidnext)
+        self._looked = (client, command_tag(client), validity, uidnext)
         return validity, uidnext
 
     def _last_look(self, checkpoint: str | None) -> tuple[str, int] | None:
@@ -504,7 +444,7 @@ class SmtpImapTransport(Transport):
         the fetch then needs no second EXAMINE. A look that saw nothing is never reused
         (letters may have come since: ``wait`` looks, then IDLEs)."""
         looked, self._looked = self._looked, None
-        if looked is None or looked[0] is not self._client or looked[1] != _tag(looked[0]):
+        if looked is None or looked[0] is not self._client or looked[1] != command_tag(looked[0]):
             return None
         _, _, validity, uidnext = looked
         return (validity, uidnext) if uidnext > Checkpoint.parse(checkpoint).under(validity).last + 1 else None
@@ -632,7 +572,8 @@ class SmtpImapTransport(Transport):
                 who, keywords = state.decide(holder)
                 if who is not None or not keywords:
                     return who
-            if self._store_unless_modified(client, uid, int(modseq or 0), keywords):
+            self.claim_commands += 1
+            if store_unless_modified(client, uid, int(modseq or 0), keywords, self.imap):
                 return None
         return "another machine"
 
@@ -670,22 +611,6 @@ class SmtpImapTransport(Transport):
                 return min(hits)
         return None
 
-    def _store_unless_modified(self, client: imapclient.IMAPClient, uid: int, modseq: int, keywords: list[str]) -> bool:
-        """``UID STORE uid (UNCHANGEDSINCE modseq) +FLAGS.SILENT (keywords)``: True when the
-        server applied it, False when the letter changed since ``modseq`` ([MODIFIED]).
-        imapclient 4.1 has no UNCHANGEDSINCE: the command goes through its imaplib."""
-        self.claim_commands += 1
-        imap = client._imap
-        imap.untagged_responses.pop("MODIFIED", None)
-        typ, data = imap.uid(
-            "STORE", str(uid), f"(UNCHANGEDSINCE {modseq})", "+FLAGS.SILENT", f"({' '.join(keywords)})"
-        )
-        modified = imap.untagged_responses.pop("MODIFIED", None)
-        imap.untagged_responses.pop("FETCH", None)
-        if typ != "OK":
-            raise TransportError(f"IMAP {endpoint_name(self.imap)} refused the claim's STORE: {data!r}"[:300])
-        return not modified
-
     def wait(self, checkpoint: str | None, timeout: float) -> str | None:
         with self._imap_failures(" while waiting"):
             return self._wait(checkpoint, timeout)
@@ -718,7 +643,7 @@ class SmtpImapTransport(Transport):
                 return None
             client.idle()
             try:
-                _until_readable(client, min(left, IDLE_RENEW))
+                until_readable(client, min(left, IDLE_RENEW))
             finally:
                 _done, responses = client.idle_done()  # whole lines, read in blocking mode
             if any(isinstance(r, tuple) and len(r) > 1 and r[1] in (b"EXISTS", b"RECENT") for r in responses):

@@ -64,6 +64,26 @@ def test_a_sent_letter_is_durable_in_the_post_office_before_send_returns(
     assert any(p.startswith(str(home / "postoffice" / "beta" / "tmp")) for p in seen) and str(new) in seen
 
 
+def test_the_senders_record_of_a_delivered_letter_is_durable_before_send_returns(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As durable as the recipient's copy: the spool's folder flushed after the delivery, and a
+    FULL commit (``make_durable``), which flushes the row and its move to sent/ before it."""
+    made: list[str] = []
+    real = Spool.make_durable
+
+    def make_durable(self: Spool, letter_id: str) -> None:
+        made.append(f"{letter_id} {self.locate(letter_id)}")
+        real(self, letter_id)
+
+    monkeypatch.setattr(Spool, "make_durable", make_durable)
+    seen = _fsynced(monkeypatch)
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    assert letter.state == "sent" and made == [f"{letter.id} sent"]
+    folder = str(alpha.spool.root / "letters")
+    assert seen.index(folder) > seen.index(str(home / "postoffice" / "beta" / "new"))
+
+
 @pytest.mark.parametrize("left", [b"", b"\0" * 300])
 def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMail, home: Path, left: bytes) -> None:
     """A power cut can keep a row filed with no flush and lose its bytes (an empty file, or
@@ -90,14 +110,16 @@ def test_a_sent_letter_is_one_file_shared_by_the_spool_and_the_post_office(alpha
     mine = alpha.spool.path("sent", letter.id)
     [name] = os.listdir(home / "postoffice" / "beta" / "new")
     there = home / "postoffice" / "beta" / "new" / name
-    # three names, one file: the spool's, the recipient's and the platform's sent record (issue 25)
+    # one file: the spool's, the recipient's and the platform's sent record (issue 25)
     [kept] = os.listdir(home / "postoffice" / ".sent" / "alpha" / "new")
     assert (
         os.stat(there).st_ino
         == os.stat(mine).st_ino
         == os.stat(home / "postoffice" / ".sent" / "alpha" / "new" / kept).st_ino
     )
-    assert os.stat(mine).st_nlink == 3
+    # and a fourth: the post office's marker of a thread opened, for the new-thread quota
+    [marker] = (home / "postoffice" / ".opened" / "alpha").glob("*/*")
+    assert os.stat(marker).st_ino == os.stat(mine).st_ino and os.stat(mine).st_nlink == 4
     assert there.read_bytes() == mine.read_bytes() and (os.stat(there).st_mode & 0o777) == 0o600
     assert os.listdir(home / "postoffice" / "beta" / "tmp") == []
 

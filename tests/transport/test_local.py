@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentmail._fs import locked
-from agentmail.transport import inotify, local
+from agentmail.transport import inotify, mailbox
 from agentmail.transport.base import Envelope, Outgoing, SubmitResult
 from agentmail.transport.local import BATCH, LocalTransport, Mailbox, deliver
 
@@ -128,7 +128,7 @@ def test_assign_numbers_new_letters_in_name_order_from_one(tmp_path: Path) -> No
 def test_many_new_letters_are_numbered_in_passes_in_name_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A pass takes the first names only (a million names sorted at once held ~80 MB): passes
     number all of them, in name order, each UID once, the counter past the last."""
-    monkeypatch.setattr(local, "ASSIGN_CHUNK", 3)
+    monkeypatch.setattr(mailbox, "ASSIGN_CHUNK", 3)
     box = Mailbox(tmp_path / "beta")
     box.ensure()
     names = [f"{n:03d}.x" for n in range(10)]
@@ -146,12 +146,12 @@ def test_a_letter_a_mail_client_took_meanwhile_gets_no_uid(tmp_path: Path, monke
     box = Mailbox(tmp_path / "beta")
     box.ensure()
     (box.dir / "new" / "b.x").write_bytes(b"b")
-    real_first = local._first_names
+    real_first = mailbox._first_names
 
     def with_a_vanished_letter(folder: Path, count: int) -> list[str]:
         return ["a.x", *real_first(folder, count)]  # a.x: moved by mutt meanwhile
 
-    monkeypatch.setattr(local, "_first_names", with_a_vanished_letter)
+    monkeypatch.setattr(mailbox, "_first_names", with_a_vanished_letter)
     assert box.assign() == 3  # two UIDs were reserved; the one a.x would have had stays unused
     monkeypatch.undo()
     assert _names(box.dir / "cur") == ["000000000001:2,"]
