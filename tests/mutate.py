@@ -206,13 +206,13 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
-    # The registry: parsing hostile platform/person/bus files, the caches, identities.
+    # The registry: parsing hostile platform/person/bus files, identities.
     "registry": Group(
         ("config/registry.py",),
         (
             "config/test_registry.py",
             "config/test_registry_exact.py",
-            "config/test_toml_cache.py",
+            "config/test_registry_toml.py",
             "config/test_bus_settings_hostile.py",
             "letter/test_values.py",
             "config/test_identity.py",

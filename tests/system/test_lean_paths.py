@@ -222,13 +222,12 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
         assert not loaded, f"agentmail {' '.join(argv)} imported {sorted(loaded)}"
 
 
-def test_no_command_on_the_start_up_paths_loads_dataclasses_difflib_or_tomllib(
+def test_no_command_on_the_start_up_paths_loads_dataclasses_or_difflib(
     alpha: AgentMail, beta: AgentMail, home: Path
 ) -> None:
     """Issue 11, second pass: agentmail's values are written by hand (``@dataclass`` compiles each
-    generated method with exec at import), a short option (``-s``, ``-b``) never makes click rank
-    close option names with difflib, and registry files read as last time come from the TOML
-    cache (``_toml``). The read syncs a letter: the judging path too."""
+    generated method with exec at import), and a short option (``-s``, ``-b``) never makes the
+    parser rank close option names with difflib. The read syncs a letter: the judging path too."""
     alpha.send("beta", "Quota", OPENER)
     for argv in (
         ["--help"],
@@ -236,7 +235,7 @@ def test_no_command_on_the_start_up_paths_loads_dataclasses_difflib_or_tomllib(
         ["--as", "beta", "inbox"],
         ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER],
     ):
-        loaded = {"dataclasses", "difflib", "tomllib"} & set(_after_main(home, "list(sys.modules)", *argv))
+        loaded = {"dataclasses", "difflib"} & set(_after_main(home, "list(sys.modules)", *argv))
         assert not loaded, f"agentmail {' '.join(argv[:4])} imported {sorted(loaded)}"
     assert len(beta.inbox(sync=False)) == 1  # the read above filed it
 
