@@ -279,14 +279,14 @@ def test_help_builds_no_commands_parser_and_every_command_parses_its_help(
         real(param, parser)
 
     monkeypatch.setattr(_args._Param, "add_to", recording)
-    assert cli.main(["--help"]) == 0 and "Commands:" in capsys.readouterr().out
+    assert cli.main(["--help"]) == 0 and "\ncommands:\n" in capsys.readouterr().out
     assert set(built) == {"--as", "--agent", "--registry", "--json", "--version"}  # the group's own
     commands = command_paths(cli.main_group)
     assert len(commands) >= 34
     for path, _ in commands:
         assert cli.main([*path, "--help"]) == 0, path
         out = capsys.readouterr().out
-        assert out.startswith(f"Usage: agentmail {' '.join(path)} "), out
+        assert out.startswith(f"usage: agentmail {' '.join(path)} "), out
     assert len(built) > 150  # every command's options, each added once per --help above
 
 
