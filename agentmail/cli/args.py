@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any, NoReturn, TypeVar
 
-from .. import ages
 from ..errors import BadInput
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -144,6 +143,8 @@ def seconds(text: str) -> float:
 
 def duration(text: str) -> float:
     """A window option (``keygen --rotate 7d``) in seconds: ``ages.duration``'s grammar and words."""
+    from .. import ages  # with datetime: only for a window typed, never on --help
+
     try:
         return float(ages.duration(text, "window"))
     except BadInput as exc:
