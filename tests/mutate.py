@@ -70,7 +70,7 @@ _MCP_STDIO = tuple(
 
 GROUPS: dict[str, Group] = {
     "wire": Group(
-        ("letter/wire.py",),
+        ("letter/wire.py", "letter/headers.py"),
         (
             "letter/test_wire.py",
             "letter/test_wire_exact.py",

@@ -210,14 +210,14 @@ def test_a_send_and_a_read_compile_only_their_side_of_the_wire_and_load_no_waiti
 ) -> None:
     """Issue 11 (round trip): patterns a process may never use are strings compiled on first use,
     inotify (ctypes) loads only in a process that waits, and neither loads email.policy."""
-    from agentmail.letter import attach, matter, mime, readable, wire
+    from agentmail.letter import attach, headers, matter, mime, readable, wire
 
     send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER]
     sent = set(_after_main(home, _COMPILED, *send))
     read = set(_after_main(home, _COMPILED, "--as", "beta", "inbox"))
     assert len(beta.inbox(sync=False)) == 1  # the read synced the letter, so it parsed one
     rendering = {wire._PLAIN_TEXT, wire._PLAIN_ID}
-    parsing = {wire._QUICK_FROM, wire._PLAIN_MAILBOX, wire._NOT_A_HEADER_LINE, mime._CONTENT_TYPE, matter._END_RE}
+    parsing = {wire._QUICK_FROM, headers._PLAIN_MAILBOX, wire._NOT_A_HEADER_LINE, mime._CONTENT_TYPE, matter._END_RE}
     rare = {mime._DISPOSITION, attach._BOUNDARY_RE, readable._ATTRIBUTION, readable._FORWARDED, mime._QP_LINE}
     assert {repr(p) for p in rendering} <= sent and {repr(p) for p in parsing} <= read  # the check can see
     assert not {repr(p) for p in parsing | rare} & sent
