@@ -92,11 +92,12 @@ def test_help_and_inbox_no_sync_import_none_of_the_heavy_libraries(
 _LIGHT_SKIPS = ("hashlib", "_hashlib", "secrets", "random", "base64", "logging", "traceback", "shutil", "bz2", "lzma")
 
 
-def test_help_loads_no_clock_or_dates(home: Path) -> None:
-    """The durations a person types are read by ``ages`` (with datetime) only when one is typed:
-    a window's option type is declared on ``keygen``, never called by its help."""
+def test_help_loads_no_clock_dates_or_math(home: Path) -> None:
+    """The durations a person types are read by ``ages`` (with datetime, and its math) only when
+    one is typed: a window's option type is declared on ``keygen``, never called by its help; the
+    token estimate the guide module offers counts in whole numbers."""
     for argv in (["--help"], ["keygen", "--help"], ["status", "--help"]):
-        loaded = {"agentmail.ages", "datetime"} & set(_after_main(home, "list(sys.modules)", *argv))
+        loaded = {"agentmail.ages", "datetime", "math"} & set(_after_main(home, "list(sys.modules)", *argv))
         assert not loaded, f"agentmail {' '.join(argv)} imported {sorted(loaded)}"
 
 
