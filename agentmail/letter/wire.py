@@ -34,8 +34,12 @@ from ..model import (
 )
 from ..text import describe, forbidden_in_header, one_line, visible, visible_line
 from . import matter, mime
-from .headers import _FOLD, Malformed, address_headers, decoded, header_values
-from .headers import ADDRESS_HEADERS as ADDRESS_HEADERS  # the names wire always offered readers
+from .headers import _FOLD
+from .headers import ADDRESS_HEADERS as ADDRESS_HEADERS  # the reading names wire always offered
+from .headers import Malformed as Malformed
+from .headers import address_headers as address_headers
+from .headers import decoded as decoded
+from .headers import header_values as header_values
 from .mime import MIME_HEADERS, header_section
 
 if TYPE_CHECKING:
