@@ -27,9 +27,10 @@ def now_ms() -> int:
 
 
 def duration(value: str, what: str = "duration") -> int:
-    """Seconds in ``value``: a whole number of minutes, hours, days or weeks (``3d``); BadInput
-    with one line saying what is wrong. ``what`` names the option or setting in that line."""
-    found = _DURATION.fullmatch(value) if isinstance(value, str) else None
+    """Seconds in ``value``: a whole number of minutes, hours, days or weeks (``3d``, blanks
+    around it ignored); BadInput with one line saying what is wrong. ``what`` names the option or
+    setting in that line. The one grammar of a duration a person types (options, settings, MCP)."""
+    found = _DURATION.fullmatch(value.strip()) if isinstance(value, str) else None
     if found is None:
         shown = value[:40] if isinstance(value, str) else type(value).__name__
         raise BadInput(f"{what} {shown!r} is not a duration: give {EXAMPLES}")

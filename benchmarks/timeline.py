@@ -60,8 +60,8 @@ SEND = [
     ("agentmail.trust.signing", "sign", "DKIM sign"),
     ("agentmail.client.outbox", "Outbox.file", "outbox (file, row)"),
     ("agentmail.transport.local", "deliver", "deliver"),
-    ("agentmail.transport.local", "fsync_file", "fsync post-office file"),
-    ("agentmail.transport.local", "fsync_dir", "fsync new/"),
+    ("agentmail.transport.maildir", "fsync_file", "fsync post-office file"),
+    ("agentmail.transport.maildir", "fsync_dir", "fsync new/"),
     ("agentmail.client.outbox", "Outbox._record", "outbox -> sent"),
     ("agentmail.client.mailbox", "Mailbox.show", "read back"),
 ]

@@ -70,7 +70,7 @@ _MCP_STDIO = tuple(
 
 GROUPS: dict[str, Group] = {
     "wire": Group(
-        ("letter/wire.py",),
+        ("letter/wire.py", "letter/headers.py"),
         (
             "letter/test_wire.py",
             "letter/test_wire_exact.py",
@@ -207,14 +207,14 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
-    # The registry: parsing hostile platform/person/bus files, the caches, identities.
+    # The registry: parsing hostile platform/person/bus files, identities.
     "registry": Group(
         ("config/registry.py", "config/settings.py"),
         (
             "config/test_registry.py",
             "config/test_settings_table.py",
             "config/test_registry_exact.py",
-            "config/test_toml_cache.py",
+            "config/test_registry_toml.py",
             "config/test_bus_settings_hostile.py",
             "letter/test_values.py",
             "config/test_identity.py",

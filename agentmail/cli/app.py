@@ -21,7 +21,7 @@ from . import agent, integrations, operator, people_view
 from .args import Exit, Group, Version, echo, option
 from .context import Ctx
 
-_EPILOG = """\b
+_EPILOG = """\
 First steps (ONBOARDING.md has the whole path):
   On one machine (the embedded post office, no mail server, the default):
   1. agentmail init A B     (once: the registry and each platform's key)
@@ -37,7 +37,6 @@ First steps (ONBOARDING.md has the whole path):
   Then in each checkout: agentmail bind A (writes the .agentmail marker).
   Change a setting later: agentmail bus set KEY VALUE (never a re-init).
 
-\b
 Environment:
   AGENTMAIL_HOME      spools and secrets/ (default ~/.agentmail)
   AGENTMAIL_REGISTRY  the registry directory (default $AGENTMAIL_HOME/registry)
@@ -47,7 +46,6 @@ Environment:
   AGENTMAIL_PASSWORD_KEYRING  instead: a system keyring service (pip install 'agentmail[keyring]')
   AGENTMAIL_DKIM_KEY  the base64 private key (else secrets/PLATFORM.key)
 
-\b
 Exit codes:
   0 ok  1 not found  2 bad input  3 timeout  4 refused by a guard
   5 transport failure (the letter is queued; it goes out with the next command)
@@ -64,7 +62,7 @@ Exit codes:
     "--registry", metavar="DIR", help="The registry in force (else AGENTMAIL_REGISTRY, else $AGENTMAIL_HOME/registry)."
 )
 @option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-@option("--version", action=Version, help="Show the version and exit.")
+@option("--version", action=Version, help="show the version and exit")
 def _main_group(ctx: Ctx, platform: str | None, agent: str | None, registry: str | None, as_json: bool) -> None:
     """agentmail: defect reports between coding agents, over real email."""
     ctx.platform, ctx.agent, ctx.registry, ctx.json = platform, agent, registry, as_json

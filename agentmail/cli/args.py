@@ -6,18 +6,16 @@ A command is a function declared with decorators beside it (``@group.command()``
 pays for one command's options, not for all ~180. Usage errors raise ``UsageError`` (exit 2, one
 line that says where the help is); ``--help`` and ``--version`` raise ``Exit(0)`` after printing.
 
-Only argparse's public API is used (issue 27): parsers, argument groups, the ``Action`` objects
-``add_argument`` returns, ``error``/``exit``/``format_help`` overridden as documented. The one
-subclass of argparse's own is the help formatter, through the hooks argparse's own formatters
-override (``_fill_text``, ``_split_lines``; ``_format_action_invocation`` for click's
-``-s, --subject SUBJECT``).
+Only argparse's public API is used, and its own words and layout: ``error`` and ``exit`` are
+overridden as documented (an error is raised, never ``sys.exit``), help is
+``RawDescriptionHelpFormatter`` (a docstring printed as written, options wrapped by argparse), a
+group's commands listed in its epilog.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from functools import cache
@@ -74,7 +72,7 @@ class _Param:
         attrs.pop("into_ctx", None)
         help_text = attrs.pop("help", None)
         if attrs.pop("show_default", False) and attrs.get("default") is not None:
-            help_text = f"{help_text or ''} [default: {attrs['default']}]".lstrip()
+            help_text = f"{help_text or ''} (default: {attrs['default']})".lstrip()
         if attrs.pop("hidden", False):
             help_text = argparse.SUPPRESS
         elif help_text is not None:
@@ -144,15 +142,13 @@ def seconds(text: str) -> float:
 
 
 def duration(text: str) -> float:
-    """A window (``keygen --rotate 7d``): a whole number of minutes, hours, days or weeks
-    (30m, 12h, 7d, 2w), at least a minute and at most a year; in seconds."""
-    found = re.fullmatch(r"([0-9]{1,6})([mhdw])", text.strip())
-    if not found:
-        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a duration like 30m, 12h, 7d or 2w")
-    value = int(found.group(1)) * {"m": 60, "h": 3600, "d": 86400, "w": 604800}[found.group(2)]
-    if not 60 <= value <= 366 * 86400:
-        raise argparse.ArgumentTypeError(f"{text} is outside 1 minute to 1 year")
-    return float(value)
+    """A window option (``keygen --rotate 7d``) in seconds: ``ages.duration``'s grammar and words."""
+    from .. import ages  # with datetime: only for a window typed, never on --help
+
+    try:
+        return float(ages.duration(text, "window"))
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 # --- commands and groups ------------------------------------------------------------------------
@@ -271,19 +267,19 @@ class Group(Command, Commands):
         return self.help, f"{listing}\n\n{_doc(self.epilog)}" if self.epilog else listing
 
     def parser(self, prog: str) -> _Parser:
-        parser = _Parser(prog, self.texts, usage=f"{prog} [OPTIONS] COMMAND [ARGS]...")
+        parser = _Parser(prog, self.texts)
         for param in self.params:
             param.add_to(parser)
-        parser.declare("command", nargs=argparse.PARSER, help=argparse.SUPPRESS)
+        parser.declare("command", nargs=argparse.PARSER, help="one of the commands below, and its arguments")
         return parser
 
     def _listing(self) -> str:
-        """The commands, each with the first paragraph of its help, as click lists them."""
+        """The commands, each with the first paragraph of its help shortened to the help's width."""
         import textwrap
 
         width = max(len(name) for name in self.commands) + 2
-        room = max(_help_width() - width - 2, 30)
-        lines = ["\b", "Commands:"]
+        room = max(_columns() - 2 - width - 2, 30)
+        lines = ["commands:"]
         for name in sorted(self.commands):
             summary = textwrap.shorten(self.commands[name].summary(), room, placeholder="...")
             lines.append(f"  {name:<{width}}{summary}")
@@ -314,30 +310,17 @@ def _did_you_mean(word: str, choices: Sequence[str]) -> str:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with click's conventions: ``-h``/``--help``, no abbreviated long options, help
-    wrapped to the terminal, and errors raised (never ``sys.exit``) as one line.
+    """argparse as it is, but for no abbreviated long options and errors raised (never
+    ``sys.exit``) as one line; the actions ``declare`` makes are kept in ``declared``."""
 
-    Everything is declared through ``declare``, into the groups titled as click titles them
-    ("Arguments", "Options"; argparse's own two stay empty, and an empty section is not
-    printed), and the actions it makes are kept in ``declared``."""
-
-    def __init__(self, prog: str, texts: Callable[[], tuple[str, str]], usage: str | None = None) -> None:
-        super().__init__(
-            prog=prog,
-            usage=usage,
-            allow_abbrev=False,
-            formatter_class=_formatter,
-            add_help=False,
-        )
-        self.arguments, self.options = self.add_argument_group("Arguments"), self.add_argument_group("Options")
+    def __init__(self, prog: str, texts: Callable[[], tuple[str, str]]) -> None:
+        super().__init__(prog=prog, allow_abbrev=False, formatter_class=_formatter)
         self.declared: list[argparse.Action] = []
         self.texts = texts
-        self.declare("-h", "--help", action="help", help="Show this message and exit.")
 
     def declare(self, *names: str, **attrs: Any) -> argparse.Action:
-        """``add_argument`` into its group: an option (``-x``) or an argument (a name)."""
-        group = self.options if names[0].startswith("-") else self.arguments
-        action = group.add_argument(*names, **attrs)
+        """``add_argument``, the action kept: an option (``-x``) or an argument (a name)."""
+        action = self.add_argument(*names, **attrs)
         self.declared.append(action)
         return action
 
@@ -362,7 +345,7 @@ class _Parser(argparse.ArgumentParser):
     def fail_extra(self, extra: list[str]) -> NoReturn:
         word = extra[0]
         if word.startswith("-") and len(word) > 1 and word != "--":
-            known = [flag for action in self.declared for flag in action.option_strings]
+            known = ["-h", "--help", *(flag for action in self.declared for flag in action.option_strings)]
             self.fail(f"no such option {word.split('=')[0]!r}{_did_you_mean(word.split('=')[0], known)}")
         self.fail(f"unexpected argument {word!r}")
 
@@ -376,55 +359,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
-    return _Formatter(prog, max_help_position=28, width=_help_width())
-
-
-class _Formatter(argparse.HelpFormatter):
-    """Descriptions and epilogs wrapped paragraph by paragraph; one that starts with ``\\b`` is
-    printed as written (click's marker: lists, examples)."""
-
-    def add_usage(self, usage: str | None, actions: Any, groups: Any, prefix: str | None = None) -> None:
-        super().add_usage(usage, actions, groups, "Usage: " if prefix is None else prefix)
-
-    def _format_action_invocation(self, action: argparse.Action) -> str:
-        """``-s, --subject SUBJECT``, not argparse's ``-s SUBJECT, --subject SUBJECT``."""
-        if not action.option_strings or action.nargs == 0:
-            return super()._format_action_invocation(action)
-        return f"{', '.join(action.option_strings)} {_value_name(action)}"
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        import textwrap
-
-        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)  # keeps verify-result whole
-
-    def _fill_text(self, text: str, width: int, indent: str) -> str:
-        import textwrap
-
-        paragraphs = []
-        for paragraph in text.split("\n\n"):
-            if paragraph.startswith("\b\n"):
-                paragraphs.append(textwrap.indent(paragraph[2:], indent))
-            else:
-                paragraphs.append(
-                    textwrap.fill(" ".join(paragraph.split()), width, initial_indent=indent, subsequent_indent=indent)
-                )
-        return "\n\n".join(paragraphs)
-
-
-def _value_name(action: argparse.Action) -> str:
-    """An option's value in help, as argparse names it: the metavar, else ``{choice,...}``, else
-    the destination in capitals (every option here takes one value)."""
-    if action.metavar is not None:
-        return str(action.metavar)
-    if action.choices is not None:
-        return "{" + ",".join(str(choice) for choice in action.choices) + "}"
-    return action.dest.upper()
+    """argparse's formatter for text written as it should print, at argparse's own width."""
+    return argparse.RawDescriptionHelpFormatter(prog, width=_columns() - 2)
 
 
 @cache  # argparse makes a formatter for every option it adds: measure the terminal once
-def _help_width() -> int:
-    """The terminal's width as ``shutil.get_terminal_size`` measures it, without importing
-    shutil (and with it bz2, lzma and zlib: ~1.5 ms of every start), at most 80."""
+def _columns() -> int:
+    """The terminal's width as ``shutil.get_terminal_size`` measures it (argparse's default),
+    without importing shutil (and with it bz2, lzma and zlib: ~1.5 ms of every start)."""
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):
@@ -434,7 +376,7 @@ def _help_width() -> int:
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns or 80  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):  # no stdout (None), not a terminal, closed
             columns = 80
-    return max(min(columns, 80) - 2, 50)
+    return columns
 
 
 class Version(argparse.Action):

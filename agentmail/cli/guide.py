@@ -10,7 +10,6 @@ a token per UTF-8 byte (what a byte-level tokenizer spends at most).
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 
@@ -59,7 +58,8 @@ def tokens(text: str) -> int:
     3.4 characters a token, every other character at a token per UTF-8 byte (a byte-level
     tokenizer spends at most that, so a letter of emoji or CJK cannot buy more than it shows)."""
     narrow = len(text.encode("ascii", "ignore"))
-    return math.ceil(narrow / 3.4) + len(text.encode("utf-8", "surrogatepass")) - narrow
+    # ceil(narrow / 3.4) in whole numbers: the same answer, without importing math on every start
+    return -(-narrow * 10 // 34) + len(text.encode("utf-8", "surrogatepass")) - narrow
 
 
 def add_pointer(checkout: Path, *, create: bool = True) -> list[Path]:

@@ -15,8 +15,7 @@ from .._fs import write_atomic
 from .._value import Frozen, field
 from ..errors import ConfigError, NotFound
 from ..model import check_name
-from ._toml import BadToml, read_toml
-from .registry import Registry
+from .registry import BadToml, Registry, read_toml
 
 MARKER = ".agentmail"
 

@@ -11,13 +11,13 @@ import ipaddress
 import os
 import re
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from .._value import Frozen, Value, field
 from ..errors import BadInput, ConfigError
 from ..model import NAME_RE
-from ._toml import BadToml, read_toml
 from .settings import ATTACH_MAX_BYTES, ATTACH_MAX_COUNT, ATTACH_MAX_TOTAL, DOMAIN, SETTINGS, TOP_KEYS
 from .settings import ATTACH_TYPES as ATTACH_TYPES
 from .settings import AUTH_MECHANISMS as AUTH_MECHANISMS
@@ -148,9 +148,18 @@ class Registry(Value):
             raise BadInput(str(exc)) from None
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    """tomllib's reading of ``path`` (tomllib itself is imported only when the file changed)."""
-    return read_toml(path)
+class BadToml(ValueError):
+    """Not UTF-8 TOML; the message is the decoder's or tomllib's own."""
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """tomllib's reading of ``path``, read whole every time (the file that pins keys is the one
+    truth: no parse of it is kept anywhere); OSError as reading raises it."""
+    with path.open("rb") as fh:
+        try:
+            return tomllib.load(fh)
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise BadToml(str(exc)) from exc
 
 
 # Where each bus.toml key lives: a key in the wrong place is an error that says where it goes.
@@ -415,7 +424,7 @@ def load(root: Path) -> Registry:
             f"AGENTMAIL_REGISTRY=DIR or --registry DIR ('agentmail init' makes a NEW bus, with new keys)"
         )
     try:
-        data = _read_toml(bus_file)
+        data = read_toml(bus_file)
     except BadToml as exc:
         raise ConfigError(f"{bus_file}: {exc}") from exc
     bus = parse_bus(data)
@@ -426,7 +435,7 @@ def load(root: Path) -> Registry:
     entries = sorted(folder.glob("*.toml")) if folder.is_dir() else []
     for path in entries:
         try:
-            platform = parse_platform(_read_toml(path), path.stem)
+            platform = parse_platform(read_toml(path), path.stem)
         except (ConfigError, BadToml, OSError) as exc:
             registry.problems.append(f"{path}: {exc}; skipped")
             continue

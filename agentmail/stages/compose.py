@@ -1,5 +1,5 @@
-"""Composing: what a sender chose, rendered, signed, and the Letter it is (the first stage of
-a letter's path: compose → guards → wire → signing → transport).
+"""Composing: what a sender chose, rendered, signed, and the Letter it is (a letter's path:
+guards → compose, which renders with wire and signs with signing → spool outbox → transport).
 
     letter, raw = compose(registry, home, "alpha", Draft(to="beta", type="question",
                           thread=new_thread_id(), subject="Quota", body="Why 500s?"))

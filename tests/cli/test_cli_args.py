@@ -100,8 +100,8 @@ def test_a_usage_error_says_what_and_where_the_help_is(argv: list[str], error: s
 
 
 def test_the_grammar_touches_no_private_part_of_argparse() -> None:
-    """Issue 27: ``cli/args`` uses argparse's public API; the one underscore name it reaches is
-    the help formatter's hook it overrides (and its own ``Group._listing``)."""
+    """Issue 27: ``cli/args`` uses argparse's public API, its words and its width (no hook of its
+    help formatter overridden); the one underscore name it reaches is its own ``Group._listing``."""
     import ast
     from pathlib import Path
 
@@ -113,7 +113,7 @@ def test_the_grammar_touches_no_private_part_of_argparse() -> None:
         for node in ast.walk(tree)
         if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
     }
-    assert private == {"_format_action_invocation", "_listing"}
+    assert private == {"_listing"}
 
 
 def test_every_module_of_commands_is_in_the_root_and_no_name_twice() -> None:
@@ -127,3 +127,31 @@ def test_every_module_of_commands_is_in_the_root_and_no_name_twice() -> None:
     again.command("inbox")(lambda ctx: None)
     with pytest.raises(ValueError, match=r"commands declared twice: \['inbox'\]"):
         Group("agentmail", lambda ctx: None, parts=[agent.commands, again])
+
+
+@pytest.mark.parametrize("columns", [60, 200])
+def test_help_is_argparses_own_at_the_terminals_width(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, columns: int
+) -> None:
+    """argparse's words (``usage:``, ``options:``, ``show this help message and exit``) and its
+    width, the terminal's less 2, for the options it wraps; every command listed with its help."""
+    from agentmail.cli import args
+    from agentmail.cli.app import main
+
+    monkeypatch.setenv("COLUMNS", str(columns))
+    args._columns.cache_clear()
+    try:
+        assert main(["send", "--help"]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith("usage: agentmail send [-h] ")
+        options = out[out.index("\noptions:\n") :]
+        assert "  -h, --help            show this help message and exit\n" in options
+        widest = max(len(line) for line in options.splitlines())
+        assert widest <= columns - 2 and (columns < 100 or widest > 80), widest
+        assert main(["--help"]) == 0
+        out = capsys.readouterr().out
+        listing = out[out.index("\ncommands:\n") + 11 :].split("\n\n")[0].splitlines()
+        assert sorted(line.split()[0] for line in listing) == sorted(main_group.commands)
+        assert all(len(line.split()) > 1 and len(line) <= max(columns - 2, 60) for line in listing)
+    finally:
+        args._columns.cache_clear()

@@ -9,11 +9,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentmail.cli import guide
 from agentmail.text import DATA_NOT_ORDERS
 
 from ..conftest import Cli
+from ..depth import examples
 
 GUIDE_BUDGET = 600  # tokens, as guide.tokens estimates them
 
@@ -36,6 +39,18 @@ def test_the_guide_says_the_protocol_within_its_budget(cli: Cli) -> None:
 
 def test_the_token_estimate_rounds_up() -> None:
     assert [guide.tokens(x) for x in ("", "a", "abc", "a" * 34, "a" * 35)] == [0, 1, 1, 10, 11]
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(st.text(max_size=400), st.integers(0, 200_000))
+def test_the_token_estimate_is_the_ceiling_of_ascii_over_3_4_plus_the_other_bytes(text: str, more: int) -> None:
+    """Whole-number arithmetic, the same answer as ``math.ceil(ascii / 3.4)`` at any length."""
+    import math
+
+    narrow = len(text.encode("ascii", "ignore"))
+    wide = len(text.encode("utf-8", "surrogatepass")) - narrow
+    assert guide.tokens(text) == math.ceil(narrow / 3.4) + wide
+    assert guide.tokens("a" * more) == math.ceil(more / 3.4)
 
 
 def test_bind_adds_the_pointer_once_to_each_instructions_file(cli: Cli, bus_home: None, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.letter import wire
+from agentmail.letter import headers, wire
 from agentmail.transport.local import deliver
 from agentmail.trust import authenticity
 
@@ -226,7 +226,7 @@ def test_agentmail_and_the_email_package_never_name_different_mailboxes(name: st
     mailboxes = [a.addr_spec.lower() for a in read]
     strict, defects = _strict(name, value)
     assert mailboxes == strict
-    assert set(defects) <= set(wire._HARMLESS_DEFECTS)
+    assert set(defects) <= set(headers._HARMLESS_DEFECTS)
     lenient = [addr.lower() for _, addr in email.utils.getaddresses([value]) if addr]
     assert set(lenient) <= set(mailboxes) or not mailboxes
     for address in read:
@@ -250,4 +250,4 @@ def test_a_vouched_letter_is_filed_as_the_one_mailbox_every_reader_names_or_refu
     assert verdict.letter is not None
     strict, defects = _strict("From", value)
     assert strict == [verdict.letter.sender_address] == [CAROL]
-    assert set(defects) <= set(wire._HARMLESS_DEFECTS)
+    assert set(defects) <= set(headers._HARMLESS_DEFECTS)

@@ -13,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentmail import bounds
-from agentmail.letter import readable, wire
+from agentmail.letter import headers, readable, wire
 
 from ..depth import examples
 from ..helpers.letters import burst_bytes
@@ -207,7 +207,7 @@ def test_an_address_header_is_bounded_before_the_email_package_reads_it(addresse
     ids=["addresses", "named", "quoted names"],
 )
 def test_reading_an_address_header_is_linear_in_its_addresses(shape: Callable[[int], str]) -> None:
-    small, large = (_operations(lambda n=n: wire._addresses(shape(n), "To"), wire.__file__) for n in (100, 200))
+    small, large = (_operations(lambda n=n: headers._addresses(shape(n), "To"), headers.__file__) for n in (100, 200))
     assert large <= 2.2 * small, (small, large)  # the comments were looked for once per address: n²
 
 

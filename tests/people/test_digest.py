@@ -114,12 +114,20 @@ def test_status_stale_keeps_only_the_threads_without_a_move_for_longer(
     assert [r.thread for r in alpha.status(stale=2 * DAY)] == [quiet.thread]
 
 
-@pytest.mark.parametrize("bad", ["3x", "-1d", "", "3 d", "1.5h", "d", "9999999d", "3d\n", "３d"])
+@pytest.mark.parametrize("bad", ["3x", "-1d", "", "3 d", "1.5h", "d", "9999999d", "3d\nx", "３d"])
 def test_a_bad_duration_is_one_line_and_exit_2(alpha: AgentMail, cli: Cli, bad: str) -> None:
     for args in (("status", f"--stale={bad}"), ("digest", f"--since={bad}")):
         code, out, err = cli("--as", "alpha", *args)
         assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err
         assert "is not a duration: give 30m, 12h, 3d or 2w" in err
+
+
+def test_blanks_around_a_duration_are_taken_as_the_cli_always_took_them(alpha: AgentMail, cli: Cli) -> None:
+    """One grammar (``ages.duration``) for every duration option: ``keygen --rotate`` took
+    " 7d " before it was the one, so ``--stale`` and ``--since`` take it too."""
+    for args in (("status", "--stale=3d\n"), ("digest", "--since= 3d ")):
+        code, _, err = cli("--as", "alpha", *args)
+        assert code == 0, err
 
 
 @pytest.mark.parametrize("zero", ["0m", "0d", "000w"])

@@ -169,6 +169,33 @@ def test_design_1_names_every_folder_in_layer_order() -> None:
         assert f"`{name}/`" in text, f"DESIGN §1 does not name {name}/"
 
 
+def _floor_lists(text: str) -> dict[str, set[str]]:
+    """DESIGN §1's layering paragraph: each floor ("(ground)", a folder, "(entry)") -> the words
+    of the parenthesis after it."""
+    import re
+
+    start = text.index("the ground floor (")
+    paragraph = text[start : text.index("The layers are `LAYERS`", start)]
+    found = re.findall(r"(the ground floor|`([a-z_]+)/`|the entry points)\s+\(([^()]*)\)", paragraph)
+    names = {"the ground floor": "(ground)", "the entry points": "(entry)"}
+    return {names.get(head, folder): set(re.findall(r"[A-Za-z_]+", inside)) for head, folder, inside in found}
+
+
+def test_design_1_names_every_module_under_its_floor() -> None:
+    """Every module file of the package is named in DESIGN §1's layering paragraph, in the
+    parenthesis of its own floor (a new module is placed in the design when it is made)."""
+    lists = _floor_lists(_section(PACKAGE.parent / "docs" / "DESIGN.md", "## 1. Data flow"))
+    folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists())
+    for folder in folders:
+        held = {p.stem for p in (PACKAGE / folder).glob("*.py")} - {"__init__"}
+        missing = held - lists.get(folder, set())
+        assert not missing, f"DESIGN §1 does not name {sorted(missing)} under {folder}/"
+    top = {p.stem for p in PACKAGE.glob("*.py")}
+    missing = top - lists.get("(ground)", set()) - lists.get("(entry)", set())
+    assert not missing, f"DESIGN §1 names no floor for {sorted(missing)}"
+    assert lists["(entry)"] == {"__main__", "__init__"} and lists["(ground)"] <= top
+
+
 def test_the_tests_are_laid_out_by_the_wings_of_the_code() -> None:
     """Each test file sits in the folder of the wing it tests (tests/letter/ for agentmail/letter/, …),
     or in tests/system/ when it holds the whole (crash, concurrency, a new user, lint, layering)."""
