@@ -65,7 +65,7 @@ class Holds(Stage):
             state = self.spool.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
         self.spool.annotate(letter_id, approved="true", approved_by=approved_by)
-        return self.outbox.send_now(self.spool.letter(letter_id, "outbox"))
+        return self.outbox.send_now(self.spool.letter(letter_id, "outbox"))[0]
 
     def bound(self, letter_id: str) -> None:
         """The one check before any release (the operator's key or an approver's answer): the held

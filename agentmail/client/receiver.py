@@ -56,6 +56,7 @@ class SyncReport(Value):
     fetched: int = 0
     internal_errors: int = 0
     siblings: int = 0  # the platform's letters from its other mailboxes, filed as ``sibling`` (not fetched)
+    flushed: int = 0  # letters queued earlier that left with this sync (said on stderr, not in to_json)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -89,7 +90,8 @@ class Receiver(Stage):
         outbox nor the cheap look first: straight to the fetch, the letter is waited for."""
         report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
         if not woken:
-            self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
+            # talking to the server anyway: retry what waits in the outbox
+            report.flushed = sum(r.status == "sent" for r in self.outbox.flush())
         transport = self.transport
         if (
             not woken

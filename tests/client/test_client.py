@@ -212,11 +212,10 @@ def test_send_refuses_credentials_and_bare_paths_unless_forced(alpha: AgentMail)
 
 
 def test_opener_warnings_are_advice_and_exempt_ack(alpha: AgentMail) -> None:
-    alpha.send("beta", "Thin", "it broke again, the issue from earlier")
-    assert any("cannot see" in w for w in alpha.last_warnings)
-    assert len(alpha.last_warnings) >= 5
-    alpha.send("beta", "Rich", OPENER)
-    assert alpha.last_warnings == []
+    thin = alpha.send("beta", "Thin", "it broke again, the issue from earlier")
+    assert any("cannot see" in w for w in thin.notices)
+    assert len(thin.notices) >= 5
+    assert alpha.send("beta", "Rich", OPENER).notices == []
 
 
 def test_unknown_recipient_type_and_severity_are_refused(alpha: AgentMail) -> None:
