@@ -6,12 +6,17 @@ printed before."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from agentmail.client.facade import AgentMail
 from agentmail.client.sender import Sent
 from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.stages import guards
+from agentmail.transport import open_transport
+from agentmail.transport.base import OnResult, Outgoing, SubmitResult
+from agentmail.transport.local import LocalTransport
 from agentmail.transport.smtpimap import NO_CONDSTORE
 
 from ..conftest import OPENER, Cli
@@ -69,3 +74,55 @@ def test_a_claim_held_per_machine_only_and_one_not_made_yet_are_warnings_of_the_
             assert warning.endswith("): it is claimed when it is submitted")
             servers.start_imap()
             assert [x.status for x in beta.flush()] == ["sent"]  # claimed at submit, then sent
+
+
+class Closed(LocalTransport):
+    """The local post office, closed while ``closed``: every letter is queued (a transient failure)."""
+
+    closed = True
+
+    def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
+        if not self.closed:
+            return super().submit(messages, on_result)
+        results = [SubmitResult(item.key, "queued", "421 try again later") for item in messages]
+        for result in results:
+            if on_result is not None:
+                on_result(result)
+        return results
+
+
+def _closed(registry: Registry, home: Path, platform: str) -> tuple[AgentMail, Closed]:
+    base = open_transport(registry, platform, home)
+    assert isinstance(base, LocalTransport)
+    transport = Closed(base.postoffice, platform, base.resolve)
+    return AgentMail(registry, Identity(platform), home, transport=transport), transport
+
+
+def test_the_letters_queued_earlier_that_leave_with_a_send_or_a_sync_are_counted_in_what_it_returns(
+    registry: Registry, home: Path
+) -> None:
+    alpha, post = _closed(registry, home, "alpha")
+    first = alpha.send("beta", "Quota", OPENER)
+    assert first.state == "outbox" and first.flushed == 0
+    post.closed = False
+    second = alpha.send("beta", "Quota 2", OPENER)  # the queued one rides along: said in the value
+    assert second.state == "sent" and second.flushed == 1 and alpha.show(first.id).state == "sent"
+    assert alpha.send("beta", "Quota 3", OPENER).flushed == 0  # nothing waited
+    post.closed = True
+    alpha.send("beta", "Quota 4", OPENER)
+    post.closed = False
+    assert alpha.sync().flushed == 1 and alpha.sync().flushed == 0
+    assert "flushed" not in alpha.sync().to_json()  # the sync's --json shape stays as it was
+
+
+def test_a_reply_queued_then_sent_with_a_note_is_counted_in_the_notes_value(
+    registry: Registry, home: Path, alpha: AgentMail
+) -> None:
+    alpha.send("beta", "Quota", OPENER)
+    beta, post = _closed(registry, home, "beta")
+    (got,) = beta.inbox()
+    answer = beta.reply(got, "Reproduced.", type="ack")
+    assert answer is not None and answer.state == "outbox"
+    post.closed = False
+    note = beta.note("Handover", "The quota fix is on branch fix-quota.")
+    assert note.state == "sent" and note.flushed == 1 and beta.show(answer.id).state == "sent"
