@@ -115,9 +115,10 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
     it), and so is a quarantined letter ('quarantine' stops listing it; its file is kept)."""
     client = ctx.client()
     moved = client.done(*letter_ids)
-    read = [i for i in moved if i not in client.dismissed]
-    gone = [i for i in moved if i in client.dismissed]
-    held = [i for i in gone if client.spool.locate(i) == "quarantine"]
+    states = {i: client.spool.locate(i) for i in moved}  # a letter done moves to read; one dismissed stays
+    read = [i for i in moved if states[i] == "read"]
+    gone = [i for i in moved if states[i] != "read"]
+    held = [i for i in gone if states[i] == "quarantine"]
 
     def text() -> None:
         failed = len(gone) - len(held)

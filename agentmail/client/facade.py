@@ -105,11 +105,6 @@ class AgentMail(Stage):
             pass
         return True
 
-    @property
-    def dismissed(self) -> list[str]:
-        """The failed or quarantined letters the last ``done`` dismissed."""
-        return self.receiver.dismissed
-
     def close(self) -> None:
         if self.outbox._queued:  # copies this process left due: made now, one command for all
             try:
@@ -238,8 +233,8 @@ class AgentMail(Stage):
         A failed letter of mine (refused for good, not sent and not queued, or rejected by a
         person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it. So is a
         quarantined letter: ``quarantined`` stops listing it; its file stays (a copy fetched again is
-        known, and ``quarantine recheck ID`` still judges it). Those ids are returned too, and
-        listed in ``dismissed``."""
+        known, and ``quarantine recheck ID`` still judges it). Those ids are returned too; their
+        state stays what it was (a letter done is ``read``)."""
         return self.receiver.done(*letter_ids)
 
     def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",

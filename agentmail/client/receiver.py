@@ -82,7 +82,6 @@ class Receiver(Stage):
     def __init__(self, box: Mailbox, outbox: Outbox, holds: Holds) -> None:
         super().__init__(box)
         self.outbox, self.holds = outbox, holds
-        self.dismissed: list[str] = []  # the failed or quarantined letters the last ``done`` dismissed
         self._waiting: picture.Waiting | None = None  # during a sync: siblings' answers to what it files
 
     def sync(self, *, woken: bool = False) -> SyncReport:
@@ -477,10 +476,8 @@ class Receiver(Stage):
         return letters
 
     def done(self, *letter_ids: str) -> list[str]:
-        """``AgentMail.done``: unread letters to read; a failed letter of mine, or a quarantined
-        letter, dismissed (listed in ``dismissed``)."""
+        """Does ``AgentMail.done``."""
         moved: list[str] = []
-        self.dismissed = []
         for letter_id in letter_ids:
             letter_id = self.box.id_of(letter_id)  # ids are accepted in any case
             state = self.spool.locate(letter_id)
@@ -491,7 +488,6 @@ class Receiver(Stage):
             elif state in ("failed", "quarantine") and not self.spool.annotations(letter_id).get("dismissed"):
                 self.spool.annotate(letter_id, dismissed="true")
                 moved.append(letter_id)
-                self.dismissed.append(letter_id)
         return moved
 
     def recheck_quarantine(self, *refs: str) -> list[dict[str, Any]]:
