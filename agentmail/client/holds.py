@@ -32,6 +32,13 @@ class Holds(Stage):
         super().__init__(box)
         self.outbox = outbox
 
+    def _mails_people(self) -> bool:
+        """``Transport.mails_people`` of this bus, without opening it (a held letter is bound to
+        its envelope before anything is submitted, credentials unread)."""
+        from ..transport import transport_class
+
+        return transport_class(self.registry).mails_people
+
     def file(self, letter: Letter, raw: bytes, reason: str) -> Letter:
         """File a signed letter in held/ with why it waits for a person, and tell the approvers."""
         from ..people import approval
@@ -39,7 +46,7 @@ class Holds(Stage):
         self.spool.ensure()
         # Before the letter: never a held letter without why, nor without the digest of exactly
         # what would leave (its bytes and every RCPT TO), which any approval is bound to.
-        digest = approval.digest_of(raw, envelope_of(letter, self.registry.bus.transport))
+        digest = approval.digest_of(raw, envelope_of(letter, self._mails_people()))
         self.spool.annotate(letter.id, held_reason=reason, held_digest=digest)
         stored = self.spool.store("held", letter, raw, extra=letter.extra)
         self.announce_held(self.box.show(stored.id), reason)
@@ -84,7 +91,7 @@ class Holds(Stage):
         except OSError:
             raise NotFound(f"letter {letter_id} is not held (its file is gone)") from None
         bound = letter.extra.get("held_digest")
-        now = approval.digest_of(raw, envelope_of(letter, self.registry.bus.transport))
+        now = approval.digest_of(raw, envelope_of(letter, self._mails_people()))
         if not bound:
             raise Refused(f"letter {letter_id} was held without a digest of what would leave, so no approval "
                           f"can be bound to it: 'agentmail reject {letter_id} -r ...' and send it again")  # fmt: skip
@@ -102,7 +109,7 @@ class Holds(Stage):
             return
         try:
             held = self.spool.path("held", letter.id).read_bytes()
-            envelope = envelope_of(letter, self.registry.bus.transport)
+            envelope = envelope_of(letter, self._mails_people())
             message_id, raw = approval.announcement(
                 self.registry, self.home, self.me.platform, letter, reason, held, envelope
             )

@@ -75,7 +75,9 @@ class Outbox(Stage):
         SMTP reads its credentials, and that failing is for ``flush`` to report."""
         if self.box._transport is not None:
             return self.box._transport.sent_is_durable
-        return self.registry.bus.transport == "local"
+        from ..transport import transport_class
+
+        return transport_class(self.registry).sent_is_durable
 
     def _outgoing(self, letter_id: str, fresh: Letter | None, fresh_raw: bytes | None) -> Outgoing | None:
         """What to submit for ``letter_id``; ``fresh`` and ``fresh_raw``: the letter being
@@ -85,7 +87,7 @@ class Outbox(Stage):
         copy = None
         if fresh is not None and fresh_raw is not None and fresh.id == letter_id:
             letter, raw = fresh, fresh_raw  # listed in the outbox under its lock: still there
-            if self.registry.bus.transport == "local":  # its file holds these very bytes: linked, not rewritten
+            if self.transport.links_copies:  # its file holds these very bytes: linked, not rewritten
                 copy = self.spool.file_of(letter_id)
         else:
             try:
@@ -113,9 +115,8 @@ class Outbox(Stage):
             self.spool.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
             self.box.move(letter_id, "outbox", "failed")
             return None
-        imap = self.registry.bus.transport == "smtp+imap"
-        batched = imap and self.batch_copies and self.registry.bus.sent_folder != "" and self._copy_may_wait(letter)
-        envelope = Envelope(self.platform.address, envelope_of(letter, self.registry.bus.transport))
+        batched = self.transport.keeps_sent_copy and self.batch_copies and self._copy_may_wait(letter)
+        envelope = Envelope(self.platform.address, envelope_of(letter, self.transport.mails_people))
         return Outgoing(letter_id, raw, envelope, copy, copy_later=batched)
 
     def _copy_may_wait(self, letter: Letter) -> bool:
@@ -204,15 +205,15 @@ class Outbox(Stage):
             self.spool.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
 
 
-def envelope_of(letter: Letter, transport: str) -> tuple[str, ...]:
+def envelope_of(letter: Letter, mails_people: bool) -> tuple[str, ...]:
     """Every RCPT TO of ``letter``: each recipient platform (several for a fan-out) at its thread
-    address, and the followers: one submission, one letter, one Message-ID. On the local post
-    office a person has no mailbox: the Cc header names them, nobody delivers. What a person
-    approves is bound to exactly this (``Holds``)."""
+    address, and the followers where the transport ``mails_people``: one submission, one letter,
+    one Message-ID. On the local post office a person has no mailbox: the Cc header names them,
+    nobody delivers. What a person approves is bound to exactly this (``Holds``)."""
     from ..letter import wire
 
     rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
-    copies = letter.cc if transport == "smtp+imap" else ()
+    copies = letter.cc if mails_people else ()
     return tuple(dict.fromkeys([*rcpts, *copies]))
 
 

@@ -86,7 +86,7 @@ def test_approve_is_one_rename_held_to_outbox(
     it once); a crash before it leaves it held. Never both, never neither."""
     letter = alpha.send("beta", "Quota", OPENER, hold=True)
 
-    def crash() -> None:
+    def crash(*_: object) -> None:
         raise KeyboardInterrupt  # the process dies after the rename, before submitting
 
     monkeypatch.setattr(alpha.outbox, "flush", crash)
