@@ -6,7 +6,7 @@ import datetime
 import time
 from typing import TYPE_CHECKING
 
-from .._value import Frozen
+from .._value import Frozen, field
 from ..errors import (
     AgentmailError,
     BadInput,
@@ -73,11 +73,19 @@ class Sent(Letter):
     ``advice`` for an opener (its gaps: ``guards.opener_warnings``), the ``warnings`` for its
     writer (a thread that is with another platform than asked; a reply claimed on this machine
     only, or not yet on the server, and why) and ``flushed``: how many letters queued earlier
-    left with it."""
+    left with it. Those three are told, not part of the letter: a ``Sent`` equals the ``Letter``
+    it is (``show`` of its id), and hashes as it."""
 
-    advice: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
-    flushed: int = 0
+    advice: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    flushed: int = field(default=0, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Letter):
+            return self._values(self._compare) == other._values(other._compare)
+        return NotImplemented
+
+    __hash__ = Letter.__hash__
 
     @classmethod
     def of(cls, letter: Letter, flushed: int = 0, *, advice: tuple[str, ...] = (),

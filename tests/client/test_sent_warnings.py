@@ -13,6 +13,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.client.sender import Sent
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
+from agentmail.model import Letter
 from agentmail.stages import guards
 from agentmail.transport import open_transport
 from agentmail.transport.base import OnResult, Outgoing, SubmitResult
@@ -126,3 +127,12 @@ def test_a_reply_queued_then_sent_with_a_note_is_counted_in_the_notes_value(
     post.closed = False
     note = beta.note("Handover", "The quota fix is on branch fix-quota.")
     assert note.state == "sent" and note.flushed == 1 and beta.show(answer.id).state == "sent"
+
+
+def test_a_sent_equals_the_letter_it_is_either_way_round_and_hashes_as_it(alpha: AgentMail) -> None:
+    sent = alpha.send("beta", "Quota", "As discussed, the quota endpoint broke.")
+    shown = alpha.show(sent.id)
+    assert sent.advice and type(shown) is Letter
+    assert sent == shown and shown == sent and hash(sent) == hash(shown) and {sent, shown} == {shown}
+    assert sent != shown.replace(state="failed") and sent.replace(advice=()) == sent  # told, not the letter
+    assert Letter.from_json(sent.to_json()) == sent

@@ -38,7 +38,7 @@ def test_a_held_letter_is_signed_kept_and_never_flushed_until_approved(registry:
     assert beta.inbox() == [] and alpha.spool.ids("outbox") == []
     assert [x.id for x in alpha.held()] == [letter.id]
     (row,) = alpha.status()
-    assert row["delivery"] == "held" and "hold" in row["delivery_detail"]
+    assert row.delivery == "held" and "hold" in row.delivery_detail
     with pytest.raises(Refused, match="approval key"):
         alpha.approve(letter.id)  # the agent alone cannot release it (issue 26)
     sent = alpha.approve(letter.id, key_file=operator_key(home))
