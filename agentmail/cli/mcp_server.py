@@ -215,11 +215,6 @@ INSTRUCTIONS = (
 )
 
 
-def tool_list_json() -> str:
-    """The tool list as a client receives it (names, descriptions, schemas): what it costs."""
-    return json.dumps([{"name": n, "description": d, "inputSchema": s} for n, (d, s) in TOOLS.items()])
-
-
 def _clean(value: Any) -> Any:
     if isinstance(value, str):
         return for_terminal(value)  # the one sanitiser for untrusted letter text
