@@ -53,7 +53,7 @@ class Holds(Stage):
         return self.box.show(stored.id)
 
     def held(self) -> list[Letter]:
-        """Letters waiting for a person's approval, oldest first (never sent until approved)."""
+        """Does ``AgentMail.held``."""
         return self.spool.letters("held")
 
     def approve(self, letter_id: str | Letter, *, key_file: str | None = None) -> Letter:
@@ -164,8 +164,7 @@ class Holds(Stage):
         return approval.change_request(self.registry, self.home, self.me.platform, change, effect, to)
 
     def announce_hold_change(self, before: list[str], after: list[str]) -> str:
-        """Mail every approver that the bus's hold rule changed; "" when it left (or nobody
-        approves), else why not."""
+        """Does ``AgentMail.announce_hold_change``."""
         from ..people import approval
 
         to = approval.every_approver(self.registry)
@@ -258,9 +257,7 @@ class Holds(Stage):
             self.reject_by(target.id, why, who)
 
     def reject(self, letter_id: str | Letter, reason: str) -> Letter:
-        """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it
-        to the agent); a rejected reply frees its claim on the letter. Anyone may drop a
-        letter that has not left (the agent too): it releases nothing."""
+        """Does ``AgentMail.reject``."""
         letter_id = self.box.id_of(letter_id)
         reason = one_line(reason or "").strip()
         if not reason:

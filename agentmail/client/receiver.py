@@ -168,9 +168,7 @@ class Receiver(Stage):
         return max(found, key=lambda c: Checkpoint.parse(c).last) if found else None
 
     def from_start(self) -> None:
-        """Read this mailbox's whole history again with the next sync (the backlog a new agent
-        skipped): the checkpoint goes back to the beginning; what is filed already is dropped
-        as a duplicate, so nothing is filed twice."""
+        """Does ``AgentMail.from_start``."""
         from ..transport import Checkpoint
 
         with self.spool.locked():
@@ -491,8 +489,7 @@ class Receiver(Stage):
         return moved
 
     def recheck_quarantine(self, *refs: str) -> list[dict[str, Any]]:
-        """Judge quarantined letters (those ``refs`` name; none: all) again against today's
-        registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
+        """Does ``AgentMail.recheck_quarantine``."""
         from .recheck import recheck
 
         return recheck(self, tuple(refs))
@@ -523,9 +520,7 @@ class Receiver(Stage):
             pass
 
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
-        """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
-
-        Raises Timeout. A matching letter already unread returns at once ("spool")."""
+        """Does ``AgentMail.wait``."""
         thread = None if thread is None else thread_id(thread)
         check_filter_type(type)  # a misspelt type is refused now, not waited out
         deadline = time.monotonic() + timeout

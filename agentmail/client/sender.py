@@ -332,7 +332,7 @@ class Sender(Stage):
         return Sent.of(*self.outbox.send_now(stored, composed[1]), warnings=warnings)
 
     def why_refused(self, letter: str | Letter) -> str | None:
-        """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""
+        """Does ``AgentMail.why_refused``."""
         letter_id = self.box.id_of(letter)
         if letter_id in self._refusals:
             return self._refusals[letter_id]
