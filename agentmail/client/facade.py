@@ -257,8 +257,9 @@ class AgentMail(Stage):
         (``"@consumers"``): a fan-out, one letter with one Message-ID to all of them, one thread
         (DESIGN §6); it counts as one new thread."""
         to = to if isinstance(to, str) else tuple(to)
-        return self.sender.send(Request(body, type, to, subject, severity, ref, thread, force, hold, attachments,
-                                        outcome))  # fmt: skip
+        req = Request(body, type, to, subject, severity=severity, ref=ref, thread=thread, force=force, hold=hold,
+                      attachments=attachments, outcome=outcome)  # fmt: skip
+        return self.sender.send(req)
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
              attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Sent:  # fmt: skip
