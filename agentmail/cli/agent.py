@@ -307,8 +307,8 @@ def sync(ctx: Ctx) -> None:
     client = ctx.client()
     report = client.sync()
     ctx.flushed += report.flushed
-    if client.escalation_problem:  # issue 26: the followers were not told what needs them
-        echo(f"agentmail: {client.escalation_problem}", err=True)
+    if report.escalation_problem:  # issue 26: the followers were not told what needs them
+        echo(f"agentmail: {report.escalation_problem}", err=True)
     data = report.to_json()
     emit(ctx, data, lambda: render.synced(data))
 

@@ -61,9 +61,8 @@ class AgentMail(Stage):
         # server cannot be reached: ``offline_ok`` lets a sync's TransportError pass, kept in ``offline``.
         self.offline_ok = False
         self.offline: str | None = None
-        # Escalation (issue 26, people/escalation.py): what this client announced to people, and why not
+        # Escalation (issue 26, people/escalation.py): what this client announced to people
         self.escalated: list[dict[str, Any]] = []
-        self.escalation_problem: str | None = None
         self._escalated_at = -(1 << 62)
 
     @classmethod
@@ -124,19 +123,20 @@ class AgentMail(Stage):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _escalate(self) -> None:
+    def _escalate(self) -> str | None:
+        """Announce what needs a person; why it could not (``SyncReport.escalation_problem``)."""
         from ..people import escalation
 
         now = ages.now_ms()
         if now - self._escalated_at < escalation.EVERY_MS:
-            return
+            return None
         self._escalated_at = now
         try:
             self.escalated += escalation.run(self)
-            self.escalation_problem = None
         except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
             # one line: a server's reply (a relay's multi-line SMTP text) is said, never a line of its own
-            self.escalation_problem = inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
+            return inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
+        return None
 
     # --- what an agent does ----------------------------------------------------------------
 
@@ -153,7 +153,7 @@ class AgentMail(Stage):
             self.offline = inline(exc)  # a server's words, on the one line that says so
             return SyncReport()
         if self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
-            self._escalate()
+            report.escalation_problem = self._escalate()
         return report
 
     def send_fate(self) -> str:

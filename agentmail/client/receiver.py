@@ -57,6 +57,7 @@ class SyncReport(Value):
     internal_errors: int = 0
     siblings: int = 0  # the platform's letters from its other mailboxes, filed as ``sibling`` (not fetched)
     flushed: int = 0  # letters queued earlier that left with this sync (said on stderr, not in to_json)
+    escalation_problem: str | None = None  # why the followers were not told what needs them (stderr)
 
     def to_json(self) -> dict[str, Any]:
         return {
