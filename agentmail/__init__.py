@@ -32,7 +32,6 @@ if TYPE_CHECKING:
         TransportError,
     )
     from .model import Letter
-    from .stages import compose
     from .stages.compose import Draft
     from .transport import Transport, open_transport
     from .transport.local import LocalTransport
@@ -70,16 +69,11 @@ _LAZY = {
     "SmtpImapTransport": (".transport.smtpimap", "SmtpImapTransport"),
     "Draft": (".stages.compose", "Draft"),
 }
-# Composing a letter without sending it: ``agentmail.compose.compose(registry, home, sender, Draft(...))``.
-# The function is not exported as ``agentmail.compose``: that name is its module's (importing the
-# module sets it on the package, replacing a function), so the name always means the module.
 
 __all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> object:
-    if name == "compose":
-        return _importlib.import_module(".stages.compose", __name__)
     if name not in _LAZY:
         raise AttributeError(f"module 'agentmail' has no attribute {name!r}")
     module, attribute = _LAZY[name]

@@ -52,17 +52,3 @@ def body(text: object, indent: str = "") -> str:
         return ""
     bare = indent + MARK.rstrip()
     return "\n".join(indent + MARK + line if line else bare for line in lines)
-
-
-def unframed(shown: str, indent: str = "") -> str:
-    """What ``body`` framed, read back: the inverse tests and readers use (ValueError on a line
-    outside the frame)."""
-    out = []
-    for line in shown.split("\n") if shown else []:
-        if line == indent + MARK.rstrip():
-            out.append("")
-        elif line.startswith(indent + MARK):
-            out.append(line[len(indent + MARK) :])
-        else:
-            raise ValueError(f"a line outside the frame: {line!r}")
-    return "\n".join(out)

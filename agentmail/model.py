@@ -268,8 +268,7 @@ _LETTER_FIELDS = set(_FIELD_NAMES) - {"sender", "extra"}
 
 
 class ThreadStatus(Frozen):
-    """Where one thread stands (a row of ``status``). ``to_json`` is the documented ``--json`` row;
-    ``row["thread"]`` still reads it as the dict ``status()`` returned before."""
+    """Where one thread stands (a row of ``status``). ``to_json`` is the documented ``--json`` row."""
 
     thread: str
     subject: str
@@ -318,6 +317,3 @@ class ThreadStatus(Frozen):
         if self.recipients:
             row["recipients"] = [dict(r) for r in self.recipients]
         return row
-
-    def __getitem__(self, key: str) -> Any:
-        return self.to_json()[key]

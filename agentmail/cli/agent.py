@@ -29,17 +29,16 @@ from .render import clean, emit
 
 if TYPE_CHECKING:
     from ..client.facade import AgentMail
-    from ..model import Letter
+    from ..client.sender import Sent
 
 commands = Commands()
 
 
-def _outcome(ctx: Ctx, client: AgentMail, letter: Letter) -> None:
-    """The letter's outcome, with its advice and warnings (the client's ``last_sent``)."""
-    sent = client.last_sent
-    assert sent is not None and sent.letter is letter  # the call that returned ``letter`` set it
+def _outcome(ctx: Ctx, client: AgentMail, sent: Sent) -> None:
+    """The letter's outcome, with its advice and warnings."""
+    ctx.flushed += sent.flushed
     advice = sent.advice if ctx.json or (sent.advice and client.opener_advice_due()) else ()
-    render.sent_outcome(ctx, letter, advice, sent.warnings, client.me.mailbox)
+    render.sent_outcome(ctx, sent, advice, sent.warnings, client.me.mailbox)
 
 
 @commands.command()
@@ -68,7 +67,11 @@ def guide_cmd(ctx: Ctx) -> None:
 @json_option
 def inbox(ctx: Ctx, no_sync: bool, consume: bool, limit: int | None, from_start: bool) -> None:
     """Sync, then the unread authenticated letters (they stay until 'done' or a reply)."""
-    letters = ctx.client().inbox(sync=not no_sync, consume=consume, limit=limit, from_start=from_start)
+    client = ctx.client()
+    if from_start:
+        client.from_start()
+    ctx.sync(client, from_start or not no_sync)
+    letters = client.inbox(sync=False, consume=consume, limit=limit)
     if letters and not ctx.json:  # where an agent reads its mail, it is told what a letter is
         render.unread_header(len(letters))
     render.letters(ctx, letters, "no unread letters")
@@ -122,9 +125,10 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
     it), and so is a quarantined letter ('quarantine' stops listing it; its file is kept)."""
     client = ctx.client()
     moved = client.done(*letter_ids)
-    read = [i for i in moved if i not in client.dismissed]
-    gone = [i for i in moved if i in client.dismissed]
-    held = [i for i in gone if client.spool.locate(i) == "quarantine"]
+    states = {i: client.spool.locate(i) for i in moved}  # a letter done moves to read; one dismissed stays
+    read = [i for i in moved if states[i] == "read"]
+    gone = [i for i in moved if states[i] != "read"]
+    held = [i for i in gone if states[i] == "quarantine"]
 
     def text() -> None:
         failed = len(gone) - len(held)
@@ -160,10 +164,10 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     client = ctx.sender()
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
-    letter = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
-                         thread=thread, hold=hold, attachments=attachments(ctx, attach, patch),
-                         outcome=outcome)  # fmt: skip
-    _outcome(ctx, client, letter)
+    sent = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
+                       thread=thread, hold=hold, attachments=attachments(ctx, attach, patch),
+                       outcome=outcome)  # fmt: skip
+    _outcome(ctx, client, sent)
 
 
 @commands.command()
@@ -185,10 +189,10 @@ def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, ho
           patch: str | None, outcome: str | None = None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
     client = ctx.sender()
-    letter = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
-                          attachments=attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
-    assert letter is not None  # raise_refused: a refusal raised
-    _outcome(ctx, client, letter)
+    sent = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
+                        attachments=attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
+    assert sent is not None  # raise_refused: a refusal raised
+    _outcome(ctx, client, sent)
 
 
 @commands.command()
@@ -258,9 +262,9 @@ def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, n
          attach: tuple[str, ...], patch: str | None) -> None:  # fmt: skip
     """A handover to a sibling agent sharing this platform."""
     client = ctx.sender()
-    letter = client.note(subject, read_body(body), to_agent=to_agent, force=force,
-                         attachments=attachments(ctx, attach, patch), new_agent=new_agent)  # fmt: skip
-    _outcome(ctx, client, letter)
+    sent = client.note(subject, read_body(body), to_agent=to_agent, force=force,
+                       attachments=attachments(ctx, attach, patch), new_agent=new_agent)  # fmt: skip
+    _outcome(ctx, client, sent)
 
 
 @commands.command()
@@ -268,7 +272,9 @@ def note(ctx: Ctx, to_agent: str | None, subject: str, body: str, force: bool, n
 @json_option
 def notes(ctx: Ctx, no_sync: bool) -> None:
     """Notes for me (not consumed)."""
-    render.letters(ctx, ctx.client().notes(sync=not no_sync), "no notes")
+    client = ctx.client()
+    ctx.sync(client, not no_sync)
+    render.letters(ctx, client.notes(sync=False), "no notes")
 
 
 @commands.command()
@@ -282,7 +288,8 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
 
     idle = None if stale is None else duration(stale, "--stale")  # bad input before any sync
     client = ctx.reader()
-    rows = client.status(sync=not no_sync, closed=closed, stale=idle)
+    ctx.sync(client, not no_sync)
+    rows = client.status(sync=False, closed=closed, stale=idle)
     now = now_ms()
     count_closed = (lambda: 0) if closed else client.closed_threads
     emit(ctx, [r.to_json() for r in rows], lambda: render.status(rows, now, stale, count_closed))
@@ -309,8 +316,9 @@ def sync(ctx: Ctx) -> None:
     """Pull now."""
     client = ctx.client()
     report = client.sync()
-    if client.escalation_problem:  # issue 26: the followers were not told what needs them
-        echo(f"agentmail: {client.escalation_problem}", err=True)
+    ctx.flushed += report.flushed
+    if report.escalation_problem:  # issue 26: the followers were not told what needs them
+        echo(f"agentmail: {report.escalation_problem}", err=True)
     data = report.to_json()
     emit(ctx, data, lambda: render.synced(data))
 
@@ -321,7 +329,6 @@ def flush(ctx: Ctx) -> None:
     """Retry the outbox."""
     client = ctx.client()
     results = client.flush()
-    client.flushed = 0  # said below, not again on the way out
     data = [{"id": r.key, "status": r.status, "detail": r.detail} for r in results]
     emit(ctx, data, lambda: render.flushed(data))
     if any(r.status != "sent" for r in results):

@@ -30,6 +30,7 @@ class Ctx:
         self._client: AgentMail | None = None
         self.sending = False  # a command that sends (``sender``)
         self.fate: str | None = None  # what became of its letter, when Ctrl-C stopped it
+        self.flushed = 0  # letters queued earlier that this command's calls said left (``Sent``, ``SyncReport``)
 
     @property
     def home(self) -> Path:
@@ -64,6 +65,12 @@ class Ctx:
         client.offline_ok = True
         return client
 
+    def sync(self, client: AgentMail, asked: bool) -> None:
+        """The sync a reading command runs first (``asked``), kept apart so what it sent from the
+        outbox is said on the way out."""
+        if asked:
+            self.flushed += client.sync().flushed
+
     def sender(self) -> AgentMail:
         """The client of a command that sends: stopped by Ctrl-C, it says whether its letter left."""
         self.sending = True
@@ -80,8 +87,8 @@ class Ctx:
                     f"agentmail: warning: {self._client.offline}; shown as of the last sync (this machine's copy)",
                     err=True,
                 )
-            if self._client.flushed:
-                echo(f"agentmail: sent {self._client.flushed} letter(s) that were waiting in the outbox", err=True)
+            if self.flushed:
+                echo(f"agentmail: sent {self.flushed} letter(s) that were waiting in the outbox", err=True)
             self._client.close()
             self._client = None
 

@@ -49,6 +49,7 @@ from . import brief as briefs
 from .guide import GUIDE
 
 if TYPE_CHECKING:
+    from ..client.sender import Sent
     from ..model import Letter
 
 LIST_BODY = 500  # a list shows the start of each body; show gives all of it
@@ -216,11 +217,6 @@ INSTRUCTIONS = (
 )
 
 
-def tool_list_json() -> str:
-    """The tool list as a client receives it (names, descriptions, schemas): what it costs."""
-    return json.dumps([{"name": n, "description": d, "inputSchema": s} for n, (d, s) in TOOLS.items()])
-
-
 def _clean(value: Any) -> Any:
     if isinstance(value, str):
         return for_terminal(value)  # the one sanitiser for untrusted letter text
@@ -348,14 +344,13 @@ def _run(am: AgentMail, name: str, a: dict[str, Any], save_root: Path | None) ->
     if name == "send":
         return _sent(am, a, root)
     if name == "reply":
-        letter = am.reply(a["id"], a["body"], type=a.get("type"), raise_refused=True, hold=a.get("hold", False),
-                          outcome=a.get("outcome"), attachments=_evidence(am, a, root))  # fmt: skip
-        assert letter is not None  # raise_refused: a refusal raised
-        return _outcome(am, letter)
+        sent = am.reply(a["id"], a["body"], type=a.get("type"), raise_refused=True, hold=a.get("hold", False),
+                        outcome=a.get("outcome"), attachments=_evidence(am, a, root))  # fmt: skip
+        assert sent is not None  # raise_refused: a refusal raised
+        return _outcome(am, sent)
     if name == "note":
-        letter = am.note(a["subject"], a["body"], to_agent=a.get("to"), new_agent=a.get("new_agent", False),
-                         attachments=_evidence(am, a, root))  # fmt: skip
-        return _outcome(am, letter)
+        return _outcome(am, am.note(a["subject"], a["body"], to_agent=a.get("to"),
+                                    new_agent=a.get("new_agent", False), attachments=_evidence(am, a, root)))  # fmt: skip
     if name == "digest":
         made = am.digest(a.get("since"))
         return {**made.to_json(), "text": digest.render(made)}
@@ -578,7 +573,7 @@ def _sent(am: AgentMail, a: dict[str, Any], root: Path) -> dict[str, Any]:
     return _outcome(am, letter)
 
 
-def _outcome(am: AgentMail, letter: Letter) -> dict[str, Any]:
+def _outcome(am: AgentMail, letter: Sent) -> dict[str, Any]:
     """What became of a letter, and who sent it (``from``: platform[@agent]), so a slip of
     identity is seen in the confirmation."""
     raise_for_state(letter)  # queued or failed: a tool error, as the CLI's exit 5
@@ -586,8 +581,8 @@ def _outcome(am: AgentMail, letter: Letter) -> dict[str, Any]:
                            "state": letter.state}  # fmt: skip
     if letter.state == "held":
         out["held_reason"] = letter.extra.get("held_reason") or ""
-    if am.last_warnings:
-        out["warnings"] = am.last_warnings
+    if letter.notices:
+        out["warnings"] = letter.notices
     return out
 
 

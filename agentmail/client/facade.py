@@ -30,7 +30,7 @@ from .letters import Letters
 from .mailbox import Mailbox, Stage
 from .outbox import Outbox, raise_for_state
 from .receiver import Receiver, SyncReport
-from .sender import Sender, Sent
+from .sender import Request, Sender, Sent
 from .threads import Threads
 from .to_people import ToPeople
 
@@ -60,7 +60,6 @@ class AgentMail(Stage):
         self.letters = Letters(box, self.sync)
         self.sender = Sender(box, self.outbox, self.holds, self.threads, self.receiver)
         self.consent = Consent(box, self.holds, self.people, self.sync)
-        self.last_sent: Sent | None = None  # what the last send, reply, follow-up or note did (None: refused)
         # A reader (status, thread, search, digest) may show the spool as last synced when the
         # server cannot be reached: ``offline_ok`` lets a sync's TransportError pass, kept in ``offline``.
         self.offline_ok = False
@@ -88,15 +87,6 @@ class AgentMail(Stage):
     def search_index(self) -> SearchIndex:
         return self.box.search_index
 
-    @property
-    def flushed(self) -> int:
-        """Letters queued by an earlier command that this client has sent since (the CLI says so)."""
-        return self.outbox.flushed
-
-    @flushed.setter
-    def flushed(self, value: int) -> None:
-        self.outbox.flushed = value
-
     def opener_advice_due(self) -> bool:
         """Is the command line to say an opener's advice now? Once per mailbox per UTC day: it is
         for learning what a good report holds, not a line on every thread (``Sent.advice`` and
@@ -113,11 +103,6 @@ class AgentMail(Stage):
         except OSError:  # a note that cannot be kept: the advice is said again, nothing is lost
             pass
         return True
-
-    @property
-    def dismissed(self) -> list[str]:
-        """The failed or quarantined letters the last ``done`` dismissed."""
-        return self.receiver.dismissed
 
     def close(self) -> None:
         if self.outbox._queued:  # copies this process left due: made now, one command for all
@@ -139,22 +124,9 @@ class AgentMail(Stage):
         self.close()
 
     @property
-    def last_warnings(self) -> list[str]:
-        """The last send's, reply's, follow-up's or note's advice and warnings as one list (what
-        MCP's ``warnings`` carries): an opener's advice each prefixed ``opener: ``, then the
-        warnings (``last_sent`` holds them apart)."""
-        sent = self.last_sent
-        return [] if sent is None else [*(f"opener: {advice}" for advice in sent.advice), *sent.warnings]
-
-    @property
     def escalated(self) -> list[dict[str, Any]]:
-        """What this client announced to people (escalation, issue 26), as recorded."""
+        """What this client announced to people (escalation), as recorded."""
         return self.people.escalated
-
-    @property
-    def escalation_problem(self) -> str | None:
-        """Why the last escalation could not announce, in one line (None: it could)."""
-        return self.people.escalation_problem
 
     # --- what an agent does ----------------------------------------------------------------
 
@@ -171,7 +143,7 @@ class AgentMail(Stage):
                 raise
             self.offline = inline(exc)  # a server's words, on the one line that says so
             return SyncReport()
-        self.people.after_sync()
+        report.escalation_problem = self.people.after_sync()
         return report
 
     def send_fate(self) -> str:
@@ -251,87 +223,62 @@ class AgentMail(Stage):
         A failed letter of mine (refused for good, not sent and not queued, or rejected by a
         person) is dismissed instead: ``status`` stops showing it, ``sent`` still lists it. So is a
         quarantined letter: ``quarantined`` stops listing it; its file stays (a copy fetched again is
-        known, and ``quarantine recheck ID`` still judges it). Those ids are returned too, and
-        listed in ``dismissed``."""
+        known, and ``quarantine recheck ID`` still judges it). Those ids are returned too; their
+        state stays what it was (a letter done is ``read``)."""
         return self.receiver.done(*letter_ids)
 
     def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",
              severity: str | None = None,
              ref: str | None = None, force: bool = False, thread: str | None = None,
              hold: bool = False, attachments: tuple[Attachment, ...] = (),
-             outcome: str | None = None) -> Letter:  # fmt: skip
+             outcome: str | None = None) -> Sent:  # fmt: skip
         """Open a thread, or with ``thread`` continue it after this platform's own last letter
         (``follow_up``; ``subject``, ``severity`` and ``ref`` are then the thread's own).
-        Returns the letter: state ``sent``, ``outbox`` (queued: the transport could not take it
-        now; ``flush`` retries) or ``failed`` — ``raise_for_state`` turns the last two into
-        errors. Advice (an opener's gaps) and warnings (a thread that is with another platform
-        than ``to``) land in ``last_sent`` (a ``Sent``: the letter, its advice, its warnings) and,
-        as one list, in ``last_warnings``. A guard that refuses raises Refused (the new-thread quota
-        among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
+        Returns a ``Sent``, the letter as it is now: state ``sent``, ``outbox`` (queued: the
+        transport could not take it now; ``flush`` retries) or ``failed`` — ``raise_for_state``
+        turns the last two into errors — with its ``advice`` (an opener's gaps), ``warnings`` (a
+        thread that is with another platform than ``to``; ``notices``: both as one list) and
+        ``flushed`` (letters queued earlier that left with it). A guard that refuses raises
+        Refused (the new-thread quota among them). ``hold`` (or a bus ``hold`` rule naming the recipient) keeps the signed
         letter in ``held/`` (state ``held``) until a person runs ``approve`` or ``reject``.
         ``attachments`` (``evidence.from_file``/``from_patches``) make it multipart/mixed.
 
         ``to`` may name several platforms (``"beta,gamma"``, a list) or a registry group
         (``"@consumers"``): a fan-out, one letter with one Message-ID to all of them, one thread
         (DESIGN §6); it counts as one new thread."""
-        self.last_sent = None
-        sent = self.last_sent = self.sender.send(
-            to,
-            subject,
-            body,
-            type=type,
-            severity=severity,
-            ref=ref,
-            force=force,
-            thread=thread,
-            hold=hold,
-            attachments=attachments,
-            outcome=outcome,
-        )
-        return sent.letter
+        to = to if isinstance(to, str) else tuple(to)
+        req = Request(body, type, to, subject, severity=severity, ref=ref, thread=thread, force=force, hold=hold,
+                      attachments=attachments, outcome=outcome)  # fmt: skip
+        return self.sender.send(req)
 
     def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
-             attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Letter:  # fmt: skip
+             attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Sent:  # fmt: skip
         """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next.
-        ``new_agent=False`` refuses a ``to_agent`` no agent of the platform has used (BadInput)."""
-        self.last_sent = None
-        sent = self.last_sent = self.sender.note(subject, body, to_agent=to_agent, force=force,
-                                                 attachments=attachments, new_agent=new_agent)  # fmt: skip
-        return sent.letter
+        ``new_agent=False`` refuses a ``to_agent`` no agent of the platform has used (BadInput).
+        Returns a ``Sent``, as ``send``."""
+        return self.sender.note(Request(body, "note", subject=subject, force=force, attachments=attachments,
+                                        to_agent=to_agent, new_agent=new_agent))  # fmt: skip
 
     def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
               raise_refused: bool = False, hold: bool = False,
-              attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter | None:  # fmt: skip
-        """Answer a letter. When a guard refuses: None, and ``why_refused`` says why (the
-        documented, compatible form); with ``raise_refused`` Refused, as every other sending
-        method does (the convention; the CLI and MCP server use it).
+              attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Sent | None:  # fmt: skip
+        """Answer a letter; a ``Sent``, as ``send``. When a guard refuses: None, and ``why_refused``
+        says why (the documented, compatible form); with ``raise_refused`` Refused, as every
+        other sending method does (the convention; the CLI and MCP server use it).
 
         One reply per letter per platform: the first agent of the platform to answer claims
         the letter (across processes); the others are refused, told who answered."""
-        self.last_sent = None
-        sent = self.last_sent = self.sender.reply(
-            to,
-            body,
-            type=type,
-            force=force,
-            raise_refused=raise_refused,
-            hold=hold,
-            attachments=attachments,
-            outcome=outcome,
-        )
-        return None if sent is None else sent.letter
+        req = Request(body, type, force=force, hold=hold, attachments=attachments, outcome=outcome)
+        return self.sender.reply(to, req, raise_refused=raise_refused)
 
     def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
-                  attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Letter:  # fmt: skip
+                  attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Sent:  # fmt: skip
         """A new letter in an existing thread, to its counterpart (e.g. the fixer's fix-notice
         after its ack). It answers this platform's own last letter of the thread, under the
         same guards as a reply (never after the other side's ack or close; the same depth cap;
-        one letter after each letter per platform). Raises Refused otherwise."""
-        self.last_sent = None
-        sent = self.last_sent = self.sender.follow_up(
-            thread, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome
-        )
-        return sent.letter
+        one letter after each letter per platform). Raises Refused otherwise. A ``Sent``, as ``send``."""
+        req = Request(body, type, force=force, hold=hold, attachments=attachments, outcome=outcome)
+        return self.sender.follow_up(thread, req)
 
     def why_refused(self, letter: str | Letter) -> str | None:
         """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""

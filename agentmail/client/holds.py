@@ -34,6 +34,13 @@ class Holds(Stage):
         self.outbox = outbox
         self.people = people
 
+    def _mails_people(self) -> bool:
+        """``Transport.mails_people`` of this bus, without opening it (a held letter is bound to
+        its envelope before anything is submitted, credentials unread)."""
+        from ..transport import transport_class
+
+        return transport_class(self.registry).mails_people
+
     def file(self, letter: Letter, raw: bytes, reason: str) -> Letter:
         """File a signed letter in held/ with why it waits for a person, and tell the approvers."""
         from ..people import approval
@@ -41,14 +48,14 @@ class Holds(Stage):
         self.spool.ensure()
         # Before the letter: never a held letter without why, nor without the digest of exactly
         # what would leave (its bytes and every RCPT TO), which any approval is bound to.
-        digest = approval.digest_of(raw, envelope_of(letter, self.registry.bus.transport))
+        digest = approval.digest_of(raw, envelope_of(letter, self._mails_people()))
         self.spool.annotate(letter.id, held_reason=reason, held_digest=digest)
         stored = self.spool.store("held", letter, raw, extra=letter.extra)
         self.announce_held(self.box.show(stored.id), reason)
         return self.box.show(stored.id)
 
     def held(self) -> list[Letter]:
-        """Letters waiting for a person's approval, oldest first (never sent until approved)."""
+        """Does ``AgentMail.held``."""
         return self.spool.letters("held")
 
     def approve(self, letter_id: str | Letter, *, key_file: str | None = None) -> Letter:
@@ -67,7 +74,7 @@ class Holds(Stage):
             state = self.spool.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
         self.spool.annotate(letter_id, approved="true", approved_by=approved_by)
-        return self.outbox.send_now(self.spool.letter(letter_id, "outbox"))
+        return self.outbox.send_now(self.spool.letter(letter_id, "outbox"))[0]
 
     def bound(self, letter_id: str) -> None:
         """The one check before any release (the operator's key or an approver's answer): the held
@@ -86,7 +93,7 @@ class Holds(Stage):
         except OSError:
             raise NotFound(f"letter {letter_id} is not held (its file is gone)") from None
         bound = letter.extra.get("held_digest")
-        now = approval.digest_of(raw, envelope_of(letter, self.registry.bus.transport))
+        now = approval.digest_of(raw, envelope_of(letter, self._mails_people()))
         if not bound:
             raise Refused(f"letter {letter_id} was held without a digest of what would leave, so no approval "
                           f"can be bound to it: 'agentmail reject {letter_id} -r ...' and send it again")  # fmt: skip
@@ -104,7 +111,7 @@ class Holds(Stage):
             return
         try:
             held = self.spool.path("held", letter.id).read_bytes()
-            envelope = envelope_of(letter, self.registry.bus.transport)
+            envelope = envelope_of(letter, self._mails_people())
             message_id, raw = approval.announcement(
                 self.registry, self.home, self.me.platform, letter, reason, held, envelope
             )
@@ -218,9 +225,7 @@ class Holds(Stage):
             self.reject_by(target.id, why, who)
 
     def reject(self, letter_id: str | Letter, reason: str) -> Letter:
-        """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it
-        to the agent); a rejected reply frees its claim on the letter. Anyone may drop a
-        letter that has not left (the agent too): it releases nothing."""
+        """Does ``AgentMail.reject``."""
         letter_id = self.box.id_of(letter_id)
         reason = one_line(reason or "").strip()
         if not reason:

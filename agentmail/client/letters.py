@@ -32,8 +32,7 @@ class Letters(Stage):
         self.sync = sync
 
     def attachments(self, letter_id: str | Letter) -> tuple[Attachment, ...]:
-        """The attachments of a filed letter, read from its signed bytes (never from a record).
-        A quarantined letter's are refused: nothing vouches for them."""
+        """Does ``AgentMail.attachments``."""
         from ..letter import wire
 
         letter = self.box.show(self.box.id_of(letter_id))
@@ -65,8 +64,7 @@ class Letters(Stage):
                            "so it cannot be re-verified; its attachments are not handed out")  # fmt: skip
 
     def save(self, letter_id: str | Letter, directory: str | Path = ".", *, force: bool = False) -> list[Path]:
-        """Write a letter's attachments into ``directory`` (0600, never outside it, never over a
-        file without ``force``); nothing is opened or run. Returns the paths written."""
+        """Does ``AgentMail.save``."""
         from ..stages import evidence
 
         return evidence.save(self.attachments(letter_id), directory, force=force)
@@ -80,7 +78,7 @@ class Letters(Stage):
         return evidence.apply(self.attachments(letter_id), cwd, check_only=check, series=series, guarded=guarded)
 
     def authentication(self, letter: Letter) -> str:
-        """How ``letter`` was authenticated: which key, which trusted verdicts (for ``show``)."""
+        """Does ``AgentMail.authentication``."""
         from ..trust.provenance import describe
 
         raw = self.box.raw(letter.id)
@@ -90,9 +88,7 @@ class Letters(Stage):
         return how
 
     def search(self, query: str | Query = "", *, sync: bool = True, **filters: Any) -> list[Hit]:
-        """Letters of this mailbox (both directions; quarantine only with ``quarantine=True``)
-        matching ``query``, best first. ``filters``: the fields of ``search.Query`` (``sender``,
-        ``type``, ``thread``, ``since``, ``state``, ``limit``, ``quarantine``, ``syntax``)."""
+        """Does ``AgentMail.search``."""
         from ..spool.search import Query, check_query
 
         wanted = query if isinstance(query, Query) else Query(text=query, **filters)

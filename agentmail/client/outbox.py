@@ -27,9 +27,6 @@ class Outbox(Stage):
 
     def __init__(self, box: Mailbox) -> None:
         super().__init__(box)
-        self.flushed = 0  # letters queued by an earlier command that this client has sent since
-        self._dispatching: str | None = None
-        self._fresh: tuple[Letter, bytes] | None = None  # the letter being dispatched, as filed
         # Sent-folder copies that no other machine needs at once (``_copy_may_wait``) wait for
         # ``copy_sent`` (the next sync, wait, flush or close): one MULTIAPPEND for all. The CLI,
         # one letter a process, copies each as it goes, so its send says when a copy failed.
@@ -43,16 +40,17 @@ class Outbox(Stage):
         stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=not self._sent_is_durable())
         return stored
 
-    def send_now(self, stored: Letter, raw: bytes | None = None) -> Letter:
-        """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now.
-        A held letter is not in the outbox: returned as it is, waiting for a person. ``raw``:
-        the bytes just filed for ``stored``, handed to the transport rather than read back."""
+    def send_now(self, stored: Letter, raw: bytes | None = None) -> tuple[Letter, int]:
+        """Submit what the outbox holds (``stored`` among it): ``stored`` as it is now, and how
+        many letters queued earlier left with it. A held letter is not in the outbox: returned
+        as it is, waiting for a person. ``raw``: the bytes just filed for ``stored``, handed to
+        the transport rather than read back."""
         if stored.state == "held":
-            return stored
-        self._dispatching = stored.id
-        self._fresh = (stored, raw) if raw is not None else None
+            return stored, 0
+        earlier = 0
         try:
-            self.flush()
+            results = self.flush(stored, raw)
+            earlier = sum(r.status == "sent" and r.key != stored.id for r in results)
         except ConfigError as exc:
             self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
             self.box.move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
@@ -60,10 +58,8 @@ class Outbox(Stage):
                 f"{exc} — the letter was not sent and not queued; send it again once this is fixed"
             ) from exc
         finally:
-            self._dispatching = None
-            self._fresh = None
             self._keep(stored.id)
-        return self.box.show(stored.id)
+        return self.box.show(stored.id), earlier
 
     def _keep(self, letter_id: str) -> None:
         """A letter filed without a flush (``file``) is made durable now, before ``send``
@@ -78,15 +74,19 @@ class Outbox(Stage):
         SMTP reads its credentials, and that failing is for ``flush`` to report."""
         if self.box._transport is not None:
             return self.box._transport.sent_is_durable
-        return self.registry.bus.transport == "local"
+        from ..transport import transport_class
 
-    def _outgoing(self, letter_id: str) -> Outgoing | None:
+        return transport_class(self.registry).sent_is_durable
+
+    def _outgoing(self, letter_id: str, fresh: Letter | None, fresh_raw: bytes | None) -> Outgoing | None:
+        """What to submit for ``letter_id``; ``fresh`` and ``fresh_raw``: the letter being
+        dispatched and its bytes as filed, handed over rather than read back."""
         from ..transport import Envelope, Outgoing
 
         copy = None
-        if self._fresh is not None and self._fresh[0].id == letter_id:
-            letter, raw = self._fresh  # listed in the outbox under its lock: still there
-            if self.registry.bus.transport == "local":  # its file holds these very bytes: linked, not rewritten
+        if fresh is not None and fresh_raw is not None and fresh.id == letter_id:
+            letter, raw = fresh, fresh_raw  # listed in the outbox under its lock: still there
+            if self.transport.links_copies:  # its file holds these very bytes: linked, not rewritten
                 copy = self.spool.file_of(letter_id)
         else:
             try:
@@ -114,9 +114,8 @@ class Outbox(Stage):
             self.spool.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
             self.box.move(letter_id, "outbox", "failed")
             return None
-        imap = self.registry.bus.transport == "smtp+imap"
-        batched = imap and self.batch_copies and self.registry.bus.sent_folder != "" and self._copy_may_wait(letter)
-        envelope = Envelope(self.platform.address, envelope_of(letter, self.registry.bus.transport))
+        batched = self.transport.keeps_sent_copy and self.batch_copies and self._copy_may_wait(letter)
+        envelope = Envelope(self.platform.address, envelope_of(letter, self.transport.mails_people))
         return Outgoing(letter_id, raw, envelope, copy, copy_later=batched)
 
     def _copy_may_wait(self, letter: Letter) -> bool:
@@ -127,13 +126,13 @@ class Outbox(Stage):
             return False
         return letter.type == "note" or self.registry.bus.new_threads_per_hour == 0
 
-    def flush(self) -> list[SubmitResult]:
-        """Submit every queued letter: same bytes, same Message-ID. One flusher per mailbox at a
-        time, so two processes never submit one letter twice."""
-        if self._dispatching is None and not self.spool.ids("outbox"):
+    def flush(self, fresh: Letter | None = None, raw: bytes | None = None) -> list[SubmitResult]:
+        """Does ``AgentMail.flush``; ``fresh``: a letter just filed in the outbox (``raw``: its
+        bytes, when at hand), which goes with them."""
+        if fresh is None and not self.spool.ids("outbox"):
             return []  # (a letter being dispatched was filed in the outbox moments ago)
         with self.spool.locked("outbox"):
-            items = [o for o in map(self._outgoing, self.spool.ids("outbox")) if o is not None]
+            items = [o for i in self.spool.ids("outbox") if (o := self._outgoing(i, fresh, raw)) is not None]
             if not items:
                 return []
             later = [i.key for i in items if i.copy_later]
@@ -190,8 +189,6 @@ class Outbox(Stage):
         return len(items) - len(failures)
 
     def _record(self, result: SubmitResult) -> None:
-        if result.status == "sent" and result.key != self._dispatching:
-            self.flushed += 1
         if result.status == "sent":
             reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
             if result.refused:
@@ -207,15 +204,15 @@ class Outbox(Stage):
             self.spool.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
 
 
-def envelope_of(letter: Letter, transport: str) -> tuple[str, ...]:
+def envelope_of(letter: Letter, mails_people: bool) -> tuple[str, ...]:
     """Every RCPT TO of ``letter``: each recipient platform (several for a fan-out) at its thread
-    address, and the followers: one submission, one letter, one Message-ID. On the local post
-    office a person has no mailbox: the Cc header names them, nobody delivers. What a person
-    approves is bound to exactly this (``Holds``)."""
+    address, and the followers where the transport ``mails_people``: one submission, one letter,
+    one Message-ID. On the local post office a person has no mailbox: the Cc header names them,
+    nobody delivers. What a person approves is bound to exactly this (``Holds``)."""
     from ..letter import wire
 
     rcpts = [wire.tagged_address(a, letter.thread) for a in letter.recipients or (letter.to_address,)]
-    copies = letter.cc if transport == "smtp+imap" else ()
+    copies = letter.cc if mails_people else ()
     return tuple(dict.fromkeys([*rcpts, *copies]))
 
 

@@ -56,6 +56,8 @@ class SyncReport(Value):
     fetched: int = 0
     internal_errors: int = 0
     siblings: int = 0  # the platform's letters from its other mailboxes, filed as ``sibling`` (not fetched)
+    flushed: int = 0  # letters queued earlier that left with this sync (said on stderr, not in to_json)
+    escalation_problem: str | None = None  # why the followers were not told what needs them (stderr)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -81,7 +83,6 @@ class Receiver(Stage):
     def __init__(self, box: Mailbox, outbox: Outbox, holds: Holds) -> None:
         super().__init__(box)
         self.outbox, self.holds = outbox, holds
-        self.dismissed: list[str] = []  # the failed or quarantined letters the last ``done`` dismissed
         self._waiting: picture.Waiting | None = None  # during a sync: siblings' answers to what it files
 
     def sync(self, *, woken: bool = False) -> SyncReport:
@@ -89,7 +90,8 @@ class Receiver(Stage):
         outbox nor the cheap look first: straight to the fetch, the letter is waited for."""
         report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
         if not woken:
-            self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
+            # talking to the server anyway: retry what waits in the outbox
+            report.flushed = sum(r.status == "sent" for r in self.outbox.flush())
         transport = self.transport
         if (
             not woken
@@ -168,9 +170,7 @@ class Receiver(Stage):
         return max(found, key=lambda c: Checkpoint.parse(c).last) if found else None
 
     def from_start(self) -> None:
-        """Read this mailbox's whole history again with the next sync (the backlog a new agent
-        skipped): the checkpoint goes back to the beginning; what is filed already is dropped
-        as a duplicate, so nothing is filed twice."""
+        """Does ``AgentMail.from_start``."""
         from ..transport import Checkpoint
 
         with self.spool.locked():
@@ -479,10 +479,8 @@ class Receiver(Stage):
         return letters
 
     def done(self, *letter_ids: str) -> list[str]:
-        """``AgentMail.done``: unread letters to read; a failed letter of mine, or a quarantined
-        letter, dismissed (listed in ``dismissed``)."""
+        """Does ``AgentMail.done``."""
         moved: list[str] = []
-        self.dismissed = []
         for letter_id in letter_ids:
             letter_id = self.box.id_of(letter_id)  # ids are accepted in any case
             state = self.spool.locate(letter_id)
@@ -493,12 +491,10 @@ class Receiver(Stage):
             elif state in ("failed", "quarantine") and not self.spool.annotations(letter_id).get("dismissed"):
                 self.spool.annotate(letter_id, dismissed="true")
                 moved.append(letter_id)
-                self.dismissed.append(letter_id)
         return moved
 
     def recheck_quarantine(self, *refs: str) -> list[dict[str, Any]]:
-        """Judge quarantined letters (those ``refs`` name; none: all) again against today's
-        registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
+        """Does ``AgentMail.recheck_quarantine``."""
         from .recheck import recheck
 
         return recheck(self, tuple(refs))
@@ -529,9 +525,7 @@ class Receiver(Stage):
             pass
 
     def wait(self, timeout: float = 60.0, *, type: str | None = None, thread: str | None = None) -> tuple[Letter, str]:
-        """Block until an unread letter matching the filters is in the spool; (letter, mechanism).
-
-        Raises Timeout. A matching letter already unread returns at once ("spool")."""
+        """Does ``AgentMail.wait``."""
         thread = None if thread is None else thread_id(thread)
         check_filter_type(type)  # a misspelt type is refused now, not waited out
         deadline = time.monotonic() + timeout

@@ -6,7 +6,7 @@ import datetime
 import time
 from typing import TYPE_CHECKING
 
-from .._value import Frozen
+from .._value import Frozen, field
 from ..errors import (
     AgentmailError,
     BadInput,
@@ -48,15 +48,58 @@ if TYPE_CHECKING:
 MAX_REFERENCES = 20
 
 
-class Sent(Frozen):
-    """What a send, reply, follow-up or note did: the letter as it is now, the ``advice`` for an
-    opener (its gaps: ``guards.opener_warnings``) and the ``warnings`` for its writer (a thread
-    that is with another platform than asked; a reply claimed on this machine only, or not yet
-    on the server, and why)."""
+class Request(Frozen):
+    """What a caller asked to write, as given to ``AgentMail.send``, ``reply``, ``follow_up`` or
+    ``note``: built once by the facade and handed down whole, each path reading what it needs
+    (``to``/``subject``/``severity``/``ref``/``thread`` open or continue a thread, ``to_agent``
+    and ``new_agent`` are a note's; ``type`` None: a reply's default for its parent)."""
 
-    letter: Letter
-    advice: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()
+    body: str
+    type: str | None = None
+    to: str | tuple[str, ...] = ()
+    subject: str = ""
+    severity: str | None = None
+    ref: str | None = None
+    thread: str | None = None
+    force: bool = False
+    hold: bool = False
+    attachments: tuple[Attachment, ...] = ()
+    outcome: str | None = None
+    to_agent: str | None = None
+    new_agent: bool = True
+
+
+class Sent(Letter):
+    """What a send, reply, follow-up or note did: the letter as it is now (a ``Letter``), the
+    ``advice`` for an opener (its gaps: ``guards.opener_warnings``), the ``warnings`` for its
+    writer (a thread that is with another platform than asked; a reply claimed on this machine
+    only, or not yet on the server, and why) and ``flushed``: how many letters queued earlier
+    left with it. Those three are told, not part of the letter: a ``Sent`` equals the ``Letter``
+    it is (``show`` of its id), and hashes as it."""
+
+    advice: tuple[str, ...] = field(default=(), compare=False)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+    flushed: int = field(default=0, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Letter):
+            return self._values(self._compare) == other._values(other._compare)
+        return NotImplemented
+
+    __hash__ = Letter.__hash__
+
+    @classmethod
+    def of(cls, letter: Letter, flushed: int = 0, *, advice: tuple[str, ...] = (),
+           warnings: tuple[str, ...] = ()) -> Sent:  # fmt: skip
+        """``letter`` as ``outbox.send_now`` answered it (with its ``flushed``), and what its writer is told."""
+        fields = {name: getattr(letter, name) for name in Letter._fields}
+        return cls(**fields, advice=advice, warnings=warnings, flushed=flushed)
+
+    @property
+    def notices(self) -> list[str]:
+        """The advice and warnings as one list (MCP's ``warnings``): each piece of advice
+        prefixed ``opener: ``, then the warnings."""
+        return [*(f"opener: {advice}" for advice in self.advice), *self.warnings]
 
 
 class Sender(Stage):
@@ -73,75 +116,65 @@ class Sender(Stage):
         self.last_filed = letter.id  # before: an interruption while filing finds it, or finds it not filed
         return self.outbox.file(letter, raw) if held is None else self.holds.file(letter, raw, held)
 
-    def send(self, to: str | list[str] | tuple[str, ...], subject: str, body: str, *, type: str = "report",
-             severity: str | None = None,
-             ref: str | None = None, force: bool = False, thread: str | None = None,
-             hold: bool = False, attachments: tuple[Attachment, ...] = (),
-             outcome: str | None = None) -> Sent:  # fmt: skip
-        """A new thread, or (``thread``) a follow-up in one: ``AgentMail.send`` says the contract; returns ``Sent``."""
+    def send(self, req: Request) -> Sent:
+        """Does ``AgentMail.send``: a new thread, or (``req.thread``) a follow-up in one."""
         from ..config.recipients import resolve
         from ..stages import guards
 
-        _check_body(body, force)
-        check_outcome(outcome, type)  # ``outcome``: a verify-result's (model.OUTCOMES)
-        if thread:
-            thread = thread_id(thread)
-            return self._send_in_thread(to, thread, body, type=type, force=force, hold=hold, attachments=attachments,
-                                        outcome=outcome)  # fmt: skip
+        type, body = req.type or "report", req.body
+        _check_body(body, req.force)
+        check_outcome(req.outcome, type)  # ``outcome``: a verify-result's (model.OUTCOMES)
+        if req.thread:
+            return self._send_in_thread(req.replace(type=type), thread_id(req.thread))
         check_sendable(type)
-        check_severity(severity)
-        names = resolve(self.registry, to, self.me.platform)
+        check_severity(req.severity)
+        names = resolve(self.registry, req.to, self.me.platform)
         recipient, others = self.registry.get(names[0]), names[1:]
         # Counting and filing under one platform-wide lock: two sends at the quota's edge (two
         # agents, two processes) never both see room for one more thread.
         with self.spool.platform_locked("quota"):
             opened, quota, frees = self._quota()
-            self._check(guards.Outbound(type, body, self.me.platform, force=force, opened_last_hour=opened,
-                                        quota=quota, quota_frees=frees, attachments=attachments,
-                                        subject=subject, ref=ref or ""))  # fmt: skip
+            self._check(guards.Outbound(type, body, self.me.platform, force=req.force, opened_last_hour=opened,
+                                        quota=quota, quota_frees=frees, attachments=req.attachments,
+                                        subject=req.subject, ref=req.ref or ""))  # fmt: skip
             # Advice is for reports that open a thread, not for a one-line question.
             one_liner = type == "question" and len(body.strip().splitlines()) <= 1
             advice = () if one_liner else tuple(guards.opener_warnings(type, body))
             letter, raw = self.box.compose(
-                Draft(recipient.name, type, new_thread_id(), subject, body, severity=severity, ref=ref,
-                      also_to=others, attachments=attachments, outcome=outcome)
+                Draft(recipient.name, type, new_thread_id(), req.subject, body, severity=req.severity, ref=req.ref,
+                      also_to=others, attachments=req.attachments, outcome=req.outcome)
             )  # fmt: skip
-            stored = self._file_outgoing(letter, raw, self._hold(letter, hold))
-        return Sent(self.outbox.send_now(stored, raw), advice)
+            stored = self._file_outgoing(letter, raw, self._hold(letter, req.hold))
+        return Sent.of(*self.outbox.send_now(stored, raw), advice=advice)
 
-    def _send_in_thread(self, to: str | list[str] | tuple[str, ...], thread: str, body: str, *, type: str,
-                        force: bool, hold: bool, attachments: tuple[Attachment, ...] = (),
-                        outcome: str | None = None) -> Sent:  # fmt: skip
-        """``send --thread``: a follow-up. In a fan-out thread this platform opened, ``to`` picks
-        the counterparts (one letter to those whose part of the thread stands at the same letter)."""
+    def _send_in_thread(self, req: Request, thread: str) -> Sent:
+        """``send --thread``: a follow-up. In a fan-out thread this platform opened, ``req.to``
+        picks the counterparts (one letter to those whose part of the thread stands at the same letter)."""
         check_thread(thread)
         try:
             parties = self.box.parties(self.threads.thread(thread))  # synced: the counterparts' latest letters count
         except NotFound:
             parties = []  # follow_up says what is wrong
         if len(parties) > 1:
-            if outcome is not None:
+            if req.outcome is not None:
                 raise BadInput("an outcome is for a verify-result between two platforms, not a fan-out follow-up")
-            return self._fan_out_follow_up(to, thread, parties, body, type=type, force=force, hold=hold,
-                                           attachments=attachments)  # fmt: skip
-        sent = self.follow_up(thread, body, type=type, force=force, hold=hold, attachments=attachments,
-                              outcome=outcome)  # fmt: skip
-        wanted = ",".join(to) if not isinstance(to, str) else to
-        if sent.letter.to == wanted:
+            return self._fan_out_follow_up(req, thread, parties)
+        sent = self.follow_up(thread, req)
+        wanted = ",".join(req.to) if not isinstance(req.to, str) else req.to
+        if sent.to == wanted:
             return sent
-        return sent.replace(warnings=(f"thread {thread} is with {sent.letter.to}; sent there", *sent.warnings))
+        return sent.replace(warnings=(f"thread {thread} is with {sent.to}; sent there", *sent.warnings))
 
-    def _fan_out_follow_up(self, to: str | list[str] | tuple[str, ...], thread: str, parties: list[str], body: str,
-                           *, type: str, force: bool, hold: bool,
-                           attachments: tuple[Attachment, ...] = ()) -> Sent:  # fmt: skip
+    def _fan_out_follow_up(self, req: Request, thread: str, parties: list[str]) -> Sent:
         """A follow-up in a fan-out thread: the guards judge each counterpart's part of the thread
         (its letters and mine to it) on its own, as they would a two-party thread."""
         from ..config.recipients import resolve
         from ..stages import guards
 
+        type, body = req.type or "report", req.body
         check_sendable(type)
         try:
-            chosen = resolve(self.registry, to, self.me.platform)
+            chosen = resolve(self.registry, req.to, self.me.platform)
         except (BadInput, ConfigError):
             chosen = ()  # said below, with the platforms the thread is with
         strangers = [n for n in chosen if n not in parties]
@@ -154,8 +187,8 @@ class Sender(Stage):
             last = self._last_of_platform_thread(thread, letters, party=name)
             answered = self.spool.replied_by(_fan_out_key(last, name)) or self._answered_to(thread, last, name)
             reason = guards.refusal(guards.Outbound(type, body, self.me.platform, parent=last, follow_up=True,
-                                                    force=force, answered_by=answered, depth=last.depth + 1,
-                                                    attachments=attachments,
+                                                    force=req.force, answered_by=answered, depth=last.depth + 1,
+                                                    attachments=req.attachments,
                                                     subject=reply_subject(letters[0].subject)))  # fmt: skip
             if reason is not None:
                 raise Refused(f"{name}: {reason}")
@@ -166,14 +199,14 @@ class Sender(Stage):
         last = next(iter(lasts.values()))
         composed = self.box.compose(Draft(chosen[0], type, thread, reply_subject(letters[0].subject), body,
                                        in_reply_to=last.message_id, references=_references(last),
-                                       also_to=chosen[1:], attachments=attachments))  # fmt: skip
+                                       also_to=chosen[1:], attachments=req.attachments))  # fmt: skip
         letter, raw = composed
-        held = self._hold(letter, hold)
+        held = self._hold(letter, req.hold)
         keys = [_fan_out_key(last, n) for n in chosen]
         stored, warnings = self._claim_all(keys, letter, raw, held)
         if stored is None:
             raise Refused(f"letter {last.id} was already followed up for one of {', '.join(chosen)} meanwhile")
-        return Sent(self.outbox.send_now(stored, raw), warnings=warnings)
+        return Sent.of(*self.outbox.send_now(stored, raw), warnings=warnings)
 
     def _claim_all(self, keys: list[str], letter: Letter, raw: bytes, held: str | None,
                    taken: tuple[str, ...] = ()) -> tuple[Letter | None, tuple[str, ...]]:  # fmt: skip
@@ -209,51 +242,47 @@ class Sender(Stage):
                         return f"{spool.mailbox} {letter_id}"
         return None
 
-    def note(self, subject: str, body: str, *, to_agent: str | None = None, force: bool = False,
-             attachments: tuple[Attachment, ...] = (), new_agent: bool = True) -> Sent:  # fmt: skip
-        """A letter to this platform itself, for a sibling agent (``to_agent``) or whoever reads next.
-        ``new_agent=False``: refuse (BadInput) a ``to_agent`` no agent of the platform has used (siblings.py)."""
+    def note(self, req: Request) -> Sent:
+        """Does ``AgentMail.note``; the agents of the platform known from siblings.py."""
         from ..stages import guards
 
+        body, to_agent, force = req.body, req.to_agent, req.force
         _check_body(body, force)
         if to_agent is not None and to_agent == self.me.agent:
             raise BadInput(f"a note to {self.me.mailbox} is to yourself and would be read by nobody else; "
                            "name a sibling (agentmail whoami lists them) or leave --to out")  # fmt: skip
-        if to_agent is not None and not new_agent:
+        if to_agent is not None and not req.new_agent:
             from .siblings import check_known, known_agents
 
             check_known(to_agent, known_agents(self.home, self.me.platform, self.spool, self.me.agent))
         self._check(
-            guards.Outbound("note", body, self.me.platform, force=force, attachments=attachments, subject=subject)
-        )
+            guards.Outbound("note", body, self.me.platform, force=force, attachments=req.attachments,
+                            subject=req.subject)
+        )  # fmt: skip
         if to_agent is not None and to_agent != self.me.agent:
             self.receiver.register_sibling(check_name("agent", to_agent))
-        composed = self.box.compose(Draft(self.platform.name, "note", new_thread_id(), subject, body, to_agent=to_agent,
-                                       attachments=attachments))  # fmt: skip
+        composed = self.box.compose(Draft(self.platform.name, "note", new_thread_id(), req.subject, body,
+                                       to_agent=to_agent, attachments=req.attachments))  # fmt: skip
         # A note copies the platform's own followers: a hold rule naming one holds it too.
-        return Sent(self._dispatch(composed, self._hold(composed[0], False)))
+        letter, raw = composed
+        stored = self._file_outgoing(letter, raw, held := self._hold(letter, False))
+        return Sent.of(stored) if held else Sent.of(*self.outbox.send_now(stored, raw))
 
-    def reply(self, to: str | Letter, body: str, *, type: str | None = None, force: bool = False,
-              raise_refused: bool = False, hold: bool = False,
-              attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Sent | None:  # fmt: skip
-        """``AgentMail.reply``: the one guard, the per-home then the server claim, the file, the
-        submission. None when refused (``why_refused``), or Refused with ``raise_refused``."""
-        sent = self._reply(to, body, type=type, force=force, hold=hold, attachments=attachments, outcome=outcome)
+    def reply(self, to: str | Letter, req: Request, *, raise_refused: bool = False) -> Sent | None:
+        """Does ``AgentMail.reply``: the one guard, the per-home then the server claim, the file, the
+        submission."""
+        sent = self._reply(to, req)
         if sent is None and raise_refused:
             raise Refused(self.why_refused(to) or "refused")
         return sent
 
-    def _reply(
-        self, to: str | Letter, body: str, *, type: str | None, force: bool, hold: bool = False,
-        attachments: tuple[Attachment, ...] = (), outcome: str | None = None,
-    ) -> Sent | None:  # fmt: skip
-        _check_body(body, force)
+    def _reply(self, to: str | Letter, req: Request) -> Sent | None:
+        _check_body(req.body, req.force)
         parent_id = self.box.id_of(to)
         parent = self.spool.letter(parent_id)
-        kind = check_type(type or default_reply(parent.type))
-        check_outcome(outcome, kind)
-        reason = self._refusal(parent, kind, body, force=force, attachments=attachments,
-                               subject=reply_subject(parent.subject or "(no subject)"))  # fmt: skip
+        kind = check_type(req.type or default_reply(parent.type))
+        check_outcome(req.outcome, kind)
+        reason = self._refusal(parent, req.replace(type=kind), subject=reply_subject(parent.subject or "(no subject)"))
         recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
@@ -266,30 +295,30 @@ class Sender(Stage):
         assert recipient is not None
         person = str(parent.extra.get("person") or "")  # a person's letter: they read the answer too
         composed = self.box.compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
-                                       body, in_reply_to=parent.message_id, references=_references(parent),
-                                       attachments=attachments, cc=(person,) if person else (),
-                                       outcome=outcome))  # fmt: skip
-        stored, warnings = self._file_answer(parent, composed, self._hold(composed[0], hold))
+                                       req.body, in_reply_to=parent.message_id, references=_references(parent),
+                                       attachments=req.attachments, cc=(person,) if person else (),
+                                       outcome=req.outcome))  # fmt: skip
+        stored, warnings = self._file_answer(parent, composed, self._hold(composed[0], req.hold))
         if stored is None:
             return None
         self._refusals.pop(parent_id, None)
         self.box.move(parent_id, "unread", "read")
-        return Sent(self.outbox.send_now(stored, composed[1]), warnings=warnings)
+        return Sent.of(*self.outbox.send_now(stored, composed[1]), warnings=warnings)
 
-    def follow_up(self, thread: str, body: str, *, type: str, force: bool = False, hold: bool = False,
-                  attachments: tuple[Attachment, ...] = (), outcome: str | None = None) -> Sent:  # fmt: skip
-        """``AgentMail.follow_up``: answers this platform's own last letter of the thread, under the reply's guards."""
-        _check_body(body, force)
+    def follow_up(self, thread: str, req: Request) -> Sent:
+        """Does ``AgentMail.follow_up`` (``req.type`` None: a report's)."""
+        type, body = req.type or "report", req.body
+        _check_body(body, req.force)
         check_sendable(type)
-        check_outcome(outcome, type)
+        check_outcome(req.outcome, type)
         thread = thread_id(thread)
         letters = self.threads.thread(thread)
         last = self._last_of_platform_thread(thread, letters)
         # After the other side's ack of my own letter, the reporter may add evidence or withdraw
         # (protocol.AFTER_ACK): the letter continues my acknowledged letter, never answers the ack.
         acked = self._acked_own(last, letters)
-        reason = self._refusal(last, type, body, force=force, follow_up=True, attachments=attachments,
-                               acked=acked, subject=reply_subject(letters[0].subject))  # fmt: skip
+        reason = self._refusal(last, req.replace(type=type), follow_up=True, acked=acked,
+                               subject=reply_subject(letters[0].subject))  # fmt: skip
         if reason is not None:
             raise Refused(reason)
         counterpart = next((x.to if x.sender == self.me.platform else x.sender for x in letters), "")
@@ -297,38 +326,38 @@ class Sender(Stage):
         answered = acked or last
         composed = self.box.compose(Draft(recipient.name, type, thread, reply_subject(letters[0].subject), body,
                                        in_reply_to=answered.message_id, references=_references(last),
-                                       attachments=attachments, outcome=outcome))  # fmt: skip
-        stored, warnings = self._file_answer(answered, composed, self._hold(composed[0], hold))
+                                       attachments=req.attachments, outcome=req.outcome))  # fmt: skip
+        stored, warnings = self._file_answer(answered, composed, self._hold(composed[0], req.hold))
         if stored is None:
             raise Refused(self._refusals.pop(answered.id, "refused"))
-        return Sent(self.outbox.send_now(stored, composed[1]), warnings=warnings)
+        return Sent.of(*self.outbox.send_now(stored, composed[1]), warnings=warnings)
 
     def why_refused(self, letter: str | Letter) -> str | None:
-        """Why the last ``reply`` to this letter was refused, or why one would be (None: it may go)."""
+        """Does ``AgentMail.why_refused``."""
         letter_id = self.box.id_of(letter)
         if letter_id in self._refusals:
             return self._refusals[letter_id]
         parent = self.spool.letter(letter_id)
-        return self._refusal(parent, default_reply(parent.type), "", force=True)
+        return self._refusal(parent, Request("", default_reply(parent.type), force=True))
 
-    def _refusal(self, parent: Letter, kind: str, body: str, *, force: bool, follow_up: bool = False,
-                 attachments: tuple[Attachment, ...] = (), acked: Letter | None = None,
+    def _refusal(self, parent: Letter, req: Request, *, follow_up: bool = False, acked: Letter | None = None,
                  subject: str = "") -> str | None:  # fmt: skip
         """The one guard, with the facts it needs gathered the same way for every path.
-        ``acked``: this platform's own letter that ``parent`` (the other side's ack) answers."""
+        ``req.type``: the letter's type, settled; ``acked``: this platform's own letter that
+        ``parent`` (the other side's ack) answers."""
         from ..stages import guards
 
         return guards.refusal(
             guards.Outbound(
-                kind,
-                body,
+                req.type or "",
+                req.body,
                 self.me.platform,
                 parent=parent,
                 follow_up=follow_up,
-                force=force,
+                force=req.force,
                 answered_by=self._answered_by(acked or parent),
                 depth=parent.depth + 1,
-                attachments=attachments,
+                attachments=req.attachments,
                 acks_mine=acked is not None,
                 subject=subject,
             )
@@ -425,17 +454,6 @@ class Sender(Stage):
             at = datetime.datetime.fromtimestamp((opened[0] + 3_600_000) / 1000, datetime.UTC)
             frees = at.strftime("%Y-%m-%d %H:%M:%S UTC")
         return len(opened), self.registry.bus.new_threads_per_hour, frees
-
-    def _dispatch(self, composed: tuple[Letter, bytes], held: str | None = None) -> Letter:
-        """Outbox first (durable), then the transport; the letter moves to sent/ only on success.
-        Letters still queued from earlier ride along on the same connection.
-
-        A configuration error (login refused, untrusted certificate, no AUTH, wrong TLS mode,
-        unreadable credentials) is not transient: the new letter is moved to failed/ rather than
-        left queued, so fixing the configuration and sending again never delivers it twice."""
-        letter, raw = composed
-        stored = self._file_outgoing(letter, raw, held)
-        return stored if held else self.outbox.send_now(stored, raw)
 
 
 def _said(warning: str | None) -> tuple[str, ...]:

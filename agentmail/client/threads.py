@@ -31,7 +31,7 @@ class Threads(Stage):
         self.sync = sync  # the mailbox's sync, run first by a view asked to
 
     def thread(self, thread: str, *, sync: bool = True) -> list[Letter]:
-        """Both directions of one thread, in the order they were filed here (the id in any case)."""
+        """Does ``AgentMail.thread``."""
         thread = thread_id(thread)
         if sync:
             self.sync()
@@ -57,7 +57,7 @@ class Threads(Stage):
         return [x for x in self.spool.letters("quarantine") if not self.spool.annotations(x.id).get("dismissed")]
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
-        """Notes for me (addressed to my agent name, or to nobody in particular); not consumed."""
+        """Does ``AgentMail.notes``."""
         if sync:
             self.sync()
         found = []
@@ -68,9 +68,7 @@ class Threads(Stage):
         return sorted(found, key=lambda letter: letter.id)
 
     def status(self, *, sync: bool = True, closed: bool = False, stale: float | None = None) -> list[ThreadStatus]:
-        """Per open thread: where it stands in report → ack → fix-notice → verify-result → close.
-        ``closed`` adds the closed threads too (that walks the whole history); ``stale``: only the
-        threads with no move for longer than that many seconds."""
+        """Does ``AgentMail.status``."""
         if stale is not None:
             return [r for r in self.status(sync=sync, closed=closed) if r.idle(now_ms()) > stale]
         if sync:
@@ -128,7 +126,7 @@ class Threads(Stage):
         return rows
 
     def closed_threads(self) -> int:
-        """How many threads ``status --closed`` adds (counted, not read)."""
+        """Does ``AgentMail.closed_threads``."""
         return self.spool.closed_threads()
 
     @staticmethod

@@ -54,7 +54,6 @@ class ToPeople(Stage):
         self.threads = threads
         self.sync = sync
         self.escalated: list[dict[str, Any]] = []  # what this client announced to people
-        self.escalation_problem: str | None = None  # and why not, in one line
         self._escalated_at = -(1 << 62)
 
     # --- the door ---------------------------------------------------------------------------
@@ -185,24 +184,25 @@ class ToPeople(Stage):
 
     # --- escalation (people/escalation.py decides and writes) -----------------------------------
 
-    def after_sync(self) -> None:
+    def after_sync(self) -> str | None:
         """What a sync owes people: queued announcements sent again; with followers, what needs a
-        person announced (at most once a minute per process). Never raises: the sync went well."""
+        person announced (at most once a minute per process). Never raises: the sync went well.
+        Returns why the followers could not be told, in one line (None: told, or nothing tried)."""
         self.retry_announcements()
         if not self.platform.followers:  # nobody to tell: nothing looked at (the hot path stays as it was)
-            return
+            return None
         from ..people import escalation
 
         now = ages.now_ms()
         if now - self._escalated_at < escalation.EVERY_MS:
-            return
+            return None
         self._escalated_at = now
         try:
             self.escalated += self.escalate()
-            self.escalation_problem = None
         except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
             # one line: a server's reply (a relay's multi-line SMTP text) is said, never a line of its own
-            self.escalation_problem = inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
+            return inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
+        return None
 
     def escalate(self) -> list[dict[str, Any]]:
         """Announce what is due and not yet announced; send again what was queued. Returns the

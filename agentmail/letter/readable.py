@@ -160,12 +160,6 @@ def _html(markup: str, cut: bool) -> str:
     return cut_quotes(text) if cut else text
 
 
-def html_to_text(html: str) -> str:
-    """What a person's HTML shows, as plain text (html_text: hidden elements removed; inscriptis
-    keeps the layout of paragraphs, lists and tables and never runs scripts or fetches anything)."""
-    return _html(html, False)
-
-
 def _words(text: str) -> set[str]:
     return set(re.findall(r"\w+", text.casefold()))
 

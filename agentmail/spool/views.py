@@ -296,17 +296,12 @@ class SpoolViews(SpoolLayout):
         rows = self._sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
         return [str(r[0]) for r in rows]
 
-    def opened_since(self, cutoff_ms: int) -> list[str]:
-        """The ids of the threads' first letters this *platform* (every agent's mailbox) sent or
-        queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
-        From the letters alone (the id is a ULID: its creation time), so the count survives
-        restarts and rebuilt caches."""
-        return sorted(self.openers_since(cutoff_ms).values())
-
     def openers_since(self, cutoff_ms: int) -> dict[str, str]:
-        """``opened_since`` keyed by each letter's Message-ID (the key the server's count shares,
-        client/quota.py). The rows come from the id index, from ``cutoff_ms`` on: what the window
-        holds, never the history."""
+        """The threads' first letters this *platform* (every agent's mailbox) sent or queued or
+        holds, created at or after ``cutoff_ms`` (ms since the epoch): Message-ID (the key the
+        server's count shares, client/quota.py) -> spool id. From the letters alone (the id is a
+        ULID: its creation time), so the count survives restarts and rebuilt caches; the rows come
+        from the id index, from ``cutoff_ms`` on: what the window holds, never the history."""
         found: dict[str, str] = {}
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):

@@ -17,7 +17,20 @@ __all__ = [
     "SubmitResult",
     "Transport",
     "open_transport",
+    "transport_class",
 ]
+
+
+def transport_class(registry: Registry) -> type[Transport]:
+    """The class ``open_transport`` makes for this bus, not opened: its capabilities
+    (``sent_is_durable``, ``links_copies``, ``mails_people``) without reading credentials."""
+    if registry.bus.transport == "local":
+        from .local import LocalTransport
+
+        return LocalTransport
+    from .smtpimap import SmtpImapTransport
+
+    return SmtpImapTransport
 
 
 def open_transport(registry: Registry, platform: str, home: Path) -> Transport:

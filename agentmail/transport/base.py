@@ -118,12 +118,23 @@ class Checkpoint(Frozen):
 class Transport(ABC):
     """``submit`` out, ``fetch``/``advance`` in, ``wait`` for news."""
 
-    name: str
+    name: str  # for display only: what a transport can do is said by the capabilities below
     # "sent" means the letter is already on disk where its recipient reads it (the local post
     # office fsyncs it before submit returns): the sender's outbox copy then need not be made
     # durable before submitting, only if the letter stays queued. An SMTP server's 250 is the
     # server's promise, kept durable here as before.
     sent_is_durable: bool = False
+    # ``Outgoing.copy`` is taken: a file on this machine holding the bytes is hard-linked, not
+    # written again (the local post office, on the spool's filesystem).
+    links_copies: bool = False
+    # A person copied (a follower in Cc) has a mailbox this transport delivers to: the envelope
+    # names them. The local post office has mailboxes for platforms only.
+    mails_people: bool = False
+
+    @property
+    def keeps_sent_copy(self) -> bool:
+        """Does a sent letter get a copy in a sent folder (``copy_sent``, ``Outgoing.copy_later``)?"""
+        return False
 
     @abstractmethod
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:

@@ -123,6 +123,7 @@ class LocalTransport(Transport):
 
     name = "local"
     sent_is_durable = True  # deliver() fsyncs the copy in the post office before it returns
+    links_copies = True
 
     def __init__(self, postoffice: Path, platform: str, resolve: Callable[[str], str | None]) -> None:
         self.postoffice = postoffice

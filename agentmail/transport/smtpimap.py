@@ -81,6 +81,7 @@ NO_CONDSTORE = (
 
 class SmtpImapTransport(Transport):
     name = "imap"
+    mails_people = True
     CLAIM_PLACES = 1024  # the claimed letters whose place a process remembers (for the mark)
 
     def __init__(
@@ -121,6 +122,10 @@ class SmtpImapTransport(Transport):
         self.claim_warning: str | None = None
         self.claim_commands = 0
         self._claim_places: dict[str, tuple[str, str, int]] = {}  # Message-ID -> (folder, UIDVALIDITY, UID)
+
+    @property
+    def keeps_sent_copy(self) -> bool:
+        return self.sent_folder != ""  # None: the folder the server marks \\Sent
 
     @classmethod
     def from_registry(cls, registry: Registry, platform: str, home: Path) -> SmtpImapTransport:

@@ -22,7 +22,7 @@ from mcp import Client, StdioServerParameters
 
 from agentmail.cli import mcp_server
 from agentmail.cli.guide import tokens
-from agentmail.cli.mcp_server import OPS, TOOLS, tool_list_json
+from agentmail.cli.mcp_server import OPS, TOOLS
 from agentmail.client.facade import AgentMail
 from agentmail.letter.attach import Attachment
 
@@ -32,6 +32,11 @@ from ..depth import examples, suppressed
 TOOL_NAMES = {"whoami", "inbox", "send", "reply", "note", "wait", "letter", "list"}
 # The budget of the tool list, in tokens as ``guide.tokens`` estimates them (issue 41).
 TOOL_BUDGET = 1500
+
+
+def tool_list_json() -> str:
+    """The tool list as a client receives it (names, descriptions, schemas): what it costs."""
+    return json.dumps([{"name": n, "description": d, "inputSchema": s} for n, (d, s) in TOOLS.items()])
 
 
 EMPTY = {"items": [], "total": 0, "next_cursor": None}  # a list tool's answer with nothing in it

@@ -131,7 +131,7 @@ def test_send_with_a_thread_is_one_rule_for_both_shells(
         "beta", "Quota 500s", "Steps: run it. Output: 500. Expected 200 per the docs, v1.2. Please fix."
     )
     letter = alpha.send("alpha", "", "Also on 1.3; please look at both.", type="question", thread=opened.thread)
-    assert letter.to == "beta" and alpha.last_warnings == [f"thread {opened.thread} is with beta; sent there"]
+    assert letter.to == "beta" and letter.notices == [f"thread {opened.thread} is with beta; sent there"]
     result = call(
         alpha,
         "send",

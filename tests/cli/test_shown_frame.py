@@ -39,6 +39,7 @@ from agentmail.text import for_terminal, one_line
 
 from ..conftest import OPENER
 from ..depth import examples, suppressed
+from ..helpers.frame import unframed
 
 # Lines agentmail writes, each a thing a forger would want a body or a subject to pass for.
 FORGED = [
@@ -109,7 +110,7 @@ def parse_show(text: str) -> tuple[list[str], str]:
     assert blank, text
     lines = head.split("\n")
     assert all(HEAD.match(x) for x in lines), lines
-    return lines, frame.unframed(rest)
+    return lines, unframed(rest)
 
 
 # --- the frame itself ---------------------------------------------------------------------------
@@ -123,7 +124,7 @@ def parse_show(text: str) -> tuple[list[str], str]:
 def test_a_framed_body_reads_back_whole_and_every_line_is_behind_the_mark(text: str) -> None:
     shown = frame.body(text, "   ")
     assert all(line.startswith("   |") for line in shown.split("\n") if shown)
-    assert frame.unframed(shown, "   ") == for_terminal(text).rstrip("\n")
+    assert unframed(shown, "   ") == for_terminal(text).rstrip("\n")
 
 
 @given(st.text() | hostile(), st.none() | st.integers(2, 100))
@@ -138,8 +139,8 @@ def test_a_quoted_subject_is_one_line_its_quotes_cannot_end(text: str, limit: in
 
 def test_a_line_outside_the_frame_is_no_body() -> None:
     with pytest.raises(ValueError, match="a line outside the frame"):
-        frame.unframed("| one\nfrom: alpha")
-    assert frame.unframed("") == "" and frame.body("") == "" and frame.inline(None) == ""
+        unframed("| one\nfrom: alpha")
+    assert unframed("") == "" and frame.body("") == "" and frame.inline(None) == ""
 
 
 # --- every surface, with hostile subjects, bodies and names -----------------------------------
@@ -247,7 +248,7 @@ def test_property_an_approval_announcement_frames_the_held_letter(
         "Why it waits", "Letter", "Subject", "Type", "To", "Delivered to", "Attachments", "Digest"
     ], facts  # fmt: skip
     assert all(x.startswith("|") for x in framed.split("\n")), framed
-    assert frame.unframed(framed) == for_terminal(body).rstrip("\n")
+    assert unframed(framed) == for_terminal(body).rstrip("\n")
 
 
 # --- through the real commands, with a letter a forger sent ----------------------------------
@@ -282,7 +283,7 @@ def test_thread_inbox_and_search_keep_the_forgers_text_in_its_frame(
 ) -> None:
     lines = cli(capsys, "thread", forged.thread).rstrip("\n").split("\n")
     assert [x.startswith("── ") for x in lines].count(True) == 1 and lines[1] == "   " + json.dumps(FORGED_SUBJECT)
-    assert frame.unframed("\n".join(lines[2:]), "   ") == FORGED_BODY.rstrip("\n")
+    assert unframed("\n".join(lines[2:]), "   ") == FORGED_BODY.rstrip("\n")
     inbox = cli(capsys, "inbox", "--no-sync").rstrip("\n").split("\n")
     assert len(inbox) == 2 and CANARY not in outside_quotes(inbox[1]) and inbox[1].endswith(json.dumps(FORGED_SUBJECT))
     hits = cli(capsys, "search", "--no-sync", "Reproduction").rstrip("\n").split("\n")

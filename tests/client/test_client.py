@@ -43,20 +43,20 @@ def test_report_ack_fix_verify_close(alpha: AgentMail, beta: AgentMail) -> None:
     assert types == ["report", "ack", "fix-notice", "verify-result", "close"]
     assert alpha.status() == []  # status lists what is open
     (row,) = alpha.status(closed=True)
-    assert (row["state"], row["whose_move"]) == ("closed", "nobody")
+    assert (row.state, row.whose_move) == ("closed", "nobody")
 
 
 def test_status_follows_open_threads_and_rebuilds_its_cache(alpha: AgentMail, beta: AgentMail) -> None:
 
     first = alpha.send("beta", "One", OPENER)
     second = alpha.send("beta", "Two", OPENER)
-    assert [r["thread"] for r in beta.status()] == sorted([first.thread, second.thread])
+    assert [r.thread for r in beta.status()] == sorted([first.thread, second.thread])
     got = {x.thread: x for x in beta.inbox(sync=False)}
     beta.reply(got[first.thread], "Not ours; closing.", type="close")
-    assert [(r["thread"], r["whose_move"]) for r in beta.status()] == [(second.thread, "me")]
-    assert [(r["thread"], r["whose_move"]) for r in alpha.status()] == [(second.thread, "beta")]
+    assert [(r.thread, r.whose_move) for r in beta.status()] == [(second.thread, "me")]
+    assert [(r.thread, r.whose_move) for r in alpha.status()] == [(second.thread, "beta")]
     beta.spool.drop_caches()  # caches: rebuilt from the letter files
-    assert [r["thread"] for r in beta.status()] == [second.thread]
+    assert [r.thread for r in beta.status()] == [second.thread]
 
 
 def test_reply_threads_with_in_reply_to_references_and_one_re(alpha: AgentMail, beta: AgentMail) -> None:
@@ -171,7 +171,7 @@ def test_a_bounce_in_the_local_post_office_is_quarantined_and_never_reaches_the_
     assert report.bounces == 0 and alpha.inbox(sync=False) == []
     assert [x.reason for x in alpha.quarantined()] == ["automated"]
     (mine,) = alpha.sent()
-    assert "undeliverable" not in mine.extra and alpha.status()[0]["undeliverable"] is False
+    assert "undeliverable" not in mine.extra and alpha.status()[0].undeliverable is False
 
 
 def test_inbox_keeps_showing_until_done_and_consume_is_at_most_once(alpha: AgentMail, beta: AgentMail) -> None:
@@ -212,11 +212,10 @@ def test_send_refuses_credentials_and_bare_paths_unless_forced(alpha: AgentMail)
 
 
 def test_opener_warnings_are_advice_and_exempt_ack(alpha: AgentMail) -> None:
-    alpha.send("beta", "Thin", "it broke again, the issue from earlier")
-    assert any("cannot see" in w for w in alpha.last_warnings)
-    assert len(alpha.last_warnings) >= 5
-    alpha.send("beta", "Rich", OPENER)
-    assert alpha.last_warnings == []
+    thin = alpha.send("beta", "Thin", "it broke again, the issue from earlier")
+    assert any("cannot see" in w for w in thin.notices)
+    assert len(thin.notices) >= 5
+    assert alpha.send("beta", "Rich", OPENER).notices == []
 
 
 def test_unknown_recipient_type_and_severity_are_refused(alpha: AgentMail) -> None:

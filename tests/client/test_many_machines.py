@@ -367,8 +367,9 @@ def _reply_costs(home: Path, servers: MailServers, *, condstore: bool, n: int = 
     started = time.perf_counter()
     for letter in letters:
         with AgentMail(reg, Identity("beta"), home) as beta:
-            assert beta.reply(letter.id, "On it.", type="ack") is not None
-            warnings = beta.last_warnings
+            answer = beta.reply(letter.id, "On it.", type="ack")
+            assert answer is not None
+            warnings = answer.notices
         assert (NO_CONDSTORE in warnings) == (not condstore)  # said, in one line, when it cannot claim
     ms = (time.perf_counter() - started) * 1000 / n
     commands = sum(v for k, v in servers.store.counts.items() if k.startswith("imap.") and k != "imap.connect")

@@ -9,7 +9,9 @@ from collections.abc import Callable
 import pytest
 
 from agentmail import bounds
-from agentmail.frame import body, inline, quoted, unframed
+from agentmail.frame import body, inline, quoted
+
+from ..helpers.frame import unframed
 
 
 def _refusal(check: Callable[[], None]) -> bounds.Exceeded:

@@ -63,7 +63,7 @@ def test_status_rows_are_typed_and_keep_the_json_row(alpha: AgentMail, beta: Age
         "sent",
         sent.id,
     )
-    assert row["with"] == "beta" and row["thread"] == sent.thread  # the dict a caller indexed before
+    assert row.with_ == "beta" and row.thread == sent.thread  # typed fields
 
 
 def _letter(**changes: Any) -> Letter:

@@ -103,8 +103,8 @@ def test_approve_by_reply_releases_exactly_once(approving: Registry, home: Path)
     alpha.flush()
     assert len(beta.inbox()) == 1
     assert alpha.spool.locate(letter_id) == "sent"
-    (row,) = [r for r in alpha.status() if r["thread"] == alpha.show(letter_id).thread]
-    assert row["delivery"] != "held"
+    (row,) = [r for r in alpha.status() if r.thread == alpha.show(letter_id).thread]
+    assert row.delivery != "held"
 
 
 def test_reject_by_reply_drops_it_with_the_reason_for_the_agent(

@@ -38,7 +38,7 @@ def test_a_held_letter_is_signed_kept_and_never_flushed_until_approved(registry:
     assert beta.inbox() == [] and alpha.spool.ids("outbox") == []
     assert [x.id for x in alpha.held()] == [letter.id]
     (row,) = alpha.status()
-    assert row["delivery"] == "held" and "hold" in row["delivery_detail"]
+    assert row.delivery == "held" and "hold" in row.delivery_detail
     with pytest.raises(Refused, match="approval key"):
         alpha.approve(letter.id)  # the agent alone cannot release it (issue 26)
     sent = alpha.approve(letter.id, key_file=operator_key(home))
@@ -86,7 +86,7 @@ def test_approve_is_one_rename_held_to_outbox(
     it once); a crash before it leaves it held. Never both, never neither."""
     letter = alpha.send("beta", "Quota", OPENER, hold=True)
 
-    def crash() -> None:
+    def crash(*_: object) -> None:
         raise KeyboardInterrupt  # the process dies after the rename, before submitting
 
     monkeypatch.setattr(alpha.outbox, "flush", crash)

@@ -200,3 +200,20 @@ def test_an_announcement_that_cannot_be_made_never_fails_the_sync_and_is_said(
     (home / "alpha.key.aside").rename(home / "secrets" / "alpha.key")
     clock.advance(2 * MINUTE)
     assert main(["--as", "alpha", "sync"]) == 0 and len(mailbox_of(home, FOLLOWER)) == 1
+
+
+def test_why_an_announcement_could_not_be_made_is_in_the_sync_report_it_came_with(
+    followed: Registry, home: Path, clock: Clock
+) -> None:
+    alpha, _ = clients(followed, home)
+    alpha.send("beta", "Quota 500s", OPENER)
+    clock.advance(4 * DAY)
+    (home / "secrets" / "alpha.key").rename(home / "alpha.key.aside")  # the letter cannot be signed
+    report = alpha.sync()
+    assert report.escalation_problem is not None
+    assert report.escalation_problem.startswith("could not announce to the followers:")
+    assert "escalation_problem" not in report.to_json()  # said on stderr, the --json shape as it was
+    assert alpha.sync().escalation_problem is None  # within the minute: nothing tried, nothing to say
+    (home / "alpha.key.aside").rename(home / "secrets" / "alpha.key")
+    clock.advance(2 * MINUTE)
+    assert alpha.sync().escalation_problem is None and len(mailbox_of(home, FOLLOWER)) == 1

@@ -260,8 +260,8 @@ def test_an_html_only_letter_is_cut_only_when_asked() -> None:
     html = "<p>Yes.</p><blockquote>old words</blockquote>"
     assert _text(HTML + html, cut=True) == "Yes."
     assert "old words" in _text(HTML + html)
-    assert readable.html_to_text("<p>Yes.</p><p>&gt; not a quote to cut</p>") == "Yes.\n\n> not a quote to cut"
-    assert readable.html_to_text("<p>Yes.</p><blockquote>kept</blockquote>").endswith("kept")
+    assert _text(HTML + "<p>Yes.</p><p>&gt; not a quote to cut</p>") == "Yes.\n\n> not a quote to cut"
+    assert _text(HTML + "<p>Yes.</p><blockquote>kept</blockquote>").endswith("kept")
 
 
 # --- decoding a text part (readable._decode) ----------------------------------------------------

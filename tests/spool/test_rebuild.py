@@ -131,7 +131,7 @@ def answers(registry: Registry, home: Path) -> dict[str, Any]:
                 mine[letter_id] = facts
         threads = spool.threads()
         mine["status"] = am.status(sync=False, closed=True)
-        mine["open"] = [r["thread"] for r in am.status(sync=False)]
+        mine["open"] = [r.thread for r in am.status(sync=False)]
         mine["threads"] = {t: [(x.id, x.type, x.depth) for x in am.thread(t, sync=False)] for t in threads}
         mine["notes"] = [x.id for x in am.notes(sync=False)]
         out[am.me.mailbox] = mine

@@ -537,7 +537,7 @@ def test_dropped_caches_give_every_answer_again(tmp_path: Path) -> None:
 # --- new-thread quota ----------------------------------------------------------------------------
 
 
-def test_opened_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> None:
+def test_openers_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> None:
     beta = _spool(tmp_path)
     bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root, name_of=NAMES.get)
     now = int(time.time() * 1000)
@@ -554,10 +554,10 @@ def test_opened_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> N
     assert ulid_ms(old.id) == now - 3_600_000
     for state in ("held", "outbox", "sent"):  # ids that are no ULID: no creation time, never counted
         beta.store(state, _letter(10)[0].replace(id="01u" + state), _letter(10)[1])
-    assert beta.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
-    assert bob.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
-    assert beta.opened_since(now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
-    assert beta.opened_since(now + 3_600_000) == []
+    assert sorted(beta.openers_since(now - 1000).values()) == sorted([opener.id, held.id, queued.id])
+    assert sorted(bob.openers_since(now - 1000).values()) == sorted([opener.id, held.id, queued.id])
+    assert sorted(beta.openers_since(now - 3_600_000).values()) == sorted([old.id, opener.id, held.id, queued.id])
+    assert sorted(beta.openers_since(now + 3_600_000).values()) == []
 
 
 def test_the_ulid_floor_is_the_smallest_id_of_its_millisecond() -> None:

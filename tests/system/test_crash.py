@@ -481,7 +481,7 @@ def test_letter_committed_before_its_file_was_renamed_is_filed_once(
     assert restarted.spool.path("unread", filed) == restarted.spool.root / "letters" / f"{filed}.eml"
     assert [x.message_id for x in restarted.inbox(sync=False)] == [letter.message_id]
     assert [x.message_id for x in restarted.thread(thread)] == [letter.message_id]
-    assert [row["thread"] for row in restarted.status()] == [thread]
+    assert [row.thread for row in restarted.status()] == [thread]
     assert restarted.sync().accepted == []
     assert states(beta.spool.root)["unread"] == {filed: letter.message_id}
 

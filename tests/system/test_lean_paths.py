@@ -39,10 +39,10 @@ def test_opener_advice_runs_for_a_thread_opener_only(
     alpha: AgentMail, beta: AgentMail, advice_calls: list[str]
 ) -> None:
     opened = alpha.send("beta", "Quota", "it broke again")
-    assert advice_calls == ["report"] and alpha.last_warnings  # the opener is advised
+    assert advice_calls == ["report"] and opened.notices  # the opener is advised
     (got,) = beta.inbox()
     answer = beta.reply(got, "it broke again", type="question")  # thin, yet never advised
-    assert answer is not None and beta.last_warnings == []
+    assert answer is not None and answer.notices == []
     (back,) = alpha.inbox()
     alpha.reply(back, "it broke again", type="question")
     alpha.send("beta", "ignored", "it broke again", type="question", thread=opened.thread)  # a follow-up

@@ -92,7 +92,8 @@ def test_dismissing_a_failed_follow_up_leaves_the_thread_as_it_stood(alpha: Agen
     follow = alpha.send("beta", "", "Also on 2.4.2, please look.", type="question", thread=opened.thread, hold=True)
     alpha.reject(follow.id, "say it later")
     assert alpha.status(sync=False)[0].delivery == "failed"
-    assert alpha.done(follow.id) == [follow.id] and alpha.dismissed == [follow.id]
+    assert alpha.done(follow.id) == [follow.id] and alpha.show(follow.id).state == "failed"
+    assert alpha.spool.annotations(follow.id)["dismissed"] == "true"
     (row,) = alpha.status(sync=False)
     assert (row.delivery, row.last_id, row.whose_move, row.letters) == ("sent", opened.id, "beta", 1)
 

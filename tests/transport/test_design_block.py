@@ -32,4 +32,12 @@ def test_design_2_names_every_method_of_the_transport_with_its_arguments() -> No
         written = [p.strip().split("=")[0].lstrip("*") for p in line.group(1).split(",") if p.strip() not in ("", "*")]
         wanted = [p for p in inspect.signature(function).parameters if p != "self"]
         assert written == wanted, f"DESIGN §2 writes {name}({', '.join(written)}); base.py takes {wanted}"
-    assert re.search(r"^\s*sent_is_durable: bool", block, re.MULTILINE) and "capabilities" in block
+    # the capabilities: every fact a transport states of itself, read by the client instead of its kind
+    capabilities = [
+        name
+        for name, value in vars(Transport).items()
+        if not name.startswith("_") and (isinstance(value, (bool, property)))
+    ]
+    assert len(capabilities) >= 4
+    for name in capabilities:
+        assert re.search(rf"^\s*{name}: bool", block, re.MULTILINE), f"DESIGN §2's Transport block has no {name}"

@@ -235,7 +235,7 @@ def test_a_dsn_bounce_from_the_server_marks_the_sent_letter_undeliverable(
     shown = alpha.show(sent.id)
     assert shown.extra.get("undeliverable") == "true" and "5.2.2" in str(shown.extra.get("undeliverable_reason"))
     (row,) = alpha.status(sync=False)
-    assert row["undeliverable"] is True
+    assert row.undeliverable is True
     assert beta.inbox() == []
 
 
@@ -250,7 +250,7 @@ def test_a_dsn_the_server_does_not_vouch_for_marks_nothing_undeliverable(
     assert "does not vouch for it" in (report.quarantined[0].detail or "")
     assert "undeliverable" not in alpha.show(sent.id).extra
     (row,) = alpha.status(sync=False)
-    assert row["undeliverable"] is False
+    assert row.undeliverable is False
 
 
 def test_a_login_refused_after_a_penalty_longer_than_the_handshake_timeout_is_still_a_refusal(

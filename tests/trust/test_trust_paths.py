@@ -305,4 +305,4 @@ def test_status_skips_a_thread_whose_letters_are_gone(alpha: AgentMail, beta: Ag
     kept = alpha.send("beta", "Kept", OPENER)
     gone = alpha.send("beta", "Gone", OPENER)
     alpha.spool.db.conn().execute("DELETE FROM letters WHERE id=?", (gone.id,))  # its thread still listed open
-    assert [row["thread"] for row in alpha.status(sync=False)] == [kept.thread]
+    assert [row.thread for row in alpha.status(sync=False)] == [kept.thread]
