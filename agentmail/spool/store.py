@@ -112,19 +112,19 @@ class Spool(SpoolFiling):
                 with db.write() as tx:
                     dbmod.create(tx)
                     words.create(tx)
-                    migrate.remove_old_index(self)  # a search.sqlite beside a lost or older spool
-                    moving = migrate.import_rows(self, tx)
+                    migrate.remove_old_index(self.root)  # a search.sqlite beside a lost or older spool
+                    moving = migrate.import_rows(self.root, tx)
                     self._begin_ledger(tx)
                     tx.execute(f"PRAGMA user_version={dbmod.MOVING if moving else dbmod.CURRENT}")
                 reached("migration-rows")
                 version = db.version()
             if version == dbmod.MOVING:
-                migrate.move_files(self)
+                migrate.move_files(self.root)
                 with db.write() as tx:
                     words.create(tx)  # a file an older release left MOVING has none yet
                     self._rebuild(tx)
-                    migrate.remove_old(self)
-                    migrate.remove_old_index(self)
+                    migrate.remove_old(self.root)
+                    migrate.remove_old_index(self.root)
                     self._begin_ledger(tx)
                     reached("migration-cleaned")
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
@@ -132,7 +132,7 @@ class Spool(SpoolFiling):
                 with db.write() as tx:
                     words.create(tx)
                     words.fill(tx)
-                    migrate.remove_old_index(self)
+                    migrate.remove_old_index(self.root)
                     tx.execute(f"PRAGMA user_version={dbmod.UNLEDGERED}")
                 version = dbmod.UNLEDGERED
             if version == dbmod.UNLEDGERED:  # a spool of the release before: its ledger begins
