@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from ..errors import NotFound
-from ..model import Letter, ulid_floor, ulid_ms
+from ..model import Letter, ulid_floor
 from .layout import (
     LEAVING,
     MIN_PREFIX,
@@ -300,30 +300,32 @@ class SpoolViews(SpoolLayout):
         queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
         From the letters alone (the id is a ULID: its creation time), so the count survives
         restarts and rebuilt caches."""
-        return sorted(self.openers_since(cutoff_ms).values())
+        return sorted(letter_id for letter_id, _ms, _key in self._openers(cutoff_ms))
 
-    def openers_since(self, cutoff_ms: int) -> dict[str, str]:
-        """``opened_since`` keyed by each letter's Message-ID (the key the server's count shares,
-        client/quota.py). The rows come from the id index, from ``cutoff_ms`` on: what the window
-        holds, never the history."""
-        found: dict[str, str] = {}
+    def opener_keys_since(self, cutoff_ms: int) -> dict[str, int]:
+        """``opened_since`` as ``model.opener_key`` of each Message-ID -> when (ms): the key the
+        server's count shares (client/quota.py). The oldest of two letters with one key counts."""
+        found: dict[str, int] = {}
+        for _id, ms, key in self._openers(cutoff_ms):
+            found[key] = min(ms, found.get(key, ms))
+        return found
+
+    def _openers(self, cutoff_ms: int) -> list[tuple[str, int, str]]:
+        """The window's rows of the openers table, every mailbox of the platform here, whose letter
+        is in a state the quota counts: what the hour holds, never the history nor a letter read."""
+        rows: list[tuple[str, int, str]] = []
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):
-            rows = (
+            rows += (
                 spool._sql()
                 .execute(
-                    "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)",
-                    (floor, *LEAVING, "sibling"),
+                    "SELECT o.id, o.ms, o.key FROM openers o JOIN letters l ON l.id = o.id"
+                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)",
+                    (floor, cutoff_ms, *LEAVING, "sibling"),
                 )
                 .fetchall()
             )
-            for letter_id, state in rows:
-                if ulid_ms(letter_id) < cutoff_ms:
-                    continue
-                data = spool._parsed(letter_id, state)
-                if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
-                    found[str(data.get("message_id") or letter_id)] = letter_id
-        return found
+        return rows
 
     def note_recipients(self) -> set[str]:
         """The agent names the platform's notes (every mailbox of it here) were addressed to:

@@ -12,7 +12,6 @@ without stealing each other's mail. A fetch costs what is new, never the history
 from __future__ import annotations
 
 import errno
-import hashlib
 import heapq
 import os
 import secrets
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from .. import ages
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
+from ..model import opener_key
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claims import Claims
 from .sent_record import SENT, local_copies, local_pending, record
@@ -331,7 +331,7 @@ class LocalTransport(Transport):
         when = ages.now_ms()  # the clock letter ids are made by (tests and benchmarks move it)
         folder = self._opened_dir(when // 3_600_000)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        name = f"{when}-{hashlib.sha256(message_id.encode()).hexdigest()[:16]}"
+        name = f"{when}-{opener_key(message_id)}"  # counted by this name (``opener_keys_since``)
         try:
             write_new(folder / name, message_id.encode(), durable=False)
         except FileExistsError:
@@ -356,6 +356,21 @@ class LocalTransport(Transport):
                     continue
                 if data:
                     found[data.decode("utf-8", "replace")] = int(when_text)
+        return found
+
+    def opener_keys_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read."""
+        found: dict[str, int] = {}
+        now_hour = time.time_ns() // 1_000_000 // 3_600_000
+        for hour in range(cutoff_ms // 3_600_000, now_hour + 1):
+            try:
+                names = os.listdir(self._opened_dir(hour))
+            except OSError:
+                continue
+            for name in names:
+                when_text, _, key = name.partition("-")
+                if when_text.isdigit() and len(key) == 16 and int(when_text) >= cutoff_ms:
+                    found[key] = min(int(when_text), found.get(key, int(when_text)))
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
