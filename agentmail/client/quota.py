@@ -31,6 +31,4 @@ def opened_times(spool: Spool, transport: Transport | None, now_ms: int) -> list
         remote = transport.opener_keys_since(cutoff) if transport is not None else None
     except AgentmailError:  # the server cannot be asked now (down, a login refused): this home's count
         remote = None
-    for key, when in (remote or {}).items():
-        merged.setdefault(key, when)
-    return sorted(merged.values())
+    return sorted({**(remote or {}), **merged}.values())  # one letter counted once: this home's time for it

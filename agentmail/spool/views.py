@@ -300,27 +300,30 @@ class SpoolViews(SpoolLayout):
         queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
         From the letters alone (the id is a ULID: its creation time), so the count survives
         restarts and rebuilt caches."""
-        return sorted(letter_id for letter_id, _ms, _key in self._openers(cutoff_ms))
+        return sorted(str(row[0]) for rows in self._openers("o.id", cutoff_ms) for row in rows)
 
     def opener_keys_since(self, cutoff_ms: int) -> dict[str, int]:
         """``opened_since`` as ``model.opener_key`` of each Message-ID -> when (ms): the key the
         server's count shares (client/quota.py). The oldest of two letters with one key counts."""
-        found: dict[str, int] = {}
-        for _id, ms, key in self._openers(cutoff_ms):
-            found[key] = min(ms, found.get(key, ms))
-        return found
+        mine, *theirs = self._openers("o.key, o.ms", cutoff_ms)  # newest first: an older letter's row wins
+        if not any(theirs):
+            return dict(mine)  # (one mailbox: no sort)
+        rows = [row for part in (mine, *theirs) for row in part]
+        rows.sort(key=lambda row: int(str(row[1])), reverse=True)
+        return dict(rows)
 
-    def _openers(self, cutoff_ms: int) -> list[tuple[str, int, str]]:
-        """The window's rows of the openers table, every mailbox of the platform here, whose letter
-        is in a state the quota counts: what the hour holds, never the history nor a letter read."""
-        rows: list[tuple[str, int, str]] = []
+    def _openers(self, columns: str, cutoff_ms: int) -> list[list[tuple[object, ...]]]:
+        """The window's rows of the openers table whose letter is in a state the quota counts, newest
+        first, of each mailbox of the platform here (this one first): what the hour holds, never
+        the history nor a letter read."""
+        rows: list[list[tuple[object, ...]]] = []
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):
-            rows += (
+            rows.append(
                 spool._sql()
                 .execute(
-                    "SELECT o.id, o.ms, o.key FROM openers o JOIN letters l ON l.id = o.id"
-                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)",
+                    f"SELECT {columns} FROM openers o JOIN letters l ON l.id = o.id"
+                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?) ORDER BY o.id DESC",
                     (floor, cutoff_ms, *LEAVING, "sibling"),
                 )
                 .fetchall()

@@ -359,18 +359,17 @@ class LocalTransport(Transport):
         return found
 
     def opener_keys_since(self, cutoff_ms: int) -> dict[str, int] | None:
-        """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read."""
+        """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read. Of
+        two markers of one letter (submitted again), the older counts."""
         found: dict[str, int] = {}
         now_hour = time.time_ns() // 1_000_000 // 3_600_000
-        for hour in range(cutoff_ms // 3_600_000, now_hour + 1):
+        for hour in range(now_hour, cutoff_ms // 3_600_000 - 1, -1):  # newest first: older ones overwrite
             try:
-                names = os.listdir(self._opened_dir(hour))
+                names = sorted(os.listdir(self._opened_dir(hour)), reverse=True)
             except OSError:
                 continue
-            for name in names:
-                when_text, _, key = name.partition("-")
-                if when_text.isdigit() and len(key) == 16 and int(when_text) >= cutoff_ms:
-                    found[key] = min(int(when_text), found.get(key, int(when_text)))
+            parts = [name.partition("-") for name in names]
+            found.update({k: int(ms) for ms, _, k in parts if len(k) == 16 and ms.isdigit() and int(ms) >= cutoff_ms})
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
