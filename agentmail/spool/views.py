@@ -309,14 +309,14 @@ class SpoolViews(SpoolLayout):
         if not any(theirs):
             return dict(mine)  # (one mailbox: no sort)
         rows = [row for part in (mine, *theirs) for row in part]
-        rows.sort(key=lambda row: int(str(row[1])), reverse=True)
+        rows.sort(key=lambda row: int(row[1]), reverse=True)
         return dict(rows)
 
-    def _openers(self, columns: str, cutoff_ms: int) -> list[list[tuple[object, ...]]]:
+    def _openers(self, columns: str, cutoff_ms: int) -> list[list[Any]]:
         """The window's rows of the openers table whose letter is in a state the quota counts, newest
         first, of each mailbox of the platform here (this one first): what the hour holds, never
         the history nor a letter read."""
-        rows: list[list[tuple[object, ...]]] = []
+        rows: list[list[Any]] = []
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self.siblings()):
             rows.append(
