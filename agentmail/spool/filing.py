@@ -202,9 +202,13 @@ class SpoolFiling(SpoolViews):
         marks = ",".join("?" * len(OPENING))
         rows = tx.execute(f"SELECT id, state FROM letters WHERE state IN ({marks})", OPENING).fetchall()
         for letter_id, state in rows:
-            opener = opener_row(str(letter_id), str(state), self._parsed(str(letter_id), str(state)))
-            if opener is not None:
-                tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
+            self._add_opener(tx, str(letter_id), str(state))
+
+    def _add_opener(self, tx: sqlite3.Connection, letter_id: str, state: str) -> None:
+        """A letter's openers row, if it opens a thread (one moved into an outgoing state, a rebuild)."""
+        opener = opener_row(letter_id, state, self._parsed(letter_id, state))
+        if opener is not None:
+            tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
 
     def _mark_thread(self, tx: sqlite3.Connection, thread: str, kind: str) -> None:
         """Keep ``threads`` (and which are open) current, so ``status`` costs what is open. A
@@ -323,6 +327,8 @@ class SpoolFiling(SpoolViews):
             ).rowcount
             if moved == 1:
                 self.db.log({"id": letter_id, "state": target})
+                if target in OPENING and source not in OPENING:
+                    self._add_opener(tx, letter_id, target)
         return moved == 1
 
     def take(self, letter_ids: list[str], source: str, target: str) -> list[str]:
@@ -338,6 +344,8 @@ class SpoolFiling(SpoolViews):
             ).fetchall()
             for (taken,) in rows:
                 self.db.log({"id": str(taken), "state": target})
+                if target in OPENING and source not in OPENING:
+                    self._add_opener(tx, str(taken), target)
         return [str(r[0]) for r in rows]
 
     def _annotate(self, tx: sqlite3.Connection, letter_id: str, fields: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ without stealing each other's mail. A fetch costs what is new, never the history
 
 from __future__ import annotations
 
+import bisect
 import errno
 import heapq
 import os
@@ -258,6 +259,29 @@ class Mailbox:
         return Incoming(str(uid), raw, len(raw), (str(path), st.st_dev, st.st_ino))
 
 
+class _Markers:
+    """One hour folder's opener markers as parsed: the names, and (key, ms) newest first."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._minus_ms: list[int] = []  # -ms, ascending (newest first), for bisect
+        self._keys: list[str] = []
+
+    def add(self, names: set[str]) -> None:
+        self.names |= names
+        for name in names:
+            when, _, key = name.partition("-")
+            if len(key) == 16 and when.isdigit():
+                at = bisect.bisect_right(self._minus_ms, -int(when))
+                self._minus_ms.insert(at, -int(when))
+                self._keys.insert(at, key)
+
+    def since(self, cutoff_ms: int) -> dict[str, int]:
+        """key -> ms of the markers at or after ``cutoff_ms``; the oldest of one key wins."""
+        end = bisect.bisect_right(self._minus_ms, -cutoff_ms)
+        return dict(zip(self._keys[:end], map(int.__neg__, self._minus_ms[:end]), strict=True))
+
+
 class LocalTransport(Transport):
     """``resolve`` maps a recipient address to a platform name (None: no such mailbox)."""
 
@@ -279,6 +303,7 @@ class LocalTransport(Transport):
         self.claims = Claims(postoffice / platform / ".claims")
         self._pruned = False
         self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
+        self._markers: dict[int, _Markers] = {}  # the opener markers' names parsed, per hour folder
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         results: list[SubmitResult] = []
@@ -359,17 +384,21 @@ class LocalTransport(Transport):
         return found
 
     def opener_keys_since(self, cutoff_ms: int) -> dict[str, int] | None:
-        """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read. Of
-        two markers of one letter (submitted again), the older counts."""
+        """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read, and a
+        name parsed once a process (a send parses its own marker, not the hour's). Of two markers
+        of one letter (submitted again), the older counts."""
         found: dict[str, int] = {}
         now_hour = time.time_ns() // 1_000_000 // 3_600_000
         for hour in range(now_hour, cutoff_ms // 3_600_000 - 1, -1):  # newest first: older ones overwrite
             try:
-                names = sorted(os.listdir(self._opened_dir(hour)), reverse=True)
+                names = set(os.listdir(self._opened_dir(hour)))
             except OSError:
                 continue
-            parts = [name.partition("-") for name in names]
-            found.update({k: int(ms) for ms, _, k in parts if len(k) == 16 and ms.isdigit() and int(ms) >= cutoff_ms})
+            markers = self._markers.get(hour)
+            if markers is None or not markers.names <= names:  # new, or a marker gone: parsed afresh
+                markers = self._markers[hour] = _Markers()
+            markers.add(names - markers.names)
+            found.update(markers.since(cutoff_ms))
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
