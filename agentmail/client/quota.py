@@ -32,3 +32,18 @@ def opened_times(spool: Spool, transport: Transport | None, now_ms: int) -> list
     except AgentmailError:  # the server cannot be asked now (down, a login refused): this home's count
         remote = None
     return sorted({**(remote or {}), **merged}.values())  # one letter counted once: this home's time for it
+
+
+def opened_count(spool: Spool, transport: Transport | None, now_ms: int) -> tuple[int, int | None]:
+    """``opened_times`` as what the quota needs of it: how many, and when the oldest was opened
+    (None: none). This home's keys come as one set and the server's as one dict: the union is
+    taken by set operations, no letter of the hour handled one by one in Python."""
+    cutoff = now_ms - HOUR_MS
+    mine, oldest = spool.opener_key_set(cutoff)
+    try:
+        remote = (transport.opener_keys_since(cutoff) if transport is not None else None) or {}
+    except AgentmailError:  # the server cannot be asked now: this home's count
+        remote = {}
+    others = remote.keys() - mine  # another machine's letters (a letter both know: this home's time)
+    times = [remote[key] for key in others] + ([] if oldest is None else [oldest])
+    return len(mine) + len(others), min(times, default=None)

@@ -312,7 +312,19 @@ class SpoolViews(SpoolLayout):
         rows.sort(key=lambda row: int(row[1]), reverse=True)
         return dict(rows)
 
-    def _openers(self, columns: str, cutoff_ms: int) -> list[list[Any]]:
+    def opener_key_set(self, cutoff_ms: int) -> tuple[set[str], int | None]:
+        """``opener_keys_since`` as its keys and the oldest time (None: no opener), with no row
+        made a Python value: SQLite joins the keys (16 characters each) into one string."""
+        keys: set[str] = set()
+        oldest: int | None = None
+        for rows in self._openers("group_concat(o.key, ''), min(o.ms)", cutoff_ms, ordered=False):
+            text, low = rows[0]  # one row a mailbox (an aggregate)
+            if text:
+                keys.update(map(text.__getitem__, map(slice, range(0, len(text), 16), range(16, len(text) + 16, 16))))
+                oldest = int(low) if oldest is None else min(oldest, int(low))
+        return keys, oldest
+
+    def _openers(self, columns: str, cutoff_ms: int, *, ordered: bool = True) -> list[list[Any]]:
         """The window's rows of the openers table whose letter is in a state the quota counts, newest
         first, of each mailbox of the platform here (this one first): what the hour holds, never
         the history nor a letter read."""
@@ -323,7 +335,8 @@ class SpoolViews(SpoolLayout):
                 spool._sql()
                 .execute(
                     f"SELECT {columns} FROM openers o JOIN letters l ON l.id = o.id"
-                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?) ORDER BY o.id DESC",
+                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
+                    + (" ORDER BY o.id DESC" if ordered else ""),
                     (floor, cutoff_ms, *LEAVING, "sibling"),
                 )
                 .fetchall()

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentmail import ages
-from agentmail.client.quota import opened_times
+from agentmail.client.quota import opened_count, opened_times
+from agentmail.errors import TransportError
 from agentmail.model import opener_key, ulid_floor, ulid_ms
 from agentmail.spool import db as dbmod
 from agentmail.spool.layout import LEAVING, STATES
@@ -95,7 +96,10 @@ def test_the_openers_rows_count_what_reading_every_letter_counted(
                 spool.drop_caches()
         cutoff = now - window
         old = _old_openers_since(beta, cutoff)
-        assert beta.opener_keys_since(cutoff) == {opener_key(m): min(times) for m, times in old.items()}
+        expected = {opener_key(m): min(times) for m, times in old.items()}
+        assert beta.opener_keys_since(cutoff) == expected
+        assert beta.opener_key_set(cutoff) == (set(expected), min(expected.values(), default=None))
+        assert opened_count(beta, None, cutoff + HOUR) == (len(expected), min(expected.values(), default=None))
         assert len(beta.opened_since(cutoff)) == sum(len(times) for times in old.values())
 
 
@@ -171,3 +175,19 @@ def test_the_quota_merges_this_home_and_the_markers_by_key(tmp_path: Path) -> No
     now = ages.now_ms()
     times = opened_times(beta, transport, now)
     assert len(times) == 2 and ulid_ms(filed.id) in times
+    assert opened_count(beta, transport, now) == (2, times[0])  # what the sender asks: how many, the oldest
+    assert opened_count(beta, transport, now + 2 * HOUR) == (0, None)
+
+
+class _Unreachable(LocalTransport):
+    def opener_keys_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        raise TransportError("the server cannot be reached")
+
+
+def test_a_server_that_cannot_be_asked_leaves_this_homes_count(tmp_path: Path) -> None:
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    letter, raw = _letter(1)
+    filed = beta.store("sent", letter, raw)
+    transport = _Unreachable(tmp_path / "postoffice", "beta", NAMES.get)
+    assert opened_count(beta, transport, ages.now_ms()) == (1, ulid_ms(filed.id))
+    assert opened_times(beta, transport, ages.now_ms()) == [ulid_ms(filed.id)]
