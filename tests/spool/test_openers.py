@@ -191,3 +191,20 @@ def test_a_server_that_cannot_be_asked_leaves_this_homes_count(tmp_path: Path) -
     transport = _Unreachable(tmp_path / "postoffice", "beta", NAMES.get)
     assert opened_count(beta, transport, ages.now_ms()) == (1, ulid_ms(filed.id))
     assert opened_times(beta, transport, ages.now_ms()) == [ulid_ms(filed.id)]
+
+
+def test_a_name_that_is_no_marker_is_not_counted(tmp_path: Path) -> None:
+    """In a marker folder, a name that is no time, a key that is not 16 characters and an older
+    marker are passed over; what has a marker's name counts, whatever it holds (a name, not a
+    file, is what is counted: a marker whose write a crash cut short still counts)."""
+    transport = LocalTransport(tmp_path / "postoffice", "alpha", NAMES.get)
+    transport._record_opener(b"Message-ID: <1.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n")
+    (folder,) = (tmp_path / "postoffice" / ".opened" / "alpha").iterdir()
+    now = ages.now_ms()
+    (folder / f"soon-{opener_key('<x@bus.test>')}").write_text("<x@bus.test>")
+    (folder / f"{now}-short").write_text("<y@bus.test>")
+    (folder / f"{now - 2 * HOUR}-{opener_key('<z@bus.test>')}").write_text("<z@bus.test>")
+    (folder / f"{now}-{opener_key('<w@bus.test>')[:15]}x").mkdir()  # a marker's name
+    cutoff = now - HOUR
+    keys = transport.opener_keys_since(cutoff)
+    assert set(keys) == {opener_key("<1.alpha@bus.test>"), opener_key("<w@bus.test>")[:15] + "x"}
