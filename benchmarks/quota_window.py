@@ -4,7 +4,8 @@
 
 Two fresh local buses in one run; on each, ``alpha`` first sends ``--small`` (default 50) or
 ``--large`` (default 1,000) threads in the last hour (fsync off while they are made), then the
-two are timed in alternation, ``--runs`` rounds (default 41): the count (``client/quota.opened_times``:
+two are timed in alternation, ``--runs`` rounds (default 41): the count a send makes
+(``client/quota.opened_count``; ``opened_times`` on a release before it:
 this home's letters merged with the post office's markers) and a whole ``send()`` of one more
 thread (with its fsyncs, unless ``--no-fsync``). Each timed send adds one letter, so the small
 bus is timed at 50-91 letters sent in the hour and the large one at 1,000-1,041. Prints the
@@ -25,8 +26,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from agentmail.admin import bus
-from agentmail.client.facade import AgentMail
 from agentmail.client import quota
+from agentmail.client.facade import AgentMail
 from agentmail.client.quota import opened_times
 from agentmail.config.identity import Identity
 
