@@ -399,6 +399,8 @@ class LocalTransport(Transport):
                 markers = self._markers[hour] = _Markers()
             markers.add(names - markers.names)
             found.update(markers.since(cutoff_ms))
+        for hour in [h for h in self._markers if h < cutoff_ms // 3_600_000]:  # out of every window now
+            del self._markers[hour]
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:

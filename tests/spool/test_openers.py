@@ -208,3 +208,4 @@ def test_a_name_that_is_no_marker_is_not_counted(tmp_path: Path) -> None:
     cutoff = now - HOUR
     keys = transport.opener_keys_since(cutoff)
     assert set(keys) == {opener_key("<1.alpha@bus.test>"), opener_key("<w@bus.test>")[:15] + "x"}
+    assert transport.opener_keys_since(now + 3 * HOUR) == {} and transport._markers == {}  # past hours forgotten
