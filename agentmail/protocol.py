@@ -83,7 +83,7 @@ def opens_thread(name: str, in_reply_to: object) -> bool:
     """Whether a letter opens a thread: a type that opens one (not a note, not a person's letter,
     whose type is ``HUMAN`` or none) and no In-Reply-To. A type no row names counts: the quota
     errs toward counting. The one rule for the server's count (transport/base) and the spool's
-    (spool/views)."""
+    (the openers rows, spool/layout.opener_row)."""
     return kind(name or HUMAN).opens and not in_reply_to
 
 

@@ -41,15 +41,18 @@ class Outbox(Stage):
         return stored
 
     def send_now(self, stored: Letter, raw: bytes | None = None) -> tuple[Letter, int]:
-        """Submit what the outbox holds (``stored`` among it): ``stored`` as it is now, and how
-        many letters queued earlier left with it. A held letter is not in the outbox: returned
-        as it is, waiting for a person. ``raw``: the bytes just filed for ``stored``, handed to
-        the transport rather than read back."""
+        """Submit what the outbox holds (``stored`` among it): ``stored`` as it is now (sent: the
+        letter as filed with what was noted of it since, not read back), and how many letters
+        queued earlier left with it. A held letter is not in the outbox: returned as it is,
+        waiting for a person. ``raw``: the bytes just filed for ``stored``, handed to the
+        transport rather than read back."""
         if stored.state == "held":
             return stored, 0
+        sent: str | None = None
         earlier = 0
         try:
             results = self.flush(stored, raw)
+            sent = next((r.status for r in results if r.key == stored.id), None)
             earlier = sum(r.status == "sent" and r.key != stored.id for r in results)
         except ConfigError as exc:
             self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
@@ -59,6 +62,9 @@ class Outbox(Stage):
             ) from exc
         finally:
             self._keep(stored.id)
+        if sent == "sent":  # as reading it back gives it (its record is what was filed), without the read
+            notes = self.spool.annotations(stored.id)  # what was learnt since: a claim, a refusal, a hash
+            return self.box.addressed(stored.replace(state="sent", extra={**stored.extra, **notes})), earlier
         return self.box.show(stored.id), earlier
 
     def _keep(self, letter_id: str) -> None:

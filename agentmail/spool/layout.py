@@ -17,6 +17,8 @@ from typing import Any, Self
 
 from .._fs import is_same, locked, read_plain, write_new
 from ..errors import NotFound
+from ..model import opener_key, ulid_ms
+from ..protocol import opens_thread
 from .db import Db, reached
 
 # ``sibling``: a letter this platform sent from another mailbox (agent or machine), learnt from
@@ -28,6 +30,8 @@ OUTGOING = ("outbox", "held", "sent", "failed")
 ANSWERING = ("outbox", "held", "sent")
 # What the new-thread quota counts: letters that left or wait to leave (failed ones never left).
 LEAVING = ("sent", "outbox", "held")
+# The states whose letters the openers table holds (a failed one keeps its row: never counted).
+OPENING = (*OUTGOING, "sibling")
 MIN_PREFIX = 6  # the shortest prefix of an id or a Message-ID that names a letter
 
 
@@ -36,6 +40,16 @@ def reply_key(message_id: str, sender: str) -> str:
     by it) and its verified sender. A Message-ID is the sender's choice, so another platform's
     letter reusing it claims its own reply, never the real letter's."""
     return f"{message_id} from {sender}"
+
+
+def opener_row(letter_id: str, state: str, data: dict[str, Any]) -> tuple[str, int, str] | None:
+    """The ``openers`` row (id, ms, key) of a filed letter that opens a thread of this platform:
+    one it sends, queues or holds, or a sibling's, neither a reply nor a note; None for any other."""
+    if state not in OPENING or "reason" in data:
+        return None
+    if not opens_thread(str(data.get("type") or ""), bool(data.get("in_reply_to"))):  # the one opener rule
+        return None
+    return letter_id, ulid_ms(letter_id), opener_key(str(data.get("message_id") or letter_id))
 
 
 def _key(*parts: str) -> str:

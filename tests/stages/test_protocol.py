@@ -12,7 +12,7 @@ from agentmail import protocol
 from agentmail.cli import mcp_server
 from agentmail.cli.context import REPLY_DEFAULT_HELP, TYPES_HELP
 from agentmail.client.facade import AgentMail
-from agentmail.model import TERMINAL_TYPES, TYPES
+from agentmail.model import TERMINAL_TYPES, TYPES, opener_key
 from agentmail.protocol import HUMAN, opens_thread
 from agentmail.stages import guards
 from agentmail.transport.base import opener_id
@@ -103,5 +103,5 @@ def test_the_spool_s_count_takes_an_opener_and_no_reply_note_or_person_s_letter(
     alpha.note("For my sibling", "a note opens nothing")
     (got,) = beta.inbox()
     assert beta.reply(got, "Reproduced; fixing it.", type="ack") is not None
-    assert list(alpha.box.spool.openers_since(0)) == [opened.message_id]
-    assert list(beta.box.spool.openers_since(0)) == []  # a reply opens nothing
+    assert list(alpha.box.spool.opener_keys_since(0)) == [opener_key(opened.message_id)]
+    assert list(beta.box.spool.opener_keys_since(0)) == []  # a reply opens nothing
