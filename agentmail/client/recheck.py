@@ -48,7 +48,7 @@ def recheck(box: Mailbox, refs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
                 old = spool.letter(letter_id)
                 results.append(_result(letter_id, "quarantined", old.reason, old.detail))
                 continue
-            result = _again(box, letter_id, raw, may_wait=True)
+            result = _again(box, letter_id, raw, may_wait=now_ms() - ulid_ms(letter_id) < bounds.ANSWER_WAIT_MS)
             if result is not None:
                 results.append(result)
     return results
@@ -57,19 +57,22 @@ def recheck(box: Mailbox, refs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
 def settle(box: Mailbox) -> list[dict[str, Any]]:
     """The answers that waited for their letter and may go on now, judged again in filing order
     (the caller holds the sync lock); one result each, as ``recheck``'s. Bounded: the oldest
-    ``bounds.WAITING`` waiting are looked at, whatever a flood of orphan answers left."""
+    ``bounds.WAITING`` waiting are looked at, whatever a flood of orphan answers left; the window
+    moves on as they leave it (a released answer may be the letter the next one waits for)."""
     spool, results = box.spool, []
-    waiting = spool.waiting(bounds.WAITING)
+    judged: set[str] = set()  # each at most once a call, whatever its record says
     moved = True
-    while moved and waiting:  # a released answer may be the letter the next one waits for
+    while moved:
         moved = False
-        for letter_id in list(waiting):
+        for letter_id in spool.waiting(bounds.WAITING):
+            if letter_id in judged:
+                continue
             letter = spool.letter(letter_id, "quarantine")
             late = now_ms() - ulid_ms(letter_id) >= bounds.ANSWER_WAIT_MS
             if not late and not _ready(spool, box.registry.platforms, letter):
                 continue
-            waiting.remove(letter_id)
-            result = _again(box, letter_id, spool.raw(letter_id), may_wait=not late)
+            judged.add(letter_id)
+            result = _again(box, letter_id, spool.raw(letter_id), may_wait=not late, waited=True)
             if result is not None:
                 results.append(result)
                 moved = moved or result["reason"] != WAITS
@@ -83,8 +86,9 @@ def _ready(spool: Spool, platforms: Iterable[str], letter: Letter) -> bool:
     return any(spool.known(p, m) for m in filter(None, answered(letter)) for p in platforms)
 
 
-def _again(box: Mailbox, letter_id: str, raw: bytes, *, may_wait: bool) -> dict[str, Any] | None:
-    """One quarantined letter judged and routed again, as a sync would, and the outcome carried out."""
+def _again(box: Mailbox, letter_id: str, raw: bytes, *, may_wait: bool, waited: bool = False) -> dict[str, Any] | None:
+    """One quarantined letter judged and routed again, as a sync would, and the outcome carried
+    out. ``waited``: it is an answer that waited for its letter (else its record says whether)."""
     spool = box.spool
     verdict = authenticity.judge(raw, box.registry)
     filing: Filing = route(
@@ -98,7 +102,7 @@ def _again(box: Mailbox, letter_id: str, raw: bytes, *, may_wait: bool) -> dict[
         return _result(letter_id, "duplicate", filed_as=filed_as)
     why = filing.verdict or verdict
     old = spool.letter(letter_id, "quarantine")
-    if old.reason == WAITS and why.reason != WAITS:  # it waits no more: its verdict is today's
+    if (waited or old.reason == WAITS) and why.reason != WAITS:  # it waits no more: its verdict is today's
         spool.quarantine_again(letter_id, (why.letter or old).replace(reason=why.reason, detail=why.detail))
     return _result(letter_id, "quarantined", why.reason, why.detail)
 

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from agentmail.admin import bus
 from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
