@@ -232,6 +232,17 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
+    # Issue 37: "addressed here" — the functions of authenticity that name a letter's signed
+    # recipients and who a person's letter speaks for (the rest of the module is the judging group's).
+    "addressed": Group(
+        ("trust/authenticity.py",),
+        ("stages/test_addressed.py", "trust/test_authenticity_exact.py", "people/test_writing.py", *_JUDGING),
+        functions=tuple(
+            f"agentmail.trust.authenticity.x_{f}__mutmut_*"
+            for f in ("addressed", "_vouched_recipients", "judge", "_speaks_for", "_platform_signed", "_within")
+        ),
+        timeout=60,
+    ),
     # Issue 37: who may change the registry and the home (apply's guarded places, an exposed home).
     "anchors": Group(
         ("admin/exposure.py", "config/bound.py"),
