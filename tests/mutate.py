@@ -232,11 +232,18 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
-    # Issue 37: "addressed here" — the functions of authenticity that name a letter's signed
-    # recipients and who a person's letter speaks for (the rest of the module is the judging group's).
+    # Issue 37: the functions of authenticity DESIGN §10 names — the signed recipients a letter is
+    # addressed to, and the bounce believed only from the bus's own mail system (_vouched_recipients,
+    # _platform_signed, _within) — against their tests (the rest of the module is the judging group's).
     "addressed": Group(
         ("trust/authenticity.py",),
-        ("stages/test_addressed.py", "trust/test_authenticity_exact.py", "people/test_writing.py", *_JUDGING),
+        (
+            "stages/test_addressed.py",
+            "trust/test_bounce_trust.py",
+            "trust/test_bounce_attacks.py",
+            "people/test_writing.py",
+            *_JUDGING,
+        ),
         functions=tuple(
             f"agentmail.trust.authenticity.x_{f}__mutmut_*"
             for f in ("addressed", "_vouched_recipients", "judge", "_speaks_for", "_platform_signed", "_within")
