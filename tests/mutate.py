@@ -237,12 +237,15 @@ GROUPS: dict[str, Group] = {
     # _platform_signed, _within) — against their tests (the rest of the module is the judging group's).
     "addressed": Group(
         ("trust/authenticity.py",),
-        (
-            "stages/test_addressed.py",
+        (  # the fast files that kill first (-x): the bounce paths, the exact rules, then the end-to-end ones
             "trust/test_bounce_trust.py",
             "trust/test_bounce_attacks.py",
+            "trust/test_authenticity_exact.py",
+            "trust/test_trust_rules.py",
+            "trust/test_authenticity.py",
+            "trust/test_trust_paths.py",
             "people/test_writing.py",
-            *_JUDGING,
+            "stages/test_addressed.py",
         ),
         functions=tuple(
             f"agentmail.trust.authenticity.x_{f}__mutmut_*"

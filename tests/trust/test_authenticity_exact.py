@@ -245,3 +245,13 @@ def test_the_dsn_status_is_found_in_any_block_of_the_delivery_status(registry: R
     assert authenticity.judge(raw, registry).detail == (
         "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
     )
+
+
+def test_a_failed_recipient_with_an_at_sign_in_its_local_part_is_vouched_for_by_its_last_domain() -> None:
+    """A report's recipient is hostile text: ``"a@evil.test"@people.test`` is a mailbox at
+    people.test, whose own mail system (and no other) may vouch for its failure."""
+    speaks_for = authenticity._speaks_for  # noqa: SLF001  (the one rule, on hostile text)
+    assert speaks_for('"a@evil.test"@people.test', "mx.people.test", "bus.test") == ("people.test",)
+    assert speaks_for('"a@people.test"@evil.test', "mx.people.test", "bus.test") == ()
+    assert speaks_for("a@people.test", "mx.bus.test", "bus.test") == ("bus.test",)
+    assert speaks_for("a@people.test", "", "bus.test") == ()
