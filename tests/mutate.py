@@ -119,6 +119,7 @@ GROUPS: dict[str, Group] = {
             "stages/test_parties.py",
             "stages/test_addressed_attacks.py",
             "stages/test_party_attacks.py",
+            "stages/test_preemption.py",  # an answer waiting for its letter (awaiting-parent)
             "trust/test_bounce_trust.py",
             "trust/test_bounce_attacks.py",
             "trust/test_trust_rules.py",
