@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
 from agentmail.letter import wire
 from agentmail.trust import authenticity
 from tests.helpers.letters import burst
 
+from ..conftest import OPENER
 from .test_authenticity import DATA, letter_bytes, mta_signed, sign_as, trusting
+from .test_bounce_trust import _report, mailserver_bus  # noqa: F401  (the fixture)
+from .test_rotation import _client, _set_until
 
 BOUNCE = (DATA / "bounce-template.eml").read_bytes().replace(b"{MESSAGE_ID}", b"<01sent.alpha@bus.test>")
 
@@ -255,3 +260,38 @@ def test_a_failed_recipient_with_an_at_sign_in_its_local_part_is_vouched_for_by_
     assert speaks_for('"a@people.test"@evil.test', "mx.people.test", "bus.test") == ()
     assert speaks_for("a@people.test", "mx.bus.test", "bus.test") == ("bus.test",)
     assert speaks_for("a@people.test", "", "bus.test") == ()
+
+
+def test_a_doubted_reports_reasons_are_word_for_word(mailserver_bus: Registry) -> None:
+    stamp = ["mail.bus.test; dkim=pass header.d=bus.test"]
+    delayed = authenticity.judge(_report([("Final-Recipient", "beta@bus.test", "delayed")], stamp), mailserver_bus)
+    assert delayed.unvouched == "it names no failed recipient (Final-Recipient with Action: failed)"
+    unstamped = authenticity.judge(_report([("Final-Recipient", "beta@bus.test", "failed")], []), mailserver_bus)
+    assert unstamped.unvouched == (
+        "the bus's mail server does not vouch for it (no trusted Authentication-Results passing DKIM or "
+        "DMARC for bus.test or the failed recipient's domain)"
+    )
+
+
+def test_a_letter_a_reader_fails_on_is_quarantined_under_what_its_headers_said(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(raw: bytes, registry: Registry, *, at: float | None = None) -> authenticity.Verdict:
+        raise RuntimeError("a reader's bug")
+
+    monkeypatch.setattr(authenticity, "judge_unguarded", broken)
+    verdict = authenticity.judge(letter_bytes(), registry)
+    assert (verdict.route, verdict.reason) == ("quarantine", "malformed")
+    assert verdict.summary == {"from": "alpha@bus.test", "message_id": "<01a.alpha@bus.test>"}
+
+
+def test_a_letter_is_judged_with_the_keys_valid_when_it_arrived(registry: Registry, home: Path) -> None:
+    """``at`` reaches the key check (rebuild judges a letter as of its filing): a previous key's
+    window that has ended since still covers a letter that arrived inside it."""
+    _client(home, "alpha").send("beta", "Signed before", OPENER)
+    bus.keygen(home, registry, "alpha", overlap=3600)
+    _set_until(home, "2000-01-01T00:00:00Z")
+    (path,) = (home / "postoffice" / "beta" / "new").iterdir()
+    rotated = registry_mod.load(home / "registry")
+    assert authenticity.judge(path.read_bytes(), rotated, at=946_684_000).route == "accept"  # 1999-12-31
+    assert authenticity.judge(path.read_bytes(), rotated).reason == "unauthenticated"
