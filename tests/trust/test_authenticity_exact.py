@@ -286,6 +286,8 @@ def test_a_letter_a_reader_fails_on_is_quarantined_under_what_its_headers_said(
     assert (
         verdict.detail == "agentmail failed on this letter in judging (RuntimeError); it is kept here for a bug report"
     )
+    nameless = authenticity.judge(b"no header of a letter\r\n", registry)  # nothing to say it by
+    assert (nameless.reason, nameless.summary) == ("malformed", None)
 
 
 def test_a_letter_is_judged_with_the_keys_valid_when_it_arrived(registry: Registry, home: Path) -> None:
