@@ -258,6 +258,7 @@ GROUPS: dict[str, Group] = {
     "anchors": Group(
         ("admin/exposure.py", "config/bound.py"),
         (
+            "config/test_bound_exact.py",
             "admin/test_home_exposure.py",
             "admin/test_home_exposure_attacks.py",
             "people/test_approval_attacks.py",
