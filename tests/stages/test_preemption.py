@@ -94,12 +94,29 @@ def test_the_waiting_verdict_names_the_letter_it_waits_for() -> None:
         "it answers <01m.alpha@bus.test>, not filed here yet: it waits for it "
         "(a thread is its opener's, never its first answer's)"
     )
-    person = ANSWER.replace(type=HUMAN, in_reply_to=None, references=("<00m@x>", "<01m@x>"),
+    assert (filing.action, filing.verdict.route, filing.verdict.reason) == (
+        "quarantine",
+        "quarantine",
+        "awaiting-parent",
+    )
+    person = ANSWER.replace(type=HUMAN, in_reply_to=None, references=("<00m@x>", "<01m@x>", "<02m@x>"),
                             extra={"person": "carol@people.test"})  # fmt: skip
     filing = route(Verdict("accept", letter=person, addressed=("beta@bus.test",)),
                    Facts(me_address="beta@bus.test", may_wait=True))  # fmt: skip
     assert filing.verdict is not None and filing.verdict.detail is not None
-    assert filing.verdict.detail.startswith("it answers <01m@x>, not filed here yet")
+    assert filing.verdict.detail.startswith("it answers <02m@x>, not filed here yet")  # the nearest: the last
+    long = ANSWER.replace(in_reply_to=f"<{'x' * 500}@bus.test>")
+    filing = route(Verdict("accept", letter=long, addressed=("beta@bus.test",)),
+                   Facts(me_address="beta@bus.test", may_wait=True))  # fmt: skip
+    assert filing.verdict is not None and filing.verdict.detail == f"it answers <{'x' * 388}"  # cut at 400 characters
+
+
+def test_a_note_never_waits() -> None:
+    """A note goes between one platform's agents (its own address), never opens a thread for another."""
+    note = ANSWER.replace(type="note", sender="beta", sender_address="beta@bus.test", to_agent="tester")
+    filing = route(Verdict("accept", letter=note, addressed=("beta@bus.test",)),
+                   Facts("tester", me_address="beta@bus.test", may_wait=True))  # fmt: skip
+    assert filing.action == "file"
 
 
 # --- the local post office -----------------------------------------------------------------------
