@@ -63,7 +63,6 @@ SEND = [
     ("agentmail.transport.maildir", "fsync_file", "fsync post-office file"),
     ("agentmail.transport.maildir", "fsync_dir", "fsync new/"),
     ("agentmail.client.outbox", "Outbox._record", "outbox -> sent"),
-    ("agentmail.client.mailbox", "Mailbox.show", "read back"),
 ]
 
 
