@@ -137,6 +137,8 @@ def signature_header(
     """The DKIM-Signature field ``dkim.sign`` puts above ``message`` (ed25519-sha256,
     relaxed/simple, no l=, ``include`` lowercased), folded and ended by CRLF as it folds it;
     ``sign`` turns the header digest into the 64-byte signature."""
+    if not message:  # dkimpy cannot sign nothing either
+        raise Unreadable("an empty message")
     fields, body = split(message)
     tags = [
         (b"v", b"1"),

@@ -305,7 +305,9 @@ def verify(raw: bytes, key: PinnedKey, counts: dict[bytes, int] | None = None) -
     return DkimResult(False, "; ".join(problems))  # one problem per signature, and there is one at least
 
 
-def _policy_problem(sig: dict[bytes, bytes], include: list[bytes], counts: dict[bytes, int], key: PinnedKey) -> str | None:
+def _policy_problem(
+    sig: dict[bytes, bytes], include: list[bytes], counts: dict[bytes, int], key: PinnedKey
+) -> str | None:
     """Why a signature that dkimpy may well verify is still not one agentmail accepts: another
     key's, l=, another algorithm, the MIME or identity headers not (over-)signed, the body
     canonicalised loosely. None when it is acceptable."""
