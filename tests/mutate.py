@@ -84,8 +84,10 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "signing": Group(
-        ("trust/signing.py",),
+        ("trust/signing.py", "trust/dkim_lean.py"),
         (
+            "trust/test_dkim_lean.py",
+            "people/test_signed_as_pinned.py",
             "trust/test_signing.py",
             "trust/test_signing_exact.py",
             "trust/test_signing_paths.py",

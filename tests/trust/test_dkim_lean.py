@@ -349,3 +349,94 @@ def test_unsigned_bytes_the_renderer_writes_sign_identically_with_attachments() 
         ours = signing.sign(unsigned, "bus.test", "am1", PRIVATE)
     assert ours == _dkimpy_sign(unsigned, b"bus.test", b"am1", signing._INCLUDE, NOW) + unsigned
     assert _lean(ours)
+
+
+# --- dkim_lean's own verifier, without agentmail's policy: dkimpy's verify ---------------------
+
+
+def _confirm(digest: bytes, signature: bytes) -> bool:
+    try:
+        signing._verify_key(PUBLIC).verify(digest, signature)  # type: ignore[union-attr]
+    except signing.BadSignatureError:
+        return False
+    return True
+
+
+def _dkimpy_verifies(raw: bytes, now: int) -> bool:
+    record = b"v=DKIM1; k=ed25519; p=" + PUBLIC.encode()
+    with mock.patch.object(dkim, "time", _clock(now)):
+        try:
+            return bool(dkim.verify(raw, dnsfunc=lambda name, timeout=5: record))
+        except (IndexError, ValueError):  # dkimpy's escapes on hostile bytes (signing._DKIM_ERRORS)
+            return False
+
+
+@settings(max_examples=examples(600), deadline=None)
+@given(
+    messages(),
+    _domain,
+    _selector,
+    st.one_of(_include, _include.map(lambda names: [n for n in names if n != b"from"] or [b"subject"])),
+    st.integers(0, 4_000_000_000),
+    st.data(),
+)
+def test_the_lean_verifier_passes_what_dkimpy_passes(
+    message: bytes, domain: bytes, selector: bytes, include: list[bytes], now: int, data: st.DataObject
+) -> None:
+    try:  # the lean signer, also for an h= without From (dkimpy's signer refuses one)
+        raw = _lean_sign(message, domain, selector, include, now) + message
+    except dkim_lean.Unreadable:
+        return
+    if data.draw(st.booleans()):  # a byte anywhere changed
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw = raw[:at] + bytes([data.draw(st.integers(0, 255))]) + raw[at + 1 :]
+        if dkim_lean.pinned_pass(raw, domain, selector, now, lambda tags, names: True, _confirm):
+            assert _dkimpy_verifies(raw, now)
+        return
+    lean = dkim_lean.pinned_pass(raw, domain, selector, now, lambda tags, names: True, _confirm)
+    assert bool(lean) == _dkimpy_verifies(raw, now)
+
+
+def test_the_policy_of_the_caller_decides_and_sees_the_tags_and_names() -> None:
+    with mock.patch.object(signing, "time", _clock(NOW)):
+        raw = _signed()
+    seen: list[tuple[bytes, list[bytes]]] = []
+
+    def refuse(tags: dict[bytes, bytes], names: list[bytes]) -> bool:
+        seen.append((tags[b"d"], names))
+        return False
+
+    assert dkim_lean.pinned_pass(raw, b"bus.test", b"am1", NOW, refuse, _confirm) is None
+    ((d, names),) = seen
+    assert d == b"bus.test" and names == signing._INCLUDE
+
+
+def test_an_empty_letter_cannot_be_signed() -> None:
+    with pytest.raises(dkim_lean.Unreadable, match="^an empty message$"):
+        _lean_sign(b"", b"bus.test", b"am1", [b"from"], NOW)
+
+
+@pytest.mark.parametrize("text", [b"!" * 88, b"A" * 87, b"A" * 84, b"QUFB" * 22 + b"QQ=="])
+def test_a_b_value_not_canonical_base64_of_64_bytes_is_none(text: bytes) -> None:
+    assert dkim_lean._strict_b64(text, 64) is None
+
+
+def test_a_b_value_with_folding_decodes() -> None:
+    signature = bytes(range(64))
+    text = base64.b64encode(signature)
+    assert dkim_lean._strict_b64(text[:40] + b"\r\n\t " + text[40:], 64) == signature
+
+
+@pytest.mark.parametrize(
+    "header,namelen",
+    [
+        (b"x" * 72, 0),  # fits
+        (b"x" * 71 + b"\r\n", 0),  # fits but for its line end, which does not count
+        (b"x" * 70 + b"\r\n", 2),
+        (b"x" * 72 + b"\r\n", 0),  # one over: cut
+        (b"a b\r\n " + b"y" * 80, 0),  # folded before: only what follows the last fold is refolded
+        (b"w " * 40, 14),
+    ],
+)
+def test_folding_at_the_edges_is_dkimpys(header: bytes, namelen: int) -> None:
+    assert dkim_lean.fold(header, namelen) == dkim.fold(header, namelen=namelen)
