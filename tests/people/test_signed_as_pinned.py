@@ -61,3 +61,12 @@ def test_a_key_published_in_dns_is_not_checked_against_a_pin_but_must_sign(
     with pytest.raises(ConfigError) as refused:
         signing.sign_as(registry, home, published, b"From: alpha@bus.test\r\n\r\nHi\r\n")
     assert str(refused.value) == "cannot sign with the key of alpha: ValueError"
+
+
+@pytest.mark.parametrize("dkim_domain,signer", [("mail.bus.test", b"d=mail.bus.test;"), ("", b"d=bus.test;")])
+def test_the_signature_names_the_platforms_dkim_domain_or_else_its_own(
+    registry: Registry, home: Path, dkim_domain: str, signer: bytes
+) -> None:
+    me = registry.get("alpha").replace(dkim_domain=dkim_domain)
+    raw = signing.sign_as(registry, home, me, b"From: alpha@bus.test\r\n\r\nHi\r\n")
+    assert signer in raw.split(b"\r\n", 1)[0]
