@@ -83,9 +83,9 @@ def body_hash(body: bytes) -> bytes:
 
 def _relaxed(name: bytes, value: bytes) -> bytes:
     """``name:value`` canonicalised ``relaxed``: the name lowercased, the value unfolded, each run
-    of white space one space, none at either end (dkimpy's steps, with bytes.replace for the
-    unfolding: the same CRLFs and LFs go)."""
-    text = value.replace(b"\r\n", b"").replace(b"\n", b"")
+    of white space one space, none at either end (dkimpy's steps; a value ``split`` read ends each
+    of its lines with CRLF, so unfolding removes the CRLFs: no LF stands alone)."""
+    text = value.replace(b"\r\n", b"")
     if b"\t" in text or b"  " in text:
         text = _WSP.sub(b" ", text)
     return name.lower() + b":" + text.strip()
