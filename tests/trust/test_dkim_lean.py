@@ -440,3 +440,11 @@ def test_a_b_value_with_folding_decodes() -> None:
 )
 def test_folding_at_the_edges_is_dkimpys(header: bytes, namelen: int) -> None:
     assert dkim_lean.fold(header, namelen) == dkim.fold(header, namelen=namelen)
+
+
+def test_a_selector_in_capitals_is_left_to_dkimpy_whose_key_lookup_misses_it() -> None:
+    key = signing.PinnedKey("bus.test", "AM1", "ed25519", PUBLIC)
+    raw = signing.sign(burst_bytes(), "bus.test", "AM1", PRIVATE)
+    assert _lean(raw, key) is False
+    assert _dkimpy_verdict(raw, key).ok is False
+    assert signing.verify(raw, key) == _dkimpy_verdict(raw, key)
