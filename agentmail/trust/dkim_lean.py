@@ -106,7 +106,7 @@ def header_digest(fields: list[tuple[bytes, bytes]], include: list[bytes], signa
     return hasher.digest()
 
 
-def fold(header: bytes, namelen: int = 0) -> bytes:
+def fold(header: bytes, namelen: int) -> bytes:
     """dkimpy's ``fold``, as it is: lines of at most 72 characters, broken at a space or, in a
     run without one, anywhere."""
     width = 72 - namelen
