@@ -439,7 +439,8 @@ def test_a_b_value_with_folding_decodes() -> None:
         (b"x" * 72, 0),  # fits
         (b"x" * 71 + b"\r\n", 0),  # fits but for its line end, which does not count
         (b"x" * 70 + b"\r\n", 2),
-        (b"x" * 72 + b"\r\n", 0),  # one over: cut
+        (b"x" * 72 + b"\r\n", 0),  # 72 and a line end: kept
+        (b"x" * 73 + b"\r\n", 0),  # one over: cut
         (b"a b\r\n " + b"y" * 80, 0),  # folded before: only what follows the last fold is refolded
         (b"w " * 40, 14),
     ],
