@@ -441,6 +441,7 @@ def test_a_b_value_with_folding_decodes() -> None:
         (b"x" * 70 + b"\r\n", 2),
         (b"x" * 72 + b"\r\n", 0),  # 72 and a line end: kept
         (b"x" * 73 + b"\r\n", 0),  # one over: cut
+        (b"a\r\n" + b"x" * 68 + b"\r\n", 0),  # the last line end is the one that does not count
         (b"a b\r\n " + b"y" * 80, 0),  # folded before: only what follows the last fold is refolded
         (b"w " * 40, 14),
     ],
