@@ -5,6 +5,7 @@ outside bytes (header section, tag list, folding) reads as dkimpy's reads."""
 from __future__ import annotations
 
 import base64
+import re
 import types
 from collections.abc import Callable
 from unittest import mock
@@ -167,8 +168,10 @@ def _retag(raw: bytes, old: bytes, new: bytes) -> bytes:
 
 def _unfolded_signature(raw: bytes) -> bytes:
     """The DKIM-Signature on one line (a relay may refold it): still the same signature."""
-    at = raw.index(b"\r\nFrom:")
-    return raw[:at].replace(b"\r\n ", b" ") + raw[at:]
+    at = re.search(rb"\r?\nFrom:", raw)
+    if at is None:  # a tampering before took the From away
+        return raw
+    return re.sub(rb"\r?\n ", b" ", raw[: at.start()]) + raw[at.start() :]
 
 
 TAMPERINGS: dict[str, Callable[[bytes], bytes]] = {
