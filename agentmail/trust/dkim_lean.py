@@ -102,7 +102,7 @@ def header_digest(fields: list[tuple[bytes, bytes]], include: list[bytes], signa
         left = copies.get(wanted)
         if left:  # the lowest copy not taken yet
             hasher.update(_relaxed(*fields[left.pop()]) + b"\r\n")
-    hasher.update(_relaxed(NAME, _B_VALUE.sub(rb"\1", signature_value)).rstrip())
+    hasher.update(_relaxed(NAME, _B_VALUE.sub(rb"\1", signature_value)))  # no CRLF after this one
     return hasher.digest()
 
 

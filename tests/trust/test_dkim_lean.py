@@ -459,3 +459,16 @@ def test_a_selector_in_capitals_is_left_to_dkimpy_whose_key_lookup_misses_it() -
     assert _lean(raw, key) is False
     assert _dkimpy_verdict(raw, key).ok is False
     assert signing.verify(raw, key) == _dkimpy_verdict(raw, key)
+
+
+@pytest.mark.parametrize("identity", [b"@evilbus.test", b"x@bus.test", b"@mail.bus.test"])
+def test_a_signature_with_another_identity_is_dkimpys_to_judge(identity: bytes) -> None:
+    header = dkim.sign(
+        burst_bytes(), b"am1", b"bus.test", PRIVATE.encode(), identity=identity,
+        signature_algorithm=b"ed25519-sha256", canonicalize=(b"relaxed", b"simple"),
+        include_headers=signing._INCLUDE, linesep=b"\r\n",
+    )  # fmt: skip
+    raw = header + burst_bytes()
+    assert _lean(raw) is False  # i= is not @d: not the shape agentmail writes
+    assert signing.verify(raw, KEY) == _dkimpy_verdict(raw)
+    assert _dkimpy_verdict(raw).ok is (identity != b"@evilbus.test")  # dkimpy: i= must be d= or under it
