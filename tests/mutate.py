@@ -84,14 +84,30 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "signing": Group(
-        ("trust/signing.py",),
+        ("trust/signing.py", "trust/dkim_lean.py"),
         (
             "trust/test_signing.py",
             "trust/test_signing_exact.py",
             "trust/test_signing_paths.py",
             "trust/test_signing_covered.py",
             "trust/test_signing_dns.py",
+            "people/test_signed_as_pinned.py",
             *_JUDGING,
+            "trust/test_dkim_lean.py",  # last: its differential tests are the slow ones
+        ),
+    ),
+    # The lean DKIM path alone (dkim_lean, and signing's functions that call it), against the tests
+    # that drive it: the part of the signing group a run of minutes can cover on a busy machine.
+    "lean": Group(
+        ("trust/signing.py", "trust/dkim_lean.py"),
+        ("trust/test_signing_exact.py", "people/test_signed_as_pinned.py", "trust/test_dkim_lean.py"),
+        functions=(
+            "agentmail.trust.dkim_lean.*",
+            "agentmail.trust.signing.x_sign__*",
+            "agentmail.trust.signing.x_sign_as__*",
+            "agentmail.trust.signing.x__signing_key__*",
+            "agentmail.trust.signing.x__lean_pass__*",
+            "agentmail.trust.signing.x__verify_key__*",
         ),
     ),
     "judging": Group(

@@ -21,7 +21,6 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from .. import frame
-from ..config.credentials import read_private_key_with_source
 from ..config.registry import Registry
 from ..errors import BadInput, ConfigError
 from ..letter import wire
@@ -109,12 +108,7 @@ def compose_for_people(
     cte = "7bit" if text.isascii() and short else "quoted-printable"
     msg.set_content(text, charset="utf-8", cte=cte)
     unsigned = msg.as_bytes()
-    key, _ = read_private_key_with_source(home, me.name)
-    try:
-        raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
-    except Exception as exc:  # dkimpy raises its own types for a bad key
-        raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
-    return message_id, raw
+    return message_id, signing.sign_as(registry, home, me, unsigned)
 
 
 def visible_part(raw: bytes) -> str:

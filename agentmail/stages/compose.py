@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from .. import bounds
 from .._value import Frozen
 from ..config.registry import Platform, Registry
-from ..errors import BadInput, ConfigError
+from ..errors import BadInput
 from ..model import Letter, new_ulid
 from ..text import describe, forbidden_in_text
 
@@ -98,14 +98,7 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
         bounds.check_address_header("To", ", ".join(letter.recipients))
     except bounds.Exceeded as exc:
         raise BadInput(f"refused: {exc}") from None
-    from ..config.credentials import read_private_key_with_source  # not for a read that only imports Draft
-
-    key, source = read_private_key_with_source(home, me.name)
-    _check_key_matches_pin(registry, me, key, source)
-    try:
-        raw = signing.sign(unsigned, me.dkim_domain or me.domain, me.selector, key)
-    except Exception as exc:  # dkimpy raises its own types for a bad key
-        raise ConfigError(f"cannot sign with the key of {me.name}: {exc.__class__.__name__}") from None
+    raw = signing.sign_as(registry, home, me, unsigned)  # the key checked against the pin first
     limit = send_limit(registry.bus.max_size)
     if len(raw) > limit:  # every reader would quarantine it too-large: refused here instead
         what = "the letter with its attachments" if draft.attachments else "the letter"
@@ -150,24 +143,3 @@ def followers(*platforms: Platform) -> tuple[str, ...]:
     order; never a platform's own address (its agents get the letter as To already)."""
     own = {p.address for p in platforms}
     return tuple(dict.fromkeys(a for p in platforms for a in p.followers if a not in own))
-
-
-def _check_key_matches_pin(registry: Registry, me: Platform, key: str, source: str) -> None:
-    """A letter signed with a key other than the pinned one lands in the reader's quarantine
-    while this side says "sent": refuse before signing instead."""
-    from ..trust import signing
-
-    if me.key_lookup != "pinned":
-        return
-    try:
-        matches = signing.public_key_of(key) == me.public_key
-    except Exception:
-        matches = False
-    if not matches:
-        raise ConfigError(
-            f"the private key of {me.name} ({source}) does not match the public key pinned in "
-            f"{registry.root / 'platforms' / (me.name + '.toml')} (s={me.selector}): "
-            f"every reader would quarantine the letter. Restore the key that belongs to this registry, or use "
-            f"the registry that belongs to this key; to start over with a new key run 'agentmail keygen --as "
-            f"{me.name}' and commit the new entry"
-        )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import types
 from pathlib import Path
 
 import pytest
@@ -61,7 +62,7 @@ def test_an_announcement_the_key_cannot_sign_leaves_the_letter_held_with_why(
     def unreadable(*args: object, **kwargs: object) -> object:
         raise ConfigError("alpha's private key cannot be read")
 
-    monkeypatch.setattr(for_people, "read_private_key_with_source", unreadable)
+    monkeypatch.setattr(for_people, "signing", types.SimpleNamespace(sign_as=unreadable))  # letters to people only
     letter = alpha.send("beta", "Quota 500s", OPENER)
     assert letter.state == "held"
     assert alpha.show(letter.id).extra["announce_failed"] == "alpha's private key cannot be read"
