@@ -5,7 +5,8 @@ such a change takes effect only after an approver's verified answer to its annou
 
 The command that makes the change asks first (``ask``). The first time, the change is announced
 to every approver and refused (exit 4). An approver answers ``approve`` or ``reject REASON`` by
-mail; the platform's next sync records the answer (``record``, from ``Holds.decide_by_mail``).
+mail; the platform's next sync records the answer (``guard_changes.record``, from
+``Holds.decide_by_mail``).
 The same command run again then finds it: approved, it goes on, once (the record is removed);
 rejected, refused with the reason; answers that disagree never let it through. On a bus where
 nobody approves, nothing is asked: a hold there guards against mistakes, not against the agent.
@@ -16,16 +17,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._fs import write_atomic
 from ..errors import AgentmailError, ConfigError, Refused
 from ..text import one_line
+from . import guard_changes
 from .mailbox import Stage
 
 if TYPE_CHECKING:
-    from ..spool.store import Spool
     from .holds import Holds
     from .mailbox import Mailbox
     from .to_people import ToPeople
@@ -50,24 +50,24 @@ class Consent(Stage):
             return ""
         everyone = self.holds.deciders(platform)
         change = one_line(change)
-        path = _find(self.spool, change)
+        path = guard_changes.find(self.spool, change)
         if path is not None:
             self.sync()  # an answer waiting in the mailbox is read now
-        record = _read(path) if path is not None else {}
+        record = guard_changes.read(path) if path is not None else {}
         if path is None or not isinstance(record.get("announced"), str):
             self._announce(change, effect, everyone)
             raise Refused(
                 f"this change waits for an approver: {', '.join(everyone)} were asked by mail; "
                 "run the same command again once one has approved it"
             )
-        answers = _answers(record)
+        answers = guard_changes.answers_of(record)
         if not answers:
             raise Refused("this change still waits for an approver's answer by mail (asked already: not asked again)")
         try:
             path.unlink()  # decided: once, by whichever command removes the record first
         except FileNotFoundError:
             raise Refused("this change's approval was taken up by another command already: ask again") from None
-        verbs = {_verb(a) for a in answers}
+        verbs = {guard_changes.verb_of(a) for a in answers}
         if verbs == {"approve"}:
             return answers[0].split(" ", 1)[0]
         if verbs == {"reject"}:
@@ -79,7 +79,7 @@ class Consent(Stage):
             message_id, raw = self.holds.change_request(change, effect, everyone)
         except AgentmailError as exc:
             raise ConfigError(f"nothing was changed: the approvers could not be asked ({exc})") from None
-        folder = folder_of(self.spool)
+        folder = guard_changes.folder_of(self.spool)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{os.urandom(8).hex()}.json"  # before the mail: an answer always finds its record
         record = {"change": change, "announced": message_id, "answers": [], "deciders": list(everyone)}
@@ -88,52 +88,3 @@ class Consent(Stage):
         if failed:
             path.unlink(missing_ok=True)
             raise ConfigError(f"nothing was changed: the approvers could not be asked ({failed})")
-
-
-def folder_of(spool: Spool) -> Path:
-    return spool.platform_root / "changes"
-
-
-def _records(spool: Spool) -> list[tuple[Path, dict[str, object]]]:
-    folder = folder_of(spool)
-    return [(path, _read(path)) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
-
-
-def _find(spool: Spool, change: str) -> Path | None:
-    return next((path for path, data in _records(spool) if data.get("change") == change), None)
-
-
-def pending(spool: Spool) -> dict[str, Path]:
-    """The announced changes still waiting for an answer, by their announcement's Message-ID."""
-    return {str(data["announced"]): path for path, data in _records(spool) if isinstance(data.get("announced"), str)}
-
-
-def deciders(path: Path) -> tuple[str, ...] | None:
-    """Who may answer the change recorded at ``path`` (None: a record from before: every approver)."""
-    given = _read(path).get("deciders")
-    return tuple(a for a in given if isinstance(a, str)) if isinstance(given, list) else None
-
-
-def record(path: Path, who: str, verb: str, why: str) -> None:
-    """An approver's verified answer to a change's announcement, kept for ``Consent.ask``."""
-    data = _read(path)
-    if data:
-        data["answers"] = [*_answers(data), f"{who} {verb}" + (f": {why}" if why else "")]
-        write_atomic(path, json.dumps(data).encode())
-
-
-def _verb(answer: str) -> str:
-    return answer.partition(" ")[2].partition(":")[0]
-
-
-def _answers(data: dict[str, object]) -> list[str]:
-    given = data.get("answers")
-    return [a for a in given if isinstance(a, str)] if isinstance(given, list) else []
-
-
-def _read(path: Path) -> dict[str, object]:
-    try:
-        data = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

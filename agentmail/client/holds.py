@@ -15,7 +15,7 @@ from ..model import (
 )
 from ..spool.filed import Filed
 from ..text import one_line
-from . import consent
+from . import guard_changes
 from .mailbox import Stage
 from .outbox import envelope_of
 
@@ -152,7 +152,7 @@ class Holds(Stage):
         recorded on the letter (``approval_ignored``)."""
         held = {x.extra.get("announced"): x for x in self.held() if x.extra.get("announced")}
         held_by_id = {x.id: x for x in held.values()}
-        changes = consent.pending(self.spool)  # changes of the guards asked of every approver
+        changes = guard_changes.pending(self.spool)  # changes of the guards asked of every approver
         if not held and not changes:
             return  # before the import: a waiting CLI process would load it after the wake (~0.4 ms)
         from ..people import approval
@@ -177,7 +177,7 @@ class Holds(Stage):
                 continue  # weighed before: it decided nothing (a person's letter's extra is its own record)
             decided = approval.decision(letter.body)
             if target is None and change is not None:
-                deciding = consent.deciders(change)
+                deciding = guard_changes.deciders(change)
                 allowed_here = everyone if deciding is None else deciding
             else:
                 allowed_here = allowed
@@ -190,7 +190,7 @@ class Holds(Stage):
             elif target is not None:
                 answers.setdefault(target.id, []).append((letter_id, letter.sender_address, *decided))
             elif change is not None:
-                consent.record(change, letter.sender_address, *decided)
+                guard_changes.record(change, letter.sender_address, *decided)
                 self.box.move(letter_id, "unread", "read")
         for target_id, given in answers.items():
             self._decide(held_by_id[target_id], given)

@@ -27,7 +27,7 @@ from ..spool.filed import Filed
 from ..stages.compose import Draft
 from ..stages.facts import Facts, gather, parties_of
 from ..text import one_line
-from . import consent, picture
+from . import guard_changes, picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -96,7 +96,7 @@ class Receiver(Stage):
             and not transport.pending(self._checkpoint(transport.name))
             and not picture.pending(transport, self.spool.checkpoint)
         ):
-            if self.spool.ids("held") or consent.pending(
+            if self.spool.ids("held") or guard_changes.pending(
                 self.spool
             ):  # an approver's answer a dead sync filed, not acted on
                 self.holds.decide_by_mail([])

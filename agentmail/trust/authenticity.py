@@ -290,6 +290,7 @@ def _attachments_over_limits(letter: Letter, registry: Registry) -> str | None:
 _STAGES = {
     "agentmail.letter.wire": "parsing",
     "agentmail.trust.signing": "DKIM verification",
+    "agentmail.trust.dkim_lean": "DKIM verification",
     "agentmail.trust.verdicts": "Authentication-Results",
     "agentmail.letter.matter": "front matter",
     "agentmail.trust.authenticity": "judging",

@@ -189,12 +189,12 @@ def test_one_approval_lets_one_command_through_even_when_two_run_at_once(
 ) -> None:
     """Two runs of an approved ``keygen`` read the approved record before either removed it: both
     went on (two rotations on one approval). The one that finds the record gone is refused."""
-    from agentmail.client import consent
+    from agentmail.client import guard_changes
 
     command = ("--as", "alpha", "keygen")
     assert cli(*command)[0] == 4
     answer(home, asked(home, "agentmail --as alpha keygen"), "approve")
-    read = consent._read
+    read = guard_changes.read
 
     def and_the_other_command_takes_it(path: Path) -> dict[str, object]:
         data = read(path)
@@ -202,7 +202,7 @@ def test_one_approval_lets_one_command_through_even_when_two_run_at_once(
             path.unlink()  # the other run, between this one's read and its removal
         return data
 
-    monkeypatch.setattr(consent, "_read", and_the_other_command_takes_it)
+    monkeypatch.setattr(guard_changes, "read", and_the_other_command_takes_it)
     key = (home / "registry" / "platforms" / "alpha.toml").read_bytes()
     code, out, err = cli(*command)
     assert (code, out) == (4, "") and "taken up by another command" in err, err
