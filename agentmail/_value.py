@@ -2,7 +2,7 @@
 
 ``@dataclass`` would do this, but it compiles every generated method with ``exec`` when its
 module is imported, and imports ``inspect``: ~0.75 ms a class and ~7 ms once, ~20 classes on
-the path of every command (issues 11 and 27, start-up). Here a value class only annotates its
+the path of every command (start-up). Here a value class only annotates its
 fields; its metaclass reads the annotations once, when the class is defined, and makes them its
 ``__slots__`` (in order, after a parent's), its constructor's parameters and defaults, its
 equality, hash, repr, ``replace``, pickling and copying. Nothing is compiled: the constructor,

@@ -23,13 +23,13 @@ from .protocol import TYPES as TYPES
 from .text import describe, forbidden_in_header
 
 SEVERITIES = ("low", "medium", "high", "critical")
-# What a verify-result says happened (issue 26). Absent: not stated (an older sender, or none
+# What a verify-result says happened. Absent: not stated (an older sender, or none
 # given); ``status`` then reads "verified", as it always did, and the text says the rest.
 OUTCOMES = ("confirmed", "still-broken")
 
 # Why a letter is quarantined: its ``reason`` in ``--json`` (DESIGN §5, §8). A contract: codes
 # are added, never renamed. ``misaddressed``: its signed recipients do not name this platform;
-# ``not-a-party``: it writes into a thread of platforms it is none of (issue 37).
+# ``not-a-party``: it writes into a thread of platforms it is none of.
 QUARANTINE_REASONS = (
     "malformed",
     "too-large",
@@ -143,11 +143,11 @@ _ulid_lock = threading.Lock()
 def new_ulid() -> str:
     """A ULID (48-bit milliseconds + 80 random bits, Crockford base32, lowercase): ids sort by
     creation. Within one millisecond the random part counts up, so they still sort in order
-    (monotonic ULIDs). Ten lines instead of a dependency whose import costs ~15 ms."""
+    (monotonic ULIDs). Ten lines instead of a dependency to import at every start."""
     global _last_ulid
     now = time.time_ns() // 1_000_000 if ages.clock is None else ages.now_ms()  # tests move the clock
     with _ulid_lock:
-        # os.urandom is what secrets uses; importing secrets would load hashlib and OpenSSL (~3 ms)
+        # os.urandom is what secrets uses; importing secrets would load hashlib and OpenSSL
         rand = _last_ulid[1] + 1 if now <= _last_ulid[0] else int.from_bytes(os.urandom(10))
         now = max(now, _last_ulid[0])  # a clock step back never makes a smaller id
         _last_ulid = (now, rand)
@@ -240,8 +240,8 @@ class Letter(Frozen):
 
     def to_json(self) -> dict[str, Any]:
         """The documented ``--json`` shape (DESIGN §8)."""
-        # Field by field, not dataclasses.asdict: its deep copy of every tuple and string cost a
-        # sync ~0.2 ms a letter (issue 11). Only ``extra`` can hold something mutable.
+        # Field by field, not dataclasses.asdict: its deep copy of every tuple and string is paid
+        # for every letter of a sync. Only ``extra`` can hold something mutable.
         data = {name: getattr(self, name) for name in _FIELD_NAMES}
         data["extra"] = copy.deepcopy(self.extra) if self.extra else {}
         data["from"] = data.pop("sender")
@@ -297,7 +297,7 @@ class ThreadStatus(Frozen):
     recipients: tuple[dict[str, Any], ...] = ()
     delivery_id: str = ""  # the letter ``delivery`` is about (held, queued or failed), "" for sent/received
     # When the thread's first and last letters were filed here (their ids' time, ms; -1: unknown):
-    # its age, and the time since its last move (issue 26).
+    # its age, and the time since its last move.
     opened_ms: int = -1
     moved_ms: int = -1
     outcome: str = ""  # the last letter's outcome when it is a verify-result that states one, else ""
@@ -322,7 +322,7 @@ class ThreadStatus(Frozen):
             "undeliverable": self.undeliverable,
             "outcome": self.outcome,
         }
-        if self.opened_ms >= 0:  # ISO 8601 UTC (issue 26)
+        if self.opened_ms >= 0:  # ISO 8601 UTC
             row["opened_at"] = ages.iso(self.opened_ms)
             row["last_move_at"] = ages.iso(self.moved_ms)
         if self.recipients:

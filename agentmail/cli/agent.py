@@ -317,7 +317,7 @@ def sync(ctx: Ctx) -> None:
     client = ctx.client()
     report = client.sync()
     ctx.flushed += report.flushed
-    if report.escalation_problem:  # issue 26: the followers were not told what needs them
+    if report.escalation_problem:  # the followers were not told what needs them
         echo(f"agentmail: {report.escalation_problem}", err=True)
     data = report.to_json()
     emit(ctx, data, lambda: render.synced(data))

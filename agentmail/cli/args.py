@@ -1,4 +1,4 @@
-"""The command line's grammar, on the standard library's argparse (issue 11: importing click was
+"""The command line's grammar, on the standard library's argparse (importing click was
 18 ms of a 50 ms ``inbox --no-sync``; argparse takes 1.4 ms).
 
 A command is a function declared with decorators beside it (``@group.command()``, ``@option``,
@@ -156,7 +156,7 @@ def duration(text: str) -> float:
 
 def _doc(text: str | None) -> str:
     """A docstring without its indentation (``inspect.cleandoc``, whose import brings ast and
-    dis: ~5 ms of a start)."""
+    dis into every start)."""
     import textwrap
 
     first, _, rest = (text or "").expandtabs().partition("\n")
@@ -366,7 +366,7 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
 @cache  # argparse makes a formatter for every option it adds: measure the terminal once
 def _columns() -> int:
     """The terminal's width as ``shutil.get_terminal_size`` measures it (argparse's default),
-    without importing shutil (and with it bz2, lzma and zlib: ~1.5 ms of every start)."""
+    without importing shutil (and with it bz2, lzma and zlib, at every start)."""
     try:
         columns = int(os.environ["COLUMNS"])
     except (KeyError, ValueError):

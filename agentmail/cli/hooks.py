@@ -51,7 +51,7 @@ def _compact(letter: Letter) -> str:
     """One letter as one line, its subject last and quoted (frame.py): nothing in it can start
     another entry or end the list. Short: every character is paid for in a woken agent's context."""
     flag = f" [{inline(letter.severity)}]" if letter.severity else ""
-    person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM" (issue 12)
+    person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM"
     sender = inline(f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?")
     kind = inline(letter.type) or "-"
     return f"{letter.id} {kind}{flag} {sender} {quoted(letter.subject, SUBJECT)}"

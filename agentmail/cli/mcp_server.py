@@ -62,7 +62,7 @@ GUIDE_URI = "agentmail://guide"  # the protocol, as `agentmail guide` prints it
 SAVE_DIR_ENV = "AGENTMAIL_MCP_SAVE_DIR"  # the folder save writes below; else the server's working directory
 
 # Every schema is the whole contract: each argument is checked against it (jsonschema) before a
-# tool runs, and an argument it does not allow is a tool error, never coerced (issue 23).
+# tool runs, and an argument it does not allow is a tool error, never coerced.
 _S: dict[str, Any] = {"type": "string"}
 _TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 # A letter as the CLI names one (DESIGN §8): its id in any case, its Message-ID with or without

@@ -40,7 +40,7 @@ def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
 
 
 def attribution(letter: Letter) -> str:
-    """Who wrote it: the platform, or "PERSON for PLATFORM" for a person's letter (issue 12); one line."""
+    """Who wrote it: the platform, or "PERSON for PLATFORM" for a person's letter; one line."""
     person = letter.extra.get("person")
     return inline(f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?")
 
@@ -253,7 +253,7 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
             flag += f"  WAITING FOR A PERSON (held): {inline(r.delivery_detail)}"
         if r.outcome:
             flag += f"  outcome: {inline(r.outcome)}"
-        when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"  # issue 26
+        when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"
         if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
             when = f"{'':<21}"
         shown = f"{r.thread:<16} {r.state:<14} move: {inline(whose):<{width}} with {inline(with_):<{width}} {when} "

@@ -290,7 +290,7 @@ class AgentMail(Stage):
 
     def approve(self, letter_id: str | Letter, *, key_file: str | None = None) -> Letter:
         """The operator's decision: release a held letter to the outbox (one rename) and send it,
-        as ``send`` does. Needs ``key_file``, the approval key the registry pins (issue 26: the
+        as ``send`` does. Needs ``key_file``, the approval key the registry pins (the
         agent does not hold it; approvers answer by mail instead). Refused (exit 4) without it.
         Returns the letter as it is now (``sent``, or queued, or failed)."""
         return self.holds.approve(letter_id, key_file=key_file)

@@ -1,4 +1,4 @@
-"""Held letters: waiting for a person, announced to the approvers, released or rejected (issue 26, DESIGN §6)."""
+"""Held letters: waiting for a person, announced to the approvers, released or rejected (DESIGN §6)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from .mailbox import Stage
 from .outbox import envelope_of
 
 if TYPE_CHECKING:
-    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    # at run time imported where used: a read (inbox --no-sync) opens no transport
     from .mailbox import Mailbox
     from .outbox import Outbox
     from .to_people import ToPeople
@@ -154,7 +154,7 @@ class Holds(Stage):
         held_by_id = {x.id: x for x in held.values()}
         changes = guard_changes.pending(self.spool)  # changes of the guards asked of every approver
         if not held and not changes:
-            return  # before the import: a waiting CLI process would load it after the wake (~0.4 ms)
+            return  # before the import: a waiting CLI process would load it after the wake
         from ..people import approval
 
         accepted = filed.ids if isinstance(filed, Filed) else filed  # listed only while a letter is held

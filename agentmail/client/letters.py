@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ..spool.search import Hit, Query
     from ..stages.evidence import Applied
 
-    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    # at run time imported where used: a read (inbox --no-sync) opens no transport
     from .mailbox import Mailbox
 
 

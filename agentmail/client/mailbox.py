@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ..config.registry import Platform
     from ..spool.search import SearchIndex
 
-    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    # at run time imported where used: a read (inbox --no-sync) opens no transport
     from ..transport import Transport
 
 

@@ -17,7 +17,7 @@ from ..spool.db import reached
 from .mailbox import Stage
 
 if TYPE_CHECKING:
-    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    # at run time imported where used: a read (inbox --no-sync) opens no transport
     from ..transport import Outgoing, SubmitResult
     from .mailbox import Mailbox
 

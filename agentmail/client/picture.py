@@ -1,4 +1,4 @@
-"""One picture per platform (issue 25, DESIGN §7): the letters the platform's other mailboxes
+"""One picture per platform (DESIGN §7): the letters the platform's other mailboxes
 sent — a sibling agent in this home, or any agent on another machine — filed here as
 ``sibling``, so ``status``, ``thread``, ``sent`` and the guards see every letter of the platform.
 

@@ -31,7 +31,7 @@ from . import guard_changes, picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
-    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    # at run time imported where used: a read (inbox --no-sync) opens no transport
     from ..transport import Incoming
     from ..trust.authenticity import Verdict
     from .holds import Holds

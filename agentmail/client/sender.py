@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from ..stages.guards import Outbound
     from ..transport import Claimed, Transport
 
-    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    # at run time imported where used: a read (inbox --no-sync) opens no transport
     from .holds import Holds
     from .mailbox import Mailbox
     from .outbox import Outbox
@@ -213,7 +213,7 @@ class Sender(Stage):
         """Claim every key (one per counterpart) and file the letter inside all claims; None when
         another mailbox of this platform holds one of them (nothing is filed then). With what the
         claim on the server could not do (``Sent.warnings``)."""
-        if not keys:  # every per-home claim is ours: now the one on the server (issue 25)
+        if not keys:  # every per-home claim is ours: now the one on the server
             claimed = [(k.partition(" ")[0], k) for k in taken]
             got = self._server_claim(letter.id, claimed)
             if got.holder is not None:
@@ -406,7 +406,7 @@ class Sender(Stage):
         letter, raw = composed
         key = reply_key(parent.message_id, parent.sender)  # the real letter's, not a reused Message-ID's
         with self.spool.claim_reply(key, letter.id) as holder:
-            if holder is None:  # ours here: now on the server, for every machine (issue 25)
+            if holder is None:  # ours here: now on the server, for every machine
                 got = self._server_claim(letter.id, [(parent.message_id, key)])
                 if got.holder is None:
                     return self._file_outgoing(letter, raw, held), _said(got.warning)

@@ -19,7 +19,7 @@ from ..protocol import state_after, whose_move
 from .mailbox import Stage
 
 if TYPE_CHECKING:
-    # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
+    # at run time imported where used: a read (inbox --no-sync) opens no transport
     from .mailbox import Mailbox
 
 

@@ -130,7 +130,7 @@ def write_private_key(home: Path, platform: str, private_b64: str) -> Path:
 
 
 # DKIM keys read by this process, by path: (the file's identity when read, the key). A process
-# sending many letters reads the file once, not once a letter (issue 11).
+# sending many letters reads the file once, not once a letter.
 _KEYS: dict[str, tuple[tuple[int, ...], str]] = {}
 _SETTLED_NS = 2_000_000_000
 

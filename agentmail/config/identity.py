@@ -52,7 +52,7 @@ def _git_remotes(checkout: Path) -> list[str]:
     config = git / "config"
     if not config.is_file():
         return []
-    import configparser  # ~10 ms: only when a checkout has a git config to read
+    import configparser  # only when a checkout has a git config to read
 
     parser = configparser.RawConfigParser(strict=False)
     try:

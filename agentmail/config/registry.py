@@ -64,7 +64,7 @@ class Bus(Frozen):
     # Named lists of platforms (``[groups]``): ``send @name`` writes one letter to all of them.
     groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
     auth: str = "password"  # how every platform logs in to the mailbox, unless its entry says otherwise
-    # Seconds without a move after which an open thread is announced to its followers (issue 26);
+    # Seconds without a move after which an open thread is announced to its followers;
     # None: never for staleness (the depth cap is announced all the same).
     stale_after: int | None = None
 

@@ -32,12 +32,12 @@ from . import mime
 from .mime import Refused, header_section
 
 MAX_NAME = 100
-# Strings, compiled by re's cache on first use: most letters carry no attachment (issue 11).
+# Strings, compiled by re's cache on first use: most letters carry no attachment.
 _TYPE_RE = r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,63}/[a-z0-9][a-z0-9!#$&^_.+-]{0,63}$"
 # RFC 2046 §5.1.1: bchars, 1-70 of them, not ending in a space (agentmail never writes one).
 _BOUNDARY_RE = r"^[0-9A-Za-z'()+_,./:=? -]{0,69}[0-9A-Za-z'()+_,./:=?-]$"
 _PART_HEADERS = ("content-type", "content-transfer-encoding", "content-disposition", "content-description")
-_PARSER = BytesParser()  # compat32, its default: importing email.policy costs a send ~5 ms
+_PARSER = BytesParser()  # compat32, its default: a send never imports email.policy
 
 
 class Attachment(Frozen):

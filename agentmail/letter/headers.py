@@ -62,7 +62,7 @@ class _Addr(NamedTuple):
 
 
 # A header value of one plain address, bare or after a name of plain words: what every agentmail
-# letter carries. The email package's address parser (~0.3 ms a header) reads anything else.
+# letter carries. The email package's address parser (slow, and rarely needed) reads anything else.
 _PLAIN_MAILBOX = (
     r"(?:([A-Za-z0-9_-]+(?: [A-Za-z0-9_-]+)*) <([A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*)>"
     r"|([A-Za-z0-9_+-]+(?:\.[A-Za-z0-9_+-]+)*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*))"

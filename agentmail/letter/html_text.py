@@ -1,4 +1,4 @@
-"""What a person's HTML shows, as text (DESIGN §3, §10; issue 23). Pure functions, no I/O.
+"""What a person's HTML shows, as text (DESIGN §3, §10). Pure functions, no I/O.
 
 The HTML is parsed once (lxml, as inscriptis parses it), then, before inscriptis lays it out as
 text (paragraphs, lists, tables; no scripts run, nothing fetched):
@@ -39,7 +39,7 @@ _SHEET_HIDES = (
     r"|opacity\s*:\s*(?:0++\.?0*+|\.0++)(?![.\d])|text-indent\s*:\s*-|clip(?:-path)?\s*:|color\s*:\s*transparent"
 )
 # Possessive (*+, ++) where a run of digits or zeros could otherwise be tried at every split:
-# a value of many digits made these searches quadratic or worse (16,000 digits: 28 s).
+# a value of many digits made these searches quadratic or worse.
 _LENGTH = r"^(-?(?:\d*+\.)?\d++)\s*+(px|pt|em|rem|%|cm|mm|in|pc|ex|ch|vw|vh)?$"
 _SCALED_TO_NOTHING = r"scale[xy]?\(\s*+0*+\.?0*+\s*+[,)]"
 _MIN_CONTRAST = 1.25  # WCAG's ratio: white on white is 1.0, #eee on white 1.16, #ddd on white 1.36

@@ -31,7 +31,7 @@ class MatterError(ValueError):
     """The block is present but not acceptable; the message says why."""
 
 
-# Strings, compiled by re's cache on first use: a send never splits a body (issue 11).
+# Strings, compiled by re's cache on first use: a send never splits a body.
 _START_RE = r"\A--- agentmail v1 ---[ \t]*\r?\n"
 _END_RE = r"(?m)^--- end agentmail ---[ \t]*$"
 

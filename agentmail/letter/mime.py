@@ -90,7 +90,7 @@ def _display(lower_name: str) -> str:
 _TOKEN = r"[!#$%&'*+\-.0-9A-Z^_`a-z{|}~]+"
 _QUOTED = r'"(?:[^"\\\r\n]|\\[\x20-\x7e])*"'
 _PARAM = rf";[ \t]*({_TOKEN})[ \t]*=[ \t]*({_TOKEN}|{_QUOTED})[ \t]*"
-# Strings, compiled by re's cache on first use: a send never parses MIME (issue 11: start-up).
+# Strings, compiled by re's cache on first use: a send never parses MIME (start-up).
 _CONTENT_TYPE = rf"[ \t]*({_TOKEN})/({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
 _DISPOSITION = rf"[ \t]*({_TOKEN})[ \t]*((?:{_PARAM})*);?[ \t]*"
 _MIME_VERSION = r"[ \t]*1\.0[ \t]*(?:\([^()\\]*\)[ \t]*)?"

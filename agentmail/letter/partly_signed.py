@@ -1,4 +1,4 @@
-"""A person's letter whose vouching signature leaves MIME headers out (DESIGN §5, issue 24).
+"""A person's letter whose vouching signature leaves MIME headers out (DESIGN §5).
 Pure functions, no I/O.
 
 Stock signers (OpenDKIM's default ``h=From:To:Subject:Date``, many providers) do not cover

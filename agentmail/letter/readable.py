@@ -1,4 +1,4 @@
-"""A person's letter made readable for an agent (DESIGN §3, issue 12). Pure functions, no I/O.
+"""A person's letter made readable for an agent (DESIGN §3). Pure functions, no I/O.
 
 Agents' letters keep ``mime.shown_text``'s one strict shape. A person writes from an ordinary
 mail client (mutt, Thunderbird, a phone), whose letters are often ``multipart/alternative``,
@@ -178,7 +178,7 @@ def _words_differ(plain: str, html: str, links: set[str]) -> str | None:
 
 # --- the quoted history ------------------------------------------------------------------
 
-# Strings, compiled by re's cache on first use: most letters quote nothing (issue 11: start-up).
+# Strings, compiled by re's cache on first use: most letters quote nothing (start-up).
 _ATTRIBUTION = r"(?i)^\s*On\b.{0,300}\bwrote:\s*$"
 _ATTRIBUTION_START = r"(?i)^\s*On\b.{0,300}$"
 _ATTRIBUTION_END = r"(?i)^.{0,300}\bwrote:\s*$"

@@ -52,7 +52,7 @@ MAX_HEADER_BYTES = bounds.HEADER_BYTES
 MAX_DATE = 200  # characters of a Date: far more than RFC 5322's form, never a page of text
 MESSAGE_ID_RE = re.compile(r"^<[\x21-\x3b\x3d\x3f-\x7e]{1,250}@[\x21-\x3b\x3d\x3f-\x7e]{1,250}>$")
 # Patterns kept as strings here and below: re compiles (and caches) each on first use, since
-# a send never parses a letter and a read never renders one (issue 11: start-up).
+# a send never parses a letter and a read never renders one (start-up).
 _ADDR_RE = r"^[a-z0-9][a-z0-9.+_-]{0,127}@[a-z0-9.-]{1,253}$"
 _TAG_RE = r"^[a-z0-9][a-z0-9.-]*\+(thr-[0-9a-z]{6,26})@"
 SIGNED_HEADERS = (
@@ -113,7 +113,7 @@ _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct",
 def format_date(when: datetime) -> str:
     """The RFC 2822 Date of ``when``, as ``email.utils.format_datetime`` writes it (its English
     names, never the locale's; ``-0000`` for a naive time): without the email package and the
-    socket module it loads, which a send does not otherwise need (issue 11)."""
+    socket module it loads, which a send does not otherwise need."""
     zone = when.strftime("%z") if when.tzinfo is not None else "-0000"
     return (
         f"{_DAYS[when.weekday()]}, {when.day:02d} {_MONTHS[when.month - 1]} {when.year:04d} "
@@ -204,7 +204,7 @@ def render(letter: Letter) -> bytes:
     # text always holds the block's lines (matter.join), so max() always has a line to measure
     if fast is not None and text.isascii() and max(map(len, text.splitlines())) <= 900:
         # What EmailMessage would write for these plain values (tests/letter/test_render_fast.py holds
-        # the two equal), without its header registry re-parsing each value (~1.5 ms a letter).
+        # the two equal), without its header registry re-parsing each value.
         return fast.encode("ascii") + b"\r\n".join(text.encode("ascii").splitlines()) + b"\r\n"
     return _render_with_email(letter, text, date)
 
@@ -296,7 +296,7 @@ def _plain_header_block(letter: Letter, date: str) -> str | None:
 
 def _render_with_email(letter: Letter, text: str, date: str) -> bytes:
     """The general case (non-ASCII or long values): the email package encodes and folds."""
-    # email.policy loads the header registry and its parser (~10 ms): only for letters that need it
+    # email.policy loads the header registry and its parser: only for letters that need it
     from email import policy
     from email.headerregistry import Address
     from email.message import EmailMessage

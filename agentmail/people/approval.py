@@ -1,4 +1,4 @@
-"""Approval by a person (DESIGN §6, issue 26): a held letter is announced by mail to the
+"""Approval by a person (DESIGN §6): a held letter is announced by mail to the
 platform's approvers (people listed with ``approves``); an approver's authenticated reply whose
 first word is ``approve`` or ``reject`` decides it. The operator's CLI path needs the approval
 key, a file the agent is not given: only its SHA-256 is pinned in the registry.

@@ -1,4 +1,4 @@
-"""The digest (issue 26): one letter a person reads in any mail client, saying what the agents'
+"""The digest: one letter a person reads in any mail client, saying what the agents'
 threads need — open threads by age and whose move (stale ones first), letters waiting for a
 person's approval, and what was quarantined or bounced since the last digest.
 

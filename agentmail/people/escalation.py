@@ -1,4 +1,4 @@
-"""Escalation (issue 26): a thread the agents cannot or do not move on is announced, once, to the
+"""Escalation: a thread the agents cannot or do not move on is announced, once, to the
 platform's followers — "needs a person": why, what the last letters said (quoted, marked as
 untrusted), how to answer.
 

@@ -1,4 +1,4 @@
-"""Letters written for people, not agents (issue 26): the digest and the "needs a person"
+"""Letters written for people, not agents: the digest and the "needs a person"
 announcement. A person reads them in any mail client, so they are plain text in short lines
 (at most 78 characters), with no agentmail front matter and no X-Agentmail-Type: an agent
 never files one (they go only to people), and a person's client threads them by In-Reply-To.

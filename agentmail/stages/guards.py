@@ -32,7 +32,7 @@ MAX_DEPTH = 20
 # pays nothing for them, and one that only replies never compiles the opener advice.
 # Each with the literals one of which every match contains, and whether they are matched
 # case-insensitively. A body holding none of them is not searched: a search walks the whole
-# body, and most bodies hold none of these (issue 11: the scan was ~5% of a send's CPU).
+# body, and most bodies hold none of these (the scan was a visible part of a send's CPU).
 # Case-insensitive literals are looked for in an ASCII body only, lowercased (Unicode case
 # folding matches more: "ſ" is an "s" to re, not to str.lower). A pattern edited means its
 # literals checked: tests/stages/test_guards.py refuses a sample of each and holds the verdicts equal

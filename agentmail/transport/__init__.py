@@ -45,7 +45,7 @@ def open_transport(registry: Registry, platform: str, home: Path) -> Transport:
             if found is not None:
                 return found.name
             # A person listed on the bus gets the letters written for people (digest, "needs a
-            # person": issue 26) in a Maildir named by their address, which no platform name can be.
+            # person") in a Maildir named by their address, which no platform name can be.
             wanted = address.lower()
             listed = any(p.address == wanted for entry in registry.platforms.values() for p in entry.people)
             return wanted if listed else None

@@ -89,8 +89,8 @@ class Flush:
         self._done = _thread.allocate_lock()
         self._done.acquire()
         if not spare_core():
-            # A new thread then waits for a CPU longer than the fsync it was to hide (measured
-            # at a load of 10 on 2 cores: 5-7 ms before its fsync began): flushed here instead.
+            # A new thread then waits for a CPU longer than the fsync it was to hide: flushed
+            # here instead (benchmarks/README.md has the figures).
             self._run(folder)
             return
         # A thread waiting for the GIL gets it only at a forced switch (every 5 ms by default:
@@ -360,7 +360,7 @@ class LocalTransport(Transport):
 
     def _watcher(self) -> inotify.Watch | None:
         """The inotify watch on ``new/``, kept open until ``close``: closing one waits for the
-        kernel to retire it (measured here: a median 12 ms, up to 24), which must not fall
+        kernel to retire it (milliseconds), which must not fall
         between a wake and the letter it woke for. Made again if ``new/`` was replaced."""
         from . import inotify  # ctypes: only a process that waits needs it, never a send or a read
 

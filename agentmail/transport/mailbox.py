@@ -23,7 +23,7 @@ _NOT_A_LETTER = {errno.ELOOP, errno.EACCES, errno.EPERM, errno.EISDIR, errno.ENX
 
 _COUNTER_WIDTH = 12  # .uidnext, overwritten in place at a fixed width
 # Names in new/ numbered per pass, the first in sorted order: sorting a million names at once
-# held ~80 MB of them (issue 28); a pass holds ~4 MB and reads the folder's listing once.
+# held them all in memory; a pass holds a chunk and reads the folder's listing once.
 ASSIGN_CHUNK = 50_000
 
 

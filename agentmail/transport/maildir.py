@@ -48,8 +48,8 @@ def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str, 
     name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{host}"
     tmp = f"{base}/tmp/{name}"
     if copy is not None and link_same(copy, tmp, len(raw)):
-        # One inode for the sender's copy and the Maildir's: no new file to create (0.2-0.4 ms
-        # on a busy ext4, a link ~0.01 ms). Its bytes were written unflushed: flushed here, in
+        # One inode for the sender's copy and the Maildir's: no new file to create (a link costs a
+        # fraction of one). Its bytes were written unflushed: flushed here, in
         # tmp/, before the rename makes them visible in new/ (a reader never sees a file not on
         # disk). A second link of an inode already flushed finds nothing left to write.
         if durable:

@@ -1,4 +1,4 @@
-"""The platform's own letters as the server keeps them, for every machine of the platform (issue 25).
+"""The platform's own letters as the server keeps them, for every machine of the platform.
 
 Each machine files only what it sent; the server holds what every one of them sent: over IMAP
 the sent folder every machine copies to, on the local post office ``postoffice/.sent/<platform>/``

@@ -11,7 +11,7 @@ the last committed UID. A changed UIDVALIDITY re-reads the mailbox; the spool dr
 already holds. Nothing from a letter is ever put into an IMAP command but the Message-ID a
 reply claim searches for, and only one of printable ASCII without quotes or backslashes.
 
-Reply claims (issue 25): keywords on the answered letter, added with a conditional STORE
+Reply claims: keywords on the answered letter, added with a conditional STORE
 (CONDSTORE's ``UNCHANGEDSINCE``), so of several machines of a platform exactly one answers
 (``claims.ImapClaim`` says what the keywords mean).
 """
@@ -526,7 +526,7 @@ class SmtpImapTransport(Transport):
             self._drop()  # a mark is a courtesy: the letters are filed whatever happens here
         # INBOX stays selected read-write: every later look at it EXAMINEs first (``_select``).
 
-    # --- reply claims (issue 25) -----------------------------------------------------------
+    # --- reply claims -----------------------------------------------------------
 
     def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
         self.claim_warning = None  # what this claim could not do, set by _claim

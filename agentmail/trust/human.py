@@ -1,4 +1,4 @@
-"""A person's letter (DESIGN §5, issue 12): a person a platform lists with ``writes = true``
+"""A person's letter (DESIGN §5): a person a platform lists with ``writes = true``
 writes into its threads from any mail client.
 
 A person has no pinned key: the letter is authenticated by the bus's trusted mail server

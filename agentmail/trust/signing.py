@@ -38,7 +38,7 @@ def _dns_lookup(name: bytes, timeout: int = 5) -> Any:
 
 
 _real_get_txt: Callable[..., Any] | None = None
-# dkimpy imports dnspython eagerly (~60-90 ms of every signing or verifying process), though a
+# dkimpy imports dnspython eagerly (a large part of every signing or verifying process's start), though a
 # pinned key never touches DNS. A stand-in module defers that import until a lookup happens.
 if "dkim" not in sys.modules and "dkim.dnsplug" not in sys.modules:
     _stub = types.ModuleType("dkim.dnsplug")
