@@ -114,7 +114,7 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
     moved = client.done(*letter_ids)
     read = [i for i in moved if i not in client.dismissed]
     gone = [i for i in moved if i in client.dismissed]
-    held = [i for i in gone if client.spool.locate(i) == "quarantine"]
+    held = [i for i in gone if client.spool.read.locate(i) == "quarantine"]
 
     def text() -> None:
         failed = len(gone) - len(held)

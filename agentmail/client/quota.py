@@ -26,7 +26,7 @@ HOUR_MS = 3_600_000
 def opened_times(spool: Spool, transport: Transport | None, now_ms: int) -> list[int]:
     """When (ms) each thread the platform opened in the hour before ``now_ms`` was opened, oldest first."""
     cutoff = now_ms - HOUR_MS
-    merged = {message_id: ulid_ms(letter_id) for message_id, letter_id in spool.openers_since(cutoff).items()}
+    merged = {message_id: ulid_ms(letter_id) for message_id, letter_id in spool.read.openers_since(cutoff).items()}
     try:
         remote = transport.openers_since(cutoff) if transport is not None else None
     except AgentmailError:  # the server cannot be asked now (down, a login refused): this home's count

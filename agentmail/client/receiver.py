@@ -94,24 +94,26 @@ class Receiver(Stage):
         if (
             not woken
             and not transport.pending(self._checkpoint(transport.name))
-            and not picture.pending(transport, self.spool.checkpoint)
+            and not picture.pending(transport, self.spool.read.checkpoint)
         ):
-            if self.spool.ids("held") or consent.pending(
+            if self.spool.read.ids("held") or consent.pending(
                 self.spool
             ):  # an approver's answer a dead sync filed, not acted on
                 self.holds.decide_by_mail([])
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
-            self.spool.sweep_tmp()
+            self.spool.write.sweep_tmp()
             # The platform's letters from its other mailboxes first: a person's untagged answer
             # to one of them then finds its thread (client/picture.py).
             self._waiting = kept = picture.Waiting()
-            report.siblings, threads, waiting = picture.fetch(self.box, transport, self.spool.checkpoint, waiting=kept)
+            report.siblings, threads, waiting = picture.fetch(
+                self.box, transport, self.spool.read.checkpoint, waiting=kept
+            )
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
-                self.spool.begin_filing()  # no WAL flush: the checkpoint follows it (DESIGN §7)
+                self.spool.write.begin_filing()  # no WAL flush: the checkpoint follows it (DESIGN §7)
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -122,24 +124,24 @@ class Receiver(Stage):
                         elif len(report.quarantined) > before[1]:
                             outcomes[item.key] = "quarantined"
                 except BaseException:
-                    self.spool.discard()
+                    self.spool.write.discard()
                     raise
-                self.spool.commit()
+                self.spool.write.commit()
                 checkpoint = transport.advance(checkpoint, batch)
-                self.spool.set_checkpoint(transport.name, checkpoint)
+                self.spool.write.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
-                self.spool.set_checkpoint(transport.name, settled)
+                self.spool.write.set_checkpoint(transport.name, settled)
             threads |= kept.threads
             self._waiting = None
             if waiting:  # the sibling letters still waiting (their letter was not in the INBOX): now
-                more, later, _ = picture.fetch(self.box, transport, self.spool.checkpoint)
+                more, later, _ = picture.fetch(self.box, transport, self.spool.read.checkpoint)
                 report.siblings += more
                 threads |= later
             if report.siblings or threads:  # what a sibling answered is read here too
                 picture.settle(self.box, threads | {x.thread for x in report.accepted})
-            elif report.accepted and self.spool.ids(picture.STATE):
+            elif report.accepted and self.spool.read.ids(picture.STATE):
                 picture.settle(self.box, {x.thread for x in report.accepted})
         self.holds.decide_by_mail(report.accepted)  # approvers' answers, after the commit
         return report
@@ -149,13 +151,13 @@ class Receiver(Stage):
         already read (a new agent name) starts where they are, not at the platform's whole
         history (DESIGN §7; ``inbox --from-start`` reads the backlog). Stored at once, so the
         start never moves on with the siblings."""
-        value = self.spool.checkpoint(transport)
+        value = self.spool.read.checkpoint(transport)
         if value is not None:
             return value
         start = self._siblings_position(transport)
-        if start is not None and not (self.spool.ids("unread") or self.spool.ids("read")):
+        if start is not None and not (self.spool.read.ids("unread") or self.spool.read.ids("read")):
             self.spool.ensure()
-            self.spool.set_checkpoint(transport, start)
+            self.spool.write.set_checkpoint(transport, start)
             return start
         return None
 
@@ -163,7 +165,7 @@ class Receiver(Stage):
         """The furthest checkpoint of this platform's other mailboxes on ``transport`` (None: none read yet)."""
         from ..transport import Checkpoint
 
-        found = [c for c in (s.checkpoint(transport) for s in self.spool.siblings()) if c]
+        found = [c for c in (s.read.checkpoint(transport) for s in self.spool.siblings()) if c]
         return max(found, key=lambda c: Checkpoint.parse(c).last) if found else None
 
     def from_start(self) -> None:
@@ -173,8 +175,8 @@ class Receiver(Stage):
         from ..transport import Checkpoint
 
         with self.spool.locked():
-            self.spool.set_checkpoint(self.transport.name, str(Checkpoint()))
-            self.spool.set_checkpoint(picture.checkpoint_name(self.transport), str(Checkpoint()))
+            self.spool.write.set_checkpoint(self.transport.name, str(Checkpoint()))
+            self.spool.write.set_checkpoint(picture.checkpoint_name(self.transport), str(Checkpoint()))
 
     def register_sibling(self, agent: str) -> None:
         """A note for an agent that has never read: its mailbox starts at this one's position,
@@ -182,9 +184,9 @@ class Receiver(Stage):
         sibling = Spool(self.home / "spool" / f"{self.me.platform}@{agent}", platform_root=self.spool.platform_root)
         name = self.transport.name
         position = self._checkpoint(name)
-        if position is not None and sibling.checkpoint(name) is None and not sibling.ids("unread"):
+        if position is not None and sibling.read.checkpoint(name) is None and not sibling.read.ids("unread"):
             sibling.ensure()
-            sibling.set_checkpoint(name, position)
+            sibling.write.set_checkpoint(name, position)
 
     def _file_isolated(self, item: Incoming, report: SyncReport) -> None:
         """The one boundary around a letter: whatever judging or filing it raises stays with it.
@@ -230,7 +232,7 @@ class Receiver(Stage):
                 "(once it is a readable letter, 'agentmail inbox --from-start' reads it)",
             )
             raw = self._placeholder(item)
-            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+            facts = Facts(self.me.agent, bytes_filed=self.spool.read.has_bytes(raw))
         elif raw is None:
             limit = self.registry.bus.max_size
             verdict = authenticity.Verdict(
@@ -239,7 +241,7 @@ class Receiver(Stage):
                 detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)",
             )
             raw = self._placeholder(item)
-            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+            facts = Facts(self.me.agent, bytes_filed=self.spool.read.has_bytes(raw))
         else:
             verdict, facts = self._judged(raw)
         filing = route(verdict, facts)
@@ -251,8 +253,8 @@ class Receiver(Stage):
             assert filing.letter_id is not None and filing.verdict is not None
             # When the first report came (the digest's "since"): a report read again (a rebuild,
             # --from-start) is the bounce already noted, never a new one to tell people of.
-            first = self.spool.annotations(filing.letter_id).get("undeliverable_at")
-            self.spool.annotate(
+            first = self.spool.read.annotations(filing.letter_id).get("undeliverable_at")
+            self.spool.write.annotate(
                 filing.letter_id,
                 undeliverable="true",
                 undeliverable_reason=filing.verdict.detail or "",
@@ -265,7 +267,7 @@ class Receiver(Stage):
         else:
             assert filing.verdict is not None and filing.verdict.letter is not None
             report.accepted.append(
-                self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
+                self.spool.write.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
             if self._waiting is not None:  # a sibling's answer to it follows it (client/picture.py)
                 try:
@@ -291,10 +293,10 @@ class Receiver(Stage):
 
         me = self.me.agent, self.platform.address
         if verdict.route == "bounce":
-            bounced = self.spool.known(self.me.platform, verdict.bounced_message_id or "")
+            bounced = self.spool.read.known(self.me.platform, verdict.bounced_message_id or "")
             if bounced is None:
                 return Facts(me[0], me_address=me[1])
-            sent = self.spool.letter(bounced)
+            sent = self.spool.read.letter(bounced)
             return Facts(
                 me[0], bounced_id=bounced, bounced_to=(sent.to_address, *sent.recipients, *sent.cc), me_address=me[1]
             )
@@ -306,14 +308,16 @@ class Receiver(Stage):
         person = str(letter.extra.get("person") or "")
         answered = [letter.in_reply_to, *reversed(letter.references)] if person else [letter.in_reply_to]
         for message_id in filter(None, answered):
-            parent_id = self.spool.known(self.me.platform, message_id) or self.spool.known(letter.sender, message_id)
+            parent_id = self.spool.read.known(self.me.platform, message_id) or self.spool.read.known(
+                letter.sender, message_id
+            )
             if parent_id:
-                parent_thread = self.spool.letter(parent_id).thread
+                parent_thread = self.spool.read.letter(parent_id).thread
                 break
         threads = {letter.thread, *([parent_thread] if parent_thread else [])}
         speaks_for = frozenset(self._writes_for(person)) if person else frozenset()
         # route may file a person's letter for another platform she speaks for: a copy is found under any
-        filed = (self.spool.known(name, letter.message_id) for name in (letter.sender, *sorted(speaks_for)))
+        filed = (self.spool.read.known(name, letter.message_id) for name in (letter.sender, *sorted(speaks_for)))
         return Facts(
             me[0],
             filed_as=next(filter(None, filed), None),
@@ -326,10 +330,10 @@ class Receiver(Stage):
     def _parties(self, thread: str) -> frozenset[str]:
         """The platforms of a thread as filed here: who wrote in it and to whom (none: a new thread)."""
         found: set[str] = set()
-        for letter_id in self.spool.thread_ids(thread):
-            state = self.spool.locate(letter_id)
+        for letter_id in self.spool.read.thread_ids(thread):
+            state = self.spool.read.locate(letter_id)
             if state is not None and state != "quarantine":
-                found |= parties_of(self.spool.letter(letter_id, state), self.registry)
+                found |= parties_of(self.spool.read.letter(letter_id, state), self.registry)
         return frozenset(found)
 
     def _writes_for(self, person: str) -> set[str]:
@@ -347,14 +351,14 @@ class Receiver(Stage):
         quick = wire.quick_identity(raw)
         platform = self.registry.by_address(quick[0]) if quick else None
         if quick and platform:
-            return self.spool.has_bytes(raw, platform.name, quick[1])
-        return self.spool.has_bytes(raw)
+            return self.spool.read.has_bytes(raw, platform.name, quick[1])
+        return self.spool.read.has_bytes(raw)
 
     def _quarantine(
         self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
     ) -> None:
         letter = self._quarantined(verdict)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
+        report.quarantined.append(self.spool.write.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
 
     def _quarantined(self, verdict: Verdict) -> Letter:
         """The letter a quarantine verdict files (what it saw of the letter, with why)."""
@@ -458,13 +462,13 @@ class Receiver(Stage):
     def inbox(self, *, consume: bool = False, limit: int | None = None) -> list[Letter]:
         """Unread authenticated letters as filed now, oldest first (the facade syncs first).
         ``consume``: at-most-once, only the letters this call moved to read are returned."""
-        ids = self.spool.ids("unread")
+        ids = self.spool.read.ids("unread")
         letters: list[Letter] = []
         for letter_id in ids:
             if limit is not None and len(letters) >= limit:
                 break
             try:
-                letter = self.spool.letter(letter_id, "unread")
+                letter = self.spool.read.letter(letter_id, "unread")
             except NotFound:
                 continue
             if consume:
@@ -481,13 +485,13 @@ class Receiver(Stage):
         self.dismissed = []
         for letter_id in letter_ids:
             letter_id = self.box.id_of(letter_id)  # ids are accepted in any case
-            state = self.spool.locate(letter_id)
+            state = self.spool.read.locate(letter_id)
             if state is None:
                 raise NotFound(f"no letter {letter_id}")
             if state == "unread" and self.box.move(letter_id, "unread", "read"):
                 moved.append(letter_id)
-            elif state in ("failed", "quarantine") and not self.spool.annotations(letter_id).get("dismissed"):
-                self.spool.annotate(letter_id, dismissed="true")
+            elif state in ("failed", "quarantine") and not self.spool.read.annotations(letter_id).get("dismissed"):
+                self.spool.write.annotate(letter_id, dismissed="true")
                 moved.append(letter_id)
                 self.dismissed.append(letter_id)
         return moved
@@ -515,7 +519,7 @@ class Receiver(Stage):
         database's first durable commit). Only with a pinned key: nothing here may reach a network."""
         from ..stages.route import route
 
-        self.spool.warm()
+        self.spool.write.warm()
         if self.platform.key_lookup != "pinned":
             return
         try:

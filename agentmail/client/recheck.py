@@ -30,21 +30,21 @@ def recheck(client: Receiver, refs: tuple[str, ...] = ()) -> list[dict[str, Any]
     with spool.locked():
         ids = chosen(client, refs)
         for letter_id in ids:
-            if spool.locate(letter_id) != "quarantine":
+            if spool.read.locate(letter_id) != "quarantine":
                 continue  # another recheck took it meanwhile
-            raw = spool.raw(letter_id)
+            raw = spool.read.raw(letter_id)
             if raw.startswith(_PLACEHOLDERS):  # nothing was downloaded: nothing to judge
-                old = spool.letter(letter_id)
+                old = spool.read.letter(letter_id)
                 results.append(_result(letter_id, "quarantined", old.reason, old.detail))
                 continue
             verdict = authenticity.judge(raw, client.registry)
             filing = route(verdict, client.facts(verdict))
             if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
-                if spool.release(letter_id, filing.verdict.letter):
+                if spool.write.release(letter_id, filing.verdict.letter):
                     results.append(_result(letter_id, "filed"))
             elif filing.action == "duplicate" and verdict.letter is not None:
-                filed_as = spool.known(verdict.letter.sender, verdict.letter.message_id)
-                spool.drop_quarantined(letter_id)
+                filed_as = spool.read.known(verdict.letter.sender, verdict.letter.message_id)
+                spool.write.drop_quarantined(letter_id)
                 results.append(_result(letter_id, "duplicate", filed_as=filed_as))
             else:
                 why = filing.verdict or verdict
@@ -56,13 +56,13 @@ def chosen(client: Receiver, refs: tuple[str, ...]) -> list[str]:
     """The quarantined letters ``refs`` name (an id, a Message-ID, a prefix), or all of them."""
     spool = client.spool
     if not refs:  # all of them but the ones a person dismissed ('done ID'); an id names any
-        return [i for i in spool.ids("quarantine") if not spool.annotations(i).get("dismissed")]
+        return [i for i in spool.read.ids("quarantine") if not spool.read.annotations(i).get("dismissed")]
     picked: list[str] = []
     for ref in refs:
-        found = [i for i in spool.named(ref, most=50) if spool.locate(i) == "quarantine"]
+        found = [i for i in spool.read.named(ref, most=50) if spool.read.locate(i) == "quarantine"]
         if not found:  # a Message-ID a filed letter shares (a forgery's): named() prefers the filed one
             wanted = ref.strip().removeprefix("<").removesuffix(">")
-            found = [q.id for q in spool.letters("quarantine") if q.message_id.strip("<>") == wanted and wanted]
+            found = [q.id for q in spool.read.letters("quarantine") if q.message_id.strip("<>") == wanted and wanted]
         if not found:
             raise NotFound(f"no quarantined letter {ref!r} (see 'agentmail quarantine')")
         picked += [i for i in found if i not in picked]

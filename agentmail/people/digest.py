@@ -86,7 +86,7 @@ def gather(client: AgentMail, since: str | None = None, *, sync: bool = True) ->
     quarantined = tuple(x for x in client.quarantined(sync=False) if ulid_ms(x.id) > start)
     bounced = []
     for letter in client.sent():
-        notes = client.spool.annotations(letter.id)
+        notes = client.spool.read.annotations(letter.id)
         if notes.get("undeliverable"):
             when = str(notes.get("undeliverable_at") or "")
             at = int(when) if when.isdigit() else ulid_ms(letter.id)

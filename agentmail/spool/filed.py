@@ -71,7 +71,7 @@ class Filed(Sequence["Letter"]):
     def _load(self, item: str | Letter) -> Letter:
         if isinstance(item, str):
             assert self._spool is not None
-            return self._spool.letter(item)
+            return self._spool.read.letter(item)
         return item
 
     def __len__(self) -> int:

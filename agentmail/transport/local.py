@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from .. import ages
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
-from .claims import Claims
+from .claim_marks import Claims
 from .sent_record import SENT, local_copies, local_pending, record
 
 if TYPE_CHECKING:

@@ -46,7 +46,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> SearchIndex:
             body=rng.choice(bodies),
             date="Tue, 01 Dec 2026 09:00:00 +0000",
         )
-        spool.store(rng.choice(STATES), letter, b"x\r\n\r\ny\r\n")
+        spool.write.store(rng.choice(STATES), letter, b"x\r\n\r\ny\r\n")
     return SearchIndex(spool)
 
 

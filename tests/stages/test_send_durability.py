@@ -43,7 +43,7 @@ def test_a_letter_the_post_office_could_not_take_is_flushed_before_send_gives_up
     seen = _fsynced(monkeypatch)
     with pytest.raises(OSError):
         alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    [letter_id] = alpha.spool.ids("outbox")
+    [letter_id] = alpha.spool.read.ids("outbox")
     letter_file = alpha.spool.root / "letters" / f"{letter_id}.eml"
     assert str(letter_file) in seen and str(letter_file.parent) in seen, seen
 
@@ -72,12 +72,12 @@ def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMai
     from agentmail.stages.compose import Draft
 
     letter, raw = alpha.box.compose(Draft("beta", "report", new_thread_id(), "Quota endpoint returns 500", OPENER))
-    stored = alpha.spool.store("outbox", letter, raw, extra=letter.extra, durable=False)
-    Path(alpha.spool.path("outbox", stored.id)).write_bytes(left)
+    stored = alpha.spool.write.store("outbox", letter, raw, extra=letter.extra, durable=False)
+    Path(alpha.spool.read.path("outbox", stored.id)).write_bytes(left)
 
     assert alpha.flush() == []
     assert not (home / "postoffice" / "beta" / "new").exists() or os.listdir(home / "postoffice" / "beta" / "new") == []
-    failed = Spool(alpha.spool.root).letter(stored.id)
+    failed = Spool(alpha.spool.root).read.letter(stored.id)
     assert failed.state == "failed"
     assert "lost in a crash" in failed.extra["failed_reason"]
 
@@ -87,7 +87,7 @@ def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMai
 
 def test_a_sent_letter_is_one_file_shared_by_the_spool_and_the_post_office(alpha: AgentMail, home: Path) -> None:
     letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    mine = alpha.spool.path("sent", letter.id)
+    mine = alpha.spool.read.path("sent", letter.id)
     [name] = os.listdir(home / "postoffice" / "beta" / "new")
     there = home / "postoffice" / "beta" / "new" / name
     # three names, one file: the spool's, the recipient's and the platform's sent record (issue 25)

@@ -449,7 +449,7 @@ def test_a_forger_reusing_a_message_id_never_takes_the_name_of_the_real_letter(
     forged = Letter(message_id=got.message_id, sender="", sender_address="mallory@evil.test", to="beta",
                     to_address="beta@bus.test", type="", thread="", subject="Re: key", body="", date="",
                     reason="unauthenticated", detail="no valid signature")  # fmt: skip
-    stored = beta.spool.store("quarantine", forged, b"X-Forged: yes\r\n\r\nhi\r\n", index=False)
+    stored = beta.spool.write.store("quarantine", forged, b"X-Forged: yes\r\n\r\nhi\r\n", index=False)
     assert beta.show(got.message_id).id == got.id
     assert beta.show(stored.id).state == "quarantine"  # its own id still names it
 
