@@ -98,7 +98,7 @@ def test_a_reply_loses_to_a_sibling_that_answered_meanwhile(
             bob_answers()
         return real_claim(message_id, reply_id)
 
-    monkeypatch.setattr(beta.spool, "claim_reply", claim)
+    monkeypatch.setattr(beta.spool.home_claims, "claim_reply", claim)
     assert beta.reply(got, "Me too.", type="ack") is None
     why = beta.why_refused(got) or ""
     assert f"already answered (by beta@bob, letter {answered[0]})" in why
@@ -126,7 +126,7 @@ def test_a_follow_up_loses_to_a_sibling_that_followed_up_meanwhile(
             other.append(bob.follow_up(report.thread, "Fixed in 2.4.2.", type="fix-notice").id)
         return real_claim(message_id, reply_id)
 
-    monkeypatch.setattr(beta.spool, "claim_reply", claim)
+    monkeypatch.setattr(beta.spool.home_claims, "claim_reply", claim)
     with pytest.raises(Refused, match="already answered") as refused:
         beta.follow_up(report.thread, "Fixed too.", type="fix-notice")
     assert f"already answered (by beta@bob, letter {other[0]})" in str(refused.value)

@@ -138,7 +138,7 @@ def test_an_exception_while_filing_quarantines_the_letter(
             raise KeyError("broken index")
         return real_store(state, letter, raw, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(beta.spool, "store", store)
+    monkeypatch.setattr(beta.spool.write, "store", store)
     report = beta.sync()
     assert len(report.accepted) == 2 and report.internal_errors == 1 and conserved(report)
     (bad,) = beta.quarantined(sync=False)
@@ -157,11 +157,11 @@ def test_an_os_error_is_the_machine_not_the_letter_and_nothing_moves(
     def full_disk(*args: object, **kwargs: object) -> object:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(beta.spool, "store", full_disk)
+    monkeypatch.setattr(beta.spool.write, "store", full_disk)
     with pytest.raises(OSError):
         beta.sync()
     assert beta.spool.read.checkpoint("local") is None and beta.spool.read.ids("quarantine") == []
-    monkeypatch.setattr(beta.spool, "store", real_store)
+    monkeypatch.setattr(beta.spool.write, "store", real_store)
     assert len(beta.sync().accepted) == 2  # the disk has room again: nothing was lost
 
 

@@ -17,8 +17,7 @@ import pytest
 from agentmail.client.facade import AgentMail
 from agentmail.errors import Refused
 from agentmail.spool import Spool
-from agentmail.spool.layout import reply_key
-from agentmail.spool.write.store import _key
+from agentmail.spool.layout import _key, reply_key
 from agentmail.stages import guards
 
 from ..conftest import OPENER
@@ -35,7 +34,7 @@ def _disk_full_on_write(spool: Spool, monkeypatch: pytest.MonkeyPatch, nth: int)
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(letter_id, raw, durable, copy)
 
-    monkeypatch.setattr(spool, "_write_tmp", write_tmp)
+    monkeypatch.setattr(spool.layout, "write_tmp", write_tmp)
 
 
 def test_a_batch_that_fails_half_way_is_discarded_whole_and_fetched_again(
@@ -159,7 +158,7 @@ def test_a_full_disk_in_the_database_stops_the_sync_and_quarantines_nothing(
             raise sqlite3.OperationalError("database or disk is full")
         real(*args)
 
-    monkeypatch.setattr(beta.spool, "_insert", insert)
+    monkeypatch.setattr(beta.spool.write, "_insert", insert)
     with pytest.raises(OSError, match="database or disk is full"):
         beta.sync()
     assert beta.spool.read.ids("quarantine") == [] and beta.spool.read.ids("unread") == []

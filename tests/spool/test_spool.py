@@ -26,8 +26,8 @@ from agentmail.letter import wire
 from agentmail.model import Letter, new_ulid, ulid_floor, ulid_ms
 from agentmail.spool import Spool, db
 from agentmail.spool.db import CURRENT, MOVING, Db
+from agentmail.spool.home_claims import CLAIMS_BUILT
 from agentmail.spool.layout import _key, reply_key
-from agentmail.spool.write.store import CLAIMS_BUILT
 from agentmail.spool.views import _ulid_floor
 
 from ..helpers.letters import burst
@@ -193,15 +193,15 @@ def test_a_batch_appears_at_its_commit_all_at_once(tmp_path: Path, count: int) -
     spool = _spool(tmp_path).ensure()
     other = _spool(tmp_path)  # another process's view: its own connection
     filed = [spool.write.store("unread", *_letter(n), defer=True) for n in range(count)]
-    assert other.ids("unread") == []
+    assert other.read.ids("unread") == []
     assert sorted(os.listdir(spool.root / "tmp")) == sorted(f"{x.id}.eml" for x in filed)
     assert spool.read.path("unread", filed[0].id) == spool.root / "tmp" / f"{filed[0].id}.eml"
     spool.write.commit()
-    assert other.ids("unread") == sorted(x.id for x in filed)
+    assert other.read.ids("unread") == sorted(x.id for x in filed)
     assert os.listdir(spool.root / "tmp") == []
     assert sorted(os.listdir(spool.root / "letters")) == sorted(f"{x.id}.eml" for x in filed)
     spool.write.commit()  # nothing open: nothing to do
-    assert other.ids("unread") == sorted(x.id for x in filed)
+    assert other.read.ids("unread") == sorted(x.id for x in filed)
 
 
 def test_a_discarded_batch_leaves_nothing_and_the_next_one_commits(tmp_path: Path) -> None:
@@ -279,9 +279,9 @@ def test_a_batch_without_letters_commits_its_other_writes(tmp_path: Path) -> Non
     spool = _spool(tmp_path).ensure()
     spool.db.begin_batch()  # a sync whose every letter was a duplicate: only its checkpoint moves
     spool.write.set_checkpoint("local", "v:3")
-    assert _spool(tmp_path).checkpoint("local") is None
+    assert _spool(tmp_path).read.checkpoint("local") is None
     spool.write.commit()
-    assert _spool(tmp_path).checkpoint("local") == "v:3" and os.listdir(spool.root / "letters") == []
+    assert _spool(tmp_path).read.checkpoint("local") == "v:3" and os.listdir(spool.root / "letters") == []
 
 
 def test_a_write_inside_a_batch_joins_it(tmp_path: Path) -> None:
@@ -335,7 +335,7 @@ def test_sweep_tolerates_a_file_that_vanishes_meanwhile(tmp_path: Path, monkeypa
         stray.unlink()  # another process's sweep took it between the listing and the stat
         return real_locate(letter_id)
 
-    monkeypatch.setattr(spool, "locate", locate)
+    monkeypatch.setattr(spool.read, "locate", locate)
     spool.write.sweep_tmp(older_than=0)
     assert os.listdir(spool.root / "tmp") == []
 
@@ -405,7 +405,7 @@ def test_checkpoints_per_transport(tmp_path: Path) -> None:
     assert (spool.read.checkpoint("local"), spool.read.checkpoint("imap")) == ("123:4", "9:9")
     spool.write.set_checkpoint("local", None)
     assert spool.read.checkpoint("local") is None and spool.read.checkpoint("imap") == "9:9"
-    assert _spool(tmp_path).checkpoint("imap") == "9:9"  # committed, seen by another connection
+    assert _spool(tmp_path).read.checkpoint("imap") == "9:9"  # committed, seen by another connection
 
 
 # --- rebuilt caches and depths -------------------------------------------------------------------
@@ -567,16 +567,16 @@ def test_opened_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> N
     _file(beta, "failed", n=5)  # never left
     held = _file(beta, "held", n=6)
     queued = _file(bob, "outbox", n=7)
-    garbled = beta.store("sent", _letter(8)[0], b"garbled")
+    garbled = beta.write.store("sent", _letter(8)[0], b"garbled")
     beta.db.conn().execute("UPDATE letters SET meta=NULL WHERE id=?", (garbled.id,))  # parses to a reason
-    old = beta.store("sent", _letter(9)[0].replace(id=_ulid_floor(now - 3_600_000) + "0" * 16), _letter(9)[1])
+    old = beta.write.store("sent", _letter(9)[0].replace(id=_ulid_floor(now - 3_600_000) + "0" * 16), _letter(9)[1])
     assert ulid_ms(old.id) == now - 3_600_000
     for state in ("held", "outbox", "sent"):  # ids that are no ULID: no creation time, never counted
-        beta.store(state, _letter(10)[0].replace(id="01u" + state), _letter(10)[1])
-    assert beta.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
-    assert bob.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
-    assert beta.opened_since(now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
-    assert beta.opened_since(now + 3_600_000) == []
+        beta.write.store(state, _letter(10)[0].replace(id="01u" + state), _letter(10)[1])
+    assert beta.read.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
+    assert bob.read.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
+    assert beta.read.opened_since(now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
+    assert beta.read.opened_since(now + 3_600_000) == []
 
 
 def test_the_ulid_floor_is_the_smallest_id_of_its_millisecond() -> None:
@@ -621,18 +621,18 @@ def _reply(letter_id: str, mid: str = "<1.alpha@bus.test>") -> tuple[Letter, byt
 def test_a_claim_names_the_mailbox_that_answered(tmp_path: Path) -> None:
     beta = _spool(tmp_path).ensure()
     bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root, name_of=NAMES.get)
-    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) is None  # the platform's claims are built now
-    with bob.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01BOBREPLY") as holder:
+    assert beta.home_claims.replied_by(_alpha_key("<1.alpha@bus.test>")) is None  # the platform's claims are built now
+    with bob.home_claims.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01BOBREPLY") as holder:
         assert holder is None
-        bob.store("sent", *_reply("01BOBREPLY"))
-    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) == "beta@bob 01BOBREPLY"
-    with beta.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01BETAREPLY") as holder:
+        bob.write.store("sent", *_reply("01BOBREPLY"))
+    assert beta.home_claims.replied_by(_alpha_key("<1.alpha@bus.test>")) == "beta@bob 01BOBREPLY"
+    with beta.home_claims.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01BETAREPLY") as holder:
         assert holder == "beta@bob 01BOBREPLY"
-    assert beta.replied_by(_alpha_key("<2.alpha@bus.test>")) is None
+    assert beta.home_claims.replied_by(_alpha_key("<2.alpha@bus.test>")) is None
     # nested claims of one thread (a follow-up to several counterparts) do not wait on themselves
     with (
-        beta.claim_reply(_alpha_key("<3.alpha@bus.test>"), "01A") as first,
-        beta.claim_reply(_alpha_key("<4.alpha@bus.test>"), "01B") as second,
+        beta.home_claims.claim_reply(_alpha_key("<3.alpha@bus.test>"), "01A") as first,
+        beta.home_claims.claim_reply(_alpha_key("<4.alpha@bus.test>"), "01B") as second,
     ):
         assert (first, second) == (None, None)
 
@@ -652,14 +652,14 @@ def test_a_claim_names_the_mailbox_that_answered(tmp_path: Path) -> None:
 )
 def test_a_claim_naming_no_reply_of_this_platform_answers_nothing(tmp_path: Path, holder: str) -> None:
     beta = _spool(tmp_path).ensure()
-    beta.store("sent", *_reply("01X"))  # beta's reply 01X exists: only a claim naming it stands
-    _spool(tmp_path, "alpha").store("sent", *_reply("01X"))  # another platform's letter of that id
+    beta.write.store("sent", *_reply("01X"))  # beta's reply 01X exists: only a claim naming it stands
+    _spool(tmp_path, "alpha").write.store("sent", *_reply("01X"))  # another platform's letter of that id
     _spool(tmp_path, "beta@bob").ensure()
-    beta._claims()
+    beta.home_claims._claims()
     beta.db.conn().execute("UPDATE claims SET holder=?", (holder,))
     expected = "01X" if holder == "01X" else None  # no mailbox named: the platform's own
-    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) == expected
-    with beta.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01Y") as got:
+    assert beta.home_claims.replied_by(_alpha_key("<1.alpha@bus.test>")) == expected
+    with beta.home_claims.claim_reply(_alpha_key("<1.alpha@bus.test>"), "01Y") as got:
         assert got == expected
     assert sorted(os.listdir(tmp_path / "spool")) == ["alpha", "beta", "beta@bob"]  # no mailbox made by asking
 
@@ -667,14 +667,14 @@ def test_a_claim_naming_no_reply_of_this_platform_answers_nothing(tmp_path: Path
 def test_claims_are_rebuilt_from_the_answering_letters_of_every_mailbox(tmp_path: Path) -> None:
     beta = _spool(tmp_path).ensure()
     bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root, name_of=NAMES.get)
-    bob.store("held", *_reply("01HELD", "<1.alpha@bus.test>"))
-    beta.store("failed", *_reply("01FAILED", "<2.alpha@bus.test>"))  # a failed reply answered nothing
-    beta.store("outbox", *_reply("01QUEUED", "<3.alpha@bus.test>"))
-    beta.store("sent", *_letter(4))  # no in_reply_to: claims nothing
+    bob.write.store("held", *_reply("01HELD", "<1.alpha@bus.test>"))
+    beta.write.store("failed", *_reply("01FAILED", "<2.alpha@bus.test>"))  # a failed reply answered nothing
+    beta.write.store("outbox", *_reply("01QUEUED", "<3.alpha@bus.test>"))
+    beta.write.store("sent", *_letter(4))  # no in_reply_to: claims nothing
     beta.drop_caches()
-    assert beta.replied_by(_alpha_key("<1.alpha@bus.test>")) == "beta@bob 01HELD"
-    assert beta.replied_by(_alpha_key("<2.alpha@bus.test>")) is None
-    assert beta.replied_by(_alpha_key("<3.alpha@bus.test>")) == "beta 01QUEUED"
+    assert beta.home_claims.replied_by(_alpha_key("<1.alpha@bus.test>")) == "beta@bob 01HELD"
+    assert beta.home_claims.replied_by(_alpha_key("<2.alpha@bus.test>")) is None
+    assert beta.home_claims.replied_by(_alpha_key("<3.alpha@bus.test>")) == "beta 01QUEUED"
     assert beta.db.fact("claims") == CLAIMS_BUILT
     assert sorted(r[0] for r in beta.db.conn().execute("SELECT holder FROM claims")) == [
         "beta 01QUEUED",
@@ -913,7 +913,7 @@ def test_an_old_spool_is_converted_once_with_its_odd_corners(tmp_path: Path) -> 
     assert sorted(os.listdir(root / "read")) == ["abcd-.eml", "abcd-x.eml", "bad-name.eml"]
     assert spool.db.version() == CURRENT and spool.read.has_bytes(letters[held]) is True
     assert spool.read.threads() == ["thr-abc123def0"]
-    assert _spool(tmp_path).ids("unread") == [unread]  # a second opening converts nothing
+    assert _spool(tmp_path).read.ids("unread") == [unread]  # a second opening converts nothing
 
 
 def test_the_conversion_points_come_in_order_with_the_files_where_their_names_say(

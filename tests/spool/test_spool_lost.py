@@ -151,7 +151,7 @@ def test_a_full_disk_when_a_file_is_written_is_one_line_and_exit_7(
 
 def test_a_new_mailbox_and_an_old_layout_are_no_lost_database(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "fresh")
-    assert spool.ensure().ids("unread") == []
+    assert spool.ensure().read.ids("unread") == []
     spool.db.close()
     old = tmp_path / "old"
     (old / "unread").mkdir(parents=True)

@@ -199,7 +199,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     watcher = Spool(beta.spool.root)  # the postman's own view of the spool
 
     def unread() -> int:
-        return len(watcher.ids("unread"))
+        return len(watcher.read.ids("unread"))
 
     rng = random.Random(SEED)
     pace = random.Random(SEED + 1)
@@ -373,7 +373,7 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(
     watcher = Spool(spool)
 
     def count(*states: str) -> int:
-        return sum(len(watcher.ids(s)) for s in states)
+        return sum(len(watcher.read.ids(s)) for s in states)
 
     with Zygote(home, "send", "alpha", None, "beta") as zygote:
         # Ends on the work done, never on a clock: every long life below adds a letter.
