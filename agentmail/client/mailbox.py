@@ -81,7 +81,7 @@ class Mailbox:
 
     def id_of(self, ref: str | Letter) -> str:
         """THE place a letter a user names becomes its id here: the id (any case), the letter's
-        Message-ID — the one name both sides share — or a unique prefix of either (``Spool.named``).
+        Message-ID — the one name both sides share — or a unique prefix of either (``SpoolReader.named``).
         An id that names nothing is returned for the caller to say "no letter"."""
         if isinstance(ref, Letter):
             return ref.id
@@ -149,11 +149,11 @@ class Mailbox:
         if self._search is None:
             from ..spool.search import SearchIndex
 
-            self._search = SearchIndex(self.spool)
+            self._search = SearchIndex(self.spool.read)
         return self._search
 
     def move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
-        """``Spool.move`` (the search index reads the state from the spool: nothing to feed)."""
+        """``SpoolWriter.move`` (the search index reads the state from the spool: nothing to feed)."""
         moved = self.spool.write.move(letter_id, source, target, durable=durable)
         if moved and target == "failed":  # it never goes: its claim on the server is free again
             from ..spool import server_claims

@@ -87,7 +87,7 @@ class Receiver(Stage):
     def sync(self, *, woken: bool = False) -> SyncReport:
         """``woken``: the transport has just said something arrived (``wait``), so neither the
         outbox nor the cheap look first: straight to the fetch, the letter is waited for."""
-        report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
+        report = SyncReport(Filed(spool=self.spool.read), Filed(spool=self.spool.read))
         if not woken:
             self.outbox.flush()  # talking to the server anyway: retry what waits in the outbox
         transport = self.transport

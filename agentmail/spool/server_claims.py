@@ -1,6 +1,7 @@
-"""The reply claim on the mail server, around a letter that answers a letter (issue 25).
+"""The reply claim on the mail server, around a letter that answers a letter: the server claim,
+beside the per-home claim (``home_claims``).
 
-The per-home claim (``Spool.claim_reply``) keeps one reply per letter among the agents of one
+The per-home claim (``HomeClaims.claim_reply``) keeps one reply per letter among the agents of one
 home. Every machine of a platform reaches the server (or one post office), so the claim that
 holds across machines is made there, through the transport (``Transport.claim_reply``: an
 ``O_EXCL`` file on the post office, a conditional STORE on IMAP):

@@ -51,7 +51,7 @@ def test_consume_skips_a_letter_another_consumer_claimed_first(
     beta.sync()
     first, second, third = beta.spool.read.ids("unread")
     other = _twin(beta)
-    _after(beta.spool, "letter", lambda: other.done(first), monkeypatch)  # between listing and claiming
+    _after(beta.spool.read, "letter", lambda: other.done(first), monkeypatch)  # between listing and claiming
     got = beta.inbox(sync=False, consume=True)
     assert [x.id for x in got] == [second, third] and all(x.state == "read" for x in got)
     assert beta.spool.read.ids("unread") == [] and sorted(beta.spool.read.ids("read")) == sorted([first, second, third])
@@ -70,7 +70,7 @@ def test_done_moves_nothing_another_process_marked_first(
     alpha.send("beta", "Letter", OPENER)
     (got,) = beta.inbox()
     other = _twin(beta)
-    _after(beta.spool, "locate", lambda: other.done(got.id), monkeypatch)  # between the look and the move
+    _after(beta.spool.read, "locate", lambda: other.done(got.id), monkeypatch)  # between the look and the move
     assert beta.done(got.id) == []
     assert beta.spool.read.locate(got.id) == "read"
 
@@ -139,7 +139,7 @@ def test_reject_of_a_letter_approved_meanwhile_is_not_found(
     held = alpha.send("beta", "Quota 500s", OPENER, hold=True)
     other = _twin(alpha)
     key = operator_key(alpha.home)
-    _after(alpha.spool, "annotate", lambda: other.approve(held.id, key_file=key), monkeypatch)  # after the look
+    _after(alpha.spool.write, "annotate", lambda: other.approve(held.id, key_file=key), monkeypatch)  # after the look
     with pytest.raises(NotFound, match=f"letter {held.id} is not held"):
         alpha.reject(held.id, "not today")
     assert alpha.spool.read.locate(held.id) == "sent"
@@ -154,7 +154,7 @@ def test_flush_skips_a_letter_sent_meanwhile(
     queued = alpha.send("beta", "Second", OPENER, hold=True)
     alpha.spool.write.move(queued.id, "held", "outbox")  # released, not yet flushed
     # listed in the outbox (under the flush lock), sent by another process before this one read it
-    _after(alpha.spool, "ids", lambda: alpha.spool.write.move(queued.id, "outbox", "sent"), monkeypatch, nth=2)
+    _after(alpha.spool.read, "ids", lambda: alpha.spool.write.move(queued.id, "outbox", "sent"), monkeypatch, nth=2)
     assert alpha.flush() == []
     assert [x.subject for x in beta.inbox()] == ["First"]
 

@@ -330,7 +330,7 @@ def corpus(tmp_path: Path) -> tuple[SearchIndex, dict[str, str]]:
     ids = {}
     for word, body in bodies.items():
         ids[word] = spool.write.store("read", _letter(f"letter {word}", body), b"x\r\n\r\ny\r\n").id
-    return SearchIndex(spool), ids
+    return SearchIndex(spool.read), ids
 
 
 _HOSTILE = st.text(alphabet=st.sampled_from("\"*()^:+-.,;{}[]\\'`~ \t\x00\x1b\u202e\u200b"), max_size=6)

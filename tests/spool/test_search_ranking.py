@@ -47,7 +47,7 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> SearchIndex:
             date="Tue, 01 Dec 2026 09:00:00 +0000",
         )
         spool.write.store(rng.choice(STATES), letter, b"x\r\n\r\ny\r\n")
-    return SearchIndex(spool)
+    return SearchIndex(spool.read)
 
 
 def _every_match_joined(db: sqlite3.Connection, query: Query, match: str) -> list[tuple[str, float]]:
