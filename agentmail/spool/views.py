@@ -17,6 +17,7 @@ from typing import Any
 from .._fs import read_plain
 from ..errors import NotFound
 from ..model import Letter, ulid_floor, ulid_ms
+from . import depth
 from .layout import (
     COPIES_DUE,
     LEAVING,
@@ -28,19 +29,6 @@ from .layout import (
     _raw_key,
     _sha256,
 )
-
-
-def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
-    """The fields of a letter (or of its meta) that its depth depends on, as in meta."""
-    if isinstance(letter, Letter):
-        return {
-            "from": letter.sender,
-            "to": letter.to,
-            "in_reply_to": letter.in_reply_to,
-            "references": list(letter.references),
-            "thread": letter.thread,
-        }
-    return letter
 
 
 def _ulid_floor(ms: int) -> str:
@@ -65,6 +53,10 @@ class SpoolReader:
     @property
     def mailbox(self) -> str:
         return self._at.mailbox
+
+    @property
+    def platform_root(self) -> Path:
+        return self._at.platform_root
 
     def sql(self) -> sqlite3.Connection:
         """spool.db, made ready, for a query (the search index reads its tables)."""
@@ -289,56 +281,8 @@ class SpoolReader:
         return data
 
     def depth_for(self, letter_id: str, letter: Letter | dict[str, Any]) -> int:
-        """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
-
-        Its parent's depth + 1, where the parent is the letter filed here before it whose
-        Message-ID it answers (sent by this platform or by either side of it), and never less
-        than the number of its References that name letters of its thread filed here before it
-        (a chain whose links another mailbox holds, an ack a report's evidence follows). Only
-        letters filed here count: References a sender made up would let one letter put a thread
-        at the cap and mail its followers. Only the letter files go into it, so a lost cache
-        gives the same number."""
-        chain: list[tuple[str, dict[str, Any]]] = []
-        node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
-        base = -1
-        while node is not None:
-            node_id, facts = node
-            chain.append(node)
-            node = None
-            parent_mid = facts.get("in_reply_to")
-            if not parent_mid:
-                break
-            sides = (self._at.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
-            for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
-                parent_id = self.known(side, parent_mid)
-                if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
-                    parent = self._parsed(parent_id, self.locate(parent_id) or "")
-                    if "depth" in parent:
-                        base = int(parent["depth"])
-                    else:
-                        node = (parent_id, parent)
-                    break
-        depth = base
-        for node_id, facts in reversed(chain):
-            depth = max(depth + 1, self._filed_references(node_id, facts))
-            if node_id != letter_id and self.locate(node_id):
-                self._cache_meta(node_id, {**facts, "depth": depth})
-        return depth
-
-    def _filed_references(self, letter_id: str, facts: dict[str, Any]) -> int:
-        """How many of the letter's References name a letter of its thread filed here before it
-        (bounds.REFERENCES on receipt: at most three look-ups for each)."""
-        sides = tuple(dict.fromkeys((self._at.platform_root.name, facts.get("from") or "", facts.get("to") or "")))
-        thread = facts.get("thread")
-        count = 0
-        for message_id in dict.fromkeys(facts.get("references") or ()):
-            for side in sides:
-                found = self.known(side, message_id)
-                if found and found < letter_id:
-                    if self._parsed(found, self.locate(found) or "").get("thread") == thread:
-                        count += 1
-                    break
-        return count
+        """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread (``depth``)."""
+        return depth.depth_for(self, letter_id, letter)
 
     def letter(self, letter_id: str, state: str | None = None) -> Letter:
         """The filed letter, with its state, depth and what was learnt about it later (``extra``)."""
