@@ -172,6 +172,16 @@ def ulid_ms(ulid: str) -> int:
         return -1
 
 
+def opener_key(message_id: str) -> str:
+    """What a thread's first letter is counted by, on every machine of its platform (the
+    new-thread quota, DESIGN §6): 16 hex digits of the SHA-256 of its Message-ID. The post
+    office's marker is named ``<ms>-<key>`` and the spool's ``openers`` rows hold it, so both
+    counts merge by name without reading a letter."""
+    import hashlib  # here: a read (inbox --no-sync) loads no OpenSSL
+
+    return hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def new_thread_id() -> str:
     """``thr-`` + 10 lowercase base32 characters (50 bits of randomness)."""
     value = int.from_bytes(os.urandom(7)) >> 6  # 56 random bits, 50 kept: each character uniform

@@ -44,7 +44,8 @@ class Outbox(Stage):
         return stored
 
     def send_now(self, stored: Letter, raw: bytes | None = None) -> Letter:
-        """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now.
+        """Submit what the outbox holds (``stored`` among it) and return ``stored`` as it is now
+        (sent: the letter as filed with what was noted of it since, not read back).
         A held letter is not in the outbox: returned as it is, waiting for a person. ``raw``:
         the bytes just filed for ``stored``, handed to the transport rather than read back."""
         if stored.state == "held":
@@ -66,6 +67,9 @@ class Outbox(Stage):
             self._fresh = None
             if sent != "sent":
                 self._keep_if_queued(stored.id)
+        if sent == "sent":  # as reading it back gives it (its record is what was filed), without the read
+            notes = self.spool.read.annotations(stored.id)  # what was learnt since: a claim, a refusal, a hash
+            return self.box.addressed(stored.replace(state="sent", extra={**stored.extra, **notes}))
         return self.box.show(stored.id)
 
     def _keep_if_queued(self, letter_id: str) -> None:

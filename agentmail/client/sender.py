@@ -413,19 +413,19 @@ class Sender(Stage):
         ``new_threads_per_hour = 0``, no cap), and when the oldest leaves the window (UTC)."""
         if self.registry.bus.new_threads_per_hour == 0:
             return 0, None, ""
-        from .quota import opened_times
+        from .quota import opened_count
 
         now_ms = time.time_ns() // 1_000_000
         try:
             transport: Transport | None = self.transport
         except AgentmailError:  # e.g. credentials unreadable: the send says so, once, when it submits
             transport = None
-        opened = opened_times(self.spool, transport, now_ms)  # every machine of the platform
+        opened, oldest = opened_count(self.spool, transport, now_ms)  # every machine of the platform
         frees = ""
-        if opened:
-            at = datetime.datetime.fromtimestamp((opened[0] + 3_600_000) / 1000, datetime.UTC)
+        if oldest is not None:
+            at = datetime.datetime.fromtimestamp((oldest + 3_600_000) / 1000, datetime.UTC)
             frees = at.strftime("%Y-%m-%d %H:%M:%S UTC")
-        return len(opened), self.registry.bus.new_threads_per_hour, frees
+        return opened, self.registry.bus.new_threads_per_hour, frees
 
     def _dispatch(self, composed: tuple[Letter, bytes], held: str | None = None) -> Letter:
         """Outbox first (durable), then the transport; the letter moves to sent/ only on success.

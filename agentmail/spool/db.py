@@ -33,11 +33,13 @@ RECOVER = "run 'agentmail rebuild' to rebuild it from the letter files (or resto
 # the state folders of the old layout · UNINDEXED ready but without the search index (its
 # tables are made and filled at the next opening, the old search.sqlite beside it removed) ·
 # UNLEDGERED ready but its ledger not begun (written from the rows at the next opening) ·
-# CURRENT ready.
+# UNOPENED ready but without the openers table (made and filled from the rows at the next
+# opening) · CURRENT ready.
 MOVING = 1
 UNINDEXED = 2
 UNLEDGERED = 3
-CURRENT = 4
+UNOPENED = 4
+CURRENT = 5
 BUSY_MS = 600_000  # a writer waits this long for another before giving up (never on a busy box)
 
 SCHEMA = """
@@ -61,6 +63,16 @@ CREATE INDEX threads_open ON threads(open, thread);
 CREATE TABLE claims(key TEXT PRIMARY KEY, holder TEXT NOT NULL);     -- reply claims (cache)
 CREATE TABLE checkpoints(transport TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE facts(name TEXT PRIMARY KEY, value TEXT);               -- e.g. which caches are built
+"""
+# The threads this mailbox opened (sent, queued, held, a sibling's), for the new-thread quota:
+# written in the transaction that files the letter, so counting the hour reads the hour's rows
+# and nothing else (cache; its state is the letter's row).
+OPENERS = """
+CREATE TABLE IF NOT EXISTS openers(
+  id TEXT PRIMARY KEY,       -- the letter (letters.id): ids sort by creation time
+  ms INTEGER NOT NULL,       -- when it was made (the id's time)
+  key TEXT NOT NULL          -- model.opener_key of its Message-ID: the post office's marker name
+) WITHOUT ROWID
 """
 
 # Test hook: called with the name of each point a crash may land on (tests/system/test_crash.py
@@ -234,3 +246,9 @@ def create(conn: sqlite3.Connection) -> None:
         code = "\n".join(line.partition("--")[0] for line in statement.splitlines())
         if code.strip():
             conn.execute(code)
+    create_openers(conn)
+
+
+def create_openers(conn: sqlite3.Connection) -> None:
+    """The openers table, if the file has none (one made before it, or left MOVING by such a release)."""
+    conn.execute("\n".join(line.partition("--")[0] for line in OPENERS.splitlines()))

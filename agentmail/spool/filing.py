@@ -19,11 +19,13 @@ from . import words
 from .db import reached
 from .layout import (
     COPIES_DUE,
+    OPENING,
     Layout,
     _key,
     _loads,
     _raw_key,
     _sha256,
+    opener_row,
 )
 from .views import SpoolReader
 
@@ -185,6 +187,9 @@ class SpoolWriter:
             ),
         )
         self._at.db.log({"id": letter.id, "state": letter.state, "seq": int(filed.lastrowid or 0)})
+        opener = opener_row(letter.id, letter.state, data)
+        if opener is not None:  # counted by the new-thread quota from the hour's rows alone
+            tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
         # The verdict is no part of the letter: kept as a fact, not a cache. So is a person's
         # letter as it was read (its platform, its thread, its new text): the file alone does not say.
         fact = "quarantined" if quarantined else "person_letter" if data.get("person") else None
@@ -196,6 +201,20 @@ class SpoolWriter:
             self._mark_thread(tx, letter.thread, letter.type)
         reached("filed-unindexed")  # tests/system/test_crash.py: the row is in, its index rows not yet
         words.put(tx, int(filed.lastrowid or 0), data)  # searchable in the same commit
+
+    def _fill_openers(self, tx: sqlite3.Connection) -> None:
+        """The openers table made again from the letters' records (a rebuild, an older file)."""
+        tx.execute("DELETE FROM openers")
+        marks = ",".join("?" * len(OPENING))
+        rows = tx.execute(f"SELECT id, state FROM letters WHERE state IN ({marks})", OPENING).fetchall()
+        for letter_id, state in rows:
+            self._add_opener(tx, str(letter_id), str(state))
+
+    def _add_opener(self, tx: sqlite3.Connection, letter_id: str, state: str) -> None:
+        """A letter's openers row, if it opens a thread (one moved into an outgoing state, a rebuild)."""
+        opener = opener_row(letter_id, state, self.read._parsed(letter_id, state))
+        if opener is not None:
+            tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
 
     def _mark_thread(self, tx: sqlite3.Connection, thread: str, kind: str) -> None:
         """Keep ``threads`` (and which are open) current, so ``status`` costs what is open. A
@@ -316,6 +335,8 @@ class SpoolWriter:
             ).rowcount
             if moved == 1:
                 self._at.db.log({"id": letter_id, "state": target})
+                if target in OPENING and source not in OPENING:
+                    self._add_opener(tx, letter_id, target)
         return moved == 1
 
     def take(self, letter_ids: list[str], source: str, target: str) -> list[str]:
@@ -331,6 +352,8 @@ class SpoolWriter:
             ).fetchall()
             for (taken,) in rows:
                 self._at.db.log({"id": str(taken), "state": target})
+                if target in OPENING and source not in OPENING:
+                    self._add_opener(tx, str(taken), target)
         return [str(r[0]) for r in rows]
 
     def _annotate(self, tx: sqlite3.Connection, letter_id: str, fields: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._fs import is_same, write_new
+from ..model import opener_key, ulid_ms
 from .db import Db
 
 # ``sibling``: a letter this platform sent from another mailbox (agent or machine), learnt from
@@ -24,6 +25,8 @@ OUTGOING = ("outbox", "held", "sent", "failed")
 ANSWERING = ("outbox", "held", "sent")
 # What the new-thread quota counts: letters that left or wait to leave (failed ones never left).
 LEAVING = ("sent", "outbox", "held")
+# The states whose letters the openers table holds (a failed one keeps its row: never counted).
+OPENING = (*OUTGOING, "sibling")
 MIN_PREFIX = 6  # the shortest prefix of an id or a Message-ID that names a letter
 COPIES_DUE = "copies-due"  # the facts row naming the letters whose sent-folder copy waits
 
@@ -33,6 +36,14 @@ def reply_key(message_id: str, sender: str) -> str:
     by it) and its verified sender. A Message-ID is the sender's choice, so another platform's
     letter reusing it claims its own reply, never the real letter's."""
     return f"{message_id} from {sender}"
+
+
+def opener_row(letter_id: str, state: str, data: dict[str, Any]) -> tuple[str, int, str] | None:
+    """The ``openers`` row (id, ms, key) of a filed letter that opens a thread of this platform:
+    one it sends, queues or holds, or a sibling's, neither a reply nor a note; None for any other."""
+    if state not in OPENING or data.get("in_reply_to") or data.get("type") == "note" or "reason" in data:
+        return None
+    return letter_id, ulid_ms(letter_id), opener_key(str(data.get("message_id") or letter_id))
 
 
 def _key(*parts: str) -> str:

@@ -22,14 +22,11 @@ import os
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._fs import fsync_dir
 from .db import reached
-from .store import STATES
-
-if TYPE_CHECKING:
-    from .store import Spool
+from .layout import STATES
 
 OLD_CACHES = ("meta", "index", "threads", "annotations")
 OLD_FILES = ("checkpoint.json",)
@@ -37,12 +34,8 @@ OLD_FILES = ("checkpoint.json",)
 OLD_INDEX = ("search.sqlite", "search.sqlite-wal", "search.sqlite-shm", "search.sqlite-journal")
 
 
-def _states() -> tuple[str, ...]:
-    return STATES
-
-
 def has_old_layout(root: Path) -> bool:
-    return any((root / name).exists() for name in (*_states(), *OLD_CACHES, *OLD_FILES))
+    return any((root / name).exists() for name in (*STATES, *OLD_CACHES, *OLD_FILES))
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -56,7 +49,7 @@ def _json(path: Path) -> dict[str, Any] | None:
 def _letter_files(root: Path) -> list[tuple[str, str]]:
     """(id, state) of every letter file in the old state folders."""
     found = []
-    for state in _states():
+    for state in STATES:
         try:
             names = os.listdir(root / state)
         except FileNotFoundError:
@@ -65,9 +58,8 @@ def _letter_files(root: Path) -> list[tuple[str, str]]:
     return found
 
 
-def import_rows(spool: Spool, tx: sqlite3.Connection) -> bool:
+def import_rows(root: Path, tx: sqlite3.Connection) -> bool:
     """Step 1 (inside the caller's transaction); False when there is nothing to convert."""
-    root = spool.root
     if not has_old_layout(root):
         return False
     for letter_id, state in sorted(_letter_files(root)):  # ids sort by creation: the filing order
@@ -89,9 +81,8 @@ def import_rows(spool: Spool, tx: sqlite3.Connection) -> bool:
     return True
 
 
-def move_files(spool: Spool) -> None:
+def move_files(root: Path) -> None:
     """Step 2: every letter file from its state folder into letters/, durably."""
-    root = spool.root
     (root / "letters").mkdir(exist_ok=True, mode=0o700)
     (root / "tmp").mkdir(exist_ok=True, mode=0o700)
     for moved, (letter_id, state) in enumerate(_letter_files(root)):
@@ -99,20 +90,19 @@ def move_files(spool: Spool) -> None:
         if moved == 0:
             reached("migration-moving")
     fsync_dir(root / "letters")
-    for state in _states():
+    for state in STATES:
         if (root / state).is_dir():
             fsync_dir(root / state)
     reached("migration-moved")
 
 
-def remove_old(spool: Spool) -> None:
+def remove_old(root: Path) -> None:
     """Step 3's clean-up (its rows are committed: nothing here is needed any more)."""
-    root = spool.root
     for name in OLD_CACHES:
         shutil.rmtree(root / name, ignore_errors=True)
     for name in OLD_FILES:
         (root / name).unlink(missing_ok=True)
-    for state in _states():
+    for state in STATES:
         try:
             (root / state).rmdir()
         except FileNotFoundError:
@@ -121,7 +111,7 @@ def remove_old(spool: Spool) -> None:
             pass
 
 
-def remove_old_index(spool: Spool) -> None:
+def remove_old_index(root: Path) -> None:
     """The search index that lay beside spool.db: its rows are made again inside it."""
     for name in OLD_INDEX:
-        (spool.root / name).unlink(missing_ok=True)
+        (root / name).unlink(missing_ok=True)

@@ -111,19 +111,20 @@ class Spool:
                 with db.write() as tx:
                     dbmod.create(tx)
                     words.create(tx)
-                    migrate.remove_old_index(self)  # a search.sqlite beside a lost or older spool
-                    moving = migrate.import_rows(self, tx)
+                    migrate.remove_old_index(self.root)  # a search.sqlite beside a lost or older spool
+                    moving = migrate.import_rows(self.root, tx)
                     self._begin_ledger(tx)
                     tx.execute(f"PRAGMA user_version={dbmod.MOVING if moving else dbmod.CURRENT}")
                 reached("migration-rows")
                 version = db.version()
             if version == dbmod.MOVING:
-                migrate.move_files(self)
+                migrate.move_files(self.root)
                 with db.write() as tx:
                     words.create(tx)  # a file an older release left MOVING has none yet
+                    dbmod.create_openers(tx)  # (nor this)
                     self._rebuild(tx)
-                    migrate.remove_old(self)
-                    migrate.remove_old_index(self)
+                    migrate.remove_old(self.root)
+                    migrate.remove_old_index(self.root)
                     self._begin_ledger(tx)
                     reached("migration-cleaned")
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
@@ -131,12 +132,18 @@ class Spool:
                 with db.write() as tx:
                     words.create(tx)
                     words.fill(tx)
-                    migrate.remove_old_index(self)
+                    migrate.remove_old_index(self.root)
                     tx.execute(f"PRAGMA user_version={dbmod.UNLEDGERED}")
                 version = dbmod.UNLEDGERED
-            if version == dbmod.UNLEDGERED:  # a spool of the release before: its ledger begins
+            if version == dbmod.UNLEDGERED:  # a spool of an older release: its ledger begins
                 with db.write() as tx:
                     self._begin_ledger(tx)
+                    tx.execute(f"PRAGMA user_version={dbmod.UNOPENED}")
+                version = dbmod.UNOPENED
+            if version == dbmod.UNOPENED:  # a spool of the release before: the quota's rows from its letters
+                with db.write() as tx:
+                    dbmod.create_openers(tx)
+                    self.write._fill_openers(tx)
                     tx.execute(f"PRAGMA user_version={dbmod.CURRENT}")
 
     def _begin_ledger(self, tx: sqlite3.Connection) -> None:
@@ -206,13 +213,14 @@ class Spool:
         return f"{self.db.path}: {count} letter(s)"
 
     def drop_caches(self) -> None:
-        """Forget every cache (parsed fields, depths, indexes, threads, claims, the search index); the next opening
+        """Forget every cache (parsed fields, depths, indexes, threads, claims, openers, the search index); the next opening
         rebuilds them from the letter files. For tests and for a person who distrusts them."""
         with self.db.write() as tx:
             tx.execute("UPDATE letters SET meta=NULL, thread=NULL, type=NULL, msgkey=NULL, rawkey=NULL")
             tx.execute("DELETE FROM threads")
             tx.execute("DELETE FROM claims")
             tx.execute("DELETE FROM facts WHERE name='claims'")
+            tx.execute("DELETE FROM openers")
             words.clear(tx)
             tx.execute(f"PRAGMA user_version={dbmod.MOVING}")
         self.db.close()
@@ -249,5 +257,6 @@ class Spool:
             self.write._mark_thread(tx, str(data.get("thread") or ""), str(data.get("type") or ""))  # in filing order
         tx.execute("DELETE FROM claims")
         tx.execute("DELETE FROM facts WHERE name='claims'")
+        self.write._fill_openers(tx)
         words.clear(tx)
         words.fill(tx)

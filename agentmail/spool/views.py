@@ -16,7 +16,7 @@ from typing import Any
 
 from .._fs import read_plain
 from ..errors import NotFound
-from ..model import Letter, ulid_floor, ulid_ms
+from ..model import Letter, ulid_floor
 from . import depth
 from .layout import (
     COPIES_DUE,
@@ -335,30 +335,48 @@ class SpoolReader:
         queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
         From the letters alone (the id is a ULID: its creation time), so the count survives
         restarts and rebuilt caches."""
-        return sorted(self.openers_since(cutoff_ms).values())
+        return sorted(str(row[0]) for rows in self._openers("o.id", cutoff_ms) for row in rows)
 
-    def openers_since(self, cutoff_ms: int) -> dict[str, str]:
-        """``opened_since`` keyed by each letter's Message-ID (the key the server's count shares,
-        client/quota.py). The rows come from the id index, from ``cutoff_ms`` on: what the window
-        holds, never the history."""
-        found: dict[str, str] = {}
+    def opener_keys_since(self, cutoff_ms: int) -> dict[str, int]:
+        """``opened_since`` as ``model.opener_key`` of each Message-ID -> when (ms): the key the
+        server's count shares (client/quota.py). The oldest of two letters with one key counts."""
+        mine, *theirs = self._openers("o.key, o.ms", cutoff_ms)  # newest first: an older letter's row wins
+        if not any(theirs):
+            return dict(mine)  # (one mailbox: no sort)
+        rows = [row for part in (mine, *theirs) for row in part]
+        rows.sort(key=lambda row: int(row[1]), reverse=True)
+        return dict(rows)
+
+    def opener_key_set(self, cutoff_ms: int) -> tuple[set[str], int | None]:
+        """``opener_keys_since`` as its keys and the oldest time (None: no opener), with no row
+        made a Python value: SQLite joins the keys (16 characters each) into one string."""
+        keys: set[str] = set()
+        oldest: int | None = None
+        for rows in self._openers("group_concat(o.key, ''), min(o.ms)", cutoff_ms, ordered=False):
+            text, low = rows[0]  # one row a mailbox (an aggregate)
+            if text:
+                keys.update(map(text.__getitem__, map(slice, range(0, len(text), 16), range(16, len(text) + 16, 16))))
+                oldest = int(low) if oldest is None else min(oldest, int(low))
+        return keys, oldest
+
+    def _openers(self, columns: str, cutoff_ms: int, *, ordered: bool = True) -> list[list[Any]]:
+        """The window's rows of the openers table whose letter is in a state the quota counts, newest
+        first, of each mailbox of the platform here (this one first): what the hour holds, never
+        the history nor a letter read."""
+        rows: list[list[Any]] = []
         floor = _ulid_floor(cutoff_ms)
         for spool in (self, *self._siblings()):
-            rows = (
+            rows.append(
                 spool._at.sql()
                 .execute(
-                    "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)",
-                    (floor, *LEAVING, "sibling"),
+                    f"SELECT {columns} FROM openers o JOIN letters l ON l.id = o.id"
+                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
+                    + (" ORDER BY o.id DESC" if ordered else ""),
+                    (floor, cutoff_ms, *LEAVING, "sibling"),
                 )
                 .fetchall()
             )
-            for letter_id, state in rows:
-                if ulid_ms(letter_id) < cutoff_ms:
-                    continue
-                data = spool._parsed(letter_id, state)
-                if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
-                    found[str(data.get("message_id") or letter_id)] = letter_id
-        return found
+        return rows
 
     def note_recipients(self) -> set[str]:
         """The agent names the platform's notes (every mailbox of it here) were addressed to:

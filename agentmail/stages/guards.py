@@ -317,28 +317,59 @@ def attachment_refusal(attachments: tuple[Attachment, ...]) -> str | None:
     return None
 
 
-_ADVICE = (
+# Each piece of advice: the pattern whose absence gives it, and the lowercase texts every match
+# of it holds (None: no such list, as for a hex commit id), so an ASCII body holding none of
+# them is advised without the search (``_may_match``).
+_ADVICE: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (
     (
         (r"(?i)\b(i am|i'm|we are|this is|from the|maintainer|platform|agent for)\b"),
         "say who you are and what you integrate with",
+        ("i am", "i'm", "we are", "this is", "from the", "maintainer", "platform", "agent for"),
     ),
     (
         (r"(?im)^\s*(?:\$ |>>> |curl |python|pytest|agentmail |git |make |npm |go |cargo )|```|reproduc|steps to"),
         "include a reproduction the reader can run without your setup",
+        (
+            "$ ",
+            ">>> ",
+            "curl ",
+            "python",
+            "pytest",
+            "agentmail ",
+            "git ",
+            "make ",
+            "npm ",
+            "go ",
+            "cargo ",
+            "```",
+            "reproduc",
+            "steps to",
+        ),  # fmt: skip
     ),
-    ((r"(?im)```|^ {4}\S|\b(output|error|traceback|got|returned|status)\b"), "paste the verbatim output"),
+    (
+        (r"(?im)```|^ {4}\S|\b(output|error|traceback|got|returned|status)\b"),
+        "paste the verbatim output",
+        ("```", "    ", "output", "error", "traceback", "got", "returned", "status"),
+    ),
     (
         (r"(?i)\b(expected|should|according to|per the|documented|spec|contract|previously)\b"),
         "say what you expected and on what authority",
+        ("expected", "should", "according to", "per the", "documented", "spec", "contract", "previously"),
     ),
     (
         (r"(?i)\b(v?\d+\.\d+(\.\d+)?|version|commit|[0-9a-f]{7,40}|20\d\d-\d\d-\d\d|utc|today|since)\b"),
         "anchor it in a version, commit or time",
+        None,
     ),
-    ((r"(?i)\b(affect|impact|blast|users?|every|all|only|breaks?|blocks?)\b"), "state the blast radius"),
+    (
+        (r"(?i)\b(affect|impact|blast|users?|every|all|only|breaks?|blocks?)\b"),
+        "state the blast radius",
+        ("affect", "impact", "blast", "user", "every", "all", "only", "break", "block"),
+    ),
     (
         (r"(?i)\b(please|could you|can you|want|need|asking|request|would like)\b"),
         "say what you want from the reader",
+        ("please", "could you", "can you", "want", "need", "asking", "request", "would like"),
     ),
 )
 _INVISIBLE_PHRASES = (
@@ -360,8 +391,12 @@ def opener_warnings(kind: str, body: str) -> list[str]:
     blocks. ``ack``/``close`` are exempt."""
     if kind in TERMINAL_TYPES:
         return []
-    warnings = [advice for pattern, advice in _ADVICE if not re.search(pattern, body)]
     folded = body.lower() if body.isascii() else None
+    warnings = [
+        advice
+        for pattern, advice, needles in _ADVICE
+        if not (needles is None or _may_match(body, folded, needles, True)) or not re.search(pattern, body)
+    ]
     invisible = re.search(_INVISIBLE, body) if _may_match(body, folded, _INVISIBLE_PHRASES, True) else None
     if invisible:
         warnings.append(f"'{invisible.group(0)}' leans on something the reader cannot see")

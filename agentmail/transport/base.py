@@ -11,6 +11,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from .._value import Frozen
+from ..model import opener_key
 
 
 class Envelope(Frozen):
@@ -194,6 +195,12 @@ class Transport(ABC):
         no such record (the quota is then counted from this home alone). Costs what was sent in
         the window, never the history; a failure to look answers None, never raises."""
         return None
+
+    def opener_keys_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        """``openers_since`` keyed by ``model.opener_key`` of each Message-ID (what the quota
+        merges by). A transport that can name them without reading them overrides this."""
+        found = self.openers_since(cutoff_ms)
+        return None if found is None else {opener_key(message_id): when for message_id, when in found.items()}
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
         """The letters this *platform* sent from any machine, as the server keeps them (the IMAP

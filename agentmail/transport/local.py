@@ -11,8 +11,8 @@ without stealing each other's mail. A fetch costs what is new, never the history
 
 from __future__ import annotations
 
+import bisect
 import errno
-import hashlib
 import heapq
 import os
 import secrets
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from .. import ages
 from .._fs import NotAFile, fsync_dir, fsync_file, link_same, locked, read_plain, write_new
+from ..model import opener_key
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claim_marks import Claims
 from .sent_record import SENT, local_copies, local_pending, record
@@ -258,6 +259,29 @@ class Mailbox:
         return Incoming(str(uid), raw, len(raw), (str(path), st.st_dev, st.st_ino))
 
 
+class _Markers:
+    """One hour folder's opener markers as parsed: the names, and (key, ms) newest first."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+        self._minus_ms: list[int] = []  # -ms, ascending (newest first), for bisect
+        self._keys: list[str] = []
+
+    def add(self, names: set[str]) -> None:
+        self.names |= names
+        for name in names:
+            when, _, key = name.partition("-")
+            if len(key) == 16 and when.isdigit():
+                at = bisect.bisect_right(self._minus_ms, -int(when))
+                self._minus_ms.insert(at, -int(when))
+                self._keys.insert(at, key)
+
+    def since(self, cutoff_ms: int) -> dict[str, int]:
+        """key -> ms of the markers at or after ``cutoff_ms``; the oldest of one key wins."""
+        end = bisect.bisect_right(self._minus_ms, -cutoff_ms)
+        return dict(zip(self._keys[:end], map(int.__neg__, self._minus_ms[:end]), strict=True))
+
+
 class LocalTransport(Transport):
     """``resolve`` maps a recipient address to a platform name (None: no such mailbox)."""
 
@@ -279,6 +303,7 @@ class LocalTransport(Transport):
         self.claims = Claims(postoffice / platform / ".claims")
         self._pruned = False
         self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
+        self._markers: dict[int, _Markers] = {}  # the opener markers' names parsed, per hour folder
 
     def submit(self, messages: Sequence[Outgoing], on_result: OnResult | None = None) -> list[SubmitResult]:
         results: list[SubmitResult] = []
@@ -331,7 +356,7 @@ class LocalTransport(Transport):
         when = ages.now_ms()  # the clock letter ids are made by (tests and benchmarks move it)
         folder = self._opened_dir(when // 3_600_000)
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        name = f"{when}-{hashlib.sha256(message_id.encode()).hexdigest()[:16]}"
+        name = f"{when}-{opener_key(message_id)}"  # counted by this name (``opener_keys_since``)
         try:
             write_new(folder / name, message_id.encode(), durable=False)
         except FileExistsError:
@@ -356,6 +381,26 @@ class LocalTransport(Transport):
                     continue
                 if data:
                     found[data.decode("utf-8", "replace")] = int(when_text)
+        return found
+
+    def opener_keys_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read, and a
+        name parsed once a process (a send parses its own marker, not the hour's). Of two markers
+        of one letter (submitted again), the older counts."""
+        found: dict[str, int] = {}
+        now_hour = time.time_ns() // 1_000_000 // 3_600_000
+        for hour in range(now_hour, cutoff_ms // 3_600_000 - 1, -1):  # newest first: older ones overwrite
+            try:
+                names = set(os.listdir(self._opened_dir(hour)))
+            except OSError:
+                continue
+            markers = self._markers.get(hour)
+            if markers is None or not markers.names <= names:  # new, or a marker gone: parsed afresh
+                markers = self._markers[hour] = _Markers()
+            markers.add(names - markers.names)
+            found.update(markers.since(cutoff_ms))
+        for hour in [h for h in self._markers if h < cutoff_ms // 3_600_000]:  # out of every window now
+            del self._markers[hour]
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:

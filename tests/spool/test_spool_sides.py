@@ -94,7 +94,8 @@ def test_reading_changes_no_truth(tmp_path: Path) -> None:
     read.open_threads()
     read.thread_ids(filed.thread)
     read.note_recipients()
-    read.openers_since(0)
+    read.opener_keys_since(0)
+    read.opener_key_set(0)
     read.checkpoint("local")
     read.copies_due()
     assert truth() == before

@@ -160,3 +160,46 @@ def test_the_tests_are_laid_out_by_the_wings_of_the_code() -> None:
         assert path.parent.name in wings, f"{path.relative_to(tests)}: tests/{path.parent.name}/ is no wing of the code"
     for wing in {p.parent.name for p in tests.glob("*/test_*.py")}:
         assert (tests / wing / "__init__.py").exists(), f"tests/{wing}/ has no __init__.py"
+
+
+def _runtime_graph() -> dict[str, set[str]]:
+    """Each module -> the package's modules it imports at run time (at the top or in a function)."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        targets = (t for t, _ in _imports(path) if not t.startswith("!"))
+        graph[name] = {t if t in modules else f"{t}.__init__" for t in targets} & set(modules)
+    return graph
+
+
+def _circle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """A path of imports from ``start`` back to itself, if there is one."""
+    trail: dict[str, str] = {}
+    todo = [start]
+    while todo:
+        here = todo.pop()
+        for target in graph[here]:
+            if target == start:
+                path = [here]
+                while path[-1] != start:
+                    path.append(trail[path[-1]])
+                return [start, *reversed(path[:-1]), start]
+            if target not in trail:
+                trail[target] = here
+                todo.append(target)
+    return None
+
+
+def test_no_module_imports_itself_back() -> None:
+    """Within a layer imports may go either way, but never round: a circle (spool.migrate and
+    spool.store were one) makes each half load the other, and which runs first decides what works."""
+    graph = _runtime_graph()
+    for name in sorted(graph):
+        circle = _circle_through(graph, name)
+        assert circle is None, f"an import circle: {' -> '.join(circle)}"
+
+
+def test_the_circle_test_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circle_through(graph, "a") == ["a", "b", "c", "a"]
+    assert _circle_through(graph, "d") is None

@@ -1,0 +1,211 @@
+"""The new-thread count from the spool's openers table (spool/db.py, written by ``Spool._insert``,
+read by ``opener_keys_since``) and from the post office's markers by name: the same answers as
+the count before it, which read every letter of the window and every marker (kept here as the
+oracle), over random histories."""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentmail import ages
+from agentmail.client.quota import opened_count, opened_times
+from agentmail.errors import TransportError
+from agentmail.model import opener_key, ulid_floor, ulid_ms
+from agentmail.spool import db as dbmod
+from agentmail.spool.layout import LEAVING, STATES
+from agentmail.spool.store import Spool
+from agentmail.transport.local import LocalTransport
+
+from ..depth import examples
+from .test_spool import NAMES, _letter
+
+HOUR = 3_600_000
+
+
+def _old_openers_since(spool: Spool, cutoff_ms: int) -> dict[str, list[int]]:
+    """The count before the openers table: every letter of the window's rows, its record parsed
+    (Message-ID -> the times of its letters; the oldest is the one counted)."""
+    found: dict[str, list[int]] = {}
+    floor = ulid_floor(cutoff_ms)
+    for one in (spool, *spool.siblings()):
+        rows = (
+            one.db.conn()
+            .execute(
+                "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)", (floor, *LEAVING, "sibling")
+            )
+            .fetchall()
+        )
+        for letter_id, state in rows:
+            if ulid_ms(letter_id) < cutoff_ms:
+                continue
+            data = one.read._parsed(letter_id, state)
+            if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
+                found.setdefault(str(data.get("message_id") or letter_id), []).append(ulid_ms(letter_id))
+    return found
+
+
+_FILED = st.tuples(
+    st.sampled_from(["beta", "beta@bob"]),
+    st.sampled_from(STATES),
+    st.sampled_from(["report", "question", "note", "close"]),
+    st.booleans(),  # a reply
+    st.integers(min_value=0, max_value=2 * HOUR),  # how long ago
+    st.integers(min_value=1, max_value=12),  # its Message-ID: the same one in two mailboxes is one thread
+    st.booleans(),  # bytes that parse to no letter (a reason, once the records are made again)
+)
+_MOVED = st.tuples(st.integers(min_value=0, max_value=30), st.sampled_from(STATES))
+
+
+@settings(max_examples=examples(120), deadline=None)
+@given(
+    filed=st.lists(_FILED, min_size=1, max_size=14),
+    moved=st.lists(_MOVED, max_size=6),
+    rebuilt=st.booleans(),
+    window=st.integers(min_value=0, max_value=2 * HOUR),
+)
+def test_the_openers_rows_count_what_reading_every_letter_counted(
+    filed: list[tuple[Any, ...]], moved: list[tuple[int, str]], rebuilt: bool, window: int
+) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        beta = Spool(Path(tmp) / "spool" / "beta", name_of=NAMES.get)
+        mailboxes = {"beta": beta, "beta@bob": Spool(Path(tmp) / "spool" / "beta@bob", platform_root=beta.root)}
+        now = int(time.time() * 1000)
+        ids: list[tuple[Spool, str, str]] = []
+        for n, (mailbox, state, kind, reply, ago, mid, garbled) in enumerate(filed):
+            changes: dict[str, Any] = {"type": kind}
+            if reply:
+                changes["in_reply_to"] = "<0.alpha@bus.test>"
+            letter, raw = _letter(mid, **changes)
+            letter_id = ulid_floor(now - ago)[:10] + f"{n:016d}"
+            spool = mailboxes[mailbox]
+            spool.write.store(state, letter.replace(id=letter_id), b"garbled" if garbled else raw, durable=False)
+            ids.append((spool, letter_id, state))
+        for index, target in moved:
+            spool, letter_id, state = ids[index % len(ids)]
+            if spool.write.move(letter_id, state, target, durable=False):
+                ids[index % len(ids)] = (spool, letter_id, target)
+        if rebuilt:
+            for spool in mailboxes.values():
+                spool.drop_caches()
+        cutoff = now - window
+        old = _old_openers_since(beta, cutoff)
+        expected = {opener_key(m): min(times) for m, times in old.items()}
+        assert beta.read.opener_keys_since(cutoff) == expected
+        assert beta.read.opener_key_set(cutoff) == (set(expected), min(expected.values(), default=None))
+        assert opened_count(beta, None, cutoff + HOUR) == (len(expected), min(expected.values(), default=None))
+        assert len(beta.read.opened_since(cutoff)) == sum(len(times) for times in old.values())
+
+
+def _marker_oracle(transport: LocalTransport, cutoff_ms: int) -> dict[str, int]:
+    """The markers read as they were: each one opened, its Message-ID read (``openers_since``)."""
+    return {opener_key(message_id): when for message_id, when in (transport.openers_since(cutoff_ms) or {}).items()}
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    sent=st.lists(st.tuples(st.integers(min_value=0, max_value=2 * HOUR), st.integers(0, 20)), max_size=12),
+    window=st.integers(min_value=0, max_value=2 * HOUR),
+)
+def test_the_markers_counted_by_name_are_the_markers_read(sent: list[tuple[int, int]], window: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        transport = LocalTransport(Path(tmp) / "postoffice", "alpha", NAMES.get)
+        now = ages.now_ms()
+        unique = {mid: ago for ago, mid in sent}  # one marker a letter: a second submission is the same one
+        cutoff = now - window
+        try:
+            for n, (mid, ago) in enumerate(unique.items()):
+                if n == len(unique) // 2:  # a count between two sends: the next one parses only what is new
+                    assert transport.opener_keys_since(cutoff) == _marker_oracle(transport, cutoff)
+                ages.clock = lambda ago=ago: (now - ago) / 1000
+                raw = f"Message-ID: <{mid}.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n".encode()
+                transport._record_opener(raw)
+        finally:
+            ages.clock = None
+        assert transport.opener_keys_since(cutoff) == _marker_oracle(transport, cutoff)
+        for marker in sorted((Path(tmp) / "postoffice" / ".opened" / "alpha").glob("*/*"))[:1]:
+            marker.unlink()  # a marker gone: its folder is parsed afresh
+        assert transport.opener_keys_since(cutoff) == _marker_oracle(transport, cutoff)
+
+
+def test_a_marker_name_is_the_opener_key_of_its_message_id(tmp_path: Path) -> None:
+    """The one naming scheme both counts share: ``<ms>-<opener_key>``, the key 16 hex digits."""
+    transport = LocalTransport(tmp_path / "postoffice", "alpha", NAMES.get)
+    transport._record_opener(b"Message-ID: <1.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n")
+    (folder,) = (tmp_path / "postoffice" / ".opened" / "alpha").iterdir()
+    (name,) = (p.name for p in folder.iterdir())
+    assert (
+        name.split("-")[1] == opener_key("<1.alpha@bus.test>") == hashlib.sha256(b"<1.alpha@bus.test>").hexdigest()[:16]
+    )
+    assert len(opener_key("<1.alpha@bus.test>")) == 16 and opener_key("\ud800") != opener_key("x")
+
+
+def test_a_spool_of_the_release_before_gets_its_openers_rows_at_its_first_opening(tmp_path: Path) -> None:
+    """A spool.db of schema UNOPENED (no openers table): made and filled from its letters, under
+    the setup lock, at the first opening; the count is the same as before."""
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    letter, raw = _letter(1)
+    filed = beta.write.store("sent", letter, raw)
+    reply, reply_raw = _letter(2, in_reply_to="<1.alpha@bus.test>")
+    beta.write.store("sent", reply, reply_raw)
+    conn = beta.db.conn()
+    conn.execute("DROP TABLE openers")
+    conn.execute(f"PRAGMA user_version={dbmod.UNOPENED}")
+    beta.db.close()
+    again = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    assert again.db.version() == dbmod.CURRENT
+    assert again.read.opener_keys_since(0) == {opener_key(letter.message_id): ulid_ms(filed.id)}
+
+
+def test_the_quota_merges_this_home_and_the_markers_by_key(tmp_path: Path) -> None:
+    """A letter counted in the spool and by its marker is one thread; a marker of another
+    machine's letter is one more."""
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    transport = LocalTransport(tmp_path / "postoffice", "beta", NAMES.get)
+    letter, raw = _letter(1)
+    filed = beta.write.store("sent", letter, raw)
+    transport._record_opener(raw)
+    transport._record_opener(raw.replace(b"<1.alpha@bus.test>", b"<9.alpha@bus.test>"))  # another machine's
+    now = ages.now_ms()
+    times = opened_times(beta, transport, now)
+    assert len(times) == 2 and ulid_ms(filed.id) in times
+    assert opened_count(beta, transport, now) == (2, times[0])  # what the sender asks: how many, the oldest
+    assert opened_count(beta, transport, now + 2 * HOUR) == (0, None)
+
+
+class _Unreachable(LocalTransport):
+    def opener_keys_since(self, cutoff_ms: int) -> dict[str, int] | None:
+        raise TransportError("the server cannot be reached")
+
+
+def test_a_server_that_cannot_be_asked_leaves_this_homes_count(tmp_path: Path) -> None:
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    letter, raw = _letter(1)
+    filed = beta.write.store("sent", letter, raw)
+    transport = _Unreachable(tmp_path / "postoffice", "beta", NAMES.get)
+    assert opened_count(beta, transport, ages.now_ms()) == (1, ulid_ms(filed.id))
+    assert opened_times(beta, transport, ages.now_ms()) == [ulid_ms(filed.id)]
+
+
+def test_a_name_that_is_no_marker_is_not_counted(tmp_path: Path) -> None:
+    """In a marker folder, a name that is no time, a key that is not 16 characters and an older
+    marker are passed over; what has a marker's name counts, whatever it holds (a name, not a
+    file, is what is counted: a marker whose write a crash cut short still counts)."""
+    transport = LocalTransport(tmp_path / "postoffice", "alpha", NAMES.get)
+    transport._record_opener(b"Message-ID: <1.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n")
+    (folder,) = (tmp_path / "postoffice" / ".opened" / "alpha").iterdir()
+    now = ages.now_ms()
+    (folder / f"soon-{opener_key('<x@bus.test>')}").write_text("<x@bus.test>")
+    (folder / f"{now}-short").write_text("<y@bus.test>")
+    (folder / f"{now - 2 * HOUR}-{opener_key('<z@bus.test>')}").write_text("<z@bus.test>")
+    (folder / f"{now}-{opener_key('<w@bus.test>')[:15]}x").mkdir()  # a marker's name
+    cutoff = now - HOUR
+    keys = transport.opener_keys_since(cutoff)
+    assert set(keys) == {opener_key("<1.alpha@bus.test>"), opener_key("<w@bus.test>")[:15] + "x"}
+    assert transport.opener_keys_since(now + 3 * HOUR) == {} and transport._markers == {}  # past hours forgotten
