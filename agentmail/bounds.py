@@ -33,6 +33,12 @@ PERSON_PARTS = 50  # MIME parts of a person's letter (letter/readable.MAX_PARTS)
 BOUNDARIES = 8  # multipart boundaries a partly signed letter is read against (letter/partly_signed)
 HOPS = 50  # Received headers (trust/authenticity.MAX_HOPS: quarantined ``loop``)
 
+# An answer whose letter is not filed here yet waits for it (stages/route.py: ``awaiting-parent``).
+# Each sync looks again at the WAITING oldest only (a flood of orphan answers costs each sync the
+# same); one that has waited ANSWER_WAIT_MS is judged without its letter, as it would have been.
+WAITING = 100
+ANSWER_WAIT_MS = 3_600_000
+
 # What letters may make agentmail say to people (people/escalation.py): a run announces at most
 # ANNOUNCE_PER_RUN threads, and at most ANNOUNCE_PER_SENDER threads with one counterpart a day;
 # the rest wait (the digest lists every thread whatever these say).

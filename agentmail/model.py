@@ -41,6 +41,7 @@ QUARANTINE_REASONS = (
     "attachment-refused",
     "misaddressed",
     "not-a-party",
+    "awaiting-parent",  # an answer whose letter is not filed here yet: it waits for it
 )
 
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")

@@ -119,6 +119,7 @@ GROUPS: dict[str, Group] = {
             "stages/test_parties.py",
             "stages/test_addressed_attacks.py",
             "stages/test_party_attacks.py",
+            "stages/test_preemption.py",  # an answer waiting for its letter (awaiting-parent)
             "trust/test_bounce_trust.py",
             "trust/test_bounce_attacks.py",
             "trust/test_trust_rules.py",
@@ -242,10 +243,32 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
+    # Issue 37: the functions of authenticity DESIGN §10 names — the signed recipients a letter is
+    # addressed to, and the bounce believed only from the bus's own mail system (_vouched_recipients,
+    # _platform_signed, _within) — against their tests (the rest of the module is the judging group's).
+    "addressed": Group(
+        ("trust/authenticity.py",),
+        (  # the fast files that kill first (-x): the bounce paths, the exact rules, then the end-to-end ones
+            "trust/test_bounce_trust.py",
+            "trust/test_bounce_attacks.py",
+            "trust/test_authenticity_exact.py",
+            "trust/test_trust_rules.py",
+            "trust/test_authenticity.py",
+            "trust/test_trust_paths.py",
+            "people/test_writing.py",
+            "stages/test_addressed.py",
+        ),
+        functions=tuple(
+            f"agentmail.trust.authenticity.x_{f}__mutmut_*"
+            for f in ("addressed", "_vouched_recipients", "judge", "_speaks_for", "_platform_signed", "_within")
+        ),
+        timeout=60,
+    ),
     # Issue 37: who may change the registry and the home (apply's guarded places, an exposed home).
     "anchors": Group(
         ("admin/exposure.py", "config/bound.py"),
         (
+            "config/test_bound_exact.py",
             "admin/test_home_exposure.py",
             "admin/test_home_exposure_attacks.py",
             "people/test_approval_attacks.py",

@@ -25,14 +25,12 @@ from ..model import (
 from ..spool import Spool, ledger
 from ..spool.filed import Filed
 from ..stages.compose import Draft
+from ..stages.facts import Facts, gather, parties_of
 from ..text import one_line
 from . import consent, picture
 from .mailbox import Stage
 
 if TYPE_CHECKING:
-    from ..config.registry import Registry
-    from ..stages.route import Facts
-
     # at run time imported where used: a read (inbox --no-sync) opens no transport (issue 11)
     from ..transport import Incoming
     from ..trust.authenticity import Verdict
@@ -100,6 +98,9 @@ class Receiver(Stage):
                 self.spool
             ):  # an approver's answer a dead sync filed, not acted on
                 self.holds.decide_by_mail([])
+            if self.spool.read.waiting(1):  # an answer waiting for its letter may have waited its time
+                with self.spool.locked():
+                    self._settle()
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
@@ -133,6 +134,8 @@ class Receiver(Stage):
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
                 self.spool.write.set_checkpoint(transport.name, settled)
+            if self.spool.read.waiting(1):  # answers that waited for a letter this sync may have filed
+                self._settle()
             threads |= kept.threads
             self._waiting = None
             if waiting:  # the sibling letters still waiting (their letter was not in the INBOX): now
@@ -220,7 +223,7 @@ class Receiver(Stage):
 
     def _file(self, item: Incoming, report: SyncReport) -> None:
         """Judge one letter (authenticity), route it (route), and carry the filing out."""
-        from ..stages.route import Facts, route
+        from ..stages.route import route
         from ..trust import authenticity  # already loaded by sync(); a dictionary lookup here
 
         raw = item.raw
@@ -278,7 +281,6 @@ class Receiver(Stage):
     def _judged(self, raw: bytes) -> tuple[Verdict | None, Facts]:
         """The verdict on a fetched letter (None: its bytes are filed already) and what the
         spool knows that routing it needs; reads, never writes."""
-        from ..stages.route import Facts
         from ..trust import authenticity
 
         if self._filed_already(raw):
@@ -287,63 +289,9 @@ class Receiver(Stage):
         return verdict, self.facts(verdict)
 
     def facts(self, verdict: Verdict, parties: Callable[[str], frozenset[str]] | None = None) -> Facts:
-        """What the spool knows that routing ``verdict`` needs (looked up only where it matters).
-        ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``)."""
-        from ..stages.route import Facts
-
-        me = self.me.agent, self.platform.address
-        if verdict.route == "bounce":
-            bounced = self.spool.read.known(self.me.platform, verdict.bounced_message_id or "")
-            if bounced is None:
-                return Facts(me[0], me_address=me[1])
-            sent = self.spool.read.letter(bounced)
-            return Facts(
-                me[0], bounced_id=bounced, bounced_to=(sent.to_address, *sent.recipients, *sent.cc), me_address=me[1]
-            )
-        letter = verdict.letter
-        if verdict.route != "accept" or letter is None:
-            return Facts(me[0], me_address=me[1])
-        parent_thread = None
-        # A person's client may keep only References (or answer a letter it quotes further up).
-        person = str(letter.extra.get("person") or "")
-        answered = [letter.in_reply_to, *reversed(letter.references)] if person else [letter.in_reply_to]
-        for message_id in filter(None, answered):
-            parent_id = self.spool.read.known(self.me.platform, message_id) or self.spool.read.known(
-                letter.sender, message_id
-            )
-            if parent_id:
-                parent_thread = self.spool.read.letter(parent_id).thread
-                break
-        threads = {letter.thread, *([parent_thread] if parent_thread else [])}
-        speaks_for = frozenset(self._writes_for(person)) if person else frozenset()
-        # route may file a person's letter for another platform she speaks for: a copy is found under any
-        filed = (self.spool.read.known(name, letter.message_id) for name in (letter.sender, *sorted(speaks_for)))
-        return Facts(
-            me[0],
-            filed_as=next(filter(None, filed), None),
-            parent_thread=parent_thread,
-            me_address=me[1],
-            parties={t: (parties or self._parties)(t) for t in threads},
-            speaks_for=speaks_for,
-        )
-
-    def _parties(self, thread: str) -> frozenset[str]:
-        """The platforms of a thread as filed here: who wrote in it and to whom (none: a new thread)."""
-        found: set[str] = set()
-        for letter_id in self.spool.read.thread_ids(thread):
-            state = self.spool.read.locate(letter_id)
-            if state is not None and state != "quarantine":
-                found |= parties_of(self.spool.read.letter(letter_id, state), self.registry)
-        return frozenset(found)
-
-    def _writes_for(self, person: str) -> set[str]:
-        """Every platform that lists ``person`` as one who writes (an approver writes too)."""
-        return {
-            platform.name
-            for platform in self.registry.platforms.values()
-            for listed in platform.people
-            if listed.address == person and (listed.writes or listed.approves)
-        }
+        """What the spool knows that routing ``verdict`` needs (stages/facts.py: every path asks the
+        same). ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``)."""
+        return gather(self.spool.read, self.registry, self.me, self.platform.address, verdict, parties)
 
     def _filed_already(self, raw: bytes) -> bool:
         from ..letter import wire
@@ -457,7 +405,18 @@ class Receiver(Stage):
                 return "quarantine", self._quarantined(filing.verdict)
             return None
 
-        return self.spool.recover(classify)
+        counts = self.spool.recover(classify)
+        with self.spool.locked():  # an answer restored as waiting whose letter was restored after it
+            for result in self._settle():
+                counts["quarantine"] -= result["outcome"] != "quarantined"
+                counts["unread"] += result["outcome"] == "filed"
+        return counts
+
+    def _settle(self) -> list[dict[str, Any]]:
+        """The answers that waited for their letter, judged again where they may go on (recheck.py)."""
+        from .recheck import settle
+
+        return settle(self.box)
 
     def inbox(self, *, consume: bool = False, limit: int | None = None) -> list[Letter]:
         """Unread authenticated letters as filed now, oldest first (the facade syncs first).
@@ -501,7 +460,7 @@ class Receiver(Stage):
         registry; one that passes now is filed ``unread`` (recheck.py). One result each."""
         from .recheck import recheck
 
-        return recheck(self, tuple(refs))
+        return recheck(self.box, tuple(refs))
 
     def dismiss_quarantined(self, *refs: str) -> list[str]:
         """``quarantine drop ID...``: the quarantined letters ``refs`` name, dismissed as ``done``
@@ -510,7 +469,7 @@ class Receiver(Stage):
 
         if not refs:
             raise BadInput("name the quarantined letters to drop (their ids: 'agentmail quarantine')")
-        return self.done(*chosen(self, refs))
+        return self.done(*chosen(self.spool, refs))
 
     def _warm_receiving(self) -> None:
         """Before blocking: judge and route one letter signed here for this platform (never
@@ -572,9 +531,3 @@ def _ours(letter: Letter, me: Identity) -> bool:
     and not a sibling's note to this agent (the only letters from its platform a mailbox files)."""
     to_me = letter.type == "note" and letter.to_agent is not None and letter.to_agent == me.agent
     return letter.sender == me.platform and not letter.extra.get("person") and not to_me
-
-
-def parties_of(letter: Letter, registry: Registry) -> set[str]:
-    """The platforms a filed letter makes parties of its thread: its sender and every platform it went to."""
-    named = {registry.by_address(a) for a in letter.recipients}
-    return {letter.sender, letter.to, *(p.name for p in named if p is not None)} - {""}

@@ -134,6 +134,25 @@ class SpoolWriter:
             words.again(tx, letter_id, data)  # searchable as the letter it is now
         return True
 
+    def quarantine_again(self, letter_id: str, letter: Letter) -> bool:
+        """A quarantined letter judged again that stays quarantined for another reason (an answer
+        that waited for its letter, now ``not-a-party``): its verdict, as ``letter`` carries it,
+        replaces the old one, in place. False when it is no longer in quarantine."""
+        data = letter.replace(id=letter_id, state="quarantine").to_json()
+        data.pop("state", None)
+        with _machine(), self._at.db.write() as tx:
+            moved = tx.execute(
+                "UPDATE letters SET meta=? WHERE id=? AND state='quarantine'", (json.dumps(data), letter_id)
+            ).rowcount
+            if moved != 1:
+                return False
+            row = tx.execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()
+            notes = (_loads(row[0]) if row else None) or {}
+            notes["quarantined"] = {k: v for k, v in data.items() if k != "depth"}
+            tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(notes)))
+            self._at.db.log({"id": letter_id, "notes": notes})
+        return True
+
     def drop_quarantined(self, letter_id: str) -> bool:
         """Forget a quarantined copy of a letter filed already (``quarantine recheck``: it now
         passes, and the inbox holds it): what a sync does with a duplicate. Row first, then file."""

@@ -198,6 +198,21 @@ class SpoolReader:
         rows = self._at.sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
         return [str(r[0]) for r in rows]
 
+    def waiting(self, most: int) -> list[str]:
+        """The quarantined letters whose verdict is ``awaiting-parent`` (answers waiting for the
+        letter they answer), in filing order, at most ``most``: one query, whatever the quarantine holds."""
+        rows = (
+            self._at.sql()
+            .execute(
+                "SELECT l.id FROM letters l JOIN notes n ON n.id = l.id WHERE l.state='quarantine' AND "
+                "CASE WHEN json_valid(n.data) THEN json_extract(n.data, '$.quarantined.reason') END = "
+                "'awaiting-parent' ORDER BY l.seq LIMIT ?",
+                (most,),
+            )
+            .fetchall()
+        )
+        return [str(r[0]) for r in rows]
+
     def ids_of_type(self, state: str, kind: str) -> list[str]:
         """Ids in one state whose letters are of type ``kind``, oldest first: one indexed look,
         not every letter of the state read (e.g. the people's letters among the unread)."""

@@ -20,28 +20,11 @@ from ..letter import wire
 from ..model import HUMAN, Letter
 from ..text import one_line
 from ..trust.authenticity import Verdict
+from .facts import Facts, answered
 
 Action = Literal["file", "quarantine", "bounce", "duplicate", "skip"]
 
-
-class Facts(Frozen):
-    """What the spool says about one judged letter (gathered by the client)."""
-
-    me_agent: str | None = None  # this mailbox's agent (None: the platform's own mailbox)
-    bytes_filed: bool = False  # these exact bytes are filed already (a refetch)
-    bounced_id: str | None = None  # the id of the sent letter a bounce reports on, if this mailbox sent it
-    bounced_to: tuple[str, ...] = ()  # the addresses that sent letter went to
-    filed_as: str | None = None  # the id of a filed letter with the same (sender, Message-ID)
-    parent_thread: str | None = None  # the thread of the filed letter it answers (In-Reply-To)
-    # This mailbox's platform address: a letter whose signed recipients do not name it is
-    # ``misaddressed`` (None only where no mailbox judges: a table of rules in a test).
-    me_address: str | None = None
-    # The parties of each thread the letter may join, as filed here (the platforms that wrote in
-    # it or were written to); a thread absent or empty is new here, and anyone may open it.
-    parties: dict[str, frozenset[str]] | None = None
-    # The platforms a person's letter speaks for (every one listing them as writing); empty for
-    # an agent's letter, which speaks for its sender alone.
-    speaks_for: frozenset[str] = frozenset()
+__all__ = ["Action", "Facts", "Filing", "route"]
 
 
 class Filing(Frozen):
@@ -114,6 +97,8 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
             ),
         )
     parties = (facts.parties or {}).get(letter.thread)
+    if not parties and facts.parent_thread is None and facts.may_wait and _waits(letter):
+        return Filing("quarantine", _awaiting_parent(letter))
     if parties and not (facts.speaks_for or {letter.sender}) & parties:
         return Filing("quarantine", _not_a_party(letter, facts.speaks_for, parties))
     if parties and letter.sender not in parties:
@@ -145,3 +130,22 @@ def _not_a_party(letter: Letter, speaks_for: frozenset[str], parties: frozenset[
         f"{'/'.join(sorted(speaks_for or {letter.sender}))} is none of them"
     )
     return Verdict("quarantine", letter=letter, reason="not-a-party", detail=one_line(detail)[:400])
+
+
+def _waits(letter: Letter) -> bool:
+    """An answer that would open its thread here: it waits for the letter it answers. Not a note
+    (between one platform's agents), nor a person's untagged letter (a thread of its own, which
+    no one else's letter can take)."""
+    if letter.type == "note" or not any(answered(letter)):
+        return False
+    return not (letter.type == HUMAN and letter.thread == wire.derived_thread(letter.message_id))
+
+
+def _awaiting_parent(letter: Letter) -> Verdict:
+    """An answer whose letter is not filed here yet: it waits, unshown, for that letter (filed
+    again, in order, once it is: client/recheck.settle), or for bounds.ANSWER_WAIT_MS."""
+    detail = (
+        f"it answers {letter.in_reply_to or letter.references[-1]}, not filed here yet: it waits for it "
+        f"(a thread is its opener's, never its first answer's)"
+    )
+    return Verdict("quarantine", letter=letter, reason="awaiting-parent", detail=one_line(detail)[:400])

@@ -1,12 +1,10 @@
 """Attacks on "parties own their thread" (issue 37), by someone who did not write it: those that
-succeeded (fixed since), some that held (kept so they go on holding) and one still open (xfail).
+succeeded (fixed since) and some that held (kept so they go on holding).
 The table of every attack tried is docs/threat/attacks-addressed-and-parties.md."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from agentmail.admin import bus
 from agentmail.config import registry as registry_mod
@@ -96,12 +94,6 @@ def test_an_outsider_cannot_reach_a_known_thread_by_its_block_alone_or_through_a
     assert [x.sender for x in beta.thread(report.thread, sync=False)] == ["alpha"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a thread is bound to the first letter filed in it here, not to its opener: a follower Cc'd "
-    "on the opener (a person another platform lists as writing) who answers before the opener "
-    "reaches the addressee makes her platform the thread's party there, and the opener not-a-party",
-)
 def test_a_follower_who_answers_before_the_opener_lands_does_not_take_the_thread(three: Registry, home: Path) -> None:
     from ..stages.test_addressed import signed_to
 

@@ -105,14 +105,18 @@ def mail(request: pytest.FixtureRequest) -> Bus:
 KINDS = ("report", "reply", "note", "long", "human-ish")
 
 
-def genuine(sender: AgentMail, kind: str, label: str) -> tuple[Letter, bytes, str]:
-    """A fresh signed letter (Letter as composed, raw, envelope recipient) of one of KINDS."""
+def genuine(sender: AgentMail, kind: str, label: str, answering: Letter | None = None) -> tuple[Letter, bytes, str]:
+    """A fresh signed letter (Letter as composed, raw, envelope recipient) of one of KINDS;
+    ``answering``: a reply into that letter's thread, answering it (filed before it, so the
+    reply does not wait for its letter: stages/route.py ``awaiting-parent``)."""
     to = sender.registry.get("beta")
-    thread = new_thread_id()
+    thread = answering.thread if answering is not None else new_thread_id()
     body = f"{label}: the /quota endpoint returns 500 since 2.4.1.\nSteps: curl -s beta/quota?id=7\n"
     options: dict[str, Any] = {}
     if kind == "report":
         options = {"severity": "high", "ref": "tokengate#12"}
+    elif kind == "reply" and answering is not None:
+        options = {"in_reply_to": answering.message_id, "references": ("<01root.beta@bus.test>", answering.message_id)}
     elif kind == "reply":
         options = {
             "in_reply_to": "<01parent.beta@bus.test>",
@@ -403,7 +407,7 @@ class Sent:
 def check_sync(mail: Bus, hostile: list[Sent], label: str) -> SyncReport:
     """Sync ``hostile`` between two genuine letters and assert the invariants of this module."""
     first, first_raw, first_rcpt = genuine(mail.alpha, "report", f"{label} before")
-    last, last_raw, last_rcpt = genuine(mail.alpha, "reply", f"{label} after")
+    last, last_raw, last_rcpt = genuine(mail.alpha, "reply", f"{label} after", answering=first)
     mail.drop(first_raw, first_rcpt)
     for sent in hostile:
         mail.drop(sent.raw, sent.rcpt)

@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
 from agentmail.letter import wire
 from agentmail.trust import authenticity
 from tests.helpers.letters import burst
 
+from ..conftest import OPENER
 from .test_authenticity import DATA, letter_bytes, mta_signed, sign_as, trusting
+from .test_bounce_trust import _report, mailserver_bus  # noqa: F401  (the fixture)
+from .test_rotation import _client, _set_until
 
 BOUNCE = (DATA / "bounce-template.eml").read_bytes().replace(b"{MESSAGE_ID}", b"<01sent.alpha@bus.test>")
 
@@ -245,3 +250,53 @@ def test_the_dsn_status_is_found_in_any_block_of_the_delivery_status(registry: R
     assert authenticity.judge(raw, registry).detail == (
         "5.1.1 smtp; 550 5.1.1 <nosuch@bus.test>: Recipient address rejected"
     )
+
+
+def test_a_failed_recipient_with_an_at_sign_in_its_local_part_is_vouched_for_by_its_last_domain() -> None:
+    """A report's recipient is hostile text: ``"a@evil.test"@people.test`` is a mailbox at
+    people.test, whose own mail system (and no other) may vouch for its failure."""
+    speaks_for = authenticity._speaks_for  # noqa: SLF001  (the one rule, on hostile text)
+    assert speaks_for('"a@evil.test"@people.test', "mx.people.test", "bus.test") == ("people.test",)
+    assert speaks_for('"a@people.test"@evil.test', "mx.people.test", "bus.test") == ()
+    assert speaks_for("a@people.test", "mx.bus.test", "bus.test") == ("bus.test",)
+    assert speaks_for("a@people.test", "", "bus.test") == ()
+
+
+def test_a_doubted_reports_reasons_are_word_for_word(mailserver_bus: Registry) -> None:
+    stamp = ["mail.bus.test; dkim=pass header.d=bus.test"]
+    delayed = authenticity.judge(_report([("Final-Recipient", "beta@bus.test", "delayed")], stamp), mailserver_bus)
+    assert delayed.unvouched == "it names no failed recipient (Final-Recipient with Action: failed)"
+    unstamped = authenticity.judge(_report([("Final-Recipient", "beta@bus.test", "failed")], []), mailserver_bus)
+    assert unstamped.unvouched == (
+        "the bus's mail server does not vouch for it (no trusted Authentication-Results passing DKIM or "
+        "DMARC for bus.test or the failed recipient's domain)"
+    )
+
+
+def test_a_letter_a_reader_fails_on_is_quarantined_under_what_its_headers_said(
+    registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(raw: bytes, registry: Registry, *, at: float | None = None) -> authenticity.Verdict:
+        raise RuntimeError("a reader's bug")
+
+    monkeypatch.setattr(authenticity, "judge_unguarded", broken)
+    verdict = authenticity.judge(letter_bytes(), registry)
+    assert (verdict.route, verdict.reason) == ("quarantine", "malformed")
+    assert verdict.summary == {"from": "alpha@bus.test", "message_id": "<01a.alpha@bus.test>"}
+    assert (
+        verdict.detail == "agentmail failed on this letter in judging (RuntimeError); it is kept here for a bug report"
+    )
+    nameless = authenticity.judge(b"no header of a letter\r\n", registry)  # nothing to say it by
+    assert (nameless.reason, nameless.summary) == ("malformed", None)
+
+
+def test_a_letter_is_judged_with_the_keys_valid_when_it_arrived(registry: Registry, home: Path) -> None:
+    """``at`` reaches the key check (rebuild judges a letter as of its filing): a previous key's
+    window that has ended since still covers a letter that arrived inside it."""
+    _client(home, "alpha").send("beta", "Signed before", OPENER)
+    bus.keygen(home, registry, "alpha", overlap=3600)
+    _set_until(home, "2000-01-01T00:00:00Z")
+    (path,) = (home / "postoffice" / "beta" / "new").iterdir()
+    rotated = registry_mod.load(home / "registry")
+    assert authenticity.judge(path.read_bytes(), rotated, at=946_684_000).route == "accept"  # 1999-12-31
+    assert authenticity.judge(path.read_bytes(), rotated).reason == "unauthenticated"
