@@ -7,6 +7,7 @@ import inspect
 from pathlib import Path
 
 from agentmail.client.facade import AgentMail
+from agentmail.model import ulid_ms
 from agentmail.spool import Spool, SpoolReader, SpoolWriter
 from agentmail.spool.home_claims import HomeClaims
 
@@ -114,3 +115,26 @@ def test_no_two_modules_share_a_name() -> None:
     stems = [p.stem for p in package.rglob("*.py") if p.stem != "__init__"]
     assert sorted(s for s in set(stems) if stems.count(s) > 1) == []
     assert (package / "spool" / "home_claims.py").exists() and (package / "spool" / "server_claims.py").exists()
+
+
+def test_the_reader_counts_closed_threads_without_notes(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    _file(spool, "read", 1, thread="thr-open0000000")
+    _file(spool, "read", 2, thread="thr-shut0000000")
+    _file(spool, "read", 3, thread="thr-shut0000000", in_reply_to="<2.alpha@bus.test>", type="close")
+    _file(spool, "read", 4, thread="thr-note0000000", type="note")  # a note's thread is none
+    assert spool.read.closed_threads() == 1 and spool.read.open_threads() == ["thr-open0000000"]
+
+
+def test_the_openers_of_every_agent_come_keyed_once_the_oldest_first(tmp_path: Path) -> None:
+    """Two mailboxes of one platform that hold one opener (a sibling's copy): counted once, at
+    the older of its two times."""
+    mine = _spool(tmp_path)
+    other = Spool(tmp_path / "spool" / "beta@ci", platform_root=mine.root)
+    letter, raw = _letter(5)
+    opener = letter.replace(sender="beta", to="alpha", in_reply_to="")
+    first = other.write.store("sent", opener, raw)
+    again = mine.write.store("sibling", opener, raw)
+    keys = mine.read.opener_keys_since(0)
+    assert list(keys.values()) == [min(ulid_ms(first.id), ulid_ms(again.id))] and len(keys) == 1
+    assert mine.read.opener_key_set(0) == (set(keys), min(keys.values()))
