@@ -1,5 +1,5 @@
 """The per-home reply claim: one reply of a platform to a letter among every agent of one home
-(machine), held in the platform's own spool.db (DESIGN §10). The claim that holds across the
+(machine), held in the platform's own spool.db (DESIGN §6). The claim that holds across the
 homes of a platform is made on the server: ``server_claims``.
 
 A claim is a row of the platform's ``claims`` table, keyed by ``layout.reply_key`` (the answered
