@@ -80,7 +80,7 @@ def test_a_misaddressed_letter_is_quarantined_saying_whom_its_signature_names() 
 def test_another_platforms_note_is_misaddressed() -> None:
     note = LETTER.replace(type="note", to_agent="bob", sender_address="gamma@partner.test")
     filing = route(Verdict("accept", letter=note, addressed=(ME,)), Facts(me_address=ME, me_agent="bob"))
-    assert filing.verdict is not None
+    assert filing.action == "quarantine" and filing.verdict is not None
     assert (filing.verdict.route, filing.verdict.reason) == ("quarantine", "misaddressed")
     assert filing.verdict.detail == (
         "a note goes between the agents of one platform, and this one is gamma@partner.test's, not alpha@bus.test's"
