@@ -4,12 +4,16 @@ changes a letter, its writing side, and the per-home reply claim under a name th
 from __future__ import annotations
 
 import inspect
+import os
 from pathlib import Path
+
+import pytest
 
 from agentmail.client.facade import AgentMail
 from agentmail.model import ulid_ms
 from agentmail.spool import Spool, SpoolReader, SpoolWriter
 from agentmail.spool.home_claims import HomeClaims
+from agentmail.spool.layout import _raw_key
 
 from ..conftest import OPENER
 from .test_spool import _file, _letter, _spool
@@ -138,3 +142,27 @@ def test_the_openers_of_every_agent_come_keyed_once_the_oldest_first(tmp_path: P
     keys = mine.read.opener_keys_since(0)
     assert list(keys.values()) == [min(ulid_ms(first.id), ulid_ms(again.id))] and len(keys) == 1
     assert mine.read.opener_key_set(0) == (set(keys), min(keys.values()))
+
+
+def test_a_letter_restored_meanwhile_by_another_reader_is_read_from_its_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A letter whose unflushed copy was lost is copied again from the post-office file it came
+    from; another reader doing the same at once (the copy exists when this one writes) is no error."""
+    spool = _spool(tmp_path)
+    filed = _file(spool)
+    raw = spool.read.raw(filed.id)
+    source = tmp_path / "postoffice" / "1.eml"
+    source.parent.mkdir()
+    source.write_bytes(raw)
+    spool.write.annotate(filed.id, copy=os.path.relpath(source, spool.root), copy_key=_raw_key(raw))
+    (spool.root / "letters" / f"{filed.id}.eml").unlink()  # lost in a power cut
+    real = spool.layout.write_tmp
+
+    def racing(letter_id: str, data: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> bool:
+        real(letter_id, data, durable, copy)  # the other reader's copy
+        raise FileExistsError(letter_id)
+
+    monkeypatch.setattr(spool.layout, "write_tmp", racing)
+    assert spool.read.path("", filed.id) == spool.root / "tmp" / f"{filed.id}.eml"
+    assert spool.read.raw(filed.id) == raw
