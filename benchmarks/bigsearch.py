@@ -104,7 +104,7 @@ class BigSpool(SearchSpool):
             date="Tue, 01 Dec 2026 09:00:00 +0000",
             severity="high",
         )
-        self.spool.store("read", letter, raw, extra={**extra, "depth": 0})
+        self.spool.write.store("read", letter, raw, extra={**extra, "depth": 0})
         self.huge += 1
         self.letters += 1
 

@@ -192,7 +192,7 @@ def agentmail_receiver(drill: Drill, home: Path, platform: str, expect: int, tok
     am = _agentmail_client(drill, home, platform, "receiver", no_sent)
     transport = am.transport
     validity, uidnext = transport._select()  # an agent already waiting: at the mailbox's end
-    am.spool.ensure().set_checkpoint(transport.name, f"{validity}:{max(uidnext - 1, 0)}")
+    am.spool.ensure().write.set_checkpoint(transport.name, f"{validity}:{max(uidnext - 1, 0)}")
     _skip_sent_history(am)
     counts = count_commands()
     go.wait()
@@ -231,7 +231,7 @@ def _skip_sent_history(am: Any) -> None:
     if folder and client.folder_exists(folder):
         status = client.folder_status(folder, [b"UIDVALIDITY", b"UIDNEXT"])
         last = max(int(status[b"UIDNEXT"]) - 1, 0)
-        am.spool.set_checkpoint(picture.checkpoint_name(transport), f"{status[b'UIDVALIDITY']}:{last}")
+        am.spool.write.set_checkpoint(picture.checkpoint_name(transport), f"{status[b'UIDVALIDITY']}:{last}")
 
 
 def raw_letters(drill: Drill, platform: str, to: list[str], token: str) -> list[tuple[str, bytes]]:

@@ -57,7 +57,7 @@ def warm_latency(root: Path, settings: Settings) -> Figure:
     for index in range(WARMUP + settings.latency_samples):
         answer = time_answer(waiter, tb.env, tb.home, partial(alpha.send, "beta", "Latency probe", body))
         beta.done(answer.output.split()[0].decode())  # so the next waiter waits for a new letter
-        raw = raw or alpha.spool.raw(alpha.spool.ids("sent")[-1])
+        raw = raw or alpha.spool.read.raw(alpha.spool.read.ids("sent")[-1])
         bare_answer = time_answer(reader, tb.env, tb.home, partial(bare.deliver, maildir, raw))
         (maildir / "new" / bare_answer.output.decode().strip()).unlink()
         deliver_signed = partial(
@@ -110,12 +110,12 @@ def send_throughput(root: Path, settings: Settings) -> Figure:
     count = settings.send_letters
     made: list[Path] = []  # the baselines' folders, removed only after the last timed run
     for run in Runs(settings.repeats, settings.budget):
-        before = set(alpha.spool.ids("sent"))
+        before = set(alpha.spool.read.ids("sent"))
         start = time.perf_counter()
         for index in range(count):
             alpha.send("beta", f"Throughput probe {index}", body)
         ours.append(count / (time.perf_counter() - start))
-        raws = [alpha.spool.raw(i) for i in alpha.spool.ids("sent") if i not in before]
+        raws = [alpha.spool.read.raw(i) for i in alpha.spool.read.ids("sent") if i not in before]
         assert len(raws) == count, f"{len(raws)} of {count} letters were sent"
         maildir = _maildir(root / f"send-baseline-{run}")
         made.append(maildir)

@@ -98,8 +98,8 @@ def measure(small: _Side, large: _Side) -> dict[str, Any]:
     return {
         "letters": large.me.spool.db.conn().execute(count).fetchone()[0],
         "small_letters": small.me.spool.db.conn().execute(count).fetchone()[0],
-        "open_threads": len(large.me.spool.open_threads()),
-        "small_open_threads": len(small.me.spool.open_threads()),
+        "open_threads": len(large.me.spool.read.open_threads()),
+        "small_open_threads": len(small.me.spool.read.open_threads()),
         "spool_db_bytes_per_letter": round(
             (large.me.spool.root / "spool.db").stat().st_size / large.me.spool.db.conn().execute(count).fetchone()[0]
         ),

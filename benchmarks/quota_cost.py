@@ -64,7 +64,7 @@ def measure(alpha: AgentMail) -> dict[str, float]:
     before, after, send = [], [], []
     for i in range(RUNS):
         now = time.time_ns() // 1_000_000
-        before.append(_ms(lambda now=now: alpha.spool.opened_since(now - 3_600_000)))
+        before.append(_ms(lambda now=now: alpha.spool.read.opened_since(now - 3_600_000)))
         after.append(_ms(lambda now=now: opened_times(alpha.spool, alpha.sender.transport, now)))
         send.append(_ms(lambda i=i: alpha.send("beta", f"timed {i}", OPENER)))
     counted = len(opened_times(alpha.spool, alpha.sender.transport, time.time_ns() // 1_000_000))

@@ -154,13 +154,13 @@ def search(root: Path, settings: Settings) -> list[Figure]:
         bare_db.close()
         os.unlink(root / f"bare-{size}.sqlite")
         # A letter moved into read: nothing for the index to catch up on (it reads the spool's state).
-        letter_id = builder.spool.ids("unread")[0]
-        builder.spool.move(letter_id, "unread", "read")
+        letter_id = builder.spool.read.ids("unread")[0]
+        builder.spool.write.move(letter_id, "unread", "read")
         start = time.perf_counter()
         am.search(vocabulary[30], sync=False)
         after_move[size] = (time.perf_counter() - start) * 1e3
-        builder.spool.move(letter_id, "read", "unread")
-        builder.unread = builder.spool.ids("unread")
+        builder.spool.write.move(letter_id, "read", "unread")
+        builder.unread = builder.spool.read.ids("unread")
         process[size] = tb.timed(OWNER, "search", "--no-sync", vocabulary[30]) * 1e3
     am.close()
     tb.remove()

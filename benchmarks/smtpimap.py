@@ -123,7 +123,7 @@ def _latency(tb: TempBus, servers: Any, settings: Settings) -> Figure:
         ready = _idling(servers, servers.store.counts["imap.IDLE"])
         answer = time_answer(waiter, tb.env, tb.home, partial(alpha.send, "beta", "Latency probe", body), ready)
         beta.done(answer.output.split()[0].decode())
-        raw = raw or alpha.spool.raw(alpha.spool.ids("sent")[-1])
+        raw = raw or alpha.spool.read.raw(alpha.spool.read.ids("sent")[-1])
         ready = _idling(servers, servers.store.counts["imap.IDLE"])
         bare_answer = time_answer(reader, reader_env, tb.home, submit, ready)
         if index >= WARMUP:
@@ -149,12 +149,12 @@ def _send(tb: TempBus, servers: Any, settings: Settings) -> Figure:
     body = letters.OPENER.format(sender="alpha", to="beta")
     alpha.send("beta", "Warm-up", body)
     count = settings.smtp_samples * 5
-    before = set(alpha.spool.ids("sent"))
+    before = set(alpha.spool.read.ids("sent"))
     start = time.perf_counter()
     for index in range(count):
         alpha.send("beta", f"Throughput probe {index}", body)
     ours = count / (time.perf_counter() - start)
-    raws = [alpha.spool.raw(i) for i in alpha.spool.ids("sent") if i not in before]
+    raws = [alpha.spool.read.raw(i) for i in alpha.spool.read.ids("sent") if i not in before]
     start = time.perf_counter()
     with bare.smtp_session(
         "127.0.0.1", servers.smtp_port, f"alpha@{DOMAIN}", PASSWORDS["alpha"], str(servers.ca_file)

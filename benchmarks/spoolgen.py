@@ -96,7 +96,7 @@ class SpoolBuilder:
         with no_fsync():
             self.spool.db.begin_batch()
             for letter_id in self.unread:
-                self.spool.move(letter_id, "unread", "read")
+                self.spool.write.move(letter_id, "unread", "read")
             if not self.letters:
                 self._quarantine()
             if self.letters < total:
@@ -105,9 +105,9 @@ class SpoolBuilder:
                 self._thread(total - self.letters)
             self.unread = self.received[-UNREAD:]
             for letter_id in self.unread:
-                self.spool.move(letter_id, "read", "unread")
+                self.spool.write.move(letter_id, "read", "unread")
             (self.mailbox.dir / ".uidnext").write_text(str(self.uid + 1))
-            self.spool.set_checkpoint("local", f"{self.mailbox.uidvalidity}:{self.uid}")
+            self.spool.write.set_checkpoint("local", f"{self.mailbox.uidvalidity}:{self.uid}")
             self.spool.db.commit_batch()
             # as a spool in use is: its WAL folded into the file (SQLite does so every 1,000
             # pages; one transaction per size kept it from happening here)
@@ -116,8 +116,8 @@ class SpoolBuilder:
         self.seconds += time.perf_counter() - start
 
     def stats(self) -> dict[str, int]:
-        counts = {state: len(self.spool.ids(state)) for state in ("unread", "read", "sent", "quarantine")}
-        opened = len(self.spool.open_threads())
+        counts = {state: len(self.spool.read.ids(state)) for state in ("unread", "read", "sent", "quarantine")}
+        opened = len(self.spool.read.open_threads())
         return {
             "letters": self.letters,
             "threads": self.threads,
@@ -211,7 +211,7 @@ class SpoolBuilder:
             .replace(_PARENT.encode(), (parent.message_id if parent else "").encode())
         )
         state = "sent" if sender == OWNER else "read"
-        stored = self.spool.store(state, letter, raw, extra={"depth": depth})
+        stored = self.spool.write.store(state, letter, raw, extra={"depth": depth})
         if state == "read":
             self._post(stored.id, state)
         self.letters += 1
@@ -226,7 +226,7 @@ class SpoolBuilder:
     def _post(self, letter_id: str, state: str) -> None:
         """The post office copy of a received letter, under the UID it was fetched with."""
         self.uid += 1
-        os.link(self.spool.path(state, letter_id), self.mailbox.dir / "cur" / f"{self.uid:012d}:2,")
+        os.link(self.spool.read.path(state, letter_id), self.mailbox.dir / "cur" / f"{self.uid:012d}:2,")
         self.received.append(letter_id)
 
     def _quarantine(self) -> None:
@@ -255,9 +255,9 @@ class SpoolBuilder:
                 detail="no valid signature by alpha's pinned key: the signature does not verify "
                 "(the body changed after signing)",
             )
-            letter_id = self.spool.store("quarantine", letter, forged, index=False).id
+            letter_id = self.spool.write.store("quarantine", letter, forged, index=False).id
             self.uid += 1
-            os.link(self.spool.path("quarantine", letter_id), self.mailbox.dir / "cur" / f"{self.uid:012d}:2,")
+            os.link(self.spool.read.path("quarantine", letter_id), self.mailbox.dir / "cur" / f"{self.uid:012d}:2,")
             self.letters += 1
 
     def _body(self, kind: str, sender: str, to: str) -> str:

@@ -34,7 +34,7 @@ EVENTS: list[Event] = []
 RECEIVE = [
     ("agentmail.transport.inotify", "Watch.wait", "inotify wait (wake)"),
     ("agentmail.client.receiver", "Receiver.sync", "client sync"),
-    ("agentmail.spool.store", "Spool.sweep_tmp", "sweep tmp/"),
+    ("agentmail.spool.filing", "SpoolWriter.sweep_tmp", "sweep tmp/"),
     ("agentmail.transport.local", "Mailbox.assign", "assign UIDs (rename into cur/)"),
     ("agentmail.transport.local", "fsync_dir", "fsync cur/"),
     ("agentmail.transport.local", "Mailbox.read", "read the letter"),
@@ -45,10 +45,10 @@ RECEIVE = [
     ("agentmail.letter.wire", "to_letter", "to_letter"),
     ("agentmail.trust.authenticity", "judge_unguarded", "judge (parse..to_letter)"),
     ("agentmail.client.receiver", "Receiver.facts", "route facts"),
-    ("agentmail.spool.store", "Spool.store", "spool store (link, rows)"),
+    ("agentmail.spool.filing", "SpoolWriter.store", "spool store (link, rows)"),
     ("agentmail.spool.db", "Db.commit_batch", "COMMIT (WAL fsync)"),
-    ("agentmail.spool.store", "Spool._publish", "rename into letters/"),
-    ("agentmail.spool.store", "Spool.set_checkpoint", "checkpoint"),
+    ("agentmail.spool.filing", "SpoolWriter._publish", "rename into letters/"),
+    ("agentmail.spool.filing", "SpoolWriter.set_checkpoint", "checkpoint"),
     ("agentmail.client.receiver", "Receiver.inbox", "inbox (read back)"),
     ("agentmail.cli.agent", "echo", "print"),
 ]

@@ -88,7 +88,7 @@ class LiveBus:
         am = AgentMail(registry or self.registry, Identity(platform), home or self.home)
         transport = am.transport
         validity, uidnext = transport._select()  # type: ignore[attr-defined]  # (UIDVALIDITY, UIDNEXT) of INBOX
-        am.spool.ensure().set_checkpoint(transport.name, f"{validity}:{max(uidnext - 1, 0)}")
+        am.spool.ensure().write.set_checkpoint(transport.name, f"{validity}:{max(uidnext - 1, 0)}")
         self._clients.append(am)
         return am
 

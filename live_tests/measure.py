@@ -90,7 +90,7 @@ class Bench:
     def client(self, platform: str, registry: Registry | None = None, home: Path | None = None) -> AgentMail:
         am = AgentMail(registry or self.registry, Identity(platform), home or self.home)
         validity, uidnext = am.transport._select()  # type: ignore[attr-defined]  # skip the mailbox's history
-        am.spool.ensure().set_checkpoint(am.transport.name, f"{validity}:{max(uidnext - 1, 0)}")
+        am.spool.ensure().write.set_checkpoint(am.transport.name, f"{validity}:{max(uidnext - 1, 0)}")
         return am
 
     # --- raw clients ---------------------------------------------------------------------------
@@ -216,7 +216,7 @@ def agentmail_throughput(b: Bench, letters: int) -> dict[str, float]:
                 BODY.format(me=b.cfg.sender, token=token),
             ),
         )
-        queue.spool.store("outbox", letter, raw, extra=letter.extra)
+        queue.spool.write.store("outbox", letter, raw, extra=letter.extra)
     composed = time.perf_counter() - started
     sender, receiver = AgentMail(b.registry, Identity(b.cfg.sender), b.home), b.client(to)
     received: list[int] = []

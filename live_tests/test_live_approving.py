@@ -45,7 +45,7 @@ def test_a_held_letter_leaves_only_after_approve(bus: LiveBus, token: str, tmp_p
     assert _cli(home, registry.root, "--as", me, "flush")[0] in (0, 1)
     code, out, _ = _cli(home, registry.root, "--as", me, "--json", "held")
     assert [x["id"] for x in json.loads(out)] == [held["id"]]  # flush left it where it was
-    assert Spool(home / "spool" / me).ids("sent") == []
+    assert Spool(home / "spool" / me).read.ids("sent") == []
     code, out, _ = _cli(home, registry.root, "--as", me, "--json", "status", "--no-sync")
     assert [r["delivery"] for r in json.loads(out) if r["thread"] == held["thread"]] == ["held"]
     code, out, err = _cli(home, registry.root, "--as", me, "approve", held["id"])  # the agent: no key
@@ -99,7 +99,7 @@ def test_mutt_decides_a_held_letter_by_replying_to_its_announcement(
 
     def released() -> str | None:
         agent.sync()
-        state = agent.spool.locate(held.id)
+        state = agent.spool.read.locate(held.id)
         return state if state != "held" else None
 
     if answer != "approve":

@@ -60,7 +60,7 @@ def test_send_is_accepted_by_the_submission_server(
     )
     assert sent.state == "sent", f"the server did not take it: {sent.extra}"
     assert not sent.extra.get("refused") and not sent.extra.get("queued_reason")
-    assert sender.spool.ids("outbox") == []
+    assert sender.spool.read.ids("outbox") == []
     assert [x.id for x in sender.sent() if x.thread == sent.thread] == [sent.id]
     receive(receiver, sent.thread)  # and it really went somewhere
 
@@ -72,7 +72,7 @@ def test_delivered_to_the_recipients_inbox_and_synced(
     assert got.message_id == sent.message_id and got.state == "unread"
     raw = receiver.raw(got.id)
     assert b"Received:" in raw.split(b"\r\n\r\n", 1)[0]  # it went through the MTA, not around it
-    assert got.id in receiver.spool.ids("unread")
+    assert got.id in receiver.spool.read.ids("unread")
     # the next sync has nothing new: the checkpoint moved past it
     assert receiver.sync().accepted == []
 

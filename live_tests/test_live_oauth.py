@@ -103,7 +103,7 @@ class TokenBus:
     def spool(self, platform: str, state: str) -> list[str]:
         spool = Spool(self.home / "spool" / platform)
         try:
-            return spool.ids(state)
+            return spool.read.ids(state)
         finally:
             spool.db.close()
 

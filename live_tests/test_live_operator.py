@@ -90,12 +90,12 @@ class NewBus:
 
     def spool(self, name: str, state: str) -> list[str]:
         root = self.home / "spool" / name  # the spool's spool.db says which letters are in ``state``
-        return Spool(root).ids(state) if (root / "spool.db").exists() else []
+        return Spool(root).read.ids(state) if (root / "spool.db").exists() else []
 
     def client(self, name: str) -> AgentMail:
         """A client of this new bus whose spool starts at the mailbox's current end."""
         am = AgentMail(registry_mod.load(self.registry), Identity(name), self.home)
-        am.spool.ensure().set_checkpoint(am.transport.name, am.transport.tip())  # type: ignore[attr-defined]
+        am.spool.ensure().write.set_checkpoint(am.transport.name, am.transport.tip())  # type: ignore[attr-defined]
         return am
 
 

@@ -147,7 +147,17 @@ GROUPS: dict[str, Group] = {
     # three modules, exact answers). test_migration/test_rebuild/test_recovery/test_crash prove the
     # same end to end through clients and SIGKILLed processes, at seconds per mutant: not run here.
     "spool": Group(
-        ("spool/layout.py", "spool/views.py", "spool/filing.py", "spool/store.py", "spool/db.py", "spool/migrate.py"),
+        (
+            "spool/layout.py",
+            "spool/views.py",
+            "spool/depth.py",
+            "spool/filing.py",
+            "spool/store.py",
+            "spool/recover.py",
+            "spool/home_claims.py",
+            "spool/db.py",
+            "spool/migrate.py",
+        ),
         ("spool/test_spool.py",),
         timeout=30,
     ),

@@ -158,7 +158,7 @@ def run_demo(home: Path | None, echo: Callable[[str], None]) -> dict[str, Any]:
     echo("Where the files are (each letter is a plain RFC-822 file; open them in any mail tool):")
     echo(f"   post office (Maildirs): {home / 'postoffice'}   e.g. mutt -f {home / 'postoffice' / 'runflow'}")
     echo(f"   tokengate's spool:      {tokengate.spool.root}  (letters/ and spool.db)")
-    echo(f"   the report as sent:     {tokengate.spool.path('sent', report.id)}")
+    echo(f"   the report as sent:     {tokengate.spool.read.path('sent', report.id)}")
     echo(f"   registry and keys:      {home / 'registry'}  ·  {home / 'secrets'} (0600)")
     echo(f"   try: AGENTMAIL_HOME={home} agentmail --as runflow thread {thread}")
     echo(f"\ndone in {time.perf_counter() - started:.2f} s")

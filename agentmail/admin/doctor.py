@@ -70,7 +70,7 @@ def _previous_keys(reg: registry.Registry) -> Check:
 
 
 def _outbox(client: AgentMail) -> Check:
-    queued, failed = client.spool.ids("outbox"), client.spool.ids("failed")
+    queued, failed = client.spool.read.ids("outbox"), client.spool.read.ids("failed")
     if queued:
         return Check(
             "outbox",
@@ -175,7 +175,7 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
     thread = new_thread_id()
     try:
         transport = client.transport
-        checkpoint = client.spool.checkpoint(transport.name)
+        checkpoint = client.spool.read.checkpoint(transport.name)
         tip = getattr(transport, "tip", None)
         if checkpoint is None and tip is not None:
             checkpoint = tip()  # never synced: skip the mailbox's history, read only what comes next

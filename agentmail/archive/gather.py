@@ -128,7 +128,7 @@ def _auth(client: AgentMail, letter: Letter, raw: bytes) -> tuple[str, str]:
     if letter.state == "quarantine":
         return "quarantined", visible_line(f"{letter.reason or 'quarantined'}: {letter.detail or ''}")
     how = visible_line(client.authentication(letter))
-    if client.spool.unchanged(letter.id, raw) is False:
+    if client.spool.read.unchanged(letter.id, raw) is False:
         return "changed", how  # what it shows now was never verified
     if letter.state in ("sent", "held", "outbox", "failed"):
         return "sent", how
@@ -176,7 +176,7 @@ def fingerprint(client: AgentMail, thread: str, quarantine: Iterable[Letter] = (
     """What a thread page depends on, read from the spool without reading a letter: its ids and
     their states. The same fingerprint: the page need not be written again."""
     spool = client.spool
-    parts = [f"{i}:{spool.locate(i)}" for i in spool.thread_ids(thread)]
+    parts = [f"{i}:{spool.read.locate(i)}" for i in spool.read.thread_ids(thread)]
     parts += [f"{x.id}:q" for x in quarantine]
     return f"{client.me.platform}|" + ",".join(parts)
 
@@ -226,7 +226,7 @@ def thread_view(clients: list[AgentMail], found: Found) -> ThreadView | None:
     by_id: dict[tuple[str, str], LetterView] = {}
     thread, status, owner = found.thread, found.status, found.owner
     for client in clients:
-        if not client.spool.thread_ids(thread):
+        if not client.spool.read.thread_ids(thread):
             continue
         try:
             letters = client.thread(thread, sync=False)

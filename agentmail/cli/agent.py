@@ -125,7 +125,7 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
     it), and so is a quarantined letter ('quarantine' stops listing it; its file is kept)."""
     client = ctx.client()
     moved = client.done(*letter_ids)
-    states = {i: client.spool.locate(i) for i in moved}  # a letter done moves to read; one dismissed stays
+    states = {i: client.spool.read.locate(i) for i in moved}  # a letter done moves to read; one dismissed stays
     read = [i for i in moved if states[i] == "read"]
     gone = [i for i in moved if states[i] != "read"]
     held = [i for i in gone if states[i] == "quarantine"]

@@ -189,7 +189,7 @@ class Watcher:
     def _wait(self, seconds: float) -> None:
         transport = self.am.transport
         try:
-            transport.wait(self.am.spool.checkpoint(transport.name), seconds)
+            transport.wait(self.am.spool.read.checkpoint(transport.name), seconds)
         except TransportError as exc:
             self._say(f"agentmail watch: {exc}; retrying")
             self._stop.wait(seconds)

@@ -150,7 +150,7 @@ class AgentMail(Stage):
         """What became of the letter this client filed last, in words: a send stopped by Ctrl-C
         says whether its letter left."""
         letter_id = self.sender.last_filed
-        state = None if letter_id is None else self.spool.locate(letter_id)
+        state = None if letter_id is None else self.spool.read.locate(letter_id)
         if letter_id is None or state is None:
             return "no letter was filed: nothing was sent"
         return {

@@ -49,14 +49,14 @@ class Holds(Stage):
         # Before the letter: never a held letter without why, nor without the digest of exactly
         # what would leave (its bytes and every RCPT TO), which any approval is bound to.
         digest = approval.digest_of(raw, envelope_of(letter, self._mails_people()))
-        self.spool.annotate(letter.id, held_reason=reason, held_digest=digest)
-        stored = self.spool.store("held", letter, raw, extra=letter.extra)
+        self.spool.write.annotate(letter.id, held_reason=reason, held_digest=digest)
+        stored = self.spool.write.store("held", letter, raw, extra=letter.extra)
         self.announce_held(self.box.show(stored.id), reason)
         return self.box.show(stored.id)
 
     def held(self) -> list[Letter]:
         """Does ``AgentMail.held``."""
-        return self.spool.letters("held")
+        return self.spool.read.letters("held")
 
     def approve(self, letter_id: str | Letter, *, key_file: str | None = None) -> Letter:
         """``AgentMail.approve``: the operator's key checked against the pin, then the letter released and sent."""
@@ -71,10 +71,10 @@ class Holds(Stage):
         Refused unless the letter is still exactly what was announced (``bound``)."""
         self.bound(letter_id)
         if not self.box.move(letter_id, "held", "outbox"):
-            state = self.spool.locate(letter_id)
+            state = self.spool.read.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
-        self.spool.annotate(letter_id, approved="true", approved_by=approved_by)
-        return self.outbox.send_now(self.spool.letter(letter_id, "outbox"))[0]
+        self.spool.write.annotate(letter_id, approved="true", approved_by=approved_by)
+        return self.outbox.send_now(self.spool.read.letter(letter_id, "outbox"))[0]
 
     def bound(self, letter_id: str) -> None:
         """The one check before any release (the operator's key or an approver's answer): the held
@@ -82,14 +82,14 @@ class Holds(Stage):
         announced, and no two answers disagree. Refused otherwise: the letter stays held."""
         from ..people import approval
 
-        if self.spool.locate(letter_id) != "held":
-            state = self.spool.locate(letter_id)
+        if self.spool.read.locate(letter_id) != "held":
+            state = self.spool.read.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
-        letter = self.spool.letter(letter_id, "held")
+        letter = self.spool.read.letter(letter_id, "held")
         if letter.extra.get("answers_disagree"):
             raise Refused(f"letter {letter_id} is not sent: {letter.extra['answers_disagree']}")
         try:
-            raw = self.spool.path("held", letter_id).read_bytes()
+            raw = self.spool.read.path("held", letter_id).read_bytes()
         except OSError:
             raise NotFound(f"letter {letter_id} is not held (its file is gone)") from None
         bound = letter.extra.get("held_digest")
@@ -110,14 +110,14 @@ class Holds(Stage):
         if not to:
             return
         try:
-            held = self.spool.path("held", letter.id).read_bytes()
+            held = self.spool.read.path("held", letter.id).read_bytes()
             envelope = envelope_of(letter, self._mails_people())
             message_id, raw = approval.announcement(
                 self.registry, self.home, self.me.platform, letter, reason, held, envelope
             )
         except (AgentmailError, OSError) as exc:  # e.g. the platform's key cannot sign it
             failed = str(exc) or type(exc).__name__
-            self.spool.annotate(letter.id, announce_failed=failed)
+            self.spool.write.annotate(letter.id, announce_failed=failed)
             return
         self.people.announce_held(letter.id, message_id, raw, to)
 
@@ -163,17 +163,19 @@ class Holds(Stage):
         # An answer filed by a sync that died before acting on it is still unread and carries no
         # approval_ignored: it is taken up now (only while a held letter waits for one).
         fresh = set(accepted)
-        waiting = [i for i in self.spool.ids_of_type("unread", "human") if i not in fresh]  # only a person's decides
+        waiting = [
+            i for i in self.spool.read.ids_of_type("unread", "human") if i not in fresh
+        ]  # only a person's decides
         answers: dict[str, list[tuple[str, str, str, str]]] = {}  # held id: (answer id, who, verb, reason)
         for letter_id in [*accepted, *waiting]:
-            letter = self.spool.letter(letter_id)
+            letter = self.spool.read.letter(letter_id)
             target = held.get(letter.in_reply_to or "")
             change = changes.get(letter.in_reply_to or "")
             if letter.type != "human" or letter.extra.get("person") != letter.sender_address:
                 continue
             if target is None and change is None:
                 continue
-            if letter_id not in accepted and "approval_ignored" in self.spool.annotations(letter_id):
+            if letter_id not in accepted and "approval_ignored" in self.spool.read.annotations(letter_id):
                 continue  # weighed before: it decided nothing (a person's letter's extra is its own record)
             decided = approval.decision(letter.body)
             if target is None and change is not None:
@@ -182,11 +184,13 @@ class Holds(Stage):
             else:
                 allowed_here = allowed
             if letter.sender_address not in allowed_here:
-                self.spool.annotate(
+                self.spool.write.annotate(
                     letter_id, approval_ignored=f"{letter.sender_address} does not approve {self.me.platform}"
                 )
             elif decided is None:
-                self.spool.annotate(letter_id, approval_ignored='the first word is neither "approve" nor "reject"')
+                self.spool.write.annotate(
+                    letter_id, approval_ignored='the first word is neither "approve" nor "reject"'
+                )
             elif target is not None:
                 answers.setdefault(target.id, []).append((letter_id, letter.sender_address, *decided))
             elif change is not None:
@@ -205,7 +209,7 @@ class Holds(Stage):
         said += [f"{who} {verb}" + (f": {why}" if why else "") for _, who, verb, why in given]
         verbs = {line.split(" ", 2)[1].rstrip(":") for line in said}
         if len(verbs) > 1:
-            self.spool.annotate(target.id, answers="\n".join(said), answers_disagree=(
+            self.spool.write.annotate(target.id, answers="\n".join(said), answers_disagree=(
                 "the approvers disagree (" + "; ".join(said) + "): it is never sent by mail; "
                 f"'agentmail reject {target.id} -r ...' and send it again if it should go"))  # fmt: skip
             return
@@ -215,10 +219,10 @@ class Holds(Stage):
                 self.release(target.id, who)
             except NotFound:
                 for letter_id, *_ in given:
-                    self.spool.annotate(letter_id, approval_ignored=f"{target.id} is no longer held")
+                    self.spool.write.annotate(letter_id, approval_ignored=f"{target.id} is no longer held")
             except Refused as exc:
                 for letter_id, *_ in given:
-                    self.spool.annotate(letter_id, approval_ignored=exc.reason)
+                    self.spool.write.annotate(letter_id, approval_ignored=exc.reason)
             except AgentmailError:
                 pass  # released: it waits in the outbox and the next flush sends it (once)
         else:
@@ -233,11 +237,11 @@ class Holds(Stage):
         return self.reject_by(letter_id, reason, "")
 
     def reject_by(self, letter_id: str, reason: str, by: str) -> Letter:
-        if self.spool.locate(letter_id) != "held":
-            state = self.spool.locate(letter_id)
+        if self.spool.read.locate(letter_id) != "held":
+            state = self.spool.read.locate(letter_id)
             raise NotFound(f"letter {letter_id} is not held" + (f" (it is {state})" if state else ""))
         who = f"by {by}" if by else "by a person"
-        self.spool.annotate(letter_id, rejected=reason, failed_reason=f"rejected {who}: {reason}")
+        self.spool.write.annotate(letter_id, rejected=reason, failed_reason=f"rejected {who}: {reason}")
         if not self.box.move(letter_id, "held", "failed"):
             raise NotFound(f"letter {letter_id} is not held")
         return self.box.show(letter_id)

@@ -49,7 +49,7 @@ class Letters(Stage):
         """What save/apply hand out is what was verified: the bytes whose hash was noted at
         filing, or (a letter filed before agentmail noted one) bytes whose signature still
         verifies against the sender's pin. BadInput, one line, otherwise."""
-        same = self.spool.unchanged(letter.id, raw)
+        same = self.spool.read.unchanged(letter.id, raw)
         platform = self.registry.platforms.get(letter.sender)
         if same is None and platform is not None and not letter.extra.get("person"):
             from ..trust.authenticity import pinned_key
@@ -83,7 +83,7 @@ class Letters(Stage):
 
         raw = self.box.raw(letter.id)
         how = describe(raw, self.registry, letter.state, letter.sender, letter.type)
-        if self.spool.unchanged(letter.id, raw) is False:
+        if self.spool.read.unchanged(letter.id, raw) is False:
             how += "; BUT its file changed after it was filed: what it shows now was never verified"
         return how
 

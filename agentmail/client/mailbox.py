@@ -81,12 +81,12 @@ class Mailbox:
 
     def id_of(self, ref: str | Letter) -> str:
         """THE place a letter a user names becomes its id here: the id (any case), the letter's
-        Message-ID — the one name both sides share — or a unique prefix of either (``Spool.named``).
+        Message-ID — the one name both sides share — or a unique prefix of either (``SpoolReader.named``).
         An id that names nothing is returned for the caller to say "no letter"."""
         if isinstance(ref, Letter):
             return ref.id
         text = str(ref).strip()
-        found = self.spool.named(text, tuple(self.registry.platforms))
+        found = self.spool.read.named(text, tuple(self.registry.platforms))
         if len(found) == 1:
             return found[0]
         if found:
@@ -120,7 +120,7 @@ class Mailbox:
         for root in sorted(p.parent for p in folder.glob(f"*/{DB_FILE}") if p.parent != self.spool.root):
             other = Spool(root, platform_root=folder / root.name.partition("@")[0], name_of=self.platform_name)
             try:
-                if other.named(ref, tuple(self.registry.platforms), most=1):
+                if other.read.named(ref, tuple(self.registry.platforms), most=1):
                     return root.name
             except AgentmailError:
                 continue  # a spool that cannot be read says nothing here
@@ -129,10 +129,10 @@ class Mailbox:
         return None
 
     def show(self, letter_id: str) -> Letter:
-        return self.addressed(self.spool.letter(self.id_of(letter_id)))
+        return self.addressed(self.spool.read.letter(self.id_of(letter_id)))
 
     def raw(self, letter_id: str) -> bytes:
-        return self.spool.raw(self.id_of(letter_id))
+        return self.spool.read.raw(self.id_of(letter_id))
 
     def addressed(self, letter: Letter) -> Letter:
         """A fan-out letter with ``to_platforms``: every recipient's platform name, in To order
@@ -149,17 +149,17 @@ class Mailbox:
         if self._search is None:
             from ..spool.search import SearchIndex
 
-            self._search = SearchIndex(self.spool)
+            self._search = SearchIndex(self.spool.read)
         return self._search
 
     def move(self, letter_id: str, source: str, target: str, *, durable: bool = True) -> bool:
-        """``Spool.move`` (the search index reads the state from the spool: nothing to feed)."""
-        moved = self.spool.move(letter_id, source, target, durable=durable)
+        """``SpoolWriter.move`` (the search index reads the state from the spool: nothing to feed)."""
+        moved = self.spool.write.move(letter_id, source, target, durable=durable)
         if moved and target == "failed":  # it never goes: its claim on the server is free again
-            from ..spool import claims
+            from ..spool import server_claims
 
-            if claims.noted(self.spool, letter_id):
-                claims.release(self.spool, self.transport, letter_id)
+            if server_claims.noted(self.spool, letter_id):
+                server_claims.release(self.spool, self.transport, letter_id)
         return moved
 
 

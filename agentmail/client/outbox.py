@@ -37,7 +37,7 @@ class Outbox(Stage):
         """File a signed letter in the outbox. Submitted right after this (``send_now``): where
         "sent" is itself durable, the outbox copy is flushed only if the letter has to wait (the
         same order, one flush less per file)."""
-        stored = self.spool.store("outbox", letter, raw, extra=letter.extra, durable=not self._sent_is_durable())
+        stored = self.spool.write.store("outbox", letter, raw, extra=letter.extra, durable=not self._sent_is_durable())
         return stored
 
     def send_now(self, stored: Letter, raw: bytes | None = None) -> tuple[Letter, int]:
@@ -55,7 +55,7 @@ class Outbox(Stage):
             sent = next((r.status for r in results if r.key == stored.id), None)
             earlier = sum(r.status == "sent" and r.key != stored.id for r in results)
         except ConfigError as exc:
-            self.spool.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
+            self.spool.write.annotate(stored.id, failed_reason=f"not sent, not queued: {exc}")
             self.box.move(stored.id, "outbox", "failed")  # a failed reply holds no claim: it may be sent again
             raise ConfigError(
                 f"{exc} — the letter was not sent and not queued; send it again once this is fixed"
@@ -63,7 +63,7 @@ class Outbox(Stage):
         finally:
             self._keep(stored.id)
         if sent == "sent":  # as reading it back gives it (its record is what was filed), without the read
-            notes = self.spool.annotations(stored.id)  # what was learnt since: a claim, a refusal, a hash
+            notes = self.spool.read.annotations(stored.id)  # what was learnt since: a claim, a refusal, a hash
             return self.box.addressed(stored.replace(state="sent", extra={**stored.extra, **notes})), earlier
         return self.box.show(stored.id), earlier
 
@@ -72,8 +72,8 @@ class Outbox(Stage):
         returns or raises: one that did not leave (queued, failed), and the sender's record of
         one delivered, as durable as the recipient's copy (its folder and a FULL commit; its
         bytes are the post-office file's, flushed by the delivery)."""
-        if self._sent_is_durable() and self.spool.locate(letter_id) in ("outbox", "failed", "sent"):
-            self.spool.make_durable(letter_id)
+        if self._sent_is_durable() and self.spool.read.locate(letter_id) in ("outbox", "failed", "sent"):
+            self.spool.write.make_durable(letter_id)
 
     def _sent_is_durable(self) -> bool:
         """``Transport.sent_is_durable``, without opening a transport to ask: opening one for
@@ -93,23 +93,23 @@ class Outbox(Stage):
         if fresh is not None and fresh_raw is not None and fresh.id == letter_id:
             letter, raw = fresh, fresh_raw  # listed in the outbox under its lock: still there
             if self.transport.links_copies:  # its file holds these very bytes: linked, not rewritten
-                copy = self.spool.file_of(letter_id)
+                copy = self.spool.read.file_of(letter_id)
         else:
             try:
-                letter = self.spool.letter(letter_id, "outbox")
-                raw = self.spool.path("outbox", letter_id).read_bytes()
+                letter = self.spool.read.letter(letter_id, "outbox")
+                raw = self.spool.read.path("outbox", letter_id).read_bytes()
             except (FileNotFoundError, NotFound):
                 return None
         if letter.state != "outbox":
             return None  # another process sent it meanwhile
-        from ..spool import claims
+        from ..spool import server_claims
 
         try:
-            answered = claims.confirm(self.spool, self.transport, letter_id)
+            answered = server_claims.confirm(self.spool, self.transport, letter_id)
         except TransportError:
             return None  # the server cannot say whose the claim is: the letter waits, queued
         if answered is not None:
-            self.spool.annotate(
+            self.spool.write.annotate(
                 letter_id, failed_reason=f"not sent: the letter it answers was answered meanwhile (by {answered})"
             )
             self.box.move(letter_id, "outbox", "failed")
@@ -117,7 +117,7 @@ class Outbox(Stage):
         if letter.message_id.encode() not in raw:
             # A letter filed without a flush, then a power cut: its row outlived its bytes.
             # Never submit what is left of it; say it did not go.
-            self.spool.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
+            self.spool.write.annotate(letter_id, failed_reason="not sent: its file was lost in a crash before it left")
             self.box.move(letter_id, "outbox", "failed")
             return None
         batched = self.transport.keeps_sent_copy and self.batch_copies and self._copy_may_wait(letter)
@@ -135,16 +135,16 @@ class Outbox(Stage):
     def flush(self, fresh: Letter | None = None, raw: bytes | None = None) -> list[SubmitResult]:
         """Does ``AgentMail.flush``; ``fresh``: a letter just filed in the outbox (``raw``: its
         bytes, when at hand), which goes with them."""
-        if fresh is None and not self.spool.ids("outbox"):
+        if fresh is None and not self.spool.read.ids("outbox"):
             return []  # (a letter being dispatched was filed in the outbox moments ago)
         with self.spool.locked("outbox"):
-            items = [o for i in self.spool.ids("outbox") if (o := self._outgoing(i, fresh, raw)) is not None]
+            items = [o for i in self.spool.read.ids("outbox") if (o := self._outgoing(i, fresh, raw)) is not None]
             if not items:
                 return []
             later = [i.key for i in items if i.copy_later]
             if later:  # noted before they go: a process killed after submitting still copies them
-                due = self.spool.copies_due()
-                self.spool.set_copies_due(due + [k for k in later if k not in due])
+                due = self.spool.read.copies_due()
+                self.spool.write.set_copies_due(due + [k for k in later if k not in due])
                 self._queued.update(later)
             try:
                 results = self.transport.submit(items, on_result=self._record)
@@ -155,7 +155,7 @@ class Outbox(Stage):
                 for result in results:
                     self._record(result)
             for key, why in self.transport.copy_failures().items():  # delivered all the same: noted
-                self.spool.annotate(key, sent_copy_failed=why, durable=False)
+                self.spool.write.annotate(key, sent_copy_failed=why, durable=False)
         return results
 
     def copy_sent(self) -> int:
@@ -163,19 +163,19 @@ class Outbox(Stage):
         were copied. One the server refuses is noted on the letter (``sent_copy_failed``) and
         not tried again, as a copy made at submission; one still queued stays due, and so do
         all while the server cannot be reached."""
-        if not self.spool.copies_due():
+        if not self.spool.read.copies_due():
             return 0
         from ..transport import Envelope, Outgoing
 
         with self.spool.locked("outbox"):
             items, queued, theirs = [], [], False
-            for letter_id in self.spool.copies_due():
-                state = self.spool.locate(letter_id)
+            for letter_id in self.spool.read.copies_due():
+                state = self.spool.read.locate(letter_id)
                 if state == "outbox":
                     queued.append(letter_id)
                     continue
                 try:
-                    raw = self.spool.path("sent", letter_id).read_bytes() if state == "sent" else None
+                    raw = self.spool.read.path("sent", letter_id).read_bytes() if state == "sent" else None
                 except FileNotFoundError:
                     raw = None
                 if raw is None:
@@ -189,8 +189,8 @@ class Outbox(Stage):
                 self._queued.difference_update(item.key for item in items)
                 return 0
             for key, why in failures.items():
-                self.spool.annotate(key, sent_copy_failed=why, durable=False)
-            self.spool.set_copies_due(queued)
+                self.spool.write.annotate(key, sent_copy_failed=why, durable=False)
+            self.spool.write.set_copies_due(queued)
             self._queued.intersection_update(queued)
         return len(items) - len(failures)
 
@@ -198,16 +198,16 @@ class Outbox(Stage):
         if result.status == "sent":
             reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
             if result.refused:
-                self.spool.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
+                self.spool.write.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
             self.box.move(result.key, "outbox", "sent", durable=False)
-            from ..spool import claims
+            from ..spool import server_claims
 
-            claims.sent(self.spool, self.transport, result.key)  # its claim on the server answered
+            server_claims.sent(self.spool, self.transport, result.key)  # its claim on the server answered
         elif result.status == "failed":
-            self.spool.annotate(result.key, failed_reason=result.detail)
+            self.spool.write.annotate(result.key, failed_reason=result.detail)
             self.box.move(result.key, "outbox", "failed")
         else:
-            self.spool.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
+            self.spool.write.annotate(result.key, queued_reason=result.detail, durable=False)  # informational
 
 
 def envelope_of(letter: Letter, mails_people: bool) -> tuple[str, ...]:

@@ -59,9 +59,9 @@ class Waiting:
         filed, ready = 0, list(self.by_parent.pop(message_id, []))
         while ready:
             letter, raw = ready.pop(0)
-            if box.spool.known(box.me.platform, letter.message_id):
+            if box.spool.read.known(box.me.platform, letter.message_id):
                 continue
-            box.spool.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), raw, defer=True)
+            box.spool.write.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), raw, defer=True)
             filed += 1
             self.threads.add(letter.thread)
             ready += self.by_parent.pop(letter.message_id, [])
@@ -98,16 +98,16 @@ def fetch(
                         stop = str(Checkpoint(Checkpoint.parse(after).validity, int(item.key) - 1))
                     left = True
                     continue
-                spool.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), raw, defer=True)
+                spool.write.store(STATE, letter.replace(id=sibling_id(box, letter.message_id)), raw, defer=True)
                 filed += 1
                 threads.add(letter.thread)
         except BaseException:
-            spool.discard()
+            spool.write.discard()
             raise
-        spool.commit()
+        spool.write.commit()
         position = stop if left else after
         if position != checkpoint:
-            spool.set_checkpoint(name, position)
+            spool.write.set_checkpoint(name, position)
             checkpoint = position
     return filed, threads, left
 
@@ -118,7 +118,13 @@ def sibling_id(box: Mailbox, message_id: str) -> str:
     mailbox's own letters have ids of their own — and ages count from when it was written.
     A new ULID when that one is taken or the Message-ID has no ULID."""
     head = message_id.removeprefix("<").partition(".")[0]
-    if len(head) == 26 and head.isascii() and head.isalnum() and head == head.lower() and not box.spool.locate(head):
+    if (
+        len(head) == 26
+        and head.isascii()
+        and head.isalnum()
+        and head == head.lower()
+        and not box.spool.read.locate(head)
+    ):
         return head
     return new_ulid()
 
@@ -134,9 +140,9 @@ def _parent_filed(box: Mailbox, letter: Letter) -> bool:
         return True
     spool = box.spool
     return any(
-        spool.letter(i).message_id == letter.in_reply_to
-        for i in spool.thread_ids(letter.thread)
-        if spool.locate(i) not in (None, "quarantine")
+        spool.read.letter(i).message_id == letter.in_reply_to
+        for i in spool.read.thread_ids(letter.thread)
+        if spool.read.locate(i) not in (None, "quarantine")
     )
 
 
@@ -151,7 +157,7 @@ def _new_sibling_letter(box: Mailbox, raw: bytes) -> Letter | None:
         quick = wire.quick_identity(raw)
         if quick is None or box.platform_name(quick[0]) != me:
             return None  # not the platform's own letter (a person's, a copy of anything else)
-        if spool.known(me, quick[1]) or spool.has_bytes(raw, me, quick[1]):
+        if spool.read.known(me, quick[1]) or spool.read.has_bytes(raw, me, quick[1]):
             return None  # this mailbox's own letter, or one filed already
         verdict = authenticity.judge_unguarded(raw, box.registry)
     except OSError:
@@ -173,15 +179,15 @@ def settle(box: Mailbox, threads: Iterable[str]) -> int:
     spool = box.spool
     moved = 0
     for thread in set(threads):
-        ids = spool.thread_ids(thread)
-        states = {i: spool.locate(i) for i in ids}
-        answered = _answered(box, [spool.letter(i, STATE) for i in ids if states[i] == STATE])
+        ids = spool.read.thread_ids(thread)
+        states = {i: spool.read.locate(i) for i in ids}
+        answered = _answered(box, [spool.read.letter(i, STATE) for i in ids if states[i] == STATE])
         if not answered:
             continue
         for letter_id in ids:
             if states[letter_id] != "unread":
                 continue
-            letter = spool.letter(letter_id, "unread")
+            letter = spool.read.letter(letter_id, "unread")
             if (letter.sender, letter.message_id) in answered:
                 moved += box.move(letter_id, "unread", "read", durable=False)
     return moved
@@ -191,9 +197,9 @@ def answered_by(box: Mailbox, parent: Letter) -> str | None:
     """Which sibling letter filed here answers ``parent`` ("<platform> <id>"): the platform
     already answered it on another machine, even where no claim on the server says so."""
     spool = box.spool
-    for letter_id in spool.thread_ids(parent.thread):
-        if spool.locate(letter_id) == STATE:
-            sibling = spool.letter(letter_id, STATE)
+    for letter_id in spool.read.thread_ids(parent.thread):
+        if spool.read.locate(letter_id) == STATE:
+            sibling = spool.read.letter(letter_id, STATE)
             if (parent.sender, parent.message_id) in _answered(box, [sibling]):
                 return f"{box.me.platform} {letter_id}"
     return None

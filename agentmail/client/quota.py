@@ -26,7 +26,7 @@ HOUR_MS = 3_600_000
 def opened_times(spool: Spool, transport: Transport | None, now_ms: int) -> list[int]:
     """When (ms) each thread the platform opened in the hour before ``now_ms`` was opened, oldest first."""
     cutoff = now_ms - HOUR_MS
-    merged = spool.opener_keys_since(cutoff)  # keyed by model.opener_key: the server's markers' names
+    merged = spool.read.opener_keys_since(cutoff)  # keyed by model.opener_key: the server's markers' names
     try:
         remote = transport.opener_keys_since(cutoff) if transport is not None else None
     except AgentmailError:  # the server cannot be asked now (down, a login refused): this home's count
@@ -39,7 +39,7 @@ def opened_count(spool: Spool, transport: Transport | None, now_ms: int) -> tupl
     (None: none). This home's keys come as one set and the server's as one dict: the union is
     taken by set operations, no letter of the hour handled one by one in Python."""
     cutoff = now_ms - HOUR_MS
-    mine, oldest = spool.opener_key_set(cutoff)
+    mine, oldest = spool.read.opener_key_set(cutoff)
     try:
         remote = (transport.opener_keys_since(cutoff) if transport is not None else None) or {}
     except AgentmailError:  # the server cannot be asked now: this home's count

@@ -86,7 +86,7 @@ class Receiver(Stage):
     def sync(self, *, woken: bool = False) -> SyncReport:
         """``woken``: the transport has just said something arrived (``wait``), so neither the
         outbox nor the cheap look first: straight to the fetch, the letter is waited for."""
-        report = SyncReport(Filed(spool=self.spool), Filed(spool=self.spool))
+        report = SyncReport(Filed(spool=self.spool.read), Filed(spool=self.spool.read))
         if not woken:
             # talking to the server anyway: retry what waits in the outbox
             report.flushed = sum(r.status == "sent" for r in self.outbox.flush())
@@ -94,27 +94,29 @@ class Receiver(Stage):
         if (
             not woken
             and not transport.pending(self._checkpoint(transport.name))
-            and not picture.pending(transport, self.spool.checkpoint)
+            and not picture.pending(transport, self.spool.read.checkpoint)
         ):
-            if self.spool.ids("held") or guard_changes.pending(
+            if self.spool.read.ids("held") or guard_changes.pending(
                 self.spool
             ):  # an approver's answer a dead sync filed, not acted on
                 self.holds.decide_by_mail([])
-            if self.spool.waiting(1):  # an answer waiting for its letter may have waited its time
+            if self.spool.read.waiting(1):  # an answer waiting for its letter may have waited its time
                 with self.spool.locked():
                     self._settle()
             return report  # nothing new: no lock, and none of the parsing and checking code loaded
 
         with self.spool.locked():
-            self.spool.sweep_tmp()
+            self.spool.write.sweep_tmp()
             # The platform's letters from its other mailboxes first: a person's untagged answer
             # to one of them then finds its thread (client/picture.py).
             self._waiting = kept = picture.Waiting()
-            report.siblings, threads, waiting = picture.fetch(self.box, transport, self.spool.checkpoint, waiting=kept)
+            report.siblings, threads, waiting = picture.fetch(
+                self.box, transport, self.spool.read.checkpoint, waiting=kept
+            )
             checkpoint = self._checkpoint(transport.name)
             for batch in transport.fetch(checkpoint, self.registry.bus.max_size):
                 outcomes: dict[str, str] = {}
-                self.spool.begin_filing()  # no WAL flush: the checkpoint follows it (DESIGN §7)
+                self.spool.write.begin_filing()  # no WAL flush: the checkpoint follows it (DESIGN §7)
                 try:
                     for item in batch:
                         report.fetched += 1
@@ -126,26 +128,26 @@ class Receiver(Stage):
                             outcomes[item.key] = "quarantined"
                     transport.settle()  # the letters' post-office names are durable before a row names them
                 except BaseException:
-                    self.spool.discard()
+                    self.spool.write.discard()
                     raise
-                self.spool.commit()
+                self.spool.write.commit()
                 checkpoint = transport.advance(checkpoint, batch)
-                self.spool.set_checkpoint(transport.name, checkpoint)
+                self.spool.write.set_checkpoint(transport.name, checkpoint)
                 transport.mark(outcomes)  # after the commit: a mark never stands for a letter not filed
             settled = transport.advance(checkpoint, [])  # e.g. record a new UIDVALIDITY with nothing new
             if settled != checkpoint:
-                self.spool.set_checkpoint(transport.name, settled)
-            if self.spool.waiting(1):  # answers that waited for a letter this sync may have filed
+                self.spool.write.set_checkpoint(transport.name, settled)
+            if self.spool.read.waiting(1):  # answers that waited for a letter this sync may have filed
                 self._settle()
             threads |= kept.threads
             self._waiting = None
             if waiting:  # the sibling letters still waiting (their letter was not in the INBOX): now
-                more, later, _ = picture.fetch(self.box, transport, self.spool.checkpoint)
+                more, later, _ = picture.fetch(self.box, transport, self.spool.read.checkpoint)
                 report.siblings += more
                 threads |= later
             if report.siblings or threads:  # what a sibling answered is read here too
                 picture.settle(self.box, threads | {x.thread for x in report.accepted})
-            elif report.accepted and self.spool.ids(picture.STATE):
+            elif report.accepted and self.spool.read.ids(picture.STATE):
                 picture.settle(self.box, {x.thread for x in report.accepted})
         self.holds.decide_by_mail(report.accepted)  # approvers' answers, after the commit
         return report
@@ -155,13 +157,13 @@ class Receiver(Stage):
         already read (a new agent name) starts where they are, not at the platform's whole
         history (DESIGN §7; ``inbox --from-start`` reads the backlog). Stored at once, so the
         start never moves on with the siblings."""
-        value = self.spool.checkpoint(transport)
+        value = self.spool.read.checkpoint(transport)
         if value is not None:
             return value
         start = self._siblings_position(transport)
-        if start is not None and not (self.spool.ids("unread") or self.spool.ids("read")):
+        if start is not None and not (self.spool.read.ids("unread") or self.spool.read.ids("read")):
             self.spool.ensure()
-            self.spool.set_checkpoint(transport, start)
+            self.spool.write.set_checkpoint(transport, start)
             return start
         return None
 
@@ -169,7 +171,7 @@ class Receiver(Stage):
         """The furthest checkpoint of this platform's other mailboxes on ``transport`` (None: none read yet)."""
         from ..transport import Checkpoint
 
-        found = [c for c in (s.checkpoint(transport) for s in self.spool.siblings()) if c]
+        found = [c for c in (s.read.checkpoint(transport) for s in self.spool.siblings()) if c]
         return max(found, key=lambda c: Checkpoint.parse(c).last) if found else None
 
     def from_start(self) -> None:
@@ -177,8 +179,8 @@ class Receiver(Stage):
         from ..transport import Checkpoint
 
         with self.spool.locked():
-            self.spool.set_checkpoint(self.transport.name, str(Checkpoint()))
-            self.spool.set_checkpoint(picture.checkpoint_name(self.transport), str(Checkpoint()))
+            self.spool.write.set_checkpoint(self.transport.name, str(Checkpoint()))
+            self.spool.write.set_checkpoint(picture.checkpoint_name(self.transport), str(Checkpoint()))
 
     def register_sibling(self, agent: str) -> None:
         """A note for an agent that has never read: its mailbox starts at this one's position,
@@ -186,9 +188,9 @@ class Receiver(Stage):
         sibling = Spool(self.home / "spool" / f"{self.me.platform}@{agent}", platform_root=self.spool.platform_root)
         name = self.transport.name
         position = self._checkpoint(name)
-        if position is not None and sibling.checkpoint(name) is None and not sibling.ids("unread"):
+        if position is not None and sibling.read.checkpoint(name) is None and not sibling.read.ids("unread"):
             sibling.ensure()
-            sibling.set_checkpoint(name, position)
+            sibling.write.set_checkpoint(name, position)
 
     def _file_isolated(self, item: Incoming, report: SyncReport) -> None:
         """The one boundary around a letter: whatever judging or filing it raises stays with it.
@@ -234,7 +236,7 @@ class Receiver(Stage):
                 "(once it is a readable letter, 'agentmail inbox --from-start' reads it)",
             )
             raw = self._placeholder(item)
-            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+            facts = Facts(self.me.agent, bytes_filed=self.spool.read.has_bytes(raw))
         elif raw is None:
             limit = self.registry.bus.max_size
             verdict = authenticity.Verdict(
@@ -243,7 +245,7 @@ class Receiver(Stage):
                 detail=f"the letter is {item.size} bytes; this bus takes at most {limit} (not downloaded)",
             )
             raw = self._placeholder(item)
-            facts = Facts(self.me.agent, bytes_filed=self.spool.has_bytes(raw))
+            facts = Facts(self.me.agent, bytes_filed=self.spool.read.has_bytes(raw))
         else:
             verdict, facts = self._judged(raw)
         filing = route(verdict, facts)
@@ -258,8 +260,8 @@ class Receiver(Stage):
             assert filing.letter_id is not None and filing.verdict is not None
             # When the first report came (the digest's "since"): a report read again (a rebuild,
             # --from-start) is the bounce already noted, never a new one to tell people of.
-            first = self.spool.annotations(filing.letter_id).get("undeliverable_at")
-            self.spool.annotate(
+            first = self.spool.read.annotations(filing.letter_id).get("undeliverable_at")
+            self.spool.write.annotate(
                 filing.letter_id,
                 undeliverable="true",
                 undeliverable_reason=filing.verdict.detail or "",
@@ -272,7 +274,7 @@ class Receiver(Stage):
         else:
             assert filing.verdict is not None and filing.verdict.letter is not None
             report.accepted.append(
-                self.spool.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
+                self.spool.write.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
             if self._waiting is not None:  # a sibling's answer to it follows it (client/picture.py)
                 try:
@@ -293,7 +295,7 @@ class Receiver(Stage):
     def facts(self, verdict: Verdict, parties: Callable[[str], frozenset[str]] | None = None) -> Facts:
         """What the spool knows that routing ``verdict`` needs (stages/facts.py: every path asks the
         same). ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``)."""
-        return gather(self.spool, self.registry, self.me, self.platform.address, verdict, parties)
+        return gather(self.spool.read, self.registry, self.me, self.platform.address, verdict, parties)
 
     def _filed_already(self, raw: bytes) -> bool:
         from ..letter import wire
@@ -301,14 +303,14 @@ class Receiver(Stage):
         quick = wire.quick_identity(raw)
         platform = self.registry.by_address(quick[0]) if quick else None
         if quick and platform:
-            return self.spool.has_bytes(raw, platform.name, quick[1])
-        return self.spool.has_bytes(raw)
+            return self.spool.read.has_bytes(raw, platform.name, quick[1])
+        return self.spool.read.has_bytes(raw)
 
     def _quarantine(
         self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
     ) -> None:
         letter = self._quarantined(verdict)
-        report.quarantined.append(self.spool.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
+        report.quarantined.append(self.spool.write.store("quarantine", letter, raw, index=False, defer=True, copy=copy))
 
     def _quarantined(self, verdict: Verdict) -> Letter:
         """The letter a quarantine verdict files (what it saw of the letter, with why)."""
@@ -423,13 +425,13 @@ class Receiver(Stage):
     def inbox(self, *, consume: bool = False, limit: int | None = None) -> list[Letter]:
         """Unread authenticated letters as filed now, oldest first (the facade syncs first).
         ``consume``: at-most-once, only the letters this call moved to read are returned."""
-        ids = self.spool.ids("unread")
+        ids = self.spool.read.ids("unread")
         letters: list[Letter] = []
         for letter_id in ids:
             if limit is not None and len(letters) >= limit:
                 break
             try:
-                letter = self.spool.letter(letter_id, "unread")
+                letter = self.spool.read.letter(letter_id, "unread")
             except NotFound:
                 continue
             if consume:
@@ -444,13 +446,13 @@ class Receiver(Stage):
         moved: list[str] = []
         for letter_id in letter_ids:
             letter_id = self.box.id_of(letter_id)  # ids are accepted in any case
-            state = self.spool.locate(letter_id)
+            state = self.spool.read.locate(letter_id)
             if state is None:
                 raise NotFound(f"no letter {letter_id}")
             if state == "unread" and self.box.move(letter_id, "unread", "read"):
                 moved.append(letter_id)
-            elif state in ("failed", "quarantine") and not self.spool.annotations(letter_id).get("dismissed"):
-                self.spool.annotate(letter_id, dismissed="true")
+            elif state in ("failed", "quarantine") and not self.spool.read.annotations(letter_id).get("dismissed"):
+                self.spool.write.annotate(letter_id, dismissed="true")
                 moved.append(letter_id)
         return moved
 
@@ -476,7 +478,7 @@ class Receiver(Stage):
         database's first durable commit). Only with a pinned key: nothing here may reach a network."""
         from ..stages.route import route
 
-        self.spool.warm()
+        self.spool.write.warm()
         if self.platform.key_lookup != "pinned":
             return
         try:

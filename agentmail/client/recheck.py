@@ -41,11 +41,11 @@ def recheck(box: Mailbox, refs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = []
     with spool.locked():
         for letter_id in chosen(spool, refs):
-            if spool.locate(letter_id) != "quarantine":
+            if spool.read.locate(letter_id) != "quarantine":
                 continue  # another recheck took it meanwhile
-            raw = spool.raw(letter_id)
+            raw = spool.read.raw(letter_id)
             if raw.startswith(_PLACEHOLDERS):  # nothing was downloaded: nothing to judge
-                old = spool.letter(letter_id)
+                old = spool.read.letter(letter_id)
                 results.append(_result(letter_id, "quarantined", old.reason, old.detail))
                 continue
             result = _again(box, letter_id, raw, may_wait=now_ms() - ulid_ms(letter_id) < bounds.ANSWER_WAIT_MS)
@@ -64,15 +64,15 @@ def settle(box: Mailbox) -> list[dict[str, Any]]:
     moved = True
     while moved:
         moved = False
-        for letter_id in spool.waiting(bounds.WAITING):
+        for letter_id in spool.read.waiting(bounds.WAITING):
             if letter_id in judged:
                 continue
-            letter = spool.letter(letter_id, "quarantine")
+            letter = spool.read.letter(letter_id, "quarantine")
             late = now_ms() - ulid_ms(letter_id) >= bounds.ANSWER_WAIT_MS
             if not late and not _ready(spool, box.registry.platforms, letter):
                 continue
             judged.add(letter_id)
-            result = _again(box, letter_id, spool.raw(letter_id), may_wait=not late, waited=True)
+            result = _again(box, letter_id, spool.read.raw(letter_id), may_wait=not late, waited=True)
             if result is not None:
                 results.append(result)
                 moved = moved or result["reason"] != WAITS
@@ -81,9 +81,9 @@ def settle(box: Mailbox) -> list[dict[str, Any]]:
 
 def _ready(spool: Spool, platforms: Iterable[str], letter: Letter) -> bool:
     """A letter it answers is filed here now, or its thread holds letters now: it can be judged."""
-    if spool.thread_ids(letter.thread):
+    if spool.read.thread_ids(letter.thread):
         return True
-    return any(spool.known(p, m) for m in filter(None, answered(letter)) for p in platforms)
+    return any(spool.read.known(p, m) for m in filter(None, answered(letter)) for p in platforms)
 
 
 def _again(box: Mailbox, letter_id: str, raw: bytes, *, may_wait: bool, waited: bool = False) -> dict[str, Any] | None:
@@ -92,31 +92,31 @@ def _again(box: Mailbox, letter_id: str, raw: bytes, *, may_wait: bool, waited: 
     spool = box.spool
     verdict = authenticity.judge(raw, box.registry)
     filing: Filing = route(
-        verdict, gather(spool, box.registry, box.me, box.platform.address, verdict, may_wait=may_wait)
+        verdict, gather(spool.read, box.registry, box.me, box.platform.address, verdict, may_wait=may_wait)
     )
     if filing.action == "file" and filing.verdict is not None and filing.verdict.letter is not None:
-        return _result(letter_id, "filed") if spool.release(letter_id, filing.verdict.letter) else None
+        return _result(letter_id, "filed") if spool.write.release(letter_id, filing.verdict.letter) else None
     if filing.action == "duplicate" and verdict.letter is not None:
-        filed_as = spool.known(verdict.letter.sender, verdict.letter.message_id)
-        spool.drop_quarantined(letter_id)
+        filed_as = spool.read.known(verdict.letter.sender, verdict.letter.message_id)
+        spool.write.drop_quarantined(letter_id)
         return _result(letter_id, "duplicate", filed_as=filed_as)
     why = filing.verdict or verdict
-    old = spool.letter(letter_id, "quarantine")
+    old = spool.read.letter(letter_id, "quarantine")
     if (waited or old.reason == WAITS) and why.reason != WAITS:  # it waits no more: its verdict is today's
-        spool.quarantine_again(letter_id, (why.letter or old).replace(reason=why.reason, detail=why.detail))
+        spool.write.quarantine_again(letter_id, (why.letter or old).replace(reason=why.reason, detail=why.detail))
     return _result(letter_id, "quarantined", why.reason, why.detail)
 
 
 def chosen(spool: Spool, refs: tuple[str, ...]) -> list[str]:
     """The quarantined letters ``refs`` name (an id, a Message-ID, a prefix), or all of them."""
     if not refs:  # all of them but the ones a person dismissed ('done ID'); an id names any
-        return [i for i in spool.ids("quarantine") if not spool.annotations(i).get("dismissed")]
+        return [i for i in spool.read.ids("quarantine") if not spool.read.annotations(i).get("dismissed")]
     picked: list[str] = []
     for ref in refs:
-        found = [i for i in spool.named(ref, most=50) if spool.locate(i) == "quarantine"]
+        found = [i for i in spool.read.named(ref, most=50) if spool.read.locate(i) == "quarantine"]
         if not found:  # a Message-ID a filed letter shares (a forgery's): named() prefers the filed one
             wanted = ref.strip().removeprefix("<").removesuffix(">")
-            found = [q.id for q in spool.letters("quarantine") if q.message_id.strip("<>") == wanted and wanted]
+            found = [q.id for q in spool.read.letters("quarantine") if q.message_id.strip("<>") == wanted and wanted]
         if not found:
             raise NotFound(f"no quarantined letter {ref!r} (see 'agentmail quarantine')")
         picked += [i for i in found if i not in picked]

@@ -185,7 +185,9 @@ class Sender(Stage):
         lasts: dict[str, Letter] = {}
         for name in chosen:
             last = self._last_of_platform_thread(thread, letters, party=name)
-            answered = self.spool.replied_by(_fan_out_key(last, name)) or self._answered_to(thread, last, name)
+            answered = self.spool.home_claims.replied_by(_fan_out_key(last, name)) or self._answered_to(
+                thread, last, name
+            )
             reason = guards.refusal(guards.Outbound(type, body, self.me.platform, parent=last, follow_up=True,
                                                     force=req.force, answered_by=answered, depth=last.depth + 1,
                                                     attachments=req.attachments,
@@ -219,25 +221,25 @@ class Sender(Stage):
             if got.holder is not None:
                 return None, ()
             return self._file_outgoing(letter, raw, held), _said(got.warning)
-        with self.spool.claim_reply(keys[0], letter.id) as holder:
+        with self.spool.home_claims.claim_reply(keys[0], letter.id) as holder:
             if holder is not None:
                 return None, ()
             return self._claim_all(keys[1:], letter, raw, held, (*taken, keys[0]))
 
     def _server_claim(self, letter_id: str, claimed: list[tuple[str, str]]) -> Claimed:
-        """The claim on the server (spool/claims.py): ``holder`` None when ours, else who answered."""
-        from ..spool import claims
+        """The claim on the server (spool/server_claims.py): ``holder`` None when ours, else who answered."""
+        from ..spool import server_claims
 
-        return claims.claim(self.spool, self.transport, letter_id, claimed)
+        return server_claims.claim(self.spool, self.transport, letter_id, claimed)
 
     def _answered_to(self, thread: str, parent: Letter, party: str) -> str | None:
         """Did a mailbox of this platform already send ``party`` a letter after ``parent``? (From
         the letter files: the claim index is a cache.)"""
         for spool in (self.spool, *self.spool.siblings()):
-            for letter_id in spool.thread_ids(thread):
-                state = spool.locate(letter_id)
+            for letter_id in spool.read.thread_ids(thread):
+                state = spool.read.locate(letter_id)
                 if state in ("outbox", "held", "sent"):
-                    sent = spool.letter(letter_id, state)
+                    sent = spool.read.letter(letter_id, state)
                     if sent.in_reply_to == parent.message_id and party in self.box.counterparts(sent):
                         return f"{spool.mailbox} {letter_id}"
         return None
@@ -279,7 +281,7 @@ class Sender(Stage):
     def _reply(self, to: str | Letter, req: Request) -> Sent | None:
         _check_body(req.body, req.force)
         parent_id = self.box.id_of(to)
-        parent = self.spool.letter(parent_id)
+        parent = self.spool.read.letter(parent_id)
         kind = check_type(req.type or default_reply(parent.type))
         check_outcome(req.outcome, kind)
         reason = self._refusal(parent, req.replace(type=kind), subject=reply_subject(parent.subject or "(no subject)"))
@@ -337,7 +339,7 @@ class Sender(Stage):
         letter_id = self.box.id_of(letter)
         if letter_id in self._refusals:
             return self._refusals[letter_id]
-        parent = self.spool.letter(letter_id)
+        parent = self.spool.read.letter(letter_id)
         return self._refusal(parent, Request("", default_reply(parent.type), force=True))
 
     def _refusal(self, parent: Letter, req: Request, *, follow_up: bool = False, acked: Letter | None = None,
@@ -366,7 +368,7 @@ class Sender(Stage):
     def _answered_by(self, parent: Letter) -> str | None:
         """Who of this platform answered ``parent``: a claim here, or a letter a sibling sent from
         another machine (client/picture.py), even where no claim on the server says so."""
-        return self.spool.replied_by(reply_key(parent.message_id, parent.sender)) or picture.answered_by(
+        return self.spool.home_claims.replied_by(reply_key(parent.message_id, parent.sender)) or picture.answered_by(
             self.box, parent
         )
 
@@ -389,10 +391,10 @@ class Sender(Stage):
         only the part of a fan-out thread with that platform."""
         candidates = list(letters)
         for sibling in self.spool.siblings():
-            for letter_id in sibling.thread_ids(thread):
-                state = sibling.locate(letter_id)
+            for letter_id in sibling.read.thread_ids(thread):
+                state = sibling.read.locate(letter_id)
                 if state in ("outbox", "held", "sent", "failed"):
-                    candidates.append(sibling.letter(letter_id, state))
+                    candidates.append(sibling.read.letter(letter_id, state))
         if party is not None:
             candidates = [x for x in candidates if party in self.box.counterparts(x)]
         return max(candidates, key=lambda x: (x.depth, x.id))
@@ -405,7 +407,7 @@ class Sender(Stage):
         another agent of the platform answered first."""
         letter, raw = composed
         key = reply_key(parent.message_id, parent.sender)  # the real letter's, not a reused Message-ID's
-        with self.spool.claim_reply(key, letter.id) as holder:
+        with self.spool.home_claims.claim_reply(key, letter.id) as holder:
             if holder is None:  # ours here: now on the server, for every machine
                 got = self._server_claim(letter.id, [(parent.message_id, key)])
                 if got.holder is None:

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def known_agents(home: Path, platform: str, spool: Spool, me: str | None) -> list[str]:
     names = {p.name.partition("@")[2] for p in (home / "spool").glob(f"{platform}@*") if p.is_dir()}
-    names |= spool.note_recipients()
+    names |= spool.read.note_recipients()
     if me:
         names.add(me)
     names.discard("")

@@ -20,6 +20,7 @@ from .mailbox import Stage
 
 if TYPE_CHECKING:
     # at run time imported where used: a read (inbox --no-sync) opens no transport
+    from ..spool import SpoolReader
     from .mailbox import Mailbox
 
 
@@ -29,6 +30,7 @@ class Threads(Stage):
     def __init__(self, box: Mailbox, sync: Callable[[], object]) -> None:
         super().__init__(box)
         self.sync = sync  # the mailbox's sync, run first by a view asked to
+        self.read: SpoolReader = box.spool.read  # every view reads through it: a view cannot change a letter
 
     def thread(self, thread: str, *, sync: bool = True) -> list[Letter]:
         """Does ``AgentMail.thread``."""
@@ -36,10 +38,10 @@ class Threads(Stage):
         if sync:
             self.sync()
         letters = []
-        for letter_id in self.spool.thread_ids(thread):
-            state = self.spool.locate(letter_id)
+        for letter_id in self.read.thread_ids(thread):
+            state = self.read.locate(letter_id)
             if state and state != "quarantine":
-                letters.append(self.box.addressed(self.spool.letter(letter_id, state)))
+                letters.append(self.box.addressed(self.read.letter(letter_id, state)))
         if not letters:
             raise NotFound(f"no thread {thread}")
         return letters
@@ -48,13 +50,13 @@ class Threads(Stage):
         return [
             self.box.addressed(letter)
             for state in ("held", "outbox", "failed", "sent", "sibling")  # the platform's, from any mailbox
-            for letter in self.spool.letters(state)
+            for letter in self.read.letters(state)
         ]
 
     def quarantined(self, *, sync: bool = True) -> list[Letter]:
         if sync:
             self.sync()
-        return [x for x in self.spool.letters("quarantine") if not self.spool.annotations(x.id).get("dismissed")]
+        return [x for x in self.read.letters("quarantine") if not self.read.annotations(x.id).get("dismissed")]
 
     def notes(self, *, sync: bool = True) -> list[Letter]:
         """Does ``AgentMail.notes``."""
@@ -62,7 +64,7 @@ class Threads(Stage):
             self.sync()
         found = []
         for state in ("unread", "read"):
-            for letter in self.spool.letters(state):
+            for letter in self.read.letters(state):
                 if letter.type == "note" and letter.to_agent in (None, self.me.agent):
                     found.append(letter)
         return sorted(found, key=lambda letter: letter.id)
@@ -74,10 +76,10 @@ class Threads(Stage):
         if sync:
             self.sync()
         rows = []
-        undelivered = {state: set(self.spool.ids(state)) for state in ("held", "outbox", "failed")}
-        dismissed = {i for i in undelivered["failed"] if self.spool.annotations(i).get("dismissed")}
-        for thread in self.spool.threads() if closed else self.spool.open_threads():
-            ids = [i for i in self.spool.thread_ids(thread) if i not in dismissed]
+        undelivered = {state: set(self.read.ids(state)) for state in ("held", "outbox", "failed")}
+        dismissed = {i for i in undelivered["failed"] if self.read.annotations(i).get("dismissed")}
+        for thread in self.read.threads() if closed else self.read.open_threads():
+            ids = [i for i in self.read.thread_ids(thread) if i not in dismissed]
             first, last = self._filed(ids), self._filed(reversed(ids))
             if first is None or last is None:
                 continue
@@ -113,7 +115,7 @@ class Threads(Stage):
                     letters=len(ids),
                     with_=other,
                     last_id=last.id,
-                    undeliverable=any(self.spool.annotations(i).get("undeliverable") for i in ids),
+                    undeliverable=any(self.read.annotations(i).get("undeliverable") for i in ids),
                     delivery=delivery,
                     delivery_detail=delivery_detail,
                     recipients=parts if len(parts) > 1 else (),
@@ -127,7 +129,7 @@ class Threads(Stage):
 
     def closed_threads(self) -> int:
         """Does ``AgentMail.closed_threads``."""
-        return self.spool.closed_threads()
+        return self.read.closed_threads()
 
     @staticmethod
     def _whose_move(last: Letter, other: str, mine: bool | None = None) -> str:
@@ -138,9 +140,9 @@ class Threads(Stage):
         """A fan-out thread, one row per counterpart: its part (its letters, and mine to it)."""
         letters = []
         for letter_id in ids:
-            state = self.spool.locate(letter_id)
+            state = self.read.locate(letter_id)
             if state not in (None, "quarantine"):
-                letters.append(self.spool.letter(letter_id, state))
+                letters.append(self.read.letter(letter_id, state))
         rows = []
         for party in self.box.parties(letters):
             own = [x for x in letters if party in self.box.counterparts(x)]
@@ -162,15 +164,15 @@ class Threads(Stage):
                                   ("failed", "failed", "failed_reason")):  # fmt: skip
             for letter_id in ids:
                 if letter_id in undelivered[state]:
-                    return label, str(self.spool.letter(letter_id, state).extra.get(key) or ""), letter_id
+                    return label, str(self.read.letter(letter_id, state).extra.get(key) or ""), letter_id
         return ("sent" if mine else "received"), "", ""
 
     def _filed(self, ids: Iterable[str]) -> Letter | None:
         """The first letter of ``ids`` that is filed (a crash can leave a listed id absent)."""
         for letter_id in ids:
-            state = self.spool.locate(letter_id)
+            state = self.read.locate(letter_id)
             if state not in (None, "quarantine"):
-                return self.spool.letter(letter_id, state)
+                return self.read.letter(letter_id, state)
         return None
 
 

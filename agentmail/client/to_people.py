@@ -121,7 +121,7 @@ class ToPeople(Stage):
                 self._settle(where, self._send(where, record, raw))
                 _tidy(where)
         except OSError as exc:  # a spool that cannot keep the record: not sent (never unrecorded)
-            self.spool.annotate(letter_id, announce_failed=str(exc) or type(exc).__name__)
+            self.spool.write.annotate(letter_id, announce_failed=str(exc) or type(exc).__name__)
 
     def retry_announcements(self) -> None:
         """After a sync: the held letters' announcements the transport could not take before."""
@@ -129,12 +129,12 @@ class ToPeople(Stage):
         if not where.is_dir():
             return  # nothing was ever queued: one stat
         with locked(self.spool.root / f"{ANNOUNCEMENTS}.lock"):
-            held = {x.id for x in self.spool.letters("held")}
+            held = {x.id for x in self.spool.read.letters("held")}
             for record in records_in(where):
                 if record.get("letter") not in held:  # released or rejected meanwhile: it has nothing to say
                     _forget(where, str(record.get("key")))
                 elif record.get("state") == "sending":  # its sender died inside the submission (we hold the lock)
-                    self.spool.annotate(str(record["letter"]), announce_failed=INTERRUPTED)
+                    self.spool.write.annotate(str(record["letter"]), announce_failed=INTERRUPTED)
                     _forget(where, str(record.get("key")))
             for record in self._retry(where):
                 self._settle(where, record)
@@ -143,11 +143,13 @@ class ToPeople(Stage):
     def _settle(self, where: Path, record: dict[str, Any]) -> None:
         letter_id, state = str(record["letter"]), record["state"]
         if state == "sent":
-            self.spool.annotate(letter_id, announced=str(record["message_id"]))
+            self.spool.write.annotate(letter_id, announced=str(record["message_id"]))
         elif state == "queued":
-            self.spool.annotate(letter_id, announce_failed=f"queued, sent again by the next sync: {record['detail']}")
+            self.spool.write.annotate(
+                letter_id, announce_failed=f"queued, sent again by the next sync: {record['detail']}"
+            )
         else:
-            self.spool.annotate(letter_id, announce_failed=str(record["detail"] or state))
+            self.spool.write.annotate(letter_id, announce_failed=str(record["detail"] or state))
         if state != "queued":
             _forget(where, str(record["key"]))
 
@@ -279,7 +281,7 @@ class ToPeople(Stage):
         quarantined = tuple(x for x in self.threads.quarantined(sync=False) if ulid_ms(x.id) > start)
         bounced: list[Letter] = []
         for letter in self.threads.sent():
-            notes = self.spool.annotations(letter.id)
+            notes = self.spool.read.annotations(letter.id)
             if notes.get("undeliverable"):
                 when = str(notes.get("undeliverable_at") or "")
                 at = int(when) if when.isdigit() else ulid_ms(letter.id)
@@ -287,7 +289,7 @@ class ToPeople(Stage):
                     bounced.append(letter)
         announced = tuple(r for r in self.escalations() if int(r.get("at", 0)) > start)
         return digest_mod.Digest(self.platform.name, now, start, stale_after, tuple(rows),
-                                 tuple(self.spool.letters("held")), quarantined, tuple(bounced), announced)  # fmt: skip
+                                 tuple(self.spool.read.letters("held")), quarantined, tuple(bounced), announced)  # fmt: skip
 
     def send_digest(self, digest: Digest) -> dict[str, Any]:
         """Mail ``digest`` to the platform's followers (one letter, every one a recipient), threaded

@@ -8,14 +8,18 @@
                          (parsed fields and depth, the (sender, Message-ID) and bytes indexes,
                          threads, open threads; the platform's reply claims in its own spool.db)
 
-``store`` files a letter, ``move`` changes its state (a conditional UPDATE: false when another
-process moved it first), ``claim_reply`` claims the one reply of a platform to a letter. A
+``Spool`` is the one object a caller opens: ``spool.read`` answers every query and has no method
+that changes a letter; ``spool.write.store`` files a letter, ``spool.write.move`` changes its
+state (a conditional UPDATE: false when another process moved it first);
+``spool.home_claims.claim_reply`` claims the one reply of a platform to a letter in this home. A
 spool of the per-file layout before it (state folders, meta/, index/, threads/, annotations/,
 checkpoint.json) is converted on first use (``migrate``).
 """
 
 from __future__ import annotations
 
+from .filing import SpoolWriter
 from .store import ANSWERING, LEAVING, MIN_PREFIX, OUTGOING, STATES, Spool
+from .views import SpoolReader
 
-__all__ = ["ANSWERING", "LEAVING", "MIN_PREFIX", "OUTGOING", "STATES", "Spool"]
+__all__ = ["ANSWERING", "LEAVING", "MIN_PREFIX", "OUTGOING", "STATES", "Spool", "SpoolReader", "SpoolWriter"]

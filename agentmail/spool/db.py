@@ -217,7 +217,7 @@ class Db:
 
     def begin_batch(self, *, durable: bool = True) -> sqlite3.Connection:
         """Open the transaction a sync batch fills; ``commit_batch`` or ``rollback`` ends it.
-        ``durable=False``: committed with no WAL flush (``Spool.begin_filing``)."""
+        ``durable=False``: committed with no WAL flush (``SpoolWriter.begin_filing``)."""
         conn = self.conn()
         if not conn.in_transaction:
             self._durability(conn, durable)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, overload
 
 if TYPE_CHECKING:
     from ..model import Letter
-    from .store import Spool
+    from .views import SpoolReader
 
 
 _WIDTH = 26  # a spool id: a ULID, 26 ASCII characters (model.new_ulid)
@@ -30,7 +30,7 @@ class Filed(Sequence["Letter"]):
 
     __slots__ = ("_items", "_packed", "_spool")
 
-    def __init__(self, letters: Iterable[Letter] = (), spool: Spool | None = None) -> None:
+    def __init__(self, letters: Iterable[Letter] = (), spool: SpoolReader | None = None) -> None:
         self._spool = spool
         self._packed = bytearray()
         self._items: list[str | Letter] | None = None  # None: every item so far is packed

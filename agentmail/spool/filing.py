@@ -18,14 +18,16 @@ from ..model import Letter, new_ulid
 from . import words
 from .db import reached
 from .layout import (
+    COPIES_DUE,
     OPENING,
+    Layout,
     _key,
     _loads,
     _raw_key,
     _sha256,
     opener_row,
 )
-from .views import SpoolViews
+from .views import SpoolReader
 
 
 @contextmanager
@@ -38,11 +40,15 @@ def _machine() -> Iterator[None]:
         raise OSError(f"spool database: {exc}") from exc
 
 
-COPIES_DUE = "copies-due"  # the facts row listing them
+class SpoolWriter:
+    """What changes one mailbox (``Spool.write``): filing, moving, annotating. It reads through
+    ``read``, the same mailbox's reader."""
 
-
-class SpoolFiling(SpoolViews):
-    """The writing side of ``Spool``."""
+    def __init__(self, at: Layout, read: SpoolReader) -> None:
+        self._at = at
+        self.read = read
+        self._batch: list[str] = []  # ids of the open sync batch, their files still in tmp/
+        self._written: list[str] = []  # those of them not copied from a durable file: commit flushes these
 
     def store(
         self,
@@ -68,32 +74,32 @@ class SpoolFiling(SpoolViews):
         durable (``_restore``).
         """
         if not (defer and self._batch):  # a batch's first letter made the folders moments ago
-            self.ensure()
+            self._at.ensure()
         letter_id = letter.id or new_ulid()
         letter = letter.replace(id=letter_id, state=state)
         if defer:
             with _machine():
-                self.db.begin_batch()
+                self._at.db.begin_batch()
         if state != "quarantine":
-            letter = letter.replace(depth=self.depth_for(letter_id, letter))
+            letter = letter.replace(depth=self.read.depth_for(letter_id, letter))
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})
-        copied = self._write_tmp(letter_id, raw, durable=durable and not defer, copy=copy if defer else None)
-        tmp = self.root / "tmp" / f"{letter_id}.eml"
+        copied = self._at.write_tmp(letter_id, raw, durable=durable and not defer, copy=copy if defer else None)
+        tmp = self._at.root / "tmp" / f"{letter_id}.eml"
         if defer:
             with _machine():
-                self._insert(self._sql(), letter, data, raw, index)
+                self._insert(self._at.sql(), letter, data, raw, index)
                 if copied and copy is not None:  # where its bytes lie durable, if this copy is lost
-                    source = os.path.relpath(copy[0], self.root)  # a moved home still finds it
-                    self._annotate(self._sql(), letter_id, {"copy": source, "copy_key": _raw_key(raw)})
+                    source = os.path.relpath(copy[0], self._at.root)  # a moved home still finds it
+                    self._annotate(self._at.sql(), letter_id, {"copy": source, "copy_key": _raw_key(raw)})
             self._batch.append(letter_id)
             if not copied:
                 self._written.append(letter_id)
             return letter
         if durable:
             fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
-        with _machine(), self.db.write(durable=durable) as tx:
+        with _machine(), self._at.db.write(durable=durable) as tx:
             self._insert(tx, letter, data, raw, index)
         reached("stored")
         self._publish(letter_id)
@@ -105,10 +111,10 @@ class SpoolFiling(SpoolViews):
         in one durable transaction; its verdict fact goes. False when it is no longer in
         quarantine (another recheck won)."""
         letter = letter.replace(id=letter_id, state="unread")
-        letter = letter.replace(depth=self.depth_for(letter_id, letter))
+        letter = letter.replace(depth=self.read.depth_for(letter_id, letter))
         data = letter.to_json()
         data.pop("state", None)
-        with _machine(), self.db.write() as tx:
+        with _machine(), self._at.db.write() as tx:
             moved = tx.execute(
                 "UPDATE letters SET state='unread', meta=?, thread=?, type=?, msgkey=?, rawkey=NULL "
                 "WHERE id=? AND state='quarantine'",
@@ -122,8 +128,8 @@ class SpoolFiling(SpoolViews):
             if data.get("person"):
                 notes["person_letter"] = {k: v for k, v in data.items() if k != "depth"}
             tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(notes)))
-            self.db.log({"id": letter_id, "state": "unread"})
-            self.db.log({"id": letter_id, "notes": notes})
+            self._at.db.log({"id": letter_id, "state": "unread"})
+            self._at.db.log({"id": letter_id, "notes": notes})
             self._mark_thread(tx, letter.thread, letter.type)
             words.again(tx, letter_id, data)  # searchable as the letter it is now
         return True
@@ -134,7 +140,7 @@ class SpoolFiling(SpoolViews):
         replaces the old one, in place. False when it is no longer in quarantine."""
         data = letter.replace(id=letter_id, state="quarantine").to_json()
         data.pop("state", None)
-        with _machine(), self.db.write() as tx:
+        with _machine(), self._at.db.write() as tx:
             moved = tx.execute(
                 "UPDATE letters SET meta=? WHERE id=? AND state='quarantine'", (json.dumps(data), letter_id)
             ).rowcount
@@ -144,13 +150,13 @@ class SpoolFiling(SpoolViews):
             notes = (_loads(row[0]) if row else None) or {}
             notes["quarantined"] = {k: v for k, v in data.items() if k != "depth"}
             tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(notes)))
-            self.db.log({"id": letter_id, "notes": notes})
+            self._at.db.log({"id": letter_id, "notes": notes})
         return True
 
     def drop_quarantined(self, letter_id: str) -> bool:
         """Forget a quarantined copy of a letter filed already (``quarantine recheck``: it now
         passes, and the inbox holds it): what a sync does with a duplicate. Row first, then file."""
-        with _machine(), self.db.write() as tx:
+        with _machine(), self._at.db.write() as tx:
             seqs = tx.execute(
                 "DELETE FROM letters WHERE id=? AND state='quarantine' RETURNING seq", (letter_id,)
             ).fetchall()
@@ -158,9 +164,9 @@ class SpoolFiling(SpoolViews):
             if gone == 1:
                 tx.execute("DELETE FROM notes WHERE id=?", (letter_id,))
                 words.forget(tx, int(seqs[0][0]))
-                self.db.log({"id": letter_id, "gone": True})
+                self._at.db.log({"id": letter_id, "gone": True})
         if gone == 1:
-            for folder in (self._letters, self._tmp):
+            for folder in (self._at.letters, self._at.tmp):
                 try:
                     os.unlink(f"{folder}{letter_id}.eml")
                 except FileNotFoundError:
@@ -170,10 +176,10 @@ class SpoolFiling(SpoolViews):
     def make_durable(self, letter_id: str) -> None:
         """Flush a letter filed with ``durable=False``: its file, its folder, then the database
         (a durable commit fsyncs the write-ahead log, and the row is in it)."""
-        path = self.path("", letter_id)
+        path = self.read.path("", letter_id)
         fsync_file(path)
         fsync_dir(path.parent)
-        with _machine(), self.db.write() as tx:
+        with _machine(), self._at.db.write() as tx:
             tx.execute("UPDATE letters SET state=state WHERE id=?", (letter_id,))
         reached("made-durable")
 
@@ -181,7 +187,7 @@ class SpoolFiling(SpoolViews):
         """A durable commit that changes nothing. SQLite fsyncs the mailbox's folder at a
         connection's first durable commit (it opened the WAL to create it if missing): a waiter
         pays that before it blocks, not in the commit of the letter it waits for."""
-        with _machine(), self.db.write() as tx:
+        with _machine(), self._at.db.write() as tx:
             version = int(tx.execute("PRAGMA user_version").fetchone()[0])
             tx.execute(f"PRAGMA user_version={version}")
 
@@ -199,7 +205,7 @@ class SpoolFiling(SpoolViews):
                 None if index else _raw_key(raw),
             ),
         )
-        self.db.log({"id": letter.id, "state": letter.state, "seq": int(filed.lastrowid or 0)})
+        self._at.db.log({"id": letter.id, "state": letter.state, "seq": int(filed.lastrowid or 0)})
         opener = opener_row(letter.id, letter.state, data)
         if opener is not None:  # counted by the new-thread quota from the hour's rows alone
             tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
@@ -225,7 +231,7 @@ class SpoolFiling(SpoolViews):
 
     def _add_opener(self, tx: sqlite3.Connection, letter_id: str, state: str) -> None:
         """A letter's openers row, if it opens a thread (one moved into an outgoing state, a rebuild)."""
-        opener = opener_row(letter_id, state, self._parsed(letter_id, state))
+        opener = opener_row(letter_id, state, self.read._parsed(letter_id, state))
         if opener is not None:
             tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
 
@@ -245,7 +251,7 @@ class SpoolFiling(SpoolViews):
     def _parts_open(self, tx: sqlite3.Connection, thread: str) -> bool:
         """Is a part of this fan-out thread still without a close? (False: not a fan-out of mine.)
         From the thread's records, as filed: the same answer when the caches are rebuilt."""
-        me = self.platform_root.name
+        me = self._at.platform_root.name
         parties: list[str] = []
         closed: set[str] = set()
         rows = tx.execute("SELECT meta FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,))
@@ -253,7 +259,9 @@ class SpoolFiling(SpoolViews):
             data = _loads(meta) or {}
             sender, recipients = str(data.get("from") or ""), data.get("recipients") or []
             mine = sender == me
-            between = [self._name(str(a)) for a in recipients] if mine and recipients else [str(data.get("to") or "")]
+            between = (
+                [self._at.name(str(a)) for a in recipients] if mine and recipients else [str(data.get("to") or "")]
+            )
             if mine and recipients:
                 parties += between
             if data.get("type") == "close":
@@ -265,9 +273,9 @@ class SpoolFiling(SpoolViews):
         power cut leaves it in tmp/, where it is read from and the next sweep finishes it)."""
         name = f"{letter_id}.eml"
         try:
-            os.rename(self._tmp + name, self._letters + name)
+            os.rename(self._at.tmp + name, self._at.letters + name)
         except FileNotFoundError:
-            if not os.path.exists(self._letters + name):
+            if not os.path.exists(self._at.letters + name):
                 raise
 
     def begin_filing(self) -> None:
@@ -276,9 +284,9 @@ class SpoolFiling(SpoolViews):
         filing takes the checkpoint with it (the letters are fetched again), and every change
         that acts on a filed letter (``done``, a reply's claim, a hold's release) is a durable
         commit, which flushes every earlier frame of the WAL first."""
-        self.ensure()
+        self._at.ensure()
         with _machine():
-            self.db.begin_batch(durable=False)
+            self._at.db.begin_batch(durable=False)
 
     def commit(self) -> None:
         """Make the batch's letter files durable, then commit its rows: all appear, or none.
@@ -286,10 +294,10 @@ class SpoolFiling(SpoolViews):
         are durable already, and its row notes where (``_restore``; DESIGN §7)."""
         batch, self._batch = self._batch, []  # a failure below must not poison later syncs
         written, self._written = self._written, []
-        if not self._sql().in_transaction:
+        if not self._at.sql().in_transaction:
             return
         try:
-            tmp_dir = self.root / "tmp"
+            tmp_dir = self._at.root / "tmp"
             if len(written) > 4:
                 sync_filesystem(tmp_dir)
             elif written:
@@ -298,7 +306,7 @@ class SpoolFiling(SpoolViews):
                 fsync_dir(tmp_dir)
             reached("batch-durable")
             with _machine():
-                self.db.commit_batch()
+                self._at.db.commit_batch()
         except BaseException:
             self._batch = batch
             self.discard()
@@ -312,9 +320,9 @@ class SpoolFiling(SpoolViews):
 
     def discard(self) -> None:
         """Forget a batch that failed half-way; its letters will be fetched again."""
-        self.db.rollback()
+        self._at.db.rollback()
         for letter_id in self._batch:
-            (self.root / "tmp" / f"{letter_id}.eml").unlink(missing_ok=True)
+            (self._at.root / "tmp" / f"{letter_id}.eml").unlink(missing_ok=True)
         self._batch = []
         self._written = []
 
@@ -323,13 +331,13 @@ class SpoolFiling(SpoolViews):
         files that are no letter (never committed) are removed once older than an hour."""
         cutoff = time.time() - older_than
         try:
-            entries = list(os.scandir(self.root / "tmp"))
+            entries = list(os.scandir(self._at.root / "tmp"))
         except FileNotFoundError:
             return
         for entry in entries:
             try:
                 name = entry.name
-                if name.endswith(".eml") and self.locate(name[:-4]):
+                if name.endswith(".eml") and self.read.locate(name[:-4]):
                     self._publish(name[:-4])
                 elif entry.stat(follow_symlinks=False).st_mtime < cutoff:
                     os.unlink(entry.path)
@@ -340,12 +348,12 @@ class SpoolFiling(SpoolViews):
         """One conditional UPDATE; False when the letter is no longer in ``source`` (someone
         else won). ``durable=False`` where losing it in a power cut is harmless (outbox → sent:
         the letter is submitted again and the receiver drops the duplicate)."""
-        with self.db.write(durable=durable) as tx:
+        with self._at.db.write(durable=durable) as tx:
             moved = tx.execute(
                 "UPDATE letters SET state=? WHERE id=? AND state=?", (target, letter_id, source)
             ).rowcount
             if moved == 1:
-                self.db.log({"id": letter_id, "state": target})
+                self._at.db.log({"id": letter_id, "state": target})
                 if target in OPENING and source not in OPENING:
                     self._add_opener(tx, letter_id, target)
         return moved == 1
@@ -355,14 +363,14 @@ class SpoolFiling(SpoolViews):
         this call moved (a claim: concurrent callers never both get one)."""
         if not letter_ids:
             return []
-        with self.db.write() as tx:
+        with self._at.db.write() as tx:
             marks = ",".join("?" * len(letter_ids))
             rows = tx.execute(
                 f"UPDATE letters SET state=? WHERE state=? AND id IN ({marks}) RETURNING id",
                 (target, source, *letter_ids),
             ).fetchall()
             for (taken,) in rows:
-                self.db.log({"id": str(taken), "state": target})
+                self._at.db.log({"id": str(taken), "state": target})
                 if target in OPENING and source not in OPENING:
                     self._add_opener(tx, str(taken), target)
         return [str(r[0]) for r in rows]
@@ -378,24 +386,27 @@ class SpoolFiling(SpoolViews):
         record: dict[str, object] = {"id": letter_id, "set": fields} if data else {"id": letter_id, "notes": fields}
         data.update(fields)
         tx.execute("INSERT OR REPLACE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(data)))
-        self.db.log(record)
+        self._at.db.log(record)
 
     def annotate(self, letter_id: str, *, durable: bool = True, **fields: str) -> None:
         """Attach facts learnt later (undeliverable, failed, why it is queued) to a sent letter."""
-        if all(self.annotations(letter_id).get(k) == v for k, v in fields.items()):
+        if all(self.read.annotations(letter_id).get(k) == v for k, v in fields.items()):
             return
-        with self.db.write(durable=durable) as tx:
+        with self._at.db.write(durable=durable) as tx:
             self._annotate(tx, letter_id, fields)
 
-    # The sent letters whose copy to the IMAP sent folder waits for the next batch (issue 28):
-    # noted before they are submitted, so a process killed in between copies them next time.
-    def copies_due(self) -> list[str]:
-        """The ids of sent or outgoing letters whose sent-folder copy is not made yet, oldest first."""
-        return (self.db.fact(COPIES_DUE) or "").split()
-
+    # The sent letters whose copy to the IMAP sent folder waits for the next batch: noted
+    # before they are submitted, so a process killed in between copies them next time.
     def set_copies_due(self, ids: list[str]) -> None:
-        with self.db.write(durable=False) as tx:  # lost in a power cut with the moves it follows
+        with self._at.db.write(durable=False) as tx:  # lost in a power cut with the moves it follows
             if ids:
                 tx.execute("INSERT OR REPLACE INTO facts(name, value) VALUES(?, ?)", (COPIES_DUE, " ".join(ids)))
             else:
                 tx.execute("DELETE FROM facts WHERE name=?", (COPIES_DUE,))
+
+    def set_checkpoint(self, transport: str, value: str | None) -> None:
+        # Not durable: a checkpoint lost in a crash only means a refetch, and the spool drops
+        # what it already holds. It is written after the letters are durable, never before.
+        with self._at.db.write(durable=False) as tx:
+            tx.execute("INSERT OR REPLACE INTO checkpoints(transport, value) VALUES(?, ?)", (transport, value))
+        reached("checkpoint-set")

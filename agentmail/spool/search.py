@@ -18,14 +18,17 @@ import datetime
 import re
 import sqlite3
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._value import Frozen
 from ..errors import BadInput
 from ..model import check_filter_type, check_thread, ulid_floor
 from ..text import FORBIDDEN
-from . import STATES, Spool
+from .layout import STATES
 from .words import BODY_LEAD, COLUMNS, TOKENIZER
+
+if TYPE_CHECKING:
+    from .views import SpoolReader
 
 __all__ = ["BODY_LEAD", "COLUMNS", "TOKENIZER", "Hit", "Query", "SearchIndex", "since_ms", "to_fts"]
 
@@ -171,8 +174,8 @@ def check_query(query: Query) -> None:
 class SearchIndex:
     """The search index of one mailbox's spool: its tables in the spool's own database."""
 
-    def __init__(self, spool: Spool) -> None:
-        self.spool = spool
+    def __init__(self, spool: SpoolReader) -> None:
+        self.spool = spool  # a reader: a search changes no letter
         self._checker: sqlite3.Connection | None = None
 
     def close(self) -> None:
@@ -192,7 +195,7 @@ class SearchIndex:
             raise BadInput(
                 "nothing to search for: give words, or a filter (--from, --type, --thread, --since, --state)"
             )
-        return self._search(self.spool.ensure().db.conn(), query, match)
+        return self._search(self.spool.sql(), query, match)
 
     def _check_syntax(self, match: str) -> None:
         """Parse ``match`` against an empty table of the same shape: only the query can fail here."""

@@ -6,15 +6,24 @@ last hour and the names notes went to.
 from __future__ import annotations
 
 import json
+import os
+import sqlite3
+import stat
+from collections.abc import Callable, Sequence
+from glob import escape as glob_escape
+from pathlib import Path
 from typing import Any
 
+from .._fs import read_plain
 from ..errors import NotFound
 from ..model import Letter, ulid_floor
+from . import depth
 from .layout import (
+    COPIES_DUE,
     LEAVING,
     MIN_PREFIX,
     OUTGOING,
-    SpoolLayout,
+    Layout,
     _key,
     _loads,
     _raw_key,
@@ -22,31 +31,110 @@ from .layout import (
 )
 
 
-def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
-    """The fields of a letter (or of its meta) that its depth depends on, as in meta."""
-    if isinstance(letter, Letter):
-        return {
-            "from": letter.sender,
-            "to": letter.to,
-            "in_reply_to": letter.in_reply_to,
-            "references": list(letter.references),
-            "thread": letter.thread,
-        }
-    return letter
-
-
 def _ulid_floor(ms: int) -> str:
     """The smallest ULID made at ``ms`` (its first ten characters): ids sort by creation."""
     return ulid_floor(ms)[:10]
 
 
-class SpoolViews(SpoolLayout):
-    """The reading side of ``Spool``."""
+class SpoolReader:
+    """What one mailbox holds, for reading (``Spool.read``): it has no method that files, moves
+    or annotates a letter, so a command handed only a reader cannot change one. What it writes
+    is caches (a parsed letter's fields and depth, a letter file copied again from the post
+    office), which give the same answers rebuilt from the letter files."""
+
+    def __init__(self, at: Layout, siblings: Callable[[], Sequence[SpoolReader]]) -> None:
+        self._at = at
+        self._siblings = siblings  # the readers of the platform's other mailboxes
+
+    @property
+    def root(self) -> Path:
+        return self._at.root
+
+    @property
+    def mailbox(self) -> str:
+        return self._at.mailbox
+
+    @property
+    def platform_root(self) -> Path:
+        return self._at.platform_root
+
+    def sql(self) -> sqlite3.Connection:
+        """spool.db, made ready, for a query (the search index reads its tables)."""
+        self._at.ensure()
+        return self._at.sql()
+
+    def path(self, state: str, letter_id: str) -> Path:
+        """The letter's file (``state`` is no part of it: a letter file never moves)."""
+        del state
+        final = self._at.root / "letters" / f"{letter_id}.eml"
+        if final.exists():
+            return final
+        born = self._at.root / "tmp" / f"{letter_id}.eml"
+        if born.exists() or (letter_id.isalnum() and self._restore(letter_id, born)):
+            return born
+        return final
+
+    def _restore(self, letter_id: str, tmp: Path) -> bool:
+        """A filed letter whose file is gone: one copied from the post office by a sync batch,
+        whose copy was never flushed (DESIGN §7), after a power cut. Copied again from the
+        post-office file it was (its name there was flushed before the batch committed), if
+        that file still holds exactly its bytes; a mail client may have added flags to the name."""
+        note = self.annotations(letter_id)
+        source, key = note.get("copy"), note.get("copy_key")
+        if not isinstance(source, str) or not isinstance(key, str):
+            return False
+        origin = self._at.root / source
+        for candidate in (origin, *sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))):
+            try:  # a FIFO or a symbolic link put there is never opened or followed
+                raw, st = read_plain(candidate)
+            except OSError:
+                continue
+            if raw is None or _raw_key(raw) != key:
+                continue
+            try:  # not flushed either: the note stays, and so does the post office's file
+                self._at.write_tmp(letter_id, raw, durable=False, copy=(str(candidate), st.st_dev, st.st_ino))
+            except FileExistsError:
+                pass  # restored meanwhile by another reader
+            return True
+        return False
+
+    def file_of(self, letter_id: str) -> tuple[str, int, int] | None:
+        """The letter's file as (path, st_dev, st_ino), for a transport to hard-link rather than
+        write the same bytes again (a letter file is never changed in place); None if missing."""
+        name = f"{letter_id}.eml"
+        for path in (self._at.letters + name, self._at.tmp + name):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            return (path, st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) else None
+        return None
+
+    def locate(self, letter_id: str) -> str | None:
+        """The state a letter is in, or None. Ids are ours: never a path from a letter."""
+        if not letter_id.isalnum():
+            return None
+        row = self._at.sql().execute("SELECT state FROM letters WHERE id=?", (letter_id,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def annotations(self, letter_id: str) -> dict[str, Any]:
+        row = self._at.sql().execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()
+        return (_loads(row[0]) if row else None) or {}
+
+    def raw(self, letter_id: str) -> bytes:
+        state = self.locate(letter_id)
+        if state is None:
+            raise NotFound(f"no letter {letter_id}")
+        return self.path(state, letter_id).read_bytes()
+
+    def checkpoint(self, transport: str) -> str | None:
+        row = self._at.sql().execute("SELECT value FROM checkpoints WHERE transport=?", (transport,)).fetchone()
+        return None if row is None or not isinstance(row[0], str) else row[0]
 
     def known(self, sender: str, message_id: str) -> str | None:
         """The id of the stored letter with this (sender, Message-ID)."""
         row = (
-            self._sql()
+            self._at.sql()
             .execute("SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1", (_key(sender, message_id),))
             .fetchone()
         )
@@ -72,12 +160,12 @@ class SpoolViews(SpoolLayout):
         whole = (self.known(sender, f"<{form}>") for form in forms for sender in senders)
         found = {(i, self.locate(i) or "") for i in whole if i}
         if not found and len(forms[0]) >= MIN_PREFIX:
-            ids = self._sql().execute(  # ids are [0-9a-z]: "~" sorts after every one
+            ids = self._at.sql().execute(  # ids are [0-9a-z]: "~" sorts after every one
                 "SELECT id, state FROM letters WHERE id >= ? AND id <= ? LIMIT ?", (lowered, lowered + "~", most + 1)
             )
             found = {(str(i), str(state)) for i, state in ids}
             patterns = [json.dumps(f"<{form}")[:-1] for form in forms]  # as the record spells it, open-ended
-            rows = self._sql().execute(
+            rows = self._at.sql().execute(
                 f"SELECT id, state, meta FROM letters WHERE {' OR '.join(['instr(meta, ?) > 0'] * len(patterns))}",
                 patterns,
             )
@@ -102,19 +190,19 @@ class SpoolViews(SpoolLayout):
                     pass
                 # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
                 # hash, so a quarantined forgery is recorded once, not again on every resync.
-        row = self._sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
+        row = self._at.sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
         return row is not None
 
     def ids(self, state: str) -> list[str]:
         """Ids in one state, oldest first (ids are ULIDs: they sort by creation)."""
-        rows = self._sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
+        rows = self._at.sql().execute("SELECT id FROM letters WHERE state=? ORDER BY id", (state,)).fetchall()
         return [str(r[0]) for r in rows]
 
     def waiting(self, most: int) -> list[str]:
         """The quarantined letters whose verdict is ``awaiting-parent`` (answers waiting for the
         letter they answer), in filing order, at most ``most``: one query, whatever the quarantine holds."""
         rows = (
-            self._sql()
+            self._at.sql()
             .execute(
                 "SELECT l.id FROM letters l JOIN notes n ON n.id = l.id WHERE l.state='quarantine' AND "
                 "CASE WHEN json_valid(n.data) THEN json_extract(n.data, '$.quarantined.reason') END = "
@@ -129,7 +217,9 @@ class SpoolViews(SpoolLayout):
         """Ids in one state whose letters are of type ``kind``, oldest first: one indexed look,
         not every letter of the state read (e.g. the people's letters among the unread)."""
         rows = (
-            self._sql().execute("SELECT id FROM letters WHERE state=? AND type=? ORDER BY id", (state, kind)).fetchall()
+            self._at.sql()
+            .execute("SELECT id FROM letters WHERE state=? AND type=? ORDER BY id", (state, kind))
+            .fetchall()
         )
         return [str(r[0]) for r in rows]
 
@@ -147,7 +237,7 @@ class SpoolViews(SpoolLayout):
     def meta(self, letter_id: str, state: str | None = None) -> dict[str, Any]:
         del state  # the row says which: a letter moved since it was listed shows where it is now
         row = (
-            self._sql()
+            self._at.sql()
             .execute(
                 "SELECT l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id WHERE l.id=?",
                 (letter_id,),
@@ -176,13 +266,13 @@ class SpoolViews(SpoolLayout):
 
     def _parsed(self, letter_id: str, state: str) -> dict[str, Any]:
         """The cached fields, or (gone or torn) the letter parsed again; no depth computed here."""
-        row = self._sql().execute("SELECT meta FROM letters WHERE id=?", (letter_id,)).fetchone()
+        row = self._at.sql().execute("SELECT meta FROM letters WHERE id=?", (letter_id,)).fetchone()
         data = _loads(row[0]) if row else None
         return data if data is not None else self._rebuild_meta(letter_id, state)
 
     def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None:
         clean = {k: v for k, v in data.items() if k != "state"}
-        with self.db.write(durable=False) as tx:
+        with self._at.db.write(durable=False) as tx:
             tx.execute("UPDATE letters SET meta=? WHERE id=?", (json.dumps(clean), letter_id))
 
     def _rebuild_meta(self, letter_id: str, state: str) -> dict[str, Any]:
@@ -197,72 +287,17 @@ class SpoolViews(SpoolLayout):
             letter = wire.to_letter(wire.parse_message(raw, len(raw) + 1))
             data = letter.to_json()
             del data["depth"]  # not in the letter file: depth_for walks the chain when it is asked
-            data["from"] = self._name(data["sender_address"])
-            data["to"] = self._name(data["to_address"])
+            data["from"] = self._at.name(data["sender_address"])
+            data["to"] = self._at.name(data["to_address"])
         except wire.Malformed as exc:
             data = {"id": letter_id, "reason": exc.reason, "detail": exc.detail}
         data["id"] = letter_id
         data.pop("state", None)
         return data
 
-    def _name(self, address: str) -> str:
-        """The platform an address belongs to (the registry's answer, else its local part)."""
-        if not address:
-            return ""
-        named = self.name_of(address) if self.name_of else None
-        return named or address.partition("@")[0].split("+")[0]
-
     def depth_for(self, letter_id: str, letter: Letter | dict[str, Any]) -> int:
-        """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
-
-        Its parent's depth + 1, where the parent is the letter filed here before it whose
-        Message-ID it answers (sent by this platform or by either side of it), and never less
-        than the number of its References that name letters of its thread filed here before it
-        (a chain whose links another mailbox holds, an ack a report's evidence follows). Only
-        letters filed here count: References a sender made up would let one letter put a thread
-        at the cap and mail its followers. Only the letter files go into it, so a lost cache
-        gives the same number."""
-        chain: list[tuple[str, dict[str, Any]]] = []
-        node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
-        base = -1
-        while node is not None:
-            node_id, facts = node
-            chain.append(node)
-            node = None
-            parent_mid = facts.get("in_reply_to")
-            if not parent_mid:
-                break
-            sides = (self.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
-            for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
-                parent_id = self.known(side, parent_mid)
-                if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
-                    parent = self._parsed(parent_id, self.locate(parent_id) or "")
-                    if "depth" in parent:
-                        base = int(parent["depth"])
-                    else:
-                        node = (parent_id, parent)
-                    break
-        depth = base
-        for node_id, facts in reversed(chain):
-            depth = max(depth + 1, self._filed_references(node_id, facts))
-            if node_id != letter_id and self.locate(node_id):
-                self._cache_meta(node_id, {**facts, "depth": depth})
-        return depth
-
-    def _filed_references(self, letter_id: str, facts: dict[str, Any]) -> int:
-        """How many of the letter's References name a letter of its thread filed here before it
-        (bounds.REFERENCES on receipt: at most three look-ups for each)."""
-        sides = tuple(dict.fromkeys((self.platform_root.name, facts.get("from") or "", facts.get("to") or "")))
-        thread = facts.get("thread")
-        count = 0
-        for message_id in dict.fromkeys(facts.get("references") or ()):
-            for side in sides:
-                found = self.known(side, message_id)
-                if found and found < letter_id:
-                    if self._parsed(found, self.locate(found) or "").get("thread") == thread:
-                        count += 1
-                    break
-        return count
+        """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread (``depth``)."""
+        return depth.depth_for(self, letter_id, letter)
 
     def letter(self, letter_id: str, state: str | None = None) -> Letter:
         """The filed letter, with its state, depth and what was learnt about it later (``extra``)."""
@@ -270,7 +305,7 @@ class SpoolViews(SpoolLayout):
 
     def letters(self, state: str) -> list[Letter]:
         rows = (
-            self._sql()
+            self._at.sql()
             .execute(
                 "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
                 "WHERE l.state=? ORDER BY l.id",
@@ -282,7 +317,7 @@ class SpoolViews(SpoolLayout):
 
     def thread_ids(self, thread: str) -> list[str]:
         rows = (
-            self._sql()
+            self._at.sql()
             .execute("SELECT id FROM letters WHERE thread=? AND state!='quarantine' ORDER BY seq", (thread,))
             .fetchall()
         )
@@ -290,14 +325,14 @@ class SpoolViews(SpoolLayout):
 
     def open_threads(self) -> list[str]:
         """Threads whose last letter is not a close (notes neither open nor close one)."""
-        rows = self._sql().execute("SELECT thread FROM threads WHERE open=1 ORDER BY thread").fetchall()
+        rows = self._at.sql().execute("SELECT thread FROM threads WHERE open=1 ORDER BY thread").fetchall()
         return [str(r[0]) for r in rows]
 
     def closed_threads(self) -> int:
         """How many threads are closed (notes' threads are none): one count over the threads
         cache, for the "no open threads" line, without reading their letters."""
         row = (
-            self._sql()
+            self._at.sql()
             .execute(
                 "SELECT count(*) FROM threads t WHERE open=0 AND EXISTS (SELECT 1 FROM letters l"
                 " WHERE l.thread=t.thread AND l.type != 'note' AND l.state != 'quarantine')"
@@ -307,7 +342,7 @@ class SpoolViews(SpoolLayout):
         return int(row[0])
 
     def threads(self) -> list[str]:
-        rows = self._sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
+        rows = self._at.sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
         return [str(r[0]) for r in rows]
 
     def opened_since(self, cutoff_ms: int) -> list[str]:
@@ -345,9 +380,9 @@ class SpoolViews(SpoolLayout):
         the history nor a letter read."""
         rows: list[list[Any]] = []
         floor = _ulid_floor(cutoff_ms)
-        for spool in (self, *self.siblings()):
+        for spool in (self, *self._siblings()):
             rows.append(
-                spool._sql()
+                spool._at.sql()
                 .execute(
                     f"SELECT {columns} FROM openers o JOIN letters l ON l.id = o.id"
                     " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
@@ -362,10 +397,15 @@ class SpoolViews(SpoolLayout):
         """The agent names the platform's notes (every mailbox of it here) were addressed to:
         from the type index, the notes alone."""
         found: set[str] = set()
-        for spool in (self, *self.siblings()):
-            rows = spool._sql().execute("SELECT id, state FROM letters WHERE type='note'").fetchall()
+        for spool in (self, *self._siblings()):
+            rows = spool._at.sql().execute("SELECT id, state FROM letters WHERE type='note'").fetchall()
             for letter_id, state in rows:
                 name = spool._parsed(letter_id, state).get("to_agent")
                 if isinstance(name, str) and name:
                     found.add(name)
         return found
+
+    def copies_due(self) -> list[str]:
+        """The ids of sent or outgoing letters whose sent-folder copy is not made yet, oldest
+        first (``SpoolWriter.set_copies_due``)."""
+        return (self._at.db.fact(COPIES_DUE) or "").split()

@@ -1,7 +1,7 @@
 """The search index's rows inside spool.db (DESIGN §7): what a filed letter puts in it.
 
 Two tables beside ``letters``, keyed by its filing number (``seq``), so a letter and its index
-rows are written in one transaction (``Spool._insert``) and a state change needs no index
+rows are written in one transaction (``SpoolWriter._insert``) and a state change needs no index
 write at all (the state is read from ``letters``):
 
     found   the fields a search filters on and shows (sender, recipient, subject, date, ...)

@@ -16,7 +16,7 @@ from ..model import Letter
 if TYPE_CHECKING:
     from ..config.identity import Identity
     from ..config.registry import Registry
-    from ..spool import Spool
+    from ..spool import SpoolReader
     from ..trust.authenticity import Verdict
 
 
@@ -46,7 +46,7 @@ class Facts(Frozen):
 
 
 def gather(
-    spool: Spool,
+    spool: SpoolReader,
     registry: Registry,
     me: Identity,
     address: str,
@@ -103,7 +103,7 @@ def answered(letter: Letter) -> list[str | None]:
     return [letter.in_reply_to]
 
 
-def thread_parties(spool: Spool, registry: Registry, thread: str) -> frozenset[str]:
+def thread_parties(spool: SpoolReader, registry: Registry, thread: str) -> frozenset[str]:
     """The platforms of a thread as filed here: who wrote in it and to whom (none: a new thread)."""
     found: set[str] = set()
     for letter_id in spool.thread_ids(thread):

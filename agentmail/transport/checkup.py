@@ -15,7 +15,7 @@ from imapclient.exceptions import IMAPClientError
 from ..config.credentials import Login
 from ..config.registry import Endpoint
 from ..errors import AgentmailError
-from .claims import keeps_keywords, server_claims
+from .claim_marks import keeps_keywords, server_claims
 from .logins import (
     SASL,
     endpoint_name,

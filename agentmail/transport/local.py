@@ -25,10 +25,10 @@ from .. import ages
 from .._fs import fsync_dir, link_same, write_new
 from ..model import opener_key
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
-from .claims import Claims
-from .mailbox import Mailbox
+from .claim_marks import Claims
 from .maildir import put as maildir_put
 from .sent_record import SENT, local_copies, local_pending, record
+from .uid_mailbox import Mailbox
 
 if TYPE_CHECKING:
     from . import inotify

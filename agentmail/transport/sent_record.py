@@ -17,7 +17,7 @@ from typing import Any
 from . import maildir
 from .base import Checkpoint, Incoming
 from .imap_uids import uid_batches
-from .mailbox import Mailbox
+from .uid_mailbox import Mailbox
 
 SENT = ".sent"  # postoffice/.sent/<platform>/ (no platform name starts with a dot)
 BATCH = 50  # letters committed per checkpoint step, as for the INBOX

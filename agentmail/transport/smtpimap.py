@@ -37,7 +37,7 @@ from ..config.registry import Endpoint, Registry, is_loopback
 from ..errors import AgentmailError, ConfigError, TransportError
 from . import checkup
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_header
-from .claims import STALE_AFTER, ImapClaim, keeps_keywords
+from .claim_marks import STALE_AFTER, ImapClaim, keeps_keywords
 from .imap_io import command_tag, holds_copy, raise_unreachable, store_unless_modified, until_readable
 from .imap_uids import uid_batches
 from .logins import (

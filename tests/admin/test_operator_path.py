@@ -50,7 +50,7 @@ def _spool(home: Path, name: str, state: str) -> list[str]:
 
     spool = Spool(home / "spool" / name)
     try:
-        return sorted(f"{i}.eml" for i in spool.ids(state))
+        return sorted(f"{i}.eml" for i in spool.read.ids(state))
     finally:
         spool.db.close()
 
@@ -222,7 +222,7 @@ def test_implicit_tls_against_a_starttls_port_says_which_mode(home: Path, server
     with AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home) as alpha:
         with pytest.raises(ConfigError, match="does not speak TLS at connect.*STARTTLS"):
             alpha.send("beta", "Quota", OPENER)
-        assert alpha.spool.ids("outbox") == []
+        assert alpha.spool.read.ids("outbox") == []
 
 
 def test_starttls_against_an_implicit_tls_port_says_it_wants_implicit(home: Path, cli: Cli) -> None:

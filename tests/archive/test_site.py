@@ -124,7 +124,7 @@ def test_a_letter_whose_file_changed_since_it_was_filed_is_never_shown_as_verifi
 ) -> None:
     thread = _thread(alpha, beta)
     (ack,) = [x for x in alpha.thread(thread) if x.type == "ack"]
-    path = alpha.spool.path(alpha.spool.locate(ack.id) or "", ack.id)
+    path = alpha.spool.read.path(alpha.spool.read.locate(ack.id) or "", ack.id)
     path.write_bytes(path.read_bytes().replace(b"Reproduced", b"Never saw"))
     site.write([alpha], tmp_path / "site", bus="bus.test")
     page = (tmp_path / "site" / "t" / thread / "index.html").read_text()

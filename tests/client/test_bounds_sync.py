@@ -18,7 +18,7 @@ from agentmail.config.registry import Registry
 from agentmail.errors import BadInput
 from agentmail.letter import wire
 from agentmail.model import new_thread_id
-from agentmail.spool.views import SpoolViews
+from agentmail.spool.views import SpoolReader
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
@@ -66,13 +66,13 @@ def test_a_sync_of_hostile_letters_quarantines_each_naming_its_bound(
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    known = SpoolViews.known
+    known = SpoolReader.known
 
-    def counting(self: SpoolViews, sender: str, message_id: str) -> str | None:
+    def counting(self: SpoolReader, sender: str, message_id: str) -> str | None:
         calls.append(message_id)
         return known(self, sender, message_id)
 
-    monkeypatch.setattr(SpoolViews, "known", counting)
+    monkeypatch.setattr(SpoolReader, "known", counting)
     return calls
 
 

@@ -153,11 +153,11 @@ def test_duplicates_are_dropped_silently_and_refetches_never_double(
     beta: AgentMail, alpha: AgentMail, home: Path
 ) -> None:
     alpha.send("beta", "Once", OPENER)
-    raw = alpha.spool.raw(alpha.spool.ids("sent")[0])
+    raw = alpha.spool.read.raw(alpha.spool.read.ids("sent")[0])
     deliver(home / "postoffice" / "beta", raw)  # the MTA delivered it twice (RFC 5321 §6.1)
     report = beta.sync()
     assert (len(report.accepted), report.duplicates) == (1, 1)
-    beta.spool.set_checkpoint("local", None)  # a rebuilt post office: everything again
+    beta.spool.write.set_checkpoint("local", None)  # a rebuilt post office: everything again
     assert beta.sync().accepted == []
     assert len(beta.inbox(sync=False)) == 1
 

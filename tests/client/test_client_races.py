@@ -49,19 +49,19 @@ def test_consume_skips_a_letter_another_consumer_claimed_first(
     for n in range(3):
         alpha.send("beta", f"Letter {n}", OPENER)
     beta.sync()
-    first, second, third = beta.spool.ids("unread")
+    first, second, third = beta.spool.read.ids("unread")
     other = _twin(beta)
-    _after(beta.spool, "letter", lambda: other.done(first), monkeypatch)  # between listing and claiming
+    _after(beta.spool.read, "letter", lambda: other.done(first), monkeypatch)  # between listing and claiming
     got = beta.inbox(sync=False, consume=True)
     assert [x.id for x in got] == [second, third] and all(x.state == "read" for x in got)
-    assert beta.spool.ids("unread") == [] and sorted(beta.spool.ids("read")) == sorted([first, second, third])
+    assert beta.spool.read.ids("unread") == [] and sorted(beta.spool.read.ids("read")) == sorted([first, second, third])
 
 
 def test_consume_with_a_limit_stops_at_it(alpha: AgentMail, beta: AgentMail) -> None:
     for n in range(3):
         alpha.send("beta", f"Letter {n}", OPENER)
     got = beta.inbox(consume=True, limit=2)
-    assert [x.subject for x in got] == ["Letter 0", "Letter 1"] and len(beta.spool.ids("unread")) == 1
+    assert [x.subject for x in got] == ["Letter 0", "Letter 1"] and len(beta.spool.read.ids("unread")) == 1
 
 
 def test_done_moves_nothing_another_process_marked_first(
@@ -70,9 +70,9 @@ def test_done_moves_nothing_another_process_marked_first(
     alpha.send("beta", "Letter", OPENER)
     (got,) = beta.inbox()
     other = _twin(beta)
-    _after(beta.spool, "locate", lambda: other.done(got.id), monkeypatch)  # between the look and the move
+    _after(beta.spool.read, "locate", lambda: other.done(got.id), monkeypatch)  # between the look and the move
     assert beta.done(got.id) == []
-    assert beta.spool.locate(got.id) == "read"
+    assert beta.spool.read.locate(got.id) == "read"
 
 
 def test_a_reply_loses_to_a_sibling_that_answered_meanwhile(
@@ -91,21 +91,21 @@ def test_a_reply_loses_to_a_sibling_that_answered_meanwhile(
         answered.append(reply.id)
 
     # the guards looked (no answer yet); bob answers before beta claims the letter
-    real_claim = beta.spool.claim_reply
+    real_claim = beta.spool.home_claims.claim_reply
 
     def claim(message_id: str, reply_id: str) -> AbstractContextManager[str | None]:
         if not answered:
             bob_answers()
         return real_claim(message_id, reply_id)
 
-    monkeypatch.setattr(beta.spool, "claim_reply", claim)
+    monkeypatch.setattr(beta.spool.home_claims, "claim_reply", claim)
     assert beta.reply(got, "Me too.", type="ack") is None
     why = beta.why_refused(got) or ""
     assert f"already answered (by beta@bob, letter {answered[0]})" in why
     with pytest.raises(Refused, match=f"already answered \\(by beta@bob, letter {answered[0]}\\)"):
         beta.reply(got, "Me too.", type="ack", raise_refused=True)
-    assert beta.spool.ids("outbox") == [] and beta.sent() == []
-    assert beta.spool.locate(got.id) == "unread"  # not answered by this mailbox: still to read
+    assert beta.spool.read.ids("outbox") == [] and beta.sent() == []
+    assert beta.spool.read.locate(got.id) == "unread"  # not answered by this mailbox: still to read
     assert [x.in_reply_to for x in alpha.inbox()] == [got.message_id]  # one answer reached alpha
 
 
@@ -119,14 +119,14 @@ def test_a_follow_up_loses_to_a_sibling_that_followed_up_meanwhile(
     bob.from_start()
     bob.sync()
     other: list[str] = []
-    real_claim = beta.spool.claim_reply
+    real_claim = beta.spool.home_claims.claim_reply
 
     def claim(message_id: str, reply_id: str) -> AbstractContextManager[str | None]:
         if not other:
             other.append(bob.follow_up(report.thread, "Fixed in 2.4.2.", type="fix-notice").id)
         return real_claim(message_id, reply_id)
 
-    monkeypatch.setattr(beta.spool, "claim_reply", claim)
+    monkeypatch.setattr(beta.spool.home_claims, "claim_reply", claim)
     with pytest.raises(Refused, match="already answered") as refused:
         beta.follow_up(report.thread, "Fixed too.", type="fix-notice")
     assert f"already answered (by beta@bob, letter {other[0]})" in str(refused.value)
@@ -139,10 +139,10 @@ def test_reject_of_a_letter_approved_meanwhile_is_not_found(
     held = alpha.send("beta", "Quota 500s", OPENER, hold=True)
     other = _twin(alpha)
     key = operator_key(alpha.home)
-    _after(alpha.spool, "annotate", lambda: other.approve(held.id, key_file=key), monkeypatch)  # after the look
+    _after(alpha.spool.write, "annotate", lambda: other.approve(held.id, key_file=key), monkeypatch)  # after the look
     with pytest.raises(NotFound, match=f"letter {held.id} is not held"):
         alpha.reject(held.id, "not today")
-    assert alpha.spool.locate(held.id) == "sent"
+    assert alpha.spool.read.locate(held.id) == "sent"
     (got,) = beta.inbox()
     assert got.message_id == held.message_id
 
@@ -152,9 +152,9 @@ def test_flush_skips_a_letter_sent_meanwhile(
 ) -> None:
     alpha.send("beta", "First", OPENER)  # sent at once
     queued = alpha.send("beta", "Second", OPENER, hold=True)
-    alpha.spool.move(queued.id, "held", "outbox")  # released, not yet flushed
+    alpha.spool.write.move(queued.id, "held", "outbox")  # released, not yet flushed
     # listed in the outbox (under the flush lock), sent by another process before this one read it
-    _after(alpha.spool, "ids", lambda: alpha.spool.move(queued.id, "outbox", "sent"), monkeypatch, nth=2)
+    _after(alpha.spool.read, "ids", lambda: alpha.spool.write.move(queued.id, "outbox", "sent"), monkeypatch, nth=2)
     assert alpha.flush() == []
     assert [x.subject for x in beta.inbox()] == ["First"]
 

@@ -29,7 +29,7 @@ from agentmail.config.identity import Identity
 from agentmail.errors import ConfigError
 from agentmail.model import Letter
 from agentmail.spool import db
-from agentmail.transport.claims import STALE_AFTER
+from agentmail.transport.claim_marks import STALE_AFTER
 from agentmail.transport.smtpimap import SmtpImapTransport
 
 from ..conftest import OPENER
@@ -150,10 +150,10 @@ class ImapMachines(RuleBasedStateMachine):
     def comes_back(self, h: int) -> None:
         """A machine back (or a later command): what its outbox holds confirms its claim first."""
         client = self._client(h)
-        queued = client.spool.ids("outbox")
+        queued = client.spool.read.ids("outbox")
         client.flush()
         for letter_id in queued:
-            event(f"back: a queued reply {client.spool.locate(letter_id)}")
+            event(f"back: a queued reply {client.spool.read.locate(letter_id)}")
 
     @rule(h=st.integers(0, HOMES - 1))
     def rejoin(self, h: int) -> None:
@@ -162,7 +162,7 @@ class ImapMachines(RuleBasedStateMachine):
         self.homes[h] = self._join()
         client = self._client(h)
         client.inbox()  # read what the server holds: the letters, and what the others sent
-        held = {client.spool.letter(i, s).message_id for s in ("unread", "read") for i in client.spool.ids(s)}
+        held = {client.spool.read.letter(i, s).message_id for s in ("unread", "read") for i in client.spool.read.ids(s)}
         assert held == set(self.ids)  # every letter; those another machine answered read already
 
     @rule(seconds=st.sampled_from([1.0, 300.0, STALE_AFTER + 1]))
@@ -201,7 +201,7 @@ class ImapMachines(RuleBasedStateMachine):
         client = self._client(h)
         assert isinstance(client.transport, SmtpImapTransport)
         client.transport._drop()  # the claim must log in again
-        outbox = set(client.spool.ids("outbox"))
+        outbox = set(client.spool.read.ids("outbox"))
         self.servers.store.refuse_logins()
         try:
             client.reply(parent, "On it.", type="ack")
@@ -209,7 +209,7 @@ class ImapMachines(RuleBasedStateMachine):
             pass
         finally:
             self.servers.store.refuse_logins(False)
-        assert set(client.spool.ids("outbox")) == outbox
+        assert set(client.spool.read.ids("outbox")) == outbox
 
     @rule(h=st.integers(0, HOMES - 1), letter=st.integers(0, LETTERS - 1))
     def smtp_says_later(self, h: int, letter: int) -> None:
@@ -241,8 +241,8 @@ class ImapMachines(RuleBasedStateMachine):
         found: dict[str, str] = {}
         for where in self.root.glob("h*"):
             with AgentMail(registry_mod.load(where / "registry"), Identity("beta"), where) as home:
-                for letter_id in home.spool.ids("sent"):
-                    found[home.spool.letter(letter_id, "sent").message_id] = letter_id
+                for letter_id in home.spool.read.ids("sent"):
+                    found[home.spool.read.letter(letter_id, "sent").message_id] = letter_id
         return found
 
     @invariant()
@@ -322,9 +322,9 @@ def test_a_reply_whose_claim_could_not_be_made_is_claimed_at_submit_and_a_refuse
             assert isinstance(a.transport, SmtpImapTransport)
             a.transport._drop()  # A's next command connects anew
             a.flush()
-            assert a.spool.locate(q0.id) == "failed"
-            assert "answered meanwhile (by beta" in a.spool.annotations(q0.id)["failed_reason"]
-            assert a.spool.locate(q1.id) == "sent"  # claimed at submit
+            assert a.spool.read.locate(q0.id) == "failed"
+            assert "answered meanwhile (by beta" in a.spool.read.annotations(q0.id)["failed_reason"]
+            assert a.spool.read.locate(q1.id) == "sent"  # claimed at submit
             assert b.reply(on_b[second], "Mine.", type="ack") is None
             assert "already answered (by beta" in (b.why_refused(on_b[second]) or "")
             assert isinstance(b.transport, SmtpImapTransport)
@@ -333,7 +333,9 @@ def test_a_reply_whose_claim_could_not_be_made_is_claimed_at_submit_and_a_refuse
             with pytest.raises(ConfigError, match="refused the login"):
                 b.reply(on_b[third], "Mine.", type="ack")
             servers.store.refuse_logins(False)
-            assert b.spool.ids("outbox") == [] and b.reply(on_b[third], "Mine.", type="ack") is not None  # left free
+            assert (
+                b.spool.read.ids("outbox") == [] and b.reply(on_b[third], "Mine.", type="ack") is not None
+            )  # left free
         answers = [
             email.message_from_bytes(m.data)["In-Reply-To"]
             for m in servers.store.accepted

@@ -134,19 +134,19 @@ def test_an_exception_while_filing_quarantines_the_letter(
     letters = make_signed_letters(alpha, "beta", 3, "filing")
     for _mid, raw in letters:
         deliver(home / "postoffice" / "beta", raw)
-    real_store = beta.spool.store
+    real_store = beta.spool.write.store
 
     def store(state: str, letter: object, raw: bytes, **kwargs: object) -> object:
         if state == "unread" and letters[1][0].encode() in raw:
             raise KeyError("broken index")
         return real_store(state, letter, raw, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(beta.spool, "store", store)
+    monkeypatch.setattr(beta.spool.write, "store", store)
     report = beta.sync()
     assert len(report.accepted) == 2 and report.internal_errors == 1 and conserved(report)
     (bad,) = beta.quarantined(sync=False)
     assert "filing" in (bad.detail or "") and "KeyError" in (bad.detail or "")
-    assert beta.spool.raw(bad.id) == letters[1][1]  # kept byte for byte for whoever fixes the bug
+    assert beta.spool.read.raw(bad.id) == letters[1][1]  # kept byte for byte for whoever fixes the bug
 
 
 def test_an_os_error_is_the_machine_not_the_letter_and_nothing_moves(
@@ -155,16 +155,16 @@ def test_an_os_error_is_the_machine_not_the_letter_and_nothing_moves(
     letters = make_signed_letters(alpha, "beta", 2, "disk")
     for _mid, raw in letters:
         deliver(home / "postoffice" / "beta", raw)
-    real_store = beta.spool.store
+    real_store = beta.spool.write.store
 
     def full_disk(*args: object, **kwargs: object) -> object:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(beta.spool, "store", full_disk)
+    monkeypatch.setattr(beta.spool.write, "store", full_disk)
     with pytest.raises(OSError):
         beta.sync()
-    assert beta.spool.checkpoint("local") is None and beta.spool.ids("quarantine") == []
-    monkeypatch.setattr(beta.spool, "store", real_store)
+    assert beta.spool.read.checkpoint("local") is None and beta.spool.read.ids("quarantine") == []
+    monkeypatch.setattr(beta.spool.write, "store", real_store)
     assert len(beta.sync().accepted) == 2  # the disk has room again: nothing was lost
 
 

@@ -24,7 +24,7 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.transport import open_transport
 from agentmail.transport.base import Transport
-from agentmail.transport.claims import MAX_KEYWORD, STALE_AFTER, Claims, ImapClaim
+from agentmail.transport.claim_marks import MAX_KEYWORD, STALE_AFTER, Claims, ImapClaim
 from agentmail.transport.local import LocalTransport
 from agentmail.transport.smtpimap import NO_CONDSTORE, SmtpImapTransport
 
@@ -35,7 +35,7 @@ from ..transport.test_transport_smtpimap import USERS, make_bus
 RACER = """
 import json, sys
 from pathlib import Path
-from agentmail.transport.claims import Claims
+from agentmail.transport.claim_marks import Claims
 root, me, n = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 sys.stdin.readline()  # start together
 won = [i for i in range(n) if Claims(root).claim(f"<letter-{i}@alpha.test>", me) is None]
@@ -317,10 +317,10 @@ def _takeover(home: Path, other: Path, transport: Transport, clock: list[float],
     assert sent() == 1
     reg1 = registry_mod.load(home / "registry")
     with AgentMail(reg1, Identity("beta", "laptop"), home) as a:
-        (stuck,) = a.spool.ids("outbox")
+        (stuck,) = a.spool.read.ids("outbox")
         assert a.flush() == []
-        assert a.spool.locate(stuck) == "failed"
-        assert "answered meanwhile (by beta@ci" in a.spool.annotations(stuck)["failed_reason"]
+        assert a.spool.read.locate(stuck) == "failed"
+        assert "answered meanwhile (by beta@ci" in a.spool.read.annotations(stuck)["failed_reason"]
     assert sent() == 1
 
 

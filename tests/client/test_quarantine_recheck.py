@@ -57,7 +57,7 @@ def test_a_letter_quarantined_under_a_stale_registry_is_filed_once_the_registry_
     assert beta.quarantined() == []
     (letter,) = beta.inbox()
     assert letter.id == held.id and letter.subject == "Quota 500s" and letter.sender == "alpha"
-    assert letter.depth == 0 and beta.spool.open_threads() == [letter.thread]
+    assert letter.depth == 0 and beta.spool.read.open_threads() == [letter.thread]
     assert beta.recheck_quarantine() == []  # nothing left: never filed twice
 
     beta.from_start()  # the whole mailbox read again: the letter is a duplicate now
@@ -101,7 +101,7 @@ def test_an_authentic_copy_of_a_filed_letter_is_dropped_not_shown_twice(registry
     _old, new = _rotated_on_one_side(registry, home)
     beta = _fresh(home, "beta")
     (held,) = beta.quarantined()
-    raw = beta.spool.raw(held.id)
+    raw = beta.spool.read.raw(held.id)
     (registry.root / "platforms" / "alpha.toml").write_text(new)
     deliver(home / "postoffice" / "beta", raw.replace(b"\r\n\r\n", b"\r\nX-Relay: again\r\n\r\n", 1))
     beta = _fresh(home, "beta")

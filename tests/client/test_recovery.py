@@ -17,8 +17,7 @@ import pytest
 from agentmail.client.facade import AgentMail
 from agentmail.errors import Refused
 from agentmail.spool import Spool
-from agentmail.spool.layout import reply_key
-from agentmail.spool.store import _key
+from agentmail.spool.layout import _key, reply_key
 from agentmail.stages import guards
 
 from ..conftest import OPENER
@@ -26,7 +25,7 @@ from ..conftest import OPENER
 
 def _disk_full_on_write(spool: Spool, monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
     """The spool's ``nth`` letter write fails as a full disk would (ENOSPC)."""
-    real = spool._write_tmp
+    real = spool.layout.write_tmp
     calls = {"n": 0}
 
     def write_tmp(letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> Path:
@@ -35,7 +34,7 @@ def _disk_full_on_write(spool: Spool, monkeypatch: pytest.MonkeyPatch, nth: int)
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(letter_id, raw, durable, copy)
 
-    monkeypatch.setattr(spool, "_write_tmp", write_tmp)
+    monkeypatch.setattr(spool.layout, "write_tmp", write_tmp)
 
 
 def test_a_batch_that_fails_half_way_is_discarded_whole_and_fetched_again(
@@ -47,8 +46,8 @@ def test_a_batch_that_fails_half_way_is_discarded_whole_and_fetched_again(
     with pytest.raises(OSError, match="No space"):
         beta.sync()
     assert os.listdir(beta.spool.root / "tmp") == []  # the first letter's file is gone, not half-filed
-    assert beta.spool.ids("unread") == [] and beta.spool._batch == []
-    assert beta.spool.checkpoint("local") is None  # nothing committed: the checkpoint did not move
+    assert beta.spool.read.ids("unread") == [] and beta.spool.write._batch == []
+    assert beta.spool.read.checkpoint("local") is None  # nothing committed: the checkpoint did not move
     monkeypatch.undo()
     monkeypatch.setenv("AGENTMAIL_HOME", str(beta.home))  # undo() also undid the autouse home fixture's env
     report = beta.sync()
@@ -101,7 +100,9 @@ def test_a_reply_reservation_whose_reply_never_got_written_is_cleared(alpha: Age
     (letter,) = beta.inbox()
     sql = beta.spool.ensure().db.conn()
     key = _key(reply_key(letter.message_id, letter.sender))
-    beta.spool.replied_by(reply_key(letter.message_id, letter.sender))  # the claims are built before the crash below
+    beta.spool.home_claims.replied_by(
+        reply_key(letter.message_id, letter.sender)
+    )  # the claims are built before the crash below
     sql.execute("INSERT INTO claims VALUES(?, 'beta 01KILLEDBEFOREITSREPLYWASFILED')", (key,))  # claim, no store
     reply = beta.reply(letter, "Reproduced. Fixing.")
     assert reply is not None and reply.state == "sent", beta.why_refused(letter)
@@ -148,7 +149,7 @@ def test_a_full_disk_in_the_database_stops_the_sync_and_quarantines_nothing(
 
     for n in range(3):
         alpha.send("beta", f"Letter {n}", OPENER)
-    real = beta.spool._insert
+    real = beta.spool.write._insert
     calls = {"n": 0}
 
     def insert(*args: Any) -> None:
@@ -157,11 +158,11 @@ def test_a_full_disk_in_the_database_stops_the_sync_and_quarantines_nothing(
             raise sqlite3.OperationalError("database or disk is full")
         real(*args)
 
-    monkeypatch.setattr(beta.spool, "_insert", insert)
+    monkeypatch.setattr(beta.spool.write, "_insert", insert)
     with pytest.raises(OSError, match="database or disk is full"):
         beta.sync()
-    assert beta.spool.ids("quarantine") == [] and beta.spool.ids("unread") == []
-    assert beta.spool.checkpoint("local") is None
+    assert beta.spool.read.ids("quarantine") == [] and beta.spool.read.ids("unread") == []
+    assert beta.spool.read.checkpoint("local") is None
     monkeypatch.undo()
     monkeypatch.setenv("AGENTMAIL_HOME", str(beta.home))
     report = beta.sync()

@@ -10,7 +10,7 @@ import pytest
 from agentmail.client.facade import AgentMail
 from agentmail.letter import attach
 from agentmail.model import Letter
-from agentmail.spool.store import Spool
+from agentmail.spool import SpoolReader
 
 from ..conftest import OPENER
 
@@ -44,12 +44,12 @@ def test_each_kind_of_send_returns_what_reading_it_back_gives(alpha: AgentMail, 
 def test_a_plain_send_reads_no_letter_back(alpha: AgentMail, monkeypatch: pytest.MonkeyPatch) -> None:
     alpha.send("beta", "Warm", OPENER)  # the mailbox made, the transport opened
     read: list[str] = []
-    real = Spool.meta
+    real = SpoolReader.meta
 
-    def recording(self: Spool, letter_id: str, state: str | None = None) -> dict[str, Any]:
+    def recording(self: SpoolReader, letter_id: str, state: str | None = None) -> dict[str, Any]:
         read.append(letter_id)
         return real(self, letter_id, state)
 
-    monkeypatch.setattr(Spool, "meta", recording)
+    monkeypatch.setattr(SpoolReader, "meta", recording)
     sent = alpha.send("beta", "Quota", OPENER)
     assert sent.state == "sent" and sent.id not in read

@@ -66,7 +66,7 @@ def test_the_post_office_links_the_spools_copy_only_when_its_transport_says_it_c
     alpha, linking = _client(registry, home, "alpha")
     assert alpha.send("beta", "Quota", OPENER).state == "sent"
     (item,) = linking.handed
-    assert item.copy is not None and item.copy[0] == str(alpha.spool.path("sent", item.key))
+    assert item.copy is not None and item.copy[0] == str(alpha.spool.read.path("sent", item.key))
     alpha, writing = _client(registry, home, "alpha", links_copies=False)
     assert alpha.send("beta", "Quota 2", OPENER).state == "sent"
     (item,) = writing.handed

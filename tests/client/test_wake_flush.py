@@ -14,7 +14,7 @@ import pytest
 
 from agentmail.client.facade import AgentMail
 from agentmail.client.receiver import Receiver
-from agentmail.spool.filing import SpoolFiling
+from agentmail.spool.filing import SpoolWriter
 from agentmail.transport import local
 from agentmail.transport.local import LocalTransport, deliver
 
@@ -29,7 +29,7 @@ def test_the_cur_flush_overlaps_judging_and_returns_before_the_commit(
     judging = threading.Event()
     events: list[str] = []
     overlapped: list[bool] = []
-    real_fsync, real_file, real_commit = os.fsync, Receiver._file_isolated, SpoolFiling.commit
+    real_fsync, real_file, real_commit = os.fsync, Receiver._file_isolated, SpoolWriter.commit
 
     def fsync(fd: int) -> None:
         path = os.readlink(f"/proc/self/fd/{fd}")
@@ -46,13 +46,13 @@ def test_the_cur_flush_overlaps_judging_and_returns_before_the_commit(
         judging.set()
         real_file(self, *args)  # type: ignore[arg-type]
 
-    def commit(self: SpoolFiling) -> None:
+    def commit(self: SpoolWriter) -> None:
         events.append("commit")
         real_commit(self)
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(Receiver, "_file_isolated", file_isolated)
-    monkeypatch.setattr(SpoolFiling, "commit", commit)
+    monkeypatch.setattr(SpoolWriter, "commit", commit)
     report = beta.sync()
     assert len(report.accepted) == 1 and overlapped == [True]
     assert events[: events.index("commit")].count("cur flushed") == 1  # flushed before the commit

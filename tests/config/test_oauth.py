@@ -88,7 +88,7 @@ def _spool(home: Path, name: str, state: str) -> list[str]:
 
     spool = Spool(home / "spool" / name)
     try:
-        return spool.ids(state)
+        return spool.read.ids(state)
     finally:
         spool.db.close()
 

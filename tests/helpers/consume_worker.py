@@ -57,7 +57,7 @@ def main() -> None:
             got = am.inbox(sync=False, consume=True, limit=10)
             claimed += [letter.id for letter in got]
             _barrier(claimed, got)
-            if not got and not am.spool.ids("unread"):
+            if not got and not am.spool.read.ids("unread"):
                 break
         result["ids"] = claimed
     elif mode == "done":

@@ -70,7 +70,7 @@ def work(mode: str, platform: str, agent: str | None, args: list[str], stop_afte
             calls += 1
             _pause_at(calls, stop_after)
             _log(fd, [letter.id for letter in claimed])
-            if not claimed and not am.spool.ids("unread"):
+            if not claimed and not am.spool.read.ids("unread"):
                 return
     elif mode == "done":
         while True:

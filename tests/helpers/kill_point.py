@@ -40,7 +40,7 @@ def main() -> None:
 
     if mode == "open":
         for platform, agent in (("alpha", None), ("beta", None), ("beta", "bob")):
-            AgentMail.from_env(platform, agent=agent).spool.ids("unread")
+            AgentMail.from_env(platform, agent=agent).spool.read.ids("unread")
     elif mode == "sync":
         AgentMail.from_env(sys.argv[4]).sync()
     elif mode == "send":  # PLATFORM sends one letter to beta

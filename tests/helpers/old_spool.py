@@ -53,24 +53,24 @@ def answers(home: Path) -> dict[str, Any]:
         spool = am.spool
         mine: dict[str, Any] = {"states": {}, "letters": {}}
         for state in ("unread", "read", "sent", "outbox", "held", "failed", "quarantine"):
-            ids = spool.ids(state)
+            ids = spool.read.ids(state)
             mine["states"][state] = ids
             for letter_id in ids:
                 letter = am.show(letter_id)
                 facts = letter.to_json()
                 facts["raw"] = am.raw(letter_id).decode("utf-8", "replace")
-                facts["replied_by"] = spool.replied_by(reply_key(letter.message_id, letter.sender))
+                facts["replied_by"] = spool.home_claims.replied_by(reply_key(letter.message_id, letter.sender))
                 if state in ("unread", "read"):
                     facts["why_refused"] = am.why_refused(letter_id)
                 mine["letters"][letter_id] = facts
-        mine["threads"] = {t: spool.thread_ids(t) for t in spool.threads()}
-        mine["open"] = spool.open_threads()
+        mine["threads"] = {t: spool.read.thread_ids(t) for t in spool.read.threads()}
+        mine["open"] = spool.read.open_threads()
         # a field the status row gained after the recording is not an answer it gave (issue 29: delivery_id)
         mine["status"] = [
             {k: v for k, v in row.to_json().items() if k not in ADDED_SINCE}
             for row in am.status(sync=False, closed=True)
         ]
-        mine["checkpoint"] = spool.checkpoint("local")
+        mine["checkpoint"] = spool.read.checkpoint("local")
         mine["notes"] = [x.id for x in am.notes(sync=False)]
         out[am.me.mailbox] = mine
         am.close()

@@ -90,12 +90,12 @@ def test_the_announcement_shows_every_recipient_every_attachment_and_the_whole_b
 def test_a_letter_changed_after_its_announcement_is_never_released(fan_out: Registry, home: Path, cli: Cli) -> None:
     alpha, letter_id = held_fan_out(fan_out, home)
     (news,) = mailbox(home, CAROL)
-    path = alpha.spool.path("held", letter_id)
+    path = alpha.spool.read.path("held", letter_id)
     path.write_bytes(path.read_bytes().replace(b"KeyError", b"KeyErrer"))  # one byte of what would leave
     answer(home, news, "approve")
     (got,) = alpha.sync().accepted
-    assert alpha.spool.locate(letter_id) == "held"
-    assert "changed after it was announced" in alpha.spool.annotations(got.id)["approval_ignored"]
+    assert alpha.spool.read.locate(letter_id) == "held"
+    assert "changed after it was announced" in alpha.spool.read.annotations(got.id)["approval_ignored"]
     with pytest.raises(Refused, match="changed after it was announced"):
         alpha.approve(letter_id, key_file=operator_key(home))
     code, out, err = cli("--as", "alpha", "approve", letter_id, "--key-file", operator_key(home))
@@ -116,10 +116,10 @@ def test_a_letter_whose_envelope_changed_is_never_released(fan_out: Registry, ho
     that would leave is not the approved one."""
     alpha, letter_id = held_fan_out(fan_out, home)
     rewrite(alpha, "letters", "meta", letter_id, lambda m: {**m, "recipients": ["beta@bus.test", "mallory@bus.test"]})
-    assert alpha.spool.letter(letter_id, "held").recipients == ("beta@bus.test", "mallory@bus.test")
+    assert alpha.spool.read.letter(letter_id, "held").recipients == ("beta@bus.test", "mallory@bus.test")
     with pytest.raises(Refused, match="changed after it was announced"):
         alpha.approve(letter_id, key_file=operator_key(home))
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.read.locate(letter_id) == "held"
 
 
 def test_answers_that_disagree_never_release_it_and_held_shows_both(fan_out: Registry, home: Path, cli: Cli) -> None:
@@ -129,7 +129,7 @@ def test_answers_that_disagree_never_release_it_and_held_shows_both(fan_out: Reg
     answer(home, news, "reject: not to gamma", sender=DAVE, n=2)
     alpha.sync()
     alpha.flush()
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.read.locate(letter_id) == "held"
     held = alpha.show(letter_id)
     assert "disagree" in held.extra["answers_disagree"]
     assert held.extra["answers"].splitlines() == [f"{CAROL} approve", f"{DAVE} reject: not to gamma"]
@@ -138,7 +138,7 @@ def test_answers_that_disagree_never_release_it_and_held_shows_both(fan_out: Reg
     assert "NOT SENT" in out
     answer(home, news, "approve", sender=DAVE, n=3)  # a later approval does not settle it either
     alpha.sync()
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.read.locate(letter_id) == "held"
     with pytest.raises(Refused, match="disagree"):
         alpha.approve(letter_id, key_file=operator_key(home))
     assert AgentMail(fan_out, Identity("beta"), home).inbox() == []
@@ -151,7 +151,7 @@ def test_two_answers_that_agree_release_it_once(fan_out: Registry, home: Path) -
     answer(home, news, "approve", sender=CAROL)
     answer(home, news, "Approved.", sender=DAVE, n=2)
     alpha.sync()
-    assert alpha.spool.locate(letter_id) == "sent" and alpha.show(letter_id).extra["approved_by"] == CAROL
+    assert alpha.spool.read.locate(letter_id) == "sent" and alpha.show(letter_id).extra["approved_by"] == CAROL
     assert len(AgentMail(fan_out, Identity("beta"), home).inbox()) == 1
 
 
@@ -179,10 +179,10 @@ def test_the_patch_reader_reads_a_series() -> None:
 
 def test_a_held_letter_whose_file_is_gone_is_never_released(fan_out: Registry, home: Path) -> None:
     alpha, letter_id = held_fan_out(fan_out, home)
-    alpha.spool.path("held", letter_id).unlink()
+    alpha.spool.read.path("held", letter_id).unlink()
     with pytest.raises(NotFound, match="its file is gone"):
         alpha.approve(letter_id, key_file=operator_key(home))
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.read.locate(letter_id) == "held"
 
 
 def test_other_letters_filed_while_a_letter_is_held_decide_nothing(fan_out: Registry, home: Path) -> None:
@@ -195,11 +195,11 @@ def test_other_letters_filed_while_a_letter_is_held_decide_nothing(fan_out: Regi
     deliver(home / "postoffice" / "alpha", vouched(client_letter("alpha@bus.test", "approve", sender="frank@people.test",
                                                                  message_id="<other.1@people.test>")))  # fmt: skip
     alpha.sync()
-    (frank,) = [x for x in alpha.spool.ids("unread") if "approval_ignored" in alpha.spool.annotations(x)]
-    weighed = alpha.spool.annotations
+    (frank,) = [x for x in alpha.spool.read.ids("unread") if "approval_ignored" in alpha.spool.read.annotations(x)]
+    weighed = alpha.spool.read.annotations
     calls: list[str] = []
-    alpha.spool.annotate = lambda letter_id, **fields: calls.append(letter_id)  # type: ignore[method-assign]
+    alpha.spool.write.annotate = lambda letter_id, **fields: calls.append(letter_id)  # type: ignore[method-assign]
     alpha.sync()  # weighed once: the ignored answer is not weighed (nor noted) again
     assert calls == [] and "approval_ignored" in weighed(frank)
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.read.locate(letter_id) == "held"
     assert len(alpha.inbox()) == 3  # beta's letter and frank's two: letters for the agent, nothing decided

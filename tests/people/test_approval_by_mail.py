@@ -95,14 +95,14 @@ def test_approve_by_reply_releases_exactly_once(approving: Registry, home: Path)
     letter_id, news = held_and_announced(alpha, home)
     answer(home, news, "Approve.\n\nOn Tue, agentmail wrote:\n> quoted text\n")
     alpha.sync()
-    assert alpha.spool.locate(letter_id) == "sent" and alpha.held() == []
+    assert alpha.spool.read.locate(letter_id) == "sent" and alpha.held() == []
     assert alpha.show(letter_id).extra["approved_by"] == CAROL
     assert [x.message_id for x in beta.inbox()] == [alpha.show(letter_id).message_id]
     answer(home, news, "approve", n=2)  # answered twice (or the answer delivered twice)
     alpha.sync()
     alpha.flush()
     assert len(beta.inbox()) == 1
-    assert alpha.spool.locate(letter_id) == "sent"
+    assert alpha.spool.read.locate(letter_id) == "sent"
     (row,) = [r for r in alpha.status() if r.thread == alpha.show(letter_id).thread]
     assert row.delivery != "held"
 
@@ -140,12 +140,12 @@ def test_replies_from_anyone_else_or_unauthenticated_do_nothing(
     answer(home, news, "approve", sender=sender, verdict=verdict)
     report = alpha.sync()
     alpha.flush()
-    assert alpha.spool.locate(letter_id) == "held" and beta.inbox() == []
+    assert alpha.spool.read.locate(letter_id) == "held" and beta.inbox() == []
     if outcome == "quarantined":
         assert len(report.quarantined) == 1 and len(report.accepted) == 0
     else:
         (got,) = report.accepted
-        assert "does not approve alpha" in alpha.spool.annotations(got.id)["approval_ignored"]
+        assert "does not approve alpha" in alpha.spool.read.annotations(got.id)["approval_ignored"]
 
 
 def test_a_reply_that_decides_nothing_is_recorded_and_the_letter_stays_held(approving: Registry, home: Path) -> None:
@@ -153,8 +153,8 @@ def test_a_reply_that_decides_nothing_is_recorded_and_the_letter_stays_held(appr
     letter_id, news = held_and_announced(alpha, home)
     answer(home, news, "> approve\nWhat is this letter about?\n")  # a quoted "approve" is not hers
     (got,) = alpha.sync().accepted
-    assert alpha.spool.locate(letter_id) == "held"
-    assert "neither" in alpha.spool.annotations(got.id)["approval_ignored"]
+    assert alpha.spool.read.locate(letter_id) == "held"
+    assert "neither" in alpha.spool.read.annotations(got.id)["approval_ignored"]
 
 
 def test_the_agents_approve_without_the_key_is_refused_in_one_line(
@@ -172,7 +172,7 @@ def test_the_agents_approve_without_the_key_is_refused_in_one_line(
     assert "is not the approval key" in capsys.readouterr().err
     with pytest.raises(Refused, match="approval key"):
         alpha.approve(letter_id)  # the library API alike
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.read.locate(letter_id) == "held"
     # a key inside AGENTMAIL_HOME would be the agent's: refused; a pinned key is replaced only with the old one
     assert main(["approve", "--new-key", str(home / "mine.key")]) == 2
     assert main(["approve", "--new-key", str(home.parent / "new.key")]) == 4
@@ -243,13 +243,13 @@ def test_a_crash_anywhere_after_the_answer_sends_the_letter_once(
     with pytest.raises(KeyboardInterrupt):
         alpha.sync()
     monkeypatch.undo()
-    assert alpha.spool.locate(letter_id) == left_in
+    assert alpha.spool.read.locate(letter_id) == left_in
     restarted = AgentMail(approving, Identity("alpha"), home)
     if dies_in == "send_now":
         answer(home, news, "approve", n=2)  # and she approves again meanwhile
     restarted.sync()  # for the unread answer: nothing new arrives, it is taken up
     restarted.flush()
-    assert restarted.spool.locate(letter_id) == "sent"
+    assert restarted.spool.read.locate(letter_id) == "sent"
     assert restarted.show(letter_id).extra["approved_by"] == CAROL
     assert [x.message_id for x in beta.inbox()] == [alpha.show(letter_id).message_id]
 

@@ -91,7 +91,7 @@ def test_an_answer_from_someone_who_approves_nothing_changes_nothing(guarded: Re
     assert registry_mod.load(home / "registry").bus.hold == ("beta@bus.test",)
     alpha = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
     (dave,) = [x for x in alpha.inbox() if x.sender_address == DAVE]
-    assert "does not approve" in alpha.spool.annotations(dave.id)["approval_ignored"]
+    assert "does not approve" in alpha.spool.read.annotations(dave.id)["approval_ignored"]
 
 
 @pytest.mark.parametrize(
@@ -152,7 +152,7 @@ def test_the_agent_cannot_pin_the_first_key_and_approve_its_own_letter(guarded: 
     with pytest.raises(Refused, match="init --approval-key"):
         approval.new_key(guarded, mine, home, None)  # the library alike
     assert cli("--as", "alpha", "approve", letter.id, "--key-file", mine)[0] == 4
-    assert alpha.spool.locate(letter.id) == "held"
+    assert alpha.spool.read.locate(letter.id) == "held"
     # init --force over this bus rewrites its people: the approvers are asked first
     code, _, err = cli("init", "--force", "--domain", "bus.test", "alpha", "beta", "--approval-key", mine)
     assert code == 4 and "waits for an approver" in err and not Path(mine).exists()

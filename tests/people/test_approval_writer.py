@@ -46,7 +46,7 @@ def test_an_announcement_is_signed_keeps_the_letters_long_line_and_its_answer_st
     (announced,) = mailbox(home, CAROL)
     answer(home, announced, "approve")
     alpha.sync()
-    assert alpha.spool.locate(letter.id) == "sent"
+    assert alpha.spool.read.locate(letter.id) == "sent"
 
 
 def test_an_announcement_the_key_cannot_sign_leaves_the_letter_held_with_why(

@@ -32,10 +32,10 @@ def test_a_held_letter_is_signed_kept_and_never_flushed_until_approved(registry:
     alpha, beta = AgentMail(reg, Identity("alpha"), home), AgentMail(reg, Identity("beta"), home)
     letter = alpha.send("beta", "Quota 500s", OPENER)
     assert letter.state == "held" and "hold = 'bus.test'" in letter.extra["held_reason"]
-    assert alpha.spool.path("held", letter.id).read_bytes().startswith(b"DKIM-Signature:")
+    assert alpha.spool.read.path("held", letter.id).read_bytes().startswith(b"DKIM-Signature:")
     alpha.flush()
     alpha.sync()
-    assert beta.inbox() == [] and alpha.spool.ids("outbox") == []
+    assert beta.inbox() == [] and alpha.spool.read.ids("outbox") == []
     assert [x.id for x in alpha.held()] == [letter.id]
     (row,) = alpha.status()
     assert row.delivery == "held" and "hold" in row.delivery_detail
@@ -93,11 +93,11 @@ def test_approve_is_one_rename_held_to_outbox(
     key = operator_key(home)
     with pytest.raises(KeyboardInterrupt):
         alpha.approve(letter.id, key_file=key)
-    assert alpha.spool.locate(letter.id) == "outbox" and alpha.held() == []
+    assert alpha.spool.read.locate(letter.id) == "outbox" and alpha.held() == []
     monkeypatch.undo()
     alpha.flush()
     alpha.flush()
-    assert len(beta.inbox()) == 1 and alpha.spool.locate(letter.id) == "sent"
+    assert len(beta.inbox()) == 1 and alpha.spool.read.locate(letter.id) == "sent"
 
 
 def test_the_quota_counts_new_threads_from_the_files(registry: Registry, home: Path) -> None:

@@ -184,7 +184,7 @@ def test_the_digest_lists_stale_threads_first_then_held_quarantined_and_bounced(
     deliver(home / "postoffice" / "alpha", forgery("Pay me"))
     # a bounce the bus's mail server vouched for (smtp+imap; the local post office writes none):
     # what the sync notes on the sent letter
-    alpha.spool.annotate(
+    alpha.spool.write.annotate(
         fresh.id, undeliverable="true", undeliverable_reason="5.1.1", undeliverable_at=str(ages.now_ms())
     )
     clock.advance(3600)

@@ -55,7 +55,7 @@ def test_still_broken_puts_the_move_back_on_the_fixer_and_confirmed_reads_verifi
     thread, fix = _fixed(alpha, beta)
     verdict = alpha.reply(fix, "Still 500 on 2.4.2 for free plans.", type="verify-result", outcome="still-broken")
     assert verdict is not None and verdict.outcome == "still-broken"
-    assert "outcome: still-broken" in beta.spool.raw(beta.inbox()[-1].id).decode()  # in the front matter
+    assert "outcome: still-broken" in beta.spool.read.raw(beta.inbox()[-1].id).decode()  # in the front matter
     received = [x for x in beta.inbox() if x.type == "verify-result"][0]
     assert received.outcome == "still-broken" and received.to_json()["outcome"] == "still-broken"
     assert (
@@ -78,7 +78,7 @@ def test_an_unstated_outcome_reads_verified_as_before(alpha: AgentMail, beta: Ag
     letter = alpha.reply(fix, "Looks fine.", raise_refused=True)  # the default type: verify-result
     assert letter is not None and letter.type == "verify-result" and letter.outcome is None
     assert "outcome" not in letter.to_json()
-    assert "outcome:" not in alpha.spool.raw(letter.id).decode()
+    assert "outcome:" not in alpha.spool.read.raw(letter.id).decode()
     assert _row(beta, thread).items() >= {"state": "verified", "outcome": ""}.items()
 
 

@@ -96,7 +96,7 @@ def test_an_announcement_the_transport_cannot_take_is_sent_by_the_next_sync_once
     assert len(mailbox(home, CAROL)) == 1  # once
     answer(home, news, "approve")  # and the announcement sent late decides as any
     alpha.sync()
-    assert alpha.spool.locate(letter.id) == "sent"
+    assert alpha.spool.read.locate(letter.id) == "sent"
     assert [x.message_id for x in beta.inbox()] == [alpha.show(letter.id).message_id]
 
 

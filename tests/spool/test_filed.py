@@ -92,7 +92,7 @@ def test_the_ids_of_a_big_sync_take_26_bytes_each_and_keep_their_order(tmp_path:
     count = 20_000
     tracemalloc.start()
     try:
-        filed = Filed(spool=spool)
+        filed = Filed(spool=spool.read)
         before = tracemalloc.get_traced_memory()[0]
         for n in range(count):  # as a sync files them: each letter gone once filed, its id kept
             filed.append(Letter.from_json({"id": new_ulid(), "message_id": f"<{n}@x>"}))
@@ -107,4 +107,4 @@ def test_the_ids_of_a_big_sync_take_26_bytes_each_and_keep_their_order(tmp_path:
     filed.append(odd)  # an id of another shape: the rest as a list, in the same order
     assert filed.ids[-2:] == [ids[-1], "not-a-ulid"] and len(filed) == count + 1 and filed.ids[:-1] == ids
     with pytest.raises(IndexError):
-        Filed(spool=spool)[0]
+        Filed(spool=spool.read)[0]

@@ -80,10 +80,10 @@ def test_a_letter_shown_then_cut_is_fetched_again_once(
     letter, _how = beta.wait(5)
     assert letter.message_id == message_id
     restarted = cut(beta)
-    assert restarted.spool.ids("unread") == [], "the double kept the filing: it tests nothing"
+    assert restarted.spool.read.ids("unread") == [], "the double kept the filing: it tests nothing"
     again = restarted.inbox()  # syncs: the checkpoint went with the filing, the letter is fetched again
     assert [x.message_id for x in again] == [message_id]
-    assert restarted.spool.ids("read") == []
+    assert restarted.spool.read.ids("read") == []
     assert (
         restarted.raw(again[0].id)
         == (home / "postoffice" / "beta" / "cur")
@@ -99,7 +99,7 @@ def test_a_letter_done_then_cut_stays_done(alpha: AgentMail, beta: AgentMail, ho
     beta.done(letter.id)  # durable: it flushes the filing before it
     restarted = cut(beta)
     assert restarted.inbox() == []
-    assert [restarted.spool.letter(i).message_id for i in restarted.spool.ids("read")] == [message_id]
+    assert [restarted.spool.read.letter(i).message_id for i in restarted.spool.read.ids("read")] == [message_id]
 
 
 def test_a_letter_answered_then_cut_is_never_answered_again(
@@ -112,7 +112,7 @@ def test_a_letter_answered_then_cut_is_never_answered_again(
     assert reply is not None
     restarted = cut(beta)
     assert restarted.inbox() == [], "the answered letter is shown again after the cut"
-    (filed,) = (restarted.spool.letter(i) for i in restarted.spool.ids("read"))
+    (filed,) = (restarted.spool.read.letter(i) for i in restarted.spool.read.ids("read"))
     assert filed.message_id == letter.message_id
     assert restarted.reply(filed, "A second answer.", type="ack") is None  # the claim holds
     # alpha's letter was made for the test, never filed at alpha: the answer waits there for it

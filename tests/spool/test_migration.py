@@ -89,7 +89,7 @@ def test_a_spool_of_the_release_before_is_converted_with_the_same_answers(tmp_pa
         am = AgentMail(registry, Identity(platform, agent), home)
         caught_up = am.sync()
         assert caught_up.accepted == [] and len(caught_up.quarantined) == (am.me.mailbox == "beta@bob")
-        am.spool.set_checkpoint("local", None)
+        am.spool.write.set_checkpoint("local", None)
         report = am.sync()
         assert (report.accepted, report.quarantined, report.skipped) == ([], [], 0), am.me.mailbox
         assert report.duplicates == report.fetched > 0

@@ -36,7 +36,7 @@ def _old_openers_since(spool: Spool, cutoff_ms: int) -> dict[str, list[int]]:
     floor = ulid_floor(cutoff_ms)
     for one in (spool, *spool.siblings()):
         rows = (
-            one._sql()
+            one.db.conn()
             .execute(
                 "SELECT id, state FROM letters WHERE id >= ? AND state IN (?, ?, ?, ?)", (floor, *LEAVING, "sibling")
             )
@@ -45,7 +45,7 @@ def _old_openers_since(spool: Spool, cutoff_ms: int) -> dict[str, list[int]]:
         for letter_id, state in rows:
             if ulid_ms(letter_id) < cutoff_ms:
                 continue
-            data = one._parsed(letter_id, state)
+            data = one.read._parsed(letter_id, state)
             if not data.get("in_reply_to") and data.get("type") != "note" and "reason" not in data:
                 found.setdefault(str(data.get("message_id") or letter_id), []).append(ulid_ms(letter_id))
     return found
@@ -85,11 +85,11 @@ def test_the_openers_rows_count_what_reading_every_letter_counted(
             letter, raw = _letter(mid, **changes)
             letter_id = ulid_floor(now - ago)[:10] + f"{n:016d}"
             spool = mailboxes[mailbox]
-            spool.store(state, letter.replace(id=letter_id), b"garbled" if garbled else raw, durable=False)
+            spool.write.store(state, letter.replace(id=letter_id), b"garbled" if garbled else raw, durable=False)
             ids.append((spool, letter_id, state))
         for index, target in moved:
             spool, letter_id, state = ids[index % len(ids)]
-            if spool.move(letter_id, state, target, durable=False):
+            if spool.write.move(letter_id, state, target, durable=False):
                 ids[index % len(ids)] = (spool, letter_id, target)
         if rebuilt:
             for spool in mailboxes.values():
@@ -97,10 +97,10 @@ def test_the_openers_rows_count_what_reading_every_letter_counted(
         cutoff = now - window
         old = _old_openers_since(beta, cutoff)
         expected = {opener_key(m): min(times) for m, times in old.items()}
-        assert beta.opener_keys_since(cutoff) == expected
-        assert beta.opener_key_set(cutoff) == (set(expected), min(expected.values(), default=None))
+        assert beta.read.opener_keys_since(cutoff) == expected
+        assert beta.read.opener_key_set(cutoff) == (set(expected), min(expected.values(), default=None))
         assert opened_count(beta, None, cutoff + HOUR) == (len(expected), min(expected.values(), default=None))
-        assert len(beta.opened_since(cutoff)) == sum(len(times) for times in old.values())
+        assert len(beta.read.opened_since(cutoff)) == sum(len(times) for times in old.values())
 
 
 def _marker_oracle(transport: LocalTransport, cutoff_ms: int) -> dict[str, int]:
@@ -151,16 +151,16 @@ def test_a_spool_of_the_release_before_gets_its_openers_rows_at_its_first_openin
     the setup lock, at the first opening; the count is the same as before."""
     beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
     letter, raw = _letter(1)
-    filed = beta.store("sent", letter, raw)
+    filed = beta.write.store("sent", letter, raw)
     reply, reply_raw = _letter(2, in_reply_to="<1.alpha@bus.test>")
-    beta.store("sent", reply, reply_raw)
+    beta.write.store("sent", reply, reply_raw)
     conn = beta.db.conn()
     conn.execute("DROP TABLE openers")
     conn.execute(f"PRAGMA user_version={dbmod.UNOPENED}")
     beta.db.close()
     again = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
     assert again.db.version() == dbmod.CURRENT
-    assert again.opener_keys_since(0) == {opener_key(letter.message_id): ulid_ms(filed.id)}
+    assert again.read.opener_keys_since(0) == {opener_key(letter.message_id): ulid_ms(filed.id)}
 
 
 def test_the_quota_merges_this_home_and_the_markers_by_key(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_the_quota_merges_this_home_and_the_markers_by_key(tmp_path: Path) -> No
     beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
     transport = LocalTransport(tmp_path / "postoffice", "beta", NAMES.get)
     letter, raw = _letter(1)
-    filed = beta.store("sent", letter, raw)
+    filed = beta.write.store("sent", letter, raw)
     transport._record_opener(raw)
     transport._record_opener(raw.replace(b"<1.alpha@bus.test>", b"<9.alpha@bus.test>"))  # another machine's
     now = ages.now_ms()
@@ -187,7 +187,7 @@ class _Unreachable(LocalTransport):
 def test_a_server_that_cannot_be_asked_leaves_this_homes_count(tmp_path: Path) -> None:
     beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
     letter, raw = _letter(1)
-    filed = beta.store("sent", letter, raw)
+    filed = beta.write.store("sent", letter, raw)
     transport = _Unreachable(tmp_path / "postoffice", "beta", NAMES.get)
     assert opened_count(beta, transport, ages.now_ms()) == (1, ulid_ms(filed.id))
     assert opened_times(beta, transport, ages.now_ms()) == [ulid_ms(filed.id)]

@@ -78,7 +78,7 @@ def build_bus(registry: Registry, home: Path) -> dict[str, Any]:
         assert me.reply(letter, f"answer {turn}", type="question") is not None
     # 4. an unanswered question, delivered twice by the MTA
     alpha.send("beta", "Rate limits?", OPENER, type="question")
-    raw = alpha.spool.raw(alpha.spool.ids("sent")[-1])
+    raw = alpha.spool.read.raw(alpha.spool.read.ids("sent")[-1])
     deliver(home / "postoffice" / "beta", raw)
     # 5. a bounce of one of alpha's letters dropped into the post office, which writes none: quarantined
     bounced = alpha.send("beta", "Old address", OPENER)
@@ -118,18 +118,18 @@ def answers(registry: Registry, home: Path) -> dict[str, Any]:
         spool = am.spool
         mine: dict[str, Any] = {}
         for state in STATES:
-            for letter_id in spool.ids(state):
-                meta = spool.meta(letter_id)
+            for letter_id in spool.read.ids(state):
+                meta = spool.read.meta(letter_id)
                 facts = {k: meta.get(k) for k in GUARD_FIELDS}
-                facts["replied_by"] = spool.replied_by(
+                facts["replied_by"] = spool.home_claims.replied_by(
                     reply_key(str(meta.get("message_id") or ""), str(meta.get("from") or ""))
                 )
                 if state != "quarantine":
-                    facts["known"] = spool.known(str(meta["from"]), str(meta["message_id"]))
+                    facts["known"] = spool.read.known(str(meta["from"]), str(meta["message_id"]))
                     facts["why_refused"] = am.why_refused(letter_id)
-                facts["bytes_filed"] = spool.has_bytes(spool.raw(letter_id))
+                facts["bytes_filed"] = spool.read.has_bytes(spool.read.raw(letter_id))
                 mine[letter_id] = facts
-        threads = spool.threads()
+        threads = spool.read.threads()
         mine["status"] = am.status(sync=False, closed=True)
         mine["open"] = [r.thread for r in am.status(sync=False)]
         mine["threads"] = {t: [(x.id, x.type, x.depth) for x in am.thread(t, sync=False)] for t in threads}
@@ -171,7 +171,7 @@ def test_deleting_meta_and_index_changes_no_answer(registry: Registry, home: Pat
     # Dedup was rebuilt too: every letter fetched again from both post offices is a duplicate.
     for platform, agent in MAILBOXES:
         am = AgentMail(registry, Identity(platform, agent), home)
-        am.spool.set_checkpoint("local", None)
+        am.spool.write.set_checkpoint("local", None)
         report = am.sync()
         assert (report.accepted, report.quarantined) == ([], []), am.me.mailbox
     assert answers(registry, home) == before

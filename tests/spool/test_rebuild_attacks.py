@@ -42,7 +42,7 @@ def test_a_torn_last_line_never_swallows_the_next_record(registry: Registry, hom
     before = views(beta)
     _lose_and_rebuild([beta], [root])
     beta = _client(home, "beta")
-    assert beta.spool.locate(held.id) == "held" and views(beta) == before
+    assert beta.spool.read.locate(held.id) == "held" and views(beta) == before
 
 
 def test_a_short_write_is_finished_and_a_torn_ledger_read_after_it(
@@ -72,7 +72,7 @@ def test_a_dropped_duplicate_whose_file_outlived_a_crash_is_not_filed_twice(regi
     beta = _client(home, "beta")
     (copy,) = [x.id for x in beta.quarantined()]
     entry.write_text(pinned)
-    raw = beta.spool.raw(copy)
+    raw = beta.spool.read.raw(copy)
     deliver(home / "postoffice" / "beta", b"Received: from relay.test by mx.test\r\n" + raw)  # a relay's second copy
     beta = _client(home, "beta")
     (letter,) = beta.inbox()
@@ -120,7 +120,7 @@ def test_a_hostile_letter_in_the_ledger_cannot_write_a_record_of_its_own(registr
     before = views(beta)
     _lose_and_rebuild([beta], [root])
     beta = _client(home, "beta")
-    assert views(beta) == before and beta.spool.locate(held.id) == "held"
+    assert views(beta) == before and beta.spool.read.locate(held.id) == "held"
 
 
 def _forged_with(home: Path, key: str, selector: str, subject: str) -> bytes:
@@ -242,7 +242,7 @@ def test_a_report_answered_on_the_other_machine_stays_answered_after_a_rebuild_o
 
 def _states(bus_: Bus) -> dict[str, dict[str, str | None]]:
     return {am.me.mailbox + ("@far" if am is bus_.far else ""): {
-        i: am.spool.locate(i) for s in STATES for i in am.spool.ids(s)} for am in bus_.clients}  # fmt: skip
+        i: am.spool.read.locate(i) for s in STATES for i in am.spool.read.ids(s)} for am in bus_.clients}  # fmt: skip
 
 
 def _states_of(snapshot: dict[str, Any]) -> dict[str, dict[str, str | None]]:
@@ -329,7 +329,7 @@ def test_a_letter_the_ledger_says_was_filed_twice_is_restored_once(registry: Reg
     root = home / "spool" / "beta"
     lost = letter.id[:-2] + "00"  # filed a moment before, by the batch the power cut took
     assert lost < letter.id
-    (root / "letters" / f"{lost}.eml").write_bytes(beta.spool.raw(letter.id))
+    (root / "letters" / f"{lost}.eml").write_bytes(beta.spool.read.raw(letter.id))
     ledger.append(str(root), [ledger.line({"id": lost, "state": "unread", "seq": 1})])
     before = views(beta)
     _lose_and_rebuild([beta], [root])

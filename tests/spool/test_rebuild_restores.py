@@ -87,20 +87,20 @@ def _json(letters: Sequence[Any]) -> list[dict[str, Any]]:
 def views(am: AgentMail) -> dict[str, Any]:
     """Every view of one mailbox, read with no sync."""
     spool = am.spool
-    ids = [i for state in STATES for i in spool.ids(state)]
+    ids = [i for state in STATES for i in spool.read.ids(state)]
     return {
         "inbox": _json(am.inbox(sync=False)),
         "sent": _json(am.sent()),
         "status": [r.to_json() for r in am.status(sync=False, closed=True)],
-        "threads": {t: _json(am.thread(t, sync=False)) for t in spool.threads()},
+        "threads": {t: _json(am.thread(t, sync=False)) for t in spool.read.threads()},
         "held": _json(am.held()),
         "quarantine": _json(am.quarantined(sync=False)),
         "search": {q: [h.to_json() for h in am.search(q, sync=False)] for q in ("quota", "answer", "whoever")},
         "search_quarantine": [h.to_json() for h in am.search("key", sync=False, quarantine=True)],
         "search_state": {s: [h.id for h in am.search("", sync=False, state=s)] for s in ("sent", "held", "failed")},
         "notes": _json(am.notes(sync=False)),
-        "annotations": {i: spool.annotations(i) for i in sorted(ids)},
-        "why_refused": {i: am.why_refused(i) for i in sorted(spool.ids("unread") + spool.ids("read"))},
+        "annotations": {i: spool.read.annotations(i) for i in sorted(ids)},
+        "why_refused": {i: am.why_refused(i) for i in sorted(spool.read.ids("unread") + spool.read.ids("read"))},
     }
 
 
@@ -140,10 +140,10 @@ def test_after_a_rotation_rebuild_keeps_the_platforms_own_letters_and_the_reply_
     _lose_and_rebuild([alpha, beta], [home / "spool" / "alpha", home / "spool" / "beta"])
     alpha, beta = _client(home, "alpha"), _client(home, "beta")
     assert beta.quarantined(sync=False) == [] and alpha.quarantined(sync=False) == []
-    assert [x.state for x in beta.sent()] == ["sent"] and beta.spool.locate(report.id) == "read"
+    assert [x.state for x in beta.sent()] == ["sent"] and beta.spool.read.locate(report.id) == "read"
     assert beta.reply(report, "Again.", type="ack") is None  # answered before: never twice
     assert "already answered" in (beta.why_refused(report) or "")
-    assert alpha.spool.locate(ack.id) == "unread"
+    assert alpha.spool.read.locate(ack.id) == "unread"
     assert {am.me.mailbox: views(am) for am in (alpha, beta)} == before
     for am in (alpha, beta):
         am.sync()  # the post offices read again from the start: every letter a duplicate
@@ -213,7 +213,7 @@ def test_a_spool_of_the_release_before_begins_its_ledger_at_its_first_opening(re
     assert (home / "spool" / "beta" / ledger.FILE).exists()
     _lose_and_rebuild([beta], [home / "spool" / "beta"])
     beta = _client(home, "beta")
-    assert views(beta) == before and beta.spool.locate(report.id) == "read"
+    assert views(beta) == before and beta.spool.read.locate(report.id) == "read"
 
 
 @pytest.mark.parametrize("kept", [True, False])
@@ -252,7 +252,7 @@ def test_a_ledger_that_cannot_be_written_never_fails_a_commit(registry: Registry
     assert ledger.read(str(home / "spool" / "beta"), STATES) == {}
     _lose_and_rebuild([beta], [home / "spool" / "beta"])
     beta = _client(home, "beta")
-    assert beta.spool.locate(report.id) == "read" and [x.state for x in beta.sent()] == ["sent"]
+    assert beta.spool.read.locate(report.id) == "read" and [x.state for x in beta.sent()] == ["sent"]
 
 
 def test_the_ledger_is_believed_over_todays_verdict(registry: Registry, home: Path) -> None:
@@ -267,7 +267,9 @@ def test_the_ledger_is_believed_over_todays_verdict(registry: Registry, home: Pa
     ledger.append(str(root), [ledger.line({"id": first.id, "state": "quarantine"})])
     ledger.append(str(root), [ledger.line({"id": first.id, "notes": {}})])
     assert authenticity.as_filed(b"no letter", beta.registry) is None
-    stranger = beta.spool.raw(second.id).replace(b"From: alpha", b"From: nobody <nobody@else.test>\r\nX-Was: alpha")
+    stranger = beta.spool.read.raw(second.id).replace(
+        b"From: alpha", b"From: nobody <nobody@else.test>\r\nX-Was: alpha"
+    )
     assert authenticity.as_filed(stranger, beta.registry) is None  # from no platform
     _lose_and_rebuild([beta], [root])
     beta = _client(home, "beta")
@@ -285,13 +287,15 @@ def test_a_committed_letter_whose_file_is_still_in_tmp_is_restored(registry: Reg
     root = home / "spool" / "beta"
     (root / "letters" / f"{sent.id}.eml").rename(root / "tmp" / f"{sent.id}.eml")
     stray = root / "tmp" / "01STRAYLETTERNEVERCOMMITTED.eml"
-    stray.write_bytes(alpha.spool.raw(alpha.inbox()[0].id))
+    stray.write_bytes(alpha.spool.read.raw(alpha.inbox()[0].id))
     before = views(beta)
     _lose_and_rebuild([beta], [root])
     beta = _client(home, "beta")
-    assert views(beta) == before and beta.spool.locate(sent.id) == "sent"
+    assert views(beta) == before and beta.spool.read.locate(sent.id) == "sent"
     beta.sync()  # the sweep finishes the rename
-    assert (root / "letters" / f"{sent.id}.eml").exists() and beta.spool.locate("01STRAYLETTERNEVERCOMMITTED") is None
+    assert (root / "letters" / f"{sent.id}.eml").exists() and beta.spool.read.locate(
+        "01STRAYLETTERNEVERCOMMITTED"
+    ) is None
 
 
 # -- the differential test ---------------------------------------------------------------------

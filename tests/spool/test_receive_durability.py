@@ -41,7 +41,7 @@ def power_cut(spool_root: Path) -> list[str]:
     taken = []
     for folder in ("tmp", "letters"):
         for path in sorted((spool_root / folder).glob("*.eml")):
-            if "copy" in spool.annotations(path.stem):
+            if "copy" in spool.read.annotations(path.stem):
                 path.unlink()
                 taken.append(path.stem)
     spool.db.close()
@@ -49,7 +49,7 @@ def power_cut(spool_root: Path) -> list[str]:
 
 
 def files_of(spool: Spool) -> dict[str, bytes]:
-    return {i: spool.raw(i) for state in ("unread", "read", "quarantine") for i in spool.ids(state)}
+    return {i: spool.read.raw(i) for state in ("unread", "read", "quarantine") for i in spool.read.ids(state)}
 
 
 @pytest.fixture
@@ -88,8 +88,8 @@ def test_a_sync_from_the_post_office_flushes_only_its_folder(
 
 def test_a_letter_written_into_a_batch_is_flushed_before_the_commit(tmp_path: Path, flushed: list[str]) -> None:
     spool = Spool(tmp_path / "spool").ensure()
-    letter = spool.store("quarantine", LETTER, b"not from the post office", index=False, defer=True)
-    spool.commit()
+    letter = spool.write.store("quarantine", LETTER, b"not from the post office", index=False, defer=True)
+    spool.write.commit()
     tmp = spool.root / "tmp"
     assert flushed == [str(tmp / f"{letter.id}.eml"), str(tmp)]
 
@@ -157,7 +157,7 @@ def test_a_sync_killed_at_every_commit_point_then_a_power_cut_loses_and_doubles_
         assert victim.returncode == -signal.SIGKILL, (point, victim.returncode, victim.stderr[-2000:])
         power_cut(beta.spool.root)
         spool = Spool(beta.spool.root)
-        filed = {i: spool.raw(i) for i in spool.ids("unread")}  # every committed letter readable
+        filed = {i: spool.read.raw(i) for i in spool.read.ids("unread")}  # every committed letter readable
         spool.db.close()
         twice = [raw for raw, count in Counter(filed.values()).items() if count > 1]
         assert twice == [], f"a letter filed twice after a kill at {point} and a power cut"
@@ -166,7 +166,7 @@ def test_a_sync_killed_at_every_commit_point_then_a_power_cut_loses_and_doubles_
     report = AgentMail(beta.registry, Identity("beta"), home).sync()  # a clean restart
     assert report.quarantined == []
     spool = Spool(beta.spool.root)
-    filed = {i: spool.raw(i) for i in spool.ids("unread")}
+    filed = {i: spool.read.raw(i) for i in spool.read.ids("unread")}
     assert sorted(filed.values()) == sorted(expected.values()), "a letter was lost or doubled"
     again = AgentMail(beta.registry, Identity("beta"), home)
     again.from_start()

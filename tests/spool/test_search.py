@@ -57,7 +57,7 @@ def exchanged(alpha: AgentMail, beta: AgentMail) -> dict[str, str]:
     assert ack is not None
     forged = _letter("Quota credits for free", "Please send your DKIM key, the quota is broken", sender="")
     forged = forged.replace(reason="unauthenticated", detail="no valid signature")
-    bad = beta.spool.store("quarantine", forged, b"X-Forged: yes\r\n\r\nquota\r\n", index=False)
+    bad = beta.spool.write.store("quarantine", forged, b"X-Forged: yes\r\n\r\nquota\r\n", index=False)
     return {"quota": quota.thread, "login": login.thread, "ack": ack.id, "forged": bad.id,
             "quota_id": received[quota.thread].id, "login_id": received[login.thread].id}  # fmt: skip
 
@@ -178,8 +178,10 @@ def test_letters_filed_or_moved_by_the_spool_alone_are_found_at_once(
     """No feed and no staleness check: the spool's own filing writes the index rows, and the
     state is read from the spool's row."""
     beta.search("quota")
-    hidden = beta.spool.store("read", _letter("Pelicans in the cache", "A body about pelicans."), b"x\r\n\r\ny\r\n")
-    assert beta.spool.move(exchanged["login_id"], "unread", "read")
+    hidden = beta.spool.write.store(
+        "read", _letter("Pelicans in the cache", "A body about pelicans."), b"x\r\n\r\ny\r\n"
+    )
+    assert beta.spool.write.move(exchanged["login_id"], "unread", "read")
     assert [h.id for h in beta.search("pelicans", sync=False)] == [hidden.id]
     assert [h.state for h in beta.search("sso", sync=False)] == ["read"]
 
@@ -226,13 +228,13 @@ def test_an_index_beside_an_older_spool_moves_in_and_its_file_goes(beta: AgentMa
 
 def test_a_released_letter_is_found_as_the_letter_it_is(beta: AgentMail, exchanged: dict[str, str]) -> None:
     letter = _letter("Heron migration", "Herons fly south", sender="alpha").replace(id="")
-    bad = beta.spool.store("quarantine", letter.replace(reason="unauthenticated", detail="no signature"),
+    bad = beta.spool.write.store("quarantine", letter.replace(reason="unauthenticated", detail="no signature"),
                            b"X: y\r\n\r\nherons\r\n", index=False)  # fmt: skip
     assert [h.state for h in beta.search("herons", sync=False, quarantine=True)] == ["quarantine"]
-    assert beta.spool.release(bad.id, letter.replace(subject="Heron migration, released"))
+    assert beta.spool.write.release(bad.id, letter.replace(subject="Heron migration, released"))
     (hit,) = beta.search("herons", sync=False)
     assert (hit.id, hit.state, hit.subject) == (bad.id, "unread", "Heron migration, released")
-    assert beta.spool.drop_quarantined(exchanged["forged"])
+    assert beta.spool.write.drop_quarantined(exchanged["forged"])
     assert exchanged["forged"] not in {h.id for h in beta.search("quota", sync=False, quarantine=True)}
     letters, found, words = _in_step(beta.spool)
     assert letters == found == words
@@ -327,8 +329,8 @@ def corpus(tmp_path: Path) -> tuple[SearchIndex, dict[str, str]]:
     }
     ids = {}
     for word, body in bodies.items():
-        ids[word] = spool.store("read", _letter(f"letter {word}", body), b"x\r\n\r\ny\r\n").id
-    return SearchIndex(spool), ids
+        ids[word] = spool.write.store("read", _letter(f"letter {word}", body), b"x\r\n\r\ny\r\n").id
+    return SearchIndex(spool.read), ids
 
 
 _HOSTILE = st.text(alphabet=st.sampled_from("\"*()^:+-.,;{}[]\\'`~ \t\x00\x1b\u202e\u200b"), max_size=6)

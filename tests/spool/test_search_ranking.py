@@ -46,8 +46,8 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> SearchIndex:
             body=rng.choice(bodies),
             date="Tue, 01 Dec 2026 09:00:00 +0000",
         )
-        spool.store(rng.choice(STATES), letter, b"x\r\n\r\ny\r\n")
-    return SearchIndex(spool)
+        spool.write.store(rng.choice(STATES), letter, b"x\r\n\r\ny\r\n")
+    return SearchIndex(spool.read)
 
 
 def _every_match_joined(db: sqlite3.Connection, query: Query, match: str) -> list[tuple[str, float]]:
@@ -87,7 +87,7 @@ _QUERIES = st.builds(
 
 
 def test_ranking_first_gives_the_hits_ranking_every_match_joined_gave(index: SearchIndex) -> None:
-    db = index.spool.db.conn()
+    db = index.spool.sql()
 
     @settings(max_examples=examples(400), deadline=None, suppress_health_check=suppressed(HealthCheck.too_slow))
     @given(_QUERIES, st.sampled_from((1, 3, 17, 2000)))
@@ -107,7 +107,7 @@ def test_ranking_first_gives_the_hits_ranking_every_match_joined_gave(index: Sea
 def test_ties_at_the_cut_are_broken_newest_first(index: SearchIndex) -> None:
     """Letters that share a body score alike: the cut at ``limit`` takes the newest of them,
     whichever of them the FTS table listed first."""
-    db = index.spool.db.conn()
+    db = index.spool.sql()
     for limit in range(1, 30):
         query = Query(text="quota", limit=limit, quarantine=True)
         expected: list[Any] = _every_match_joined(db, query, "quota")

@@ -54,9 +54,11 @@ def test_a_deleted_spool_db_never_lets_an_answered_report_get_a_second_ack(
     code, _, err = cli("--as", "beta", "reply", report_id, "-b", "Reproduced again.", "-t", "ack")
     assert code == 4 and "already answered (by beta, letter" in err
     spool = Spool(beta.spool.root)
-    assert spool.locate(report_id) == "read" and len(spool.ids("sent")) == 1
+    assert spool.read.locate(report_id) == "read" and len(spool.read.ids("sent")) == 1
     code, _, _ = cli("--as", "beta", "sync")
-    assert code == 0 and spool.ids("unread") == [] and len(spool.ids("read")) == 1  # refetched: no second copy
+    assert (
+        code == 0 and spool.read.ids("unread") == [] and len(spool.read.ids("read")) == 1
+    )  # refetched: no second copy
     spool.db.close()
 
 
@@ -107,7 +109,7 @@ def test_a_damaged_db_is_its_own_error_and_rebuild_keeps_it_aside(alpha: AgentMa
     assert cli("--as", "beta", "rebuild")[0] == 0
     (kept,) = root.glob("spool.db.lost-*")
     assert kept.read_bytes() == garbage  # kept for a person, never deleted
-    assert Spool(root).locate(report_id) == "read"
+    assert Spool(root).read.locate(report_id) == "read"
     code, _, err = cli("--as", "beta", "rebuild")
     assert code == 1 and "is in order: nothing to rebuild" in err
 
@@ -124,7 +126,7 @@ def test_a_database_that_cannot_grow_is_a_full_disk_and_nothing_is_lost(alpha: A
         beta.sync()
     assert caught.value.reason == "disk-full" and caught.value.exit_code == 7
     assert str(caught.value).startswith(f"the disk holding {beta.spool.db.path} is full (database or disk is full)")
-    assert beta.spool.ids("unread") == beta.spool.ids("quarantine") == []
+    assert beta.spool.read.ids("unread") == beta.spool.read.ids("quarantine") == []
     beta.spool.db.close()  # space freed: a new connection has no cap
     report = beta.sync()
     assert (len(report.accepted), report.quarantined) == (3, [])
@@ -142,16 +144,16 @@ def test_a_full_disk_when_a_file_is_written_is_one_line_and_exit_7(
     assert err.startswith("agentmail: the disk is full (No space left on device: ")
     monkeypatch.undo()
     monkeypatch.setenv("AGENTMAIL_HOME", str(alpha.home))
-    assert alpha.spool.ids("sent") == alpha.spool.ids("outbox") == []  # not half-sent
+    assert alpha.spool.read.ids("sent") == alpha.spool.read.ids("outbox") == []  # not half-sent
     assert cli("--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)[0] == 0
     assert [x.subject for x in beta.inbox()] == ["Quota"]
 
 
 def test_a_new_mailbox_and_an_old_layout_are_no_lost_database(tmp_path: Path) -> None:
     spool = Spool(tmp_path / "fresh")
-    assert spool.ensure().ids("unread") == []
+    assert spool.ensure().read.ids("unread") == []
     spool.db.close()
     old = tmp_path / "old"
     (old / "unread").mkdir(parents=True)
     (old / "unread" / "01abc.eml").write_bytes(b"From: a@b\r\n\r\nx\r\n")
-    assert Spool(old).ids("unread") == ["01abc"]  # converted, as before (migrate)
+    assert Spool(old).read.ids("unread") == ["01abc"]  # converted, as before (migrate)

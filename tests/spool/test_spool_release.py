@@ -21,7 +21,7 @@ def _quarantined(beta: AgentMail, **extra: str) -> tuple[str, Letter]:
         date="Tue, 01 Dec 2026 09:00:00 +0000",
         extra=extra,
     )
-    filed = beta.spool.store(
+    filed = beta.spool.write.store(
         "quarantine", letter.replace(reason="unauthenticated"), b"X: y\r\n\r\nquota\r\n", index=False
     )
     return filed.id, letter
@@ -29,21 +29,21 @@ def _quarantined(beta: AgentMail, **extra: str) -> tuple[str, Letter]:
 
 def test_a_released_letter_is_unread_in_place_and_a_second_release_finds_nothing(beta: AgentMail) -> None:
     letter_id, letter = _quarantined(beta)
-    assert beta.spool.release(letter_id, letter) is True
-    assert beta.spool.locate(letter_id) == "unread" and [x.id for x in beta.inbox(sync=False)] == [letter_id]
-    assert beta.spool.release(letter_id, letter) is False  # another recheck won: no second filing
-    assert beta.spool.locate(letter_id) == "unread"
+    assert beta.spool.write.release(letter_id, letter) is True
+    assert beta.spool.read.locate(letter_id) == "unread" and [x.id for x in beta.inbox(sync=False)] == [letter_id]
+    assert beta.spool.write.release(letter_id, letter) is False  # another recheck won: no second filing
+    assert beta.spool.read.locate(letter_id) == "unread"
 
 
 def test_a_released_persons_letter_keeps_what_shows_it_as_theirs(beta: AgentMail) -> None:
     letter_id, letter = _quarantined(beta, person="carol@people.test")
-    assert beta.spool.release(letter_id, letter) is True
-    assert beta.spool.annotations(letter_id)["person_letter"]["person"] == "carol@people.test"
+    assert beta.spool.write.release(letter_id, letter) is True
+    assert beta.spool.read.annotations(letter_id)["person_letter"]["person"] == "carol@people.test"
     assert beta.show(letter_id).extra.get("person") == "carol@people.test"
 
 
 def test_dropping_a_quarantined_copy_removes_it_once_and_nothing_else(beta: AgentMail) -> None:
     letter_id, _ = _quarantined(beta)
-    assert beta.spool.drop_quarantined(letter_id) is True
-    assert beta.spool.locate(letter_id) is None and beta.spool.file_of(letter_id) is None
-    assert beta.spool.drop_quarantined(letter_id) is False
+    assert beta.spool.write.drop_quarantined(letter_id) is True
+    assert beta.spool.read.locate(letter_id) is None and beta.spool.read.file_of(letter_id) is None
+    assert beta.spool.write.drop_quarantined(letter_id) is False

@@ -14,7 +14,7 @@ from .test_spool import _file, _letter, _row, _spool
 
 def _quarantined(spool: Spool, n: int, reason: str, detail: str = "") -> Letter:
     letter, raw = _letter(n)
-    return spool.store("quarantine", letter.replace(reason=reason, detail=detail or None), raw, index=False)
+    return spool.write.store("quarantine", letter.replace(reason=reason, detail=detail or None), raw, index=False)
 
 
 def test_waiting_lists_only_the_answers_awaiting_their_letter_in_filing_order_at_most_most(tmp_path: Path) -> None:
@@ -23,9 +23,9 @@ def test_waiting_lists_only_the_answers_awaiting_their_letter_in_filing_order_at
     _quarantined(spool, 2, "not-a-party")
     _file(spool, "unread", 3)
     third = _quarantined(spool, 4, "awaiting-parent")
-    assert spool.waiting(10) == [first.id, third.id]
-    assert spool.waiting(1) == [first.id]
-    assert spool.waiting(0) == []
+    assert spool.read.waiting(10) == [first.id, third.id]
+    assert spool.read.waiting(1) == [first.id]
+    assert spool.read.waiting(0) == []
 
 
 def test_a_waiting_letter_whose_notes_are_torn_is_not_listed_and_breaks_no_query(tmp_path: Path) -> None:
@@ -34,19 +34,19 @@ def test_a_waiting_letter_whose_notes_are_torn_is_not_listed_and_breaks_no_query
     kept = _quarantined(spool, 2, "awaiting-parent")
     with spool.db.write() as tx:
         tx.execute("UPDATE notes SET data='{not json' WHERE id=?", (torn.id,))
-    assert spool.waiting(10) == [kept.id]
+    assert spool.read.waiting(10) == [kept.id]
 
 
 def test_quarantine_again_replaces_the_verdict_in_place_and_in_the_ledger(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     waiting = _quarantined(spool, 1, "awaiting-parent", "it waits")
     seq = _row(spool, waiting.id, "seq")
-    assert spool.quarantine_again(waiting.id, waiting.replace(reason="not-a-party", detail="an outsider"))
-    again = spool.letter(waiting.id)
+    assert spool.write.quarantine_again(waiting.id, waiting.replace(reason="not-a-party", detail="an outsider"))
+    again = spool.read.letter(waiting.id)
     assert (again.state, again.reason, again.detail) == ("quarantine", "not-a-party", "an outsider")
     assert (_row(spool, waiting.id, "seq"), _row(spool, waiting.id, "thread")) == (seq, None)
-    assert spool.annotations(waiting.id)["quarantined"]["reason"] == "not-a-party"
-    assert spool.waiting(10) == []
+    assert spool.read.annotations(waiting.id)["quarantined"]["reason"] == "not-a-party"
+    assert spool.read.waiting(10) == []
     entry = ledger.read(str(spool.root), STATES)[waiting.id]
     assert entry.state == "quarantine" and entry.notes["quarantined"]["detail"] == "an outsider"
 
@@ -54,6 +54,6 @@ def test_quarantine_again_replaces_the_verdict_in_place_and_in_the_ledger(tmp_pa
 def test_quarantine_again_leaves_a_letter_no_longer_in_quarantine_alone(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     filed = _file(spool, "unread", 1)
-    assert not spool.quarantine_again(filed.id, filed.replace(reason="not-a-party"))
-    assert spool.letter(filed.id).state == "unread" and spool.letter(filed.id).reason is None
-    assert "quarantined" not in spool.annotations(filed.id)
+    assert not spool.write.quarantine_again(filed.id, filed.replace(reason="not-a-party"))
+    assert spool.read.letter(filed.id).state == "unread" and spool.read.letter(filed.id).reason is None
+    assert "quarantined" not in spool.read.annotations(filed.id)

@@ -339,7 +339,7 @@ def test_a_filed_letter_edited_in_place_is_refused_by_save_and_apply(
     (fixer / "quota.py").write_text("LIMIT = 10\n")
     commit_all(fixer, "Raise the limit")
     letter = deliver_patches(alpha, beta, (log, *evidence.from_patches("HEAD~1..", fixer)))
-    filed = beta.spool.path("unread", letter)
+    filed = beta.spool.read.path("unread", letter)
     encoded = b"RVJST1IgYm9vbQo="  # base64 of the log
     _edit_in_place(filed, encoded, b"RVJST1IgYmFuZwo=")  # "ERROR bang"
     monkeypatch.chdir(tmp_path)
@@ -358,7 +358,7 @@ def test_the_sender_editing_its_sent_copy_changes_nothing_the_reader_filed(
     log = attach.Attachment("run.log", "text/x-log", b"ERROR boom\n")
     letter = deliver_patches(alpha, beta, (log,))
     [sent] = alpha.sent()
-    _edit_in_place(alpha.spool.path("sent", sent.id), b"RVJST1IgYm9vbQo=", b"RVJST1IgYmFuZwo=")
+    _edit_in_place(alpha.spool.read.path("sent", sent.id), b"RVJST1IgYm9vbQo=", b"RVJST1IgYmFuZwo=")
     [saved] = beta.save(letter, tmp_path)
     assert saved.read_bytes() == b"ERROR boom\n"
     with pytest.raises(BadInput, match="its file changed after it was filed"):

@@ -282,7 +282,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.spool.layout import reply_key
 am = AgentMail.from_env("beta", agent="alice")
 (letter,) = am.inbox()
-with am.spool.claim_reply(reply_key(letter.message_id, letter.sender), "01deadclaim0000000000000000") as holder:
+with am.spool.home_claims.claim_reply(reply_key(letter.message_id, letter.sender), "01deadclaim0000000000000000") as holder:
     assert holder is None
     print("claimed", flush=True)
     sys.stdin.readline()  # killed here: the claim is on disk, its reply never filed

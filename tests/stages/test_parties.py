@@ -216,8 +216,8 @@ def test_claims_made_again_key_a_follow_up_by_this_platforms_own_letter(three: R
     alpha.close()
     alpha.spool.drop_caches()
     alpha = box(three, home, "alpha")
-    assert alpha.spool.replied_by(reply_key(sent.message_id, "alpha")) == f"alpha {more.id}"
-    assert alpha.spool.replied_by(reply_key(sent.message_id, "beta")) is None
+    assert alpha.spool.home_claims.replied_by(reply_key(sent.message_id, "alpha")) == f"alpha {more.id}"
+    assert alpha.spool.home_claims.replied_by(reply_key(sent.message_id, "beta")) is None
 
 
 def test_watch_runs_once_for_each_letter_even_when_two_senders_share_a_message_id(three: Registry, home: Path) -> None:

@@ -187,14 +187,14 @@ def test_a_flood_of_orphan_answers_is_looked_at_a_window_at_a_time(
     beta = box(three, home, "beta")
     for _opener, answer, _thread in pairs:
         deliver(home / "postoffice" / "beta", answer)
-    assert beta.inbox() == [] and len(beta.spool.waiting(10)) == 3
+    assert beta.inbox() == [] and len(beta.spool.read.waiting(10)) == 3
     deliver(home / "postoffice" / "beta", pairs[2][0])  # the third answer's letter: not in the window yet
     assert [x.thread for x in beta.inbox()] == [pairs[2][2]]
-    assert len(beta.spool.waiting(10)) == 3
+    assert len(beta.spool.read.waiting(10)) == 3
     for opener, _answer, _thread in pairs[:2]:
         deliver(home / "postoffice" / "beta", opener)
     beta.sync()
-    assert beta.spool.waiting(10) == []
+    assert beta.spool.read.waiting(10) == []
     assert sorted(x.thread for x in beta.inbox(sync=False)) == sorted(t for *_, t in pairs for _ in range(2))
 
 
@@ -210,7 +210,7 @@ def test_a_waiting_answer_from_an_outsider_is_not_a_party_once_the_opener_lands(
     assert [x.sender for x in beta.inbox()] == ["alpha"]
     (refused,) = beta.quarantined(sync=False)
     assert refused.reason == "not-a-party" and refused.detail is not None and "gamma" in refused.detail
-    assert beta.spool.waiting(10) == []
+    assert beta.spool.read.waiting(10) == []
 
 
 # --- rebuild -------------------------------------------------------------------------------------

@@ -103,5 +103,5 @@ def test_the_spool_s_count_takes_an_opener_and_no_reply_note_or_person_s_letter(
     alpha.note("For my sibling", "a note opens nothing")
     (got,) = beta.inbox()
     assert beta.reply(got, "Reproduced; fixing it.", type="ack") is not None
-    assert list(alpha.box.spool.opener_keys_since(0)) == [opener_key(opened.message_id)]
-    assert list(beta.box.spool.opener_keys_since(0)) == []  # a reply opens nothing
+    assert list(alpha.box.spool.read.opener_keys_since(0)) == [opener_key(opened.message_id)]
+    assert list(beta.box.spool.read.opener_keys_since(0)) == []  # a reply opens nothing

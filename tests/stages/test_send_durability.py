@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from agentmail.client.facade import AgentMail
-from agentmail.spool import Spool
+from agentmail.spool import Spool, SpoolWriter
 from agentmail.transport.local import deliver
 
 from ..conftest import OPENER
@@ -43,7 +43,7 @@ def test_a_letter_the_post_office_could_not_take_is_flushed_before_send_gives_up
     seen = _fsynced(monkeypatch)
     with pytest.raises(OSError):
         alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    [letter_id] = alpha.spool.ids("outbox")
+    [letter_id] = alpha.spool.read.ids("outbox")
     letter_file = alpha.spool.root / "letters" / f"{letter_id}.eml"
     assert str(letter_file) in seen and str(letter_file.parent) in seen, seen
 
@@ -70,13 +70,13 @@ def test_the_senders_record_of_a_delivered_letter_is_durable_before_send_returns
     """As durable as the recipient's copy: the spool's folder flushed after the delivery, and a
     FULL commit (``make_durable``), which flushes the row and its move to sent/ before it."""
     made: list[str] = []
-    real = Spool.make_durable
+    real = SpoolWriter.make_durable
 
-    def make_durable(self: Spool, letter_id: str) -> None:
-        made.append(f"{letter_id} {self.locate(letter_id)}")
+    def make_durable(self: SpoolWriter, letter_id: str) -> None:
+        made.append(f"{letter_id} {self.read.locate(letter_id)}")
         real(self, letter_id)
 
-    monkeypatch.setattr(Spool, "make_durable", make_durable)
+    monkeypatch.setattr(SpoolWriter, "make_durable", make_durable)
     seen = _fsynced(monkeypatch)
     letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
     assert letter.state == "sent" and made == [f"{letter.id} sent"]
@@ -92,12 +92,12 @@ def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMai
     from agentmail.stages.compose import Draft
 
     letter, raw = alpha.box.compose(Draft("beta", "report", new_thread_id(), "Quota endpoint returns 500", OPENER))
-    stored = alpha.spool.store("outbox", letter, raw, extra=letter.extra, durable=False)
-    Path(alpha.spool.path("outbox", stored.id)).write_bytes(left)
+    stored = alpha.spool.write.store("outbox", letter, raw, extra=letter.extra, durable=False)
+    Path(alpha.spool.read.path("outbox", stored.id)).write_bytes(left)
 
     assert alpha.flush() == []
     assert not (home / "postoffice" / "beta" / "new").exists() or os.listdir(home / "postoffice" / "beta" / "new") == []
-    failed = Spool(alpha.spool.root).letter(stored.id)
+    failed = Spool(alpha.spool.root).read.letter(stored.id)
     assert failed.state == "failed"
     assert "lost in a crash" in failed.extra["failed_reason"]
 
@@ -107,7 +107,7 @@ def test_an_outbox_row_that_outlived_its_file_is_never_submitted(alpha: AgentMai
 
 def test_a_sent_letter_is_one_file_shared_by_the_spool_and_the_post_office(alpha: AgentMail, home: Path) -> None:
     letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    mine = alpha.spool.path("sent", letter.id)
+    mine = alpha.spool.read.path("sent", letter.id)
     [name] = os.listdir(home / "postoffice" / "beta" / "new")
     there = home / "postoffice" / "beta" / "new" / name
     # one file: the spool's, the recipient's and the platform's sent record (issue 25)

@@ -112,8 +112,8 @@ def message_ids(folder: Path) -> list[str]:
     spool = Spool(folder.parent)
     try:
         found = []
-        for letter_id in spool.ids(folder.name):
-            with open(spool.path(folder.name, letter_id), "rb") as f:
+        for letter_id in spool.read.ids(folder.name):
+            with open(spool.read.path(folder.name, letter_id), "rb") as f:
                 found.append(str(BytesHeaderParser().parse(f)["Message-ID"]).strip())
         return sorted(found)
     finally:
@@ -123,7 +123,7 @@ def message_ids(folder: Path) -> list[str]:
 def ids_in(spool_root: Path, state: str) -> set[str]:
     spool = Spool(spool_root)
     try:
-        return set(spool.ids(state))
+        return set(spool.read.ids(state))
     finally:
         spool.db.close()
 

@@ -173,7 +173,7 @@ def states(spool_root: Path) -> dict[str, dict[str, str]]:
     its Message-ID read straight from its .eml file."""
     spool = Spool(spool_root)
     try:
-        return {state: {i: message_id(spool.path(state, i)) for i in spool.ids(state)} for state in STATES}
+        return {state: {i: message_id(spool.read.path(state, i)) for i in spool.read.ids(state)} for state in STATES}
     finally:
         spool.db.close()
 
@@ -199,7 +199,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     watcher = Spool(beta.spool.root)  # the postman's own view of the spool
 
     def unread() -> int:
-        return len(watcher.ids("unread"))
+        return len(watcher.read.ids("unread"))
 
     rng = random.Random(SEED)
     pace = random.Random(SEED + 1)
@@ -219,7 +219,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
         delivered.set()
 
     def checkpointed() -> int:
-        return int((beta.spool.checkpoint("local") or ":0").rpartition(":")[2])
+        return int((beta.spool.read.checkpoint("local") or ":0").rpartition(":")[2])
 
     outcomes: list[str] = []
     with Zygote(home, "sync", "beta") as zygote:
@@ -270,8 +270,8 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     assert set(counts) == set(expected), (len(set(expected) - set(counts)), len(set(counts) - set(expected)))
     assert len(tree["unread"]) == N_SYNC
     for letter_id, mid in tree["unread"].items():
-        assert beta.spool.path("unread", letter_id).read_bytes() == expected[mid], f"{letter_id} is torn"
-        meta = beta.spool.meta(letter_id)
+        assert beta.spool.read.path("unread", letter_id).read_bytes() == expected[mid], f"{letter_id} is torn"
+        meta = beta.spool.read.meta(letter_id)
         assert (meta["message_id"], meta["from"], meta["state"]) == (mid, "alpha", "unread")
 
     # What a kill left in tmp/ is no letter: never in a state, never shown.
@@ -288,7 +288,7 @@ def test_sigkill_during_sync_files_every_letter_exactly_once(alpha: AgentMail, b
     assert os.listdir(maildir / "new") == []
     uids = sorted(int(n.split(":")[0]) for n in os.listdir(maildir / "cur"))
     assert len(uids) == len(set(uids)) == N_SYNC
-    assert beta.spool.checkpoint("local") == f"{mailbox.uidvalidity}:{uids[-1]}"
+    assert beta.spool.read.checkpoint("local") == f"{mailbox.uidvalidity}:{uids[-1]}"
 
     again = beta.sync()
     assert (again.accepted, again.duplicates, again.quarantined) == ([], 0, [])
@@ -373,7 +373,7 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(
     watcher = Spool(spool)
 
     def count(*states: str) -> int:
-        return sum(len(watcher.ids(s)) for s in states)
+        return sum(len(watcher.read.ids(s)) for s in states)
 
     with Zygote(home, "send", "alpha", None, "beta") as zygote:
         # Ends on the work done, never on a clock: every long life below adds a letter.
@@ -420,15 +420,15 @@ def test_sigkill_during_send_outbox_then_flush_delivers_each_once(
     assert sorted(received.values()) == sorted(mine.values()), "beta's letters differ from what alpha sent"
     by_mid = {mid: letter_id for letter_id, mid in mine.items()}
     for letter_id, mid in received.items():
-        sent_raw = alpha.spool.path("sent", by_mid[mid]).read_bytes()
-        assert beta.spool.path("unread", letter_id).read_bytes() == sent_raw
+        sent_raw = alpha.spool.read.path("sent", by_mid[mid]).read_bytes()
+        assert beta.spool.read.path("unread", letter_id).read_bytes() == sent_raw
 
     # A kill between delivery and outbox -> sent makes flush deliver again; an MTA may also
     # deliver twice. Either way the receiver files each Message-ID once.
     deliveries = len(os.listdir(home / "postoffice" / "beta" / "cur"))
     assert deliveries == len(mine) + report.duplicates
     for letter_id in mine:
-        deliver(home / "postoffice" / "beta", alpha.spool.path("sent", letter_id).read_bytes())
+        deliver(home / "postoffice" / "beta", alpha.spool.read.path("sent", letter_id).read_bytes())
     again = beta.sync()
     assert (again.accepted, again.duplicates) == ([], len(mine))
     assert states(beta.spool.root)["unread"] == received
@@ -470,15 +470,15 @@ def test_letter_committed_before_its_file_was_renamed_is_filed_once(
         patch.setattr(os, "rename", rename_but_not_into_letters)
         with pytest.raises(OSError, match="the instant of the kill"):
             beta.sync()
-    (filed,) = beta.spool.thread_ids(thread)
-    assert beta.spool.locate(filed) == "unread" and beta.spool.path("unread", filed).parent.name == "tmp"
-    assert beta.spool.raw(filed) == raw, "not the state this test is about"
-    assert beta.spool.checkpoint("local") in (None, f"{Mailbox(home / 'postoffice' / 'beta').uidvalidity}:0")
+    (filed,) = beta.spool.read.thread_ids(thread)
+    assert beta.spool.read.locate(filed) == "unread" and beta.spool.read.path("unread", filed).parent.name == "tmp"
+    assert beta.spool.read.raw(filed) == raw, "not the state this test is about"
+    assert beta.spool.read.checkpoint("local") in (None, f"{Mailbox(home / 'postoffice' / 'beta').uidvalidity}:0")
 
     restarted = AgentMail(registry, Identity("beta"), home)
     report = restarted.sync()
     assert (report.accepted, report.duplicates) == ([], 1)
-    assert restarted.spool.path("unread", filed) == restarted.spool.root / "letters" / f"{filed}.eml"
+    assert restarted.spool.read.path("unread", filed) == restarted.spool.root / "letters" / f"{filed}.eml"
     assert [x.message_id for x in restarted.inbox(sync=False)] == [letter.message_id]
     assert [x.message_id for x in restarted.thread(thread)] == [letter.message_id]
     assert [row.thread for row in restarted.status()] == [thread]
@@ -504,7 +504,7 @@ def test_flush_interrupted_midway_keeps_what_it_delivered(registry: Registry, ho
             "alpha",
             Draft(recipient.name, "question", new_thread_id(), f"queued {i}", f"queued letter {i}\n"),
         )
-        letters.append(alpha.spool.store("outbox", letter, raw, extra=letter.extra))  # as _dispatch does
+        letters.append(alpha.spool.write.store("outbox", letter, raw, extra=letter.extra))  # as _dispatch does
     (home / "postoffice").mkdir(exist_ok=True)
     (home / "postoffice" / "gamma").write_bytes(b"not a maildir")
     with pytest.raises(OSError):
@@ -589,7 +589,7 @@ def test_sync_killed_at_every_commit_point_loses_and_doubles_nothing(
         assert [m for m, c in filed.items() if c > 1] == [], f"filed twice after a kill at {point} #{nth}"
         assert set(filed) <= set(delivered) and tree["quarantine"] == {}
         for letter_id, mid in tree["unread"].items():  # complete, readable, byte for byte
-            assert beta.spool.path("unread", letter_id).read_bytes() == expected[mid], (point, nth, letter_id)
+            assert beta.spool.read.path("unread", letter_id).read_bytes() == expected[mid], (point, nth, letter_id)
 
     report = AgentMail(beta.registry, Identity("beta"), home).sync()  # a clean restart
     assert report.quarantined == []
@@ -599,7 +599,7 @@ def test_sync_killed_at_every_commit_point_loses_and_doubles_nothing(
     for letter_id in tree["unread"]:
         assert (beta.spool.root / "letters" / f"{letter_id}.eml").exists(), "a rename a kill cut was never finished"
     mailbox = Mailbox(home / "postoffice" / "beta")
-    assert beta.spool.checkpoint("local") == f"{mailbox.uidvalidity}:{len(letters)}"
+    assert beta.spool.read.checkpoint("local") == f"{mailbox.uidvalidity}:{len(letters)}"
     again = beta.sync()
     assert (again.accepted, again.duplicates, again.quarantined) == ([], 0, [])
 
@@ -627,7 +627,7 @@ def test_send_killed_at_each_commit_point_loses_and_doubles_nothing(
     assert_one_state_each(tree)
     assert tree["sent"] == {} and len(tree["outbox"]) == 1, tree
     [(letter_id, mid)] = tree["outbox"].items()
-    raw = alpha.spool.path("outbox", letter_id).read_bytes()
+    raw = alpha.spool.read.path("outbox", letter_id).read_bytes()
     new = home / "postoffice" / "beta" / "new"
     delivered = len(os.listdir(new)) if new.is_dir() else 0
     assert delivered == (1 if point == "submitted" else 0)
@@ -637,7 +637,7 @@ def test_send_killed_at_each_commit_point_loses_and_doubles_nothing(
     assert report.quarantined == [] and report.duplicates == delivered
     received = states(beta.spool.root)["unread"]
     assert list(received.values()) == [mid], "lost or doubled"
-    assert beta.spool.path("unread", next(iter(received))).read_bytes() == raw
+    assert beta.spool.read.path("unread", next(iter(received))).read_bytes() == raw
     assert states(alpha.spool.root)["sent"] == {letter_id: mid}
 
 
@@ -665,7 +665,7 @@ def test_send_killed_between_the_steps_of_a_linked_delivery_loses_and_doubles_no
     assert_one_state_each(tree)
     assert tree["sent"] == {} and len(tree["outbox"]) == 1, tree
     [(letter_id, mid)] = tree["outbox"].items()
-    mine = alpha.spool.path("outbox", letter_id)
+    mine = alpha.spool.read.path("outbox", letter_id)
     raw = mine.read_bytes()
     maildir = home / "postoffice" / "beta"
     in_new = os.listdir(maildir / "new")
@@ -678,7 +678,7 @@ def test_send_killed_between_the_steps_of_a_linked_delivery_loses_and_doubles_no
     assert report.quarantined == [] and report.duplicates == (1 if visible else 0)
     received = states(beta.spool.root)["unread"]
     assert list(received.values()) == [mid], "lost or doubled"
-    assert beta.spool.path("unread", next(iter(received))).read_bytes() == raw
+    assert beta.spool.read.path("unread", next(iter(received))).read_bytes() == raw
     assert states(alpha.spool.root)["sent"] == {letter_id: mid}
 
 

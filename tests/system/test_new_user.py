@@ -93,7 +93,7 @@ def test_dismissing_a_failed_follow_up_leaves_the_thread_as_it_stood(alpha: Agen
     alpha.reject(follow.id, "say it later")
     assert alpha.status(sync=False)[0].delivery == "failed"
     assert alpha.done(follow.id) == [follow.id] and alpha.show(follow.id).state == "failed"
-    assert alpha.spool.annotations(follow.id)["dismissed"] == "true"
+    assert alpha.spool.read.annotations(follow.id)["dismissed"] == "true"
     (row,) = alpha.status(sync=False)
     assert (row.delivery, row.last_id, row.whose_move, row.letters) == ("sent", opened.id, "beta", 1)
 
@@ -450,7 +450,7 @@ def test_a_forger_reusing_a_message_id_never_takes_the_name_of_the_real_letter(
     forged = Letter(message_id=got.message_id, sender="", sender_address="mallory@evil.test", to="beta",
                     to_address="beta@bus.test", type="", thread="", subject="Re: key", body="", date="",
                     reason="unauthenticated", detail="no valid signature")  # fmt: skip
-    stored = beta.spool.store("quarantine", forged, b"X-Forged: yes\r\n\r\nhi\r\n", index=False)
+    stored = beta.spool.write.store("quarantine", forged, b"X-Forged: yes\r\n\r\nhi\r\n", index=False)
     assert beta.show(got.message_id).id == got.id
     assert beta.show(stored.id).state == "quarantine"  # its own id still names it
 

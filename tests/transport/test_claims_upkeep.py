@@ -17,7 +17,7 @@ from agentmail._fs import locked
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.transport.claims import ASIDE_AFTER, PRUNE_AFTER, Claims
+from agentmail.transport.claim_marks import ASIDE_AFTER, PRUNE_AFTER, Claims
 
 from ..conftest import OPENER
 from ..depth import examples
@@ -188,7 +188,7 @@ def test_the_fresh_claims_a_transport_remembers_are_only_the_fresh_ones(
 ) -> None:
     import types
 
-    from agentmail.spool import claims as server_claims
+    from agentmail.spool import server_claims
 
     clock = [1000.0]
     monkeypatch.setattr(server_claims, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))

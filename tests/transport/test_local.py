@@ -19,7 +19,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from agentmail._fs import locked
-from agentmail.transport import inotify, mailbox
+from agentmail.transport import inotify
+from agentmail.transport import uid_mailbox as mailbox
 from agentmail.transport.base import Envelope, Outgoing, SubmitResult
 from agentmail.transport.local import BATCH, LocalTransport, Mailbox, deliver
 

@@ -167,8 +167,8 @@ def test_a_login_refused_in_the_middle_of_sending_loses_nothing(
     ):
         alpha.send("beta", "Second", OPENER)
     (failed,) = [x for x in alpha.sent() if x.subject == "Second"]
-    assert failed.state == "failed" and alpha.spool.ids("outbox") == []
-    assert "refused the login" in str(alpha.spool.annotations(failed.id))
+    assert failed.state == "failed" and alpha.spool.read.ids("outbox") == []
+    assert "refused the login" in str(alpha.spool.read.annotations(failed.id))
     servers.store.refuse_logins(False)
     assert alpha.flush() == []  # nothing queued: a failed letter is never sent behind the user's back
     assert alpha.send("beta", "Second", OPENER).state == "sent"  # after the fix it can be sent again
@@ -270,7 +270,7 @@ def test_a_login_refused_after_a_penalty_longer_than_the_handshake_timeout_is_st
     _, err = capsys.readouterr()
     assert "refused the login 'alpha@bus.test'" in err and "timed out" not in err
     with AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home) as alpha:
-        assert alpha.spool.ids("outbox") == []
+        assert alpha.spool.read.ids("outbox") == []
     assert servers.store.counts["smtp.auth_failed"] == 1 and servers.store.accepted == []
     # IMAP's login too: the refusal read after the penalty
     assert main(["--as", "alpha", "inbox"]) == 6

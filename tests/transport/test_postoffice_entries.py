@@ -123,10 +123,10 @@ def test_every_real_letter_is_filed_once_whatever_else_lies_in_the_post_office(o
         assert (first["fetched"], first["accepted"], first["quarantined"]) == (len(order), len(real), bad)
         assert first["internal_errors"] == 0 and again["fetched"] == 0
         spool = Spool(home / "spool" / "beta")
-        filed = [spool.meta(i)["message_id"] for i in spool.ids("unread")]
+        filed = [spool.read.meta(i)["message_id"] for i in spool.read.ids("unread")]
         assert sorted(filed) == sorted(mid for mid, _ in real)  # each once, nothing else
         assert hidden_id not in filed
-        notes = [spool.meta(i) for i in spool.ids("quarantine")]
+        notes = [spool.read.meta(i) for i in spool.read.ids("quarantine")]
         assert {n["reason"] for n in notes} <= {"malformed"} and len(notes) == bad
         assert all(n["detail"].startswith("the post office entry beta/cur/") for n in notes)
         assert outside.read_bytes() == hidden

@@ -82,7 +82,7 @@ def test_every_state_survives_a_rebuild_and_a_read_from_the_start(home: Path, se
     assert beta.reply(first, "Reproduced.", type="ack") is not None
     beta.done(second.id)
     beta.send("alpha", "Hold me", OPENER, hold=True)
-    servers.store.inject("beta@bus.test", beta.spool.raw(first.id).replace(b"Quota 500s", b"Quota 501s"))
+    servers.store.inject("beta@bus.test", beta.spool.read.raw(first.id).replace(b"Quota 500s", b"Quota 501s"))
     assert [x.reason for x in beta.quarantined()] == ["unauthenticated"]
     before = views(beta)
     _lose_and_rebuild(beta)

@@ -85,7 +85,7 @@ def test_copies_a_killed_process_left_due_are_made_once(home: Path, servers: Mai
     sent = [first.send("beta", f"Before the kill {n}", OPENER) for n in range(3)]
     # Killed after its copy of the first letter reached the server, before it noted that: the
     # server holds one copy, the spool still lists all three as due.
-    servers.store.inject("alpha@bus.test", first.spool.path("sent", sent[0].id).read_bytes(), "Sent")
+    servers.store.inject("alpha@bus.test", first.spool.read.path("sent", sent[0].id).read_bytes(), "Sent")
     first.box.close()  # its connections go; the process never copies what it left due
     with AgentMail(reg, Identity("alpha"), home) as again:
         again.sync()
@@ -107,7 +107,7 @@ def test_without_a_sent_folder_nothing_is_due(home: Path, servers: MailServers) 
     reg = make_bus(home, servers, sent_folder="", new_threads_per_hour=0)
     with AgentMail(reg, Identity("alpha"), home) as alpha:
         alpha.send("beta", "Nowhere", OPENER)
-        assert alpha.spool.copies_due() == []
+        assert alpha.spool.read.copies_due() == []
         assert alpha.copy_sent() == 0
     assert servers.store.counts["imap.APPEND"] == 0
 
@@ -121,12 +121,12 @@ def test_copies_wait_for_a_server_that_cannot_be_reached_and_are_made_once_after
         servers.stop_imap()
         assert alpha.copy_sent() == 0  # not a failure of the copies: the server is away
         assert all("sent_copy_failed" not in alpha.show(x.id).extra for x in sent)
-        assert sorted(alpha.spool.copies_due()) == sorted(x.id for x in sent)
+        assert sorted(alpha.spool.read.copies_due()) == sorted(x.id for x in sent)
         servers.start_imap()
         # The connection may have broken after one APPEND went through: that one is there.
-        servers.store.append("alpha@bus.test", "Sent", alpha.spool.path("sent", sent[0].id).read_bytes())
+        servers.store.append("alpha@bus.test", "Sent", alpha.spool.read.path("sent", sent[0].id).read_bytes())
         searches = servers.store.counts["imap.UID SEARCH"] + servers.store.counts["imap.SEARCH"]
         assert alpha.copy_sent() == 3  # all three in Sent now, the one already there not appended again
         assert servers.store.counts["imap.UID SEARCH"] + servers.store.counts["imap.SEARCH"] > searches  # it looked
-        assert not alpha.spool.copies_due()
+        assert not alpha.spool.read.copies_due()
     assert _once_each(servers, [x.message_id for x in sent])

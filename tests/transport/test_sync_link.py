@@ -37,7 +37,7 @@ def test_a_synced_letter_is_its_own_file_not_the_post_office_s(alpha: AgentMail,
         filed = beta.spool.root / "letters" / f"{letter.id}.eml"
         assert not os.path.samefile(filed, cur) and filed.stat().st_nlink == 1
         assert beta.raw(letter.id) == cur.read_bytes()
-        assert beta.spool.annotations(letter.id)["copy"] == os.path.relpath(cur, beta.spool.root)
+        assert beta.spool.read.annotations(letter.id)["copy"] == os.path.relpath(cur, beta.spool.root)
     assert beta.raw(good.id) == raw
     cur_good.write_bytes(raw.replace(b"letter 0 of 2", b"LETTER 0 OF 2"))  # the post office's file edited
     assert beta.raw(good.id) == raw
@@ -50,11 +50,11 @@ def test_a_copy_of_the_file_read_is_not_flushed(tmp_path: Path, monkeypatch: pyt
     spool.ensure()
     flushed: list[int] = []
     monkeypatch.setattr(os, "fsync", lambda fd: flushed.append(fd))
-    letter = spool.store("unread", LETTER, b"the letter", defer=True, copy=_copy(source))
-    spool.commit()
+    letter = spool.write.store("unread", LETTER, b"the letter", defer=True, copy=_copy(source))
+    spool.write.commit()
     assert flushed == []
     filed = spool.root / "letters" / f"{letter.id}.eml"
-    assert not os.path.samefile(filed, source) and spool.raw(letter.id) == b"the letter"
+    assert not os.path.samefile(filed, source) and spool.read.raw(letter.id) == b"the letter"
 
 
 @pytest.mark.parametrize("change", ["replaced", "gone", "symlink"])
@@ -73,9 +73,9 @@ def test_a_copy_whose_source_is_not_the_file_read_is_flushed_and_noted_nowhere(t
         copy = (str(source), copy[1], copy[2])
     spool = Spool(tmp_path / "spool")
     for defer in (False, True):
-        letter = spool.store("unread", LETTER, b"the letter", defer=defer, copy=copy)
-        spool.commit()
+        letter = spool.write.store("unread", LETTER, b"the letter", defer=defer, copy=copy)
+        spool.write.commit()
         filed = spool.root / "letters" / f"{letter.id}.eml"
         assert filed.read_bytes() == b"the letter" and filed.stat().st_nlink == 1 and not filed.is_symlink()
-        assert "copy" not in spool.annotations(letter.id)  # nothing to restore it from: it was flushed
+        assert "copy" not in spool.read.annotations(letter.id)  # nothing to restore it from: it was flushed
     assert sorted(os.listdir(spool.root / "tmp")) == []

@@ -95,7 +95,7 @@ def test_an_untrusted_certificate_fails_in_one_line_and_queues_nothing(home: Pat
                 alpha.send("beta", "Quota", OPENER)
             assert "\n" not in str(caught.value) and "not queued" in str(caught.value)
             # kept (failed/, with the reason), but not queued: fixing the CA never sends it by itself
-            assert alpha.spool.ids("outbox") == [] and len(alpha.spool.ids("failed")) == 1
+            assert alpha.spool.read.ids("outbox") == [] and len(alpha.spool.read.ids("failed")) == 1
             assert ms.store.accepted == []
 
 
@@ -173,7 +173,7 @@ def test_a_message_expunged_before_it_was_read_is_not_pending_forever(
     servers.store.set_flags("beta@bus.test", "INBOX", [newest], "+", ["\\Deleted"])
     assert servers.store.expunge("beta@bus.test", "INBOX", [newest]) == [newest]
     assert [x.subject for x in beta.inbox()] == ["One"]
-    checkpoint = beta.spool.checkpoint(beta.transport.name)
+    checkpoint = beta.spool.read.checkpoint(beta.transport.name)
     assert checkpoint is not None and checkpoint.endswith(f":{newest}")
     assert not beta.transport.pending(checkpoint)
     alpha.send("beta", "Three", OPENER)
@@ -190,7 +190,7 @@ def test_an_oversized_letter_is_quarantined_without_downloading_it(
     beta.sync()
     (big,) = beta.quarantined(sync=False)
     assert big.reason == "too-large" and "not downloaded" in (big.detail or "")
-    assert beta.spool.raw(big.id).startswith(b"X-Agentmail-Not-Downloaded:")
+    assert beta.spool.read.raw(big.id).startswith(b"X-Agentmail-Not-Downloaded:")
 
 
 def test_lf_only_messages_from_the_server_are_accepted(

@@ -39,6 +39,6 @@ def test_the_warm_up_before_blocking_files_and_sends_nothing(
         beta.wait(timeout=0.05)
     assert verdicts == ["accept"]  # the letter signed here passes the checks a real one meets
     assert len(looked) == 1 and looked[0] is not None  # and the duplicate check before judging ran too
-    assert {state: beta.spool.ids(state) for state in STATES} == {state: [] for state in STATES}
+    assert {state: beta.spool.read.ids(state) for state in STATES} == {state: [] for state in STATES}
     postoffice = home / "postoffice"
     assert not postoffice.exists() or not any(os.scandir(postoffice / "beta" / "new"))

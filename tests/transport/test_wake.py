@@ -80,7 +80,7 @@ def test_the_local_wait_is_woken_by_inotify(alpha: AgentMail, beta: AgentMail, w
 
 def test_the_local_wait_times_out_with_none(beta: AgentMail) -> None:
     beta.sync()
-    assert beta.transport.wait(beta.spool.checkpoint("local"), 0.05) is None
+    assert beta.transport.wait(beta.spool.read.checkpoint("local"), 0.05) is None
 
 
 def test_a_letter_already_there_returns_at_once_from_the_spool(alpha: AgentMail, beta: AgentMail) -> None:

@@ -53,7 +53,7 @@ def test_letters_in_flight_during_a_rotation_are_accepted_and_both_selectors_are
     letters = beta.inbox()
     assert [x.message_id for x in letters] == [in_flight.message_id, after.message_id]
     assert beta.quarantined() == []
-    raws = [beta.spool.raw(x.id) for x in letters]
+    raws = [beta.spool.read.raw(x.id) for x in letters]
     assert f"s={old.selector};".encode() in raws[0] and f"s={rotated.selector};".encode() in raws[1]
 
 

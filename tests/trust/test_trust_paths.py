@@ -209,11 +209,15 @@ def test_a_damaged_signing_key_is_a_config_error(alpha: AgentMail, home: Path) -
 
 def test_spool_lookups_of_what_is_not_there(beta: AgentMail) -> None:
     spool = beta.spool
-    assert spool.locate("../x") is None
+    assert spool.read.locate("../x") is None
     with pytest.raises(NotFound):
-        spool.meta("01NOSUCHLETTER")
-    assert spool.thread_ids("thr-000000000000") == [] and spool.threads() == [] and spool.ids("unread") == []
-    assert spool.checkpoint("local") is None and spool.known("alpha", "<1@bus.test>") is None
+        spool.read.meta("01NOSUCHLETTER")
+    assert (
+        spool.read.thread_ids("thr-000000000000") == []
+        and spool.read.threads() == []
+        and spool.read.ids("unread") == []
+    )
+    assert spool.read.checkpoint("local") is None and spool.read.known("alpha", "<1@bus.test>") is None
 
 
 def _reply(letter_id: str) -> Letter:
@@ -223,15 +227,15 @@ def _reply(letter_id: str) -> Letter:
 
 def test_a_reply_claim_is_taken_over_until_its_reply_is_filed_and_not_after(beta: AgentMail) -> None:
     spool = beta.spool.ensure()
-    with spool.claim_reply("<1@bus.test>", "01FIRST") as holder:
+    with spool.home_claims.claim_reply("<1@bus.test>", "01FIRST") as holder:
         assert holder is None  # ours: but its reply is never filed (a crash)
-    with spool.claim_reply("<1@bus.test>", "01SECOND") as holder:
+    with spool.home_claims.claim_reply("<1@bus.test>", "01SECOND") as holder:
         assert holder is None  # the claim names no letter: taken over
-    spool.store("failed", _reply("01SECOND"), b"x")
-    with spool.claim_reply("<1@bus.test>", "01THIRD") as holder:
+    spool.write.store("failed", _reply("01SECOND"), b"x")
+    with spool.home_claims.claim_reply("<1@bus.test>", "01THIRD") as holder:
         assert holder is None  # a reply that failed answered nothing: taken over
-    spool.store("sent", _reply("01THIRD"), b"x")
-    with spool.claim_reply("<1@bus.test>", "01FOURTH") as holder:
+    spool.write.store("sent", _reply("01THIRD"), b"x")
+    with spool.home_claims.claim_reply("<1@bus.test>", "01FOURTH") as holder:
         assert holder == f"{spool.mailbox} 01THIRD"  # filed: the claim stands
 
 
@@ -242,7 +246,7 @@ def test_the_meta_of_a_quarantined_malformed_letter_is_rebuilt_with_its_reason(b
     (held,) = beta.sync().quarantined
     assert (held.reason, held.detail) == ("malformed", "the letter declares its content without MIME-Version")
     beta.spool.db.conn().execute("UPDATE letters SET meta=NULL WHERE id=?", (held.id,))  # a lost cache
-    meta = beta.spool.meta(held.id)
+    meta = beta.spool.read.meta(held.id)
     assert (meta["state"], meta["reason"]) == ("quarantine", "malformed")
 
 
@@ -278,9 +282,9 @@ def test_without_inotify_the_local_wait_polls(
 ) -> None:
     monkeypatch.setattr(inotify, "watch", lambda directory: None)
     beta.sync()
-    assert beta.transport.wait(beta.spool.checkpoint("local"), 0.05) is None
+    assert beta.transport.wait(beta.spool.read.checkpoint("local"), 0.05) is None
     alpha.send("beta", "Quota 500s", OPENER)
-    assert beta.transport.wait(beta.spool.checkpoint("local"), 60) == "poll"
+    assert beta.transport.wait(beta.spool.read.checkpoint("local"), 60) == "poll"
 
 
 def test_an_inotify_watch_on_a_missing_directory_is_none(tmp_path: Path) -> None:
@@ -296,7 +300,7 @@ def test_a_letter_too_large_to_fetch_is_quarantined_once(alpha: AgentMail, beta:
     local.deliver(beta.home / "postoffice" / "beta", big)
     (held,) = beta.sync().quarantined
     assert held.reason == "too-large" and "bytes; this bus takes at most 1048576" in (held.detail or "")
-    beta.spool.set_checkpoint("local", None)  # a lost checkpoint: the mailbox is read again
+    beta.spool.write.set_checkpoint("local", None)  # a lost checkpoint: the mailbox is read again
     report = beta.sync()
     assert (report.duplicates, report.quarantined) == (1, [])
 

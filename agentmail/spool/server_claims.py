@@ -1,6 +1,7 @@
-"""The reply claim on the mail server, around a letter that answers a letter (issue 25).
+"""The reply claim on the mail server, around a letter that answers a letter: the server claim,
+beside the per-home claim (``home_claims``).
 
-The per-home claim (``Spool.claim_reply``) keeps one reply per letter among the agents of one
+The per-home claim (``HomeClaims.claim_reply``) keeps one reply per letter among the agents of one
 home. Every machine of a platform reaches the server (or one post office), so the claim that
 holds across machines is made there, through the transport (``Transport.claim_reply``: an
 ``O_EXCL`` file on the post office, a conditional STORE on IMAP):
@@ -63,7 +64,7 @@ def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[t
         if got.holder is not None:
             return got
         warning = warning or got.warning
-    spool.annotate(letter_id, durable=False, **{NOTE: json.dumps([list(c) for c in claims])})
+    spool.write.annotate(letter_id, durable=False, **{NOTE: json.dumps([list(c) for c in claims])})
     if made:
         fresh, now = _fresh.setdefault(transport, {}), time.monotonic()
         for stale in [k for k, at in fresh.items() if now - at >= FRESH]:
@@ -75,7 +76,7 @@ def claim(spool: Spool, transport: Transport, letter_id: str, claims: Sequence[t
 def noted(spool: Spool, letter_id: str) -> list[tuple[str, str]]:
     """The claims ``letter_id`` made on the server (none: it made none, or it answers nothing)."""
     try:
-        found = json.loads(str(spool.annotations(letter_id).get(NOTE) or "[]"))
+        found = json.loads(str(spool.read.annotations(letter_id).get(NOTE) or "[]"))
     except ValueError:
         return []
     return [(str(c[0]), str(c[1])) for c in found if isinstance(c, list) and len(c) == 2]

@@ -1,5 +1,6 @@
-"""Reply claims shared by every home (machine) of a platform: through one post office, or on
-the IMAP server.
+"""The marks a server claim is made of (``spool/server_claims.py`` makes the claims): reply
+claims shared by every home (machine) of a platform, through one post office, or on the IMAP
+server.
 
 One reply per letter must hold across every home (machine) of a platform, not only inside one
 ``spool.db``. A claim is a file created with ``O_EXCL`` in ``<postoffice>/<platform>/.claims/``,

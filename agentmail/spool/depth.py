@@ -1,0 +1,79 @@
+"""A letter's depth: its place in its thread's In-Reply-To chain as filed here (DESIGN §5, §7),
+computed from the letter files alone, so a lost cache gives the same number.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..model import Letter
+
+if TYPE_CHECKING:
+    from .views import SpoolReader
+
+
+def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
+    """The fields of a letter (or of its meta) that its depth depends on, as in meta."""
+    if isinstance(letter, Letter):
+        return {
+            "from": letter.sender,
+            "to": letter.to,
+            "in_reply_to": letter.in_reply_to,
+            "references": list(letter.references),
+            "thread": letter.thread,
+        }
+    return letter
+
+
+def depth_for(read: SpoolReader, letter_id: str, letter: Letter | dict[str, Any]) -> int:
+    """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
+
+    Its parent's depth + 1, where the parent is the letter filed here before it whose
+    Message-ID it answers (sent by this platform or by either side of it), and never less
+    than the number of its References that name letters of its thread filed here before it
+    (a chain whose links another mailbox holds, an ack a report's evidence follows). Only
+    letters filed here count: References a sender made up would let one letter put a thread
+    at the cap and mail its followers. Only the letter files go into it, so a lost cache
+    gives the same number."""
+    chain: list[tuple[str, dict[str, Any]]] = []
+    node: tuple[str, dict[str, Any]] | None = (letter_id, _facts(letter))
+    base = -1
+    while node is not None:
+        node_id, facts = node
+        chain.append(node)
+        node = None
+        parent_mid = facts.get("in_reply_to")
+        if not parent_mid:
+            break
+        sides = (read.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
+        for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
+            parent_id = read.known(side, parent_mid)
+            if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
+                parent = read._parsed(parent_id, read.locate(parent_id) or "")
+                if "depth" in parent:
+                    base = int(parent["depth"])
+                else:
+                    node = (parent_id, parent)
+                break
+    depth = base
+    for node_id, facts in reversed(chain):
+        depth = max(depth + 1, _filed_references(read, node_id, facts))
+        if node_id != letter_id and read.locate(node_id):
+            read._cache_meta(node_id, {**facts, "depth": depth})
+    return depth
+
+
+def _filed_references(read: SpoolReader, letter_id: str, facts: dict[str, Any]) -> int:
+    """How many of the letter's References name a letter of its thread filed here before it
+    (bounds.REFERENCES on receipt: at most three look-ups for each)."""
+    sides = tuple(dict.fromkeys((read.platform_root.name, facts.get("from") or "", facts.get("to") or "")))
+    thread = facts.get("thread")
+    count = 0
+    for message_id in dict.fromkeys(facts.get("references") or ()):
+        for side in sides:
+            found = read.known(side, message_id)
+            if found and found < letter_id:
+                if read._parsed(found, read.locate(found) or "").get("thread") == thread:
+                    count += 1
+                break
+    return count
