@@ -34,8 +34,9 @@ BOUNDARIES = 8  # multipart boundaries a partly signed letter is read against (l
 HOPS = 50  # Received headers (trust/authenticity.MAX_HOPS: quarantined ``loop``)
 
 # An answer whose letter is not filed here yet waits for it (stages/route.py: ``awaiting-parent``).
-# Each sync looks again at the WAITING oldest only (a flood of orphan answers costs each sync the
-# same); one that has waited ANSWER_WAIT_MS is judged without its letter, as it would have been.
+# Each sync looks again at the WAITING oldest of each sender only (a flood of orphan answers costs
+# each sync the same, and holds back no other sender's); one that has waited ANSWER_WAIT_MS is judged
+# without its letter, as it would have been.
 WAITING = 100
 ANSWER_WAIT_MS = 3_600_000
 

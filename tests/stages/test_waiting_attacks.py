@@ -1,0 +1,41 @@
+"""Attacks on the waiting list (``awaiting-parent``): what a hostile partner can do with answers
+that wait for the letter they answer (docs/threat/attacks-session6.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentmail import bounds
+from agentmail.config.registry import Registry
+from agentmail.letter import wire
+from agentmail.model import new_thread_id
+from agentmail.transport.local import deliver
+
+from .test_parties import box, three, written_into  # noqa: F401  (the fixture)
+from .test_preemption import ANSWER, _opener_and_answer
+
+
+def _orphan(reg: Registry, home: Path, sender: str) -> bytes:
+    """``sender``'s answer to a letter that never comes, into a thread of its own: it waits."""
+    parent = ANSWER.replace(message_id=wire.new_message_id(sender, "bus.test"), thread=new_thread_id())
+    return written_into(reg, home, sender, "beta", parent.replace(in_reply_to=None), "question")
+
+
+def test_a_flood_of_one_partners_orphan_answers_does_not_hold_back_anothers_answer(
+    three: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """gamma fills the waiting window with answers to letters that never come; alpha's answer that
+    overtook its opener still goes on in the sync that files the opener, not an hour later."""
+    monkeypatch.setattr(bounds, "WAITING", 3)
+    office = home / "postoffice" / "beta"
+    for _ in range(5):
+        deliver(office, _orphan(three, home, "gamma"))
+    opener, answer, thread = _opener_and_answer(three, home)
+    deliver(office, answer)
+    beta = box(three, home, "beta")
+    assert beta.inbox() == []
+    deliver(office, opener)
+    assert [x.thread for x in beta.inbox()] == [thread, thread]
+    assert [q.reason for q in beta.quarantined(sync=False)] == ["awaiting-parent"] * 5
