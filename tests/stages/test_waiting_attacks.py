@@ -13,6 +13,7 @@ from agentmail.letter import wire
 from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
 
+from .test_addressed import signed_to
 from .test_parties import box, three, written_into  # noqa: F401  (the fixture)
 from .test_preemption import ANSWER, _opener_and_answer
 
@@ -39,3 +40,21 @@ def test_a_flood_of_one_partners_orphan_answers_does_not_hold_back_anothers_answ
     deliver(office, opener)
     assert [x.thread for x in beta.inbox()] == [thread, thread]
     assert [q.reason for q in beta.quarantined(sync=False)] == ["awaiting-parent"] * 5
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a thread is whoever's letter lands first: an outsider who learnt the thread id writes an "
+    "opener (no In-Reply-To, so it never waits) before the real one lands; binding a thread id to its "
+    "opener is a contract change",
+)
+def test_an_outsider_who_opens_the_thread_before_its_opener_lands_does_not_take_it(three: Registry, home: Path) -> None:
+    """gamma learnt the thread of alpha's opener to beta (a follower's copy) and, instead of answering
+    it (which would wait), writes a fresh letter into that thread before the opener lands."""
+    opener, _answer, thread = _opener_and_answer(three, home)
+    office = home / "postoffice" / "beta"
+    deliver(office, signed_to(three, home, "gamma", f"beta+{thread}@bus.test", thread=thread))
+    beta = box(three, home, "beta")
+    beta.sync()
+    deliver(office, opener)
+    assert "alpha" in {x.sender for x in beta.inbox()}
