@@ -8,14 +8,20 @@ from pathlib import Path
 import pytest
 
 from agentmail import bounds
+from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
+from agentmail.config.credentials import read_private_key
 from agentmail.config.registry import Registry
 from agentmail.letter import wire
 from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
+from ..conftest import OPENER
+from ..people.test_writing import CAROL, client_letter, trusting, vouched
 from .test_addressed import signed_to
 from .test_parties import box, three, written_into  # noqa: F401  (the fixture)
-from .test_preemption import ANSWER, _opener_and_answer
+from .test_preemption import ANSWER, _lose_the_database, _opener_and_answer
 
 
 def _orphan(reg: Registry, home: Path, sender: str) -> bytes:
@@ -58,3 +64,30 @@ def test_an_outsider_who_opens_the_thread_before_its_opener_lands_does_not_take_
     beta.sync()
     deliver(office, opener)
     assert "alpha" in {x.sender for x in beta.inbox()}
+
+
+def test_a_platform_listing_a_person_cannot_use_up_her_letter_with_its_own_under_her_message_id(
+    three: Registry, home: Path
+) -> None:
+    """carol writes for beta; alpha (hostile) lists her too and learnt the Message-ID of her letter
+    to gamma. alpha's own letter under that Message-ID, landing first, does not make hers a duplicate."""
+    bus.set_person(three, "beta", CAROL, follows=False, writes=True)
+    bus.set_person(registry_mod.load(three.root), "alpha", CAROL, follows=False, writes=True)
+    reg = trusting(registry_mod.load(three.root))
+    beta, gamma = box(reg, home, "beta"), box(reg, home, "gamma")
+    sent = beta.send("gamma", "Quota 500s", OPENER)
+    (report,) = gamma.inbox()
+    answer = client_letter(f"gamma+{sent.thread}@bus.test", "Any news?", in_reply_to=sent.message_id)
+    me = reg.get("alpha")
+    thread = new_thread_id()
+    forged = wire.draft_letter(me.address, "", f"gamma+{thread}@bus.test", "report", thread, "Quota", "Body.\n",
+                               message_id=str(answer["Message-ID"]))  # fmt: skip
+    deliver(home / "postoffice" / "gamma", signing.sign(wire.render(forged), me.dkim_domain, me.selector,
+                                                        read_private_key(home, "alpha")))  # fmt: skip
+    deliver(home / "postoffice" / "gamma", vouched(answer))
+    mine = [x for x in gamma.inbox() if x.extra.get("person")]
+    assert [x.body.strip() for x in mine] == ["Any news?"] and mine[0].thread == report.thread
+    _lose_the_database(gamma)
+    gamma = box(reg, home, "gamma")
+    gamma.rebuild()
+    assert [x.body.strip() for x in gamma.inbox(sync=False) if x.extra.get("person")] == ["Any news?"]
