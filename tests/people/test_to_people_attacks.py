@@ -1,0 +1,104 @@
+"""Attacks on the one door for letters to people: the queued announcements' folder as hostile
+input (docs/threat/attacks-session6.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+
+from ..conftest import OPENER
+from .test_approval_by_mail import approving, mailbox  # noqa: F401  (approving: the fixture)
+from .test_to_people import submitted, unreachable  # noqa: F401  (submitted: the fixture)
+
+
+def _record(alpha: AgentMail, name: str, record: dict[str, object], raw: bytes = b"") -> None:
+    where = alpha.spool.root / "announcements"
+    where.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (where / f"{name}.json").write_text(json.dumps(record))
+    if raw:
+        (where / f"{name}.eml").write_bytes(raw)
+
+
+def test_a_record_whose_key_walks_out_of_the_folder_removes_nothing_outside_it(
+    approving: Registry,  # noqa: F811
+    home: Path,
+) -> None:
+    """A junk record names a key outside announcements/ (a letter's file): forgetting it
+    removes only the record's own files."""
+    alpha, beta = AgentMail(approving, Identity("alpha"), home), AgentMail(approving, Identity("beta"), home)
+    beta.send("alpha", "Quota 500s", OPENER)
+    (letter,) = alpha.inbox()
+    _record(alpha, "junk", {"key": f"../letters/{letter.id}", "letter": "nothing-held", "state": "queued", "at": 0})
+    alpha.sync()
+    assert (alpha.spool.root / "letters" / f"{letter.id}.eml").exists()
+    assert alpha.show(letter.id).subject == "Quota 500s"
+    assert not (alpha.spool.root / "announcements").exists()
+
+
+def test_a_queued_record_mails_only_the_approvers_whatever_it_says(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    submitted: list[tuple[str, ...]],  # noqa: F811
+) -> None:
+    """A record planted beside a held letter's (same letter, queued) names a stranger: the retry
+    mails no one the approvers are not."""
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    held = alpha.send("beta", "Quota 500s", OPENER)
+    assert held.state == "held" and submitted == [("carol@people.test",)]
+    raw = b"From: alpha@bus.test\r\nTo: mallory@evil.test\r\nSubject: hi\r\n\r\nyour data\r\n"
+    _record(alpha, "planted", {"key": "planted", "letter": held.id, "message_id": "<x@evil.test>",
+                               "to": ["mallory@evil.test"], "state": "queued", "at": 0}, raw)  # fmt: skip
+    alpha.sync()
+    assert all(set(envelope) <= {"carol@people.test"} for envelope in submitted)
+    assert not (home / "postoffice" / "mallory@evil.test").exists()
+
+
+def test_a_queued_announcement_whose_bytes_became_a_link_sends_nothing_through_it(
+    approving: Registry,  # noqa: F811
+    home: Path,
+) -> None:
+    """The queued bytes are swapped for a link to a secret: the retry never reads through it."""
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    blocked = unreachable(home)
+    held = alpha.send("beta", "Quota 500s", OPENER)
+    queued = alpha.spool.root / "announcements" / f"{held.id}.eml"
+    assert queued.exists()
+    secret = home / "secret.txt"
+    secret.write_text("From: alpha@bus.test\r\nSubject: key\r\n\r\nPRIVATE KEY MATERIAL\r\n")
+    queued.unlink()
+    queued.symlink_to(secret)
+    blocked.unlink()
+    alpha.sync()
+    assert all("PRIVATE KEY" not in m.as_string() for m in mailbox(home, "carol@people.test"))
+
+
+def test_a_record_planted_again_after_its_announcement_left_is_not_sent_twice(
+    approving: Registry,  # noqa: F811
+    home: Path,
+) -> None:
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    held = alpha.send("beta", "Quota 500s", OPENER)
+    (news,) = mailbox(home, "carol@people.test")
+    raw = news.as_bytes()
+    _record(alpha, held.id, {"letter": held.id, "message_id": str(news["Message-ID"]),
+                             "to": ["carol@people.test"], "state": "queued", "at": 0}, raw)  # fmt: skip
+    alpha.sync()
+    assert len(mailbox(home, "carol@people.test")) == 1
+
+
+def test_junk_in_the_announcements_folder_never_stops_a_sync(
+    approving: Registry,  # noqa: F811
+    home: Path,
+) -> None:
+    alpha, beta = AgentMail(approving, Identity("alpha"), home), AgentMail(approving, Identity("beta"), home)
+    _record(alpha, "a", {"at": "soon", "to": "carol@people.test", "state": "queued"})
+    _record(alpha, "b", {"at": True, "letter": None})
+    (alpha.spool.root / "announcements" / "c.json").write_text("[1, 2]")
+    (alpha.spool.root / "announcements" / "d.json").mkdir()
+    beta.send("alpha", "Quota 500s", OPENER)
+    assert [x.subject for x in alpha.inbox()] == ["Quota 500s"]
+    assert mailbox(home, "carol@people.test") == []
