@@ -346,19 +346,13 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     from ..admin import bus
     from ..config.registry import load
 
-    reg = load(ctx.registry_root())
+    load(ctx.registry_root())  # a registry that does not load: said before anything is asked or told
     shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
-    if key == "hold":
-        after = [v.strip().lower() for v in values if v.strip()]
-        lifted = [rule for rule in reg.bus.hold if rule not in after and rule.partition("@")[2] not in after]
-        if lifted:  # letters it held would leave without a person: the approvers decide
-            _ask_approvers(ctx, f"agentmail bus set hold {shown}",
-                           f"The hold rule stops holding letters for {', '.join(lifted)}.")  # fmt: skip
-    elif key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
+    if key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
         how = f" --tls {tls}" if tls is not None else ""
         _ask_approvers(ctx, f"agentmail bus set {key} {shown}{how}",
                        "Changes which mail server's Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
-    if key == "hold" and platform is None:  # every approver is told first (the library's rule)
+    if key == "hold" and platform is None:  # asked when it lifts a rule, told first (the library's rule)
         stored: Any = bus.change_hold(ctx.registry_root(), list(values), teller=lambda _reg: _announcer(ctx),
                                       home=ctx.home)  # fmt: skip
     else:

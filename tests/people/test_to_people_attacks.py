@@ -6,12 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
+from agentmail.errors import Refused
 
 from ..conftest import OPENER
-from .test_approval_by_mail import approving, mailbox  # noqa: F401  (approving: the fixture)
+from .test_approval_by_mail import answer, approving, mailbox  # noqa: F401  (approving: the fixture)
 from .test_to_people import submitted, unreachable  # noqa: F401  (submitted: the fixture)
 
 
@@ -102,3 +107,20 @@ def test_junk_in_the_announcements_folder_never_stops_a_sync(
     beta.send("alpha", "Quota 500s", OPENER)
     assert [x.subject for x in alpha.inbox()] == ["Quota 500s"]
     assert mailbox(home, "carol@people.test") == []
+
+
+def test_the_api_lifts_a_hold_only_once_an_approver_approved_it_as_the_cli_does(
+    approving: Registry,  # noqa: F811
+    home: Path,
+) -> None:
+    """``admin.bus.change_hold`` (what a steered agent's Python reaches) asks, as ``bus set hold``
+    does: telling the approvers is not enough to stop holding letters."""
+    alpha = AgentMail(approving, Identity("alpha"), home)  # its registry trusts the people's mail server
+    with pytest.raises(Refused, match="waits for an approver"):
+        bus.change_hold(approving.root, [], teller=lambda _reg: alpha, home=home)
+    assert registry_mod.load(approving.root).bus.hold == ("beta@bus.test",)
+    (ask,) = mailbox(home, "carol@people.test")
+    answer(home, ask, "approve")
+    bus.change_hold(approving.root, [], teller=lambda _reg: alpha, home=home)
+    assert registry_mod.load(approving.root).bus.hold == ()
+    assert [str(m["Subject"]) for m in mailbox(home, "carol@people.test")][-1] == "The hold rule changed"
