@@ -346,9 +346,12 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     from ..admin import bus
     from ..config.registry import load
 
-    load(ctx.registry_root())  # a registry that does not load: said before anything is asked or told
+    reg = load(ctx.registry_root())
     shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
-    if key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
+    if key == "new_threads_per_hour" and _more_threads(reg.bus.new_threads_per_hour, values):
+        _ask_approvers(ctx, f"agentmail bus set {key} {shown}",
+                       "Lets the agents open more new threads an hour (0: no cap at all).")  # fmt: skip
+    elif key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
         how = f" --tls {tls}" if tls is not None else ""
         _ask_approvers(ctx, f"agentmail bus set {key} {shown}{how}",
                        "Changes which mail server's Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
@@ -371,6 +374,16 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
 
 
 bus_group.commands["set"] = _SettingsHelp("set", bus_set, None)
+
+
+def _more_threads(cap: int, values: tuple[str, ...]) -> bool:
+    """Does ``bus set new_threads_per_hour VALUE`` raise the cap (0: none at all)? A value that is
+    no number is refused by the setting itself, after."""
+    try:  # read as the setting reads it (int: "+500", "5_00" and other scripts' digits too)
+        wanted = int(values[0]) if len(values) == 1 else cap
+    except ValueError:
+        return False
+    return cap != 0 and (wanted == 0 or wanted > cap)
 
 
 def _anyone_approves(ctx: Ctx) -> bool:

@@ -15,7 +15,7 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import Refused
 
-from ..conftest import OPENER
+from ..conftest import OPENER, Cli
 from .test_approval_by_mail import answer, approving, mailbox  # noqa: F401  (approving: the fixture)
 from .test_to_people import submitted, unreachable  # noqa: F401  (submitted: the fixture)
 
@@ -124,3 +124,50 @@ def test_the_api_lifts_a_hold_only_once_an_approver_approved_it_as_the_cli_does(
     bus.change_hold(approving.root, [], teller=lambda _reg: alpha, home=home)
     assert registry_mod.load(approving.root).bus.hold == ()
     assert [str(m["Subject"]) for m in mailbox(home, "carol@people.test")][-1] == "The hold rule changed"
+
+
+@pytest.mark.parametrize(
+    ("value", "asked"),
+    [
+        ("0", True),
+        ("500", True),
+        (" 21 ", True),
+        ("+500", True),
+        ("5_00", True),
+        ("\u0665\u0660\u0660", True),
+        ("20", False),
+        ("5", False),
+    ],
+)
+def test_raising_the_new_thread_quota_waits_for_an_approver(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    cli: Cli,
+    value: str,
+    asked: bool,
+) -> None:
+    """A steered agent's ``bus set new_threads_per_hour 0`` would open threads without a cap:
+    with approvers listed, a higher cap (or none) is theirs to allow; a lower one is not asked."""
+    bus.set_setting(approving.root, "new_threads_per_hour", ["20"])
+    bus.set_setting(approving.root, "trusted_authserv_ids", ["mail.bus.test"])  # the CLI reads it from disk
+    code, _, err = cli("--as", "alpha", "bus", "set", "new_threads_per_hour", value)
+    cap = registry_mod.load(approving.root).bus.new_threads_per_hour
+    if not asked:
+        assert code == 0 and cap == int(value) and mailbox(home, "carol@people.test") == [], err
+        return
+    assert code == 4 and "waits for an approver" in err and cap == 20
+    (ask,) = mailbox(home, "carol@people.test")
+    answer(home, ask, "approve")
+    code, _, err = cli("--as", "alpha", "bus", "set", "new_threads_per_hour", value)
+    assert code == 0 and registry_mod.load(approving.root).bus.new_threads_per_hour == int(value), err
+
+
+def test_a_quota_that_is_no_number_is_refused_before_anyone_is_asked(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    cli: Cli,
+) -> None:
+    bus.set_setting(approving.root, "new_threads_per_hour", ["20"])
+    code, out, err = cli("--as", "alpha", "bus", "set", "new_threads_per_hour", "lots")
+    assert (code, out) == (2, "") and "new_threads_per_hour is a whole number" in err
+    assert mailbox(home, "carol@people.test") == []
