@@ -291,7 +291,7 @@ class ToPeople(Stage):
             notes = self.spool.annotations(letter.id)
             if notes.get("undeliverable"):
                 when = str(notes.get("undeliverable_at") or "")
-                at = int(when) if when.isdigit() else ulid_ms(letter.id)
+                at = int(when) if when.isascii() and when.isdigit() else ulid_ms(letter.id)
                 if at > start:
                     bounced.append(letter)
         announced = tuple(r for r in self.escalations() if int(r.get("at", 0)) > start)
