@@ -46,6 +46,9 @@ ANSWER_WAIT_MS = 3_600_000
 ANNOUNCE_PER_RUN = 5
 ANNOUNCE_PER_SENDER = 3
 ANNOUNCE_WINDOW_MS = 86_400_000
+# Changes of the guards asked of the approvers and not answered yet (client/consent.py): a steered
+# agent trying one change after another mails them this many asks, then is refused unmailed.
+ASKS_WAITING = 5
 
 # Possessive white space: the two runs around an optional "[2]" were tried at every split of a
 # long run ("Re" and 60,000 spaces: seconds, on a subject read before its length is weighed).

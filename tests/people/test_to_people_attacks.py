@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agentmail import bounds
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
@@ -171,3 +172,26 @@ def test_a_quota_that_is_no_number_is_refused_before_anyone_is_asked(
     code, out, err = cli("--as", "alpha", "bus", "set", "new_threads_per_hour", "lots")
     assert (code, out) == (2, "") and "new_threads_per_hour is a whole number" in err
     assert mailbox(home, "carol@people.test") == []
+
+
+def test_one_change_after_another_never_floods_the_approvers_with_asks(
+    approving: Registry,  # noqa: F811
+    home: Path,
+) -> None:
+    """A steered agent tries change after change (each one a new ask): the approvers get at most
+    ``bounds.ASKS_WAITING`` unanswered asks; the rest are refused unmailed, and once one is
+    answered the next may be asked."""
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    for n in range(bounds.ASKS_WAITING + 3):
+        with pytest.raises(Refused) as refused:
+            alpha.ask_approvers(f"agentmail bus set hold x{n}.test", "The hold rule stops holding letters for beta.")
+    assert "already wait for the approvers' answer" in str(refused.value)
+    asks = mailbox(home, "carol@people.test")
+    assert len(asks) == bounds.ASKS_WAITING
+    answer(home, asks[0], "reject not now")
+    alpha.sync()
+    with pytest.raises(Refused, match="rejected"):
+        alpha.ask_approvers("agentmail bus set hold x0.test", "The hold rule stops holding letters for beta.")
+    with pytest.raises(Refused, match="waits for an approver"):
+        alpha.ask_approvers("agentmail bus set hold y.test", "The hold rule stops holding letters for beta.")
+    assert len(mailbox(home, "carol@people.test")) == bounds.ASKS_WAITING + 1
