@@ -105,8 +105,7 @@ class ToPeople(Stage):
                 raw, _ = read_plain(where / f"{record['key']}.eml")
             except OSError:
                 continue
-            if raw is not None:
-                done.append(self._send(where, {**record, "to": to}, raw))
+            done.append(self._send(where, {**record, "to": to}, raw or b""))  # (no limit: never None)
         return done
 
     # --- a held letter's announcement ----------------------------------------------------------

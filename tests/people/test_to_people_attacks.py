@@ -105,6 +105,7 @@ def test_junk_in_the_announcements_folder_never_stops_a_sync(
     _record(alpha, "b", {"at": True, "letter": None})
     (alpha.spool.root / "announcements" / "c.json").write_text("[1, 2]")
     (alpha.spool.root / "announcements" / "d.json").mkdir()
+    (alpha.spool.root / "announcements" / "e.json").write_bytes(b" " * (1 << 20) + b'{"state": "queued"}')
     beta.send("alpha", "Quota 500s", OPENER)
     assert [x.subject for x in alpha.inbox()] == ["Quota 500s"]
     assert mailbox(home, "carol@people.test") == []
