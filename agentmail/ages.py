@@ -35,7 +35,7 @@ def duration(value: str, what: str = "duration") -> int:
         shown = value[:40] if isinstance(value, str) else type(value).__name__
         raise BadInput(f"{what} {shown!r} is not a duration: give {EXAMPLES}")
     if int(found.group(1)) == 0:  # a duration, but no window at all
-        raise BadInput(f"{what} {value!r} must be more than 0: give {EXAMPLES}")
+        raise BadInput(f"{what} {value.strip()!r} must be more than 0: give {EXAMPLES}")  # not the blanks around it
     return int(found.group(1)) * UNITS[found.group(2)]
 
 

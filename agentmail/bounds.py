@@ -34,8 +34,9 @@ BOUNDARIES = 8  # multipart boundaries a partly signed letter is read against (l
 HOPS = 50  # Received headers (trust/authenticity.MAX_HOPS: quarantined ``loop``)
 
 # An answer whose letter is not filed here yet waits for it (stages/route.py: ``awaiting-parent``).
-# Each sync looks again at the WAITING oldest only (a flood of orphan answers costs each sync the
-# same); one that has waited ANSWER_WAIT_MS is judged without its letter, as it would have been.
+# Each sync looks again at the WAITING oldest of each sender only (a flood of orphan answers costs
+# each sync the same, and holds back no other sender's); one that has waited ANSWER_WAIT_MS is judged
+# without its letter, as it would have been.
 WAITING = 100
 ANSWER_WAIT_MS = 3_600_000
 
@@ -45,6 +46,9 @@ ANSWER_WAIT_MS = 3_600_000
 ANNOUNCE_PER_RUN = 5
 ANNOUNCE_PER_SENDER = 3
 ANNOUNCE_WINDOW_MS = 86_400_000
+# Changes of the guards asked of the approvers and not answered yet (client/consent.py): a steered
+# agent trying one change after another mails them this many asks, then is refused unmailed.
+ASKS_WAITING = 5
 
 # Possessive white space: the two runs around an optional "[2]" were tried at every split of a
 # long run ("Re" and 60,000 spaces: seconds, on a subject read before its length is weighed).

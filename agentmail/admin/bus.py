@@ -8,12 +8,14 @@ Writes registry data files and key pairs. The private half goes to
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import secrets
 import shutil
 import time
 import tomllib
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -476,8 +478,10 @@ def change_hold(
 ) -> list[str]:
     """``bus set hold``: the rule checked and written as ``set_setting`` does, after every approver
     was told of the change (``AgentMail.tell_hold_change``: a change they cannot be told is not
-    made, ConfigError). ``teller``: the client that writes to them (the CLI's: this checkout's
-    platform); by default the first platform with an approver, in ``home``. Returns the rule."""
+    made, ConfigError); a rule that stops holding letters it held goes ahead only once one of them
+    approved exactly it (``AgentMail.ask_approvers``: Refused, exit 4, until then), whoever
+    calls. ``teller``: the client that writes to them (the CLI's: this checkout's platform); by
+    default the first platform with an approver, in ``home``. Returns the rule."""
     data = _read_bus(root)
     after = data["hold"] = [v.strip().lower() for v in values if v.strip()]
     try:
@@ -485,13 +489,21 @@ def change_hold(
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
     reg = load(root)
-    if after != list(reg.bus.hold) and approval.every_approver(reg):
-        if teller is not None:
-            teller(reg).tell_hold_change(list(reg.bus.hold), after)
-        else:
-            sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
-            with AgentMail(reg, Identity(sender), home or agentmail_home()) as client:
-                client.tell_hold_change(list(reg.bus.hold), after)
+    before = list(reg.bus.hold)
+    if after != before and approval.every_approver(reg):
+        with ExitStack() as stack:
+            if teller is not None:
+                client = teller(reg)
+            else:
+                sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
+                client = stack.enter_context(AgentMail(reg, Identity(sender), home or agentmail_home()))
+            lifted = [rule for rule in before if rule not in after and rule.partition("@")[2] not in after]
+            if lifted:  # letters it held would leave without a person: the approvers decide
+                shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
+                client.ask_approvers(
+                    f"agentmail bus set hold {shown}", f"The hold rule stops holding letters for {', '.join(lifted)}."
+                )
+            client.tell_hold_change(before, after)
     stored: list[str] = set_setting(root, "hold", values)
     return stored
 

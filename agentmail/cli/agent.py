@@ -287,6 +287,7 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
     from ..ages import duration, now_ms
 
     idle = None if stale is None else duration(stale, "--stale")  # bad input before any sync
+    stale = None if stale is None else stale.strip()  # shown as read: not the blanks a caller put around it
     client = ctx.reader()
     ctx.sync(client, not no_sync)
     rows = client.status(sync=False, closed=closed, stale=idle)

@@ -348,17 +348,14 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
 
     reg = load(ctx.registry_root())
     shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
-    if key == "hold":
-        after = [v.strip().lower() for v in values if v.strip()]
-        lifted = [rule for rule in reg.bus.hold if rule not in after and rule.partition("@")[2] not in after]
-        if lifted:  # letters it held would leave without a person: the approvers decide
-            _ask_approvers(ctx, f"agentmail bus set hold {shown}",
-                           f"The hold rule stops holding letters for {', '.join(lifted)}.")  # fmt: skip
+    if key == "new_threads_per_hour" and _more_threads(reg.bus.new_threads_per_hour, values):
+        _ask_approvers(ctx, f"agentmail bus set {key} {shown}",
+                       "Lets the agents open more new threads an hour (0: no cap at all).")  # fmt: skip
     elif key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
         how = f" --tls {tls}" if tls is not None else ""
         _ask_approvers(ctx, f"agentmail bus set {key} {shown}{how}",
                        "Changes which mail server's Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
-    if key == "hold" and platform is None:  # every approver is told first (the library's rule)
+    if key == "hold" and platform is None:  # asked when it lifts a rule, told first (the library's rule)
         stored: Any = bus.change_hold(ctx.registry_root(), list(values), teller=lambda _reg: _announcer(ctx),
                                       home=ctx.home)  # fmt: skip
     else:
@@ -377,6 +374,16 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
 
 
 bus_group.commands["set"] = _SettingsHelp("set", bus_set, None)
+
+
+def _more_threads(cap: int, values: tuple[str, ...]) -> bool:
+    """Does ``bus set new_threads_per_hour VALUE`` raise the cap (0: none at all)? A value that is
+    no number is refused by the setting itself, after."""
+    try:  # read as the setting reads it (int: "+500", "5_00" and other scripts' digits too)
+        wanted = int(values[0]) if len(values) == 1 else cap
+    except ValueError:
+        return False
+    return cap != 0 and (wanted == 0 or wanted > cap)
 
 
 def _anyone_approves(ctx: Ctx) -> bool:

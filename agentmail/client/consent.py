@@ -19,6 +19,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .. import bounds
 from .._fs import write_atomic
 from ..errors import AgentmailError, ConfigError, Refused
 from ..text import one_line
@@ -55,6 +56,12 @@ class Consent(Stage):
             self.sync()  # an answer waiting in the mailbox is read now
         record = guard_changes.read(path) if path is not None else {}
         if path is None or not isinstance(record.get("announced"), str):
+            waiting = len(pending(self.spool))
+            if waiting >= bounds.ASKS_WAITING:  # one change after another never floods the approvers
+                raise Refused(
+                    f"{waiting} changes already wait for the approvers' answer by mail: this one is not "
+                    "asked until they answered"
+                )
             self._announce(change, effect, everyone)
             raise Refused(
                 f"this change waits for an approver: {', '.join(everyone)} were asked by mail; "

@@ -9,7 +9,7 @@ duplicate; the rest stay, with today's reason. Under the sync lock: never beside
 
 ``settle`` does the same, unasked, for the answers that waited for the letter they answer
 (``awaiting-parent``, stages/route.py): after each sync and each rebuild, the oldest
-``bounds.WAITING`` of them whose letter is filed now (or whose thread holds letters now, or that
+``bounds.WAITING`` of them of each sender whose letter is filed now (or whose thread holds letters now, or that
 have waited ``bounds.ANSWER_WAIT_MS``) are judged again, in filing order.
 """
 
@@ -57,7 +57,8 @@ def recheck(box: Mailbox, refs: tuple[str, ...] = ()) -> list[dict[str, Any]]:
 def settle(box: Mailbox) -> list[dict[str, Any]]:
     """The answers that waited for their letter and may go on now, judged again in filing order
     (the caller holds the sync lock); one result each, as ``recheck``'s. Bounded: the oldest
-    ``bounds.WAITING`` waiting are looked at, whatever a flood of orphan answers left; the window
+    ``bounds.WAITING`` waiting of each sender are looked at, whatever a flood of orphan answers
+    left (one partner's flood never holds back another's answer); the window
     moves on as they leave it (a released answer may be the letter the next one waits for)."""
     spool, results = box.spool, []
     judged: set[str] = set()  # each at most once a call, whatever its record says

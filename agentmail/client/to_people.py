@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import ages, bounds
-from .._fs import locked, write_atomic, write_new
+from .._fs import locked, read_plain, write_atomic, write_new
 from ..errors import AgentmailError, ConfigError
 from ..frame import inline
 from ..model import ulid_ms
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 ESCALATIONS = "escalations"
 ANNOUNCEMENTS = "announcements"
 DIGEST = "digest.json"
+_RECORD_BYTES = 1 << 20  # a record is a few hundred bytes: more is no record of ours
 INTERRUPTED = "interrupted inside its submission: it may not have reached the approvers (never sent twice)"
 
 
@@ -91,18 +92,20 @@ class ToPeople(Stage):
             (where / f"{record['key']}.eml").unlink(missing_ok=True)
         return record
 
-    def _retry(self, where: Path, wanted: Callable[[dict[str, Any]], bool] = lambda _: True) -> list[dict[str, Any]]:
-        """Send again every queued letter of ``where`` (the caller holds its lock) that is still
-        ``wanted``; returns their records as they are now."""
+    def _retry(self, where: Path, people: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Send again every queued letter of ``where`` (the caller holds its lock), to those of its
+        recipients who are among ``people`` now (a record is a file: it names whom it likes);
+        returns their records as they are now."""
         done = []
         for record in records_in(where):
-            if record.get("state") != "queued" or not wanted(record):
+            to = [a for a in record.get("to") or () if a in people]
+            if record.get("state") != "queued" or not to:
                 continue
-            try:
-                raw = (where / f"{record['key']}.eml").read_bytes()
+            try:  # never through a link: the bytes that leave are the ones queued here
+                raw, _ = read_plain(where / f"{record['key']}.eml")
             except OSError:
                 continue
-            done.append(self._send(where, record, raw))
+            done.append(self._send(where, {**record, "to": to}, raw or b""))  # (no limit: never None)
         return done
 
     # --- a held letter's announcement ----------------------------------------------------------
@@ -128,15 +131,20 @@ class ToPeople(Stage):
         where = self.spool.root / ANNOUNCEMENTS
         if not where.is_dir():
             return  # nothing was ever queued: one stat
+        from ..people import approval
+
         with locked(self.spool.root / f"{ANNOUNCEMENTS}.lock"):
             held = {x.id for x in self.spool.read.letters("held")}
             for record in records_in(where):
-                if record.get("letter") not in held:  # released or rejected meanwhile: it has nothing to say
+                letter = record.get("letter")
+                if letter not in held or letter != record["key"]:  # released or rejected meanwhile (or
+                    _forget(where, str(record.get("key")))  # no record of ours): it has nothing to say
+                elif self.spool.annotations(str(letter)).get("announced"):  # it left once: never twice
                     _forget(where, str(record.get("key")))
                 elif record.get("state") == "sending":  # its sender died inside the submission (we hold the lock)
                     self.spool.write.annotate(str(record["letter"]), announce_failed=INTERRUPTED)
                     _forget(where, str(record.get("key")))
-            for record in self._retry(where):
+            for record in self._retry(where, approval.approvers(self.registry, self.me.platform)):
                 self._settle(where, record)
             _tidy(where)
 
@@ -219,7 +227,7 @@ class ToPeople(Stage):
         where.mkdir(mode=0o700, exist_ok=True)
         done: list[dict[str, Any]] = []
         with locked(self.spool.platform_root / f"{ESCALATIONS}.lock"):
-            done += self._retry(where)
+            done += self._retry(where, followers)
             recent = self._recent(now)
             announced = 0
             rows = self.threads.status(sync=False)
@@ -284,7 +292,7 @@ class ToPeople(Stage):
             notes = self.spool.read.annotations(letter.id)
             if notes.get("undeliverable"):
                 when = str(notes.get("undeliverable_at") or "")
-                at = int(when) if when.isdigit() else ulid_ms(letter.id)
+                at = int(when) if when.isascii() and when.isdigit() else ulid_ms(letter.id)
                 if at > start:
                     bounced.append(letter)
         announced = tuple(r for r in self.escalations() if int(r.get("at", 0)) > start)
@@ -311,14 +319,21 @@ def records_in(where: Path) -> list[dict[str, Any]]:
     """The records of ``where``, oldest first."""
     if not where.is_dir():
         return []
-    found = [read_record(p) for p in where.glob("*.json")]
-    return sorted((r for r in found if r), key=lambda r: (int(r.get("at", 0)), str(r.get("key", ""))))
+    # The key is the file's own name, whatever the record says: forgetting one never reaches outside.
+    found = [{**r, "key": p.stem} for p in where.glob("*.json") if (r := read_record(p))]
+    return sorted(found, key=lambda r: (_at(r), str(r["key"])))
+
+
+def _at(record: dict[str, Any]) -> int:
+    at = record.get("at")
+    return at if isinstance(at, int) and not isinstance(at, bool) else 0
 
 
 def read_record(path: Path) -> dict[str, Any]:
     """A record as written; an unreadable one is an empty dict (it was never ours to trust more)."""
     try:
-        data = json.loads(path.read_bytes())
+        raw, _ = read_plain(path, _RECORD_BYTES)
+        data = json.loads(raw) if raw is not None else None
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}

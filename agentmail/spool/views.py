@@ -200,13 +200,17 @@ class SpoolReader:
 
     def waiting(self, most: int) -> list[str]:
         """The quarantined letters whose verdict is ``awaiting-parent`` (answers waiting for the
-        letter they answer), in filing order, at most ``most``: one query, whatever the quarantine holds."""
+        letter they answer), in filing order, the oldest ``most`` of each sender: one query,
+        whatever the quarantine holds. Per sender, so one partner's flood of orphan answers
+        never holds back another's answer (each sender is authenticated: it passed judging)."""
         rows = (
             self._at.sql()
             .execute(
-                "SELECT l.id FROM letters l JOIN notes n ON n.id = l.id WHERE l.state='quarantine' AND "
+                "SELECT id FROM (SELECT l.id, l.seq, ROW_NUMBER() OVER (PARTITION BY "
+                "json_extract(n.data, '$.quarantined.from') ORDER BY l.seq) AS nth "
+                "FROM letters l JOIN notes n ON n.id = l.id WHERE l.state='quarantine' AND "
                 "CASE WHEN json_valid(n.data) THEN json_extract(n.data, '$.quarantined.reason') END = "
-                "'awaiting-parent' ORDER BY l.seq LIMIT ?",
+                "'awaiting-parent') WHERE nth <= ? ORDER BY seq",
                 (most,),
             )
             .fetchall()

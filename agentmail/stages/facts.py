@@ -79,8 +79,14 @@ def gather(
             break
     threads = {letter.thread, *([parent_thread] if parent_thread else [])}
     speaks_for = frozenset(writes_for(registry, person)) if person else frozenset()
-    # route may file a person's letter for another platform she speaks for: a copy is found under any
-    filed = (spool.known(name, letter.message_id) for name in (letter.sender, *sorted(speaks_for)))
+    # route may file a person's letter for another platform she speaks for: a copy is found under
+    # any, but only her own letter is her copy (a platform listing her may reuse her Message-ID)
+    filed = (
+        found
+        for name in (letter.sender, *sorted(speaks_for))
+        if (found := spool.known(name, letter.message_id))
+        and (not person or spool.letter(found).extra.get("person") == person)
+    )
     known = {t: (parties or (lambda t: thread_parties(spool, registry, t)))(t) for t in threads}
     if may_wait and parent_thread is None and not known.get(letter.thread):  # only then: a look per platform
         may_wait = not any(spool.known(p, m) for m in filter(None, answered(letter)) for p in registry.platforms)

@@ -95,7 +95,7 @@ class Checkpoint(Frozen):
         if not value or ":" not in value:
             return cls()
         validity, _, last = value.partition(":")
-        return cls(validity, int(last) if last.isdigit() else 0)
+        return cls(validity, int(last) if last.isascii() and last.isdigit() else 0)
 
     def under(self, validity: str) -> Checkpoint:
         """This checkpoint in a mailbox whose UIDVALIDITY is ``validity``: a renumbered (rebuilt)

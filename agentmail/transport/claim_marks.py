@@ -80,7 +80,7 @@ class Claims:
             return -1
         for name in names:
             stem, _, gen = name.partition(".")
-            if stem == key and gen.isdigit():
+            if stem == key and gen.isascii() and gen.isdigit():  # names any writer chose: "²" is no int
                 best = max(best, int(gen))
         return best
 
@@ -92,7 +92,7 @@ class Claims:
             return "", 0.0
         holder, _, rest = text.partition("\n")
         at = rest.strip()
-        return holder, (int(at) / 1000 if at.isdigit() else 0.0)
+        return holder, (int(at) / 1000 if at.isascii() and at.isdigit() else 0.0)
 
     def claim(self, message_id: str, holder: str) -> str | None:
         """Claim the one reply to ``message_id`` for ``holder``: None when the claim is ours
@@ -196,7 +196,7 @@ class Claims:
                 continue
             key, _, rest = name.partition(".")
             number, _, suffix = rest.partition(".")
-            if number.isdigit() and suffix in ("", "sent", "free"):
+            if number.isascii() and number.isdigit() and suffix in ("", "sent", "free"):
                 keys.setdefault(key, {}).setdefault(int(number), set()).add(suffix)
         forgotten = 0
         for key, gens in keys.items():

@@ -131,7 +131,7 @@ class _Markers:
         self.names |= names
         for name in names:
             when, _, key = name.partition("-")
-            if len(key) == 16 and when.isdigit():
+            if len(key) == 16 and when.isascii() and when.isdigit():  # not "²": no int
                 at = bisect.bisect_right(self._minus_ms, -int(when))
                 self._minus_ms.insert(at, -int(when))
                 self._keys.insert(at, key)
@@ -239,7 +239,7 @@ class LocalTransport(Transport):
                 continue
             for name in names:
                 when_text, _, _hash = name.partition("-")
-                if not when_text.isdigit() or int(when_text) < cutoff_ms:
+                if not (when_text.isascii() and when_text.isdigit()) or int(when_text) < cutoff_ms:
                     continue
                 message_id = marked_id(f"{self._opened_dir(hour)}/{name}")
                 if message_id:

@@ -115,7 +115,7 @@ class Mailbox:
         with os.scandir(self.dir / "cur") as entries:
             for entry in entries:
                 head = entry.name.partition(":")[0]
-                if len(head) == 12 and head.isdigit():
+                if len(head) == 12 and head.isascii() and head.isdigit():
                     highest = max(highest, int(head))
         return highest + 1
 

@@ -174,10 +174,13 @@ def test_the_api_announces_a_hold_change_as_the_cli_does(approving: Registry, ho
 
 def test_the_client_that_tells_is_the_one_given(approving: Registry, home: Path) -> None:  # noqa: F811
     beta = AgentMail(approving, Identity("beta"), home)
-    bus.change_hold(approving.root, [], teller=lambda _reg: beta, home=home)
+    bus.change_hold(approving.root, ["beta@bus.test", "bus.test"], teller=lambda _reg: beta, home=home)
     (news,) = mailbox(home, CAROL)
-    assert news["From"].addresses[0].addr_spec == "beta@bus.test" and "Now:    (none" in news.get_content()
-    assert registry_mod.load(approving.root).bus.hold == ()
+    assert (
+        news["From"].addresses[0].addr_spec == "beta@bus.test"
+        and "Now:    beta@bus.test, bus.test" in news.get_content()
+    )
+    assert registry_mod.load(approving.root).bus.hold == ("beta@bus.test", "bus.test")
 
 
 def test_the_rule_tells_nothing_when_nothing_changes_or_nobody_approves(
