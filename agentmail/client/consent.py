@@ -56,7 +56,7 @@ class Consent(Stage):
             self.sync()  # an answer waiting in the mailbox is read now
         record = guard_changes.read(path) if path is not None else {}
         if path is None or not isinstance(record.get("announced"), str):
-            waiting = len(pending(self.spool))
+            waiting = len(guard_changes.pending(self.spool))
             if waiting >= bounds.ASKS_WAITING:  # one change after another never floods the approvers
                 raise Refused(
                     f"{waiting} changes already wait for the approvers' answer by mail: this one is not "

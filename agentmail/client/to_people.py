@@ -139,7 +139,7 @@ class ToPeople(Stage):
                 letter = record.get("letter")
                 if letter not in held or letter != record["key"]:  # released or rejected meanwhile (or
                     _forget(where, str(record.get("key")))  # no record of ours): it has nothing to say
-                elif self.spool.annotations(str(letter)).get("announced"):  # it left once: never twice
+                elif self.spool.read.annotations(str(letter)).get("announced"):  # it left once: never twice
                     _forget(where, str(record.get("key")))
                 elif record.get("state") == "sending":  # its sender died inside the submission (we hold the lock)
                     self.spool.write.annotate(str(record["letter"]), announce_failed=INTERRUPTED)

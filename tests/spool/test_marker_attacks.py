@@ -6,9 +6,9 @@ from pathlib import Path
 
 from agentmail import ages
 from agentmail.model import opener_key
-from agentmail.transport.claims import Claims
+from agentmail.transport.claim_marks import Claims
 from agentmail.transport.local import LocalTransport, deliver
-from agentmail.transport.mailbox import Mailbox
+from agentmail.transport.uid_mailbox import Mailbox
 
 NAMES = {"alpha@bus.test": "alpha"}.get
 HOUR = 3_600_000
