@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from agentmail.admin.exposure import exposure
 
 from .test_home_exposure import git, hermetic_git  # noqa: F401  (the fixture)
@@ -33,11 +35,12 @@ def test_a_tracked_key_under_a_home_named_like_an_option_is_found(tmp_path: Path
     )
 
 
-def test_files_tracked_elsewhere_in_the_work_tree_say_nothing_of_the_keys(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["README", "XX-zXX"])  # any name, one git could be handed as a path
+def test_files_tracked_elsewhere_in_the_work_tree_say_nothing_of_the_keys(tmp_path: Path, name: str) -> None:
     git(tmp_path, "init", "-q")
     (tmp_path / ".gitignore").write_text("home/secrets/\n")
-    (tmp_path / "README").write_text("a project\n")
-    git(tmp_path, "add", "README", ".gitignore")
+    (tmp_path / name).write_text("a project\n")
+    git(tmp_path, "add", "--", name, ".gitignore")
     home = _home_with_keys(tmp_path, "home")
     assert exposure(home) is None
 
