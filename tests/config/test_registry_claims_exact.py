@@ -1,0 +1,46 @@
+"""``config/registry.key_identity`` exactly on the RSA shapes it must not misread (issue 37's
+mutation run 11): an outer SEQUENCE that only looks like a SubjectPublicKeyInfo, and an
+RSAPublicKey that holds a modulus and no exponent. The verifier reads none of them as a key, so
+each is only its bytes — never an exception, never another key's numbers."""
+
+from __future__ import annotations
+
+import base64
+
+import dkim.crypto
+import pytest
+
+from agentmail.config.registry import key_identity
+
+
+def _der(tag: int, content: bytes) -> bytes:
+    assert len(content) < 0x80
+    return bytes([tag, len(content)]) + content
+
+
+MODULUS = _der(0x02, bytes([0x00, 0xC3, 0x5A, 0x11]))
+EXPONENT = _der(0x02, bytes([0x01, 0x00, 0x01]))
+RSA_PUBLIC_KEY = _der(0x30, MODULUS + EXPONENT)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # an algorithm SEQUENCE that holds no OID (an INTEGER instead)
+        _der(0x30, _der(0x30, _der(0x02, b"\x00"))),
+        # the same, followed by a BIT STRING holding a well-formed RSAPublicKey: read only after an OID and a NULL
+        _der(0x30, _der(0x30, _der(0x02, b"\x00")) + _der(0x03, b"\x00" + RSA_PUBLIC_KEY)),
+        # an RSAPublicKey with a modulus and no exponent
+        _der(0x30, MODULUS),
+    ],
+    ids=["no-oid", "no-oid-with-bits", "no-exponent"],
+)
+def test_an_rsa_shape_the_verifier_cannot_read_is_only_its_bytes(data: bytes) -> None:
+    with pytest.raises(dkim.crypto.UnparsableKeyError):
+        dkim.crypto.parse_public_key(data)
+    assert key_identity("rsa", base64.b64encode(data).decode()) == f"rsa:{data.hex()}"
+
+
+def test_a_bare_rsa_public_key_is_its_numbers() -> None:
+    key = base64.b64encode(RSA_PUBLIC_KEY).decode()
+    assert key_identity("rsa", key) == f"rsa:{0xC35A11:x}:{0x10001:x}"
