@@ -21,6 +21,11 @@ def _der(tag: int, content: bytes) -> bytes:
 MODULUS = _der(0x02, bytes([0x00, 0xC3, 0x5A, 0x11]))
 EXPONENT = _der(0x02, bytes([0x01, 0x00, 0x01]))
 RSA_PUBLIC_KEY = _der(0x30, MODULUS + EXPONENT)
+RSA_OID = _der(0x06, bytes.fromhex("2a864886f70d010101"))
+
+
+def _spki(null: bytes) -> bytes:
+    return _der(0x30, _der(0x30, RSA_OID + null) + _der(0x03, b"\x00" + RSA_PUBLIC_KEY))
 
 
 @pytest.mark.parametrize(
@@ -32,8 +37,10 @@ RSA_PUBLIC_KEY = _der(0x30, MODULUS + EXPONENT)
         _der(0x30, _der(0x30, _der(0x02, b"\x00")) + _der(0x03, b"\x00" + RSA_PUBLIC_KEY)),
         # an RSAPublicKey with a modulus and no exponent
         _der(0x30, MODULUS),
+        # a SubjectPublicKeyInfo whose NULL has a long-form length cut short (two bytes promised, one given)
+        _spki(b"\x05\x82\x00"),
     ],
-    ids=["no-oid", "no-oid-with-bits", "no-exponent"],
+    ids=["no-oid", "no-oid-with-bits", "no-exponent", "cut-null-length"],
 )
 def test_an_rsa_shape_the_verifier_cannot_read_is_only_its_bytes(data: bytes) -> None:
     with pytest.raises(dkim.crypto.UnparsableKeyError):
@@ -41,6 +48,11 @@ def test_an_rsa_shape_the_verifier_cannot_read_is_only_its_bytes(data: bytes) ->
     assert key_identity("rsa", base64.b64encode(data).decode()) == f"rsa:{data.hex()}"
 
 
-def test_a_bare_rsa_public_key_is_its_numbers() -> None:
-    key = base64.b64encode(RSA_PUBLIC_KEY).decode()
-    assert key_identity("rsa", key) == f"rsa:{0xC35A11:x}:{0x10001:x}"
+@pytest.mark.parametrize(
+    "data",
+    [RSA_PUBLIC_KEY, _spki(b"\x05\x00"), _spki(b"\x05\x81\x00")],  # the last: a long-form length that ends the data
+    ids=["bare", "spki", "spki-long-form-null"],
+)
+def test_an_rsa_key_the_verifier_reads_is_its_numbers(data: bytes) -> None:
+    assert dkim.crypto.parse_public_key(data) == {"modulus": 0xC35A11, "publicExponent": 0x10001}
+    assert key_identity("rsa", base64.b64encode(data).decode()) == f"rsa:{0xC35A11:x}:{0x10001:x}"
