@@ -39,8 +39,10 @@ def _spki(null: bytes) -> bytes:
         _der(0x30, MODULUS),
         # a SubjectPublicKeyInfo whose NULL has a long-form length cut short (two bytes promised, one given)
         _spki(b"\x05\x82\x00"),
+        # an exponent INTEGER that promises more bytes than follow
+        _der(0x30, MODULUS + bytes([0x02, 0x09, 0x01, 0x00, 0x01])),
     ],
-    ids=["no-oid", "no-oid-with-bits", "no-exponent", "cut-null-length"],
+    ids=["no-oid", "no-oid-with-bits", "no-exponent", "cut-null-length", "short-exponent"],
 )
 def test_an_rsa_shape_the_verifier_cannot_read_is_only_its_bytes(data: bytes) -> None:
     with pytest.raises(dkim.crypto.UnparsableKeyError):
@@ -50,8 +52,13 @@ def test_an_rsa_shape_the_verifier_cannot_read_is_only_its_bytes(data: bytes) ->
 
 @pytest.mark.parametrize(
     "data",
-    [RSA_PUBLIC_KEY, _spki(b"\x05\x00"), _spki(b"\x05\x81\x00")],  # the last: a long-form length that ends the data
-    ids=["bare", "spki", "spki-long-form-null"],
+    [
+        RSA_PUBLIC_KEY,
+        _spki(b"\x05\x00"),
+        _spki(b"\x05\x81\x00"),  # a long-form length that ends the data
+        bytes([0x30, 0x0F]) + MODULUS + EXPONENT,  # a SEQUENCE promising more than follows: read as far as it goes
+    ],
+    ids=["bare", "spki", "spki-long-form-null", "long-sequence"],
 )
 def test_an_rsa_key_the_verifier_reads_is_its_numbers(data: bytes) -> None:
     assert dkim.crypto.parse_public_key(data) == {"modulus": 0xC35A11, "publicExponent": 0x10001}
