@@ -310,7 +310,12 @@ GROUPS: dict[str, Group] = {
     # Issue 37, run 11: the registry's claims on its own folder, a retiring key, a key's identity.
     "claims": Group(
         ("config/registry.py",),
-        ("config/test_registry_claims.py", "config/test_registry_exact.py", "config/test_registry_key_spellings.py"),
+        (
+            "config/test_registry_claims_exact.py",
+            "config/test_registry_claims.py",
+            "config/test_registry_exact.py",
+            "config/test_registry_key_spellings.py",
+        ),
         functions=tuple(
             f"agentmail.config.registry.x_{f}__mutmut_*"
             for f in ("check_claims", "parse_previous", "key_identity", "_tlv", "_rsa_numbers", "_rsa_public_key")

@@ -1,16 +1,22 @@
-"""``config/registry.key_identity`` exactly on the RSA shapes it must not misread (issue 37's
-mutation run 11): an outer SEQUENCE that only looks like a SubjectPublicKeyInfo, and an
-RSAPublicKey that holds a modulus and no exponent. The verifier reads none of them as a key, so
-each is only its bytes — never an exception, never another key's numbers."""
+"""``config/registry``'s claims exactly (issue 37's mutation run 11): ``key_identity`` on the RSA
+shapes it must not misread (an outer SEQUENCE that only looks like a SubjectPublicKeyInfo, an
+RSAPublicKey without its exponent: the verifier reads none of them, so each is only its bytes),
+an ed25519 key never read as RSA; ``check_claims`` past an entry without a previous key; and
+``parse_previous``'s window measured from the ``now`` it is given, up to the maximum inclusive."""
 
 from __future__ import annotations
 
 import base64
+import calendar
+import time
+from pathlib import Path
 
 import dkim.crypto
 import pytest
 
-from agentmail.config.registry import key_identity
+from agentmail.config import registry
+from agentmail.config.registry import MAX_OVERLAP, key_identity, parse_previous
+from agentmail.errors import ConfigError
 
 
 def _der(tag: int, content: bytes) -> bytes:
@@ -63,3 +69,33 @@ def test_an_rsa_shape_the_verifier_cannot_read_is_only_its_bytes(data: bytes) ->
 def test_an_rsa_key_the_verifier_reads_is_its_numbers(data: bytes) -> None:
     assert dkim.crypto.parse_public_key(data) == {"modulus": 0xC35A11, "publicExponent": 0x10001}
     assert key_identity("rsa", base64.b64encode(data).decode()) == f"rsa:{0xC35A11:x}:{0x10001:x}"
+
+
+def test_an_ed25519_key_is_its_bytes_even_when_they_read_as_an_rsa_key() -> None:
+    key = base64.b64encode(RSA_PUBLIC_KEY).decode()
+    assert key_identity("ed25519", key) == f"ed25519:{RSA_PUBLIC_KEY.hex()}"
+
+
+def test_every_entry_after_one_without_a_previous_key_is_checked(tmp_path: Path) -> None:
+    (tmp_path / "platforms").mkdir()
+    (tmp_path / "bus.toml").write_text('domain = "bus.test"\n')
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    (tmp_path / "platforms" / "a.toml").write_text(
+        'address = "a@bus.test"\n[dkim]\nselector = "s1"\npublic_key = "' + "A" * 40 + '"\n'
+    )
+    (tmp_path / "platforms" / "b.toml").write_text(
+        'address = "b@bus.test"\n[dkim]\nselector = "s1"\npublic_key = "' + "B" * 40 + '"\n'
+        f'[dkim.previous]\nselector = "s0"\npublic_key = "{"A" * 40}"\nuntil = "{until}"\n'
+    )
+    with pytest.raises(ConfigError, match=r"the previous key \(s=s0\) of b is the current key \(s=s1\) of a "):
+        registry.load(tmp_path)
+
+
+def test_a_previous_keys_window_is_measured_from_the_now_given_up_to_the_maximum_inclusive() -> None:
+    until = "2031-01-01T00:00:00Z"
+    ends = calendar.timegm(time.strptime(until, "%Y-%m-%dT%H:%M:%SZ"))
+    value = {"selector": "s0", "public_key": "B" * 40, "until": until}
+    got = parse_previous(value, "s1", "pinned", now=ends - MAX_OVERLAP)  # years from the clock's now
+    assert got == registry.RetiringKey("s0", "ed25519", "B" * 40, until)
+    with pytest.raises(ConfigError, match=f"dkim.previous.until {until} is more than 90 days away"):
+        parse_previous(value, "s1", "pinned", now=ends - MAX_OVERLAP - 1)
