@@ -9,6 +9,8 @@ import pytest
 from agentmail.letter.attach import Attachment
 from agentmail.stages import guards
 
+from .test_guards_exact import _parent
+
 
 def _file(name: str, data: bytes = b"nothing secret\n") -> Attachment:
     return Attachment(name, "text/plain", data)
@@ -53,3 +55,13 @@ def test_an_empty_body_is_refused_word_for_word(body: str) -> None:
 )
 def test_a_case_insensitive_form_is_found_whatever_its_case_or_script(text: str, what: str) -> None:
     assert guards.credential_in(text) == what
+
+
+def test_a_note_in_answer_to_a_letter_is_refused_word_for_word() -> None:
+    # the one refusal of the answer path that is not the parent's: a note never answers
+    def answer(kind: str) -> str | None:
+        return guards.refusal(guards.Outbound(kind=kind, body="The quota endpoint fails.", me="alpha",
+                                              parent=_parent(), depth=1))  # fmt: skip
+
+    assert answer("note") == "a note is not an answer; use note()"
+    assert answer("reply") is None
