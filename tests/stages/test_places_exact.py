@@ -107,3 +107,50 @@ def test_links_are_looked_for_to_the_depth_and_count_bounds(tmp_path: Path, monk
     assert len(evidence._real_places(flat)) == 3
     monkeypatch.setattr(evidence, "_LINK_LOOKS", 3)
     assert len(evidence._real_places(flat)) == 4
+
+
+def test_a_place_not_made_yet_reached_through_a_link_to_its_folder_is_itself(tmp_path: Path) -> None:
+    # the registry does not exist yet: no inode names it, only the path joined to its folder's
+    home = tmp_path / "another-home"
+    home.mkdir()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "link").symlink_to(home)
+    place_of = evidence.places_of([(home / "registry", "R")])
+    assert place_of(str(tmp_path / "work" / "link" / "registry")) == "R"
+    assert place_of(str(tmp_path / "work" / "link" / "other")) is None
+
+
+def test_a_place_is_a_prefix_only_at_a_folder_boundary_even_at_the_root() -> None:
+    assert evidence._inside("/srv/home/a", "/srv/home/")
+    assert evidence._inside("/srv/home/a", "/")
+    assert evidence._inside("/srv/home", "/srv/home")
+    assert not evidence._inside("/srv/homework", "/srv/home")
+
+
+def test_the_count_bound_is_shared_by_every_folder_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # four looks: the place's two entries, then two of its folder's three links
+    place = tmp_path / "place"
+    (place / "sub").mkdir(parents=True)
+    (place / "l0").symlink_to(tmp_path / "to-l0")
+    for n in range(1, 4):
+        (place / "sub" / f"s{n}").symlink_to(tmp_path / f"to-s{n}")
+    monkeypatch.setattr(evidence, "_LINK_LOOKS", 4)
+    assert len(evidence._real_places(place)) == 4
+
+
+def test_a_folder_that_cannot_be_listed_is_passed_over_not_the_end_of_the_walk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    place = tmp_path / "place"
+    for name in ("a", "b"):
+        (place / name).mkdir(parents=True)
+    (place / "b" / "link").symlink_to(tmp_path / "elsewhere")
+    real_scandir = os.scandir
+
+    def scandir(path: str) -> list[os.DirEntry[str]]:  # "a" first, and unreadable (as for another user)
+        if os.path.basename(path) == "a":
+            raise PermissionError(13, "Permission denied", path)
+        return sorted(real_scandir(path), key=lambda entry: entry.name)
+
+    monkeypatch.setattr(evidence.os, "scandir", scandir)
+    assert os.path.realpath(tmp_path / "elsewhere") in evidence._real_places(place)
