@@ -273,6 +273,16 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=60,
     ),
+    # Issue 37, run 11: a received letter's attachments over the registry's limits (judged before
+    # its signature is believed), which only letter/test_attachments.py reaches.
+    "limits": Group(
+        ("trust/authenticity.py",),
+        ("trust/test_limits_exact.py", "letter/test_attachments.py", *_JUDGING),
+        functions=("agentmail.trust.authenticity.x__attachments_over_limits__mutmut_*",),
+        timeout=60,
+        # in one process the MCP save finds the test's folder on sys.path (the loop's own entry) and refuses it
+        deselect=("letter/test_attachments.py::test_the_mcp_save_tool_writes_and_show_lists_metadata_only",),
+    ),
     # Issue 37, run 11: the home's exposure alone, against real work trees (the anchors group's
     # approval attacks reach it only through an honest home and cost a minute a survivor).
     "exposure": Group(
