@@ -303,8 +303,17 @@ GROUPS: dict[str, Group] = {
         ),
         functions=tuple(
             f"agentmail.stages.guards.x_{f}__mutmut_*"
-            for f in ("refusal", "plain", "credential_in", "_may_match", "any_credential", "_texts_of",
-                      "body_refusal", "subject_refusal", "attachment_refusal")
+            for f in (
+                "refusal",
+                "plain",
+                "credential_in",
+                "_may_match",
+                "any_credential",
+                "_texts_of",
+                "body_refusal",
+                "subject_refusal",
+                "attachment_refusal",
+            )
         ),  # fmt: skip
         timeout=60,
         # over MCP's stdio: the child's stderr is the first run's capture, closed in the next run
