@@ -119,6 +119,7 @@ GROUPS: dict[str, Group] = {
             "letter/test_wire.py",
             "trust/test_signing_exact.py",
             "people/test_writing.py",  # a person's letter (authenticity._person), the aligned policy's Cc and List-Id
+            "letter/test_attachments.py",  # authenticity._attachments_over_limits: no other file of the group reaches it
             *_JUDGING,
         ),
     ),
@@ -297,6 +298,80 @@ GROUPS: dict[str, Group] = {
             "people/test_approval_attacks.py",
         ),
         timeout=60,
+    ),
+    # Issue 37, run 11: a received letter's attachments over the registry's limits (judged before
+    # its signature is believed), which only letter/test_attachments.py reaches.
+    "limits": Group(
+        ("trust/authenticity.py",),
+        ("trust/test_limits_exact.py", "letter/test_attachments.py", *_JUDGING),
+        functions=("agentmail.trust.authenticity.x__attachments_over_limits__mutmut_*",),
+        timeout=60,
+        # in one process the MCP save finds the test's folder on sys.path (the loop's own entry) and refuses it
+        deselect=("letter/test_attachments.py::test_the_mcp_save_tool_writes_and_show_lists_metadata_only",),
+    ),
+    # Issue 37, run 11: the home's exposure alone, against real work trees (the anchors group's
+    # approval attacks reach it only through an honest home and cost a minute a survivor).
+    "exposure": Group(
+        ("admin/exposure.py",),
+        ("admin/test_exposure_exact.py", "admin/test_home_exposure.py", "admin/test_home_exposure_attacks.py"),
+        timeout=60,
+    ),
+    # Issue 37, run 11: the credential forms and the one refusal of a leaving letter (DESIGN §10),
+    # not the hold rules or the opener advice of the same module.
+    "credentials": Group(
+        ("stages/guards.py",),
+        (
+            "stages/test_credentials_exact.py",
+            "stages/test_guards_exact.py",
+            "stages/test_guards.py",
+            "stages/test_secrets.py",
+            "stages/test_secrets_attacks.py",
+        ),
+        functions=tuple(
+            f"agentmail.stages.guards.x_{f}__mutmut_*"
+            for f in (
+                "refusal",
+                "plain",
+                "credential_in",
+                "_may_match",
+                "any_credential",
+                "_texts_of",
+                "body_refusal",
+                "subject_refusal",
+                "attachment_refusal",
+            )
+        ),  # fmt: skip
+        timeout=60,
+        # over MCP's stdio: the child's stderr is the first run's capture, closed in the next run
+        deselect=(
+            "stages/test_secrets.py::test_the_subject_is_refused_over_mcp",
+            "stages/test_secrets_attacks.py::test_a_secret_in_the_ref_is_refused_over_mcp",
+        ),
+    ),
+    # Issue 37, run 11: which guarded place a path lies in (apply's and the MCP save's one question).
+    "places": Group(
+        ("stages/evidence.py",),
+        ("stages/test_places_exact.py", "stages/test_apply_anchor_attacks.py", "stages/test_apply_trust_anchors.py"),
+        functions=tuple(
+            f"agentmail.stages.evidence.x_{f}__mutmut_*"
+            for f in ("places_of", "_real_places", "_identity", "_folders_above", "_inside")
+        ),
+        timeout=60,
+    ),
+    # Issue 37, run 11: the registry's claims on its own folder, a retiring key, a key's identity.
+    "claims": Group(
+        ("config/registry.py",),
+        (
+            "config/test_registry_claims_exact.py",
+            "config/test_registry_claims.py",
+            "config/test_registry_exact.py",
+            "config/test_registry_key_spellings.py",
+        ),
+        functions=tuple(
+            f"agentmail.config.registry.x_{f}__mutmut_*"
+            for f in ("check_claims", "parse_previous", "key_identity", "_tlv", "_rsa_numbers", "_rsa_public_key")
+        ),
+        timeout=30,
     ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
