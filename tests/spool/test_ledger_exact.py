@@ -262,3 +262,13 @@ def test_a_line_is_what_parse_reads_back() -> None:
     record = {"id": "a", "notes": {"text": "line one\nline two \u2028 \x00"}}
     assert json.loads(ledger.line(record)) == record
     assert ledger.parse(ledger.line(record), STATES)["a"].notes == record["notes"]
+
+
+def test_an_empty_or_over_long_line_in_the_middle_is_skipped_and_reading_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, last = ledger.line({"id": "a", "state": "read"}), ledger.line({"id": "b", "state": "held"})
+    assert ledger.parse(first + b"\n\n" + last, STATES) == {"a": Entry(state="read"), "b": Entry(state="held")}
+    monkeypatch.setattr(ledger, "_MAX_LINE", len(first))
+    over = b'{"id":"c","state":"read","pad":"' + b"x" * len(first) + b'"}\n'
+    assert ledger.parse(first + over + last, STATES) == {"a": Entry(state="read"), "b": Entry(state="held")}
