@@ -1,0 +1,123 @@
+"""What a person approves, exactly (mutation run 12): the digest's bytes, each line of a patch the
+announcement reads a commit or a path from, and where ``init --approval-key`` may pin the first key."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from agentmail.config import bound
+from agentmail.config.bound import PIN_FILE
+from agentmail.errors import BadInput, ConfigError, Refused
+from agentmail.people import approval
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+FROM = f"From {SHA} Mon Sep 17 00:00:00 2001"
+
+
+def _commits(*lines: str) -> list[tuple[str, tuple[str, ...]]]:
+    return approval.commits_of("\n".join(lines).encode())
+
+
+def test_the_digest_is_the_envelope_length_prefixed_then_the_bytes() -> None:
+    expected = hashlib.sha256(b"agentmail approval 1\n2\n5:a@b.c\n9:\xc3\xa9@b.test\nRAW").hexdigest()
+    assert approval.digest_of(b"RAW", ("a@b.c", "é@b.test")) == expected
+    surrogate = hashlib.sha256(b"agentmail approval 1\n1\n3:a\xffb\n").hexdigest()
+    assert approval.digest_of(b"", ("a\udcffb",)) == surrogate
+
+
+def test_a_commit_starts_at_a_from_line_of_forty_hex_digits_and_more() -> None:
+    assert _commits(FROM, "Subject: [PATCH 1/2] one", FROM, "Subject: [PATCH 2/2] two") == [
+        ("one", ()),
+        ("two", ()),
+    ]
+    assert _commits(f"From {SHA}", "Subject: alone") == [("alone", ())]  # 45 characters: no commit line
+    upper = f"From {SHA.upper()} Mon"
+    assert _commits(FROM, "Subject: one", upper, "Subject: two") == [("one", ())]
+    assert _commits(FROM, f"From {SHA[:-1]}g Mon") == [("(no subject)", ())]
+
+
+def test_a_subject_is_read_once_per_commit_its_patch_prefix_dropped() -> None:
+    assert _commits(FROM, "Subject: [PATCH] fix: it ", "Subject: not this one") == [("fix: it", ())]
+    assert _commits(FROM, "Subject: [PATCH no bracket") == [("[PATCH no bracket", ())]
+    assert _commits(FROM, "Subject: [RFC] kept") == [("[RFC] kept", ())]
+    assert _commits(FROM, "Subject: [PATCH]") == [("(no subject)", ())]
+    assert _commits("Subject: before any From") == [("before any From", ())]
+
+
+def test_a_subject_after_a_path_is_not_the_commits_subject() -> None:
+    assert _commits(FROM, "diff --git a/x b/x", "Subject: later") == [("(no subject)", ("x",))]
+
+
+def test_both_sides_of_a_diff_git_line_and_each_path_once() -> None:
+    assert _commits(FROM, "Subject: s", "diff --git a/old.py b/new.py", "--- a/old.py", "+++ b/new.py") == [
+        ("s", ("old.py", "new.py"))
+    ]
+    assert _commits("diff --git a/dir b/x b/dir b/x") == [("(no subject)", ("dir b/x b/dir", "x"))]
+    assert _commits("diff --git whole") == [("(no subject)", ("diff --git whole"[len("diff --git ") :],))]
+
+
+def test_the_headers_of_a_diff_without_git_name_their_paths_up_to_a_tab() -> None:
+    assert _commits("--- a/one.txt\t2020-01-01", "+++ b/two.txt") == [("(no subject)", ("one.txt", "two.txt"))]
+    assert _commits("--- /dev/null", "+++ b/new.txt") == [("(no subject)", ("new.txt",))]
+
+
+@pytest.mark.parametrize("verb", ["rename from ", "rename to ", "copy from ", "copy to "])
+def test_a_rename_or_copy_names_its_path(verb: str) -> None:
+    assert _commits(FROM, "Subject: s", verb + "a dir/file") == [("s", ("a dir/file",))]
+
+
+def test_a_path_that_shows_as_nothing_is_left_out_and_paths_go_to_their_own_commit() -> None:
+    assert _commits(FROM, "Subject: one", "rename to ", FROM, "Subject: two", "copy to b") == [
+        ("one", ()),
+        ("two", ("b",)),
+    ]
+
+
+def test_the_first_key_is_never_pinned_twice(tmp_path: Path) -> None:
+    root, home = tmp_path / "registry", tmp_path / "home"
+    root.mkdir()
+    home.mkdir(exist_ok=True)
+    approval.may_pin_first(root, str(tmp_path / "key"), home)  # nothing pinned, a place outside both
+    (root / PIN_FILE).write_text("0" * 64)
+    with pytest.raises(Refused) as refused:
+        approval.may_pin_first(root, str(tmp_path / "key"), home)
+    assert str(refused.value) == "an approval key is pinned already: replace it with 'approve --new-key FILE --key-file OLD'"
+
+
+@pytest.mark.parametrize("inside", ["home", "registry"])
+def test_the_key_is_never_kept_where_the_agent_reads(tmp_path: Path, inside: str) -> None:
+    root, home = tmp_path / "registry", tmp_path / "home"
+    root.mkdir()
+    home.mkdir(exist_ok=True)
+    target = (tmp_path / inside / "key").resolve()
+    with pytest.raises(BadInput) as refused:
+        approval.may_pin_first(root, str(tmp_path / inside / "key"), home)
+    assert str(refused.value) == (
+        f"{target} is inside AGENTMAIL_HOME or the registry: keep the approval key where the agent cannot read it"
+    )
+
+
+def test_the_key_path_is_resolved_before_it_is_judged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root, home = tmp_path / "registry", tmp_path / "home"
+    root.mkdir()
+    home.mkdir(exist_ok=True)
+    (tmp_path / "link").symlink_to(home)
+    with pytest.raises(BadInput):
+        approval.may_pin_first(root, str(tmp_path / "link" / "key"), home)
+    monkeypatch.setenv("HOME", str(home))
+    with pytest.raises(BadInput):
+        approval.may_pin_first(root, "~/key", home)
+    assert approval._target(root, "~/../key", tmp_path / "elsewhere") == (tmp_path / "key").resolve()
+
+
+def test_a_home_bound_to_another_registry_pins_nothing(tmp_path: Path) -> None:
+    root, other, home = tmp_path / "registry", tmp_path / "theirs", tmp_path / "home"
+    for folder in (root, other, home):
+        folder.mkdir(exist_ok=True)
+    (other / "bus.toml").write_text("")
+    (home / bound.BOUND_FILE).write_text(str(other.resolve()) + "\n")
+    with pytest.raises(ConfigError, match="cannot stand in for it"):
+        approval.may_pin_first(root, str(tmp_path / "key"), home)
