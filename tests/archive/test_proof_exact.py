@@ -1,0 +1,107 @@
+"""``verify``'s answer for each letter, exactly (mutation run 12): the Message-ID, date and sender
+read from the signed letter, and the reason word for word, whether it verified or not and why."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from email import message_from_bytes
+from typing import Any
+
+from agentmail.archive import proof
+from agentmail.archive.proof import Checked
+from agentmail.client.facade import AgentMail
+from agentmail.config.registry import Registry
+from agentmail.letter import wire
+from agentmail.text import one_line
+
+from .test_attacks import _forged
+from .test_proof import _one_letter_bundle
+
+
+def _raw(bundle: dict[str, Any]) -> bytes:
+    return base64.b64decode(bundle["letters"][0]["raw"])
+
+
+def _with_raw(bundle: dict[str, Any], raw: bytes) -> bytes:
+    bundle["letters"][0]["raw"] = base64.b64encode(raw).decode()
+    return json.dumps(bundle).encode()
+
+
+def _head(raw: bytes) -> tuple[str, str]:
+    msg = message_from_bytes(raw)
+    return str(msg["Message-ID"]).strip(), str(msg["Date"])
+
+
+def _date_changed(raw: bytes, dates: list[bytes]) -> bytes:
+    """``raw`` with its Date header replaced by ``dates`` (none, one or several)."""
+    head, sep, body = raw.partition(b"\r\n\r\n")
+    lines = [line for line in head.split(b"\r\n") if not line.lower().startswith(b"date:")]
+    return b"\r\n".join(lines + [b"Date: " + d for d in dates]) + sep + body
+
+
+def test_a_verified_letter_says_its_own_message_id_date_and_sender(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    message_id, date = _head(_raw(bundle))
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    assert checked == Checked(True, message_id, date, "alpha@bus.test", checked.detail, "current registry", "")
+    assert checked.detail.startswith("dkim=pass")
+
+
+def test_with_an_anchor_the_verifiers_registry_is_named(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    (checked,) = proof.verify(json.dumps(bundle).encode(), proof.Anchor(registry)).letters
+    assert checked.ok and checked.checked == str(registry.root)
+
+
+def test_a_letter_its_anchor_refuses_still_names_what_it_signed(alpha: AgentMail, registry: Registry) -> None:
+    forged = _forged(alpha, registry)
+    raw = base64.b64decode(json.loads(forged)["letters"][0]["raw"])
+    message_id, date = _head(raw)
+    (checked,) = proof.verify(forged, proof.Anchor(registry)).letters
+    assert (checked.ok, checked.message_id, checked.date, checked.sender) == (False, message_id, date, "alpha@bus.test")
+    assert checked.detail == (
+        f"the bundle's key is not alpha's key at the letter's date in your registry at {registry.root} "
+        "(the current file): the bundle vouches only for itself"
+    )
+
+
+def test_a_letter_without_a_date_or_with_two_is_not_proved_and_says_so(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    message_id, date = _head(_raw(bundle))
+    for dates in ([], [date.encode(), date.encode()], [b"not a date"]):
+        (checked,) = proof.verify(_with_raw(bundle, _date_changed(_raw(bundle), dates))).letters
+        said = "not a date" if dates == [b"not a date"] else ""
+        expected = Checked(False, message_id, said, "alpha@bus.test",
+                           "the letter carries no single readable Date", "current registry")  # fmt: skip
+        assert checked == expected
+
+
+def test_the_date_shown_is_cut_at_64_characters(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    _, date = _head(_raw(bundle))
+    long = date + " (" + "x" * 80 + ")"
+    (checked,) = proof.verify(_with_raw(bundle, _date_changed(_raw(bundle), [long.encode()]))).letters
+    assert checked.date == long[:64] and len(checked.date) == 64
+
+
+def test_a_letter_without_an_entry_names_what_it_signed(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    message_id, date = _head(_raw(bundle))
+    bundle["letters"][0]["entry"] = ""
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    reason = "no registry entry for its sender (a person's letter, or not a platform's)"
+    assert checked == Checked(False, message_id, date, "alpha@bus.test", reason, "no entry")
+
+
+def test_a_letter_that_does_not_parse_says_why_in_160_characters(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    raw = re.sub(rb"(?m)^From: .*$", b"From: " + b"x" * 200 + b"@bus", _raw(bundle))
+    try:
+        wire.sender_of(wire.parse_message(raw, proof.MAX_LETTER))
+    except wire.Malformed as exc:
+        why = one_line(str(exc))
+    assert len(why) > 160
+    (checked,) = proof.verify(_with_raw(bundle, raw)).letters
+    assert checked == Checked(False, "", "", "", f"the letter does not parse ({why[:160]})", "current registry")
