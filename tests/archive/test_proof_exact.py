@@ -105,3 +105,38 @@ def test_a_letter_that_does_not_parse_says_why_in_160_characters(alpha: AgentMai
     assert len(why) > 160
     (checked,) = proof.verify(_with_raw(bundle, raw)).letters
     assert checked == Checked(False, "", "", "", f"the letter does not parse ({why[:160]})", "current registry")
+
+
+def _entry_toml(bundle: dict[str, Any], old: str, new: str) -> None:
+    for entry in bundle["entries"].values():
+        entry["toml"] = entry["toml"].replace(old, new)
+
+
+def test_a_letter_from_another_address_than_its_entrys_names_what_it_signed(
+    alpha: AgentMail, registry: Registry
+) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    message_id, date = _head(_raw(bundle))
+    _entry_toml(bundle, "alpha@bus.test", "gamma@bus.test")
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    reason = "From alpha@bus.test is not alpha's address gamma@bus.test"
+    assert checked == Checked(False, message_id, date, "alpha@bus.test", reason, "current registry")
+
+
+def test_a_key_looked_up_in_dns_names_what_it_signed(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    message_id, date = _head(_raw(bundle))
+    _entry_toml(bundle, 'lookup = "pinned"', 'lookup = "dns"')
+    _entry_toml(bundle, "[dkim]", '[dkim]\nlookup = "dns"')
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    reason = "alpha's key was looked up in DNS, not pinned: nothing to check offline"
+    assert checked == Checked(False, message_id, date, "alpha@bus.test", reason, "current registry")
+
+
+def test_a_letter_whose_signature_fails_names_what_it_signed(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    raw = _raw(bundle)
+    message_id, date = _head(raw)
+    (checked,) = proof.verify(_with_raw(bundle, raw.replace(b"Subject: Quota", b"Subject: Quote"))).letters
+    assert (checked.ok, checked.message_id, checked.date, checked.sender) == (False, message_id, date, "alpha@bus.test")
+    assert checked.detail == "the signature does not verify against the pinned key"
