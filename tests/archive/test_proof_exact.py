@@ -6,7 +6,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from email import message_from_bytes
+from email.utils import parsedate_to_datetime
+from pathlib import Path
 from typing import Any
 
 from agentmail.archive import proof
@@ -17,7 +20,7 @@ from agentmail.letter import wire
 from agentmail.text import one_line
 
 from .test_attacks import _forged
-from .test_proof import _one_letter_bundle
+from .test_proof import _bundle_with_previous, _one_letter_bundle
 
 
 def _raw(bundle: dict[str, Any]) -> bytes:
@@ -140,3 +143,34 @@ def test_a_letter_whose_signature_fails_names_what_it_signed(alpha: AgentMail, r
     (checked,) = proof.verify(_with_raw(bundle, raw.replace(b"Subject: Quota", b"Subject: Quote"))).letters
     assert (checked.ok, checked.message_id, checked.date, checked.sender) == (False, message_id, date, "alpha@bus.test")
     assert checked.detail == "the signature does not verify against the pinned key"
+
+
+def _previous_until(alpha: AgentMail, registry: Registry, home: Path, shift: int) -> tuple[dict[str, Any], str]:
+    """A bundle whose letter was signed by the previous key, that key's window ending ``shift``
+    seconds after the letter's Date; and that date."""
+    bundle = json.loads(_bundle_with_previous(alpha, registry, home, None))
+    _, date = _head(_raw(bundle))
+    until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(parsedate_to_datetime(date).timestamp() + shift))
+    for entry in bundle["entries"].values():
+        entry["toml"] = re.sub(r'until = "[^"]*"', f'until = "{until}"', entry["toml"])
+    return bundle, until
+
+
+def test_the_previous_key_verifies_a_letter_dated_the_last_second_of_its_window(
+    alpha: AgentMail, registry: Registry, home: Path
+) -> None:
+    bundle, until = _previous_until(alpha, registry, home, 0)
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    assert checked.ok and checked.detail.endswith(f"(the previous key, in force until {until})")
+
+
+def test_a_letter_by_the_previous_key_a_second_after_its_window_names_what_it_signed(
+    alpha: AgentMail, registry: Registry, home: Path
+) -> None:
+    bundle, until = _previous_until(alpha, registry, home, -1)
+    message_id, date = _head(_raw(bundle))
+    selector = re.search(r'selector = "([^"]*)"', list(bundle["entries"].values())[0]["toml"].split("[dkim.previous]")[1])
+    assert selector is not None
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    reason = f"signed by the previous key s={selector[1]} after its window ended at {until}"
+    assert checked == Checked(False, message_id, date, "alpha@bus.test", reason, "current registry")
