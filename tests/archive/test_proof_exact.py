@@ -7,6 +7,7 @@ import base64
 import json
 import re
 import time
+import tomllib
 from email import message_from_bytes
 from email.utils import parsedate_to_datetime
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 from agentmail.archive import proof
 from agentmail.archive.proof import Checked
 from agentmail.client.facade import AgentMail
-from agentmail.config.registry import Registry
+from agentmail.config.registry import Registry, parse_platform
+from agentmail.errors import ConfigError
 from agentmail.letter import wire
 from agentmail.text import one_line
 
@@ -174,3 +176,50 @@ def test_a_letter_by_the_previous_key_a_second_after_its_window_names_what_it_si
     (checked,) = proof.verify(json.dumps(bundle).encode()).letters
     reason = f"signed by the previous key s={selector[1]} after its window ended at {until}"
     assert checked == Checked(False, message_id, date, "alpha@bus.test", reason, "current registry")
+
+
+def test_the_previous_key_is_checked_for_the_entrys_dkim_domain_not_its_address(
+    alpha: AgentMail, registry: Registry, home: Path
+) -> None:
+    """The letter was signed d=bus.test; an entry whose [dkim] domain is another never lets it
+    verify by the address's domain."""
+    bundle, _ = _previous_until(alpha, registry, home, 3600)
+    _entry_toml(bundle, "[dkim]", '[dkim]\ndomain = "other.test"')
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    assert not checked.ok
+
+
+def test_an_entry_that_does_not_read_says_why_cut_to_its_bounds(alpha: AgentMail, registry: Registry) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    (entry,) = bundle["entries"].values()
+    toml = entry["toml"]
+    entry.update(platform="p" * 50, toml="name = [")
+    try:
+        tomllib.loads("name = [")
+    except tomllib.TOMLDecodeError as exc:
+        why = one_line(str(exc))
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    assert checked.detail == f"the registry entry of {'p' * 40!r} does not read ({why})"
+    entry.update(platform="alpha", toml=re.sub(r'(?m)^selector = "[^"]*"', f'selector = "{"s" * 200}"', toml, count=1))
+    try:
+        parse_platform(tomllib.loads(entry["toml"]), "alpha")
+    except ConfigError as exc:
+        why = one_line(str(exc))
+    assert len(why) > 160
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    assert checked.detail == f"the registry entry of 'alpha' does not read ({why[:160]})"
+
+
+def test_a_key_is_said_to_come_from_git_only_with_a_git_source_and_a_commit(
+    alpha: AgentMail, registry: Registry
+) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    (entry,) = bundle["entries"].values()
+    for source, commit, where in (
+        ("git", "", "current registry"),
+        ("current", "abc", "current registry"),
+        ("git", "0123456789abcdef", "git 0123456789ab 2020-01-01T00:00:00Z"),
+    ):
+        entry.update(source=source, commit=commit, committed="2020-01-01T00:00:00Z")
+        (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+        assert checked.entry == where
