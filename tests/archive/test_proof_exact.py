@@ -13,11 +13,13 @@ from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agentmail.archive import proof
 from agentmail.archive.proof import Checked
 from agentmail.client.facade import AgentMail
 from agentmail.config.registry import Registry, parse_platform
-from agentmail.errors import ConfigError
+from agentmail.errors import BadInput, ConfigError
 from agentmail.letter import wire
 from agentmail.text import one_line
 
@@ -223,3 +225,63 @@ def test_a_key_is_said_to_come_from_git_only_with_a_git_source_and_a_commit(
         entry.update(source=source, commit=commit, committed="2020-01-01T00:00:00Z")
         (checked,) = proof.verify(json.dumps(bundle).encode()).letters
         assert checked.entry == where
+
+
+def _doc(**fields: Any) -> bytes:
+    return json.dumps({"format": proof.FORMAT, "thread": "thr-abcdef", "entries": {}, **fields}).encode()
+
+
+ROW = {"raw": "", "entry": ""}
+KEY = "k" * 70
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"\xff{}", "not a proof bundle: not UTF-8 JSON"),
+        (b"{", "not a proof bundle: not UTF-8 JSON"),
+        (b"[" * 100_000, "not a proof bundle: not UTF-8 JSON"),
+        (b'{"format": "agentmail-proof/2"}', f"not a proof bundle: its format is not {proof.FORMAT}"),
+        (b"[]", f"not a proof bundle: its format is not {proof.FORMAT}"),
+        (json.dumps({"format": proof.FORMAT}).encode(), "not a proof bundle: thread is missing or not a str"),
+        (_doc(entries=[]), "not a proof bundle: entries is missing or not a dict"),
+        (_doc(entries={KEY: 1}), f"not a proof bundle: entry {'k' * 60!r} is not a table"),
+        (_doc(entries={"e": {}}), "not a proof bundle: entry 'e': platform is missing or not a str"),
+        (
+            _doc(entries={"e": {"platform": "", "toml": "", "source": "", "commit": "", "committed": 1}}),
+            "not a proof bundle: entry 'e': committed is missing or not a str",
+        ),
+        (_doc(), "not a proof bundle: letters is missing or not a list"),
+        (_doc(letters=[]), f"not a proof bundle: it must hold 1 to {proof.MAX_LETTERS} letters"),
+        (_doc(letters=[ROW, 1]), "not a proof bundle: letter 2 is not a table"),
+        (_doc(letters=[ROW, {"entry": ""}]), "not a proof bundle: letter 2: raw is missing or not a str"),
+        (_doc(letters=[{"raw": ""}]), "not a proof bundle: letter 1: entry is missing or not a str"),
+    ],
+)
+def test_a_bundle_of_the_wrong_shape_is_refused_naming_the_first_thing_wrong(data: bytes, said: str) -> None:
+    with pytest.raises(BadInput) as refused:
+        proof.load(data)
+    assert str(refused.value) == said
+
+
+def test_a_bundle_is_read_up_to_its_size_and_letter_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = _doc(letters=[ROW, ROW])
+    monkeypatch.setattr(proof, "MAX_BUNDLE", len(data))
+    monkeypatch.setattr(proof, "MAX_LETTERS", 2)
+    assert proof.load(data) == ("thr-abcdef", {}, [ROW, ROW])
+    with pytest.raises(BadInput) as refused:
+        proof.load(data + b" ")
+    assert str(refused.value) == f"the bundle is {len(data) + 1} bytes; at most {len(data)} are read"
+    monkeypatch.setattr(proof, "MAX_BUNDLE", 1000)
+    with pytest.raises(BadInput, match="it must hold 1 to 2 letters"):
+        proof.load(_doc(letters=[ROW, ROW, ROW]))
+
+
+def test_a_git_entry_is_shown_by_12_characters_of_its_commit_and_20_of_its_time(
+    alpha: AgentMail, registry: Registry
+) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    (entry,) = bundle["entries"].values()
+    entry.update(source="git", commit="0123456789abcdef", committed="2020-01-01T00:00:00Z and more")
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    assert checked.entry == "git 0123456789ab 2020-01-01T00:00:00Z"
