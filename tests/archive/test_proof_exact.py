@@ -247,6 +247,7 @@ KEY = "k" * 70
         (_doc(entries=[]), "not a proof bundle: entries is missing or not a dict"),
         (_doc(entries={KEY: 1}), f"not a proof bundle: entry {'k' * 60!r} is not a table"),
         (_doc(entries={"e": {}}), "not a proof bundle: entry 'e': platform is missing or not a str"),
+        (_doc(entries={KEY: {}}), f"not a proof bundle: entry {'k' * 60!r}: platform is missing or not a str"),
         (
             _doc(entries={"e": {"platform": "", "toml": "", "source": "", "commit": "", "committed": 1}}),
             "not a proof bundle: entry 'e': committed is missing or not a str",
