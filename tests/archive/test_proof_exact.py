@@ -286,3 +286,29 @@ def test_a_git_entry_is_shown_by_12_characters_of_its_commit_and_20_of_its_time(
     entry.update(source="git", commit="0123456789abcdef", committed="2020-01-01T00:00:00Z and more")
     (checked,) = proof.verify(json.dumps(bundle).encode()).letters
     assert checked.entry == "git 0123456789ab 2020-01-01T00:00:00Z"
+
+
+def test_a_letter_not_in_base64_is_said_so_and_the_next_letter_is_still_checked(
+    alpha: AgentMail, registry: Registry
+) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    good = dict(bundle["letters"][0])
+    encoded = good["raw"]
+    junk = {**good, "raw": encoded[:8] + "!" + encoded[8:]}  # base64 with a stray byte: never skipped over
+    bundle["letters"] = [junk, good]
+    result = proof.verify(json.dumps(bundle).encode())
+    assert result.thread == bundle["thread"]
+    bad, checked = result.letters
+    assert bad == Checked(False, "", "", "", "the letter's bytes are not base64", "current registry")
+    assert checked.ok
+
+
+def test_a_letter_naming_no_entry_never_takes_an_entry_filed_under_no_name(
+    alpha: AgentMail, registry: Registry
+) -> None:
+    bundle = _one_letter_bundle(alpha, registry)
+    (entry,) = bundle["entries"].values()
+    bundle["entries"] = {"": entry}
+    bundle["letters"][0]["entry"] = ""
+    (checked,) = proof.verify(json.dumps(bundle).encode()).letters
+    assert not checked.ok and checked.entry == "no entry" and checked.detail.startswith("no registry entry")
