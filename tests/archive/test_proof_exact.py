@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import subprocess
 import time
 import tomllib
 from email import message_from_bytes
@@ -24,7 +25,7 @@ from agentmail.letter import wire
 from agentmail.text import one_line
 
 from .test_attacks import _forged
-from .test_proof import _bundle_with_previous, _one_letter_bundle
+from .test_proof import _bundle_with_previous, _commit, _git, _one_letter_bundle
 
 
 def _raw(bundle: dict[str, Any]) -> bytes:
@@ -312,3 +313,27 @@ def test_a_letter_naming_no_entry_never_takes_an_entry_filed_under_no_name(
     bundle["letters"][0]["entry"] = ""
     (checked,) = proof.verify(json.dumps(bundle).encode()).letters
     assert not checked.ok and checked.entry == "no entry" and checked.detail.startswith("no registry entry")
+
+
+def test_the_verifiers_previous_key_window_holds_to_its_last_second(
+    alpha: AgentMail, registry: Registry, home: Path
+) -> None:
+    bundle, until = _previous_until(alpha, registry, home, 0)
+    mine = registry.root / "platforms" / "alpha.toml"
+    mine.write_text(re.sub(r'until = "[^"]*"', f'until = "{until}"', mine.read_text()))
+    (checked,) = proof.verify(json.dumps(bundle).encode(), proof.Anchor(registry)).letters
+    assert checked.ok and checked.checked == str(registry.root)
+
+
+def test_a_refusal_names_the_commit_of_the_verifiers_registry_it_was_read_from(
+    alpha: AgentMail, registry: Registry
+) -> None:
+    root = registry.root
+    _git(root, "init", "-q")
+    _commit(root, "the bus", time.time() - 60)
+    commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    (checked,) = proof.verify(_forged(alpha, registry), proof.Anchor(registry)).letters
+    assert checked.detail == (
+        f"the bundle's key is not alpha's key at the letter's date in your registry at {root} "
+        f"(git {commit.stdout.strip()[:12]}): the bundle vouches only for itself"
+    )
