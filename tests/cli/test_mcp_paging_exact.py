@@ -133,3 +133,10 @@ def test_a_list_of_exactly_the_limit_is_whole_and_an_item_without_an_id_points_a
     assert over["cc"][-1] == "… [1 more: thread thr-abcdef]"
     assert over["subject"] == "s" * LIST_FIELD + "… [1 more chars: thread thr-abcdef]"
     assert mcp_server._bounded({"subject": "s" * (LIST_FIELD + 1)})["subject"].endswith("[1 more chars: thread ]")
+
+
+def test_a_page_refuses_a_bad_cursor_naming_its_list() -> None:
+    for name, cursor in (("search", "x"), ("inbox", "x")):
+        with pytest.raises(BadInput) as refused:
+            mcp_server._page(name, {"cursor": cursor}, [])
+        assert str(refused.value) == f"bad arguments for {name}: {REFUSED}"
