@@ -174,7 +174,9 @@ def test_a_letter_by_the_previous_key_a_second_after_its_window_names_what_it_si
 ) -> None:
     bundle, until = _previous_until(alpha, registry, home, -1)
     message_id, date = _head(_raw(bundle))
-    selector = re.search(r'selector = "([^"]*)"', list(bundle["entries"].values())[0]["toml"].split("[dkim.previous]")[1])
+    selector = re.search(
+        r'selector = "([^"]*)"', list(bundle["entries"].values())[0]["toml"].split("[dkim.previous]")[1]
+    )
     assert selector is not None
     (checked,) = proof.verify(json.dumps(bundle).encode()).letters
     reason = f"signed by the previous key s={selector[1]} after its window ended at {until}"

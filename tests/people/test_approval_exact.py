@@ -4,14 +4,18 @@ announcement reads a commit or a path from, and where ``init --approval-key`` ma
 from __future__ import annotations
 
 import hashlib
+from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentmail.config import bound
 from agentmail.config.bound import PIN_FILE
 from agentmail.errors import BadInput, ConfigError, Refused
-from agentmail.people import approval
+from agentmail.frame import quoted
+from agentmail.model import Letter
+from agentmail.people import approval, for_people
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 FROM = f"From {SHA} Mon Sep 17 00:00:00 2001"
@@ -84,7 +88,10 @@ def test_the_first_key_is_never_pinned_twice(tmp_path: Path) -> None:
     (root / PIN_FILE).write_text("0" * 64)
     with pytest.raises(Refused) as refused:
         approval.may_pin_first(root, str(tmp_path / "key"), home)
-    assert str(refused.value) == "an approval key is pinned already: replace it with 'approve --new-key FILE --key-file OLD'"
+    assert (
+        str(refused.value)
+        == "an approval key is pinned already: replace it with 'approve --new-key FILE --key-file OLD'"
+    )
 
 
 @pytest.mark.parametrize("inside", ["home", "registry"])
@@ -121,3 +128,96 @@ def test_a_home_bound_to_another_registry_pins_nothing(tmp_path: Path) -> None:
     (home / bound.BOUND_FILE).write_text(str(other.resolve()) + "\n")
     with pytest.raises(ConfigError, match="cannot stand in for it"):
         approval.may_pin_first(root, str(tmp_path / "key"), home)
+
+
+PATCH_TEXT = f"{FROM}\nSubject: [PATCH] plan\n\ndiff --git a/plan.py b/plan.py\n".encode()
+
+
+def _held(*attached: tuple[str, str, bytes]) -> tuple[Letter, bytes]:
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"], msg["Message-ID"] = "a@bus.test", "b@bus.test", "s", "<m@bus.test>"
+    msg["Date"] = "Mon, 01 Jan 2024 00:00:00 +0000"
+    msg.set_content("the body\n")
+    for name, kind, data in attached:
+        maintype, _, subtype = kind.partition("/")
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
+    for part in msg.iter_parts():
+        del part["MIME-Version"]  # a part's own MIME-Version is refused as malformed
+    letter = Letter(message_id="<m@bus.test>", sender="alpha", sender_address="a@bus.test", to="beta",
+                    to_address="b@bus.test", type="report", thread="thr-abcdef", subject="s", body="the body",
+                    date=str(msg["Date"]), id="L1", recipients=("b@bus.test", "c@bus.test"), cc=("p@people.test",))  # fmt: skip
+    return letter, msg.as_bytes()
+
+
+def test_the_listing_names_every_recipient_and_each_attachment() -> None:
+    letter, raw = _held(("a.log", "text/plain", b"log\n"), ("b.bin", "application/octet-stream", b"\x00\x01"))
+    shown = approval._listed(letter, ("b@bus.test", "x@bus.test"), raw, "DIGEST")
+    a, b = approval.attachments_of(raw)
+    assert shown == [
+        "To: b@bus.test",
+        "To: c@bus.test",
+        "Cc: p@people.test",
+        "Delivered to: b@bus.test, x@bus.test",
+        "Attachments: 2",
+        f"  a.log (text/plain, {a.size} bytes)",
+        f"    SHA-256 {a.sha256}",
+        f"  b.bin (application/octet-stream, {b.size} bytes)",
+        f"    SHA-256 {b.sha256}",
+        "Digest: DIGEST",
+    ]
+    bare, raw = _held()
+    assert approval._listed(bare.replace(recipients=(), cc=()), (), raw, "D") == [
+        "To: b@bus.test",
+        "Delivered to: ",
+        "Attachments: none",
+        "Digest: D",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "read"),
+    [
+        ("fix.patch", "application/octet-stream", True),
+        ("fix.diff", "application/octet-stream", True),
+        ("changes.txt", "text/x-diff", True),
+        ("notes.txt", "text/plain", False),
+        ("fix.PATCH", "text/plain", False),
+    ],
+)
+def test_a_patch_is_read_for_its_commits_by_its_type_or_its_name(name: str, kind: str, read: bool) -> None:
+    letter, raw = _held((name, kind, PATCH_TEXT))
+    shown = approval._listed(letter, (), raw, "D")
+    assert (["    commit: plan", "      plan.py"] if read else []) == [
+        x for x in shown if x.startswith("    c") or x.startswith("      ")
+    ]
+
+
+def test_the_announcement_says_why_and_what_in_its_first_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    said: dict[str, Any] = {}
+
+    def compose(
+        registry: Any, home: Any, platform: str, to: Any, subject: str, body: str, **kw: Any
+    ) -> tuple[str, bytes]:
+        said.update(platform=platform, subject=subject, body=body, **kw)
+        return "<id@bus.test>", b"raw"
+
+    monkeypatch.setattr(for_people, "compose_for_people", compose)
+    monkeypatch.setattr(approval, "approvers", lambda registry, platform: ("carol@people.test",))
+    letter, raw = _held()
+    assert approval.announcement(None, Path("."), "alpha", letter, "held: a person", raw, ("b@bus.test",)) == (  # type: ignore[arg-type]
+        "<id@bus.test>",
+        b"raw",
+    )
+    lines = said["body"].split("\n")
+    assert lines[:7] == [
+        "A letter from alpha waits for your approval before it is sent.",
+        "Why it waits: held: a person",
+        "",
+        "Letter: L1 (thread thr-abcdef)",
+        f"Subject: {quoted('s')}",
+        "Type: report",
+        "To: b@bus.test",
+    ]
+    assert said["subject"] == f"Approve? {quoted('s')} (L1)" and said["as_written"] is True
+    assert "Any change to this letter or its recipients needs a new approval." in lines
+    assert lines[-2:] == ["-- ", approval.HOW_TO_ANSWER]
