@@ -278,6 +278,8 @@ GROUPS: dict[str, Group] = {
     "approval": Group(
         ("client/holds.py", "client/consent.py"),
         (
+            "people/test_consent_exact.py",
+            "people/test_holds_exact.py",
             "people/test_approval_bound.py",
             "people/test_approval_by_mail.py",
             "people/test_approval_guard.py",
