@@ -56,7 +56,13 @@ def test_a_letter_without_a_digest_or_changed_is_refused_word_for_word(alpha: Ag
         f"letter {letter_id} was held without a digest of what would leave, so no approval can be bound to it: "
         f"'agentmail reject {letter_id} -r ...' and send it again"
     )
-    rewrite(alpha, "notes", "data", letter_id, lambda n: {**n, "held_digest": "0" + digest[1:]})
+    rewrite(
+        alpha,
+        "notes",
+        "data",
+        letter_id,
+        lambda n: {**n, "held_digest": ("1" if digest[0] == "0" else "0") + digest[1:]},
+    )
     assert _refused(alpha, letter_id) == (
         f"letter {letter_id} changed after it was announced (its bytes or recipients are not the ones approved): "
         f"not sent; 'agentmail reject {letter_id} -r ...' and send it again"
