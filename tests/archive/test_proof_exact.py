@@ -189,9 +189,9 @@ def test_the_previous_key_is_checked_for_the_entrys_dkim_domain_not_its_address(
     """The letter was signed d=bus.test; an entry whose [dkim] domain is another never lets it
     verify by the address's domain."""
     bundle, _ = _previous_until(alpha, registry, home, 3600)
-    _entry_toml(bundle, "[dkim]", '[dkim]\ndomain = "other.test"')
+    _entry_toml(bundle, '[dkim]\ndomain = "bus.test"', '[dkim]\ndomain = "other.test"')
     (checked,) = proof.verify(json.dumps(bundle).encode()).letters
-    assert not checked.ok
+    assert not checked.ok and "not the pinned d=other.test" in checked.detail
 
 
 def test_an_entry_that_does_not_read_says_why_cut_to_its_bounds(alpha: AgentMail, registry: Registry) -> None:
