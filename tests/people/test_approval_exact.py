@@ -13,6 +13,7 @@ import pytest
 from agentmail.config import bound
 from agentmail.config.bound import PIN_FILE
 from agentmail.errors import BadInput, ConfigError, Refused
+from agentmail.frame import body as framed
 from agentmail.frame import quoted
 from agentmail.model import Letter
 from agentmail.people import approval, for_people
@@ -221,3 +222,41 @@ def test_the_announcement_says_why_and_what_in_its_first_lines(monkeypatch: pyte
     assert said["subject"] == f"Approve? {quoted('s')} (L1)" and said["as_written"] is True
     assert "Any change to this letter or its recipients needs a new approval." in lines
     assert lines[-2:] == ["-- ", approval.HOW_TO_ANSWER]
+
+
+def test_a_from_line_is_a_commit_from_46_characters_and_only_with_hex_in_all_40_places() -> None:
+    one = [FROM, "Subject: one"]
+    assert _commits(*one, f"From {SHA}", "Subject: two") == [("one", ())]  # 45 characters
+    assert _commits(*one, f"From {SHA} ", "Subject: two") == [("one", ()), ("two", ())]  # 46
+    assert _commits(*one, f"From {SHA[:-1]}X Mon", "Subject: two") == [("one", ())]
+    assert _commits(*one, f"From g{SHA[1:]} Mon", "Subject: two") == [("one", ())]
+
+
+def test_a_subject_loses_only_its_first_bracket() -> None:
+    assert _commits(FROM, "Subject: [PATCH v2] fix [ci] it") == [("fix [ci] it", ())]
+
+
+def _announced(monkeypatch: pytest.MonkeyPatch, letter: Letter, raw: bytes, envelope: tuple[str, ...]) -> str:
+    said: dict[str, Any] = {}
+
+    def compose(*args: Any, **kw: Any) -> tuple[str, bytes]:
+        said["body"] = args[5]
+        return "<id@bus.test>", b"raw"
+
+    monkeypatch.setattr(for_people, "compose_for_people", compose)
+    monkeypatch.setattr(approval, "approvers", lambda registry, platform: ("carol@people.test",))
+    approval.announcement(None, Path("."), "alpha", letter, "why", raw, envelope)  # type: ignore[arg-type]
+    body: str = said["body"]
+    return body
+
+
+def test_a_long_envelope_is_wrapped_and_the_body_stands_between_blank_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    letter, raw = _held()
+    envelope = tuple(f"person{n}@people.test" for n in range(12))
+    body = _announced(monkeypatch, letter, raw, envelope)
+    delivered = "Delivered to: " + ", ".join(envelope)
+    assert for_people.wrap(delivered) != delivered and for_people.wrap(delivered) in body
+    assert delivered not in body
+    digest = approval.digest_of(raw, envelope)
+    tail = f"Digest: {digest}\nAny change to this letter or its recipients needs a new approval.\n\n"
+    assert body.endswith(tail + framed(letter.body) + "\n\n-- \n" + approval.HOW_TO_ANSWER)
