@@ -110,9 +110,9 @@ def test_answers_that_disagree_are_kept_and_the_refusal_says_them(alpha: AgentMa
 
 def test_answers_that_all_reject_drop_it_with_the_first_ones_reason(alpha: AgentMail, home: Path) -> None:
     letter_id, _ = held_and_announced(alpha, home)
-    alpha.holds._decide(alpha.show(letter_id), [("A1", CAROL, "reject", "no"), ("A2", DAVE, "reject", "never")])
+    alpha.holds._decide(alpha.show(letter_id), [("A1", CAROL, "reject", "not now"), ("A2", DAVE, "reject", "")])
     dropped = alpha.show(letter_id)
-    assert dropped.state == "failed" and dropped.extra["rejected"] == "no"
+    assert dropped.state == "failed" and dropped.extra["rejected"] == "not now"
     assert f"rejected by {CAROL}" in dropped.extra["failed_reason"]
 
 
