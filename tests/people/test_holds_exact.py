@@ -121,3 +121,10 @@ def test_answers_that_all_approve_release_it_by_the_first(alpha: AgentMail, home
     alpha.holds._decide(alpha.show(letter_id), [("A1", DAVE, "approve", ""), ("A2", CAROL, "approve", "")])
     assert alpha.spool.locate(letter_id) == "sent"
     assert alpha.spool.annotations(letter_id)["approved_by"] == DAVE
+
+
+def test_a_letter_the_spool_never_had_is_not_held_and_says_nothing_more(alpha: AgentMail) -> None:
+    for check in (alpha.holds.bound, lambda i: alpha.holds.release(i, "someone")):
+        with pytest.raises(NotFound) as missing:
+            check("01abcdefghjkmnpqrstvwxyz00")
+        assert str(missing.value) == "letter 01abcdefghjkmnpqrstvwxyz00 is not held"
