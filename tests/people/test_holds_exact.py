@@ -128,3 +128,16 @@ def test_a_letter_the_spool_never_had_is_not_held_and_says_nothing_more(alpha: A
         with pytest.raises(NotFound) as missing:
             check("01abcdefghjkmnpqrstvwxyz00")
         assert str(missing.value) == "letter 01abcdefghjkmnpqrstvwxyz00 is not held"
+
+
+def test_a_letter_taken_out_of_held_by_another_process_is_not_released(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between the check and the rename another process moved it: the rename finds nothing and
+    the refusal names where the letter is now."""
+    letter_id, _ = held_and_announced(alpha, home)
+    monkeypatch.setattr(alpha.holds.box, "move", lambda *args: False)
+    with pytest.raises(NotFound) as lost:
+        alpha.holds.release(letter_id, "someone")
+    assert str(lost.value) == f"letter {letter_id} is not held (it is held)"
+    assert "approved" not in alpha.spool.annotations(letter_id)
