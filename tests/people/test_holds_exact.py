@@ -8,15 +8,16 @@ from pathlib import Path
 import pytest
 
 from agentmail.client.facade import AgentMail
+from agentmail.client.holds import Holds
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import NotFound, Refused
 
 from ..helpers.approval_key import operator_key
-from .test_approval_bound import rewrite
+from .test_approval_bound import fan_out, held_fan_out, rewrite
 from .test_approval_by_mail import CAROL, DAVE, answer, approving, held_and_announced
 
-__all__ = ["approving"]  # the fixture, used by name
+__all__ = ["approving", "fan_out"]  # the fixtures, used by name
 
 
 @pytest.fixture
@@ -141,3 +142,14 @@ def test_a_letter_taken_out_of_held_by_another_process_is_not_released(
         alpha.holds.release(letter_id, "someone")
     assert str(lost.value) == f"letter {letter_id} is not held (it is held)"
     assert "approved" not in alpha.spool.annotations(letter_id)
+
+
+def test_where_the_transport_mails_people_the_followers_are_part_of_what_was_approved(
+    fan_out: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On smtp+imap the followers are RCPT TOs too: the digest checked at release is made with
+    them, as it was when the letter was held."""
+    monkeypatch.setattr(Holds, "_mails_people", lambda self: True)
+    alpha, letter_id = held_fan_out(fan_out, home)
+    assert alpha.show(letter_id).cc  # erin follows gamma
+    assert alpha.approve(letter_id, key_file=operator_key(home)).state == "sent"
