@@ -4,7 +4,7 @@ approval spent by the one ask that takes it, and a record that was never announc
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PosixPath
 
 import pytest
 
@@ -100,3 +100,20 @@ def test_a_partners_guard_is_decided_by_its_own_approvers(two: AgentMail, home: 
     with pytest.raises(Refused) as refused:
         am.ask_approvers(CHANGE, "what it does", "beta")
     assert "erin@people.test were asked by mail" in str(refused.value) and CAROL not in str(refused.value)
+
+
+class _TakenAlready(PosixPath):
+    """A change's record another command removed between reading and taking it."""
+
+    def unlink(self, missing_ok: bool = False) -> None:
+        raise FileNotFoundError(str(self))
+
+
+def test_an_approval_another_command_took_first_lets_this_one_nothing(
+    two: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _refused(two)
+    answer(home, mailbox(home, CAROL)[0], "approve", sender=CAROL)
+    found = consent._find
+    monkeypatch.setattr(consent, "_find", lambda spool, change: _TakenAlready(found(spool, change)))
+    assert _refused(two) == "this change's approval was taken up by another command already: ask again"

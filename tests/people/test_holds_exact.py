@@ -153,3 +153,15 @@ def test_where_the_transport_mails_people_the_followers_are_part_of_what_was_app
     alpha, letter_id = held_fan_out(fan_out, home)
     assert alpha.show(letter_id).cc  # erin follows gamma
     assert alpha.approve(letter_id, key_file=operator_key(home)).state == "sent"
+
+
+def test_a_letter_gone_from_the_spool_between_the_check_and_the_rename_is_not_held(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    letter_id, _ = held_and_announced(alpha, home)
+    said = iter(["held", None])
+    monkeypatch.setattr(alpha.holds.box, "move", lambda *args: False)
+    monkeypatch.setattr(alpha.spool, "locate", lambda letter: next(said))
+    with pytest.raises(NotFound) as lost:
+        alpha.holds.release(letter_id, "someone")
+    assert str(lost.value) == f"letter {letter_id} is not held"
