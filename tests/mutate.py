@@ -373,6 +373,78 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
+    # Issue 37 (run 12): a person approves exactly what leaves, and a control that guards against
+    # the agent needs an approver: the enforcing functions DESIGN §10 names (and the digest and the
+    # recipient/attachment lines the announcement is made of).
+    "approval": Group(
+        ("client/holds.py", "client/consent.py"),
+        (
+            "people/test_consent_exact.py",
+            "people/test_holds_exact.py",
+            "people/test_approval_bound.py",
+            "people/test_approval_by_mail.py",
+            "people/test_approval_guard.py",
+            "people/test_approval_attacks.py",
+            "people/test_approving.py",
+            "people/test_approval_writer.py",
+        ),
+        functions=(
+            *(f"agentmail.client.holds.x\u01c1Holds\u01c1{f}__mutmut_*" for f in ("bound", "release", "_decide")),
+            "agentmail.client.consent.x\u01c1Consent\u01c1ask__mutmut_*",
+        ),
+        timeout=60,
+    ),
+    # The announcement's words and the first key's place (people/approval.py), pure functions first.
+    "announce": Group(
+        ("people/approval.py",),
+        (
+            "people/test_approval_exact.py",
+            "people/test_approval_bound.py",
+            "people/test_approval_attacks.py",
+            "people/test_approval_by_mail.py",
+            "people/test_approval_guard.py",
+        ),
+        functions=tuple(
+            f"agentmail.people.approval.x_{f}__mutmut_*"
+            for f in ("announcement", "_listed", "digest_of", "commits_of", "may_pin_first", "_target")
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 12): the ledger a rebuild restores from (every function of the module).
+    "ledger": Group(
+        ("spool/ledger.py",),
+        (
+            "spool/test_ledger_exact.py",
+            "spool/test_rebuild_attacks.py",
+            "spool/test_waiting_exact.py",
+            "spool/test_rebuild.py",
+            "spool/test_spool.py",
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 12): MCP lists paged with a total, every item bounded.
+    "paging": Group(
+        ("cli/mcp_server.py",),
+        ("cli/test_mcp_paging_exact.py", "cli/test_mcp.py", "cli/test_shown_frame.py", "cli/test_shown_attacks.py"),
+        functions=tuple(
+            f"agentmail.cli.mcp_server.x_{f}__mutmut_*" for f in ("_bounded", "_page", "_offset", "_after", "_limit")
+        ),
+        timeout=60,
+        deselect=_MCP_STDIO,
+    ),
+    # Issue 37 (run 12): a proof verifies only against the keys in force, anchored to the registry.
+    "proof": Group(
+        ("archive/proof.py",),
+        ("archive/test_proof_exact.py", "archive/test_attacks.py", "archive/test_proof.py"),
+        functions=(  # verify and what it calls (build, the export side, is not a check)
+            *(
+                f"agentmail.archive.proof.x_{f}__mutmut_*"
+                for f in ("verify", "load", "_field", "_platform", "_where", "_anchored", "_check", "_when")
+            ),
+            "agentmail.archive.proof.x\u01c1Anchor\u01c1*__mutmut_*",
+        ),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
