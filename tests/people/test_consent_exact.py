@@ -9,7 +9,7 @@ from pathlib import Path, PosixPath
 import pytest
 
 from agentmail.admin import bus
-from agentmail.client import consent
+from agentmail.client import guard_changes
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
@@ -42,7 +42,7 @@ def _asked(home: Path) -> list[str]:
 
 def test_nobody_is_asked_where_nobody_approves(alpha: AgentMail, home: Path) -> None:
     assert alpha.ask_approvers(CHANGE, "what it does") == ""
-    assert not consent.folder_of(alpha.spool).exists()
+    assert not guard_changes.folder_of(alpha.spool).exists()
 
 
 def test_the_first_ask_announces_once_and_says_who_was_asked(two: AgentMail, home: Path) -> None:
@@ -57,7 +57,7 @@ def test_the_first_ask_announces_once_and_says_who_was_asked(two: AgentMail, hom
 
 def test_the_change_is_asked_as_one_line(two: AgentMail, home: Path) -> None:
     _refused(two, "agentmail bus set\nhold x")
-    (path,) = consent.folder_of(two.spool).glob("*.json")
+    (path,) = guard_changes.folder_of(two.spool).glob("*.json")
     assert json.loads(path.read_text())["change"] == "agentmail bus set hold x"
     assert _refused(two, "agentmail bus set hold x").startswith("this change still waits")
 
@@ -67,7 +67,7 @@ def test_an_approval_returns_the_approver_once(two: AgentMail, home: Path) -> No
     answer(home, mailbox(home, CAROL)[0], "approve", sender=DAVE)
     answer(home, mailbox(home, CAROL)[0], "Approved.", sender=CAROL, n=2)
     assert two.ask_approvers(CHANGE, "what it does") == DAVE
-    assert list(consent.folder_of(two.spool).glob("*.json")) == []
+    assert list(guard_changes.folder_of(two.spool).glob("*.json")) == []
     assert _refused(two).startswith("this change waits for an approver:")  # spent: asked anew
 
 
@@ -86,7 +86,7 @@ def test_a_rejection_and_a_disagreement_say_every_answer(two: AgentMail, home: P
 
 
 def test_a_record_never_announced_is_announced_anew(two: AgentMail, home: Path) -> None:
-    folder = consent.folder_of(two.spool)
+    folder = guard_changes.folder_of(two.spool)
     folder.mkdir(parents=True)
     (folder / "old.json").write_text(json.dumps({"change": CHANGE, "answers": [f"{CAROL} approve"]}))
     assert _refused(two).startswith("this change waits for an approver:")
@@ -114,6 +114,6 @@ def test_an_approval_another_command_took_first_lets_this_one_nothing(
 ) -> None:
     _refused(two)
     answer(home, mailbox(home, CAROL)[0], "approve", sender=CAROL)
-    found = consent._find
-    monkeypatch.setattr(consent, "_find", lambda spool, change: _TakenAlready(found(spool, change)))
+    found = guard_changes.find
+    monkeypatch.setattr(guard_changes, "find", lambda spool, change: _TakenAlready(found(spool, change)))
     assert _refused(two) == "this change's approval was taken up by another command already: ask again"

@@ -34,8 +34,8 @@ def _refused(alpha: AgentMail, letter_id: str, error: type[Exception] = Refused)
 def test_an_approved_letter_is_released_once_and_says_by_whom(alpha: AgentMail, home: Path) -> None:
     letter_id, _ = held_and_announced(alpha, home)
     sent = alpha.approve(letter_id, key_file=operator_key(home))
-    assert sent.state == "sent" and alpha.spool.locate(letter_id) == "sent"
-    notes = alpha.spool.annotations(letter_id)
+    assert sent.state == "sent" and alpha.spool.read.locate(letter_id) == "sent"
+    notes = alpha.spool.read.annotations(letter_id)
     assert notes["approved"] == "true" and notes["approved_by"] == "the operator's approval key"
     assert _refused(alpha, letter_id, NotFound) == f"letter {letter_id} is not held (it is sent)"
     with pytest.raises(NotFound) as gone:
@@ -45,13 +45,13 @@ def test_an_approved_letter_is_released_once_and_says_by_whom(alpha: AgentMail, 
 
 def test_a_held_letter_whose_file_is_gone_says_so(alpha: AgentMail, home: Path) -> None:
     letter_id, _ = held_and_announced(alpha, home)
-    alpha.spool.path("held", letter_id).unlink()
+    alpha.spool.read.path("held", letter_id).unlink()
     assert _refused(alpha, letter_id, NotFound) == f"letter {letter_id} is not held (its file is gone)"
 
 
 def test_a_letter_without_a_digest_or_changed_is_refused_word_for_word(alpha: AgentMail, home: Path) -> None:
     letter_id, _ = held_and_announced(alpha, home)
-    digest = alpha.spool.annotations(letter_id)["held_digest"]
+    digest = alpha.spool.read.annotations(letter_id)["held_digest"]
     rewrite(alpha, "notes", "data", letter_id, lambda n: {**n, "held_digest": ""})
     assert _refused(alpha, letter_id) == (
         f"letter {letter_id} was held without a digest of what would leave, so no approval can be bound to it: "
@@ -68,7 +68,7 @@ def test_a_letter_without_a_digest_or_changed_is_refused_word_for_word(alpha: Ag
         f"letter {letter_id} changed after it was announced (its bytes or recipients are not the ones approved): "
         f"not sent; 'agentmail reject {letter_id} -r ...' and send it again"
     )
-    assert alpha.spool.locate(letter_id) == "held"
+    assert alpha.spool.read.locate(letter_id) == "held"
 
 
 def test_an_approval_for_a_changed_letter_is_ignored_with_the_reason(alpha: AgentMail, home: Path) -> None:
@@ -76,8 +76,8 @@ def test_an_approval_for_a_changed_letter_is_ignored_with_the_reason(alpha: Agen
     rewrite(alpha, "notes", "data", letter_id, lambda n: {**n, "held_digest": "0" * 64})
     answer(home, news, "approve")
     alpha.sync()
-    assert alpha.spool.locate(letter_id) == "held"
-    (said,) = [alpha.spool.annotations(x) for x in alpha.spool.ids("read") if x != letter_id]
+    assert alpha.spool.read.locate(letter_id) == "held"
+    (said,) = [alpha.spool.read.annotations(x) for x in alpha.spool.read.ids("read") if x != letter_id]
     assert said["approval_ignored"] == (
         f"letter {letter_id} changed after it was announced (its bytes or recipients are not the ones approved): "
         f"not sent; 'agentmail reject {letter_id} -r ...' and send it again"
@@ -89,14 +89,14 @@ def test_an_approval_for_a_letter_no_longer_held_is_ignored_with_the_reason(alph
     target = alpha.show(letter_id)
     alpha.approve(letter_id, key_file=operator_key(home))
     alpha.holds._decide(target, [("A1", CAROL, "approve", "")])
-    assert alpha.spool.annotations("A1")["approval_ignored"] == f"{letter_id} is no longer held"
+    assert alpha.spool.read.annotations("A1")["approval_ignored"] == f"{letter_id} is no longer held"
 
 
 def test_answers_that_disagree_are_kept_and_the_refusal_says_them(alpha: AgentMail, home: Path) -> None:
     letter_id, _ = held_and_announced(alpha, home)
     target = alpha.show(letter_id)
     alpha.holds._decide(target, [("A1", CAROL, "approve", ""), ("A2", DAVE, "reject", "not now")])
-    notes = alpha.spool.annotations(letter_id)
+    notes = alpha.spool.read.annotations(letter_id)
     assert notes["answers"] == f"{CAROL} approve\n{DAVE} reject: not now"
     disagree = (
         f"the approvers disagree ({CAROL} approve; {DAVE} reject: not now): it is never sent by mail; "
@@ -105,8 +105,10 @@ def test_answers_that_disagree_are_kept_and_the_refusal_says_them(alpha: AgentMa
     assert notes["answers_disagree"] == disagree
     assert _refused(alpha, letter_id) == f"letter {letter_id} is not sent: {disagree}"
     alpha.holds._decide(alpha.show(letter_id), [("A3", CAROL, "reject", "")])  # weighed with the ones before
-    assert alpha.spool.annotations(letter_id)["answers"] == f"{CAROL} approve\n{DAVE} reject: not now\n{CAROL} reject"
-    assert alpha.spool.locate(letter_id) == "held"
+    assert (
+        alpha.spool.read.annotations(letter_id)["answers"] == f"{CAROL} approve\n{DAVE} reject: not now\n{CAROL} reject"
+    )
+    assert alpha.spool.read.locate(letter_id) == "held"
 
 
 def test_answers_that_all_reject_drop_it_with_the_first_ones_reason(alpha: AgentMail, home: Path) -> None:
@@ -120,8 +122,8 @@ def test_answers_that_all_reject_drop_it_with_the_first_ones_reason(alpha: Agent
 def test_answers_that_all_approve_release_it_by_the_first(alpha: AgentMail, home: Path) -> None:
     letter_id, _ = held_and_announced(alpha, home)
     alpha.holds._decide(alpha.show(letter_id), [("A1", DAVE, "approve", ""), ("A2", CAROL, "approve", "")])
-    assert alpha.spool.locate(letter_id) == "sent"
-    assert alpha.spool.annotations(letter_id)["approved_by"] == DAVE
+    assert alpha.spool.read.locate(letter_id) == "sent"
+    assert alpha.spool.read.annotations(letter_id)["approved_by"] == DAVE
 
 
 def test_a_letter_the_spool_never_had_is_not_held_and_says_nothing_more(alpha: AgentMail) -> None:
@@ -141,7 +143,7 @@ def test_a_letter_taken_out_of_held_by_another_process_is_not_released(
     with pytest.raises(NotFound) as lost:
         alpha.holds.release(letter_id, "someone")
     assert str(lost.value) == f"letter {letter_id} is not held (it is held)"
-    assert "approved" not in alpha.spool.annotations(letter_id)
+    assert "approved" not in alpha.spool.read.annotations(letter_id)
 
 
 def test_where_the_transport_mails_people_the_followers_are_part_of_what_was_approved(
@@ -161,7 +163,7 @@ def test_a_letter_gone_from_the_spool_between_the_check_and_the_rename_is_not_he
     letter_id, _ = held_and_announced(alpha, home)
     said = iter(["held", None])
     monkeypatch.setattr(alpha.holds.box, "move", lambda *args: False)
-    monkeypatch.setattr(alpha.spool, "locate", lambda letter: next(said))
+    monkeypatch.setattr(alpha.spool.read, "locate", lambda letter: next(said))
     with pytest.raises(NotFound) as lost:
         alpha.holds.release(letter_id, "someone")
     assert str(lost.value) == f"letter {letter_id} is not held"
