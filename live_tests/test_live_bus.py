@@ -30,7 +30,6 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import write_private_key
 from agentmail.errors import ConfigError
 from agentmail.letter import wire
-from agentmail.stages import compose as compose_mod
 from agentmail.transport import Envelope, Outgoing
 from agentmail.trust import signing
 from agentmail.trust.authenticity import pinned_key
@@ -349,7 +348,7 @@ def test_a_partner_letter_signed_with_a_key_the_registry_does_not_pin_is_quarant
     rogue = bus.client(partner.me.platform, home=home, registry=registry)
     with pytest.raises(ConfigError, match="does not match the public key pinned"):
         rogue.send(sender.me.platform, f"Unpinned key {token}", "refused before signing")  # agentmail will not send it
-    monkeypatch.setattr(compose_mod, "_check_key_matches_pin", lambda *args: None)  # as another tool would
+    monkeypatch.setattr(signing, "_check_key_matches_pin", lambda *args: None)  # as another tool would
     sent = rogue.send(
         sender.me.platform, f"Unpinned key {token}", opener(partner.me.platform, sender.me.platform, token)
     )

@@ -17,7 +17,6 @@ from mutt_screen import run_on_pty
 from agentmail import ages, model
 from agentmail.admin import bus as bus_mod
 from agentmail.config import registry as registry_mod
-from agentmail.people import digest
 from agentmail.transport.smtpimap import tls_context
 
 PERSON = "carol@bus.test"  # a person's mailbox on the stack (live_tests/mailstack/up BASE_USERS)
@@ -74,7 +73,7 @@ def test_a_follower_reads_the_digest_and_the_needs_a_person_letter_in_mutt(
     sent = agent.send(bus.cfg.receiver, f"Digest {token}", opener(bus.cfg.sender, bus.cfg.receiver, token))
     assert sent.state == "sent", sent.extra
 
-    made = digest.send(agent, digest.gather(agent))
+    made = agent.send_digest(agent.digest())
     assert made["status"] == "sent", made
     eventually(lambda: _arrived(bus, made["message_id"]), f"{PERSON}: the digest")
     shown = _as_mutt_shows_it(mutt, rc, made["message_id"], tmp_path)
@@ -104,5 +103,5 @@ def test_a_follower_reads_the_digest_and_the_needs_a_person_letter_in_mutt(
     assert f"Thread {sent.thread} between {bus.cfg.sender} and {bus.cfg.receiver} needs a person." in shown
     assert "[needs a person]" in shown and "> " in shown and "--- agentmail" not in shown
     again = bus.client(bus.cfg.sender, home=home, registry=registry)  # a restart: said once, not again
-    again.sync()
-    assert again.escalated == [] and again.escalation_problem is None
+    report = again.sync()
+    assert again.escalated == [] and report.escalation_problem is None

@@ -1,4 +1,4 @@
-"""The letters one sync filed, as a list that holds their ids, not the letters (issue 11).
+"""The letters one sync filed, as a list that holds their ids, not the letters.
 
 A sync of 100,000 letters must stay small in memory, so ``SyncReport.accepted`` and
 ``quarantined`` keep each letter's spool id (26 bytes, packed) and read the letter from the spool
@@ -25,7 +25,7 @@ class Filed(Sequence["Letter"]):
     an id) are kept as they are, so ``SyncReport(accepted=[letter])`` still works.
 
     Spool ids are packed side by side in one bytearray, 26 bytes each (a str is ~75 bytes and
-    a list slot 8 more): a million letters' ids take 26 MB, not 83 (issue 28). The first item
+    a list slot 8 more): a million letters' ids take a third of the memory. The first item
     that is no such id turns it into a plain list, in the same order."""
 
     __slots__ = ("_items", "_packed", "_spool")

@@ -50,7 +50,7 @@ def opener_row(letter_id: str, state: str, data: dict[str, Any]) -> tuple[str, i
 
 
 def _key(*parts: str) -> str:
-    import hashlib  # here, not at the top: a read (inbox --no-sync) never loads OpenSSL for it (issue 11)
+    import hashlib  # here, not at the top: a read (inbox --no-sync) never loads OpenSSL for it
 
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
 

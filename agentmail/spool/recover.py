@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 def _parents_first(judged: list[tuple[str, str, Letter]]) -> Iterator[tuple[str, str, Letter]]:
     """Filing order for ``recover``: by id, except that a letter waits for the letter it answers
     when that one's id is later (a sibling's letter is named by when it was written, which can be
-    before this mailbox filed what it answers: issue 25), so each thread reads as it happened."""
+    before this mailbox filed what it answers), so each thread reads as it happened."""
     present = {letter.message_id for _, _, letter in judged}
     filed: set[str] = set()
     waiting: dict[str, list[tuple[str, str, Letter]]] = {}
