@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 
 from agentmail.admin import bus
-from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
-from agentmail.config.identity import Identity
 from agentmail.errors import BadInput
 from agentmail.stages import evidence
 
-from ..conftest import OPENER, Cli
+from ..conftest import Cli
+from .test_apply_trust_anchors import _mail_patches
 from .test_evidence_confinement import clone, commit_all, git, hermetic_git, make_repo  # noqa: F401  (the fixture)
 
 REFUSED = "refused: the patches change what agentmail trusts"
@@ -44,14 +43,6 @@ def _linked_bus(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, who
     commit_all(checkout, "The bus")
     monkeypatch.setenv("AGENTMAIL_REGISTRY", str(checkout / "registry"))
     return checkout, clone(checkout, tmp_path / "partner")
-
-
-def _mail_patches(home: Path, partner: Path, checkout: Path) -> tuple[AgentMail, str]:
-    reg = registry_mod.load(checkout / "registry")
-    alpha, beta = AgentMail(reg, Identity("alpha"), home), AgentMail(reg, Identity("beta"), home)
-    alpha.send("beta", "Routine rotation", OPENER, attachments=evidence.from_patches("HEAD~1..", partner))
-    [letter] = beta.inbox()
-    return beta, letter.id
 
 
 def test_a_patch_to_the_file_a_registry_entry_links_to_is_refused(home: Path, tmp_path: Path,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -67,6 +68,20 @@ def opened(reg: Registry, home: Path) -> tuple[AgentMail, AgentMail, Letter]:
     alpha.send("beta", "Quota 500s", OPENER)
     (report,) = beta.inbox()
     return alpha, beta, report
+
+
+def carol_listed_twice(three: Registry, home: Path) -> tuple[Registry, AgentMail, Letter, Letter, Any]:
+    """carol writes for beta, and alpha (hostile) lists her too; beta reports to gamma, who has
+    it. Returns (registry, gamma, beta's sent letter, the report as gamma filed it, carol's
+    answer to it, not yet delivered)."""
+    bus.set_person(three, "beta", CAROL, follows=False, writes=True)
+    bus.set_person(registry_mod.load(three.root), "alpha", CAROL, follows=False, writes=True)
+    reg = trusting(registry_mod.load(three.root))
+    beta, gamma = box(reg, home, "beta"), box(reg, home, "gamma")
+    sent = beta.send("gamma", "Quota 500s", OPENER)
+    (report,) = gamma.inbox()
+    answer = client_letter(f"gamma+{sent.thread}@bus.test", "Any news?", in_reply_to=sent.message_id)
+    return reg, gamma, sent, report, answer
 
 
 # --- the rule, pure ----------------------------------------------------------------------------

@@ -11,9 +11,8 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
 from agentmail.transport.local import deliver
 
-from ..conftest import OPENER
 from ..people.test_writing import CAROL, client_letter, trusting, vouched
-from .test_parties import box, three, written_into  # noqa: F401  (the fixture)
+from .test_parties import box, carol_listed_twice, three, written_into  # noqa: F401  (the fixture)
 
 
 def test_a_platform_listing_another_platforms_person_does_not_become_a_party_through_her(
@@ -22,13 +21,7 @@ def test_a_platform_listing_another_platforms_person_does_not_become_a_party_thr
     """beta and gamma share a thread; carol writes for beta. alpha (hostile) lists carol too, so
     her answer to gamma speaks for alpha as well: it is filed for the party she speaks for
     (beta), and alpha stays an outsider whose close is quarantined."""
-    bus.set_person(three, "beta", CAROL, follows=False, writes=True)
-    bus.set_person(registry_mod.load(three.root), "alpha", CAROL, follows=False, writes=True)
-    reg = trusting(registry_mod.load(three.root))
-    beta, gamma = box(reg, home, "beta"), box(reg, home, "gamma")
-    sent = beta.send("gamma", "Quota 500s", OPENER)
-    (report,) = gamma.inbox()
-    answer = client_letter(f"gamma+{sent.thread}@bus.test", "Any news?", in_reply_to=sent.message_id)
+    reg, gamma, sent, report, answer = carol_listed_twice(three, home)
     deliver(home / "postoffice" / "gamma", vouched(answer))
     (hers,) = [x for x in gamma.inbox() if x.extra.get("person")]
     assert hers.sender == "beta"  # the party she speaks for, not the platform that also lists her

@@ -8,8 +8,6 @@ from pathlib import Path
 import pytest
 
 from agentmail import bounds
-from agentmail.admin import bus
-from agentmail.config import registry as registry_mod
 from agentmail.config.credentials import read_private_key
 from agentmail.config.registry import Registry
 from agentmail.letter import wire
@@ -17,10 +15,9 @@ from agentmail.model import new_thread_id
 from agentmail.transport.local import deliver
 from agentmail.trust import signing
 
-from ..conftest import OPENER
-from ..people.test_writing import CAROL, client_letter, trusting, vouched
+from ..people.test_writing import vouched
 from .test_addressed import signed_to
-from .test_parties import box, three, written_into  # noqa: F401  (the fixture)
+from .test_parties import box, carol_listed_twice, three, written_into  # noqa: F401  (the fixture)
 from .test_preemption import ANSWER, _lose_the_database, _opener_and_answer
 
 
@@ -71,13 +68,7 @@ def test_a_platform_listing_a_person_cannot_use_up_her_letter_with_its_own_under
 ) -> None:
     """carol writes for beta; alpha (hostile) lists her too and learnt the Message-ID of her letter
     to gamma. alpha's own letter under that Message-ID, landing first, does not make hers a duplicate."""
-    bus.set_person(three, "beta", CAROL, follows=False, writes=True)
-    bus.set_person(registry_mod.load(three.root), "alpha", CAROL, follows=False, writes=True)
-    reg = trusting(registry_mod.load(three.root))
-    beta, gamma = box(reg, home, "beta"), box(reg, home, "gamma")
-    sent = beta.send("gamma", "Quota 500s", OPENER)
-    (report,) = gamma.inbox()
-    answer = client_letter(f"gamma+{sent.thread}@bus.test", "Any news?", in_reply_to=sent.message_id)
+    reg, gamma, sent, report, answer = carol_listed_twice(three, home)
     me = reg.get("alpha")
     thread = new_thread_id()
     forged = wire.draft_letter(me.address, "", f"gamma+{thread}@bus.test", "report", thread, "Quota", "Body.\n",
