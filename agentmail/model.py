@@ -185,9 +185,36 @@ def opener_key(message_id: str) -> str:
 
 
 def new_thread_id() -> str:
-    """``thr-`` + 10 lowercase base32 characters (50 bits of randomness)."""
+    """``thr-`` + 10 lowercase base32 characters (50 bits of randomness): a thread id as versions
+    before bound threads minted it (their letters still carry such ids; a test writes them)."""
     value = int.from_bytes(os.urandom(7)) >> 6  # 56 random bits, 50 kept: each character uniform
     return "thr-" + _base32(value, 10)
+
+
+BOUND_CHARS = 20  # the length of a bound thread id after ``thr-`` (100 bits); no other id has it
+
+
+def bound_thread_id(address: str, message_id: str) -> str:
+    """The id of the thread a letter opens, bound to it: ``thr-`` + 20 Crockford base32
+    characters of the SHA-256 over its From address (lowercased) and its Message-ID. Only the
+    opener's signed From and Message-ID make it, so no other letter can claim to be a thread's
+    opener (stages/route.py: a letter into a bound thread new here that is not its opener waits
+    for it)."""
+    import hashlib  # here: a read (inbox --no-sync) loads no OpenSSL
+
+    bound = f"{address.strip().lower()}\n{message_id.strip()}".encode("utf-8", "surrogatepass")
+    return "thr-" + _base32(int.from_bytes(hashlib.sha256(bound).digest()), BOUND_CHARS)
+
+
+def is_bound(thread: str) -> bool:
+    """A thread id minted by ``bound_thread_id`` (by its length: older ids are shorter, random)."""
+    return len(thread) == 4 + BOUND_CHARS and bool(THREAD_RE.fullmatch(thread))
+
+
+def bound_to(letter: Letter) -> bool:
+    """Whether ``letter``'s thread id is bound to it: it is that thread's opener (False for an
+    unbound thread)."""
+    return is_bound(letter.thread) and letter.thread == bound_thread_id(letter.sender_address, letter.message_id)
 
 
 def strip_re(subject: str) -> str:

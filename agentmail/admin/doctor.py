@@ -18,8 +18,7 @@ from ..config import identity, registry
 from ..config.credentials import read_private_key_with_source
 from ..errors import AgentmailError
 from ..letter import wire
-from ..model import new_thread_id
-from ..stages.compose import Draft, compose
+from ..stages.compose import NEW_THREAD, Draft, compose
 from ..transport import Envelope, Outgoing, checkup
 from ..trust import authenticity, signing
 from ..trust.provenance import authserv_ids, trusted_results
@@ -172,7 +171,6 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
     """A letter to our own thread address, read back and judged as any letter is."""
     started = time.monotonic()
     me = client.platform
-    thread = new_thread_id()
     try:
         transport = client.transport
         checkpoint = client.spool.read.checkpoint(transport.name)
@@ -186,12 +184,13 @@ def _round_trip(client: AgentMail, timeout: float) -> Check:
             Draft(
                 me.name,
                 "note",
-                thread,
+                NEW_THREAD,
                 "agentmail doctor --round-trip",
                 f"A round trip of agentmail doctor (pid {os.getpid()}); it can be deleted.\n",
                 to_agent=PROBE_AGENT,
             ),
         )
+        thread = letter.thread
         rcpt = wire.tagged_address(me.address, thread)
         # Straight to the transport, not the outbox: a probe that fails is never queued.
         (result,) = transport.submit([Outgoing("doctor", raw, Envelope(me.address, (rcpt,)))])

@@ -18,13 +18,12 @@ from ..errors import (
 from ..model import (
     Letter,
     check_filter_type,
-    new_thread_id,
     thread_id,
     ulid_ms,
 )
 from ..spool import Spool, ledger
 from ..spool.filed import Filed
-from ..stages.compose import Draft
+from ..stages.compose import NEW_THREAD, Draft
 from ..stages.facts import Facts, gather, parties_of
 from ..text import one_line
 from . import guard_changes, picture
@@ -482,7 +481,7 @@ class Receiver(Stage):
         if self.platform.key_lookup != "pinned":
             return
         try:
-            draft = Draft(self.platform.name, "question", new_thread_id(), "warm-up", "Is this warm?")
+            draft = Draft(self.platform.name, "question", NEW_THREAD, "warm-up", "Is this warm?")
             route(*self._judged(self.box.compose(draft)[1]))
         except Exception:  # a missing key, say: the letter that lands says so when it is judged
             pass

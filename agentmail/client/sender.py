@@ -22,13 +22,12 @@ from ..model import (
     check_severity,
     check_thread,
     check_type,
-    new_thread_id,
     reply_subject,
     thread_id,
 )
 from ..protocol import default_reply
 from ..spool.layout import reply_key
-from ..stages.compose import Draft
+from ..stages.compose import NEW_THREAD, Draft
 from . import picture
 from .mailbox import Stage
 
@@ -141,7 +140,7 @@ class Sender(Stage):
             one_liner = type == "question" and len(body.strip().splitlines()) <= 1
             advice = () if one_liner else tuple(guards.opener_warnings(type, body))
             letter, raw = self.box.compose(
-                Draft(recipient.name, type, new_thread_id(), req.subject, body, severity=req.severity, ref=req.ref,
+                Draft(recipient.name, type, NEW_THREAD, req.subject, body, severity=req.severity, ref=req.ref,
                       also_to=others, attachments=req.attachments, outcome=req.outcome)
             )  # fmt: skip
             stored = self._file_outgoing(letter, raw, self._hold(letter, req.hold))
@@ -263,7 +262,7 @@ class Sender(Stage):
         )  # fmt: skip
         if to_agent is not None and to_agent != self.me.agent:
             self.receiver.register_sibling(check_name("agent", to_agent))
-        composed = self.box.compose(Draft(self.platform.name, "note", new_thread_id(), req.subject, body,
+        composed = self.box.compose(Draft(self.platform.name, "note", NEW_THREAD, req.subject, body,
                                        to_agent=to_agent, attachments=req.attachments))  # fmt: skip
         # A note copies the platform's own followers: a hold rule naming one holds it too.
         letter, raw = composed

@@ -2,7 +2,7 @@
 guards → compose, which renders with wire and signs with signing → spool outbox → transport).
 
     letter, raw = compose(registry, home, "alpha", Draft(to="beta", type="question",
-                          thread=new_thread_id(), subject="Quota", body="Why 500s?"))
+                          thread=NEW_THREAD, subject="Quota", body="Why 500s?"))
 
 No I/O apart from reading the sender's private key. The guards run before this (the client
 decides whether a letter may leave); the spool files what this returns.
@@ -18,11 +18,16 @@ from .. import bounds
 from .._value import Frozen
 from ..config.registry import Platform, Registry
 from ..errors import BadInput
-from ..model import Letter, new_ulid
+from ..model import Letter, bound_thread_id, new_ulid
 from ..text import describe, forbidden_in_text
 
 if TYPE_CHECKING:
     from ..letter.attach import Attachment
+
+
+# A Draft's thread for a letter that opens one: compose mints its id, bound to the letter's
+# From and Message-ID (model.bound_thread_id), once the Message-ID is chosen.
+NEW_THREAD = ""
 
 
 class Draft(Frozen):
@@ -30,7 +35,7 @@ class Draft(Frozen):
 
     to: str  # the recipient platform's name (this platform itself for a note)
     type: str
-    thread: str
+    thread: str  # NEW_THREAD: a new thread, bound to this letter
     subject: str
     body: str
     severity: str | None = None
@@ -63,15 +68,16 @@ def compose(registry: Registry, home: Path, sender: str, draft: Draft) -> tuple[
     me = registry.get(sender)
     recipient = registry.get(draft.to)
     others = tuple(registry.get(name) for name in draft.also_to if name != draft.to)
+    message_id = wire.new_message_id(me.name, me.domain)
     letter = Letter(
-        message_id=wire.new_message_id(me.name, me.domain),
+        message_id=message_id,
         sender=me.name,
         sender_address=me.address,
         sender_name=me.display_name or None,
         to=recipient.name,
         to_address=recipient.address,
         type=draft.type,
-        thread=draft.thread,
+        thread=draft.thread or bound_thread_id(me.address, message_id),
         subject=draft.subject,
         body=draft.body.strip(),
         date=wire.format_date(datetime.now(UTC)),

@@ -43,6 +43,10 @@ class Facts(Frozen):
     # opener does. False where no mailbox judges, and for a letter that has waited its time
     # (bounds.ANSWER_WAIT_MS).
     may_wait: bool = False
+    # The letter's thread holds no letter here and it has not waited its time: a letter into a
+    # bound thread (model.is_bound) that is not its opener then waits for it (``awaiting-parent``),
+    # whatever it answers. False where no mailbox judges.
+    opener_due: bool = False
 
 
 def gather(
@@ -88,6 +92,7 @@ def gather(
         and (not person or spool.letter(found).extra.get("person") == person)
     )
     known = {t: (parties or (lambda t: thread_parties(spool, registry, t)))(t) for t in threads}
+    opener_due = may_wait and not known.get(letter.thread)
     if may_wait and parent_thread is None and not known.get(letter.thread):  # only then: a look per platform
         may_wait = not any(spool.known(p, m) for m in filter(None, answered(letter)) for p in registry.platforms)
     return Facts(
@@ -98,6 +103,7 @@ def gather(
         parties=known,
         speaks_for=speaks_for,
         may_wait=may_wait and parent_thread is None and not known.get(letter.thread),
+        opener_due=opener_due,
     )
 
 

@@ -17,7 +17,7 @@ from typing import Literal
 
 from .._value import Frozen
 from ..letter import wire
-from ..model import HUMAN, Letter
+from ..model import HUMAN, Letter, bound_to, is_bound
 from ..text import one_line
 from ..trust.authenticity import Verdict
 from .facts import Facts, answered
@@ -99,6 +99,10 @@ def route(verdict: Verdict | None, facts: Facts) -> Filing:
     parties = (facts.parties or {}).get(letter.thread)
     if not parties and facts.parent_thread is None and facts.may_wait and _waits(letter):
         return Filing("quarantine", _awaiting_parent(letter))
+    if not parties and facts.opener_due and _not_its_opener(letter):
+        return Filing("quarantine", _awaiting_opener(letter))
+    if bound_to(letter):
+        parties = None  # a bound thread's opener is its own: no letter that came first locks it out
     if parties and not (facts.speaks_for or {letter.sender}) & parties:
         return Filing("quarantine", _not_a_party(letter, facts.speaks_for, parties))
     if parties and letter.sender not in parties:
@@ -139,6 +143,25 @@ def _waits(letter: Letter) -> bool:
     if letter.type == "note" or not any(answered(letter)):
         return False
     return not (letter.type == HUMAN and letter.thread == wire.derived_thread(letter.message_id))
+
+
+def _not_its_opener(letter: Letter) -> bool:
+    """A letter into a bound thread (model.bound_thread_id) that is not the letter the thread's id
+    is bound to: it would open that thread here for its sender, so it waits for the opener. Not a
+    note (between one platform's agents), nor a person's untagged letter (a thread of its own)."""
+    if letter.type == "note" or not is_bound(letter.thread):
+        return False
+    return not bound_to(letter)
+
+
+def _awaiting_opener(letter: Letter) -> Verdict:
+    """A letter into a bound thread whose opener is not filed here yet: it waits, unshown, for
+    it, as an answer waits for the letter it answers (``_awaiting_parent``)."""
+    detail = (
+        f"it writes into {letter.thread}, whose opener is not filed here yet: it waits for it "
+        f"(a thread is its opener's, never its first answer's)"
+    )
+    return Verdict("quarantine", letter=letter, reason="awaiting-parent", detail=one_line(detail)[:400])
 
 
 def _awaiting_parent(letter: Letter) -> Verdict:

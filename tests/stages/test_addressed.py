@@ -55,12 +55,14 @@ def beta_to_alpha(reg: Registry, home: Path) -> tuple[str, bytes]:
     return sent.message_id, beta.raw(sent.id)
 
 
-def signed_to(reg: Registry, home: Path, sender: str, to: str, cc: str = "", thread: str = "") -> bytes:
+def signed_to(
+    reg: Registry, home: Path, sender: str, to: str, cc: str = "", thread: str = "", message_id: str = ""
+) -> bytes:
     """A letter ``sender`` signs with its pinned key, To and Cc as given (the signature covers them)."""
     me = reg.get(sender)
     thread = thread or new_thread_id()
     letter = wire.draft_letter(me.address, "", "x@bus.test", "report", thread, "Quota", "Body.\n",
-                               message_id=wire.new_message_id(sender, "bus.test"))  # fmt: skip
+                               message_id=message_id or wire.new_message_id(sender, "bus.test"))  # fmt: skip
     raw = wire.render(letter).replace(f"To: x+{thread}@bus.test".encode(), f"To: {to}".encode())
     if cc:
         raw = raw.replace(b"\r\nSubject:", f"\r\nCc: {cc}\r\nSubject:".encode(), 1)

@@ -18,7 +18,7 @@ from agentmail.client.receiver import Receiver
 from agentmail.config.registry import Registry
 from agentmail.errors import NotFound
 from agentmail.letter import wire
-from agentmail.model import HUMAN, Letter, new_thread_id
+from agentmail.model import HUMAN, Letter, bound_thread_id, new_thread_id
 from agentmail.stages.facts import Facts
 from agentmail.stages.route import route
 from agentmail.transport.local import deliver
@@ -40,9 +40,11 @@ def _message_id(raw: bytes) -> str:
 
 
 def _opener_and_answer(reg: Registry, home: Path, to: str = "beta") -> tuple[bytes, bytes, str]:
-    """alpha's opener to ``to`` in a new thread and alpha's own follow-up answering it (both authentic)."""
-    thread = new_thread_id()
-    opener = signed_to(reg, home, "alpha", f"{to}+{thread}@bus.test", thread=thread)
+    """alpha's opener to ``to`` in a new thread (its id bound to it) and alpha's own follow-up
+    answering it (both authentic)."""
+    message_id = wire.new_message_id("alpha", "bus.test")
+    thread = bound_thread_id(reg.get("alpha").address, message_id)
+    opener = signed_to(reg, home, "alpha", f"{to}+{thread}@bus.test", thread=thread, message_id=message_id)
     parent = ANSWER.replace(message_id=_message_id(opener), thread=thread, in_reply_to=None)
     return opener, written_into(reg, home, "alpha", to, parent, "question"), thread
 

@@ -45,12 +45,6 @@ def test_a_flood_of_one_partners_orphan_answers_does_not_hold_back_anothers_answ
     assert [q.reason for q in beta.quarantined(sync=False)] == ["awaiting-parent"] * 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a thread is whoever's letter lands first: an outsider who learnt the thread id writes an "
-    "opener (no In-Reply-To, so it never waits) before the real one lands; binding a thread id to its "
-    "opener is a contract change",
-)
 def test_an_outsider_who_opens_the_thread_before_its_opener_lands_does_not_take_it(three: Registry, home: Path) -> None:
     """gamma learnt the thread of alpha's opener to beta (a follower's copy) and, instead of answering
     it (which would wait), writes a fresh letter into that thread before the opener lands."""
