@@ -54,7 +54,9 @@ def test_only_a_twenty_character_thread_id_is_bound(value: str) -> None:
 
 
 def test_legacy_and_derived_ids_are_not_bound() -> None:
-    assert bound_thread_id("Alpha@Bus.TEST", "<1.alpha@bus.test>") == bound_thread_id("alpha@bus.test", "<1.alpha@bus.test>")
+    assert bound_thread_id("Alpha@Bus.TEST", "<1.alpha@bus.test>") == bound_thread_id(
+        "alpha@bus.test", "<1.alpha@bus.test>"
+    )
     assert not is_bound(new_thread_id())
     assert not is_bound(wire.derived_thread("<1@people.test>"))  # a person's own thread
 

@@ -18,7 +18,7 @@ from agentmail.client.receiver import Receiver
 from agentmail.config.registry import Registry
 from agentmail.errors import NotFound
 from agentmail.letter import wire
-from agentmail.model import HUMAN, Letter, bound_thread_id, new_thread_id
+from agentmail.model import HUMAN, Letter, bound_thread_id
 from agentmail.stages.facts import Facts
 from agentmail.stages.route import route
 from agentmail.transport.local import deliver
