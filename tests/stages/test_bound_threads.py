@@ -26,6 +26,7 @@ from agentmail.stages.route import route
 from agentmail.transport.local import deliver
 from agentmail.trust.authenticity import Verdict
 
+from ..cli.test_mcp_abilities import tool
 from ..conftest import OPENER, Cli
 from ..depth import examples, suppressed
 from ..mailservers import MailServers
@@ -131,6 +132,14 @@ def test_the_cli_sends_a_new_thread_under_a_bound_id(three: Registry, home: Path
     assert code == 0, err
     sent = json.loads(out)
     assert sent["thread"] == bound_thread_id("alpha@bus.test", sent["message_id"])
+
+
+def test_mcp_send_and_note_open_threads_under_bound_ids(alpha: AgentMail, beta: AgentMail, tmp_path: Path) -> None:
+    for out in (tool(alpha, tmp_path, "send", to="beta", subject="Quota", body=OPENER),
+                tool(alpha, tmp_path, "note", subject="Handover", body="The quota report waits.")):  # fmt: skip
+        assert out["thread"] == bound_thread_id(alpha.platform.address, alpha.show(out["id"]).message_id)
+    (got,) = beta.inbox()
+    assert bound_to(got)
 
 
 # --- the local post office, the API ------------------------------------------------------------------
