@@ -6,6 +6,7 @@ judges it once the opener is filed. Legacy ids (random, shorter) stay first-come
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -112,7 +113,7 @@ def test_a_letter_into_a_bound_thread_new_here_waits_unless_it_is_the_opener(
 # --- minted by every path that opens a thread --------------------------------------------------------
 
 
-def test_send_note_fan_out_and_doctor_mint_ids_bound_to_their_letter(three: Registry, home: Path) -> None:
+def test_send_note_and_fan_out_mint_ids_bound_to_their_letter(three: Registry, home: Path) -> None:
     alpha, beta = box(three, home, "alpha"), box(three, home, "beta")
     sent = alpha.send("beta", "Quota 500s", OPENER)
     assert sent.thread == bound_thread_id("alpha@bus.test", sent.message_id)
@@ -125,6 +126,13 @@ def test_send_note_fan_out_and_doctor_mint_ids_bound_to_their_letter(three: Regi
     replied = beta.reply(got, "Which plan?", type="question")
     assert replied is not None and replied.thread == sent.thread  # an answer stays in its thread
     assert [x.thread for x in alpha.inbox()] == [sent.thread]
+
+
+def test_doctors_probe_goes_to_a_bound_thread(three: Registry, home: Path, cli: Cli) -> None:
+    code, out, _ = cli("--as", "alpha", "doctor", "--round-trip")
+    assert code == 0, out
+    (thread,) = re.findall(r"ok   round trip: sent to alpha\+(thr-[0-9a-z]+)@bus\.test", out)
+    assert is_bound(thread)
 
 
 def test_the_cli_sends_a_new_thread_under_a_bound_id(three: Registry, home: Path, cli: Cli) -> None:
