@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TransportError
 from ..frame import MARK, body, inline, quoted
+from ..model import BOUND_CHARS
 from ..text import DATA_NOT_ORDERS, for_terminal
 from .args import echo
 
@@ -39,6 +40,10 @@ def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
 # --- letters --------------------------------------------------------------------------------------
 
 
+# The thread column fits a bound thread id, the longest a new thread gets (older ids are shorter).
+THREAD_COLUMN = 4 + BOUND_CHARS
+
+
 def attribution(letter: Letter) -> str:
     """Who wrote it: the platform, or "PERSON for PLATFORM" for a person's letter; one line."""
     person = letter.extra.get("person")
@@ -55,7 +60,7 @@ def line(letter: Letter, who: str | None = None) -> str:
     sender = attribution(letter) if who is None else inline(who)
     flag = f" [{inline(letter.severity)}]" if letter.severity else ""
     return clean(
-        f"{letter.id}  {inline(letter.type) or '-':<13} {sender:<14} {inline(letter.thread) or '-':<16} "
+        f"{letter.id}  {inline(letter.type) or '-':<13} {sender:<14} {inline(letter.thread) or '-':<{THREAD_COLUMN}} "
         f"{quoted(letter.subject)}{flag}"
     )
 
@@ -224,7 +229,7 @@ def hits(found: Sequence[Any]) -> None:
     for hit in found:
         flag = f" [{inline(hit.severity)}]" if hit.severity else ""
         echo(clean(f"{hit.id}  {inline(hit.state):<10} {inline(hit.type) or '-':<13} {inline(hit.sender or '?'):<14} "
-                   f"{inline(hit.thread) or '-':<16} {quoted(hit.subject)}{flag}"))  # fmt: skip
+                   f"{inline(hit.thread) or '-':<{THREAD_COLUMN}} {quoted(hit.subject)}{flag}"))  # fmt: skip
         echo(f"    {MARK}{inline(hit.snippet)}".rstrip())  # one line of the letter's text, framed
 
 
@@ -256,12 +261,15 @@ def status(rows: Sequence[Any], now: int, stale: str | None, closed: Callable[[]
         when = f"age {age((now - r.opened_ms) / 1000):<4} moved {age(r.idle(now)) + ' ago':<8}"
         if r.opened_ms < 0:  # an id that is no ULID (never made here): no time to tell
             when = f"{'':<21}"
-        shown = f"{r.thread:<16} {r.state:<14} move: {inline(whose):<{width}} with {inline(with_):<{width}} {when} "
+        shown = (
+            f"{r.thread:<{THREAD_COLUMN}} {r.state:<14} move: {inline(whose):<{width}} "
+            f"with {inline(with_):<{width}} {when} "
+        )
         echo(clean(shown + quoted(r.subject) + flag))
         for part in r.recipients:  # a fan-out thread: where it stands with each counterpart
             echo(
                 clean(
-                    f"{'':<16} {part['state']:<14} move: {inline(part['whose_move']):<{width}} "
+                    f"{'':<{THREAD_COLUMN}} {part['state']:<14} move: {inline(part['whose_move']):<{width}} "
                     f"with {inline(part['with'])}"
                 )
             )
