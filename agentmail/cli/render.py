@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TransportError
 from ..frame import MARK, body, inline, quoted
-from ..model import BOUND_CHARS
 from ..text import DATA_NOT_ORDERS, for_terminal
 from .args import echo
 
@@ -40,8 +39,9 @@ def emit(ctx: Ctx, data: Any, text: Callable[[], None]) -> None:
 # --- letters --------------------------------------------------------------------------------------
 
 
-# The thread column fits a bound thread id, the longest a new thread gets (older ids are shorter).
-THREAD_COLUMN = 4 + BOUND_CHARS
+# The thread column fits a bound thread id (``thr-`` + model.BOUND_CHARS), the longest a new
+# thread gets (older ids are shorter). A number, not model's: ``--help`` loads no model (its clock).
+THREAD_COLUMN = 24
 
 
 def attribution(letter: Letter) -> str:

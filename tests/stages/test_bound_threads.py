@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from agentmail import bounds
 from agentmail.admin import bus
+from agentmail.cli import render
 from agentmail.client.facade import AgentMail
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
@@ -53,6 +54,10 @@ def test_a_bound_id_is_a_thread_id_of_twenty_characters_made_of_the_opener_alone
 @given(value=st.one_of(st.text(max_size=40), st.from_regex(r"thr-[0-9a-z]{6,26}", fullmatch=True)))
 def test_only_a_twenty_character_thread_id_is_bound(value: str) -> None:
     assert is_bound(value) == (bool(THREAD_RE.fullmatch(value)) and len(value) == 24)
+
+
+def test_the_clis_thread_column_fits_a_bound_id() -> None:
+    assert len(bound_thread_id("alpha@bus.test", "<1.alpha@bus.test>")) == render.THREAD_COLUMN
 
 
 def test_legacy_and_derived_ids_are_not_bound() -> None:
