@@ -502,8 +502,12 @@ def _tls_setting(root: Path, data: dict[str, Any], key: str, values: list[str], 
     table_name = key.split(".")[0]
     if not isinstance(data.get(table_name), dict):
         raise BadInput(f"bus.toml has no [{table_name}] yet: 'agentmail bus set {table_name} HOST:PORT' first")
-    data[table_name]["tls"] = tls_mode(one(key, values))
-    return data[table_name]["tls"]
+    mode = tls_mode(one(key, values))
+    host = str(data[table_name].get("host", ""))
+    if mode == "none" and not is_loopback(host):  # as for an endpoint given with --tls none
+        raise BadInput(f"tls none is refused for {host}: plaintext is allowed only to a loopback address")
+    data[table_name]["tls"] = mode
+    return mode
 
 
 def _poll_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:

@@ -193,6 +193,19 @@ def test_a_value_refused_is_refused_before_anyone_is_asked(registry: Registry, h
     assert _asks(home) == []
 
 
+@pytest.mark.parametrize("key", ["smtp.tls", "imap.tls"])
+def test_plaintext_to_a_server_off_this_machine_is_refused_as_an_endpoint_s_is(
+    registry: Registry, cli: Cli, key: str
+) -> None:
+    root = _set_up(registry, MAIL, approver=False)
+    before = _files(root)
+    code, out, err = cli("bus", "set", key, "none")
+    assert (code, out) == (2, "") and err.strip() == (
+        "agentmail: tls none is refused for mail.bus.test: plaintext is allowed only to a loopback address"
+    )
+    assert _files(root) == before
+
+
 def test_mcp_has_no_way_to_change_a_setting() -> None:
     """The agent's MCP tools read and write letters; none of them changes the bus."""
     names = set(mcp_server.TOOLS) | set(mcp_server.OPS)
