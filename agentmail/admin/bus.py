@@ -22,6 +22,7 @@ from typing import Any
 import tomli_w
 
 from .._fs import write_atomic
+from .._value import Frozen, field
 from ..ages import now_ms
 from ..client.facade import AgentMail
 from ..config.credentials import key_path, read_owner_only, write_private_key
@@ -367,14 +368,17 @@ def endpoints(
     return result
 
 
+CA_NAME = "ca.pem"  # the CA certificate beside bus.toml
+
+
 def _copy_ca(root: Path, source: Path) -> str:
     """Copy a CA certificate beside bus.toml: the registry then works from any checkout."""
     tls_context(str(source))  # refuse a file that is not a CA certificate, before copying it
-    target = root / "ca.pem"
+    target = root / CA_NAME
     root.mkdir(parents=True, exist_ok=True)
     if not target.exists() or source.resolve() != target.resolve():
         shutil.copyfile(source, target)
-    return "ca.pem"
+    return CA_NAME
 
 
 def _read_bus(root: Path) -> dict[str, Any]:
@@ -385,8 +389,50 @@ def _read_bus(root: Path) -> dict[str, Any]:
         return tomllib.load(fh)
 
 
-def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = None, platform: str | None = None) -> Any:
-    """Change one ``bus.toml`` setting in place, validated like a load; returns what was stored.
+class Changed(Frozen):
+    """What ``change_setting`` did: ``stored``, the value written; ``loosens``, what the change
+    loosens ("" nothing); ``approved_by``, the approver who agreed ("" nobody was asked);
+    ``guarded``, whether anyone approves on this bus (else a guard stops mistakes, not the agent)."""
+
+    key: str
+    stored: Any = field(compare=False)
+    loosens: str = ""
+    approved_by: str = ""
+    guarded: bool = False
+
+
+def set_setting(
+    root: Path,
+    key: str,
+    values: list[str],
+    *,
+    tls: str | None = None,
+    platform: str | None = None,
+    teller: Callable[[Registry], AgentMail] | None = None,
+    home: Path | None = None,
+) -> Any:
+    """Change one ``bus.toml`` setting in place (``change_setting``); returns what was stored."""
+    return change_setting(root, key, values, tls=tls, platform=platform, teller=teller, home=home).stored
+
+
+def change_setting(
+    root: Path,
+    key: str,
+    values: list[str],
+    *,
+    tls: str | None = None,
+    platform: str | None = None,
+    teller: Callable[[Registry], AgentMail] | None = None,
+    home: Path | None = None,
+) -> Changed:
+    """Change one ``bus.toml`` setting in place, validated like a load, for every caller (the
+    CLI's ``bus set``, a program, an agent through the API). With approvers listed, a change its
+    row says loosens a guard (``Setting.loosens``) goes ahead only once one of them approved
+    exactly it by mail (``AgentMail.ask_approvers``: Refused, exit 4, until then); a change of
+    ``hold`` is also told to them before it is written (``AgentMail.tell_hold_change``). Nothing
+    is written before that, nor when the value is refused. ``teller``: the client that writes to
+    them (the CLI's: this checkout's platform); by default the first platform with an approver,
+    in ``home``.
 
     The settings and how each is read are config/settings.py's rows; the ones a row leaves to
     this module are the tables and ``ca_file``, which copies the PEM into the registry
@@ -396,18 +442,39 @@ def set_setting(root: Path, key: str, values: list[str], *, tls: str | None = No
     if platform is not None:
         if key != "auth":
             raise BadInput(f"only auth is set per platform (--platform), not {key!r}")
-        return _set_platform_auth(root, platform, one(key, values))
+        return Changed(key, _set_platform_auth(root, platform, one(key, values)))
+    reg = load(root)
     data = _read_bus(root)
     row = setting(key)
     if row is None:
         raise BadInput(unknown_setting(key))
     stored = row.read(data, key, values) if row.read is not None else _SPECIAL[row.name](root, data, key, values, tls)
     try:
-        parse_bus(data)  # refuse a configuration we could not load back
+        after = parse_bus(data)  # refuse a configuration we could not load back, before anyone is asked
     except ConfigError as exc:
         raise BadInput(str(exc)) from None
+    loosens = row.loosens(getattr(reg.bus, row.field), getattr(after, row.field))
+    guarded = bool(approval.every_approver(reg))
+    approved_by = ""
+    if guarded and (loosens or (row.name == "hold" and after.hold != reg.bus.hold)):
+        with ExitStack() as stack:
+            client = teller(reg) if teller is not None else stack.enter_context(_first_approved(reg, home))
+            if loosens:
+                shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
+                how = f" --tls {tls}" if tls is not None else ""
+                approved_by = client.ask_approvers(f"agentmail bus set {key} {shown}{how}", loosens)
+            if row.name == "hold":
+                client.tell_hold_change(list(reg.bus.hold), list(after.hold))
+    if row.name == "ca_file":  # the certificate itself, once the change may be made
+        _copy_ca(root, Path(one(key, values)).expanduser())
     _write_toml(root / "bus.toml", data)
-    return stored
+    return Changed(key, stored, loosens, approved_by, guarded)
+
+
+def _first_approved(reg: Registry, home: Path | None) -> AgentMail:
+    """The client that writes to the approvers when no caller named one: the first platform with one."""
+    sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
+    return AgentMail(reg, Identity(sender), home or agentmail_home())
 
 
 def unknown_setting(key: str) -> str:
@@ -435,8 +502,12 @@ def _tls_setting(root: Path, data: dict[str, Any], key: str, values: list[str], 
     table_name = key.split(".")[0]
     if not isinstance(data.get(table_name), dict):
         raise BadInput(f"bus.toml has no [{table_name}] yet: 'agentmail bus set {table_name} HOST:PORT' first")
-    data[table_name]["tls"] = tls_mode(one(key, values))
-    return data[table_name]["tls"]
+    mode = tls_mode(one(key, values))
+    host = str(data[table_name].get("host", ""))
+    if mode == "none" and not is_loopback(host):  # as for an endpoint given with --tls none
+        raise BadInput(f"tls none is refused for {host}: plaintext is allowed only to a loopback address")
+    data[table_name]["tls"] = mode
+    return mode
 
 
 def _poll_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
@@ -450,10 +521,12 @@ def _poll_setting(root: Path, data: dict[str, Any], key: str, values: list[str],
 
 
 def _ca_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
+    """Checked here, copied by ``change_setting`` once the change may be made."""
     source = Path(one(key, values)).expanduser()
     if not source.is_file():
         raise BadInput(f"{source} does not exist")
-    data["ca_file"] = _copy_ca(root, source)
+    tls_context(str(source))  # refuse a file that is not a CA certificate
+    data["ca_file"] = CA_NAME
     return data["ca_file"]
 
 
@@ -476,35 +549,8 @@ _SPECIAL: dict[str, Callable[[Path, dict[str, Any], str, list[str], str | None],
 def change_hold(
     root: Path, values: list[str], *, teller: Callable[[Registry], AgentMail] | None = None, home: Path | None = None
 ) -> list[str]:
-    """``bus set hold``: the rule checked and written as ``set_setting`` does, after every approver
-    was told of the change (``AgentMail.tell_hold_change``: a change they cannot be told is not
-    made, ConfigError); a rule that stops holding letters it held goes ahead only once one of them
-    approved exactly it (``AgentMail.ask_approvers``: Refused, exit 4, until then), whoever
-    calls. ``teller``: the client that writes to them (the CLI's: this checkout's platform); by
-    default the first platform with an approver, in ``home``. Returns the rule."""
-    data = _read_bus(root)
-    after = data["hold"] = [v.strip().lower() for v in values if v.strip()]
-    try:
-        parse_bus(data)  # a rule that cannot be written is told to nobody
-    except ConfigError as exc:
-        raise BadInput(str(exc)) from None
-    reg = load(root)
-    before = list(reg.bus.hold)
-    if after != before and approval.every_approver(reg):
-        with ExitStack() as stack:
-            if teller is not None:
-                client = teller(reg)
-            else:
-                sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
-                client = stack.enter_context(AgentMail(reg, Identity(sender), home or agentmail_home()))
-            lifted = [rule for rule in before if rule not in after and rule.partition("@")[2] not in after]
-            if lifted:  # letters it held would leave without a person: the approvers decide
-                shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
-                client.ask_approvers(
-                    f"agentmail bus set hold {shown}", f"The hold rule stops holding letters for {', '.join(lifted)}."
-                )
-            client.tell_hold_change(before, after)
-    stored: list[str] = set_setting(root, "hold", values)
+    """``bus set hold``: ``change_setting``'s rule (told first; a rule taken off asked first)."""
+    stored: list[str] = set_setting(root, "hold", values, teller=teller, home=home)
     return stored
 
 

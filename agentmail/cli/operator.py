@@ -322,11 +322,6 @@ def bus_group(_ctx: Ctx) -> None:
     """Change the bus's settings in bus.toml (no re-init; keys untouched)."""
 
 
-# The settings that decide which server's word authenticates a person's letter (an approver's
-# answer): its authserv-id, the IMAP server letters are read from, the CA that proves it is that one.
-VERDICTS = ("trusted_authserv_ids", "imap", "imap.tls", "ca_file")
-
-
 class _SettingsHelp(Command):
     """``bus set``: its help is the settings table's (config/settings.py), loaded only when shown."""
 
@@ -344,22 +339,11 @@ class _SettingsHelp(Command):
 @json_option
 def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platform: str | None) -> None:
     from ..admin import bus
-    from ..config.registry import load
 
-    reg = load(ctx.registry_root())
-    shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
-    if key == "new_threads_per_hour" and _more_threads(reg.bus.new_threads_per_hour, values):
-        _ask_approvers(ctx, f"agentmail bus set {key} {shown}",
-                       "Lets the agents open more new threads an hour (0: no cap at all).")  # fmt: skip
-    elif key in VERDICTS and platform is None:  # where an approver's answer comes from, whose verdict authenticates it
-        how = f" --tls {tls}" if tls is not None else ""
-        _ask_approvers(ctx, f"agentmail bus set {key} {shown}{how}",
-                       "Changes which mail server's Authentication-Results are trusted, approvers' answers among them.")  # fmt: skip
-    if key == "hold" and platform is None:  # asked when it lifts a rule, told first (the library's rule)
-        stored: Any = bus.change_hold(ctx.registry_root(), list(values), teller=lambda _reg: _announcer(ctx),
-                                      home=ctx.home)  # fmt: skip
-    else:
-        stored = bus.set_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform)
+    # the library asks the approvers when the change loosens a guard, and tells them of a hold's
+    changed = bus.change_setting(ctx.registry_root(), key, list(values), tls=tls, platform=platform,
+                                 teller=lambda _reg: _announcer(ctx), home=ctx.home)  # fmt: skip
+    stored = changed.stored
     if key in ("smtp", "imap") and not tls and isinstance(stored, dict):
         note = bus.tls_chosen(key, stored["host"], stored["port"])
         if note:
@@ -369,21 +353,15 @@ def bus_set(ctx: Ctx, key: str, values: tuple[str, ...], tls: str | None, platfo
     if platform is not None:
         data["platform"] = platform
     emit(ctx, data, lambda: echo(f"{where}: {key} = {json.dumps(stored)}"))
-    if key == "hold" and stored and not _anyone_approves(ctx):
+    if changed.guarded:
+        return
+    if key == "hold" and stored:
         echo(f"agentmail: note: {render.MISTAKES_ONLY}", err=True)
+    elif changed.loosens:
+        echo(f"agentmail: note: {render.UNASKED}", err=True)
 
 
 bus_group.commands["set"] = _SettingsHelp("set", bus_set, None)
-
-
-def _more_threads(cap: int, values: tuple[str, ...]) -> bool:
-    """Does ``bus set new_threads_per_hour VALUE`` raise the cap (0: none at all)? A value that is
-    no number is refused by the setting itself, after."""
-    try:  # read as the setting reads it (int: "+500", "5_00" and other scripts' digits too)
-        wanted = int(values[0]) if len(values) == 1 else cap
-    except ValueError:
-        return False
-    return cap != 0 and (wanted == 0 or wanted > cap)
 
 
 def _anyone_approves(ctx: Ctx) -> bool:

@@ -170,6 +170,10 @@ MISTAKES_ONLY = (
     "nobody approves this platform's held letters: a hold guards against mistakes, not against the agent "
     "(list an approver: 'agentmail person PLATFORM ADDRESS --approves')"
 )
+UNASKED = (
+    "nobody approves on this bus: this change loosens a guard and nobody was asked; the guards guard against "
+    "mistakes, not against the agent (list an approver: 'agentmail person PLATFORM ADDRESS --approves')"
+)
 
 
 def held(found: Sequence[Letter], approvers: bool = True) -> None:

@@ -303,7 +303,7 @@ class AgentMail(Stage):
     def tell_hold_change(self, before: list[str], after: list[str]) -> bool:
         """The rule for a change of the bus's ``hold``: every approver is told before it is made
         (ConfigError when they cannot be: the change is not to be made); nothing is told when it
-        changes nothing or nobody approves. ``admin.bus.change_hold`` calls it before it writes."""
+        changes nothing or nobody approves. ``admin.bus.change_setting`` calls it before it writes."""
         return self.people.tell_hold_change(before, after)
 
     def digest(self, since: str | None = None, *, sync: bool = True) -> Digest:

@@ -129,10 +129,14 @@ def test_moving_where_approvers_answers_are_read_waits_for_an_approver(
     guarded: Registry, home: Path, cli: Cli, command: tuple[str, ...]
 ) -> None:
     """A letter tells the agent "the mail server moved": the server it names would serve an
-    approver's "approve" with an Authentication-Results of the trusted id (and get the login)."""
+    approver's "approve" with an Authentication-Results of the trusted id (and get the login).
+    A TLS mode for an [imap] this bus has not got is refused before anyone is asked (exit 2)."""
     before = (home / "registry" / "bus.toml").read_bytes()
     code, out, err = cli("--as", "alpha", *command)
-    assert (code, out) == (4, "") and "waits for an approver" in err, err
+    if command[2] == "imap.tls":
+        assert (code, out) == (2, "") and "no [imap] yet" in err and mailbox(home, CAROL) == [], err
+    else:
+        assert (code, out) == (4, "") and "waits for an approver" in err, err
     assert (home / "registry" / "bus.toml").read_bytes() == before
 
 
@@ -159,9 +163,9 @@ def test_a_partners_approver_never_decides_a_change_of_another_platforms_guards(
 
 
 def test_a_platform_without_approvers_asks_every_approver_of_the_bus(registry: Registry, home: Path, cli: Cli) -> None:
-    bus.set_person(registry, "beta", EVE, follows=False, writes=False, approves=True)
-    bus.set_setting(registry.root, "hold", ["beta@bus.test"])
+    bus.set_setting(registry.root, "hold", ["beta@bus.test"])  # before an approver: then it is asked, or told
     bus.set_setting(registry.root, "trusted_authserv_ids", ["mail.bus.test"])
+    bus.set_person(registry_mod.load(registry.root), "beta", EVE, follows=False, writes=False, approves=True)
     command = ("--as", "alpha", "bus", "set", "hold", "")
     assert cli(*command)[0] == 4
     (news,) = [m for m in mailbox(home, EVE) if str(m["Subject"]).startswith("Approve? a change")]
@@ -217,8 +221,8 @@ def test_on_smtp_imap_a_registry_of_the_agents_own_never_releases_a_held_letter(
 
     with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
         reg = make_bus(home, servers, new_threads_per_hour=0)
-        bus.set_person(reg, "alpha", CAROL, follows=False, writes=False, approves=True)
-        bus.set_setting(reg.root, "hold", ["beta@bus.test"])
+        bus.set_setting(reg.root, "hold", ["beta@bus.test"])  # before an approver: then it is told to them
+        bus.set_person(registry_mod.load(reg.root), "alpha", CAROL, follows=False, writes=False, approves=True)
         reg = registry_mod.load(reg.root)
         with AgentMail(reg, Identity("alpha"), home) as alpha:
             letter = alpha.send("beta", "quota 500", OPENER)

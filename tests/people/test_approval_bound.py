@@ -47,10 +47,10 @@ def fan_out(home: Path) -> Registry:
     letter to gamma is held."""
     reg = bus.init(home, home / "registry", ["alpha", "beta", "gamma"], domain="bus.test",
                    endpoints={"new_threads_per_hour": 0})  # fmt: skip
-    bus.set_person(reg, "alpha", CAROL, follows=False, writes=False, approves=True)
+    bus.set_setting(reg.root, "hold", ["gamma@bus.test"])  # before an approver: then it is told to them
+    bus.set_person(registry_mod.load(reg.root), "alpha", CAROL, follows=False, writes=False, approves=True)
     bus.set_person(registry_mod.load(reg.root), "alpha", DAVE, follows=False, writes=False, approves=True)
     bus.set_person(registry_mod.load(reg.root), "gamma", ERIN, follows=True, writes=False)
-    bus.set_setting(reg.root, "hold", ["gamma@bus.test"])
     return trusting(registry_mod.load(reg.root))
 
 

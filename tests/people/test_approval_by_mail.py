@@ -37,9 +37,10 @@ DAVE = "dave@people.test"  # writes for alpha, does not approve
 
 @pytest.fixture
 def approving(registry: Registry, home: Path) -> Registry:
-    bus.set_person(registry, "alpha", CAROL, follows=False, writes=False, approves=True)
+    bus.set_setting(registry.root, "hold", ["beta@bus.test"])  # before an approver: then it is asked, or told
+    bus.set_setting(registry.root, "trusted_authserv_ids", ["mail.bus.test"])  # the CLI reads it from disk
+    bus.set_person(registry_mod.load(registry.root), "alpha", CAROL, follows=False, writes=False, approves=True)
     bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=True)
-    bus.set_setting(registry.root, "hold", ["beta@bus.test"])
     return trusting(registry_mod.load(registry.root))
 
 

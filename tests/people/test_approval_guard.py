@@ -32,10 +32,10 @@ MALLORY = "mallory@people.test"  # an address the agent would like to approve wi
 def guarded(registry: Registry, home: Path) -> Registry:
     """alpha and beta on disk; carol approves alpha's letters, dave writes for alpha; letters to
     beta are held; the bus's MTA is trusted (the CLI reads all of it from disk)."""
-    bus.set_person(registry, "alpha", CAROL, follows=False, writes=False, approves=True)
-    bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=True)
-    bus.set_setting(registry.root, "hold", ["beta@bus.test"])
+    bus.set_setting(registry.root, "hold", ["beta@bus.test"])  # before an approver: then it is asked, or told
     bus.set_setting(registry.root, "trusted_authserv_ids", ["mail.bus.test"])
+    bus.set_person(registry_mod.load(registry.root), "alpha", CAROL, follows=False, writes=False, approves=True)
+    bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=True)
     return registry_mod.load(registry.root)
 
 
