@@ -17,11 +17,6 @@ from .test_digest import DAY, FOLLOWER, Clock, clock, mailbox_of  # noqa: F401  
 from .test_escalation import followed  # noqa: F401  (the fixture)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the escalation record is per home (spool/<platform>/escalations/): another machine of the "
-    "platform announces the same stall again; once across machines needs a record on the server",
-)
 def test_two_machines_of_a_platform_announce_a_stalled_thread_once_between_them(
     followed: Registry,  # noqa: F811
     home: Path,
