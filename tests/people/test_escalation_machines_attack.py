@@ -309,3 +309,37 @@ def test_records_planted_on_the_server_at_most_suppress_the_stall_they_name(
     assert sent in ([second], sorted([first, second]))  # the stall nobody named is announced, each once
     if not any(whose == "first" for (whose, _), _, _ in planted):
         assert sent == sorted([first, second])
+
+
+# --- smtp+imap: two homes on one IMAP mailbox ------------------------------------------------------
+
+
+def test_over_imap_two_machines_of_a_platform_announce_a_stalled_thread_once_between_them(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    clock: Clock,  # noqa: F811
+) -> None:
+    servers.store.add_user(FOLLOWER, "carol-pw")
+    reg = make_bus(home, servers)
+    bus.set_person(reg, "alpha", FOLLOWER, follows=True, writes=False)
+    bus.set_setting(home / "registry", "stale_after", ["3d"])
+    other = home.parent / "home-b"  # a machine joining the platform: registry, keys, logins; no spool
+    shutil.copytree(home, other, ignore=shutil.ignore_patterns("spool"))
+    reg = registry_mod.load(home / "registry")
+    with (
+        AgentMail(reg, Identity("alpha"), home) as on_a,
+        AgentMail(registry_mod.load(other / "registry"), Identity("alpha"), other) as on_b,
+        AgentMail(reg, Identity("beta"), home) as beta,
+    ):
+        beta.send("alpha", "Quota 500s", OPENER)
+        on_a.sync(), on_b.sync()
+        clock.advance(4 * DAY)
+        assert on_b.sync().escalation_problem is None and on_a.sync().escalation_problem is None
+        clock.advance(STALE_AFTER + MINUTE)  # asked again: the claim was answered, never twice
+        on_a.sync(), on_b.sync()
+    # the follower is copied on the platform's letters too (Cc): the announcements are these
+    assert len([m for m in servers.store.messages(FOLLOWER) if b"[needs a person]" in m.data]) == 1
+    (mine,), (theirs,) = records(other), records(home)
+    assert mine["state"] == "sent" and theirs["state"] == "elsewhere" and theirs["by"].startswith("alpha ")
+    (opener,) = [m for m in servers.store.messages("alpha@bus.test") if b"Quota 500s" in m.data]
+    assert any(flag.startswith("$ams-") for flag in opener.flags)  # the claim, answered, on the thread's letter
