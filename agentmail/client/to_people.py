@@ -12,7 +12,7 @@ first* (``sending``, durable, under a lock), then sent; one the transport could 
 the one retry): at most once, never lost to a passing outage.
 
     spool/<mailbox>/digest.json                  the last sent digest: its time and Message-IDs
-    spool/<platform>/escalations/<key>.json|.eml  one per "needs a person" (state sending | sent | queued | failed)
+    spool/<platform>/escalations/<key>.json|.eml  one per "needs a person" (state claiming | sending | sent | queued | failed | elsewhere: people/escalation)
     spool/<platform>/escalations.lock            one announcer at a time among the platform's agents
     spool/<mailbox>/announcements/<id>.json|.eml a held letter's announcement until it has left
     spool/<mailbox>/announcements.lock
@@ -32,7 +32,6 @@ from ..errors import AgentmailError, ConfigError
 from ..frame import inline
 from ..model import new_ulid, ulid_ms
 from ..transport.base import Envelope, Outgoing
-from . import stall_claims
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -228,7 +227,7 @@ class ToPeople(Stage):
         records written or changed by this run (none when the platform has no followers).
 
         Once across the platform's machines: each stall is claimed on the server before its
-        letter leaves (``stall_claims``); a stall another machine holds is recorded
+        letter leaves (``people/escalation``); a stall another machine holds is recorded
         ``elsewhere`` here and not announced."""
         from ..people import escalation
 
@@ -242,7 +241,7 @@ class ToPeople(Stage):
         with locked(self.spool.platform_root / f"{ESCALATIONS}.lock"):
             for record in self._retry(where, followers, self._still_ours):
                 if record["state"] != "queued":
-                    stall_claims.settle(self.transport, record)
+                    escalation.settle(self.transport, record)
                 done.append(record)
             recent = self._recent(now)
             announced = 0
@@ -252,10 +251,10 @@ class ToPeople(Stage):
                 kept: dict[str, Any] | None = None
                 if os.path.lexists(record_path):
                     kept = read_record(record_path)
-                    if kept.get("state") == stall_claims.SENDING and not kept.get("settled"):
-                        stall_claims.settle(self.transport, kept)  # died inside the submission: never again
+                    if kept.get("state") == escalation.SENDING and not kept.get("settled"):
+                        escalation.settle(self.transport, kept)  # died inside the submission: never again
                         write_record(record_path, {**kept, "settled": True})
-                    if not stall_claims.ask_again(kept, now):
+                    if not escalation.ask_again(kept, now):
                         continue  # announced already (by this home, a sibling or another machine), or retried
                 # Bounded per run and per counterpart (bounds.py): many threads opened by one sender
                 # never mail a person many times; the rest wait for a later run (the digest lists all).
@@ -268,7 +267,7 @@ class ToPeople(Stage):
                                                     reason, row, last, letters, now)  # fmt: skip
                 holder = (kept or {}).get("holder")
                 record = {**escalation.record(key, reason, row, message_id, followers, now),
-                          "state": stall_claims.CLAIMING, "claim_on": last.message_id,
+                          "state": escalation.CLAIMING, "claim_on": last.message_id,
                           "holder": holder if isinstance(holder, str) else f"{self.spool.mailbox} {new_ulid()}"}  # fmt: skip
                 if kept is None:
                     try:
@@ -279,31 +278,33 @@ class ToPeople(Stage):
                 else:
                     write_record(record_path, record)
                 try:
-                    who = stall_claims.claim(self.transport, record)
+                    who = escalation.claim(self.transport, record)
                 except OSError as exc:  # this claim's files on the server: the others are still asked
                     self._stall_problem = self._stall_problem or exc
                     continue
                 if who is not None:
-                    write_record(record_path, {**record, "state": stall_claims.ELSEWHERE, "by": who, "asked": now})
+                    write_record(record_path, {**record, "state": escalation.ELSEWHERE, "by": who, "asked": now})
                     continue
-                write_record(record_path, {**record, "state": stall_claims.SENDING})  # the claim is ours
+                write_record(record_path, {**record, "state": escalation.SENDING})  # the claim is ours
                 announced += 1
-                sent = self._send(where, {**record, "state": stall_claims.SENDING}, raw)
+                sent = self._send(where, {**record, "state": escalation.SENDING}, raw)
                 if sent["state"] != "queued":
-                    stall_claims.settle(self.transport, sent)
+                    escalation.settle(self.transport, sent)
                 done.append(sent)
         return done
 
     def _still_ours(self, where: Path, record: dict[str, Any]) -> bool:
         """Before a queued announcement is sent again: is its claim on the server still ours? One
         another machine took over is recorded ``elsewhere`` and never sent from here."""
+        from ..people import escalation
+
         try:
-            who = stall_claims.claim(self.transport, record)
+            who = escalation.claim(self.transport, record)
         except (AgentmailError, OSError):
             return False  # the server cannot be asked now: it stays queued
         if who is None:
             return True
-        write_record(where / f"{record['key']}.json", {**record, "state": stall_claims.ELSEWHERE, "by": who,
+        write_record(where / f"{record['key']}.json", {**record, "state": escalation.ELSEWHERE, "by": who,
                                                          "asked": ages.now_ms()})  # fmt: skip
         (where / f"{record['key']}.eml").unlink(missing_ok=True)
         return False

@@ -1,6 +1,6 @@
 """Attack on "needs a person" once: the platform's two machines (two homes on one post office,
 or on one IMAP mailbox) each announce a thread a partner let stall (docs/threat/attacks-session6.md).
-The stall is claimed on the server before its letter leaves (client/stall_claims.py,
+The stall is claimed on the server before its letter leaves (people/escalation.py,
 docs/threat/escalation-once.md): two machines racing, a machine killed between its claim and
 its letter, and records planted on the server, with the follower's mailbox as the judge."""
 
@@ -20,11 +20,11 @@ from hypothesis import strategies as st
 
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
-from agentmail.client.stall_claims import KEY
 from agentmail.client.to_people import ToPeople
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
+from agentmail.people.escalation import CLAIM_KEY
 from agentmail.transport.claim_marks import STALE_AFTER, Claims
 from agentmail.transport.local import LocalTransport
 
@@ -243,7 +243,7 @@ NAMES = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=(
 def stall_key(message_id: str, thread: str) -> str:
     """The name a stall's claim has in ``.claims/`` (its key, as ``people.escalation.due`` makes it)."""
     tag = hashlib.sha256(message_id.encode()).hexdigest()[:16]
-    return Claims.key(f"{KEY}{thread}.stale.{tag}")
+    return Claims.key(f"{CLAIM_KEY}{thread}.stale.{tag}")
 
 
 @pytest.fixture
