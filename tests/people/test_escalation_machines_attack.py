@@ -18,12 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentmail import bounds
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.client.to_people import ToPeople
 from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
+from agentmail.errors import TransportError
 from agentmail.people.escalation import CLAIM_KEY
 from agentmail.transport.claim_marks import STALE_AFTER, Claims
 from agentmail.transport.local import LocalTransport
@@ -233,6 +235,44 @@ def test_a_queued_announcement_taken_over_by_another_machine_is_never_sent_from_
     assert len(mailbox_of(home, FOLLOWER)) == 1
     assert [r["state"] for r in records(home)] == ["elsewhere"]
     assert not list((home / "spool" / "alpha" / "escalations").glob("*.eml"))
+
+
+def test_a_server_that_cannot_be_asked_is_said_and_the_stall_announced_by_a_later_run(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    other = second_home(home)
+    stalled(followed, home, other, clock)
+    on_a = AgentMail(followed, Identity("alpha"), home)
+
+    def unreachable(*args: str) -> object:
+        raise TransportError("IMAP mail.bus.test: connection refused")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(on_a.transport, "claim_reply", unreachable)
+        problem = on_a.sync().escalation_problem
+    assert problem == "could not announce to the followers: IMAP mail.bus.test: connection refused"
+    assert [r["state"] for r in records(home)] == ["claiming"] and mailbox_of(home, FOLLOWER) == []
+    clock.advance(2 * MINUTE)
+    assert on_a.sync().escalation_problem is None
+    assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(home)] == ["sent"]
+
+
+def test_the_bound_per_sender_holds_across_the_machines_of_a_platform(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+) -> None:
+    other = second_home(home)
+    stalled(followed, home, other, clock, tuple(f"Stall {n}" for n in range(2 * bounds.ANNOUNCE_PER_SENDER)))
+    on_a, on_b = AgentMail(followed, Identity("alpha"), home), AgentMail(followed, Identity("alpha"), other)
+    for _ in range(3):  # runs on both machines, one asking again once the takeover time passed
+        on_b.sync(), on_a.sync()
+        clock.advance(STALE_AFTER + MINUTE)
+    assert len(mailbox_of(home, FOLLOWER)) == bounds.ANNOUNCE_PER_SENDER
+    assert len(records(other)) == bounds.ANNOUNCE_PER_SENDER  # the others wait for the next day
 
 
 # --- records planted on the server ---------------------------------------------------------------
