@@ -265,25 +265,28 @@ class ToPeople(Stage):
                 letters = self.threads.thread(row.thread, sync=False)
                 message_id, raw = escalation.letter(self.registry, self.home, self.platform.name, followers,
                                                     reason, row, last, letters, now)  # fmt: skip
-                holder = (kept or {}).get("holder")
-                record = {**escalation.record(key, reason, row, message_id, followers, now),
-                          "state": escalation.CLAIMING, "claim_on": last.message_id,
-                          "holder": holder if isinstance(holder, str) else f"{self.spool.mailbox} {new_ulid()}"}  # fmt: skip
+                record = escalation.record(key, reason, row, message_id, followers, now)
+                record.update(state=escalation.CLAIMING, claim_on=last.message_id,
+                              holder=f"{self.spool.mailbox} {new_ulid()}")  # fmt: skip
                 if kept is None:
                     try:
                         write_new(record_path, _json(record))  # durable before the server is asked
                     except FileExistsError:
                         continue
                     recent[row.with_] = recent.get(row.with_, 0) + 1
-                else:
-                    write_record(record_path, record)
+                elif not isinstance(kept.get("holder"), str):
+                    write_record(record_path, record)  # a record that names no holder: made anew first
+                else:  # the holder on disk already: the same claim asked again (ours if it was)
+                    record.update(holder=kept["holder"], at=_at(kept) or now)
                 try:
                     who = escalation.claim(self.transport, record)
                 except OSError as exc:  # this claim's files on the server: the others are still asked
                     self._stall_problem = self._stall_problem or exc
                     continue
                 if who is not None:
-                    write_record(record_path, {**record, "state": escalation.ELSEWHERE, "by": who, "asked": now})
+                    every = escalation.next_ask(kept or {}, who)
+                    write_record(record_path, {**record, "state": escalation.ELSEWHERE, "by": who, "asked": now,
+                                               "every": every})  # fmt: skip
                     continue
                 write_record(record_path, {**record, "state": escalation.SENDING})  # the claim is ours
                 announced += 1

@@ -64,6 +64,8 @@ CLAIM_KEY = "needs-a-person "  # a stall's claim on the server, beside the reply
 ELSEWHERE = "elsewhere"
 CLAIMING = "claiming"
 SENDING = "sending"
+ASK_FIRST_MS = int(STALE_AFTER * 1000)  # a claim held elsewhere may be taken over after this
+ASK_LAST_MS = 86_400_000  # asked again at least once a day while the stall lasts
 
 
 def due(
@@ -179,6 +181,19 @@ def ask_again(record: dict[str, Any], now_ms: int) -> bool:
     if state == CLAIMING:
         return isinstance(record.get("holder"), str)
     if state == ELSEWHERE:
-        asked = record.get("asked")
-        return not isinstance(asked, int) or now_ms - asked >= STALE_AFTER * 1000
+        asked, every = record.get("asked"), record.get("every")
+        every = every if isinstance(every, int) else ASK_FIRST_MS
+        return not isinstance(asked, int) or now_ms - asked >= every
     return False
+
+
+def next_ask(kept: dict[str, Any], who: str) -> int:
+    """How long (ms) an ``elsewhere`` record waits before it asks again, having found ``who``
+    holding the claim: ``STALE_AFTER`` for a holder not seen before (it may die: taken over
+    then), twice as long each time the same holder is found again (its announcement was
+    answered, or it is slow), never more than ``ASK_LAST_MS``: a stall held elsewhere costs a
+    few questions, and one whose holder died is still taken over."""
+    every = kept.get("every")
+    if kept.get("state") != ELSEWHERE or kept.get("by") != who or not isinstance(every, int):
+        return ASK_FIRST_MS
+    return min(max(every, ASK_FIRST_MS) * 2, ASK_LAST_MS)

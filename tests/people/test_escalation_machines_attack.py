@@ -26,6 +26,7 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import TransportError
+from agentmail.people import escalation
 from agentmail.people.escalation import CLAIM_KEY
 from agentmail.transport.claim_marks import STALE_AFTER, Claims
 from agentmail.transport.local import LocalTransport
@@ -383,3 +384,43 @@ def test_over_imap_two_machines_of_a_platform_announce_a_stalled_thread_once_bet
     assert mine["state"] == "sent" and theirs["state"] == "elsewhere" and theirs["by"].startswith("alpha ")
     (opener,) = [m for m in servers.store.messages("alpha@bus.test") if b"Quota 500s" in m.data]
     assert any(flag.startswith("$ams-") for flag in opener.flags)  # the claim, answered, on the thread's letter
+
+
+# --- when a stall held elsewhere is asked again ------------------------------------------------------
+
+
+def test_a_stall_held_elsewhere_is_asked_again_ever_less_often_by_the_same_holder_and_at_least_daily() -> None:
+    first = escalation.ASK_FIRST_MS
+    assert escalation.next_ask({}, "alpha 01A") == first  # first seen
+    seen = {"state": "elsewhere", "by": "alpha 01A", "every": first}
+    assert escalation.next_ask(seen, "alpha 01A") == 2 * first  # the same holder: answered, or slow
+    assert escalation.next_ask(seen, "alpha 01B") == first  # taken over meanwhile: it may die too
+    assert escalation.next_ask({**seen, "every": escalation.ASK_LAST_MS}, "alpha 01A") == escalation.ASK_LAST_MS
+    asked = {**seen, "asked": 10_000_000, "every": 2 * first}
+    assert not escalation.ask_again(asked, 10_000_000 + 2 * first - 1)
+    assert escalation.ask_again(asked, 10_000_000 + 2 * first)
+    assert escalation.ask_again({"state": "claiming", "holder": "alpha 01A"}, 0)  # its run died: asked again
+    assert not escalation.ask_again({"state": "sent", "holder": "alpha 01A"}, 1 << 60)
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=8,
+)
+RECORD_FIELDS = st.sampled_from(["state", "holder", "by", "asked", "every", "claim_on", "key"])
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    record=st.dictionaries(RECORD_FIELDS, JSON | st.sampled_from(["elsewhere", "claiming", "sending"])),
+    who=st.text(max_size=20),
+    now=st.integers(-(1 << 62), 1 << 62),
+)
+def test_a_per_home_record_of_any_shape_asks_again_within_the_bounds(
+    record: dict[str, object], who: str, now: int
+) -> None:
+    """The per-home record is a file anyone with the home's rights could have edited: whatever it
+    holds, the decision is a yes or a no and the wait stays between its bounds."""
+    assert escalation.ask_again(dict(record), now) in (True, False)
+    assert escalation.ASK_FIRST_MS <= escalation.next_ask(dict(record), who) <= escalation.ASK_LAST_MS
