@@ -29,9 +29,9 @@ thread's last letter), under the claim key ``needs-a-person <key>``, for the hol
                 due: the same holder claims again (its own claim: ours) and the letter goes.
     sending     the claim is ours and the letter is being handed over. A crash here is never
                 sent again; the next run marks the claim answered so no machine takes it over.
-    elsewhere   another machine holds the claim (``by``): asked again once ``STALE_AFTER``
-                passed since ``asked`` while the thread is still due, so a machine that died
-                holding it is taken over (after that time, for exactly one).
+    elsewhere   another machine holds the claim (``by``): asked again while the thread is
+                still due, first after ``STALE_AFTER`` (a machine that died holding it is taken
+                over then, for exactly one), then ever less often (``next_ask``).
     sent | failed   final: the claim is marked answered. queued: the claim stays, and is
                 confirmed before the letter is sent again (taken over meanwhile: never sent here).
 
