@@ -13,6 +13,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -28,6 +29,7 @@ from agentmail.config.registry import Registry
 from agentmail.errors import TransportError
 from agentmail.people import escalation
 from agentmail.people.escalation import CLAIM_KEY
+from agentmail.transport import smtpimap
 from agentmail.transport.claim_marks import STALE_AFTER, Claims
 from agentmail.transport.local import LocalTransport
 
@@ -424,3 +426,45 @@ def test_a_per_home_record_of_any_shape_asks_again_within_the_bounds(
     holds, the decision is a yes or a no and the wait stays between its bounds."""
     assert escalation.ask_again(dict(record), now) in (True, False)
     assert escalation.ASK_FIRST_MS <= escalation.next_ask(dict(record), who) <= escalation.ASK_LAST_MS
+
+
+def test_over_imap_two_machines_racing_for_one_stall_announce_it_once(
+    home: Path,
+    servers: MailServers,  # noqa: F811
+    clock: Clock,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    servers.store.add_user(FOLLOWER, "carol-pw")
+    reg = make_bus(home, servers)
+    bus.set_person(reg, "alpha", FOLLOWER, follows=True, writes=False)
+    bus.set_setting(home / "registry", "stale_after", ["3d"])
+    other = home.parent / "home-b"
+    shutil.copytree(home, other, ignore=shutil.ignore_patterns("spool"))
+    with AgentMail(registry_mod.load(home / "registry"), Identity("beta"), home) as beta:
+        beta.send("alpha", "Quota 500s", OPENER)
+    for where in (home, other):
+        with AgentMail(registry_mod.load(where / "registry"), Identity("alpha"), where) as client:
+            client.sync()
+    clock.advance(4 * DAY)
+    both_read = threading.Barrier(2, timeout=60)
+    store = smtpimap.store_unless_modified
+    waited: set[int] = set()
+
+    def racing(*args: Any) -> bool:
+        if threading.get_ident() not in waited:  # each machine read the letter's flags and MODSEQ: no claim
+            waited.add(threading.get_ident())
+            both_read.wait()
+        return store(*args)
+
+    monkeypatch.setattr(smtpimap, "store_unless_modified", racing)
+
+    def machine(where: Path) -> int:
+        with AgentMail(registry_mod.load(where / "registry"), Identity("alpha"), where) as client:
+            assert client.sync().escalation_problem is None
+            return len(client.escalated)
+
+    with ThreadPoolExecutor(2) as pool:
+        announced = sorted(pool.map(machine, [home, other]))
+    assert announced == [0, 1]
+    assert len([m for m in servers.store.messages(FOLLOWER) if b"[needs a person]" in m.data]) == 1
+    assert sorted(r["state"] for r in [*records(home), *records(other)]) == ["elsewhere", "sent"]
