@@ -7,6 +7,7 @@ its letter, and records planted on the server, with the follower's mailbox as th
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import threading
@@ -276,6 +277,61 @@ def test_the_bound_per_sender_holds_across_the_machines_of_a_platform(
         clock.advance(STALE_AFTER + MINUTE)
     assert len(mailbox_of(home, FOLLOWER)) == bounds.ANNOUNCE_PER_SENDER
     assert len(records(other)) == bounds.ANNOUNCE_PER_SENDER  # the others wait for the next day
+
+
+def test_a_queued_announcement_waits_while_its_claim_cannot_be_confirmed_and_leaves_once_it_can(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    other = second_home(home)
+    stalled(followed, home, other, clock)
+    blocker = home / "postoffice" / FOLLOWER
+    blocker.write_text("not a Maildir")
+    on_a = AgentMail(followed, Identity("alpha"), home)
+    on_a.sync()
+    blocker.unlink()
+
+    def unreachable(*args: str) -> object:
+        raise TransportError("IMAP mail.bus.test: connection refused")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(on_a.transport, "claim_reply", unreachable)
+        clock.advance(2 * MINUTE)
+        on_a.sync()  # is it still ours? nobody can say now: it stays queued
+    assert [r["state"] for r in records(home)] == ["queued"] and mailbox_of(home, FOLLOWER) == []
+
+    def unmarked(*args: str) -> bool:
+        raise OSError("the post office is read-only")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(on_a.transport, "reply_sent", unmarked)  # the mark is best effort
+        clock.advance(2 * MINUTE)
+        assert on_a.sync().escalation_problem is None
+    assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(home)] == ["sent"]
+
+
+def test_a_queued_announcement_recorded_before_the_claim_existed_is_sent_once(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+) -> None:
+    """A record an older agentmail wrote names no claim: the per-home record alone holds it."""
+    alpha = AgentMail(followed, Identity("alpha"), home)
+    alpha.send("beta", "Quota 500s", OPENER)
+    clock.advance(4 * DAY)
+    blocker = home / "postoffice" / FOLLOWER
+    blocker.write_text("not a Maildir")
+    alpha.sync()
+    (path,) = (home / "spool" / "alpha" / "escalations").glob("*.json")
+    old = {k: v for k, v in json.loads(path.read_text()).items() if k not in ("holder", "claim_on")}
+    path.write_text(json.dumps(old))
+    blocker.unlink()
+    for _ in range(2):
+        clock.advance(2 * MINUTE)
+        alpha.sync()
+    assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(home)] == ["sent"]
 
 
 # --- records planted on the server ---------------------------------------------------------------
