@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ages, bounds
 from .._fs import locked, read_plain, write_atomic, write_new
-from ..errors import AgentmailError, ConfigError
+from ..errors import AgentmailError, ConfigError, TransportError
 from ..frame import inline
 from ..model import new_ulid, ulid_ms
 from ..transport.base import Envelope, Outgoing
@@ -280,7 +280,10 @@ class ToPeople(Stage):
                     record.update(holder=kept["holder"], at=_at(kept) or now)
                 try:
                     who = escalation.claim(self.transport, record)
-                except OSError as exc:  # this claim's files on the server: the others are still asked
+                except TransportError as exc:  # the server cannot be asked now: the rest wait for a later run
+                    self._stall_problem = exc
+                    break
+                except OSError as exc:  # this claim's files on the post office: the others are still asked
                     self._stall_problem = self._stall_problem or exc
                     continue
                 if who is not None:

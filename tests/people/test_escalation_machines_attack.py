@@ -248,20 +248,49 @@ def test_a_server_that_cannot_be_asked_is_said_and_the_stall_announced_by_a_late
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     other = second_home(home)
-    stalled(followed, home, other, clock)
+    stalled(followed, home, other, clock, ("Quota 500s", "Disk full"))
     on_a = AgentMail(followed, Identity("alpha"), home)
+    asked: list[str] = []
 
     def unreachable(*args: str) -> object:
+        asked.append(args[1])
         raise TransportError("IMAP mail.bus.test: connection refused")
 
     with monkeypatch.context() as patched:
         patched.setattr(on_a.transport, "claim_reply", unreachable)
         problem = on_a.sync().escalation_problem
     assert problem == "could not announce to the followers: IMAP mail.bus.test: connection refused"
+    assert len(asked) == 1  # the server is not asked again for the next stall in the same run
     assert [r["state"] for r in records(home)] == ["claiming"] and mailbox_of(home, FOLLOWER) == []
     clock.advance(2 * MINUTE)
     assert on_a.sync().escalation_problem is None
-    assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(home)] == ["sent"]
+    assert len(mailbox_of(home, FOLLOWER)) == 2 and [r["state"] for r in records(home)] == ["sent", "sent"]
+
+
+def test_a_claim_the_post_office_cannot_write_keeps_back_its_stall_alone(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    other = second_home(home)
+    stalled(followed, home, other, clock, ("Quota 500s", "Disk full"))
+    on_a = AgentMail(followed, Identity("alpha"), home)
+    claim = on_a.transport.claim_reply
+    refused: list[str] = []
+
+    def first_refused(*args: str) -> object:
+        if not refused:
+            refused.append(args[1])
+            raise PermissionError(13, "Permission denied", "postoffice/alpha/.claims")
+        return claim(*args)
+
+    monkeypatch.setattr(on_a.transport, "claim_reply", first_refused)
+    problem = on_a.sync().escalation_problem
+    assert problem is not None and "Permission denied" in problem
+    assert sorted(r["state"] for r in records(home)) == ["claiming", "sent"]  # the other stall went
+    clock.advance(2 * MINUTE)
+    assert on_a.sync().escalation_problem is None and len(mailbox_of(home, FOLLOWER)) == 2
 
 
 def test_the_bound_per_sender_holds_across_the_machines_of_a_platform(
