@@ -12,7 +12,7 @@ first* (``sending``, durable, under a lock), then sent; one the transport could 
 the one retry): at most once, never lost to a passing outage.
 
     spool/<mailbox>/digest.json                  the last sent digest: its time and Message-IDs
-    spool/<platform>/escalations/<key>.json|.eml  one per "needs a person" (state sending | sent | queued | failed)
+    spool/<platform>/escalations/<key>.json|.eml  one per "needs a person" (state claiming | sending | sent | queued | failed | elsewhere: people/escalation)
     spool/<platform>/escalations.lock            one announcer at a time among the platform's agents
     spool/<mailbox>/announcements/<id>.json|.eml a held letter's announcement until it has left
     spool/<mailbox>/announcements.lock
@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from .. import ages, bounds
 from .._fs import locked, read_plain, write_atomic, write_new
-from ..errors import AgentmailError, ConfigError
+from ..errors import AgentmailError, ConfigError, TransportError
 from ..frame import inline
-from ..model import ulid_ms
+from ..model import new_ulid, ulid_ms
 from ..transport.base import Envelope, Outgoing
 from .mailbox import Stage
 
@@ -56,6 +56,7 @@ class ToPeople(Stage):
         self.sync = sync
         self.escalated: list[dict[str, Any]] = []  # what this client announced to people
         self._escalated_at = -(1 << 62)
+        self._stall_problem: OSError | None = None  # a claim on the server that could not be made this run
 
     # --- the door ---------------------------------------------------------------------------
 
@@ -92,14 +93,18 @@ class ToPeople(Stage):
             (where / f"{record['key']}.eml").unlink(missing_ok=True)
         return record
 
-    def _retry(self, where: Path, people: tuple[str, ...]) -> list[dict[str, Any]]:
+    def _retry(
+        self, where: Path, people: tuple[str, ...], still_ours: Callable[[Path, dict[str, Any]], bool] | None = None
+    ) -> list[dict[str, Any]]:
         """Send again every queued letter of ``where`` (the caller holds its lock), to those of its
-        recipients who are among ``people`` now (a record is a file: it names whom it likes);
-        returns their records as they are now."""
+        recipients who are among ``people`` now (a record is a file: it names whom it likes), and
+        for which ``still_ours`` (if given) says yes; returns their records as they are now."""
         done = []
         for record in records_in(where):
             to = [a for a in record.get("to") or () if a in people]
             if record.get("state") != "queued" or not to:
+                continue
+            if still_ours is not None and not still_ours(where, record):
                 continue
             try:  # never through a link: the bytes that leave are the ones queued here
                 raw, _ = read_plain(where / f"{record['key']}.eml")
@@ -207,8 +212,11 @@ class ToPeople(Stage):
         if now - self._escalated_at < escalation.EVERY_MS:
             return None
         self._escalated_at = now
+        self._stall_problem = None
         try:
             self.escalated += self.escalate()
+            if self._stall_problem is not None:
+                raise self._stall_problem
         except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
             # one line: a server's reply (a relay's multi-line SMTP text) is said, never a line of its own
             return inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
@@ -216,7 +224,11 @@ class ToPeople(Stage):
 
     def escalate(self) -> list[dict[str, Any]]:
         """Announce what is due and not yet announced; send again what was queued. Returns the
-        records written or changed by this run (none when the platform has no followers)."""
+        records written or changed by this run (none when the platform has no followers).
+
+        Once across the platform's machines: each stall is claimed on the server before its
+        letter leaves (``people/escalation``); a stall another machine holds is recorded
+        ``elsewhere`` here and not announced."""
         from ..people import escalation
 
         followers = self.platform.followers
@@ -227,32 +239,81 @@ class ToPeople(Stage):
         where.mkdir(mode=0o700, exist_ok=True)
         done: list[dict[str, Any]] = []
         with locked(self.spool.platform_root / f"{ESCALATIONS}.lock"):
-            done += self._retry(where, followers)
+            for record in self._retry(where, followers, self._still_ours):
+                if record["state"] != "queued":
+                    escalation.settle(self.transport, record)
+                done.append(record)
             recent = self._recent(now)
             announced = 0
             rows = self.threads.status(sync=False)
             for key, reason, row, last in escalation.due(rows, self.box.show, self.registry.bus.stale_after, now):
                 record_path = where / f"{key}.json"
+                kept: dict[str, Any] | None = None
                 if os.path.lexists(record_path):
-                    continue  # announced already (by this mailbox or a sibling), or being retried
+                    kept = read_record(record_path)
+                    if kept.get("state") == escalation.SENDING and not kept.get("settled"):
+                        escalation.settle(self.transport, kept)  # died inside the submission: never again
+                        write_record(record_path, {**kept, "settled": True})
+                    if not escalation.ask_again(kept, now):
+                        continue  # announced already (by this home, a sibling or another machine), or retried
                 # Bounded per run and per counterpart (bounds.py): many threads opened by one sender
                 # never mail a person many times; the rest wait for a later run (the digest lists all).
                 if announced >= bounds.ANNOUNCE_PER_RUN:
                     break
-                if recent.get(row.with_, 0) >= bounds.ANNOUNCE_PER_SENDER:
-                    continue
+                if kept is None and recent.get(row.with_, 0) >= bounds.ANNOUNCE_PER_SENDER:
+                    continue  # (a record kept here was counted when it was first written)
                 letters = self.threads.thread(row.thread, sync=False)
                 message_id, raw = escalation.letter(self.registry, self.home, self.platform.name, followers,
                                                     reason, row, last, letters, now)  # fmt: skip
                 record = escalation.record(key, reason, row, message_id, followers, now)
+                record.update(state=escalation.CLAIMING, claim_on=last.message_id,
+                              holder=f"{self.spool.mailbox} {new_ulid()}")  # fmt: skip
+                if kept is None:
+                    try:
+                        write_new(record_path, _json(record))  # durable before the server is asked
+                    except FileExistsError:
+                        continue
+                    recent[row.with_] = recent.get(row.with_, 0) + 1
+                elif not isinstance(kept.get("holder"), str):
+                    write_record(record_path, record)  # a record that names no holder: made anew first
+                else:  # the holder on disk already: the same claim asked again (ours if it was)
+                    record.update(holder=kept["holder"], at=_at(kept) or now)
                 try:
-                    write_new(record_path, _json(record))  # durable before the letter leaves: once, at most
-                except FileExistsError:
+                    who = escalation.claim(self.transport, record)
+                except TransportError as exc:  # the server cannot be asked now: the rest wait for a later run
+                    self._stall_problem = exc
+                    break
+                except OSError as exc:  # this claim's files on the post office: the others are still asked
+                    self._stall_problem = self._stall_problem or exc
                     continue
+                if who is not None:
+                    every = escalation.next_ask(kept or {}, who)
+                    write_record(record_path, {**record, "state": escalation.ELSEWHERE, "by": who, "asked": now,
+                                               "every": every})  # fmt: skip
+                    continue
+                write_record(record_path, {**record, "state": escalation.SENDING})  # the claim is ours
                 announced += 1
-                recent[row.with_] = recent.get(row.with_, 0) + 1
-                done.append(self._send(where, record, raw))
+                sent = self._send(where, {**record, "state": escalation.SENDING}, raw)
+                if sent["state"] != "queued":
+                    escalation.settle(self.transport, sent)
+                done.append(sent)
         return done
+
+    def _still_ours(self, where: Path, record: dict[str, Any]) -> bool:
+        """Before a queued announcement is sent again: is its claim on the server still ours? One
+        another machine took over is recorded ``elsewhere`` and never sent from here."""
+        from ..people import escalation
+
+        try:
+            who = escalation.claim(self.transport, record)
+        except (AgentmailError, OSError):
+            return False  # the server cannot be asked now: it stays queued
+        if who is None:
+            return True
+        write_record(where / f"{record['key']}.json", {**record, "state": escalation.ELSEWHERE, "by": who,
+                                                         "asked": ages.now_ms()})  # fmt: skip
+        (where / f"{record['key']}.eml").unlink(missing_ok=True)
+        return False
 
     def _recent(self, now: int) -> dict[str, int]:
         """How many threads with each counterpart were announced within bounds.ANNOUNCE_WINDOW_MS."""

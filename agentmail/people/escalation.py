@@ -16,6 +16,27 @@ restart or a sibling agent never announces it twice: at most once. A crash insid
 submission leaves the record ``sending``; it is never sent again (nothing can say whether the
 server took it) and the next digest names it. A transient failure (``queued``: the server never
 took it) keeps the bytes beside the record and is sent again by the next run.
+
+**Once across machines.** The per-home record holds among the agents of one home. Every machine
+of the platform reaches the same server (or post office), so the decision that holds across
+machines is the reply claim's mechanism reused (``Transport.claim_reply``: an ``O_EXCL`` file in
+``<postoffice>/<platform>/.claims/``; on IMAP keywords added with a conditional STORE on the
+thread's last letter), under the claim key ``needs-a-person <key>``, for the holder
+``"<mailbox> <ULID>"`` kept in the per-home record. The record's states around the claim:
+
+    claiming    written before the server is asked: nothing left. A crash here, or between the
+                claim and the submission, is taken up by the next run while the thread is still
+                due: the same holder claims again (its own claim: ours) and the letter goes.
+    sending     the claim is ours and the letter is being handed over. A crash here is never
+                sent again; the next run marks the claim answered so no machine takes it over.
+    elsewhere   another machine holds the claim (``by``): asked again while the thread is
+                still due, first after ``STALE_AFTER`` (a machine that died holding it is taken
+                over then, for exactly one), then ever less often (``next_ask``).
+    sent | failed   final: the claim is marked answered. queued: the claim stays, and is
+                confirmed before the letter is sent again (taken over meanwhile: never sent here).
+
+Records on the server are anybody's who can write there: a planted one names a claim key's
+hash, so it can at most keep the stall it names from being announced; it never mails anyone.
 """
 
 from __future__ import annotations
@@ -23,17 +44,28 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import ages
 from ..config.registry import Registry
+from ..errors import AgentmailError
 from ..letter.wire import tagged_address
 from ..model import Letter, ThreadStatus, ulid_ms
 from ..stages.guards import MAX_DEPTH
+from ..transport.claim_marks import STALE_AFTER
 from .for_people import compose_for_people, quoted, subject_of
+
+if TYPE_CHECKING:
+    from ..transport.base import Transport
 
 EVERY_MS = 60_000  # a sync loop (watch, wait) looks at most this often
 LAST_LETTERS = 3  # quoted in the announcement
+CLAIM_KEY = "needs-a-person "  # a stall's claim on the server, beside the reply claims
+ELSEWHERE = "elsewhere"
+CLAIMING = "claiming"
+SENDING = "sending"
+ASK_FIRST_MS = int(STALE_AFTER * 1000)  # a claim held elsewhere may be taken over after this
+ASK_LAST_MS = 86_400_000  # asked again at least once a day while the stall lasts
 
 
 def due(
@@ -114,3 +146,54 @@ def letter(
 
 def _ms(letter: Letter) -> int:
     return max(0, ulid_ms(letter.id))
+
+
+# --- once across machines: the stall claimed on the server ---------------------------------------
+
+
+def claim(transport: Transport, record: dict[str, Any]) -> str | None:
+    """Claim ``record``'s stall on the server for its holder: None when ours (or the record
+    predates the claim, or the transport has no shared place: the per-home record alone holds),
+    else who holds it. Raises what the transport raises (the server cannot be asked now)."""
+    holder, on = record.get("holder"), record.get("claim_on")
+    if not isinstance(holder, str) or not isinstance(on, str):
+        return None
+    return transport.claim_reply(on, CLAIM_KEY + str(record["key"]), holder).holder
+
+
+def settle(transport: Transport, record: dict[str, Any]) -> None:
+    """The stall was announced (or never will be by this holder): its claim is answered, never
+    taken over. Best effort: a claim left in flight is taken over after ``STALE_AFTER``."""
+    holder, on = record.get("holder"), record.get("claim_on")
+    if not isinstance(holder, str) or not isinstance(on, str):
+        return
+    try:
+        transport.reply_sent(on, CLAIM_KEY + str(record["key"]), holder)
+    except (AgentmailError, OSError):
+        pass
+
+
+def ask_again(record: dict[str, Any], now_ms: int) -> bool:
+    """Is an existing record of a still-due stall to be claimed again now? A ``claiming`` one
+    (its run died before it had an answer, or before the letter left), and an ``elsewhere`` one
+    asked longer ago than ``STALE_AFTER`` (its holder may have died)."""
+    state = record.get("state")
+    if state == CLAIMING:
+        return isinstance(record.get("holder"), str)
+    if state == ELSEWHERE:
+        asked, every = record.get("asked"), record.get("every")
+        every = every if isinstance(every, int) else ASK_FIRST_MS
+        return not isinstance(asked, int) or now_ms - asked >= every
+    return False
+
+
+def next_ask(kept: dict[str, Any], who: str) -> int:
+    """How long (ms) an ``elsewhere`` record waits before it asks again, having found ``who``
+    holding the claim: ``STALE_AFTER`` for a holder not seen before (it may die: taken over
+    then), twice as long each time the same holder is found again (its announcement was
+    answered, or it is slow), never more than ``ASK_LAST_MS``: a stall held elsewhere costs a
+    few questions, and one whose holder died is still taken over."""
+    every = kept.get("every")
+    if kept.get("state") != ELSEWHERE or kept.get("by") != who or not isinstance(every, int):
+        return ASK_FIRST_MS
+    return min(max(every, ASK_FIRST_MS) * 2, ASK_LAST_MS)

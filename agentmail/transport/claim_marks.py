@@ -48,13 +48,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from .._fs import fsync_dir, locked, write_new
+from .._fs import fsync_dir, locked, read_plain, write_new
 
 STALE_AFTER = 600.0
 """Seconds after which a claim whose reply never went out (the home died) may be taken over."""
 
 PRUNE_AFTER = 30 * 86400.0
 """Seconds after its reply was marked sent (or given up) when the post office forgets a claim."""
+
+CLAIM_BYTES = 4096
+"""A claim is a holder and a time: more is no claim of ours (read as one being written)."""
 
 ASIDE_AFTER = 3600.0
 """Seconds after which a claim written aside and never linked in (its home died) is removed."""
@@ -86,10 +89,11 @@ class Claims:
 
     def _read(self, key: str, gen: int) -> tuple[str, float]:
         """(holder, claimed at in seconds) of one generation; ("", 0) while it is being written."""
-        try:
-            text = (self.root / f"{key}.{gen}").read_text("utf-8", "replace")
-        except FileNotFoundError:
+        try:  # a name anyone may have planted: never a FIFO opened, a link followed, a big file read
+            raw, _ = read_plain(self.root / f"{key}.{gen}", CLAIM_BYTES)
+        except OSError:
             return "", 0.0
+        text = (raw or b"").decode("utf-8", "replace")
         holder, _, rest = text.partition("\n")
         at = rest.strip()
         return holder, (int(at) / 1000 if at.isascii() and at.isdigit() else 0.0)
