@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import re
-import secrets
 import unicodedata
 from collections.abc import Sequence
 from email.header import Header
@@ -210,7 +210,7 @@ def mixed(rendered: bytes, attachments: tuple[Attachment, ...], boundary: str | 
             continue
         (text_headers if mime.is_mime_header(name) else top).append(field)
     parts = [b"\r\n".join(text_headers) + b"\r\n\r\n" + body, *(_part(item) for item in items)]
-    boundary = boundary or "=_agentmail_" + secrets.token_hex(16)
+    boundary = boundary or "=_agentmail_" + os.urandom(16).hex()
     marker = b"--" + boundary.encode()
     if any(marker in part for part in parts):  # a random boundary in the text: astronomically rare
         raise Refused("the chosen MIME boundary occurs in the letter; send again")
