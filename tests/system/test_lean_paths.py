@@ -178,6 +178,38 @@ def test_a_send_and_a_reply_load_no_email_package_nor_socket(alpha: AgentMail, b
     assert [letter.type for letter in alpha.inbox()] == ["ack"]
 
 
+def test_the_round_trip_loads_no_dkimpy_logging_traceback_or_secrets(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """Issue 40: dkim_lean signs and passes agentmail's own letters, so neither process of a round
+    trip loads dkimpy (nor the logging and traceback it brings); a quarantine's stage is found
+    without the traceback module, and file names and MIME boundaries take os.urandom, not secrets."""
+    skipped = {"dkim", "logging", "traceback", "linecache", "tokenize", "secrets"}  # dkim.dnsplug: the stand-in
+    send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER, "-t", "question"]
+    for argv in (send, ["--as", "beta", "inbox", "--json"]):
+        modules = set(_after_main(home, "list(sys.modules)", *argv))
+        assert not skipped & modules, f"agentmail {' '.join(argv[:4])} imported {sorted(skipped & modules)}"
+    assert "agentmail.trust.authenticity" in modules  # the read judged the letter
+    (got,) = beta.inbox(sync=False)
+    assert got.subject == "Quota" and got.state == "unread"
+
+
+def test_a_letter_dkim_lean_cannot_pass_is_still_judged_by_dkimpy(alpha: AgentMail, beta: AgentMail) -> None:
+    """dkimpy loads where dkim_lean stops: a signature over a changed body fails with dkimpy's reason."""
+    from agentmail.trust import signing
+
+    raw = signing.sign(b"From: a@alpha.test\r\nSubject: x\r\n\r\nbody\r\n", "alpha.test", "s1", _seed())
+    key = signing.PinnedKey("alpha.test", "s1", "ed25519", signing.public_key_of(_seed()))
+    assert signing.verify(raw, key).ok
+    result = signing.verify(raw.replace(b"body", b"bodY"), key)
+    assert not result.ok and "the body changed after signing" in result.detail, result.detail
+    assert "dkim" in sys.modules
+
+
+def _seed() -> str:
+    return "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+
 def test_a_read_with_nothing_held_loads_no_approval_code(alpha: AgentMail, home: Path) -> None:
     """Issue 28 (figure 1): the approvers' answers are looked for after every sync, but with no
     letter held the approval code is never loaded; a waiting CLI process paid ~0.4 ms for it
