@@ -206,6 +206,42 @@ def test_a_letter_dkim_lean_cannot_pass_is_still_judged_by_dkimpy(alpha: AgentMa
     assert "dkim" in sys.modules
 
 
+def test_close_closes_the_spool_database(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    """``close`` closes spool.db itself (SQLite checkpoints the WAL into it as it does), not the
+    collector whenever the client goes: a CLI process skips that collection at exit."""
+    alpha.send("beta", "Quota", OPENER)
+    assert len(beta.inbox()) == 1
+    spool = home / "spool" / "beta"
+    assert (spool / "spool.db-wal").exists()  # open: its writes are in the WAL
+    beta.close()
+    assert not (spool / "spool.db-wal").exists() and not (spool / "spool.db-shm").exists()
+    assert [letter.subject for letter in beta.inbox(sync=False)] == ["Quota"]  # reopened when used again
+
+
+def test_the_cli_freezes_what_is_left_before_it_exits_and_leaves_spool_db_whole(alpha: AgentMail, home: Path) -> None:
+    """The entry point freezes the objects left before exiting (the interpreter's collections at
+    exit walk them all, for nothing), after the command closed its files: no WAL is left behind."""
+    alpha.send("beta", "Quota", OPENER)
+    code = (
+        "import gc, sys\n"
+        "from agentmail import __main__ as entry\n"
+        "sys.argv = ['agentmail', '--as', 'beta', 'inbox', '--json']\n"
+        "def leaving(code):\n"
+        "    print('\\nexit', code, gc.get_freeze_count())\n"
+        "    raise SystemExit(code)\n"
+        "entry.sys.exit = leaving\n"
+        "entry.run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMAIL_", "COVERAGE_"))}
+    env["AGENTMAIL_HOME"] = str(home)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    _, exit_code, frozen = done.stdout.splitlines()[-1].split()
+    assert exit_code == "0" and int(frozen) > 10_000  # the modules' objects, at least
+    assert '"subject": "Quota"' in done.stdout
+    assert sorted(p.name for p in (home / "spool" / "beta").glob("spool.db*")) == ["spool.db"]
+
+
 def _seed() -> str:
     return "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
