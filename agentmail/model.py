@@ -7,11 +7,13 @@ checked here, because Python 3.11's email package will fold a CR/LF straight int
 from __future__ import annotations
 
 import copy
+import importlib
 import os
 import re
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from . import ages, bounds
 from ._value import Frozen, field
@@ -21,6 +23,26 @@ from .protocol import SENDABLE
 from .protocol import TERMINAL_TYPES as TERMINAL_TYPES
 from .protocol import TYPES as TYPES
 from .text import describe, forbidden_in_header
+
+
+def _own_sha256() -> Callable[..., Any]:
+    """The interpreter's own SHA-256 (``_sha2`` from Python 3.12, ``_sha256`` before): importing
+    hashlib first maps OpenSSL's libcrypto (~2 ms), which nothing else a send or a read does needs."""
+    for name in ("_sha2", "_sha256"):
+        try:
+            built: Callable[..., Any] = importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+        return built
+    import hashlib  # an interpreter built without its own
+
+    return hashlib.sha256
+
+
+if TYPE_CHECKING:
+    from hashlib import sha256 as sha256
+else:
+    sha256 = _own_sha256()  # the hash of every letter, key and id agentmail writes, as hashlib's
 
 SEVERITIES = ("low", "medium", "high", "critical")
 # What a verify-result says happened. Absent: not stated (an older sender, or none
@@ -179,9 +201,7 @@ def opener_key(message_id: str) -> str:
     new-thread quota, DESIGN §6): 16 hex digits of the SHA-256 of its Message-ID. The post
     office's marker is named ``<ms>-<key>`` and the spool's ``openers`` rows hold it, so both
     counts merge by name without reading a letter."""
-    import hashlib  # here: a read (inbox --no-sync) loads no OpenSSL
-
-    return hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def new_thread_id() -> str:

@@ -16,7 +16,6 @@ naming what it refused. Names are sanitised on both sides (``safe_name``).
 from __future__ import annotations
 
 import base64
-import hashlib
 import os
 import re
 import unicodedata
@@ -27,6 +26,7 @@ from email.parser import BytesParser
 from typing import Protocol
 
 from .._value import Frozen
+from ..model import sha256
 from ..text import describe, forbidden_in_header, forbidden_in_text, visible
 from . import mime
 from .mime import Refused, header_section
@@ -54,7 +54,7 @@ class Attachment(Frozen):
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return sha256(self.data).hexdigest()
 
     def meta(self) -> dict[str, object]:
         """What ``show``/``--json`` list: never the bytes."""

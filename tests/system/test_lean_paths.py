@@ -182,9 +182,10 @@ def test_the_round_trip_loads_no_dkimpy_logging_traceback_or_secrets(
     alpha: AgentMail, beta: AgentMail, home: Path
 ) -> None:
     """Issue 40: dkim_lean signs and passes agentmail's own letters, so neither process of a round
-    trip loads dkimpy (nor the logging and traceback it brings); a quarantine's stage is found
-    without the traceback module, and file names and MIME boundaries take os.urandom, not secrets."""
-    skipped = {"dkim", "logging", "traceback", "linecache", "tokenize", "secrets"}  # dkim.dnsplug: the stand-in
+    trip loads dkimpy (nor the logging and traceback it brings; its stand-in ``dkim.dnsplug`` only);
+    a quarantine's stage is found without the traceback module, file names and MIME boundaries
+    take os.urandom, not secrets, and every hash is the interpreter's own SHA-256 (no OpenSSL)."""
+    skipped = {"dkim", "logging", "traceback", "linecache", "tokenize", "secrets", "hashlib", "_hashlib"}
     send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER, "-t", "question"]
     for argv in (send, ["--as", "beta", "inbox", "--json"]):
         modules = set(_after_main(home, "list(sys.modules)", *argv))
@@ -240,6 +241,32 @@ def test_the_cli_freezes_what_is_left_before_it_exits_and_leaves_spool_db_whole(
     assert exit_code == "0" and int(frozen) > 10_000  # the modules' objects, at least
     assert '"subject": "Quota"' in done.stdout
     assert sorted(p.name for p in (home / "spool" / "beta").glob("spool.db*")) == ["spool.db"]
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", b"x" * 1000, "\u00e9t\u00e9".encode(), bytes(range(256)) * 9])
+def test_model_sha256_is_hashlibs(data: bytes) -> None:
+    import hashlib
+
+    from agentmail.model import sha256
+
+    assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    hasher = sha256()
+    hasher.update(data[:7])
+    hasher.update(data[7:])
+    assert hasher.digest() == hashlib.sha256(data).digest()
+
+
+def test_model_sha256_falls_back_to_hashlib_without_the_interpreters_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    import importlib
+
+    from agentmail import model
+
+    def missing(name: str) -> object:
+        raise ImportError(name)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    assert model._own_sha256() is hashlib.sha256
 
 
 def _seed() -> str:
