@@ -220,16 +220,17 @@ def test_close_closes_the_spool_database(alpha: AgentMail, beta: AgentMail, home
     assert [letter.subject for letter in beta.inbox(sync=False)] == ["Quota"]  # reopened when used again
 
 
-def test_the_cli_freezes_what_is_left_before_it_exits_and_leaves_spool_db_whole(alpha: AgentMail, home: Path) -> None:
-    """The entry point freezes the objects left before exiting (the interpreter's collections at
-    exit walk them all, for nothing), after the command closed its files: no WAL is left behind."""
-    alpha.send("beta", "Quota", OPENER)
+def _entry_run(home: Path, *argv: str) -> tuple[str, int, int, int]:
+    """A real CLI process through the entry point: (stdout, exit code, the garbage collections
+    it ran, the objects frozen when it exited)."""
     code = (
         "import gc, sys\n"
         "from agentmail import __main__ as entry\n"
-        "sys.argv = ['agentmail', '--as', 'beta', 'inbox', '--json']\n"
+        f"sys.argv = ['agentmail', *{list(argv)!r}]\n"
+        "collections = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and collections.append(info))\n"
         "def leaving(code):\n"
-        "    print('\\nexit', code, gc.get_freeze_count())\n"
+        "    print('\\nexit', code, len(collections), gc.get_freeze_count())\n"
         "    raise SystemExit(code)\n"
         "entry.sys.exit = leaving\n"
         "entry.run()\n"
@@ -238,10 +239,38 @@ def test_the_cli_freezes_what_is_left_before_it_exits_and_leaves_spool_db_whole(
     env["AGENTMAIL_HOME"] = str(home)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    _, exit_code, frozen = done.stdout.splitlines()[-1].split()
-    assert exit_code == "0" and int(frozen) > 10_000  # the modules' objects, at least
-    assert '"subject": "Quota"' in done.stdout
+    _, exit_code, collected, frozen = done.stdout.splitlines()[-1].split()
+    return done.stdout, int(exit_code), int(collected), int(frozen)
+
+
+def test_a_cli_round_trip_collects_no_garbage_and_freezes_what_is_left_at_exit(alpha: AgentMail, home: Path) -> None:
+    """The entry point collects young objects every 50,000 new ones, not 700: a command's start
+    makes ~25,000 that live as long as it does, which a short command never has to walk; and it
+    freezes what is left before exiting (the interpreter's collections at exit would walk it all),
+    after the command closed its files: no WAL is left beside spool.db."""
+    out, code, collected, frozen = _entry_run(home, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+    assert (code, collected) == (0, 0) and frozen > 10_000  # the modules' objects, at least
+    out, code, collected, frozen = _entry_run(home, "--as", "beta", "inbox", "--json")
+    assert (code, collected) == (0, 0) and frozen > 10_000
+    assert '"subject": "Quota"' in out
     assert sorted(p.name for p in (home / "spool" / "beta").glob("spool.db*")) == ["spool.db"]
+
+
+def test_a_command_that_runs_on_still_collects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threshold is raised, never switched off: a long wait or watch still collects its cycles."""
+    import gc
+
+    from agentmail import __main__ as entry
+
+    monkeypatch.setattr(sys, "argv", ["agentmail", "--version"])
+    before = gc.get_threshold()
+    try:
+        with pytest.raises(SystemExit):
+            entry.run()
+        assert gc.get_threshold()[0] == entry.START_THRESHOLD and gc.isenabled()
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
 
 
 @pytest.mark.parametrize("data", [b"", b"abc", b"x" * 1000, "\u00e9t\u00e9".encode(), bytes(range(256)) * 9])
