@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import ages, bounds
 from ._value import Frozen, field
@@ -25,12 +25,20 @@ from .protocol import TYPES as TYPES
 from .text import describe, forbidden_in_header
 
 
-def _own_sha256() -> Callable[..., Any]:
+class Hash(Protocol):
+    """What agentmail asks of a SHA-256 object (hashlib's, and the interpreter's own)."""
+
+    def update(self, data: bytes, /) -> None: ...
+    def digest(self) -> bytes: ...
+    def hexdigest(self) -> str: ...
+
+
+def _own_sha256() -> Callable[[bytes], Hash]:
     """The interpreter's own SHA-256 (``_sha2`` from Python 3.12, ``_sha256`` before): importing
     hashlib first maps OpenSSL's libcrypto (~2 ms), which nothing else a send or a read does needs."""
     for name in ("_sha2", "_sha256"):
         try:
-            built: Callable[..., Any] = importlib.import_module(name).sha256
+            built: Callable[[bytes], Hash] = importlib.import_module(name).sha256
         except (ImportError, AttributeError):
             continue
         return built
@@ -39,10 +47,17 @@ def _own_sha256() -> Callable[..., Any]:
     return hashlib.sha256
 
 
-if TYPE_CHECKING:
-    from hashlib import sha256 as sha256
-else:
-    sha256 = _own_sha256()  # the hash of every letter, key and id agentmail writes, as hashlib's
+_sha256: Callable[[bytes], Hash] | None = None
+
+
+def sha256(data: bytes = b"", /) -> Hash:
+    """A SHA-256 of ``data``, as ``hashlib.sha256(data)``: the hash of every letter, key and id
+    agentmail writes. Its module is loaded with the first hash (``inbox --no-sync`` takes none)."""
+    global _sha256
+    if _sha256 is None:
+        _sha256 = _own_sha256()
+    return _sha256(data)
+
 
 SEVERITIES = ("low", "medium", "high", "critical")
 # What a verify-result says happened. Absent: not stated (an older sender, or none
