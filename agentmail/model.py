@@ -6,7 +6,6 @@ checked here, because Python 3.11's email package will fold a CR/LF straight int
 
 from __future__ import annotations
 
-import copy
 import importlib
 import os
 import re
@@ -278,7 +277,11 @@ class Letter(Frozen):
         # Field by field, not dataclasses.asdict: its deep copy of every tuple and string is paid
         # for every letter of a sync. Only ``extra`` can hold something mutable.
         data = {name: getattr(self, name) for name in _FIELD_NAMES}
-        data["extra"] = copy.deepcopy(self.extra) if self.extra else {}
+        data["extra"] = {}
+        if self.extra:  # facts learnt later: most letters have none, and a read then loads no copy
+            import copy
+
+            data["extra"] = copy.deepcopy(self.extra)
         data["from"] = data.pop("sender")
         data["references"] = list(self.references)
         data["cc"] = list(self.cc)

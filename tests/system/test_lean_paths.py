@@ -187,8 +187,20 @@ def test_the_round_trip_loads_no_dkimpy_logging_traceback_or_secrets(
     trip loads dkimpy (nor the logging and traceback it brings; its stand-in ``dkim.dnsplug`` only);
     a quarantine's stage is found without the traceback module, file names and MIME boundaries
     take os.urandom, not secrets, every hash is the interpreter's own SHA-256 (no OpenSSL), and
-    authres parses Authentication-Results only when a letter has them (the local post office's have none)."""
-    skipped = {"dkim", "logging", "traceback", "linecache", "tokenize", "secrets", "hashlib", "_hashlib", "authres"}
+    authres parses Authentication-Results only when a letter has them (the local post office's have
+    none); ``copy`` only for a letter whose ``extra`` holds something."""
+    skipped = {
+        "dkim",
+        "logging",
+        "traceback",
+        "linecache",
+        "tokenize",
+        "secrets",
+        "hashlib",
+        "_hashlib",
+        "authres",
+        "copy",
+    }
     send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER, "-t", "question"]
     for argv in (send, ["--as", "beta", "inbox", "--json"]):
         modules = set(_after_main(home, "list(sys.modules)", *argv))
@@ -208,6 +220,16 @@ def test_a_letter_dkim_lean_cannot_pass_is_still_judged_by_dkimpy(alpha: AgentMa
     result = signing.verify(raw.replace(b"body", b"bodY"), key)
     assert not result.ok and "the body changed after signing" in result.detail, result.detail
     assert "dkim" in sys.modules
+
+
+def test_a_letters_extra_is_still_copied_for_json(alpha: AgentMail) -> None:
+    """``copy`` loads only for a letter whose ``extra`` holds something, and still copies it."""
+    letter = alpha.send("beta", "Quota", OPENER).replace(extra={"outcome": "confirmed", "notes": ["a"]})
+    shown = letter.to_json()
+    assert (shown["outcome"], shown["notes"]) == ("confirmed", ["a"])
+    shown["notes"].append("b")  # a copy: the letter's own facts are left as they were
+    assert letter.extra["notes"] == ["a"]
+    assert "outcome" not in alpha.send("beta", "Q2", OPENER).to_json()
 
 
 def test_close_closes_the_spool_database(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
