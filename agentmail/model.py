@@ -6,12 +6,13 @@ checked here, because Python 3.11's email package will fold a CR/LF straight int
 
 from __future__ import annotations
 
-import copy
+import importlib
 import os
 import re
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from . import ages, bounds
 from ._value import Frozen, field
@@ -21,6 +22,41 @@ from .protocol import SENDABLE
 from .protocol import TERMINAL_TYPES as TERMINAL_TYPES
 from .protocol import TYPES as TYPES
 from .text import describe, forbidden_in_header
+
+
+class Hash(Protocol):
+    """What agentmail asks of a SHA-256 object (hashlib's, and the interpreter's own)."""
+
+    def update(self, data: bytes, /) -> None: ...
+    def digest(self) -> bytes: ...
+    def hexdigest(self) -> str: ...
+
+
+def _own_sha256() -> Callable[[bytes], Hash]:
+    """The interpreter's own SHA-256 (``_sha2`` from Python 3.12, ``_sha256`` before): importing
+    hashlib first maps OpenSSL's libcrypto (~2 ms), which nothing else a send or a read does needs."""
+    for name in ("_sha2", "_sha256"):
+        try:
+            built: Callable[[bytes], Hash] = importlib.import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+        return built
+    import hashlib  # an interpreter built without its own
+
+    return hashlib.sha256
+
+
+_sha256: Callable[[bytes], Hash] | None = None
+
+
+def sha256(data: bytes = b"", /) -> Hash:
+    """A SHA-256 of ``data``, as ``hashlib.sha256(data)``: the hash of every letter, key and id
+    agentmail writes. Its module is loaded with the first hash (``inbox --no-sync`` takes none)."""
+    global _sha256
+    if _sha256 is None:
+        _sha256 = _own_sha256()
+    return _sha256(data)
+
 
 SEVERITIES = ("low", "medium", "high", "critical")
 # What a verify-result says happened. Absent: not stated (an older sender, or none
@@ -179,9 +215,7 @@ def opener_key(message_id: str) -> str:
     new-thread quota, DESIGN §6): 16 hex digits of the SHA-256 of its Message-ID. The post
     office's marker is named ``<ms>-<key>`` and the spool's ``openers`` rows hold it, so both
     counts merge by name without reading a letter."""
-    import hashlib  # here: a read (inbox --no-sync) loads no OpenSSL
-
-    return hashlib.sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return sha256(message_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def new_thread_id() -> str:
@@ -200,10 +234,8 @@ def bound_thread_id(address: str, message_id: str) -> str:
     opener's signed From and Message-ID make it, so no other letter can claim to be a thread's
     opener (stages/route.py: a letter into a bound thread new here that is not its opener waits
     for it)."""
-    import hashlib  # here: a read (inbox --no-sync) loads no OpenSSL
-
     bound = f"{address.strip().lower()}\n{message_id.strip()}".encode("utf-8", "surrogatepass")
-    return "thr-" + _base32(int.from_bytes(hashlib.sha256(bound).digest()), BOUND_CHARS)
+    return "thr-" + _base32(int.from_bytes(sha256(bound).digest()), BOUND_CHARS)
 
 
 def is_bound(thread: str) -> bool:
@@ -270,7 +302,11 @@ class Letter(Frozen):
         # Field by field, not dataclasses.asdict: its deep copy of every tuple and string is paid
         # for every letter of a sync. Only ``extra`` can hold something mutable.
         data = {name: getattr(self, name) for name in _FIELD_NAMES}
-        data["extra"] = copy.deepcopy(self.extra) if self.extra else {}
+        data["extra"] = {}
+        if self.extra:  # facts learnt later: most letters have none, and a read then loads no copy
+            import copy
+
+            data["extra"] = copy.deepcopy(self.extra)
         data["from"] = data.pop("sender")
         data["references"] = list(self.references)
         data["cc"] = list(self.cc)

@@ -91,6 +91,8 @@ def _loose(value: str, replace: str | None) -> str:
 
 def forbidden_in_header(value: str) -> str | None:
     """The first character ``value`` may not carry as a header value (TAB may), or None."""
+    if value.isascii() and value.replace("\t", " ").isprintable():
+        return None  # printable ASCII: none of the characters, and no pattern compiled to say so
     found = _pattern("any").search(value)
     return found.group() if found else None
 

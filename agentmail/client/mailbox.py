@@ -64,6 +64,10 @@ class Mailbox:
         if self._transport is not None:
             self._transport.close()
             self._transport = None
+        # Closed here rather than by the collector whenever the client goes (SQLite checkpoints
+        # the WAL into spool.db as its last connection closes): a CLI process skips that
+        # collection at exit (``__main__``), so the file is closed where it is known to be done with.
+        self.spool.db.close()
 
     def names(self, addresses: Iterable[str]) -> list[str]:
         return [self.platform_name(a) or a.partition("@")[0] for a in addresses]

@@ -14,7 +14,6 @@ command's next one (DESIGN §2).
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import stat
 import time
@@ -345,6 +344,8 @@ def _read_bounded(proc: subprocess.Popen[bytes], deadline: float) -> bytes | Non
 def keyring_secret(service: str, username: str, where: str) -> str:
     """The secret the system keyring keeps for ``username`` under ``service`` (the optional
     ``keyring`` library, imported only here)."""
+    import logging  # for keyring's logger only: a command that reads no keyring loads no logging
+
     what = where
     try:
         import keyring

@@ -16,9 +16,8 @@ naming what it refused. Names are sanitised on both sides (``safe_name``).
 from __future__ import annotations
 
 import base64
-import hashlib
+import os
 import re
-import secrets
 import unicodedata
 from collections.abc import Sequence
 from email.header import Header
@@ -27,6 +26,7 @@ from email.parser import BytesParser
 from typing import Protocol
 
 from .._value import Frozen
+from ..model import sha256
 from ..text import describe, forbidden_in_header, forbidden_in_text, visible
 from . import mime
 from .mime import Refused, header_section
@@ -54,7 +54,7 @@ class Attachment(Frozen):
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.data).hexdigest()
+        return sha256(self.data).hexdigest()
 
     def meta(self) -> dict[str, object]:
         """What ``show``/``--json`` list: never the bytes."""
@@ -210,7 +210,7 @@ def mixed(rendered: bytes, attachments: tuple[Attachment, ...], boundary: str | 
             continue
         (text_headers if mime.is_mime_header(name) else top).append(field)
     parts = [b"\r\n".join(text_headers) + b"\r\n\r\n" + body, *(_part(item) for item in items)]
-    boundary = boundary or "=_agentmail_" + secrets.token_hex(16)
+    boundary = boundary or "=_agentmail_" + os.urandom(16).hex()
     marker = b"--" + boundary.encode()
     if any(marker in part for part in parts):  # a random boundary in the text: astronomically rare
         raise Refused("the chosen MIME boundary occurs in the letter; send again")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import functools
-import hashlib
 import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, cast
@@ -31,6 +30,7 @@ from ..model import (
     check_thread,
     check_type,
     new_ulid,
+    sha256,
 )
 from ..text import describe, forbidden_in_header, one_line, visible, visible_line
 from . import matter, mime
@@ -514,7 +514,7 @@ def recipient_thread(msg: Message, *, to_trusted: bool = True) -> str | None:
 
 def derived_thread(message_id: str) -> str:
     """A stable thread id for a letter that carries none (a human's first letter)."""
-    digest = hashlib.sha256(message_id.encode()).digest()
+    digest = sha256(message_id.encode()).digest()
     return "thr-" + base64.b32encode(digest).decode().lower()[:12]
 
 

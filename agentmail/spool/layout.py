@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .._fs import is_same, write_new
-from ..model import opener_key, ulid_ms
+from ..model import opener_key, sha256, ulid_ms
 from ..protocol import opens_thread
 from .db import Db
 
@@ -50,21 +50,15 @@ def opener_row(letter_id: str, state: str, data: dict[str, Any]) -> tuple[str, i
 
 
 def _key(*parts: str) -> str:
-    import hashlib  # here, not at the top: a read (inbox --no-sync) never loads OpenSSL for it
-
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+    return sha256("\0".join(parts).encode()).hexdigest()[:40]
 
 
 def _raw_key(raw: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(raw).hexdigest()[:40]
+    return sha256(raw).hexdigest()[:40]
 
 
 def _sha256(raw: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha256(raw).hexdigest()
+    return sha256(raw).hexdigest()
 
 
 def _loads(text: str | None) -> dict[str, Any] | None:

@@ -40,7 +40,6 @@ Every keyword stays under Dovecot's ``mail_max_keyword_length`` (50).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import re
 import time
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .._fs import fsync_dir, locked, read_plain, write_new
+from ..model import sha256
 
 STALE_AFTER = 600.0
 """Seconds after which a claim whose reply never went out (the home died) may be taken over."""
@@ -72,7 +72,7 @@ class Claims:
 
     @staticmethod
     def key(message_id: str) -> str:
-        return hashlib.sha256(message_id.strip().encode("utf-8", "replace")).hexdigest()[:32]
+        return sha256(message_id.strip().encode("utf-8", "replace")).hexdigest()[:32]
 
     def _current(self, key: str) -> int:
         """The highest generation of ``key`` (-1: never claimed)."""
@@ -268,7 +268,7 @@ class ImapClaim:
     whose a claim is, the mailbox only who to name to a loser (cut to fit the keyword)."""
 
     def __init__(self, key: str, flags: object, *, now: float, stale_after: float = STALE_AFTER) -> None:
-        self.part = hashlib.sha256(key.strip().encode("utf-8", "replace")).hexdigest()[:10]
+        self.part = sha256(key.strip().encode("utf-8", "replace")).hexdigest()[:10]
         self.now, self.stale_after = now, stale_after
         self.claims: dict[int, tuple[float, str]] = {}  # generation -> (claimed at, mailbox)
         self.holders: dict[int, str] = {}  # generation -> reply id

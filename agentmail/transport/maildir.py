@@ -6,7 +6,6 @@ fsync new/), as an MTA delivers. The post office's letters (``local``) and its s
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def put(
 def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str, durable: bool) -> str:
     # os.uname().nodename is what socket.gethostname() returns, without importing socket
     host = suffix or os.uname().nodename.replace("/", "_")
-    name = f"{time.time_ns()}.{os.getpid()}_{secrets.token_hex(6)}.{host}"
+    name = f"{time.time_ns()}.{os.getpid()}_{os.urandom(6).hex()}.{host}"
     tmp = f"{base}/tmp/{name}"
     if copy is not None and link_same(copy, tmp, len(raw)):
         # One inode for the sender's copy and the Maildir's: no new file to create (a link costs a

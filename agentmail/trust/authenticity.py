@@ -9,7 +9,6 @@ that need local state — duplicates, ancestry, bounce routing, a sibling's note
 from __future__ import annotations
 
 import re
-import traceback
 from email.message import Message
 from typing import NamedTuple
 
@@ -304,10 +303,12 @@ def class_name(exc: BaseException) -> str:
 
 def failed_stage(exc: BaseException) -> str:
     stage = "filing"  # client and spool: deciding where the letter goes and writing it there
-    for frame, _line in traceback.walk_tb(exc.__traceback__):
-        module = str(frame.f_globals.get("__name__", ""))
+    tb = exc.__traceback__  # walked by hand: the traceback module (with linecache, tokenize) is for printing
+    while tb is not None:
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
         if module.startswith("agentmail."):
             stage = _STAGES.get(module, "filing")
+        tb = tb.tb_next
     return stage
 
 

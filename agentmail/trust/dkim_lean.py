@@ -1,5 +1,5 @@
 """DKIM without dkimpy's overhead, for the one shape agentmail writes: an ed25519-sha256
-signature, relaxed/simple, with the tags in dkimpy's order (standard library only; the
+signature, relaxed/simple, with the tags in dkimpy's order (standard library and ``model.sha256``; the
 signature itself is the caller's, ``trust/signing``, which owns PyNaCl).
 
 ``signature_header`` writes the bytes ``dkim.sign`` writes, byte for byte (t= aside, which is
@@ -11,9 +11,10 @@ whose verdict stands. ``tests/trust/test_dkim_lean.py`` holds both against dkimp
 from __future__ import annotations
 
 import base64
-import hashlib
 import re
 from collections.abc import Callable
+
+from ..model import sha256
 
 _SEPARATOR = re.compile(rb"\r?\n")
 _HEADER_END = re.compile(rb"\n\r?\n")
@@ -78,7 +79,7 @@ def body_hash(body: bytes) -> bytes:
     end = len(body)
     while body.endswith(b"\r\n", 0, end):
         end -= 2
-    return hashlib.sha256(body[:end] + b"\r\n").digest()
+    return sha256(body[:end] + b"\r\n").digest()
 
 
 def _relaxed(name: bytes, value: bytes) -> bytes:
@@ -97,7 +98,7 @@ def header_digest(fields: list[tuple[bytes, bytes]], include: list[bytes], signa
     copies: dict[bytes, list[int]] = {}
     for at, (name, _) in enumerate(fields):
         copies.setdefault(name.lower(), []).append(at)
-    hasher = hashlib.sha256()
+    hasher = sha256()
     for wanted in include:
         left = copies.get(wanted)
         if left:  # the lowest copy not taken yet

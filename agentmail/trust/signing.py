@@ -45,7 +45,8 @@ if "dkim" not in sys.modules and "dkim.dnsplug" not in sys.modules:
     _stub.get_txt = _dns_lookup  # type: ignore[attr-defined]
     sys.modules["dkim.dnsplug"] = _stub
 
-import dkim  # noqa: E402  (after the stand-in above)
+# dkimpy itself (with logging, which it loads) is imported by the functions that call it: signing and
+# the pinned pass are dkim_lean's, so a send and a read of agentmail's own letters never load it.
 from nacl.exceptions import BadSignatureError  # noqa: E402
 from nacl.signing import SigningKey, VerifyKey  # noqa: E402
 
@@ -163,6 +164,8 @@ def aligned_coverage_problem(raw: bytes, domain: str) -> str | None:
     attachment part would be unsigned)? None when one exists and all do, or when the letter has
     no MIME header at all. (Not over-signed: an MTA such as OpenDKIM lists each
     once; a second copy is refused anyway, by mime.header_problem.)"""
+    import dkim
+
     counts = header_counts(raw)
     mime_present = any(is_mime_header(name) for name in counts)
     found = False
@@ -182,9 +185,11 @@ def length_limited(raw: bytes, from_domain: str) -> str | None:
     """The d= of a DKIM-Signature aligned with ``from_domain`` (the same domain, or a parent of
     it) that limits the body length (``l=``), or None. What follows its l= bytes is unsigned: a
     relay may have appended it, so a person's letter vouched by one is refused (as an agent's)."""
+    import dkim
+
     try:
         headers = dkim.DKIM(raw).headers
-    except _DKIM_ERRORS:
+    except _dkim_errors():
         return None
     for tags in _every_signature(headers):
         signer = tags.get(b"d", b"").strip().lower().decode("ascii", "replace")
@@ -196,10 +201,12 @@ def length_limited(raw: bytes, from_domain: str) -> str | None:
 def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
     """The header names (lowercased) that every DKIM-Signature of ``domain`` covers: what a
     trusted MTA's dkim=pass for ``domain`` vouches for (a person's letter, DESIGN §5)."""
+    import dkim
+
     covered: set[str] | None = None
     try:
         headers = dkim.DKIM(raw).headers
-    except _DKIM_ERRORS:  # headers dkimpy cannot split: it vouches for none of them
+    except _dkim_errors():  # headers dkimpy cannot split: it vouches for none of them
         return ()
     for tags in _signatures_of(headers, domain):
         names = {h.decode("ascii", "replace") for h in _signed_names(tags)}
@@ -209,9 +216,11 @@ def covered_by(raw: bytes, domain: str) -> tuple[str, ...]:
 
 def signers(raw: bytes) -> tuple[tuple[str, str], ...]:
     """(d=, s=) of each readable DKIM-Signature, lowercased: whose keys the letter names."""
+    import dkim
+
     try:
         headers = dkim.DKIM(raw).headers
-    except _DKIM_ERRORS:
+    except _dkim_errors():
         return ()
 
     def tag(tags: dict[bytes, bytes], name: bytes) -> str:
@@ -222,6 +231,8 @@ def signers(raw: bytes) -> tuple[tuple[str, str], ...]:
 
 def _every_signature(headers: list[tuple[bytes, bytes]]) -> Iterator[dict[bytes, bytes]]:
     """The tags of each DKIM-Signature among ``headers`` that parses (one that does not names no one)."""
+    import dkim
+
     for name, value in headers:
         if name.lower() != b"dkim-signature":
             continue
@@ -254,11 +265,14 @@ def _dnsfunc(key: PinnedKey) -> Callable[..., bytes]:
     return lookup
 
 
-# What dkimpy lets escape on hostile signatures besides its own DKIMException: binascii.Error
-# (a bh= or b= of non-base64 bytes that passed its pattern check), IndexError (an i= equal to
-# d=, a continuation line with nothing to continue) and PyNaCl's ValueError (a b= shorter than
-# an ed25519 signature). Each is an unreadable signature, not a crash.
-_DKIM_ERRORS = (dkim.DKIMException, ValueError, IndexError)
+def _dkim_errors() -> tuple[type[Exception], ...]:
+    """What dkimpy lets escape on hostile signatures besides its own DKIMException: binascii.Error
+    (a bh= or b= of non-base64 bytes that passed its pattern check), IndexError (an i= equal to
+    d=, a continuation line with nothing to continue) and PyNaCl's ValueError (a b= shorter than
+    an ed25519 signature). Each is an unreadable signature, not a crash."""
+    import dkim
+
+    return (dkim.DKIMException, ValueError, IndexError)
 
 
 def verify(raw: bytes, key: PinnedKey, counts: dict[bytes, int] | None = None) -> DkimResult:
@@ -268,9 +282,11 @@ def verify(raw: bytes, key: PinnedKey, counts: dict[bytes, int] | None = None) -
     counts = header_counts(raw) if counts is None else counts
     if _lean_pass(raw, key, counts):
         return DkimResult(True, f"dkim=pass d={key.domain} s={key.selector}")
+    import dkim  # only here: dkim_lean passes every letter agentmail signs
+
     try:
         checker = dkim.DKIM(raw, minkey=2048)
-    except _DKIM_ERRORS as exc:
+    except _dkim_errors() as exc:
         return DkimResult(False, f"the header section does not parse for DKIM ({exc.__class__.__name__})")
     count = sum(1 for name, _ in checker.headers if name.lower() == b"dkim-signature")
     if count == 0:
@@ -279,7 +295,7 @@ def verify(raw: bytes, key: PinnedKey, counts: dict[bytes, int] | None = None) -
     for idx in range(count):
         try:
             prep = checker.verify_headerprep(idx)
-        except _DKIM_ERRORS as exc:
+        except _dkim_errors() as exc:
             problems.append(f"unreadable signature ({str(exc)[:160]})")
             continue
         sig, include, sig_header = prep[0], prep[1], prep[2][idx]
@@ -291,7 +307,7 @@ def verify(raw: bytes, key: PinnedKey, counts: dict[bytes, int] | None = None) -
             continue
         try:
             ok = checker.verify_sig(sig, include, sig_header, _dnsfunc(key) if key.public_key else _dns_lookup)
-        except _DKIM_ERRORS as exc:
+        except _dkim_errors() as exc:
             why = (
                 "the body changed after signing"
                 if "body hash" in str(exc)

@@ -7,14 +7,23 @@ here because authres accepts any word as a result.
 
 from __future__ import annotations
 
-import authres
-import authres.dmarc
+import functools
+from typing import Any
 
 from .._value import Frozen
 
 _FAIL = {"fail", "permerror"}
 _KNOWN = {"pass", "fail", "none", "neutral", "softfail", "temperror", "permerror", "policy"}
-_CONTEXT = authres.FeatureContext(authres.dmarc)
+
+
+@functools.cache
+def _context() -> Any:
+    """authres's parser, with DMARC's results, made for the first header there is to read: a
+    letter without Authentication-Results (every letter of the local post office) loads no authres."""
+    import authres
+    import authres.dmarc
+
+    return authres.FeatureContext(authres.dmarc)
 
 
 class TrustedVerdicts(Frozen):
@@ -39,13 +48,16 @@ def read(
     the registry: an MTA that cannot find that key (it is pinned, not published) may call it
     fail or permerror, which says nothing about the letter, so that one result is not a fail.
     """
+    if not header_values:
+        return TrustedVerdicts((), ())
+    context = _context()
     fails: list[str] = []
     passes: list[str] = []
     dmarc_passes: list[str] = []
     trusted = {t.lower() for t in trusted_ids}
     for value in header_values:
         try:
-            parsed = _CONTEXT.parse_value(value)
+            parsed = context.parse_value(value)
         except Exception:
             claimed = value.split(";", 1)[0].strip().lower()
             if claimed in trusted:

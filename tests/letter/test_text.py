@@ -108,3 +108,24 @@ def test_a_folded_subject_is_read_whole() -> None:
 def test_tab_and_newline_are_what_a_body_legitimately_has() -> None:
     assert text.forbidden_in_header("a\tb") is None
     assert text.for_terminal("line one\n\tline two\r\n") == "line one\n\tline two\n"
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)) | st.text())
+@example("plain ASCII with a\ttab")
+@example("a bell\x07 and DEL\x7f")
+@example("\x1f")
+@example("caf\u00e9\u200b")
+def test_the_printable_ascii_shortcut_says_what_the_pattern_says(value: str) -> None:
+    """``forbidden_in_header`` skips its pattern (and its compile) for printable ASCII: the same
+    answer as the pattern's, for ASCII with controls and for any text."""
+    found = text._pattern("any").search(value)
+    assert text.forbidden_in_header(value) == (found.group() if found else None)
+
+
+def test_printable_ascii_compiles_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text, "_patterns", {})
+    assert text.forbidden_in_header("Subject line\twith a tab") is None
+    assert text.forbidden_in_text("a body\r\nof two lines\n") is None
+    assert text._patterns == {}
+    assert text.forbidden_in_header("a\x1bb") == "\x1b" and "any" in text._patterns

@@ -87,9 +87,11 @@ def test_help_and_inbox_no_sync_import_none_of_the_heavy_libraries(
         assert not heavy, f"agentmail {' '.join(argv)} imported {sorted(heavy)}"
 
 
-# What the start-up of the light commands does without (issue 11, start-up): OpenSSL's hashes
-# (secrets, hashlib), logging and its traceback, shutil with bz2/lzma.
-_LIGHT_SKIPS = ("hashlib", "_hashlib", "secrets", "random", "base64", "logging", "traceback", "shutil", "bz2", "lzma")
+# What the start-up of the light commands does without (issue 11, start-up): hashes (secrets,
+# hashlib with OpenSSL, and the interpreter's own SHA-256, loaded with the first hash), logging
+# and its traceback, shutil with bz2/lzma.
+_LIGHT_SKIPS = ("hashlib", "_hashlib", "_sha256", "_sha2", "secrets", "random", "base64", "logging", "traceback",
+                "shutil", "bz2", "lzma")  # fmt: skip
 
 
 def test_help_loads_no_clock_dates_or_math(home: Path) -> None:
@@ -176,6 +178,153 @@ def test_a_send_and_a_reply_load_no_email_package_nor_socket(alpha: AgentMail, b
     imported = _imported(home, "--as", "beta", "reply", got.id, "-b", "Reproduced; fixing it.", "-t", "ack")
     assert not skipped & imported, sorted(skipped & imported)
     assert [letter.type for letter in alpha.inbox()] == ["ack"]
+
+
+def test_the_round_trip_loads_no_dkimpy_logging_traceback_or_secrets(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """Issue 40: dkim_lean signs and passes agentmail's own letters, so neither process of a round
+    trip loads dkimpy (nor the logging and traceback it brings; its stand-in ``dkim.dnsplug`` only);
+    a quarantine's stage is found without the traceback module, file names and MIME boundaries
+    take os.urandom, not secrets, every hash is the interpreter's own SHA-256 (no OpenSSL), and
+    authres parses Authentication-Results only when a letter has them (the local post office's have
+    none); ``copy`` only for a letter whose ``extra`` holds something."""
+    skipped = {
+        "dkim",
+        "logging",
+        "traceback",
+        "linecache",
+        "tokenize",
+        "secrets",
+        "hashlib",
+        "_hashlib",
+        "authres",
+        "copy",
+    }
+    send = ["--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER, "-t", "question"]
+    for argv in (send, ["--as", "beta", "inbox", "--json"]):
+        modules = set(_after_main(home, "list(sys.modules)", *argv))
+        assert not skipped & modules, f"agentmail {' '.join(argv[:4])} imported {sorted(skipped & modules)}"
+    assert "agentmail.trust.authenticity" in modules  # the read judged the letter
+    (got,) = beta.inbox(sync=False)
+    assert got.subject == "Quota" and got.state == "unread"
+
+
+def test_a_letter_dkim_lean_cannot_pass_is_still_judged_by_dkimpy(alpha: AgentMail, beta: AgentMail) -> None:
+    """dkimpy loads where dkim_lean stops: a signature over a changed body fails with dkimpy's reason."""
+    from agentmail.trust import signing
+
+    raw = signing.sign(b"From: a@alpha.test\r\nSubject: x\r\n\r\nbody\r\n", "alpha.test", "s1", _seed())
+    key = signing.PinnedKey("alpha.test", "s1", "ed25519", signing.public_key_of(_seed()))
+    assert signing.verify(raw, key).ok
+    result = signing.verify(raw.replace(b"body", b"bodY"), key)
+    assert not result.ok and "the body changed after signing" in result.detail, result.detail
+    assert "dkim" in sys.modules
+
+
+def test_a_letters_extra_is_still_copied_for_json(alpha: AgentMail) -> None:
+    """``copy`` loads only for a letter whose ``extra`` holds something, and still copies it."""
+    letter = alpha.send("beta", "Quota", OPENER).replace(extra={"outcome": "confirmed", "notes": ["a"]})
+    shown = letter.to_json()
+    assert (shown["outcome"], shown["notes"]) == ("confirmed", ["a"])
+    shown["notes"].append("b")  # a copy: the letter's own facts are left as they were
+    assert letter.extra["notes"] == ["a"]
+    assert "outcome" not in alpha.send("beta", "Q2", OPENER).to_json()
+
+
+def test_close_closes_the_spool_database(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    """``close`` closes spool.db itself (SQLite checkpoints the WAL into it as it does), not the
+    collector whenever the client goes: a CLI process skips that collection at exit."""
+    alpha.send("beta", "Quota", OPENER)
+    assert len(beta.inbox()) == 1
+    spool = home / "spool" / "beta"
+    assert (spool / "spool.db-wal").exists()  # open: its writes are in the WAL
+    beta.close()
+    assert not (spool / "spool.db-wal").exists() and not (spool / "spool.db-shm").exists()
+    assert [letter.subject for letter in beta.inbox(sync=False)] == ["Quota"]  # reopened when used again
+
+
+def _entry_run(home: Path, *argv: str) -> tuple[str, int, int, int]:
+    """A real CLI process through the entry point: (stdout, exit code, the garbage collections
+    it ran, the objects frozen when it exited)."""
+    code = (
+        "import gc, sys\n"
+        "from agentmail import __main__ as entry\n"
+        f"sys.argv = ['agentmail', *{list(argv)!r}]\n"
+        "collections = []\n"
+        "gc.callbacks.append(lambda phase, info: phase == 'start' and collections.append(info))\n"
+        "def leaving(code):\n"
+        "    print('\\nexit', code, len(collections), gc.get_freeze_count())\n"
+        "    raise SystemExit(code)\n"
+        "entry.sys.exit = leaving\n"
+        "entry.run()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENTMAIL_", "COVERAGE_"))}
+    env["AGENTMAIL_HOME"] = str(home)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    _, exit_code, collected, frozen = done.stdout.splitlines()[-1].split()
+    return done.stdout, int(exit_code), int(collected), int(frozen)
+
+
+def test_a_cli_round_trip_collects_no_garbage_and_freezes_what_is_left_at_exit(alpha: AgentMail, home: Path) -> None:
+    """The entry point collects young objects every 50,000 new ones, not 700: a command's start
+    makes ~25,000 that live as long as it does, which a short command never has to walk; and it
+    freezes what is left before exiting (the interpreter's collections at exit would walk it all),
+    after the command closed its files: no WAL is left beside spool.db."""
+    out, code, collected, frozen = _entry_run(home, "--as", "alpha", "send", "beta", "-s", "Quota", "-b", OPENER)
+    assert (code, collected) == (0, 0) and frozen > 10_000  # the modules' objects, at least
+    out, code, collected, frozen = _entry_run(home, "--as", "beta", "inbox", "--json")
+    assert (code, collected) == (0, 0) and frozen > 10_000
+    assert '"subject": "Quota"' in out
+    assert sorted(p.name for p in (home / "spool" / "beta").glob("spool.db*")) == ["spool.db"]
+
+
+def test_a_command_that_runs_on_still_collects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threshold is raised, never switched off: a long wait or watch still collects its cycles."""
+    import gc
+
+    from agentmail import __main__ as entry
+
+    monkeypatch.setattr(sys, "argv", ["agentmail", "--version"])
+    before = gc.get_threshold()
+    try:
+        with pytest.raises(SystemExit):
+            entry.run()
+        assert gc.get_threshold()[0] == entry.START_THRESHOLD and gc.isenabled()
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+
+@pytest.mark.parametrize("data", [b"", b"abc", b"x" * 1000, "\u00e9t\u00e9".encode(), bytes(range(256)) * 9])
+def test_model_sha256_is_hashlibs(data: bytes) -> None:
+    import hashlib
+
+    from agentmail.model import sha256
+
+    assert sha256(data).hexdigest() == hashlib.sha256(data).hexdigest()
+    hasher = sha256()
+    hasher.update(data[:7])
+    hasher.update(data[7:])
+    assert hasher.digest() == hashlib.sha256(data).digest()
+
+
+def test_model_sha256_falls_back_to_hashlib_without_the_interpreters_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+    import importlib
+
+    from agentmail import model
+
+    def missing(name: str) -> object:
+        raise ImportError(name)
+
+    monkeypatch.setattr(importlib, "import_module", missing)
+    assert model._own_sha256() is hashlib.sha256
+
+
+def _seed() -> str:
+    return "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
 
 
 def test_a_read_with_nothing_held_loads_no_approval_code(alpha: AgentMail, home: Path) -> None:
