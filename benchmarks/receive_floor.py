@@ -1,15 +1,17 @@
 """Figure 3 of the peers' benchmark taken apart: ``send()`` here, an already-running
 ``AgentMail.wait()`` loop in another process (as the peers' ``drive_py.py recv`` runs it).
 
-    python -m benchmarks.receive_floor [SAMPLES] [--modes thread,inline,none] [--idle SECONDS]
+    python -m benchmarks.receive_floor [SAMPLES] [--modes current,base-thread,base-inline,none] [--idle SECONDS] [--base DIR]
 
 Each step of both sides is wrapped to record when it starts and ends (``timeline.py``'s
 wrappers; ``time.perf_counter`` is CLOCK_MONOTONIC, one clock for the machine), and the
 receiver hands its events back with each letter. Modes run in blocks of 5 samples, rotating,
 each block with a receiver of its own, so a quiet or busy phase of the machine hits them alike:
 
-- ``thread``: the receiver's ``cur/`` fsync on a thread of its own (``transport/local.Flush``
-  as if a core were spare), ``inline``: run in place; ``current``: as the code decides;
+- ``current``: the receiver as it is (``cur/`` flushed in the fetch, before the letters are
+  read); ``base-thread`` and ``base-inline``: the
+  tree at ``--base DIR`` (an export of the commit before, its ``agentmail/`` under DIR), with
+  its ``cur/`` fsync on a thread (``transport/local.Flush`` as if a core were spare) or inline;
 - ``none``: no receiver at all, the same sends (what a send costs with nobody waiting).
 
 Before each send the receiver is blocked (``ready``), then a pause of 20 ms plus a uniform
@@ -61,12 +63,15 @@ def _wrap_all(steps: list[tuple[str, str, str]]) -> None:
 def _receiver(home: str, mode: str) -> None:
     """The other process: ``wait()`` in a loop, one JSON line of events per letter."""
     os.environ["AGENTMAIL_HOME"] = home
+    if mode.startswith("base-"):  # the editable install's finder would hand out this tree's agentmail
+        sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("__editable__")]
     from agentmail import AgentMail
     from agentmail.errors import Timeout
     from agentmail.transport import local
 
-    if mode in ("thread", "inline"):
-        local.spare_core = lambda: mode == "thread"  # type: ignore[assignment]
+    if mode.startswith("base-"):  # the tree before the flush moved (--base): its thread, or inline
+        local.spare_core = lambda: mode == "base-thread"  # type: ignore[attr-defined]
+    print(f"receiver {mode}: {local.__file__}", file=sys.stderr)
     _wrap_all(RECEIVE)
     beta = AgentMail.from_env("beta")
     out = sys.stdout
@@ -80,7 +85,7 @@ def _receiver(home: str, mode: str) -> None:
             letter, _how = beta.wait(timeout=0.5)
         except Timeout:
             continue
-        out.write(f"got {letter.message_id}\n")
+        out.write(f"got {letter.message_id} {time.perf_counter()}\n")
         out.flush()
         beta.done(letter.id)
         out.write(json.dumps(timeline.EVENTS) + "\n")
@@ -94,7 +99,7 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
-def main(samples: int, modes: list[str], idle: float) -> None:
+def main(samples: int, modes: list[str], idle: float, base: str) -> None:
     from agentmail.admin import bus
     from agentmail.client.facade import AgentMail
     from agentmail.config.identity import Identity
@@ -124,7 +129,18 @@ def main(samples: int, modes: list[str], idle: float) -> None:
                 proc = None
                 if mode != "none":
                     argv = [sys.executable, "-m", "benchmarks.receive_floor", "--receiver", str(home), mode]
-                    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                    tree = (
+                        {**env, "PYTHONPATH": f"{base}{os.pathsep}{env['PYTHONPATH']}"}
+                        if mode.startswith("base-")
+                        else env
+                    )
+                    proc = subprocess.Popen(
+                        argv,
+                        env=tree,
+                        cwd=base if mode.startswith("base-") else REPO,
+                        stdin=subprocess.PIPE,
+                        stdout=subprocess.PIPE,
+                    )
                     assert proc.stdout is not None and proc.stdin is not None
                     assert proc.stdout.readline().strip() == b"ready"
                 try:
@@ -154,7 +170,7 @@ def _block(alpha, beta, proc, block, blocks, mode, body, rng, rows, idle, idle_c
         if proc is not None:
             assert proc.stdout is not None and proc.stdin is not None
             line = proc.stdout.readline()
-            got = time.perf_counter()
+            got = float(line.split()[2])  # the receiver's clock as it printed (CLOCK_MONOTONIC)
             assert line.split()[1].decode().lower() == letter.message_id.lower(), (line, letter.message_id)
             waited = [tuple(e) for e in json.loads(proc.stdout.readline())]  # type: ignore[misc]
             assert proc.stdout.readline().strip() == b"ready"
@@ -200,7 +216,7 @@ if __name__ == "__main__":
         _receiver(sys.argv[2], sys.argv[3])
     else:
         args = sys.argv[1:]
-        modes = ["thread", "inline", "none"]
+        modes = ["current", "none"]
         idle = 10.0
         if "--modes" in args:
             at = args.index("--modes")
@@ -210,4 +226,9 @@ if __name__ == "__main__":
             at = args.index("--idle")
             idle = float(args[at + 1])
             del args[at : at + 2]
-        main(int(args[0]) if args else 30, modes, idle)
+        base = ""
+        if "--base" in args:
+            at = args.index("--base")
+            base = args[at + 1]
+            del args[at : at + 2]
+        main(int(args[0]) if args else 30, modes, idle, base)

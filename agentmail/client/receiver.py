@@ -251,8 +251,8 @@ class Receiver(Stage):
         else:
             verdict, facts = self._judged(raw)
         filing = route(verdict, facts)
-        # The post-office flush ran beside the judging; it ends before the first write here (a
-        # write it overlapped would join its journal commit on ext4 and make it longer).
+        # The names of what was fetched are durable before the first write of the batch (the
+        # local post office flushed cur/ in its fetch; a transport may flush here instead).
         self.transport.settle()
         if filing.action == "duplicate":
             report.duplicates += 1
