@@ -46,7 +46,7 @@ RECEIVE = [
 ]
 SEND = [
     *timeline.SEND,
-    ("agentmail.transport.sent_record", "record", "sent record (link, rename)"),
+    ("agentmail.transport.local", "record", "sent record (link, rename)"),
     ("agentmail.transport.local", "LocalTransport._record_opener", "opener marker"),
     ("agentmail.client.outbox", "Outbox._keep", "keep: folder fsync + FULL commit"),
 ]
