@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,7 @@ class Receiver(Stage):
         super().__init__(box)
         self.outbox, self.holds = outbox, holds
         self._waiting: picture.Waiting | None = None  # during a sync: siblings' answers to what it files
+        self._warmed: set[int] = set()  # the threads whose waits warmed up (a connection per thread)
 
     def sync(self, *, woken: bool = False) -> SyncReport:
         """``woken``: the transport has just said something arrived (``wait``), so neither the
@@ -248,8 +250,8 @@ class Receiver(Stage):
         else:
             verdict, facts = self._judged(raw)
         filing = route(verdict, facts)
-        # The post-office flush ran beside the judging; it ends before the first write here (a
-        # write it overlapped would join its journal commit on ext4 and make it longer).
+        # The names of what was fetched are durable before the first write of the batch (the
+        # local post office flushed cur/ in its fetch; a transport may flush here instead).
         self.transport.settle()
         if filing.action == "duplicate":
             report.duplicates += 1
@@ -474,9 +476,14 @@ class Receiver(Stage):
         """Before blocking: judge and route one letter signed here for this platform (never
         filed), as ``_file`` would, so the first letter that lands pays no first-use costs
         (imports, the email and DKIM packages' compiled patterns, the duplicate check's, the
-        database's first durable commit). Only with a pinned key: nothing here may reach a network."""
+        database's first durable commit). Only with a pinned key: nothing here may reach a network.
+        Once per thread (its database connection): a waiter that wakes on a timeout and waits
+        again (a ``wait()`` loop) would otherwise sign, judge and fsync twice a second while idle."""
         from ..stages.route import route
 
+        if threading.get_ident() in self._warmed:
+            return
+        self._warmed.add(threading.get_ident())
         self.spool.write.warm()
         if self.platform.key_lookup != "pinned":
             return

@@ -10,11 +10,9 @@ is new, never the history.
 
 from __future__ import annotations
 
-import _thread
 import bisect
 import os
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -71,54 +69,6 @@ def marked_id(path: str) -> str | None:
     return opener_id(data.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]) if data else None
 
 
-def spare_core() -> bool:
-    """Is a core free for a second thread (the last minute's load under the cores less one)?"""
-    try:
-        return os.getloadavg()[0] < len(os.sched_getaffinity(0)) - 1
-    except OSError:
-        return False
-
-
-class Flush:
-    """A folder's fsync run on a thread of its own, so the caller goes on meanwhile (the fsync
-    releases the GIL); ``wait`` returns once it has, or raises what it raised."""
-
-    def __init__(self, folder: Path) -> None:
-        self._error: OSError | None = None
-        self._interval: float | None = None
-        self._done = _thread.allocate_lock()
-        self._done.acquire()
-        if not spare_core():
-            # A new thread then waits for a CPU longer than the fsync it was to hide: flushed
-            # here instead (benchmarks/README.md has the figures).
-            self._run(folder)
-            return
-        # A thread waiting for the GIL gets it only at a forced switch (every 5 ms by default:
-        # a busy caller re-takes it after each syscall), so the interval is short until the
-        # thread has started. A bare thread: ``threading.Thread.start`` would wait for it.
-        self._interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(self._interval, 0.0001))
-        try:
-            _thread.start_new_thread(self._run, (folder,))
-        except RuntimeError:  # no thread to be had (a process at its limit): flushed here
-            self._run(folder)
-
-    def _run(self, folder: Path) -> None:
-        if self._interval is not None:
-            sys.setswitchinterval(self._interval)
-        try:
-            fsync_dir(folder)
-        except OSError as exc:
-            self._error = exc
-        finally:
-            self._done.release()
-
-    def wait(self) -> None:
-        with self._done:
-            if self._error is not None:
-                raise self._error
-
-
 class _Markers:
     """One hour folder's opener markers as parsed: the names, and (key, ms) newest first."""
 
@@ -163,7 +113,6 @@ class LocalTransport(Transport):
         # injectable: ``claims.now``).
         self.claims = Claims(postoffice / platform / ".claims")
         self._pruned = False
-        self._flushing: Flush | None = None  # cur/ being flushed for the last fetch (``settle``)
         self.sent_box = Mailbox(postoffice / SENT / platform)  # every home's letters (sent_record.py)
         self._markers: dict[int, _Markers] = {}  # the opener markers' names parsed, per hour folder
 
@@ -283,10 +232,11 @@ class LocalTransport(Transport):
             # cut: the renames into cur/ (by whichever reader made them) are flushed once here.
             # Else a checkpoint could outlive the rename that gave a UID, and the UID go to
             # another letter that the checkpoint skips; and the spool files each letter as an
-            # unflushed link of this very file, restored from this name (DESIGN §7). Flushed
-            # beside the reading and judging, not before them: ``settle`` waits for it before
-            # any commit names a letter, ``advance`` before any checkpoint passes one.
-            self._flushing = Flush(self.mailbox.dir / "cur")
+            # unflushed copy of this very file, restored from this name (DESIGN §7). Flushed at
+            # once, on this thread: right after the rename the journal commit is the one the
+            # sender's flush of new/ has just made or is making; after the judging it would
+            # wait behind the sender's next flushes (benchmarks/README.md, issue 40).
+            fsync_dir(f"{self.mailbox.dir}/cur")
         batch: list[Incoming] = []
         for uid in range(last + 1, uidnext):
             item = self.mailbox.read(uid, max_size)
@@ -300,13 +250,7 @@ class LocalTransport(Transport):
             yield batch
         self._fetched_to = uidnext  # every UID below it was read and handed on, or is no file
 
-    def settle(self) -> None:
-        if self._flushing is not None:
-            flushing, self._flushing = self._flushing, None
-            flushing.wait()
-
     def advance(self, checkpoint: str | None, committed: Sequence[Incoming]) -> str | None:
-        self.settle()
         # The UIDs handed out belong to the UIDVALIDITY they were read under (read once per fetch)
         validity = self._fetched_under if self._fetched_under is not None else self.mailbox.uidvalidity
         seen = Checkpoint.parse(checkpoint).under(validity).past(committed)

@@ -99,3 +99,20 @@ def test_the_timeline_wraps_every_step_it_names(tmp_path: Path) -> None:
     assert expected <= shown, expected - shown
     assert "line read: median" in done.stdout
     assert os.listdir(tmp_path / "tmp") == [], "the timeline left files in its temp folder"
+
+
+def test_the_receive_floor_wraps_every_step_it_names(tmp_path: Path) -> None:
+    """``python -m benchmarks.receive_floor``: both sides' steps timed, the idle CPU read, no step
+    renamed away (a renamed function is said on stderr and its row is missing)."""
+    from benchmarks import receive_floor
+
+    done = _run(tmp_path, "benchmarks.receive_floor", "1", "--modes", "current,none", "--idle", "1", timeout=300)
+    assert "(no agentmail" not in done.stderr, done.stderr[-2000:]
+    shown = {line[6:44].strip() for line in done.stdout.splitlines()}
+    # Every step but the wake's wait and the warm-up (both before the send on a loaded machine)
+    steps = receive_floor.SEND + receive_floor.RECEIVE
+    expected = {label for _, _, label in steps if not label.startswith(("inotify", "warm-up"))}
+    assert expected <= shown, expected - shown
+    assert "## current: n=5" in done.stdout and "## none: n=5" in done.stdout
+    assert "idle receiver:" in done.stdout
+    assert os.listdir(tmp_path / "tmp") == [], "the receive floor left files in its temp folder"

@@ -12,6 +12,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.errors import Timeout
 from agentmail.letter import wire
 from agentmail.spool import STATES
+from agentmail.spool.filing import SpoolWriter
 from agentmail.trust import authenticity
 
 
@@ -42,3 +43,28 @@ def test_the_warm_up_before_blocking_files_and_sends_nothing(
     assert {state: beta.spool.read.ids(state) for state in STATES} == {state: [] for state in STATES}
     postoffice = home / "postoffice"
     assert not postoffice.exists() or not any(os.scandir(postoffice / "beta" / "new"))
+
+
+def test_a_waiter_warms_up_once_not_at_every_wait_it_starts_again(
+    beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``wait()`` loop (an agent waiting in turns, the peers' receiver) idles without signing,
+    judging and a durable commit before each turn: the first wait warmed the process up."""
+    judged: list[bytes] = []
+    commits: list[str] = []
+    real_judge, real_warm = authenticity.judge_unguarded, SpoolWriter.warm
+
+    def judge(raw: bytes, registry: object) -> authenticity.Verdict:
+        judged.append(raw)
+        return real_judge(raw, registry)  # type: ignore[arg-type]
+
+    def warm(self: SpoolWriter) -> None:
+        commits.append("warm")
+        real_warm(self)
+
+    monkeypatch.setattr(authenticity, "judge_unguarded", judge)
+    monkeypatch.setattr(SpoolWriter, "warm", warm)
+    for _ in range(3):
+        with pytest.raises(Timeout):
+            beta.wait(timeout=0.01)
+    assert len(judged) == 1 and commits == ["warm"]
