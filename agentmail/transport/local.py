@@ -26,7 +26,7 @@ from .._fs import fsync_dir, link_same, write_new
 from ..model import opener_key
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claim_marks import Claims
-from .maildir import put as maildir_put
+from .maildir import put_linked
 from .sent_record import SENT, local_copies, local_pending, record
 from .uid_mailbox import Mailbox
 
@@ -44,7 +44,7 @@ OPENED = ".opened"  # postoffice/.opened/<platform>/<hour>/: threads opened, for
 def deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None = None) -> str:
     """Deliver ``raw`` into a platform's Maildir (``maildir.put``): once this returns, the
     letter survives a crash — that is what "sent" means on this transport."""
-    return maildir_put(maildir, raw, copy)
+    return put_linked(maildir, raw, copy)[0]
 
 
 MARKER_HEAD = 64 * 1024  # of a marker that is the letter itself, only the header is read
@@ -171,13 +171,13 @@ class LocalTransport(Transport):
         results: list[SubmitResult] = []
         for item in messages:
             refused: list[tuple[str, str]] = []
-            delivered = 0
+            delivered, linked = 0, False
             for rcpt in item.envelope.rcpt_to:
                 target = self.resolve(rcpt)
                 if target is None:
                     refused.append((rcpt, "550 no such mailbox on this bus"))
                     continue
-                deliver(self.postoffice / target, item.raw, item.copy)
+                linked = put_linked(self.postoffice / target, item.raw, item.copy)[1] or linked
                 delivered += 1
             if delivered == 0:
                 detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"
@@ -185,7 +185,9 @@ class LocalTransport(Transport):
             else:
                 self._record_opener(item.raw, item.copy)
                 record(self.sent_box.dir, item.raw, item.copy)
-                result = SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused))
+                result = SubmitResult(
+                    item.key, "sent", "delivered to the local post office", tuple(refused), flushed_copy=linked
+                )
             results.append(result)
             if on_result is not None:
                 on_result(result)
