@@ -349,15 +349,10 @@ class SpoolReader:
         rows = self._at.sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
         return [str(r[0]) for r in rows]
 
-    def opened_since(self, cutoff_ms: int) -> list[str]:
-        """The ids of the threads' first letters this *platform* (every agent's mailbox) sent or
-        queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
-        From the letters alone (the id is a ULID: its creation time), so the count survives
-        restarts and rebuilt caches."""
-        return sorted(str(row[0]) for rows in self._openers("o.id", cutoff_ms) for row in rows)
-
     def opener_keys_since(self, cutoff_ms: int) -> dict[str, int]:
-        """``opened_since`` as ``model.opener_key`` of each Message-ID -> when (ms): the key the
+        """The threads' first letters this *platform* (every agent's mailbox) sent or queued or
+        holds, created at or after ``cutoff_ms`` (ms since the epoch; the id is a ULID: its
+        creation time), as ``model.opener_key`` of each Message-ID -> when (ms): the key the
         server's count shares (client/quota.py). The oldest of two letters with one key counts."""
         mine, *theirs = self._openers("o.key, o.ms", cutoff_ms)  # newest first: an older letter's row wins
         if not any(theirs):
