@@ -210,3 +210,81 @@ def test_a_name_that_is_no_marker_is_not_counted(tmp_path: Path) -> None:
     keys = transport.opener_keys_since(cutoff)
     assert set(keys) == {opener_key("<1.alpha@bus.test>"), opener_key("<w@bus.test>")[:15] + "x"}
     assert transport.opener_keys_since(now + 3 * HOUR) == {} and transport._markers == {}  # past hours forgotten
+
+
+# --- the window kept in the process: the same answers as the plain count, step by step ----------
+
+_FILED_OFTEN_COUNTED = st.tuples(
+    st.sampled_from(["beta", "beta@bob"]),
+    st.sampled_from(["outbox", "sent", "held", "sibling", "failed", "unread"]),
+    st.sampled_from(["report", "question", "note"]),
+    st.sampled_from([False, False, True]),  # a reply
+    st.integers(min_value=0, max_value=2 * HOUR),
+    st.integers(min_value=1, max_value=8),
+    st.just(False),
+)
+_STEP = st.one_of(
+    st.tuples(st.just("file"), _FILED_OFTEN_COUNTED),
+    st.tuples(st.just("move"), _MOVED),
+    st.tuples(st.just("move"), st.tuples(st.integers(0, 30), st.sampled_from(["failed", "sent", "unread"]))),
+    st.tuples(st.just("other"), _MOVED),  # a move by another connection (another process's commit)
+    st.tuples(st.just("rebuild"), st.sampled_from(["beta", "beta@bob"])),
+    st.tuples(st.just("count"), st.integers(min_value=-HOUR // 2, max_value=2 * HOUR)),  # the window slides, or back
+)
+
+
+def _plain(spool: Spool, cutoff: int) -> tuple[set[str], int | None]:
+    """The count read whole: every letter of the window, its record parsed (the oracle)."""
+    old = _old_openers_since(spool, cutoff)
+    return {opener_key(m) for m in old}, min((min(t) for t in old.values()), default=None)
+
+
+@settings(max_examples=examples(120), deadline=None)
+@given(steps=st.lists(_STEP, min_size=1, max_size=24))
+def test_the_window_kept_between_counts_counts_what_the_plain_count_counts(steps: list[tuple[str, Any]]) -> None:
+    """One reader counts again and again while letters are filed, moved (by this connection and
+    by another), the caches rebuilt and the window slides: each answer is the plain count's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        beta = Spool(Path(tmp) / "spool" / "beta", name_of=NAMES.get)
+        mailboxes = {"beta": beta, "beta@bob": Spool(Path(tmp) / "spool" / "beta@bob", platform_root=beta.root)}
+        now = int(time.time() * 1000)
+        cutoff = now - HOUR
+        ids: list[tuple[Spool, str, str]] = []
+        for n, (what, step) in enumerate([*steps, ("count", 0)]):
+            if what == "file":
+                mailbox, state, kind, reply, ago, mid, _ = step
+                changes: dict[str, Any] = {"type": kind}
+                if reply:
+                    changes["in_reply_to"] = "<0.alpha@bus.test>"
+                letter, raw = _letter(mid, **changes)
+                letter_id = ulid_floor(now - ago)[:10] + f"{n:016d}"
+                mailboxes[mailbox].write.store(state, letter.replace(id=letter_id), raw, durable=False)
+                ids.append((mailboxes[mailbox], letter_id, state))
+            elif what in ("move", "other") and ids:
+                index, target = step
+                spool, letter_id, state = ids[index % len(ids)]
+                mover = spool if what == "move" else Spool(spool.root, platform_root=beta.root)
+                if mover.write.move(letter_id, state, target, durable=False):
+                    ids[index % len(ids)] = (spool, letter_id, target)
+            elif what == "rebuild":
+                mailboxes[step].drop_caches()
+            elif what == "count":
+                cutoff += step
+            assert beta.read.opener_key_set(cutoff) == _plain(beta, cutoff), (n, what, step)
+
+
+def test_a_letter_moved_out_of_the_counted_states_leaves_the_kept_window(tmp_path: Path) -> None:
+    """A queued letter that fails for good is no longer counted, by this connection's move or another's."""
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    ids = []
+    for n in range(3):
+        letter, raw = _letter(n + 1)
+        ids.append(beta.write.store("outbox", letter.replace(id=ulid_floor(now - n)[:10] + f"{n:016d}"), raw).id)
+    keys, oldest = beta.read.opener_key_set(now - HOUR)
+    assert len(keys) == 3 and oldest == now - 2
+    assert beta.write.move(ids[2], "outbox", "failed")
+    assert beta.read.opener_key_set(now - HOUR) == (keys - {opener_key(_letter(3)[0].message_id)}, now - 1)
+    assert Spool(beta.root).write.move(ids[1], "outbox", "failed")  # another connection: data_version moved
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id)}, now)
+    assert beta.read.opener_key_set(now + 1) == (set(), None)  # slid past the last one
