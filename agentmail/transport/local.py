@@ -38,6 +38,7 @@ POLL = 0.05
 # With inotify the wait still looks at the mailbox this often, in case an event was missed (e.g. a
 # letter renamed in over NFS): the wake comes from the event, this is only the safety net.
 RECHECK = 1.0
+WATCH_FROM = 256  # an hour folder of opener markers this big is watched, not listed, from its next count
 OPENED = ".opened"  # postoffice/.opened/<platform>/<hour>/: threads opened, for the quota (no platform name starts with a dot)
 
 
@@ -120,12 +121,17 @@ class Flush:
 
 
 class _Markers:
-    """One hour folder's opener markers as parsed: the names, and (key, ms) newest first."""
+    """One hour folder's opener markers as parsed: the names, (key, ms) newest first, and each
+    key's oldest time (what a window holding the whole folder counts, kept rather than made again)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
         self._minus_ms: list[int] = []  # -ms, ascending (newest first), for bisect
         self._keys: list[str] = []
+        self._oldest: dict[str, int] = {}  # key -> its oldest marker's ms
+        # A folder this big is watched rather than listed at every count: the names added since
+        # come from the watch (inotify), read again whole when one went or events were lost.
+        self.watch: inotify.Watch | None = None
 
     def add(self, names: set[str]) -> None:
         self.names |= names
@@ -135,9 +141,12 @@ class _Markers:
                 at = bisect.bisect_right(self._minus_ms, -int(when))
                 self._minus_ms.insert(at, -int(when))
                 self._keys.insert(at, key)
+                self._oldest[key] = min(int(when), self._oldest.get(key, int(when)))
 
     def since(self, cutoff_ms: int) -> dict[str, int]:
         """key -> ms of the markers at or after ``cutoff_ms``; the oldest of one key wins."""
+        if not self._minus_ms or -self._minus_ms[-1] >= cutoff_ms:  # the whole folder is in the window
+            return self._oldest
         end = bisect.bisect_right(self._minus_ms, -cutoff_ms)
         return dict(zip(self._keys[:end], map(int.__neg__, self._minus_ms[:end]), strict=True))
 
@@ -255,17 +264,37 @@ class LocalTransport(Transport):
         found: dict[str, int] = {}
         now_hour = time.time_ns() // 1_000_000 // 3_600_000
         for hour in range(now_hour, cutoff_ms // 3_600_000 - 1, -1):  # newest first: older ones overwrite
-            try:
-                names = set(os.listdir(self._opened_dir(hour)))
-            except OSError:
-                continue
             markers = self._markers.get(hour)
+            if markers is not None and markers.watch is not None:
+                added, only_added = markers.watch.added()
+                if only_added:  # nothing went: what was added is all that is new
+                    markers.add(set(added) - markers.names)
+                    found.update(markers.since(cutoff_ms))
+                    continue
+                markers.watch.close()
+                markers = self._markers[hour] = _Markers()  # read again whole
+            folder = str(self._opened_dir(hour))
+            watch = None
+            if markers is not None and len(markers.names) >= WATCH_FROM:
+                from . import inotify
+
+                # made before the listing: a name added between the two is in one or the other
+                watch = inotify.watch(folder, inotify.EVERY_NAME)
+            try:
+                names = set(os.listdir(folder))
+            except OSError:
+                if watch is not None:
+                    watch.close()
+                continue
             if markers is None or not markers.names <= names:  # new, or a marker gone: parsed afresh
                 markers = self._markers[hour] = _Markers()
             markers.add(names - markers.names)
+            markers.watch = watch
             found.update(markers.since(cutoff_ms))
         for hour in [h for h in self._markers if h < cutoff_ms // 3_600_000]:  # out of every window now
-            del self._markers[hour]
+            gone = self._markers.pop(hour)
+            if gone.watch is not None:
+                gone.watch.close()
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:

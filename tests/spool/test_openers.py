@@ -288,3 +288,54 @@ def test_a_letter_moved_out_of_the_counted_states_leaves_the_kept_window(tmp_pat
     assert Spool(beta.root).write.move(ids[1], "outbox", "failed")  # another connection: data_version moved
     assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id)}, now)
     assert beta.read.opener_key_set(now + 1) == (set(), None)  # slid past the last one
+
+
+# --- a big hour folder watched, not listed: the same names as listing it --------------------------
+
+_MARKER_STEP = st.one_of(
+    st.tuples(st.just("send"), st.integers(0, 30), st.integers(0, 2 * HOUR)),  # this process's marker
+    st.tuples(st.just("other"), st.integers(0, 30), st.integers(0, 2 * HOUR)),  # another process's
+    st.tuples(st.just("remove"), st.integers(0, 60), st.just(0)),  # a marker gone
+    st.tuples(st.just("junk"), st.integers(0, 60), st.just(0)),  # a name that is no marker
+)
+
+
+@settings(max_examples=examples(120), deadline=None)
+@given(steps=st.lists(_MARKER_STEP, min_size=1, max_size=30), window=st.integers(min_value=0, max_value=2 * HOUR))
+def test_a_watched_hour_folder_counts_what_listing_it_counts(steps: list[tuple[str, int, int]], window: int) -> None:
+    """From the second count of a folder of ``WATCH_FROM`` markers on, the names come from a
+    watch: after every step the count is the one a fresh process makes by listing, and the one
+    made by reading every marker."""
+    from unittest import mock
+
+    from agentmail.transport import local
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(local, "WATCH_FROM", 1):
+        postoffice = Path(tmp) / "postoffice"
+        counting = LocalTransport(postoffice, "alpha", NAMES.get)
+        other = LocalTransport(postoffice, "alpha", NAMES.get)
+        now = ages.now_ms()
+        cutoff = now - window
+        try:
+            for n, (what, mid, ago) in enumerate(steps):
+                folders = sorted((postoffice / ".opened" / "alpha").glob("*"))
+                if what in ("send", "other"):
+                    ages.clock = lambda ago=ago: (now - ago) / 1000
+                    raw = f"Message-ID: <{mid}.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n".encode()
+                    (counting if what == "send" else other)._record_opener(raw)
+                    ages.clock = None
+                elif what == "remove" and folders:
+                    markers = sorted(p for folder in folders for p in folder.iterdir())
+                    if markers:
+                        markers[mid % len(markers)].unlink()
+                elif what == "junk" and folders:
+                    (folders[mid % len(folders)] / f"junk{n}").write_bytes(b"")
+                fresh = LocalTransport(postoffice, "alpha", NAMES.get).opener_keys_since(cutoff)
+                assert counting.opener_keys_since(cutoff) == fresh, (n, what)
+                names = [p.name for p in (postoffice / ".opened" / "alpha").glob("*/*-*")]
+                if len({name.partition("-")[2] for name in names}) == len(names):  # (the oracle: one marker a letter)
+                    assert fresh == _marker_oracle(counting, cutoff)
+        finally:
+            ages.clock = None
+        counting.opener_keys_since(cutoff)  # (each folder counted twice by now: watched)
+        assert all(m.watch is not None or not m.names for m in counting._markers.values())
