@@ -433,18 +433,22 @@ _STATES = ", ".join(f"'{state}'" for state in _COUNTED)
 _TRIGGERS = (
     f"CREATE TEMP TABLE IF NOT EXISTS {_TOUCHED}(id TEXT PRIMARY KEY) WITHOUT ROWID",
     *(
-        f"CREATE TEMP TRIGGER IF NOT EXISTS {_TOUCHED}_{n} AFTER {event} ON main.{table} {when}"
-        f"BEGIN INSERT OR IGNORE INTO {_TOUCHED}(id) VALUES({row}.id); END"
-        for n, (event, table, row, when) in enumerate(
+        f"CREATE TEMP TRIGGER IF NOT EXISTS {_TOUCHED}_{n} AFTER {event} ON main.{table} {when}BEGIN "
+        + " ".join(f"INSERT OR IGNORE INTO {_TOUCHED}(id) VALUES({row}.id);" for row in rows)
+        + " END"
+        for n, (event, table, rows, when) in enumerate(
             (
-                ("INSERT", "openers", "new", ""),
-                ("DELETE", "openers", "old", ""),
-                ("UPDATE", "openers", "old", ""),
-                ("UPDATE", "openers", "new", ""),
-                ("INSERT", "letters", "new", f"WHEN new.state IN ({_STATES}) "),
-                ("DELETE", "letters", "old", f"WHEN old.state IN ({_STATES}) "),
-                ("UPDATE OF id, state", "letters", "old", f"WHEN old.state IN ({_STATES}) "),
-                ("UPDATE OF id, state", "letters", "new", f"WHEN new.state IN ({_STATES}) "),
+                ("INSERT", "openers", ("new",), ""),
+                ("DELETE", "openers", ("old",), ""),
+                ("UPDATE", "openers", ("old", "new"), ""),
+                ("INSERT", "letters", ("new",), f"WHEN new.state IN ({_STATES}) "),
+                ("DELETE", "letters", ("old",), f"WHEN old.state IN ({_STATES}) "),
+                (
+                    "UPDATE OF id, state",
+                    "letters",
+                    ("old", "new"),
+                    f"WHEN old.state IN ({_STATES}) OR new.state IN ({_STATES}) ",
+                ),
             )
         )
     ),
@@ -488,19 +492,16 @@ class _OpenersWindow:
 
     def since(self, cutoff_ms: int) -> tuple[set[str], int | None]:
         conn = self.conn
-        version = (
-            int(conn.execute("PRAGMA data_version").fetchone()[0]),
-            int(conn.execute("PRAGMA schema_version").fetchone()[0]),
-        )
+        data, schema = conn.execute("SELECT * FROM pragma_data_version(), pragma_schema_version()").fetchone()
+        version = (int(data), int(schema))
         if version != self._version or cutoff_ms < self._cutoff:
             for statement in _TRIGGERS:  # (again after a schema change: they went with its tables)
                 conn.execute(statement)
             conn.execute(f"DELETE FROM {_TOUCHED}")
             self._version = version
             return self.load(cutoff_ms)
-        touched = [str(row[0]) for row in conn.execute(f"SELECT id FROM {_TOUCHED}").fetchall()]
+        touched = [str(row[0]) for row in conn.execute(f"DELETE FROM {_TOUCHED} RETURNING id").fetchall()]
         if touched:
-            conn.execute(f"DELETE FROM {_TOUCHED}")
             if len(touched) > _MANY or len(self._heap) > 4 * len(self._rows) + _MANY:
                 return self.load(cutoff_ms)  # (a rebuild, a long sync of siblings' letters; a heap of stale entries)
             for letter_id in touched:
