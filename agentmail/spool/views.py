@@ -10,6 +10,7 @@ import json
 import os
 import sqlite3
 import stat
+from collections import Counter
 from collections.abc import Callable, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
@@ -454,6 +455,14 @@ _TRIGGERS = (
     ),
 )
 _MANY = 200  # more letters changed than this since the last count: the window is read again
+
+
+def _timed(ms: int) -> bool:
+    """A row whose id is a ULID of its time (``opener_row`` writes the id's time): in the window
+    exactly while its time is, so it leaves by the heap. Any other is judged by the query's test."""
+    return 0 <= ms < 1 << 48
+
+
 _ROWS = (
     "SELECT o.id, o.key, o.ms FROM openers o JOIN letters l ON l.id = o.id"
     " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
@@ -473,21 +482,23 @@ class _OpenersWindow:
         self._version: tuple[int, int] | None = None
         self._cutoff = 0
         self._rows: dict[str, tuple[str, int]] = {}  # id -> (key, ms)
-        self._ids: dict[str, set[str]] = {}  # key -> the ids holding it (a sibling's copy shares one)
-        self._keyset: set[str] = set()  # the keys of ``_ids``
+        self._holders: Counter[str] = Counter()  # key -> how many ids hold it (a sibling's copy shares one)
+        self._keyset: set[str] = set()  # the keys of ``_holders``
         self._heap: list[tuple[int, str]] = []  # (ms, id): the oldest first, stale ones skipped
         self._odd: set[str] = set()  # ids that are no ULID of their time: judged by the query's test
 
     def load(self, cutoff_ms: int) -> tuple[set[str], int | None]:
-        """The window read whole (the plain query)."""
-        self._rows.clear()
-        self._ids.clear()
-        self._keyset.clear()
-        self._heap.clear()
-        self._odd.clear()
+        """The window read whole (the plain query), made into the kept structures in bulk."""
         self._cutoff = cutoff_ms
-        for letter_id, key, ms in self.conn.execute(_ROWS, (_ulid_floor(cutoff_ms), cutoff_ms, *_COUNTED)):
-            self._add(str(letter_id), str(key), int(ms))
+        rows = self.conn.execute(
+            f"{_ROWS} ORDER BY o.ms, o.id", (_ulid_floor(cutoff_ms), cutoff_ms, *_COUNTED)
+        ).fetchall()
+        self._rows = {str(i): (str(k), int(m)) for i, k, m in rows}
+        self._holders = Counter(key for key, _ in self._rows.values())
+        self._keyset = set(self._holders)
+        self._heap = [(ms, i) for i, (_, ms) in self._rows.items() if _timed(ms)]  # sorted: a heap as it is
+        self._heap.sort()
+        self._odd = {i for i, (_, ms) in self._rows.items() if not _timed(ms)}
         return self._answer()
 
     def since(self, cutoff_ms: int) -> tuple[set[str], int | None]:
@@ -516,10 +527,12 @@ class _OpenersWindow:
         return self._answer()
 
     def _add(self, letter_id: str, key: str, ms: int) -> None:
+        if letter_id in self._rows:
+            self._drop(letter_id)
         self._rows[letter_id] = (key, ms)
-        self._ids.setdefault(key, set()).add(letter_id)
+        self._holders[key] += 1
         self._keyset.add(key)
-        if letter_id[:10] == _ulid_floor(ms):
+        if _timed(ms):
             heapq.heappush(self._heap, (ms, letter_id))
         else:
             self._odd.add(letter_id)
@@ -528,10 +541,9 @@ class _OpenersWindow:
         row = self._rows.pop(letter_id, None)
         if row is None:
             return
-        holders = self._ids[row[0]]
-        holders.discard(letter_id)
-        if not holders:
-            del self._ids[row[0]]
+        self._holders[row[0]] -= 1
+        if not self._holders[row[0]]:
+            del self._holders[row[0]]
             self._keyset.discard(row[0])
         self._odd.discard(letter_id)
 

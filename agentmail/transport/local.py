@@ -261,7 +261,7 @@ class LocalTransport(Transport):
         """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read, and a
         name parsed once a process (a send parses its own marker, not the hour's). Of two markers
         of one letter (submitted again), the older counts."""
-        found: dict[str, int] = {}
+        parts: list[dict[str, int]] = []  # newest first: older ones overwrite
         now_hour = time.time_ns() // 1_000_000 // 3_600_000
         for hour in range(now_hour, cutoff_ms // 3_600_000 - 1, -1):  # newest first: older ones overwrite
             markers = self._markers.get(hour)
@@ -269,7 +269,7 @@ class LocalTransport(Transport):
                 added, only_added = markers.watch.added()
                 if only_added:  # nothing went: what was added is all that is new
                     markers.add(set(added) - markers.names)
-                    found.update(markers.since(cutoff_ms))
+                    parts.append(markers.since(cutoff_ms))
                     continue
                 markers.watch.close()
                 markers = self._markers[hour] = _Markers()  # read again whole
@@ -290,11 +290,16 @@ class LocalTransport(Transport):
                 markers = self._markers[hour] = _Markers()
             markers.add(names - markers.names)
             markers.watch = watch
-            found.update(markers.since(cutoff_ms))
+            parts.append(markers.since(cutoff_ms))
         for hour in [h for h in self._markers if h < cutoff_ms // 3_600_000]:  # out of every window now
             gone = self._markers.pop(hour)
             if gone.watch is not None:
                 gone.watch.close()
+        if len(parts) == 1:  # (one folder holds the window's markers: its kept answer, not a copy)
+            return parts[0]
+        found: dict[str, int] = {}
+        for part in parts:
+            found.update(part)
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
