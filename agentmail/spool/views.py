@@ -457,10 +457,13 @@ _TRIGGERS = (
 _MANY = 200  # more letters changed than this since the last count: the window is read again
 
 
+_UNTIMED = 1 << 48  # a row's time (the id's, as ``opener_row`` writes it) at or past this, or below 0: no ULID's
+
+
 def _timed(ms: int) -> bool:
-    """A row whose id is a ULID of its time (``opener_row`` writes the id's time): in the window
-    exactly while its time is, so it leaves by the heap. Any other is judged by the query's test."""
-    return 0 <= ms < 1 << 48
+    """A row whose id is a ULID of its time: in the window exactly while its time is, so it
+    leaves by the heap. Any other is judged by the query's own test."""
+    return 0 <= ms < _UNTIMED
 
 
 _ROWS = (
@@ -493,12 +496,11 @@ class _OpenersWindow:
         rows = self.conn.execute(
             f"{_ROWS} ORDER BY o.ms, o.id", (_ulid_floor(cutoff_ms), cutoff_ms, *_COUNTED)
         ).fetchall()
-        self._rows = {str(i): (str(k), int(m)) for i, k, m in rows}
-        self._holders = Counter(key for key, _ in self._rows.values())
+        self._rows = {i: (k, m) for i, k, m in rows}
+        self._holders = Counter([k for _, k, _ in rows])
         self._keyset = set(self._holders)
-        self._heap = [(ms, i) for i, (_, ms) in self._rows.items() if _timed(ms)]  # sorted: a heap as it is
-        self._heap.sort()
-        self._odd = {i for i, (_, ms) in self._rows.items() if not _timed(ms)}
+        self._heap = [(m, i) for i, _, m in rows if 0 <= m < _UNTIMED]  # in order by time: a heap as it is
+        self._odd = {i for i, _, m in rows if not 0 <= m < _UNTIMED}
         return self._answer()
 
     def since(self, cutoff_ms: int) -> tuple[set[str], int | None]:
