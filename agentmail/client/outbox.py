@@ -32,7 +32,7 @@ class Outbox(Stage):
         # one letter a process, copies each as it goes, so its send says when a copy failed.
         self.batch_copies = True
         self._queued: set[str] = set()  # the copies this process noted as due
-        self._unflushed: str | None = None  # the letter ``send_now`` dispatches, filed with no flush
+        self._unflushed: set[str] = set()  # the letters ``send_now`` dispatches (a thread each), filed with no flush
         self._answering: set[str] = set()  # letters of this flush that answer one: claims to mark answered
 
     def file(self, letter: Letter, raw: bytes) -> Letter:
@@ -53,7 +53,8 @@ class Outbox(Stage):
         sent: str | None = None
         earlier = 0
         # Filed with no flush (``file``): made durable in the commit that records it sent (``_record``).
-        self._unflushed = stored.id if self._sent_is_durable() else None
+        if self._sent_is_durable():
+            self._unflushed.add(stored.id)
         try:
             results = self.flush(stored, raw)
             sent = next((r.status for r in results if r.key == stored.id), None)
@@ -65,7 +66,7 @@ class Outbox(Stage):
                 f"{exc} — the letter was not sent and not queued; send it again once this is fixed"
             ) from exc
         finally:
-            self._unflushed = None
+            self._unflushed.discard(stored.id)
             if sent != "sent":  # a sent letter was made durable as it was recorded
                 self._keep(stored.id)
         if sent == "sent":  # as reading it back gives it (its record is what was filed), without the read
@@ -209,7 +210,7 @@ class Outbox(Stage):
             reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
             if result.refused:
                 self.spool.write.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
-            if result.key == self._unflushed:  # as durable as the delivery, in the move's one commit
+            if result.key in self._unflushed:  # as durable as the delivery, in the move's one commit
                 self.spool.write.make_durable(result.key, moved=("outbox", "sent"), flushed=result.flushed_copy)
             else:  # durable since it was filed: a move lost in a power cut means a duplicate dropped
                 self.box.move(result.key, "outbox", "sent", durable=False)
