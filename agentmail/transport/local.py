@@ -413,3 +413,7 @@ class LocalTransport(Transport):
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        for markers in self._markers.values():  # the quota's watches of big marker folders: listed again next time
+            if markers.watch is not None:
+                markers.watch.close()
+                markers.watch = None

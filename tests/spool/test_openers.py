@@ -339,3 +339,8 @@ def test_a_watched_hour_folder_counts_what_listing_it_counts(steps: list[tuple[s
             ages.clock = None
         counting.opener_keys_since(cutoff)  # (each folder counted twice by now: watched)
         assert all(m.watch is not None or not m.names for m in counting._markers.values())
+        counting.close()  # the watches go with the transport; a count after it lists again
+        assert all(m.watch is None for m in counting._markers.values())
+        assert counting.opener_keys_since(cutoff) == LocalTransport(postoffice, "alpha", NAMES.get).opener_keys_since(
+            cutoff
+        )
