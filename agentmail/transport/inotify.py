@@ -64,22 +64,19 @@ class Watch:
         again). A name is decoded as ``os.listdir`` decodes it."""
         names: list[str] = []
         only_added = True
-        while True:
-            try:
-                data = os.read(self.fd, 65536)  # whole events: the kernel never splits one
-            except BlockingIOError:
-                break
-            if not data:
-                break
-            at = 0
-            while at + _EVENT.size <= len(data):
-                _wd, mask, _cookie, length = _EVENT.unpack_from(data, at)
-                name = data[at + _EVENT.size : at + _EVENT.size + length].rstrip(b"\0")
-                at += _EVENT.size + length
-                if mask & (IN_CREATE | IN_MOVED_TO) and name:
-                    names.append(os.fsdecode(name))
-                if mask & NOT_ONLY_ADDED:
-                    only_added = False
+        try:
+            while data := os.read(self.fd, 65536):  # whole events: the kernel never splits one
+                at = 0
+                while at < len(data):
+                    _wd, mask, _cookie, length = _EVENT.unpack_from(data, at)
+                    name = data[at + _EVENT.size : at + _EVENT.size + length].rstrip(b"\0")
+                    at += _EVENT.size + length
+                    if mask & (IN_CREATE | IN_MOVED_TO):
+                        names.append(os.fsdecode(name))
+                    if mask & NOT_ONLY_ADDED:
+                        only_added = False
+        except BlockingIOError:  # nothing more: read them all
+            pass
         return names, only_added
 
     def close(self) -> None:
