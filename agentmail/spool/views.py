@@ -529,8 +529,6 @@ class _OpenersWindow:
         return self._answer()
 
     def _add(self, letter_id: str, key: str, ms: int) -> None:
-        if letter_id in self._rows:
-            self._drop(letter_id)
         self._rows[letter_id] = (key, ms)
         self._holders[key] += 1
         self._keyset.add(key)

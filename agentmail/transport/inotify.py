@@ -64,20 +64,24 @@ class Watch:
         again). A name is decoded as ``os.listdir`` decodes it."""
         names: list[str] = []
         only_added = True
-        try:
-            while data := os.read(self.fd, 65536):  # whole events: the kernel never splits one
-                at = 0
-                while at < len(data):
-                    _wd, mask, _cookie, length = _EVENT.unpack_from(data, at)
-                    name = data[at + _EVENT.size : at + _EVENT.size + length].rstrip(b"\0")
-                    at += _EVENT.size + length
-                    if mask & (IN_CREATE | IN_MOVED_TO):
-                        names.append(os.fsdecode(name))
-                    if mask & NOT_ONLY_ADDED:
-                        only_added = False
-        except BlockingIOError:  # nothing more: read them all
-            pass
+        while data := self._read():  # whole events: the kernel never splits one
+            at = 0
+            while at < len(data):
+                _wd, mask, _cookie, length = _EVENT.unpack_from(data, at)
+                name = data[at + _EVENT.size : at + _EVENT.size + length].rstrip(b"\0")
+                at += _EVENT.size + length
+                if mask & (IN_CREATE | IN_MOVED_TO):
+                    names.append(os.fsdecode(name))
+                if mask & NOT_ONLY_ADDED:
+                    only_added = False
         return names, only_added
+
+    def _read(self) -> bytes:
+        """What the queue holds (b"": nothing now)."""
+        try:
+            return os.read(self.fd, 65536)
+        except BlockingIOError:
+            return b""
 
     def close(self) -> None:
         if self.fd >= 0:

@@ -6,6 +6,7 @@ oracle), over random histories."""
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -344,3 +345,62 @@ def test_a_watched_hour_folder_counts_what_listing_it_counts(steps: list[tuple[s
         assert counting.opener_keys_since(cutoff) == LocalTransport(postoffice, "alpha", NAMES.get).opener_keys_since(
             cutoff
         )
+
+
+def test_the_kept_window_in_a_transaction_with_odd_ids_and_after_many_changes(tmp_path: Path) -> None:
+    """The window's less common roads, each against the plain count: a count inside a write
+    transaction (read whole), ids that are no ULID of their time (judged by the query's test, as
+    they come and as the window slides past them), and more changes than it follows one by one."""
+    from unittest import mock
+
+    from agentmail.spool import views
+
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    for n, letter_id in enumerate(("01uheld", "01uqueued")):
+        letter, raw = _letter(n + 1)
+        beta.write.store("outbox", letter.replace(id=letter_id), raw, durable=False)
+        assert beta.read.opener_key_set(-5) == _plain(beta, -5)  # (a time of -1: in a window from -5)
+    assert len(beta.read.opener_key_set(-5)[0]) == 2 and beta.read.opener_key_set(-5)[1] == -1
+    assert beta.read.opener_key_set(0) == (set(), None) == _plain(beta, 0)  # slid past them
+    now = int(time.time() * 1000)
+    with beta.db.write():
+        assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
+    with mock.patch.object(views, "_MANY", 1):
+        for n in range(3):
+            letter, raw = _letter(n + 5)
+            beta.write.store("sent", letter.replace(id=ulid_floor(now - n)[:10] + f"{n:016d}"), raw, durable=False)
+        assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
+        assert len(beta.read.opener_key_set(now - HOUR)[0]) == 3
+
+
+def test_watched_marker_folders_across_two_hours_and_out_of_the_window(tmp_path: Path) -> None:
+    """Two hour folders both counted (the older one's answer under the newer one's), a watch that
+    leaves with its hour, a folder that cannot be listed once watched, and a watch of no folder."""
+    from unittest import mock
+
+    from agentmail.transport import inotify, local
+
+    postoffice = tmp_path / "postoffice"
+    counting = LocalTransport(postoffice, "alpha", NAMES.get)
+    now = ages.now_ms()
+    try:
+        for mid, ago in ((1, HOUR + 60_000), (2, 0)):  # the hour before and this one
+            ages.clock = lambda ago=ago: (now - ago) / 1000
+            raw = f"Message-ID: <{mid}.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n".encode()
+            counting._record_opener(raw)
+    finally:
+        ages.clock = None
+    cutoff = now - 2 * HOUR
+    with mock.patch.object(local, "WATCH_FROM", 1):
+        for _ in range(3):  # listed, listed with a watch made, watched
+            assert counting.opener_keys_since(cutoff) == _marker_oracle(counting, cutoff)
+            assert len(counting.opener_keys_since(cutoff)) == 2
+        assert all(m.watch is not None for m in counting._markers.values())
+        assert len(counting.opener_keys_since(now - 60_000)) == 1  # the older hour left the window, its watch closed
+        assert len(counting._markers) == 1
+        counting.close()
+        counting.close()  # (twice: nothing left to close)
+        with mock.patch.object(os, "listdir", side_effect=PermissionError("no listing")):
+            assert counting.opener_keys_since(now - 60_000) == {}  # a folder that cannot be listed: counted as none
+        assert len(counting.opener_keys_since(now - 60_000)) == 1
+    assert inotify.watch(tmp_path / "no such folder", inotify.EVERY_NAME) is None
