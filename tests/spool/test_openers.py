@@ -365,6 +365,8 @@ def test_the_kept_window_in_a_transaction_with_odd_ids_and_after_many_changes(tm
     now = int(time.time() * 1000)
     with beta.db.write():
         assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
+    beta.db.close()  # a new connection: a new window
+    assert beta.read.opener_key_set(-5) == _plain(beta, -5)
     with mock.patch.object(views, "_MANY", 1):
         for n in range(3):
             letter, raw = _letter(n + 5)
