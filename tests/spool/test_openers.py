@@ -289,6 +289,14 @@ def test_a_letter_moved_out_of_the_counted_states_leaves_the_kept_window(tmp_pat
     assert Spool(beta.root).write.move(ids[1], "outbox", "failed")  # another connection: data_version moved
     assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id)}, now)
     assert beta.read.opener_key_set(now + 1) == (set(), None)  # slid past the last one
+    # one Message-ID filed twice (a letter and a copy of it): counted once, and still once the copy fails
+    twice = [beta.write.store("outbox", _letter(9)[0].replace(id=new_id), _letter(9)[1]).id for new_id in (
+        ulid_floor(now - 5)[:10] + "9" * 16, ulid_floor(now - 6)[:10] + "8" * 16)]  # fmt: skip
+    key = opener_key(_letter(9)[0].message_id)
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id), key}, now - 6)
+    assert beta.write.move(twice[0], "outbox", "failed")
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id), key}, now - 6)
+    assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
 
 
 # --- a big hour folder watched, not listed: the same names as listing it --------------------------
