@@ -4,7 +4,8 @@
 
 For each size, a fresh local bus; ``alpha`` sends that many threads dated two days ago (the
 history: ``ages.clock`` moved back), then 20 in the last hour. Timed, alternating, median of
-41: the count as main had it (``Spool.opened_since``, this home only), the count as it is now
+41: the count as main had it (``Spool.opened_since``, this home only: now the tests' oracle,
+``tests/helpers/opened.py``), the count as it is now
 (``client/quota.opened_times``: this home merged with the post office's markers of every
 home), and a whole ``send()`` of one more thread (fsync off: the figure is the counting, not
 the disk). Ratios are against the smallest size in the same run; no figure is asserted.
@@ -24,6 +25,7 @@ from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.client.quota import opened_times
 from agentmail.config.identity import Identity
+from tests.helpers.opened import opened_since
 
 from .spoolgen import no_fsync
 
@@ -64,7 +66,7 @@ def measure(alpha: AgentMail) -> dict[str, float]:
     before, after, send = [], [], []
     for i in range(RUNS):
         now = time.time_ns() // 1_000_000
-        before.append(_ms(lambda now=now: alpha.spool.read.opened_since(now - 3_600_000)))
+        before.append(_ms(lambda now=now: opened_since(alpha.spool.read, now - 3_600_000)))
         after.append(_ms(lambda now=now: opened_times(alpha.spool, alpha.sender.transport, now)))
         send.append(_ms(lambda i=i: alpha.send("beta", f"timed {i}", OPENER)))
     counted = len(opened_times(alpha.spool, alpha.sender.transport, time.time_ns() // 1_000_000))

@@ -32,6 +32,8 @@ class Outbox(Stage):
         # one letter a process, copies each as it goes, so its send says when a copy failed.
         self.batch_copies = True
         self._queued: set[str] = set()  # the copies this process noted as due
+        self._unflushed: set[str] = set()  # the letters ``send_now`` dispatches (a thread each), filed with no flush
+        self._answering: set[str] = set()  # letters of this flush that answer one: claims to mark answered
 
     def file(self, letter: Letter, raw: bytes) -> Letter:
         """File a signed letter in the outbox. Submitted right after this (``send_now``): where
@@ -50,6 +52,9 @@ class Outbox(Stage):
             return stored, 0
         sent: str | None = None
         earlier = 0
+        # Filed with no flush (``file``): made durable in the commit that records it sent (``_record``).
+        if self._sent_is_durable():
+            self._unflushed.add(stored.id)
         try:
             results = self.flush(stored, raw)
             sent = next((r.status for r in results if r.key == stored.id), None)
@@ -61,17 +66,20 @@ class Outbox(Stage):
                 f"{exc} — the letter was not sent and not queued; send it again once this is fixed"
             ) from exc
         finally:
-            self._keep(stored.id)
+            self._unflushed.discard(stored.id)
+            if sent != "sent":  # a sent letter was made durable as it was recorded
+                self._keep(stored.id)
         if sent == "sent":  # as reading it back gives it (its record is what was filed), without the read
             notes = self.spool.read.annotations(stored.id)  # what was learnt since: a claim, a refusal, a hash
             return self.box.addressed(stored.replace(state="sent", extra={**stored.extra, **notes})), earlier
         return self.box.show(stored.id), earlier
 
     def _keep(self, letter_id: str) -> None:
-        """A letter filed without a flush (``file``) is made durable now, before ``send``
-        returns or raises: one that did not leave (queued, failed), and the sender's record of
-        one delivered, as durable as the recipient's copy (its folder and a FULL commit; its
-        bytes are the post-office file's, flushed by the delivery)."""
+        """A letter filed without a flush (``file``) that did not leave (queued, failed, or the
+        dispatch raised) is made durable now, before ``send`` returns or raises. One delivered
+        was made as durable as the recipient's copy as it was recorded sent (``_record``: its
+        folder and the move in one FULL commit; its bytes are the post-office file's, flushed by
+        the delivery)."""
         if self._sent_is_durable() and self.spool.read.locate(letter_id) in ("outbox", "failed", "sent"):
             self.spool.write.make_durable(letter_id)
 
@@ -104,10 +112,12 @@ class Outbox(Stage):
             return None  # another process sent it meanwhile
         from ..spool import server_claims
 
-        try:
-            answered = server_claims.confirm(self.spool, self.transport, letter_id)
+        try:  # claims are made only for a letter that answers one (``Sender``): none to confirm else
+            answered = server_claims.confirm(self.spool, self.transport, letter_id) if letter.in_reply_to else None
         except TransportError:
             return None  # the server cannot say whose the claim is: the letter waits, queued
+        if letter.in_reply_to:
+            self._answering.add(letter_id)
         if answered is not None:
             self.spool.write.annotate(
                 letter_id, failed_reason=f"not sent: the letter it answers was answered meanwhile (by {answered})"
@@ -138,6 +148,7 @@ class Outbox(Stage):
         if fresh is None and not self.spool.read.ids("outbox"):
             return []  # (a letter being dispatched was filed in the outbox moments ago)
         with self.spool.locked("outbox"):
+            self._answering.clear()
             items = [o for i in self.spool.read.ids("outbox") if (o := self._outgoing(i, fresh, raw)) is not None]
             if not items:
                 return []
@@ -199,10 +210,14 @@ class Outbox(Stage):
             reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
             if result.refused:
                 self.spool.write.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
-            self.box.move(result.key, "outbox", "sent", durable=False)
-            from ..spool import server_claims
+            if result.key in self._unflushed:  # as durable as the delivery, in the move's one commit
+                self.spool.write.make_durable(result.key, moved=("outbox", "sent"), flushed=result.flushed_copy)
+            else:  # durable since it was filed: a move lost in a power cut means a duplicate dropped
+                self.box.move(result.key, "outbox", "sent", durable=False)
+            if result.key in self._answering:
+                from ..spool import server_claims
 
-            server_claims.sent(self.spool, self.transport, result.key)  # its claim on the server answered
+                server_claims.sent(self.spool, self.transport, result.key)  # its claim on the server answered
         elif result.status == "failed":
             self.spool.write.annotate(result.key, failed_reason=result.detail)
             self.box.move(result.key, "outbox", "failed")

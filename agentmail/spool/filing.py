@@ -173,15 +173,23 @@ class SpoolWriter:
                     pass
         return gone == 1
 
-    def make_durable(self, letter_id: str) -> None:
+    def make_durable(self, letter_id: str, *, moved: tuple[str, str] | None = None, flushed: bool = False) -> bool:
         """Flush a letter filed with ``durable=False``: its file, its folder, then the database
-        (a durable commit fsyncs the write-ahead log, and the row is in it)."""
+        (a durable commit fsyncs the write-ahead log, and the row is in it). ``moved``: (source,
+        target), the letter's move made in that same commit (a sent letter: one transaction, not
+        two); False when it was no longer in ``source``. ``flushed``: its file's inode was
+        flushed already (linked into the post office and flushed there): its bytes are on disk."""
         path = self.read.path("", letter_id)
-        fsync_file(path)
-        fsync_dir(path.parent)
+        if not flushed:
+            fsync_file(path)
+        fsync_dir(path.parent)  # its name in letters/ is durable before the row that names it
         with _machine(), self._at.db.write() as tx:
-            tx.execute("UPDATE letters SET state=state WHERE id=?", (letter_id,))
+            if moved is None:
+                done = tx.execute("UPDATE letters SET state=state WHERE id=?", (letter_id,)).rowcount == 1
+            else:
+                done = self._move(tx, letter_id, *moved)
         reached("made-durable")
+        return done
 
     def warm(self) -> None:
         """A durable commit that changes nothing. SQLite fsyncs the mailbox's folder at a
@@ -349,13 +357,14 @@ class SpoolWriter:
         else won). ``durable=False`` where losing it in a power cut is harmless (outbox → sent:
         the letter is submitted again and the receiver drops the duplicate)."""
         with self._at.db.write(durable=durable) as tx:
-            moved = tx.execute(
-                "UPDATE letters SET state=? WHERE id=? AND state=?", (target, letter_id, source)
-            ).rowcount
-            if moved == 1:
-                self._at.db.log({"id": letter_id, "state": target})
-                if target in OPENING and source not in OPENING:
-                    self._add_opener(tx, letter_id, target)
+            return self._move(tx, letter_id, source, target)
+
+    def _move(self, tx: sqlite3.Connection, letter_id: str, source: str, target: str) -> bool:
+        moved = tx.execute("UPDATE letters SET state=? WHERE id=? AND state=?", (target, letter_id, source)).rowcount
+        if moved == 1:
+            self._at.db.log({"id": letter_id, "state": target})
+            if target in OPENING and source not in OPENING:
+                self._add_opener(tx, letter_id, target)
         return moved == 1
 
     def take(self, letter_ids: list[str], source: str, target: str) -> list[str]:

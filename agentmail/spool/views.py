@@ -5,10 +5,12 @@ last hour and the names notes went to.
 
 from __future__ import annotations
 
+import heapq
 import json
 import os
 import sqlite3
 import stat
+from collections import Counter
 from collections.abc import Callable, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
@@ -45,6 +47,7 @@ class SpoolReader:
     def __init__(self, at: Layout, siblings: Callable[[], Sequence[SpoolReader]]) -> None:
         self._at = at
         self._siblings = siblings  # the readers of the platform's other mailboxes
+        self._window: _OpenersWindow | None = None  # this mailbox's openers of the hour, kept (``opener_key_set``)
 
     @property
     def root(self) -> Path:
@@ -349,15 +352,10 @@ class SpoolReader:
         rows = self._at.sql().execute("SELECT thread FROM threads ORDER BY thread").fetchall()
         return [str(r[0]) for r in rows]
 
-    def opened_since(self, cutoff_ms: int) -> list[str]:
-        """The ids of the threads' first letters this *platform* (every agent's mailbox) sent or
-        queued or holds, created at or after ``cutoff_ms`` (ms since the epoch), oldest first.
-        From the letters alone (the id is a ULID: its creation time), so the count survives
-        restarts and rebuilt caches."""
-        return sorted(str(row[0]) for rows in self._openers("o.id", cutoff_ms) for row in rows)
-
     def opener_keys_since(self, cutoff_ms: int) -> dict[str, int]:
-        """``opened_since`` as ``model.opener_key`` of each Message-ID -> when (ms): the key the
+        """The threads' first letters this *platform* (every agent's mailbox) sent or queued or
+        holds, created at or after ``cutoff_ms`` (ms since the epoch; the id is a ULID: its
+        creation time), as ``model.opener_key`` of each Message-ID -> when (ms): the key the
         server's count shares (client/quota.py). The oldest of two letters with one key counts."""
         mine, *theirs = self._openers("o.key, o.ms", cutoff_ms)  # newest first: an older letter's row wins
         if not any(theirs):
@@ -367,16 +365,28 @@ class SpoolReader:
         return dict(rows)
 
     def opener_key_set(self, cutoff_ms: int) -> tuple[set[str], int | None]:
-        """``opener_keys_since`` as its keys and the oldest time (None: no opener), with no row
-        made a Python value: SQLite joins the keys (16 characters each) into one string."""
-        keys: set[str] = set()
-        oldest: int | None = None
-        for rows in self._openers("group_concat(o.key, ''), min(o.ms)", cutoff_ms, ordered=False):
-            text, low = rows[0]  # one row a mailbox (an aggregate)
-            if text:
-                keys.update(map(text.__getitem__, map(slice, range(0, len(text), 16), range(16, len(text) + 16, 16))))
-                oldest = int(low) if oldest is None else min(oldest, int(low))
+        """``opener_keys_since`` as its keys and the oldest time (None: no opener). This
+        mailbox's part is kept in the process between calls and brought up to date from the
+        rows changed since (``_OpenersWindow``): a send at 1,000 letters in the hour reads what
+        changed, not the hour. The returned set is read, never changed."""
+        keys, oldest = self._own_openers(cutoff_ms)
+        siblings = self._siblings()
+        if siblings:
+            keys = set(keys)
+            for sibling in siblings:
+                theirs, low = sibling._own_openers(cutoff_ms)
+                keys |= theirs
+                oldest = low if oldest is None else oldest if low is None else min(oldest, low)
         return keys, oldest
+
+    def _own_openers(self, cutoff_ms: int) -> tuple[set[str], int | None]:
+        conn = self._at.sql()
+        if conn.in_transaction:  # (a write under way on this connection: its rows are not final)
+            return _OpenersWindow(conn).load(cutoff_ms)
+        window = self._window
+        if window is None or window.conn is not conn:
+            window = self._window = _OpenersWindow(conn)
+        return window.since(cutoff_ms)
 
     def _openers(self, columns: str, cutoff_ms: int, *, ordered: bool = True) -> list[list[Any]]:
         """The window's rows of the openers table whose letter is in a state the quota counts, newest
@@ -413,3 +423,145 @@ class SpoolReader:
         """The ids of sent or outgoing letters whose sent-folder copy is not made yet, oldest
         first (``SpoolWriter.set_copies_due``)."""
         return (self._at.db.fact(COPIES_DUE) or "").split()
+
+
+_COUNTED = (*LEAVING, "sibling")
+_TOUCHED = "am_openers_touched"  # a temporary table of this connection: not in spool.db
+# Every change this connection makes to what the window holds names its letter there: a row of
+# openers made, replaced or removed, a letter's state changed, a letter gone.
+# Letters received (unread, read, quarantine) name nothing: only those of the counted states.
+_STATES = ", ".join(f"'{state}'" for state in _COUNTED)
+_TRIGGERS = (
+    f"CREATE TEMP TABLE IF NOT EXISTS {_TOUCHED}(id TEXT PRIMARY KEY) WITHOUT ROWID",
+    *(
+        f"CREATE TEMP TRIGGER IF NOT EXISTS {_TOUCHED}_{n} AFTER {event} ON main.{table} {when}BEGIN "
+        + " ".join(f"INSERT OR IGNORE INTO {_TOUCHED}(id) VALUES({row}.id);" for row in rows)
+        + " END"
+        for n, (event, table, rows, when) in enumerate(
+            (
+                ("INSERT", "openers", ("new",), ""),
+                ("DELETE", "openers", ("old",), ""),
+                ("UPDATE", "openers", ("old", "new"), ""),
+                ("INSERT", "letters", ("new",), f"WHEN new.state IN ({_STATES}) "),
+                ("DELETE", "letters", ("old",), f"WHEN old.state IN ({_STATES}) "),
+                (
+                    "UPDATE OF id, state",
+                    "letters",
+                    ("old", "new"),
+                    f"WHEN old.state IN ({_STATES}) OR new.state IN ({_STATES}) ",
+                ),
+            )
+        )
+    ),
+)
+_MANY = 200  # more letters changed than this since the last count: the window is read again
+
+
+_UNTIMED = 1 << 48  # a row's time (the id's, as ``opener_row`` writes it) at or past this, or below 0: no ULID's
+
+
+def _timed(ms: int) -> bool:
+    """A row whose id is a ULID of its time: in the window exactly while its time is, so it
+    leaves by the heap. Any other is judged by the query's own test."""
+    return 0 <= ms < _UNTIMED
+
+
+_ROWS = (
+    "SELECT o.id, o.key, o.ms FROM openers o JOIN letters l ON l.id = o.id"
+    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
+)
+
+
+class _OpenersWindow:
+    """One mailbox's openers of the hour as the quota counts them (``SpoolReader._openers``'s
+    rows), kept in the process for one connection: loaded once, then brought up to date from
+    the letters this connection changed since (temporary triggers name them) and, when another
+    connection committed or the schema changed (``PRAGMA data_version``, ``schema_version``),
+    loaded again. Rows leave as the window slides (a heap by time). Always the rows the plain
+    query gives: tests/spool/test_openers.py holds the two equal over random histories."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._version: tuple[int, int] | None = None
+        self._cutoff = 0
+        self._rows: dict[str, tuple[str, int]] = {}  # id -> (key, ms)
+        self._holders: Counter[str] = Counter()  # key -> how many ids hold it (a sibling's copy shares one)
+        self._keyset: set[str] = set()  # the keys of ``_holders``
+        self._heap: list[tuple[int, str]] = []  # (ms, id): the oldest first, stale ones skipped
+        self._odd: set[str] = set()  # ids that are no ULID of their time: judged by the query's test
+
+    def load(self, cutoff_ms: int) -> tuple[set[str], int | None]:
+        """The window read whole (the plain query), made into the kept structures in bulk."""
+        self._cutoff = cutoff_ms
+        rows = self.conn.execute(
+            f"{_ROWS} ORDER BY o.ms, o.id", (_ulid_floor(cutoff_ms), cutoff_ms, *_COUNTED)
+        ).fetchall()
+        self._rows = {i: (k, m) for i, k, m in rows}
+        self._holders = Counter([k for _, k, _ in rows])
+        self._keyset = set(self._holders)
+        self._heap = [(m, i) for i, _, m in rows if 0 <= m < _UNTIMED]  # in order by time: a heap as it is
+        self._odd = {i for i, _, m in rows if not 0 <= m < _UNTIMED}
+        return self._answer()
+
+    def since(self, cutoff_ms: int) -> tuple[set[str], int | None]:
+        conn = self.conn
+        data, schema = conn.execute("SELECT * FROM pragma_data_version(), pragma_schema_version()").fetchone()
+        version = (int(data), int(schema))
+        if version != self._version or cutoff_ms < self._cutoff:
+            for statement in _TRIGGERS:  # (again after a schema change: they went with its tables)
+                conn.execute(statement)
+            conn.execute(f"DELETE FROM {_TOUCHED}")
+            self._version = version
+            return self.load(cutoff_ms)
+        touched = [str(row[0]) for row in conn.execute(f"DELETE FROM {_TOUCHED} RETURNING id").fetchall()]
+        if touched:
+            if len(touched) > _MANY or len(self._heap) > 4 * len(self._rows) + _MANY:
+                return self.load(cutoff_ms)  # (a rebuild, a long sync of siblings' letters; a heap of stale entries)
+            for letter_id in touched:
+                self._drop(letter_id)
+            marks = ",".join("?" * len(touched))
+            query = f"{_ROWS} AND o.id IN ({marks})"
+            for letter_id, key, ms in conn.execute(
+                query, (_ulid_floor(self._cutoff), self._cutoff, *_COUNTED, *touched)
+            ):
+                self._add(str(letter_id), str(key), int(ms))
+        self._slide(cutoff_ms)
+        return self._answer()
+
+    def _add(self, letter_id: str, key: str, ms: int) -> None:
+        self._rows[letter_id] = (key, ms)
+        self._holders[key] += 1
+        self._keyset.add(key)
+        if _timed(ms):
+            heapq.heappush(self._heap, (ms, letter_id))
+        else:
+            self._odd.add(letter_id)
+
+    def _drop(self, letter_id: str) -> None:
+        row = self._rows.pop(letter_id, None)
+        if row is None:
+            return
+        self._holders[row[0]] -= 1
+        if not self._holders[row[0]]:
+            del self._holders[row[0]]
+            self._keyset.discard(row[0])
+        self._odd.discard(letter_id)
+
+    def _slide(self, cutoff_ms: int) -> None:
+        self._cutoff = cutoff_ms
+        heap = self._heap
+        while heap and (heap[0][0] < cutoff_ms or self._rows.get(heap[0][1], (None, None))[1] != heap[0][0]):
+            ms, letter_id = heapq.heappop(heap)
+            if ms < cutoff_ms and self._rows.get(letter_id, (None, None))[1] == ms:
+                self._drop(letter_id)
+        floor = _ulid_floor(cutoff_ms)
+        for letter_id in [i for i in self._odd if not (i >= floor and self._rows[i][1] >= cutoff_ms)]:
+            self._drop(letter_id)
+
+    def _answer(self) -> tuple[set[str], int | None]:
+        self._slide(self._cutoff)
+        oldest = self._heap[0][0] if self._heap else None
+        if self._odd:
+            lows = [self._rows[i][1] for i in self._odd]
+            oldest = min(lows) if oldest is None else min(oldest, *lows)
+        return self._keyset, oldest

@@ -30,42 +30,49 @@ MAX_DEPTH = 20
 
 # Patterns as text: re compiles (and caches) each on first use, so a process that never sends
 # pays nothing for them, and one that only replies never compiles the opener advice.
-# Each with the literals one of which every match contains, and whether they are matched
-# case-insensitively. A body holding none of them is not searched: a search walks the whole
-# body, and most bodies hold none of these (the scan was a visible part of a send's CPU).
+# Each with the literals every match contains: groups, each of alternatives one of which is
+# in every match, and whether they are looked for case-insensitively. A body that lacks one
+# group is not searched: a search walks the whole body, and most bodies hold none of these
+# (the scan was a visible part of a send's CPU). A group of names beside one of punctuation:
+# prose holds ":" and "pass" and "tokens", seldom "password" and ":" both.
 # Case-insensitive literals are looked for in an ASCII body only, lowercased (Unicode case
 # folding matches more: "ſ" is an "s" to re, not to str.lower). A pattern edited means its
 # literals checked: tests/stages/test_guards.py refuses a sample of each and holds the verdicts equal
 # to searching every pattern, but a property finds a literal that was forgotten only by chance.
-_CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
-    ((r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), "a private key", ("PRIVATE KEY",), False),
-    ((r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id", ("AKIA",), False),
-    ((r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"), "a GitHub token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),
-    ((r"\bgithub_pat_[A-Za-z0-9_]{40,}"), "a GitHub token", ("github_pat_",), False),
-    ((r"\bglpat-[A-Za-z0-9_-]{20,}"), "a GitLab token", ("glpat-",), False),
-    ((r"\bnpm_[A-Za-z0-9]{36}\b"), "an npm token", ("npm_",), False),
-    ((r"\bAIza[0-9A-Za-z_-]{35}"), "a Google API key", ("AIza",), False),
-    ((r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{20,}"), "a Stripe key", ("k_live_", "k_test_"), False),
-    ((r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token", ("xox",), False),
-    ((r"\bsk-(?:live|test|proj|ant)?[-_]?[A-Za-z0-9]{20,}"), "an API secret key", ("sk-",), False),
+_Needles = tuple[tuple[tuple[str, ...], bool], ...]
+_ASSIGNED: _Needles = (((":", "="), False),)
+_NAMED = (("passw", "secret", "token", "api_key"), True)  # PASSWORD|PASSWD|SECRET|TOKEN|API_KEY, any case
+_CREDENTIALS: tuple[tuple[str, str, _Needles], ...] = (
+    ((r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"), "a private key", ((("PRIVATE KEY",), False),)),
+    ((r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id", ((("AKIA",), False),)),
+    ((r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"), "a GitHub token", ((("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), False),)),
+    ((r"\bgithub_pat_[A-Za-z0-9_]{40,}"), "a GitHub token", ((("github_pat_",), False),)),
+    ((r"\bglpat-[A-Za-z0-9_-]{20,}"), "a GitLab token", ((("glpat-",), False),)),
+    ((r"\bnpm_[A-Za-z0-9]{36}\b"), "an npm token", ((("npm_",), False),)),
+    ((r"\bAIza[0-9A-Za-z_-]{35}"), "a Google API key", ((("AIza",), False),)),
+    ((r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{20,}"), "a Stripe key", ((("k_live_", "k_test_"), False),)),
+    ((r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), "a Slack token", ((("xox",), False),)),
+    ((r"\bsk-(?:live|test|proj|ant)?[-_]?[A-Za-z0-9]{20,}"), "an API secret key", ((("sk-",), False),)),
     # Anthropic's and OpenAI's newer keys hold dashes and underscores after their prefix.
-    ((r"\bsk-(?:ant|proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"), "an API secret key", ("sk-",), False),
-    ((r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"), "a JSON Web Token", ("eyJ",), False),
+    ((r"\bsk-(?:ant|proj|svcacct|admin)-[A-Za-z0-9_-]{20,}"), "an API secret key", ((("sk-",), False),)),
+    (
+        (r"\beyJ[A-Za-z0-9_-]{10,}\.eyJ[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{10,}"),
+        "a JSON Web Token",
+        ((("eyJ",), False), ((".",), False)),
+    ),
     (
         (
             r"(?im)^\s*(?:export\s+)?[A-Z0-9_]*(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)[A-Z0-9_]*\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"
         ),
         "a password or token assignment",
-        (":", "="),
-        False,
+        (_NAMED, *_ASSIGNED),
     ),
     # The same assignment anywhere in a line ("foo NAME_TOKEN=value", "export DB_PASSWORD=..."
     # after a command): mid-line only with "=", since "TOKEN: expired" is prose there.
     (
         (r"(?:PASSWORD|PASSWD|SECRET|TOKEN|API_KEY)[A-Z0-9_]*\s*=\s*['\"]?[^\s'\"<>]{6,}"),
         "a password or token assignment",
-        ("=",),
-        False,
+        ((("PASSW", "SECRET", "TOKEN", "API_KEY"), False), (("=",), False)),
     ),
     # A secret in a URL's query or a lowercase assignment: ?api_key=..., &access_token=..., db_password=...
     (
@@ -74,10 +81,13 @@ _CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
             r"|secret[_-]?key|password|passwd|(?<=[?&])(?:token|key|secret))=[^\s&#'\"<>]{6,}"
         ),
         "a secret in an assignment or a URL",
-        ("=",),
-        False,
+        ((("key", "token", "secret", "passw"), True), (("=",), False)),
     ),
-    ((r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"), "a password assignment", ("pass", "pwd"), True),
+    (
+        (r"(?i)\b(?:password|passwd|pwd)\s*[:=]\s*['\"]?[^\s'\"<>]{6,}"),
+        "a password assignment",
+        ((("passw", "pwd"), True), *_ASSIGNED),
+    ),
     # A quoted name, as JSON and many configs write it: {"password": "..."}, "client_secret": "...".
     (
         (
@@ -85,16 +95,18 @@ _CREDENTIALS: tuple[tuple[str, str, tuple[str, ...], bool], ...] = (
             r"\s*[:=]\s*['\"][^\s'\"<>]{6,}"
         ),
         "a password or token assignment",
-        ("'", '"'),
-        False,
+        ((("'", '"'), False), (("passw", "secret", "token", "key"), True), *_ASSIGNED),
     ),
     # A password in a URL's user part (scheme://user:password@host) and an Authorization header.
-    ((r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]{6,}@"), "a password in a URL", ("://",), False),
+    (
+        (r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:[^\s/@]{6,}@"),
+        "a password in a URL",
+        ((("://",), False), (("@",), False)),
+    ),
     (
         (r"(?i)\bauthorization\s*:\s*(?:bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{16,}"),
         "an Authorization header",
-        ("authorization",),
-        True,
+        ((("authorization",), True), ((":",), False)),
     ),
 )
 # Names secret files go by (leading dots stripped: attach.safe_name strips them too, so ".env"
@@ -263,8 +275,8 @@ def credential_in(text: str) -> str | None:
     """What kind of credential ``text`` looks like it holds ("a private key"...), or None."""
     text = plain(text)
     folded = text.lower() if text.isascii() else None
-    for pattern, what, needles, fold in _CREDENTIALS:
-        if _may_match(text, folded, needles, fold) and re.search(pattern, text):
+    for pattern, what, groups in _CREDENTIALS:
+        if all(_may_match(text, folded, needles, fold) for needles, fold in groups) and re.search(pattern, text):
             return what
     return None
 

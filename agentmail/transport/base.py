@@ -58,6 +58,9 @@ class SubmitResult(Frozen):
     status: str
     detail: str = ""
     refused: tuple[tuple[str, str], ...] = ()
+    # "sent" with the sender's own file (``Outgoing.copy``) linked into the server's store and
+    # flushed there: that inode's bytes are on disk, the spool need not flush them again.
+    flushed_copy: bool = False
 
 
 class Incoming(Frozen):

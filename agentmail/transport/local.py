@@ -24,7 +24,7 @@ from .._fs import fsync_dir, link_same, write_new
 from ..model import opener_key
 from .base import Checkpoint, Claimed, Incoming, OnResult, Outgoing, SubmitResult, Transport, opener_id
 from .claim_marks import Claims
-from .maildir import put as maildir_put
+from .maildir import put_linked
 from .sent_record import SENT, local_copies, local_pending, record
 from .uid_mailbox import Mailbox
 
@@ -36,13 +36,14 @@ POLL = 0.05
 # With inotify the wait still looks at the mailbox this often, in case an event was missed (e.g. a
 # letter renamed in over NFS): the wake comes from the event, this is only the safety net.
 RECHECK = 1.0
+WATCH_FROM = 256  # an hour folder of opener markers this big is watched, not listed, from its next count
 OPENED = ".opened"  # postoffice/.opened/<platform>/<hour>/: threads opened, for the quota (no platform name starts with a dot)
 
 
 def deliver(maildir: Path, raw: bytes, copy: tuple[str, int, int] | None = None) -> str:
     """Deliver ``raw`` into a platform's Maildir (``maildir.put``): once this returns, the
     letter survives a crash — that is what "sent" means on this transport."""
-    return maildir_put(maildir, raw, copy)
+    return put_linked(maildir, raw, copy)[0]
 
 
 MARKER_HEAD = 64 * 1024  # of a marker that is the letter itself, only the header is read
@@ -70,12 +71,17 @@ def marked_id(path: str) -> str | None:
 
 
 class _Markers:
-    """One hour folder's opener markers as parsed: the names, and (key, ms) newest first."""
+    """One hour folder's opener markers as parsed: the names, (key, ms) newest first, and each
+    key's oldest time (what a window holding the whole folder counts, kept rather than made again)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
         self._minus_ms: list[int] = []  # -ms, ascending (newest first), for bisect
         self._keys: list[str] = []
+        self._oldest: dict[str, int] = {}  # key -> its oldest marker's ms
+        # A folder this big is watched rather than listed at every count: the names added since
+        # come from the watch (inotify), read again whole when one went or events were lost.
+        self.watch: inotify.Watch | None = None
 
     def add(self, names: set[str]) -> None:
         self.names |= names
@@ -85,9 +91,12 @@ class _Markers:
                 at = bisect.bisect_right(self._minus_ms, -int(when))
                 self._minus_ms.insert(at, -int(when))
                 self._keys.insert(at, key)
+                self._oldest[key] = min(int(when), self._oldest.get(key, int(when)))
 
     def since(self, cutoff_ms: int) -> dict[str, int]:
         """key -> ms of the markers at or after ``cutoff_ms``; the oldest of one key wins."""
+        if not self._minus_ms or -self._minus_ms[-1] >= cutoff_ms:  # the whole folder is in the window
+            return self._oldest
         end = bisect.bisect_right(self._minus_ms, -cutoff_ms)
         return dict(zip(self._keys[:end], map(int.__neg__, self._minus_ms[:end]), strict=True))
 
@@ -120,13 +129,13 @@ class LocalTransport(Transport):
         results: list[SubmitResult] = []
         for item in messages:
             refused: list[tuple[str, str]] = []
-            delivered = 0
+            delivered, linked = 0, False
             for rcpt in item.envelope.rcpt_to:
                 target = self.resolve(rcpt)
                 if target is None:
                     refused.append((rcpt, "550 no such mailbox on this bus"))
                     continue
-                deliver(self.postoffice / target, item.raw, item.copy)
+                linked = put_linked(self.postoffice / target, item.raw, item.copy)[1] or linked
                 delivered += 1
             if delivered == 0:
                 detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"
@@ -134,7 +143,9 @@ class LocalTransport(Transport):
             else:
                 self._record_opener(item.raw, item.copy)
                 record(self.sent_box.dir, item.raw, item.copy)
-                result = SubmitResult(item.key, "sent", "delivered to the local post office", tuple(refused))
+                result = SubmitResult(
+                    item.key, "sent", "delivered to the local post office", tuple(refused), flushed_copy=linked
+                )
             results.append(result)
             if on_result is not None:
                 on_result(result)
@@ -199,20 +210,45 @@ class LocalTransport(Transport):
         """From the markers' names alone (``<ms>-<opener_key>``): no marker opened or read, and a
         name parsed once a process (a send parses its own marker, not the hour's). Of two markers
         of one letter (submitted again), the older counts."""
-        found: dict[str, int] = {}
+        parts: list[dict[str, int]] = []  # newest first: older ones overwrite
         now_hour = time.time_ns() // 1_000_000 // 3_600_000
         for hour in range(now_hour, cutoff_ms // 3_600_000 - 1, -1):  # newest first: older ones overwrite
-            try:
-                names = set(os.listdir(self._opened_dir(hour)))
-            except OSError:
-                continue
             markers = self._markers.get(hour)
+            if markers is not None and markers.watch is not None:
+                added, only_added = markers.watch.added()
+                if only_added:  # nothing went: what was added is all that is new
+                    markers.add(set(added) - markers.names)
+                    parts.append(markers.since(cutoff_ms))
+                    continue
+                markers.watch.close()
+                markers = self._markers[hour] = _Markers()  # read again whole
+            folder = str(self._opened_dir(hour))
+            watch = None
+            if markers is not None and len(markers.names) >= WATCH_FROM:
+                from . import inotify
+
+                # made before the listing: a name added between the two is in one or the other
+                watch = inotify.watch(folder, inotify.EVERY_NAME)
+            try:
+                names = set(os.listdir(folder))
+            except OSError:
+                if watch is not None:
+                    watch.close()
+                continue
             if markers is None or not markers.names <= names:  # new, or a marker gone: parsed afresh
                 markers = self._markers[hour] = _Markers()
             markers.add(names - markers.names)
-            found.update(markers.since(cutoff_ms))
+            markers.watch = watch
+            parts.append(markers.since(cutoff_ms))
         for hour in [h for h in self._markers if h < cutoff_ms // 3_600_000]:  # out of every window now
-            del self._markers[hour]
+            gone = self._markers.pop(hour)
+            if gone.watch is not None:
+                gone.watch.close()
+        if len(parts) == 1:  # (one folder holds the window's markers: its kept answer, not a copy)
+            return parts[0]
+        found: dict[str, int] = {}
+        for part in parts:
+            found.update(part)
         return found
 
     def sent_copies(self, checkpoint: str | None, max_size: int) -> Iterator[tuple[list[Incoming], str]]:
@@ -321,3 +357,7 @@ class LocalTransport(Transport):
         if self._watch is not None:
             self._watch.close()
             self._watch = None
+        for markers in self._markers.values():  # the quota's watches of big marker folders: listed again next time
+            if markers.watch is not None:
+                markers.watch.close()
+                markers.watch = None

@@ -31,6 +31,13 @@ def put(
     ``copy``: a file holding exactly ``raw`` (path, st_dev, st_ino: the sender's spool copy),
     hard-linked into ``tmp/`` instead of written, then fsynced and renamed like a written one.
     ``suffix`` ends the name in place of the host (``.sent`` in the sent record)."""
+    return put_linked(maildir, raw, copy, suffix=suffix, durable=durable)[0]
+
+
+def put_linked(
+    maildir: Path | str, raw: bytes, copy: tuple[str, int, int] | None = None, *, suffix: str = "", durable: bool = True
+) -> tuple[str, bool]:
+    """``put``, and whether ``copy`` itself was linked in (then, ``durable``: its inode flushed)."""
     base = str(maildir)  # str paths: a pathlib join per step costs more than the syscall
     if base not in _made:
         make(base)
@@ -41,12 +48,13 @@ def put(
         return _put(base, raw, copy, suffix, durable)
 
 
-def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str, durable: bool) -> str:
+def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str, durable: bool) -> tuple[str, bool]:
     # os.uname().nodename is what socket.gethostname() returns, without importing socket
     host = suffix or os.uname().nodename.replace("/", "_")
     name = f"{time.time_ns()}.{os.getpid()}_{os.urandom(6).hex()}.{host}"
     tmp = f"{base}/tmp/{name}"
-    if copy is not None and link_same(copy, tmp, len(raw)):
+    linked = copy is not None and link_same(copy, tmp, len(raw))
+    if linked:
         # One inode for the sender's copy and the Maildir's: no new file to create (a link costs a
         # fraction of one). Its bytes were written unflushed: flushed here, in
         # tmp/, before the rename makes them visible in new/ (a reader never sees a file not on
@@ -58,4 +66,4 @@ def _put(base: str, raw: bytes, copy: tuple[str, int, int] | None, suffix: str, 
     os.rename(tmp, f"{base}/new/{name}")
     if durable:
         fsync_dir(f"{base}/new")
-    return name
+    return name, linked

@@ -6,6 +6,7 @@ oracle), over random histories."""
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from agentmail.spool.store import Spool
 from agentmail.transport.local import LocalTransport
 
 from ..depth import examples
+from ..helpers.opened import opened_since
 from .test_spool import NAMES, _letter
 
 HOUR = 3_600_000
@@ -100,7 +102,7 @@ def test_the_openers_rows_count_what_reading_every_letter_counted(
         assert beta.read.opener_keys_since(cutoff) == expected
         assert beta.read.opener_key_set(cutoff) == (set(expected), min(expected.values(), default=None))
         assert opened_count(beta, None, cutoff + HOUR) == (len(expected), min(expected.values(), default=None))
-        assert len(beta.read.opened_since(cutoff)) == sum(len(times) for times in old.values())
+        assert len(opened_since(beta.read, cutoff)) == sum(len(times) for times in old.values())
 
 
 def _marker_oracle(transport: LocalTransport, cutoff_ms: int) -> dict[str, int]:
@@ -209,3 +211,206 @@ def test_a_name_that_is_no_marker_is_not_counted(tmp_path: Path) -> None:
     keys = transport.opener_keys_since(cutoff)
     assert set(keys) == {opener_key("<1.alpha@bus.test>"), opener_key("<w@bus.test>")[:15] + "x"}
     assert transport.opener_keys_since(now + 3 * HOUR) == {} and transport._markers == {}  # past hours forgotten
+
+
+# --- the window kept in the process: the same answers as the plain count, step by step ----------
+
+_FILED_OFTEN_COUNTED = st.tuples(
+    st.sampled_from(["beta", "beta@bob"]),
+    st.sampled_from(["outbox", "sent", "held", "sibling", "failed", "unread"]),
+    st.sampled_from(["report", "question", "note"]),
+    st.sampled_from([False, False, True]),  # a reply
+    st.integers(min_value=0, max_value=2 * HOUR),
+    st.integers(min_value=1, max_value=8),
+    st.just(False),
+)
+_STEP = st.one_of(
+    st.tuples(st.just("file"), _FILED_OFTEN_COUNTED),
+    st.tuples(st.just("move"), _MOVED),
+    st.tuples(st.just("move"), st.tuples(st.integers(0, 30), st.sampled_from(["failed", "sent", "unread"]))),
+    st.tuples(st.just("other"), _MOVED),  # a move by another connection (another process's commit)
+    st.tuples(st.just("rebuild"), st.sampled_from(["beta", "beta@bob"])),
+    st.tuples(st.just("count"), st.integers(min_value=-HOUR // 2, max_value=2 * HOUR)),  # the window slides, or back
+)
+
+
+def _plain(spool: Spool, cutoff: int) -> tuple[set[str], int | None]:
+    """The count read whole: every letter of the window, its record parsed (the oracle)."""
+    old = _old_openers_since(spool, cutoff)
+    return {opener_key(m) for m in old}, min((min(t) for t in old.values()), default=None)
+
+
+@settings(max_examples=examples(120), deadline=None)
+@given(steps=st.lists(_STEP, min_size=1, max_size=24))
+def test_the_window_kept_between_counts_counts_what_the_plain_count_counts(steps: list[tuple[str, Any]]) -> None:
+    """One reader counts again and again while letters are filed, moved (by this connection and
+    by another), the caches rebuilt and the window slides: each answer is the plain count's."""
+    with tempfile.TemporaryDirectory() as tmp:
+        beta = Spool(Path(tmp) / "spool" / "beta", name_of=NAMES.get)
+        mailboxes = {"beta": beta, "beta@bob": Spool(Path(tmp) / "spool" / "beta@bob", platform_root=beta.root)}
+        now = int(time.time() * 1000)
+        cutoff = now - HOUR
+        ids: list[tuple[Spool, str, str]] = []
+        for n, (what, step) in enumerate([*steps, ("count", 0)]):
+            if what == "file":
+                mailbox, state, kind, reply, ago, mid, _ = step
+                changes: dict[str, Any] = {"type": kind}
+                if reply:
+                    changes["in_reply_to"] = "<0.alpha@bus.test>"
+                letter, raw = _letter(mid, **changes)
+                letter_id = ulid_floor(now - ago)[:10] + f"{n:016d}"
+                mailboxes[mailbox].write.store(state, letter.replace(id=letter_id), raw, durable=False)
+                ids.append((mailboxes[mailbox], letter_id, state))
+            elif what in ("move", "other") and ids:
+                index, target = step
+                spool, letter_id, state = ids[index % len(ids)]
+                mover = spool if what == "move" else Spool(spool.root, platform_root=beta.root)
+                if mover.write.move(letter_id, state, target, durable=False):
+                    ids[index % len(ids)] = (spool, letter_id, target)
+            elif what == "rebuild":
+                mailboxes[step].drop_caches()
+            elif what == "count":
+                cutoff += step
+            assert beta.read.opener_key_set(cutoff) == _plain(beta, cutoff), (n, what, step)
+
+
+def test_a_letter_moved_out_of_the_counted_states_leaves_the_kept_window(tmp_path: Path) -> None:
+    """A queued letter that fails for good is no longer counted, by this connection's move or another's."""
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    ids = []
+    for n in range(3):
+        letter, raw = _letter(n + 1)
+        ids.append(beta.write.store("outbox", letter.replace(id=ulid_floor(now - n)[:10] + f"{n:016d}"), raw).id)
+    keys, oldest = beta.read.opener_key_set(now - HOUR)
+    assert len(keys) == 3 and oldest == now - 2
+    assert beta.write.move(ids[2], "outbox", "failed")
+    assert beta.read.opener_key_set(now - HOUR) == (keys - {opener_key(_letter(3)[0].message_id)}, now - 1)
+    assert Spool(beta.root).write.move(ids[1], "outbox", "failed")  # another connection: data_version moved
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id)}, now)
+    assert beta.read.opener_key_set(now + 1) == (set(), None)  # slid past the last one
+    # one Message-ID filed twice (a letter and a copy of it): counted once, and still once the copy fails
+    twice = [beta.write.store("outbox", _letter(9)[0].replace(id=new_id), _letter(9)[1]).id for new_id in (
+        ulid_floor(now - 5)[:10] + "9" * 16, ulid_floor(now - 6)[:10] + "8" * 16)]  # fmt: skip
+    key = opener_key(_letter(9)[0].message_id)
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id), key}, now - 6)
+    assert beta.write.move(twice[0], "outbox", "failed")
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(_letter(1)[0].message_id), key}, now - 6)
+    assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
+
+
+# --- a big hour folder watched, not listed: the same names as listing it --------------------------
+
+_MARKER_STEP = st.one_of(
+    st.tuples(st.just("send"), st.integers(0, 30), st.integers(0, 2 * HOUR)),  # this process's marker
+    st.tuples(st.just("other"), st.integers(0, 30), st.integers(0, 2 * HOUR)),  # another process's
+    st.tuples(st.just("remove"), st.integers(0, 60), st.just(0)),  # a marker gone
+    st.tuples(st.just("junk"), st.integers(0, 60), st.just(0)),  # a name that is no marker
+)
+
+
+@settings(max_examples=examples(120), deadline=None)
+@given(steps=st.lists(_MARKER_STEP, min_size=1, max_size=30), window=st.integers(min_value=0, max_value=2 * HOUR))
+def test_a_watched_hour_folder_counts_what_listing_it_counts(steps: list[tuple[str, int, int]], window: int) -> None:
+    """From the second count of a folder of ``WATCH_FROM`` markers on, the names come from a
+    watch: after every step the count is the one a fresh process makes by listing, and the one
+    made by reading every marker."""
+    from unittest import mock
+
+    from agentmail.transport import local
+
+    with tempfile.TemporaryDirectory() as tmp, mock.patch.object(local, "WATCH_FROM", 1):
+        postoffice = Path(tmp) / "postoffice"
+        counting = LocalTransport(postoffice, "alpha", NAMES.get)
+        other = LocalTransport(postoffice, "alpha", NAMES.get)
+        now = ages.now_ms()
+        cutoff = now - window
+        try:
+            for n, (what, mid, ago) in enumerate(steps):
+                folders = sorted((postoffice / ".opened" / "alpha").glob("*"))
+                if what in ("send", "other"):
+                    ages.clock = lambda ago=ago: (now - ago) / 1000
+                    raw = f"Message-ID: <{mid}.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n".encode()
+                    (counting if what == "send" else other)._record_opener(raw)
+                    ages.clock = None
+                elif what == "remove" and folders:
+                    markers = sorted(p for folder in folders for p in folder.iterdir())
+                    if markers:
+                        markers[mid % len(markers)].unlink()
+                elif what == "junk" and folders:
+                    (folders[mid % len(folders)] / f"junk{n}").write_bytes(b"")
+                fresh = LocalTransport(postoffice, "alpha", NAMES.get).opener_keys_since(cutoff)
+                assert counting.opener_keys_since(cutoff) == fresh, (n, what)
+                names = [p.name for p in (postoffice / ".opened" / "alpha").glob("*/*-*")]
+                if len({name.partition("-")[2] for name in names}) == len(names):  # (the oracle: one marker a letter)
+                    assert fresh == _marker_oracle(counting, cutoff)
+        finally:
+            ages.clock = None
+        counting.opener_keys_since(cutoff)  # (each folder counted twice by now: watched)
+        assert all(m.watch is not None or not m.names for m in counting._markers.values())
+        counting.close()  # the watches go with the transport; a count after it lists again
+        assert all(m.watch is None for m in counting._markers.values())
+        assert counting.opener_keys_since(cutoff) == LocalTransport(postoffice, "alpha", NAMES.get).opener_keys_since(
+            cutoff
+        )
+
+
+def test_the_kept_window_in_a_transaction_with_odd_ids_and_after_many_changes(tmp_path: Path) -> None:
+    """The window's less common roads, each against the plain count: a count inside a write
+    transaction (read whole), ids that are no ULID of their time (judged by the query's test, as
+    they come and as the window slides past them), and more changes than it follows one by one."""
+    from unittest import mock
+
+    from agentmail.spool import views
+
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    for n, letter_id in enumerate(("01uheld", "01uqueued")):
+        letter, raw = _letter(n + 1)
+        beta.write.store("outbox", letter.replace(id=letter_id), raw, durable=False)
+        assert beta.read.opener_key_set(-5) == _plain(beta, -5)  # (a time of -1: in a window from -5)
+    assert len(beta.read.opener_key_set(-5)[0]) == 2 and beta.read.opener_key_set(-5)[1] == -1
+    assert beta.read.opener_key_set(0) == (set(), None) == _plain(beta, 0)  # slid past them
+    now = int(time.time() * 1000)
+    with beta.db.write():
+        assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
+    beta.db.close()  # a new connection: a new window
+    assert beta.read.opener_key_set(-5) == _plain(beta, -5)
+    with mock.patch.object(views, "_MANY", 1):
+        for n in range(3):
+            letter, raw = _letter(n + 5)
+            beta.write.store("sent", letter.replace(id=ulid_floor(now - n)[:10] + f"{n:016d}"), raw, durable=False)
+        assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
+        assert len(beta.read.opener_key_set(now - HOUR)[0]) == 3
+
+
+def test_watched_marker_folders_across_two_hours_and_out_of_the_window(tmp_path: Path) -> None:
+    """Two hour folders both counted (the older one's answer under the newer one's), a watch that
+    leaves with its hour, a folder that cannot be listed once watched, and a watch of no folder."""
+    from unittest import mock
+
+    from agentmail.transport import inotify, local
+
+    postoffice = tmp_path / "postoffice"
+    counting = LocalTransport(postoffice, "alpha", NAMES.get)
+    now = ages.now_ms()
+    try:
+        for mid, ago in ((1, HOUR + 60_000), (2, 0)):  # the hour before and this one
+            ages.clock = lambda ago=ago: (now - ago) / 1000
+            raw = f"Message-ID: <{mid}.alpha@bus.test>\r\nX-Agentmail-Type: report\r\n\r\nbody\r\n".encode()
+            counting._record_opener(raw)
+    finally:
+        ages.clock = None
+    cutoff = now - 2 * HOUR
+    with mock.patch.object(local, "WATCH_FROM", 1):
+        for _ in range(3):  # listed, listed with a watch made, watched
+            assert counting.opener_keys_since(cutoff) == _marker_oracle(counting, cutoff)
+            assert len(counting.opener_keys_since(cutoff)) == 2
+        assert all(m.watch is not None for m in counting._markers.values())
+        assert len(counting.opener_keys_since(now - 60_000)) == 1  # the older hour left the window, its watch closed
+        assert len(counting._markers) == 1
+        counting.close()
+        counting.close()  # (twice: nothing left to close)
+        with mock.patch.object(os, "listdir", side_effect=PermissionError("no listing")):
+            assert counting.opener_keys_since(now - 60_000) == {}  # a folder that cannot be listed: counted as none
+        assert len(counting.opener_keys_since(now - 60_000)) == 1
+    assert inotify.watch(tmp_path / "no such folder", inotify.EVERY_NAME) is None

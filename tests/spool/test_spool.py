@@ -23,7 +23,7 @@ import agentmail
 from agentmail._fs import locked
 from agentmail.errors import NotFound, StorageError
 from agentmail.letter import wire
-from agentmail.model import Letter, new_ulid, ulid_floor, ulid_ms
+from agentmail.model import Letter, new_ulid, opener_key, ulid_floor, ulid_ms
 from agentmail.spool import Spool, db
 from agentmail.spool.db import CURRENT, MOVING, Db
 from agentmail.spool.home_claims import CLAIMS_BUILT
@@ -31,6 +31,7 @@ from agentmail.spool.layout import _key, reply_key
 from agentmail.spool.views import _ulid_floor
 
 from ..helpers.letters import burst
+from ..helpers.opened import opened_since
 
 NAMES = {"alpha@bus.test": "alpha", "beta@bus.test": "beta"}
 DATE = datetime(2026, 12, 1, 10, 0, tzinfo=UTC)
@@ -574,10 +575,15 @@ def test_opened_since_counts_the_platforms_new_threads_only(tmp_path: Path) -> N
     assert ulid_ms(old.id) == now - 3_600_000
     for state in ("held", "outbox", "sent"):  # ids that are no ULID: no creation time, never counted
         beta.write.store(state, _letter(10)[0].replace(id="01u" + state), _letter(10)[1])
-    assert beta.read.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
-    assert bob.read.opened_since(now - 1000) == sorted([opener.id, held.id, queued.id])
-    assert beta.read.opened_since(now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
-    assert beta.read.opened_since(now + 3_600_000) == []
+    assert opened_since(beta.read, now - 1000) == sorted([opener.id, held.id, queued.id])
+    assert opened_since(bob.read, now - 1000) == sorted([opener.id, held.id, queued.id])
+    assert opened_since(beta.read, now - 3_600_000) == sorted([old.id, opener.id, held.id, queued.id])
+    assert opened_since(beta.read, now + 3_600_000) == []
+    # the product's count (the openers table) holds what the oracle reads from the letters
+    recent = {opener_key(x.message_id): ulid_ms(x.id) for x in (opener, held, queued)}
+    assert beta.read.opener_keys_since(now - 1000) == bob.read.opener_keys_since(now - 1000) == recent
+    assert beta.read.opener_keys_since(now - 3_600_000) == {**recent, opener_key(old.message_id): ulid_ms(old.id)}
+    assert beta.read.opener_key_set(now + 3_600_000) == (set(), None)
 
 
 def test_the_ulid_floor_is_the_smallest_id_of_its_millisecond() -> None:

@@ -16,6 +16,7 @@ from agentmail.spool.home_claims import HomeClaims
 from agentmail.spool.layout import _raw_key
 
 from ..conftest import OPENER
+from ..helpers.opened import opened_since
 from .test_spool import _file, _letter, _spool
 
 # What changes a letter (files, moves, annotates, claims, commits): never reachable from a reader.
@@ -66,7 +67,7 @@ def test_a_reader_reads_every_agent_of_the_platform(tmp_path: Path) -> None:
     letter, raw = _letter(5)
     sent = other.write.store("sent", letter.replace(sender="beta", to="alpha", in_reply_to=""), raw)
     mine.ensure()
-    assert mine.read.opened_since(0) == [sent.id]
+    assert opened_since(mine.read, 0) == [sent.id]
 
 
 def test_reading_changes_no_truth(tmp_path: Path) -> None:

@@ -114,7 +114,8 @@ _FRAGMENTS = st.sampled_from(
         "AS MENTIONED", "see above", "see my last", "see my previous", "SEE MY", "you know the one",
         "the same bug as before", "my logs", "my terminal", "the issue from earlier", "\u212a", "\u017f",
         "\u0130", "\u00e9", "x", "github_pat_", "AIza", "sk_live_", "glpat-", "npm_", "\"", "'", "://", "@",
-        "Authorization: Bearer ", "\uff1d", "\u200b",
+        "Authorization: Bearer ", "\uff1d", "\u200b", "pass", "PASSWD", "tokengate", "api-key", "Api_Key",
+        "client-secret", "?token=", "&key=", "access_token", "SECRET_", "http://user:", "AUTHORIZATION",
     ]
 )  # fmt: skip
 _BODIES = st.one_of(
@@ -125,7 +126,7 @@ _BODIES = st.one_of(
 def _searched_credential(body: str) -> str | None:
     """body_refusal's credential check as it was: every pattern searched."""
     body = guards.plain(body)  # lookalikes folded first, as the guard does
-    return next((what for pattern, what, _, _ in guards._CREDENTIALS if re.search(pattern, body)), None)
+    return next((what for pattern, what, _ in guards._CREDENTIALS if re.search(pattern, body)), None)
 
 
 @settings(max_examples=examples(400), deadline=None)
@@ -137,6 +138,33 @@ def test_the_literal_prefilter_never_changes_a_credential_verdict(body: str) -> 
         assert refusal is None or "looks like it contains" not in refusal
     else:
         assert refusal == f"the body looks like it contains {what}; remove it (or pass --force if it is not a secret)"
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(_BODIES)
+def test_the_literal_prefilter_never_changes_a_subject_verdict(subject: str) -> None:
+    what = _searched_credential(subject)
+    refusal = guards.subject_refusal(subject)
+    assert (refusal is None) == (what is None) and (what is None or what in str(refusal))
+
+
+def test_prose_that_holds_colons_and_pass_is_searched_by_no_credential_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every group of a pattern's literals must be in the body: "Observed:" and "requests pass"
+    hold ":" and "pass" but no "password", so neither assignment pattern walks the body."""
+    body = "".join(
+        f"{i:02d} Observed: the burst limit never releases; new requests pass after 61 s.\n" for i in range(25)
+    )
+    searched: list[str] = []
+    real = re.search
+
+    def search(pattern: str, text: str, *args: object) -> object:
+        searched.append(pattern)
+        return real(pattern, text, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(re, "search", search)
+    assert guards.body_refusal(body) is None
+    assert searched == []
+    assert guards.body_refusal(body + "db_password: hunter2hunter2\n") is not None and searched
 
 
 @settings(max_examples=examples(400), deadline=None)

@@ -68,20 +68,73 @@ def test_the_senders_record_of_a_delivered_letter_is_durable_before_send_returns
     alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """As durable as the recipient's copy: the spool's folder flushed after the delivery, and a
-    FULL commit (``make_durable``), which flushes the row and its move to sent/ before it."""
+    FULL commit (``make_durable``) that moves the letter to sent/ and flushes its row with it."""
     made: list[str] = []
     real = SpoolWriter.make_durable
 
-    def make_durable(self: SpoolWriter, letter_id: str) -> None:
-        made.append(f"{letter_id} {self.read.locate(letter_id)}")
-        real(self, letter_id)
+    def make_durable(self: SpoolWriter, letter_id: str, **how: object) -> bool:
+        made.append(f"{letter_id} {self.read.locate(letter_id)} {how.get('moved')}")
+        return real(self, letter_id, **how)  # type: ignore[arg-type]
 
     monkeypatch.setattr(SpoolWriter, "make_durable", make_durable)
     seen = _fsynced(monkeypatch)
     letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    assert letter.state == "sent" and made == [f"{letter.id} sent"]
+    assert letter.state == "sent" and made == [f"{letter.id} outbox ('outbox', 'sent')"]
+    assert Spool(alpha.spool.root).read.locate(letter.id) == "sent"
     folder = str(alpha.spool.root / "letters")
     assert seen.index(folder) > seen.index(str(home / "postoffice" / "beta" / "new"))
+
+
+def _statements(alpha: AgentMail) -> list[str]:
+    """Every statement the mailbox's connection runs from now."""
+    seen: list[str] = []
+    alpha.spool.read.ids("outbox")  # the connection is open
+    alpha.spool.db.conn().set_trace_callback(lambda sql: seen.append(" ".join(sql.split())))
+    return seen
+
+
+def test_a_send_commits_twice_the_filing_and_the_durable_sent_record(alpha: AgentMail) -> None:
+    """The outbox row (no flush), then one FULL commit that records it sent: no third commit to
+    make the move durable on its own, and no read-back of the state it was just moved to."""
+    alpha.send("beta", "warm", OPENER)
+    seen = _statements(alpha)
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    commits = [i for i, sql in enumerate(seen) if sql == "COMMIT"]
+    assert len(commits) == 2, seen
+    durable = seen.index("PRAGMA synchronous=FULL")
+    assert commits[0] < durable < commits[1]
+    assert f"UPDATE letters SET state='sent' WHERE id='{letter.id}' AND state='outbox'" in seen[durable:]
+    assert not any(sql.startswith("SELECT state FROM letters") for sql in seen), seen
+    # a new thread answers nothing: no server claim to confirm or mark answered
+    assert sum(sql.startswith("SELECT data FROM notes") for sql in seen) == 1, seen
+
+
+def test_a_linked_letter_is_not_flushed_twice_a_written_copy_is(
+    alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The post office's copy is the spool's inode, flushed by the delivery: the sender's file
+    needs no second fsync. Where the post office wrote its own copy (a link refused), the
+    sender's file is flushed before ``send`` returns."""
+    seen = _fsynced(monkeypatch)
+    linked = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    mine = str(alpha.spool.read.path("sent", linked.id))
+    assert os.stat(mine).st_nlink > 1 and mine not in seen, seen
+    assert any(p.startswith(str(home / "postoffice" / "beta" / "tmp")) for p in seen)
+
+    seen.clear()
+    postoffice = f"{os.sep}postoffice{os.sep}"
+    real_link = os.link
+
+    def no_link(src: object, dst: object, **kwargs: object) -> None:
+        if postoffice in os.fspath(dst):  # type: ignore[arg-type]
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        real_link(src, dst, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", no_link)
+    written = alpha.send("beta", "Quota endpoint returns 500 again", OPENER)
+    mine = str(alpha.spool.read.path("sent", written.id))
+    assert os.stat(mine).st_nlink == 1 and mine in seen, seen
+    assert seen.index(mine) < seen.index(str(alpha.spool.root / "letters"))
 
 
 @pytest.mark.parametrize("left", [b"", b"\0" * 300])

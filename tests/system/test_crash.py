@@ -641,6 +641,27 @@ def test_send_killed_at_each_commit_point_loses_and_doubles_nothing(
     assert states(alpha.spool.root)["sent"] == {letter_id: mid}
 
 
+def test_send_killed_once_its_sent_record_is_committed_leaves_one_letter_sent(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """The move to sent/ and the record's flush are one commit (``make_durable``): a kill right
+    after it finds the letter sent, delivered once, and nothing left for a flush to send."""
+    victim = subprocess.run(
+        [sys.executable, str(KILL_POINT), "send", "made-durable", "1", "alpha", OPENER],
+        env=dict(os.environ, AGENTMAIL_HOME=str(home)),
+        capture_output=True,
+        timeout=HANG,
+    )
+    assert victim.returncode == -signal.SIGKILL, (victim.returncode, victim.stderr[-2000:])
+    tree = states(alpha.spool.root)
+    assert_one_state_each(tree)
+    assert tree["outbox"] == {} and len(tree["sent"]) == 1, tree
+    assert alpha.flush() == []
+    report = beta.sync()
+    assert report.quarantined == [] and report.duplicates == 0
+    assert list(states(beta.spool.root)["unread"].values()) == list(tree["sent"].values())
+
+
 # --- 8b. killed between the steps of a delivery -----------------------------------------------
 
 # The post office's copy is the sender's spool file, hard-linked into tmp/, flushed there, then

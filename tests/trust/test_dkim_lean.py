@@ -472,3 +472,40 @@ def test_a_signature_with_another_identity_is_dkimpys_to_judge(identity: bytes) 
     assert _lean(raw) is False  # i= is not @d: not the shape agentmail writes
     assert signing.verify(raw, KEY) == _dkimpy_verdict(raw)
     assert _dkimpy_verdict(raw).ok is (identity != b"@evilbus.test")  # dkimpy: i= must be d= or under it
+
+
+# --- every branch by a fixed example: the floor of 100 % never rests on a draw ------------------
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        b"\r\nthe first line is empty: no headers\r\n",  # no header section at all
+        b"\nthe same with a bare LF\n",
+        b"Subject: headers only, no blank line\r\nTo: b@bus.test\r\n",  # the message ends with its headers
+        b" a continuation first\r\nSubject: x\r\n\r\nbody\r\n",  # nothing to continue
+        b"no colon in this line\r\n\r\nbody\r\n",  # neither a field nor a continuation
+        b"From alpha Sun Dec  6 09:00:00 2026\r\nSubject: x\r\n\r\nbody\r\n",  # an mbox From line, skipped
+        b"Subject: x\r\n\r\nbody with a bare LF\nand CRLF\r\n",  # the body's lines ended by CRLF
+    ],
+)
+def test_each_shape_of_header_section_splits_as_dkimpy_splits_it(message: bytes) -> None:
+    assert _split(message) == _parsed(message)
+
+
+@pytest.mark.parametrize("value", [b"v=1; a=ed25519-sha256;", b"v=1;;", b";"])
+def test_a_trailing_semicolon_reads_as_dkimpy_reads_it(value: bytes) -> None:
+    assert dkim_lean.parse_tags(value) == _tags_dkimpy(value)
+
+
+@pytest.mark.parametrize("include", [[b"subject", b"to"], [b"from", b"subject"]])
+def test_a_value_with_runs_of_white_space_and_an_h_with_or_without_from_verify_as_dkimpy(
+    include: list[bytes],
+) -> None:
+    """Relaxed canonicalisation folds a tab and a run of spaces into one space; an h= without
+    From is verified as dkimpy verifies it (no From looked for above the signed ones)."""
+    message = burst_bytes().replace(b"Subject: Burst", b"Subject: Burst  in\ttwo  runs")
+    assert b"Subject: Burst  in\ttwo  runs" in message
+    raw = _lean_sign(message, b"bus.test", b"am1", include, NOW) + message
+    lean = dkim_lean.pinned_pass(raw, b"bus.test", b"am1", NOW, lambda tags, names: True, _confirm)
+    assert lean and _dkimpy_verifies(raw, NOW)
