@@ -48,7 +48,7 @@ SEND = [
     *timeline.SEND,
     ("agentmail.transport.local", "record", "sent record (link, rename)"),
     ("agentmail.transport.local", "LocalTransport._record_opener", "opener marker"),
-    ("agentmail.client.outbox", "Outbox._keep", "keep: folder fsync + FULL commit"),
+    ("agentmail.spool.filing", "SpoolWriter.make_durable", "sent: folder fsync + FULL commit"),
 ]
 
 

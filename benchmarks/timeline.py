@@ -59,7 +59,7 @@ SEND = [
     ("agentmail.client.mailbox", "compose", "compose (render + sign)"),
     ("agentmail.trust.signing", "sign", "DKIM sign"),
     ("agentmail.client.outbox", "Outbox.file", "outbox (file, row)"),
-    ("agentmail.transport.local", "deliver", "deliver"),
+    ("agentmail.transport.local", "put_linked", "deliver"),
     ("agentmail.transport.maildir", "fsync_file", "fsync post-office file"),
     ("agentmail.transport.maildir", "fsync_dir", "fsync new/"),
     ("agentmail.client.outbox", "Outbox._record", "outbox -> sent"),
