@@ -45,13 +45,14 @@ def approving(registry: Registry, home: Path) -> Registry:
 
 
 def mailbox(home: Path, address: str) -> list[EmailMessage]:
-    """What a person's mail client shows in their local Maildir, oldest first."""
+    """What a person's mail client shows in their local Maildir, oldest first (a file system
+    tick holds several letters: the name, which starts with the delivery's time in ns, breaks ties)."""
     folder = home / "postoffice" / address / "new"
     if not folder.is_dir():
         return []
     return [
         email.message_from_bytes(p.read_bytes(), policy=email.policy.default)  # type: ignore[misc]
-        for p in sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime_ns)
+        for p in sorted(folder.iterdir(), key=lambda p: (p.stat().st_mtime_ns, p.name))
     ]
 
 

@@ -64,7 +64,11 @@ def followed(registry: Registry, home: Path) -> Registry:
 def mailbox_of(home: Path, person: str) -> list[bytes]:
     """What a person's Maildir on the local post office holds, oldest first."""
     new = home / "postoffice" / person / "new"
-    return [p.read_bytes() for p in sorted(new.iterdir(), key=lambda p: p.stat().st_mtime_ns)] if new.is_dir() else []
+    return (
+        [p.read_bytes() for p in sorted(new.iterdir(), key=lambda p: (p.stat().st_mtime_ns, p.name))]
+        if new.is_dir()
+        else []
+    )
 
 
 def forgery(subject: str) -> bytes:
