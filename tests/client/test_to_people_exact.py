@@ -5,19 +5,19 @@ for each answer of a transport, the queued records read back as hostile files (`
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from agentmail.client.facade import AgentMail
-from agentmail.client.to_people import ToPeople, read_record, records_in, write_record
+from agentmail.client.to_people import INTERRUPTED, read_record, records_in, write_record
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError, TransportError
 from agentmail.transport import OnResult, Outgoing, SubmitResult
 
+from ..conftest import OPENER
 from ..people.test_approval_by_mail import CAROL, approving  # noqa: F401  (approving: the fixture)
 
 
@@ -178,3 +178,224 @@ def test_records_are_keyed_by_their_file_and_sorted_by_time_then_key(tmp_path: P
     keys = [(r["key"], r["at"]) for r in records_in(tmp_path)]
     assert keys == [("f", -2), ("d", True), ("e", "3"), ("c", 1), ("a", 5), ("b", 5)]
     assert records_in(tmp_path)[-1] == {"at": 5, "key": "b"}
+
+
+# --- a held letter's announcement: recorded first, sent again while queued (the one retry) -----
+
+
+def _held(
+    approving: Registry, home: Path, monkeypatch: pytest.MonkeyPatch, *answers: SubmitResult
+) -> tuple[AgentMail, str, Answers]:  # noqa: F811
+    """alpha's letter to beta held for CAROL, its announcement answered by ``answers``."""
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    spy = _people(alpha, monkeypatch, *answers)
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    assert letter.state == "held"
+    return alpha, letter.id, spy
+
+
+def _where(alpha: AgentMail) -> Path:
+    return alpha.spool.root / "announcements"
+
+
+def _on_disk(alpha: AgentMail, key: str) -> dict[str, object]:
+    return json.loads((_where(alpha) / f"{key}.json").read_bytes())
+
+
+def test_a_queued_announcement_keeps_its_bytes_and_its_record_says_so(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    (given,) = spy.given
+    assert (_where(alpha) / f"{held}.eml").read_bytes() == given.raw
+    record = _on_disk(alpha, held)
+    assert record == {"key": held, "letter": held, "message_id": given.key, "to": [CAROL],
+                      "at": record["at"], "state": "queued", "detail": "421 later"}  # fmt: skip
+    assert isinstance(record["at"], int) and record["at"] > 0
+    assert alpha.show(held).extra["announce_failed"] == "queued, sent again by the next sync: 421 later"
+    assert sorted(p.name for p in _where(alpha).iterdir()) == [f"{held}.eml", f"{held}.json"]
+
+
+@pytest.mark.parametrize(
+    ("answer", "noted"),
+    [
+        (_result("sent", "250 ok"), ("announced", None)),
+        (_result("failed", "550 no such person"), ("announce_failed", "550 no such person")),
+        (_result("failed"), ("announce_failed", "failed")),
+    ],
+)
+def test_an_announcement_that_left_or_failed_for_good_keeps_nothing(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    answer: SubmitResult,
+    noted: tuple[str, str | None],
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, answer)
+    extra = alpha.show(held).extra
+    field, value = noted
+    assert extra[field] == (spy.given[0].key if value is None else value)
+    assert not _where(alpha).exists()  # its folder goes with its last record
+    assert (alpha.spool.root / "announcements.lock").exists()
+
+
+def test_the_retry_sends_a_queued_record_only_to_the_people_named_now(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    record = _on_disk(alpha, held)
+    (_where(alpha) / f"{held}.json").write_text(json.dumps({**record, "to": ["mallory@evil.test", CAROL]}))
+    done = alpha.people._retry(_where(alpha), (CAROL, "dave@people.test"))
+    assert [r["state"] for r in done] == ["sent"] and done[0]["to"] == [CAROL]
+    assert spy.given[-1].envelope.rcpt_to == (CAROL,) and spy.given[-1].raw == spy.given[0].raw
+    assert _on_disk(alpha, held)["state"] == "sent" and not (_where(alpha) / f"{held}.eml").exists()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"state": "sent"},
+        {"state": "sending"},
+        {"state": None},
+        {"to": []},
+        {"to": None},
+        {"to": CAROL},  # a string names no one: its letters are no addresses
+        {"to": ["mallory@evil.test"]},
+    ],
+)
+def test_the_retry_leaves_a_record_that_is_not_queued_to_someone_it_may_mail(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    change: dict[str, object],
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    record = {**_on_disk(alpha, held), **change}
+    (_where(alpha) / f"{held}.json").write_text(json.dumps(record))
+    assert alpha.people._retry(_where(alpha), (CAROL,)) == []
+    assert len(spy.given) == 1 and _on_disk(alpha, held) == record
+
+
+def test_the_retry_never_reads_queued_bytes_through_a_link_or_when_they_are_gone(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    queued = _where(alpha) / f"{held}.eml"
+    queued.rename(home / "aside.eml")
+    assert alpha.people._retry(_where(alpha), (CAROL,)) == []
+    queued.symlink_to(home / "aside.eml")
+    assert alpha.people._retry(_where(alpha), (CAROL,)) == []
+    queued.unlink()
+    queued.write_bytes(b"")  # empty bytes are bytes: sent as queued
+    (done,) = alpha.people._retry(_where(alpha), (CAROL,))
+    assert done["state"] == "sent" and spy.given[-1].raw == b"" and len(spy.given) == 2
+
+
+def test_the_retry_goes_on_past_a_record_it_cannot_send_and_queues_again(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    record = _on_disk(alpha, held)
+    (_where(alpha) / "0early.json").write_text(json.dumps({**record, "at": 1, "state": "failed"}))
+    spy.answers = [_result("queued", "still later")]
+    (done,) = alpha.people._retry(_where(alpha), (CAROL,))
+    assert done == {**record, "state": "queued", "detail": "still later"}
+    assert (_where(alpha) / f"{held}.eml").read_bytes() == spy.given[0].raw
+
+
+def test_after_a_sync_a_queued_announcement_leaves_and_is_noted(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    alpha.people.retry_announcements()
+    assert alpha.show(held).extra["announced"] == spy.given[0].key
+    assert spy.given[1].envelope.rcpt_to == (CAROL,) and not _where(alpha).exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "sent"),
+    [
+        ({"letter": "01NOTHELD"}, False),  # released or rejected meanwhile
+        ({"letter": None}, False),
+        ({"key": "other"}, True),  # the key is the file's name, whatever the record says
+    ],
+)
+def test_a_record_for_no_held_letter_of_its_own_name_is_forgotten_unsent(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    change: dict[str, object],
+    sent: bool,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    (_where(alpha) / f"{held}.json").write_text(json.dumps({**_on_disk(alpha, held), **change}))
+    alpha.people.retry_announcements()
+    assert len(spy.given) == 1 + sent and not _where(alpha).exists()
+
+
+def test_a_record_under_another_name_than_its_letter_is_forgotten_unsent(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    (_where(alpha) / f"{held}.json").rename(_where(alpha) / "planted.json")
+    (_where(alpha) / f"{held}.eml").rename(_where(alpha) / "planted.eml")
+    alpha.people.retry_announcements()
+    assert len(spy.given) == 1 and not _where(alpha).exists()
+    assert alpha.show(held).extra["announce_failed"].startswith("queued, sent again")
+
+
+def test_a_record_of_a_letter_announced_already_is_forgotten_unsent(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    alpha.spool.write.annotate(held, announced="<before@bus.test>")
+    alpha.people.retry_announcements()
+    assert len(spy.given) == 1 and not _where(alpha).exists()
+    assert alpha.show(held).extra["announced"] == "<before@bus.test>"
+
+
+def test_a_record_left_sending_says_interrupted_and_is_never_sent(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    (_where(alpha) / f"{held}.json").write_text(json.dumps({**_on_disk(alpha, held), "state": "sending"}))
+    alpha.people.retry_announcements()
+    assert len(spy.given) == 1 and not _where(alpha).exists()
+    assert alpha.show(held).extra["announce_failed"] == INTERRUPTED
+
+
+def test_nothing_queued_is_one_look_and_takes_no_lock(alpha: AgentMail) -> None:
+    alpha.spool.ensure()
+    alpha.people.retry_announcements()
+    assert not (alpha.spool.root / "announcements.lock").exists()
+
+
+def test_the_announcements_folder_stays_while_something_else_lies_in_it(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    spy = _people(alpha, monkeypatch)
+    alpha.spool.ensure()
+    _where(alpha).mkdir(mode=0o700)
+    (_where(alpha) / "x").mkdir()
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    assert len(spy.given) == 1 and alpha.show(letter.id).extra["announced"] == spy.given[0].key
+    assert sorted(p.name for p in _where(alpha).iterdir()) == ["x"]  # a folder not empty stays
