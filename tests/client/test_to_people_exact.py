@@ -399,3 +399,10 @@ def test_the_announcements_folder_stays_while_something_else_lies_in_it(
     letter = alpha.send("beta", "Quota 500s", OPENER)
     assert len(spy.given) == 1 and alpha.show(letter.id).extra["announced"] == spy.given[0].key
     assert sorted(p.name for p in _where(alpha).iterdir()) == ["x"]  # a folder not empty stays
+
+
+def test_records_of_the_same_time_come_in_the_order_of_their_names_whatever_the_folders(tmp_path: Path) -> None:
+    names = ["k", "c", "x", "a", "q", "f", "z", "b", "m", "e", "t", "h"]  # made in no order
+    for name in names:
+        (tmp_path / f"{name}.json").write_text('{"at": 7}')
+    assert [r["key"] for r in records_in(tmp_path)] == sorted(names)
