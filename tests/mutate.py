@@ -647,7 +647,14 @@ with open(out, "a") as log:
 CONTROL = "agentmail.no_such_module.x_control__mutmut_1"  # changes nothing: must survive, first and last
 
 
-def in_process(name: str, group: Group, files: list[str] | None, survivors_only: bool, chunk: int = 150) -> None:
+def in_process(
+    name: str,
+    group: Group,
+    files: list[str] | None,
+    survivors_only: bool,
+    chunk: int = 150,
+    only: tuple[str, ...] = (),
+) -> None:
     """Every mutant of the group (or, after new tests for the same code, the last result's
     survivors) against ``files`` (default: the group's whole or test files), in pytest processes
     of ``chunk`` mutants each (one process's memory grows with each ``pytest.main``) in a fresh
@@ -661,6 +668,7 @@ def in_process(name: str, group: Group, files: list[str] | None, survivors_only:
         statuses.setdefault(module, {}).update((n, s) for n, s in known.items() if n in statuses.get(module, {}))
     wanted = [n for known in statuses.values() for n, s in known.items() if s not in KILLED]
     todo = [n for n in wanted if not group.functions or any(fnmatch.fnmatchcase(n, f) for f in group.functions)]
+    todo = [n for n in todo if not only or any(fnmatch.fnmatchcase(n, f) for f in only)]
     tests = [f"tests/{t}" for t in (files or group.whole or group.tests) if (ROOT / "tests" / t).exists()]
     args = ["-x", "-q", "--tb=no", "-p", "no:randomly", *_config(group)["pytest_add_cli_args"], *tests]  # type: ignore[misc]
     out = where / "in-process.jsonl"
@@ -689,6 +697,9 @@ def main() -> int:
     parser.add_argument("--whole", action="store_true", help="the last run's survivors against the whole test files")
     parser.add_argument("--in-process", action="store_true", help="every mutant in one pytest process (no mutmut run)")
     parser.add_argument("--files", nargs="+", default=None, help="with --in-process: these test files instead")
+    parser.add_argument(
+        "--only", nargs="+", default=(), help="with --in-process --survivors: only the mutants of these name globs"
+    )
     parser.add_argument("--max-children", type=int, default=None, help="parallel mutants (mutmut's default: CPUs)")
     args = parser.parse_args()
     if args.list:
@@ -703,7 +714,7 @@ def main() -> int:
     table: dict[str, dict[str, str]] = {}
     for name in args.groups or list(GROUPS):
         if args.in_process:
-            in_process(name, GROUPS[name], args.files, args.survivors)
+            in_process(name, GROUPS[name], args.files, args.survivors, only=tuple(args.only))
         elif args.whole:
             whole(name, GROUPS[name], args.max_children)
         elif args.survivors:
