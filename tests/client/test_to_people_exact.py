@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from agentmail import ages
+from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.client.to_people import INTERRUPTED, read_record, records_in, write_record
+from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError, TransportError
@@ -406,3 +409,58 @@ def test_records_of_the_same_time_come_in_the_order_of_their_names_whatever_the_
     for name in names:
         (tmp_path / f"{name}.json").write_text('{"at": 7}')
     assert [r["key"] for r in records_in(tmp_path)] == sorted(names)
+
+
+# --- after a sync: what is owed to people ------------------------------------------------------
+
+
+def _following(registry: Registry, home: Path) -> AgentMail:
+    bus.set_person(registry, "alpha", CAROL, follows=True, writes=False)
+    return AgentMail(registry_mod.load(registry.root), Identity("alpha"), home)
+
+
+def test_the_first_sync_announces_whatever_the_clock_says_then_once_a_minute(
+    registry: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alpha = _following(registry, home)
+    runs: list[int] = []
+    monkeypatch.setattr(alpha.people, "escalate", lambda: [{"n": len(runs)}] if not runs.append(1) else [])
+    now = [5]  # a clock just after the epoch: the first run is due all the same
+    monkeypatch.setattr(ages, "now_ms", lambda: now[0])
+    assert alpha.people.after_sync() is None and runs == [1]
+    now[0] = 5 + 59_999
+    assert alpha.people.after_sync() is None and runs == [1]
+    now[0] = 5 + 60_000
+    assert alpha.people.after_sync() is None and runs == [1, 1]
+    assert alpha.people.escalated == [{"n": 0}, {"n": 1}]
+
+
+def test_without_followers_a_sync_owes_people_nothing_but_the_retries(
+    alpha: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    retried: list[int] = []
+    monkeypatch.setattr(alpha.people, "retry_announcements", lambda: retried.append(1))
+    monkeypatch.setattr(alpha.people, "escalate", lambda: pytest.fail("nobody follows alpha"))
+    assert alpha.people.after_sync() is None and retried == [1] and alpha.people.escalated == []
+    assert alpha.people.escalate.__name__ == "<lambda>"
+
+
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        (TransportError("421 busy\r\n421 try later"), "could not announce to the followers: 421 busy 421 try later"),
+        (OSError(), "could not announce to the followers: OSError"),
+        (ConfigError("no key"), "could not announce to the followers: no key"),
+    ],
+)
+def test_a_failed_announcement_to_the_followers_is_said_in_one_line_and_tried_a_minute_later(
+    registry: Registry, home: Path, monkeypatch: pytest.MonkeyPatch, raised: BaseException, said: str
+) -> None:
+    alpha = _following(registry, home)
+
+    def failing() -> list[dict[str, object]]:
+        raise raised
+
+    monkeypatch.setattr(alpha.people, "escalate", failing)
+    assert alpha.people.after_sync() == said
+    assert alpha.people.after_sync() is None  # within the minute: not tried again
