@@ -211,7 +211,7 @@ class ToPeople(Stage):
             self.escalated += self.escalate()
         except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
             # one line: a server's reply (a relay's multi-line SMTP text) is said, never a line of its own
-            return inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
+            return inline(f"could not announce to the followers: {str(exc) or exc.__class__.__name__}")
         return None
 
     def escalate(self) -> list[dict[str, Any]]:

@@ -432,7 +432,7 @@ def test_the_first_sync_announces_whatever_the_clock_says_then_once_a_minute(
     assert alpha.people.after_sync() is None and runs == [1]
     now[0] = 5 + 60_000
     assert alpha.people.after_sync() is None and runs == [1, 1]
-    assert alpha.people.escalated == [{"n": 0}, {"n": 1}]
+    assert alpha.people.escalated == [{"n": 1}, {"n": 2}]
 
 
 def test_without_followers_a_sync_owes_people_nothing_but_the_retries(
