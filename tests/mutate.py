@@ -150,8 +150,8 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
-    # The spool (SQLite rows + letter files) against its own in-process tests (every branch of the
-    # three modules, exact answers). test_migration/test_rebuild/test_recovery/test_crash prove the
+    # The spool (SQLite rows + letter files) against its own in-process tests (every branch of its
+    # modules, exact answers). test_migration/test_rebuild/test_recovery/test_crash prove the
     # same end to end through clients and SIGKILLed processes, at seconds per mutant: not run here.
     "spool": Group(
         (
@@ -162,10 +162,10 @@ GROUPS: dict[str, Group] = {
             "spool/store.py",
             "spool/recover.py",
             "spool/home_claims.py",
-            "spool/db.py",
+            "spool/server_claims.py",
             "spool/migrate.py",
-        ),
-        ("spool/test_spool.py",),
+        ),  # spool/db.py is the db group's
+        ("spool/test_spool_exact.py", "spool/test_spool.py", "spool/test_spool_sides.py"),
         timeout=30,
     ),
     # The local post office: delivery, UIDs, fetch batches, the wait's wakes.
