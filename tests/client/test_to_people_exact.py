@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentmail import ages
+from agentmail import ages, bounds
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.client.to_people import INTERRUPTED, read_record, records_in, write_record
@@ -464,3 +464,24 @@ def test_a_failed_announcement_to_the_followers_is_said_in_one_line_and_tried_a_
     monkeypatch.setattr(alpha.people, "escalate", failing)
     assert alpha.people.after_sync() == said
     assert alpha.people.after_sync() is None  # within the minute: not tried again
+
+
+# --- escalation: how many threads per counterpart were announced within the window ------------
+
+
+def test_the_recent_announcements_are_counted_per_counterpart_within_the_window(alpha: AgentMail) -> None:
+    where = alpha.spool.platform_root / "escalations"
+    where.mkdir(parents=True)
+    now = 10 * bounds.ANNOUNCE_WINDOW_MS
+    for name, at, with_ in [
+        ("a", now - 1, "beta"),
+        ("b", now - bounds.ANNOUNCE_WINDOW_MS + 1, "beta"),
+        ("c", now - bounds.ANNOUNCE_WINDOW_MS, "beta"),  # a day ago to the ms: out of the window
+        ("d", now, "gamma"),
+        ("e", now, None),
+        ("f", "yesterday", "beta"),
+    ]:
+        record = {"at": at} if with_ is None else {"at": at, "with": with_}
+        (where / f"{name}.json").write_text(json.dumps(record))
+    assert alpha.people._recent(now) == {"beta": 2, "gamma": 1, "": 1}
+    assert [r["key"] for r in alpha.people.escalations()] == ["f", "c", "b", "a", "d", "e"]
