@@ -485,3 +485,36 @@ def test_the_recent_announcements_are_counted_per_counterpart_within_the_window(
         (where / f"{name}.json").write_text(json.dumps(record))
     assert alpha.people._recent(now) == {"beta": 2, "gamma": 1, "": 1}
     assert [r["key"] for r in alpha.people.escalations()] == ["f", "c", "b", "a", "d", "e"]
+
+
+def test_escalating_keeps_its_records_in_a_private_folder(registry: Registry, home: Path) -> None:
+    alpha = _following(registry, home)
+    alpha.spool.ensure()
+    assert alpha.people.escalate() == []
+    assert (alpha.spool.platform_root / "escalations").stat().st_mode & 0o777 == 0o700
+    assert (alpha.spool.platform_root / "escalations.lock").exists()
+    assert AgentMail(registry, Identity("beta"), home).people.escalate() == []  # nobody follows beta
+
+
+def test_the_retry_goes_on_past_a_record_whose_bytes_are_gone(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, spy = _held(approving, home, monkeypatch, _result("queued", "421 later"))
+    record = _on_disk(alpha, held)
+    (_where(alpha) / "0first.json").write_text(json.dumps({**record, "at": 1}))  # queued, its bytes gone
+    (done,) = alpha.people._retry(_where(alpha), (CAROL,))
+    assert done["key"] == held and done["state"] == "sent" and len(spy.given) == 2
+
+
+def test_the_digest_syncs_once_when_asked_and_never_otherwise(
+    alpha: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    monkeypatch.setattr(alpha.people, "sync", lambda: synced.append("people"))
+    monkeypatch.setattr(alpha.people.threads, "sync", lambda: synced.append("threads"))
+    alpha.people.digest(sync=False)
+    assert synced == []
+    alpha.people.digest()
+    assert synced == ["people"]
