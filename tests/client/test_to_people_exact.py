@@ -4,6 +4,8 @@ for each answer of a transport, the queued records read back as hostile files (`
 
 from __future__ import annotations
 
+import email
+import email.policy
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +20,8 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError, TransportError
+from agentmail.model import ThreadStatus
+from agentmail.people import approval
 from agentmail.transport import OnResult, Outgoing, SubmitResult
 
 from ..conftest import OPENER
@@ -518,3 +522,65 @@ def test_the_digest_syncs_once_when_asked_and_never_otherwise(
     assert synced == []
     alpha.people.digest()
     assert synced == ["people"]
+
+
+NOW = 1_800_000_000_000
+HOUR, DAY = 3_600_000, 86_400_000
+
+
+def _row(name: str, whose: str, delivery: str, opened: int, moved: int) -> ThreadStatus:
+    return ThreadStatus(thread=name, subject=name, state="reported", last_type="report", whose_move=whose, letters=1,
+                        with_="beta", last_id=name, undeliverable=False, delivery=delivery,
+                        opened_ms=NOW - opened, moved_ms=NOW - moved)  # fmt: skip
+
+
+def test_the_digest_lists_the_threads_owed_a_move_stale_ones_first_then_oldest_first(
+    alpha: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = [
+        _row("done", "nobody", "sent", 9 * DAY, 9 * DAY),  # nobody's move, nothing waiting: not listed
+        _row("held", "nobody", "held", 2 * DAY, HOUR),
+        _row("failed", "nobody", "failed", 1 * DAY, 2 * DAY),
+        _row("stale", "me", "received", 10 * DAY, 4 * DAY),
+        _row("fresh", "beta", "sent", 20 * DAY, 10 * 60_000),
+        _row("edge", "me", "received", 30 * DAY, 3 * DAY),  # idle exactly stale_after: not stale yet
+        _row("staler", "beta", "sent", 6 * DAY, 5 * DAY),
+    ]
+    monkeypatch.setattr(ages, "now_ms", lambda: NOW)
+    monkeypatch.setattr(alpha.people.threads, "status", lambda sync=True: rows if sync is False else [])
+    digest = alpha.people.digest(sync=False)
+    assert digest.stale_after == 3 * 86_400 and digest.now == NOW
+    assert [r.thread for r in digest.threads] == ["staler", "stale", "edge", "fresh", "held", "failed"]
+
+
+# --- the hold rule ------------------------------------------------------------------------------
+
+
+def test_a_hold_change_is_mailed_with_its_before_and_after_under_its_own_message_id(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    spy = _people(alpha, monkeypatch)
+    assert alpha.people.announce_hold_change(["beta@bus.test"], ["gamma@bus.test"]) == ""
+    (given,) = spy.given
+    letter = email.message_from_bytes(given.raw, policy=email.policy.default)
+    assert given.key == letter["Message-ID"] and given.envelope.rcpt_to == (CAROL,)
+    assert "Before: beta@bus.test\r\nNow:    gamma@bus.test\r\n" in letter.get_content()  # type: ignore[attr-defined]
+
+
+def test_a_hold_change_that_cannot_be_written_says_why(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    spy = _people(alpha, monkeypatch)
+
+    def unsigned(*args: object) -> tuple[str, bytes]:
+        raise ConfigError("alpha has no signing key")
+
+    monkeypatch.setattr(approval, "hold_change", unsigned)
+    assert alpha.people.announce_hold_change([], ["bus.test"]) == "alpha has no signing key"
+    assert spy.given == []
