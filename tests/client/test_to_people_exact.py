@@ -21,7 +21,7 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError, TransportError
 from agentmail.model import ThreadStatus
-from agentmail.people import approval
+from agentmail.people import approval, escalation
 from agentmail.transport import OnResult, Outgoing, SubmitResult
 
 from ..conftest import OPENER
@@ -528,9 +528,9 @@ NOW = 1_800_000_000_000
 HOUR, DAY = 3_600_000, 86_400_000
 
 
-def _row(name: str, whose: str, delivery: str, opened: int, moved: int) -> ThreadStatus:
+def _row(name: str, whose: str, delivery: str, opened: int, moved: int, with_: str = "beta") -> ThreadStatus:
     return ThreadStatus(thread=name, subject=name, state="reported", last_type="report", whose_move=whose, letters=1,
-                        with_="beta", last_id=name, undeliverable=False, delivery=delivery,
+                        with_=with_, last_id=name, undeliverable=False, delivery=delivery,
                         opened_ms=NOW - opened, moved_ms=NOW - moved)  # fmt: skip
 
 
@@ -584,3 +584,47 @@ def test_a_hold_change_that_cannot_be_written_says_why(
     monkeypatch.setattr(approval, "hold_change", unsigned)
     assert alpha.people.announce_hold_change([], ["bus.test"]) == "alpha has no signing key"
     assert spy.given == []
+
+
+def test_escalating_skips_what_was_announced_and_a_counterpart_at_its_bound_and_stops_at_the_runs(
+    registry: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alpha = _following(registry, home)
+    alpha.spool.ensure()
+    spy = _people(alpha, monkeypatch)
+    where = alpha.spool.platform_root / "escalations"
+    where.mkdir(mode=0o700)
+    now = 10 * DAY
+    for n in range(bounds.ANNOUNCE_PER_SENDER):  # beta's threads announced within the day: at its bound
+        (where / f"beta{n}.json").write_text(json.dumps({"at": now - 1, "with": "beta", "state": "sent"}))
+    (where / "told.json").write_text(json.dumps({"at": 0, "with": "gamma", "state": "sent"}))
+    due = [("told", "gamma"), ("b1", "beta"), ("g1", "gamma"), ("g2", "gamma"), ("d1", "delta"),
+           ("d2", "delta"), ("e1", "eps"), ("e2", "eps")]  # fmt: skip
+    synced: list[object] = []
+
+    def status(sync: object = True) -> list[ThreadStatus]:
+        synced.append(sync)
+        return []
+
+    def thread(name: str, sync: object = True) -> list[object]:
+        synced.append(sync)
+        return []
+
+    monkeypatch.setattr(ages, "now_ms", lambda: now)
+    monkeypatch.setattr(alpha.people.threads, "status", status)
+    monkeypatch.setattr(alpha.people.threads, "thread", thread)
+    monkeypatch.setattr(
+        escalation, "due", lambda *a: [(k, "stale", _row(k, "me", "sent", DAY, DAY, w), None) for k, w in due]
+    )
+    monkeypatch.setattr(escalation, "letter", lambda *a: (f"<{a[5].thread}@bus.test>", b"raw"))
+    done = alpha.people.escalate()
+    assert (
+        [r["key"] for r in done]
+        == ["g1", "g2", "d1", "d2", "e1"]
+        == ["g1", "g2", "d1", "d2", "e1"][: bounds.ANNOUNCE_PER_RUN]
+    )
+    assert [r["state"] for r in done] == ["sent"] * 5 and [g.key for g in spy.given] == [
+        f"<{k}@bus.test>" for k in ("g1", "g2", "d1", "d2", "e1")
+    ]
+    assert synced == [False] * 6  # the run reads the spool as it is: the sync that called it is done
+    assert not (where / "b1.json").exists() and not (where / "e2.json").exists()

@@ -130,7 +130,8 @@ def test_a_folder_where_the_database_goes_is_a_storage_error_without_sqlites_con
     (tmp_path / db.FILE).mkdir()
     with pytest.raises(StorageError) as raised:
         Db(tmp_path, _made).conn()
-    assert raised.value.reason == "db-error" and str(raised.value).startswith("spool database: unable to open")
+    assert raised.value.reason == "db-error"
+    assert str(raised.value) == f"spool database: unable to open database file ({tmp_path / db.FILE})"
     assert raised.value.__cause__ is None and raised.value.__suppress_context__
 
 
