@@ -628,3 +628,27 @@ def test_escalating_skips_what_was_announced_and_a_counterpart_at_its_bound_and_
     ]
     assert synced == [False] * 6  # the run reads the spool as it is: the sync that called it is done
     assert not (where / "b1.json").exists() and not (where / "e2.json").exists()
+
+
+def test_the_digest_lists_the_announcements_since_its_start_and_survives_hostile_records(
+    alpha: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An escalation record is a file: its ``at`` may be anything. One that is no time is read as
+    the epoch (``_at``, as ``records_in`` sorts it), never a crash of the digest."""
+    where = alpha.spool.platform_root / "escalations"
+    where.mkdir(parents=True)
+    start = NOW - DAY
+    for name, at in [
+        ("old", start),
+        ("new", start + 1),
+        ("soon", "soon"),
+        ("none", None),
+        ("list", [1]),
+        ("bool", True),
+    ]:
+        (where / f"{name}.json").write_text(json.dumps({"at": at, "with": "beta"}))
+    (where / "missing.json").write_text(json.dumps({"with": "beta"}))
+    monkeypatch.setattr(ages, "now_ms", lambda: NOW)
+    digest = alpha.people.digest("1d", sync=False)
+    assert digest.since == start and [r["key"] for r in digest.announced] == ["new"]
+    assert [r["key"] for r in alpha.people.digest("1000d", sync=False).announced] == ["old", "new"]
