@@ -295,7 +295,7 @@ class ToPeople(Stage):
                 at = int(when) if when.isascii() and when.isdigit() else ulid_ms(letter.id)
                 if at > start:
                     bounced.append(letter)
-        announced = tuple(r for r in self.escalations() if int(r.get("at", 0)) > start)
+        announced = tuple(r for r in self.escalations() if _at(r) > start)  # a record is a file: any at
         return digest_mod.Digest(self.platform.name, now, start, stale_after, tuple(rows),
                                  tuple(self.spool.read.letters("held")), quarantined, tuple(bounced), announced)  # fmt: skip
 

@@ -223,6 +223,7 @@ def test_a_queued_announcement_keeps_its_bytes_and_its_record_says_so(
     assert isinstance(record["at"], int) and record["at"] > 0
     assert alpha.show(held).extra["announce_failed"] == "queued, sent again by the next sync: 421 later"
     assert sorted(p.name for p in _where(alpha).iterdir()) == [f"{held}.eml", f"{held}.json"]
+    assert _where(alpha).stat().st_mode & 0o777 == 0o700
 
 
 @pytest.mark.parametrize(
