@@ -653,3 +653,28 @@ def test_the_digest_lists_the_announcements_since_its_start_and_survives_hostile
     digest = alpha.people.digest("1d", sync=False)
     assert digest.since == start and [r["key"] for r in digest.announced] == ["new"]
     assert [r["key"] for r in alpha.people.digest("1000d", sync=False).announced] == ["old", "new"]
+
+
+def test_an_announcement_the_spool_cannot_record_is_noted_on_its_letter_with_why(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha = AgentMail(approving, Identity("alpha"), home)
+    spy = _people(alpha, monkeypatch)
+    alpha.spool.ensure()
+    _where(alpha).write_text("not a folder")
+    letter = alpha.send("beta", "Quota 500s", OPENER)
+    assert alpha.show(letter.id).extra["announce_failed"] == f"[Errno 17] File exists: '{_where(alpha)}'"
+    assert spy.given == []
+
+
+def test_the_digest_names_its_platform_its_held_and_quarantined_letters(
+    approving: Registry,  # noqa: F811
+    home: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    alpha, held, _ = _held(approving, home, monkeypatch, _result("sent"))
+    digest = alpha.people.digest("1d", sync=False)
+    assert digest.platform == "alpha" and [x.id for x in digest.held] == [held]
+    assert digest.quarantined == () and digest.bounced == () and digest.announced == ()
