@@ -678,3 +678,22 @@ def test_the_digest_names_its_platform_its_held_and_quarantined_letters(
     digest = alpha.people.digest("1d", sync=False)
     assert digest.platform == "alpha" and [x.id for x in digest.held] == [held]
     assert digest.quarantined == () and digest.bounced == () and digest.announced == ()
+
+
+def test_the_digest_lists_a_bounce_by_the_time_its_note_says_else_its_letters(
+    alpha: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = ages.now_ms()
+    sent = {
+        name: alpha.send("beta", f"Letter {name}", OPENER).id
+        for name in ("old", "edge", "word", "arabic", "recent", "kept")
+    }
+    notes = {"old": str(now - 2 * DAY), "edge": str(now - DAY), "word": "soon", "arabic": "\u0661\u0662",
+             "recent": str(now - HOUR)}  # fmt: skip
+    for name, at in notes.items():
+        alpha.spool.write.annotate(sent[name], undeliverable="550 gone", undeliverable_at=at)
+    alpha.spool.write.annotate(sent["kept"], queued="no bounce")
+    monkeypatch.setattr(ages, "now_ms", lambda: now)
+    digest = alpha.people.digest("1d", sync=False)
+    assert digest.since == now - DAY
+    assert sorted(x.id for x in digest.bounced) == sorted(sent[n] for n in ("word", "arabic", "recent"))
