@@ -47,6 +47,16 @@ class Group:
     deselect: tuple[str, ...] = ()  # test ids never run (they cannot see a mutant, or fail under mutmut)
 
 
+_METHOD = "\u01c1"  # mutmut's separator in a method's mutant names: x<sep>Class<sep>method
+
+
+def named(module: str, *functions: str) -> tuple[str, ...]:
+    """The mutant-name globs of some functions of ``agentmail.<module>`` (dotted, below agentmail):
+    ``f`` names the function ``x_f``, ``Class.method`` a method (``*`` as in any glob)."""
+    spelled = (_METHOD + f.replace(".", _METHOD) if "." in f else "_" + f for f in functions)
+    return tuple(f"agentmail.{module}.x{name}__mutmut_*" for name in spelled)
+
+
 _JUDGING = (
     "trust/test_trust_rules.py",
     "trust/test_trust_paths.py",
@@ -103,11 +113,7 @@ GROUPS: dict[str, Group] = {
         ("trust/test_signing_exact.py", "people/test_signed_as_pinned.py", "trust/test_dkim_lean.py"),
         functions=(
             "agentmail.trust.dkim_lean.*",
-            "agentmail.trust.signing.x_sign__*",
-            "agentmail.trust.signing.x_sign_as__*",
-            "agentmail.trust.signing.x__signing_key__*",
-            "agentmail.trust.signing.x__lean_pass__*",
-            "agentmail.trust.signing.x__verify_key__*",
+            *named("trust.signing", "sign", "sign_as", "_signing_key", "_lean_pass", "_verify_key"),
         ),
     ),
     "judging": Group(
@@ -144,8 +150,8 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=30,
     ),
-    # The spool (SQLite rows + letter files) against its own in-process tests (every branch of the
-    # three modules, exact answers). test_migration/test_rebuild/test_recovery/test_crash prove the
+    # The spool (SQLite rows + letter files) against its own in-process tests (every branch of its
+    # modules, exact answers). test_migration/test_rebuild/test_recovery/test_crash prove the
     # same end to end through clients and SIGKILLed processes, at seconds per mutant: not run here.
     "spool": Group(
         (
@@ -156,10 +162,10 @@ GROUPS: dict[str, Group] = {
             "spool/store.py",
             "spool/recover.py",
             "spool/home_claims.py",
-            "spool/db.py",
+            "spool/server_claims.py",
             "spool/migrate.py",
-        ),
-        ("spool/test_spool.py",),
+        ),  # spool/db.py is the db group's
+        ("spool/test_spool_exact.py", "spool/test_spool.py", "spool/test_spool_sides.py"),
         timeout=30,
     ),
     # The local post office: delivery, UIDs, fetch batches, the wait's wakes.
@@ -176,28 +182,23 @@ GROUPS: dict[str, Group] = {
             "letter/test_attach_exact.py",
             "cli/test_mcp.py",
         ),
-        functions=tuple(
-            f"agentmail.{name}__mutmut_*"
-            for name in (
-                *(
-                    f"evidence.x_{f}"
-                    for f in (
-                        "_inside",
-                        "_open_confined",
-                        "from_file",
-                        "_is_a_secret",
-                        "_leaves",
-                        "_leading_out",
-                        "save",
-                        "_write_new",
-                        "_quiet_git",
-                        "_am_flags",
-                        "patches_of",
-                        "_try_in",
-                    )
-                ),  # fmt: skip
-                *(f"attach.x_{f}" for f in ("safe_name", "unique_names", "limit_problem", "check")),
-            )
+        functions=(
+            *named(
+                "stages.evidence",
+                "_inside",
+                "_open_confined",
+                "from_file",
+                "_is_a_secret",
+                "_leaves",
+                "_leading_out",
+                "save",
+                "_write_new",
+                "_quiet_git",
+                "_am_flags",
+                "patches_of",
+                "_try_in",
+            ),
+            *named("letter.attach", "safe_name", "unique_names", "limit_problem", "check"),
         ),
         timeout=30,
         whole=(
@@ -212,9 +213,15 @@ GROUPS: dict[str, Group] = {
     "mcp": Group(
         ("cli/mcp_server.py",),
         ("cli/test_mcp.py", "cli/test_parity.py"),
-        functions=tuple(
-            f"agentmail.cli.mcp_server.x_{f}__mutmut_*"
-            for f in ("_pattern", "_validator", "check_arguments", "_protected", "_below", "_save", "save_folder")
+        functions=named(
+            "cli.mcp_server",
+            "_pattern",
+            "_validator",
+            "check_arguments",
+            "_protected",
+            "_below",
+            "_save",
+            "save_folder",
         ),
         timeout=60,
         deselect=_MCP_STDIO,
@@ -282,9 +289,14 @@ GROUPS: dict[str, Group] = {
             "people/test_writing.py",
             "stages/test_addressed.py",
         ),
-        functions=tuple(
-            f"agentmail.trust.authenticity.x_{f}__mutmut_*"
-            for f in ("addressed", "_vouched_recipients", "judge", "_speaks_for", "_platform_signed", "_within")
+        functions=named(
+            "trust.authenticity",
+            "addressed",
+            "_vouched_recipients",
+            "judge",
+            "_speaks_for",
+            "_platform_signed",
+            "_within",
         ),
         timeout=60,
     ),
@@ -304,7 +316,7 @@ GROUPS: dict[str, Group] = {
     "limits": Group(
         ("trust/authenticity.py",),
         ("trust/test_limits_exact.py", "letter/test_attachments.py", *_JUDGING),
-        functions=("agentmail.trust.authenticity.x__attachments_over_limits__mutmut_*",),
+        functions=named("trust.authenticity", "_attachments_over_limits"),
         timeout=60,
         # in one process the MCP save finds the test's folder on sys.path (the loop's own entry) and refuses it
         deselect=("letter/test_attachments.py::test_the_mcp_save_tool_writes_and_show_lists_metadata_only",),
@@ -327,20 +339,18 @@ GROUPS: dict[str, Group] = {
             "stages/test_secrets.py",
             "stages/test_secrets_attacks.py",
         ),
-        functions=tuple(
-            f"agentmail.stages.guards.x_{f}__mutmut_*"
-            for f in (
-                "refusal",
-                "plain",
-                "credential_in",
-                "_may_match",
-                "any_credential",
-                "_texts_of",
-                "body_refusal",
-                "subject_refusal",
-                "attachment_refusal",
-            )
-        ),  # fmt: skip
+        functions=named(
+            "stages.guards",
+            "refusal",
+            "plain",
+            "credential_in",
+            "_may_match",
+            "any_credential",
+            "_texts_of",
+            "body_refusal",
+            "subject_refusal",
+            "attachment_refusal",
+        ),
         timeout=60,
         # over MCP's stdio: the child's stderr is the first run's capture, closed in the next run
         deselect=(
@@ -352,10 +362,7 @@ GROUPS: dict[str, Group] = {
     "places": Group(
         ("stages/evidence.py",),
         ("stages/test_places_exact.py", "stages/test_apply_anchor_attacks.py", "stages/test_apply_trust_anchors.py"),
-        functions=tuple(
-            f"agentmail.stages.evidence.x_{f}__mutmut_*"
-            for f in ("places_of", "_real_places", "_identity", "_folders_above", "_inside")
-        ),
+        functions=named("stages.evidence", "places_of", "_real_places", "_identity", "_folders_above", "_inside"),
         timeout=60,
     ),
     # Issue 37, run 11: the registry's claims on its own folder, a retiring key, a key's identity.
@@ -367,9 +374,14 @@ GROUPS: dict[str, Group] = {
             "config/test_registry_exact.py",
             "config/test_registry_key_spellings.py",
         ),
-        functions=tuple(
-            f"agentmail.config.registry.x_{f}__mutmut_*"
-            for f in ("check_claims", "parse_previous", "key_identity", "_tlv", "_rsa_numbers", "_rsa_public_key")
+        functions=named(
+            "config.registry",
+            "check_claims",
+            "parse_previous",
+            "key_identity",
+            "_tlv",
+            "_rsa_numbers",
+            "_rsa_public_key",
         ),
         timeout=30,
     ),
@@ -389,8 +401,8 @@ GROUPS: dict[str, Group] = {
             "people/test_approval_writer.py",
         ),
         functions=(
-            *(f"agentmail.client.holds.x\u01c1Holds\u01c1{f}__mutmut_*" for f in ("bound", "release", "_decide")),
-            "agentmail.client.consent.x\u01c1Consent\u01c1ask__mutmut_*",
+            *named("client.holds", "Holds.bound", "Holds.release", "Holds._decide"),
+            *named("client.consent", "Consent.ask"),
         ),
         timeout=60,
     ),
@@ -404,9 +416,8 @@ GROUPS: dict[str, Group] = {
             "people/test_approval_by_mail.py",
             "people/test_approval_guard.py",
         ),
-        functions=tuple(
-            f"agentmail.people.approval.x_{f}__mutmut_*"
-            for f in ("announcement", "_listed", "digest_of", "commits_of", "may_pin_first", "_target")
+        functions=named(
+            "people.approval", "announcement", "_listed", "digest_of", "commits_of", "may_pin_first", "_target"
         ),
         timeout=60,
     ),
@@ -426,9 +437,7 @@ GROUPS: dict[str, Group] = {
     "paging": Group(
         ("cli/mcp_server.py",),
         ("cli/test_mcp_paging_exact.py", "cli/test_mcp.py", "cli/test_shown_frame.py", "cli/test_shown_attacks.py"),
-        functions=tuple(
-            f"agentmail.cli.mcp_server.x_{f}__mutmut_*" for f in ("_bounded", "_page", "_offset", "_after", "_limit")
-        ),
+        functions=named("cli.mcp_server", "_bounded", "_page", "_offset", "_after", "_limit"),
         timeout=60,
         deselect=_MCP_STDIO,
     ),
@@ -436,12 +445,44 @@ GROUPS: dict[str, Group] = {
     "proof": Group(
         ("archive/proof.py",),
         ("archive/test_proof_exact.py", "archive/test_attacks.py", "archive/test_proof.py"),
-        functions=(  # verify and what it calls (build, the export side, is not a check)
-            *(
-                f"agentmail.archive.proof.x_{f}__mutmut_*"
-                for f in ("verify", "load", "_field", "_platform", "_where", "_anchored", "_check", "_when")
-            ),
-            "agentmail.archive.proof.x\u01c1Anchor\u01c1*__mutmut_*",
+        functions=named(  # verify and what it calls (build, the export side, is not a check)
+            "archive.proof",
+            "verify",
+            "load",
+            "_field",
+            "_platform",
+            "_where",
+            "_anchored",
+            "_check",
+            "_when",
+            "Anchor.*",
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 13): the spool's SQLite file — its opening, its errors said as one line, the
+    # transactions and their durability, the ledger written after COMMIT.
+    "db": Group(
+        ("spool/db.py",),
+        (
+            "spool/test_db_exact.py",
+            "spool/test_spool.py",
+            "spool/test_openers.py",
+            "spool/test_filing_power_cut.py",
+            "spool/test_spool_sides.py",
+            "spool/test_spool_lost.py",  # last: its children cost seconds each
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 13): the one door for letters to people, and the queued records it reads back.
+    "to_people": Group(
+        ("client/to_people.py",),
+        (
+            "client/test_to_people_exact.py",
+            "people/test_to_people.py",
+            "people/test_to_people_attacks.py",
+            "people/test_escalation.py",
+            "people/test_announce_bounds.py",
+            "people/test_digest.py",
         ),
         timeout=60,
     ),
@@ -606,7 +647,14 @@ with open(out, "a") as log:
 CONTROL = "agentmail.no_such_module.x_control__mutmut_1"  # changes nothing: must survive, first and last
 
 
-def in_process(name: str, group: Group, files: list[str] | None, survivors_only: bool, chunk: int = 150) -> None:
+def in_process(
+    name: str,
+    group: Group,
+    files: list[str] | None,
+    survivors_only: bool,
+    chunk: int = 150,
+    only: tuple[str, ...] = (),
+) -> None:
     """Every mutant of the group (or, after new tests for the same code, the last result's
     survivors) against ``files`` (default: the group's whole or test files), in pytest processes
     of ``chunk`` mutants each (one process's memory grows with each ``pytest.main``) in a fresh
@@ -620,6 +668,7 @@ def in_process(name: str, group: Group, files: list[str] | None, survivors_only:
         statuses.setdefault(module, {}).update((n, s) for n, s in known.items() if n in statuses.get(module, {}))
     wanted = [n for known in statuses.values() for n, s in known.items() if s not in KILLED]
     todo = [n for n in wanted if not group.functions or any(fnmatch.fnmatchcase(n, f) for f in group.functions)]
+    todo = [n for n in todo if not only or any(fnmatch.fnmatchcase(n, f) for f in only)]
     tests = [f"tests/{t}" for t in (files or group.whole or group.tests) if (ROOT / "tests" / t).exists()]
     args = ["-x", "-q", "--tb=no", "-p", "no:randomly", *_config(group)["pytest_add_cli_args"], *tests]  # type: ignore[misc]
     out = where / "in-process.jsonl"
@@ -648,11 +697,16 @@ def main() -> int:
     parser.add_argument("--whole", action="store_true", help="the last run's survivors against the whole test files")
     parser.add_argument("--in-process", action="store_true", help="every mutant in one pytest process (no mutmut run)")
     parser.add_argument("--files", nargs="+", default=None, help="with --in-process: these test files instead")
+    parser.add_argument(
+        "--only", nargs="+", default=(), help="with --in-process --survivors: only the mutants of these name globs"
+    )
     parser.add_argument("--max-children", type=int, default=None, help="parallel mutants (mutmut's default: CPUs)")
     args = parser.parse_args()
     if args.list:
         for name, group in GROUPS.items():
             print(f"{name}: {', '.join(group.modules)} <- {', '.join(group.tests)} (timeout {group.timeout}s)")
+            if group.functions:
+                print(f"    only: {', '.join(group.functions)}")
         return 0
     unknown = [g for g in args.groups if g not in GROUPS]
     if unknown:
@@ -660,7 +714,7 @@ def main() -> int:
     table: dict[str, dict[str, str]] = {}
     for name in args.groups or list(GROUPS):
         if args.in_process:
-            in_process(name, GROUPS[name], args.files, args.survivors)
+            in_process(name, GROUPS[name], args.files, args.survivors, only=tuple(args.only))
         elif args.whole:
             whole(name, GROUPS[name], args.max_children)
         elif args.survivors:

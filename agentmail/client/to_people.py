@@ -219,7 +219,7 @@ class ToPeople(Stage):
                 raise self._stall_problem
         except (AgentmailError, OSError) as exc:  # the sync itself went well: said, never raised
             # one line: a server's reply (a relay's multi-line SMTP text) is said, never a line of its own
-            return inline(f"could not announce to the followers: {exc or exc.__class__.__name__}")
+            return inline(f"could not announce to the followers: {str(exc) or exc.__class__.__name__}")
         return None
 
     def escalate(self) -> list[dict[str, Any]]:
@@ -356,7 +356,7 @@ class ToPeople(Stage):
                 at = int(when) if when.isascii() and when.isdigit() else ulid_ms(letter.id)
                 if at > start:
                     bounced.append(letter)
-        announced = tuple(r for r in self.escalations() if int(r.get("at", 0)) > start)
+        announced = tuple(r for r in self.escalations() if _at(r) > start)  # a record is a file: any at
         return digest_mod.Digest(self.platform.name, now, start, stale_after, tuple(rows),
                                  tuple(self.spool.read.letters("held")), quarantined, tuple(bounced), announced)  # fmt: skip
 
