@@ -145,14 +145,14 @@ def check_severity(value: str | None) -> str | None:
     return value
 
 
-def check_outcome(value: str | None, kind: str) -> str | None:
+def check_outcome(value: str | None, letter_type: str) -> str | None:
     """An outcome is one of OUTCOMES, and only a verify-result carries one."""
     if value is None:
         return None
     if value not in OUTCOMES:
         raise BadInput(f"unknown outcome {value!r}; one of: {', '.join(OUTCOMES)}")
-    if kind != "verify-result":
-        raise BadInput(f"an outcome is for a verify-result, not a {kind}")
+    if letter_type != "verify-result":
+        raise BadInput(f"an outcome is for a verify-result, not a {letter_type}")
     return value
 
 

@@ -14,7 +14,7 @@ HUMAN = "human"  # a letter with no front-matter block, written in a mail client
 READER, WRITER, NOBODY = "reader", "writer", "nobody"
 
 
-class Kind:
+class LetterType:
     """One row. ``sendable``: ``send -t``/``reply -t`` and MCP's ``type`` take it (a note has
     its own command). ``terminal``: it ends the exchange, so it is never answered and its opener
     gets no advice. ``answerable``: a reply may answer it. ``after_ack``: a reporter may send it
@@ -34,17 +34,17 @@ class Kind:
 
 # In the order ``send -t``'s help and its "one of" list name them.
 PROTOCOL = (
-    Kind("report", "reported", "ack", after_ack=True),
-    Kind("question", "asked"),
-    Kind("fix-notice", "fix announced", "verify-result"),
-    Kind("verify-result", "verified"),
-    Kind("ack", "acknowledged", move=WRITER, terminal=True, answerable=False),
-    Kind("close", "closed", move=NOBODY, terminal=True, answerable=False, after_ack=True),
-    Kind("note", "note", "note", sendable=False, answerable=False, opens=False),
-    Kind(HUMAN, "human letter", typed=False, sendable=False, opens=False),
+    LetterType("report", "reported", "ack", after_ack=True),
+    LetterType("question", "asked"),
+    LetterType("fix-notice", "fix announced", "verify-result"),
+    LetterType("verify-result", "verified"),
+    LetterType("ack", "acknowledged", move=WRITER, terminal=True, answerable=False),
+    LetterType("close", "closed", move=NOBODY, terminal=True, answerable=False, after_ack=True),
+    LetterType("note", "note", "note", sendable=False, answerable=False, opens=False),
+    LetterType(HUMAN, "human letter", typed=False, sendable=False, opens=False),
 )
-_BY_NAME = {kind.name: kind for kind in PROTOCOL}
-_UNKNOWN = Kind("", "")  # a type no row names (a hostile header): read as a question would be
+_BY_NAME = {row.name: row for row in PROTOCOL}
+_UNKNOWN = LetterType("", "")  # a type no row names (a hostile header): read as a question would be
 
 TYPES = tuple(k.name for k in PROTOCOL if k.typed)
 SENDABLE = tuple(k.name for k in PROTOCOL if k.sendable)
@@ -52,7 +52,7 @@ TERMINAL_TYPES = tuple(k.name for k in PROTOCOL if k.terminal)
 AFTER_ACK = tuple(k.name for k in PROTOCOL if k.after_ack)
 
 
-def kind(name: str) -> Kind:
+def letter_type(name: str) -> LetterType:
     """The row of type ``name``; a name no row has reads as a question does (its own name as state)."""
     return _BY_NAME.get(name, _UNKNOWN)
 
@@ -65,13 +65,13 @@ def state_after(name: str) -> str:
 
 def default_reply(parent: str) -> str:
     """The type a reply to a letter of type ``parent`` has when none is given."""
-    return kind(parent).reply
+    return letter_type(parent).reply
 
 
 def whose_move(name: str, mine: bool, other: str) -> str:
     """Whose move a letter of type ``name`` leaves between this platform ("me") and ``other``;
     ``mine``: this platform wrote it."""
-    move = kind(name).move
+    move = letter_type(name).move
     if move == NOBODY:
         return "nobody"
     if move == WRITER:
@@ -84,7 +84,7 @@ def opens_thread(name: str, in_reply_to: object) -> bool:
     whose type is ``HUMAN`` or none) and no In-Reply-To. A type no row names counts: the quota
     errs toward counting. The one rule for the server's count (transport/base) and the spool's
     (the openers rows, spool/layout.opener_row)."""
-    return kind(name or HUMAN).opens and not in_reply_to
+    return letter_type(name or HUMAN).opens and not in_reply_to
 
 
 def default_replies() -> tuple[tuple[str, str], ...]:

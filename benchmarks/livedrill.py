@@ -223,7 +223,7 @@ def agentmail_receiver(drill: Drill, home: Path, platform: str, expect: int, tok
 def _skip_sent_history(am: Any) -> None:
     """The sent record (issue 25: a home reads its platform's other homes' letters from the sent
     folder) starts at the folder's end too: earlier rounds' copies are no part of this drill."""
-    from agentmail.client import picture
+    from agentmail.client import sibling_letters
 
     transport = am.transport
     client = transport._connect()
@@ -231,7 +231,7 @@ def _skip_sent_history(am: Any) -> None:
     if folder and client.folder_exists(folder):
         status = client.folder_status(folder, [b"UIDVALIDITY", b"UIDNEXT"])
         last = max(int(status[b"UIDNEXT"]) - 1, 0)
-        am.spool.write.set_checkpoint(picture.checkpoint_name(transport), f"{status[b'UIDVALIDITY']}:{last}")
+        am.spool.write.set_checkpoint(sibling_letters.checkpoint_name(transport), f"{status[b'UIDVALIDITY']}:{last}")
 
 
 def raw_letters(drill: Drill, platform: str, to: list[str], token: str) -> list[tuple[str, bytes]]:

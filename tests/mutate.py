@@ -117,7 +117,7 @@ GROUPS: dict[str, Group] = {
         ),
     ),
     "judging": Group(
-        ("trust/verdicts.py", "trust/authenticity.py", "stages/guards.py", "protocol.py"),
+        ("trust/auth_results.py", "trust/authenticity.py", "stages/guards.py", "protocol.py"),
         (
             "stages/test_guards.py",
             "stages/test_protocol.py",

@@ -142,7 +142,7 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
 @argument("to", metavar="TO", help="A platform, several (beta,gamma) or a group (@NAME).")
 @option("-s", "--subject", help="Subject of the new thread (required unless --thread).")
 @option("-b", "--body", required=True, metavar="TEXT|@FILE|-", help="The text, @FILE, or - for standard input.")
-@option("-t", "--type", "kind", default="report", show_default=True, metavar="TYPE", help=TYPES_HELP + ".")
+@option("-t", "--type", "letter_type", default="report", show_default=True, metavar="TYPE", help=TYPES_HELP + ".")
 @option("-S", "--severity", metavar="SEVERITY", help="low|medium|high|critical.")
 @option("-r", "--ref", metavar="REF", help="What it is about on your side: an issue, commit or URL.")
 @option("--thread", metavar="THREAD", help="Continue this thread instead of opening one (e.g. a fix-notice).")
@@ -151,7 +151,7 @@ def done(ctx: Ctx, letter_ids: tuple[str, ...]) -> None:
 @option("--outcome", metavar="OUTCOME", help=OUTCOME_HELP)
 @attach_options
 @json_option
-def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity: str | None, ref: str | None,
+def send(ctx: Ctx, to: str, subject: str | None, body: str, letter_type: str, severity: str | None, ref: str | None,
          thread: str | None, force: bool, hold: bool, attach: tuple[str, ...], patch: str | None,
          outcome: str | None = None) -> None:  # fmt: skip
     """Open a thread with platform TO (a name from 'agentmail platforms'); prints THREAD ID STATE.
@@ -164,7 +164,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
     client = ctx.sender()
     if not thread and not subject:
         raise BadInput("-s/--subject is required to open a thread (with --thread it is not)")
-    sent = client.send(to, subject or "", read_body(body), type=kind, severity=severity, ref=ref, force=force,
+    sent = client.send(to, subject or "", read_body(body), type=letter_type, severity=severity, ref=ref, force=force,
                        thread=thread, hold=hold, attachments=attachments(ctx, attach, patch),
                        outcome=outcome)  # fmt: skip
     _outcome(ctx, client, sent)
@@ -176,7 +176,7 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 @option(
     "-t",
     "--type",
-    "kind",
+    "letter_type",
     metavar="TYPE",
     help=f"{TYPES_HELP}. Default: {REPLY_DEFAULT_HELP}.",
 )
@@ -185,11 +185,11 @@ def send(ctx: Ctx, to: str, subject: str | None, body: str, kind: str, severity:
 @option("--outcome", metavar="OUTCOME", help=OUTCOME_HELP)
 @attach_options
 @json_option
-def reply(ctx: Ctx, letter_id: str, body: str, kind: str | None, force: bool, hold: bool, attach: tuple[str, ...],
+def reply(ctx: Ctx, letter_id: str, body: str, letter_type: str | None, force: bool, hold: bool, attach: tuple[str, ...],
           patch: str | None, outcome: str | None = None) -> None:  # fmt: skip
     """Answer letter ID (the first column of 'inbox'); exit 4 with the reason when a guard refuses."""
     client = ctx.sender()
-    sent = client.reply(letter_id, read_body(body), type=kind, force=force, raise_refused=True, hold=hold,
+    sent = client.reply(letter_id, read_body(body), type=letter_type, force=force, raise_refused=True, hold=hold,
                         attachments=attachments(ctx, attach, patch), outcome=outcome)  # fmt: skip
     assert sent is not None  # raise_refused: a refusal raised
     _outcome(ctx, client, sent)
@@ -230,7 +230,7 @@ def sent(ctx: Ctx) -> None:
 @commands.command()
 @argument("query", default="", help='Plain words, all required ("a phrase", prefix*); none: filters alone.')
 @option("--from", "sender", metavar="P", help="Only letters from platform P (or from address P).")
-@option("--type", "kind", metavar="T", help="Only letters of type T (report, ack, ..., human).")
+@option("--type", "letter_type", metavar="T", help="Only letters of type T (report, ack, ..., human).")
 @option("--thread", "thread_id", metavar="THR", help="Only letters of thread THR.")
 @option("--since", metavar="DATE", help="Filed here since DATE: 2026-11-30, 2026-11-30T08:00 (UTC), 7d, 12h.")
 @option("--state", metavar="S", help="Only letters in state S (unread, read, sent, outbox, held, failed).")
@@ -239,13 +239,13 @@ def sent(ctx: Ctx) -> None:
 @option("--fts", "syntax", is_flag=True, help="QUERY is SQLite FTS5 syntax (AND, OR, NOT, NEAR, col:).")
 @option("--no-sync", is_flag=True, help="Do not pull from the transport first.")
 @json_option
-def search(ctx: Ctx, query: str, sender: str | None, kind: str | None, thread_id: str | None, since: str | None,
+def search(ctx: Ctx, query: str, sender: str | None, letter_type: str | None, thread_id: str | None, since: str | None,
            state: str | None, limit: int, include_quarantine: bool, syntax: bool, no_sync: bool) -> None:  # fmt: skip
     """Search every letter of this mailbox, sent and received, best match first.
 
     QUERY is plain words, all required ("quoted phrase", prefix*); filters alone list the
     matching letters newest first. Exit 2 on a bad query or filter."""
-    hits = ctx.reader().search(query, sync=not no_sync, sender=sender, type=kind, thread=thread_id, since=since,
+    hits = ctx.reader().search(query, sync=not no_sync, sender=sender, type=letter_type, thread=thread_id, since=since,
                                state=state, limit=limit, quarantine=include_quarantine, syntax=syntax)  # fmt: skip
     emit(ctx, [hit.to_json() for hit in hits], lambda: render.hits(hits))
 
@@ -300,12 +300,14 @@ def status(ctx: Ctx, no_sync: bool, closed: bool, stale: str | None) -> None:
 @option(
     "--timeout", type=seconds, default=300.0, show_default=True, metavar="S", help="Give up after S seconds (exit 3)."
 )
-@option("--type", "kind", metavar="TYPE", help="Only a letter of this type (report, ack, fix-notice, ..., human).")
+@option(
+    "--type", "letter_type", metavar="TYPE", help="Only a letter of this type (report, ack, fix-notice, ..., human)."
+)
 @option("--thread", "thread_id", metavar="THREAD", help="Only a letter of this thread.")
 @json_option
-def wait(ctx: Ctx, timeout: float, kind: str | None, thread_id: str | None) -> None:
+def wait(ctx: Ctx, timeout: float, letter_type: str | None, thread_id: str | None) -> None:
     """Block until a matching unread letter is here; exit 3 on timeout."""
-    letter, mechanism = ctx.client().wait(timeout, type=kind, thread=thread_id)
+    letter, mechanism = ctx.client().wait(timeout, type=letter_type, thread=thread_id)
     emit(
         ctx, {**letter.to_json(), "woke_by": mechanism}, lambda: echo(render.line(letter) + f"  (woke by {mechanism})")
     )

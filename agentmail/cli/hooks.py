@@ -53,8 +53,8 @@ def _compact(letter: Letter) -> str:
     flag = f" [{inline(letter.severity)}]" if letter.severity else ""
     person = letter.extra.get("person")  # a person's letter: "PERSON for PLATFORM"
     sender = inline(f"{person} for {letter.sender}" if person else letter.sender or letter.sender_address or "?")
-    kind = inline(letter.type) or "-"
-    return f"{letter.id} {kind}{flag} {sender} {quoted(letter.subject, SUBJECT)}"
+    letter_type = inline(letter.type) or "-"
+    return f"{letter.id} {letter_type}{flag} {sender} {quoted(letter.subject, SUBJECT)}"
 
 
 def inbox_text(am: AgentMail, letters: list[Letter]) -> str:

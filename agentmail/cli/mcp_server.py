@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..ages import duration
+from ..client.agent_names import known_agents
 from ..client.facade import AgentMail, raise_for_state
-from ..client.siblings import known_agents
 from ..errors import AgentmailError, BadInput, ConfigError, NotFound
 from ..frame import inline
 from ..letter.attach import Attachment, unique_names
@@ -69,8 +69,8 @@ _TEXT: dict[str, Any] = {"type": "string", "minLength": 1}
 # "<>", or a prefix of either: printable ASCII without spaces, as long as a header line allows.
 _ID = {"type": "string", "pattern": "^[!-~]{1,998}$"}
 _THREAD = {"type": "string", "pattern": "^[Tt][Hh][Rr]-[0-9A-Za-z]{6,26}$"}  # in any case, as the CLI takes it
-_KIND = {"enum": list(SENDABLE)}
-_ANY_KIND = {"enum": [*TYPES, HUMAN]}
+_SENDABLE_TYPE = {"enum": list(SENDABLE)}
+_ANY_TYPE = {"enum": [*TYPES, HUMAN]}
 _REPLY_DEFAULTS = ", ".join(f"{reply} a {parent}" for reply, parent in default_replies())
 
 
@@ -116,7 +116,7 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
             to=_TEXT,
             subject={"type": "string", "minLength": 1, "maxLength": MAX_SUBJECT},
             body=_TEXT,
-            type=_KIND,
+            type=_SENDABLE_TYPE,
             severity={"enum": list(SEVERITIES)},
             ref={"type": "string", "maxLength": MAX_REF},
             thread=_THREAD,
@@ -128,7 +128,7 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
     "reply": (
         f"Answer a letter once (default type: {_REPLY_DEFAULTS}, else question); "
         "attach: files of the checkout, patch: a git rev range.",
-        _schema(("id", "body"), id=_ID, body=_TEXT, type=_KIND, hold=_HOLD, outcome=_OUTCOME, **_EVIDENCE),
+        _schema(("id", "body"), id=_ID, body=_TEXT, type=_SENDABLE_TYPE, hold=_HOLD, outcome=_OUTCOME, **_EVIDENCE),
     ),
     "note": (
         "Note a sibling agent (to: its name, else whoever reads next; new_agent: one not seen yet).",
@@ -161,7 +161,7 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
         _schema(
             query={"type": "string", "maxLength": MAX_QUERY},
             **{"from": {"type": "string", "maxLength": 320}},
-            type=_ANY_KIND,
+            type=_ANY_TYPE,
             thread=_THREAD,
             since=_S,
             **_PAGE,
@@ -171,7 +171,7 @@ OPS: dict[str, tuple[str, dict[str, Any]]] = {
         "Block until a matching letter is unread (timeout s, default 60).",
         _schema(
             timeout={"type": "number", "minimum": 0, "maximum": MAX_WAIT},
-            type=_ANY_KIND,
+            type=_ANY_TYPE,
             thread=_THREAD,
         ),
     ),

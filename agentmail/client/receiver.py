@@ -27,7 +27,7 @@ from ..spool.filed import Filed
 from ..stages.compose import NEW_THREAD, Draft
 from ..stages.facts import Facts, gather, parties_of
 from ..text import one_line
-from . import guard_changes, picture
+from . import guard_changes, sibling_letters
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ class Receiver(Stage):
     def __init__(self, box: Mailbox, outbox: Outbox, holds: Holds) -> None:
         super().__init__(box)
         self.outbox, self.holds = outbox, holds
-        self._waiting: picture.Waiting | None = None  # during a sync: siblings' answers to what it files
+        self._waiting: sibling_letters.Waiting | None = None  # during a sync: siblings' answers to what it files
         self._warmed: set[int] = set()  # the threads whose waits warmed up (a connection per thread)
 
     def sync(self, *, woken: bool = False) -> SyncReport:
@@ -95,7 +95,7 @@ class Receiver(Stage):
         if (
             not woken
             and not transport.pending(self._checkpoint(transport.name))
-            and not picture.pending(transport, self.spool.read.checkpoint)
+            and not sibling_letters.pending(transport, self.spool.read.checkpoint)
         ):
             if self.spool.read.ids("held") or guard_changes.pending(
                 self.spool
@@ -109,9 +109,9 @@ class Receiver(Stage):
         with self.spool.locked():
             self.spool.write.sweep_tmp()
             # The platform's letters from its other mailboxes first: a person's untagged answer
-            # to one of them then finds its thread (client/picture.py).
-            self._waiting = kept = picture.Waiting()
-            report.siblings, threads, waiting = picture.fetch(
+            # to one of them then finds its thread (client/sibling_letters.py).
+            self._waiting = kept = sibling_letters.Waiting()
+            report.siblings, threads, waiting = sibling_letters.fetch(
                 self.box, transport, self.spool.read.checkpoint, waiting=kept
             )
             checkpoint = self._checkpoint(transport.name)
@@ -143,13 +143,13 @@ class Receiver(Stage):
             threads |= kept.threads
             self._waiting = None
             if waiting:  # the sibling letters still waiting (their letter was not in the INBOX): now
-                more, later, _ = picture.fetch(self.box, transport, self.spool.read.checkpoint)
+                more, later, _ = sibling_letters.fetch(self.box, transport, self.spool.read.checkpoint)
                 report.siblings += more
                 threads |= later
             if report.siblings or threads:  # what a sibling answered is read here too
-                picture.settle(self.box, threads | {x.thread for x in report.accepted})
-            elif report.accepted and self.spool.read.ids(picture.STATE):
-                picture.settle(self.box, {x.thread for x in report.accepted})
+                sibling_letters.settle(self.box, threads | {x.thread for x in report.accepted})
+            elif report.accepted and self.spool.read.ids(sibling_letters.STATE):
+                sibling_letters.settle(self.box, {x.thread for x in report.accepted})
         self.holds.decide_by_mail(report.accepted)  # approvers' answers, after the commit
         return report
 
@@ -181,7 +181,7 @@ class Receiver(Stage):
 
         with self.spool.locked():
             self.spool.write.set_checkpoint(self.transport.name, str(Checkpoint()))
-            self.spool.write.set_checkpoint(picture.checkpoint_name(self.transport), str(Checkpoint()))
+            self.spool.write.set_checkpoint(sibling_letters.checkpoint_name(self.transport), str(Checkpoint()))
 
     def register_sibling(self, agent: str) -> None:
         """A note for an agent that has never read: its mailbox starts at this one's position,
@@ -277,7 +277,7 @@ class Receiver(Stage):
             report.accepted.append(
                 self.spool.write.store("unread", filing.verdict.letter, raw, defer=True, copy=item.copy)
             )  # depth: from the chain
-            if self._waiting is not None:  # a sibling's answer to it follows it (client/picture.py)
+            if self._waiting is not None:  # a sibling's answer to it follows it (client/sibling_letters.py)
                 try:
                     report.siblings += self._waiting.file_after(self.box, filing.verdict.letter.message_id)
                 except Exception:  # noqa: BLE001  (never the letter's fault: the second read files them)
@@ -399,7 +399,7 @@ class Receiver(Stage):
                 and (self.platform.address in verdict.addressed or letter.message_id not in sent_here)
             ):
                 sent_here.add(letter.message_id)
-                return picture.STATE if picture.is_sibling_file(letter_id, letter) else "sent", letter
+                return sibling_letters.STATE if sibling_letters.is_sibling_file(letter_id, letter) else "sent", letter
             facts = self.facts(verdict, parties)
             if letter is not None and facts.filed_as is None:
                 facts = facts.replace(filed_as=filed.get((letter.sender, letter.message_id)))

@@ -28,7 +28,7 @@ from ..model import (
 from ..protocol import default_reply
 from ..spool.layout import reply_key
 from ..stages.compose import NEW_THREAD, Draft
-from . import picture
+from . import sibling_letters
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -244,7 +244,7 @@ class Sender(Stage):
         return None
 
     def note(self, req: Request) -> Sent:
-        """Does ``AgentMail.note``; the agents of the platform known from siblings.py."""
+        """Does ``AgentMail.note``; the agents of the platform known from agent_names.py."""
         from ..stages import guards
 
         body, to_agent, force = req.body, req.to_agent, req.force
@@ -253,7 +253,7 @@ class Sender(Stage):
             raise BadInput(f"a note to {self.me.mailbox} is to yourself and would be read by nobody else; "
                            "name a sibling (agentmail whoami lists them) or leave --to out")  # fmt: skip
         if to_agent is not None and not req.new_agent:
-            from .siblings import check_known, known_agents
+            from .agent_names import check_known, known_agents
 
             check_known(to_agent, known_agents(self.home, self.me.platform, self.spool, self.me.agent))
         self._check(
@@ -281,9 +281,11 @@ class Sender(Stage):
         _check_body(req.body, req.force)
         parent_id = self.box.id_of(to)
         parent = self.spool.read.letter(parent_id)
-        kind = check_type(req.type or default_reply(parent.type))
-        check_outcome(req.outcome, kind)
-        reason = self._refusal(parent, req.replace(type=kind), subject=reply_subject(parent.subject or "(no subject)"))
+        letter_type = check_type(req.type or default_reply(parent.type))
+        check_outcome(req.outcome, letter_type)
+        reason = self._refusal(
+            parent, req.replace(type=letter_type), subject=reply_subject(parent.subject or "(no subject)")
+        )
         recipient = self.registry.platforms.get(parent.sender)
         if reason is None and recipient is None:
             reason = f"the sender of {parent_id} is no longer in the registry"
@@ -295,7 +297,7 @@ class Sender(Stage):
             return None
         assert recipient is not None
         person = str(parent.extra.get("person") or "")  # a person's letter: they read the answer too
-        composed = self.box.compose(Draft(recipient.name, kind, parent.thread, reply_subject(parent.subject or "(no subject)"),
+        composed = self.box.compose(Draft(recipient.name, letter_type, parent.thread, reply_subject(parent.subject or "(no subject)"),
                                        req.body, in_reply_to=parent.message_id, references=_references(parent),
                                        attachments=req.attachments, cc=(person,) if person else (),
                                        outcome=req.outcome))  # fmt: skip
@@ -366,10 +368,10 @@ class Sender(Stage):
 
     def _answered_by(self, parent: Letter) -> str | None:
         """Who of this platform answered ``parent``: a claim here, or a letter a sibling sent from
-        another machine (client/picture.py), even where no claim on the server says so."""
-        return self.spool.home_claims.replied_by(reply_key(parent.message_id, parent.sender)) or picture.answered_by(
-            self.box, parent
-        )
+        another machine (client/sibling_letters.py), even where no claim on the server says so."""
+        return self.spool.home_claims.replied_by(
+            reply_key(parent.message_id, parent.sender)
+        ) or sibling_letters.answered_by(self.box, parent)
 
     def _acked_own(self, last: Letter, letters: list[Letter]) -> Letter | None:
         """This platform's letter that ``last`` acknowledges, when ``last`` is the other side's ack."""

@@ -601,14 +601,14 @@ def to_letter(msg: Message) -> Letter:
         except matter.MatterError as exc:
             raise Malformed("malformed", str(exc)) from exc
     try:
-        kind = check_type(fields["type"]) if "type" in fields else HUMAN
+        letter_type = check_type(fields["type"]) if "type" in fields else HUMAN
         severity = check_severity(fields.get("severity"))
         ref = fields.get("ref")
         if ref is not None:
             check_header_text("ref", ref, MAX_REF)
         to_agent = check_name("agent", fields["to-agent"]) if "to-agent" in fields else None
         block_thread = check_thread(fields["thread"]) if "thread" in fields else None
-        outcome = check_outcome(fields.get("outcome"), kind)
+        outcome = check_outcome(fields.get("outcome"), letter_type)
     except ValueError as exc:
         raise Malformed("malformed", f"the agentmail block: {exc}") from exc
     if tag and block_thread and tag != block_thread:
@@ -623,7 +623,7 @@ def to_letter(msg: Message) -> Letter:
         sender_name=sender_name or None,
         to="",
         to_address=to_address,
-        type=kind,
+        type=letter_type,
         thread=thread,
         subject=subject,
         body=visible(text.strip("\n")),  # nothing invisible reaches an agent (text.py): <U+E0069>

@@ -243,14 +243,14 @@ class SpoolWriter:
         if opener is not None:
             tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
 
-    def _mark_thread(self, tx: sqlite3.Connection, thread: str, kind: str) -> None:
+    def _mark_thread(self, tx: sqlite3.Connection, thread: str, letter_type: str) -> None:
         """Keep ``threads`` (and which are open) current, so ``status`` costs what is open. A
         close ends the thread, or in a fan-out this platform opened, one counterpart's part of
         it: the thread stays open while another part has no close."""
-        if kind == "note":  # a note neither opens nor closes a thread
+        if letter_type == "note":  # a note neither opens nor closes a thread
             tx.execute("INSERT OR IGNORE INTO threads(thread, open) VALUES(?, 0)", (thread,))
         else:
-            still_open = kind != "close" or self._parts_open(tx, thread)
+            still_open = letter_type != "close" or self._parts_open(tx, thread)
             tx.execute(
                 "INSERT INTO threads(thread, open) VALUES(?, ?) ON CONFLICT(thread) DO UPDATE SET open=excluded.open",
                 (thread, 1 if still_open else 0),

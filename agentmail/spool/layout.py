@@ -18,7 +18,7 @@ from ..protocol import opens_thread
 from .db import Db
 
 # ``sibling``: a letter this platform sent from another mailbox (agent or machine), learnt from
-# the server's sent record (client/picture.py): part of the threads, never inbox, outbox or answer.
+# the server's sent record (client/sibling_letters.py): part of the threads, never inbox, outbox or answer.
 STATES = ("unread", "read", "sent", "outbox", "held", "failed", "quarantine", "sibling")
 OUTGOING = ("outbox", "held", "sent", "failed")
 # A reply that failed (or that a person rejected) never reached anyone: the letter may be

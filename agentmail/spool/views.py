@@ -220,12 +220,12 @@ class SpoolReader:
         )
         return [str(r[0]) for r in rows]
 
-    def ids_of_type(self, state: str, kind: str) -> list[str]:
-        """Ids in one state whose letters are of type ``kind``, oldest first: one indexed look,
+    def ids_of_type(self, state: str, letter_type: str) -> list[str]:
+        """Ids in one state whose letters are of type ``letter_type``, oldest first: one indexed look,
         not every letter of the state read (e.g. the people's letters among the unread)."""
         rows = (
             self._at.sql()
-            .execute("SELECT id FROM letters WHERE state=? AND type=? ORDER BY id", (state, kind))
+            .execute("SELECT id FROM letters WHERE state=? AND type=? ORDER BY id", (state, letter_type))
             .fetchall()
         )
         return [str(r[0]) for r in rows]

@@ -127,7 +127,7 @@ class Outbound(Frozen):
     follow-up, the thread's last letter. ``answered_by``: who of this platform already
     answered the parent ("<mailbox> <id>"). ``depth``: the new letter's depth."""
 
-    kind: str
+    type: str
     body: str
     me: str  # this platform
     parent: Letter | None = None
@@ -155,9 +155,9 @@ def refusal(out: Outbound) -> str | None:
         reason = _follow_up_refusal(out, parent) if out.follow_up else _reply_refusal(out, parent)
         if reason:
             return reason
-        if out.kind == "note":
+        if out.type == "note":
             return "a note is not an answer; use note()"
-    elif protocol.kind(out.kind).opens and out.quota is not None and out.opened_last_hour >= out.quota:
+    elif protocol.letter_type(out.type).opens and out.quota is not None and out.opened_last_hour >= out.quota:
         return (f"new-thread quota reached: {out.me} opened {out.opened_last_hour} threads in the last hour "
                 f"(new_threads_per_hour = {out.quota}); the next frees up at {out.quota_frees or 'within the hour'}; "
                 "replies and follow-ups in existing threads are not counted (raise it: bus set new_threads_per_hour N)")  # fmt: skip
@@ -179,7 +179,7 @@ def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
     if parent.state == "sibling":
         return (f"letter {parent.id} is one this platform sent (from another of its mailboxes); "
                 "answer the letters you received")  # fmt: skip
-    if not protocol.kind(parent.type).answerable:
+    if not protocol.letter_type(parent.type).answerable:
         article = "an" if parent.type == "ack" else "a"
         return f"letter {parent.id} is {article} {parent.type}, which is never answered"
     return _answered(parent, out.answered_by)
@@ -188,24 +188,24 @@ def _reply_refusal(out: Outbound, parent: Letter) -> str | None:
 def _follow_up_refusal(out: Outbound, parent: Letter) -> str | None:
     """A follow-up continues after this platform's own last letter, nothing else."""
     thread = parent.thread
-    if protocol.kind(parent.type).move == protocol.NOBODY:  # nobody moves after a close
+    if protocol.letter_type(parent.type).move == protocol.NOBODY:  # nobody moves after a close
         return f"thread {thread} is closed"
     if parent.sender != out.me:
-        kind = parent.type or "letter"
-        if kind == "ack" and out.acks_mine:
-            if out.kind in AFTER_ACK:
+        parent_type = parent.type or "letter"
+        if parent_type == "ack" and out.acks_mine:
+            if out.type in AFTER_ACK:
                 return _answered(parent, out.answered_by)
             return (
                 f"thread {thread} ends with {parent.sender}'s ack ({parent.id}) of your letter; after it you may "
                 "add evidence (-t report) or withdraw (-t close), nothing else, until they move"
             )
-        if kind in TERMINAL_TYPES:
+        if parent_type in TERMINAL_TYPES:
             return (
-                f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}), which is never "
+                f"thread {thread} ends with {parent.sender}'s {parent_type} ({parent.id}), which is never "
                 "answered; a follow-up continues only after your own last letter"
             )
         return (
-            f"thread {thread} ends with {parent.sender}'s {kind} ({parent.id}); answer it with "
+            f"thread {thread} ends with {parent.sender}'s {parent_type} ({parent.id}); answer it with "
             "reply, a follow-up continues only after your own last letter"
         )
     return _answered(parent, out.answered_by)
@@ -399,10 +399,10 @@ _INVISIBLE_PHRASES = (
 _INVISIBLE = r"(?i)\b(the issue from earlier|as discussed|as mentioned|see above|see my (?:last|previous)|you know the one|the same bug as before|my logs|my terminal)\b"
 
 
-def opener_warnings(kind: str, body: str) -> list[str]:
+def opener_warnings(letter_type: str, body: str) -> list[str]:
     """Advice for the first letter of a thread, each a line of text (``Sent.advice``); never
     blocks. ``ack``/``close`` are exempt."""
-    if kind in TERMINAL_TYPES:
+    if letter_type in TERMINAL_TYPES:
         return []
     folded = body.lower() if body.isascii() else None
     warnings = [

@@ -3,7 +3,7 @@
 Each machine files only what it sent; the server holds what every one of them sent: over IMAP
 the sent folder every machine copies to, on the local post office ``postoffice/.sent/<platform>/``
 (a Maildir with UIDs like a platform's, written by ``submit``). A sync reads it past its own
-checkpoint, so a home learns its siblings' letters (``client/picture.py``, DESIGN §7). Reading
+checkpoint, so a home learns its siblings' letters (``client/sibling_letters.py``, DESIGN §7). Reading
 only: nothing here decides what a letter is.
 """
 

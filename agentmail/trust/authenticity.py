@@ -19,7 +19,7 @@ from ..config.registry import PERSON_RE, Platform, Registry
 from ..letter import attach, mime, wire
 from ..model import Letter
 from ..text import one_line
-from . import human, signing, verdicts
+from . import auth_results, human, signing
 
 MAX_HOPS = bounds.HOPS
 _AUTOMATED_SENDERS = re.compile(r"^(mailer-daemon|postmaster|no-?reply|bounces?)@", re.IGNORECASE)
@@ -148,7 +148,7 @@ def _vouched_recipients(
             (),
             f"it is signed by the platform {platform}, not by the bus's mail system: a platform never reports another's delivery",
         )
-    trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
+    trusted = auth_results.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
     passed = (*trusted.dkim_pass_domains, *trusted.dmarc_pass_domains)
     system = _mail_system_of(msg)
     vouched = tuple(
@@ -290,7 +290,7 @@ _STAGES = {
     "agentmail.letter.wire": "parsing",
     "agentmail.trust.signing": "DKIM verification",
     "agentmail.trust.dkim_lean": "DKIM verification",
-    "agentmail.trust.verdicts": "Authentication-Results",
+    "agentmail.trust.auth_results": "Authentication-Results",
     "agentmail.letter.matter": "front matter",
     "agentmail.trust.authenticity": "judging",
 }
@@ -365,7 +365,7 @@ def judge_unguarded(raw: bytes, registry: Registry, *, at: float | None = None) 
         return _person(raw, msg, registry, sender_address)
 
     key = pinned_key(platform)
-    trusted = verdicts.read(
+    trusted = auth_results.read(
         wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids, (key.domain, key.selector.lower())
     )
     if trusted.fails:

@@ -18,7 +18,7 @@ from ..config.registry import Platform, Registry
 from ..letter import mime, partly_signed, readable, wire
 from ..model import HUMAN, Letter
 from ..text import visible
-from . import signing, verdicts
+from . import auth_results, signing
 
 # The headers that place a person's letter: the addressee and thread tag, the letter it answers.
 PLACEMENT = ("in-reply-to", "references", "to")
@@ -63,7 +63,7 @@ def vouched(raw: bytes, msg: Message, registry: Registry, address: str) -> tuple
             f"a person's letter ({address}) needs the bus's mail server to vouch for it, and this bus "
             "names no trusted_authserv_ids",
         )
-    trusted = verdicts.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
+    trusted = auth_results.read(wire.header_values(msg, "Authentication-Results"), bus.trusted_authserv_ids)
     if trusted.fails:
         raise wire.Malformed("verdict-fail", f"the bus's mail server reported {', '.join(trusted.fails)}")
     signer = next((d for d in trusted.dkim_pass_domains if _aligned(domain, d)), None)

@@ -55,7 +55,7 @@ def authserv_ids(raw: bytes) -> list[str]:
     return found
 
 
-def describe(raw: bytes, registry: Registry, state: str, sender: str, kind: str) -> str:
+def describe(raw: bytes, registry: Registry, state: str, sender: str, letter_type: str) -> str:
     if state in ("sent", "outbox", "held", "failed"):
         me = registry.platforms.get(sender)
         return f"signed here with the key of {sender} (d={me.dkim_domain}, s={me.selector})" if me else "signed here"
@@ -63,7 +63,7 @@ def describe(raw: bytes, registry: Registry, state: str, sender: str, kind: str)
         return "not authenticated (quarantined; see reason)"
     results = trusted_results(raw, registry.bus.trusted_authserv_ids)
     verdicts = "; trusted A-R " + " | ".join(results) if results else "; no trusted Authentication-Results"
-    if kind == HUMAN:
+    if letter_type == HUMAN:
         return "a person's letter, vouched for by the bus's mail server (aligned dkim=pass or dmarc=pass)" + verdicts
     platform = registry.platforms.get(sender)
     if platform is None:

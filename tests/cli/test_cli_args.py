@@ -68,7 +68,7 @@ def test_options_and_arguments_parse_as_click_parsed_them() -> None:
     assert (ctx.json, ctx.platform, ctx.agent) == (True, "beta", "qa")
     _, keywords, _ = _resolve(["send", "beta", "-sQuota", "-b=-x", "--attach", "a", "--attach", "b", "-S", "high"])
     assert (keywords["subject"], keywords["body"], keywords["attach"]) == ("Quota", "-x", ("a", "b"))
-    assert (keywords["kind"], keywords["severity"], keywords["force"], keywords["patch"]) == (
+    assert (keywords["letter_type"], keywords["severity"], keywords["force"], keywords["patch"]) == (
         "report",
         "high",
         False,

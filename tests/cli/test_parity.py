@@ -45,13 +45,13 @@ OPTIONS = {
     ("reply", "letter_id"): "id",
     ("thread", "thread_id"): "thread",
     ("wait", "thread_id"): "thread",
-    ("send", "kind"): "type",
-    ("reply", "kind"): "type",
-    ("wait", "kind"): "type",
+    ("send", "letter_type"): "type",
+    ("reply", "letter_type"): "type",
+    ("wait", "letter_type"): "type",
     ("note", "to_agent"): "to",
     ("status", "closed"): None,  # an agent works on what is open
     ("search", "sender"): "from",
-    ("search", "kind"): "type",
+    ("search", "letter_type"): "type",
     ("search", "thread_id"): "thread",
     # The tool list costs context in every conversation (~1,300 tokens in all): search keeps five arguments.
     ("search", "state"): None,  # each hit says its state; sent and received are both searched

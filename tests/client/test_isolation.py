@@ -70,7 +70,7 @@ STAGES = {
     "parsing": ("agentmail.letter.wire.body_text", "parsing"),
     "dkim": ("dkim.DKIM.verify_sig", "DKIM verification"),  # dkimpy: every letter not of agentmail's own shape
     "lean dkim": ("agentmail.trust.dkim_lean.body_hash", "DKIM verification"),  # agentmail's own letters
-    "authentication-results": ("agentmail.trust.verdicts._header_prop", "Authentication-Results"),
+    "authentication-results": ("agentmail.trust.auth_results._header_prop", "Authentication-Results"),
     # a plain block is read by agentmail.letter.matter itself (python-frontmatter only for the rest)
     "front matter": ("agentmail.letter.matter._plain_fields", "front matter"),
 }

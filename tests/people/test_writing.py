@@ -434,12 +434,12 @@ def test_over_smtp_imap_a_follower_answers_and_the_agent_files_it_and_marks_it_v
 
 
 def test_a_trusted_dmarc_pass_names_its_from_domain() -> None:
-    from agentmail.trust import verdicts
+    from agentmail.trust import auth_results
 
-    found = verdicts.read(["mail.bus.test; spf=pass smtp.mailfrom=x.test; dmarc=pass header.from=People.Test"],
+    found = auth_results.read(["mail.bus.test; spf=pass smtp.mailfrom=x.test; dmarc=pass header.from=People.Test"],
                           ("mail.bus.test",))  # fmt: skip
     assert (found.fails, found.dkim_pass_domains, found.dmarc_pass_domains) == ((), (), ("people.test",))
-    untrusted = verdicts.read(["evil.test; dmarc=pass header.from=people.test"], ("mail.bus.test",))
+    untrusted = auth_results.read(["evil.test; dmarc=pass header.from=people.test"], ("mail.bus.test",))
     assert untrusted.dmarc_pass_domains == ()
 
 

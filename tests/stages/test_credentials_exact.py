@@ -60,7 +60,7 @@ def test_a_case_insensitive_form_is_found_whatever_its_case_or_script(text: str,
 def test_a_note_in_answer_to_a_letter_is_refused_word_for_word() -> None:
     # the one refusal of the answer path that is not the parent's: a note never answers
     def answer(kind: str) -> str | None:
-        return guards.refusal(guards.Outbound(kind=kind, body="The quota endpoint fails.", me="alpha",
+        return guards.refusal(guards.Outbound(type=kind, body="The quota endpoint fails.", me="alpha",
                                               parent=_parent(), depth=1))  # fmt: skip
 
     assert answer("note") == "a note is not an answer; use note()"

@@ -7,7 +7,7 @@ import pytest
 
 from agentmail.model import Letter
 from agentmail.stages import guards
-from agentmail.trust import verdicts
+from agentmail.trust import auth_results
 
 TRUSTED = ("mail.bus.test",)
 
@@ -69,7 +69,7 @@ def _parent(**fields: object) -> Letter:
 )
 def test_reply_refusal_says_exactly_why(parent: Letter, answered_by: str | None, depth: int, why: str | None) -> None:
     out = guards.Outbound(
-        kind="reply", body="The quota endpoint fails.", me="alpha", parent=parent, answered_by=answered_by, depth=depth
+        type="reply", body="The quota endpoint fails.", me="alpha", parent=parent, answered_by=answered_by, depth=depth
     )
     assert guards.refusal(out) == why
 
@@ -91,18 +91,18 @@ def test_an_opener_leaning_on_what_the_reader_cannot_see_is_told_so() -> None:
 
 
 def test_an_unreadable_header_with_several_semicolons_is_claimed_by_its_first_field() -> None:
-    found = verdicts.read(["mail.bus.test; dkim=pass (broken; spf=pass; x"], TRUSTED)
+    found = auth_results.read(["mail.bus.test; dkim=pass (broken; spf=pass; x"], TRUSTED)
     assert found.fails == ("unreadable Authentication-Results from mail.bus.test",)
 
 
 def test_every_header_is_read_past_an_unreadable_or_untrusted_one() -> None:
     for first in ("relay.evil.test; dkim=pass (broken", "relay.evil.test; dkim=pass header.d=bus.test"):
-        found = verdicts.read([first, "mail.bus.test; dmarc=fail header.from=bus.test"], TRUSTED)
+        found = auth_results.read([first, "mail.bus.test; dmarc=fail header.from=bus.test"], TRUSTED)
         assert found.fails == ("dmarc=fail",)
 
 
 def test_every_result_is_read_past_a_method_that_does_not_count() -> None:
-    found = verdicts.read(["mail.bus.test; auth=pass smtp.auth=alpha; spf=fail smtp.mailfrom=bus.test"], TRUSTED)
+    found = auth_results.read(["mail.bus.test; auth=pass smtp.auth=alpha; spf=fail smtp.mailfrom=bus.test"], TRUSTED)
     assert found.fails == ("spf=fail",)
 
 
@@ -117,7 +117,7 @@ def test_every_result_is_read_past_a_method_that_does_not_count() -> None:
     ],
 )
 def test_only_a_dkim_pass_names_a_passing_domain(results: str, passes: tuple[str, ...]) -> None:
-    found = verdicts.read([f"mail.bus.test; {results}"], TRUSTED)
+    found = auth_results.read([f"mail.bus.test; {results}"], TRUSTED)
     assert (found.fails, found.dkim_pass_domains) == ((), passes)  # a dmarc pass is read apart (test_writing)
 
 
@@ -134,15 +134,15 @@ def test_only_a_dkim_pass_names_a_passing_domain(results: str, passes: tuple[str
     ],
 )
 def test_only_a_dmarc_pass_names_its_from_domain(results: str, dmarc: tuple[str, ...]) -> None:
-    assert verdicts.read([f"mail.bus.test; {results}"], TRUSTED).dmarc_pass_domains == dmarc
+    assert auth_results.read([f"mail.bus.test; {results}"], TRUSTED).dmarc_pass_domains == dmarc
 
 
 def test_the_verdicts_are_read_whole() -> None:
-    found = verdicts.read(
+    found = auth_results.read(
         ["mail.bus.test; dkim=pass header.d=bus.test; spf=fail smtp.mailfrom=x.test; dmarc=pass header.from=bus.test"],
         TRUSTED,
     )
-    assert found == verdicts.TrustedVerdicts(("spf=fail",), ("bus.test",), ("bus.test",))
+    assert found == auth_results.TrustedVerdicts(("spf=fail",), ("bus.test",), ("bus.test",))
 
 
 # --- follow-ups, the depth cap, the new-thread quota -------------------------------------------------
@@ -171,18 +171,18 @@ def test_the_verdicts_are_read_whole() -> None:
     ],
 )
 def test_follow_up_refusal_says_exactly_why(parent: Letter, why: str | None) -> None:
-    out = guards.Outbound(kind="report", body="Still failing.", me="alpha", parent=parent, follow_up=True, depth=2)
+    out = guards.Outbound(type="report", body="Still failing.", me="alpha", parent=parent, follow_up=True, depth=2)
     assert guards.refusal(out) == why
 
 
 def test_a_held_letter_is_ones_own_and_is_not_answered() -> None:
-    out = guards.Outbound(kind="reply", body="Thanks.", me="alpha", parent=_parent(state="held"), depth=1)
+    out = guards.Outbound(type="reply", body="Thanks.", me="alpha", parent=_parent(state="held"), depth=1)
     assert guards.refusal(out) == "letter 01abc is one you sent; answer the letters you received"
 
 
 def test_a_quarantined_parent_is_refused_as_such_even_past_the_depth_cap() -> None:
     parent = _parent(state="quarantine", reason="unauthenticated")
-    out = guards.Outbound(kind="reply", body="Thanks.", me="alpha", parent=parent, depth=guards.MAX_DEPTH)
+    out = guards.Outbound(type="reply", body="Thanks.", me="alpha", parent=parent, depth=guards.MAX_DEPTH)
     assert guards.refusal(out) == "letter 01abc is quarantined (unauthenticated); it cannot be answered"
 
 
@@ -196,7 +196,7 @@ QUOTA = (
 def test_the_new_thread_quota_counts_openers_only_and_says_when_one_frees_up() -> None:
     def opener(kind: str, opened: int, frees: str = "") -> str | None:
         return guards.refusal(
-            guards.Outbound(kind=kind, body="The quota endpoint fails.", me="alpha", opened_last_hour=opened,
+            guards.Outbound(type=kind, body="The quota endpoint fails.", me="alpha", opened_last_hour=opened,
                             quota=3, quota_frees=frees)
         )  # fmt: skip
 
@@ -204,7 +204,7 @@ def test_the_new_thread_quota_counts_openers_only_and_says_when_one_frees_up() -
     assert opener("report", 3, "10:42 UTC") == QUOTA.format(frees="10:42 UTC")
     assert opener("report", 3) == QUOTA.format(frees="within the hour")
     assert opener("note", 3) is None  # notes are not counted
-    assert guards.refusal(guards.Outbound(kind="report", body="x y", me="alpha", opened_last_hour=99)) is None
+    assert guards.refusal(guards.Outbound(type="report", body="x y", me="alpha", opened_last_hour=99)) is None
 
 
 # --- holding a letter for a person's approval ---------------------------------------------------------

@@ -28,7 +28,7 @@ OWNERS = {
     "yaml": {"letter.matter"},
     "dkim": {"trust.signing"},
     "nacl": {"trust.signing"},
-    "authres": {"trust.verdicts"},
+    "authres": {"trust.auth_results"},
     "inscriptis": {"letter.html_text"},
     "lxml": {"letter.html_text"},
     "aiosmtplib": {"transport.smtpimap", "transport.logins", "transport.checkup"},

@@ -16,7 +16,7 @@ from agentmail.config.registry import Endpoint, Registry
 from agentmail.errors import ConfigError
 from agentmail.letter import wire
 from agentmail.transport.smtpimap import SmtpImapTransport
-from agentmail.trust import authenticity, signing, verdicts
+from agentmail.trust import auth_results, authenticity, signing
 
 from ..conftest import OPENER
 from .test_authenticity import DATA, letter_bytes, sign_as, trusting
@@ -101,15 +101,15 @@ def test_an_unreadable_authentication_results_from_a_trusted_id_fails_closed(reg
 
 
 def test_an_invented_result_word_from_a_trusted_id_is_a_fail() -> None:
-    found = verdicts.read(["mail.bus.test; dkim=excellent header.d=bus.test"], ("mail.bus.test",))
+    found = auth_results.read(["mail.bus.test; dkim=excellent header.d=bus.test"], ("mail.bus.test",))
     assert found.fails == ("dkim=excellent (not a valid result)",)
 
 
 def test_only_spf_dkim_and_dmarc_results_count() -> None:
-    found = verdicts.read(
+    found = auth_results.read(
         ["mail.bus.test; auth=fail smtp.auth=alpha; spf=pass smtp.mailfrom=bus.test"], ("MAIL.bus.test",)
     )
-    assert found == verdicts.TrustedVerdicts((), ())
+    assert found == auth_results.TrustedVerdicts((), ())
 
 
 # --- automated mail ----------------------------------------------------------------------------
