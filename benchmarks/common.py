@@ -28,10 +28,9 @@ from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 
+from .install import PYTHON, REPO, user_cli  # the tree and the interpreter, named where the CLI is built
+
 DOMAIN = "bus.test"
-REPO = Path(__file__).resolve().parent.parent
-# The real interpreter binary: a pyenv shim is a shell script that would add its own start-up.
-PYTHON = os.path.realpath(sys.executable)
 
 
 @dataclass(frozen=True)
@@ -121,8 +120,6 @@ class TempBus:
                                            transport=transport,
                                            # the benchmarks open thousands of threads: no hourly cap
                                            endpoints={"new_threads_per_hour": 0, **(endpoints or {})})  # fmt: skip
-        from .install import user_cli  # install imports this module
-
         self.installed = user_cli(root)  # the CLI as a user has it: a wheel, not the editable install
         self.cli = self.installed.argv
 

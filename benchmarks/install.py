@@ -11,6 +11,7 @@ environment's own, reached through a plain path line in a ``.pth`` file, which a
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,9 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from .common import PYTHON, REPO
+REPO = Path(__file__).resolve().parent.parent  # the tree built into the wheel
+# The real interpreter binary: a pyenv shim is a shell script that would add its own start-up.
+PYTHON = os.path.realpath(sys.executable)
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,22 @@ computed from the letter files alone, so a lost cache gives the same number.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from ..model import Letter
 
-if TYPE_CHECKING:
-    from .views import SpoolReader
+
+class Reader(Protocol):
+    """What the depth reads of the letters filed here (``views.SpoolReader``, which calls it:
+    named here, so the two modules import one way)."""
+
+    @property
+    def platform_root(self) -> Path: ...
+    def known(self, sender: str, message_id: str) -> str | None: ...
+    def locate(self, letter_id: str) -> str | None: ...
+    def _parsed(self, letter_id: str, state: str) -> dict[str, Any]: ...
+    def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None: ...
 
 
 def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
@@ -25,7 +35,7 @@ def _facts(letter: Letter | dict[str, Any]) -> dict[str, Any]:
     return letter
 
 
-def depth_for(read: SpoolReader, letter_id: str, letter: Letter | dict[str, Any]) -> int:
+def depth_for(read: Reader, letter_id: str, letter: Letter | dict[str, Any]) -> int:
     """How deep ``letter`` (id ``letter_id``, filed or about to be) is in its thread.
 
     Its parent's depth + 1, where the parent is the letter filed here before it whose
@@ -63,7 +73,7 @@ def depth_for(read: SpoolReader, letter_id: str, letter: Letter | dict[str, Any]
     return depth
 
 
-def _filed_references(read: SpoolReader, letter_id: str, facts: dict[str, Any]) -> int:
+def _filed_references(read: Reader, letter_id: str, facts: dict[str, Any]) -> int:
     """How many of the letter's References name a letter of its thread filed here before it
     (bounds.REFERENCES on receipt: at most three look-ups for each)."""
     sides = tuple(dict.fromkeys((read.platform_root.name, facts.get("from") or "", facts.get("to") or "")))

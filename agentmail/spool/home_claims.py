@@ -15,14 +15,34 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 from .._fs import locked
 from . import db as dbmod
 from .layout import ANSWERING, _key, reply_key
 
 if TYPE_CHECKING:
-    from .store import Spool
+    from .views import SpoolReader
+
+
+class Mailboxes(Protocol):
+    """What the claims use of a mailbox's spool and of its platform's other mailboxes
+    (``store.Spool``, which makes its ``HomeClaims``: named here, so the two modules import one way)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def platform_root(self) -> Path: ...
+    @property
+    def mailbox(self) -> str: ...
+    @property
+    def db(self) -> dbmod.Db: ...
+    @property
+    def read(self) -> SpoolReader: ...
+    def ensure(self) -> Self: ...
+    def siblings(self) -> list[Self]: ...
+    def mailbox_at(self, root: Path) -> Self: ...
+
 
 _HOLDING = threading.local()  # the claims locks this thread holds (see HomeClaims._claims_locked)
 # The claims cache keyed by ``reply_key`` (sender and Message-ID): one built by Message-ID alone is built again.
@@ -32,16 +52,16 @@ CLAIMS_BUILT = "built-by-sender"
 class HomeClaims:
     """The per-home reply claims of ``spool``'s platform (``Spool.home_claims``)."""
 
-    def __init__(self, spool: Spool) -> None:
+    def __init__(self, spool: Mailboxes) -> None:
         self._spool = spool
-        self._platform: Spool | None = None
+        self._platform: Mailboxes | None = None
 
-    def _platform_spool(self) -> Spool:
+    def _platform_spool(self) -> Mailboxes:
         spool = self._spool
         if spool.platform_root == spool.root:
             return spool
         if self._platform is None:
-            self._platform = type(spool)(spool.platform_root, platform_root=spool.platform_root, name_of=spool.name_of)
+            self._platform = spool.mailbox_at(spool.platform_root)
         return self._platform
 
     def _claims(self) -> sqlite3.Connection:
@@ -85,7 +105,7 @@ class HomeClaims:
             root = self._spool.platform_root.parent / mailbox
             if not (root / dbmod.FILE).exists() and not root.is_dir():
                 return False
-            spool = type(self._spool)(root, platform_root=self._spool.platform_root, name_of=self._spool.name_of)
+            spool = self._spool.mailbox_at(root)
         return spool.read.locate(reply_id) in ANSWERING
 
     @contextmanager
@@ -131,7 +151,7 @@ class HomeClaims:
             yield None
 
 
-def _answered_sender(spools: tuple[Spool, ...], me: str, reply: dict[str, Any]) -> str:
+def _answered_sender(spools: tuple[Mailboxes, ...], me: str, reply: dict[str, Any]) -> str:
     """Whose letter a filed reply answers: this platform's own, when it holds that letter in the
     reply's thread (a follow-up); else the platform the reply went to."""
     parent, thread = str(reply.get("in_reply_to") or ""), reply.get("thread")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._fs import read_plain
 from ..model import Letter
@@ -15,7 +16,27 @@ from . import ledger
 from .layout import OUTGOING, STATES, _loads
 
 if TYPE_CHECKING:
-    from .store import Spool
+    from .db import Db
+    from .filing import SpoolWriter
+    from .layout import Layout
+    from .views import SpoolReader
+
+
+class Rebuilt(Protocol):
+    """What a rebuild uses of the spool it files again (``store.Spool``, which calls it: named
+    here, so the two modules import one way)."""
+
+    @property
+    def root(self) -> Path: ...
+    @property
+    def db(self) -> Db: ...
+    @property
+    def layout(self) -> Layout: ...
+    @property
+    def read(self) -> SpoolReader: ...
+    @property
+    def write(self) -> SpoolWriter: ...
+    def ensure(self) -> object: ...
 
 
 def _parents_first(judged: list[tuple[str, str, Letter]]) -> Iterator[tuple[str, str, Letter]]:
@@ -58,7 +79,7 @@ def _said(was: dict[str, ledger.Entry], letter_id: str) -> bool:
     return entry is not None and bool(entry.state)
 
 
-def restore_rows(spool: Spool, classify: Classify, counts: dict[str, Any]) -> None:
+def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> None:
     """File every letter file again as ``classify`` judges it, with the ledger's notes (``Spool.recover``)."""
     spool.ensure()
     was = ledger.read(str(spool.root), STATES)  # before any write of this rebuild adds to it

@@ -76,7 +76,11 @@ class Spool:
         """The spools of the other mailboxes of this platform (platform and platform@agent)."""
         base = self.platform_root
         found = [base] + sorted(base.parent.glob(f"{base.name}@*")) if base.parent.is_dir() else []
-        return [type(self)(p, platform_root=base, name_of=self.name_of) for p in found if p != self.root and p.is_dir()]
+        return [self.mailbox_at(p) for p in found if p != self.root and p.is_dir()]
+
+    def mailbox_at(self, root: Path) -> Self:
+        """The spool of the mailbox of this platform at ``root`` (this one's platform and names)."""
+        return type(self)(root, platform_root=self.platform_root, name_of=self.name_of)
 
     def ensure(self) -> Self:
         """The mailbox's folders made and spool.db opened (created, converted or rebuilt)."""

@@ -245,6 +245,64 @@ def test_no_module_imports_itself_back() -> None:
         assert circle is None, f"an import circle: {' -> '.join(circle)}"
 
 
+def _named_imports(package: Path) -> dict[str, set[str]]:
+    """Each module of ``package`` (dotted, relative to it) -> the package's modules it names in
+    any import, wherever it stands: under ``if TYPE_CHECKING:`` and in a function too (an
+    annotation's import is a dependency of the design, if none of the run). ``from x import y``
+    names both x and x.y. Package ``__init__`` modules are left out: the import system runs one
+    before any module of its package, whatever imports what."""
+    modules = {
+        ".".join(p.relative_to(package).with_suffix("").parts): p
+        for p in package.rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    prefix = package.name + "."
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        named: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named.update(a.name.removeprefix(prefix) for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = ".".join([*name.split(".")[: -node.level], *([node.module] if node.module else [])])
+                else:
+                    base = (node.module or "").removeprefix(prefix)
+                named.add(base)
+                named.update(f"{base}.{a.name}".lstrip(".") for a in node.names)
+        graph[name] = (named & set(modules)) - {name}
+    return graph
+
+
+def test_no_circle_even_through_annotations_in_the_package_and_the_benchmarks() -> None:
+    """A circle closed only by an ``if TYPE_CHECKING:`` import is still a circle of the design:
+    the lower module is to name what it uses of the higher one's object (a small ``Protocol``),
+    not import it (spool.depth -> spool.views, spool.recover and spool.home_claims -> spool.store,
+    benchmarks.install -> benchmarks.common were the last)."""
+    for package in (PACKAGE, PACKAGE.parent / "benchmarks"):
+        graph = _named_imports(package)
+        assert len(graph) > 10, f"{package.name}: the walk found no modules"
+        for name in sorted(graph):
+            circle = _circle_through(graph, name)
+            assert circle is None, f"an import circle in {package.name}/: {' -> '.join(circle)}"
+
+
+def test_the_annotations_circle_check_sees_type_checking_and_function_imports(tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from .low import x\n")  # an __init__: no edge
+    (package / "low.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .sub.high import Spool\n"
+    )
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "high.py").write_text("def f():\n    from .. import low\n")
+    (package / "alone.py").write_text("import pkg.low\nfrom pkg.sub import high\n")
+    graph = _named_imports(package)
+    assert graph == {"low": {"sub.high"}, "sub.high": {"low"}, "alone": {"low", "sub.high"}}
+    assert _circle_through(graph, "low") == ["low", "sub.high", "low"]
+    assert _circle_through(graph, "alone") is None
+
+
 def test_the_circle_test_finds_a_circle() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circle_through(graph, "a") == ["a", "b", "c", "a"]
