@@ -9,6 +9,8 @@ import email.policy
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
 
 import pytest
 
@@ -20,7 +22,7 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import ConfigError, TransportError
-from agentmail.model import ThreadStatus
+from agentmail.model import Letter, ThreadStatus
 from agentmail.people import approval, escalation
 from agentmail.transport import OnResult, Outgoing, SubmitResult
 
@@ -587,6 +589,12 @@ def test_a_hold_change_that_cannot_be_written_says_why(
     assert spy.given == []
 
 
+def _last(key: str) -> Letter:
+    """The stalled thread's last letter, as much of it as the run reads: its Message-ID, the
+    claim on the server that makes the stall's announcement once across machines."""
+    return cast(Letter, SimpleNamespace(message_id=f"<last-{key}@bus.test>"))
+
+
 def test_escalating_skips_what_was_announced_and_a_counterpart_at_its_bound_and_stops_at_the_runs(
     registry: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -615,7 +623,7 @@ def test_escalating_skips_what_was_announced_and_a_counterpart_at_its_bound_and_
     monkeypatch.setattr(alpha.people.threads, "status", status)
     monkeypatch.setattr(alpha.people.threads, "thread", thread)
     monkeypatch.setattr(
-        escalation, "due", lambda *a: [(k, "stale", _row(k, "me", "sent", DAY, DAY, w), None) for k, w in due]
+        escalation, "due", lambda *a: [(k, "stale", _row(k, "me", "sent", DAY, DAY, w), _last(k)) for k, w in due]
     )
     monkeypatch.setattr(escalation, "letter", lambda *a: (f"<{a[5].thread}@bus.test>", b"raw"))
     done = alpha.people.escalate()
