@@ -1,7 +1,7 @@
 """Changes that would loosen what guards against the agent (DESIGN §6): with approvers listed,
 such a change takes effect only after an approver's verified answer to its announcement.
 
-    spool/<platform>/changes/<random>.json   {"change", "announced", "answers"}
+    spool/<platform>/changes/<random>.json   {"change", "effect", "announced", "answers"}
 
 The command that makes the change asks first (``ask``). The first time, the change is announced
 to every approver and refused (exit 4). An approver answers ``approve`` or ``reject REASON`` by
@@ -51,7 +51,7 @@ class Consent(Stage):
             return ""
         everyone = self.holds.deciders(platform)
         change = one_line(change)
-        path = guard_changes.find(self.spool, change)
+        path = guard_changes.find(self.spool, change, one_line(effect))
         if path is not None:
             self.sync()  # an answer waiting in the mailbox is read now
         record = guard_changes.read(path) if path is not None else {}
@@ -89,7 +89,8 @@ class Consent(Stage):
         folder = guard_changes.folder_of(self.spool)
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{os.urandom(8).hex()}.json"  # before the mail: an answer always finds its record
-        record = {"change": change, "announced": message_id, "answers": [], "deciders": list(everyone)}
+        record = {"change": change, "effect": one_line(effect), "announced": message_id, "answers": [],
+                  "deciders": list(everyone)}  # fmt: skip
         write_atomic(path, json.dumps(record).encode())
         failed = self.people.why_not(everyone, message_id, raw)
         if failed:

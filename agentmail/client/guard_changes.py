@@ -2,7 +2,7 @@
 ``Consent.ask`` writes before it mails the approvers, what ``Holds.decide_by_mail`` adds their
 verified answers to, and what the asking command reads again.
 
-    spool/<platform>/changes/<random>.json   {"change", "announced", "answers", "deciders"}
+    spool/<platform>/changes/<random>.json   {"change", "effect", "announced", "answers", "deciders"}
 
 A record is outside input once on disk: read leniently (anything unreadable is no record).
 """
@@ -28,8 +28,17 @@ def records(spool: Spool) -> list[tuple[Path, dict[str, object]]]:
     return [(path, read(path)) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def find(spool: Spool, change: str) -> Path | None:
-    return next((path for path, data in records(spool) if data.get("change") == change), None)
+def find(spool: Spool, change: str, effect: str | None = None) -> Path | None:
+    """The record asking ``change``. One that told the approvers another ``effect`` (the same
+    command now does something else: a hold rule added meanwhile, say) is spent unanswered and
+    removed: an answer approves the change as it was shown, never what it came to mean since."""
+    for path, data in records(spool):
+        if data.get("change") != change:
+            continue
+        if effect is None or data.get("effect", effect) == effect:
+            return path
+        path.unlink(missing_ok=True)
+    return None
 
 
 def pending(spool: Spool) -> dict[str, Path]:

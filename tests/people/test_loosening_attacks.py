@@ -1,0 +1,167 @@
+"""Attacks on "a bus setting that loosens a guard is asked of the approvers" (issue 37), as an
+agent steered by a letter would make them with approvers listed: an approval reused for what it
+was not shown (a CA file swapped after the answer, a hold rule that lifts more than the approver
+read), spellings the settings table might not recognise, a change then its reversal, and two
+changes each harmless alone. ``admin.bus.change_setting`` and ``client/consent.Consent.ask``
+decide; these drive them through the API and the CLI."""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+from pathlib import Path
+
+import pytest
+
+from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
+from agentmail.config.registry import Registry
+from agentmail.errors import Refused
+
+from ..conftest import Cli
+from ..mailservers.certs import create_pki
+from .test_approval_by_mail import CAROL, answer, mailbox
+from .test_loosening_asked import _files, _set_up
+
+
+def _asks(home: Path) -> list[EmailMessage]:
+    """The approvers' asks (a Subject the mail library folded read as one line)."""
+    return [m for m in mailbox(home, CAROL) if str(m["Subject"]).strip().startswith("Approve? a change: ")]
+
+
+def _dir(home: Path, name: str) -> Path:
+    made = home.parent / name
+    made.mkdir()
+    return made
+
+
+def test_a_ca_file_changed_after_its_approval_is_asked_anew(registry: Registry, home: Path, cli: Cli) -> None:
+    """The approver approves a CA certificate by its path; the agent then writes another CA into
+    that path before running the approved command again: the certificate trusted must be the one
+    the approver was asked about, or it is asked anew."""
+    root = _set_up(registry, (), approver=True)
+    shown = create_pki(_dir(home, "shown"), name="partner").ca_file
+    swapped = create_pki(_dir(home, "swapped"), name="evil").ca_file
+    path = home.parent / "ca-to-trust.pem"
+    path.write_bytes(shown.read_bytes())
+    with pytest.raises(Refused, match="waits for an approver"):
+        bus.set_setting(root, "ca_file", [str(path)])
+    (ask,) = _asks(home)
+    answer(home, ask, "approve")
+    path.write_bytes(swapped.read_bytes())  # after the answer, before the command runs again
+    before = _files(root)
+    code, out, err = cli("--as", "alpha", "bus", "set", "ca_file", str(path))
+    assert (code, out) == (4, ""), err
+    assert _files(root) == before and not (root / "ca.pem").exists()
+    assert len(_asks(home)) == 2  # the new certificate is asked about, as itself
+    path.write_bytes(shown.read_bytes())  # the one approved still goes through
+    assert bus.change_setting(root, "ca_file", [str(path)]).approved_by == CAROL
+    assert (root / "ca.pem").read_bytes() == shown.read_bytes()
+
+
+def test_a_ca_files_announcement_names_the_certificate_it_trusts(registry: Registry, home: Path) -> None:
+    """What the approver reads names the certificate by its SHA-256, not only by a path the agent
+    can write to."""
+    import hashlib
+
+    root = _set_up(registry, (), approver=True)
+    ca = create_pki(_dir(home, "pki"), name="partner").ca_file
+    with pytest.raises(Refused):
+        bus.set_setting(root, "ca_file", [str(ca)])
+    (ask,) = _asks(home)
+    assert hashlib.sha256(ca.read_bytes()).hexdigest() in str(ask["Subject"]) + ask.get_content()
+
+
+def test_an_approval_of_a_hold_change_does_not_lift_a_rule_added_after_it_was_asked(
+    registry: Registry, home: Path, cli: Cli
+) -> None:
+    """The approver is shown which rules a new hold list takes off; a rule the operator added while
+    the ask waited is not among them: the same command then asks again, naming it."""
+    root = _set_up(registry, (("hold", ("beta@bus.test", "gamma@bus.test")),), approver=True)
+    with pytest.raises(Refused, match="waits for an approver"):
+        bus.set_setting(root, "hold", ["beta@bus.test"])  # lifts gamma: asked
+    (ask,) = _asks(home)
+    assert "gamma@bus.test" in ask.get_content()
+    bus.set_setting(root, "hold", ["beta@bus.test", "gamma@bus.test", "delta.test"])  # holding more: told only
+    answer(home, ask, "approve")  # the approver agreed to stop holding gamma alone
+    code, out, err = cli("--as", "alpha", "bus", "set", "hold", "beta@bus.test")
+    assert (code, out) == (4, ""), err
+    assert registry_mod.load(root).bus.hold == ("beta@bus.test", "gamma@bus.test", "delta.test")
+    (again,) = _asks(home)[1:]
+    assert "delta.test" in again.get_content()
+
+
+# Values the table reads as the same loosening change however they are written.
+SPELLINGS = [
+    ("new_threads_per_hour", ["+21"]),
+    ("new_threads_per_hour", ["0021"]),
+    ("new_threads_per_hour", ["2_1"]),
+    ("new_threads_per_hour", [" 0 "]),
+    ("max_size", ["1_048_577"]),
+    ("attach_max_count", ["+11"]),
+    ("hold", [" BETA@BUS.TEST "]),  # beta kept, gamma taken off
+    ("hold", ["beta@bus.test", ""]),
+    ("attach_types", ["TEXT/HTML", "text/plain"]),
+    ("trusted_authserv_ids", ["MAIL.BUS.TEST"]),
+    ("sent_folder", ["Sent "]),
+    ("stale_after", ["73h"]),
+    ("stale_after", [" 4d "]),
+]
+
+
+@pytest.mark.parametrize(("key", "values"), SPELLINGS, ids=[f"{k}={'+'.join(v)}" for k, v in SPELLINGS])
+def test_no_spelling_of_a_loosening_value_passes_unasked(
+    registry: Registry, home: Path, key: str, values: list[str]
+) -> None:
+    base = (
+        ("new_threads_per_hour", ("20",)),
+        ("hold", ("beta@bus.test", "gamma@bus.test")),
+        ("sent_folder", ("Sent",)),
+        ("stale_after", ("3d",)),
+    )
+    root = _set_up(registry, base, approver=True)
+    before = _files(root)
+    try:
+        bus.set_setting(root, key, values)
+    except Refused as refused:
+        assert "waits for an approver" in str(refused), refused
+    else:
+        pytest.fail(f"bus set {key} {values} loosened a guard unasked")
+    assert _files(root) == before and len(_asks(home)) == 1
+
+
+def test_a_change_then_its_reversal_then_the_change_again_is_asked_again(registry: Registry, home: Path) -> None:
+    """An approval is spent once: lowering the cap again (unasked) and raising it a second time
+    asks the approvers a second time."""
+    root = _set_up(registry, (("new_threads_per_hour", ("20",)),), approver=True)
+    with pytest.raises(Refused):
+        bus.set_setting(root, "new_threads_per_hour", ["30"])
+    (ask,) = _asks(home)
+    answer(home, ask, "approve")
+    assert bus.change_setting(root, "new_threads_per_hour", ["30"]).approved_by == CAROL
+    assert bus.change_setting(root, "new_threads_per_hour", ["20"]).loosens == ""  # tightening: unasked
+    with pytest.raises(Refused, match="waits for an approver"):
+        bus.set_setting(root, "new_threads_per_hour", ["30"])
+    assert registry_mod.load(root).bus.new_threads_per_hour == 20 and len(_asks(home)) == 2
+
+
+def test_two_hold_changes_that_each_keep_every_address_held_never_lift_one_unasked(
+    registry: Registry, home: Path
+) -> None:
+    """Adding a domain rule, then dropping the address rule it covers, keeps the address held
+    (unasked); dropping the domain rule after that is a lift, and asked."""
+    root = _set_up(registry, (), approver=True)  # hold: beta@bus.test
+    bus.set_setting(root, "hold", ["beta@bus.test", "bus.test"])
+    assert bus.change_setting(root, "hold", ["bus.test"]).loosens == ""
+    with pytest.raises(Refused, match="waits for an approver"):
+        bus.set_setting(root, "hold", ["gamma@bus.test"])
+    assert registry_mod.load(root).bus.hold == ("bus.test",)
+
+
+def test_a_platforms_own_auth_is_the_only_per_platform_setting(registry: Registry, home: Path, cli: Cli) -> None:
+    """``--platform`` takes ``auth`` alone: no guard can be loosened per platform, unasked."""
+    root = _set_up(registry, (("new_threads_per_hour", ("20",)),), approver=True)
+    before = _files(root)
+    for key, value in (("new_threads_per_hour", "0"), ("hold", ""), ("trusted_authserv_ids", "evil.test")):
+        code, out, err = cli("--as", "alpha", "bus", "set", key, value, "--platform", "alpha")
+        assert (code, out) == (2, "") and "only auth" in err, err
+    assert _files(root) == before and _asks(home) == []
