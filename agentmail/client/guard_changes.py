@@ -28,14 +28,14 @@ def records(spool: Spool) -> list[tuple[Path, dict[str, object]]]:
     return [(path, read(path)) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def find(spool: Spool, change: str, effect: str | None = None) -> Path | None:
+def find(spool: Spool, change: str, effect: str) -> Path | None:
     """The record asking ``change``. One that told the approvers another ``effect`` (the same
     command now does something else: a hold rule added meanwhile, say) is spent unanswered and
     removed: an answer approves the change as it was shown, never what it came to mean since."""
     for path, data in records(spool):
         if data.get("change") != change:
             continue
-        if effect is None or data.get("effect", effect) == effect:
+        if data.get("effect", effect) == effect:  # a record from before: the change alone
             return path
         path.unlink(missing_ok=True)
     return None
