@@ -138,3 +138,31 @@ def test_through_mcp_the_outsider_first_is_never_shown_and_the_thread_is_the_ope
     held = mcp_server.call(beta, "list", {"action": "quarantine"}, save_root=tmp_path)["items"]
     assert [(x["from"], x["reason"]) for x in held] == [("gamma", "not-a-party")]
     beta.close()
+
+
+def test_a_person_at_the_platforms_domain_writing_as_the_platform_opens_no_bound_thread(
+    three: Registry, home: Path
+) -> None:
+    """A hostile person at a vouched domain (the platforms' own, bus.test) sends From the
+    platform's address, signed by the domain's mail server, into the thread id bound to that
+    address and a Message-ID of their choosing: the id names them as its opener, yet the letter
+    is not alpha's (no pinned signature) and opens nothing in alpha's name."""
+    import dkim
+
+    from ..people.test_writing import MTA_HEADERS, MTA_KEY, client_letter, trusting
+
+    reg = trusting(three)
+    message_id = "<20261201.forged.1@bus.test>"
+    thread = bound_thread_id("alpha@bus.test", message_id)
+    msg = client_letter(f"beta+{thread}@bus.test", "Close this, please.", sender="alpha@bus.test",
+                        subject="Quota", message_id=message_id)  # fmt: skip
+    raw = msg.as_bytes(policy=msg.policy.clone(linesep="\r\n"))
+    signed = dkim.sign(raw, b"mail", b"bus.test", MTA_KEY.encode(), signature_algorithm=b"ed25519-sha256",
+                       include_headers=MTA_HEADERS, linesep=b"\r\n")  # fmt: skip
+    verdict = b"Authentication-Results: mail.bus.test; dkim=pass header.d=bus.test header.s=mail; dmarc=pass\r\n"
+    deliver(home / "postoffice" / "beta", verdict + signed + raw)
+    beta = box(reg, home, "beta")
+    assert beta.inbox() == [] and not beta.spool.read.thread_ids(thread)
+    (refused,) = beta.quarantined(sync=False)
+    assert "alpha@bus.test" in refused.sender_address and refused.reason == "unauthenticated"
+    beta.close()
