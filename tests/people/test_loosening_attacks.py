@@ -206,3 +206,17 @@ def test_through_the_python_api_adding_an_approver_or_a_follower_waits_for_an_ap
     root = _set_up(registry, (), approver=True)
     with pytest.raises(Refused):
         bus.set_person(registry_mod.load(root), "alpha", MALLORY, follows=True, writes=False, approves=True)
+
+
+def test_a_ca_file_that_is_no_certificate_or_too_big_is_refused_before_anyone_is_asked(
+    registry: Registry, home: Path, cli: Cli
+) -> None:
+    root = _set_up(registry, (), approver=True)
+    before = _files(root)
+    text, big = home.parent / "notes.pem", home.parent / "big.pem"
+    text.write_text("-----BEGIN CERTIFICATE-----\nnot one\n-----END CERTIFICATE-----\n")
+    big.write_bytes(b"-" * (bus.CA_BYTES + 1))
+    for path, code in ((text, 6), (big, 2), (home.parent, 2)):
+        got, out, err = cli("--as", "alpha", "bus", "set", "ca_file", str(path))
+        assert (got, out) == (code, "") and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert _files(root) == before and _asks(home) == []
