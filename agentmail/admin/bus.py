@@ -467,7 +467,7 @@ def change_setting(
                 how = f" --tls {tls}" if tls is not None else ""
                 if pem:  # a path names no certificate: the agent may write another one there once asked
                     how += f" (the certificate of SHA-256 {hashlib.sha256(pem).hexdigest()})"
-                approved_by = client.ask_approvers(f"agentmail bus set {key} {shown}{how}", loosens)
+                approved_by = client.ask_approvers(f"agentmail bus set {key} {shown}{how}", loosens, whole_bus=True)
             if row.name == "hold":
                 client.tell_hold_change(list(reg.bus.hold), list(after.hold))
     if pem:  # the certificate itself, the bytes the approvers were shown, once the change may be made

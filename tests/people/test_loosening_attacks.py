@@ -16,11 +16,13 @@ from agentmail.admin import bus
 from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
 from agentmail.errors import Refused
+from agentmail.transport.local import deliver
 
 from ..conftest import Cli
 from ..mailservers.certs import create_pki
 from .test_approval_by_mail import CAROL, answer, mailbox
 from .test_loosening_asked import _files, _set_up
+from .test_writing import client_letter, vouched
 
 
 def _asks(home: Path) -> list[EmailMessage]:
@@ -220,3 +222,54 @@ def test_a_ca_file_that_is_no_certificate_or_too_big_is_refused_before_anyone_is
         got, out, err = cli("--as", "alpha", "bus", "set", "ca_file", str(path))
         assert (got, out) == (code, "") and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert _files(root) == before and _asks(home) == []
+
+
+EVE = "eve@people.test"  # approves beta's held letters, nobody else's
+
+
+def _answer_beta(home: Path, announcement: EmailMessage, body: str, sender: str) -> None:
+    """An approver answers an announcement beta sent; the bus's MTA delivers it to beta."""
+    mid = str(announcement["Message-ID"])
+    msg = client_letter("beta@bus.test", body, sender=sender, subject=f"Re: {announcement['Subject']}",
+                        in_reply_to=mid, references=mid, message_id=f"<answer.{sender}>")  # fmt: skip
+    deliver(home / "postoffice" / "beta", vouched(msg))
+
+
+def test_a_bus_wide_loosening_asked_through_another_platform_is_decided_by_every_platforms_approvers(
+    registry: Registry, home: Path, cli: Cli
+) -> None:
+    """The hold, the cap and the trusted servers are the whole bus's guards: the agent choosing to
+    ask through beta (whose approver is eve) must not let eve alone lift what guards alpha; an
+    approver of each platform with approvers must agree, and a rejection of either stops it."""
+    root = _set_up(registry, (), approver=True)  # carol approves alpha's; hold: beta@bus.test
+    bus.set_person(registry_mod.load(root), "beta", EVE, follows=False, writes=False, approves=True)
+    before = _files(root)
+    command = ("--as", "beta", "bus", "set", "hold", "")
+    code, out, err = cli(*command)
+    assert (code, out) == (4, "") and "carol@people.test" in err and EVE in err, err
+    (ask,) = _asks(home)
+    (eves,) = [m for m in mailbox(home, EVE) if str(m["Subject"]).strip().startswith("Approve? a change: ")]
+    assert eves["Message-ID"] == ask["Message-ID"]  # one announcement to both
+    _answer_beta(home, eves, "approve", EVE)
+    code, out, err = cli(*command)
+    assert (code, out) == (4, "") and "also waits for an approver of alpha" in err, err
+    assert _files(root) == before
+    _answer_beta(home, ask, "approve", CAROL)
+    code, out, err = cli(*command)
+    assert code == 0, err
+    assert registry_mod.load(root).bus.hold == ()
+
+
+def test_a_bus_wide_loosening_rejected_by_one_platforms_approver_never_happens(
+    registry: Registry, home: Path, cli: Cli
+) -> None:
+    root = _set_up(registry, (("new_threads_per_hour", ("20",)),), approver=True)
+    bus.set_person(registry_mod.load(root), "beta", EVE, follows=False, writes=False, approves=True)
+    before = _files(root)
+    assert cli("--as", "beta", "bus", "set", "new_threads_per_hour", "0")[0] == 4
+    (ask,) = _asks(home)
+    _answer_beta(home, ask, "approve", EVE)
+    _answer_beta(home, ask, "reject: no", CAROL)
+    code, _, err = cli("--as", "beta", "bus", "set", "new_threads_per_hour", "0")
+    assert code == 4 and "disagree" in err, err
+    assert _files(root) == before
