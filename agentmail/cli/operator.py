@@ -151,7 +151,8 @@ def init(
         approval.may_pin_first(ctx.registry_root(), approval_key, ctx.home)
     if force and (ctx.registry_root() / "bus.toml").exists():  # drops the hold rule and the people listed
         _ask_approvers(ctx, "agentmail init --force " + " ".join(names),
-                       "The registry is written anew: its hold rule, people and approvers are dropped.")  # fmt: skip
+                       "The registry is written anew: its hold rule, people and approvers are dropped.",
+                       whole_bus=True)  # fmt: skip
     reg = bus.init(
         ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport, endpoints=endpoints, force=force
     )
@@ -406,12 +407,13 @@ def _person_effect(entry: Platform, address: str, follows: bool, writes: bool, a
     return f"{address} {' and '.join(gains)}." if gains else ""
 
 
-def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = None) -> None:
+def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = None, *, whole_bus: bool = False) -> None:
     """With approvers listed, a change that loosens a guard against the agent goes ahead only
     once one of them approved exactly it by mail (``AgentMail.ask_approvers``: exit 4 until then);
-    the approvers of ``platform``, the one whose guard it is, decide."""
+    the approvers of ``platform``, the one whose guard it is, decide (``whole_bus``: one of each
+    platform's)."""
     if _anyone_approves(ctx):
-        _announcer(ctx).ask_approvers(change, effect, platform)
+        _announcer(ctx).ask_approvers(change, effect, platform, whole_bus=whole_bus)
 
 
 @commands.command()

@@ -273,3 +273,21 @@ def test_a_bus_wide_loosening_rejected_by_one_platforms_approver_never_happens(
     code, _, err = cli("--as", "beta", "bus", "set", "new_threads_per_hour", "0")
     assert code == 4 and "disagree" in err, err
     assert _files(root) == before
+
+
+def test_init_force_over_a_bus_with_two_platforms_approvers_needs_both(
+    registry: Registry, home: Path, cli: Cli
+) -> None:
+    """``init --force`` drops every platform's approvers and holds: beta's approver alone, asked
+    through beta, does not let it through."""
+    root = _set_up(registry, (), approver=True)
+    bus.set_person(registry_mod.load(root), "beta", EVE, follows=False, writes=False, approves=True)
+    before = _files(root)
+    command = ("--as", "beta", "init", "alpha", "beta", "--domain", "bus.test", "--force")
+    code, _, err = cli(*command)
+    assert code == 4 and "carol@people.test" in err and EVE in err, err
+    (ask,) = [m for m in mailbox(home, EVE) if str(m["Subject"]).strip().startswith("Approve? a change: ")]
+    _answer_beta(home, ask, "approve", EVE)
+    code, _, err = cli(*command)
+    assert code == 4 and "also waits for an approver of alpha" in err, err
+    assert _files(root) == before
