@@ -5,6 +5,7 @@ an outsider whose letters are many, and the MCP surface."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -19,8 +20,10 @@ from agentmail.model import bound_thread_id
 from agentmail.stages.facts import thread_parties
 from agentmail.transport.local import deliver
 
+from ..conftest import Cli
 from ..depth import examples, suppressed
-from .test_addressed import signed_to
+from ..mailservers import MailServers
+from .test_addressed import mail3, signed_to, smtp_imap_three  # noqa: F401  (the fixture)
 from .test_parties import box, three  # noqa: F401  (the fixture)
 from .test_preemption import _message_id, _opener_and_answer
 
@@ -166,3 +169,25 @@ def test_a_person_at_the_platforms_domain_writing_as_the_platform_opens_no_bound
     (refused,) = beta.quarantined(sync=False)
     assert "alpha@bus.test" in refused.sender_address and refused.reason == "unauthenticated"
     beta.close()
+
+
+def test_over_smtp_imap_an_outsider_reusing_the_openers_message_id_first_gains_nothing(
+    home: Path, mail3: MailServers, cli: Cli
+) -> None:
+    """On the in-process SMTP/IMAP servers, through the CLI: gamma's fresh letter into alpha's
+    thread carrying the opener's Message-ID lands first; the opener still lands, gamma's is refused,
+    and a relay's second delivery of the opener is a duplicate."""
+    reg = smtp_imap_three(home, mail3)
+    opener, _answer, thread = _opener_and_answer(reg, home)
+    copied = signed_to(reg, home, "gamma", f"beta+{thread}@bus.test", thread=thread, message_id=_message_id(opener))
+    mail3.store.deliver(f"beta+{thread}@bus.test", copied)
+    code, out, err = cli("--as", "beta", "--json", "sync")
+    assert code == 0 and (json.loads(out)["accepted"], json.loads(out)["quarantined"]) == (0, 1), err
+    for _ in range(2):
+        mail3.store.deliver(f"beta+{thread}@bus.test", opener)
+    code, out, err = cli("--as", "beta", "--json", "sync")
+    assert code == 0 and json.loads(out)["accepted"] == 1, err
+    code, out, _ = cli("--as", "beta", "--json", "thread", thread, "--no-sync")
+    assert code == 0 and [x["from"] for x in json.loads(out)] == ["alpha"], out
+    code, out, _ = cli("--as", "beta", "--json", "quarantine", "--no-sync")
+    assert code == 0 and [(q["from"], q["reason"]) for q in json.loads(out)] == [("gamma", "not-a-party")]
