@@ -8,10 +8,12 @@ Writes registry data files and key pairs. The private half goes to
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 import secrets
 import shutil
+import ssl
 import time
 import tomllib
 from collections.abc import Callable
@@ -21,7 +23,7 @@ from typing import Any
 
 import tomli_w
 
-from .._fs import write_atomic
+from .._fs import read_plain, write_atomic
 from .._value import Frozen, field
 from ..ages import now_ms
 from ..client.facade import AgentMail
@@ -448,6 +450,7 @@ def change_setting(
     row = setting(key)
     if row is None:
         raise BadInput(unknown_setting(key))
+    pem = _ca_pem(one(key, values)) if row.name == "ca_file" else b""  # read once: asked, then copied
     stored = row.read(data, key, values) if row.read is not None else _SPECIAL[row.name](root, data, key, values, tls)
     try:
         after = parse_bus(data)  # refuse a configuration we could not load back, before anyone is asked
@@ -462,11 +465,13 @@ def change_setting(
             if loosens:
                 shown = " ".join(json.dumps(v) if not v or " " in v else v for v in values)
                 how = f" --tls {tls}" if tls is not None else ""
-                approved_by = client.ask_approvers(f"agentmail bus set {key} {shown}{how}", loosens)
+                if pem:  # a path names no certificate: the agent may write another one there once asked
+                    how += f" (the certificate of SHA-256 {hashlib.sha256(pem).hexdigest()})"
+                approved_by = client.ask_approvers(f"agentmail bus set {key} {shown}{how}", loosens, whole_bus=True)
             if row.name == "hold":
                 client.tell_hold_change(list(reg.bus.hold), list(after.hold))
-    if row.name == "ca_file":  # the certificate itself, once the change may be made
-        _copy_ca(root, Path(one(key, values)).expanduser())
+    if pem:  # the certificate itself, the bytes the approvers were shown, once the change may be made
+        write_atomic(root / CA_NAME, pem, mode=0o644)
     _write_toml(root / "bus.toml", data)
     return Changed(key, stored, loosens, approved_by, guarded)
 
@@ -521,13 +526,32 @@ def _poll_setting(root: Path, data: dict[str, Any], key: str, values: list[str],
 
 
 def _ca_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:
-    """Checked here, copied by ``change_setting`` once the change may be made."""
-    source = Path(one(key, values)).expanduser()
-    if not source.is_file():
-        raise BadInput(f"{source} does not exist")
-    tls_context(str(source))  # refuse a file that is not a CA certificate
+    """Read and checked by ``_ca_pem``, written by ``change_setting`` once the change may be made."""
     data["ca_file"] = CA_NAME
     return data["ca_file"]
+
+
+CA_BYTES = 1 << 20  # a CA bundle is kilobytes; the file is read whole, once
+
+
+def _ca_pem(value: str) -> bytes:
+    """The bytes of the CA certificate ``bus set ca_file`` names, read once (links followed to
+    the file they name, nothing but a regular file opened): the approvers are shown these bytes'
+    SHA-256, and these bytes, not the path's later contents, become ``ca.pem``."""
+    source = Path(value).expanduser()
+    if not source.is_file():
+        raise BadInput(f"{source} does not exist")
+    try:
+        pem, _ = read_plain(source.resolve(), CA_BYTES)
+    except OSError as exc:
+        raise BadInput(f"{source} cannot be read ({exc.strerror or exc.__class__.__name__})") from None
+    if pem is None:
+        raise BadInput(f"{source} is more than {CA_BYTES} bytes: no CA certificate")
+    try:  # refuse a file that is not a CA certificate
+        ssl.create_default_context().load_verify_locations(cadata=pem.decode("ascii"))
+    except (UnicodeDecodeError, ssl.SSLError, ValueError) as exc:
+        raise ConfigError(f"cannot load the CA file {source}: {exc}") from None
+    return pem
 
 
 def _group_setting(root: Path, data: dict[str, Any], key: str, values: list[str], tls: str | None) -> Any:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentmailError, BadInput, ConfigError, PermanentFailure, TransportError
 from . import guide, render
 from .args import Command, Commands, argument, duration, echo, option, seconds
 from .context import ID_HELP, Ctx, json_option
 from .render import clean, emit
+
+if TYPE_CHECKING:
+    from ..config.registry import Platform
 
 NO_GUIDE_HELP = "Add no pointer to 'agentmail guide' to the checkout's AGENTS.md / CLAUDE.md."
 
@@ -148,7 +151,8 @@ def init(
         approval.may_pin_first(ctx.registry_root(), approval_key, ctx.home)
     if force and (ctx.registry_root() / "bus.toml").exists():  # drops the hold rule and the people listed
         _ask_approvers(ctx, "agentmail init --force " + " ".join(names),
-                       "The registry is written anew: its hold rule, people and approvers are dropped.")  # fmt: skip
+                       "The registry is written anew: its hold rule, people and approvers are dropped.",
+                       whole_bus=True)  # fmt: skip
     reg = bus.init(
         ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport, endpoints=endpoints, force=force
     )
@@ -199,12 +203,12 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
         raise BadInput("--remove takes no --follows, --writes or --approves")
     reg = load(ctx.registry_root())
     entry = reg.named(platform_name)  # an unknown name says so before any approver is asked
-    was = any(p.address == address.strip().lower() and p.approves for p in entry.people)
-    if was != (approves and not remove):
+    effect = _person_effect(entry, address.strip().lower(), follows, writes, approves, remove)
+    if effect:
         flags = " ".join(f for f, on in (("--follows", follows), ("--writes", writes), ("--approves", approves),
                                            ("--remove", remove)) if on)  # fmt: skip
         _ask_approvers(ctx, f"agentmail person {platform_name} {address.strip().lower()} {flags}".rstrip(),
-                       "Who approves held letters changes.", platform_name)  # fmt: skip
+                       effect, platform_name)  # fmt: skip
     platform = bus.set_person(
         reg,
         platform_name,
@@ -388,12 +392,28 @@ def _announcer(ctx: Ctx) -> Any:
         return AgentMail(reg, Identity(sender), ctx.home)
 
 
-def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = None) -> None:
+def _person_effect(entry: Platform, address: str, follows: bool, writes: bool, approves: bool, remove: bool) -> str:
+    """What a change of a person loosens ("" nothing): who approves, and an address newly given
+    a copy of every letter of the platform's threads (a follower) or a say in them (a writer)."""
+    was = next((p for p in entry.people if p.address == address), None)
+    if (was is not None and was.approves) != (approves and not remove):
+        return "Who approves held letters changes."
+    if remove:
+        return ""
+    gains = [what for what, now, before in (
+        (f"receives a copy of every letter of {entry.name}'s threads", follows, was is not None and was.follows),
+        (f"may write into {entry.name}'s threads from a mail client", writes, was is not None and was.writes),
+    ) if now and not before]  # fmt: skip
+    return f"{address} {' and '.join(gains)}." if gains else ""
+
+
+def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = None, *, whole_bus: bool = False) -> None:
     """With approvers listed, a change that loosens a guard against the agent goes ahead only
     once one of them approved exactly it by mail (``AgentMail.ask_approvers``: exit 4 until then);
-    the approvers of ``platform``, the one whose guard it is, decide."""
+    the approvers of ``platform``, the one whose guard it is, decide (``whole_bus``: one of each
+    platform's)."""
     if _anyone_approves(ctx):
-        _announcer(ctx).ask_approvers(change, effect, platform)
+        _announcer(ctx).ask_approvers(change, effect, platform, whole_bus=whole_bus)
 
 
 @commands.command()

@@ -315,13 +315,14 @@ class AgentMail(Stage):
         """Mail ``digest`` to the followers and remember it once it left: {message_id, to, status, detail}."""
         return self.people.send_digest(digest)
 
-    def ask_approvers(self, change: str, effect: str, platform: str | None = None) -> str:
+    def ask_approvers(self, change: str, effect: str, platform: str | None = None, *, whole_bus: bool = False) -> str:
         """With approvers listed, a change that loosens a guard against the agent (``change``: the
         command as shown to them, ``effect``: what it does) goes ahead only once one of them
         approved exactly it by mail: returns who; the first ask announces it and is Refused
         (exit 4), as is every ask until an answer came. "" when nobody approves on this bus.
-        ``platform``: the platform whose guard it changes (its approvers decide; default: this one's)."""
-        return self.consent.ask(change, effect, platform)
+        ``platform``: the platform whose guard it changes (its approvers decide; default: this one's);
+        ``whole_bus``: a guard of every platform (bus.toml's): one approver of each platform decides."""
+        return self.consent.ask(change, effect, platform, whole_bus=whole_bus)
 
     def reject(self, letter_id: str | Letter, reason: str) -> Letter:
         """A held letter never leaves: it moves to failed/ with the reason (``sent`` shows it

@@ -2,7 +2,7 @@
 ``Consent.ask`` writes before it mails the approvers, what ``Holds.decide_by_mail`` adds their
 verified answers to, and what the asking command reads again.
 
-    spool/<platform>/changes/<random>.json   {"change", "announced", "answers", "deciders"}
+    spool/<platform>/changes/<random>.json   {"change", "effect", "announced", "answers", "deciders", "needs"}
 
 A record is outside input once on disk: read leniently (anything unreadable is no record).
 """
@@ -28,8 +28,17 @@ def records(spool: Spool) -> list[tuple[Path, dict[str, object]]]:
     return [(path, read(path)) for path in sorted(folder.glob("*.json"))] if folder.is_dir() else []
 
 
-def find(spool: Spool, change: str) -> Path | None:
-    return next((path for path, data in records(spool) if data.get("change") == change), None)
+def find(spool: Spool, change: str, effect: str) -> Path | None:
+    """The record asking ``change``. One that told the approvers another ``effect`` (the same
+    command now does something else: a hold rule added meanwhile, say) is spent unanswered and
+    removed: an answer approves the change as it was shown, never what it came to mean since."""
+    for path, data in records(spool):
+        if data.get("change") != change:
+            continue
+        if data.get("effect", effect) == effect:  # a record from before: the change alone
+            return path
+        path.unlink(missing_ok=True)
+    return None
 
 
 def pending(spool: Spool) -> dict[str, Path]:
@@ -49,6 +58,16 @@ def record(path: Path, who: str, verb: str, why: str) -> None:
     if data:
         data["answers"] = [*answers_of(data), f"{who} {verb}" + (f": {why}" if why else "")]
         write_atomic(path, json.dumps(data).encode())
+
+
+def unmet(data: dict[str, object], answers: list[str]) -> list[str]:
+    """The platforms of a change of the whole bus (``needs``: platform -> its approvers) none of
+    whose approvers approved it yet ([] for any other change, or a record from before)."""
+    needs = data.get("needs")
+    if not isinstance(needs, dict):
+        return []
+    approving = {a.split(" ", 1)[0] for a in answers if verb_of(a) == "approve"}
+    return [str(name) for name, who in needs.items() if isinstance(who, list) and not approving & set(who)]
 
 
 def verb_of(answer: str) -> str:

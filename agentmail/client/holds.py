@@ -138,6 +138,14 @@ class Holds(Stage):
                 return found
         return approval.every_approver(self.registry)
 
+    def approvers_by_platform(self) -> dict[str, tuple[str, ...]]:
+        """Every platform with approvers, and its approvers: who must each agree to a change of
+        the whole bus's guards (one of each platform's)."""
+        from ..people import approval
+
+        found = {name: approval.approvers(self.registry, name) for name in sorted(self.registry.platforms)}
+        return {name: who for name, who in found.items() if who}
+
     def change_request(self, change: str, effect: str, to: tuple[str, ...]) -> tuple[str, bytes]:
         """The Message-ID and signed bytes of the announcement asking ``to`` for ``change``."""
         from ..people import approval

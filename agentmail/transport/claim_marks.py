@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from .._fs import fsync_dir, locked, read_plain, write_new
+from ..errors import TransportError
 from ..model import sha256
 
 STALE_AFTER = 600.0
@@ -102,8 +103,13 @@ class Claims:
         """Claim the one reply to ``message_id`` for ``holder``: None when the claim is ours
         (send the reply, then call ``sent``), else who holds it."""
         key = self.key(message_id)
-        self.root.mkdir(parents=True, exist_ok=True)
-        with self._using():
+        with contextlib.ExitStack() as stack:
+            try:  # the folder and its lock serve every claim: one unusable is the post office's failure
+                self.root.mkdir(parents=True, exist_ok=True)
+                stack.enter_context(self._using())
+            except OSError as exc:
+                where = f"{exc.strerror or exc.__class__.__name__}: {exc.filename or self.root}"
+                raise TransportError(f"the post office's claims ({self.root}) cannot be used ({where})") from None
             return self._claim(key, holder)
 
     def _using(self) -> contextlib.AbstractContextManager[int]:

@@ -115,5 +115,7 @@ def test_an_approval_another_command_took_first_lets_this_one_nothing(
     _refused(two)
     answer(home, mailbox(home, CAROL)[0], "approve", sender=CAROL)
     found = guard_changes.find
-    monkeypatch.setattr(guard_changes, "find", lambda spool, change: _TakenAlready(found(spool, change)))
+    monkeypatch.setattr(
+        guard_changes, "find", lambda spool, change, effect: _TakenAlready(found(spool, change, effect))
+    )
     assert _refused(two) == "this change's approval was taken up by another command already: ask again"
