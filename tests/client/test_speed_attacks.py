@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import Refused, Timeout
-from agentmail.transport import inotify, local
+from agentmail.transport import inotify, local, open_transport
+from agentmail.transport.claim_marks import STALE_AFTER
 
 from ..conftest import OPENER
 
@@ -163,3 +165,59 @@ def test_a_receiver_killed_as_wait_returns_finds_the_letter_once_after_restart(r
         assert [x.message_id for x in beta.inbox()] == []
     finally:
         beta.close()
+
+
+# --- one reply per letter across machines, whatever the kill -----------------------------------
+
+_REPLY_KILLED_AT = """
+import os, signal, sys
+from agentmail.spool import db
+from agentmail.client.facade import AgentMail
+am = AgentMail.from_env("beta", agent="laptop")
+(letter,) = am.inbox()
+db.crash_point = lambda point: point == sys.argv[1] and os.kill(os.getpid(), signal.SIGKILL)
+am.reply(letter, "Reproduced; fixing.", type="ack")
+"""
+
+
+@pytest.mark.parametrize("point", ["submitted", "claims-marked", "made-durable"])
+def test_a_reply_killed_after_its_delivery_is_never_answered_again_by_another_machine(
+    point: str, registry: Registry, home: Path, tmp_path: Path
+) -> None:
+    """Machine A's reply reached alpha, then A was killed (still in the outbox, or recorded sent
+    in the one durable commit) and came back. Its claim on the server must say the letter is
+    answered: machine B, past the time a dead home's claim is taken over, is refused."""
+    from ..client.test_many_machines import _second_home
+
+    with AgentMail(registry, Identity("alpha"), home) as alpha:
+        mid = alpha.send("beta", "Quota", OPENER).message_id
+    other = _second_home(home, tmp_path, "machine2", share_postoffice=True)
+    transport = open_transport(registry_mod.load(other / "registry"), "beta", other)
+    assert isinstance(transport, local.LocalTransport)
+    later = [time.time()]
+    transport.claims.now = lambda: later[0]
+    b = AgentMail(registry_mod.load(other / "registry"), Identity("beta", "ci"), other, transport=transport)
+    (letter,) = b.inbox()  # B has the letter too, before A answers it
+    killed = subprocess.run(
+        [sys.executable, "-c", _REPLY_KILLED_AT, point],
+        env={**os.environ, "AGENTMAIL_HOME": str(home)},
+        capture_output=True,
+        timeout=HANG,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    box = home / "postoffice" / "alpha"
+
+    def replies() -> int:  # distinct replies (a letter submitted again is one: the receiver drops the copy)
+        found = [p.read_bytes() for d in ("new", "cur") for p in (box / d).glob("*")]
+        return len({raw.split(b"Message-ID: ", 1)[1].split(b"\r\n", 1)[0] for raw in found if f"In-Reply-To: {mid}".encode() in raw})
+
+    assert replies() == 1
+    with AgentMail(registry_mod.load(home / "registry"), Identity("beta", "laptop"), home) as a:  # A back
+        a.flush()
+        a.sync()
+        assert len(a.spool.read.ids("sent")) == 1 and a.spool.read.ids("outbox") == a.spool.read.ids("failed") == []
+    later[0] = time.time() + STALE_AFTER + 5
+    with b:
+        assert b.reply(letter, "Mine now.", type="ack") is None, "answered twice"
+        assert "already answered (by beta@laptop, letter" in (b.why_refused(letter) or "")
+    assert replies() == 1
