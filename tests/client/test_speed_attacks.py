@@ -25,6 +25,7 @@ from agentmail.config.registry import Registry
 from agentmail.errors import Refused, Timeout
 from agentmail.transport import inotify, local, open_transport
 from agentmail.transport.claim_marks import STALE_AFTER
+from agentmail.transport.smtpimap import SmtpImapTransport
 
 from ..conftest import OPENER
 
@@ -209,7 +210,13 @@ def test_a_reply_killed_after_its_delivery_is_never_answered_again_by_another_ma
 
     def replies() -> int:  # distinct replies (a letter submitted again is one: the receiver drops the copy)
         found = [p.read_bytes() for d in ("new", "cur") for p in (box / d).glob("*")]
-        return len({raw.split(b"Message-ID: ", 1)[1].split(b"\r\n", 1)[0] for raw in found if f"In-Reply-To: {mid}".encode() in raw})
+        return len(
+            {
+                raw.split(b"Message-ID: ", 1)[1].split(b"\r\n", 1)[0]
+                for raw in found
+                if f"In-Reply-To: {mid}".encode() in raw
+            }
+        )
 
     assert replies() == 1
     with AgentMail(registry_mod.load(home / "registry"), Identity("beta", "laptop"), home) as a:  # A back
@@ -221,3 +228,46 @@ def test_a_reply_killed_after_its_delivery_is_never_answered_again_by_another_ma
         assert b.reply(letter, "Mine now.", type="ack") is None, "answered twice"
         assert "already answered (by beta@laptop, letter" in (b.why_refused(letter) or "")
     assert replies() == 1
+
+
+def test_over_imap_a_reply_killed_after_its_claim_was_marked_is_recorded_sent_and_answered_once(
+    home: Path, tmp_path: Path
+) -> None:
+    """The kill between the claim marked answered and the move to sent, over smtp+imap (the
+    claim is keywords on the answered letter; the spool's move is no durable commit there): the
+    machine back submits it again as its own answered claim, records it sent (not failed), and
+    the other machine, past the stale time, is refused."""
+    from ..client.test_many_machines import _replies_sent, _second_home
+    from ..mailservers import MailServers
+    from ..transport.test_transport_smtpimap import USERS, make_bus
+
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as servers:
+        reg = make_bus(home, servers)
+        with AgentMail(reg, Identity("alpha"), home) as alpha:
+            mid = alpha.send("beta", "Quota", OPENER).message_id
+        other = _second_home(home, tmp_path, "machine2")
+        transport = SmtpImapTransport.from_registry(registry_mod.load(other / "registry"), "beta", other)
+        later = [time.time()]
+        transport.now = lambda: later[0]
+        with AgentMail(registry_mod.load(other / "registry"), Identity("beta", "ci"), other, transport=transport) as b:
+            (letter,) = b.inbox()
+            killed = subprocess.run(
+                [sys.executable, "-c", _REPLY_KILLED_AT, "claims-marked"],
+                env={**os.environ, "AGENTMAIL_HOME": str(home)},
+                capture_output=True,
+                timeout=HANG,
+            )
+            assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+            later[0] = time.time() + STALE_AFTER + 5
+            assert b.reply(letter, "Mine now.", type="ack") is None, "answered twice"
+        with AgentMail(registry_mod.load(home / "registry"), Identity("beta", "laptop"), home) as a:
+            a.flush()
+            assert len(a.spool.read.ids("sent")) == 1 and a.spool.read.ids("outbox") == a.spool.read.ids("failed") == []
+        sent = [
+            m.data
+            for m in servers.store.accepted
+            if m.login == "beta@bus.test" and f"In-Reply-To: {mid}".encode() in m.data
+        ]
+        assert len({raw.split(b"Message-ID: ", 1)[1].split(b"\r\n", 1)[0] for raw in sent}) == 1, _replies_sent(
+            servers, mid
+        )
