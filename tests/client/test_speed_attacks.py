@@ -271,3 +271,25 @@ def test_over_imap_a_reply_killed_after_its_claim_was_marked_is_recorded_sent_an
         assert len({raw.split(b"Message-ID: ", 1)[1].split(b"\r\n", 1)[0] for raw in sent}) == 1, _replies_sent(
             servers, mid
         )
+
+
+def test_a_letter_that_lands_while_the_waiter_warms_up_is_handed_over_not_waited_out(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The warm-up runs after the sync found nothing and before the block: a letter delivered
+    inside it is past the sync, so the block must see it (pending against the checkpoint), not
+    wait for the next one. Twice: the second wait of the thread skips the warm-up."""
+    from agentmail.client.receiver import Receiver
+
+    warming = Receiver._warm_receiving
+    sent: list[str] = []
+
+    def warm_while_a_letter_lands(self: Receiver) -> None:
+        sent.append(alpha.send("beta", f"During the warm-up {len(sent)}", OPENER).message_id)
+        warming(self)
+
+    monkeypatch.setattr(Receiver, "_warm_receiving", warm_while_a_letter_lands)
+    for n in range(2):
+        letter, _how = beta.wait(timeout=HANG)
+        assert letter.message_id == sent[n]
+        beta.done(letter.id)
