@@ -103,7 +103,10 @@ def sent(spool: Spool, transport: Transport, letter_id: str) -> None:
     """The server took ``letter_id``: its claims are answered (never taken over)."""
     holder = f"{spool.mailbox} {letter_id}"
     for message_id, key in noted(spool, letter_id):
-        transport.reply_sent(message_id, key, holder)
+        try:
+            transport.reply_sent(message_id, key, holder)
+        except (OSError, TransportError):  # the reply is out: unmarked, taken over after the stated time
+            continue
 
 
 def release(spool: Spool, transport: Transport, letter_id: str) -> None:

@@ -293,3 +293,25 @@ def test_a_letter_that_lands_while_the_waiter_warms_up_is_handed_over_not_waited
         letter, _how = beta.wait(timeout=HANG)
         assert letter.message_id == sent[n]
         beta.done(letter.id)
+
+
+def test_a_claim_mark_the_post_office_refuses_leaves_the_reply_recorded_sent_once(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The mark now comes before the record: a post office that cannot take it (a full disk, a
+    folder made read-only) must not leave a delivered reply in the outbox, raised as unsent and
+    submitted again at every flush. The reply is recorded sent; its claim stays open (taken over
+    after the stated time, as an IMAP server that cannot be asked leaves it)."""
+    from agentmail.transport.claim_marks import Claims
+
+    def refuse(self: Claims, message_id: str, holder: str) -> bool:
+        raise PermissionError(13, "Permission denied", str(self.root))
+
+    monkeypatch.setattr(Claims, "sent", refuse)
+    alpha.send("beta", "Quota", OPENER)
+    (letter,) = beta.inbox()
+    reply = beta.reply(letter, "Reproduced; fixing.", type="ack")
+    assert reply is not None and reply.state == "sent"
+    assert beta.spool.read.ids("outbox") == [] and len(beta.spool.read.ids("sent")) == 1
+    assert beta.flush() == []
+    assert [x.in_reply_to for x in alpha.inbox()] == [letter.message_id]
