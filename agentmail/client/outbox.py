@@ -210,14 +210,19 @@ class Outbox(Stage):
             reached("submitted")  # delivered, still in the outbox: a kill here makes flush send it again
             if result.refused:
                 self.spool.write.annotate(result.key, refused="; ".join(f"{a}: {w}" for a, w in result.refused))
+            if result.key in self._answering:
+                from ..spool import server_claims
+
+                # Its claim on the server answered before the spool says sent: a kill between the
+                # two leaves it in the outbox, submitted again as our own answered claim allows
+                # (``confirm``). Marked after the move, a kill there left the claim open for
+                # another machine to take over once stale: a second reply to one letter.
+                server_claims.sent(self.spool, self.transport, result.key)
+                reached("claims-marked")
             if result.key in self._unflushed:  # as durable as the delivery, in the move's one commit
                 self.spool.write.make_durable(result.key, moved=("outbox", "sent"), flushed=result.flushed_copy)
             else:  # durable since it was filed: a move lost in a power cut means a duplicate dropped
                 self.box.move(result.key, "outbox", "sent", durable=False)
-            if result.key in self._answering:
-                from ..spool import server_claims
-
-                server_claims.sent(self.spool, self.transport, result.key)  # its claim on the server answered
         elif result.status == "failed":
             self.spool.write.annotate(result.key, failed_reason=result.detail)
             self.box.move(result.key, "outbox", "failed")

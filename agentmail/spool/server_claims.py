@@ -92,7 +92,9 @@ def confirm(spool: Spool, transport: Transport, letter_id: str) -> str | None:
     holder = f"{spool.mailbox} {letter_id}"
     for message_id, key in noted(spool, letter_id):
         who = transport.claim_reply(message_id, key, holder).holder
-        if who is not None:
+        # Held by this very letter and marked answered: it went out before a kill cut its record
+        # (``Outbox._record`` marks the claim, then moves it to sent); submitted again, a duplicate.
+        if who is not None and who.rpartition(" ")[2].upper() != letter_id.upper():
             return who
     return None
 
@@ -101,7 +103,10 @@ def sent(spool: Spool, transport: Transport, letter_id: str) -> None:
     """The server took ``letter_id``: its claims are answered (never taken over)."""
     holder = f"{spool.mailbox} {letter_id}"
     for message_id, key in noted(spool, letter_id):
-        transport.reply_sent(message_id, key, holder)
+        try:
+            transport.reply_sent(message_id, key, holder)
+        except (OSError, TransportError):  # the reply is out: unmarked, taken over after the stated time
+            continue
 
 
 def release(spool: Spool, transport: Transport, letter_id: str) -> None:
