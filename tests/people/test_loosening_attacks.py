@@ -197,11 +197,6 @@ def test_an_address_given_copies_or_a_say_in_the_threads_waits_for_an_approver(
     assert len(_asks(home)) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the person, key and init asks live in the CLI: admin.bus.set_person/keygen/init(force) through the "
-    "Python API change who approves, who follows and the keys unasked (bus settings are asked in the library)",
-)
 def test_through_the_python_api_adding_an_approver_or_a_follower_waits_for_an_approver(
     registry: Registry, home: Path
 ) -> None:
