@@ -174,8 +174,11 @@ def init(
     transport: str = "local",
     endpoints: dict[str, Any] | None = None,
     force: bool = False,
+    teller: Callable[[Registry], AgentMail] | None = None,
 ) -> Registry:
-    """A new bus at ``root`` with ``platforms``, each with a fresh key pair."""
+    """A new bus at ``root`` with ``platforms``, each with a fresh key pair. ``force`` over an
+    existing registry drops its hold rule, people and approvers: with approvers listed there, it
+    goes ahead only once an approver of each platform approved it by mail (``_ask``)."""
     if not platforms:
         raise BadInput("name at least one platform")
     if not DOMAIN_RE.fullmatch(domain):
@@ -200,6 +203,8 @@ def init(
     }
     bus.update(endpoints or {})
     parse_bus(bus)  # refuse a configuration we could not load back
+    if force and (root / "bus.toml").exists():
+        _ask(load(root), "agentmail init --force " + " ".join(platforms), INIT_EFFECT, teller, home, whole_bus=True)
     if bus.get("ca_file"):
         bus["ca_file"] = _copy_ca(root, Path(bus["ca_file"]))
     _write_toml(root / "bus.toml", bus)
@@ -249,15 +254,25 @@ def set_person(
     writes: bool,
     remove: bool = False,
     approves: bool = False,
+    teller: Callable[[Registry], AgentMail] | None = None,
+    home: Path | None = None,
 ) -> Platform:
     """Add, change or (``remove``) remove a person of platform ``name``; the entry is validated
-    before it is written, and nothing else in it changes."""
+    before it is written, and nothing else in it changes. With approvers listed, a change of who
+    approves, or an address newly following or writing (``person_effect``), goes ahead only once
+    one of ``name``'s approvers approved exactly it by mail (``AgentMail.ask_approvers``: Refused,
+    exit 4, until then), for every caller; ``teller`` and ``home`` as for ``change_setting``."""
     old = registry.named(name)
     typed, address = address, address.strip().lower()
     if not PERSON_RE.fullmatch(address):
         inner = re.search(r"<([^<>]*)>", typed)  # "Carol <carol@example.org>": the address alone is wanted
         hint = f"; give the address alone, e.g. {inner.group(1).strip().lower()!r}" if inner else ""
         raise BadInput(f"{typed!r} is not a plain lowercase ASCII address (user@domain){hint}")
+    effect = person_effect(old, address, follows, writes, approves, remove)
+    if effect:
+        flags = " ".join(f for f, on in (("--follows", follows), ("--writes", writes), ("--approves", approves),
+                                           ("--remove", remove)) if on)  # fmt: skip
+        _ask(registry, f"agentmail person {name} {address} {flags}".rstrip(), effect, teller, home, platform=name)
     others = tuple(p for p in old.people if p.address != address)
     if remove:
         if len(others) == len(old.people):
@@ -273,16 +288,26 @@ def set_person(
     return updated
 
 
-def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None = None) -> Platform:
+def keygen(
+    home: Path,
+    registry: Registry,
+    name: str,
+    *,
+    overlap: float | None = None,
+    teller: Callable[[Registry], AgentMail] | None = None,
+) -> Platform:
     """Rotate ``name``'s key: new selector, new pair, registry entry re-pinned. ``overlap``
     (seconds, ``keygen --rotate``): the old key stays pinned beside the new one as
     ``[dkim.previous]`` until now + overlap, so letters it signed that are still in flight are
-    accepted; without it the old key is dropped at once (as before)."""
+    accepted; without it the old key is dropped at once (as before). With approvers listed it
+    goes ahead only once one of ``name``'s approved it by mail (``_ask``), for every caller."""
     old = registry.get(name)
     if overlap is not None and overlap > MAX_OVERLAP:
         raise BadInput(f"keygen --rotate: the old key stays valid at most {MAX_OVERLAP_DAYS} days (90d), "
                        f"the longest the registry takes")  # fmt: skip
     refuse_exposed(home, "make a key")
+    how = " --rotate" if overlap is not None else ""
+    _ask(registry, f"agentmail --as {name} keygen{how}", _key_effect(name), teller, home, platform=name)
     private, public = signing.generate_keypair()
     retiring = None
     if overlap is not None:
@@ -300,10 +325,18 @@ def keygen(home: Path, registry: Registry, name: str, *, overlap: float | None =
     return updated
 
 
-def retire(registry: Registry, name: str, *, force: bool = False) -> Platform:
+def retire(
+    registry: Registry,
+    name: str,
+    *,
+    force: bool = False,
+    teller: Callable[[Registry], AgentMail] | None = None,
+    home: Path | None = None,
+) -> Platform:
     """``keygen --retire``: drop the key a rotation kept beside the new one. NotFound when none is.
     Refused (BadInput) while its window lasts, unless ``force``: letters it signed before the
-    rotation may still be in flight, and once it is gone no recheck can let them in."""
+    rotation may still be in flight, and once it is gone no recheck can let them in. With
+    approvers listed it goes ahead only once one of ``name``'s approved it by mail (``_ask``)."""
     platform = registry.get(name)
     old = platform.retiring
     if old is None:
@@ -313,6 +346,7 @@ def retire(registry: Registry, name: str, *, force: bool = False) -> Platform:
             f"{name}'s previous key (s={old.selector}) is valid until {old.until}: letters it signed may still "
             f"be in flight, and retiring it now quarantines them for good; retire after {old.until}, or --force"
         )
+    _ask(registry, f"agentmail --as {name} keygen --retire", _key_effect(name), teller, home, platform=name)
     updated = platform.replace(retiring=None)
     _write_toml(registry.root / "platforms" / f"{name}.toml", platform_entry(updated))
     return updated
@@ -474,6 +508,48 @@ def change_setting(
         write_atomic(root / CA_NAME, pem, mode=0o644)
     _write_toml(root / "bus.toml", data)
     return Changed(key, stored, loosens, approved_by, guarded)
+
+
+INIT_EFFECT = "The registry is written anew: its hold rule, people and approvers are dropped."
+
+
+def _key_effect(name: str) -> str:
+    return f"The key pinned for {name} changes: letters are judged against the new one."
+
+
+def person_effect(entry: Platform, address: str, follows: bool, writes: bool, approves: bool, remove: bool) -> str:
+    """What a change of a person loosens ("" nothing): who approves, and an address newly given
+    a copy of every letter of the platform's threads (a follower) or a say in them (a writer)."""
+    was = next((p for p in entry.people if p.address == address), None)
+    if (was is not None and was.approves) != (approves and not remove):
+        return "Who approves held letters changes."
+    if remove:
+        return ""
+    gains = [what for what, now, before in (
+        (f"receives a copy of every letter of {entry.name}'s threads", follows, was is not None and was.follows),
+        (f"may write into {entry.name}'s threads from a mail client", writes, was is not None and was.writes),
+    ) if now and not before]  # fmt: skip
+    return f"{address} {' and '.join(gains)}." if gains else ""
+
+
+def _ask(
+    reg: Registry,
+    change: str,
+    effect: str,
+    teller: Callable[[Registry], AgentMail] | None,
+    home: Path | None,
+    *,
+    platform: str | None = None,
+    whole_bus: bool = False,
+) -> str:
+    """With approvers listed, ``change`` goes ahead only once one of them approved exactly it by
+    mail: returns who ("" nobody approves on this bus); Refused (exit 4) until then. ``teller``:
+    the caller's client that writes to them; by default the first platform with an approver."""
+    if not approval.every_approver(reg):
+        return ""
+    with ExitStack() as stack:
+        client = teller(reg) if teller is not None else stack.enter_context(_first_approved(reg, home))
+        return client.ask_approvers(change, effect, platform, whole_bus=whole_bus)
 
 
 def _first_approved(reg: Registry, home: Path | None) -> AgentMail:

@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import AgentmailError, BadInput, ConfigError, PermanentFailure, TransportError
 from . import guide, render
 from .args import Command, Commands, argument, duration, echo, option, seconds
 from .context import ID_HELP, Ctx, json_option
 from .render import clean, emit
-
-if TYPE_CHECKING:
-    from ..config.registry import Platform
 
 NO_GUIDE_HELP = "Add no pointer to 'agentmail guide' to the checkout's AGENTS.md / CLAUDE.md."
 
@@ -149,13 +146,9 @@ def init(
         from ..people import approval
 
         approval.may_pin_first(ctx.registry_root(), approval_key, ctx.home)
-    if force and (ctx.registry_root() / "bus.toml").exists():  # drops the hold rule and the people listed
-        _ask_approvers(ctx, "agentmail init --force " + " ".join(names),
-                       "The registry is written anew: its hold rule, people and approvers are dropped.",
-                       whole_bus=True)  # fmt: skip
-    reg = bus.init(
-        ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport, endpoints=endpoints, force=force
-    )
+    # over an existing registry the library asks its approvers first (it drops the hold rule and the people)
+    reg = bus.init(ctx.home, ctx.registry_root(), list(names), domain=domain, transport=transport,
+                   endpoints=endpoints, force=force, teller=lambda _reg: _announcer(ctx))  # fmt: skip
     if approval_key is not None:
         approval.first_key(reg, approval_key, ctx.home)
     entries = [reg.platforms[n] for n in names if n in reg.platforms]
@@ -201,22 +194,17 @@ def person(ctx: Ctx, platform_name: str, address: str, follows: bool, writes: bo
 
     if remove and (follows or writes or approves):
         raise BadInput("--remove takes no --follows, --writes or --approves")
-    reg = load(ctx.registry_root())
-    entry = reg.named(platform_name)  # an unknown name says so before any approver is asked
-    effect = _person_effect(entry, address.strip().lower(), follows, writes, approves, remove)
-    if effect:
-        flags = " ".join(f for f, on in (("--follows", follows), ("--writes", writes), ("--approves", approves),
-                                           ("--remove", remove)) if on)  # fmt: skip
-        _ask_approvers(ctx, f"agentmail person {platform_name} {address.strip().lower()} {flags}".rstrip(),
-                       effect, platform_name)  # fmt: skip
+    # the library asks the approvers when the change loosens a guard (who approves, follows, writes)
     platform = bus.set_person(
-        reg,
+        load(ctx.registry_root()),
         platform_name,
         address,
         follows=follows,
         writes=writes,
         remove=remove,
         approves=approves,
+        teller=lambda _reg: _announcer(ctx),
+        home=ctx.home,
     )
     path = ctx.registry_root() / "platforms" / f"{platform.name}.toml"
     people = [render.person_json(p) for p in platform.people]
@@ -266,14 +254,13 @@ def keygen(ctx: Ctx, rotate: float | None = None, retire: bool = False, force: b
         raise BadInput("--rotate makes a new key, --retire drops the old one: one at a time")
     if force and not retire:
         raise BadInput("--force goes with --retire (drop the old key before its window ends)")
-    client = ctx.client()
-    how = " --retire" if retire else (" --rotate" if rotate is not None else "")
-    _ask_approvers(ctx, f"agentmail --as {client.me.platform} keygen{how}",
-                   f"The key pinned for {client.me.platform} changes: letters are judged against the new one.")  # fmt: skip
+    client = ctx.client()  # it asks the approvers, in the library, before the key changes
     if retire:
-        platform = bus.retire(client.registry, client.me.platform, force=force)
+        platform = bus.retire(client.registry, client.me.platform, force=force, teller=lambda _reg: client,
+                              home=ctx.home)  # fmt: skip
     else:
-        platform = bus.keygen(ctx.home, client.registry, client.me.platform, overlap=rotate)
+        platform = bus.keygen(ctx.home, client.registry, client.me.platform, overlap=rotate,
+                              teller=lambda _reg: client)  # fmt: skip
     emit(ctx, render.entry_json(platform), lambda: render.entry(ctx.registry_root(), platform))
 
 
@@ -390,21 +377,6 @@ def _announcer(ctx: Ctx) -> Any:
         reg = load(ctx.registry_root())
         sender = next(name for name in sorted(reg.platforms) if approval.approvers(reg, name))
         return AgentMail(reg, Identity(sender), ctx.home)
-
-
-def _person_effect(entry: Platform, address: str, follows: bool, writes: bool, approves: bool, remove: bool) -> str:
-    """What a change of a person loosens ("" nothing): who approves, and an address newly given
-    a copy of every letter of the platform's threads (a follower) or a say in them (a writer)."""
-    was = next((p for p in entry.people if p.address == address), None)
-    if (was is not None and was.approves) != (approves and not remove):
-        return "Who approves held letters changes."
-    if remove:
-        return ""
-    gains = [what for what, now, before in (
-        (f"receives a copy of every letter of {entry.name}'s threads", follows, was is not None and was.follows),
-        (f"may write into {entry.name}'s threads from a mail client", writes, was is not None and was.writes),
-    ) if now and not before]  # fmt: skip
-    return f"{address} {' and '.join(gains)}." if gains else ""
 
 
 def _ask_approvers(ctx: Ctx, change: str, effect: str, platform: str | None = None, *, whole_bus: bool = False) -> None:

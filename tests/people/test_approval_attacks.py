@@ -21,7 +21,7 @@ from agentmail.people import approval
 
 from ..conftest import OPENER, Cli
 from ..helpers.approval_key import operator_key
-from .test_approval_by_mail import CAROL, answer, approving, mailbox  # noqa: F401  (a fixture)
+from .test_approval_by_mail import CAROL, answer, approved, approving, mailbox  # noqa: F401  (a fixture)
 from .test_approval_guard import approvers_of, asked, guarded  # noqa: F401  (a fixture)
 
 
@@ -148,7 +148,8 @@ def test_a_partners_approver_never_decides_a_change_of_another_platforms_guards(
 ) -> None:
     """The steered agent of alpha asks to make the partner's approver an approver of alpha; the
     request went to every approver of the bus, and the partner's answer was enough."""
-    bus.set_person(registry_mod.load(home / "registry"), "beta", EVE, follows=False, writes=False, approves=True)
+    approved(home, lambda: bus.set_person(registry_mod.load(home / "registry"), "beta", EVE, follows=False,
+                                          writes=False, approves=True))  # fmt: skip
     command = ("--as", "alpha", "person", "alpha", EVE, "--approves")
     assert cli(*command)[0] == 4
     news = asked(home, f"agentmail person alpha {EVE} --approves")
@@ -177,7 +178,8 @@ def test_a_platform_without_approvers_asks_every_approver_of_the_bus(registry: R
 def test_a_change_asked_before_deciders_were_recorded_is_answered_by_every_approver(
     guarded: Registry, home: Path, cli: Cli
 ) -> None:
-    bus.set_person(registry_mod.load(home / "registry"), "beta", EVE, follows=False, writes=False, approves=True)
+    approved(home, lambda: bus.set_person(registry_mod.load(home / "registry"), "beta", EVE, follows=False,
+                                          writes=False, approves=True))  # fmt: skip
     command = ("--as", "alpha", "keygen")
     assert cli(*command)[0] == 4
     (record,) = (home / "spool" / "alpha" / "changes").glob("*.json")

@@ -28,7 +28,7 @@ from agentmail.transport.local import deliver
 
 from ..conftest import OPENER, Cli
 from ..helpers.approval_key import operator_key
-from .test_approval_by_mail import CAROL, DAVE, answer, mailbox
+from .test_approval_by_mail import CAROL, DAVE, answer, approved, mailbox
 from .test_writing import client_letter, trusting, vouched
 
 ERIN = "erin@people.test"  # follows gamma: copied on every letter to gamma
@@ -48,9 +48,11 @@ def fan_out(home: Path) -> Registry:
     reg = bus.init(home, home / "registry", ["alpha", "beta", "gamma"], domain="bus.test",
                    endpoints={"new_threads_per_hour": 0})  # fmt: skip
     bus.set_setting(reg.root, "hold", ["gamma@bus.test"])  # before an approver: then it is told to them
+    bus.set_setting(reg.root, "trusted_authserv_ids", ["mail.bus.test"])  # carol's answer below is judged on it
+    bus.set_person(registry_mod.load(reg.root), "gamma", ERIN, follows=True, writes=False)  # before an approver
     bus.set_person(registry_mod.load(reg.root), "alpha", CAROL, follows=False, writes=False, approves=True)
-    bus.set_person(registry_mod.load(reg.root), "alpha", DAVE, follows=False, writes=False, approves=True)
-    bus.set_person(registry_mod.load(reg.root), "gamma", ERIN, follows=True, writes=False)
+    approved(home, lambda: bus.set_person(registry_mod.load(reg.root), "alpha", DAVE, follows=False, writes=False,
+                                          approves=True))  # fmt: skip
     return trusting(registry_mod.load(reg.root))
 
 
@@ -187,7 +189,8 @@ def test_a_held_letter_whose_file_is_gone_is_never_released(fan_out: Registry, h
 
 
 def test_other_letters_filed_while_a_letter_is_held_decide_nothing(fan_out: Registry, home: Path) -> None:
-    bus.set_person(registry_mod.load(fan_out.root), "alpha", "frank@people.test", follows=False, writes=True)
+    approved(home, lambda: bus.set_person(registry_mod.load(fan_out.root), "alpha", "frank@people.test",
+                                          follows=False, writes=True), CAROL, DAVE)  # fmt: skip
     fan_out = trusting(registry_mod.load(fan_out.root))
     alpha, letter_id = held_fan_out(fan_out, home)
     news = mailbox(home, CAROL)[0]

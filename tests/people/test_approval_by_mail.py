@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import email
 import email.policy
+from collections.abc import Callable
 from email.message import EmailMessage
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from hypothesis import given
@@ -33,14 +35,15 @@ from .test_writing import client_letter, trusting, vouched
 
 CAROL = "carol@people.test"  # approves alpha's held letters
 DAVE = "dave@people.test"  # writes for alpha, does not approve
+T = TypeVar("T")
 
 
 @pytest.fixture
 def approving(registry: Registry, home: Path) -> Registry:
     bus.set_setting(registry.root, "hold", ["beta@bus.test"])  # before an approver: then it is asked, or told
     bus.set_setting(registry.root, "trusted_authserv_ids", ["mail.bus.test"])  # the CLI reads it from disk
+    bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=True)  # before an approver
     bus.set_person(registry_mod.load(registry.root), "alpha", CAROL, follows=False, writes=False, approves=True)
-    bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=True)
     return trusting(registry_mod.load(registry.root))
 
 
@@ -66,6 +69,38 @@ def answer(home: Path, announcement: EmailMessage, body: str, *, sender: str = C
     )  # fmt: skip
     raw = vouched(msg) if verdict is None else vouched(msg, verdict=verdict)
     deliver(home / "postoffice" / "alpha", raw)
+
+
+def approved(home: Path, change: Callable[[], T], *approvers: str) -> T:
+    """A change made once approvers are listed, as they let it happen: asked (Refused, the ask
+    mailed), each of ``approvers`` (default carol) answers "approve", the change made again. The
+    approvers then delete the ask, so a test's count of their mail starts afresh."""
+    with pytest.raises(Refused, match="waits for an approver"):
+        change()
+    for who in approvers or (CAROL,):
+        asks = [p for p in _letters(home, who) if _subject(p).startswith("Approve? a change: ")]
+        answer(home, _parsed(asks[-1]), "approve", sender=who, n=1000 + len(asks))
+    done = change()
+    for who in approvers or (CAROL,):
+        for path in _letters(home, who):
+            if _subject(path).startswith("Approve? a change: "):
+                path.unlink()
+    return done
+
+
+def _letters(home: Path, address: str) -> list[Path]:
+    folder = home / "postoffice" / address / "new"
+    return sorted(folder.iterdir(), key=lambda p: (p.stat().st_mtime_ns, p.name)) if folder.is_dir() else []
+
+
+def _parsed(path: Path) -> EmailMessage:
+    parsed = email.message_from_bytes(path.read_bytes(), policy=email.policy.default)
+    assert isinstance(parsed, EmailMessage)
+    return parsed
+
+
+def _subject(path: Path) -> str:
+    return str(_parsed(path)["Subject"]).strip()
 
 
 def held_and_announced(alpha: AgentMail, home: Path, subject: str = "Quota 500s") -> tuple[str, EmailMessage]:

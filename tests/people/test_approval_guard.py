@@ -23,7 +23,7 @@ from agentmail.people import approval
 
 from ..conftest import OPENER, Cli
 from ..helpers.approval_key import operator_key
-from .test_approval_by_mail import CAROL, DAVE, answer, mailbox
+from .test_approval_by_mail import CAROL, DAVE, answer, approved, mailbox
 
 MALLORY = "mallory@people.test"  # an address the agent would like to approve with
 
@@ -34,8 +34,8 @@ def guarded(registry: Registry, home: Path) -> Registry:
     beta are held; the bus's MTA is trusted (the CLI reads all of it from disk)."""
     bus.set_setting(registry.root, "hold", ["beta@bus.test"])  # before an approver: then it is asked, or told
     bus.set_setting(registry.root, "trusted_authserv_ids", ["mail.bus.test"])
+    bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=True)  # before an approver
     bus.set_person(registry_mod.load(registry.root), "alpha", CAROL, follows=False, writes=False, approves=True)
-    bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=True)
     return registry_mod.load(registry.root)
 
 
@@ -66,7 +66,8 @@ def test_adding_an_approver_waits_for_an_approvers_answer_and_happens_once(guard
 
 
 def test_a_rejected_or_disputed_change_never_happens(guarded: Registry, home: Path, cli: Cli) -> None:
-    bus.set_person(registry_mod.load(home / "registry"), "alpha", DAVE, follows=False, writes=True, approves=True)
+    approved(home, lambda: bus.set_person(registry_mod.load(home / "registry"), "alpha", DAVE, follows=False,
+                                          writes=True, approves=True))  # fmt: skip
     command = ("--as", "alpha", "person", "alpha", MALLORY, "--approves")
     assert cli(*command)[0] == 4
     news = asked(home, f"agentmail person alpha {MALLORY} --approves")
@@ -79,7 +80,7 @@ def test_a_rejected_or_disputed_change_never_happens(guarded: Registry, home: Pa
     answer(home, news, "reject", sender=DAVE, n=3)
     code, _, err = cli(*command)
     assert code == 4 and "disagree" in err
-    assert approvers_of(home) == [CAROL, DAVE]
+    assert sorted(approvers_of(home)) == [CAROL, DAVE]
 
 
 def test_an_answer_from_someone_who_approves_nothing_changes_nothing(guarded: Registry, home: Path, cli: Cli) -> None:
@@ -208,7 +209,8 @@ def test_a_change_the_approvers_cannot_be_asked_about_is_not_made(
 
 
 def test_mcp_held_shows_the_digest_and_answers_that_disagree(guarded: Registry, home: Path) -> None:
-    bus.set_person(registry_mod.load(home / "registry"), "alpha", DAVE, follows=False, writes=True, approves=True)
+    approved(home, lambda: bus.set_person(registry_mod.load(home / "registry"), "alpha", DAVE, follows=False,
+                                          writes=True, approves=True))  # fmt: skip
     alpha = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
     letter = alpha.send("beta", "Quota 500s", OPENER)
     news = [m for m in mailbox(home, CAROL) if letter.id in str(m["Subject"])][0]

@@ -16,7 +16,7 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import Refused
 
-from .test_approval_by_mail import CAROL, DAVE, answer, mailbox
+from .test_approval_by_mail import CAROL, DAVE, answer, approved, mailbox
 from .test_writing import trusting
 
 CHANGE = "agentmail bus set hold x"
@@ -24,9 +24,11 @@ CHANGE = "agentmail bus set hold x"
 
 @pytest.fixture
 def two(registry: Registry, home: Path) -> AgentMail:
-    """carol and dave approve alpha's letters."""
+    """carol and dave approve alpha's letters (carol approved dave's listing)."""
+    bus.set_setting(registry.root, "trusted_authserv_ids", ["mail.bus.test"])  # carol's answer is judged on it
     bus.set_person(registry, "alpha", CAROL, follows=False, writes=False, approves=True)
-    bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False, writes=False, approves=True)
+    approved(home, lambda: bus.set_person(registry_mod.load(registry.root), "alpha", DAVE, follows=False,
+                                          writes=False, approves=True))  # fmt: skip
     return AgentMail(trusting(registry_mod.load(registry.root)), Identity("alpha"), home)
 
 
@@ -87,15 +89,15 @@ def test_a_rejection_and_a_disagreement_say_every_answer(two: AgentMail, home: P
 
 def test_a_record_never_announced_is_announced_anew(two: AgentMail, home: Path) -> None:
     folder = guard_changes.folder_of(two.spool)
-    folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)  # dave's listing was asked through it
     (folder / "old.json").write_text(json.dumps({"change": CHANGE, "answers": [f"{CAROL} approve"]}))
     assert _refused(two).startswith("this change waits for an approver:")
     assert _asked(home) == [f"Approve? a change: {CHANGE}"]
 
 
 def test_a_partners_guard_is_decided_by_its_own_approvers(two: AgentMail, home: Path) -> None:
-    bus.set_person(registry_mod.load(home / "registry"), "beta", "erin@people.test", follows=False, writes=False,
-                   approves=True)  # fmt: skip
+    approved(home, lambda: bus.set_person(registry_mod.load(home / "registry"), "beta", "erin@people.test",
+                                          follows=False, writes=False, approves=True), CAROL, DAVE)  # fmt: skip
     am = AgentMail(registry_mod.load(home / "registry"), Identity("alpha"), home)
     with pytest.raises(Refused) as refused:
         am.ask_approvers(CHANGE, "what it does", "beta")
