@@ -534,7 +534,12 @@ GROUPS: dict[str, Group] = {
     # Issue 37 (run 15): the post office's claim marks, read plainly from a hostile .claims folder.
     "claim_marks": Group(
         ("transport/claim_marks.py",),
-        ("transport/test_claim_attacks.py", "transport/test_claims_dir_attacks.py", "transport/test_claims_upkeep.py"),
+        (
+            "transport/test_claim_marks_exact.py",
+            "transport/test_claim_attacks.py",
+            "transport/test_claims_dir_attacks.py",
+            "transport/test_claims_upkeep.py",
+        ),
         functions=named("transport.claim_marks", "Claims.claim", "Claims._read"),
         timeout=60,
     ),
