@@ -498,7 +498,7 @@ GROUPS: dict[str, Group] = {
             "letter/test_model.py",
         ),
         functions=(
-            *named("stages.route", "route", "_not_its_opener"),
+            *named("stages.route", "route", "_not_its_opener", "_awaiting_opener"),
             *named("stages.facts", "gather"),
             *named("model", "bound_thread_id", "is_bound", "bound_to"),
         ),
@@ -508,10 +508,10 @@ GROUPS: dict[str, Group] = {
     "escalate": Group(
         ("client/to_people.py", "people/escalation.py"),
         (
-            "client/test_to_people_exact.py",
-            "people/test_escalation.py",
+            "people/test_escalation_machines_attack.py",  # first: it kills most, in-process
             "people/test_escalation_claims_attacks.py",
-            "people/test_escalation_machines_attack.py",
+            "people/test_escalation.py",
+            "client/test_to_people_exact.py",
         ),
         functions=(
             *named("client.to_people", "ToPeople.escalate", "ToPeople._still_ours"),
