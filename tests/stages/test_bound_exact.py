@@ -28,5 +28,11 @@ def test_the_same_letter_as_a_question_waits_for_its_opener() -> None:
                               message_id="<03m.beta@bus.test>", thread=BOUND, in_reply_to=None)  # fmt: skip
     facts = Facts(me_agent="bob", me_address="beta@bus.test", opener_due=True)
     filing = route(Verdict("accept", letter=question, addressed=("beta@bus.test",)), facts)
-    assert filing.action == "quarantine" and filing.verdict is not None
-    assert filing.verdict.reason == "awaiting-parent"
+    assert filing.action == "quarantine"
+    assert filing.verdict == Verdict(
+        "quarantine",
+        letter=question,
+        reason="awaiting-parent",
+        detail=f"it writes into {BOUND}, whose opener is not filed here yet: it waits for it "
+        "(a thread is its opener's, never its first answer's)",
+    )
