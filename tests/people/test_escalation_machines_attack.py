@@ -238,6 +238,9 @@ def test_a_queued_announcement_taken_over_by_another_machine_is_never_sent_from_
     on_a.sync()  # confirms before it sends again: another holds it now
     assert len(mailbox_of(home, FOLLOWER)) == 1
     assert [r["state"] for r in records(home)] == ["elsewhere"]
+    ((mine,), (theirs,)) = records(home), records(other)  # who holds it, and when it was asked
+    assert theirs["state"] == "sent" and mine["by"] == theirs["holder"] != mine["holder"]
+    assert mine["asked"] == int(clock() * 1000)
     assert not list((home / "spool" / "alpha" / "escalations").glob("*.eml"))
 
 
