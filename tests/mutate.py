@@ -491,6 +491,7 @@ GROUPS: dict[str, Group] = {
     "bound": Group(
         ("stages/route.py", "stages/facts.py", "model.py"),
         (
+            "stages/test_bound_exact.py",
             "stages/test_bound_threads.py",
             "stages/test_bound_thread_attacks.py",
             "stages/test_preemption.py",

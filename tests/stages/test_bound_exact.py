@@ -4,7 +4,7 @@ a bound thread whose opener is not filed here."""
 
 from __future__ import annotations
 
-from agentmail.model import bound_thread_id
+from agentmail.model import bound_thread_id, is_bound
 from agentmail.stages.facts import Facts
 from agentmail.stages.route import route
 from agentmail.trust.authenticity import Verdict
@@ -36,3 +36,11 @@ def test_the_same_letter_as_a_question_waits_for_its_opener() -> None:
         detail=f"it writes into {BOUND}, whose opener is not filed here yet: it waits for it "
         "(a thread is its opener's, never its first answer's)",
     )
+
+
+def test_a_message_id_holding_a_lone_surrogate_still_binds_a_thread() -> None:
+    # a header's undecodable byte reaches the id as a lone surrogate (surrogateescape): no crash,
+    # and the id is bound to that byte
+    thread = bound_thread_id("alpha@bus.test", "<01m.\udcff@bus.test>")
+    assert is_bound(thread) and thread != bound_thread_id("alpha@bus.test", "<01m.\udcfe@bus.test>")
+    assert thread == bound_thread_id("ALPHA@bus.test ", " <01m.\udcff@bus.test>")
