@@ -509,7 +509,8 @@ GROUPS: dict[str, Group] = {
     "escalate": Group(
         ("client/to_people.py", "people/escalation.py"),
         (
-            "people/test_escalation_machines_attack.py",  # first: it kills most, in-process
+            "people/test_escalation_exact.py",
+            "people/test_escalation_machines_attack.py",  # it kills most, in-process
             "people/test_escalation_claims_attacks.py",
             "people/test_escalation.py",
             "client/test_to_people_exact.py",
