@@ -525,6 +525,7 @@ GROUPS: dict[str, Group] = {
     "loosening": Group(
         ("admin/bus.py", "client/consent.py"),
         (
+            "config/test_change_setting_exact.py",
             "people/test_consent_exact.py",
             "people/test_loosening_asked.py",
             "people/test_loosening_attacks.py",
