@@ -11,6 +11,9 @@ from agentmail.admin import bus
 from agentmail.config.registry import Registry
 from agentmail.errors import BadInput
 
+from ..people.test_approval_by_mail import CAROL, mailbox
+from ..people.test_loosening_asked import _set_up
+
 
 def test_a_platforms_auth_is_changed_and_named(registry: Registry, home: Path) -> None:
     changed = bus.change_setting(home / "registry", "auth", ["xoauth2"], platform="alpha")
@@ -22,3 +25,11 @@ def test_only_auth_is_set_per_platform(registry: Registry, home: Path, key: str)
     with pytest.raises(BadInput) as caught:
         bus.change_setting(home / "registry", key, ["xoauth2"], platform="alpha")
     assert str(caught.value) == f"only auth is set per platform (--platform), not {key!r}"
+
+
+def test_a_hold_list_set_to_what_it_is_tells_the_approvers_nothing(registry: Registry, home: Path) -> None:
+    root = _set_up(registry, (), approver=True)  # hold: beta@bus.test, carol approving alpha's letters
+    before = mailbox(home, CAROL)
+    changed = bus.change_setting(root, "hold", ["beta@bus.test"])
+    assert changed == bus.Changed("hold", ["beta@bus.test"], guarded=True)
+    assert mailbox(home, CAROL) == before  # no change of the hold rule: nobody told, nobody asked
