@@ -33,3 +33,12 @@ def test_a_hold_list_set_to_what_it_is_tells_the_approvers_nothing(registry: Reg
     changed = bus.change_setting(root, "hold", ["beta@bus.test"])
     assert changed == bus.Changed("hold", ["beta@bus.test"], guarded=True)
     assert mailbox(home, CAROL) == before  # no change of the hold rule: nobody told, nobody asked
+
+
+def test_a_hold_list_holding_more_is_told_to_the_approvers_before_it_is_written(registry: Registry, home: Path) -> None:
+    root = _set_up(registry, (), approver=True)
+    before = len(mailbox(home, CAROL))
+    changed = bus.change_setting(root, "hold", ["beta@bus.test", "gamma@bus.test"])
+    assert changed == bus.Changed("hold", ["beta@bus.test", "gamma@bus.test"], guarded=True)  # told, not asked
+    (told,) = mailbox(home, CAROL)[before:]
+    assert "gamma@bus.test" in told.get_content()
