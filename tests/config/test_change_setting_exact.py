@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
 from agentmail.config.registry import Registry
 from agentmail.errors import BadInput
 
@@ -17,7 +18,8 @@ from ..people.test_loosening_asked import _set_up
 
 def test_a_platforms_auth_is_changed_and_named(registry: Registry, home: Path) -> None:
     changed = bus.change_setting(home / "registry", "auth", ["xoauth2"], platform="alpha")
-    assert changed == bus.Changed("auth", "xoauth2")
+    assert changed == bus.Changed("auth", "xoauth2") and changed.stored == "xoauth2"
+    assert registry_mod.load(home / "registry").named("alpha").auth == "xoauth2"
 
 
 @pytest.mark.parametrize("key", ["hold", "AUTH", "auth "])
@@ -42,3 +44,9 @@ def test_a_hold_list_holding_more_is_told_to_the_approvers_before_it_is_written(
     assert changed == bus.Changed("hold", ["beta@bus.test", "gamma@bus.test"], guarded=True)  # told, not asked
     (told,) = mailbox(home, CAROL)[before:]
     assert "gamma@bus.test" in told.get_content()
+
+
+def test_a_platforms_auth_takes_one_value(registry: Registry, home: Path) -> None:
+    with pytest.raises(BadInput) as caught:
+        bus.change_setting(home / "registry", "auth", ["xoauth2", "password"], platform="alpha")
+    assert str(caught.value) == "'bus set auth' takes one value"
