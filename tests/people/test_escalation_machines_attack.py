@@ -373,6 +373,28 @@ def test_a_queued_announcement_recorded_before_the_claim_existed_is_sent_once(
     assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(home)] == ["sent"]
 
 
+def test_a_record_held_elsewhere_that_names_no_holder_is_made_anew_and_asked_again(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+) -> None:
+    """A per-home record ``elsewhere`` without a holder (an older agentmail's, or edited): asked
+    again when due, written first with this run's holder; the stall announced already stays once."""
+    alpha = AgentMail(followed, Identity("alpha"), home)
+    alpha.send("beta", "Quota 500s", OPENER)
+    clock.advance(4 * DAY)
+    alpha.sync()
+    assert len(mailbox_of(home, FOLLOWER)) == 1
+    (path,) = (home / "spool" / "alpha" / "escalations").glob("*.json")
+    kept = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v for k, v in kept.items() if k != "holder"} | {"state": "elsewhere", "asked": 0}))
+    clock.advance(2 * MINUTE)
+    assert alpha.sync().escalation_problem is None
+    (record,) = records(home)
+    assert record["state"] == "elsewhere" and record["by"] == kept["holder"] != record["holder"]
+    assert len(mailbox_of(home, FOLLOWER)) == 1
+
+
 # --- records planted on the server ---------------------------------------------------------------
 
 NAMES = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1, max_size=30)
