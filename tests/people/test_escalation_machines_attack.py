@@ -395,6 +395,28 @@ def test_a_record_held_elsewhere_that_names_no_holder_is_made_anew_and_asked_aga
     assert len(mailbox_of(home, FOLLOWER)) == 1
 
 
+def test_a_record_asked_again_keeps_its_first_time_and_waits_the_first_interval(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+) -> None:
+    """A record ``elsewhere`` asked again finds the claim answered (by its own holder): it keeps
+    the time the stall was first announced, and waits ``ASK_FIRST_MS`` before asking again."""
+    alpha = AgentMail(followed, Identity("alpha"), home)
+    alpha.send("beta", "Quota 500s", OPENER)
+    clock.advance(4 * DAY)
+    alpha.sync()
+    (path,) = (home / "spool" / "alpha" / "escalations").glob("*.json")
+    kept = json.loads(path.read_text())
+    path.write_text(json.dumps(kept | {"state": "elsewhere", "asked": 0}))
+    clock.advance(2 * MINUTE)
+    assert alpha.sync().escalation_problem is None
+    (record,) = records(home)
+    assert record["state"] == "elsewhere" and record["by"] == record["holder"] == kept["holder"]
+    assert record["at"] == kept["at"] and record["every"] == escalation.ASK_FIRST_MS
+    assert len(mailbox_of(home, FOLLOWER)) == 1
+
+
 # --- records planted on the server ---------------------------------------------------------------
 
 NAMES = st.text(st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",)), min_size=1, max_size=30)
