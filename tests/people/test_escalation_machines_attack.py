@@ -395,25 +395,30 @@ def test_a_record_held_elsewhere_that_names_no_holder_is_made_anew_and_asked_aga
     assert len(mailbox_of(home, FOLLOWER)) == 1
 
 
-def test_a_record_asked_again_keeps_its_first_time_and_waits_the_first_interval(
+@pytest.mark.parametrize("seen", [False, True])
+def test_a_record_asked_again_keeps_its_first_time_and_waits_longer_for_the_same_holder(
     followed: Registry,  # noqa: F811
     home: Path,
     clock: Clock,  # noqa: F811
+    seen: bool,
 ) -> None:
     """A record ``elsewhere`` asked again finds the claim answered (by its own holder): it keeps
-    the time the stall was first announced, and waits ``ASK_FIRST_MS`` before asking again."""
+    the time the stall was first announced, and waits ``ASK_FIRST_MS`` before asking again, twice
+    that when the same holder was found the last time too."""
     alpha = AgentMail(followed, Identity("alpha"), home)
     alpha.send("beta", "Quota 500s", OPENER)
     clock.advance(4 * DAY)
     alpha.sync()
     (path,) = (home / "spool" / "alpha" / "escalations").glob("*.json")
     kept = json.loads(path.read_text())
-    path.write_text(json.dumps(kept | {"state": "elsewhere", "asked": 0}))
+    first = escalation.ASK_FIRST_MS
+    before = {"by": kept["holder"], "every": first} if seen else {}
+    path.write_text(json.dumps(kept | {"state": "elsewhere", "asked": 0} | before))
     clock.advance(2 * MINUTE)
     assert alpha.sync().escalation_problem is None
     (record,) = records(home)
     assert record["state"] == "elsewhere" and record["by"] == record["holder"] == kept["holder"]
-    assert record["at"] == kept["at"] and record["every"] == escalation.ASK_FIRST_MS
+    assert record["at"] == kept["at"] and record["every"] == (2 * first if seen else first)
     assert len(mailbox_of(home, FOLLOWER)) == 1
 
 
