@@ -419,6 +419,7 @@ def test_a_record_asked_again_keeps_its_first_time_and_waits_longer_for_the_same
     (record,) = records(home)
     assert record["state"] == "elsewhere" and record["by"] == record["holder"] == kept["holder"]
     assert record["at"] == kept["at"] and record["every"] == (2 * first if seen else first)
+    assert record["asked"] == int(clock() * 1000)
     assert len(mailbox_of(home, FOLLOWER)) == 1
 
 
