@@ -486,6 +486,66 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=60,
     ),
+    # Issue 37 (run 15): a thread bound to its opener's Message-ID (no other letter opens or
+    # preempts it): the routing of a non-opener, the facts' opener-due, the bound id itself.
+    "bound": Group(
+        ("stages/route.py", "stages/facts.py", "model.py"),
+        (
+            "stages/test_bound_exact.py",
+            "stages/test_bound_threads.py",
+            "stages/test_bound_thread_attacks.py",
+            "stages/test_preemption.py",
+            "stages/test_waiting_attacks.py",
+            "letter/test_model.py",
+        ),
+        functions=(
+            *named("stages.route", "route", "_not_its_opener", "_awaiting_opener"),
+            *named("stages.facts", "gather"),
+            *named("model", "bound_thread_id", "is_bound", "bound_to"),
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 15): a stalled thread escalated once across machines (the claim on the post office).
+    "escalate": Group(
+        ("client/to_people.py", "people/escalation.py"),
+        (
+            "people/test_escalation_exact.py",
+            "people/test_escalation_machines_attack.py",  # it kills most, in-process
+            "people/test_escalation_claims_attacks.py",
+            "people/test_escalation.py",
+            "client/test_to_people_exact.py",
+        ),
+        functions=(
+            *named("client.to_people", "ToPeople.escalate", "ToPeople._still_ours"),
+            *named("people.escalation", "claim", "settle", "ask_again", "next_ask"),
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 15): a change of bus.toml that loosens a guard asked of the approvers first.
+    "loosening": Group(
+        ("admin/bus.py", "client/consent.py"),
+        (
+            "config/test_change_setting_exact.py",
+            "people/test_consent_exact.py",
+            "people/test_loosening_asked.py",
+            "people/test_loosening_attacks.py",
+            "config/test_loosening.py",
+        ),
+        functions=(*named("admin.bus", "change_setting", "_first_approved"), *named("client.consent", "Consent.ask")),
+        timeout=60,
+    ),
+    # Issue 37 (run 15): the post office's claim marks, read plainly from a hostile .claims folder.
+    "claim_marks": Group(
+        ("transport/claim_marks.py",),
+        (
+            "transport/test_claim_marks_exact.py",
+            "transport/test_claim_attacks.py",
+            "transport/test_claims_dir_attacks.py",
+            "transport/test_claims_upkeep.py",
+        ),
+        functions=named("transport.claim_marks", "Claims.claim", "Claims._read"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 

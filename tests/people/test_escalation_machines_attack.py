@@ -217,10 +217,12 @@ def test_a_machine_killed_inside_its_submission_is_never_announced_again_by_anot
     assert mailbox_of(home, FOLLOWER) == [] and [r["state"] for r in records(other)] == ["elsewhere"]
 
 
+@pytest.mark.parametrize("bytes_gone", [False, True])
 def test_a_queued_announcement_taken_over_by_another_machine_is_never_sent_from_here(
     followed: Registry,  # noqa: F811
     home: Path,
     clock: Clock,  # noqa: F811
+    bytes_gone: bool,
 ) -> None:
     other = second_home(home)
     stalled(followed, home, other, clock)
@@ -235,9 +237,17 @@ def test_a_queued_announcement_taken_over_by_another_machine_is_never_sent_from_
     clock.advance(STALE_AFTER + MINUTE)
     on_b.sync()  # the claim is stale: taken over, sent from here
     clock.advance(2 * MINUTE)
-    on_a.sync()  # confirms before it sends again: another holds it now
+    if bytes_gone:  # the queued letter's file removed meanwhile: the record still says who holds it
+        for queued in (home / "spool" / "alpha" / "escalations").glob("*.eml"):
+            queued.unlink()
+    report = on_a.sync()  # confirms before it sends again: another holds it now
+    assert report.escalation_problem is None  # a file already gone is no problem
     assert len(mailbox_of(home, FOLLOWER)) == 1
     assert [r["state"] for r in records(home)] == ["elsewhere"]
+    ((mine,), (theirs,)) = records(home), records(other)  # who holds it, and when it was asked
+    assert theirs["state"] == "sent" and mine["by"] == theirs["holder"] != mine["holder"]
+    assert mine["asked"] == int(clock() * 1000)
+    assert "every" not in mine  # asked once in this run (before the retry), not again by its due loop
     assert not list((home / "spool" / "alpha" / "escalations").glob("*.eml"))
 
 
@@ -361,6 +371,56 @@ def test_a_queued_announcement_recorded_before_the_claim_existed_is_sent_once(
         clock.advance(2 * MINUTE)
         alpha.sync()
     assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(home)] == ["sent"]
+
+
+def test_a_record_held_elsewhere_that_names_no_holder_is_made_anew_and_asked_again(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+) -> None:
+    """A per-home record ``elsewhere`` without a holder (an older agentmail's, or edited): asked
+    again when due, written first with this run's holder; the stall announced already stays once."""
+    alpha = AgentMail(followed, Identity("alpha"), home)
+    alpha.send("beta", "Quota 500s", OPENER)
+    clock.advance(4 * DAY)
+    alpha.sync()
+    assert len(mailbox_of(home, FOLLOWER)) == 1
+    (path,) = (home / "spool" / "alpha" / "escalations").glob("*.json")
+    kept = json.loads(path.read_text())
+    path.write_text(json.dumps({k: v for k, v in kept.items() if k != "holder"} | {"state": "elsewhere", "asked": 0}))
+    clock.advance(2 * MINUTE)
+    assert alpha.sync().escalation_problem is None
+    (record,) = records(home)
+    assert record["state"] == "elsewhere" and record["by"] == kept["holder"] != record["holder"]
+    assert len(mailbox_of(home, FOLLOWER)) == 1
+
+
+@pytest.mark.parametrize("seen", [False, True])
+def test_a_record_asked_again_keeps_its_first_time_and_waits_longer_for_the_same_holder(
+    followed: Registry,  # noqa: F811
+    home: Path,
+    clock: Clock,  # noqa: F811
+    seen: bool,
+) -> None:
+    """A record ``elsewhere`` asked again finds the claim answered (by its own holder): it keeps
+    the time the stall was first announced, and waits ``ASK_FIRST_MS`` before asking again, twice
+    that when the same holder was found the last time too."""
+    alpha = AgentMail(followed, Identity("alpha"), home)
+    alpha.send("beta", "Quota 500s", OPENER)
+    clock.advance(4 * DAY)
+    alpha.sync()
+    (path,) = (home / "spool" / "alpha" / "escalations").glob("*.json")
+    kept = json.loads(path.read_text())
+    first = escalation.ASK_FIRST_MS
+    before = {"by": kept["holder"], "every": first} if seen else {}
+    path.write_text(json.dumps(kept | {"state": "elsewhere", "asked": 0} | before))
+    clock.advance(2 * MINUTE)
+    assert alpha.sync().escalation_problem is None
+    (record,) = records(home)
+    assert record["state"] == "elsewhere" and record["by"] == record["holder"] == kept["holder"]
+    assert record["at"] == kept["at"] and record["every"] == (2 * first if seen else first)
+    assert record["asked"] == int(clock() * 1000)
+    assert len(mailbox_of(home, FOLLOWER)) == 1
 
 
 # --- records planted on the server ---------------------------------------------------------------

@@ -292,3 +292,18 @@ def test_init_force_over_a_bus_with_two_platforms_approvers_needs_both(
     code, _, err = cli(*command)
     assert code == 4 and "also waits for an approver of alpha" in err, err
     assert _files(root) == before
+
+
+def test_a_bus_wide_loosening_names_every_platform_whose_approver_has_not_answered(
+    registry: Registry, home: Path, cli: Cli
+) -> None:
+    root = _set_up(registry, (), approver=True)  # carol approves alpha's
+    bus.add(home, registry_mod.load(root), "gamma")
+    bus.set_person(registry_mod.load(root), "beta", EVE, follows=False, writes=False, approves=True)
+    bus.set_person(registry_mod.load(root), "gamma", "gus@people.test", follows=False, writes=False, approves=True)
+    command = ("--as", "beta", "bus", "set", "hold", "")
+    assert cli(*command)[0] == 4
+    (eves,) = [m for m in mailbox(home, EVE) if str(m["Subject"]).strip().startswith("Approve? a change: ")]
+    _answer_beta(home, eves, "approve", EVE)
+    code, out, err = cli(*command)
+    assert (code, out) == (4, "") and "also waits for an approver of alpha, gamma (asked already" in err, err
