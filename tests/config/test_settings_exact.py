@@ -1,0 +1,75 @@
+"""The checks of bus.toml's top-level values (config/settings.py's rows), word for word: each
+refusal is one ConfigError naming its key, a value of the wrong type refused as such (never a
+TypeError), each edge of what a check lets through, and ``bus set``'s one-value sentence naming
+the key it was given."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentmail.admin import bus
+from agentmail.config import registry as registry_mod
+from agentmail.config.registry import Registry
+from agentmail.errors import BadInput, ConfigError
+
+
+def _bus(**values: Any) -> registry_mod.Bus:
+    return registry_mod.parse_bus({"domain": "bus.test", **values})
+
+
+@pytest.mark.parametrize(
+    ("values", "sentence"),
+    [
+        ({"domain": 5}, "bus.toml: domain 5 is not a valid domain"),
+        ({"domain": ["bus.test"]}, "bus.toml: domain ['bus.test'] is not a valid domain"),
+        ({"domain": "not a domain"}, "bus.toml: domain 'not a domain' is not a valid domain"),
+        ({"trusted_authserv_ids": ""}, "bus.toml: trusted_authserv_ids must be a list of names"),
+        ({"trusted_authserv_ids": 5}, "bus.toml: trusted_authserv_ids must be a list of names"),
+        ({"trusted_authserv_ids": [""]}, "bus.toml: trusted_authserv_ids must be a list of names"),
+        ({"trusted_authserv_ids": ["mx.test", 5]}, "bus.toml: trusted_authserv_ids must be a list of names"),
+        ({"ca_file": 5}, "bus.toml: ca_file must be a path (relative to the registry directory)"),
+        ({"new_threads_per_hour": True}, "bus.toml: new_threads_per_hour must be a whole number >= 0"),
+        ({"attach_max_count": False}, "bus.toml: attach_max_count must be a whole number >= 0"),
+        ({"attach_max_bytes": -1}, "bus.toml: attach_max_bytes must be a whole number >= 0"),
+        ({"attach_max_total": "1"}, "bus.toml: attach_max_total must be a whole number >= 0"),
+        ({"attach_types": ""}, 'bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])'),
+        ({"attach_types": 5}, 'bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])'),
+        (
+            {"attach_types": ["TEXT/PLAIN"]},
+            'bus.toml: attach_types must be a list of lowercase MIME types (e.g. ["text/x-diff"])',
+        ),
+    ],
+)
+def test_each_check_refuses_in_its_own_sentence(values: dict[str, Any], sentence: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        _bus(**values)
+    assert str(refused.value) == sentence
+
+
+def test_each_check_lets_through_what_it_should_as_the_bus_field() -> None:
+    loaded = _bus(
+        trusted_authserv_ids=["mx.test", "mx2.test"],
+        ca_file="ca.pem",
+        new_threads_per_hour=0,
+        attach_max_count=0,
+        attach_types=["text/plain", "text/x-diff", "text/plain"],
+    )
+    assert loaded.domain == "bus.test"
+    assert loaded.trusted_authserv_ids == ("mx.test", "mx2.test")
+    assert loaded.ca_file == "ca.pem"
+    assert (loaded.new_threads_per_hour, loaded.attach_max_count) == (0, 0)
+    assert loaded.attach_types == ("text/plain", "text/x-diff")
+    assert _bus(ca_file="").ca_file is None
+    assert _bus(ca_file=None).ca_file is None
+    assert _bus(trusted_authserv_ids=[]).trusted_authserv_ids == ()
+
+
+@pytest.mark.parametrize("key", ["auth", "stale_after", "name", "transport"])
+def test_bus_set_names_its_key_when_given_two_values(registry: Registry, key: str) -> None:
+    before = (registry.root / "bus.toml").read_bytes()
+    with pytest.raises(BadInput) as refused:
+        bus.set_setting(registry.root, key, ["a", "b"])
+    assert str(refused.value) == f"'bus set {key}' takes one value"
+    assert (registry.root / "bus.toml").read_bytes() == before
