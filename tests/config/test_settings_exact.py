@@ -11,6 +11,7 @@ import pytest
 
 from agentmail.admin import bus
 from agentmail.config import registry as registry_mod
+from agentmail.config import settings as settings_mod
 from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, ConfigError
 
@@ -66,10 +67,56 @@ def test_each_check_lets_through_what_it_should_as_the_bus_field() -> None:
     assert _bus(trusted_authserv_ids=[]).trusted_authserv_ids == ()
 
 
-@pytest.mark.parametrize("key", ["auth", "stale_after", "name", "transport"])
+@pytest.mark.parametrize("key", ["auth", "stale_after", "name", "transport", "max_size", "new_threads_per_hour"])
 def test_bus_set_names_its_key_when_given_two_values(registry: Registry, key: str) -> None:
     before = (registry.root / "bus.toml").read_bytes()
     with pytest.raises(BadInput) as refused:
         bus.set_setting(registry.root, key, ["a", "b"])
     assert str(refused.value) == f"'bus set {key}' takes one value"
     assert (registry.root / "bus.toml").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("values", "sentence"),
+    [
+        ({"policy": "dns"}, "bus.toml: policy must be one of pinned, aligned"),
+        ({"sent_folder": 5}, 'bus.toml: sent_folder must be a folder name ("" for none)'),
+        ({"max_size": 4095}, "bus.toml: max_size must be a number of bytes >= 4096"),
+        ({"max_size": "8192"}, "bus.toml: max_size must be a number of bytes >= 4096"),
+        (
+            {"hold": ["Partner.Example"]},
+            'bus.toml: hold must be a list of lowercase domains or addresses (e.g. ["partner.example"])',
+        ),
+    ],
+)
+def test_the_other_checks_refuse_in_their_own_sentence(values: dict[str, Any], sentence: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        _bus(**values)
+    assert str(refused.value) == sentence
+
+
+def test_the_smallest_letter_size_allowed_is_4096_bytes() -> None:
+    assert _bus(max_size=4096).max_size == 4096
+    assert _bus(sent_folder="").sent_folder == ""
+    assert _bus(sent_folder=None).sent_folder is None
+
+
+def test_a_duration_bus_set_refuses_names_its_key(registry: Registry) -> None:
+    with pytest.raises(BadInput) as refused:
+        bus.set_setting(registry.root, "stale_after", ["soon"])
+    assert str(refused.value).startswith("stale_after 'soon' is not a duration: give ")
+
+
+def test_a_number_reader_stores_the_whole_number_or_says_what_the_key_is() -> None:
+    # The readers are made when the table is (at import): called here, each call is the code under test.
+    read = settings_mod._number("a number of bytes")
+    data: dict[str, Any] = {}
+    assert read(data, "max_size", [" 8192 "]) == 8192
+    assert data == {"max_size": 8192}
+    with pytest.raises(BadInput) as refused:
+        read(data, "max_size", ["big"])
+    assert str(refused.value) == "max_size is a number of bytes"
+    with pytest.raises(BadInput) as refused:
+        read(data, "max_size", ["1", "2"])
+    assert str(refused.value) == "'bus set max_size' takes one value"
+    assert data == {"max_size": 8192}
