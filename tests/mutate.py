@@ -636,6 +636,7 @@ import contextlib, io, json, os, sys
 sys.path.insert(0, os.getcwd())
 import pytest
 names, args, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+os.environ["AGENTMAIL_MUTATION"] = "1"  # tests/conftest.py: failures not shrunk
 with open(out, "a") as log:
     for name in names:
         os.environ["MUTANT_UNDER_TEST"] = name
