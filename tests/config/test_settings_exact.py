@@ -120,3 +120,26 @@ def test_a_number_reader_stores_the_whole_number_or_says_what_the_key_is() -> No
         read(data, "max_size", ["1", "2"])
     assert str(refused.value) == "'bus set max_size' takes one value"
     assert data == {"max_size": 8192}
+
+
+@pytest.mark.parametrize(
+    ("values", "sentence"),
+    [
+        ({"transport": "uucp"}, "bus.toml: transport must be 'local' or 'smtp+imap', not 'uucp'"),
+        ({"auth": "kerberos"}, "bus.toml: auth must be one of password, xoauth2, oauthbearer, not 'kerberos'"),
+        ({"stale_after": "soon"}, "bus.toml: stale_after must be a duration such as 3d, not 'soon'"),
+        ({"stale_after": 3}, "bus.toml: stale_after must be a duration such as 3d, not '3'"),
+        ({"stale_after": "x" * 50}, f"bus.toml: stale_after must be a duration such as 3d, not {'x' * 40!r}"),
+    ],
+)
+def test_the_named_values_refuse_in_their_own_sentence(values: dict[str, Any], sentence: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        _bus(**values)
+    assert str(refused.value) == sentence
+
+
+def test_bus_set_s_help_is_one_sentence_of_every_row_s_words() -> None:
+    text = settings_mod.help_text()
+    assert text.startswith("Set KEY in bus.toml: name NAME (the domain unless given), domain DOMAIN, transport ")
+    assert text.endswith(", groups.NAME PLATFORM... (for 'send @NAME'; \"\" removes it).")
+    assert text == "Set KEY in bus.toml: " + ", ".join(row.help for row in settings_mod.SETTINGS) + "."
