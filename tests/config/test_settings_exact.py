@@ -143,3 +143,14 @@ def test_bus_set_s_help_is_one_sentence_of_every_row_s_words() -> None:
     assert text.startswith("Set KEY in bus.toml: name NAME (the domain unless given), domain DOMAIN, transport ")
     assert text.endswith(", groups.NAME PLATFORM... (for 'send @NAME'; \"\" removes it).")
     assert text == "Set KEY in bus.toml: " + ", ".join(row.help for row in settings_mod.SETTINGS) + "."
+
+
+def test_a_row_changes_the_bus_field_of_its_name_unless_it_names_another() -> None:
+    # The rows are made at import: made here, the constructor is the code under test.
+    row = settings_mod.Setting("max_size", None, 1, None, "max_size BYTES", loosens=settings_mod.never)
+    assert (row.name, row.read, row.default, row.check, row.help) == ("max_size", None, 1, None, "max_size BYTES")
+    assert (row.loosens, row.field) == (settings_mod.never, "max_size")
+    other = settings_mod.Setting(
+        "smtp.tls", None, None, None, "smtp.tls MODE", loosens=settings_mod.never, field="smtp"
+    )
+    assert other.field == "smtp"
