@@ -486,6 +486,17 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=60,
     ),
+    # Issue 39 (run 14): the sent letter's move made durable in one commit with its flush.
+    "durable": Group(
+        ("spool/filing.py",),
+        (
+            "stages/test_send_durability.py",
+            "spool/test_spool_sides.py",
+            "spool/test_filing_power_cut.py",
+        ),
+        functions=named("spool.filing", "SpoolWriter.make_durable", "SpoolWriter._move", "SpoolWriter.move"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
