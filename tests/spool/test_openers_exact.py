@@ -5,11 +5,12 @@ reads their rows in (each order of states is one)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
-from agentmail.model import opener_key, ulid_ms
+from agentmail.model import opener_key, ulid_floor, ulid_ms
 from agentmail.spool.store import Spool
 
 from .test_spool import NAMES, _letter
@@ -27,3 +28,72 @@ def test_two_letters_of_one_mailbox_under_one_key_count_at_the_older_ones_time(
     key = opener_key(letter.message_id)
     assert beta.read.opener_keys_since(0) == {key: ulid_ms(older.id)}
     assert beta.read.opener_key_set(0) == ({key}, ulid_ms(older.id))
+
+
+HOUR = 3_600_000
+
+
+def _id(ms: int, n: int) -> str:
+    return ulid_floor(ms)[:10] + f"{n:016d}"
+
+
+@pytest.mark.parametrize("older_here", [True, False])
+def test_one_key_in_two_mailboxes_of_the_platform_counts_at_the_older_ones_time(
+    tmp_path: Path, older_here: bool
+) -> None:
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root, name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    letter, raw = _letter(1)
+    (first, second) = (beta, bob) if older_here else (bob, beta)
+    first.write.store("sent", letter.replace(id=_id(now - 20, 1)), raw)
+    second.write.store("sibling", letter.replace(id=_id(now - 10, 2)), raw)
+    key = opener_key(letter.message_id)
+    assert beta.read.opener_keys_since(now - HOUR) == {key: now - 20}
+    assert beta.read.opener_key_set(now - HOUR) == ({key}, now - 20)
+
+
+@pytest.mark.parametrize("older_here", [True, False])
+def test_the_oldest_opener_of_the_platform_is_the_oldest_of_every_mailbox(tmp_path: Path, older_here: bool) -> None:
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    bob = Spool(tmp_path / "spool" / "beta@bob", platform_root=beta.root, name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    (first, second) = (beta, bob) if older_here else (bob, beta)
+    one, one_raw = _letter(1)
+    two, two_raw = _letter(2)
+    first.write.store("outbox", one.replace(id=_id(now - 20, 1)), one_raw)
+    second.write.store("sent", two.replace(id=_id(now - 10, 2)), two_raw)
+    keys = {opener_key(one.message_id), opener_key(two.message_id)}
+    assert beta.read.opener_key_set(now - HOUR) == (keys, now - 20)
+    assert beta.read.opener_keys_since(now - HOUR) == {
+        opener_key(one.message_id): now - 20,
+        opener_key(two.message_id): now - 10,
+    }
+
+
+def test_a_key_two_letters_hold_stays_counted_when_one_of_them_leaves(tmp_path: Path) -> None:
+    """The kept window counts how many letters hold a key, one by one as they are filed."""
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    assert beta.read.opener_key_set(now - HOUR) == (set(), None)
+    letter, raw = _letter(1)
+    older = beta.write.store("outbox", letter.replace(id=_id(now - 20, 1)), raw).id
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(letter.message_id)}, now - 20)
+    beta.write.store("outbox", letter.replace(id=_id(now - 10, 2)), raw)
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(letter.message_id)}, now - 20)
+    assert beta.write.move(older, "outbox", "failed")
+    assert beta.read.opener_key_set(now - HOUR) == ({opener_key(letter.message_id)}, now - 10)
+
+
+def test_the_oldest_is_a_timed_letters_when_an_odd_id_is_newer(tmp_path: Path) -> None:
+    """An id that is no ULID of its time (its first character past 7: a time past a ULID's 48
+    bits) is judged by the query's test; the oldest is still the oldest of all."""
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    one, one_raw = _letter(1)
+    two, two_raw = _letter(2)
+    beta.write.store("outbox", one.replace(id=_id(now - 5, 1)), one_raw)
+    beta.write.store("outbox", two.replace(id="8" + "0" * 25), two_raw)
+    assert ulid_ms("8" + "0" * 25) == 1 << 48
+    keys = {opener_key(one.message_id), opener_key(two.message_id)}
+    assert beta.read.opener_key_set(now - HOUR) == (keys, now - 5)
