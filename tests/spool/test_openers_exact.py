@@ -97,3 +97,17 @@ def test_the_oldest_is_a_timed_letters_when_an_odd_id_is_newer(tmp_path: Path) -
     assert ulid_ms("8" + "0" * 25) == 1 << 48
     keys = {opener_key(one.message_id), opener_key(two.message_id)}
     assert beta.read.opener_key_set(now - HOUR) == (keys, now - 5)
+
+
+@pytest.mark.parametrize("source", ["unread", "read"])
+def test_a_letter_moved_into_an_outgoing_state_gets_its_openers_row(tmp_path: Path, source: str) -> None:
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    letter, raw = _letter(1)
+    letter_id = beta.write.store(source, letter.replace(id=_id(now - 5, 1)), raw).id
+    assert beta.read.opener_keys_since(now - HOUR) == {}
+    assert beta.write.move(letter_id, source, "outbox")
+    assert beta.read.opener_keys_since(now - HOUR) == {opener_key(letter.message_id): now - 5}
+    assert beta.write.move(letter_id, "outbox", "sent")  # from one opening state to another: the one row
+    assert beta.read.opener_keys_since(now - HOUR) == {opener_key(letter.message_id): now - 5}
+    assert beta.db.conn().execute("SELECT count(*) FROM openers").fetchone() == (1,)
