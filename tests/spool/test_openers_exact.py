@@ -111,3 +111,23 @@ def test_a_letter_moved_into_an_outgoing_state_gets_its_openers_row(tmp_path: Pa
     assert beta.write.move(letter_id, "outbox", "sent")  # from one opening state to another: the one row
     assert beta.read.opener_keys_since(now - HOUR) == {opener_key(letter.message_id): now - 5}
     assert beta.db.conn().execute("SELECT count(*) FROM openers").fetchone() == (1,)
+
+
+def test_the_kept_window_slides_past_a_letter_that_left_and_keeps_a_time_at_its_edge(tmp_path: Path) -> None:
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    assert beta.read.opener_key_set(now - HOUR) == (set(), None)
+    ids = []
+    for n in range(3):  # filed between two counts: the window takes all three at once
+        letter, raw = _letter(n + 1)
+        ids.append(beta.write.store("outbox", letter.replace(id=_id(now - 3 + n, n)), raw).id)
+    assert beta.read.opener_key_set(now - HOUR) == (
+        {opener_key(_letter(n + 1)[0].message_id) for n in range(3)},
+        now - 3,
+    )
+    assert beta.write.move(ids[1], "outbox", "failed")  # its time stays in the heap, no longer a row's
+    assert beta.read.opener_key_set(now - HOUR)[1] == now - 3
+    assert beta.read.opener_key_set(now - 1) == ({opener_key(_letter(3)[0].message_id)}, now - 1)  # at the edge: kept
+    odd, odd_raw = _letter(9)
+    beta.write.store("outbox", odd.replace(id="01uodd"), odd_raw)  # no ULID: a time of -1
+    assert beta.read.opener_key_set(-1) == ({opener_key(_letter(n)[0].message_id) for n in (1, 3, 9)}, -1)
