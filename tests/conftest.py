@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 from agentmail import model
 from agentmail.admin import bus
@@ -29,7 +29,11 @@ _PYPROJECT = Path(__file__).resolve().parent.parent / "pyproject.toml"
 # quick run (tests/depth.py). No deadline and no health check that measures the machine: the
 # suite passes on a busy machine as on a quiet one (a test's own list goes through suppressed()).
 settings.register_profile("agentmail", max_examples=examples(100), deadline=None, suppress_health_check=LOAD_CHECKS)
-settings.load_profile("agentmail")
+# A mutation run (tests/mutate.py) wants a failure, not its smallest example: no shrinking.
+settings.register_profile(
+    "mutation", parent=settings.get_profile("agentmail"), phases=[Phase.explicit, Phase.reuse, Phase.generate]
+)
+settings.load_profile("mutation" if os.environ.get("AGENTMAIL_MUTATION") else "agentmail")
 
 
 def _coverage_floors() -> dict[str, float]:

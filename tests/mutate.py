@@ -544,6 +544,18 @@ GROUPS: dict[str, Group] = {
             "transport/test_claims_upkeep.py",
         ),
         functions=named("transport.claim_marks", "Claims.claim", "Claims._read"),
+    # Issue 39 (run 14): the sent letter's move made durable in one commit with its flush.
+    "durable": Group(
+        ("spool/filing.py",),
+        (
+            "stages/test_send_durability.py",
+            "spool/test_spool_sides.py",
+            "spool/test_filing_power_cut.py",
+            "spool/test_spool.py",
+            "spool/test_rebuild.py",
+            "spool/test_openers.py",
+        ),
+        functions=named("spool.filing", "SpoolWriter.make_durable", "SpoolWriter._move", "SpoolWriter.move"),
         timeout=60,
     ),
 }
@@ -696,6 +708,7 @@ import contextlib, io, json, os, sys
 sys.path.insert(0, os.getcwd())
 import pytest
 names, args, out = json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
+os.environ["AGENTMAIL_MUTATION"] = "1"  # tests/conftest.py: failures not shrunk
 with open(out, "a") as log:
     for name in names:
         os.environ["MUTANT_UNDER_TEST"] = name

@@ -87,8 +87,9 @@ def _text(data: dict[str, Any], key: str, values: list[str]) -> Any:
 
 def _number(what: str) -> Reader:
     def read(data: dict[str, Any], key: str, values: list[str]) -> Any:
+        value = one(key, values)  # (outside the try: BadInput is a ValueError, its sentence is its own)
         try:
-            data[key] = int(one(key, values))
+            data[key] = int(value)
         except ValueError:
             raise BadInput(f"{key} is {what}") from None
         return data[key]
