@@ -544,6 +544,8 @@ GROUPS: dict[str, Group] = {
             "transport/test_claims_upkeep.py",
         ),
         functions=named("transport.claim_marks", "Claims.claim", "Claims._read"),
+        timeout=60,
+    ),
     # Issue 39 (run 14): the sent letter's move made durable in one commit with its flush.
     "durable": Group(
         ("spool/filing.py",),
