@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import itertools
 from collections.abc import Callable
 from email.message import EmailMessage
 from pathlib import Path
@@ -71,6 +72,9 @@ def answer(home: Path, announcement: EmailMessage, body: str, *, sender: str = C
     deliver(home / "postoffice" / "alpha", raw)
 
 
+_ANSWERS = itertools.count(1000)  # two approvals in one test must not share a Message-ID (the second is a duplicate)
+
+
 def approved(home: Path, change: Callable[[], T], *approvers: str) -> T:
     """A change made once approvers are listed, as they let it happen: asked (Refused, the ask
     mailed), each of ``approvers`` (default carol) answers "approve", the change made again. The
@@ -79,7 +83,7 @@ def approved(home: Path, change: Callable[[], T], *approvers: str) -> T:
         change()
     for who in approvers or (CAROL,):
         asks = [p for p in _letters(home, who) if _subject(p).startswith("Approve? a change: ")]
-        answer(home, _parsed(asks[-1]), "approve", sender=who, n=1000 + len(asks))
+        answer(home, _parsed(asks[-1]), "approve", sender=who, n=next(_ANSWERS))  # each its own Message-ID
     done = change()
     for who in approvers or (CAROL,):
         for path in _letters(home, who):

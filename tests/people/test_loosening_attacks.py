@@ -297,10 +297,10 @@ def test_init_force_over_a_bus_with_two_platforms_approvers_needs_both(
 def test_a_bus_wide_loosening_names_every_platform_whose_approver_has_not_answered(
     registry: Registry, home: Path, cli: Cli
 ) -> None:
-    root = _set_up(registry, (), approver=True)  # carol approves alpha's
+    root = _two_approvers(registry, home, ())  # carol approves alpha's, eve beta's
     bus.add(home, registry_mod.load(root), "gamma")
-    bus.set_person(registry_mod.load(root), "beta", EVE, follows=False, writes=False, approves=True)
-    bus.set_person(registry_mod.load(root), "gamma", "gus@people.test", follows=False, writes=False, approves=True)
+    approved(home, lambda: bus.set_person(registry_mod.load(root), "gamma", "gus@people.test", follows=False,
+                                          writes=False, approves=True))  # fmt: skip
     command = ("--as", "beta", "bus", "set", "hold", "")
     assert cli(*command)[0] == 4
     (eves,) = [m for m in mailbox(home, EVE) if str(m["Subject"]).strip().startswith("Approve? a change: ")]
