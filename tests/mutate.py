@@ -560,6 +560,27 @@ GROUPS: dict[str, Group] = {
         functions=named("spool.filing", "SpoolWriter.make_durable", "SpoolWriter._move", "SpoolWriter.move"),
         timeout=60,
     ),
+    # Issue 37 (run 16): the enforcing functions of DESIGN §10 no group had mutated.
+    "text": Group(("text.py",), ("letter/test_text.py", "letter/test_shown_text.py"), timeout=60),
+    "read_plain": Group(
+        ("_fs.py",),
+        ("transport/test_postoffice_entries.py", "transport/test_primitives.py"),
+        functions=named("_fs", "read_plain"),
+        timeout=60,
+    ),
+    "depth_for": Group(
+        ("spool/depth.py",),
+        ("spool/test_spool.py", "spool/test_openers.py", "spool/test_rebuild.py"),
+        functions=named("spool.depth", "depth_for"),
+        timeout=60,
+    ),
+    "watch_key": Group(("cli/watch.py",), ("cli/test_watch.py",), functions=named("cli.watch", "_key"), timeout=60),
+    "demo_home": Group(
+        ("admin/demo.py",),
+        ("admin/test_demo_home.py", "admin/test_demo_home_attacks.py"),
+        functions=named("admin.demo", "_refuse_used"),
+        timeout=120,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
