@@ -561,7 +561,9 @@ GROUPS: dict[str, Group] = {
         timeout=60,
     ),
     # Issue 37 (run 16): the enforcing functions of DESIGN §10 no group had mutated.
-    "text": Group(("text.py",), ("letter/test_text.py", "letter/test_shown_text.py"), timeout=60),
+    "text": Group(
+        ("text.py",), ("letter/test_text.py", "letter/test_shown_text.py", "letter/test_text_exact.py"), timeout=60
+    ),
     "read_plain": Group(
         ("_fs.py",),
         ("transport/test_postoffice_entries.py", "transport/test_primitives.py"),

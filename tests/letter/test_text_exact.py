@@ -1,0 +1,51 @@
+"""The character policy's helpers, each held to its exact output (mutation run 16)."""
+
+from __future__ import annotations
+
+from agentmail import text
+
+
+def test_a_class_body_is_read_as_single_characters_and_ranges() -> None:
+    assert text._codepoints("a-cx") == [0x61, 0x62, 0x63, 0x78]
+    assert text._codepoints("x-") == [0x78, 0x2D]
+    assert text._codepoints("-") == [0x2D]
+    assert text._codepoints("ab-d") == [0x61, 0x62, 0x63, 0x64]
+
+
+def test_a_pattern_is_compiled_once_and_each_name_is_its_own() -> None:
+    assert text._pattern("any") is text._pattern("any")
+    assert text._pattern("loose").search("a\u200b") is None
+    assert text._pattern("any").search("a\u200b") is not None
+    assert text._pattern("loose").search("\ufe0f") is not None
+
+
+def test_for_terminal_drops_forbidden_and_loose_selectors_keeps_tab_and_lf() -> None:
+    assert text.for_terminal(None) == ""
+    assert text.for_terminal(42) == "42"
+    assert text.for_terminal("a\tb\nc\x1b[2Jd\u202e") == "a\tb\nc[2Jd"
+    assert text.for_terminal("\ufe0fé\u2764\ufe0f") == "é\u2764\ufe0f"
+
+
+def test_one_line_makes_tab_forbidden_and_loose_selectors_spaces() -> None:
+    assert text.one_line("a\tb\nc\u200bd") == "a b c d"
+    assert text.one_line("\ufe0fé") == " é"
+
+
+def test_visible_writes_out_each_hidden_character_and_reads_crlf_as_a_line_end() -> None:
+    assert text.visible("a\r\nb\tc\u200bd") == "a\nb\tc<U+200B>d"
+    assert text.visible("\ufe0fé") == "<U+FE0F>é"
+    assert text.visible("a\rb") == "a<U+000D>b"
+
+
+def test_visible_line_makes_cr_lf_and_tab_spaces() -> None:
+    assert text.visible_line("a\rb\nc\td\u2028") == "a b c d<U+2028>"
+
+
+def test_text_may_carry_tab_lf_and_crlf_but_not_a_lone_cr() -> None:
+    assert text.forbidden_in_text("a\tb\r\nc\nd") is None
+    assert text.forbidden_in_text("a\rb") == "\r"
+    assert text.forbidden_in_text("a\u200bb\u202e") == "\u200b"
+    assert text.forbidden_in_header("a\tb") is None
+    assert text.forbidden_in_header("a\nb") == "\n"
+    assert text.forbidden_in_header("é\u200b") == "\u200b"
+    assert text.forbidden_in_header("é") is None
