@@ -41,7 +41,6 @@ hash, so it can at most keep the stall it names from being announced; it never m
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +49,7 @@ from .. import ages
 from ..config.registry import Registry
 from ..errors import AgentmailError
 from ..letter.wire import tagged_address
-from ..model import Letter, ThreadStatus, ulid_ms
+from ..model import Letter, ThreadStatus, sha256, ulid_ms
 from ..stages.guards import MAX_DEPTH
 from ..transport.claim_marks import STALE_AFTER
 from .for_people import compose_for_people, quoted, subject_of
@@ -79,7 +78,7 @@ def due(
         if last.depth + 1 >= MAX_DEPTH:
             yield f"{row.thread}.depth", "depth", row, last
         elif stale_after is not None and row.idle(now) > stale_after:
-            tag = hashlib.sha256(last.message_id.encode()).hexdigest()[:16]
+            tag = sha256(last.message_id.encode()).hexdigest()[:16]  # no OpenSSL in a sync
             yield f"{row.thread}.stale.{tag}", "stale", row, last
 
 
