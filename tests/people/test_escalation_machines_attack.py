@@ -69,6 +69,13 @@ def stalled(
     return sent
 
 
+def on_the_clock(reg: Registry, where: Path, clock: Clock) -> AgentMail:
+    """alpha on the machine whose home is ``where``, its post-office claims timed by ``clock``."""
+    client = AgentMail(reg, Identity("alpha"), where)
+    local_claims(client).now = clock
+    return client
+
+
 def local_claims(client: AgentMail) -> Claims:
     transport = client.transport
     assert isinstance(transport, LocalTransport)
@@ -168,13 +175,11 @@ def test_a_machine_killed_for_good_after_its_claim_is_taken_over_after_the_state
 ) -> None:
     other = second_home(home)
     stalled(followed, home, other, clock)
-    on_a = AgentMail(followed, Identity("alpha"), home)
-    local_claims(on_a).now = clock
+    on_a = on_the_clock(followed, home, clock)
     killed_after_the_claim(on_a, monkeypatch)
     with pytest.raises(Killed):
         on_a.sync()
-    on_b = AgentMail(followed, Identity("alpha"), other)
-    local_claims(on_b).now = clock
+    on_b = on_the_clock(followed, other, clock)
     on_b.sync()
     clock.advance(STALE_AFTER - MINUTE)
     on_b.sync()  # the holder may still send: not taken over yet
@@ -182,8 +187,7 @@ def test_a_machine_killed_for_good_after_its_claim_is_taken_over_after_the_state
     clock.advance(2 * MINUTE)
     on_b.sync()  # the claim went stale: taken over, announced once
     assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(other)] == ["sent"]
-    ghost = AgentMail(followed, Identity("alpha"), home)  # the dead machine's disk comes back
-    local_claims(ghost).now = clock
+    ghost = on_the_clock(followed, home, clock)  # the dead machine's disk comes back
     ghost.sync()
     assert len(mailbox_of(home, FOLLOWER)) == 1 and [r["state"] for r in records(home)] == ["elsewhere"]
 
@@ -196,8 +200,7 @@ def test_a_machine_killed_inside_its_submission_is_never_announced_again_by_anot
 ) -> None:
     other = second_home(home)
     stalled(followed, home, other, clock)
-    on_a = AgentMail(followed, Identity("alpha"), home)
-    local_claims(on_a).now = clock
+    on_a = on_the_clock(followed, home, clock)
 
     def dies(*args: object) -> tuple[str, str]:
         raise Killed  # did the server take it? nobody can say: at most once
@@ -206,13 +209,11 @@ def test_a_machine_killed_inside_its_submission_is_never_announced_again_by_anot
         patched.setattr(ToPeople, "deliver", dies)
         on_a.sync()
     clock.advance(2 * MINUTE)
-    back = AgentMail(followed, Identity("alpha"), home)
-    local_claims(back).now = clock
+    back = on_the_clock(followed, home, clock)
     back.sync()  # its own "sending" record: the claim is marked answered
     assert records(home)[0]["state"] == "sending" and records(home)[0]["settled"] is True
     clock.advance(STALE_AFTER + MINUTE)
-    on_b = AgentMail(followed, Identity("alpha"), other)
-    local_claims(on_b).now = clock
+    on_b = on_the_clock(followed, other, clock)
     on_b.sync()
     assert mailbox_of(home, FOLLOWER) == [] and [r["state"] for r in records(other)] == ["elsewhere"]
 
