@@ -388,7 +388,7 @@ class SpoolReader:
             window = self._window = _OpenersWindow(conn)
         return window.since(cutoff_ms)
 
-    def _openers(self, columns: str, cutoff_ms: int, *, ordered: bool = True) -> list[list[Any]]:
+    def _openers(self, columns: str, cutoff_ms: int) -> list[list[Any]]:
         """The window's rows of the openers table whose letter is in a state the quota counts, newest
         first, of each mailbox of the platform here (this one first): what the hour holds, never
         the history nor a letter read."""
@@ -399,8 +399,7 @@ class SpoolReader:
                 spool._at.sql()
                 .execute(
                     f"SELECT {columns} FROM openers o JOIN letters l ON l.id = o.id"
-                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
-                    + (" ORDER BY o.id DESC" if ordered else ""),
+                    " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?) ORDER BY o.id DESC",
                     (floor, cutoff_ms, *LEAVING, "sibling"),
                 )
                 .fetchall()
