@@ -39,7 +39,7 @@ def held(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
                 while ids and now_ms() <= ulid_ms(ids[-1]):
                     pass  # the next letter's id a millisecond later: "late" tells them apart
                 known = {q.id for q in beta.quarantined(sync=False)} | {x.id for x in beta.inbox(sync=False)}
-                deliver(beta.spool.root.parent.parent / "postoffice" / "beta", raw)
+                deliver(beta.box.home / "postoffice" / "beta", raw)
                 beta.sync()
                 (new,) = [q.id for q in beta.quarantined(sync=False) + beta.inbox(sync=False) if q.id not in known]
                 ids.append(new)
