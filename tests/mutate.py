@@ -583,6 +583,20 @@ GROUPS: dict[str, Group] = {
         functions=named("admin.demo", "_refuse_used"),
         timeout=120,
     ),
+    # Issue 37 (run 17): an answer held for its letter is judged again and filed exactly once
+    # (``settle`` and ``_ready``, which only it calls; ``_again`` is ``recheck``'s as well).
+    "recheck": Group(
+        ("client/recheck.py",),
+        (
+            "client/test_settle_exact.py",
+            "stages/test_preemption.py",
+            "stages/test_waiting_attacks.py",
+            "stages/test_bound_threads.py",
+            "stages/test_bound_thread_attacks.py",
+        ),
+        functions=named("client.recheck", "settle", "_ready"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
