@@ -33,6 +33,13 @@ def test_a_compiled_pattern_is_taken_from_the_cache(monkeypatch: pytest.MonkeyPa
     assert text.forbidden_in_header("é x") == "x"  # the cached pattern is the one searched
 
 
+def test_each_pattern_is_compiled_from_its_own_source_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text, "_patterns", {})
+    assert text._pattern("loose").pattern == text._LOOSE_SELECTOR
+    assert text._pattern("any").pattern == f"[{text.FORBIDDEN}]|{text._LOOSE_SELECTOR}"
+    assert text._patterns == {"loose": text._pattern("loose"), "any": text._pattern("any")}
+
+
 def test_printable_ascii_with_tabs_compiles_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(text, "_patterns", {})
     assert text.forbidden_in_header("a\tb c") is None
