@@ -583,6 +583,28 @@ GROUPS: dict[str, Group] = {
         functions=named("admin.demo", "_refuse_used"),
         timeout=120,
     ),
+    # The one writer's other primitives: a new file never over an existing one, a file replaced
+    # whole or not at all, a link only of the very same file, the mailbox lock, the fsyncs.
+    "fs": Group(
+        ("_fs.py",),
+        ("transport/test_fs_exact.py", "transport/test_primitives.py"),
+        functions=named(
+            "_fs",
+            "fsync_dir",
+            "libc",
+            "sync_filesystem",
+            "_write",
+            "write_all",
+            "write_new",
+            "link_same",
+            "_kind",
+            "is_same",
+            "fsync_file",
+            "write_atomic",
+            "locked",
+        ),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
