@@ -605,6 +605,13 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=60,
     ),
+    # The one place an arrived letter is held to bounds.py (Malformed too-large naming the bound).
+    "read_bounded": Group(
+        ("letter/wire.py",),
+        ("letter/test_bounds_exact.py", "letter/test_bounds.py", "people/test_person_bounds.py"),
+        functions=named("letter.wire", "read_bounded", "_check_bounds"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
