@@ -597,6 +597,35 @@ GROUPS: dict[str, Group] = {
         functions=named("client.recheck", "settle", "_ready"),
         timeout=60,
     ),
+    # The one writer's other primitives: a new file never over an existing one, a file replaced
+    # whole or not at all, a link only of the very same file, the mailbox lock, the fsyncs.
+    "fs": Group(
+        ("_fs.py",),
+        ("transport/test_fs_exact.py", "transport/test_primitives.py"),
+        functions=named(
+            "_fs",
+            "fsync_dir",
+            "libc",
+            "sync_filesystem",
+            "_write",
+            "write_all",
+            "write_new",
+            "link_same",
+            "_kind",
+            "is_same",
+            "fsync_file",
+            "write_atomic",
+            "locked",
+        ),
+        timeout=60,
+    ),
+    # The one place an arrived letter is held to bounds.py (Malformed too-large naming the bound).
+    "read_bounded": Group(
+        ("letter/wire.py",),
+        ("letter/test_bounds_exact.py", "letter/test_bounds.py", "people/test_person_bounds.py"),
+        functions=named("letter.wire", "read_bounded", "_check_bounds"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 

@@ -1,6 +1,10 @@
-"""The character policy's helpers, each held to its exact output (mutation run 16)."""
+"""The character policy's helpers, each held to its exact output (mutation runs 16 and 17)."""
 
 from __future__ import annotations
+
+import re
+
+import pytest
 
 from agentmail import text
 
@@ -10,6 +14,9 @@ def test_a_class_body_is_read_as_single_characters_and_ranges() -> None:
     assert text._codepoints("x-") == [0x78, 0x2D]
     assert text._codepoints("-") == [0x2D]
     assert text._codepoints("ab-d") == [0x61, 0x62, 0x63, 0x64]
+    # a range after a range, and a single after a range that starts past the first character
+    assert text._codepoints("a-cB-D") == [0x61, 0x62, 0x63, 0x42, 0x43, 0x44]
+    assert text._codepoints("xa-cd") == [0x78, 0x61, 0x62, 0x63, 0x64]
 
 
 def test_a_pattern_is_compiled_once_and_each_name_is_its_own() -> None:
@@ -17,6 +24,29 @@ def test_a_pattern_is_compiled_once_and_each_name_is_its_own() -> None:
     assert text._pattern("loose").search("a\u200b") is None
     assert text._pattern("any").search("a\u200b") is not None
     assert text._pattern("loose").search("\ufe0f") is not None
+
+
+def test_a_compiled_pattern_is_taken_from_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    cached = re.compile("x")
+    monkeypatch.setattr(text, "_patterns", {"any": cached})
+    assert text._pattern("any") is cached
+    assert text.forbidden_in_header("é x") == "x"  # the cached pattern is the one searched
+
+
+def test_each_pattern_is_compiled_from_its_own_source_on_first_use(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text, "_patterns", {})
+    assert text._pattern("loose").pattern == text._LOOSE_SELECTOR
+    assert text._pattern("any").pattern == f"[{text.FORBIDDEN}]|{text._LOOSE_SELECTOR}"
+    assert text._patterns == {"loose": text._pattern("loose"), "any": text._pattern("any")}
+
+
+def test_printable_ascii_with_tabs_compiles_no_pattern(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text, "_patterns", {})
+    assert text.forbidden_in_header("a\tb c") is None
+    assert text.forbidden_in_text("a\tb\r\nc\nd") is None
+    assert text._patterns == {}
+    assert text.forbidden_in_header("a\x07") == "\x07"
+    assert list(text._patterns) == ["any"]
 
 
 def test_for_terminal_drops_forbidden_and_loose_selectors_keeps_tab_and_lf() -> None:
@@ -49,3 +79,16 @@ def test_text_may_carry_tab_lf_and_crlf_but_not_a_lone_cr() -> None:
     assert text.forbidden_in_header("a\nb") == "\n"
     assert text.forbidden_in_header("é\u200b") == "\u200b"
     assert text.forbidden_in_header("é") is None
+
+
+def test_a_selector_after_a_line_end_in_text_modifies_nothing() -> None:
+    """LF and CRLF are read as white space: a variation selector after one is loose."""
+    assert text.forbidden_in_text("a\n\ufe0f") == "\ufe0f"
+    assert text.forbidden_in_text("a\r\n\ufe0f") == "\ufe0f"
+    assert text.forbidden_in_text("\u2764\ufe0f\r\n\u2764\ufe0f") is None
+
+
+def test_a_forbidden_character_is_named_by_its_code_point() -> None:
+    assert text.describe("\u202e") == "U+202E"
+    assert text.describe("\x07") == "U+0007"
+    assert text.describe("\U000e0069") == "U+E0069"
