@@ -114,9 +114,11 @@ class SpoolReader:
             return False
         sources = [source, *(m for m in more if isinstance(m, str))] if isinstance(more, list) else [source]
         size = note.get("copy_size")
-        for candidate in _candidates([self._at.root / s for s in sources], size if isinstance(size, int) else None):
-            try:  # a FIFO or a symbolic link put there is never opened or followed
-                raw, st = read_plain(candidate)
+        size = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+        origins = [self._at.root / s for s in sources if s and "\x00" not in s]
+        for candidate in _candidates(origins, size):
+            try:  # a FIFO or a symbolic link put there is never opened or followed, nor more read than noted
+                raw, st = read_plain(candidate, size)
             except OSError:
                 continue
             if raw is None or _raw_key(raw) != key:

@@ -16,12 +16,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.spool import Spool
 
 from ..conftest import OPENER, Cli
+from ..depth import examples, suppressed
 from .test_filing_power_cut import SAVED, durable_only
 from .test_receive_durability import power_cut as drop_unflushed_copies
 
@@ -154,3 +157,37 @@ def test_a_planted_post_office_file_is_never_taken_back(
     assert list((restarted.spool.root / "tmp").glob("*.eml")) == []
     assert restarted.flush() == [], "a row whose file is lost was sent again"
     assert restarted.spool.read.locate(letter.id) == "sent"
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=40),
+    st.sampled_from(["..", "../..", "/", "/dev/zero", "../../postoffice/beta/new", "letters", "x\x00y"]),
+    st.lists(st.text(max_size=20), max_size=3),
+)
+
+
+@settings(
+    max_examples=examples(120), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
+@given(
+    notes=st.fixed_dictionaries(
+        {"copy": _VALUES, "copy_key": st.text(max_size=40)}, optional={"copy_size": _VALUES, "copies": _VALUES}
+    ),
+)
+@example(notes={"copy": "x\x00y", "copy_key": "k"})
+@example(
+    notes={"copy": "../../postoffice/beta/new", "copy_key": "k", "copy_size": True, "copies": ["/dev/zero", "x\x00"]}
+)
+def test_any_notes_a_restore_reads_find_nothing_else_and_never_raise(tmp_path: Path, notes: dict[str, object]) -> None:
+    """The notes come from spool.db or, in a rebuild, from ledger.jsonl (a file anyone with the
+    home may edit): whatever they say, a restore takes only a plain file holding the noted key."""
+    spool = Spool(tmp_path / "spool" / "alpha")
+    spool.ensure()
+    (tmp_path / "postoffice" / "beta" / "cur").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "postoffice" / "beta" / "cur" / "000000000001:2,").write_bytes(b"not the letter")
+    assert spool.read.restore("01ABCDEF", dict(notes)) is False
+    assert list((spool.root / "tmp").glob("*.eml")) == []
+    spool.db.close()
