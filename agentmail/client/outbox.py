@@ -14,6 +14,7 @@ from ..model import (
     Letter,
 )
 from ..spool.db import reached
+from ..spool.views import shown
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ class Outbox(Stage):
             if sent != "sent":  # a sent letter was made durable as it was recorded
                 self._keep(stored.id)
         if sent == "sent":  # as reading it back gives it (its record is what was filed), without the read
-            notes = self.spool.read.annotations(stored.id)  # what was learnt since: a claim, a refusal, a hash
+            notes = shown(self.spool.read.annotations(stored.id))  # what was learnt since: a claim, a refusal, a hash
             return self.box.addressed(stored.replace(state="sent", extra={**stored.extra, **notes})), earlier
         return self.box.show(stored.id), earlier
 

@@ -89,9 +89,9 @@ def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> 
         # committed (no letter), and what was received is fetched again anyway.
         published = spool.layout.letter_files(born=False)
         on_disk = set(spool.layout.letter_files())
-        for letter_id, entry in was.items():  # a file whose name a power cut took: from the post office
-            if entry.state and letter_id not in on_disk and letter_id.isalnum():
-                spool.read.restore(letter_id, entry.notes)
+        for letter_id, said_of in was.items():  # a file whose name a power cut took: from the post office
+            if said_of.state and letter_id not in on_disk and letter_id.isalnum():
+                spool.read.restore(letter_id, said_of.notes)
         committed = set(published) | {i for i, entry in was.items() if entry.state}
         judged_all: list[tuple[str, str, Letter]] = []  # not the bytes (read again below): a big spool stays small
         # What the ledger knows first, the last filed first (of two filings of one letter, a

@@ -25,6 +25,7 @@ from .layout import (
     LEAVING,
     MIN_PREFIX,
     OUTGOING,
+    WHERE_NOTES,
     Layout,
     _key,
     _loads,
@@ -36,6 +37,11 @@ from .layout import (
 def _ulid_floor(ms: int) -> str:
     """The smallest ULID made at ``ms`` (its first ten characters): ids sort by creation."""
     return ulid_floor(ms)[:10]
+
+
+def shown(notes: dict[str, Any]) -> dict[str, Any]:
+    """A letter's notes as its facts: without where its bytes lie in the post office."""
+    return {k: v for k, v in notes.items() if k not in WHERE_NOTES} if WHERE_NOTES & notes.keys() else notes
 
 
 def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
@@ -297,7 +303,7 @@ class SpoolReader:
         data["id"] = letter_id
         data["state"] = state
         if state in OUTGOING:
-            data.update(_loads(notes) or {})
+            data.update(shown(_loads(notes) or {}))
         return data
 
     def _parsed(self, letter_id: str, state: str) -> dict[str, Any]:
