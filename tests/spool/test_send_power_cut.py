@@ -96,6 +96,28 @@ def test_a_sent_letter_its_recipient_already_read_is_found_in_cur(
     assert again.flush() == []
 
 
+def test_a_file_of_cur_that_vanishes_while_it_is_searched_is_passed_over(
+    alpha: AgentMail, beta: AgentMail, home: Path, durable_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    alpha.send("beta", "A second report, other bytes", OPENER)
+    beta.inbox()
+    restarted = cut(alpha)
+    drop_sent_record(home)
+    cur = home / "postoffice" / "beta" / "cur"
+    other = max(os.listdir(cur))  # the newest, looked at first: gone between the listing and its stat
+    real = os.lstat
+
+    def lstat(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if os.path.normpath(str(path)) == str(cur / other):
+            raise FileNotFoundError(2, "gone", str(path))
+        return real(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "lstat", lstat)
+    assert restarted.raw(letter.id) == raw
+
+
 def test_a_sent_letter_is_found_in_the_sent_record_when_the_recipient_lost_it(
     alpha: AgentMail, home: Path, durable_only: None
 ) -> None:
