@@ -14,6 +14,7 @@ from ..model import (
     Letter,
 )
 from ..spool.db import reached
+from ..spool.views import shown
 from .mailbox import Stage
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ class Outbox(Stage):
         self._queued: set[str] = set()  # the copies this process noted as due
         self._unflushed: set[str] = set()  # the letters ``send_now`` dispatches (a thread each), filed with no flush
         self._answering: set[str] = set()  # letters of this flush that answer one: claims to mark answered
+        self._bytes: dict[str, bytes] = {}  # this flush's letters as submitted: their copies' key noted
 
     def file(self, letter: Letter, raw: bytes) -> Letter:
         """File a signed letter in the outbox. Submitted right after this (``send_now``): where
@@ -70,16 +72,17 @@ class Outbox(Stage):
             if sent != "sent":  # a sent letter was made durable as it was recorded
                 self._keep(stored.id)
         if sent == "sent":  # as reading it back gives it (its record is what was filed), without the read
-            notes = self.spool.read.annotations(stored.id)  # what was learnt since: a claim, a refusal, a hash
+            notes = shown(self.spool.read.annotations(stored.id))  # what was learnt since: a claim, a refusal, a hash
             return self.box.addressed(stored.replace(state="sent", extra={**stored.extra, **notes})), earlier
         return self.box.show(stored.id), earlier
 
     def _keep(self, letter_id: str) -> None:
         """A letter filed without a flush (``file``) that did not leave (queued, failed, or the
         dispatch raised) is made durable now, before ``send`` returns or raises. One delivered
-        was made as durable as the recipient's copy as it was recorded sent (``_record``: its
-        folder and the move in one FULL commit; its bytes are the post-office file's, flushed by
-        the delivery)."""
+        was made as durable as the recipient's copy as it was recorded sent (``_record``: the
+        move in one FULL commit, with the post-office names of its bytes, flushed by the
+        delivery; the spool's own name for them is not flushed, ``SpoolReader.path`` finds them
+        again)."""
         if self._sent_is_durable() and self.spool.read.locate(letter_id) in ("outbox", "failed", "sent"):
             self.spool.write.make_durable(letter_id)
 
@@ -152,6 +155,7 @@ class Outbox(Stage):
             items = [o for i in self.spool.read.ids("outbox") if (o := self._outgoing(i, fresh, raw)) is not None]
             if not items:
                 return []
+            self._bytes = {i.key: i.raw for i in items}
             later = [i.key for i in items if i.copy_later]
             if later:  # noted before they go: a process killed after submitting still copies them
                 due = self.spool.read.copies_due()
@@ -220,7 +224,14 @@ class Outbox(Stage):
                 server_claims.sent(self.spool, self.transport, result.key)
                 reached("claims-marked")
             if result.key in self._unflushed:  # as durable as the delivery, in the move's one commit
-                self.spool.write.make_durable(result.key, moved=("outbox", "sent"), flushed=result.flushed_copy)
+                raw = self._bytes.get(result.key) if result.flushed_copy else None
+                self.spool.write.make_durable(
+                    result.key,
+                    moved=("outbox", "sent"),
+                    flushed=result.flushed_copy,
+                    copies=result.copies if raw is not None else (),
+                    raw=raw,
+                )
             else:  # durable since it was filed: a move lost in a power cut means a duplicate dropped
                 self.box.move(result.key, "outbox", "sent", durable=False)
         elif result.status == "failed":

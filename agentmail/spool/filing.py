@@ -71,7 +71,7 @@ class SpoolWriter:
         "sent" is itself durable); ``make_durable`` flushes it if it has to wait after all.
         ``copy``: a durable file holding exactly ``raw`` (path, st_dev, st_ino): in a batch, the
         spool's own copy is then written without a flush, and the row notes where the bytes lie
-        durable (``_restore``).
+        durable (``SpoolReader.restore``).
         """
         if not (defer and self._batch):  # a batch's first letter made the folders moments ago
             self._at.ensure()
@@ -173,17 +173,42 @@ class SpoolWriter:
                     pass
         return gone == 1
 
-    def make_durable(self, letter_id: str, *, moved: tuple[str, str] | None = None, flushed: bool = False) -> bool:
+    def make_durable(
+        self,
+        letter_id: str,
+        *,
+        moved: tuple[str, str] | None = None,
+        flushed: bool = False,
+        copies: tuple[str, ...] = (),
+        raw: bytes | None = None,
+    ) -> bool:
         """Flush a letter filed with ``durable=False``: its file, its folder, then the database
         (a durable commit fsyncs the write-ahead log, and the row is in it). ``moved``: (source,
         target), the letter's move made in that same commit (a sent letter: one transaction, not
         two); False when it was no longer in ``source``. ``flushed``: its file's inode was
-        flushed already (linked into the post office and flushed there): its bytes are on disk."""
+        flushed already (linked into the post office and flushed there): its bytes are on disk.
+
+        ``copies`` (with ``raw``, the letter's bytes): the durable post-office files holding
+        them; their names go into the row's notes in the same commit and the spool's own name is
+        not flushed: a power cut that takes it leaves the row, and ``SpoolReader.path`` copies
+        the bytes back from one of those files (DESIGN §7, "Sending on the local post office")."""
         path = self.read.path("", letter_id)
         if not flushed:
             fsync_file(path)
-        fsync_dir(path.parent)  # its name in letters/ is durable before the row that names it
+        found = copies and raw is not None and flushed
+        if not found:
+            fsync_dir(path.parent)  # its name in letters/ is durable before the row that names it
         with _machine(), self._at.db.write() as tx:
+            if found and raw is not None:
+                where = [os.path.relpath(c, self._at.root) for c in copies]  # a moved home still finds them
+                fields = {"copy": where[0], "copy_key": _raw_key(raw), "copy_size": len(raw), "copies": where[1:]}
+                # Merged into what is noted already in the statement that writes it: no read first.
+                tx.execute(
+                    "INSERT INTO notes(id, data) VALUES(?, ?) ON CONFLICT(id) DO UPDATE SET data = CASE WHEN "
+                    "json_valid(data) THEN json_patch(data, excluded.data) ELSE excluded.data END",
+                    (letter_id, json.dumps(fields)),
+                )
+                self._at.db.log({"id": letter_id, "set": fields})
             if moved is None:
                 done = tx.execute("UPDATE letters SET state=state WHERE id=?", (letter_id,)).rowcount == 1
             else:
@@ -299,7 +324,7 @@ class SpoolWriter:
     def commit(self) -> None:
         """Make the batch's letter files durable, then commit its rows: all appear, or none.
         A file copied from the post office is not flushed here: its bytes and its name there
-        are durable already, and its row notes where (``_restore``; DESIGN §7)."""
+        are durable already, and its row notes where (``SpoolReader.restore``; DESIGN §7)."""
         batch, self._batch = self._batch, []  # a failure below must not poison later syncs
         written, self._written = self._written, []
         if not self._at.sql().in_transaction:

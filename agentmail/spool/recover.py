@@ -88,6 +88,17 @@ def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> 
         # by a power cut, or not made yet): any other file there may be a letter never
         # committed (no letter), and what was received is fetched again anyway.
         published = spool.layout.letter_files(born=False)
+        on_disk = set(spool.layout.letter_files())
+        # A sent letter whose spool name a power cut took: its bytes from the post office. Only
+        # one the ledger says was sent, and kept only if judged this mailbox's own (below): a
+        # ledger from another mailbox names post-office files too.
+        platform = spool.read.mailbox.partition("@")[0]
+        fetched = {
+            letter_id
+            for letter_id, said_of in was.items()
+            if said_of.state == "sent" and letter_id.isalnum() and letter_id not in on_disk
+            if spool.read.restore(letter_id, said_of.notes)
+        }
         committed = set(published) | {i for i, entry in was.items() if entry.state}
         judged_all: list[tuple[str, str, Letter]] = []  # not the bytes (read again below): a big spool stays small
         # What the ledger knows first, the last filed first (of two filings of one letter, a
@@ -101,6 +112,9 @@ def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> 
             except OSError:
                 raw = None
             judged = classify(letter_id, raw, was.get(letter_id)) if raw is not None else None
+            if letter_id in fetched and (judged is None or judged[0] != "sent" or judged[1].sender != platform):
+                spool.read.path("", letter_id).unlink(missing_ok=True)  # not ours: never filed here
+                judged = None
             if judged is None or raw is None:
                 counts["left"] += 1
                 continue

@@ -11,7 +11,7 @@ import os
 import sqlite3
 import stat
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from .layout import (
     LEAVING,
     MIN_PREFIX,
     OUTGOING,
+    WHERE_NOTES,
     Layout,
     _key,
     _loads,
@@ -36,6 +37,35 @@ from .layout import (
 def _ulid_floor(ms: int) -> str:
     """The smallest ULID made at ``ms`` (its first ten characters): ids sort by creation."""
     return ulid_floor(ms)[:10]
+
+
+def shown(notes: dict[str, Any]) -> dict[str, Any]:
+    """A letter's notes as its facts: without where its bytes lie in the post office."""
+    return {k: v for k, v in notes.items() if k not in WHERE_NOTES} if WHERE_NOTES & notes.keys() else notes
+
+
+def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
+    """Where a letter's post-office file may be now: each noted name, that name with flags a
+    mail client added; then, for a letter sent (its ``size`` noted), the files of that size in
+    each Maildir's ``cur/``, where its reader renamed it under a UID (the newest first)."""
+    for origin in origins:
+        yield origin
+        yield from sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))
+    if size is None:
+        return
+    for origin in origins:
+        cur = origin.parent.parent / "cur"
+        try:
+            names = sorted(os.listdir(cur), reverse=True)
+        except OSError:
+            continue
+        for name in names:
+            try:
+                st = os.lstat(cur / name)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_size == size:
+                yield cur / name
 
 
 class SpoolReader:
@@ -73,23 +103,28 @@ class SpoolReader:
         if final.exists():
             return final
         born = self._at.root / "tmp" / f"{letter_id}.eml"
-        if born.exists() or (letter_id.isalnum() and self._restore(letter_id, born)):
+        if born.exists() or (letter_id.isalnum() and self.restore(letter_id)):
             return born
         return final
 
-    def _restore(self, letter_id: str, tmp: Path) -> bool:
-        """A filed letter whose file is gone: one copied from the post office by a sync batch,
-        whose copy was never flushed (DESIGN §7), after a power cut. Copied again from the
-        post-office file it was (its name there was flushed before the batch committed), if
-        that file still holds exactly its bytes; a mail client may have added flags to the name."""
-        note = self.annotations(letter_id)
-        source, key = note.get("copy"), note.get("copy_key")
+    def restore(self, letter_id: str, noted: dict[str, Any] | None = None) -> bool:
+        """A filed letter whose file is gone after a power cut: one copied from the post office
+        by a sync batch, whose copy was never flushed, or one this mailbox sent there, whose
+        name here was never flushed (DESIGN §7). Copied again from a post-office file it was
+        (its name there was flushed before the row that notes it committed), if that file still
+        holds exactly its bytes: never a link of it, never through a symbolic link or a FIFO.
+        ``noted``: the letter's notes as the ledger has them (``rebuild``, spool.db gone)."""
+        note = self.annotations(letter_id) if noted is None else noted
+        source, key, more = note.get("copy"), note.get("copy_key"), note.get("copies")
         if not isinstance(source, str) or not isinstance(key, str):
             return False
-        origin = self._at.root / source
-        for candidate in (origin, *sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))):
-            try:  # a FIFO or a symbolic link put there is never opened or followed
-                raw, st = read_plain(candidate)
+        sources = [source, *(m for m in more if isinstance(m, str))] if isinstance(more, list) else [source]
+        size = note.get("copy_size")
+        size = size if isinstance(size, int) and not isinstance(size, bool) and size >= 0 else None
+        origins = [self._at.root / s for s in sources if s and "\x00" not in s]
+        for candidate in _candidates(origins, size):
+            try:  # a FIFO or a symbolic link put there is never opened or followed, nor more read than noted
+                raw, st = read_plain(candidate, size)
             except OSError:
                 continue
             if raw is None or _raw_key(raw) != key:
@@ -268,7 +303,7 @@ class SpoolReader:
         data["id"] = letter_id
         data["state"] = state
         if state in OUTGOING:
-            data.update(_loads(notes) or {})
+            data.update(shown(_loads(notes) or {}))
         return data
 
     def _parsed(self, letter_id: str, state: str) -> dict[str, Any]:

@@ -61,6 +61,9 @@ class SubmitResult(Frozen):
     # "sent" with the sender's own file (``Outgoing.copy``) linked into the server's store and
     # flushed there: that inode's bytes are on disk, the spool need not flush them again.
     flushed_copy: bool = False
+    # The server's files holding exactly these bytes (absolute paths: each recipient's name in
+    # ``new/``, then the sent record's), for the spool to find its copy again (``SpoolReader``).
+    copies: tuple[str, ...] = ()
 
 
 class Incoming(Frozen):

@@ -129,22 +129,29 @@ class LocalTransport(Transport):
         results: list[SubmitResult] = []
         for item in messages:
             refused: list[tuple[str, str]] = []
-            delivered, linked = 0, False
+            delivered, linked, copies = 0, False, []
             for rcpt in item.envelope.rcpt_to:
                 target = self.resolve(rcpt)
                 if target is None:
                     refused.append((rcpt, "550 no such mailbox on this bus"))
                     continue
-                linked = put_linked(self.postoffice / target, item.raw, item.copy)[1] or linked
+                name, one = put_linked(self.postoffice / target, item.raw, item.copy)
+                linked = one or linked
+                copies.append(f"{self.postoffice}/{target}/new/{name}")
                 delivered += 1
             if delivered == 0:
                 detail = "; ".join(f"{r}: {why}" for r, why in refused) or "no recipients"
                 result = SubmitResult(item.key, "failed", detail, tuple(refused))
             else:
                 self._record_opener(item.raw, item.copy)
-                record(self.sent_box.dir, item.raw, item.copy)
+                copies.append(f"{self.sent_box.dir}/new/{record(self.sent_box.dir, item.raw, item.copy)}")
                 result = SubmitResult(
-                    item.key, "sent", "delivered to the local post office", tuple(refused), flushed_copy=linked
+                    item.key,
+                    "sent",
+                    "delivered to the local post office",
+                    tuple(refused),
+                    flushed_copy=linked,
+                    copies=tuple(copies),
                 )
             results.append(result)
             if on_result is not None:

@@ -23,13 +23,13 @@ SENT = ".sent"  # postoffice/.sent/<platform>/ (no platform name starts with a d
 BATCH = 50  # letters committed per checkpoint step, as for the INBOX
 
 
-def record(folder: Path, raw: bytes, copy: tuple[str, int, int] | None) -> None:
+def record(folder: Path, raw: bytes, copy: tuple[str, int, int] | None) -> str:
     """Keep ``raw`` in the post office's sent record ``folder`` (a Maildir): the sender's spool
     file hard-linked in where it can be (no new bytes), else written. Not flushed: the letter
     itself is durable in its recipient's Maildir, and so is the sender's spool record of it
     (``client/outbox.py``); a record lost here in a power cut only means the platform's other
-    homes do not see that one letter in their threads."""
-    maildir.put(folder, raw, copy, suffix="sent", durable=False)
+    homes do not see that one letter in their threads. Returns its name in ``new/``."""
+    return maildir.put(folder, raw, copy, suffix="sent", durable=False)
 
 
 def local_pending(mailbox: Mailbox, checkpoint: str | None) -> bool:

@@ -67,8 +67,10 @@ def test_a_sent_letter_is_durable_in_the_post_office_before_send_returns(
 def test_the_senders_record_of_a_delivered_letter_is_durable_before_send_returns(
     alpha: AgentMail, home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """As durable as the recipient's copy: the spool's folder flushed after the delivery, and a
-    FULL commit (``make_durable``) that moves the letter to sent/ and flushes its row with it."""
+    """As durable as the recipient's copy: one FULL commit (``make_durable``) moves the letter
+    to sent/ and notes, with its row, the post-office files that hold its bytes; the spool's
+    own name for them (a link of the recipient's, unflushed) is not flushed: two fsyncs a send,
+    the post office's."""
     made: list[str] = []
     real = SpoolWriter.make_durable
 
@@ -77,12 +79,26 @@ def test_the_senders_record_of_a_delivered_letter_is_durable_before_send_returns
         return real(self, letter_id, **how)  # type: ignore[arg-type]
 
     monkeypatch.setattr(SpoolWriter, "make_durable", make_durable)
+    alpha.send("beta", "warm", OPENER)  # the Maildirs exist
     seen = _fsynced(monkeypatch)
     letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    assert letter.state == "sent" and made == [f"{letter.id} outbox ('outbox', 'sent')"]
-    assert Spool(alpha.spool.root).read.locate(letter.id) == "sent"
-    folder = str(alpha.spool.root / "letters")
-    assert seen.index(folder) > seen.index(str(home / "postoffice" / "beta" / "new"))
+    assert letter.state == "sent" and made[-1] == f"{letter.id} outbox ('outbox', 'sent')"
+    spool = Spool(alpha.spool.root)
+    assert spool.read.locate(letter.id) == "sent"
+    new = home / "postoffice" / "beta" / "new"
+    assert [p for p in seen if not p.startswith(str(home / "postoffice" / "beta" / "tmp"))] == [str(new)], seen
+    assert len(seen) == 2, seen
+    note = spool.read.annotations(letter.id)
+    raw = spool.read.raw(letter.id)
+    names = [note["copy"], *note["copies"]]
+    assert [os.path.normpath(alpha.spool.root / n) for n in names] == [
+        str(p)
+        for p in (*new.iterdir(), *(home / "postoffice" / ".sent" / "alpha" / "new").iterdir())
+        if os.path.samefile(p, alpha.spool.root / "letters" / f"{letter.id}.eml")
+    ]
+    assert note["copy_size"] == len(raw)
+    # the spool's bookkeeping, not a fact of the letter: neither the send nor a read shows it
+    assert not {"copy", "copy_key", "copy_size", "copies"} & {*letter.extra, *alpha.show(letter.id).extra}
 
 
 def _statements(alpha: AgentMail) -> list[str]:

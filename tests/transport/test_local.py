@@ -302,8 +302,16 @@ def test_submit_delivers_to_each_known_recipient_and_reports_the_refused(tmp_pat
         heard.append,
     )
     assert heard == results
+    # where the letter now lies durable: each delivery's name in new/, then the sent record's
+    beta_new, sent_new = po / "beta" / "new", po / ".sent" / "alpha" / "new"
+    assert sorted(results[0].copies[:2]) == [str(beta_new / n) for n in _names(beta_new)]
+    assert results[0].copies[2:] == tuple(str(sent_new / n) for n in _names(sent_new))
     assert results[0] == SubmitResult(
-        "k1", "sent", "delivered to the local post office", (("ghost@bus.test", "550 no such mailbox on this bus"),)
+        "k1",
+        "sent",
+        "delivered to the local post office",
+        (("ghost@bus.test", "550 no such mailbox on this bus"),),
+        copies=results[0].copies,
     )
     assert results[1] == SubmitResult(
         "k2",
