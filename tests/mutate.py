@@ -622,7 +622,12 @@ GROUPS: dict[str, Group] = {
     # The one place an arrived letter is held to bounds.py (Malformed too-large naming the bound).
     "read_bounded": Group(
         ("letter/wire.py",),
-        ("letter/test_bounds_exact.py", "letter/test_bounds.py", "people/test_person_bounds.py"),
+        (
+            "letter/test_read_bounded_exact.py",
+            "letter/test_bounds_exact.py",
+            "letter/test_bounds.py",
+            "people/test_person_bounds.py",
+        ),
         functions=named("letter.wire", "read_bounded", "_check_bounds"),
         timeout=60,
     ),

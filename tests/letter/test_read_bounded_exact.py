@@ -109,6 +109,9 @@ def test_a_subject_is_measured_with_every_character_but_the_white_space_around_i
     refused = _refused(_subject(b"X" * (bounds.SUBJECT + 1)))
     assert refused.detail.endswith("is 201; a letter holds at most 200 (bounds.SUBJECT)")
     wire.read_bounded(_subject(b"X" * bounds.SUBJECT + b" \t"), 10_000_000)
+    # only spaces and TABs are set aside, as subject_of does: it judges a form feed, it is counted
+    refused = _refused(_subject(b"X" * bounds.SUBJECT + b"\x0c"))
+    assert refused.detail.endswith("is 201; a letter holds at most 200 (bounds.SUBJECT)")
 
 
 def test_an_encoded_subject_is_measured_decoded_and_one_not_decodable_is_named() -> None:
