@@ -31,7 +31,8 @@ OPENING = (*OUTGOING, "sibling")
 MIN_PREFIX = 6  # the shortest prefix of an id or a Message-ID that names a letter
 # Notes saying where a letter's bytes lie durable in the post office (``SpoolReader.restore``):
 # the spool's bookkeeping, never shown as facts of the letter.
-WHERE_NOTES = frozenset({"copy", "copy_key", "copy_size", "copies"})
+# ``copy_by``: the mailbox that sent it (a sibling's ledger names post-office files of this platform too).
+WHERE_NOTES = frozenset({"copy", "copy_key", "copy_size", "copies", "copy_by"})
 COPIES_DUE = "copies-due"  # the facts row naming the letters whose sent-folder copy waits
 
 

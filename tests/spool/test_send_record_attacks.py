@@ -1,0 +1,141 @@
+"""Attacks on the sender's record of a delivered letter (issue 37, session 8): a sent letter's
+spool name a power cut took is copied back from the post office (``SpoolReader.restore``); a
+co-tenant or recipient who can write there tries to make that cost unbounded work, to have other
+bytes taken back, or (a mistaken operator) to have another mailbox's letters restored here."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from agentmail.client.facade import AgentMail
+from agentmail.config.registry import Registry
+from agentmail.spool import ledger, views
+
+from ..conftest import OPENER
+from .test_rebuild_restores import _client, _lose_and_rebuild
+from .test_send_power_cut import cut, drop_sent_record, durable_only
+
+__all__ = ["durable_only"]  # the fixture, used by name
+
+
+def _lost_in_the_post_office(home: Path) -> Path:
+    """beta's copy deleted (its own Maildir: a mail client's expunge); its cur/, made."""
+    for path in (home / "postoffice" / "beta" / "new").iterdir():
+        path.unlink()
+    cur = home / "postoffice" / "beta" / "cur"
+    cur.mkdir(exist_ok=True)
+    return cur
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    reads = [0]
+    real = views.read_plain
+
+    def read_plain(path: str | Path, limit: int | None = None) -> tuple[bytes | None, os.stat_result]:
+        reads[0] += 1
+        return real(path, limit)
+
+    monkeypatch.setattr(views, "read_plain", read_plain)
+    return reads
+
+
+def test_a_cur_full_of_decoys_of_the_letters_size_costs_a_bounded_number_of_reads(
+    alpha: AgentMail, home: Path, durable_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A co-tenant fills beta's cur/ with files of the very size of alpha's letter (it held the
+    letter: it knows the size), other bytes: every read of the lost letter would read them all."""
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    drop_sent_record(home)
+    cur = _lost_in_the_post_office(home)
+    decoy = raw.replace(b"Quota", b"Quote")
+    for n in range(3 * views.CUR_READS):
+        (cur / f"{n:012d}:2,").write_bytes(decoy)
+    reads = _counting(monkeypatch)
+    with pytest.raises(OSError):  # lost, as a letter file deleted by hand
+        restarted.raw(letter.id)
+    assert 0 < reads[0] <= views.CUR_READS + 4, reads  # + the noted names (new/, the sent record)
+
+
+def test_the_letter_among_fewer_decoys_than_the_bound_is_still_found(
+    alpha: AgentMail, home: Path, durable_only: None
+) -> None:
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    drop_sent_record(home)
+    cur = _lost_in_the_post_office(home)
+    for n in range(views.CUR_READS - 1):  # newer names, read first
+        (cur / f"{n + 10:012d}:2,S").write_bytes(raw.replace(b"Quota", b"Quote"))
+    (cur / f"{1:012d}:2,S").write_bytes(raw)  # the recipient's reader renamed it, then flagged it
+    assert restarted.raw(letter.id) == raw
+
+
+def test_a_symlinked_cur_folder_gives_nothing_but_the_very_bytes(
+    alpha: AgentMail, home: Path, durable_only: None
+) -> None:
+    """beta's cur/ replaced by a symbolic link to a folder of the co-tenant's, holding a file of
+    the letter's size with a secret in it, and a hard link to a secret where the letter was."""
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    drop_sent_record(home)
+    (name,) = os.listdir(home / "postoffice" / "beta" / "new")
+    cur = _lost_in_the_post_office(home)
+    cur.rmdir()
+    theirs = home / "theirs"
+    theirs.mkdir()
+    secret = home / "secret.txt"
+    secret.write_bytes(b"S" * len(raw))
+    os.link(secret, theirs / "000000000001:2,")
+    os.link(secret, home / "postoffice" / "beta" / "new" / name)
+    cur.symlink_to(theirs)
+    with pytest.raises(OSError):
+        restarted.raw(letter.id)
+    assert list((restarted.spool.root / "tmp").glob("*.eml")) == []
+    assert restarted.flush() == []
+
+
+def test_a_file_swapped_between_its_read_and_the_restore_is_never_what_is_kept(
+    alpha: AgentMail, home: Path, durable_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is swapped for other bytes of the same size right after it was read: what is
+    kept is the bytes read and checked, never read again from the name."""
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    drop_sent_record(home)
+    (path,) = (home / "postoffice" / "beta" / "new").iterdir()
+    real = views.read_plain
+
+    def read_then_swap(at: str | Path, limit: int | None = None) -> tuple[bytes | None, os.stat_result]:
+        got = real(at, limit)
+        Path(at).unlink()
+        Path(at).write_bytes(raw.replace(b"Quota", b"Quote"))
+        return got
+
+    monkeypatch.setattr(views, "read_plain", read_then_swap)
+    assert restarted.raw(letter.id) == raw
+    assert path.read_bytes() != raw  # the swap happened
+
+
+def test_a_siblings_ledger_copied_in_restores_none_of_its_sent_letters(registry: Registry, home: Path) -> None:
+    """A mistaken operator appends the ledger of alpha's second agent to alpha's own: every
+    letter it says was sent is a letter of this platform, its bytes in the post office. A rebuild
+    must not file them here as sent by this mailbox (they are the sibling's, seen here as such)."""
+    alpha, two = _client(home, "alpha"), _client(home, "alpha", "two")
+    mine = alpha.send("beta", "Quota 500s", OPENER)
+    theirs = two.send("beta", "Invoices doubled", OPENER)
+    alpha.sync()
+    before = sorted(alpha.spool.read.ids("sent"))
+    assert before == [mine.id]
+    root = alpha.spool.root
+    (root / ledger.FILE).write_bytes((root / ledger.FILE).read_bytes() + (two.spool.root / ledger.FILE).read_bytes())
+    _lose_and_rebuild([alpha], [root])
+    alpha = _client(home, "alpha")
+    assert sorted(alpha.spool.read.ids("sent")) == before
+    assert theirs.id not in os.listdir(root / "letters") + os.listdir(root / "tmp")
