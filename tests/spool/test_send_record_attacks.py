@@ -6,6 +6,7 @@ bytes taken back, or (a mistaken operator) to have another mailbox's letters res
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from agentmail.client.facade import AgentMail
 from agentmail.config.registry import Registry
 from agentmail.spool import ledger, views
+from agentmail.transport import claim_marks
 
 from ..conftest import OPENER
 from .test_rebuild_restores import _client, _lose_and_rebuild
@@ -139,3 +141,59 @@ def test_a_siblings_ledger_copied_in_restores_none_of_its_sent_letters(registry:
     alpha = _client(home, "alpha")
     assert sorted(alpha.spool.read.ids("sent")) == before
     assert theirs.id not in os.listdir(root / "letters") + os.listdir(root / "tmp")
+
+
+def test_a_reply_whose_answered_mark_a_cut_took_is_never_answered_again_by_another_machine(
+    registry: Registry, home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Machine A replies; the power goes. What A flushed survives: the claim, the delivery, the
+    durable commit recording the reply sent. The claim's ``.sent`` mark and the post office's
+    sent record were never flushed: the cut takes them. Machine B, past the time a dead home's
+    claim is taken over, must not answer the letter a second time."""
+    from agentmail.config import registry as registry_mod
+    from agentmail.config.identity import Identity
+    from agentmail.transport import local, open_transport
+    from agentmail.transport.claim_marks import STALE_AFTER
+
+    from ..client.test_many_machines import _second_home
+
+    with AgentMail(registry, Identity("alpha"), home) as alpha:
+        mid = alpha.send("beta", "Quota", OPENER).message_id
+    other = _second_home(home, tmp_path, "machine2", share_postoffice=True)
+    transport = open_transport(registry_mod.load(other / "registry"), "beta", other)
+    assert isinstance(transport, local.LocalTransport)
+    later = [time.time()]
+    transport.claims.now = lambda: later[0]
+    b = AgentMail(registry_mod.load(other / "registry"), Identity("beta", "ci"), other, transport=transport)
+    (letter,) = b.inbox()  # B has the letter too, before A answers it
+    made: list[tuple[str, int]] = []  # (a mark's path, when), and when each folder was last flushed
+    flushed: dict[str, int] = {}
+    clock = iter(range(1 << 30))
+    real_write, real_flush = claim_marks.write_new, claim_marks.fsync_dir
+
+    def write_new(path: str | Path, data: bytes, **kwargs: object) -> None:
+        real_write(path, data, **kwargs)  # type: ignore[arg-type]
+        made.append((str(path), next(clock)))
+
+    def fsync_dir(path: str | Path) -> None:
+        real_flush(path)
+        flushed[str(path)] = next(clock)
+
+    monkeypatch.setattr(claim_marks, "write_new", write_new)
+    monkeypatch.setattr(claim_marks, "fsync_dir", fsync_dir)
+    with AgentMail(registry_mod.load(home / "registry"), Identity("beta", "laptop"), home) as a:
+        (mine,) = a.inbox()
+        assert a.reply(mine, "Reproduced.", type="ack") is not None
+    monkeypatch.undo()
+    marks = [(Path(p), at) for p, at in made if p.endswith(".sent")]
+    assert marks, "no answered mark: the test tests nothing"
+    for path, at in marks:
+        if flushed.get(str(path.parent), -1) < at:
+            path.unlink()  # its name never flushed: the cut takes it
+    for path in (home / "postoffice" / ".sent" / "beta").glob("*/*"):
+        path.unlink()  # the sent record is never flushed
+    later[0] = time.time() + STALE_AFTER + 5
+    with b:
+        assert b.reply(letter, "Mine now.", type="ack") is None, "answered twice"
+    replies = [p for d in ("new", "cur") for p in (home / "postoffice" / "alpha" / d).glob("*")]
+    assert sum(f"In-Reply-To: {mid}".encode() in p.read_bytes() for p in replies) == 1
