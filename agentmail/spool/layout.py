@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,15 @@ class Layout:
                 continue
             found += [n[:-4] for n in names if n.endswith(".eml") and n[:-4].isalnum()]
         return sorted(set(found))
+
+    def put_back(self, letter_id: str, raw: bytes) -> None:
+        """A filed letter's lost file written back, unflushed (``SpoolReader.restore``): aside
+        first, then renamed in, so a reader at the same time never reads it half written, and a
+        copy a power cut left empty is replaced. The aside name is no letter's (no ``.eml``):
+        a crash leaves it for the sweep."""
+        aside = f"{self.tmp}.{letter_id}.{os.getpid()}.{time.monotonic_ns()}"
+        write_new(aside, raw, durable=False)
+        os.replace(aside, f"{self.tmp}{letter_id}.eml")
 
     def write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> bool:
         """The letter's file in tmp/, always a file of its own: never a link of the post-office

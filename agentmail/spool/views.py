@@ -79,6 +79,16 @@ def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
                 yield cur / name
 
 
+def _whole(path: Path) -> bool:
+    """Is there a letter file at ``path``? Not an empty one: a letter file written without a
+    flush whose name a later flush of anything else made durable (a journal commits every name)
+    is what a power cut leaves of it, and it is restored as a lost one."""
+    try:
+        return os.stat(path).st_size > 0
+    except OSError:
+        return False
+
+
 class SpoolReader:
     """What one mailbox holds, for reading (``Spool.read``): it has no method that files, moves
     or annotates a letter, so a command handed only a reader cannot change one. What it writes
@@ -111,12 +121,12 @@ class SpoolReader:
         """The letter's file (``state`` is no part of it: a letter file never moves)."""
         del state
         final = self._at.root / "letters" / f"{letter_id}.eml"
-        if final.exists():
+        if _whole(final):
             return final
         born = self._at.root / "tmp" / f"{letter_id}.eml"
-        if born.exists() or (letter_id.isalnum() and self.restore(letter_id)):
+        if _whole(born) or (letter_id.isalnum() and self.restore(letter_id)):
             return born
-        return final
+        return born if born.exists() and not final.exists() else final
 
     def restore(self, letter_id: str, noted: dict[str, Any] | None = None) -> bool:
         """A filed letter whose file is gone after a power cut: one copied from the post office
@@ -140,10 +150,7 @@ class SpoolReader:
                 continue
             if raw is None or _raw_key(raw) != key:
                 continue
-            try:  # not flushed either: the note stays, and so does the post office's file
-                self._at.write_tmp(letter_id, raw, durable=False, copy=(str(candidate), st.st_dev, st.st_ino))
-            except FileExistsError:
-                pass  # restored meanwhile by another reader
+            self._at.put_back(letter_id, raw)  # not flushed either: the note stays, and so does the post office's file
             return True
         return False
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.spool import ledger, views
 from agentmail.transport import claim_marks
@@ -219,3 +220,67 @@ def test_a_recipients_edit_in_place_of_the_shared_file_is_never_listed_as_what_w
     _lose_and_rebuild([alpha], [alpha.spool.root])
     alpha = _client(home, "alpha")
     assert [x.subject for x in alpha.sent()] == ["Quota endpoint returns 500"]
+
+
+def _torn(path: Path) -> None:
+    """What a power cut leaves of a file written without a flush whose name a later flush of
+    anything else made durable (ext4 commits every name of the running transaction, not the
+    data of a file written since): the name, no bytes."""
+    with open(path, "r+b") as fh:
+        fh.truncate(0)
+
+
+def test_a_restored_copy_a_second_cut_left_empty_is_restored_again(
+    alpha: AgentMail, home: Path, durable_only: None
+) -> None:
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    assert restarted.raw(letter.id) == raw  # restored, unflushed, into tmp/
+    _torn(restarted.spool.read.path("sent", letter.id))
+    assert restarted.raw(letter.id) == raw
+    assert restarted.show(letter.id).message_id == letter.message_id
+
+
+def test_a_received_letters_copy_a_cut_left_empty_is_restored_again(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """The sync files a letter as an unflushed copy of the post-office file (DESIGN §7): a cut
+    after a later flush keeps its name, not its bytes."""
+    alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    (letter,) = beta.inbox()
+    raw = beta.raw(letter.id)
+    _torn(beta.spool.read.path("unread", letter.id))
+    assert beta.raw(letter.id) == raw
+    assert "changed" not in beta.authentication(beta.show(letter.id))
+
+
+def test_a_reader_never_sees_a_copy_half_restored(
+    alpha: AgentMail, home: Path, durable_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two readers of one lost letter at once (a CLI and the MCP server): the second reads while
+    the first is writing the copy back. It gets the whole letter, or restores it itself."""
+    from agentmail import _fs
+
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    other = AgentMail(restarted.registry, Identity("alpha"), home)
+    real = _fs.write_all
+    seen: list[bytes] = []
+    paused = [False]
+
+    def write_all(fd: int, data: bytes) -> None:
+        if data != raw or paused[0]:
+            return real(fd, data)
+        paused[0] = True  # the other reader's own copy, if it makes one, is written whole
+        real(fd, data[: len(data) // 2])
+        try:
+            seen.append(other.raw(letter.id))  # meanwhile
+        except OSError:
+            seen.append(b"lost")
+        return real(fd, data[len(data) // 2 :])
+
+    monkeypatch.setattr(_fs, "write_all", write_all)
+    assert restarted.raw(letter.id) == raw
+    assert seen in ([raw], [b"lost"]), len(seen[0])
