@@ -284,3 +284,21 @@ def test_a_reader_never_sees_a_copy_half_restored(
     monkeypatch.setattr(_fs, "write_all", write_all)
     assert restarted.raw(letter.id) == raw
     assert seen in ([raw], [b"lost"]), len(seen[0])
+
+
+@pytest.mark.parametrize("folder", ["letters", "tmp"])
+def test_an_empty_copy_with_nothing_to_restore_it_from_is_shown_as_changed(
+    alpha: AgentMail, beta: AgentMail, home: Path, folder: str
+) -> None:
+    """The post office's file is gone too (a person's mail client expunged it): the empty file
+    is what there is, read as it is and flagged, never taken for the letter."""
+    alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    (letter,) = beta.inbox()
+    path = beta.spool.read.path("unread", letter.id)
+    _torn(path)
+    path.rename(beta.spool.root / folder / path.name)
+    for sub in ("new", "cur"):
+        for lost in (home / "postoffice" / "beta" / sub).iterdir():
+            lost.unlink()
+    assert beta.raw(letter.id) == b""
+    assert "its file changed after it was filed" in beta.authentication(beta.show(letter.id))
