@@ -5,16 +5,18 @@ bytes taken back, or (a mistaken operator) to have another mailbox's letters res
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.spool import ledger, views
+from agentmail.spool import Spool, ledger, views
 from agentmail.transport import claim_marks
 
 from ..conftest import OPENER
@@ -302,3 +304,34 @@ def test_an_empty_copy_with_nothing_to_restore_it_from_is_shown_as_changed(
             lost.unlink()
     assert beta.raw(letter.id) == b""
     assert "its file changed after it was filed" in beta.authentication(beta.show(letter.id))
+
+
+def test_over_mcp_a_lost_sent_letter_shows_only_its_own_bytes(
+    alpha: AgentMail, home: Path, durable_only: None, tmp_path: Path
+) -> None:
+    """An agent steered by a letter asks the MCP server for a lost letter while the post office
+    holds a same-size decoy first in beta's cur/ (the caches gone too): it is shown as sent, restored from the one
+    file with its bytes, the decoy's words nowhere."""
+    from ..cli.test_mcp import call, session
+
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    restarted.spool.drop_caches()  # the show parses the file again: its read restores it
+    restarted.close()
+    drop_sent_record(home)
+    (path,) = (home / "postoffice" / "beta" / "new").iterdir()
+    cur = home / "postoffice" / "beta" / "cur"
+    cur.mkdir(exist_ok=True)
+    path.rename(cur / "000000000001:2,S")
+    (cur / "000000000009:2,").write_bytes(raw.replace(b"Quota endpoint returns 500", b"Quota endpoint is all fine"))
+    shown: list[Any] = []
+
+    async def scenario(client: Any) -> None:
+        shown.append(await call(client, "show", id=letter.id))
+
+    session(home, tmp_path, "--as", "alpha")(scenario)
+    ((failed, full),) = shown
+    assert not failed and full["state"] == "sent" and "all fine" not in json.dumps(full)
+    assert (restarted.spool.root / "tmp" / f"{letter.id}.eml").exists()  # restored by the server's read
+    assert Spool(restarted.spool.root).read.raw(letter.id) == raw
