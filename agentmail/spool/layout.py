@@ -66,6 +66,17 @@ def _sha256(raw: bytes) -> str:
     return sha256(raw).hexdigest()
 
 
+def same_bytes(notes: dict[str, Any], raw: bytes) -> bool | None:
+    """Are ``raw`` the bytes a letter was filed with, by the hash its notes keep (a letter with
+    attachments, one synced from the post office, one sent there)? None: they keep none."""
+    full, key = notes.get("sha256"), notes.get("copy_key")
+    if isinstance(full, str):
+        return _sha256(raw) == full
+    if isinstance(key, str):
+        return _raw_key(raw) == key
+    return None
+
+
 def _loads(text: str | None) -> dict[str, Any] | None:
     if not text:
         return None

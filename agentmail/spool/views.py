@@ -30,7 +30,7 @@ from .layout import (
     _key,
     _loads,
     _raw_key,
-    _sha256,
+    same_bytes,
 )
 
 
@@ -286,13 +286,7 @@ class SpoolReader:
     def unchanged(self, letter_id: str, raw: bytes) -> bool | None:
         """Are ``raw`` the bytes this letter was filed with? From the hash noted at filing (a
         letter with attachments, or one synced from the post office); None: nothing was noted."""
-        note = self.annotations(letter_id)
-        full, key = note.get("sha256"), note.get("copy_key")
-        if isinstance(full, str):
-            return _sha256(raw) == full
-        if isinstance(key, str):
-            return _raw_key(raw) == key
-        return None
+        return same_bytes(self.annotations(letter_id), raw)
 
     def meta(self, letter_id: str, state: str | None = None) -> dict[str, Any]:
         del state  # the row says which: a letter moved since it was listed shows where it is now
