@@ -98,7 +98,8 @@ def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> 
         fetched = {
             letter_id
             for letter_id, said_of in was.items()
-            if said_of.state == "sent" and letter_id.isalnum() and letter_id not in on_disk
+            if said_of.state == "sent" and letter_id.isalnum()
+            if letter_id not in on_disk or not spool.read.has_file(letter_id)  # (empty: what a cut left)
             if said_of.notes.get("copy_by") == mailbox and spool.read.restore(letter_id, said_of.notes)
         }
         committed = set(published) | {i for i, entry in was.items() if entry.state}

@@ -128,6 +128,10 @@ class SpoolReader:
             return born
         return born if born.exists() and not final.exists() else final
 
+    def has_file(self, letter_id: str) -> bool:
+        """Is the letter's file there, whole enough to read (not one a power cut left empty)?"""
+        return any(_whole(self._at.root / folder / f"{letter_id}.eml") for folder in ("letters", "tmp"))
+
     def restore(self, letter_id: str, noted: dict[str, Any] | None = None) -> bool:
         """A filed letter whose file is gone after a power cut: one copied from the post office
         by a sync batch, whose copy was never flushed, or one this mailbox sent there, whose

@@ -19,7 +19,7 @@ from agentmail.config.registry import Registry
 from agentmail.spool import Spool, ledger, views
 from agentmail.transport import claim_marks
 
-from ..conftest import OPENER
+from ..conftest import OPENER, Cli
 from .test_rebuild_restores import _client, _lose_and_rebuild
 from .test_send_power_cut import cut, drop_sent_record, durable_only
 
@@ -335,3 +335,22 @@ def test_over_mcp_a_lost_sent_letter_shows_only_its_own_bytes(
     assert not failed and full["state"] == "sent" and "all fine" not in json.dumps(full)
     assert (restarted.spool.root / "tmp" / f"{letter.id}.eml").exists()  # restored by the server's read
     assert Spool(restarted.spool.root).read.raw(letter.id) == raw
+
+
+def test_rebuild_restores_a_sent_letter_whose_restored_copy_a_second_cut_left_empty(
+    alpha: AgentMail, home: Path, durable_only: None, cli: Cli
+) -> None:
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    assert restarted.raw(letter.id) == raw  # restored, unflushed
+    _torn(restarted.spool.read.path("sent", letter.id))
+    restarted.close()
+    restarted.spool.db.close()
+    for name in ("spool.db-wal", "spool.db-shm"):
+        (restarted.spool.root / name).unlink(missing_ok=True)
+    (restarted.spool.root / "spool.db").write_bytes(b"not a database " * 300)
+    code, out, err = cli("--as", "alpha", "rebuild")
+    assert code == 0 and "1 sent" in out, (out, err)
+    spool = Spool(restarted.spool.root)
+    assert spool.read.locate(letter.id) == "sent" and spool.read.raw(letter.id) == raw
