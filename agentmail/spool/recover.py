@@ -114,7 +114,9 @@ def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> 
                 raw, _st = read_plain(spool.read.path("", letter_id))
             except OSError:
                 raw = None
-            judged = classify(letter_id, raw, was.get(letter_id)) if raw is not None else None
+            # An empty file is no letter: what a power cut left of a copy written without a flush
+            # (a received one is fetched again; a sent one was restored above if it could be).
+            judged = classify(letter_id, raw, was.get(letter_id)) if raw else None
             if letter_id in fetched and (judged is None or judged[0] != "sent" or judged[1].sender != platform):
                 spool.read.path("", letter_id).unlink(missing_ok=True)  # not ours: never filed here
                 judged = None

@@ -354,3 +354,19 @@ def test_rebuild_restores_a_sent_letter_whose_restored_copy_a_second_cut_left_em
     assert code == 0 and "1 sent" in out, (out, err)
     spool = Spool(restarted.spool.root)
     assert spool.read.locate(letter.id) == "sent" and spool.read.raw(letter.id) == raw
+
+
+def test_rebuild_with_a_received_letters_copy_left_empty_files_it_once_and_no_junk(
+    registry: Registry, home: Path
+) -> None:
+    """beta's copy of a letter a cut left empty, then spool.db lost: the rebuild and the next
+    sync (which reads the post office from the start) file the letter once, unread, and nothing
+    in quarantine for the empty file."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    (letter,) = beta.inbox()
+    _torn(beta.spool.read.path("unread", letter.id))
+    _lose_and_rebuild([beta], [beta.spool.root])
+    beta = _client(home, "beta")
+    assert [x.message_id for x in beta.inbox()] == [letter.message_id]
+    assert beta.quarantined(sync=False) == []
