@@ -44,7 +44,7 @@ def shown(notes: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in notes.items() if k not in WHERE_NOTES} if WHERE_NOTES & notes.keys() else notes
 
 
-# Of the files of a lost sent letter's size in the recipients' cur/, at most this many are read
+# Of the files of a lost sent letter's size in a recipient's cur/, at most this many are read
 # in one search: whoever can write there can fill it with files of that size (the letter's
 # recipients know it), and every read of a letter not found searches again.
 CUR_READS = 64
@@ -54,14 +54,14 @@ def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
     """Where a letter's post-office file may be now: each noted name, that name with flags a
     mail client added; then, for a letter sent (its ``size`` noted), the files of that size in
     each Maildir's ``cur/``, where its reader renamed it under a UID (the newest first), at most
-    ``CUR_READS`` of them in all."""
+    ``CUR_READS`` of them in each (decoys in one never hide the copy in another)."""
     for origin in origins:
         yield origin
         yield from sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))
     if size is None:
         return
-    left = CUR_READS
     for origin in origins:
+        left = CUR_READS
         cur = origin.parent.parent / "cur"
         try:
             names = sorted(os.listdir(cur), reverse=True)
@@ -74,7 +74,7 @@ def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
                 continue
             if stat.S_ISREG(st.st_mode) and st.st_size == size:
                 if left == 0:
-                    return
+                    break
                 left -= 1
                 yield cur / name
 

@@ -370,3 +370,20 @@ def test_rebuild_with_a_received_letters_copy_left_empty_files_it_once_and_no_ju
     beta = _client(home, "beta")
     assert [x.message_id for x in beta.inbox()] == [letter.message_id]
     assert beta.quarantined(sync=False) == []
+
+
+def test_decoys_in_one_recipients_cur_never_hide_the_sent_records_copy(
+    alpha: AgentMail, home: Path, durable_only: None
+) -> None:
+    """The bound is per Maildir searched: a recipient filling its own cur/ with decoys (and
+    deleting its copy) hides only its own copy, never the post office's sent record, which the
+    platform's sync renamed into ``.sent/alpha/cur/``."""
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    alpha.sync()  # the sent record read: renamed from new/ into cur/ under a UID
+    assert os.listdir(home / "postoffice" / ".sent" / "alpha" / "new") == []
+    restarted = cut(alpha)
+    cur = _lost_in_the_post_office(home)
+    for n in range(3 * views.CUR_READS):
+        (cur / f"{n + 10:012d}:2,").write_bytes(raw.replace(b"Quota", b"Quote"))
+    assert restarted.raw(letter.id) == raw
