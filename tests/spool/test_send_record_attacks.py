@@ -387,3 +387,22 @@ def test_decoys_in_one_recipients_cur_never_hide_the_sent_records_copy(
     for n in range(3 * views.CUR_READS):
         (cur / f"{n + 10:012d}:2,").write_bytes(raw.replace(b"Quota", b"Quote"))
     assert restarted.raw(letter.id) == raw
+
+
+def test_decoys_named_after_the_letters_file_cost_a_bounded_number_of_reads(
+    alpha: AgentMail, home: Path, durable_only: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The noted name with flags a mail client added (``NAME*``) is looked for too: a co-tenant
+    that saw the name in beta's new/ plants hundreds of ``NAME<anything>`` files."""
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    raw = alpha.raw(letter.id)
+    restarted = cut(alpha)
+    drop_sent_record(home)
+    (path,) = (home / "postoffice" / "beta" / "new").iterdir()
+    path.unlink()
+    for n in range(3 * views.CUR_READS):
+        path.with_name(f"{path.name}:2,{n:04d}").write_bytes(raw.replace(b"Quota", b"Quote"))
+    reads = _counting(monkeypatch)
+    with pytest.raises(OSError):
+        restarted.raw(letter.id)
+    assert 0 < reads[0] <= 2 * views.CUR_READS + 2, reads
