@@ -52,9 +52,10 @@ CUR_READS = 64
 
 def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
     """Where a letter's post-office file may be now: each noted name, that name with flags a
-    mail client added (at most ``CUR_READS``: anyone who saw the name can plant more); then, for a letter sent (its ``size`` noted), the files of that size in
-    each Maildir's ``cur/``, where its reader renamed it under a UID (the newest first), at most
-    ``CUR_READS`` of them in each (decoys in one never hide the copy in another)."""
+    mail client added (at most ``CUR_READS``: anyone who saw the name can plant more); then,
+    for a letter sent (its ``size`` noted), the files of that size in each Maildir's ``cur/``,
+    where its reader renamed it under a UID (the newest first), at most ``CUR_READS`` of them
+    in each (decoys in one never hide the copy in another)."""
     for origin in origins:
         yield origin
         yield from heapq.nsmallest(CUR_READS, origin.parent.glob(f"{glob_escape(origin.name)}*"))
