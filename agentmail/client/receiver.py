@@ -24,6 +24,7 @@ from ..model import (
 )
 from ..spool import Spool, ledger
 from ..spool.filed import Filed
+from ..spool.layout import same_bytes
 from ..stages.compose import NEW_THREAD, Draft
 from ..stages.facts import Facts, gather, parties_of
 from ..text import one_line
@@ -383,6 +384,10 @@ class Receiver(Stage):
                     return "quarantine", recorded or self._quarantined(
                         verdict if verdict.route == "quarantine" else then
                     )
+                if verdict.route != "accept" and same_bytes(was.notes, raw) is False:
+                    # Its file changed after it was filed (a sent letter's is the recipients' file on
+                    # the local post office): what it holds now was never verified, nor sent.
+                    return "quarantine", self._quarantined(verdict)
                 letter = recorded or (verdict.letter if verdict.route == "accept" else None)
                 letter = letter or authenticity.as_filed(raw, self.registry)  # its key retired since
                 received = was.state in ("unread", "read")

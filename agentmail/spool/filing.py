@@ -201,7 +201,8 @@ class SpoolWriter:
         with _machine(), self._at.db.write() as tx:
             if found and raw is not None:
                 where = [os.path.relpath(c, self._at.root) for c in copies]  # a moved home still finds them
-                fields = {"copy": where[0], "copy_key": _raw_key(raw), "copy_size": len(raw), "copies": where[1:]}
+                fields = {"copy": where[0], "copy_key": _raw_key(raw), "copy_size": len(raw), "copies": where[1:],
+                          "copy_by": self._at.mailbox}  # fmt: skip
                 # Merged into what is noted already in the statement that writes it: no read first.
                 tx.execute(
                     "INSERT INTO notes(id, data) VALUES(?, ?) ON CONFLICT(id) DO UPDATE SET data = CASE WHEN "

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,8 @@ OPENING = (*OUTGOING, "sibling")
 MIN_PREFIX = 6  # the shortest prefix of an id or a Message-ID that names a letter
 # Notes saying where a letter's bytes lie durable in the post office (``SpoolReader.restore``):
 # the spool's bookkeeping, never shown as facts of the letter.
-WHERE_NOTES = frozenset({"copy", "copy_key", "copy_size", "copies"})
+# ``copy_by``: the mailbox that sent it (a sibling's ledger names post-office files of this platform too).
+WHERE_NOTES = frozenset({"copy", "copy_key", "copy_size", "copies", "copy_by"})
 COPIES_DUE = "copies-due"  # the facts row naming the letters whose sent-folder copy waits
 
 
@@ -62,6 +64,17 @@ def _raw_key(raw: bytes) -> str:
 
 def _sha256(raw: bytes) -> str:
     return sha256(raw).hexdigest()
+
+
+def same_bytes(notes: dict[str, Any], raw: bytes) -> bool | None:
+    """Are ``raw`` the bytes a letter was filed with, by the hash its notes keep (a letter with
+    attachments, one synced from the post office, one sent there)? None: they keep none."""
+    full, key = notes.get("sha256"), notes.get("copy_key")
+    if isinstance(full, str):
+        return _sha256(raw) == full
+    if isinstance(key, str):
+        return _raw_key(raw) == key
+    return None
 
 
 def _loads(text: str | None) -> dict[str, Any] | None:
@@ -124,6 +137,15 @@ class Layout:
                 continue
             found += [n[:-4] for n in names if n.endswith(".eml") and n[:-4].isalnum()]
         return sorted(set(found))
+
+    def put_back(self, letter_id: str, raw: bytes) -> None:
+        """A filed letter's lost file written back, unflushed (``SpoolReader.restore``): aside
+        first, then renamed in, so a reader at the same time never reads it half written, and a
+        copy a power cut left empty is replaced. The aside name is no letter's (no ``.eml``):
+        a crash leaves it for the sweep."""
+        aside = f"{self.tmp}.{letter_id}.{os.getpid()}.{time.monotonic_ns()}"
+        write_new(aside, raw, durable=False)
+        os.replace(aside, f"{self.tmp}{letter_id}.eml")
 
     def write_tmp(self, letter_id: str, raw: bytes, durable: bool, copy: tuple[str, int, int] | None = None) -> bool:
         """The letter's file in tmp/, always a file of its own: never a link of the post-office

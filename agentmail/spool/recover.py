@@ -90,14 +90,17 @@ def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> 
         published = spool.layout.letter_files(born=False)
         on_disk = set(spool.layout.letter_files())
         # A sent letter whose spool name a power cut took: its bytes from the post office. Only
-        # one the ledger says was sent, and kept only if judged this mailbox's own (below): a
-        # ledger from another mailbox names post-office files too.
-        platform = spool.read.mailbox.partition("@")[0]
+        # one the ledger says this mailbox sent (a sibling's ledger copied in names post-office
+        # files of this platform too), and kept only if judged this platform's own (below): a
+        # ledger from another platform's mailbox names them as well.
+        mailbox = spool.read.mailbox
+        platform = mailbox.partition("@")[0]
         fetched = {
             letter_id
             for letter_id, said_of in was.items()
-            if said_of.state == "sent" and letter_id.isalnum() and letter_id not in on_disk
-            if spool.read.restore(letter_id, said_of.notes)
+            if said_of.state == "sent" and letter_id.isalnum()
+            if letter_id not in on_disk or not spool.read.has_file(letter_id)  # (empty: what a cut left)
+            if said_of.notes.get("copy_by") == mailbox and spool.read.restore(letter_id, said_of.notes)
         }
         committed = set(published) | {i for i, entry in was.items() if entry.state}
         judged_all: list[tuple[str, str, Letter]] = []  # not the bytes (read again below): a big spool stays small
@@ -111,7 +114,9 @@ def restore_rows(spool: Rebuilt, classify: Classify, counts: dict[str, Any]) -> 
                 raw, _st = read_plain(spool.read.path("", letter_id))
             except OSError:
                 raw = None
-            judged = classify(letter_id, raw, was.get(letter_id)) if raw is not None else None
+            # An empty file is no letter: what a power cut left of a copy written without a flush
+            # (a received one is fetched again; a sent one was restored above if it could be).
+            judged = classify(letter_id, raw, was.get(letter_id)) if raw else None
             if letter_id in fetched and (judged is None or judged[0] != "sent" or judged[1].sender != platform):
                 spool.read.path("", letter_id).unlink(missing_ok=True)  # not ours: never filed here
                 judged = None

@@ -30,7 +30,7 @@ from .layout import (
     _key,
     _loads,
     _raw_key,
-    _sha256,
+    same_bytes,
 )
 
 
@@ -44,16 +44,25 @@ def shown(notes: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in notes.items() if k not in WHERE_NOTES} if WHERE_NOTES & notes.keys() else notes
 
 
+# Of the files of a lost sent letter's size in a recipient's cur/, at most this many are read
+# in one search: whoever can write there can fill it with files of that size (the letter's
+# recipients know it), and every read of a letter not found searches again.
+CUR_READS = 64
+
+
 def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
     """Where a letter's post-office file may be now: each noted name, that name with flags a
-    mail client added; then, for a letter sent (its ``size`` noted), the files of that size in
-    each Maildir's ``cur/``, where its reader renamed it under a UID (the newest first)."""
+    mail client added (at most ``CUR_READS``: anyone who saw the name can plant more); then,
+    for a letter sent (its ``size`` noted), the files of that size in each Maildir's ``cur/``,
+    where its reader renamed it under a UID (the newest first), at most ``CUR_READS`` of them
+    in each (decoys in one never hide the copy in another)."""
     for origin in origins:
         yield origin
-        yield from sorted(origin.parent.glob(f"{glob_escape(origin.name)}*"))
+        yield from heapq.nsmallest(CUR_READS, origin.parent.glob(f"{glob_escape(origin.name)}*"))
     if size is None:
         return
     for origin in origins:
+        left = CUR_READS
         cur = origin.parent.parent / "cur"
         try:
             names = sorted(os.listdir(cur), reverse=True)
@@ -65,7 +74,20 @@ def _candidates(origins: list[Path], size: int | None) -> Iterator[Path]:
             except OSError:
                 continue
             if stat.S_ISREG(st.st_mode) and st.st_size == size:
+                if left == 0:
+                    break
+                left -= 1
                 yield cur / name
+
+
+def _whole(path: Path) -> bool:
+    """Is there a letter file at ``path``? Not an empty one: a letter file written without a
+    flush whose name a later flush of anything else made durable (a journal commits every name)
+    is what a power cut leaves of it, and it is restored as a lost one."""
+    try:
+        return os.stat(path).st_size > 0
+    except OSError:
+        return False
 
 
 class SpoolReader:
@@ -100,12 +122,16 @@ class SpoolReader:
         """The letter's file (``state`` is no part of it: a letter file never moves)."""
         del state
         final = self._at.root / "letters" / f"{letter_id}.eml"
-        if final.exists():
+        if _whole(final):
             return final
         born = self._at.root / "tmp" / f"{letter_id}.eml"
-        if born.exists() or (letter_id.isalnum() and self.restore(letter_id)):
+        if _whole(born) or (letter_id.isalnum() and self.restore(letter_id)):
             return born
-        return final
+        return born if born.exists() and not final.exists() else final
+
+    def has_file(self, letter_id: str) -> bool:
+        """Is the letter's file there, whole enough to read (not one a power cut left empty)?"""
+        return any(_whole(self._at.root / folder / f"{letter_id}.eml") for folder in ("letters", "tmp"))
 
     def restore(self, letter_id: str, noted: dict[str, Any] | None = None) -> bool:
         """A filed letter whose file is gone after a power cut: one copied from the post office
@@ -129,10 +155,7 @@ class SpoolReader:
                 continue
             if raw is None or _raw_key(raw) != key:
                 continue
-            try:  # not flushed either: the note stays, and so does the post office's file
-                self._at.write_tmp(letter_id, raw, durable=False, copy=(str(candidate), st.st_dev, st.st_ino))
-            except FileExistsError:
-                pass  # restored meanwhile by another reader
+            self._at.put_back(letter_id, raw)  # not flushed either: the note stays, and so does the post office's file
             return True
         return False
 
@@ -268,13 +291,7 @@ class SpoolReader:
     def unchanged(self, letter_id: str, raw: bytes) -> bool | None:
         """Are ``raw`` the bytes this letter was filed with? From the hash noted at filing (a
         letter with attachments, or one synced from the post office); None: nothing was noted."""
-        note = self.annotations(letter_id)
-        full, key = note.get("sha256"), note.get("copy_key")
-        if isinstance(full, str):
-            return _sha256(raw) == full
-        if isinstance(key, str):
-            return _raw_key(raw) == key
-        return None
+        return same_bytes(self.annotations(letter_id), raw)
 
     def meta(self, letter_id: str, state: str | None = None) -> dict[str, Any]:
         del state  # the row says which: a letter moved since it was listed shows where it is now

@@ -177,10 +177,12 @@ class Claims:
             gen = self._current(key)
             if gen < 0 or self._read(key, gen)[0] != holder:
                 return False
-            try:
-                write_new(self.root / f"{key}.{gen}.sent", b"")
+            try:  # the name is what counts, not the empty file: its folder flushed, so a power
+                # cut after the reply went out never reopens the claim for another home to take over
+                write_new(self.root / f"{key}.{gen}.sent", b"", durable=False)
             except FileExistsError:
                 pass
+            fsync_dir(self.root)
             return True
 
     def prune(self, older_than: float = PRUNE_AFTER) -> int | None:

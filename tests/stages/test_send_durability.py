@@ -98,7 +98,7 @@ def test_the_senders_record_of_a_delivered_letter_is_durable_before_send_returns
     ]
     assert note["copy_size"] == len(raw)
     # the spool's bookkeeping, not a fact of the letter: neither the send nor a read shows it
-    assert not {"copy", "copy_key", "copy_size", "copies"} & {*letter.extra, *alpha.show(letter.id).extra}
+    assert not {"copy", "copy_key", "copy_size", "copies", "copy_by"} & {*letter.extra, *alpha.show(letter.id).extra}
 
 
 def _statements(alpha: AgentMail) -> list[str]:
