@@ -272,6 +272,7 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
     imap.login(address, drill.passwords[address])
     _, data = imap.select("INBOX", readonly=True)
     _, status = imap.status("INBOX", "(UIDNEXT)")
+    imap.untagged_responses.pop("EXISTS", None)  # the letters before the clock
     last = int(status[0].split(b"UIDNEXT")[1].strip(b" )")) - 1
     counts = count_commands()
     go.wait()
@@ -293,6 +294,8 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
                     seen[mid.decode()] = seen.get(mid.decode(), 0) + 1
             last = uids[-1]
             continue
+        if imap.untagged_responses.pop("EXISTS", None):
+            continue  # told of a letter after the SEARCH had run: IDLE would never tell again
         _idle(imap, deadline)
     ended = time.perf_counter()
     imap.logout()
@@ -311,9 +314,10 @@ def _idle(imap: imaplib.IMAP4, deadline: float) -> None:
     tag = imap._new_tag()
     imap.send(tag + b" IDLE\r\n")
     imap.readline()  # "+ idling"
-    imap.sock.settimeout(max(deadline - time.monotonic(), 0.1))
     try:
         while True:
+            # Per line: the server's "* OK Still here" must not push the deadline back.
+            imap.sock.settimeout(max(deadline - time.monotonic(), 0.1))
             line = imap.readline()
             if not line:
                 raise OSError("the IMAP server hung up")
@@ -322,8 +326,9 @@ def _idle(imap: imaplib.IMAP4, deadline: float) -> None:
     finally:
         imap.sock.settimeout(30)
         imap.send(b"DONE\r\n")
-        while not imap.readline().startswith(tag + b" "):
-            pass
+        while not (line := imap.readline()).startswith(tag + b" "):
+            if not line:
+                raise OSError("the IMAP server hung up")
 
 
 WORKERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]] = {
