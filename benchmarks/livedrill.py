@@ -277,12 +277,26 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
     counts = count_commands()
     go.wait()
     cpu_at_start, began = _cpu(), time.perf_counter()
+    seen = collect(imap, last, expect, token.encode(), time.monotonic() + TIMEOUT)
+    ended = time.perf_counter()
+    imap.logout()
+    return {
+        "began": began,
+        "ended": ended,
+        "counts": counts,
+        "cpu_at_start": cpu_at_start,
+        "seen": seen,
+        "mechanisms": {},
+    }
+
+
+def collect(imap: imaplib.IMAP4, last: int, expect: int, mark: bytes, deadline: float) -> dict[str, int]:
+    """How often each letter carrying ``mark`` came in after UID ``last``, by Message-ID, until
+    ``expect`` have: a UID SEARCH and a FETCH while there are new ones, else IDLE."""
     seen: dict[str, int] = {}
-    mark = token.encode()
-    deadline = time.monotonic() + TIMEOUT
     while sum(seen.values()) < expect:
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{platform}: {sum(seen.values())} of {expect} letters")
+            raise TimeoutError(f"{sum(seen.values())} of {expect} letters")
         _, found = imap.uid("SEARCH", f"UID {last + 1}:*")
         uids = sorted(u for u in map(int, found[0].split()) if u > last)
         if uids:
@@ -297,16 +311,7 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
         if imap.untagged_responses.pop("EXISTS", None):
             continue  # told of a letter after the SEARCH had run: IDLE would never tell again
         _idle(imap, deadline)
-    ended = time.perf_counter()
-    imap.logout()
-    return {
-        "began": began,
-        "ended": ended,
-        "counts": counts,
-        "cpu_at_start": cpu_at_start,
-        "seen": seen,
-        "mechanisms": {},
-    }
+    return seen
 
 
 def _idle(imap: imaplib.IMAP4, deadline: float) -> None:
@@ -314,21 +319,30 @@ def _idle(imap: imaplib.IMAP4, deadline: float) -> None:
     tag = imap._new_tag()
     imap.send(tag + b" IDLE\r\n")
     imap.readline()  # "+ idling"
+    readable = True  # a socket file that timed out cannot be read again: no DONE then
     try:
         while True:
             # Per line: the server's "* OK Still here" must not push the deadline back.
-            imap.sock.settimeout(max(deadline - time.monotonic(), 0.1))
-            line = imap.readline()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no letter by the deadline")
+            imap.sock.settimeout(left)
+            try:
+                line = imap.readline()
+            except TimeoutError:
+                readable = False
+                raise TimeoutError("no letter by the deadline") from None
             if not line:
                 raise OSError("the IMAP server hung up")
             if line.split()[2:3] == [b"EXISTS"]:
                 break
     finally:
         imap.sock.settimeout(30)
-        imap.send(b"DONE\r\n")
-        while not (line := imap.readline()).startswith(tag + b" "):
-            if not line:
-                raise OSError("the IMAP server hung up")
+        if readable:
+            imap.send(b"DONE\r\n")
+            while not (line := imap.readline()).startswith(tag + b" "):
+                if not line:
+                    raise OSError("the IMAP server hung up")
 
 
 WORKERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]] = {
