@@ -272,28 +272,12 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
     imap.login(address, drill.passwords[address])
     _, data = imap.select("INBOX", readonly=True)
     _, status = imap.status("INBOX", "(UIDNEXT)")
+    imap.untagged_responses.pop("EXISTS", None)  # the letters before the clock
     last = int(status[0].split(b"UIDNEXT")[1].strip(b" )")) - 1
     counts = count_commands()
     go.wait()
     cpu_at_start, began = _cpu(), time.perf_counter()
-    seen: dict[str, int] = {}
-    mark = token.encode()
-    deadline = time.monotonic() + TIMEOUT
-    while sum(seen.values()) < expect:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{platform}: {sum(seen.values())} of {expect} letters")
-        _, found = imap.uid("SEARCH", f"UID {last + 1}:*")
-        uids = sorted(u for u in map(int, found[0].split()) if u > last)
-        if uids:
-            _, rows = imap.uid("FETCH", ",".join(map(str, uids)), "(BODY.PEEK[])")
-            for row in rows:
-                if isinstance(row, tuple) and mark in row[1]:
-                    head = row[1].split(b"\r\n\r\n", 1)[0]
-                    mid = next(line for line in head.split(b"\r\n") if line.lower().startswith(b"message-id:"))
-                    seen[mid.decode()] = seen.get(mid.decode(), 0) + 1
-            last = uids[-1]
-            continue
-        _idle(imap, deadline)
+    seen = collect(imap, last, expect, token.encode(), time.monotonic() + TIMEOUT)
     ended = time.perf_counter()
     imap.logout()
     return {
@@ -306,24 +290,59 @@ def raw_receiver(drill: Drill, home: Path, platform: str, expect: int, token: st
     }
 
 
+def collect(imap: imaplib.IMAP4, last: int, expect: int, mark: bytes, deadline: float) -> dict[str, int]:
+    """How often each letter carrying ``mark`` came in after UID ``last``, by Message-ID, until
+    ``expect`` have: a UID SEARCH and a FETCH while there are new ones, else IDLE."""
+    seen: dict[str, int] = {}
+    while sum(seen.values()) < expect:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{sum(seen.values())} of {expect} letters")
+        _, found = imap.uid("SEARCH", f"UID {last + 1}:*")
+        uids = sorted(u for u in map(int, found[0].split()) if u > last)
+        if uids:
+            _, rows = imap.uid("FETCH", ",".join(map(str, uids)), "(BODY.PEEK[])")
+            for row in rows:
+                if isinstance(row, tuple) and mark in row[1]:
+                    head = row[1].split(b"\r\n\r\n", 1)[0]
+                    mid = next(line for line in head.split(b"\r\n") if line.lower().startswith(b"message-id:"))
+                    seen[mid.decode()] = seen.get(mid.decode(), 0) + 1
+            last = uids[-1]
+            continue
+        if imap.untagged_responses.pop("EXISTS", None):
+            continue  # told of a letter after the SEARCH had run: IDLE would never tell again
+        _idle(imap, deadline)
+    return seen
+
+
 def _idle(imap: imaplib.IMAP4, deadline: float) -> None:
     """IDLE by hand until the server pushes EXISTS (or the deadline): no poll, no sleep."""
     tag = imap._new_tag()
     imap.send(tag + b" IDLE\r\n")
     imap.readline()  # "+ idling"
-    imap.sock.settimeout(max(deadline - time.monotonic(), 0.1))
+    readable = True  # a socket file that timed out cannot be read again: no DONE then
     try:
         while True:
-            line = imap.readline()
+            # Per line: the server's "* OK Still here" must not push the deadline back.
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no letter by the deadline")
+            imap.sock.settimeout(left)
+            try:
+                line = imap.readline()
+            except TimeoutError:
+                readable = False
+                raise TimeoutError("no letter by the deadline") from None
             if not line:
                 raise OSError("the IMAP server hung up")
             if line.split()[2:3] == [b"EXISTS"]:
                 break
     finally:
         imap.sock.settimeout(30)
-        imap.send(b"DONE\r\n")
-        while not imap.readline().startswith(tag + b" "):
-            pass
+        if readable:
+            imap.send(b"DONE\r\n")
+            while not (line := imap.readline()).startswith(tag + b" "):
+                if not line:
+                    raise OSError("the IMAP server hung up")
 
 
 WORKERS: dict[str, tuple[Callable[..., dict[str, Any]], Callable[..., dict[str, Any]]]] = {

@@ -83,6 +83,7 @@ def test_quick_run_writes_every_figure_with_its_baseline(tmp_path: Path) -> None
     assert "argparse_floor.py" in done.stdout
     assert figures["warm_latency"]["details"]["signed_floor"] > 0  # 1's floor, signed and verified
     assert figures["send_throughput"]["details"]["signed_floor"] > 0  # 4's floor, signed
+    assert min(figures["sync_throughput"]["details"]["letters_per_cpu_second"]) > 0  # 5 in CPU time
     assert "signed_floor.py" in done.stdout
     assert os.listdir(tmp) == [], "the suite left files in its temp folder"
     assert not (user_home / ".agentmail").exists(), "the suite touched ~/.agentmail"
