@@ -6,8 +6,17 @@ archive's writes (``site._write``)."""
 
 from __future__ import annotations
 
-from agentmail.archive import gather
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from agentmail.archive import gather, site
 from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+from agentmail.errors import BadInput, NotFound
 from agentmail.model import HUMAN, Letter
 from agentmail.text import visible_line
 
@@ -48,3 +57,114 @@ def test_a_persons_letter_is_vouched_naming_the_person_only_when_one_is_named(
     assert gather._auth(beta, named, raw) == ("vouched", f"written by {visible_line(person)}; {how}")
     human = got.replace(type=HUMAN)
     assert gather._auth(beta, human, raw) == ("vouched", visible_line(beta.authentication(human)))
+
+
+def test_a_page_is_written_whole_readable_by_all_into_folders_made_for_it(tmp_path: Path) -> None:
+    site_dir = tmp_path / "a"
+    page = site_dir / "t" / "thr-x" / "index.html"
+    was = os.umask(0)
+    try:
+        site._write(site_dir, page, "Quota \u00e9")
+        site._write(site_dir, page.with_name("thread.mbox"), b"\xff\x00raw")  # bytes as they are
+    finally:
+        os.umask(was)
+    assert page.read_bytes() == "Quota \u00e9".encode()
+    assert page.with_name("thread.mbox").read_bytes() == b"\xff\x00raw"
+    assert stat.S_IMODE(page.stat().st_mode) == 0o644
+    assert sorted(p.name for p in page.parent.iterdir()) == ["index.html", "thread.mbox"]  # no temporary left
+
+
+def test_an_archive_folder_that_is_itself_a_symlink_is_written_through(tmp_path: Path) -> None:
+    """The person's choice of folder may be a link; only a folder inside the archive may not."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "a").symlink_to(real, target_is_directory=True)
+    site._write(tmp_path / "a", tmp_path / "a" / "index.html", "home")
+    assert (real / "index.html").read_text() == "home"
+
+
+@pytest.mark.parametrize("planted", ["t", "t/thr-x"])
+def test_a_symlinked_folder_inside_the_archive_is_refused_by_name(tmp_path: Path, planted: str) -> None:
+    site_dir, elsewhere = tmp_path / "a", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (site_dir / planted).parent.mkdir(parents=True, exist_ok=True)
+    (site_dir / planted).symlink_to(elsewhere, target_is_directory=True)
+    with pytest.raises(BadInput) as refused:
+        site._write(site_dir, site_dir / "t" / "thr-x" / "x" / "index.html", "page")
+    assert str(refused.value) == f"{site_dir / planted} is a symlink: the archive is written only into its own folders"
+    assert list(elsewhere.iterdir()) == []
+
+
+def _found(client: AgentMail, thread: str) -> gather.Found:
+    (found,) = [f for f in gather.threads([client], quarantine=False) if f.thread == thread]
+    return found
+
+
+def test_a_thread_view_reads_the_spool_and_fetches_nothing(alpha: AgentMail, beta: AgentMail) -> None:
+    """The archive is a reader: a letter waiting at the post office is neither fetched nor shown."""
+    opened = alpha.send("beta", "Quota", OPENER)
+    beta.inbox()
+    alpha.send("beta", "", "Still failing.", type="question", thread=opened.thread)
+    view = gather.thread_view([beta], _found(beta, opened.thread))
+    assert view is not None and view.count == 1 and [x.type for x in view.letters] == ["report"]
+    assert len(beta.thread(opened.thread, sync=False)) == 1
+
+
+def test_a_mailbox_without_the_thread_is_passed_over_not_the_end(
+    alpha: AgentMail, beta: AgentMail, registry: Registry, home: Path
+) -> None:
+    """``archive --bus``: a mailbox that never saw the thread comes first; the next ones still show it."""
+    opened = alpha.send("beta", "Quota", OPENER)
+    beta.inbox()
+    stranger = AgentMail(registry, Identity("alpha", "other"), home)
+    view = gather.thread_view([stranger, beta], _found(beta, opened.thread))
+    assert view is not None and [x.sender for x in view.letters] == ["alpha"] and view.whose_move == "beta"
+
+
+def test_a_thread_whose_letters_went_between_listing_and_reading_shows_what_is_left(
+    alpha: AgentMail, beta: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process moved the thread's letters after they were listed: no letter, no page."""
+    opened = alpha.send("beta", "Quota", OPENER)
+    beta.inbox()
+    found = _found(beta, opened.thread)
+
+    def gone(thread: str, *, sync: bool = True) -> list[Letter]:
+        raise NotFound(f"no thread {thread}")
+
+    monkeypatch.setattr(beta, "thread", gone)
+    assert gather.thread_view([beta], found) is None
+    view = gather.thread_view([beta, alpha], found)  # the other end still holds it
+    assert view is not None and [x.sender for x in view.letters] == ["alpha"] and view.letters[0].auth == "sent"
+
+
+def test_a_letter_held_or_queued_here_is_not_shown_and_the_letters_after_it_are(
+    alpha: AgentMail, beta: AgentMail
+) -> None:
+    """Held for a person or waiting in the outbox, a letter has reached nobody: no page shows it."""
+    opened = alpha.send("beta", "Quota", OPENER)
+    (got,) = beta.inbox()
+    held = beta.reply(got, "We will refund everyone.", type="ack", hold=True)
+    assert held is not None and held.state == "held"
+    alpha.send("beta", "", "Any news?", type="question", thread=opened.thread)
+    beta.inbox()
+    view = gather.thread_view([beta], _found(beta, opened.thread))
+    assert view is not None and [x.type for x in view.letters] == ["report", "question"]
+    assert beta.spool.write.take([opened.id], "sent", "outbox") == [] and alpha.spool.write.take(
+        [opened.id], "sent", "outbox"
+    ) == [opened.id]
+    queued = gather.thread_view([alpha], _found(alpha, opened.thread))
+    assert queued is not None and [x.type for x in queued.letters] == ["question"]
+
+
+def test_a_letter_sent_here_keeps_its_sent_badge_beside_a_siblings_copy(
+    alpha: AgentMail, registry: Registry, home: Path
+) -> None:
+    """``archive --bus`` over two mailboxes of one platform: the other agent's copy (``sibling``)
+    is the same letter signed here, never shown in its place as verified by a receiver."""
+    opened = alpha.send("beta", "Quota", OPENER)
+    other = AgentMail(registry, Identity("alpha", "other"), home)
+    other.sync()
+    assert [x.state for x in other.thread(opened.thread, sync=False)] == ["sibling"]
+    view = gather.thread_view([alpha, other], _found(alpha, opened.thread))  # bus_mailboxes' order: by name
+    assert view is not None and [(x.sender, x.auth) for x in view.letters] == [("alpha", "sent")]
