@@ -1,0 +1,196 @@
+"""One reply per letter, word for word (mutation group ``claims_spool``, tests/MUTATION.md): the
+claims a reply makes on the server and notes on itself (``server_claims``: claim, noted, confirm,
+sent, release), against the real post office with a failure or a record put in front of it."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pytest
+
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
+from agentmail.errors import TransportError
+from agentmail.spool import server_claims
+from agentmail.transport import open_transport
+from agentmail.transport.base import Claimed
+from agentmail.transport.local import LocalTransport
+
+from ..conftest import OPENER
+
+
+class Recorded(LocalTransport):
+    """The local post office, each claim call recorded; ``failing`` calls raise instead."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.calls: list[tuple[str, str, str, str]] = []
+        self.failing: dict[str, Exception] = {}  # "claim", "sent", "release" -> what it raises
+        self.warning: str | None = None
+
+    def _call(self, what: str, message_id: str, key: str, holder: str) -> None:
+        self.calls.append((what, message_id, key, holder))
+        if what in self.failing:
+            raise self.failing[what]
+
+    def claim_reply(self, message_id: str, key: str, holder: str) -> Claimed:
+        self._call("claim", message_id, key, holder)
+        got = super().claim_reply(message_id, key, holder)
+        return Claimed(got.holder, self.warning if got.holder is None else None)
+
+    def reply_sent(self, message_id: str, key: str, holder: str) -> bool:
+        self._call("sent", message_id, key, holder)
+        return super().reply_sent(message_id, key, holder)
+
+    def release_reply(self, message_id: str, key: str, holder: str) -> None:
+        self._call("release", message_id, key, holder)
+        super().release_reply(message_id, key, holder)
+
+
+def _post(registry: Registry, home: Path, platform: str = "beta") -> Recorded:
+    base = open_transport(registry, platform, home)
+    assert isinstance(base, LocalTransport)
+    return Recorded(base.postoffice, platform, base.resolve)
+
+
+CLAIMS = [("<1.alpha@bus.test>", "k1"), ("<2.alpha@bus.test>", "k2")]
+
+
+@pytest.fixture
+def letters(alpha: AgentMail, beta: AgentMail) -> tuple[str, str]:
+    """Two letters filed in beta's spool: the ids the claims are made for."""
+    alpha.send("beta", "Quota", OPENER)
+    alpha.send("beta", "Quota 2", OPENER)
+    first, second = beta.inbox()
+    return first.id, second.id
+
+
+def test_a_claim_made_is_noted_on_the_letter_and_fresh_and_a_second_letter_loses_it(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str]
+) -> None:
+    post, (mine, other) = _post(registry, home), letters
+    assert server_claims.claim(beta.spool, post, mine, CLAIMS) == Claimed(None, None)
+    assert post.calls == [("claim", m, k, f"beta {mine}") for m, k in CLAIMS]
+    assert server_claims.noted(beta.spool, mine) == CLAIMS
+    assert (
+        beta.spool.read.annotations(mine)[server_claims.NOTE]
+        == '[["<1.alpha@bus.test>", "k1"], ["<2.alpha@bus.test>", "k2"]]'
+    )
+    assert list(server_claims._fresh[post]) == [("beta", mine)]
+    assert server_claims.claim(beta.spool, post, other, CLAIMS) == Claimed(f"beta {mine}", None)
+    assert server_claims.noted(beta.spool, other) == [] and list(server_claims._fresh[post]) == [("beta", mine)]
+
+
+def test_a_claim_the_server_cannot_take_is_noted_says_why_and_is_not_fresh(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str]
+) -> None:
+    post, (mine, _) = _post(registry, home), letters
+    post.failing["claim"] = TransportError("the post office is away")
+    got = server_claims.claim(beta.spool, post, mine, CLAIMS)
+    assert got == Claimed(
+        None, "the reply is not claimed on the server yet (the post office is away): it is claimed when it is submitted"
+    )
+    assert len(post.calls) == 1  # the first key failed: none after it is tried
+    assert server_claims.noted(beta.spool, mine) == CLAIMS and post not in server_claims._fresh
+
+
+def test_a_claim_kept_on_this_machine_only_says_the_first_warning(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str]
+) -> None:
+    post, (mine, _) = _post(registry, home), letters
+    post.warning = "held on this machine only"
+    assert server_claims.claim(beta.spool, post, mine, CLAIMS) == Claimed(None, "held on this machine only")
+    assert list(server_claims._fresh[post]) == [("beta", mine)]
+
+
+def test_noted_reads_only_pairs_from_a_hostile_note(beta: AgentMail, letters: tuple[str, str]) -> None:
+    mine, other = letters
+    note = '[["<a>", "k"], ["<b>"], "x", ["<c>", "k", "z"], [1, 2], {"a": 1}]'
+    beta.spool.write.annotate(mine, durable=False, **{server_claims.NOTE: note})
+    assert server_claims.noted(beta.spool, mine) == [("<a>", "k"), ("1", "2")]
+    beta.spool.write.annotate(other, durable=False, **{server_claims.NOTE: "[[not json"})
+    assert server_claims.noted(beta.spool, other) == []
+    assert server_claims.noted(beta.spool, "01NOSUCHLETTER") == []
+
+
+def test_confirm_asks_the_server_unless_the_claim_is_fresh_from_this_transport(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(server_claims, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    post, (mine, _) = _post(registry, home), letters
+    server_claims.claim(beta.spool, post, mine, CLAIMS)
+    clock[0] += server_claims.FRESH - 1
+    post.calls.clear()
+    assert server_claims.confirm(beta.spool, post, mine) is None and post.calls == []  # fresh: not asked
+    assert server_claims.confirm(beta.spool, post, mine) is None  # used once: asked now, still ours
+    assert post.calls == [("claim", m, k, f"beta {mine}") for m, k in CLAIMS]
+    server_claims.claim(beta.spool, post, mine, CLAIMS)
+    clock[0] += server_claims.FRESH  # exactly as old as FRESH: asked again
+    post.calls.clear()
+    assert server_claims.confirm(beta.spool, post, mine) is None and len(post.calls) == 2
+    other = _post(registry, home)
+    assert server_claims.confirm(beta.spool, other, mine) is None and len(other.calls) == 2  # not its claim
+
+
+def test_a_claim_made_at_the_same_moment_as_a_stale_one_is_remembered(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr(server_claims, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    post, (mine, other) = _post(registry, home), letters
+    server_claims.claim(beta.spool, post, mine, CLAIMS[:1])
+    clock[0] += server_claims.FRESH  # exactly FRESH later: the first is forgotten
+    server_claims.claim(beta.spool, post, other, CLAIMS[1:])
+    assert server_claims._fresh[post] == {("beta", other): clock[0]}
+
+
+def test_confirm_names_who_took_the_claim_over_but_never_this_very_letter(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str]
+) -> None:
+    post, (mine, _) = _post(registry, home), letters
+    beta.spool.write.annotate(mine, durable=False, **{server_claims.NOTE: '[["<1.alpha@bus.test>", "k1"]]'})
+    post.claims.claim("k1", f"beta@bob {mine.lower()} 01OTHER")  # another machine's reply holds it
+    assert server_claims.confirm(beta.spool, post, mine) == f"beta@bob {mine.lower()} 01OTHER"
+    post.release_reply("<2.alpha@bus.test>", "k2", "x")
+    beta.spool.write.annotate(mine, durable=False, **{server_claims.NOTE: '[["<2.alpha@bus.test>", "k2"]]'})
+    post.claims.claim("k2", f"beta {mine.lower()}")  # this letter, its id in another case: marked before a kill
+    post.claims.sent("k2", f"beta {mine.lower()}")
+    assert server_claims.confirm(beta.spool, post, mine) is None
+
+
+def test_sent_marks_every_claim_past_a_failure_and_release_stops_at_one(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str]
+) -> None:
+    post, (mine, _) = _post(registry, home), letters
+    server_claims.claim(beta.spool, post, mine, CLAIMS)
+    post.calls.clear()
+    post.failing["sent"] = OSError("the disk is full")
+    server_claims.sent(beta.spool, post, mine)
+    assert post.calls == [("sent", m, k, f"beta {mine}") for m, k in CLAIMS]
+    post.calls.clear()
+    post.failing["sent"] = TransportError("the server is away")
+    server_claims.sent(beta.spool, post, mine)
+    assert len(post.calls) == 2
+    post.calls.clear()
+    post.failing["release"] = TransportError("the server is away")
+    server_claims.release(beta.spool, post, mine)
+    assert post.calls == [("release", *CLAIMS[0], f"beta {mine}")]
+    del post.failing["release"]
+    post.calls.clear()
+    server_claims.release(beta.spool, post, mine)
+    assert post.calls == [("release", m, k, f"beta {mine}") for m, k in CLAIMS]
+
+
+def test_a_claim_released_is_free_for_another_reply_and_one_sent_never_is(
+    beta: AgentMail, registry: Registry, home: Path, letters: tuple[str, str]
+) -> None:
+    post, (mine, other) = _post(registry, home), letters
+    server_claims.claim(beta.spool, post, mine, CLAIMS[:1])
+    server_claims.release(beta.spool, post, mine)
+    assert server_claims.claim(beta.spool, post, other, CLAIMS[:1]) == Claimed(None, None)
+    server_claims.sent(beta.spool, post, other)
+    assert server_claims.claim(beta.spool, _post(registry, home), mine, CLAIMS[:1]).holder == f"beta {other}"
+    assert AgentMail(registry, Identity("beta"), home).spool.read.annotations(other)[server_claims.NOTE]
