@@ -4,6 +4,7 @@ sent, release), against the real post office with a failure or a record put in f
 
 from __future__ import annotations
 
+import hashlib
 import types
 from pathlib import Path
 
@@ -13,7 +14,10 @@ from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import TransportError
+from agentmail.model import opener_key, ulid_ms
 from agentmail.spool import server_claims
+from agentmail.spool.home_claims import CLAIMS_BUILT
+from agentmail.spool.layout import _key, _loads, opener_row, reply_key
 from agentmail.transport import open_transport
 from agentmail.transport.base import Claimed
 from agentmail.transport.local import LocalTransport
@@ -194,3 +198,78 @@ def test_a_claim_released_is_free_for_another_reply_and_one_sent_never_is(
     server_claims.sent(beta.spool, post, other)
     assert server_claims.claim(beta.spool, _post(registry, home), mine, CLAIMS[:1]).holder == f"beta {other}"
     assert AgentMail(registry, Identity("beta"), home).spool.read.annotations(other)[server_claims.NOTE]
+
+
+# --- the keys spool.db holds (layout) ---------------------------------------------------------
+
+
+def test_the_keys_in_spool_db_are_the_ones_earlier_versions_wrote() -> None:
+    """spool.db outlives a version: a key spelled another way would file a letter again (its
+    sender and Message-ID) and lose every reply claim (the answered letter's Message-ID and sender)."""
+    assert reply_key("<1.alpha@bus.test>", "alpha") == "<1.alpha@bus.test> from alpha"
+    assert _key("alpha", "<1.alpha@bus.test>") == hashlib.sha256(b"alpha\0<1.alpha@bus.test>").hexdigest()[:40]
+    assert _key(reply_key("<1@x>", "alpha")) == hashlib.sha256(b"<1@x> from alpha").hexdigest()[:40]
+
+
+@pytest.mark.parametrize(
+    ("text", "loaded"),
+    [(None, None), ("", None), ("{", None), ("[1, 2]", None), ('"x"', None), ('{"a": [1]}', {"a": [1]})],
+)
+def test_a_rows_json_is_a_dict_or_nothing(text: str | None, loaded: dict[str, object] | None) -> None:
+    assert _loads(text) == loaded
+
+
+ID = "01kbz7x1y2z3a4b5c6d7e8f9g0"
+
+
+@pytest.mark.parametrize(
+    ("state", "data", "key"),
+    [
+        ("sent", {"type": "report", "message_id": "<m@x>"}, "<m@x>"),
+        ("outbox", {"type": "question", "message_id": "<m@x>"}, "<m@x>"),
+        ("held", {"type": "report", "message_id": "<m@x>"}, "<m@x>"),
+        ("failed", {"type": "report", "message_id": "<m@x>"}, "<m@x>"),  # a row kept, never counted
+        ("sibling", {"type": "report", "message_id": "<m@x>"}, "<m@x>"),
+        ("sent", {"type": "report"}, ID),  # no Message-ID: counted by its id
+        ("sent", {"type": "no-such-type", "message_id": "<m@x>"}, "<m@x>"),  # the quota errs toward counting
+        ("unread", {"type": "report", "message_id": "<m@x>"}, None),  # received: not this platform's
+        ("quarantine", {"type": "report", "message_id": "<m@x>"}, None),
+        ("sent", {"type": "report", "message_id": "<m@x>", "reason": "x"}, None),
+        ("sent", {"type": "report", "message_id": "<m@x>", "in_reply_to": "<p@x>"}, None),  # a reply
+        ("sent", {"type": "note", "message_id": "<m@x>"}, None),
+        ("sent", {"message_id": "<m@x>"}, None),  # no type: a person's letter
+        ("sent", {"type": "", "message_id": "<m@x>"}, None),
+    ],
+)
+def test_an_opener_row_is_made_for_this_platforms_openers_only(
+    state: str, data: dict[str, str], key: str | None
+) -> None:
+    expected = None if key is None else (ID, ulid_ms(ID), opener_key(key))
+    assert opener_row(ID, state, data) == expected
+
+
+# --- the per-home claims, rebuilt (home_claims) --------------------------------------------------
+
+
+def _forget_claims(client: AgentMail) -> None:
+    with client.spool.db.write(durable=False) as tx:
+        tx.execute("DELETE FROM claims")
+        tx.execute("DELETE FROM facts WHERE name='claims'")
+
+
+def test_claims_rebuilt_key_a_follow_up_by_this_platforms_own_letter_and_a_reply_by_its_sender(
+    alpha: AgentMail, beta: AgentMail
+) -> None:
+    opened = beta.send("alpha", "Quota", OPENER)
+    more = beta.follow_up(opened.thread, "It fails since 2.4.1 too.", type="report")
+    alpha.send("beta", "Limits", OPENER)
+    (got,) = beta.inbox()
+    answer = beta.reply(got, "Reproduced; fixing it.", type="ack")
+    assert answer is not None and more.in_reply_to == opened.message_id
+    _forget_claims(beta)
+    claims = beta.spool.home_claims
+    assert claims.replied_by(reply_key(opened.message_id, "beta")) == f"beta {more.id}"
+    assert claims.replied_by(reply_key(opened.message_id, "alpha")) is None
+    assert claims.replied_by(reply_key(got.message_id, "alpha")) == f"beta {answer.id}"
+    assert claims.replied_by(reply_key(got.message_id, "beta")) is None
+    assert beta.spool.db.fact("claims") == CLAIMS_BUILT
