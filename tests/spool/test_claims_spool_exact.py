@@ -5,6 +5,7 @@ sent, release), against the real post office with a failure or a record put in f
 from __future__ import annotations
 
 import hashlib
+import os
 import types
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
-from agentmail.errors import TransportError
+from agentmail.errors import StorageError, TransportError
 from agentmail.model import opener_key, ulid_ms
 from agentmail.spool import server_claims
 from agentmail.spool.home_claims import CLAIMS_BUILT
@@ -273,3 +274,25 @@ def test_claims_rebuilt_key_a_follow_up_by_this_platforms_own_letter_and_a_reply
     assert claims.replied_by(reply_key(got.message_id, "alpha")) == f"beta {answer.id}"
     assert claims.replied_by(reply_key(got.message_id, "beta")) is None
     assert beta.spool.db.fact("claims") == CLAIMS_BUILT
+
+
+def test_a_claim_of_a_sibling_mailbox_whose_spool_db_was_lost_refuses_a_second_reply(
+    alpha: AgentMail, registry: Registry, home: Path
+) -> None:
+    """The other agent's spool.db gone, its letters on disk: whether it answered cannot be said
+    until it is rebuilt, so no reply of this mailbox is claimed in the meantime."""
+    alpha.send("beta", "Quota", OPENER)
+    bob = AgentMail(registry, Identity("beta", "bob"), home)
+    (got,) = bob.inbox()
+    answer = bob.reply(got, "Reproduced; fixing it.", type="ack")
+    assert answer is not None and answer.state == "sent"
+    bob.close()
+    for name in os.listdir(bob.spool.root):
+        if name.startswith("spool.db"):
+            os.remove(bob.spool.root / name)
+    beta = AgentMail(registry, Identity("beta"), home)
+    key = reply_key(got.message_id, "alpha")
+    with pytest.raises(StorageError, match="spool.db is missing"):
+        beta.spool.home_claims.replied_by(key)
+    with pytest.raises(StorageError, match="spool.db is missing"), beta.spool.home_claims.claim_reply(key, "01SECOND"):
+        pass
