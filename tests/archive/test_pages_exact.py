@@ -14,6 +14,7 @@ import pytest
 
 from agentmail.archive import gather, site
 from agentmail.client.facade import AgentMail
+from agentmail.config.credentials import read_private_key
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import BadInput, NotFound
@@ -21,6 +22,7 @@ from agentmail.letter import wire
 from agentmail.model import HUMAN, Letter, ulid_ms
 from agentmail.text import visible_line
 from agentmail.transport.local import deliver
+from agentmail.trust import signing
 
 from ..conftest import OPENER
 
@@ -196,3 +198,22 @@ def test_quarantined_letters_in_no_thread_are_a_view_of_their_own_never_a_thread
     )  # fmt: skip
     assert (view.opened_ms, view.moved_ms, view.outcome, view.count) == (ulid_ms(first.id), ulid_ms(last.id), "", 2)
     assert [x.auth for x in view.letters] == ["quarantined", "quarantined"]
+
+
+def test_a_partners_letter_into_a_note_thread_is_shown_quarantined_beside_the_note(
+    beta: AgentMail, registry: Registry, home: Path
+) -> None:
+    """A note's thread has no status row: with a quarantined letter (``not-a-party``) in it, the
+    page is the note's — state ``note`` — and only the intruder is marked quarantined."""
+    note = beta.note("Handover", "The quota fix is on its way.")
+    draft = wire.draft_letter("alpha@bus.test", "alpha", "beta@bus.test", "report", note.thread, "Quota", OPENER,
+                              message_id=wire.new_message_id("alpha", "bus.test"))  # fmt: skip
+    key = registry.platforms["alpha"]
+    signed = signing.sign(wire.render(draft), "bus.test", key.selector, read_private_key(home, "alpha"))
+    deliver(home / "postoffice" / "beta", signed)
+    beta.inbox()
+    assert [(x.thread, x.reason) for x in beta.quarantined()] == [(note.thread, "not-a-party")]
+    (found,) = [f for f in gather.threads([beta], quarantine=True) if f.thread == note.thread]
+    view = gather.thread_view([beta], found)
+    assert view is not None and (view.state, view.whose_move) == ("note", "nobody")
+    assert [(x.type, x.auth) for x in view.letters] == [("note", "sent"), ("report", "quarantined")]
