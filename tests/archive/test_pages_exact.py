@@ -217,3 +217,27 @@ def test_a_partners_letter_into_a_note_thread_is_shown_quarantined_beside_the_no
     view = gather.thread_view([beta], found)
     assert view is not None and (view.state, view.whose_move) == ("note", "nobody")
     assert [(x.type, x.auth) for x in view.letters] == [("note", "sent"), ("report", "quarantined")]
+
+
+def test_a_thread_view_says_the_threads_row_field_by_field(alpha: AgentMail, beta: AgentMail) -> None:
+    """What the index and the thread page print: the status row's words (whose move by name, never
+    "me"), the opener's severity and ref, the last verify-result's outcome, the letters counted."""
+    opened = alpha.send("beta", "Quota", OPENER, severity="high", ref="v2.4.1")
+    (got,) = beta.inbox()
+    beta.reply(got, "Reproduced; fixing it.", type="ack")
+    beta.send("alpha", "", "Fixed in 2.4.2.", type="fix-notice", thread=opened.thread)
+    alpha.sync()
+    (fix,) = [x for x in alpha.thread(opened.thread, sync=False) if x.type == "fix-notice"]
+    alpha.reply(fix, "Still 429 after the cooldown.", type="verify-result", outcome="still-broken")
+    found = _found(alpha, opened.thread)
+    assert found.status is not None
+    view = gather.thread_view([alpha], found)
+    assert view is not None
+    assert (view.id, view.subject, view.state, view.last_type, view.whose_move, view.outcome) == (
+        opened.thread, "Quota", found.status.state, "verify-result", "beta", "still-broken"
+    )  # fmt: skip
+    assert (view.opened_ms, view.moved_ms) == (found.status.opened_ms, found.status.moved_ms)
+    assert (view.severity, view.ref, view.count, view.parties) == ("high", "v2.4.1", 4, ("alpha", "beta"))
+    bare = alpha.send("beta", "Bare", OPENER)
+    view = gather.thread_view([alpha], _found(alpha, bare.thread))
+    assert view is not None and (view.severity, view.ref, view.outcome, view.whose_move) == ("", "", "", "beta")
