@@ -1,8 +1,9 @@
 """The archive's enforcing functions word for word (mutation group ``pages``, tests/MUTATION.md):
 the badge a letter is shown with (``gather._auth``: a quarantined letter never verified, a letter of
-this platform's only "sent"), the thread a page shows (``gather.thread_view``), the characters XML
-forbids written out (``pages._printable``), the policy of every page (``pages.csp``) and the
-archive's writes (``site._write``)."""
+this platform's only "sent"), the thread a page shows (``gather.thread_view``: read from the spool,
+nothing held or queued, a sibling's copy never in the place of the letter sent here, the row's
+fields as they are) and the archive's writes (``site._write``: whole, readable by all, never
+through a symlinked folder inside the archive)."""
 
 from __future__ import annotations
 
