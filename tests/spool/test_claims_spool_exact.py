@@ -24,6 +24,7 @@ from agentmail.transport.base import Claimed
 from agentmail.transport.local import LocalTransport
 
 from ..conftest import OPENER
+from .test_spool import _reply
 
 
 class Recorded(LocalTransport):
@@ -296,3 +297,14 @@ def test_a_claim_of_a_sibling_mailbox_whose_spool_db_was_lost_refuses_a_second_r
         beta.spool.home_claims.replied_by(key)
     with pytest.raises(StorageError, match="spool.db is missing"), beta.spool.home_claims.claim_reply(key, "01SECOND"):
         pass
+
+
+def test_the_claims_are_built_once_not_rescanned_on_every_question(beta: AgentMail) -> None:
+    """A cache: built from the letters when it is missing, then kept by ``claim_reply`` alone (a
+    scan of every mailbox's letters for each reply would grow with the spool)."""
+    claims, key = beta.spool.home_claims, reply_key("<1.alpha@bus.test>", "alpha")
+    assert claims.replied_by(key) is None and beta.spool.db.fact("claims") == CLAIMS_BUILT
+    beta.spool.write.store("sent", *_reply("01FILEDUNCLAIMED"))  # filed past the claims (no client does)
+    assert claims.replied_by(key) is None
+    _forget_claims(beta)
+    assert claims.replied_by(key) == "beta 01FILEDUNCLAIMED"
