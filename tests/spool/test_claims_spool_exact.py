@@ -151,6 +151,9 @@ def test_a_claim_made_at_the_same_moment_as_a_stale_one_is_remembered(
     clock[0] += server_claims.FRESH  # exactly FRESH later: the first is forgotten
     server_claims.claim(beta.spool, post, other, CLAIMS[1:])
     assert server_claims._fresh[post] == {("beta", other): clock[0]}
+    clock[0] += 1  # a moment later: the fresh one stays beside the new one
+    server_claims.claim(beta.spool, post, mine, CLAIMS[:1])
+    assert server_claims._fresh[post] == {("beta", other): clock[0] - 1, ("beta", mine): clock[0]}
 
 
 def test_confirm_names_who_took_the_claim_over_but_never_this_very_letter(
