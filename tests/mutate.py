@@ -631,6 +631,53 @@ GROUPS: dict[str, Group] = {
         functions=named("letter.wire", "read_bounded", "_check_bounds"),
         timeout=60,
     ),
+    # Issue 37 (run 17): a page for people runs nothing a letter wrote (autoescape, the CSP, the
+    # characters XML forbids shown, a quarantined letter never shown as verified, no symlinked folder).
+    "pages": Group(
+        ("archive/pages.py", "archive/gather.py", "archive/site.py"),
+        ("archive/test_pages_exact.py", "archive/test_site.py", "archive/test_attacks.py", "archive/test_serve.py"),
+        functions=(
+            *named("archive.pages", "_env", "_printable", "csp"),
+            *named("archive.gather", "_auth", "thread_view"),
+            *named("archive.site", "_write"),
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 17): one reply per letter, the claims keyed by the answered letter's Message-ID
+    # and verified sender (the home's claims table, the server's claims noted on the reply).
+    "claims_spool": Group(
+        ("spool/layout.py", "spool/home_claims.py", "spool/server_claims.py"),
+        (
+            "spool/test_claims_spool_exact.py",
+            "spool/test_spool.py",
+            "spool/test_spool_sides.py",
+            "transport/test_claim_attacks.py",
+            "transport/test_claims_upkeep.py",
+            "stages/test_outbound.py",
+            "client/test_client_races.py",
+            "client/test_speed_attacks.py",
+            "client/test_recovery.py",
+            "people/test_escalation_exact.py",
+        ),
+        functions=(
+            *named("spool.layout", "reply_key", "opener_row", "_key", "_loads"),
+            "agentmail.spool.home_claims.*",
+            "agentmail.spool.server_claims.*",
+        ),
+        timeout=60,
+    ),
+    # Issue 37 (run 17): a rebuild restores what was (the rows, their notes, their filing order).
+    "recover": Group(
+        ("spool/recover.py",),
+        (
+            "spool/test_recover_exact.py",
+            "spool/test_rebuild_attacks.py",
+            "spool/test_rebuild.py",
+            "spool/test_spool.py",
+            "spool/test_rebuild_restores.py",
+        ),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
