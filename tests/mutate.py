@@ -617,6 +617,30 @@ GROUPS: dict[str, Group] = {
         functions=named("letter.wire", "read_bounded", "_check_bounds"),
         timeout=60,
     ),
+    # Rebuild restores what was: states, notes, filing order and reply claims come back.
+    "rebuild": Group(
+        ("client/receiver.py",),
+        (
+            "spool/test_rebuild_exact.py",
+            "spool/test_rebuild.py",
+            "spool/test_rebuild_attacks.py",
+            "spool/test_rebuild_restores.py",
+        ),
+        functions=named("client.receiver", "Receiver.rebuild", "Receiver._settle"),
+        timeout=60,
+    ),
+    # The send-side half of "bounded work and mail per letter": compose applies bounds.py (exit 2).
+    "compose_bounds": Group(
+        ("stages/compose.py",),
+        (
+            "stages/test_compose_bounds_exact.py",
+            "letter/test_shown_text.py",
+            "letter/test_bounds_exact.py",
+            "letter/test_attachments.py",
+        ),
+        functions=named("stages.compose", "compose", "send_limit"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
