@@ -1,0 +1,56 @@
+"""Exact answers of client/receiver.py:Receiver.rebuild (mutation group ``rebuild``): what an
+intact spool answers, and that a quarantined letter is no filing of its Message-ID."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+from agentmail.errors import NotFound
+from agentmail.model import new_ulid
+from agentmail.spool import ledger
+
+from ..conftest import OPENER
+
+
+def test_an_intact_spool_is_not_rebuilt_and_says_so(alpha: AgentMail, beta: AgentMail) -> None:
+    alpha.send("beta", "Quota 500s", OPENER)
+    assert len(beta.inbox()) == 1
+    with pytest.raises(NotFound) as caught:
+        beta.rebuild()
+    assert str(caught.value) == f"{beta.spool.db.path} is in order: nothing to rebuild"
+    assert len(beta.inbox(sync=False)) == 1
+
+
+def lose(am: AgentMail, home: Path, *names: str) -> AgentMail:
+    """``am``'s spool.db (and ``names`` beside it) gone: the mailbox opened again, not rebuilt yet."""
+    root = am.spool.root
+    am.close()
+    am.spool.db.close()
+    for name in ("spool.db", "spool.db-wal", "spool.db-shm", *names):
+        (root / name).unlink(missing_ok=True)
+    return AgentMail(am.registry, Identity(am.me.platform), home)
+
+
+def test_a_quarantined_letter_is_no_filing_of_a_later_copy(alpha: AgentMail, beta: AgentMail, home: Path) -> None:
+    """Without the ledger, an answer whose letter is gone waits (quarantined, awaiting-parent);
+    a second file of the same answer is judged as the first, not dropped as a copy of a letter
+    filed before it: a quarantined letter is no filing."""
+    report = alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    assert beta.reply(letter, "Looking at it now; I will write back with the fix.", type="ack") is not None
+    (answer,) = alpha.inbox()
+    root = alpha.spool.root
+    (root / "letters" / f"{report.id}.eml").unlink()
+    copy = new_ulid()
+    shutil.copyfile(root / "letters" / f"{answer.id}.eml", root / "letters" / f"{copy}.eml")
+    alpha = lose(alpha, home, ledger.FILE)
+    counts = alpha.rebuild()
+    assert counts["quarantine"] == 2 and counts["unread"] == 0, counts
+    waiting = alpha.quarantined(sync=False)
+    assert sorted(x.id for x in waiting) == sorted((answer.id, copy))
+    assert {x.reason for x in waiting} == {"awaiting-parent"}
