@@ -641,6 +641,18 @@ GROUPS: dict[str, Group] = {
         functions=named("stages.compose", "compose", "send_limit"),
         timeout=60,
     ),
+    # ``quarantine recheck`` and ``drop``: the letters named, judged again, each outcome carried out once.
+    "recheck_cmd": Group(
+        ("client/recheck.py",),
+        (
+            "client/test_recheck_exact.py",
+            "client/test_quarantine_recheck.py",
+            "trust/test_rotation.py",
+            "stages/test_preemption.py",
+        ),
+        functions=named("client.recheck", "_again", "recheck", "chosen"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
 from agentmail.errors import NotFound
@@ -54,3 +55,20 @@ def test_a_quarantined_letter_is_no_filing_of_a_later_copy(alpha: AgentMail, bet
     waiting = alpha.quarantined(sync=False)
     assert sorted(x.id for x in waiting) == sorted((answer.id, copy))
     assert {x.reason for x in waiting} == {"awaiting-parent"}
+
+
+def test_a_fan_out_letter_is_restored_with_every_platform_it_went_to(home: Path) -> None:
+    """The parties of a restored thread are read off each letter with the registry: a fan-out's
+    recipients are platforms of it."""
+    three = bus.init(home, home / "registry", ["alpha", "beta", "gamma"], domain="bus.test")
+    alpha = AgentMail(three, Identity("alpha"), home)
+    beta = AgentMail(three, Identity("beta"), home)
+    alpha.send(["beta", "gamma"], "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    assert letter.recipients == ("beta@bus.test", "gamma@bus.test")
+    beta = lose(beta, home)
+    assert beta.rebuild()["unread"] == 1
+    (again,) = beta.inbox(sync=False)
+    assert (again.id, again.recipients) == (letter.id, letter.recipients)
+    assert beta.reply(again, "Reproduced; looking at it.", type="ack") is not None
+    alpha.close()
