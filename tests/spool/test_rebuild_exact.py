@@ -72,3 +72,27 @@ def test_a_fan_out_letter_is_restored_with_every_platform_it_went_to(home: Path)
     assert (again.id, again.recipients) == (letter.id, letter.recipients)
     assert beta.reply(again, "Reproduced; looking at it.", type="ack") is not None
     alpha.close()
+
+
+@pytest.mark.parametrize("ledgered", [True, False])
+def test_a_placeholder_comes_back_quarantined_with_what_it_says(
+    alpha: AgentMail, beta: AgentMail, home: Path, ledgered: bool
+) -> None:
+    """A letter never downloaded (too large) or an entry that was no letter: its placeholder file
+    says which, and nothing more is left of its note."""
+    alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    letters = beta.spool.root / "letters"
+    large, unread = new_ulid(), new_ulid()
+    (letters / f"{large}.eml").write_bytes(b"X-Agentmail-Not-Downloaded: 9000 bytes (local 1)\r\n\r\n")
+    (letters / f"{unread}.eml").write_bytes(b"X-Agentmail-Not-Read: no letter (local 2)\r\n\r\n")
+    if ledgered:  # the ledger says they were quarantined, and no more
+        lines = [ledger.line({"id": i, "state": "quarantine"}) for i in (large, unread)]
+        ledger.append(str(beta.spool.root), lines)
+    beta = lose(beta, home, *(() if ledgered else (ledger.FILE,)))
+    counts = beta.rebuild()
+    assert (counts["quarantine"], counts["unread"]) == (2, 1), counts
+    lost = "not read when it arrived; the rest of its note was in the spool.db that was lost"
+    held = {q.id: (q.reason, q.detail, q.sender) for q in beta.quarantined(sync=False)}
+    assert held == {large: ("too-large", lost, ""), unread: ("malformed", lost, "")}
+    assert [x.id for x in beta.inbox(sync=False)] == [letter.id]
