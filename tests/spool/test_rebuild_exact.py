@@ -96,3 +96,20 @@ def test_a_placeholder_comes_back_quarantined_with_what_it_says(
     held = {q.id: (q.reason, q.detail, q.sender) for q in beta.quarantined(sync=False)}
     assert held == {large: ("too-large", lost, ""), unread: ("malformed", lost, "")}
     assert [x.id for x in beta.inbox(sync=False)] == [letter.id]
+
+
+def test_a_letter_the_ledger_says_was_quarantined_stays_so_with_what_is_left_of_its_verdict(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """Today the letter passes; the ledger says it was quarantined and its verdict's note is lost:
+    quarantined again, malformed, saying so, with the letter as it reads."""
+    alpha.send("beta", "Quota 500s", OPENER)
+    (first,) = beta.inbox()
+    ledger.append(str(beta.spool.root), [ledger.line({"id": first.id, "state": "quarantine"})])
+    beta = lose(beta, home)
+    counts = beta.rebuild()
+    assert (counts["quarantine"], counts["unread"]) == (1, 0), counts
+    (held,) = beta.quarantined(sync=False)
+    assert (held.id, held.reason) == (first.id, "malformed")
+    assert held.detail == "quarantined when it arrived; its verdict was in the spool.db that was lost"
+    assert beta.inbox(sync=False) == []
