@@ -11,10 +11,13 @@ import pytest
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
+from agentmail.config.registry import Registry
 from agentmail.errors import NotFound
 from agentmail.model import new_ulid
 from agentmail.spool import ledger
+from agentmail.transport.local import deliver
 
+from ..client.test_quarantine_recheck import _forgery
 from ..conftest import OPENER
 
 
@@ -113,3 +116,21 @@ def test_a_letter_the_ledger_says_was_quarantined_stays_so_with_what_is_left_of_
     assert (held.id, held.reason) == (first.id, "malformed")
     assert held.detail == "quarantined when it arrived; its verdict was in the spool.db that was lost"
     assert beta.inbox(sync=False) == []
+
+
+def test_a_letter_quarantined_then_and_now_keeps_todays_verdict_when_its_note_is_lost(
+    registry: Registry, alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """The ledger says quarantined and keeps no note of why; today's verdict quarantines it too:
+    today's reason and detail, not the lost-verdict words."""
+    real = alpha.send("beta", "Quota 500s", OPENER)
+    deliver(home / "postoffice" / "beta", _forgery(registry, real.message_id))
+    beta.sync()
+    (held,) = beta.quarantined(sync=False)
+    assert held.reason == "unauthenticated"
+    ledger.append(str(beta.spool.root), [ledger.line({"id": held.id, "notes": {}})])
+    beta = lose(beta, home)
+    counts = beta.rebuild()
+    assert (counts["quarantine"], counts["unread"]) == (1, 1), counts
+    (again,) = beta.quarantined(sync=False)
+    assert (again.id, again.reason, again.detail) == (held.id, held.reason, held.detail)
