@@ -19,6 +19,7 @@ from agentmail.transport.local import deliver
 
 from ..client.test_quarantine_recheck import _forgery
 from ..conftest import OPENER
+from ..people.test_writing import MUTT_REPLY, an_agent_letter, client_letter, people, vouched  # noqa: F401
 
 
 def test_an_intact_spool_is_not_rebuilt_and_says_so(alpha: AgentMail, beta: AgentMail) -> None:
@@ -134,3 +135,18 @@ def test_a_letter_quarantined_then_and_now_keeps_todays_verdict_when_its_note_is
     assert (counts["quarantine"], counts["unread"]) == (1, 1), counts
     (again,) = beta.quarantined(sync=False)
     assert (again.id, again.reason, again.detail) == (held.id, held.reason, held.detail)
+
+
+def test_a_persons_letter_read_before_stays_read_when_its_note_is_lost(people: Registry, home: Path) -> None:
+    """The ledger says read and lost the person's letter's note: today's accepting verdict carries
+    the letter (a person is no platform: it cannot be read back as one), restored read."""
+    alpha = AgentMail(people, Identity("alpha"), home)
+    _thread, mid = an_agent_letter(alpha)
+    deliver(home / "postoffice" / "alpha", vouched(client_letter("alpha@bus.test", MUTT_REPLY, in_reply_to=mid)))
+    (got,) = alpha.inbox()
+    assert alpha.done(got.id) == [got.id]
+    ledger.append(str(alpha.spool.root), [ledger.line({"id": got.id, "notes": {}})])
+    alpha = lose(alpha, home)
+    alpha.rebuild()
+    assert alpha.spool.read.locate(got.id) == "read"
+    assert alpha.inbox(sync=False) == []
