@@ -678,6 +678,42 @@ GROUPS: dict[str, Group] = {
         ),
         timeout=60,
     ),
+    # Rebuild restores what was: states, notes, filing order and reply claims come back.
+    "rebuild": Group(
+        ("client/receiver.py",),
+        (
+            "spool/test_rebuild_exact.py",
+            "spool/test_rebuild.py",
+            "spool/test_rebuild_attacks.py",
+            "spool/test_rebuild_restores.py",
+        ),
+        functions=named("client.receiver", "Receiver.rebuild", "Receiver._settle"),
+        timeout=60,
+    ),
+    # The send-side half of "bounded work and mail per letter": compose applies bounds.py (exit 2).
+    "compose_bounds": Group(
+        ("stages/compose.py",),
+        (
+            "stages/test_compose_bounds_exact.py",
+            "letter/test_shown_text.py",
+            "letter/test_bounds_exact.py",
+            "letter/test_attachments.py",
+        ),
+        functions=named("stages.compose", "compose", "send_limit"),
+        timeout=60,
+    ),
+    # ``quarantine recheck`` and ``drop``: the letters named, judged again, each outcome carried out once.
+    "recheck_cmd": Group(
+        ("client/recheck.py",),
+        (
+            "client/test_recheck_exact.py",
+            "client/test_quarantine_recheck.py",
+            "trust/test_rotation.py",
+            "stages/test_preemption.py",
+        ),
+        functions=named("client.recheck", "_again", "recheck", "chosen"),
+        timeout=60,
+    ),
 }
 # Not mutated this session: transport/inotify.py and the rest of client.py (they wait on wakes).
 
