@@ -12,6 +12,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.client.recheck import chosen
 from agentmail.config.registry import Registry
 from agentmail.errors import NotFound
+from agentmail.model import Letter
 from agentmail.transport.local import deliver
 
 from ..conftest import OPENER
@@ -82,3 +83,25 @@ def test_a_recheck_answers_each_forgery_with_its_verdict_and_keeps_it(
         for i in (first, second)
     ]
     assert {q.id: (q.reason, q.detail) for q in beta.quarantined(sync=False)} == before
+
+
+def test_a_placeholder_is_answered_with_its_old_verdict_and_the_next_letter_is_judged(
+    registry: Registry, home: Path, alpha: AgentMail, beta: AgentMail
+) -> None:
+    """A letter never downloaded has nothing to judge: its entry answers as it stands, and the
+    letters after it are rechecked all the same."""
+    placeholder = b"X-Agentmail-Not-Downloaded: 99999999 bytes (local 7)\r\n\r\n"
+    stub = Letter(
+        message_id="<big@bus.test>", sender="", sender_address="alpha@bus.test", to="beta",
+        to_address="beta@bus.test", type="", thread="", subject="", body="", date="",
+        reason="too-large", detail="99999999 bytes, not downloaded",
+    )  # fmt: skip
+    big = beta.spool.write.store("quarantine", stub, placeholder, index=False)
+    held, _ = forged(registry, home, alpha, beta, "Quota 500s")
+    assert big.id < held
+    first, second = beta.recheck_quarantine()
+    assert first == {
+        "id": big.id, "outcome": "quarantined", "reason": "too-large",
+        "detail": "99999999 bytes, not downloaded", "filed_as": None,
+    }  # fmt: skip
+    assert (second["id"], second["outcome"], second["reason"]) == (held, "quarantined", "unauthenticated")
