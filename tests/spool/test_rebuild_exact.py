@@ -150,3 +150,24 @@ def test_a_persons_letter_read_before_stays_read_when_its_note_is_lost(people: R
     alpha.rebuild()
     assert alpha.spool.read.locate(got.id) == "read"
     assert alpha.inbox(sync=False) == []
+
+
+def test_an_answer_restored_before_its_letter_is_filed_by_the_settle_and_counted_once(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """Without the ledger, an answer whose file sorts before its letter's is judged first and waits
+    (awaiting-parent); the settle after the restore files it: the counts say so, word for word."""
+    report = alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    assert beta.reply(letter, "Looking at it now; I will write back with the fix.", type="ack") is not None
+    (answer,) = alpha.inbox()
+    letters = alpha.spool.root / "letters"
+    early = report.id[:10] + "0" * 16  # the report's millisecond, sorting before it
+    assert early < report.id
+    (letters / f"{answer.id}.eml").rename(letters / f"{early}.eml")
+    alpha = lose(alpha, home, ledger.FILE)
+    counts = alpha.rebuild()
+    restored = {"unread": 1, "read": 0, "sent": 1, "outbox": 0, "held": 0, "failed": 0, "quarantine": 0}
+    assert counts == {**restored, "sibling": 0, "left": 0, "kept_aside": []}
+    assert [x.id for x in alpha.inbox(sync=False)] == [early]
+    assert alpha.quarantined(sync=False) == []
