@@ -19,6 +19,7 @@ from agentmail.transport.local import deliver
 
 from ..client.test_quarantine_recheck import _forgery
 from ..conftest import OPENER
+from ..stages.test_parties import box, three, written_into  # noqa: F401  (the fixture)
 from ..people.test_writing import MUTT_REPLY, an_agent_letter, client_letter, people, vouched  # noqa: F401
 
 
@@ -171,3 +172,30 @@ def test_an_answer_restored_before_its_letter_is_filed_by_the_settle_and_counted
     assert counts == {**restored, "sibling": 0, "left": 0, "kept_aside": []}
     assert [x.id for x in alpha.inbox(sync=False)] == [early]
     assert alpha.quarantined(sync=False) == []
+
+
+
+def test_a_settle_that_keeps_an_answer_quarantined_counts_it_so(three: Registry, home: Path) -> None:
+    """The settle judges again each answer restored as waiting: a party's is filed (one more
+    unread beside a letter restored unread), an outsider's stays quarantined (not-a-party) and is
+    counted quarantined still."""
+    alpha, beta = box(three, home, "alpha"), box(three, home, "beta")
+    report = alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    assert beta.reply(letter, "Looking at it now; I will write back with the fix.", type="ack") is not None
+    deliver(home / "postoffice" / "alpha", written_into(three, home, "gamma", "alpha", letter, "question"))
+    beta.send("alpha", "Disk full", OPENER)
+    ((ack,), (outsider,)) = alpha.inbox()[:1], alpha.quarantined(sync=False)
+    assert (ack.sender, outsider.sender, outsider.reason) == ("beta", "gamma", "not-a-party")
+    letters = alpha.spool.root / "letters"
+    early = {x.id: report.id[:10] + f"{n:016d}" for n, x in enumerate((ack, outsider))}  # before the report
+    for was, now in early.items():
+        (letters / f"{was}.eml").rename(letters / f"{now}.eml")
+    alpha = lose(alpha, home, ledger.FILE)
+    counts = alpha.rebuild()
+    restored = {"unread": 2, "read": 0, "sent": 1, "outbox": 0, "held": 0, "failed": 0, "quarantine": 1}
+    assert counts == {**restored, "sibling": 0, "left": 0, "kept_aside": []}
+    (held,) = alpha.quarantined(sync=False)
+    assert (held.id, held.reason) == (early[outsider.id], "not-a-party")
+    assert sorted(x.id for x in alpha.inbox(sync=False))[0] == early[ack.id]
+    beta.close()
