@@ -10,6 +10,7 @@ import pytest
 
 from agentmail.admin import bus
 from agentmail.client.facade import AgentMail
+from agentmail.config import registry as registry_mod
 from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.errors import NotFound
@@ -19,8 +20,9 @@ from agentmail.transport.local import deliver
 
 from ..client.test_quarantine_recheck import _forgery
 from ..conftest import OPENER
-from ..stages.test_parties import box, three, written_into  # noqa: F401  (the fixture)
 from ..people.test_writing import MUTT_REPLY, an_agent_letter, client_letter, people, vouched  # noqa: F401
+from ..stages.test_parties import box, three, written_into  # noqa: F401  (the fixture)
+from .test_rebuild_restores import _set_until
 
 
 def test_an_intact_spool_is_not_rebuilt_and_says_so(alpha: AgentMail, beta: AgentMail) -> None:
@@ -174,7 +176,6 @@ def test_an_answer_restored_before_its_letter_is_filed_by_the_settle_and_counted
     assert alpha.quarantined(sync=False) == []
 
 
-
 def test_a_settle_that_keeps_an_answer_quarantined_counts_it_so(three: Registry, home: Path) -> None:
     """The settle judges again each answer restored as waiting: a party's is filed (one more
     unread beside a letter restored unread), an outsider's stays quarantined (not-a-party) and is
@@ -199,3 +200,31 @@ def test_a_settle_that_keeps_an_answer_quarantined_counts_it_so(three: Registry,
     assert (held.id, held.reason) == (early[outsider.id], "not-a-party")
     assert sorted(x.id for x in alpha.inbox(sync=False))[0] == early[ack.id]
     beta.close()
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [("0000000000", "unread"), ("uuuuuuuuuu", "quarantine")],
+    ids=["the-epoch", "no-time"],
+)
+def test_a_letter_file_is_judged_at_the_time_its_name_says_or_now_when_it_says_none(
+    registry: Registry, alpha: AgentMail, beta: AgentMail, home: Path, name: str, state: str
+) -> None:
+    """The sender's key rotated and the old key's window is over: a letter signed with it is
+    judged at the time its file's id says it was filed (the epoch's first millisecond is a time,
+    inside the window), or now when the id is no ULID (the window is over: quarantined)."""
+    alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    bus.keygen(home, registry, "alpha", overlap=3600)
+    _set_until(home, "alpha", "2000-01-01T00:00:00Z")  # the window is over
+    letters = beta.spool.root / "letters"
+    renamed = name + letter.id[10:]
+    (letters / f"{letter.id}.eml").rename(letters / f"{renamed}.eml")
+    beta = lose(beta, home, ledger.FILE)
+    beta.close()
+    beta = AgentMail(registry_mod.load(home / "registry"), Identity("beta"), home)
+    counts = beta.rebuild()
+    assert (counts["unread"], counts["quarantine"]) == (state == "unread", state == "quarantine"), counts
+    assert beta.spool.read.locate(renamed) == state
+    held = [(q.reason, "whose overlap ended at 2000-01-01T00:00:00Z" in (q.detail or "")) for q in beta.quarantined()]
+    assert held == ([("unauthenticated", True)] if state == "quarantine" else [])
