@@ -228,3 +228,23 @@ def test_a_letter_file_is_judged_at_the_time_its_name_says_or_now_when_it_says_n
     assert beta.spool.read.locate(renamed) == state
     held = [(q.reason, "whose overlap ended at 2000-01-01T00:00:00Z" in (q.detail or "")) for q in beta.quarantined()]
     assert held == ([("unauthenticated", True)] if state == "quarantine" else [])
+
+
+def test_a_read_letter_filed_again_after_a_power_cut_is_restored_once(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """The ledger says the letter was read, and a later filing of the same letter (a power cut
+    took the first from spool.db only, the sync filed it again) is unread: the later is restored,
+    the read one is that letter's earlier filing, left."""
+    alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    assert beta.done(letter.id) == [letter.id]
+    letters = beta.spool.root / "letters"
+    again = new_ulid()
+    shutil.copyfile(letters / f"{letter.id}.eml", letters / f"{again}.eml")
+    ledger.append(str(beta.spool.root), [ledger.line({"id": again, "state": "unread"})])
+    beta = lose(beta, home)
+    counts = beta.rebuild()
+    assert (counts["unread"], counts["read"], counts["left"]) == (1, 0, 1), counts
+    assert [x.id for x in beta.inbox(sync=False)] == [again]
+    assert beta.spool.read.locate(letter.id) is None
