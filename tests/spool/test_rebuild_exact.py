@@ -248,3 +248,20 @@ def test_a_read_letter_filed_again_after_a_power_cut_is_restored_once(
     assert (counts["unread"], counts["read"], counts["left"]) == (1, 0, 1), counts
     assert [x.id for x in beta.inbox(sync=False)] == [again]
     assert beta.spool.read.locate(letter.id) is None
+
+
+def test_a_second_file_of_a_letter_i_sent_to_others_is_not_restored_as_sent_again(
+    alpha: AgentMail, beta: AgentMail, home: Path
+) -> None:
+    """The first file of a letter of mine to others is my sent copy; a later file of it (a copy
+    delivered here) is judged as a sync judges it, not restored as a second sent letter."""
+    sent = alpha.send("beta", "Quota 500s", OPENER)
+    letters = alpha.spool.root / "letters"
+    copy = new_ulid()
+    shutil.copyfile(letters / f"{sent.id}.eml", letters / f"{copy}.eml")
+    alpha = lose(alpha, home, ledger.FILE)
+    counts = alpha.rebuild()
+    assert (counts["sent"], counts["quarantine"]) == (1, 1), counts
+    assert [x.id for x in alpha.sent()] == [sent.id]
+    (held,) = alpha.quarantined(sync=False)
+    assert (held.id, held.reason) == (copy, "misaddressed")
