@@ -1,0 +1,64 @@
+"""A rebuild files letters in the order they were filed, word for word (mutation group
+``recover``, tests/MUTATION.md): ``spool/recover.py``'s filing order (the ledger's numbers first
+known, then each thread's letters after the letters they answer) and its reading of the ledger."""
+
+from __future__ import annotations
+
+from agentmail.model import Letter
+from agentmail.spool import ledger
+from agentmail.spool.recover import _filing_order, _parents_first, _said
+
+
+def _letter(message_id: str, in_reply_to: str | None = None) -> tuple[str, str, Letter]:
+    letter = Letter(
+        message_id=message_id,
+        sender="alpha",
+        sender_address="a@alpha.test",
+        to="beta",
+        to_address="b@beta.test",
+        type="report",
+        thread="t",
+        subject="s",
+        body="",
+        date="",
+        in_reply_to=in_reply_to,
+    )
+    return (f"id-{message_id}", "read", letter)
+
+
+def _order(*items: tuple[str, str, Letter]) -> list[str]:
+    return [letter.message_id for _, _, letter in _parents_first(list(items))]
+
+
+def test_letters_in_order_already_are_filed_as_they_come() -> None:
+    assert _order(_letter("p"), _letter("c", "p"), _letter("z")) == ["p", "c", "z"]
+    assert _order(_letter("p"), _letter("z"), _letter("c", "p"), _letter("d", "c")) == ["p", "z", "c", "d"]
+
+
+def test_a_reply_before_its_parent_waits_for_it_then_follows_it_at_once() -> None:
+    assert _order(_letter("c", "p"), _letter("p"), _letter("z")) == ["p", "c", "z"]
+
+
+def test_every_reply_waiting_for_one_parent_follows_it_in_their_order_and_theirs_after_them() -> None:
+    items = (_letter("c1", "p"), _letter("g", "c1"), _letter("c2", "p"), _letter("p"), _letter("z"))
+    assert _order(*items) == ["p", "c1", "c2", "g", "z"]
+
+
+def test_a_letter_answering_no_letter_here_is_filed_in_its_place() -> None:
+    """Its parent is elsewhere (or it answers nothing): it never waits, whatever ids are present."""
+    assert _order(_letter("a"), _letter("b", "gone"), _letter("XXXX")) == ["a", "b", "XXXX"]
+
+
+def test_the_filing_order_puts_the_letters_the_ledger_numbered_after_the_rest_by_number() -> None:
+    assert _filing_order("b", None) == (0, 0, "b")
+    assert _filing_order("b", ledger.Entry(state="read")) == (0, 0, "b")
+    assert _filing_order("b", ledger.Entry(seq=-1)) == (0, 0, "b")
+    assert _filing_order("b", ledger.Entry(seq=0)) == (1, 0, "b")
+    assert _filing_order("b", ledger.Entry(seq=7)) == (1, 7, "b")
+
+
+def test_the_ledger_said_how_a_letter_stood_only_with_a_state() -> None:
+    was = {"a": ledger.Entry(state="sent"), "b": ledger.Entry(seq=3)}
+    assert _said(was, "a") is True
+    assert _said(was, "b") is False
+    assert _said(was, "c") is False
