@@ -4,9 +4,15 @@ known, then each thread's letters after the letters they answer) and its reading
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from agentmail.config.registry import Registry
 from agentmail.model import Letter
 from agentmail.spool import ledger
 from agentmail.spool.recover import _filing_order, _parents_first, _said
+
+from ..conftest import OPENER
+from .test_rebuild_restores import _client, _lose_and_rebuild
 
 
 def _letter(message_id: str, in_reply_to: str | None = None) -> tuple[str, str, Letter]:
@@ -62,3 +68,20 @@ def test_the_ledger_said_how_a_letter_stood_only_with_a_state() -> None:
     assert _said(was, "a") is True
     assert _said(was, "b") is False
     assert _said(was, "c") is False
+
+
+def test_a_second_agents_sent_letter_whose_spool_name_was_lost_is_restored_as_its_own(
+    registry: Registry, home: Path
+) -> None:
+    """The mailbox is ``alpha@two``, the letter's sender the platform ``alpha``: the rebuild
+    restores the sent letter from the post office and keeps it (judged this platform's own)."""
+    two = _client(home, "alpha", "two")
+    letter = two.send("beta", "Quota 500s", OPENER)
+    kept = two.send("beta", "Invoices doubled", OPENER)
+    raw = two.raw(letter.id)
+    root = two.spool.root
+    (root / "letters" / f"{letter.id}.eml").unlink()
+    _lose_and_rebuild([two], [root])
+    two = _client(home, "alpha", "two")
+    assert sorted(two.spool.read.ids("sent")) == sorted([letter.id, kept.id])
+    assert two.raw(letter.id) == raw
