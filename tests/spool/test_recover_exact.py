@@ -5,10 +5,13 @@ known, then each thread's letters after the letters they answer) and its reading
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+from agentmail.client.facade import AgentMail
 from agentmail.config.registry import Registry
 from agentmail.model import Letter
 from agentmail.spool import ledger
+from agentmail.spool.layout import STATES
 from agentmail.spool.recover import _filing_order, _parents_first, _said
 
 from ..conftest import OPENER
@@ -85,3 +88,55 @@ def test_a_second_agents_sent_letter_whose_spool_name_was_lost_is_restored_as_it
     two = _client(home, "alpha", "two")
     assert sorted(two.spool.read.ids("sent")) == sorted([letter.id, kept.id])
     assert two.raw(letter.id) == raw
+
+
+def _rebuild(am: AgentMail, *, ledgers: bool = True) -> dict[str, Any]:
+    root = am.spool.root
+    am.close()
+    am.spool.db.close()
+    for name in ("spool.db", "spool.db-wal", "spool.db-shm", *(() if ledgers else (ledger.FILE,))):
+        (root / name).unlink(missing_ok=True)
+    return am.rebuild()
+
+
+def _counts(**said: int) -> dict[str, int]:
+    return {**{state: 0 for state in STATES}, "left": 0, **said}
+
+
+def test_a_rebuild_without_its_ledger_counts_each_letter_once_and_an_answered_one_read(
+    registry: Registry, home: Path
+) -> None:
+    """No ledger: beta's letter it answered reads as read (its reply is sent), the other stays
+    unread; the counts say each state once, and ``spool.db``'s new ledger says the change."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    first = alpha.send("beta", "Quota 500s", OPENER)
+    second = alpha.send("beta", "Invoices doubled", OPENER)
+    beta.sync()
+    mine = {x.message_id: x.id for x in beta.inbox(sync=False)}
+    reply = beta.reply(mine[first.message_id], "Fixed in 2.4.1")
+    counts = _rebuild(beta, ledgers=False)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=1, read=1, sent=1)
+    beta = _client(home, "beta")
+    states = {i: s for s in STATES for i in beta.spool.read.ids(s)}
+    assert states == {mine[first.message_id]: "read", mine[second.message_id]: "unread", reply.id: "sent"}
+    assert ledger.read(str(beta.spool.root), STATES)[mine[first.message_id]].state == "read"
+
+
+def test_a_rebuild_keeps_the_state_the_ledger_said_and_its_notes_whole(registry: Registry, home: Path) -> None:
+    """With the ledger: each letter as it stood, an answered letter the ledger last said was
+    unread (marked unread again) still unread; each note as it was; each letter counted once."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    first = alpha.send("beta", "Quota 500s", OPENER)
+    alpha.send("beta", "Invoices doubled", OPENER)
+    beta.sync()
+    mine = {x.message_id: x.id for x in beta.inbox(sync=False)}
+    reply = beta.reply(mine[first.message_id], "Fixed in 2.4.1")
+    before = {i: s for s in STATES for i in beta.spool.read.ids(s)}
+    notes = {i: beta.spool.read.annotations(i) for i in before}
+    assert notes[reply.id]["copy_by"] == "beta" and before[mine[first.message_id]] == "read"
+    ledger.append(str(beta.spool.root), [ledger.line({"id": mine[first.message_id], "state": "unread"})])
+    counts = _rebuild(beta)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=2, sent=1)
+    beta = _client(home, "beta")
+    assert {i: s for s in STATES for i in beta.spool.read.ids(s)} == {**before, mine[first.message_id]: "unread"}
+    assert {i: beta.spool.read.annotations(i) for i in before} == notes
