@@ -140,3 +140,21 @@ def test_a_rebuild_keeps_the_state_the_ledger_said_and_its_notes_whole(registry:
     beta = _client(home, "beta")
     assert {i: s for s in STATES for i in beta.spool.read.ids(s)} == {**before, mine[first.message_id]: "unread"}
     assert {i: beta.spool.read.annotations(i) for i in before} == notes
+
+
+def test_a_letter_file_in_tmp_the_ledger_never_said_was_committed_is_not_filed(
+    registry: Registry, home: Path
+) -> None:
+    """tmp/ holds a whole letter (a copy of one filed here) under an id the ledger never named: it
+    may be a letter never committed, so the rebuild files it nowhere."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    alpha.send("beta", "Quota 500s", OPENER)
+    (letter,) = beta.inbox()
+    root = beta.spool.root
+    stray = "01jzzzzzzzzzzzzzzzzzzzzzzz"
+    (root / "tmp" / f"{stray}.eml").write_bytes(beta.raw(letter.id))
+    counts = _rebuild(beta)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=1)
+    beta = _client(home, "beta")
+    assert beta.spool.read.locate(stray) is None
+    assert beta.spool.read.ids("unread") == [letter.id]
