@@ -4,6 +4,7 @@ known, then each thread's letters after the letters they answer) and its reading
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from agentmail.client.facade import AgentMail
 from agentmail.config.registry import Registry
 from agentmail.model import Letter
 from agentmail.spool import ledger
-from agentmail.spool.layout import STATES
+from agentmail.spool.layout import STATES, _raw_key
 from agentmail.spool.recover import _filing_order, _parents_first, _said
 
 from ..conftest import OPENER
@@ -142,9 +143,7 @@ def test_a_rebuild_keeps_the_state_the_ledger_said_and_its_notes_whole(registry:
     assert {i: beta.spool.read.annotations(i) for i in before} == notes
 
 
-def test_a_letter_file_in_tmp_the_ledger_never_said_was_committed_is_not_filed(
-    registry: Registry, home: Path
-) -> None:
+def test_a_letter_file_in_tmp_the_ledger_never_said_was_committed_is_not_filed(registry: Registry, home: Path) -> None:
     """tmp/ holds a whole letter (a copy of one filed here) under an id the ledger never named: it
     may be a letter never committed, so the rebuild files it nowhere."""
     alpha, beta = _client(home, "alpha"), _client(home, "beta")
@@ -158,3 +157,53 @@ def test_a_letter_file_in_tmp_the_ledger_never_said_was_committed_is_not_filed(
     beta = _client(home, "beta")
     assert beta.spool.read.locate(stray) is None
     assert beta.spool.read.ids("unread") == [letter.id]
+
+
+def _lie(root: Path, letter_id: str, state: str, source: Path, mailbox: str) -> None:
+    """A ledger line saying ``letter_id`` stood in ``state``, its bytes those of ``source``."""
+    raw = source.read_bytes()
+    notes = {
+        "copy": os.path.relpath(source, root),
+        "copy_key": _raw_key(raw),
+        "copy_size": len(raw),
+        "copies": [],
+        "copy_by": mailbox,
+    }
+    ledger.append(
+        str(root),
+        [ledger.line({"id": letter_id, "state": state, "seq": 99}), ledger.line({"id": letter_id, "set": notes})],
+    )
+
+
+def test_only_a_letter_the_ledger_says_was_sent_is_fetched_from_the_post_office(registry: Registry, home: Path) -> None:
+    """A line says a letter was received here (not sent), its notes naming a post-office file:
+    nothing is fetched for it, so nothing is left over either (``left`` stays 0)."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    beta.send("alpha", "Quota 500s", OPENER)
+    (mine,) = alpha.inbox()
+    root = alpha.spool.root
+    (theirs,) = [p for p in (home / "postoffice" / "alpha" / "cur").iterdir() if p.is_file()]
+    forged = "01jzzzzzzzzzzzzzzzzzzzzzzz"
+    _lie(root, forged, "unread", theirs, alpha.spool.read.mailbox)
+    counts = _rebuild(alpha)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=1)
+    assert f"{forged}.eml" not in os.listdir(root / "letters") + os.listdir(root / "tmp")
+
+
+def test_a_whole_letter_file_is_never_fetched_again_over_whatever_the_ledger_says(
+    registry: Registry, home: Path
+) -> None:
+    """A line says alpha's received letter was sent by alpha, its bytes another post-office
+    file: its file is whole, so nothing is fetched over it; it is filed as it was."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    beta.send("alpha", "Quota 500s", OPENER)
+    beta.send("alpha", "Invoices doubled", OPENER)
+    first, second = sorted(alpha.inbox(), key=lambda x: x.id)
+    root = alpha.spool.root
+    raw = alpha.raw(first.id)
+    other = next(p for p in (home / "postoffice" / "alpha" / "cur").iterdir() if p.read_bytes() != raw)
+    _lie(root, first.id, "sent", other, alpha.spool.read.mailbox)
+    _rebuild(alpha)
+    alpha = _client(home, "alpha")
+    assert alpha.raw(first.id) == raw
+    assert alpha.spool.read.locate(first.id) is not None
