@@ -207,3 +207,23 @@ def test_a_whole_letter_file_is_never_fetched_again_over_whatever_the_ledger_say
     alpha = _client(home, "alpha")
     assert alpha.raw(first.id) == raw
     assert alpha.spool.read.locate(first.id) is not None
+
+
+def test_letter_files_a_cut_left_empty_are_each_counted_left_and_the_rest_filed(registry: Registry, home: Path) -> None:
+    """Two received copies left empty (fetched again by the next sync), a sent one left empty
+    (restored from the post office): two left, the others filed, the sent one byte for byte."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    for subject in ("Quota 500s", "Invoices doubled", "Login loops"):
+        alpha.send("beta", subject, OPENER)
+    first, second, third = sorted(beta.inbox(), key=lambda x: x.id)
+    sent = beta.send("alpha", "Webhooks late", OPENER)
+    raw = beta.raw(sent.id)
+    root = beta.spool.root
+    for letter_id in (first.id, second.id, sent.id):
+        (root / "letters" / f"{letter_id}.eml").unlink()  # a new empty file: never the post office's copy
+        (root / "letters" / f"{letter_id}.eml").write_bytes(b"")
+    counts = _rebuild(beta)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=1, sent=1, left=2)
+    beta = _client(home, "beta")
+    assert beta.spool.read.ids("unread") == [third.id]
+    assert beta.raw(sent.id) == raw
