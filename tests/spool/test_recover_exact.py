@@ -8,10 +8,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from agentmail._fs import read_plain
 from agentmail.client.facade import AgentMail
 from agentmail.config.registry import Registry
 from agentmail.model import Letter
-from agentmail.spool import ledger
+from agentmail.spool import ledger, recover
 from agentmail.spool.layout import STATES, _raw_key
 from agentmail.spool.recover import _filing_order, _parents_first, _said
 
@@ -227,3 +230,29 @@ def test_letter_files_a_cut_left_empty_are_each_counted_left_and_the_rest_filed(
     beta = _client(home, "beta")
     assert beta.spool.read.ids("unread") == [third.id]
     assert beta.raw(sent.id) == raw
+
+
+def test_a_letter_file_gone_between_its_judging_and_its_filing_is_counted_left_only(
+    registry: Registry, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A co-tenant removes two letter files after the rebuild judged them: each is counted left,
+    neither filed, and the letter after them still is."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    for subject in ("Quota 500s", "Invoices doubled", "Login loops"):
+        alpha.send("beta", subject, OPENER)
+    first, second, third = sorted(beta.inbox(), key=lambda x: x.id)
+    gone = {f"{first.id}.eml", f"{second.id}.eml"}
+    reads: dict[str, int] = {}
+
+    def read_then_gone(path: Path) -> tuple[bytes | None, os.stat_result]:
+        reads[path.name] = reads.get(path.name, 0) + 1
+        if path.name in gone and reads[path.name] > 1:
+            raise FileNotFoundError(path)
+        return read_plain(path)
+
+    monkeypatch.setattr(recover, "read_plain", read_then_gone)
+    counts = _rebuild(beta)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=1, left=2)
+    monkeypatch.undo()
+    beta = _client(home, "beta")
+    assert beta.spool.read.ids("unread") == [third.id]
