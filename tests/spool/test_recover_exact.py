@@ -19,7 +19,7 @@ from agentmail.spool.layout import STATES, _raw_key
 from agentmail.spool.recover import _filing_order, _parents_first, _said
 
 from ..conftest import OPENER
-from .test_rebuild_restores import _client, _lose_and_rebuild
+from .test_rebuild_restores import _client, _lose_and_rebuild, views
 
 
 def _letter(message_id: str, in_reply_to: str | None = None) -> tuple[str, str, Letter]:
@@ -256,3 +256,17 @@ def test_a_letter_file_gone_between_its_judging_and_its_filing_is_counted_left_o
     monkeypatch.undo()
     beta = _client(home, "beta")
     assert beta.spool.read.ids("unread") == [third.id]
+
+
+def test_a_rebuild_restores_every_view_of_a_mailbox_that_sent_read_and_answered(registry: Registry, home: Path) -> None:
+    """Each view (inbox, sent, threads with each letter's depth, search, notes) is as it was."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    first = alpha.send("beta", "Quota 500s", OPENER)
+    alpha.send("beta", "Invoices doubled", OPENER)
+    mine = {x.message_id: x.id for x in beta.inbox()}
+    beta.reply(mine[first.message_id], "Fixed in 2.4.1, quota answer")
+    alpha.sync()
+    for am in (alpha, beta):
+        before = views(am)
+        _lose_and_rebuild([am], [am.spool.root])
+        assert views(_client(home, am.me.platform)) == before
