@@ -139,7 +139,10 @@ def test_a_rebuild_keeps_the_state_the_ledger_said_and_its_notes_whole(registry:
     notes = {i: beta.spool.read.annotations(i) for i in before}
     assert notes[reply.id]["copy_by"] == "beta" and before[mine[first.message_id]] == "read"
     ledger.append(str(beta.spool.root), [ledger.line({"id": mine[first.message_id], "state": "unread"})])
+    written = len((beta.spool.root / ledger.FILE).read_bytes())
     counts = _rebuild(beta)
+    said = ledger.parse((beta.spool.root / ledger.FILE).read_bytes()[written:], STATES)  # the rebuild's own lines
+    assert {i: said[i].notes for i in before} == notes
     assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=2, sent=1)
     beta = _client(home, "beta")
     assert {i: s for s in STATES for i in beta.spool.read.ids(s)} == {**before, mine[first.message_id]: "unread"}
@@ -270,3 +273,22 @@ def test_a_rebuild_restores_every_view_of_a_mailbox_that_sent_read_and_answered(
         before = views(am)
         _lose_and_rebuild([am], [am.spool.root])
         assert views(_client(home, am.me.platform)) == before
+
+
+def test_a_rebuild_without_its_ledger_reads_each_answered_letter_and_writes_the_ledger_again(
+    registry: Registry, home: Path
+) -> None:
+    """Four letters, two answered: two read, two unread, two sent; the rebuild's own ledger lines
+    say each state."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    sent = [alpha.send("beta", subject, OPENER) for subject in ("Quota 500s", "Invoices", "Login", "Webhooks")]
+    mine = {x.message_id: x.id for x in beta.inbox()}
+    for letter in sent[:2]:
+        beta.reply(mine[letter.message_id], "Fixed in 2.4.1")
+    counts = _rebuild(beta, ledgers=False)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=2, read=2, sent=2)
+    said = ledger.read(str(beta.spool.root), STATES)
+    assert {i: said[i].state for i in mine.values()} == {
+        **{mine[x.message_id]: "read" for x in sent[:2]},
+        **{mine[x.message_id]: "unread" for x in sent[2:]},
+    }
