@@ -4,6 +4,7 @@ known, then each thread's letters after the letters they answer) and its reading
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -292,3 +293,25 @@ def test_a_rebuild_without_its_ledger_reads_each_answered_letter_and_writes_the_
         **{mine[x.message_id]: "read" for x in sent[:2]},
         **{mine[x.message_id]: "unread" for x in sent[2:]},
     }
+
+
+def test_an_answered_letter_the_ledger_says_nothing_of_is_read_after_one_it_said_unread(
+    registry: Registry, home: Path
+) -> None:
+    """The ledger says the first letter stood unread (no filing number) and nothing of the second,
+    which beta answered: the first stays unread, the second after it is read."""
+    alpha, beta = _client(home, "alpha"), _client(home, "beta")
+    first = alpha.send("beta", "Quota 500s", OPENER)
+    second = alpha.send("beta", "Invoices doubled", OPENER)
+    mine = {x.message_id: x.id for x in beta.inbox()}
+    beta.reply(mine[second.message_id], "Fixed in 2.4.1")
+    path = beta.spool.root / ledger.FILE
+    kept = [json.loads(x) for x in path.read_bytes().splitlines()]
+    kept = [{k: v for k, v in r.items() if k != "seq"} for r in kept if r.get("id") != mine[second.message_id]]
+    path.write_bytes(b"".join(ledger.line(r) for r in kept))
+    assert ledger.read(str(beta.spool.root), STATES)[mine[first.message_id]].state == "unread"
+    counts = _rebuild(beta)
+    assert {k: v for k, v in counts.items() if k != "kept_aside"} == _counts(unread=1, read=1, sent=1)
+    beta = _client(home, "beta")
+    assert beta.spool.read.ids("unread") == [mine[first.message_id]]
+    assert beta.spool.read.ids("read") == [mine[second.message_id]]
