@@ -315,3 +315,18 @@ def test_an_answered_letter_the_ledger_says_nothing_of_is_read_after_one_it_said
     beta = _client(home, "beta")
     assert beta.spool.read.ids("unread") == [mine[first.message_id]]
     assert beta.spool.read.ids("read") == [mine[second.message_id]]
+
+
+def test_a_quarantined_letter_is_rebuilt_quarantined_out_of_every_other_view(registry: Registry, home: Path) -> None:
+    """beta's pin of alpha's key is wrong: alpha's letter is quarantined, and after a rebuild it is
+    still only in the quarantine's views (not in a thread, not found by an ordinary search)."""
+    alpha = _client(home, "alpha")
+    alpha.send("beta", "Quota 500s", OPENER)
+    entry = home / "registry" / "platforms" / "alpha.toml"
+    entry.write_text(entry.read_text().replace('selector = "alpha-', 'selector = "wrong-'))
+    beta = _client(home, "beta")
+    (copy,) = beta.quarantined()
+    before = views(beta)
+    assert before["search_quarantine"] and not before["search"]["quota"]
+    _lose_and_rebuild([beta], [beta.spool.root])
+    assert views(_client(home, "beta")) == before
