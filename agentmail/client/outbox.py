@@ -169,6 +169,8 @@ class Outbox(Stage):
                 results = [SubmitResult(i.key, "queued", str(exc)) for i in items]
                 for result in results:
                     self._record(result)
+            finally:
+                self._bytes = {}  # a long-lived process keeps no letter's bytes past its flush
             for key, why in self.transport.copy_failures().items():  # delivered all the same: noted
                 self.spool.write.annotate(key, sent_copy_failed=why, durable=False)
         return results

@@ -195,13 +195,13 @@ class SpoolWriter:
         path = self.read.path("", letter_id)
         if not flushed:
             fsync_file(path)
-        found = copies and raw is not None and flushed
-        if not found:
+        noted = raw if copies and flushed else None  # the bytes whose post-office copies the row notes
+        if noted is None:
             fsync_dir(path.parent)  # its name in letters/ is durable before the row that names it
         with _machine(), self._at.db.write() as tx:
-            if found and raw is not None:
+            if noted is not None:
                 where = [os.path.relpath(c, self._at.root) for c in copies]  # a moved home still finds them
-                fields = {"copy": where[0], "copy_key": _raw_key(raw), "copy_size": len(raw), "copies": where[1:],
+                fields = {"copy": where[0], "copy_key": _raw_key(noted), "copy_size": len(noted), "copies": where[1:],
                           "copy_by": self._at.mailbox}  # fmt: skip
                 # Merged into what is noted already in the statement that writes it: no read first.
                 tx.execute(

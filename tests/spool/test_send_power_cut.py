@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
+from agentmail.model import Letter
 from agentmail.spool import Spool
 
 from ..conftest import OPENER, Cli
@@ -58,13 +59,20 @@ def drop_sent_record(home: Path) -> None:
             path.unlink()
 
 
-def test_a_sent_letter_whose_spool_name_a_cut_took_shows_threads_and_never_goes_twice(
-    alpha: AgentMail, home: Path, durable_only: None
-) -> None:
+def sent_then_cut(alpha: AgentMail, home: Path) -> tuple[Letter, bytes, AgentMail]:
+    """alpha's letter to beta, its bytes, and alpha after the worst cut: the spool's name and the
+    post office's sent record gone, the durable row and beta's copy kept."""
     letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
     raw = alpha.raw(letter.id)
     restarted = cut(alpha)
     drop_sent_record(home)
+    return letter, raw, restarted
+
+
+def test_a_sent_letter_whose_spool_name_a_cut_took_shows_threads_and_never_goes_twice(
+    alpha: AgentMail, home: Path, durable_only: None
+) -> None:
+    letter, raw, restarted = sent_then_cut(alpha, home)
     assert not (restarted.spool.root / "letters" / f"{letter.id}.eml").exists()
     assert restarted.spool.read.locate(letter.id) == "sent", "the row did not survive: the send was not durable"
 
@@ -169,10 +177,7 @@ def _plant(home: Path, how: str, raw: bytes) -> None:
 def test_a_planted_post_office_file_is_never_taken_back(
     alpha: AgentMail, home: Path, durable_only: None, how: str
 ) -> None:
-    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    raw = alpha.raw(letter.id)
-    restarted = cut(alpha)
-    drop_sent_record(home)
+    letter, raw, restarted = sent_then_cut(alpha, home)
     _plant(home, how, raw)
     with pytest.raises(OSError):  # the file is lost, as before: nothing else is taken for it
         restarted.raw(letter.id)

@@ -21,7 +21,7 @@ from agentmail.transport import claim_marks
 
 from ..conftest import OPENER, Cli
 from .test_rebuild_restores import _client, _lose_and_rebuild
-from .test_send_power_cut import cut, drop_sent_record, durable_only
+from .test_send_power_cut import cut, drop_sent_record, durable_only, sent_then_cut
 
 __all__ = ["durable_only"]  # the fixture, used by name
 
@@ -52,10 +52,7 @@ def test_a_cur_full_of_decoys_of_the_letters_size_costs_a_bounded_number_of_read
 ) -> None:
     """A co-tenant fills beta's cur/ with files of the very size of alpha's letter (it held the
     letter: it knows the size), other bytes: every read of the lost letter would read them all."""
-    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    raw = alpha.raw(letter.id)
-    restarted = cut(alpha)
-    drop_sent_record(home)
+    letter, raw, restarted = sent_then_cut(alpha, home)
     cur = _lost_in_the_post_office(home)
     decoy = raw.replace(b"Quota", b"Quote")
     for n in range(3 * views.CUR_READS):
@@ -69,10 +66,7 @@ def test_a_cur_full_of_decoys_of_the_letters_size_costs_a_bounded_number_of_read
 def test_the_letter_among_fewer_decoys_than_the_bound_is_still_found(
     alpha: AgentMail, home: Path, durable_only: None
 ) -> None:
-    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    raw = alpha.raw(letter.id)
-    restarted = cut(alpha)
-    drop_sent_record(home)
+    letter, raw, restarted = sent_then_cut(alpha, home)
     cur = _lost_in_the_post_office(home)
     for n in range(views.CUR_READS - 1):  # newer names, read first
         (cur / f"{n + 10:012d}:2,S").write_bytes(raw.replace(b"Quota", b"Quote"))
@@ -85,10 +79,7 @@ def test_a_symlinked_cur_folder_gives_nothing_but_the_very_bytes(
 ) -> None:
     """beta's cur/ replaced by a symbolic link to a folder of the co-tenant's, holding a file of
     the letter's size with a secret in it, and a hard link to a secret where the letter was."""
-    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    raw = alpha.raw(letter.id)
-    restarted = cut(alpha)
-    drop_sent_record(home)
+    letter, raw, restarted = sent_then_cut(alpha, home)
     (name,) = os.listdir(home / "postoffice" / "beta" / "new")
     cur = _lost_in_the_post_office(home)
     cur.rmdir()
@@ -110,10 +101,7 @@ def test_a_file_swapped_between_its_read_and_the_restore_is_never_what_is_kept(
 ) -> None:
     """The file is swapped for other bytes of the same size right after it was read: what is
     kept is the bytes read and checked, never read again from the name."""
-    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    raw = alpha.raw(letter.id)
-    restarted = cut(alpha)
-    drop_sent_record(home)
+    letter, raw, restarted = sent_then_cut(alpha, home)
     (path,) = (home / "postoffice" / "beta" / "new").iterdir()
     real = views.read_plain
 
@@ -394,10 +382,7 @@ def test_decoys_named_after_the_letters_file_cost_a_bounded_number_of_reads(
 ) -> None:
     """The noted name with flags a mail client added (``NAME*``) is looked for too: a co-tenant
     that saw the name in beta's new/ plants hundreds of ``NAME<anything>`` files."""
-    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
-    raw = alpha.raw(letter.id)
-    restarted = cut(alpha)
-    drop_sent_record(home)
+    letter, raw, restarted = sent_then_cut(alpha, home)
     (path,) = (home / "postoffice" / "beta" / "new").iterdir()
     path.unlink()
     for n in range(3 * views.CUR_READS):
