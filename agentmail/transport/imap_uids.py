@@ -10,15 +10,29 @@ from typing import Any
 
 
 def uid_batches(
-    client: Any, last: int, max_size: int, batch: int
+    client: Any, last: int, max_size: int, batch: int, uidnext: int = 0
 ) -> Iterator[tuple[list[int], dict[int, Any], dict[int, Any]]]:
-    """The selected folder's UIDs above ``last``, ``batch`` at a time: (UIDs, sizes, bodies)."""
+    """The selected folder's UIDs above ``last``, ``batch`` at a time: (UIDs, sizes, bodies).
+    ``uidnext``: the folder's UIDNEXT from the look just taken (0: not known)."""
+    if 0 < uidnext - last - 1 <= batch:
+        # At most one batch of UIDs can lie between the checkpoint and UIDNEXT: asking their
+        # sizes by UID lists the ones that exist (a UID FETCH passes absent UIDs over, RFC 3501
+        # §6.4.8), so no SEARCH first. A letter that came after the look (UID >= UIDNEXT) is
+        # read by the next sync, whose look sees it pending.
+        sizes = client.fetch(list(range(last + 1, uidnext)), ["RFC822.SIZE"])
+        chunk = sorted(u for u in sizes if isinstance(u, int) and last < u < uidnext)
+        if chunk:
+            yield chunk, sizes, _bodies(client, chunk, sizes, max_size)
+        return
     # "UID n:*" always returns at least the last message (RFC 3501 §6.4.8): filter, and sort
     # ourselves rather than trusting the server's order.
     uids = sorted(u for u in client.search(["UID", f"{last + 1}:*"]) if u > last)
     for start in range(0, len(uids), batch):
         chunk = uids[start : start + batch]
         sizes = client.fetch(chunk, ["RFC822.SIZE"])
-        small = [u for u in chunk if int(sizes.get(u, {}).get(b"RFC822.SIZE", 0)) <= max_size]
-        bodies = client.fetch(small, ["BODY.PEEK[]"]) if small else {}
-        yield chunk, sizes, bodies
+        yield chunk, sizes, _bodies(client, chunk, sizes, max_size)
+
+
+def _bodies(client: Any, chunk: list[int], sizes: dict[int, Any], max_size: int) -> dict[int, Any]:
+    small = [u for u in chunk if int(sizes.get(u, {}).get(b"RFC822.SIZE", 0)) <= max_size]
+    return client.fetch(small, ["BODY.PEEK[]"]) if small else {}

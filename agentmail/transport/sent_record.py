@@ -81,7 +81,7 @@ def imap_copies(
     seen = Checkpoint.parse(checkpoint).under(validity)
     if uidnext and uidnext <= seen.last + 1:
         return
-    for chunk, _sizes, bodies in uid_batches(client, seen.last, max_size, BATCH):
+    for chunk, _sizes, bodies in uid_batches(client, seen.last, max_size, BATCH, uidnext):
         batch = []
         for uid in chunk:  # a letter too large is passed: only a sibling's letter, never one to answer
             raw = bodies.get(uid, {}).get(b"BODY[]")

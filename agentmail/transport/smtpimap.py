@@ -361,6 +361,8 @@ class SmtpImapTransport(Transport):
                 client = self._connect()
                 if not self._sent_exists(client, folder):
                     return
+                if not self.sent_pending(checkpoint):
+                    return  # one STATUS, no EXAMINE: the INBOX look the fetch takes next still stands
                 try:
                     yield from imap_copies(client, folder, checkpoint, max_size)
                 except IMAPClientError as exc:
@@ -485,7 +487,7 @@ class SmtpImapTransport(Transport):
         if uidnext and uidnext <= last + 1:
             self._fetched_to = uidnext
             return
-        for chunk, sizes, bodies in uid_batches(self._connect(), last, max_size, BATCH):
+        for chunk, sizes, bodies in uid_batches(self._connect(), last, max_size, BATCH, uidnext):
             batch = []
             for uid in chunk:
                 size = int(sizes.get(uid, {}).get(b"RFC822.SIZE", 0))
