@@ -1,7 +1,8 @@
 """An IMAP folder read by UID, past the last UID a checkpoint holds, in batches: each batch's sizes
 (RFC822.SIZE) first, then the bodies of the letters not over ``max_size`` (``BODY.PEEK[]``, so no
-\\Seen is set). The INBOX pull (``smtpimap``) and the sent record (``sent_record``) both read so;
-what a batch's letters are is theirs to decide."""
+\\Seen is set); a gap of at most one batch below the look's UIDNEXT in one FETCH of both. The
+INBOX pull (``smtpimap``) and the sent record (``sent_record``) both read so; what a batch's
+letters are is theirs to decide."""
 
 from __future__ import annotations
 
@@ -15,14 +16,7 @@ def uid_batches(
     """The selected folder's UIDs above ``last``, ``batch`` at a time: (UIDs, sizes, bodies).
     ``uidnext``: the folder's UIDNEXT from the look just taken (0: not known)."""
     if 0 < uidnext - last - 1 <= batch:
-        # At most one batch of UIDs can lie between the checkpoint and UIDNEXT: asking their
-        # sizes by UID lists the ones that exist (a UID FETCH passes absent UIDs over, RFC 3501
-        # §6.4.8), so no SEARCH first. A letter that came after the look (UID >= UIDNEXT) is
-        # read by the next sync, whose look sees it pending.
-        sizes = client.fetch(list(range(last + 1, uidnext)), ["RFC822.SIZE"])
-        chunk = sorted(u for u in sizes if isinstance(u, int) and last < u < uidnext)
-        if chunk:
-            yield chunk, sizes, _bodies(client, chunk, sizes, max_size)
+        yield from _bounded(client, last, max_size, uidnext)
         return
     # "UID n:*" always returns at least the last message (RFC 3501 §6.4.8): filter, and sort
     # ourselves rather than trusting the server's order.
@@ -36,3 +30,30 @@ def uid_batches(
 def _bodies(client: Any, chunk: list[int], sizes: dict[int, Any], max_size: int) -> dict[int, Any]:
     small = [u for u in chunk if int(sizes.get(u, {}).get(b"RFC822.SIZE", 0)) <= max_size]
     return client.fetch(small, ["BODY.PEEK[]"]) if small else {}
+
+
+def _bounded(
+    client: Any, last: int, max_size: int, uidnext: int
+) -> Iterator[tuple[list[int], dict[int, Any], dict[int, Any]]]:
+    """At most one batch of UIDs lies between the checkpoint and UIDNEXT: one FETCH of them all
+    by UID lists the ones that exist (absent UIDs are passed over, RFC 3501 §6.4.8: no SEARCH)
+    with their sizes and, in the same round trip, at most ``max_size`` + 1 octets of each body:
+    a body that comes back no longer than ``max_size`` is the whole letter; a longer one is left
+    undownloaded as the separate size FETCH would leave it. A letter that came after the look
+    (UID >= UIDNEXT) is read by the next sync, whose look sees it pending."""
+    rows = client.fetch(list(range(last + 1, uidnext)), ["RFC822.SIZE", f"BODY.PEEK[]<0.{max_size + 1}>"])
+    chunk = sorted(u for u in rows if isinstance(u, int) and last < u < uidnext)
+    sizes: dict[int, Any] = {}
+    bodies: dict[int, Any] = {}
+    for uid in chunk:
+        size = int(rows[uid].get(b"RFC822.SIZE", 0))
+        body = rows[uid].get(b"BODY[]<0>")
+        if size > max_size:
+            sizes[uid] = {b"RFC822.SIZE": size}
+        elif isinstance(body, bytes | bytearray) and len(body) > max_size:
+            sizes[uid] = {b"RFC822.SIZE": len(body)}  # larger than it said: not taken, as a large one
+        else:
+            sizes[uid] = {b"RFC822.SIZE": size}
+            bodies[uid] = {b"BODY[]": body} if body is not None else {}
+    if chunk:
+        yield chunk, sizes, bodies

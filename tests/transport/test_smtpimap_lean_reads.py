@@ -73,7 +73,7 @@ def test_a_fetch_of_the_few_letters_its_look_saw_lists_them_by_size_without_a_se
         got, _ = _read(beta, start)
         assert sorted(m for m in ids if any(m.encode() in r for r in got)) == sorted(ids)
         assert _searches(servers) == searches  # the sizes listed them
-        assert servers.store.counts["imap.UID FETCH"] == fetches + 2  # sizes, then bodies
+        assert servers.store.counts["imap.UID FETCH"] == fetches + 1  # sizes and bodies in one
     finally:
         beta.close()
         alpha.close()
@@ -97,6 +97,29 @@ def test_a_letter_after_the_look_or_expunged_in_its_range_is_neither_lost_nor_re
         again, checkpoint = _read(beta, checkpoint)
         assert len(again) == 1 and later.encode() in again[0]
         assert not beta.pending(checkpoint)
+    finally:
+        beta.close()
+        alpha.close()
+
+
+def test_in_the_one_fetch_a_letter_over_max_size_is_not_taken_and_the_others_come_whole(
+    home: Path, servers: MailServers
+) -> None:
+    beta, alpha = _pair(home, servers)
+    try:
+        start = beta.tip()
+        small = b"From: a@bus.test\r\nSubject: small\r\n\r\n" + b"s" * 4000 + b"\r\n"
+        exact = b"From: a@bus.test\r\nSubject: exact\r\n\r\n" + b"e" * 5000
+        large = b"From: a@bus.test\r\nSubject: large\r\n\r\n" + b"l" * 9000 + b"\r\n"
+        for data in (small, exact, large):
+            servers.store.deliver("beta@bus.test", data)
+        small, exact, large = (m.data for m in servers.store.messages("beta@bus.test")[-3:])  # as delivered
+        most = len(exact)  # max_size itself: still whole
+        assert beta.pending(start)
+        fetches = servers.store.counts["imap.UID FETCH"]
+        items = [item for batch in beta.fetch(start, most) for item in batch]
+        assert [(item.raw, item.size) for item in items] == [(small, len(small)), (exact, most), (None, len(large))]
+        assert servers.store.counts["imap.UID FETCH"] == fetches + 1
     finally:
         beta.close()
         alpha.close()
@@ -173,9 +196,19 @@ class _Folder:
         return sorted(u for u in self.sizes if u >= min(low, top))
 
     def fetch(self, uids: list[int], items: list[str]) -> dict[Any, Any]:
+        held = [u for u in uids if u in self.sizes]
         if items == ["RFC822.SIZE"]:
-            return {**self.junk, **{u: {b"RFC822.SIZE": self.sizes[u]} for u in uids if u in self.sizes}}
-        return {u: {b"BODY[]": b"x" * self.sizes[u]} for u in uids if u in self.sizes}
+            return {**self.junk, **{u: {b"RFC822.SIZE": self.sizes[u]} for u in held}}
+        if items == ["BODY.PEEK[]"]:
+            return {u: {b"BODY[]": self.body(u)} for u in held}
+        size_item, partial = items  # RFC822.SIZE and BODY.PEEK[]<0.N>: N octets at most
+        assert size_item == "RFC822.SIZE" and partial.startswith("BODY.PEEK[]<0.")
+        most = int(partial.removeprefix("BODY.PEEK[]<0.").rstrip(">"))
+        got = {u: {b"RFC822.SIZE": self.sizes[u], b"BODY[]<0>": self.body(u)[:most]} for u in held}
+        return {**self.junk, **got}
+
+    def body(self, uid: int) -> bytes:
+        return str(uid).encode().ljust(self.sizes[uid], b".")[: self.sizes[uid]]
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -184,7 +217,7 @@ class _Folder:
     last=st.integers(0, 130),
     ahead=st.integers(0, 12),
     batch=st.integers(1, 60),
-    max_size=st.integers(0, 9),
+    max_size=st.integers(0, 30),
     junk=st.dictionaries(
         st.one_of(st.integers(-5, 200), st.text(max_size=3)), st.just({b"RFC822.SIZE": 1}), max_size=4
     ),
@@ -197,17 +230,20 @@ def test_the_bounded_read_lists_exactly_what_the_search_would(
     # gives a size for a UID in the range says it holds it: then it is listed, as a SEARCH of a
     # server saying so would.)
     outside = {k: v for k, v in junk.items() if not (isinstance(k, int) and last < k < uidnext)}
-    folder = _Folder({u: u % 10 for u in uids}, outside)
+    folder = _Folder({u: u % 25 for u in uids}, outside)
 
-    def read(known_uidnext: int) -> tuple[list[int], list[int]]:
-        listed, bodies = [], []
-        for chunk, _sizes, got in uid_batches(folder, last, max_size, batch, known_uidnext):
+    def read(known_uidnext: int) -> tuple[list[int], dict[int, int], dict[int, bytes]]:
+        listed, sizes, bodies = [], {}, {}
+        for chunk, got_sizes, got in uid_batches(folder, last, max_size, batch, known_uidnext):
             assert chunk == sorted(chunk) and len(chunk) <= batch
             listed += chunk
-            bodies += sorted(got)
-        return listed, bodies
+            sizes |= {u: int(got_sizes[u][b"RFC822.SIZE"]) for u in chunk}
+            bodies |= {u: bytes(row[b"BODY[]"]) for u, row in got.items()}
+        return listed, sizes, bodies
 
     bounded, searched = read(uidnext), read(0)
     assert bounded == searched
-    assert bounded[0] == sorted(u for u in uids if u > last)
-    assert bounded[1] == [u for u in bounded[0] if u % 10 <= max_size]
+    listed, sizes, bodies = bounded
+    assert listed == sorted(u for u in uids if u > last)
+    assert sizes == {u: folder.sizes[u] for u in listed}
+    assert bodies == {u: folder.body(u) for u in listed if folder.sizes[u] <= max_size}  # whole, never cut
