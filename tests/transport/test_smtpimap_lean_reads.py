@@ -247,3 +247,21 @@ def test_the_bounded_read_lists_exactly_what_the_search_would(
     assert listed == sorted(u for u in uids if u > last)
     assert sizes == {u: folder.sizes[u] for u in listed}
     assert bodies == {u: folder.body(u) for u in listed if folder.sizes[u] <= max_size}  # whole, never cut
+
+
+class _Lying:
+    """A server whose one FETCH contradicts itself: a body longer than the size it announced,
+    a row without the body asked for."""
+
+    def fetch(self, uids: list[int], items: list[str]) -> dict[Any, Any]:
+        return {
+            uids[0]: {b"RFC822.SIZE": 10, b"BODY[]<0>": b"x" * 31},
+            uids[1]: {b"RFC822.SIZE": 10},
+        }
+
+
+def test_a_body_longer_than_its_announced_size_is_not_taken_and_a_missing_one_is_no_letter() -> None:
+    ((chunk, sizes, bodies),) = list(uid_batches(_Lying(), 4, 30, 50, 7))
+    assert chunk == [5, 6]
+    assert sizes[5] == {b"RFC822.SIZE": 31} and 5 not in bodies  # too large, by what came
+    assert bodies[6] == {}  # no body: passed over as an expunged one is (``SmtpImapTransport._fetch``)
