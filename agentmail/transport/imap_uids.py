@@ -45,15 +45,21 @@ def _bounded(
     chunk = sorted(u for u in rows if isinstance(u, int) and last < u < uidnext)
     sizes: dict[int, Any] = {}
     bodies: dict[int, Any] = {}
+    unanswered = []
     for uid in chunk:
         size = int(rows[uid].get(b"RFC822.SIZE", 0))
-        body = rows[uid].get(b"BODY[]<0>")
+        body = rows[uid].get(b"BODY[]<0>", rows[uid].get(b"BODY[]"))
         if size > max_size:
             sizes[uid] = {b"RFC822.SIZE": size}
         elif isinstance(body, bytes | bytearray) and len(body) > max_size:
             sizes[uid] = {b"RFC822.SIZE": len(body)}  # larger than it said: not taken, as a large one
         else:
             sizes[uid] = {b"RFC822.SIZE": size}
-            bodies[uid] = {b"BODY[]": body} if body is not None else {}
+            if body is None:
+                unanswered.append(uid)
+            else:
+                bodies[uid] = {b"BODY[]": body}
+    if unanswered:  # a server that did not answer the partial fetch: the bodies asked as before
+        bodies.update(client.fetch(unanswered, ["BODY.PEEK[]"]))
     if chunk:
         yield chunk, sizes, bodies

@@ -251,17 +251,27 @@ def test_the_bounded_read_lists_exactly_what_the_search_would(
 
 class _Lying:
     """A server whose one FETCH contradicts itself: a body longer than the size it announced,
-    a row without the body asked for."""
+    a row without the (partial) body asked for, a whole body for a partial one."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[list[int], list[str]]] = []
 
     def fetch(self, uids: list[int], items: list[str]) -> dict[Any, Any]:
+        self.asked.append((uids, items))
+        if items == ["BODY.PEEK[]"]:
+            return {6: {b"BODY[]": b"whole"}}
         return {
-            uids[0]: {b"RFC822.SIZE": 10, b"BODY[]<0>": b"x" * 31},
-            uids[1]: {b"RFC822.SIZE": 10},
+            5: {b"RFC822.SIZE": 10, b"BODY[]<0>": b"x" * 31},
+            6: {b"RFC822.SIZE": 10},
+            7: {b"RFC822.SIZE": 4, b"BODY[]": b"four"},
         }
 
 
-def test_a_body_longer_than_its_announced_size_is_not_taken_and_a_missing_one_is_no_letter() -> None:
-    ((chunk, sizes, bodies),) = list(uid_batches(_Lying(), 4, 30, 50, 7))
-    assert chunk == [5, 6]
+def test_a_body_longer_than_its_announced_size_is_not_taken_and_a_missing_one_is_asked_as_before() -> None:
+    server = _Lying()
+    ((chunk, sizes, bodies),) = list(uid_batches(server, 4, 30, 50, 8))
+    assert chunk == [5, 6, 7]
     assert sizes[5] == {b"RFC822.SIZE": 31} and 5 not in bodies  # too large, by what came
-    assert bodies[6] == {}  # no body: passed over as an expunged one is (``SmtpImapTransport._fetch``)
+    assert bodies[6] == {b"BODY[]": b"whole"}  # the partial fetch unanswered: the plain one, as before
+    assert bodies[7] == {b"BODY[]": b"four"}
+    assert server.asked[1] == ([6], ["BODY.PEEK[]"])
