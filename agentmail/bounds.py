@@ -145,6 +145,8 @@ def quoted_lines(text: str) -> int:
 
 
 def check_quoted(text: str) -> None:
+    if text.count(">") <= QUOTED_LINES:  # every quoted line holds one
+        return
     found = quoted_lines(text)
     if found > QUOTED_LINES:
         raise _over("QUOTED_LINES", "the number of quoted lines ('>')", found, QUOTED_LINES)

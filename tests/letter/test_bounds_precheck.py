@@ -36,7 +36,13 @@ def _scan_multiparts(raw: bytes) -> None:
         raise bounds._over("MULTIPARTS", "the number of multipart entities", found, bounds.MULTIPARTS)
 
 
-def _outcome(check: object, data: bytes) -> str | None:
+def _scan_quoted(text: str) -> None:
+    found = bounds.quoted_lines(text)
+    if found > bounds.QUOTED_LINES:
+        raise bounds._over("QUOTED_LINES", "the number of quoted lines ('>')", found, bounds.QUOTED_LINES)
+
+
+def _outcome(check: object, data: bytes | str) -> str | None:
     assert callable(check)
     try:
         check(data)
@@ -92,3 +98,23 @@ def test_the_plain_counts_at_their_edges(ending: bytes) -> None:
     assert _outcome(bounds.check_signatures, long) == _outcome(_scan_signatures, long) is not None
     parts = b"Content-Type: MultiPart/mixed\r\n" * (bounds.MULTIPARTS + 1)
     assert _outcome(bounds.check_multiparts, parts) == _outcome(_scan_multiparts, parts) is not None
+
+
+_QUOTED_LINES = st.tuples(
+    st.sampled_from(["> q", "   > q", "    > code", ">", "a > b", "\t>", ">>", " >"]),
+    st.sampled_from(["\n", "\r\n", "\r", ""]),
+    st.integers(1, 12_000),
+).map(lambda t: (t[0] + t[1]) * t[2])
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(st.lists(_QUOTED_LINES, max_size=3).map("".join))
+def test_the_quoted_lines_count_says_what_the_full_scan_says(text: str) -> None:
+    assert _outcome(bounds.check_quoted, text) == _outcome(_scan_quoted, text)
+
+
+def test_quoted_lines_at_the_edge_of_the_count() -> None:
+    text = "> q\n" * bounds.QUOTED_LINES + "a > b"  # one '>' more than the bound, one quoted line fewer
+    assert _outcome(bounds.check_quoted, text) == _outcome(_scan_quoted, text) is None
+    text = "> q\n" * (bounds.QUOTED_LINES + 1)
+    assert _outcome(bounds.check_quoted, text) == _outcome(_scan_quoted, text) is not None
