@@ -39,6 +39,8 @@ def header_values(msg: Message, name: str) -> list[str]:
 
 def decoded(value: str, name: str) -> str:
     """An RFC 2047 header value decoded to text; Malformed for an unknown charset or bad encoding."""
+    if "=?" not in value:  # no encoded word: the email package gives the value back as it is
+        return value
     from email.errors import HeaderParseError
     from email.header import decode_header, make_header
 

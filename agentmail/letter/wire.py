@@ -362,12 +362,29 @@ _QUICK_ID = rb"(?im)^Message-ID:[ \t]*(<[!-;=?-~]+@[!-;=?-~]+>)[ \t]*\r?$"
 
 def quick_identity(raw: bytes) -> tuple[str, str] | None:
     """(From address, Message-ID) read straight off simple headers, or None when anything is
-    unusual. Only for recognising a copy of a letter already filed; never for judging one."""
+    unusual. Only for recognising a copy of a letter already filed; never for judging one.
+    Both patterns match only at the start of a line naming their field and never past its end:
+    each is tried at those lines alone, not at every byte of the section."""
     head = header_section(raw)
-    froms, ids = re.findall(_QUICK_FROM, head), re.findall(_QUICK_ID, head)
-    if len(froms) != 1 or len(ids) != 1 or len(re.findall(rb"^From:", head, re.IGNORECASE | re.MULTILINE)) != 1:
+    lowered = head.lower()  # ASCII only, as the patterns' IGNORECASE on bytes
+    froms = _lines_starting(lowered, b"from:")
+    if len(froms) != 1:
         return None
-    return froms[0].decode().lower(), ids[0].decode()
+    sender = re.compile(_QUICK_FROM).match(head, froms[0])
+    ids = [m for at in _lines_starting(lowered, b"message-id:") if (m := re.compile(_QUICK_ID).match(head, at))]
+    if sender is None or len(ids) != 1:
+        return None
+    return sender.group(1).decode().lower(), ids[0].group(1).decode()
+
+
+def _lines_starting(lowered: bytes, name: bytes) -> list[int]:
+    """Where the lines of ``lowered`` that start with ``name`` start (a line ends at LF, as ``$``)."""
+    found = [0] if lowered.startswith(name) else []
+    at = lowered.find(b"\n" + name)
+    while at >= 0:
+        found.append(at + 1)
+        at = lowered.find(b"\n" + name, at + 1)
+    return found
 
 
 def parse_message(raw: bytes, max_size: int) -> Message:

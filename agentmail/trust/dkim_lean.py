@@ -24,9 +24,11 @@ _TAG_NAME = re.compile(rb"[a-zA-Z]")
 _H_SPLIT = re.compile(rb"\s*:\s*")
 _SPACES = re.compile(rb"\s+")
 _DOMAIN_SPECIALS = re.compile(rb"[\(\)<>\[\]:;@\\,]")
-# dkimpy's RE_BTAG: the b= tag's value (with its folding), emptied before the header is hashed
-_FWS = rb"(?:(?:\s*\r?\n)?\s+)?"
-_B_VALUE = re.compile(rb"([;\s]b" + _FWS + rb"=)(?:" + _FWS + rb"[a-zA-Z0-9+/=])*(?:\r?\n\Z)?")
+# dkimpy's RE_BTAG: the b= tag's value (with its folding), emptied before the header is hashed.
+# Its folding white space, ``(?:(?:\s*\r?\n)?\s+)?``, matches any run of white space (\s holds
+# CR and LF), and its value, ``(?:FWS[a-zA-Z0-9+/=])*``, takes the characters up to the last
+# base64 one before anything else: written so, it is one scan instead of a group per character.
+_B_VALUE = re.compile(rb"([;\s]b\s*=)(?:[\sa-zA-Z0-9+/=]*[a-zA-Z0-9+/=])?(?:\r?\n\Z)?")
 
 ALGORITHM = b"ed25519-sha256"
 CANONICALIZATION = b"relaxed/simple"
