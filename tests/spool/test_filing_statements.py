@@ -1,6 +1,7 @@
 """The statements a filing costs, exactly (issue 40: CPU per letter): a filed letter's notes are
-written in one statement with no read first, and give what the read-then-write gave (the notes
-and the ledger's copy of them)."""
+written in one statement with no read first, and a depth asks each Message-ID once, for every
+side at a time; both give what the statement-per-question code gave (the notes and the ledger's
+copy of them; the depth, differentially over random histories against that code, kept here)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentmail.model import Letter
 from agentmail.spool import STATES, Spool, ledger
 from agentmail.spool.layout import _raw_key
 
+from ..depth import examples
 from .test_spool import _letter, _spool
 
 
@@ -85,3 +91,98 @@ def test_notes_already_under_a_new_letters_id_are_kept_beside_its_own(tmp_path: 
     notes = _notes(spool, filed.id)
     assert notes["left"] == "x" and notes["quarantined"]["reason"] == "unsigned"
     assert ledger.read(str(spool.root), STATES)[filed.id].notes["quarantined"]["reason"] == "unsigned"
+
+
+# --- depth: one statement a Message-ID --------------------------------------------------------
+
+
+def test_a_replys_depth_asks_each_message_id_once_for_every_side(tmp_path: Path) -> None:
+    spool = _spool(tmp_path)
+    first = spool.write.store("unread", *_letter(1))
+    second = spool.write.store("unread", *_letter(2, in_reply_to="<1.alpha@bus.test>"))
+    letter, raw = _letter(3, in_reply_to="<2.alpha@bus.test>", references=("<1.alpha@bus.test>", "<2.alpha@bus.test>"))
+    with _statements(spool) as seen:
+        third = spool.write.store("unread", letter, raw)
+    assert (first.depth, second.depth, third.depth) == (0, 1, 2)
+    asked = [s for s in seen if s.startswith("SELECT") and "FROM letters" in s]
+    assert len(asked) == 3 and all("msgkey IN" in s for s in asked)  # the parent, then each reference
+
+
+def _old_depth(spool: Spool, letter_id: str, letter: Letter) -> int:
+    """The depth as it was computed before: a statement for each side, then the found letter's
+    state, then its record (spool/depth.py at 48ef3fa, with no cache written)."""
+    read = spool.read
+    me = spool.root.name
+
+    def filed_before(node_id: str, facts: dict[str, Any], message_id: str) -> str | None:
+        for side in dict.fromkeys((me, facts.get("from") or "", facts.get("to") or "")):
+            found = read.known(side, message_id)
+            if found and found < node_id:
+                return found
+        return None
+
+    def references(node_id: str, facts: dict[str, Any]) -> int:
+        count = 0
+        for message_id in dict.fromkeys(facts.get("references") or ()):
+            found = filed_before(node_id, facts, message_id)
+            if found and read._parsed(found, read.locate(found) or "").get("thread") == facts.get("thread"):
+                count += 1
+        return count
+
+    facts: dict[str, Any] = {"from": letter.sender, "to": letter.to, "in_reply_to": letter.in_reply_to,
+                             "references": list(letter.references), "thread": letter.thread}  # fmt: skip
+    chain = [(letter_id, facts)]
+    base = -1
+    while chain[-1][1].get("in_reply_to"):
+        node_id, node = chain[-1]
+        parent_id = filed_before(node_id, node, node["in_reply_to"])
+        if parent_id is None:
+            break
+        parent = read._parsed(parent_id, read.locate(parent_id) or "")
+        if "depth" in parent:
+            base = int(parent["depth"])
+            break
+        chain.append((parent_id, parent))
+    depth = base
+    for node_id, node in reversed(chain):
+        depth = max(depth + 1, references(node_id, node))
+    return depth
+
+
+_MIDS = [f"<{n}.x@bus.test>" for n in range(5)]
+_history = st.lists(
+    st.tuples(
+        st.sampled_from(["alpha", "beta", "gamma", ""]),  # the sender (this spool is beta's)
+        st.sampled_from(["beta", "alpha", ""]),  # its To, right or wrong
+        st.sampled_from(_MIDS),  # Message-IDs collide: a sender reusing one, two senders one each
+        st.one_of(st.none(), st.sampled_from(_MIDS)),
+        st.lists(st.sampled_from(_MIDS), max_size=3),
+        st.sampled_from(["thr-a", "thr-b"]),
+        st.one_of(st.none(), st.sampled_from(["01zz", "01aa", "01mm", "01bb"])),  # ids out of filing order
+        st.booleans(),  # its record's depth dropped after filing: the next walk goes past it
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(history=_history)
+def test_the_depth_is_what_the_statement_per_question_code_gave(tmp_path_factory: Any, history: list[Any]) -> None:
+    spool = _spool(tmp_path_factory.mktemp("depth"))
+    template, _raw = _letter(1)
+    used: set[str] = set()
+    for n, (sender, to, mid, parent, refs, thread, given_id, forget) in enumerate(history):
+        letter = template.replace(sender=sender, to=to, message_id=mid, in_reply_to=parent,
+                                  references=tuple(refs), thread=thread, id="")  # fmt: skip
+        if given_id and given_id not in used:
+            letter = letter.replace(id=given_id)
+            used.add(given_id)
+        letter_id = letter.id or f"01n{n:023d}"
+        expected = _old_depth(spool, letter_id, letter)
+        filed = spool.write.store("unread", letter.replace(id=letter_id), b"letter %d" % n)
+        assert filed.depth == expected
+        if forget:
+            meta = json.loads(spool.db.conn().execute("SELECT meta FROM letters WHERE id=?", (filed.id,)).fetchone()[0])
+            meta.pop("depth")
+            spool.db.conn().execute("UPDATE letters SET meta=? WHERE id=?", (json.dumps(meta), filed.id))
