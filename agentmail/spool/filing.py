@@ -86,7 +86,6 @@ class SpoolWriter:
         data.pop("state", None)
         data.update(extra or {})
         copied = self._at.write_tmp(letter_id, raw, durable=durable and not defer, copy=copy if defer else None)
-        tmp = self._at.root / "tmp" / f"{letter_id}.eml"
         if defer:
             with _machine():
                 noted = None
@@ -99,7 +98,7 @@ class SpoolWriter:
                 self._written.append(letter_id)
             return letter
         if durable:
-            fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
+            fsync_dir(self._at.tmp)  # the file's name is durable before the row that names it
         with _machine(), self._at.db.write(durable=durable) as tx:
             self._insert(tx, letter, data, raw, index)
         reached("stored")
