@@ -16,7 +16,7 @@ class Reader(Protocol):
 
     @property
     def platform_root(self) -> Path: ...
-    def first_filed(self, senders: tuple[str, ...], message_id: str) -> dict[str, tuple[str, str, str | None]]: ...
+    def filed(self, sender: str, message_id: str) -> tuple[str, str, str | None] | None: ...
     def locate(self, letter_id: str) -> str | None: ...
     def _record(self, letter_id: str, state: str, meta: str | None) -> dict[str, Any]: ...
     def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None: ...
@@ -91,11 +91,9 @@ def _filed_before(
 ) -> tuple[str, str, str | None] | None:
     """The letter this Message-ID names as the first of ``sides`` that filed one sent it, if
     that letter was filed before ``letter_id`` (else the next side is asked): (id, state, meta)."""
-    order = tuple(dict.fromkeys(sides))
-    found = read.first_filed(order, message_id)
-    for side in order:
-        hit = found.get(side)
-        if hit is not None and hit[0] < letter_id:
-            filed_id, state, meta = hit
+    for side in dict.fromkeys(sides):
+        found = read.filed(side, message_id)
+        if found is not None and found[0] < letter_id:  # filed before it: the chain has no cycles
+            filed_id, state, meta = found
             return filed_id, state if filed_id.isalnum() else "", meta
     return None

@@ -201,18 +201,17 @@ class SpoolReader:
         )
         return None if row is None else str(row[0])
 
-    def first_filed(self, senders: tuple[str, ...], message_id: str) -> dict[str, tuple[str, str, str | None]]:
-        """For each of ``senders`` that has one, the earliest letter filed with (that sender,
-        ``message_id``), as ``known`` finds it: (id, state, meta), all of them in one statement
-        (``known``, ``locate`` and ``_parsed`` are three each)."""
-        keys = {_key(sender, message_id): sender for sender in senders}
-        marks = ",".join("?" * len(keys))
-        rows = self._at.sql().execute(
-            "SELECT msgkey, id, state, meta FROM letters WHERE seq IN"
-            f" (SELECT min(seq) FROM letters WHERE msgkey IN ({marks}) GROUP BY msgkey)",
-            tuple(keys),
+    def filed(self, sender: str, message_id: str) -> tuple[str, str, str | None] | None:
+        """The stored letter ``known`` finds, as (id, state, meta): one statement where ``known``,
+        ``locate`` and ``_parsed`` are three."""
+        row = (
+            self._at.sql()
+            .execute(
+                "SELECT id, state, meta FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1", (_key(sender, message_id),)
+            )
+            .fetchone()
         )
-        return {keys[key]: (str(i), str(state), meta) for key, i, state, meta in rows}
+        return None if row is None else (str(row[0]), str(row[1]), row[2])
 
     def named(self, ref: str, senders: tuple[str, ...] = (), most: int = 5) -> list[str]:
         """The letters ``ref`` names, as a user may quote one (DESIGN §8): its id here (any

@@ -1,6 +1,6 @@
 """The statements a filing costs, exactly (issue 40: CPU per letter): a filed letter's notes are
-written in one statement with no read first, and a depth asks each Message-ID once, for every
-side at a time; both give what the statement-per-question code gave (the notes and the ledger's
+written in one statement with no read first, and a depth finds a letter, its state and its
+record in one statement; both give what the statement-per-question code gave (the notes and the ledger's
 copy of them; the depth, differentially over random histories against that code, kept here)."""
 
 from __future__ import annotations
@@ -107,10 +107,10 @@ def test_a_new_letter_is_asked_for_by_message_id_and_by_its_bytes_in_one_stateme
     assert spool.read.has_bytes(forged_raw + b"x", "alpha", "<1.alpha@bus.test>") is False
 
 
-# --- depth: one statement a Message-ID --------------------------------------------------------
+# --- depth: one statement a letter found --------------------------------------------------------
 
 
-def test_a_replys_depth_asks_each_message_id_once_for_every_side(tmp_path: Path) -> None:
+def test_a_replys_depth_reads_each_letter_it_finds_in_the_statement_that_finds_it(tmp_path: Path) -> None:
     spool = _spool(tmp_path)
     first = spool.write.store("unread", *_letter(1))
     second = spool.write.store("unread", *_letter(2, in_reply_to="<1.alpha@bus.test>"))
@@ -119,7 +119,9 @@ def test_a_replys_depth_asks_each_message_id_once_for_every_side(tmp_path: Path)
         third = spool.write.store("unread", letter, raw)
     assert (first.depth, second.depth, third.depth) == (0, 1, 2)
     asked = [s for s in seen if s.startswith("SELECT") and "FROM letters" in s]
-    assert len(asked) == 3 and all("msgkey IN" in s for s in asked)  # the parent, then each reference
+    # beta's own letters first (none), then alpha's: the parent, then each reference; the
+    # letter's id, state and record in the one statement that finds it
+    assert len(asked) == 6 and all(s.startswith("SELECT id, state, meta FROM letters WHERE msgkey=") for s in asked)
 
 
 def _old_depth(spool: Spool, letter_id: str, letter: Letter) -> int:
