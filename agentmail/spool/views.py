@@ -253,27 +253,17 @@ class SpoolReader:
     def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
         """Are these exact bytes already filed (a refetch after a crash, a second delivery)?
         Found by (sender, Message-ID) when given, else by their hash (quarantined letters)."""
-        rawkey = _raw_key(raw)
-        if sender and message_id:  # both questions in one statement: a new letter asks both
-            existing, hashed = (
-                self._at.sql()
-                .execute(
-                    "SELECT (SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1),"
-                    " EXISTS(SELECT 1 FROM letters WHERE rawkey=?)",
-                    (_key(sender, message_id), rawkey),
-                )
-                .fetchone()
-            )
+        if sender and message_id:
+            existing = self.known(sender, message_id)
             if existing:
                 try:
-                    if self.raw(str(existing)) == raw:
+                    if self.raw(existing) == raw:
                         return True
                 except (NotFound, OSError):
                     pass
                 # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
                 # hash, so a quarantined forgery is recorded once, not again on every resync.
-            return bool(hashed)
-        row = self._at.sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (rawkey,)).fetchone()
+        row = self._at.sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
         return row is not None
 
     def ids(self, state: str) -> list[str]:

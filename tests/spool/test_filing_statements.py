@@ -93,20 +93,6 @@ def test_notes_already_under_a_new_letters_id_are_kept_beside_its_own(tmp_path: 
     assert ledger.read(str(spool.root), STATES)[filed.id].notes["quarantined"]["reason"] == "unsigned"
 
 
-def test_a_new_letter_is_asked_for_by_message_id_and_by_its_bytes_in_one_statement(tmp_path: Path) -> None:
-    spool = _spool(tmp_path)
-    letter, raw = _letter(1)
-    forged, forged_raw = _letter(1, body="Other bytes under the same Message-ID.")
-    with _statements(spool) as seen:
-        assert spool.read.has_bytes(raw, "alpha", "<1.alpha@bus.test>") is False
-    assert len(seen) == 1
-    spool.write.store("unread", letter, raw)
-    spool.write.store("quarantine", forged.replace(reason="unsigned"), forged_raw, index=False)
-    assert spool.read.has_bytes(raw, "alpha", "<1.alpha@bus.test>") is True  # the same bytes, filed
-    assert spool.read.has_bytes(forged_raw, "alpha", "<1.alpha@bus.test>") is True  # its hash, quarantined
-    assert spool.read.has_bytes(forged_raw + b"x", "alpha", "<1.alpha@bus.test>") is False
-
-
 # --- depth: one statement a letter found --------------------------------------------------------
 
 
