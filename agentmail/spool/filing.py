@@ -76,12 +76,12 @@ class SpoolWriter:
         if not (defer and self._batch):  # a batch's first letter made the folders moments ago
             self._at.ensure()
         letter_id = letter.id or new_ulid()
-        letter = letter.replace(id=letter_id, state=state)
         if defer:
             with _machine():
                 self._at.db.begin_batch()
-        if state != "quarantine":
-            letter = letter.replace(depth=self.read.depth_for(letter_id, letter))
+        # One copy of the letter made, not two: its depth reads none of the fields set here.
+        depth = letter.depth if state == "quarantine" else self.read.depth_for(letter_id, letter)
+        letter = letter.replace(id=letter_id, state=state, depth=depth)
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})

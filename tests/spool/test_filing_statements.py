@@ -93,6 +93,27 @@ def test_notes_already_under_a_new_letters_id_are_kept_beside_its_own(tmp_path: 
     assert ledger.read(str(spool.root), STATES)[filed.id].notes["quarantined"]["reason"] == "unsigned"
 
 
+def test_filing_makes_one_copy_of_the_letter(tmp_path: Path, monkeypatch: Any) -> None:
+    spool = _spool(tmp_path)
+    spool.write.store("unread", *_letter(1))
+    answer, answer_raw = _letter(2, in_reply_to="<1.alpha@bus.test>")
+    letter, raw = _letter(3)
+    letter = letter.replace(reason="unsigned", depth=5)
+    copies: list[dict[str, Any]] = []
+    real = Letter.replace
+
+    def counted(self: Letter, **changes: Any) -> Letter:
+        copies.append(changes)
+        return real(self, **changes)
+
+    monkeypatch.setattr(Letter, "replace", counted)
+    reply = spool.write.store("unread", answer, answer_raw)
+    held = spool.write.store("quarantine", letter, raw, index=False)
+    assert len(copies) == 2  # one for each filing: its id, state and depth set together
+    assert (reply.state, reply.depth, held.state, held.depth) == ("unread", 1, "quarantine", 5)
+    assert reply.id and held.id and spool.read.locate(held.id) == "quarantine"
+
+
 # --- depth: one statement a letter found --------------------------------------------------------
 
 
