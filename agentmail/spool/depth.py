@@ -16,9 +16,9 @@ class Reader(Protocol):
 
     @property
     def platform_root(self) -> Path: ...
-    def known(self, sender: str, message_id: str) -> str | None: ...
+    def filed(self, sender: str, message_id: str) -> tuple[str, str, str | None] | None: ...
     def locate(self, letter_id: str) -> str | None: ...
-    def _parsed(self, letter_id: str, state: str) -> dict[str, Any]: ...
+    def _record(self, letter_id: str, state: str, meta: str | None) -> dict[str, Any]: ...
     def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None: ...
 
 
@@ -55,16 +55,16 @@ def depth_for(read: Reader, letter_id: str, letter: Letter | dict[str, Any]) -> 
         parent_mid = facts.get("in_reply_to")
         if not parent_mid:
             break
-        sides = (read.platform_root.name, facts.get("from") or "", facts.get("to") or "")  # mine first: a
-        for side in dict.fromkeys(sides):  # wrong To never hides that it answers one of my letters
-            parent_id = read.known(side, parent_mid)
-            if parent_id and parent_id < node_id:  # filed before it: the chain has no cycles
-                parent = read._parsed(parent_id, read.locate(parent_id) or "")
-                if "depth" in parent:
-                    base = int(parent["depth"])
-                else:
-                    node = (parent_id, parent)
-                break
+        # Mine first: a wrong To never hides that it answers one of my letters.
+        found = _filed_before(
+            read, node_id, (read.platform_root.name, facts.get("from") or "", facts.get("to") or ""), parent_mid
+        )
+        if found is not None:
+            parent = read._record(*found)
+            if "depth" in parent:
+                base = int(parent["depth"])
+            else:
+                node = (found[0], parent)
     depth = base
     for node_id, facts in reversed(chain):
         depth = max(depth + 1, _filed_references(read, node_id, facts))
@@ -76,14 +76,24 @@ def depth_for(read: Reader, letter_id: str, letter: Letter | dict[str, Any]) -> 
 def _filed_references(read: Reader, letter_id: str, facts: dict[str, Any]) -> int:
     """How many of the letter's References name a letter of its thread filed here before it
     (bounds.REFERENCES on receipt: at most three look-ups for each)."""
-    sides = tuple(dict.fromkeys((read.platform_root.name, facts.get("from") or "", facts.get("to") or "")))
+    sides = (read.platform_root.name, facts.get("from") or "", facts.get("to") or "")
     thread = facts.get("thread")
     count = 0
     for message_id in dict.fromkeys(facts.get("references") or ()):
-        for side in sides:
-            found = read.known(side, message_id)
-            if found and found < letter_id:
-                if read._parsed(found, read.locate(found) or "").get("thread") == thread:
-                    count += 1
-                break
+        found = _filed_before(read, letter_id, sides, message_id)
+        if found is not None and read._record(*found).get("thread") == thread:
+            count += 1
     return count
+
+
+def _filed_before(
+    read: Reader, letter_id: str, sides: tuple[str, ...], message_id: str
+) -> tuple[str, str, str | None] | None:
+    """The letter this Message-ID names as the first of ``sides`` that filed one sent it, if
+    that letter was filed before ``letter_id`` (else the next side is asked): (id, state, meta)."""
+    for side in dict.fromkeys(sides):
+        found = read.filed(side, message_id)
+        if found is not None and found[0] < letter_id:  # filed before it: the chain has no cycles
+            filed_id, state, meta = found
+            return filed_id, state if filed_id.isalnum() else "", meta
+    return None

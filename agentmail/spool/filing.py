@@ -76,29 +76,29 @@ class SpoolWriter:
         if not (defer and self._batch):  # a batch's first letter made the folders moments ago
             self._at.ensure()
         letter_id = letter.id or new_ulid()
-        letter = letter.replace(id=letter_id, state=state)
         if defer:
             with _machine():
                 self._at.db.begin_batch()
-        if state != "quarantine":
-            letter = letter.replace(depth=self.read.depth_for(letter_id, letter))
+        # One copy of the letter made, not two: its depth reads none of the fields set here.
+        depth = letter.depth if state == "quarantine" else self.read.depth_for(letter_id, letter)
+        letter = letter.replace(id=letter_id, state=state, depth=depth)
         data = letter.to_json()
         data.pop("state", None)
         data.update(extra or {})
         copied = self._at.write_tmp(letter_id, raw, durable=durable and not defer, copy=copy if defer else None)
-        tmp = self._at.root / "tmp" / f"{letter_id}.eml"
         if defer:
             with _machine():
-                self._insert(self._at.sql(), letter, data, raw, index)
+                noted = None
                 if copied and copy is not None:  # where its bytes lie durable, if this copy is lost
                     source = os.path.relpath(copy[0], self._at.root)  # a moved home still finds it
-                    self._annotate(self._at.sql(), letter_id, {"copy": source, "copy_key": _raw_key(raw)})
+                    noted = {"copy": source, "copy_key": _raw_key(raw)}
+                self._insert(self._at.sql(), letter, data, raw, index, noted)
             self._batch.append(letter_id)
             if not copied:
                 self._written.append(letter_id)
             return letter
         if durable:
-            fsync_dir(tmp.parent)  # the file's name is durable before the row that names it
+            fsync_dir(self._at.tmp)  # the file's name is durable before the row that names it
         with _machine(), self._at.db.write(durable=durable) as tx:
             self._insert(tx, letter, data, raw, index)
         reached("stored")
@@ -225,7 +225,17 @@ class SpoolWriter:
             version = int(tx.execute("PRAGMA user_version").fetchone()[0])
             tx.execute(f"PRAGMA user_version={version}")
 
-    def _insert(self, tx: sqlite3.Connection, letter: Letter, data: dict[str, Any], raw: bytes, index: bool) -> None:
+    def _insert(
+        self,
+        tx: sqlite3.Connection,
+        letter: Letter,
+        data: dict[str, Any],
+        raw: bytes,
+        index: bool,
+        noted: dict[str, Any] | None = None,
+    ) -> None:
+        """The letter's rows, in the caller's transaction; ``noted``: more of its notes (where a
+        copy's bytes lie durable), written with the facts filing notes, in the same statement."""
         quarantined = letter.state == "quarantine"
         filed = tx.execute(
             "INSERT INTO letters(id, state, meta, thread, type, msgkey, rawkey) VALUES(?,?,?,?,?,?,?)",
@@ -245,11 +255,15 @@ class SpoolWriter:
             tx.execute("INSERT OR REPLACE INTO openers(id, ms, key) VALUES(?, ?, ?)", opener)
         # The verdict is no part of the letter: kept as a fact, not a cache. So is a person's
         # letter as it was read (its platform, its thread, its new text): the file alone does not say.
+        notes: dict[str, Any] = {}
         fact = "quarantined" if quarantined else "person_letter" if data.get("person") else None
         if fact:
-            self._annotate(tx, letter.id, {fact: {k: v for k, v in data.items() if k != "depth"}})
+            notes[fact] = {k: v for k, v in data.items() if k != "depth"}
         if data.get("attachments") and not quarantined:  # what save/apply check the file against later
-            self._annotate(tx, letter.id, {"sha256": _sha256(raw)})
+            notes["sha256"] = _sha256(raw)
+        notes.update(noted or {})
+        if notes:
+            self._note_new(tx, letter.id, notes)
         if not quarantined:
             self._mark_thread(tx, letter.thread, letter.type)
         reached("filed-unindexed")  # tests/system/test_crash.py: the row is in, its index rows not yet
@@ -409,6 +423,16 @@ class SpoolWriter:
                 if target in OPENING and source not in OPENING:
                     self._add_opener(tx, str(taken), target)
         return [str(r[0]) for r in rows]
+
+    def _note_new(self, tx: sqlite3.Connection, letter_id: str, fields: dict[str, Any]) -> None:
+        """A letter filed just now: its notes written whole, with no read first. Notes already
+        under its id (none a letter of this spool left: ``drop_quarantined`` takes them with
+        it) are merged as ``_annotate`` merges them."""
+        fresh = tx.execute("INSERT OR IGNORE INTO notes(id, data) VALUES(?, ?)", (letter_id, json.dumps(fields)))
+        if fresh.rowcount == 1:
+            self._at.db.log({"id": letter_id, "notes": fields})
+        else:
+            self._annotate(tx, letter_id, fields)
 
     def _annotate(self, tx: sqlite3.Connection, letter_id: str, fields: dict[str, Any]) -> None:
         row = tx.execute("SELECT data FROM notes WHERE id=?", (letter_id,)).fetchone()

@@ -153,7 +153,7 @@ class Layout:
         edit there would change what this spool hands out. True when ``copy`` is still the very
         file the bytes were read from (durable there: this one is not flushed, DESIGN §7),
         False when written and flushed like any other."""
-        tmp = self.root / "tmp" / f"{letter_id}.eml"
+        tmp = f"{self.tmp}{letter_id}.eml"
         if copy is not None and is_same(copy, len(raw)):
             write_new(tmp, raw, durable=False)
             return True

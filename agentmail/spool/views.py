@@ -201,6 +201,18 @@ class SpoolReader:
         )
         return None if row is None else str(row[0])
 
+    def filed(self, sender: str, message_id: str) -> tuple[str, str, str | None] | None:
+        """The stored letter ``known`` finds, as (id, state, meta): one statement where ``known``,
+        ``locate`` and ``_parsed`` are three."""
+        row = (
+            self._at.sql()
+            .execute(
+                "SELECT id, state, meta FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1", (_key(sender, message_id),)
+            )
+            .fetchone()
+        )
+        return None if row is None else (str(row[0]), str(row[1]), row[2])
+
     def named(self, ref: str, senders: tuple[str, ...] = (), most: int = 5) -> list[str]:
         """The letters ``ref`` names, as a user may quote one (DESIGN §8): its id here (any
         case), its Message-ID (with or without the angle brackets; the one name both sides of
@@ -326,7 +338,11 @@ class SpoolReader:
     def _parsed(self, letter_id: str, state: str) -> dict[str, Any]:
         """The cached fields, or (gone or torn) the letter parsed again; no depth computed here."""
         row = self._at.sql().execute("SELECT meta FROM letters WHERE id=?", (letter_id,)).fetchone()
-        data = _loads(row[0]) if row else None
+        return self._record(letter_id, state, row[0] if row else None)
+
+    def _record(self, letter_id: str, state: str, meta: str | None) -> dict[str, Any]:
+        """``_parsed`` of a row read already: its meta, or (gone or torn) the letter parsed again."""
+        data = _loads(meta)
         return data if data is not None else self._rebuild_meta(letter_id, state)
 
     def _cache_meta(self, letter_id: str, data: dict[str, Any]) -> None:

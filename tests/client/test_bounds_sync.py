@@ -65,14 +65,20 @@ def test_a_sync_of_hostile_letters_quarantines_each_naming_its_bound(
 
 
 def _counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The spool's look-ups by (sender, Message-ID): ``known``, and ``filed`` (the depth's)."""
     calls: list[str] = []
-    known = SpoolReader.known
+    known, filed = SpoolReader.known, SpoolReader.filed
 
     def counting(self: SpoolReader, sender: str, message_id: str) -> str | None:
         calls.append(message_id)
         return known(self, sender, message_id)
 
+    def counting_filed(self: SpoolReader, sender: str, message_id: str) -> tuple[str, str, str | None] | None:
+        calls.append(message_id)
+        return filed(self, sender, message_id)
+
     monkeypatch.setattr(SpoolReader, "known", counting)
+    monkeypatch.setattr(SpoolReader, "filed", counting_filed)
     return calls
 
 

@@ -25,13 +25,13 @@ def test_a_new_letter_reads_its_parents_cached_depth_and_no_letter_above_it(
     # the cache says 7 (a chain whose first links another mailbox held): the parent's word is taken
     spool.db.conn().execute("UPDATE letters SET meta=? WHERE id=?", (json.dumps({**parent, "depth": 7}), ids[-1]))
     read: list[str] = []
-    real = spool.read._parsed
+    real = spool.read._record
 
-    def counted(letter_id: str, state: str) -> dict[str, Any]:
+    def counted(letter_id: str, state: str, meta: str | None) -> dict[str, Any]:
         read.append(letter_id)
-        return real(letter_id, state)
+        return real(letter_id, state, meta)
 
-    monkeypatch.setattr(spool.read, "_parsed", counted)
+    monkeypatch.setattr(spool.read, "_record", counted)
     child = _file(spool, n=6, in_reply_to="<5.alpha@bus.test>")
     assert child.depth == 8
     assert read == [ids[-1]]  # one look-up, not one a link: the work is the same at any depth
