@@ -361,7 +361,7 @@ class SmtpImapTransport(Transport):
                 client = self._connect()
                 if not self._sent_exists(client, folder):
                     return
-                if not self.sent_pending(checkpoint):
+                if not self.sent_pending(checkpoint, refused=True):
                     return  # one STATUS, no EXAMINE: the INBOX look the fetch takes next still stands
                 try:
                     yield from imap_copies(client, folder, checkpoint, max_size)
@@ -370,18 +370,20 @@ class SmtpImapTransport(Transport):
                         raise
                     self._sent_ready = ""  # deleted since it was seen: nothing to read; a copy makes it
 
-    def sent_pending(self, checkpoint: str | None) -> bool:
+    def sent_pending(self, checkpoint: str | None, *, refused: bool = False) -> bool:
+        """``refused``: what a NO to the STATUS says (a folder known to be there: read it as
+        before, whose refusal then says why; a STATUS refused is no answer that nothing is new)."""
         looked = self._looked
         standing = looked is not None and looked[0] is self._client and looked[1] == command_tag(looked[0])
         try:
-            return self._sent_pending(checkpoint)
+            return self._sent_pending(checkpoint, refused)
         finally:
             # LIST and STATUS leave the selected mailbox as it was (RFC 3501 §6.3.10): a look
             # at INBOX that stood before them stands after, so the fetch needs no new EXAMINE.
             if looked is not None and standing and self._looked is looked and looked[0] is self._client:
                 self._looked = (looked[0], command_tag(looked[0]), looked[2], looked[3])
 
-    def _sent_pending(self, checkpoint: str | None) -> bool:
+    def _sent_pending(self, checkpoint: str | None, refused: bool) -> bool:
         with self._imap_failures(" looking at the sent folder"):
             folder = None if self.sent_folder == "" else self._sent_folder(self._connect())
             try:
@@ -389,7 +391,7 @@ class SmtpImapTransport(Transport):
             except IMAPClientAbortError:
                 raise  # the connection is gone: translated above
             except IMAPClientError:
-                return False  # a NO: no such folder yet (nothing sent), nothing to read
+                return refused  # a NO: no such folder yet (nothing sent), nothing to read
 
     # --- pulling ---------------------------------------------------------------------------
 

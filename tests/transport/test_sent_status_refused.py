@@ -1,0 +1,56 @@
+"""The sent record's one-STATUS look (nothing new: no EXAMINE) against a server that answers that
+STATUS with NO while the folder is there and selectable. The look may spare the read only when
+the server said nothing is new; a refusal is no such answer, and the read goes on as before
+(a sibling's letter filed before the INBOX's, so a reply to it is filed at its depth)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentmail.client import sibling_letters
+from agentmail.client.facade import AgentMail
+from agentmail.config.identity import Identity
+
+from ..conftest import OPENER
+from ..mailservers import MailServers
+from ..mailservers import imap as imap_server
+from .test_transport_smtpimap import USERS, make_bus
+
+
+@pytest.fixture
+def servers() -> Iterator[MailServers]:
+    with MailServers("bus.test", USERS, smtp_tls="starttls", imap_tls="implicit") as ms:
+        yield ms
+
+
+def test_a_sent_folder_whose_status_is_refused_is_still_read_before_the_inbox(
+    home: Path, servers: MailServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reg = make_bus(home, servers, sent_folder="Sent", new_threads_per_hour=0)
+    with (
+        AgentMail(reg, Identity("alpha", "writer"), home) as writer,
+        AgentMail(reg, Identity("alpha"), home) as reader,
+        AgentMail(reg, Identity("beta"), home) as beta,
+    ):
+        reader.sync()  # the folder found, the checkpoint set
+        letter = writer.send("beta", "From the sibling", OPENER)
+        assert writer.copy_sent() == 1
+        (got,) = beta.inbox()
+        assert beta.reply(got, "Reproduced.", type="ack") is not None
+
+        async def refused(self: Any, args: Any, uid: bool) -> str:
+            raise imap_server._No("[UNAVAILABLE] status is not answered now")
+
+        monkeypatch.setitem(imap_server._COMMANDS, "STATUS", ("auth", refused))
+        reader.sync()  # the INBOX holds the reply: the sync reads, the sent record first
+        filed = [x for x in reader.sent() if x.message_id == letter.message_id]
+        assert len(filed) == 1
+        assert reader.spool.read.locate(filed[0].id) == sibling_letters.STATE
+        (reply,) = [x for x in reader.inbox(sync=False) if x.in_reply_to == letter.message_id]
+        assert reply.depth == 1  # the loop guard's count: its parent was filed before it
+        reader.sync()  # and read once
+        assert len([x for x in reader.sent() if x.message_id == letter.message_id]) == 1
