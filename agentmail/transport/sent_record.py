@@ -68,7 +68,8 @@ def imap_pending(client: Any, folder: str, checkpoint: str | None) -> bool:
     status = client.folder_status(folder, [b"UIDVALIDITY", b"UIDNEXT"])
     seen = Checkpoint.parse(checkpoint)
     validity, uidnext = str(status.get(b"UIDVALIDITY", b"")), int(status.get(b"UIDNEXT", 0) or 0)
-    return validity != seen.validity or uidnext > seen.last + 1
+    # No UIDNEXT in the answer says nothing about what is new: read, as the select would.
+    return validity != seen.validity or not uidnext or uidnext > seen.last + 1
 
 
 def imap_copies(

@@ -27,8 +27,23 @@ def servers() -> Iterator[MailServers]:
         yield ms
 
 
-def test_a_sent_folder_whose_status_is_refused_is_still_read_before_the_inbox(
-    home: Path, servers: MailServers, monkeypatch: pytest.MonkeyPatch
+async def _refused(self: Any, args: Any, uid: bool) -> str:
+    raise imap_server._No("[UNAVAILABLE] status is not answered now")
+
+
+async def _without_uidnext(self: Any, args: Any, uid: bool) -> str:
+    """STATUS as a quirky server answers it: the UIDNEXT asked for left out."""
+    if isinstance(args[-1], list):
+        args = [*args[:-1], [item for item in args[-1] if str(item).upper() != "UIDNEXT"]]
+    return await _STATUS(self, args, uid)
+
+
+_STATUS = imap_server._COMMANDS["STATUS"][1]
+
+
+@pytest.mark.parametrize("status", [_refused, _without_uidnext], ids=["refused", "without-uidnext"])
+def test_a_sent_folder_whose_status_says_nothing_is_still_read_before_the_inbox(
+    home: Path, servers: MailServers, monkeypatch: pytest.MonkeyPatch, status: Any
 ) -> None:
     reg = make_bus(home, servers, sent_folder="Sent", new_threads_per_hour=0)
     with (
@@ -36,16 +51,15 @@ def test_a_sent_folder_whose_status_is_refused_is_still_read_before_the_inbox(
         AgentMail(reg, Identity("alpha"), home) as reader,
         AgentMail(reg, Identity("beta"), home) as beta,
     ):
-        reader.sync()  # the folder found, the checkpoint set
+        writer.send("beta", "First from the sibling", OPENER)
+        assert writer.copy_sent() == 1
+        reader.sync()  # the folder found and read: the checkpoint set under its UIDVALIDITY
+        assert len(reader.sent()) == 1
         letter = writer.send("beta", "From the sibling", OPENER)
         assert writer.copy_sent() == 1
-        (got,) = beta.inbox()
+        (got,) = [x for x in beta.inbox() if x.message_id == letter.message_id]
         assert beta.reply(got, "Reproduced.", type="ack") is not None
-
-        async def refused(self: Any, args: Any, uid: bool) -> str:
-            raise imap_server._No("[UNAVAILABLE] status is not answered now")
-
-        monkeypatch.setitem(imap_server._COMMANDS, "STATUS", ("auth", refused))
+        monkeypatch.setitem(imap_server._COMMANDS, "STATUS", ("auth", status))
         reader.sync()  # the INBOX holds the reply: the sync reads, the sent record first
         filed = [x for x in reader.sent() if x.message_id == letter.message_id]
         assert len(filed) == 1
