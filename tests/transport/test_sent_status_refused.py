@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentmail.client import sibling_letters
 from agentmail.client.facade import AgentMail
 from agentmail.config.identity import Identity
+from agentmail.transport import sent_record
 
 from ..conftest import OPENER
+from ..depth import examples
 from ..mailservers import MailServers
 from ..mailservers import imap as imap_server
 from .test_transport_smtpimap import USERS, make_bus
@@ -68,3 +72,43 @@ def test_a_sent_folder_whose_status_says_nothing_is_still_read_before_the_inbox(
         assert reply.depth == 1  # the loop guard's count: its parent was filed before it
         reader.sync()  # and read once
         assert len([x for x in reader.sent() if x.message_id == letter.message_id]) == 1
+
+
+class _Sent:
+    """A sent folder as a server holds it, answering STATUS with what it is asked (less what a
+    quirky server leaves out), SELECT, UID SEARCH and UID FETCH truthfully."""
+
+    def __init__(self, validity: int, uids: set[int], uidnext: int, left_out: frozenset[bytes]) -> None:
+        self.validity, self.uids, self.uidnext, self.left_out = validity, uids, uidnext, left_out
+
+    def folder_status(self, folder: str, items: list[bytes]) -> dict[bytes, int]:
+        held = {b"UIDVALIDITY": self.validity, b"UIDNEXT": self.uidnext}
+        return {item: held[item] for item in items if item not in self.left_out}
+
+    def select_folder(self, folder: str, readonly: bool) -> dict[bytes, int]:
+        return {b"UIDVALIDITY": self.validity, b"UIDNEXT": self.uidnext}
+
+    def search(self, criteria: list[str]) -> list[int]:
+        low = int(criteria[1].split(":")[0])
+        return sorted(u for u in self.uids if u >= min(low, max(self.uids, default=0)))
+
+    def fetch(self, uids: list[int], items: list[str]) -> dict[int, dict[bytes, Any]]:
+        body = b"x"
+        return {u: {b"RFC822.SIZE": 1, b"BODY[]": body, b"BODY[]<0>": body} for u in uids if u in self.uids}
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    validity=st.integers(1, 2),
+    uids=st.sets(st.integers(1, 20), max_size=10),
+    ahead=st.integers(0, 3),
+    checkpoint=st.one_of(st.none(), st.tuples(st.integers(1, 2), st.integers(0, 22)).map(lambda c: f"{c[0]}:{c[1]}")),
+    left_out=st.frozensets(st.sampled_from([b"UIDVALIDITY", b"UIDNEXT"])),
+)
+def test_the_status_look_says_nothing_is_new_only_when_the_read_finds_nothing(
+    validity: int, uids: set[int], ahead: int, checkpoint: str | None, left_out: frozenset[bytes]
+) -> None:
+    folder = _Sent(validity, uids, max(uids, default=0) + 1 + ahead, left_out)
+    if not sent_record.imap_pending(folder, "Sent", checkpoint):
+        read = [item for batch, _ in sent_record.imap_copies(folder, "Sent", checkpoint, 100) for item in batch]
+        assert read == []
