@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+_NUMBER_MAX = 2**32 - 1  # RFC 3501's number (a partial fetch's length): an unsigned 32-bit integer
+
 
 def uid_batches(
     client: Any, last: int, max_size: int, batch: int, uidnext: int = 0
 ) -> Iterator[tuple[list[int], dict[int, Any], dict[int, Any]]]:
     """The selected folder's UIDs above ``last``, ``batch`` at a time: (UIDs, sizes, bodies).
     ``uidnext``: the folder's UIDNEXT from the look just taken (0: not known)."""
-    if 0 < uidnext - last - 1 <= batch:
+    if 0 < uidnext - last - 1 <= batch and max_size < _NUMBER_MAX:  # the partial's length is one
         yield from _bounded(client, last, max_size, uidnext)
         return
     # "UID n:*" always returns at least the last message (RFC 3501 §6.4.8): filter, and sort

@@ -37,6 +37,9 @@ class FetchItem:
     sets_seen: bool = False
 
 
+NUMBER_MAX = 2**32 - 1  # RFC 3501's number: an unsigned 32-bit integer
+
+
 def parse_fetch_items(arg: Token) -> list[FetchItem]:
     """``(UID RFC822.SIZE BODY.PEEK[])`` or a single atom -> items, in order."""
     atoms = arg if isinstance(arg, list) else [arg]
@@ -61,6 +64,8 @@ def _fetch_item(text: str) -> FetchItem:
     if section not in ("", "HEADER", "TEXT") and not section.startswith("HEADER.FIELDS"):
         raise ParseError(f"body section {section!r} not supported by the test server")
     partial = (int(start), int(length) if length else None) if start else None
+    if partial is not None and max(partial[0], partial[1] or 0) > NUMBER_MAX:
+        raise ParseError(f"partial <{start}.{length}>: RFC 3501's numbers are 32-bit")
     return FetchItem(f"BODY[{section}]", section, partial, sets_seen=kind == "BODY")
 
 
