@@ -99,8 +99,10 @@ def check_signatures(head: bytes) -> None:
 
 def check_multiparts(raw: bytes) -> None:
     """The multipart entities ``raw`` declares, counted before the email package parses it:
-    its parser checks every line against every open boundary."""
-    found = len(re.findall(_MULTIPART, raw))
+    its parser checks every line against every open boundary. Every match holds "multipart/"
+    in some ASCII case (a bytes pattern's IGNORECASE is ASCII's, as ``bytes.lower`` is): a letter
+    without it is not searched (one text part, most letters)."""
+    found = len(re.findall(_MULTIPART, raw)) if b"multipart/" in raw.lower() else 0
     if found > MULTIPARTS:
         raise _over("MULTIPARTS", "the number of multipart entities", found, MULTIPARTS)
 
@@ -132,7 +134,7 @@ def check_references(count: int) -> None:
 
 
 def quoted_lines(text: str) -> int:
-    return len(re.findall(_QUOTED, text))
+    return len(re.findall(_QUOTED, text)) if ">" in text else 0  # every quoted line holds ">"
 
 
 def check_quoted(text: str) -> None:
