@@ -356,6 +356,25 @@ def test_a_submit_and_a_quota_count_name_their_files_without_pathlib(
     assert (po / ".opened" / "alpha" / hours[0] / marker).read_bytes() == b"<1.alpha@bus.test>"
 
 
+def test_the_markers_hour_folder_is_made_once_and_a_file_in_its_place_is_refused(tmp_path: Path) -> None:
+    """The hour folder as ``Path.mkdir(parents=True, exist_ok=True)`` made it: parents made on
+    the first marker, kept after; something else in its place refused (FileExistsError)."""
+    po = tmp_path / "po"
+    transport = _transport(po, "alpha")
+
+    def opener(n: int) -> Outgoing:
+        raw = f"Message-ID: <{n}.alpha@bus.test>\r\nX-Agentmail-Type: question\r\n\r\nbody\r\n".encode()
+        return Outgoing(f"k{n}", raw, Envelope("alpha@bus.test", ("beta@bus.test",)))
+
+    assert [r.status for r in transport.submit([opener(1), opener(2)])] == ["sent", "sent"]
+    (hour,) = _names(po / ".opened" / "alpha")
+    assert len(_names(po / ".opened" / "alpha" / hour)) == 2
+    (po / ".opened" / "alpha" / hour).rename(po / "aside")
+    (po / ".opened" / "alpha" / hour).write_bytes(b"")
+    with pytest.raises(FileExistsError):
+        transport.submit([opener(3)])
+
+
 def test_fetch_reads_from_the_checkpoint_in_batches_and_skips_missing_uids(tmp_path: Path) -> None:
     po = tmp_path / "po"
     for n in range(BATCH + 3):
