@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from agentmail import ages
 from agentmail._fs import locked
 from agentmail.transport import inotify
 from agentmail.transport import uid_mailbox as mailbox
@@ -356,9 +358,13 @@ def test_a_submit_and_a_quota_count_name_their_files_without_pathlib(
     assert (po / ".opened" / "alpha" / hours[0] / marker).read_bytes() == b"<1.alpha@bus.test>"
 
 
-def test_the_markers_hour_folder_is_made_once_and_a_file_in_its_place_is_refused(tmp_path: Path) -> None:
+def test_the_markers_hour_folder_is_made_once_and_a_file_in_its_place_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The hour folder as ``Path.mkdir(parents=True, exist_ok=True)`` made it: parents made on
     the first marker, kept after; something else in its place refused (FileExistsError)."""
+    halfway = (time.time() // 3600 + 0.5) * 3600  # one hour folder, whenever the test runs
+    monkeypatch.setattr(ages, "clock", lambda: halfway)
     po = tmp_path / "po"
     transport = _transport(po, "alpha")
 
