@@ -398,6 +398,20 @@ class SpoolReader:
         )
         return [str(r[0]) for r in rows]
 
+    def thread_letters(self, thread: str) -> list[Letter]:
+        """The letters of ``thread`` not in quarantine, in filing order, as ``letter`` gives each:
+        one statement where ``thread_ids`` then ``locate`` and ``letter`` of each are 1 + 2n."""
+        rows = (
+            self._at.sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.thread=? AND l.state!='quarantine' ORDER BY l.seq",
+                (thread,),
+            )
+            .fetchall()
+        )
+        return [Letter.from_json(self._complete(str(i), s, m, n)) for i, s, m, n in rows]
+
     def open_threads(self) -> list[str]:
         """Threads whose last letter is not a close (notes neither open nor close one)."""
         rows = self._at.sql().execute("SELECT thread FROM threads WHERE open=1 ORDER BY thread").fetchall()

@@ -118,10 +118,8 @@ def answered(letter: Letter) -> list[str | None]:
 def thread_parties(spool: SpoolReader, registry: Registry, thread: str) -> frozenset[str]:
     """The platforms of a thread as filed here: who wrote in it and to whom (none: a new thread)."""
     found: set[str] = set()
-    for letter_id in spool.thread_ids(thread):
-        state = spool.locate(letter_id)
-        if state is not None and state != "quarantine":
-            found |= parties_of(spool.letter(letter_id, state), registry)
+    for letter in spool.thread_letters(thread):
+        found |= parties_of(letter, registry)
     return frozenset(found)
 
 
