@@ -398,9 +398,9 @@ class SpoolReader:
         )
         return [str(r[0]) for r in rows]
 
-    def thread_letters(self, thread: str) -> list[Letter]:
-        """The letters of ``thread`` not in quarantine, in filing order, as ``letter`` gives each:
-        one statement where ``thread_ids`` then ``locate`` and ``letter`` of each are 1 + 2n."""
+    def thread_records(self, thread: str) -> list[dict[str, Any]]:
+        """The records of ``thread``'s letters not in quarantine, in filing order, as ``meta`` gives
+        each: one statement where ``thread_ids`` then ``locate`` and ``meta`` of each are 1 + 2n."""
         rows = (
             self._at.sql()
             .execute(
@@ -410,7 +410,7 @@ class SpoolReader:
             )
             .fetchall()
         )
-        return [Letter.from_json(self._complete(str(i), s, m, n)) for i, s, m, n in rows]
+        return [self._complete(str(i), s, m, n) for i, s, m, n in rows]
 
     def open_threads(self) -> list[str]:
         """Threads whose last letter is not a close (notes neither open nor close one)."""

@@ -7,7 +7,7 @@ decision. Light on purpose: a read path imports it without the judging code behi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .._value import Frozen
@@ -118,8 +118,8 @@ def answered(letter: Letter) -> list[str | None]:
 def thread_parties(spool: SpoolReader, registry: Registry, thread: str) -> frozenset[str]:
     """The platforms of a thread as filed here: who wrote in it and to whom (none: a new thread)."""
     found: set[str] = set()
-    for letter in spool.thread_letters(thread):
-        found |= parties_of(letter, registry)
+    for record in spool.thread_records(thread):  # the fields Letter.from_json would read, without building it
+        found |= _parties(record.get("from") or "", record.get("to", ""), record.get("recipients") or (), registry)
     return frozenset(found)
 
 
@@ -135,5 +135,9 @@ def writes_for(registry: Registry, person: str) -> set[str]:
 
 def parties_of(letter: Letter, registry: Registry) -> set[str]:
     """The platforms a filed letter makes parties of its thread: its sender and every platform it went to."""
-    named = {registry.by_address(a) for a in letter.recipients}
-    return {letter.sender, letter.to, *(p.name for p in named if p is not None)} - {""}
+    return _parties(letter.sender, letter.to, letter.recipients, registry)
+
+
+def _parties(sender: str, to: str, recipients: Iterable[str], registry: Registry) -> set[str]:
+    named = {registry.by_address(a) for a in recipients}
+    return {sender, to, *(p.name for p in named if p is not None)} - {""}

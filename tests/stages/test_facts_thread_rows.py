@@ -1,4 +1,4 @@
-"""``facts.thread_parties`` reads a thread's letters in one statement (``SpoolReader.thread_letters``).
+"""``facts.thread_parties`` reads a thread's letters in one statement (``SpoolReader.thread_records``).
 
 It used to ask ``thread_ids``, then ``locate`` and ``letter`` of each: 1 + 2n statements. The old
 way is kept here and both are run over random threads (senders, recipients, states, quarantine,
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,13 @@ def old_thread_parties(spool: SpoolReader, registry: Registry, thread: str) -> f
     return frozenset(found)
 
 
+def outcome(run: Callable[[], frozenset[str]]) -> tuple[str, object]:
+    try:
+        return "ok", run()
+    except TypeError as exc:
+        return "raises", type(exc)
+
+
 @pytest.fixture
 def beta(home: Path) -> tuple[Registry, SpoolReader]:
     bus.init(home, home / "registry", list(NAMES), domain="bus.test", endpoints={"new_threads_per_hour": 0})
@@ -49,14 +57,15 @@ def beta(home: Path) -> tuple[Registry, SpoolReader]:
 
 
 platform = st.sampled_from((*NAMES, "", "stranger"))
+odd = st.one_of(st.none(), st.integers(), st.lists(st.text(max_size=3), max_size=2))
 address = st.one_of(
     st.sampled_from([f"{n}@bus.test" for n in NAMES]), st.text(max_size=12), st.just("person@example.org")
 )
 row = st.fixed_dictionaries(
     {
-        "from": platform,
-        "to": platform,
-        "recipients": st.lists(address, max_size=3),
+        "from": platform | odd,
+        "to": platform | odd,
+        "recipients": st.lists(address, max_size=3) | odd | st.text(max_size=4),
         "state": st.sampled_from(STATES),
         "notes": st.none() | st.fixed_dictionaries({"to": platform, "uid": st.integers(0, 9)}),
         "other_thread": st.booleans(),
@@ -100,9 +109,11 @@ def test_thread_parties_match_the_letter_by_letter_reading(
     reg, spool = beta
     thread = new_thread_id()
     _file_rows(spool, thread, rows)
-    assert facts.thread_parties(spool, reg, thread) == old_thread_parties(spool, reg, thread)
-    assert [x.id for x in spool.thread_letters(thread)] == spool.thread_ids(thread)
-    assert spool.thread_letters(thread) == [spool.letter(i) for i in spool.thread_ids(thread)]
+    # a record no filing writes (a list for an address) fails both ways alike
+    assert outcome(lambda: facts.thread_parties(spool, reg, thread)) == outcome(
+        lambda: old_thread_parties(spool, reg, thread)
+    )
+    assert spool.thread_records(thread) == [spool.meta(i) for i in spool.thread_ids(thread)]
 
 
 def test_thread_parties_read_the_thread_in_one_statement(beta: tuple[Registry, SpoolReader]) -> None:
