@@ -213,6 +213,19 @@ class SpoolReader:
         )
         return None if row is None else (str(row[0]), str(row[1]), row[2])
 
+    def known_record(self, sender: str, message_id: str) -> dict[str, Any] | None:
+        """The letter ``known`` finds, as ``meta`` gives it: one statement where they are two."""
+        row = (
+            self._at.sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.msgkey=? ORDER BY l.seq LIMIT 1",
+                (_key(sender, message_id),),
+            )
+            .fetchone()
+        )
+        return None if row is None else self._complete(str(row[0]), row[1], row[2], row[3])
+
     def named(self, ref: str, senders: tuple[str, ...] = (), most: int = 5) -> list[str]:
         """The letters ``ref`` names, as a user may quote one (DESIGN §8): its id here (any
         case), its Message-ID (with or without the angle brackets; the one name both sides of

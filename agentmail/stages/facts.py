@@ -77,9 +77,9 @@ def gather(
     # A person's client may keep only References (or answer a letter it quotes further up).
     person = str(letter.extra.get("person") or "")
     for message_id in filter(None, answered(letter)):
-        parent_id = spool.known(me.platform, message_id) or spool.known(letter.sender, message_id)
-        if parent_id:
-            parent_thread = spool.letter(parent_id).thread
+        parent = spool.known_record(me.platform, message_id) or spool.known_record(letter.sender, message_id)
+        if parent:  # its thread as Letter.from_json reads it
+            parent_thread = parent.get("thread", "")
             break
     threads = {letter.thread, *([parent_thread] if parent_thread else [])}
     speaks_for = frozenset(writes_for(registry, person)) if person else frozenset()

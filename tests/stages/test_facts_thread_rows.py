@@ -22,6 +22,7 @@ from agentmail.config.identity import Identity
 from agentmail.config.registry import Registry
 from agentmail.model import new_thread_id
 from agentmail.spool import SpoolReader
+from agentmail.spool.layout import _key
 from agentmail.stages import facts
 
 from ..depth import examples, suppressed
@@ -131,3 +132,39 @@ def test_thread_parties_read_the_thread_in_one_statement(beta: tuple[Registry, S
     finally:
         spool.sql().set_trace_callback(None)
     assert len([s for s in said if s.lstrip().upper().startswith("SELECT")]) == 1
+
+
+@settings(
+    max_examples=examples(100), deadline=None, suppress_health_check=suppressed(HealthCheck.function_scoped_fixture)
+)
+@given(
+    filed=st.lists(
+        st.tuples(st.sampled_from(NAMES), st.sampled_from(("<a@x>", "<b@x>", "")), st.sampled_from(STATES)),
+        max_size=6,
+    ),
+    notes=st.booleans(),
+    asked=st.tuples(st.sampled_from((*NAMES, "stranger")), st.sampled_from(("<a@x>", "<b@x>", "", "<c@x>"))),
+)
+def test_known_record_is_known_then_meta(
+    beta: tuple[Registry, SpoolReader], filed: list[tuple[str, str, str]], notes: bool, asked: tuple[str, str]
+) -> None:
+    """gather's parent: ``known_record`` gives what ``known`` then ``meta`` gave (the earliest
+    filed letter of that (sender, Message-ID), its notes shown for an outgoing one), or None."""
+    _reg, spool = beta
+    tag = new_thread_id()[-8:]  # each example its own Message-IDs
+    db: sqlite3.Connection = spool.sql()
+    with db:
+        for n, (sender, mid, state) in enumerate(filed):
+            letter_id = f"k{tag}{n:03d}".replace("-", "")
+            meta = {"message_id": mid + tag, "from": sender, "to": "beta", "thread": f"thr-{n}", "depth": n}
+            db.execute(
+                "INSERT INTO letters(id, state, meta, thread, type, msgkey) VALUES (?,?,?,?,?,?)",
+                (letter_id, state, json.dumps(meta), f"thr-{n}", "question", _key(sender, mid + tag)),
+            )
+            if notes:
+                db.execute(
+                    "INSERT INTO notes(id, data) VALUES (?,?)", (letter_id, json.dumps({"thread": "noted", "n": n}))
+                )
+    sender, mid = asked
+    found = spool.known(sender, mid + tag)
+    assert spool.known_record(sender, mid + tag) == (None if found is None else spool.meta(found))
