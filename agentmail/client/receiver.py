@@ -450,9 +450,8 @@ class Receiver(Stage):
     def done(self, *letter_ids: str) -> list[str]:
         """Does ``AgentMail.done``."""
         moved: list[str] = []
-        for letter_id in letter_ids:
-            letter_id = self.box.id_of(letter_id)  # ids are accepted in any case
-            state = self.spool.read.locate(letter_id)
+        for ref in letter_ids:
+            letter_id, state = self._located(ref)
             if state is None:
                 raise NotFound(f"no letter {letter_id}")
             if state == "unread" and self.box.move(letter_id, "unread", "read"):
@@ -461,6 +460,16 @@ class Receiver(Stage):
                 self.spool.write.annotate(letter_id, dismissed="true")
                 moved.append(letter_id)
         return moved
+
+    def _located(self, ref: str) -> tuple[str, str | None]:
+        """The id ``ref`` names (``Mailbox.id_of``: ids in any case) and its state: one lookup
+        for an id, which is what ``id_of`` tries first and then ``locate`` asked again."""
+        lowered = ref.strip().lower() if isinstance(ref, str) else ""
+        state = self.spool.read.locate(lowered) if lowered.isascii() and lowered.isalnum() else None
+        if state is not None:
+            return lowered, state
+        letter_id = self.box.id_of(ref)
+        return letter_id, self.spool.read.locate(letter_id)
 
     def recheck_quarantine(self, *refs: str) -> list[dict[str, Any]]:
         """Does ``AgentMail.recheck_quarantine``."""

@@ -213,6 +213,19 @@ class SpoolReader:
         )
         return None if row is None else (str(row[0]), str(row[1]), row[2])
 
+    def known_record(self, sender: str, message_id: str) -> dict[str, Any] | None:
+        """The letter ``known`` finds, as ``meta`` gives it: one statement where they are two."""
+        row = (
+            self._at.sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.msgkey=? ORDER BY l.seq LIMIT 1",
+                (_key(sender, message_id),),
+            )
+            .fetchone()
+        )
+        return None if row is None else self._complete(str(row[0]), row[1], row[2], row[3])
+
     def named(self, ref: str, senders: tuple[str, ...] = (), most: int = 5) -> list[str]:
         """The letters ``ref`` names, as a user may quote one (DESIGN §8): its id here (any
         case), its Message-ID (with or without the angle brackets; the one name both sides of
@@ -397,6 +410,20 @@ class SpoolReader:
             .fetchall()
         )
         return [str(r[0]) for r in rows]
+
+    def thread_records(self, thread: str) -> list[dict[str, Any]]:
+        """The records of ``thread``'s letters not in quarantine, in filing order, as ``meta`` gives
+        each: one statement where ``thread_ids`` then ``locate`` and ``meta`` of each are 1 + 2n."""
+        rows = (
+            self._at.sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.thread=? AND l.state!='quarantine' ORDER BY l.seq",
+                (thread,),
+            )
+            .fetchall()
+        )
+        return [self._complete(str(i), s, m, n) for i, s, m, n in rows]
 
     def open_threads(self) -> list[str]:
         """Threads whose last letter is not a close (notes neither open nor close one)."""
