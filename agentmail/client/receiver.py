@@ -289,24 +289,35 @@ class Receiver(Stage):
         spool knows that routing it needs; reads, never writes."""
         from ..trust import authenticity
 
-        if self._filed_already(raw):
+        seen = self._seen(raw)
+        if self.spool.read.holds_bytes(raw, seen[2] if seen else None):
             return None, Facts(self.me.agent, bytes_filed=True)
         verdict = authenticity.judge_unguarded(raw, self.registry)
-        return verdict, self.facts(verdict)
+        return verdict, self.facts(verdict, seen=seen)
 
-    def facts(self, verdict: Verdict, parties: Callable[[str], frozenset[str]] | None = None) -> Facts:
+    def facts(
+        self,
+        verdict: Verdict,
+        parties: Callable[[str], frozenset[str]] | None = None,
+        *,
+        seen: tuple[str, str, str | None] | None = None,
+    ) -> Facts:
         """What the spool knows that routing ``verdict`` needs (stages/facts.py: every path asks the
-        same). ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``)."""
-        return gather(self.spool.read, self.registry, self.me, self.platform.address, verdict, parties)
+        same). ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``).
+        ``seen``: a (sender, Message-ID) look-up made already in this reading (``_seen``)."""
+        return gather(self.spool.read, self.registry, self.me, self.platform.address, verdict, parties, seen=seen)
 
-    def _filed_already(self, raw: bytes) -> bool:
+    def _seen(self, raw: bytes) -> tuple[str, str, str | None] | None:
+        """The duplicate check's look-up: (platform, Message-ID, the letter filed under them) for
+        the platform the From address names; None where the letter names none (then its bytes
+        are found by their hash alone). Judging reads only, so the facts reuse it."""
         from ..letter import wire
 
         quick = wire.quick_identity(raw)
         platform = self.registry.by_address(quick[0]) if quick else None
-        if quick and platform:
-            return self.spool.read.has_bytes(raw, platform.name, quick[1])
-        return self.spool.read.has_bytes(raw)
+        if quick and platform and platform.name and quick[1]:
+            return platform.name, quick[1], self.spool.read.known(platform.name, quick[1])
+        return None
 
     def _quarantine(
         self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None

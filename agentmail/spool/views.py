@@ -266,16 +266,19 @@ class SpoolReader:
     def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
         """Are these exact bytes already filed (a refetch after a crash, a second delivery)?
         Found by (sender, Message-ID) when given, else by their hash (quarantined letters)."""
-        if sender and message_id:
-            existing = self.known(sender, message_id)
-            if existing:
-                try:
-                    if self.raw(existing) == raw:
-                        return True
-                except (NotFound, OSError):
-                    pass
-                # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
-                # hash, so a quarantined forgery is recorded once, not again on every resync.
+        return self.holds_bytes(raw, self.known(sender, message_id) if sender and message_id else None)
+
+    def holds_bytes(self, raw: bytes, existing: str | None) -> bool:
+        """``has_bytes`` with its (sender, Message-ID) look-up made by the caller: ``existing`` is
+        what ``known`` found (None: none, or not asked), so a caller that needs it again asks once."""
+        if existing:
+            try:
+                if self.raw(existing) == raw:
+                    return True
+            except (NotFound, OSError):
+                pass
+            # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
+            # hash, so a quarantined forgery is recorded once, not again on every resync.
         row = self._at.sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
         return row is not None
 

@@ -58,10 +58,19 @@ def gather(
     parties: Callable[[str], frozenset[str]] | None = None,
     *,
     may_wait: bool = True,
+    seen: tuple[str, str, str | None] | None = None,
 ) -> Facts:
     """The facts for ``verdict`` at the mailbox ``me`` (platform address ``address``), looked up
     only where they matter. ``parties``: who a thread's parties are, where the spool cannot say
-    (``rebuild``). ``may_wait``: False for a letter that has waited its time."""
+    (``rebuild``). ``may_wait``: False for a letter that has waited its time. ``seen``: (sender,
+    Message-ID, what ``spool.known`` found for them) asked already with nothing filed since (the
+    duplicate check's, in the same transaction): that look-up is not made twice."""
+
+    def known_as(sender: str, message_id: str) -> str | None:
+        if seen is not None and seen[0] == sender and seen[1] == message_id:
+            return seen[2]
+        return spool.known(sender, message_id)
+
     if verdict.route == "bounce":
         bounced = spool.known(me.platform, verdict.bounced_message_id or "")
         if bounced is None:
@@ -88,7 +97,7 @@ def gather(
     filed = (
         found
         for name in (letter.sender, *sorted(speaks_for))
-        if (found := spool.known(name, letter.message_id))
+        if (found := known_as(name, letter.message_id))
         and (not person or spool.letter(found).extra.get("person") == person)
     )
     known = {t: (parties or (lambda t: thread_parties(spool, registry, t)))(t) for t in threads}
