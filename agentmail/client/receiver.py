@@ -289,8 +289,8 @@ class Receiver(Stage):
         spool knows that routing it needs; reads, never writes."""
         from ..trust import authenticity
 
-        seen = self._seen(raw)
-        if self.spool.read.holds_bytes(raw, seen[2] if seen else None):
+        seen, hashed = self._seen(raw)
+        if self.spool.read.holds_bytes(raw, seen[2] if seen else None, hashed):
             return None, Facts(self.me.agent, bytes_filed=True)
         verdict = authenticity.judge_unguarded(raw, self.registry)
         return verdict, self.facts(verdict, seen=seen)
@@ -307,17 +307,19 @@ class Receiver(Stage):
         ``seen``: a (sender, Message-ID) look-up made already in this reading (``_seen``)."""
         return gather(self.spool.read, self.registry, self.me, self.platform.address, verdict, parties, seen=seen)
 
-    def _seen(self, raw: bytes) -> tuple[str, str, str | None] | None:
-        """The duplicate check's look-up: (platform, Message-ID, the letter filed under them) for
-        the platform the From address names; None where the letter names none (then its bytes
-        are found by their hash alone). Judging reads only, so the facts reuse it."""
+    def _seen(self, raw: bytes) -> tuple[tuple[str, str, str | None] | None, bool | None]:
+        """The duplicate check's look-ups, in one statement: (platform, Message-ID, the letter
+        filed under them) for the platform the From address names, and whether these bytes'
+        hash is filed; (None, None) where the letter names none (then its bytes are found by
+        their hash alone). Judging reads only, so the facts reuse the first."""
         from ..letter import wire
 
         quick = wire.quick_identity(raw)
         platform = self.registry.by_address(quick[0]) if quick else None
         if quick and platform and platform.name and quick[1]:
-            return platform.name, quick[1], self.spool.read.known(platform.name, quick[1])
-        return None
+            existing, hashed = self.spool.read.known_and_hashed(platform.name, quick[1], raw)
+            return (platform.name, quick[1], existing), hashed
+        return None, None
 
     def _quarantine(
         self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None

@@ -268,9 +268,24 @@ class SpoolReader:
         Found by (sender, Message-ID) when given, else by their hash (quarantined letters)."""
         return self.holds_bytes(raw, self.known(sender, message_id) if sender and message_id else None)
 
-    def holds_bytes(self, raw: bytes, existing: str | None) -> bool:
-        """``has_bytes`` with its (sender, Message-ID) look-up made by the caller: ``existing`` is
-        what ``known`` found (None: none, or not asked), so a caller that needs it again asks once."""
+    def known_and_hashed(self, sender: str, message_id: str, raw: bytes) -> tuple[str | None, bool]:
+        """``known(sender, message_id)`` and whether a letter with these bytes' hash is filed
+        (``has_bytes``' second look-up), in one statement."""
+        row = (
+            self._at.sql()
+            .execute(
+                "SELECT (SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1), "
+                "EXISTS (SELECT 1 FROM letters WHERE rawkey=?)",
+                (_key(sender, message_id), _raw_key(raw)),
+            )
+            .fetchone()
+        )
+        return (None if row[0] is None else str(row[0])), bool(row[1])
+
+    def holds_bytes(self, raw: bytes, existing: str | None, hashed: bool | None = None) -> bool:
+        """``has_bytes`` with its look-ups made by the caller: ``existing`` is what ``known`` found
+        (None: none, or not asked), ``hashed`` whether the bytes' hash is filed (None: not asked),
+        so a caller that needs them again asks once."""
         if existing:
             try:
                 if self.raw(existing) == raw:
@@ -279,6 +294,8 @@ class SpoolReader:
                 pass
             # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
             # hash, so a quarantined forgery is recorded once, not again on every resync.
+        if hashed is not None:
+            return hashed
         row = self._at.sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
         return row is not None
 
