@@ -119,6 +119,9 @@ class LocalTransport(Transport):
         self._watch: inotify.Watch | None = None  # kept from one wait to the next (_watcher)
         self._fetched_to = 0  # the UIDNEXT the last fetch read up to, once it had read them all
         self._fetched_under: str | None = None  # the UIDVALIDITY the last fetch read under
+        # A wake saw a letter land in new/: the next fetch goes straight to numbering it (a hint
+        # only: Mailbox.assign answers the same with it or without it).
+        self._arrived = False
         self._watch_inode = 0
         self._waiting = threading.Lock()  # held by the thread waiting on the kept watch
         # Reply claims every home sharing this post office sees (O_EXCL files; the clock is
@@ -275,7 +278,8 @@ class LocalTransport(Transport):
 
     def fetch(self, checkpoint: str | None, max_size: int) -> Iterator[list[Incoming]]:
         self._fetched_to = 0
-        uidnext = self.mailbox.assign()
+        arrived, self._arrived = self._arrived, False
+        uidnext = self.mailbox.assign(arrived=arrived)
         # A rebuilt post office (new UIDVALIDITY) is read again; the spool drops duplicates.
         self._fetched_under = validity = self.mailbox.uidvalidity
         last = Checkpoint.parse(checkpoint).under(validity).last
@@ -347,7 +351,10 @@ class LocalTransport(Transport):
             if left <= 0:
                 return None
             if watcher is not None:
-                if watcher.wait(min(left, RECHECK)) or self.pending(checkpoint):
+                if watcher.wait(min(left, RECHECK)):
+                    self._arrived = True
+                    return "inotify"
+                if self.pending(checkpoint):
                     return "inotify"
             else:
                 time.sleep(min(POLL, left))
