@@ -585,6 +585,18 @@ _ROWS = (
     " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
 )
 
+_VERSION = "SELECT * FROM pragma_data_version(), pragma_schema_version()"
+# ``_VERSION``, and each letter the list names with its ``_ROWS`` row found by the letter's id
+# (NULLs: the window holds none): one row with a NULL id when the list is empty.
+_OF_CHANGED = (
+    "FROM openers o JOIN letters l ON l.id = o.id"
+    " WHERE o.id = t.id AND o.id >= ?1 AND o.ms >= ?2 AND l.state IN (?3, ?4, ?5, ?6)"
+)
+_CHANGED = (
+    f"SELECT d.*, s.*, t.id, (SELECT o.key {_OF_CHANGED}), (SELECT o.ms {_OF_CHANGED})"
+    f" FROM pragma_data_version() d, pragma_schema_version() s LEFT JOIN {_TOUCHED} t"
+)
+
 
 class _OpenersWindow:
     """One mailbox's openers of the hour as the quota counts them (``SpoolReader._openers``'s
@@ -619,26 +631,28 @@ class _OpenersWindow:
 
     def since(self, cutoff_ms: int) -> tuple[set[str], int | None]:
         conn = self.conn
-        data, schema = conn.execute("SELECT * FROM pragma_data_version(), pragma_schema_version()").fetchone()
-        version = (int(data), int(schema))
+        if self._version is None:  # (the list of letters changed is made at the first count)
+            rows = conn.execute(_VERSION).fetchall()
+        else:  # the versions, and the letters changed since with their rows, in one read
+            rows = conn.execute(_CHANGED, (_ulid_floor(self._cutoff), self._cutoff, *_COUNTED)).fetchall()
+        version = (int(rows[0][0]), int(rows[0][1]))
         if version != self._version or cutoff_ms < self._cutoff:
             for statement in _TRIGGERS:  # (again after a schema change: they went with its tables)
                 conn.execute(statement)
             conn.execute(f"DELETE FROM {_TOUCHED}")
             self._version = version
             return self.load(cutoff_ms)
-        touched = [str(row[0]) for row in conn.execute(f"DELETE FROM {_TOUCHED} RETURNING id").fetchall()]
+        touched = [row[2:] for row in rows if row[2] is not None]
         if touched:
+            # Only this connection's writes name letters there, and none ran since the read.
+            conn.execute(f"DELETE FROM {_TOUCHED}")
             if len(touched) > _MANY or len(self._heap) > 4 * len(self._rows) + _MANY:
                 return self.load(cutoff_ms)  # (a rebuild, a long sync of siblings' letters; a heap of stale entries)
-            for letter_id in touched:
-                self._drop(letter_id)
-            marks = ",".join("?" * len(touched))
-            query = f"{_ROWS} AND o.id IN ({marks})"
-            for letter_id, key, ms in conn.execute(
-                query, (_ulid_floor(self._cutoff), self._cutoff, *_COUNTED, *touched)
-            ):
-                self._add(str(letter_id), str(key), int(ms))
+            for letter_id, _key, _ms in touched:
+                self._drop(str(letter_id))
+            for letter_id, key, ms in touched:
+                if key is not None:  # (NULL: the window holds no row of it)
+                    self._add(str(letter_id), str(key), int(ms))
         self._slide(cutoff_ms)
         return self._answer()
 
