@@ -85,6 +85,7 @@ class _Fields(type):
             elif optional:
                 raise TypeError(f"{name}: field {attr!r} has no default but follows one that has")
         cls._fields = fields
+        cls._field_set = frozenset(fields)
         cls._defaults = defaults
         cls._factories = factories
         cls._compare = (*getattr(cls, "_compare", ()), *(f for f in own if f not in uncompared))
@@ -98,6 +99,7 @@ class _Base(metaclass=_Fields):
 
     __slots__ = ()
     _fields: ClassVar[tuple[str, ...]] = ()
+    _field_set: ClassVar[frozenset[str]] = frozenset()
     _compare: ClassVar[tuple[str, ...]] = ()  # the fields equality (and a frozen hash) look at
     _defaults: ClassVar[dict[str, Any]] = {}
     _factories: ClassVar[dict[str, Callable[[], Any]]] = {}
@@ -148,10 +150,21 @@ class _Base(metaclass=_Fields):
         return self.__class__, self._values(self._fields)
 
     def replace(self, **changes: Any) -> Self:
-        """A copy with ``changes`` (what ``dataclasses.replace`` did); an unknown name is a TypeError."""
-        values = {name: getattr(self, name) for name in self._fields}
-        values.update(changes)
-        return self.__class__(**values)
+        """A copy with ``changes`` (what ``dataclasses.replace`` did); an unknown name is a TypeError.
+        Every field has a value here, so no default or factory applies and nothing is missing:
+        each slot is set from the change or the original, then ``__post_init__`` runs, as the
+        constructor would do it, without building its keyword table."""
+        cls = self.__class__
+        if not changes.keys() <= cls._field_set:  # the constructor says which names are unknown
+            values = {name: getattr(self, name) for name in cls._fields}
+            values.update(changes)
+            return cls(**values)
+        copied = object.__new__(cls)
+        for setter, name in zip(cls._setters, cls._fields, strict=True):
+            setter(copied, changes[name] if name in changes else getattr(self, name))
+        if cls._post_init is not None:
+            cls._post_init(copied)
+        return copied
 
 
 @dataclass_transform(eq_default=True, field_specifiers=(field,))

@@ -38,7 +38,7 @@ RECEIVE = [
     ("agentmail.transport.local", "Mailbox.assign", "assign UIDs (rename into cur/)"),
     ("agentmail.transport.local", "fsync_dir", "fsync cur/"),
     ("agentmail.transport.local", "Mailbox.read", "read the letter"),
-    ("agentmail.client.receiver", "Receiver._filed_already", "duplicate check"),
+    ("agentmail.client.receiver", "Receiver._seen", "duplicate check (its look-ups)"),
     ("agentmail.letter.wire", "parse_message", "parse"),
     ("agentmail.letter.mime", "header_problem", "MIME header checks"),
     ("agentmail.trust.signing", "verify", "DKIM verify"),

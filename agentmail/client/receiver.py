@@ -289,24 +289,37 @@ class Receiver(Stage):
         spool knows that routing it needs; reads, never writes."""
         from ..trust import authenticity
 
-        if self._filed_already(raw):
+        seen, hashed = self._seen(raw)
+        if self.spool.read.holds_bytes(raw, seen[2] if seen else None, hashed):
             return None, Facts(self.me.agent, bytes_filed=True)
         verdict = authenticity.judge_unguarded(raw, self.registry)
-        return verdict, self.facts(verdict)
+        return verdict, self.facts(verdict, seen=seen)
 
-    def facts(self, verdict: Verdict, parties: Callable[[str], frozenset[str]] | None = None) -> Facts:
+    def facts(
+        self,
+        verdict: Verdict,
+        parties: Callable[[str], frozenset[str]] | None = None,
+        *,
+        seen: tuple[str, str, str | None] | None = None,
+    ) -> Facts:
         """What the spool knows that routing ``verdict`` needs (stages/facts.py: every path asks the
-        same). ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``)."""
-        return gather(self.spool.read, self.registry, self.me, self.platform.address, verdict, parties)
+        same). ``parties``: who a thread's parties are, where the spool cannot say (``rebuild``).
+        ``seen``: a (sender, Message-ID) look-up made already in this reading (``_seen``)."""
+        return gather(self.spool.read, self.registry, self.me, self.platform.address, verdict, parties, seen=seen)
 
-    def _filed_already(self, raw: bytes) -> bool:
+    def _seen(self, raw: bytes) -> tuple[tuple[str, str, str | None] | None, bool | None]:
+        """The duplicate check's look-ups, in one statement: (platform, Message-ID, the letter
+        filed under them) for the platform the From address names, and whether these bytes'
+        hash is filed; (None, None) where the letter names none (then its bytes are found by
+        their hash alone). Judging reads only, so the facts reuse the first."""
         from ..letter import wire
 
         quick = wire.quick_identity(raw)
         platform = self.registry.by_address(quick[0]) if quick else None
-        if quick and platform:
-            return self.spool.read.has_bytes(raw, platform.name, quick[1])
-        return self.spool.read.has_bytes(raw)
+        if quick and platform and platform.name and quick[1]:
+            existing, hashed = self.spool.read.known_and_hashed(platform.name, quick[1], raw)
+            return (platform.name, quick[1], existing), hashed
+        return None, None
 
     def _quarantine(
         self, verdict: Verdict, raw: bytes, report: SyncReport, copy: tuple[str, int, int] | None = None
@@ -450,9 +463,8 @@ class Receiver(Stage):
     def done(self, *letter_ids: str) -> list[str]:
         """Does ``AgentMail.done``."""
         moved: list[str] = []
-        for letter_id in letter_ids:
-            letter_id = self.box.id_of(letter_id)  # ids are accepted in any case
-            state = self.spool.read.locate(letter_id)
+        for ref in letter_ids:
+            letter_id, state = self._located(ref)
             if state is None:
                 raise NotFound(f"no letter {letter_id}")
             if state == "unread" and self.box.move(letter_id, "unread", "read"):
@@ -461,6 +473,16 @@ class Receiver(Stage):
                 self.spool.write.annotate(letter_id, dismissed="true")
                 moved.append(letter_id)
         return moved
+
+    def _located(self, ref: str) -> tuple[str, str | None]:
+        """The id ``ref`` names (``Mailbox.id_of``: ids in any case) and its state: one lookup
+        for an id, which is what ``id_of`` tries first and then ``locate`` asked again."""
+        lowered = ref.strip().lower() if isinstance(ref, str) else ""
+        state = self.spool.read.locate(lowered) if lowered.isascii() and lowered.isalnum() else None
+        if state is not None:
+            return lowered, state
+        letter_id = self.box.id_of(ref)
+        return letter_id, self.spool.read.locate(letter_id)
 
     def recheck_quarantine(self, *refs: str) -> list[dict[str, Any]]:
         """Does ``AgentMail.recheck_quarantine``."""

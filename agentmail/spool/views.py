@@ -213,6 +213,19 @@ class SpoolReader:
         )
         return None if row is None else (str(row[0]), str(row[1]), row[2])
 
+    def known_record(self, sender: str, message_id: str) -> dict[str, Any] | None:
+        """The letter ``known`` finds, as ``meta`` gives it: one statement where they are two."""
+        row = (
+            self._at.sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.msgkey=? ORDER BY l.seq LIMIT 1",
+                (_key(sender, message_id),),
+            )
+            .fetchone()
+        )
+        return None if row is None else self._complete(str(row[0]), row[1], row[2], row[3])
+
     def named(self, ref: str, senders: tuple[str, ...] = (), most: int = 5) -> list[str]:
         """The letters ``ref`` names, as a user may quote one (DESIGN §8): its id here (any
         case), its Message-ID (with or without the angle brackets; the one name both sides of
@@ -253,16 +266,36 @@ class SpoolReader:
     def has_bytes(self, raw: bytes, sender: str | None = None, message_id: str | None = None) -> bool:
         """Are these exact bytes already filed (a refetch after a crash, a second delivery)?
         Found by (sender, Message-ID) when given, else by their hash (quarantined letters)."""
-        if sender and message_id:
-            existing = self.known(sender, message_id)
-            if existing:
-                try:
-                    if self.raw(existing) == raw:
-                        return True
-                except (NotFound, OSError):
-                    pass
-                # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
-                # hash, so a quarantined forgery is recorded once, not again on every resync.
+        return self.holds_bytes(raw, self.known(sender, message_id) if sender and message_id else None)
+
+    def known_and_hashed(self, sender: str, message_id: str, raw: bytes) -> tuple[str | None, bool]:
+        """``known(sender, message_id)`` and whether a letter with these bytes' hash is filed
+        (``has_bytes``' second look-up), in one statement."""
+        row = (
+            self._at.sql()
+            .execute(
+                "SELECT (SELECT id FROM letters WHERE msgkey=? ORDER BY seq LIMIT 1), "
+                "EXISTS (SELECT 1 FROM letters WHERE rawkey=?)",
+                (_key(sender, message_id), _raw_key(raw)),
+            )
+            .fetchone()
+        )
+        return (None if row[0] is None else str(row[0])), bool(row[1])
+
+    def holds_bytes(self, raw: bytes, existing: str | None, hashed: bool | None = None) -> bool:
+        """``has_bytes`` with its look-ups made by the caller: ``existing`` is what ``known`` found
+        (None: none, or not asked), ``hashed`` whether the bytes' hash is filed (None: not asked),
+        so a caller that needs them again asks once."""
+        if existing:
+            try:
+                if self.raw(existing) == raw:
+                    return True
+            except (NotFound, OSError):
+                pass
+            # Other bytes under a filed Message-ID (a forgery reusing it): asked by their
+            # hash, so a quarantined forgery is recorded once, not again on every resync.
+        if hashed is not None:
+            return hashed
         row = self._at.sql().execute("SELECT 1 FROM letters WHERE rawkey=? LIMIT 1", (_raw_key(raw),)).fetchone()
         return row is not None
 
@@ -397,6 +430,20 @@ class SpoolReader:
             .fetchall()
         )
         return [str(r[0]) for r in rows]
+
+    def thread_records(self, thread: str) -> list[dict[str, Any]]:
+        """The records of ``thread``'s letters not in quarantine, in filing order, as ``meta`` gives
+        each: one statement where ``thread_ids`` then ``locate`` and ``meta`` of each are 1 + 2n."""
+        rows = (
+            self._at.sql()
+            .execute(
+                "SELECT l.id, l.state, l.meta, n.data FROM letters l LEFT JOIN notes n ON n.id = l.id "
+                "WHERE l.thread=? AND l.state!='quarantine' ORDER BY l.seq",
+                (thread,),
+            )
+            .fetchall()
+        )
+        return [self._complete(str(i), s, m, n) for i, s, m, n in rows]
 
     def open_threads(self) -> list[str]:
         """Threads whose last letter is not a close (notes neither open nor close one)."""
@@ -538,6 +585,18 @@ _ROWS = (
     " WHERE o.id >= ? AND o.ms >= ? AND l.state IN (?, ?, ?, ?)"
 )
 
+_VERSION = "SELECT * FROM pragma_data_version(), pragma_schema_version()"
+# ``_VERSION``, and each letter the list names with its ``_ROWS`` row found by the letter's id
+# (NULLs: the window holds none): one row with a NULL id when the list is empty.
+_OF_CHANGED = (
+    "FROM openers o JOIN letters l ON l.id = o.id"
+    " WHERE o.id = t.id AND o.id >= ?1 AND o.ms >= ?2 AND l.state IN (?3, ?4, ?5, ?6)"
+)
+_CHANGED = (
+    f"SELECT d.*, s.*, t.id, (SELECT o.key {_OF_CHANGED}), (SELECT o.ms {_OF_CHANGED})"
+    f" FROM pragma_data_version() d, pragma_schema_version() s LEFT JOIN {_TOUCHED} t"
+)
+
 
 class _OpenersWindow:
     """One mailbox's openers of the hour as the quota counts them (``SpoolReader._openers``'s
@@ -572,26 +631,28 @@ class _OpenersWindow:
 
     def since(self, cutoff_ms: int) -> tuple[set[str], int | None]:
         conn = self.conn
-        data, schema = conn.execute("SELECT * FROM pragma_data_version(), pragma_schema_version()").fetchone()
-        version = (int(data), int(schema))
+        if self._version is None:  # (the list of letters changed is made at the first count)
+            rows = conn.execute(_VERSION).fetchall()
+        else:  # the versions, and the letters changed since with their rows, in one read
+            rows = conn.execute(_CHANGED, (_ulid_floor(self._cutoff), self._cutoff, *_COUNTED)).fetchall()
+        version = (int(rows[0][0]), int(rows[0][1]))
         if version != self._version or cutoff_ms < self._cutoff:
             for statement in _TRIGGERS:  # (again after a schema change: they went with its tables)
                 conn.execute(statement)
             conn.execute(f"DELETE FROM {_TOUCHED}")
             self._version = version
             return self.load(cutoff_ms)
-        touched = [str(row[0]) for row in conn.execute(f"DELETE FROM {_TOUCHED} RETURNING id").fetchall()]
+        touched = [row[2:] for row in rows if row[2] is not None]
         if touched:
+            # Only this connection's writes name letters there, and none ran since the read.
+            conn.execute(f"DELETE FROM {_TOUCHED}")
             if len(touched) > _MANY or len(self._heap) > 4 * len(self._rows) + _MANY:
                 return self.load(cutoff_ms)  # (a rebuild, a long sync of siblings' letters; a heap of stale entries)
-            for letter_id in touched:
-                self._drop(letter_id)
-            marks = ",".join("?" * len(touched))
-            query = f"{_ROWS} AND o.id IN ({marks})"
-            for letter_id, key, ms in conn.execute(
-                query, (_ulid_floor(self._cutoff), self._cutoff, *_COUNTED, *touched)
-            ):
-                self._add(str(letter_id), str(key), int(ms))
+            for letter_id, _key, _ms in touched:
+                self._drop(str(letter_id))
+            for letter_id, key, ms in touched:
+                if key is not None:  # (NULL: the window holds no row of it)
+                    self._add(str(letter_id), str(key), int(ms))
         self._slide(cutoff_ms)
         return self._answer()
 

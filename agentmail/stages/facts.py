@@ -7,7 +7,7 @@ decision. Light on purpose: a read path imports it without the judging code behi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .._value import Frozen
@@ -58,10 +58,19 @@ def gather(
     parties: Callable[[str], frozenset[str]] | None = None,
     *,
     may_wait: bool = True,
+    seen: tuple[str, str, str | None] | None = None,
 ) -> Facts:
     """The facts for ``verdict`` at the mailbox ``me`` (platform address ``address``), looked up
     only where they matter. ``parties``: who a thread's parties are, where the spool cannot say
-    (``rebuild``). ``may_wait``: False for a letter that has waited its time."""
+    (``rebuild``). ``may_wait``: False for a letter that has waited its time. ``seen``: (sender,
+    Message-ID, what ``spool.known`` found for them) asked already with nothing filed since (the
+    duplicate check's, in the same transaction): that look-up is not made twice."""
+
+    def known_as(sender: str, message_id: str) -> str | None:
+        if seen is not None and seen[0] == sender and seen[1] == message_id:
+            return seen[2]
+        return spool.known(sender, message_id)
+
     if verdict.route == "bounce":
         bounced = spool.known(me.platform, verdict.bounced_message_id or "")
         if bounced is None:
@@ -77,9 +86,9 @@ def gather(
     # A person's client may keep only References (or answer a letter it quotes further up).
     person = str(letter.extra.get("person") or "")
     for message_id in filter(None, answered(letter)):
-        parent_id = spool.known(me.platform, message_id) or spool.known(letter.sender, message_id)
-        if parent_id:
-            parent_thread = spool.letter(parent_id).thread
+        parent = spool.known_record(me.platform, message_id) or spool.known_record(letter.sender, message_id)
+        if parent:  # its thread as Letter.from_json reads it
+            parent_thread = parent.get("thread", "")
             break
     threads = {letter.thread, *([parent_thread] if parent_thread else [])}
     speaks_for = frozenset(writes_for(registry, person)) if person else frozenset()
@@ -88,7 +97,7 @@ def gather(
     filed = (
         found
         for name in (letter.sender, *sorted(speaks_for))
-        if (found := spool.known(name, letter.message_id))
+        if (found := known_as(name, letter.message_id))
         and (not person or spool.letter(found).extra.get("person") == person)
     )
     known = {t: (parties or (lambda t: thread_parties(spool, registry, t)))(t) for t in threads}
@@ -118,10 +127,8 @@ def answered(letter: Letter) -> list[str | None]:
 def thread_parties(spool: SpoolReader, registry: Registry, thread: str) -> frozenset[str]:
     """The platforms of a thread as filed here: who wrote in it and to whom (none: a new thread)."""
     found: set[str] = set()
-    for letter_id in spool.thread_ids(thread):
-        state = spool.locate(letter_id)
-        if state is not None and state != "quarantine":
-            found |= parties_of(spool.letter(letter_id, state), registry)
+    for record in spool.thread_records(thread):  # the fields Letter.from_json would read, without building it
+        found |= _parties(record.get("from") or "", record.get("to", ""), record.get("recipients") or (), registry)
     return frozenset(found)
 
 
@@ -137,5 +144,9 @@ def writes_for(registry: Registry, person: str) -> set[str]:
 
 def parties_of(letter: Letter, registry: Registry) -> set[str]:
     """The platforms a filed letter makes parties of its thread: its sender and every platform it went to."""
-    named = {registry.by_address(a) for a in letter.recipients}
-    return {letter.sender, letter.to, *(p.name for p in named if p is not None)} - {""}
+    return _parties(letter.sender, letter.to, letter.recipients, registry)
+
+
+def _parties(sender: str, to: str, recipients: Iterable[str], registry: Registry) -> set[str]:
+    named = {registry.by_address(a) for a in recipients}
+    return {sender, to, *(p.name for p in named if p is not None)} - {""}

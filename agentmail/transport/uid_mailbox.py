@@ -126,15 +126,18 @@ class Mailbox:
         flagged = list((self.dir / "cur").glob(f"{uid:012d}:2,*"))  # rare: a mail client flagged it
         return flagged[0] if flagged else None
 
-    def assign(self) -> int:
-        """Give every letter waiting in ``new/`` a UID; returns the next free UID."""
+    def assign(self, *, arrived: bool = False) -> int:
+        """Give every letter waiting in ``new/`` a UID; returns the next free UID. ``arrived``: a
+        letter was just seen landing in new/ (a wake), so the look without the lock, which
+        would find it, is not made: under the lock the same counter and listing are read."""
         self.ensure()
-        # Read before looking at new/: another reader numbering letters writes the counter
-        # before its renames, so a counter read while new/ then shows nothing has every UID
-        # below it in cur/ (or never used). A fetch may pass what it then finds missing.
-        settled = self._uidnext()
-        if not _any_name(self.dir / "new"):
-            return settled
+        if not arrived:
+            # Read before looking at new/: another reader numbering letters writes the counter
+            # before its renames, so a counter read while new/ then shows nothing has every UID
+            # below it in cur/ (or never used). A fetch may pass what it then finds missing.
+            settled = self._uidnext()
+            if not _any_name(self.dir / "new"):
+                return settled
         with locked(self.dir / ".lock"):
             uid = reserved = self._uidnext()
             while names := _first_names(self.dir / "new", ASSIGN_CHUNK):

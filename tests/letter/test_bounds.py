@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from types import FrameType
@@ -252,8 +253,6 @@ OLD_REPLY_PREFIX = r"(?i)^(?:[ \t]*(?:re|fwd?|aw|wg|sv|vs|tr|antw|rif|r)[ \t]*(?
     )
 )
 def test_the_reply_prefix_is_measured_as_before(parts: list[str]) -> None:
-    import re
-
     subject = "".join(parts)
     old = re.match(OLD_REPLY_PREFIX, subject)
     assert bounds.topic_length(subject) == len(subject) - (old.end() if old else 0)
@@ -266,3 +265,41 @@ def test_a_subject_of_a_long_white_space_run_is_measured_in_linear_time() -> Non
     assert bounds.topic_length(subject) == len(subject)
     raw = _with_headers(burst_bytes(), []).replace(b"Subject: ", b"Subject: Re" + b" " * 60_000 + b"x ", 1)
     assert _verdict(raw) == "SUBJECT"
+
+
+# The pre-checks before the two counting searches ("multipart/" in the letter lowercased, ">" in
+# the text): the same count as the search alone, for any bytes and text near the patterns.
+_NEAR_MULTIPART = st.lists(
+    st.sampled_from([b"Content-Type:", b"content-TYPE:", b" ", b"\t", b"\r\n", b"\n", b"\r\n\t", b"multipart/",
+                     b"MULTIPART/", b"MultiPart/", b"multipart", b"/", b"x", b"\xc4\xb0", b"\xe2\x84\xaa", b"\xff"]),
+    max_size=20,
+).map(b"".join)  # fmt: skip
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.one_of(_NEAR_MULTIPART, st.binary(max_size=200)))
+def test_the_multipart_count_is_the_search_alone(raw: bytes) -> None:
+    found = len(re.findall(bounds._MULTIPART, raw))
+    if found > bounds.MULTIPARTS:
+        with pytest.raises(bounds.Exceeded):
+            bounds.check_multiparts(raw)
+    else:
+        bounds.check_multiparts(raw)
+    assert (found > 0) <= (b"multipart/" in raw.lower())
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.one_of(st.lists(st.sampled_from([">", " ", "\t", "\n", "x", "   >", "\uff1e", "\u203a"]), max_size=30).map("".join),
+                 st.text(max_size=200)))  # fmt: skip
+def test_the_quoted_count_is_the_search_alone(text: str) -> None:
+    assert bounds.quoted_lines(text) == len(re.findall(bounds._QUOTED, text))
+
+
+def test_a_letter_without_multipart_or_quotes_is_not_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    searched: list[object] = []
+    real = re.findall
+    monkeypatch.setattr(re, "findall", lambda pattern, text, *a: searched.append(pattern) or real(pattern, text, *a))
+    bounds.check_multiparts(b"Subject: x\r\nContent-Type: text/plain\r\n\r\nhello\r\n")
+    assert bounds.quoted_lines("no quotes here\nat all") == 0
+    assert searched == []
+    assert bounds.quoted_lines("> quoted\n") == 1 and searched == [bounds._QUOTED]

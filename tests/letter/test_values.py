@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentmail.client.facade import AgentMail, SyncReport
 from agentmail.config.registry import Bus, Person, Platform, Registry
 from agentmail.model import Letter, ThreadStatus
 from agentmail.spool.filed import Filed
 from agentmail.transport.base import Checkpoint
+
+from ..depth import examples
 
 STATUS_FIELDS = {
     "delivery",
@@ -104,6 +108,64 @@ def test_replace_copies_with_changes_and_refuses_an_unknown_field() -> None:
     assert (letter.id, letter.state) == ("", "")
     with pytest.raises(TypeError):
         letter.replace(colour="red")
+
+
+_FIELD_VALUES = st.one_of(st.none(), st.text(max_size=8), st.integers(), st.tuples(st.text(max_size=4)))
+
+
+def _constructed(value: Any, changes: dict[str, Any]) -> Any:
+    """``replace`` as the constructor does it: every field by keyword, the changes over them."""
+    return value.__class__(**{**{name: getattr(value, name) for name in value._fields}, **changes})
+
+
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    changes=st.dictionaries(st.sampled_from([*Letter._fields, "colour", "_fields"]), _FIELD_VALUES, max_size=6),
+    extra=st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
+)
+def test_replace_gives_what_the_constructor_gives(changes: dict[str, Any], extra: dict[str, Any]) -> None:
+    """The copy ``replace`` makes slot by slot is the value the constructor makes of every field
+    with the changes over them: the same fields (each the same object), the same refusal of a name
+    that is no field."""
+    from agentmail.client.facade import SyncReport
+
+    for value in (_letter(extra=extra, cc=("carol@people.test",)), SyncReport(fetched=2)):
+        known = {name: change for name, change in changes.items() if name in value._fields}
+        if known != changes:
+            with pytest.raises(TypeError, match="unknown arguments"):
+                value.replace(**changes)
+            with pytest.raises(TypeError, match="unknown arguments"):
+                _constructed(value, changes)
+            continue
+        copied, made = value.replace(**known), _constructed(value, known)
+        assert copied.__class__ is made.__class__
+        assert all(getattr(copied, name) is getattr(made, name) for name in value._fields if name not in known)
+        assert [getattr(copied, name) for name in value._fields] == [getattr(made, name) for name in value._fields]
+
+
+def test_replace_sets_the_slots_without_the_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy costs its slots, not the constructor's keyword table (three a send); a change to
+    a field with a ``__post_init__`` still goes through it."""
+    from agentmail._value import Frozen, _Base, set_field
+
+    made: list[str] = []
+    constructor = _Base.__init__
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(self.__class__.__name__)
+        constructor(self, *args, **kwargs)
+
+    class Argv(Frozen):
+        words: tuple[str, ...] = ()
+
+        def __post_init__(self) -> None:
+            set_field(self, "words", tuple(self.words))
+
+    letter, argv = _letter(), Argv(("a",))
+    monkeypatch.setattr(_Base, "__init__", counted)
+    moved = letter.replace(id="01KEPT")
+    again = argv.replace(words=["b"])  # type: ignore[arg-type]
+    assert made == [] and moved.id == "01KEPT" and moved.subject == letter.subject and again.words == ("b",)
 
 
 def test_values_survive_pickle_and_copy() -> None:

@@ -299,6 +299,40 @@ def test_a_letter_moved_out_of_the_counted_states_leaves_the_kept_window(tmp_pat
     assert beta.read.opener_key_set(now - HOUR) == _plain(beta, now - HOUR)
 
 
+def test_a_count_after_letters_changed_reads_them_with_the_version_check(tmp_path: Path) -> None:
+    """The kept window brought up to date after this connection filed and moved letters: one
+    read gives the versions and each letter changed with its row (NULLs for one the window no
+    longer holds), then the list is emptied: two statements, not a third read of the rows; the
+    answer is the plain count's, and the next count finds nothing changed."""
+    beta = Spool(tmp_path / "spool" / "beta", name_of=NAMES.get)
+    now = int(time.time() * 1000)
+    first, raw = _letter(1)
+    beta.write.store("outbox", first.replace(id=ulid_floor(now - 2)[:10] + "1" * 16), raw)
+    beta.read.opener_key_set(now - HOUR)  # the window loaded
+    gone, raw = _letter(2)
+    gone_id = beta.write.store("outbox", gone.replace(id=ulid_floor(now - 1)[:10] + "2" * 16), raw).id
+    beta.write.store("outbox", _letter(3)[0].replace(id=ulid_floor(now)[:10] + "3" * 16), _letter(3)[1])
+    assert beta.write.move(gone_id, "outbox", "failed")  # changed, no longer counted: its row gives NULLs
+    said: list[str] = []
+    conn = beta.db.conn()
+    conn.set_trace_callback(said.append)
+    try:
+        keys, oldest = beta.read.opener_key_set(now - HOUR)
+        said.append("-- again")
+        assert beta.read.opener_key_set(now - HOUR) == (keys, oldest)
+    finally:
+        conn.set_trace_callback(None)
+    statements = [s.split(" (SELECT")[0] for s in said if not s.startswith("--") or s == "-- again"]
+    assert statements == [
+        "SELECT d.*, s.*, t.id,",
+        "DELETE FROM am_openers_touched",
+        "-- again",
+        "SELECT d.*, s.*, t.id,",
+    ]
+    assert (keys, oldest) == _plain(beta, now - HOUR)
+    assert keys == {opener_key(_letter(1)[0].message_id), opener_key(_letter(3)[0].message_id)}
+
+
 # --- a big hour folder watched, not listed: the same names as listing it --------------------------
 
 _MARKER_STEP = st.one_of(

@@ -178,3 +178,19 @@ def test_the_literal_prefilter_never_changes_the_invisible_context_advice(body: 
 def test_a_secret_spelt_with_a_long_s_is_still_refused() -> None:
     # re folds "\u017f" to "s"; str.lower does not: the prefilter must not skip the search
     assert "a password assignment" in (guards.body_refusal("my pa\u017fsword: hunter2hunter2") or "")
+
+
+def _prefiltered_as_it_was(text: str) -> str | None:
+    """credential_in with its pre-check as generators (``_may_match`` for every group)."""
+    text = guards.plain(text)
+    folded = text.lower() if text.isascii() else None
+    for pattern, what, groups in guards._CREDENTIALS:
+        if all(guards._may_match(text, folded, needles, fold) for needles, fold in groups) and re.search(pattern, text):
+            return what
+    return None
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(st.one_of(_BODIES, st.lists(_FRAGMENTS, max_size=30).map("".join).map(str.upper)))
+def test_the_pre_check_written_as_loops_gives_the_verdict_of_the_generators(text: str) -> None:
+    assert guards.credential_in(text) == _prefiltered_as_it_was(text)

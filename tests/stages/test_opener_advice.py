@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -80,3 +81,58 @@ def test_a_body_with_none_of_the_texts_is_advised_on_every_count() -> None:
     assert opener_warnings("report", "hello there") == _searched("report", "hello there")
     assert len(opener_warnings("report", "hello there")) == len(_ADVICE)
     assert opener_warnings("report", "\u212a") == _searched("report", "\u212a")  # non-ASCII: searched
+
+
+# ASCII bodies: searched lowercased with the ASCII-only form of each pattern (guards._folded_form).
+# The characters where that could differ: every case, the separators re's \s holds beyond
+# (?a)'s (\x1c-\x1f), the word characters at \b's edge, digits and hex.
+_ASCII = st.characters(min_codepoint=0, max_codepoint=127)
+_ASCII_BODY = st.lists(
+    st.tuples(
+        st.one_of(st.sampled_from([w for w in _PIECES if w.isascii()]).map(str.upper), st.sampled_from(_PIECES),
+                  st.text(_ASCII, max_size=6)),
+        st.sampled_from([" ", "\n", "", "_", "\x1c", "\x1f", "\n\x1d", "\n    ", "    ", "\x1e   x", "9", "é"]),
+    ),
+    max_size=30,
+).map(lambda parts: "".join(piece + separator for piece, separator in parts))  # fmt: skip
+
+
+@settings(max_examples=examples(800), deadline=None)
+@given(body=_ASCII_BODY)
+def test_an_ascii_body_searched_lowercased_gets_the_advice_every_search_gives(body: str) -> None:
+    assert opener_warnings("report", body) == _searched("report", body)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(body=st.text(_ASCII, max_size=200))
+def test_each_pattern_finds_the_same_span_in_any_ascii_text_lowercased(body: str) -> None:
+    for pattern in [*(p for p, _advice, _needles in _ADVICE), _INVISIBLE]:
+        before, after = re.search(pattern, body), re.search(guards._folded_form(pattern), body.lower())
+        assert (before and before.span()) == (after and after.span()), pattern
+
+
+def test_re_s_on_ascii_is_the_spelt_out_class() -> None:
+    spelt = re.compile(f"[{guards._ASCII_SPACE}]")
+    for code in range(128):
+        assert bool(re.match(r"\s", chr(code))) == bool(spelt.match(chr(code))), hex(code)
+
+
+def test_an_ascii_body_is_searched_lowercased_never_with_ignorecase(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What makes the advice cheaper: no pattern is searched case-insensitively on an ASCII body
+    (IGNORECASE walks a body at half the speed); a non-ASCII body still is, as it was."""
+    searched: list[str] = []
+    real = re.search
+
+    def search(pattern: str, text: str, *args: object) -> object:
+        searched.append(pattern)
+        return real(pattern, text, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(re, "search", search)
+    body = "Reproduce: run it. Expected 2.4.1, got nothing; every user is blocked, please fix. As discussed."
+    advice = opener_warnings("report", body)
+    assert advice == ["say who you are and what you integrate with",
+                      "'As discussed' leans on something the reader cannot see"]  # fmt: skip
+    assert searched and not any("i" in p[: p.index(")")] for p in searched)
+    searched.clear()
+    opener_warnings("report", body + " \u00e9")
+    assert searched and all("i" in p[: p.index(")")] for p in searched)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,6 +124,28 @@ def test_a_send_commits_twice_the_filing_and_the_durable_sent_record(alpha: Agen
     assert not any(sql.startswith("SELECT state FROM letters") for sql in seen), seen
     # a new thread answers nothing: no server claim to confirm or mark answered
     assert sum(sql.startswith("SELECT data FROM notes") for sql in seen) == 1, seen
+    assert letter.extra == alpha.show(letter.id).extra
+
+
+def test_a_fact_noted_after_the_sent_commit_is_on_the_letter_send_returns(
+    alpha: AgentMail, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the flush notes after the commit that records the letter sent (a sent-folder copy
+    that failed) is on the letter ``send`` returns, as a read of it shows it."""
+    from agentmail.transport.local import LocalTransport
+
+    submitted: list[str] = []
+    real = LocalTransport.submit
+
+    def submit(self: LocalTransport, messages: Any, on_result: Any = None) -> Any:
+        submitted.extend(item.key for item in messages)
+        return real(self, messages, on_result)
+
+    monkeypatch.setattr(LocalTransport, "submit", submit)
+    monkeypatch.setattr(LocalTransport, "copy_failures", lambda self: dict.fromkeys(submitted, "sent folder full"))
+    letter = alpha.send("beta", "Quota endpoint returns 500", OPENER)
+    assert letter.state == "sent" and letter.extra.get("sent_copy_failed") == "sent folder full", letter.extra
+    assert letter.extra == alpha.show(letter.id).extra
 
 
 def test_a_linked_letter_is_not_flushed_twice_a_written_copy_is(

@@ -11,6 +11,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from agentmail import ages
 from agentmail._fs import locked
 from agentmail.transport import inotify
 from agentmail.transport import uid_mailbox as mailbox
@@ -327,6 +329,56 @@ def test_submit_delivers_to_each_known_recipient_and_reports_the_refused(tmp_pat
     assert [(po / ".sent" / "alpha" / "new" / n).read_bytes() for n in _names(po / ".sent" / "alpha" / "new")] == [RAW]
     assert _transport(po, "alpha").submit([]) == []
     assert _transport(po, "alpha").submit([_out("k4", "ghost@bus.test")])[0].status == "failed"  # nobody to tell
+
+
+def test_a_submit_and_a_quota_count_name_their_files_without_pathlib(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The send's paths are plain strings (a pathlib join costs more than the syscall it
+    names): an opener submitted, its marker written and counted, no PurePath join on the way."""
+    import pathlib
+
+    po = tmp_path / "po"
+    transport = _transport(po, "alpha")
+    opener = b"Message-ID: <1.alpha@bus.test>\r\nX-Agentmail-Type: question\r\n\r\nbody\r\n"
+    joins: list[object] = []
+    real = pathlib.PurePath.__truediv__
+    monkeypatch.setattr(pathlib.PurePath, "__truediv__", lambda self, key: joins.append(key) or real(self, key))
+    result = transport.submit([Outgoing("k1", opener, Envelope("alpha@bus.test", ("beta@bus.test",)))])[0]
+    counted = transport.opener_keys_since(0)
+    assert joins == []
+    monkeypatch.undo()
+    assert result.status == "sent" and [
+        (po / "beta" / "new" / n).read_bytes() for n in _names(po / "beta" / "new")
+    ] == [opener]
+    hours = _names(po / ".opened" / "alpha")
+    assert len(hours) == 1 and oct((po / ".opened" / "alpha" / hours[0]).stat().st_mode & 0o777) == "0o700"
+    (marker,) = _names(po / ".opened" / "alpha" / hours[0])
+    assert counted == {marker.partition("-")[2]: int(marker.partition("-")[0])}
+    assert (po / ".opened" / "alpha" / hours[0] / marker).read_bytes() == b"<1.alpha@bus.test>"
+
+
+def test_the_markers_hour_folder_is_made_once_and_a_file_in_its_place_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hour folder as ``Path.mkdir(parents=True, exist_ok=True)`` made it: parents made on
+    the first marker, kept after; something else in its place refused (FileExistsError)."""
+    halfway = (time.time() // 3600 + 0.5) * 3600  # one hour folder, whenever the test runs
+    monkeypatch.setattr(ages, "clock", lambda: halfway)
+    po = tmp_path / "po"
+    transport = _transport(po, "alpha")
+
+    def opener(n: int) -> Outgoing:
+        raw = f"Message-ID: <{n}.alpha@bus.test>\r\nX-Agentmail-Type: question\r\n\r\nbody\r\n".encode()
+        return Outgoing(f"k{n}", raw, Envelope("alpha@bus.test", ("beta@bus.test",)))
+
+    assert [r.status for r in transport.submit([opener(1), opener(2)])] == ["sent", "sent"]
+    (hour,) = _names(po / ".opened" / "alpha")
+    assert len(_names(po / ".opened" / "alpha" / hour)) == 2
+    (po / ".opened" / "alpha" / hour).rename(po / "aside")
+    (po / ".opened" / "alpha" / hour).write_bytes(b"")
+    with pytest.raises(FileExistsError):
+        transport.submit([opener(3)])
 
 
 def test_fetch_reads_from_the_checkpoint_in_batches_and_skips_missing_uids(tmp_path: Path) -> None:
