@@ -465,13 +465,14 @@ class SmtpImapTransport(Transport):
 
     @contextmanager
     def _imap_failures(self, while_: str = "") -> Iterator[None]:
-        """An IMAP or socket error in the block: drop the connection (the next call opens a
-        fresh one) and raise it as a TransportError, its cause kept."""
+        """An IMAP or socket error in the block, or a server's answer that is no number where
+        one must stand (UIDNEXT, RFC822.SIZE: ValueError): drop the connection (the next call
+        opens a fresh one) and raise it as a TransportError, its cause kept."""
         try:
             yield
         except AgentmailError:
             raise  # already translated (a TransportError is an OSError too): never wrapped twice
-        except (TimeoutError, IMAPClientError, OSError) as exc:
+        except (TimeoutError, IMAPClientError, OSError, ValueError) as exc:
             self._drop()
             raise TransportError(
                 f"IMAP {endpoint_name(self.imap)} failed{while_}: {exc.__class__.__name__}: {exc}"
