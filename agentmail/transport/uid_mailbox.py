@@ -152,10 +152,12 @@ class Mailbox:
         # renames leaves the counter past every UID it gave. Were it written after them, a
         # kill in between left it behind a letter's UID, and if a mail client flagged that
         # letter (``…:2,S``) before the next assign, the exact-name probe missed it and the
-        # UID went to a second letter, which every reader past it skips: lost. No fsync: a
-        # rename lost in a crash puts the letter back in new/, it gets a later UID, and the
-        # reader's spool drops the second copy. Overwritten in place (fixed width, no new
-        # file): a torn value is only a cache miss for _uidnext.
+        # UID went to a second letter, which every reader past it skips: lost. For the same
+        # reason the value is flushed before the renames: a power cut that kept a rename (the
+        # fetch flushes cur/) but not this write left the counter behind a UID just the same.
+        # The renames are not flushed here: one lost in a crash puts the letter back in new/,
+        # it gets a later UID, and the reader's spool drops the second copy. Overwritten in
+        # place (fixed width, no new file): a torn value is only a cache miss for _uidnext.
         reserved = uid + len(names)
         fd = os.open(self.dir / ".uidnext", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         try:
@@ -165,6 +167,7 @@ class Mailbox:
                 # as a wrong one.
                 os.ftruncate(fd, 0)
             os.pwrite(fd, f"{reserved:0{_COUNTER_WIDTH}d}".encode(), 0)
+            os.fsync(fd)
         finally:
             os.close(fd)
         for name in names:
