@@ -66,6 +66,14 @@ def _run(events: list[tuple[str, Any]], where: Path) -> None:
         elif what == "junk":
             (box.dir / arg / "junk.tmp:2,").write_bytes(b"not a letter")
         elif what == "counter":
+            value = int(arg) if arg.isdigit() and int(arg) >= 1 else None
+            if value is None and box._uidnext() > box._past_cur() or value is not None and value < box._uidnext():
+                # The documented limit (DESIGN §7, *UIDs*): a counter written back, or made
+                # unusable while it held UIDs past every name in cur/ (reserved by a reader killed
+                # before its renames, or their letters expunged), gives a UID again and a reader
+                # already past it skips that letter. Only a hand on the file does it: assign()
+                # never moves the counter back.
+                continue
             (box.dir / ".uidnext").write_bytes(arg)
         elif what == "killed":
             held = box._uidnext()
