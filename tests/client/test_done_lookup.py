@@ -9,18 +9,11 @@ from agentmail.client.facade import AgentMail
 from agentmail.errors import NotFound
 
 from ..conftest import OPENER
+from .test_woken_sync_lookups import _traced
 
 
 def _selects(mail: AgentMail, run: object) -> int:
-    said: list[str] = []
-    db = mail.receiver.spool.read.sql()
-    db.set_trace_callback(said.append)
-    try:
-        assert callable(run)
-        run()
-    finally:
-        db.set_trace_callback(None)
-    return sum(s.lstrip().upper().startswith("SELECT") for s in said)
+    return sum(s.lstrip().upper().startswith("SELECT") for s in _traced(mail, run))
 
 
 def test_done_of_an_id_looks_the_letter_up_once(alpha: AgentMail, beta: AgentMail) -> None:

@@ -21,6 +21,7 @@ from agentmail.letter.mime import header_section
 from agentmail.trust import dkim_lean
 
 from ..depth import examples
+from .test_bounds_precheck import _scan_fields, _scan_multiparts, _scan_signatures
 
 _PIECES = st.sampled_from(
     [b"A:", b"a :", b"X\t:", b"DKIM-Signature:", b"dkim-signature :", b"DKIM-SIGNATURE\t:", b"dKiM-SiGnAtUrE",
@@ -35,27 +36,6 @@ def _refusal(check: Callable[[Any], None], value: object) -> str | None:
     except bounds.Exceeded as exc:
         return str(exc)
     return None
-
-
-def _scan_fields(head: bytes) -> None:
-    fields = len(re.findall(bounds._FIELD, head))
-    if fields > bounds.HEADER_FIELDS:
-        raise bounds._over("HEADER_FIELDS", "the number of header fields", fields, bounds.HEADER_FIELDS)
-
-
-def _scan_signatures(head: bytes) -> None:
-    signatures = [f for f in re.split(bounds._FIELD_END, head) if re.match(bounds._SIGNATURE, f)]
-    if len(signatures) > bounds.SIGNATURES:
-        raise bounds._over("SIGNATURES", "the number of DKIM-Signature fields", len(signatures), bounds.SIGNATURES)
-    for field in signatures:
-        if len(field) > bounds.SIGNATURE_CHARS:
-            raise bounds._over("SIGNATURE_CHARS", "a DKIM-Signature field's length", len(field), bounds.SIGNATURE_CHARS)
-
-
-def _scan_multiparts(raw: bytes) -> None:
-    found = len(re.findall(bounds._MULTIPART, raw))
-    if found > bounds.MULTIPARTS:
-        raise bounds._over("MULTIPARTS", "the number of multipart entities", found, bounds.MULTIPARTS)
 
 
 def _scan_quoted(text: str) -> None:
